@@ -1,0 +1,61 @@
+"""Property tests for bpe.py (pytest + hypothesis): round trips on random texts over the alphabet."""
+
+import sys
+from pathlib import Path
+
+from hypothesis import given, settings, strategies as st
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import bpe  # noqa: E402
+
+TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
+ALPHABET = "".join(TOK.alphabet)
+WORDS = sorted({piece.strip() for piece in bpe.pretokenize((ROOT / "corpus.txt").read_text(encoding="utf-8"))})
+
+# random characters over the alphabet, and random sequences of corpus words and punctuation
+texts = st.text(alphabet=ALPHABET, max_size=200)
+wordy = st.lists(st.sampled_from(WORDS + [" ", " ", "."]), max_size=40).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(texts, wordy))
+def test_round_trip(text):
+    ids = TOK.encode(text)
+    assert all(type(i) is int and 0 <= i < len(TOK.vocab) for i in ids)
+    assert TOK.decode(ids) == text
+    assert "".join(TOK.tokens(text)) == text
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts, texts)
+def test_encoding_splits_at_newlines(a, b):
+    # pieces never cross a newline, so encoding concatenated lines is concatenating their encodings
+    assert TOK.encode(a + "\n" + b) == TOK.encode(a + "\n") + TOK.encode(b)
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts, st.characters().filter(lambda ch: ch not in ALPHABET), texts)
+def test_unknown_character_error_names_it_and_its_position(before, bad, after):
+    try:
+        TOK.encode(before + bad + after)
+    except ValueError as e:
+        assert repr(bad) in str(e)
+        assert f"position {len(before)}" in str(e)
+    else:
+        raise AssertionError("no ValueError for an unknown character")
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.text(alphabet="ab \n.", min_size=1, max_size=60), st.integers(0, 8))
+def test_training_small_texts_round_trips(text, extra):
+    alphabet = sorted(set(text))
+    try:
+        tok = bpe.Tokenizer.train(text, len(alphabet) + extra)
+    except ValueError as e:
+        assert "no pairs are left" in str(e)
+        return
+    assert len(tok.vocab) == len(alphabet) + extra
+    assert tok.decode(tok.encode(text)) == text
+    assert bpe.Tokenizer.train(text, len(alphabet) + extra).merges == tok.merges  # deterministic
