@@ -49,7 +49,7 @@ class TestTrace(unittest.TestCase):
         run = subprocess.run([sys.executable, "trace_block.py", "--check"], cwd=HERE, capture_output=True, text=True)
         self.assertEqual(run.returncode, 0, run.stderr)
 
-    def test_check_fails_on_a_stale_record(self):
+    def test_check_fails_on_a_stale_truncated_or_missing_record(self):
         trace = json.loads((HERE / "block-trace.json").read_text(encoding="utf-8"))
         trace["initial_loss"] += 1e-12
         stale = trace_block.to_json(trace) + "\n"
@@ -59,6 +59,8 @@ class TestTrace(unittest.TestCase):
                 trace_block.TRACE_FILE.write_text(stale, encoding="utf-8")
                 fresh = trace_block.to_json(json.loads((HERE / "block-trace.json").read_text(encoding="utf-8")))
                 self.assertIn("field initial_loss differs", trace_block.check(fresh + "\n"))
+                trace_block.TRACE_FILE.write_text(stale[: len(stale) // 2], encoding="utf-8")
+                self.assertIn("not valid JSON", trace_block.check(fresh + "\n"))
                 trace_block.TRACE_FILE.unlink()
                 self.assertIn("missing", trace_block.check(fresh + "\n"))
             finally:

@@ -209,7 +209,7 @@ def check(text):
     try:
         field = first_difference(json.loads(recorded), json.loads(text))
     except ValueError:
-        field = None
+        return f"{TRACE_FILE.name} is not valid JSON (truncated or edited?); run python3 trace_block.py --write"
     what = f"field {field} differs" if field else "its formatting differs"
     return f"{TRACE_FILE.name} is out of date ({what}); run python3 trace_block.py --write"
 
@@ -222,7 +222,11 @@ def main(argv=None):
     parser.add_argument("--verbose", action="store_true", help="print the gradient check tensor by tensor")
     args = parser.parse_args(argv)
 
-    text = to_json(trace(verbose=args.verbose)) + "\n"
+    try:
+        text = to_json(trace(verbose=args.verbose)) + "\n"
+    except (OSError, ValueError) as e:  # a missing or broken corpus.txt or tokenizer.json
+        print(f"cannot make the trace: {e}", file=sys.stderr)
+        return 1
     if args.write:
         write_atomic(TRACE_FILE, text)
         print(f"wrote {TRACE_FILE.name}")
