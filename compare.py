@@ -1,0 +1,186 @@
+"""Compare the NumPy path (float64) and, when installed, PyTorch autograd (float64) with the reference model.py.
+
+    python3 compare.py                      # series size, 2 sequences of 63 tokens, positions on
+    python3 compare.py --batch 1 --no-positions --no-torch
+
+All three run on the same parameters and token IDs. One row per tensor: every intermediate of the forward pass
+(x0, h1, attention weights, x1, h2, ReLU output, x2, logits), the loss, and every gradient, with the largest
+absolute difference and the relative error = largest absolute difference / largest absolute value of the
+reference tensor (for an all-zero reference tensor, the absolute difference itself). A row is OK when the relative
+error is within the tolerance; the exit status is 1 if any row is NOT OK.
+
+The parameters are the reference's seed-3 initial values plus seeded noise, so that no layer-norm gain is exactly
+1 and no bias exactly 0 (a bug that drops a gain or a bias would hide behind those values). The reference runs one
+sequence at a time; for a batch, its rows are stacked and its gradients averaged over the sequences, which is
+what the batch's mean loss over all B * T positions asks for.
+
+Shape legend: B = sequences, T = positions, d = width, H = hidden width, V = vocabulary size.
+"""
+
+import argparse
+import random
+import sys
+
+import numpy as np
+
+import model
+import numpy_model
+
+SERIES = {"vocab": 96, "d": 16, "hidden": 64, "max_len": 64, "seed": 3}  # the series config
+INTERMEDIATES = ["x0", "h1", "weights", "x1", "h2", "act", "x2", "logits"]  # in forward order
+TOLERANCE = 1e-12  # NumPy float64 vs the reference, relative to each tensor's largest value
+TORCH_TOLERANCE = 1e-11  # PyTorch float64 vs the reference
+
+# ----------------------------------------------------------------------------------------------------------------
+# Inputs
+
+
+def jittered_params(seed):
+    """The series parameters (dict of lists) with gauss(0, 0.05) added to every matrix entry and gauss(0, 0.1) to
+    every gain and bias.
+
+    >>> p = jittered_params(1)
+    >>> p["ln1_g"][0] != 1.0, len(p["W1"]), len(p["W1"][0])
+    (True, 16, 64)
+    """
+    params = model.init_params(**SERIES)
+    rng = random.Random(seed)
+    for name, t in params.items():
+        if isinstance(t[0], list):
+            params[name] = [[v + rng.gauss(0.0, 0.05) for v in row] for row in t]
+        else:
+            params[name] = [v + rng.gauss(0.0, 0.1) for v in t]
+    return params
+
+
+def random_batch(seed, batch, length, vocab):
+    """Token IDs and targets, each a list of `batch` lists of `length` ints.
+
+    >>> ids, targets = random_batch(0, 2, 3, 96)
+    >>> len(ids), len(targets[1])
+    (2, 3)
+    """
+    rng = random.Random(seed)
+    draw = lambda: [[rng.randrange(vocab) for _ in range(length)] for _ in range(batch)]  # noqa: E731
+    return draw(), draw()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The three runs; each returns ({intermediate name: (B, T, ...) array}, loss, {parameter name: gradient array})
+
+
+def reference_run(params, ids, targets, use_positions=True):
+    """The reference, one sequence at a time; intermediates stacked, loss and gradients averaged over sequences."""
+    inter = {name: [] for name in INTERMEDIATES}
+    losses, grads = [], []
+    for x, y in zip(ids, targets):
+        logits, cache = model.forward(params, x, use_positions)
+        loss, dlogits = model.loss_and_dlogits(logits, y)
+        grads.append(model.backward(params, cache, dlogits))
+        losses.append(loss)
+        for name in INTERMEDIATES:
+            value = logits if name == "logits" else cache["att"]["weights"] if name == "weights" else cache[name]
+            inter[name].append(value)
+    B = len(ids)
+    mean_grads = {name: sum(np.array(g[name]) for g in grads) / B for name in grads[0]}
+    return {name: np.array(v) for name, v in inter.items()}, sum(losses) / B, mean_grads
+
+
+def numpy_run(params, ids, targets, use_positions=True):
+    """The NumPy path in float64 on the whole batch at once."""
+    p = numpy_model.from_lists(params, np.float64)
+    logits, cache = numpy_model.forward(p, np.array(ids), use_positions)
+    inter = {name: np.array(cache[name]) for name in INTERMEDIATES if name in cache}
+    inter["weights"] = np.array(cache["att"]["weights"])
+    inter["logits"] = np.array(logits)  # copied before the loss may reuse memory
+    loss, dlogits = numpy_model.loss_and_dlogits(logits, np.array(targets))
+    grads = numpy_model.backward(p, cache, dlogits)
+    return inter, loss, grads
+
+
+def torch_run(params, ids, targets, use_positions=True):
+    """PyTorch autograd in float64 on the whole batch (imports torch)."""
+    import torch
+
+    import torch_model
+
+    p = torch_model.to_torch(params, torch.float64)
+    loss, grads, inter = torch_model.loss_and_grads(p, torch_model.as_ids(ids), torch_model.as_ids(targets),
+                                                    use_positions)
+    return ({n: t.numpy() for n, t in inter.items()}, loss, {n: g.numpy() for n, g in grads.items()})
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Comparing and reporting
+
+
+def compare(ref, other, tol):
+    """Rows (name, shape, max abs error, relative error, ok) for every intermediate, the loss and every gradient.
+
+    >>> run = ({"x0": np.ones((1, 2))}, 1.0, {"w": np.zeros(2)})
+    >>> [r[-1] for r in compare(run, run, 1e-12)]
+    [True, True, True]
+    """
+    (ref_inter, ref_loss, ref_grads), (inter, loss, grads) = ref, other
+    pairs = [(name, ref_inter[name], inter[name]) for name in ref_inter]
+    pairs.append(("loss", np.array(ref_loss), np.array(loss)))
+    pairs += [("grad " + name, ref_grads[name], grads[name]) for name in ref_grads]
+    rows = []
+    for name, want, got in pairs:
+        want, got = np.asarray(want, dtype=np.float64), np.asarray(got, dtype=np.float64)
+        if want.shape != got.shape:
+            rows.append((name, got.shape, float("inf"), float("inf"), False))
+            continue
+        err = float(np.max(np.abs(want - got))) if want.size else 0.0
+        scale = float(np.max(np.abs(want))) if want.size else 0.0
+        rel = err / scale if scale > 0.0 else err
+        rows.append((name, want.shape, err, rel, bool(rel <= tol)))  # a NaN fails this test too
+    return rows
+
+
+def print_table(title, rows, tol):
+    """Print one comparison as a table; return whether every row is OK."""
+    print(f"{title} (OK: relative error <= {tol:g})")
+    print(f"  {'tensor':14s} {'shape':16s} {'max abs err':>12s} {'rel err':>10s}")
+    for name, shape, err, rel, ok in rows:
+        print(f"  {name:14s} {str(shape):16s} {err:12.3e} {rel:10.3e}  {'OK' if ok else 'NOT OK'}")
+    all_ok = all(r[-1] for r in rows)
+    print(f"  {'all OK' if all_ok else 'NOT OK: ' + str(sum(not r[-1] for r in rows)) + ' tensor(s) differ'}\n")
+    return all_ok
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--batch", type=int, default=2, help="sequences (the reference runs them one by one)")
+    parser.add_argument("--length", type=int, default=63, help="tokens per sequence, 1 to 64")
+    parser.add_argument("--seed", type=int, default=1, help="seed of the parameter noise and the token IDs")
+    parser.add_argument("--no-positions", action="store_true", help="switch the position embeddings off")
+    parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch comparison")
+    args = parser.parse_args(argv)
+    if args.batch < 1 or not 1 <= args.length <= SERIES["max_len"]:
+        parser.error(f"need --batch >= 1 and 1 <= --length <= {SERIES['max_len']}")
+
+    params = jittered_params(args.seed)
+    ids, targets = random_batch(args.seed, args.batch, args.length, SERIES["vocab"])
+    use_positions = not args.no_positions
+    print(f"series config, seed {args.seed}: B = {args.batch}, T = {args.length}, positions "
+          f"{'on' if use_positions else 'off'}\n")
+    ref = reference_run(params, ids, targets, use_positions)
+    ok = print_table("NumPy float64 vs reference", compare(ref, numpy_run(params, ids, targets, use_positions),
+                                                            TOLERANCE), TOLERANCE)
+    if args.no_torch:
+        print("PyTorch: skipped (--no-torch)")
+    else:
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            print("PyTorch: skipped (torch is not installed)")
+        else:
+            rows = compare(ref, torch_run(params, ids, targets, use_positions), TORCH_TOLERANCE)
+            ok = print_table("PyTorch float64 autograd vs reference", rows, TORCH_TOLERANCE) and ok
+    print("all OK" if ok else "NOT OK")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""PyTorch autograd in float64 (torch_model.py) against the reference model.py and the NumPy path: logits, loss
+and every gradient within 1e-11 relative (largest absolute difference / largest absolute value of the reference
+tensor). Skipped only when torch is not installed; CI installs torch==2.13.0 (requirements-torch.txt)."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent), str(HERE)]  # the repository root (model files) and tests/ (shared helpers)
+
+torch = pytest.importorskip("torch", reason="torch is not installed (pip install -r requirements-torch.txt)")
+
+import numpy_model as nm  # noqa: E402
+import torch_model as tm  # noqa: E402
+from fastpath_helpers import SERIES, configs, draw_batch, jittered, reference, rel_err  # noqa: E402
+
+TOL = 1e-11
+
+
+def three_ways(params, ids, targets, use_positions):
+    """(logits, loss, grads) from the reference, the NumPy path (float64) and PyTorch (float64)."""
+    ref = reference(params, ids, targets, use_positions)
+    p = nm.from_lists(params)
+    logits, cache = nm.forward(p, ids, use_positions)
+    logits = np.array(logits)
+    loss, dlogits = nm.loss_and_dlogits(logits, targets)
+    fast = (logits, loss, nm.backward(p, cache, dlogits))
+    loss, grads, inter = tm.loss_and_grads(tm.to_torch(params), tm.as_ids(ids), tm.as_ids(targets), use_positions)
+    twin = (inter["logits"].numpy(), loss, {n: g.numpy() for n, g in grads.items()})
+    return ref, fast, twin
+
+
+def assert_close(got, want, tol):
+    logits, loss, grads = got
+    assert rel_err(logits, want[0]) <= tol, "logits"
+    assert abs(loss - want[1]) <= tol * abs(want[1]), "loss"
+    for name, g in want[2].items():
+        assert rel_err(grads[name], g) <= tol, name
+
+
+@settings(max_examples=40, deadline=None)
+@given(cfg=configs, length=st.integers(1, 12))
+def test_torch_float64_matches_reference_and_numpy(cfg, length):
+    V, d, H, L = cfg["vocab"], cfg["d"], cfg["hidden"], cfg["max_len"]
+    params = jittered(V, d, H, L, cfg["seed"], cfg["scale"])
+    ids, targets = draw_batch(np.random.default_rng(cfg["seed"]), V, cfg["batch"], min(length, L))
+    ref, fast, twin = three_ways(params, ids, targets, cfg["positions"])
+    assert_close(twin, ref, TOL)
+    assert_close(twin, fast, TOL)
+
+
+@pytest.mark.parametrize("batch, use_positions", [(1, True), (1, False), (4, True)])
+def test_series_size(batch, use_positions):
+    params = jittered(*SERIES, scale=0.05)
+    rng = np.random.default_rng(batch)
+    ids, targets = rng.integers(0, 96, (batch, 64)), rng.integers(0, 96, (batch, 64))
+    ref, fast, twin = three_ways(params, ids, targets, use_positions)
+    assert_close(twin, ref, TOL)
+    assert_close(twin, fast, TOL)
+
+
+def test_intermediates_match_numpy():
+    """The twin's x0, h1, attention weights, x1, h2, ReLU output and x2 match the NumPy path's."""
+    params = jittered(*SERIES, scale=0.05)
+    ids = np.random.default_rng(0).integers(0, 96, (2, 40))
+    _, cache = nm.forward(nm.from_lists(params), ids)
+    _, inter = tm.forward(tm.to_torch(params), tm.as_ids(ids))
+    for name in ("x0", "h1", "x1", "h2", "act", "x2"):
+        assert rel_err(inter[name].detach().numpy(), cache[name]) <= TOL, name
+    assert rel_err(inter["weights"].detach().numpy(), cache["att"]["weights"]) <= TOL
