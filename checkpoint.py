@@ -1,0 +1,395 @@
+"""Checkpoints in the safetensors format, written and read with the standard library only.
+
+A safetensors file is three parts:
+    8 bytes   N, the length of the header, an unsigned little-endian 64-bit integer
+    N bytes   the header: UTF-8 JSON starting with "{", padded with spaces at the end (here to a multiple of 8, so
+              every tensor starts 8-byte aligned). It maps each tensor name to {"dtype", "shape", "data_offsets":
+              [begin, end]}, offsets into the data part; the optional key "__metadata__" maps strings to strings.
+    the rest  the data: every tensor's values, little-endian, row-major, one after another with no gaps.
+So `safetensors.numpy.load_file` and `safetensors.torch.load_file` read what `save_file` writes, and the reference
+model can load a checkpoint without NumPy.
+
+Here a tensor is a plain triple (dtype, shape, values): dtype a safetensors name ("F32", "F64" or "I64"), shape a
+tuple of ints, values a flat sequence of numbers in row-major order (a list, or the array.array that reading gives).
+
+    >>> raw = encode({"w": ("F32", (2, 2), [1.0, 2.0, 3.0, 4.0])}, {"note": "hi"})
+    >>> tensors, meta = decode(raw)
+    >>> tensors["w"][0], tensors["w"][1], tensors["w"][2].tolist(), meta["note"]
+    ('F32', (2, 2), [1.0, 2.0, 3.0, 4.0], 'hi')
+
+The second half of the file is the training checkpoint built on that container: which tensors and metadata a
+checkpoint of this model holds, and `load_checkpoint`, which rejects a bad file with a message naming the problem.
+"""
+
+import array
+import hashlib
+import json
+import math
+import random
+import sys
+from pathlib import Path
+
+from atomic import write_atomic
+from model import param_shapes
+
+# ----------------------------------------------------------------------------------------------------------------
+# The safetensors container
+
+DTYPES = {"F32": "f", "F64": "d", "I64": "q"}  # safetensors dtype -> array.array typecode (4, 8 and 8 bytes)
+HEADER_ALIGN = 8  # the header is padded with spaces to a multiple of this, as the safetensors library does
+MAX_HEADER = 100 * 1024 * 1024  # a longer header means a corrupt file (the safetensors library has the same limit)
+DATA_HASH_KEY = "data_sha256"  # metadata key: SHA-256 of the data part, checked on reading to catch corrupt bytes
+
+
+def _packed(dtype, values):
+    """The little-endian bytes of a flat sequence of numbers as dtype.
+
+    >>> _packed("I64", [1, 2]).hex()
+    '01000000000000000200000000000000'
+    """
+    a = array.array(DTYPES[dtype], values)
+    if sys.byteorder == "big":
+        a.byteswap()
+    return a.tobytes()
+
+
+def _unpacked(dtype, raw):
+    """A flat array.array of the numbers in little-endian bytes raw.
+
+    >>> _unpacked("F64", bytes(8)).tolist()
+    [0.0]
+    """
+    a = array.array(DTYPES[dtype])
+    a.frombytes(raw)
+    if sys.byteorder == "big":
+        a.byteswap()
+    return a
+
+
+def encode(tensors, metadata=None):
+    """The bytes of a safetensors file holding tensors {name: (dtype, shape, values)} in the given order.
+
+    metadata (str -> str) goes into "__metadata__", with DATA_HASH_KEY added.
+
+    >>> raw = encode({"s": ("I64", (), [7])})
+    >>> int.from_bytes(raw[:8], "little") % 8, raw[8:9], len(raw) % 8
+    (0, b'{', 0)
+    """
+    metadata = dict(metadata or {})
+    for key, value in metadata.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise ValueError(f"metadata must map strings to strings; got {key!r}: {value!r}")
+    if DATA_HASH_KEY in metadata:
+        raise ValueError(f"metadata key {DATA_HASH_KEY!r} is reserved: encode adds it")
+    header, chunks, offset = {}, [], 0
+    for name, (dtype, shape, values) in tensors.items():
+        if name == "__metadata__" or not isinstance(name, str) or not name:
+            raise ValueError(f"tensor name {name!r} is not allowed; expected a non-empty string other than"
+                             f" '__metadata__'")
+        if dtype not in DTYPES:
+            raise ValueError(f"tensor {name!r} has dtype {dtype!r}; expected one of {sorted(DTYPES)}")
+        shape = tuple(shape)
+        if any(type(n) is not int or n < 0 for n in shape):
+            raise ValueError(f"tensor {name!r} has shape {shape}; expected a tuple of non-negative ints")
+        if len(values) != math.prod(shape):
+            raise ValueError(f"tensor {name!r} has {len(values)} values but shape {shape} needs {math.prod(shape)}")
+        raw = _packed(dtype, values)
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + len(raw)]}
+        chunks.append(raw)
+        offset += len(raw)
+    data = b"".join(chunks)
+    metadata[DATA_HASH_KEY] = hashlib.sha256(data).hexdigest()
+    text = json.dumps({"__metadata__": metadata, **header}, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-(8 + len(text)) % HEADER_ALIGN)  # so that the data starts at a multiple of 8
+    return len(text).to_bytes(8, "little") + text + data
+
+
+def _no_duplicates(pairs):
+    """object_pairs_hook for json.loads: a dict, but a key that occurs twice is an error (safetensors forbids it)."""
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"the header has the key {key!r} twice")
+        out[key] = value
+    return out
+
+
+def decode(raw):
+    """(tensors, metadata) from the bytes of a safetensors file; anything malformed is a ValueError naming it.
+
+    Checked: the header's length and JSON, every tensor's dtype, shape and byte range, that the ranges tile the data
+    part exactly (no gaps, no overlaps, nothing after), and the data's SHA-256 when the metadata records one.
+
+    >>> decode(encode({"x": ("F64", (1,), [0.5])}))[0]["x"][2].tolist()
+    [0.5]
+    >>> decode(b"\\x10\\x00")
+    Traceback (most recent call last):
+    ...
+    ValueError: the file is 2 bytes, shorter than the 8-byte header length: it is truncated or not a safetensors file
+    """
+    raw = memoryview(raw)
+    if len(raw) < 8:
+        raise ValueError(f"the file is {len(raw)} bytes, shorter than the 8-byte header length:"
+                         f" it is truncated or not a safetensors file")
+    n = int.from_bytes(raw[:8], "little")
+    if n > MAX_HEADER:
+        raise ValueError(f"the header length reads {n} bytes, more than the {MAX_HEADER} allowed:"
+                         f" the file is corrupt or not a safetensors file")
+    if 8 + n > len(raw):
+        raise ValueError(f"the header length reads {n} bytes but only {len(raw) - 8} follow: the file is truncated")
+    text = bytes(raw[8:8 + n])
+    if not text.startswith(b"{"):
+        raise ValueError(f"the header starts with {text[:10]!r}, expected '{{': the file is corrupt or not a"
+                         f" safetensors file")
+    try:
+        header = json.loads(text.decode("utf-8"), object_pairs_hook=_no_duplicates)
+    except UnicodeDecodeError as e:
+        raise ValueError(f"the header is not UTF-8 ({e.reason} at byte {e.start}): the file is corrupt") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"the header is not valid JSON ({e.msg} at character {e.pos}): the file is corrupt") from None
+    if not isinstance(header, dict):
+        raise ValueError(f"the header is a JSON {type(header).__name__}, expected an object: the file is corrupt")
+
+    metadata = header.pop("__metadata__", None) or {}
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise ValueError("__metadata__ must map strings to strings: the file is corrupt")
+    data = raw[8 + n:]
+    spans, tensors = [], {}
+    for name, info in header.items():
+        if not isinstance(info, dict) or sorted(info) != ["data_offsets", "dtype", "shape"]:
+            raise ValueError(f"tensor {name!r}: expected exactly the fields dtype, shape and data_offsets, got"
+                             f" {info!r:.80}")
+        dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+        if dtype not in DTYPES:
+            raise ValueError(f"tensor {name!r} has dtype {dtype!r}; this reader knows {sorted(DTYPES)}")
+        if not isinstance(shape, list) or any(type(s) is not int or s < 0 for s in shape):
+            raise ValueError(f"tensor {name!r} has shape {shape!r}; expected a list of non-negative ints")
+        if (not isinstance(offsets, list) or len(offsets) != 2 or any(type(o) is not int for o in offsets)
+                or not 0 <= offsets[0] <= offsets[1]):
+            raise ValueError(f"tensor {name!r} has data_offsets {offsets!r}; expected [begin, end], 0 <= begin <= end")
+        size = math.prod(shape) * array.array(DTYPES[dtype]).itemsize
+        if offsets[1] - offsets[0] != size:
+            raise ValueError(f"tensor {name!r} covers {offsets[1] - offsets[0]} bytes, but {dtype} of shape"
+                             f" {tuple(shape)} needs {size}: the file is corrupt")
+        if offsets[1] > len(data):
+            raise ValueError(f"tensor {name!r} ends at byte {offsets[1]} of the data, but the file holds only"
+                             f" {len(data)} bytes of data: the file is truncated")
+        spans.append((offsets[0], offsets[1], name))
+        tensors[name] = (dtype, tuple(shape), _unpacked(dtype, data[offsets[0]:offsets[1]]))
+    end = 0
+    for begin, stop, name in sorted(spans):
+        if begin != end:
+            raise ValueError(f"tensor {name!r} starts at byte {begin} of the data, expected {end}: the tensors must"
+                             f" follow each other without gaps or overlaps")
+        end = stop
+    if end != len(data):
+        raise ValueError(f"the data part has {len(data)} bytes but the tensors cover {end}: the file is corrupt")
+    want = metadata.get(DATA_HASH_KEY)
+    if want is not None and hashlib.sha256(data).hexdigest() != want:
+        raise ValueError("the data's SHA-256 differs from the one recorded in the header: the file is corrupt")
+    return tensors, metadata
+
+
+def save_file(path, tensors, metadata=None):
+    """Write a safetensors file atomically: a crash at any moment leaves the old file or the new one, whole."""
+    write_atomic(path, encode(tensors, metadata))
+
+
+def load_file(path):
+    """(tensors, metadata) of a safetensors file; a bad file is a ValueError that starts with its path."""
+    try:
+        return decode(Path(path).read_bytes())
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
+
+
+def nested(values, shape):
+    """Flat row-major values as nested lists of the given shape (the reference model's layout).
+
+    >>> nested([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], (2, 3))
+    [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
+    >>> nested([7], ())
+    7
+    """
+    values = list(values)
+    if not shape:
+        return values[0]
+    if len(shape) == 1:
+        return values
+    step = len(values) // shape[0]
+    return [nested(values[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])]
+
+
+def flat(t):
+    """Nested lists flattened in row-major order (the inverse of `nested`).
+
+    >>> flat([[1.0, 2.0], [3.0, 4.0]])
+    [1.0, 2.0, 3.0, 4.0]
+    """
+    return [x for row in t for x in flat(row)] if isinstance(t, list) else [t]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The training checkpoint: parameters, Adam's moments and step, the batch sampler's random state, and metadata
+
+FORMAT = "one-block checkpoint"  # metadata "format"
+FORMAT_VERSION = "1"  # metadata "format_version"; a file with another version is refused
+MOMENT_PREFIXES = ("adam_m.", "adam_v.")  # Adam's first and second moments, one tensor per parameter
+STEP = "adam_step"  # I64 scalar: the number of optimiser steps taken
+RNG = "rng_state"  # I64 (625,): the Mersenne Twister state of the batch sampler (random.Random.getstate()[1])
+RNG_STATE_LEN = 625
+METADATA_KEYS = ("format", "format_version", "config", "training", "tokenizer_sha256")  # required
+
+
+def sha256_file(path):
+    """Hex SHA-256 of a file's bytes (a tokenizer.json, a corpus)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def expected_shapes(config):
+    """Every tensor a training checkpoint holds, name -> shape, for a model config (vocab, d, hidden, max_len).
+
+    >>> shapes = expected_shapes({"vocab": 96, "d": 16, "hidden": 64, "max_len": 64})
+    >>> len(shapes), shapes["adam_v.W1"], shapes[STEP]
+    (56, (16, 64), ())
+    """
+    params = param_shapes(config["vocab"], config["d"], config["hidden"], config["max_len"])
+    shapes = dict(params)
+    for prefix in MOMENT_PREFIXES:
+        shapes.update({prefix + name: shape for name, shape in params.items()})
+    shapes[STEP] = ()
+    shapes[RNG] = (RNG_STATE_LEN,)
+    return shapes
+
+
+def rng_tensor(rng):
+    """The state of a random.Random as an I64 tensor (its 624 Mersenne Twister words and the position in them)."""
+    version, words, gauss_next = rng.getstate()
+    if version != 3 or len(words) != RNG_STATE_LEN or gauss_next is not None:
+        raise ValueError(f"cannot store this random.Random state (version {version}, {len(words)} words,"
+                         f" gauss_next {gauss_next!r}); expected version 3, {RNG_STATE_LEN} words, no pending gauss")
+    return ("I64", (RNG_STATE_LEN,), list(words))
+
+
+def rng_from_tensor(values):
+    """A random.Random in the state that rng_tensor recorded."""
+    rng = random.Random()
+    rng.setstate((3, tuple(int(v) for v in values), None))
+    return rng
+
+
+def save_checkpoint(path, params, moments, step, rng, config, training, tokenizer_sha256, extra=None):
+    """Write a training checkpoint atomically.
+
+    params and each of moments = (m, v): {name: (dtype, shape, flat values)} in the model's order; step: int;
+    rng: the batch sampler's random.Random; config: the model config dict (vocab, d, hidden, max_len,
+    use_positions); training: the training settings dict; extra: more metadata strings (for people reading it).
+    """
+    tensors = dict(params)
+    for prefix, moment in zip(MOMENT_PREFIXES, moments):
+        tensors.update({prefix + name: t for name, t in moment.items()})
+    tensors[STEP] = ("I64", (), [step])
+    tensors[RNG] = rng_tensor(rng)
+    metadata = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "config": json.dumps(config),
+        "training": json.dumps(training),
+        "tokenizer_sha256": tokenizer_sha256,
+        **(extra or {}),
+    }
+    save_file(path, tensors, metadata)
+
+
+def check_checkpoint(tensors, metadata, tokenizer_sha256=None):
+    """Raise a ValueError naming the first problem of a decoded checkpoint; return (config, training) if it is good.
+
+    Checked: the format name and version, the config and training settings, the tokenizer's hash (when given),
+    that every expected tensor is there with its shape and no others, one float dtype for the parameters and
+    moments, and that every value is finite.
+    """
+    if metadata.get("format") != FORMAT:
+        raise ValueError(f"format is {metadata.get('format')!r}, expected {FORMAT!r}: not a checkpoint of this model")
+    if metadata.get("format_version") != FORMAT_VERSION:
+        raise ValueError(f"format version is {metadata.get('format_version')!r}, but this code reads version"
+                         f" {FORMAT_VERSION!r}")
+    missing = [key for key in METADATA_KEYS if key not in metadata]
+    if missing:
+        raise ValueError(f"metadata lacks {missing}")
+    try:
+        config, training = json.loads(metadata["config"]), json.loads(metadata["training"])
+    except json.JSONDecodeError as e:
+        raise ValueError(f"metadata config or training is not valid JSON ({e.msg})") from None
+    for key in ("vocab", "d", "hidden", "max_len"):
+        if type(config.get(key)) is not int or config[key] < 1:
+            raise ValueError(f"config {key} is {config.get(key)!r}, expected a positive int")
+    if type(config.get("use_positions")) is not bool:
+        raise ValueError(f"config use_positions is {config.get('use_positions')!r}, expected true or false")
+    if tokenizer_sha256 is not None and metadata["tokenizer_sha256"] != tokenizer_sha256:
+        raise ValueError(f"the checkpoint was trained with a tokenizer whose SHA-256 is"
+                         f" {metadata['tokenizer_sha256'][:16]}..., but this tokenizer.json has"
+                         f" {tokenizer_sha256[:16]}...: token IDs would mean different things")
+
+    shapes = expected_shapes(config)
+    missing = [name for name in shapes if name not in tensors]
+    if missing:
+        raise ValueError(f"missing tensors: {missing[:5]}{' ...' if len(missing) > 5 else ''}")
+    extra = [name for name in tensors if name not in shapes]
+    if extra:
+        raise ValueError(f"unexpected tensors: {extra[:5]}{' ...' if len(extra) > 5 else ''}")
+    float_dtype = tensors["tok_emb"][0]
+    if float_dtype not in ("F32", "F64"):
+        raise ValueError(f"tensor 'tok_emb' has dtype {float_dtype}, expected F32 or F64")
+    for name, want in shapes.items():
+        dtype, shape, values = tensors[name]
+        if shape != want:
+            raise ValueError(f"tensor {name!r} has shape {shape}, expected {want} for config {config}")
+        want_dtype = "I64" if name in (STEP, RNG) else float_dtype
+        if dtype != want_dtype:
+            raise ValueError(f"tensor {name!r} has dtype {dtype}, expected {want_dtype}")
+        if dtype != "I64":
+            bad = [i for i, x in enumerate(values) if not math.isfinite(x)]
+            if bad:
+                raise ValueError(f"tensor {name!r} has {len(bad)} non-finite values (the first, at flat index"
+                                 f" {bad[0]}, is {values[bad[0]]})")
+    step = tensors[STEP][2][0]
+    if step < 0:
+        raise ValueError(f"{STEP} is {step}, expected a non-negative count of steps")
+    words = tensors[RNG][2]
+    if any(not 0 <= w < 2 ** 32 for w in words[:-1]) or not 0 <= words[-1] <= 624:
+        raise ValueError(f"{RNG} is not a Mersenne Twister state (624 32-bit words and a position from 0 to 624)")
+    return config, training
+
+
+def load_checkpoint(path, tokenizer_sha256=None):
+    """Read and check a training checkpoint; a bad file is a ValueError that starts with its path.
+
+    Returns a dict: config, training (settings), params and moments ({name: (dtype, shape, values)} each, the
+    moments as a pair (m, v)), step (int), rng (a random.Random in the saved state), metadata (all of it).
+    """
+    tensors, metadata = load_file(path)
+    try:
+        config, training = check_checkpoint(tensors, metadata, tokenizer_sha256)
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
+    names = list(param_shapes(config["vocab"], config["d"], config["hidden"], config["max_len"]))
+    return {
+        "config": config,
+        "training": training,
+        "params": {name: tensors[name] for name in names},
+        "moments": tuple({name: tensors[prefix + name] for name in names} for prefix in MOMENT_PREFIXES),
+        "step": int(tensors[STEP][2][0]),
+        "rng": rng_from_tensor(tensors[RNG][2]),
+        "metadata": metadata,
+    }
+
+
+def reference_params(ckpt):
+    """The parameters of a loaded checkpoint as the reference model's dict of lists (Python floats).
+
+    >>> import model
+    >>> ckpt = {"params": {"b": ("F32", (2,), [0.5, 1.5]), "w": ("F64", (1, 2), [1.0, 2.0])}}
+    >>> reference_params(ckpt)
+    {'b': [0.5, 1.5], 'w': [[1.0, 2.0]]}
+    """
+    return {name: nested(values, shape) for name, (dtype, shape, values) in ckpt["params"].items()}

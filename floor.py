@@ -1,0 +1,147 @@
+"""The loss floor: the lowest loss any model can reach on corpus.txt, in nats per token.
+
+    python3 floor.py          # (re)write corpus-entropy.json next to this script
+    python3 floor.py --check  # exit 1 with a one-line reason if it differs from a fresh computation
+
+make_corpus.py knows the probability p of every story it writes: the product of its random choices. A story's text
+determines its choices (make_corpus.parse_story finds exactly one way to make it), and the text determines its tokens,
+so no model can predict a story's tokens better than the generator itself does, on average. A model that reads a
+story from its start (right after the newline that ends the story before it) and predicts each of its tokens, the
+final newline included, pays at best -log p nats for the whole story. Summed over the corpus and divided by the
+number of tokens, that is the floor every reported loss should be read against:
+
+    floor = sum over stories of -log p(story) / sum over stories of tokens(story + newline)
+
+    >>> import bpe
+    >>> tok = bpe.Tokenizer.load(HERE / "tokenizer.json")
+    >>> nats, tokens = story_floor(["mia has a red hat. mia gives the hat to ava. now ava has the hat."], tok)
+    >>> round(nats, 4), tokens, round(nats / tokens, 4)
+    (7.7832, 20, 0.3892)
+"""
+
+import argparse
+import hashlib
+import json
+import math
+import sys
+from math import fsum
+from pathlib import Path
+
+import bpe
+import make_corpus
+from atomic import write_atomic
+
+# ----------------------------------------------------------------------------
+# settings
+
+HERE = Path(__file__).resolve().parent
+CORPUS_FILE = "corpus.txt"                  # the stories, one per line
+TOKENIZER_FILE = "tokenizer.json"           # counts the tokens
+ENTROPY_FILE = "corpus-entropy.json"        # what this script writes, next to the corpus
+FORMAT = "one-block corpus entropy v1"      # the "format" field of that file
+
+# ----------------------------------------------------------------------------
+# the floor of a list of stories
+
+
+def story_floor(stories, tok):
+    """(total -log p in nats, total tokens) of stories given without their newline; tokens include the newline.
+
+    Every sum goes through math.fsum, so the result does not depend on the order of the stories.
+    """
+    nats = fsum(-make_corpus.story_log_prob(text) for text in stories)
+    tokens = sum(len(tok.encode(text + "\n")) for text in stories)
+    return nats, tokens
+
+
+def sha256_of(data):
+    """Hex SHA-256 of bytes.
+
+    >>> sha256_of(b"")[:16]
+    'e3b0c44298fc1c14'
+    """
+    return hashlib.sha256(data).hexdigest()
+
+
+def entropy_record(corpus, tok, tokenizer_sha256):
+    """The content of corpus-entropy.json, as a dict, for the corpus text and a tokenizer (with its file's hash)."""
+    stories = corpus.splitlines()
+    if not stories or corpus != "".join(s + "\n" for s in stories):
+        raise ValueError("the corpus must be non-empty stories, one per line, each ending with a newline")
+    nats, tokens = story_floor(stories, tok)
+    return {
+        "format": FORMAT,
+        "corpus": CORPUS_FILE,
+        "corpus_sha256": sha256_of(corpus.encode("utf-8")),
+        "tokenizer_sha256": tokenizer_sha256,
+        "stories": len(stories),
+        "tokens": tokens,
+        "total_nats": nats,
+        "nats_per_story": nats / len(stories),
+        "nats_per_token": nats / tokens,
+        "uniform_nats_per_token": math.log(len(tok.vocab)),
+        "note": "nats_per_token is the lowest mean loss any model can expect on these stories: the generator's own"
+                " -log p per story, divided by the story's tokens (its newline included)",
+    }
+
+
+def record_text(record):
+    """The file text of a record: fixed key order, 2-space indent, final newline."""
+    return json.dumps(record, indent=2) + "\n"
+
+
+def fresh_text(folder=HERE):
+    """corpus-entropy.json as it should be for the corpus and tokenizer in folder."""
+    corpus = (Path(folder) / CORPUS_FILE).read_text(encoding="utf-8")
+    tok = bpe.Tokenizer.load(Path(folder) / TOKENIZER_FILE)
+    tokenizer_sha256 = sha256_of((Path(folder) / TOKENIZER_FILE).read_bytes())
+    return record_text(entropy_record(corpus, tok, tokenizer_sha256))
+
+
+def load_floor(folder=HERE):
+    """The floor in nats per token from corpus-entropy.json; a missing or stale file is a ValueError saying so."""
+    path = Path(folder) / ENTROPY_FILE
+    if not path.exists():
+        raise ValueError(f"{ENTROPY_FILE} is missing; run python3 floor.py to write it")
+    record = json.loads(path.read_text(encoding="utf-8"))
+    if record.get("format") != FORMAT:
+        raise ValueError(f"{ENTROPY_FILE} has format {record.get('format')!r}, expected {FORMAT!r};"
+                         f" run python3 floor.py to rewrite it")
+    corpus_sha = sha256_of((Path(folder) / CORPUS_FILE).read_bytes())
+    if record.get("corpus_sha256") != corpus_sha:
+        raise ValueError(f"{ENTROPY_FILE} was computed for another {CORPUS_FILE}; run python3 floor.py to rewrite it")
+    return record["nats_per_token"]
+
+
+def check(folder=HERE):
+    """None if corpus-entropy.json equals a fresh computation, else a one-line reason."""
+    path = Path(folder) / ENTROPY_FILE
+    if not path.exists():
+        return f"{ENTROPY_FILE} is missing; run python3 floor.py to write it"
+    if path.read_text(encoding="utf-8") != fresh_text(folder):
+        return f"{ENTROPY_FILE} differs from a fresh computation on {CORPUS_FILE}; run python3 floor.py to rewrite it"
+    return None
+
+
+# ----------------------------------------------------------------------------
+# command line
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="Write corpus-entropy.json: the corpus's entropy in nats per token,"
+                                                 " the floor under every loss this model can report.")
+    parser.add_argument("--check", action="store_true", help="exit 1 if corpus-entropy.json differs from a fresh"
+                                                             " computation")
+    args = parser.parse_args()
+    if args.check:
+        reason = check()
+        if reason:
+            print(f"NOT OK: {reason}")
+            sys.exit(1)
+        print(f"OK: {ENTROPY_FILE} matches {CORPUS_FILE} and {TOKENIZER_FILE}")
+    else:
+        text = fresh_text()
+        write_atomic(HERE / ENTROPY_FILE, text)
+        record = json.loads(text)
+        print(f"wrote {ENTROPY_FILE}: {record['stories']} stories, {record['tokens']} tokens,"
+              f" {record['nats_per_token']:.4f} nats per token"
+              f" (uniform guessing: {record['uniform_nats_per_token']:.4f})")

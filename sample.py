@@ -1,0 +1,174 @@
+"""Generate text from a trained checkpoint, one token at a time.
+
+    python3 sample.py                                   # 160 tokens from the start of a line, temperature 1
+    python3 sample.py --prompt "mia has a" --temperature 0     # greedy: always the most likely next token
+    python3 sample.py --backend python                  # the same on model.py, standard library only
+    python3 sample.py --backend torch                   # the same on torch_model.py, read by safetensors.torch
+
+Each step feeds the context (a newline, the prompt, what was generated so far) to the model, takes the logits at
+the last position, divides them by the temperature, keeps the top-k, and draws the next token from their softmax
+with one seeded random.Random. The model has 64 learned positions, so once the context is longer only its last 64
+tokens are fed. Every backend computes in float64 (a float32 checkpoint widens exactly), so they agree to about
+1e-15 and, away from exact ties, pick the same tokens.
+"""
+
+import argparse
+import math
+import random
+import sys
+from pathlib import Path
+
+import bpe
+import checkpoint
+import model
+
+HERE = Path(__file__).resolve().parent
+TOKENIZER_FILE = HERE / "tokenizer.json"
+DEFAULT_CKPT = "out/ckpt.safetensors"  # where train.py writes by default
+
+# ----------------------------------------------------------------------------------------------------------------
+# Choosing the next token
+
+
+def choose(logits, temperature, top_k, rng):
+    """The next token ID from one position's logits (a list of V floats).
+
+    temperature 0 is greedy (the first of the largest logits); otherwise softmax(logits / temperature) over the
+    top_k largest (0: all of them), drawn with rng.
+
+    >>> choose([0.0, 3.0, 1.0], 0, 0, None)
+    1
+    >>> rng = random.Random(0)
+    >>> [choose([0.0, 1.0, 0.5], 1.0, 2, rng) for _ in range(10)]  # token 0 is not in the top 2
+    [2, 2, 1, 1, 1, 1, 2, 1, 1, 1]
+    """
+    if temperature == 0:
+        return max(range(len(logits)), key=lambda i: (logits[i], -i))
+    ranked = sorted(range(len(logits)), key=lambda i: (-logits[i], i))  # largest first, ties by ID
+    kept = sorted(ranked[:top_k] if top_k else ranked)  # (k,) IDs, back in ID order
+    top = logits[ranked[0]]
+    weights = [math.exp((logits[i] - top) / temperature) for i in kept]  # (k,) softmax numerators
+    u = rng.random() * math.fsum(weights)
+    total = 0.0
+    for i, w in zip(kept, weights):
+        total += w
+        if u < total:
+            return i
+    return kept[-1]  # u landed on the rounding error past the last cumulative sum
+
+
+def generate(next_logits, context, n_tokens, max_len, temperature, top_k, rng):
+    """n_tokens new IDs after context (a list of IDs); next_logits(ids) gives the last position's logits.
+
+    >>> generate(lambda ids: [0.0, 0.0, float(len(ids))], [0], 3, 2, 0, 0, None)
+    [2, 2, 2]
+    """
+    ids = list(context)
+    for _ in range(n_tokens):
+        window = ids[-max_len:]  # (<= L,) the model has max_len positions: crop to the most recent ones
+        ids.append(choose(next_logits(window), temperature, top_k, rng))
+    return ids[len(context):]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Backends: a function from a list of IDs to the logits of its last position
+
+
+def load_logits_fn(path, backend, tokenizer_sha256):
+    """(next_logits, ckpt) for a checkpoint: next_logits(ids) -> list of V floats, computed in float64."""
+    ckpt = checkpoint.load_checkpoint(path, tokenizer_sha256)  # the checks: format, hash, shapes, finite values
+    use_positions = ckpt["config"]["use_positions"]
+    if backend == "python":
+        params = checkpoint.reference_params(ckpt)
+
+        def next_logits(ids):
+            return model.forward(params, ids, use_positions)[0][-1]
+    elif backend == "numpy":
+        import numpy_model
+
+        params = numpy_model.from_lists(checkpoint.reference_params(ckpt))  # float64
+
+        def next_logits(ids):
+            logits, _ = numpy_model.forward(params, ids, use_positions)  # (T, V)
+            return logits[-1].tolist()
+    else:
+        import safetensors.torch
+        import torch
+
+        import torch_model
+
+        state = safetensors.torch.load_file(str(path))  # every tensor of the file, as torch tensors
+        params = torch_model.to_torch({name: state[name] for name in model.PARAM_SHAPES})  # float64
+
+        def next_logits(ids):
+            with torch.no_grad():
+                logits, _ = torch_model.forward(params, torch_model.as_ids(ids), use_positions)  # (1, T, V)
+            return logits[0, -1].tolist()
+    return next_logits, ckpt
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Command line
+
+
+def build_parser():
+    """The command line: every option with its default and what it does."""
+    p = argparse.ArgumentParser(description="Generate text from a checkpoint written by train.py.")
+    p.add_argument("--ckpt", default=DEFAULT_CKPT, metavar="PATH", help="the checkpoint (default: %(default)s)")
+    p.add_argument("--prompt", default="", help="text to continue; it always follows a newline, so the default,"
+                                                " empty, starts a new story")
+    p.add_argument("--tokens", type=int, default=160, metavar="N", help="tokens to generate (default: %(default)s)")
+    p.add_argument("--temperature", type=float, default=1.0,
+                   help="divides the logits: below 1 sharper, above 1 flatter, 0 greedy (default: %(default)s)")
+    p.add_argument("--top-k", type=int, default=0, metavar="K",
+                   help="draw only among the K most likely tokens; 0 means all (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, help="seeds the random.Random that draws (default: %(default)s)")
+    p.add_argument("--backend", choices=("numpy", "python", "torch"), default="numpy",
+                   help="numpy_model.py (default), model.py (standard library only) or torch_model.py (reads the"
+                        " file with safetensors.torch)")
+    return p
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.tokens < 1:
+        parser.error(f"--tokens must be at least 1, got {args.tokens}")
+    if not (math.isfinite(args.temperature) and args.temperature >= 0):
+        parser.error(f"--temperature must be 0 (greedy) or positive, got {args.temperature}")
+    if args.top_k < 0:
+        parser.error(f"--top-k must be 0 (all tokens) or positive, got {args.top_k}")
+
+    tok = bpe.Tokenizer.load(TOKENIZER_FILE)
+    try:
+        prompt_ids = tok.encode(args.prompt)
+    except ValueError as e:
+        print(f"error: --prompt: {e}", file=sys.stderr)
+        return 2
+    if not Path(args.ckpt).exists():
+        print(f"error: no checkpoint at {args.ckpt}; train one with python3 train.py", file=sys.stderr)
+        return 2
+    try:
+        next_logits, ckpt = load_logits_fn(args.ckpt, args.backend, checkpoint.sha256_file(TOKENIZER_FILE))
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except ImportError as e:
+        fix = {"numpy": "python3 -m pip install -r requirements-dev.txt, or use --backend python",
+               "torch": "python3 -m pip install -r requirements-dev.txt -r requirements-torch.txt"}[args.backend]
+        print(f"error: --backend {args.backend} needs the module {e.name}: {fix}", file=sys.stderr)
+        return 2
+    if args.top_k > ckpt["config"]["vocab"]:
+        parser.error(f"--top-k {args.top_k} is more than the {ckpt['config']['vocab']} tokens of the vocabulary")
+
+    val = ckpt["metadata"].get("val_loss")
+    print(f"{args.ckpt}: step {ckpt['step']}" + (f", val loss {float(val):.4f}" if val else ""), file=sys.stderr)
+    context = tok.encode("\n") + prompt_ids  # the prompt starts a line, as every story in the corpus does
+    new = generate(next_logits, context, args.tokens, ckpt["config"]["max_len"], args.temperature, args.top_k,
+                   random.Random(args.seed))
+    print(args.prompt + tok.decode(new))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""floor.py and corpus-entropy.json: the loss floor is the generator's own -log p per token, and the file is current."""
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+from math import fsum
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import bpe  # noqa: E402
+import floor  # noqa: E402
+import make_corpus  # noqa: E402
+
+TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
+RECORD = json.loads((ROOT / "corpus-entropy.json").read_text(encoding="utf-8"))
+
+
+def test_file_is_current():
+    assert floor.check(ROOT) is None
+    proc = subprocess.run([sys.executable, str(ROOT / "floor.py"), "--check"], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.startswith("OK"), proc.stdout
+
+
+def test_floor_from_the_generators_own_log_probabilities():
+    # independent of floor.py's parsing: generate() hands out each story's log-probability as it draws it
+    stories = make_corpus.generate()
+    nats = fsum(-logp for _, logp in stories)
+    tokens = sum(len(TOK.encode(text + "\n")) for text, _ in stories)
+    assert tokens == len(TOK.encode((ROOT / "corpus.txt").read_text(encoding="utf-8"))) == RECORD["tokens"]
+    assert RECORD["stories"] == len(stories) == 3000
+    assert math.isclose(RECORD["nats_per_token"], nats / tokens, rel_tol=1e-12)
+    assert math.isclose(RECORD["nats_per_story"], make_corpus.generator_entropy(), rel_tol=0.01)
+    assert 0.2 < RECORD["nats_per_token"] < 0.4 < math.log(96) == RECORD["uniform_nats_per_token"]
+
+
+def test_one_story_by_hand():
+    # "gift": 4 shapes, 6 givers, 4 colours, 5 things, 5 receivers; 20 tokens with the newline
+    text = "mia has a red hat. mia gives the hat to ava. now ava has the hat."
+    nats, tokens = floor.story_floor([text], TOK)
+    assert math.isclose(nats, math.log(4 * 6 * 4 * 5 * 5), rel_tol=1e-15)
+    assert tokens == len(TOK.encode(text + "\n")) == 20
+
+
+def test_check_reports_a_stale_file(tmp_path):
+    for name in ("corpus.txt", "tokenizer.json", "corpus-entropy.json"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    assert floor.check(tmp_path) is None
+    (tmp_path / "corpus-entropy.json").write_text(json.dumps({**RECORD, "tokens": 1}, indent=2) + "\n")
+    assert "differs" in floor.check(tmp_path)
+    (tmp_path / "corpus-entropy.json").unlink()
+    assert "missing" in floor.check(tmp_path)

@@ -1,0 +1,146 @@
+"""sample.py: deterministic sampling, greedy decoding checked against the reference model, cropping to 64 positions,
+friendly errors, and the PyTorch twin giving the same logits from the same checkpoint."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import bpe  # noqa: E402
+import checkpoint  # noqa: E402
+import model  # noqa: E402
+import sample  # noqa: E402
+
+np = pytest.importorskip("numpy")
+TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    """A float32 checkpoint after a short training run (good enough to write story-like text)."""
+    out = tmp_path_factory.mktemp("sample") / "ckpt.safetensors"
+    subprocess.run([sys.executable, str(ROOT / "train.py"), "--out", str(out), "--steps", "400", "--batch", "8",
+                    "--seq-len", "64", "--val-stories", "20", "--eval-every", "400", "--quiet"],
+                   check=True, capture_output=True, cwd=out.parent, timeout=300)
+    return out
+
+
+def run_sample(ckpt, *args):
+    proc = subprocess.run([sys.executable, str(ROOT / "sample.py"), "--ckpt", str(ckpt), *map(str, args)],
+                          capture_output=True, text=True, timeout=300)
+    return proc
+
+
+def sample_text(ckpt, *args):
+    proc = run_sample(ckpt, *args)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_same_seed_same_text_other_seed_other_text(ckpt):
+    a = sample_text(ckpt, "--seed", 1, "--tokens", 80)
+    assert a == sample_text(ckpt, "--seed", 1, "--tokens", 80)
+    assert a != sample_text(ckpt, "--seed", 2, "--tokens", 80)
+    assert len(TOK.encode(a.removesuffix("\n"))) == 80  # the empty prompt plus 80 new tokens, then print's newline
+
+
+def test_greedy_follows_the_reference_models_argmax(ckpt):
+    # an independent greedy loop on model.py: the most likely token each time, context cropped to 64 tokens
+    params = checkpoint.reference_params(checkpoint.load_checkpoint(ckpt))
+    ids = TOK.encode("\nmia has")
+    for _ in range(90):
+        logits, _ = model.forward(params, ids[-64:])
+        last = logits[-1]
+        ids.append(last.index(max(last)))
+    want = "mia has" + TOK.decode(ids[len(TOK.encode("\nmia has")):]) + "\n"
+    for backend in ("numpy", "python"):
+        assert sample_text(ckpt, "--prompt", "mia has", "--temperature", 0, "--tokens", 90, "--backend",
+                           backend) == want, backend
+
+
+def test_greedy_ignores_the_seed_and_top_k_1_is_greedy(ckpt):
+    greedy = sample_text(ckpt, "--temperature", 0, "--tokens", 40, "--seed", 1)
+    assert greedy == sample_text(ckpt, "--temperature", 0, "--tokens", 40, "--seed", 2)
+    assert greedy == sample_text(ckpt, "--top-k", 1, "--tokens", 40, "--seed", 3)
+
+
+def test_context_is_cropped_to_the_last_64_tokens():
+    seen = []
+
+    def next_logits(ids):
+        seen.append(list(ids))
+        return [0.0] * 95 + [1.0]
+
+    new = sample.generate(next_logits, list(range(10)), 100, 64, 0, 0, None)
+    assert new == [95] * 100
+    assert [len(w) for w in seen] == [min(10 + i, 64) for i in range(100)]
+    assert seen[-1] == (list(range(10)) + [95] * 99)[-64:]
+
+
+def test_choose_draws_in_proportion_and_respects_top_k():
+    import random
+
+    rng = random.Random(0)
+    logits = [0.0, 1.0, 2.0]
+    draws = [sample.choose(logits, 1.0, 0, rng) for _ in range(20000)]
+    p = np.exp(logits) / np.exp(logits).sum()
+    assert np.allclose(np.bincount(draws, minlength=3) / len(draws), p, atol=0.02)
+    assert set(sample.choose(logits, 5.0, 2, rng) for _ in range(500)) == {1, 2}
+    assert sample.choose([1.0, 3.0, 3.0], 0, 0, rng) == 1  # greedy: the first of equal largest logits
+
+
+def test_unknown_character_in_the_prompt_is_the_tokenizers_error(ckpt):
+    proc = run_sample(ckpt, "--prompt", "Mia has a hat")
+    assert proc.returncode == 2
+    assert "unknown character 'M' at position 0" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_bad_checkpoint_and_bad_options_are_messages(ckpt, tmp_path):
+    broken = tmp_path / "broken.safetensors"
+    broken.write_bytes(ckpt.read_bytes()[:1000])
+    proc = run_sample(broken)
+    assert proc.returncode == 1 and "truncated" in proc.stderr and "Traceback" not in proc.stderr
+    proc = run_sample(tmp_path / "missing.safetensors")
+    assert proc.returncode == 2 and "no checkpoint at" in proc.stderr
+    for args, phrase in [(("--tokens", 0), "--tokens must be at least 1"),
+                         (("--temperature", -1), "--temperature must be 0"),
+                         (("--top-k", 97), "--top-k 97 is more than the 96 tokens")]:
+        proc = run_sample(ckpt, *args)
+        assert proc.returncode == 2 and phrase in proc.stderr, proc.stderr
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The PyTorch twin
+
+
+def test_torch_twin_loads_the_checkpoint_and_gives_the_same_logits(ckpt):
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import load_file
+
+    import numpy_model
+    import torch_model
+
+    state = load_file(str(ckpt))
+    p_torch = torch_model.to_torch({name: state[name] for name in model.PARAM_SHAPES})  # float64
+    ref = checkpoint.reference_params(checkpoint.load_checkpoint(ckpt))
+    p_numpy = numpy_model.from_lists(ref)  # float64
+    lines = (ROOT / "corpus.txt").read_text(encoding="utf-8").splitlines()
+    stream = TOK.encode("\n".join(lines[-3:]) + "\n")
+    batch = np.array([stream[:64], stream[30:94]])  # (2, 64)
+    with torch.no_grad():
+        logits_torch, _ = torch_model.forward(p_torch, torch_model.as_ids(batch))  # (2, 64, V)
+    logits_numpy, _ = numpy_model.forward(p_numpy, batch)  # (2, 64, V)
+    assert logits_torch.dtype == torch.float64
+    assert np.abs(logits_torch.numpy() - logits_numpy).max() <= 1e-11
+    logits_ref, _ = model.forward(ref, batch[1].tolist())  # (64, V) the reference, exact sums
+    assert np.abs(logits_torch.numpy()[1] - np.array(logits_ref)).max() <= 1e-11
+
+
+def test_torch_backend_of_sample_matches_numpy(ckpt):
+    pytest.importorskip("torch")
+    greedy = sample_text(ckpt, "--temperature", 0, "--tokens", 70)
+    assert sample_text(ckpt, "--temperature", 0, "--tokens", 70, "--backend", "torch") == greedy

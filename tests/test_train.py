@@ -1,0 +1,244 @@
+"""train.py: learning, determinism, a real SIGKILL and --resume, divergence, the settings, and the two backends."""
+
+import math
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import bpe  # noqa: E402
+import checkpoint  # noqa: E402
+import train  # noqa: E402
+
+pytest.importorskip("numpy")
+
+# a short run: 4 windows of 32 tokens per step, 20 validation stories, no progress bar
+SHORT = ["--batch", "4", "--seq-len", "32", "--val-stories", "20", "--quiet"]
+
+
+def run_train(out, *args, check=True):
+    """Run train.py in a subprocess with the checkpoint at out; return the CompletedProcess (text)."""
+    proc = subprocess.run([sys.executable, str(ROOT / "train.py"), "--out", str(out), *SHORT, *map(str, args)],
+                          capture_output=True, text=True, cwd=out.parent, timeout=300)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def final_val_loss(stdout):
+    """The validation loss on train.py's summary line."""
+    return float(re.search(r"^done: .* \| val ([0-9.]+) nats/token", stdout, re.M).group(1))
+
+
+def settings(*args):
+    """Parsed and checked training settings, as train.main sees them."""
+    parser = train.build_parser()
+    s = parser.parse_args([*SHORT, *map(str, args)])
+    train.check_settings(parser, s)
+    return s
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Learning and determinism
+
+
+def test_short_run_learns_far_below_uniform_guessing(tmp_path):
+    out = tmp_path / "ckpt.safetensors"
+    proc = run_train(out, "--steps", "300", "--batch", "8", "--eval-every", "150")
+    val = final_val_loss(proc.stdout)
+    assert val < math.log(96) - 3.0, proc.stdout  # ln 96 = 4.56: from guessing to knowing most of the grammar
+    assert "floor 0.3" in proc.stdout
+    ckpt = checkpoint.load_checkpoint(out, checkpoint.sha256_file(ROOT / "tokenizer.json"))
+    assert ckpt["step"] == 300 and float(ckpt["metadata"]["val_loss"]) == pytest.approx(val, abs=1e-4)
+
+
+def test_same_seed_same_bits_other_seed_other_weights(tmp_path):
+    paths = [tmp_path / name for name in ("a.safetensors", "b.safetensors", "c.safetensors")]
+    for path, seed in zip(paths, (3, 3, 4)):
+        run_train(path, "--steps", "60", "--seed", seed)
+    a, b, c = (path.read_bytes() for path in paths)
+    assert a == b  # the whole file: weights, moments, sampler state and metadata
+    assert checkpoint.load_file(paths[0])[0]["W1"][2] != checkpoint.load_file(paths[2])[0]["W1"][2]
+
+
+def test_python_and_numpy_backends_give_the_same_first_losses():
+    s = settings("--steps", "4", "--batch", "2", "--seq-len", "64", "--dtype", "float64")
+    tok = bpe.Tokenizer.load(ROOT / "tokenizer.json")
+    stream, _, val_ids = train.load_data(tok, s.val_stories, s.seq_len)
+    backends = [train.numpy_backend("float64", 96, stream, s), train.python_backend("float64", 96, stream, s)]
+    states = [train.fresh_state(be, s.seed) for be in backends]
+    losses = []
+    for _ in range(s.steps):
+        (loss_np, norm_np), (loss_py, norm_py) = (train.train_step(be, st, len(stream), s)
+                                                  for be, st in zip(backends, states))
+        assert loss_np == pytest.approx(loss_py, abs=1e-9, rel=0)
+        assert norm_np == pytest.approx(norm_py, abs=1e-9, rel=0)
+        losses.append(loss_np)
+    assert losses[-1] < losses[0] - 0.05  # the steps did change the weights
+    nats = [be.story_nats(st["params"], val_ids[:5]) for be, st in zip(backends, states)]
+    assert nats[0] == pytest.approx(nats[1], abs=1e-9, rel=0)
+
+
+def test_python_backend_runs_from_the_command_line(tmp_path):
+    out = tmp_path / "py.safetensors"
+    proc = run_train(out, "--backend", "python", "--steps", "2", "--batch", "2", "--seq-len", "16",
+                     "--val-stories", "3")
+    assert "python float64" in proc.stdout and final_val_loss(proc.stdout) < math.log(96)
+    assert checkpoint.load_checkpoint(out)["params"]["W1"][0] == "F64"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Kill and resume
+
+
+KILL_RUN = ["--steps", "2000", "--ckpt-every", "5", "--eval-every", "2000"]
+
+
+def test_sigkill_then_resume_gives_bit_identical_weights(tmp_path):
+    straight = tmp_path / "straight" / "ckpt.safetensors"
+    killed = tmp_path / "killed" / "ckpt.safetensors"
+    for path in (straight, killed):
+        path.parent.mkdir()
+    run_train(straight, *KILL_RUN)
+
+    cmd = [sys.executable, str(ROOT / "train.py"), "--out", str(killed), *SHORT, *KILL_RUN]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=killed.parent)
+    try:
+        step, deadline = 0, time.monotonic() + 120
+        while step < 300 and time.monotonic() < deadline and proc.poll() is None:
+            if killed.exists():  # every read sees a whole checkpoint, old or new, never a torn one
+                step = checkpoint.load_checkpoint(killed)["step"]
+            time.sleep(0.002)
+    finally:
+        proc.kill()  # SIGKILL on POSIX (TerminateProcess on Windows): no handler, no clean-up, no last save
+        proc.wait()
+    assert proc.returncode == (-signal.SIGKILL if hasattr(signal, "SIGKILL") else 1), "the run ended by itself"
+    at_kill = checkpoint.load_checkpoint(killed)["step"]
+    assert 300 <= at_kill < 2000
+
+    (killed.parent / f"{killed.name}.x1y2z3.tmp").write_bytes(b"half a save")  # as a kill mid-save leaves
+    proc = run_train(killed, *KILL_RUN, "--resume")
+    assert f"resuming {killed} at step {at_kill}" in proc.stdout
+    assert killed.read_bytes() == straight.read_bytes()
+    assert [p.name for p in killed.parent.iterdir()] == [killed.name]  # no temporary file of a save left behind
+
+
+def test_kill_at_random_moments_never_leaves_a_broken_checkpoint(tmp_path):
+    out = tmp_path / "ckpt.safetensors"
+    cmd = [sys.executable, str(ROOT / "train.py"), "--out", str(out), *SHORT, "--steps", "100000",
+           "--ckpt-every", "1", "--eval-every", "100000", "--overwrite"]
+    rng = random.Random(0)
+    steps = []
+    for _ in range(4):
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
+        time.sleep(0.8 + rng.random() * 0.4)  # starting takes about 0.3 s; then a save every step
+        proc.kill()
+        proc.wait()
+        steps.append(checkpoint.load_checkpoint(out)["step"])  # loads: the old checkpoint or the new one, whole
+    assert all(step > 0 for step in steps), steps
+
+
+def test_resume_refuses_other_settings(tmp_path):
+    out = tmp_path / "ckpt.safetensors"
+    run_train(out, "--steps", "20")
+    proc = run_train(out, "--steps", "30", "--resume", check=False)
+    assert proc.returncode != 0 and "--steps 20 there, 30 here" in proc.stderr
+    proc = run_train(out, "--steps", "20", "--lr", "0.02", "--resume", check=False)
+    assert proc.returncode != 0 and "--lr 0.01 there, 0.02 here" in proc.stderr
+
+
+def test_existing_checkpoint_is_not_overwritten_without_asking(tmp_path):
+    out = tmp_path / "ckpt.safetensors"
+    run_train(out, "--steps", "10")
+    before = out.read_bytes()
+    proc = run_train(out, "--steps", "10", "--seed", "4", check=False)
+    assert proc.returncode == 2 and "--resume" in proc.stderr and "--overwrite" in proc.stderr
+    assert out.read_bytes() == before
+    run_train(out, "--steps", "10", "--seed", "4", "--overwrite")
+    assert out.read_bytes() != before
+
+
+def test_resume_without_a_checkpoint_says_so(tmp_path):
+    proc = run_train(tmp_path / "none.safetensors", "--steps", "10", "--resume", check=False)
+    assert proc.returncode != 0 and "no checkpoint at" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_resume_of_a_corrupt_checkpoint_names_the_problem(tmp_path):
+    out = tmp_path / "ckpt.safetensors"
+    run_train(out, "--steps", "10")
+    out.write_bytes(out.read_bytes()[:-100])
+    proc = run_train(out, "--steps", "10", "--resume", check=False)
+    assert proc.returncode == 1 and "truncated" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
+    out = tmp_path / "ckpt.safetensors"
+    # a learning rate of 1e38 throws float32 weights to about 1e38 in one step: the next loss is nan
+    proc = run_train(out, "--steps", "50", "--ckpt-every", "1", "--lr", "1e38", "--min-lr", "1e38", "--warmup", "0",
+                     check=False)
+    assert proc.returncode == 1
+    assert "the loss is nan" in proc.stderr and "keeps step 1" in proc.stderr and "Traceback" not in proc.stderr
+    assert checkpoint.load_checkpoint(out)["step"] == 1  # loads: every value in it is finite
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Settings
+
+
+@pytest.mark.parametrize("args, phrase", [
+    (["--steps", "-5"], "--steps must be at least 1, got -5"),
+    (["--batch", "0"], "--batch must be at least 1, got 0"),
+    (["--seq-len", "65"], "--seq-len 65 is longer than the 64 positions"),
+    (["--lr", "-0.1"], "--lr must be a positive number, got -0.1"),
+    (["--lr", "nan"], "--lr must be a positive number, got nan"),
+    (["--min-lr", "1"], "--min-lr must be between 0 and --lr"),
+    (["--warmup", "50", "--steps", "10"], "--warmup 50 is longer than the run"),
+    (["--beta2", "1"], "--beta2 must be in [0, 1), got 1.0"),
+    (["--clip", "0"], "--clip must be positive"),
+    (["--backend", "python", "--dtype", "float32"], "the python backend computes in Python floats"),
+    (["--resume", "--overwrite"], "contradict"),
+    (["--threads", "0"], "--threads must be at least 1"),
+    (["--bogus"], "unrecognized arguments: --bogus"),
+    (["--steps", "ten"], "invalid int value: 'ten'"),
+    (["--dtype", "float16"], "invalid choice: 'float16'"),
+])
+def test_nonsensical_settings_are_rejected(capsys, args, phrase):
+    with pytest.raises(SystemExit) as exit_:
+        train.main([*args, "--out", os.devnull])
+    assert exit_.value.code == 2
+    assert phrase in capsys.readouterr().err
+
+
+def test_too_many_validation_stories_is_rejected(tmp_path):
+    proc = run_train(tmp_path / "ckpt.safetensors", "--val-stories", "3000", check=False)
+    assert proc.returncode == 2 and "--val-stories 3000 leaves no training stories" in proc.stderr
+
+
+def test_help_explains_every_setting(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        train.main(["--help"])
+    assert exit_.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for action in train.build_parser()._actions:
+        assert action.help, action.dest
+        for flag in action.option_strings:
+            assert flag in text
+    assert "default: 12000" in text and "float32 for numpy" in text
+
+
+def test_learning_rate_schedule():
+    s = settings("--steps", "1000", "--warmup", "100", "--lr", "0.01", "--min-lr", "0.001")
+    lrs = [train.learning_rate(step, s) for step in range(s.steps)]
+    assert lrs[0] == pytest.approx(1e-4) and lrs[99] == pytest.approx(0.01)
+    assert all(a < b for a, b in zip(lrs[:99], lrs[1:100]))  # rising during the warm-up
+    assert all(a >= b - 1e-15 for a, b in zip(lrs[99:], lrs[100:]))  # then falling
+    assert lrs[-1] == pytest.approx(0.001)

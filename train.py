@@ -1,0 +1,529 @@
+"""Train the one-block model on the story corpus, with checkpoints you can resume and a loss you can read against the
+best any model could do.
+
+    python3 train.py                    # NumPy, float32, the default settings: 20 to 40 s on 2 cores
+    python3 train.py --resume           # continue out/ckpt.safetensors after a stop, a crash or a kill
+    python3 train.py --backend python --steps 20 --batch 4   # the same loop on model.py: slow, standard library only
+    python3 train.py --help             # every setting, with its default
+
+One step: draw B windows of T + 1 consecutive tokens from the training stories (each start drawn by one seeded
+random.Random), predict tokens 1..T of each window from the tokens before them, average the loss over the B * T
+positions, backpropagate, clip the gradient's global norm, and take an Adam step whose learning rate rises linearly
+during the warm-up and then falls along a cosine to its minimum at the last step.
+
+The split is by whole stories: the last --val-stories lines of corpus.txt are the validation set, the others are
+training text. The validation loss reads each validation story from its start (after a newline, as in the corpus)
+and predicts every one of its tokens and its final newline; it is the total -log p over the total tokens. The floor
+is the same quantity for the generator that wrote the stories (floor.py, corpus-entropy.json): no model can expect
+to go below it, so "val 0.35, floor 0.31" means 0.04 nats per token left to learn.
+
+Same seed, same settings, same machine: bit-identical weights, also across a kill and a --resume. A checkpoint
+(checkpoint.py) holds the parameters, Adam's moments and step, and the batch sampler's random state.
+"""
+
+import argparse
+import array
+import glob
+import math
+import os
+import random
+import sys
+import time
+from math import fsum
+from pathlib import Path
+from types import SimpleNamespace
+
+import bpe
+import checkpoint
+import floor
+import model
+
+# ----------------------------------------------------------------------------------------------------------------
+# Settings
+
+HERE = Path(__file__).resolve().parent
+CORPUS_FILE = HERE / "corpus.txt"
+TOKENIZER_FILE = HERE / "tokenizer.json"
+DEFAULT_OUT = "out/ckpt.safetensors"  # relative to where you run it; sample.py reads the same path by default
+MODEL = {"d": 16, "hidden": 64, "max_len": 64}  # the series size (the vocabulary comes from the tokenizer)
+WARMUP = 100  # default warm-up steps (capped at the length of the run)
+
+# the settings that decide the weights: a --resume must use the same ones as the run it continues
+TRAINING_SETTINGS = ("backend", "threads", "dtype", "steps", "batch", "seq_len", "lr", "min_lr", "warmup", "beta1",
+                     "beta2", "eps", "clip", "seed", "val_stories", "positions")
+
+
+def build_parser():
+    """The command line: every setting with its default and what it does."""
+    p = argparse.ArgumentParser(
+        description="Train the one-block transformer on corpus.txt, write checkpoints, and report the validation"
+                    " loss next to the corpus's entropy floor (floor.py).")
+    p.add_argument("--backend", choices=("numpy", "python"), default="numpy",
+                   help="numpy: numpy_model.py, batched (default). python: model.py, one sequence at a time,"
+                        " standard library only, hundreds of times slower: for reading along with a few steps")
+    p.add_argument("--threads", type=int, default=1, metavar="N",
+                   help="BLAS threads of the numpy backend (default: %(default)s). At this model size one thread is"
+                        " as fast as two on a quiet machine and several times faster on a busy one")
+    p.add_argument("--dtype", choices=("float32", "float64"), default=None,
+                   help="floating-point type of the weights and of Adam's moments (default: float32 for numpy;"
+                        " the python backend computes in float64 only)")
+    p.add_argument("--steps", type=int, default=12000, metavar="N",
+                   help="optimiser steps in the whole run (default: %(default)s)")
+    p.add_argument("--batch", type=int, default=16, metavar="B", help="windows per step (default: %(default)s)")
+    p.add_argument("--seq-len", type=int, default=64, metavar="T",
+                   help="tokens per window, at most the model's 64 positions (default: %(default)s)")
+    p.add_argument("--lr", type=float, default=1e-2,
+                   help="peak learning rate, reached at the end of the warm-up (default: %(default)s)")
+    p.add_argument("--min-lr", type=float, default=1e-3,
+                   help="learning rate at the last step, where the cosine decay ends (default: %(default)s)")
+    p.add_argument("--warmup", type=int, default=None, metavar="N",
+                   help="steps of linear warm-up from lr/N to lr (default: 100, or the whole run if it is shorter)")
+    p.add_argument("--beta1", type=float, default=0.9,
+                   help="Adam: decay rate of the running mean of the gradient (default: %(default)s)")
+    p.add_argument("--beta2", type=float, default=0.99,
+                   help="Adam: decay rate of the running mean of its square (default: %(default)s)")
+    p.add_argument("--eps", type=float, default=1e-8,
+                   help="Adam: added to the root of the second moment (default: %(default)s)")
+    p.add_argument("--clip", type=float, default=1.0,
+                   help="largest global gradient norm; longer gradients are scaled down to it; inf switches"
+                        " clipping off (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=3,
+                   help="seeds the initial weights (as model.init_params) and the batch sampler (default:"
+                        " %(default)s)")
+    p.add_argument("--val-stories", type=int, default=300, metavar="N",
+                   help="the last N stories of corpus.txt are the validation set (default: %(default)s)")
+    p.add_argument("--no-positions", dest="positions", action="store_false",
+                   help="switch the learned position embeddings off (the model then sees a bag of tokens)")
+    p.add_argument("--eval-every", type=int, default=500, metavar="N",
+                   help="steps between validation losses; also at the end (default: %(default)s)")
+    p.add_argument("--ckpt-every", type=int, default=500, metavar="N",
+                   help="steps between checkpoints; also at the end (default: %(default)s)")
+    p.add_argument("--out", default=DEFAULT_OUT, metavar="PATH",
+                   help="checkpoint file, replaced atomically at each save; its folder is created (default:"
+                        " %(default)s)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the checkpoint at --out; pass the same settings as the run that wrote it")
+    p.add_argument("--overwrite", action="store_true", help="start afresh even if --out already holds a checkpoint")
+    p.add_argument("--quiet", action="store_true", help="no progress bar (the loss lines and the summary remain)")
+    return p
+
+
+def check_settings(parser, args):
+    """Reject values that make no sense, with a message naming the value and what was expected (exit status 2)."""
+    if args.dtype is None:
+        args.dtype = "float64" if args.backend == "python" else "float32"
+    if args.backend == "python" and args.dtype != "float64":
+        parser.error(f"--dtype {args.dtype}: the python backend computes in Python floats, which are float64;"
+                     f" drop --dtype or use --backend numpy")
+    if args.warmup is None:
+        args.warmup = min(WARMUP, max(args.steps, 0))
+    at_least = {"threads": 1, "steps": 1, "batch": 1, "seq_len": 1, "warmup": 0, "seed": 0, "val_stories": 1,
+                "eval_every": 1, "ckpt_every": 1}
+    for name, low in at_least.items():
+        if getattr(args, name) < low:
+            parser.error(f"--{name.replace('_', '-')} must be at least {low}, got {getattr(args, name)}")
+    if args.seq_len > MODEL["max_len"]:
+        parser.error(f"--seq-len {args.seq_len} is longer than the {MODEL['max_len']} positions the model has;"
+                     f" expected 1 to {MODEL['max_len']}")
+    if args.warmup > args.steps:
+        parser.error(f"--warmup {args.warmup} is longer than the run (--steps {args.steps})")
+    if not (math.isfinite(args.lr) and args.lr > 0):
+        parser.error(f"--lr must be a positive number, got {args.lr}")
+    if not (math.isfinite(args.min_lr) and 0 <= args.min_lr <= args.lr):
+        parser.error(f"--min-lr must be between 0 and --lr ({args.lr}), got {args.min_lr}")
+    for name in ("beta1", "beta2"):
+        if not 0 <= getattr(args, name) < 1:
+            parser.error(f"--{name} must be in [0, 1), got {getattr(args, name)}")
+    if not (math.isfinite(args.eps) and args.eps > 0):
+        parser.error(f"--eps must be a positive number, got {args.eps}")
+    if not args.clip > 0:  # also rejects nan
+        parser.error(f"--clip must be positive (inf switches clipping off), got {args.clip}")
+    if args.resume and args.overwrite:
+        parser.error("--resume and --overwrite contradict each other; pick one")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Data: a split by whole stories, training windows, validation stories
+
+
+def load_data(tok, val_stories, seq_len):
+    """(training token stream, validation stories as texts, validation stories as token lists).
+
+    Each validation story's tokens are the newline before it, the story, and its newline: the model reads the first
+    len - 1 and predicts the last len - 1.
+    """
+    stories = CORPUS_FILE.read_text(encoding="utf-8").splitlines()
+    if val_stories >= len(stories):
+        raise ValueError(f"--val-stories {val_stories} leaves no training stories: the corpus has {len(stories)};"
+                         f" expected fewer than {len(stories)}")
+    train, val = stories[:-val_stories], stories[-val_stories:]
+    stream = tok.encode("".join(s + "\n" for s in train))  # (n,) one long list of token IDs
+    if len(stream) <= seq_len:
+        raise ValueError(f"the training text has {len(stream)} tokens, too few for windows of {seq_len} + 1")
+    newline = tok.encode("\n")
+    val_ids = [newline + tok.encode(s + "\n") for s in val]
+    longest = max(len(ids) - 1 for ids in val_ids)
+    if longest > MODEL["max_len"]:
+        raise ValueError(f"a validation story needs {longest} positions, more than the model's {MODEL['max_len']}")
+    return stream, val, val_ids
+
+
+def draw_starts(rng, stream_len, seq_len, batch):
+    """The start of each of batch windows of seq_len + 1 tokens, drawn uniformly with rng.
+
+    >>> import random
+    >>> draw_starts(random.Random(0), 100, 10, 3)
+    [49, 53, 5]
+    """
+    return [rng.randrange(stream_len - seq_len) for _ in range(batch)]
+
+
+def learning_rate(step, s):
+    """The learning rate of step (0-based): linear warm-up to s.lr, then a cosine down to s.min_lr at the last step.
+
+    >>> s = SimpleNamespace(lr=1.0, min_lr=0.1, warmup=10, steps=111)
+    >>> learning_rate(0, s), learning_rate(9, s), learning_rate(60, s), learning_rate(110, s)
+    (0.1, 1.0, 0.55, 0.1)
+    """
+    if step < s.warmup:
+        return s.lr * (step + 1) / s.warmup
+    progress = (step - s.warmup) / max(1, s.steps - 1 - s.warmup)  # 0 after the warm-up, 1 at the last step
+    return s.min_lr + 0.5 * (s.lr - s.min_lr) * (1.0 + math.cos(math.pi * progress))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Backend: NumPy (numpy_model.py, batched)
+
+
+def numpy_backend(dtype, vocab, stream, s):
+    """The functions the training loop needs, on numpy_model.py. Weights, gradients and moments: dicts of arrays."""
+    import numpy as np
+
+    import numpy_model
+
+    np_dtype = np.dtype(dtype)
+    st_dtype = {"float32": "F32", "float64": "F64"}[dtype]
+    stream = np.asarray(stream, dtype=np.int64)  # (n,)
+    offsets = np.arange(s.seq_len + 1)  # (T + 1,)
+    ws = {}  # numpy_model's workspace: arrays reused from step to step
+
+    def from_tensors(tensors):
+        """{name: (dtype, shape, values)} -> {name: array}, bit for bit."""
+        for name, (got, _, _) in tensors.items():
+            if got != st_dtype:
+                raise ValueError(f"tensor {name!r} is {got}, but this run computes in {dtype} ({st_dtype})")
+        return {name: np.frombuffer(values, dtype=np_dtype).reshape(shape).copy()
+                for name, (_, shape, values) in tensors.items()}
+
+    def to_tensors(arrays):
+        """{name: array} -> {name: (dtype, shape, flat values)}, bit for bit."""
+        out = {}
+        for name, a in arrays.items():
+            values = array.array(checkpoint.DTYPES[st_dtype])
+            values.frombytes(np.ascontiguousarray(a, dtype=np_dtype).tobytes())
+            out[name] = (st_dtype, tuple(a.shape), values)
+        return out
+
+    def loss_and_grads(params, starts):
+        """Mean loss over the B windows starting at starts, and its gradient (arrays reused by the next call)."""
+        windows = stream[np.asarray(starts)[:, None] + offsets]  # (B, T + 1)
+        logits, cache = numpy_model.forward(params, windows[:, :-1], s.positions, ws=ws)  # (B, T, V)
+        loss, dlogits = numpy_model.loss_and_dlogits(logits, windows[:, 1:], ws=ws, out=logits)
+        return loss, numpy_model.backward(params, cache, dlogits, ws=ws)
+
+    def grad_norm(grads):
+        return math.sqrt(fsum(float(np.vdot(g, g)) for g in grads.values()))
+
+    def scale(grads, factor):
+        for g in grads.values():
+            g *= factor
+
+    def adam(params, grads, m, v, t, lr):
+        """One Adam step number t (1-based) with bias correction, in place, in the weights' dtype."""
+        c1, c2 = 1.0 - s.beta1 ** t, 1.0 - s.beta2 ** t
+        for name, p in params.items():
+            g, mt, vt = grads[name], m[name], v[name]
+            mt *= s.beta1
+            mt += (1.0 - s.beta1) * g
+            vt *= s.beta2
+            vt += (1.0 - s.beta2) * (g * g)
+            p -= lr * (mt / c1) / (np.sqrt(vt / c2) + s.eps)
+
+    def all_finite(arrays):
+        return all(bool(np.isfinite(a).all()) for a in arrays.values())
+
+    def story_nats(params, stories):
+        """Total -log p (float) of predicting tokens 1.. of each story from the ones before; stories of equal length
+        go through the model as one batch."""
+        total = []
+        for n in sorted({len(ids) for ids in stories}):
+            group = np.array([ids for ids in stories if len(ids) == n])  # (b, n)
+            logits, _ = numpy_model.forward(params, group[:, :-1], s.positions)  # (b, n - 1, V)
+            loss, _ = numpy_model.loss_and_dlogits(logits, group[:, 1:], out=logits)
+            total.append(loss * group[:, 1:].size)
+        return fsum(total)
+
+    def fresh(seed):
+        ref = model.init_params(vocab, MODEL["d"], MODEL["hidden"], MODEL["max_len"], seed)
+        return numpy_model.from_lists(ref, np_dtype)
+
+    def zeros_like(params):
+        return {name: np.zeros_like(p) for name, p in params.items()}
+
+    return SimpleNamespace(from_tensors=from_tensors, to_tensors=to_tensors, fresh=fresh, zeros_like=zeros_like,
+                           loss_and_grads=loss_and_grads, grad_norm=grad_norm, scale=scale, adam=adam,
+                           all_finite=all_finite, story_nats=story_nats)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Backend: plain Python (model.py, one sequence at a time)
+
+
+def python_backend(dtype, vocab, stream, s):
+    """The same functions on model.py. Weights, gradients and moments: dicts of flat lists of Python floats."""
+    shapes = model.param_shapes(vocab, MODEL["d"], MODEL["hidden"], MODEL["max_len"])
+
+    def from_tensors(tensors):
+        return {name: [float(x) for x in values] for name, (_, _, values) in tensors.items()}
+
+    def to_tensors(flats):
+        return {name: ("F64", shapes[name], list(values)) for name, values in flats.items()}
+
+    def loss_and_grads(params, starts):
+        """The mean of the B windows' losses and the mean of their gradients: the same numbers as the NumPy path's
+        mean over B * T positions, since every window has T positions."""
+        p = {name: checkpoint.nested(values, shapes[name]) for name, values in params.items()}
+        losses, grads = [], {name: [] for name in params}
+        for start in starts:
+            window = stream[start:start + s.seq_len + 1]  # (T + 1,)
+            logits, cache = model.forward(p, window[:-1], s.positions)  # (T, V)
+            loss, dlogits = model.loss_and_dlogits(logits, window[1:])
+            losses.append(loss)
+            for name, g in model.backward(p, cache, dlogits).items():
+                grads[name].append(checkpoint.flat(g))
+        B = len(starts)
+        return fsum(losses) / B, {name: [fsum(col) / B for col in zip(*gs)] for name, gs in grads.items()}
+
+    def grad_norm(grads):
+        return math.sqrt(fsum(x * x for g in grads.values() for x in g))
+
+    def scale(grads, factor):
+        for g in grads.values():
+            g[:] = [x * factor for x in g]
+
+    def adam(params, grads, m, v, t, lr):
+        c1, c2 = 1.0 - s.beta1 ** t, 1.0 - s.beta2 ** t
+        for name, p in params.items():
+            g, mt, vt = grads[name], m[name], v[name]
+            for i, gi in enumerate(g):
+                mt[i] = mt[i] * s.beta1 + (1.0 - s.beta1) * gi
+                vt[i] = vt[i] * s.beta2 + (1.0 - s.beta2) * (gi * gi)
+                p[i] -= lr * (mt[i] / c1) / (math.sqrt(vt[i] / c2) + s.eps)
+
+    def all_finite(flats):
+        return all(math.isfinite(x) for values in flats.values() for x in values)
+
+    def story_nats(params, stories):
+        p = {name: checkpoint.nested(values, shapes[name]) for name, values in params.items()}
+        return fsum(model.sequence_loss(p, ids[:-1], ids[1:], s.positions) * (len(ids) - 1) for ids in stories)
+
+    def fresh(seed):
+        ref = model.init_params(vocab, MODEL["d"], MODEL["hidden"], MODEL["max_len"], seed)
+        return {name: checkpoint.flat(t) for name, t in ref.items()}
+
+    def zeros_like(params):
+        return {name: [0.0] * len(values) for name, values in params.items()}
+
+    return SimpleNamespace(from_tensors=from_tensors, to_tensors=to_tensors, fresh=fresh, zeros_like=zeros_like,
+                           loss_and_grads=loss_and_grads, grad_norm=grad_norm, scale=scale, adam=adam,
+                           all_finite=all_finite, story_nats=story_nats)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Progress on stderr
+
+
+def progress(step, total, loss, tokens_per_s, started, final=False):
+    """One progress-bar line on stderr, redrawn in place on a terminal, printed every 10% otherwise."""
+    width = 24
+    filled = width * step // total
+    eta = (time.perf_counter() - started) / max(step, 1) * (total - step)
+    line = (f"step {step:>{len(str(total))}}/{total} [{'#' * filled}{'.' * (width - filled)}] loss {loss:.4f}"
+            f" | {tokens_per_s / 1000:,.0f}k tok/s | eta {eta:4.0f}s")
+    if sys.stderr.isatty():
+        print("\r" + line, end="\n" if final else "", file=sys.stderr, flush=True)
+    elif final or step % max(1, total // 10) == 0:
+        print(line, file=sys.stderr, flush=True)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# One step, a fresh start, a resumed one
+
+
+def train_step(be, state, stream_len, s):
+    """One optimiser step on state (params, m, v, rng, step); returns (loss, gradient norm).
+
+    A non-finite loss or gradient leaves the weights and the moments as they were (the caller stops the run).
+    """
+    step = state["step"]  # steps taken so far; this one is step + 1
+    starts = draw_starts(state["rng"], stream_len, s.seq_len, s.batch)
+    loss, grads = be.loss_and_grads(state["params"], starts)
+    norm = be.grad_norm(grads)
+    if math.isfinite(loss) and math.isfinite(norm):
+        if norm > s.clip:
+            be.scale(grads, s.clip / norm)
+        be.adam(state["params"], grads, state["m"], state["v"], step + 1, learning_rate(step, s))
+        state["step"] = step + 1
+    return loss, norm
+
+
+def fresh_state(be, seed):
+    """The state before the first step: the reference's initial weights, zero moments, a seeded batch sampler."""
+    params = be.fresh(seed)
+    return {"params": params, "m": be.zeros_like(params), "v": be.zeros_like(params), "rng": random.Random(seed),
+            "step": 0}
+
+
+def resumed_state(be, path, training, tokenizer_sha, corpus_sha):
+    """The state saved at path; a ValueError says why it cannot be resumed (bad file, other data, other settings)."""
+    if not path.exists():
+        raise ValueError(f"--resume: there is no checkpoint at {path}; run without --resume to start one")
+    ckpt = checkpoint.load_checkpoint(path, tokenizer_sha)
+    if ckpt["metadata"].get("corpus_sha256") != corpus_sha:
+        raise ValueError(f"{path} was trained on another corpus.txt; it cannot be resumed on this one")
+    differ = [f"--{k.replace('_', '-')} {ckpt['training'].get(k)!r} there, {v!r} here"
+              for k, v in training.items() if ckpt["training"].get(k) != v]
+    if differ:
+        raise ValueError(f"{path} was made with other settings: {'; '.join(differ)}. HINT: to resume, pass the"
+                         f" settings of the run you resume")
+    m, v = (be.from_tensors(moment) for moment in ckpt["moments"])
+    return {"params": be.from_tensors(ckpt["params"]), "m": m, "v": v, "rng": ckpt["rng"], "step": ckpt["step"]}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The run
+
+
+def main(argv=None):
+    parser = build_parser()
+    s = parser.parse_args(argv)
+    check_settings(parser, s)
+    training = {name: getattr(s, name) for name in TRAINING_SETTINGS}
+    out = Path(s.out)
+    if not s.resume and out.exists() and not s.overwrite:
+        print(f"error: {out} already holds a checkpoint; pass --resume to continue it or --overwrite to start"
+              f" afresh", file=sys.stderr)
+        return 2
+
+    # a save that a kill interrupted leaves its temporary file beside the checkpoint (never in its place)
+    leftovers = sorted(out.parent.glob(glob.escape(out.name) + ".*.tmp"))
+    for path in leftovers:
+        path.unlink()
+    if leftovers:
+        print(f"removed {len(leftovers)} temporary file(s) of an interrupted save beside {out}", file=sys.stderr)
+
+    # ---- tokenizer, data, floor
+    tok = bpe.Tokenizer.load(TOKENIZER_FILE)
+    vocab = len(tok.vocab)
+    tokenizer_sha = checkpoint.sha256_file(TOKENIZER_FILE)
+    corpus_sha = checkpoint.sha256_file(CORPUS_FILE)
+    try:
+        stream, val_texts, val_ids = load_data(tok, s.val_stories, s.seq_len)
+        corpus_floor = floor.load_floor(HERE)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    val_floor_nats, val_tokens = floor.story_floor(val_texts, tok)
+    val_floor = val_floor_nats / val_tokens
+    config = {"vocab": vocab, **MODEL, "use_positions": s.positions}
+
+    # ---- the backend, and the state to start from
+    if s.backend == "numpy":  # read by NumPy's BLAS when numpy is first imported, which is in numpy_backend
+        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[var] = str(s.threads)
+    be = (numpy_backend if s.backend == "numpy" else python_backend)(s.dtype, vocab, stream, s)
+    if s.resume:
+        try:
+            state = resumed_state(be, out, training, tokenizer_sha, corpus_sha)
+        except ValueError as e:
+            print(f"error: cannot resume: {e}", file=sys.stderr)
+            return 1
+    else:
+        state = fresh_state(be, s.seed)
+    first = state["step"]
+
+    def evaluate():
+        return be.story_nats(state["params"], val_ids) / val_tokens
+
+    def save(val_loss):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        extra = {"corpus_sha256": corpus_sha, "floor_nats_per_token": repr(corpus_floor),
+                 "val_floor_nats_per_token": repr(val_floor)}
+        if val_loss is not None:
+            extra["val_loss"] = repr(val_loss)
+        moments = (be.to_tensors(state["m"]), be.to_tensors(state["v"]))
+        checkpoint.save_checkpoint(out, be.to_tensors(state["params"]), moments, state["step"], state["rng"],
+                                   config, training, tokenizer_sha, extra)
+
+    print(f"floor {corpus_floor:.4f} nats/token (corpus-entropy.json); {val_floor:.4f} on the {len(val_ids)}"
+          f" validation stories; uniform guessing {math.log(vocab):.4f}")
+    print(f"{s.backend} {s.dtype}, {len(stream):,} training tokens, {s.steps} steps of {s.batch} x {s.seq_len}"
+          f" tokens, lr {s.lr:g} -> {s.min_lr:g}" + (f"; resuming {out} at step {first}" if s.resume else ""))
+    if first == 0:
+        print(f"step {0:>6} | val {evaluate():.4f} | floor {val_floor:.4f}")
+
+    # ---- the loop
+    started = time.perf_counter()
+    train_seconds, recent, val_loss, saved = 0.0, [], None, first if s.resume else None
+    newline = "\n" if sys.stderr.isatty() and not s.quiet else ""  # ends a progress bar drawn in place
+
+    def stopped(why, hint):
+        kept = f"{out} keeps step {saved}" if saved is not None else f"this run wrote no checkpoint to {out}"
+        print(f"{newline}{why}; {kept}. {hint}", file=sys.stderr)
+
+    try:
+        while state["step"] < s.steps:
+            t0 = time.perf_counter()
+            loss, norm = train_step(be, state, len(stream), s)
+            train_seconds += time.perf_counter() - t0
+            done = state["step"]
+            if not (math.isfinite(loss) and math.isfinite(norm)):
+                stopped(f"error: step {done + 1}: the loss is {loss} and the gradient norm {norm}: the run diverged"
+                        f" and stops", "HINT: a lower --lr")
+                return 1
+            recent.append(loss)
+            if not s.quiet:
+                progress(done, s.steps, loss, (done - first) * s.batch * s.seq_len / train_seconds, started,
+                         final=done == s.steps)
+            evaluated = done % s.eval_every == 0 or done == s.steps
+            if evaluated:
+                val_loss = evaluate()
+                if newline and done != s.steps:
+                    print(file=sys.stderr)
+                print(f"step {done:>6} | train {fsum(recent) / len(recent):.4f} | val {val_loss:.4f} |"
+                      f" floor {val_floor:.4f} | gap {val_loss - val_floor:+.4f}", flush=True)
+                recent = []
+            if done % s.ckpt_every == 0 or done == s.steps:
+                if not be.all_finite(state["params"]):
+                    stopped(f"error: step {done}: the weights are no longer finite and the run stops",
+                            "HINT: a lower --lr")
+                    return 1
+                save(val_loss if evaluated else None)
+                saved = done
+    except KeyboardInterrupt:
+        stopped(f"interrupted at step {state['step']}", "Continue with the same command plus --resume")
+        return 130
+
+    # ---- summary
+    if val_loss is None:  # a resumed run that had nothing left to do
+        val_loss = evaluate()
+    elapsed = time.perf_counter() - started
+    tokens = (s.steps - first) * s.batch * s.seq_len
+    speed = f", {tokens / train_seconds / 1000:,.0f}k tokens/s" if train_seconds else ""
+    print(f"done: {s.steps} steps ({s.steps - first} in this run, {tokens:,} tokens, {elapsed:.1f} s{speed}) |"
+          f" val {val_loss:.4f} nats/token | floor {val_floor:.4f} | gap {val_loss - val_floor:+.4f} | {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
