@@ -239,6 +239,7 @@ STEP = "adam_step"  # I64 scalar: the number of optimiser steps taken
 RNG = "rng_state"  # I64 (625,): the Mersenne Twister state of the batch sampler (random.Random.getstate()[1])
 RNG_STATE_LEN = 625
 METADATA_KEYS = ("format", "format_version", "config", "training", "tokenizer_sha256")  # required
+POSITION_SCHEMES = ("learned", "none", "sinusoidal", "rope")  # config "positions" (numpy_model.SCHEMES)
 
 
 def sha256_file(path):
@@ -262,6 +263,16 @@ def expected_shapes(config):
     return shapes
 
 
+def positions_of(config):
+    """The position scheme of a model config: its "positions", or for a file written before there were schemes,
+    "learned" or "none" from its "use_positions" (model.py's switch, true exactly for "learned").
+
+    >>> positions_of({"use_positions": False}), positions_of({"use_positions": False, "positions": "rope"})
+    ('none', 'rope')
+    """
+    return config.get("positions", "learned" if config["use_positions"] else "none")
+
+
 def rng_tensor(rng):
     """The state of a random.Random as an I64 tensor (its 624 Mersenne Twister words and the position in them)."""
     version, words, gauss_next = rng.getstate()
@@ -283,7 +294,8 @@ def save_checkpoint(path, params, moments, step, rng, config, training, tokenize
 
     params and each of moments = (m, v): {name: (dtype, shape, flat values)} in the model's order; step: int;
     rng: the batch sampler's random.Random; config: the model config dict (vocab, d, hidden, max_len,
-    use_positions); training: the training settings dict; extra: more metadata strings (for people reading it).
+    use_positions, positions); training: the training settings dict; extra: more metadata strings (for people
+    reading it).
     """
     tensors = dict(params)
     for prefix, moment in zip(MOMENT_PREFIXES, moments):
@@ -325,6 +337,13 @@ def check_checkpoint(tensors, metadata, tokenizer_sha256=None):
             raise ValueError(f"config {key} is {config.get(key)!r}, expected a positive int")
     if type(config.get("use_positions")) is not bool:
         raise ValueError(f"config use_positions is {config.get('use_positions')!r}, expected true or false")
+    if "positions" in config:  # (files written before the position schemes have use_positions only)
+        if config["positions"] not in POSITION_SCHEMES:
+            raise ValueError(f"config positions is {config['positions']!r}, expected one of"
+                             f" {list(POSITION_SCHEMES)}")
+        if config["use_positions"] != (config["positions"] == "learned"):
+            raise ValueError(f"config use_positions is {str(config['use_positions']).lower()} but positions is"
+                             f" {config['positions']!r}: use_positions is true exactly for 'learned'")
     if tokenizer_sha256 is not None and metadata["tokenizer_sha256"] != tokenizer_sha256:
         raise ValueError(f"the checkpoint was trained with a tokenizer whose SHA-256 is"
                          f" {metadata['tokenizer_sha256'][:16]}..., but this tokenizer.json has"

@@ -2,12 +2,15 @@
 
     python3 compare.py                      # series size, 2 sequences of 63 tokens, positions on
     python3 compare.py --batch 1 --no-positions --no-torch
+    python3 compare.py --positions rope --length 128    # NumPy against PyTorch: model.py has no rope
 
 All three run on the same parameters and token IDs. One row per tensor: every intermediate of the forward pass
 (x0, h1, attention weights, x1, h2, ReLU output, x2, logits), the loss, and every gradient, with the largest
 absolute difference and the relative error = largest absolute difference / largest absolute value of the
 reference tensor (for an all-zero reference tensor, the absolute difference itself). A row is OK when the relative
-error is within the tolerance; the exit status is 1 if any row is NOT OK.
+error is within the tolerance; the exit status is 1 if any row is NOT OK. The position schemes model.py does not
+have (sinusoidal and rope, see numpy_model.py) are compared between the NumPy path and PyTorch only, with the
+PyTorch tolerance, and may run past 64 tokens.
 
 The parameters are the reference's seed-3 initial values plus seeded noise, so that no layer-norm gain is exactly
 1 and no bias exactly 0 (a bug that drops a gain or a bias would hide behind those values). The reference runs one
@@ -86,10 +89,10 @@ def reference_run(params, ids, targets, use_positions=True):
     return {name: np.array(v) for name, v in inter.items()}, sum(losses) / B, mean_grads
 
 
-def numpy_run(params, ids, targets, use_positions=True):
-    """The NumPy path in float64 on the whole batch at once."""
+def numpy_run(params, ids, targets, positions="learned"):
+    """The NumPy path in float64 on the whole batch at once (positions: a scheme, or True / False)."""
     p = numpy_model.from_lists(params, np.float64)
-    logits, cache = numpy_model.forward(p, np.array(ids), use_positions)
+    logits, cache = numpy_model.forward(p, np.array(ids), positions)
     inter = {name: np.array(cache[name]) for name in INTERMEDIATES if name in cache}
     inter["weights"] = np.array(cache["att"]["weights"])
     inter["logits"] = np.array(logits)  # copied before the loss may reuse memory
@@ -98,15 +101,15 @@ def numpy_run(params, ids, targets, use_positions=True):
     return inter, loss, grads
 
 
-def torch_run(params, ids, targets, use_positions=True):
-    """PyTorch autograd in float64 on the whole batch (imports torch)."""
+def torch_run(params, ids, targets, positions="learned"):
+    """PyTorch autograd in float64 on the whole batch (imports torch; positions: a scheme, or True / False)."""
     import torch
 
     import torch_model
 
     p = torch_model.to_torch(params, torch.float64)
     loss, grads, inter = torch_model.loss_and_grads(p, torch_model.as_ids(ids), torch_model.as_ids(targets),
-                                                    use_positions)
+                                                    positions)
     return ({n: t.numpy() for n, t in inter.items()}, loss, {n: g.numpy() for n, g in grads.items()})
 
 
@@ -152,19 +155,29 @@ def print_table(title, rows, tol):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch", type=int, default=2, help="sequences (the reference runs them one by one)")
-    parser.add_argument("--length", type=int, default=63, help="tokens per sequence, 1 to 64")
+    parser.add_argument("--length", type=int, default=63,
+                        help=f"tokens per sequence, 1 to 64 (to {numpy_model.LONGEST} for sinusoidal and rope)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the parameter noise and the token IDs")
-    parser.add_argument("--no-positions", action="store_true", help="switch the position embeddings off")
+    parser.add_argument("--positions", choices=numpy_model.SCHEMES, default=None,
+                        help="the position scheme (default: learned); sinusoidal and rope, which model.py does not"
+                             " have, are compared between NumPy and PyTorch only")
+    parser.add_argument("--no-positions", action="store_true", help="switch the position embeddings off (the same"
+                                                                    " as --positions none)")
     parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch comparison")
     args = parser.parse_args(argv)
-    if args.batch < 1 or not 1 <= args.length <= SERIES["max_len"]:
-        parser.error(f"need --batch >= 1 and 1 <= --length <= {SERIES['max_len']}")
+    if args.no_positions and args.positions not in (None, "none"):
+        parser.error(f"--no-positions and --positions {args.positions} contradict each other; pick one")
+    scheme = "none" if args.no_positions else args.positions or "learned"
+    longest = SERIES["max_len"] if scheme in ("learned", "none") else numpy_model.LONGEST
+    if args.batch < 1 or not 1 <= args.length <= longest:
+        parser.error(f"need --batch >= 1 and 1 <= --length <= {longest}")
 
     params = jittered_params(args.seed)
     ids, targets = random_batch(args.seed, args.batch, args.length, SERIES["vocab"])
-    use_positions = not args.no_positions
-    print(f"series config, seed {args.seed}: B = {args.batch}, T = {args.length}, positions "
-          f"{'on' if use_positions else 'off'}\n")
+    print(f"series config, seed {args.seed}: B = {args.batch}, T = {args.length}, positions {scheme}\n")
+    if scheme not in ("learned", "none"):
+        return compare_without_reference(params, ids, targets, scheme, args.no_torch)
+    use_positions = scheme == "learned"
     ref = reference_run(params, ids, targets, use_positions)
     ok = print_table("NumPy float64 vs reference", compare(ref, numpy_run(params, ids, targets, use_positions),
                                                             TOLERANCE), TOLERANCE)
@@ -178,6 +191,22 @@ def main(argv=None):
         else:
             rows = compare(ref, torch_run(params, ids, targets, use_positions), TORCH_TOLERANCE)
             ok = print_table("PyTorch float64 autograd vs reference", rows, TORCH_TOLERANCE) and ok
+    print("all OK" if ok else "NOT OK")
+    return 0 if ok else 1
+
+
+def compare_without_reference(params, ids, targets, scheme, no_torch):
+    """PyTorch against the NumPy path for a scheme model.py does not have; exit status 2 if torch is missing."""
+    try:
+        if no_torch:
+            raise ImportError("--no-torch")
+        import torch  # noqa: F401
+    except ImportError as e:
+        print(f"NOT OK: positions {scheme} has no reference in model.py; its check is NumPy against PyTorch, which"
+              f" is unavailable here ({e})")
+        return 2
+    rows = compare(numpy_run(params, ids, targets, scheme), torch_run(params, ids, targets, scheme), TORCH_TOLERANCE)
+    ok = print_table(f"PyTorch float64 autograd vs NumPy float64 ({scheme})", rows, TORCH_TOLERANCE)
     print("all OK" if ok else "NOT OK")
     return 0 if ok else 1
 

@@ -7,6 +7,11 @@ It mirrors `model.py` section by section and name by name; read that file first.
   picks; `from_lists` and `to_lists` convert to and from the reference's dict of lists).
 - Sums are BLAS and NumPy sums, not `math.fsum`: results agree with the reference to about 1e-15 relative in
   float64, but they are no longer independent of the order of the terms.
+- Positions come in four schemes, chosen by forward's `positions` argument (the reference has the first two):
+  "learned" (the pos_emb rows, at most max_len positions), "none" (no position signal), "sinusoidal" (a fixed
+  sine/cosine table added to the token embeddings) and "rope" (q and k rotated by position-dependent angles inside
+  attention). The last three have no parameters of their own and read up to LONGEST positions. `pos_emb` stays in
+  the parameter dict whatever the scheme, so checkpoints and shapes are the same; its gradient is 0 when unused.
 - Every function takes an optional workspace `ws` (a plain dict). Without it each call allocates fresh arrays.
   With it, arrays are reused from call to call, which is what makes a training loop fast (fresh arrays of a few
   hundred KB cost page faults on every step); the price is that what a call returns is overwritten by the next
@@ -14,7 +19,7 @@ It mirrors `model.py` section by section and name by name; read that file first.
 
 Shape legend, used in the comments on every line that makes a tensor:
     B = sequences in the batch, T = positions, N = B * T, d = model width, H = hidden width of the MLP,
-    V = vocabulary size, L = max_len, the number of learned positions.
+    V = vocabulary size, L = max_len, the number of learned positions, P = d / 2 channel pairs.
 
 Two layouts differ from the obvious one, because NumPy reduces along a long contiguous axis about 8x faster than
 along a short one: the attention scores are stored key-major, (T_key, B, T_query), and for a small vocabulary
@@ -38,6 +43,9 @@ import model
 from model import EPS, PARAM_SHAPES, param_shapes
 
 DTYPES = (np.float32, np.float64)  # the parameter dtypes this path runs in
+SCHEMES = ("learned", "none", "sinusoidal", "rope")  # forward's `positions`: see "Positions" below
+LONGEST = 1024  # the most positions "none", "sinusoidal" and "rope" read (they have no table of learned rows)
+ROPE_BASE = 10000.0  # pair i turns by pos / ROPE_BASE^(2i/d) radians; also the sinusoid table's wavelengths
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -264,6 +272,86 @@ def check_ids(ids, vocab, what="token IDs"):
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# Positions: the four schemes, the sinusoid table and the rotary angles
+
+
+def position_scheme(positions="learned", use_positions=None):
+    """The scheme name for forward's `positions` argument: one of SCHEMES, or a bool as in the reference
+    (True is "learned", False is "none"). The reference's keyword `use_positions` is accepted too.
+
+    >>> position_scheme("rope"), position_scheme(False), position_scheme(use_positions=True)
+    ('rope', 'none', 'learned')
+    """
+    if use_positions is not None:  # the reference's name for the switch, as a keyword
+        if positions not in ("learned", True):
+            raise ValueError(f"give positions={positions!r} or use_positions={use_positions!r}, not both")
+        positions = use_positions
+    if isinstance(positions, (bool, np.bool_)):
+        return "learned" if positions else "none"
+    if positions not in SCHEMES:
+        raise ValueError(f"positions={positions!r} is no position scheme; expected one of {list(SCHEMES)}"
+                         f" (or True / False, meaning 'learned' / 'none')")
+    return positions
+
+
+def _angles(T, d):
+    """(T, P') angles pos / 10000^(2i / d) for pos = 0..T-1 and i = 0..P'-1, P' = ceil(d / 2), in float64.
+
+    >>> _angles(2, 4).round(4)
+    array([[0.  , 0.  ],
+           [1.  , 0.01]])
+    """
+    inv_freq = ROPE_BASE ** (-np.arange(0, d, 2) / d)  # (P',) 1, then slower and slower
+    return np.arange(T)[:, None] * inv_freq  # (T, P')
+
+
+def sinusoid_table(T, d):
+    """The fixed position table of the original transformer, (T, d) float64: PE[pos, 2i] = sin(pos / 10000^(2i/d)),
+    PE[pos, 2i + 1] = cos(pos / 10000^(2i/d)).
+
+    >>> sinusoid_table(2, 4).round(4)
+    array([[0.    , 1.    , 0.    , 1.    ],
+           [0.8415, 0.5403, 0.01  , 1.    ]])
+    """
+    angles = _angles(T, d)  # (T, P')
+    table = np.empty((T, d))  # (T, d)
+    table[:, 0::2] = np.sin(angles)
+    table[:, 1::2] = np.cos(angles[:, :d // 2])
+    return table
+
+
+def rope_tables(T, d):
+    """(cos, sin), each (T, d) float64: the rotary angle of channel pair i at position pos, pos / 10000^(2i/d),
+    written into both channels of the pair (2i and 2i + 1). d must be even.
+
+    >>> cos, sin = rope_tables(2, 4)
+    >>> sin.round(4)
+    array([[0.    , 0.    , 0.    , 0.    ],
+           [0.8415, 0.8415, 0.01  , 0.01  ]])
+    """
+    if d % 2:
+        raise ValueError(f"rope rotates pairs of channels: the width d must be even, got d = {d}")
+    angles = np.repeat(_angles(T, d), 2, axis=1)  # (T, d) each pair's angle twice
+    return np.cos(angles), np.sin(angles)
+
+
+def _pair_turn(ws, n, dtype):
+    """(n, n) J with x @ J = (-x1, x0, -x3, x2, ...): each channel pair turned by 90 degrees. So a rotation of every
+    pair by its angle is x * cos + (x @ J) * sin, and its inverse (J^T = -J) is y * cos - (y * sin) @ J.
+
+    >>> np.array([[1.0, 2.0]]) @ _pair_turn({}, 2, np.float64)
+    array([[-2.,  1.]])
+    """
+    def make():
+        J = np.zeros((n, n))  # (n, n)
+        J[np.arange(1, n, 2), np.arange(0, n, 2)] = -1.0  # out[2i] = -x[2i + 1]
+        J[np.arange(0, n, 2), np.arange(1, n, 2)] = 1.0  # out[2i + 1] = x[2i]
+        return J
+
+    return _const(ws, ("pair_turn", n), (n, n), dtype, make)
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # Layer norm: each row to mean 0 and variance 1, then a gain g and a bias b per column
 
 
@@ -352,8 +440,11 @@ def _causal_mask(ws, T, B, dtype):
     return _const(ws, "mask", (T, B, T), dtype, make)
 
 
-def attention_forward(params, x, ws=None):
+def attention_forward(params, x, ws=None, rope=False):
     """Causal single-head attention of x (B, T, d); return ((attn v) Wo, cache). cache["weights"] is (B, T, T).
+
+    With rope=True, q and k are rotated after the projections and before the scores: channel pair i of position pos
+    turns by pos / 10000^(2i/d) radians (see `rope_tables`), so a score q_i . k_j depends on the offset i - j.
 
     Tricks: q, k and v come from one product with [Wq / sqrt(d) | Wk | Wv] (the scale folded into Wq); the
     scores are kept key-major, st[j, b, i] = q_bi . k_bj, so that the softmax's max and sum run along the long
@@ -374,6 +465,14 @@ def attention_forward(params, x, ws=None):
     w_qkv[:, 2 * d:] = params["Wv"]
     qkv = np.matmul(x.reshape(N, d), w_qkv, out=_buf(ws, "qkv", (N, 3 * d), dt)).reshape(B, T, 3 * d)  # (B, T, 3d)
     q, k, v = qkv[:, :, :d], qkv[:, :, d:2 * d], qkv[:, :, 2 * d:]  # (B, T, d) each, views; q carries the scale
+    qk_rot = cos = sin = None
+    if rope:  # rotate q and k side by side: [q | k] * cos + ([q | k] @ J) * sin, the tables tiled twice
+        cos, sin = _rope_qk_tables(ws, T, d, dt)  # (T, 2d) each
+        qk_rot = _buf(ws, "qk_rot", (B, T, 2 * d), dt)  # (B, T, 2d)
+        np.matmul(qkv.reshape(N, 3 * d)[:, :2 * d], _pair_turn(ws, 2 * d, dt), out=qk_rot.reshape(N, 2 * d))
+        qk_rot *= sin  # (B, T, 2d) the turned pairs times sin
+        qk_rot += np.multiply(qkv[:, :, :2 * d], cos, out=_buf(ws, "qk_cos", (B, T, 2 * d), dt))  # (B, T, 2d)
+        q, k = qk_rot[:, :, :d], qk_rot[:, :, d:]  # (B, T, d) each, views: the rotated q and k
     q_t = _copy(ws, "q_t", q.transpose(0, 2, 1)) if B > 1 else q.transpose(0, 2, 1)  # (B, d, T)
 
     st = _buf(ws, "st", (T, B, T), dt)  # (T_key, B, T_query)
@@ -390,8 +489,23 @@ def attention_forward(params, x, ws=None):
 
     ctx = np.matmul(weights, v, out=_buf(ws, "ctx", (B, T, d), dt))  # (B, T, d)
     out = np.matmul(ctx.reshape(N, d), params["Wo"], out=_buf(ws, "out", (N, d), dt))  # (N, d)
-    cache = {"x": x, "w_qkv": w_qkv, "qkv": qkv, "q_t": q_t, "st": st, "weights": weights, "ctx": ctx}
+    cache = {"x": x, "w_qkv": w_qkv, "qkv": qkv, "q_t": q_t, "st": st, "weights": weights, "ctx": ctx,
+             "qk_rot": qk_rot, "rope_cos": cos, "rope_sin": sin}
     return out.reshape(B, T, d), cache
+
+
+def _rope_qk_tables(ws, T, d, dtype):
+    """rope_tables(T, d) tiled twice along the channels, (T, 2d) each, for q and k side by side; made once per
+    (T, d, dtype) and kept in the workspace.
+
+    >>> cos, sin = _rope_qk_tables({}, 3, 2, np.float64)
+    >>> cos.shape, float(sin[1, 2]) == float(np.sin(1.0))
+    ((3, 4), True)
+    """
+    def make(i):
+        return lambda: np.tile(rope_tables(T, d)[i], 2)  # (T, 2d)
+
+    return (_const(ws, "rope_cos", (T, 2 * d), dtype, make(0)), _const(ws, "rope_sin", (T, 2 * d), dtype, make(1)))
 
 
 def attention_backward(params, cache, dout, ws=None):
@@ -399,7 +513,8 @@ def attention_backward(params, cache, dout, ws=None):
 
     Through each query's softmax, dscores = w * dw - w * sum_j w_j dw_j. (The shortcut sum_j w_j dw_j = dctx . ctx
     is cheaper but rounds differently: where one key has all the weight, as the first query always does, it
-    leaves noise where the exact answer is 0.)
+    leaves noise where the exact answer is 0.) With rope, the gradients of the rotated q and k then go back
+    through the inverse rotation (each pair turned back by its angle) to those of q and k.
 
     >>> p = init_params(vocab=96, d=4, hidden=8, max_len=8, seed=3)
     >>> _, c = attention_forward(p, np.array([[[1.0, 0.0, 0.0, 0.0]]]))
@@ -412,6 +527,9 @@ def attention_backward(params, cache, dout, ws=None):
     B, T, d = x.shape
     N, dt = B * T, x.dtype
     q, k, v = qkv[:, :, :d], qkv[:, :, d:2 * d], qkv[:, :, 2 * d:]  # (B, T, d) each
+    qk_rot = cache["qk_rot"]  # (B, T, 2d) with rope, else None
+    if qk_rot is not None:
+        q, k = qk_rot[:, :, :d], qk_rot[:, :, d:]  # (B, T, d) each: the scores were made from these
     dout2, ctx2 = dout.reshape(N, d), ctx.reshape(N, d)  # (N, d) each
     dWo = _weight_grad(ctx2, dout2, ws, "dWo")  # (d, d)
     dctx = np.matmul(dout2, params["Wo"].T, out=_buf(ws, "dctx", (N, d), dt))  # (N, d)
@@ -432,6 +550,14 @@ def attention_backward(params, cache, dout, ws=None):
     np.matmul(dst.transpose(1, 2, 0), k, out=dqkv[:, :, :d])  # dq_i = sum_j ds_ij k_j (for the scaled q)
     np.matmul(dst.transpose(1, 0, 2), q, out=dqkv[:, :, d:2 * d])  # dk_j = sum_i ds_ij q_i
     np.matmul(st.transpose(1, 0, 2), dctx.reshape(B, T, d), out=dqkv[:, :, 2 * d:])  # dv_j = sum_i w_ij dctx_i
+    if qk_rot is not None:  # so far the gradients of the rotated q and k: turn each pair back by its angle
+        cos, sin = cache["rope_cos"], cache["rope_sin"]  # (T, 2d) each
+        dqk = dqkv[:, :, :2 * d]  # (B, T, 2d) a view
+        dqk_sin = np.multiply(dqk, sin, out=_buf(ws, "dqk_sin", (B, T, 2 * d), dt))  # (B, T, 2d)
+        turned = np.matmul(dqk_sin.reshape(N, 2 * d), _pair_turn(ws, 2 * d, dt),
+                           out=_buf(ws, "dqk_turned", (N, 2 * d), dt))  # (N, 2d)
+        dqk *= cos
+        dqk -= turned.reshape(B, T, 2 * d)  # (B, T, 2d) dy * cos - (dy * sin) @ J: the inverse rotation
     dqkv2 = dqkv.reshape(N, 3 * d)  # (N, 3d)
     dw_qkv = _weight_grad(x.reshape(N, d), dqkv2, ws, "dw_qkv")  # (d, 3d)
     grads = {
@@ -490,9 +616,11 @@ def _stacked(ws, name, w, b):
     return out
 
 
-def forward(params, ids, use_positions=True, ws=None):
+def forward(params, ids, positions="learned", ws=None, *, use_positions=None):
     """Logits (T, V) or (B, T, V) for token IDs of shape (T,) or (B, T), and the cache the backward pass needs.
 
+    positions: the scheme, one of SCHEMES (see `position_scheme`; True and False, or the keyword use_positions, work
+    as in the reference). "learned" reads at most max_len positions, the others at most LONGEST.
     For V < 512 the logits are a transposed view of a (V, N) array (see the layouts note at the top).
 
     >>> p = init_params(vocab=96, d=4, hidden=8, max_len=8, seed=3)
@@ -501,6 +629,7 @@ def forward(params, ids, use_positions=True, ws=None):
     ((3, 96), (3, 3), (3, 8))
     """
     ws = {} if ws is None else ws  # no workspace: every array is new
+    scheme = position_scheme(positions, use_positions)
     vocab, d, hidden, max_len = config_of(params)
     ids = check_ids(ids, vocab)
     batched = ids.ndim == 2
@@ -510,15 +639,20 @@ def forward(params, ids, use_positions=True, ws=None):
         raise ValueError("empty sequence: forward needs at least one token ID")
     if B == 0:
         raise ValueError("empty batch: forward needs at least one sequence")
-    if T > max_len:
+    if T > max_len and scheme == "learned":
         raise ValueError(f"sequence of {T} tokens is longer than the {max_len} positions the model has")
+    if T > LONGEST:
+        raise ValueError(f"sequence of {T} tokens is longer than the {LONGEST} positions the model has with"
+                         f" positions={scheme!r}")
     N, dt = B * T, params["tok_emb"].dtype
 
     x0 = np.take(params["tok_emb"], ids2, axis=0, out=_buf(ws, "x0", (B, T, d), dt))  # (B, T, d)
-    if use_positions:
+    if scheme == "learned":
         x0 += params["pos_emb"][:T]  # (T, d) added to every sequence
+    elif scheme == "sinusoidal":
+        x0 += _const(ws, "sinusoid", (T, d), dt, lambda: sinusoid_table(T, d))  # (T, d) fixed, no parameters
     h1, ln1 = layernorm_forward(x0, params["ln1_g"], params["ln1_b"], _sub(ws, "ln1"))  # (B, T, d)
-    a, att = attention_forward(params, h1, _sub(ws, "att"))  # (B, T, d)
+    a, att = attention_forward(params, h1, _sub(ws, "att"), rope=scheme == "rope")  # (B, T, d)
     x1 = np.add(x0, a, out=_buf(ws, "x1", (B, T, d), dt))  # (B, T, d) skip path 1
     h2, ln2 = layernorm_forward(x1, params["ln2_g"], params["ln2_b"], _sub(ws, "ln2"))  # (B, T, d)
     pre = np.matmul(h2.reshape(N, d), params["W1"], out=_buf(ws, "pre", (N, hidden), dt))  # (N, H)
@@ -541,7 +675,7 @@ def forward(params, ids, use_positions=True, ws=None):
     else:  # long rows: the usual order (the faster product for this shape)
         logits = np.matmul(hf_aug, w_out_b_out, out=_buf(ws, "logits", (N, vocab), dt)).reshape(B, T, vocab)
 
-    cache = {"ids": ids2, "use_positions": use_positions, "x0": x0, "h1": h1, "ln1": ln1, "att": att, "x1": x1,
+    cache = {"ids": ids2, "positions": scheme, "x0": x0, "h1": h1, "ln1": ln1, "att": att, "x1": x1,
              "h2": h2, "ln2": ln2, "pre": pre, "act": act.reshape(B, T, hidden), "x2": x2, "hf": hf, "lnf": lnf,
              "hf_aug": hf_aug}
     if not batched:  # a 1-D input gets 2-D results, like the reference (the backward pass reshapes to (N, ...))
@@ -614,14 +748,14 @@ def loss_and_dlogits(logits, targets, ws=None, out=None):
     return loss, p.reshape(logits.shape)
 
 
-def sequence_loss(params, ids, targets, use_positions=True, ws=None):
-    """The loss of predicting targets from ids, as one float.
+def sequence_loss(params, ids, targets, positions="learned", ws=None, *, use_positions=None):
+    """The loss of predicting targets from ids, as one float (positions as in `forward`).
 
     >>> p = init_params(vocab=96, d=4, hidden=8, max_len=8, seed=3)
     >>> round(sequence_loss(p, np.array([1, 2]), np.array([2, 3])), 2)
     4.55
     """
-    logits, _ = forward(params, ids, use_positions, ws)
+    logits, _ = forward(params, ids, positions, ws, use_positions=use_positions)
     return loss_and_dlogits(logits, targets, ws, out=logits)[0]
 
 
@@ -674,7 +808,8 @@ def backward(params, cache, dlogits, ws=None):
     dx0_att, g["ln1_g"], g["ln1_b"] = layernorm_backward(dh1, params["ln1_g"], cache["ln1"], _sub(ws, "ln1"))
     dx0 = np.add(dx1, dx0_att.reshape(N, d), out=_buf(ws, "dx0", (N, d), dt))  # (N, d) skip path 1
 
-    # x0 = tok_emb[ids] + pos_emb[0:T]: a token's row collects every position that used it
+    # x0 = tok_emb[ids] + pos_emb[0:T] (or the fixed table, or nothing): a token's row collects every position that
+    # used it
     g_tok = _buf(ws, "dtok_emb", (vocab, d), dt)  # (V, d)
     ids_flat = ids.reshape(N)  # (N,)
     if N * d <= 8192:  # short input: one bincount over the flat index id * d + column, in float64
@@ -692,8 +827,8 @@ def backward(params, cache, dlogits, ws=None):
         g_tok.fill(0.0)
         g_tok[used] = sums
     g_pos = _buf(ws, "dpos_emb", (max_len, d), dt)  # (L, d) rows past T stay exactly zero
-    g_pos.fill(0.0)
-    if cache["use_positions"]:
+    g_pos.fill(0.0)  # all of it when the scheme is not "learned": pos_emb is then unused
+    if cache["positions"] == "learned":
         np.matmul(_ones(ws, B, dt), dx0.reshape(B, T * d), out=g_pos[:T].reshape(T * d))  # sum over sequences
 
     grads = {"tok_emb": g_tok, "pos_emb": g_pos, **att_grads, **g}

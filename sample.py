@@ -7,9 +7,10 @@
 
 Each step feeds the context (a newline, the prompt, what was generated so far) to the model, takes the logits at
 the last position, divides them by the temperature, keeps the top-k, and draws the next token from their softmax
-with one seeded random.Random. The model has 64 learned positions, so once the context is longer only its last 64
-tokens are fed. Every backend computes in float64 (a float32 checkpoint widens exactly), so they agree to about
-1e-15 and, away from exact ties, pick the same tokens.
+with one seeded random.Random. The model was trained on 64 positions (and with learned positions has no row past
+them), so once the context is longer only its last 64 tokens are fed, whatever the position scheme. Every backend
+computes in float64 (a float32 checkpoint widens exactly), so they agree to about 1e-15 and, away from exact ties,
+pick the same tokens.
 """
 
 import argparse
@@ -77,19 +78,22 @@ def generate(next_logits, context, n_tokens, max_len, temperature, top_k, rng):
 def load_logits_fn(path, backend, tokenizer_sha256):
     """(next_logits, ckpt) for a checkpoint: next_logits(ids) -> list of V floats, computed in float64."""
     ckpt = checkpoint.load_checkpoint(path, tokenizer_sha256)  # the checks: format, hash, shapes, finite values
-    use_positions = ckpt["config"]["use_positions"]
+    positions = checkpoint.positions_of(ckpt["config"])  # the scheme; older files: from use_positions
     if backend == "python":
+        if positions not in ("learned", "none"):
+            raise ValueError(f"{path} has positions {positions!r}, which model.py does not have (it has learned"
+                             f" and none); use --backend numpy or torch")
         params = checkpoint.reference_params(ckpt)
 
         def next_logits(ids):
-            return model.forward(params, ids, use_positions)[0][-1]
+            return model.forward(params, ids, positions == "learned")[0][-1]
     elif backend == "numpy":
         import numpy_model
 
         params = numpy_model.from_lists(checkpoint.reference_params(ckpt))  # float64
 
         def next_logits(ids):
-            logits, _ = numpy_model.forward(params, ids, use_positions)  # (T, V)
+            logits, _ = numpy_model.forward(params, ids, positions)  # (T, V)
             return logits[-1].tolist()
     else:
         import safetensors.torch
@@ -102,7 +106,7 @@ def load_logits_fn(path, backend, tokenizer_sha256):
 
         def next_logits(ids):
             with torch.no_grad():
-                logits, _ = torch_model.forward(params, torch_model.as_ids(ids), use_positions)  # (1, T, V)
+                logits, _ = torch_model.forward(params, torch_model.as_ids(ids), positions)  # (1, T, V)
             return logits[0, -1].tolist()
     return next_logits, ckpt
 

@@ -1,7 +1,10 @@
 """A PyTorch twin of the one-block transformer in `model.py`, for cross-checking gradients with autograd.
 
 Same architecture, parameter names and shapes, built from standard `torch.nn.functional` pieces where they fit
-(`F.embedding`, `F.layer_norm`, `F.linear`, a masked softmax, `F.cross_entropy`). The reference stores a weight as
+(`F.embedding`, `F.layer_norm`, `F.linear`, a masked softmax, `F.cross_entropy`), and the same four position schemes
+as `numpy_model.py`, written independently: the sinusoid table from torch ops, and rope as a product of complex
+numbers (each channel pair of q and k as x[2i] + i x[2i + 1], times e^(i angle)), where numpy_model.py uses real
+sines and cosines with a hand-written inverse rotation for the backward pass. The reference stores a weight as
 (in, out) and computes x W; `F.linear` wants (out, in), so it gets the transposed view `W.T` (no copy). Importing
 this module imports torch; `model.py` and `numpy_model.py` never do.
 
@@ -22,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from model import EPS, PARAM_SHAPES
+from numpy_model import ROPE_BASE, position_scheme
 
 # ----------------------------------------------------------------------------------------------------------------
 # Parameters
@@ -48,26 +52,68 @@ def as_ids(ids):
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# Positions without parameters: the sinusoid table and the rotary turn
+
+
+def sinusoids(T, d, dtype=torch.float64):
+    """(T, d): PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i + 1] = cos(pos / 10000^(2i/d)).
+
+    >>> sinusoids(2, 2)
+    tensor([[0.0000, 1.0000],
+            [0.8415, 0.5403]], dtype=torch.float64)
+    """
+    pos = torch.arange(T, dtype=torch.float64)[:, None]  # (T, 1)
+    wavelength = ROPE_BASE ** (torch.arange(0, d, 2, dtype=torch.float64) / d)  # (ceil(d / 2),)
+    angle = pos / wavelength  # (T, ceil(d / 2))
+    pe = torch.zeros(T, d, dtype=torch.float64)  # (T, d)
+    pe[:, 0::2] = torch.sin(angle)
+    pe[:, 1::2] = torch.cos(angle[:, :d // 2])
+    return pe.to(dtype)
+
+
+def rotary(x):
+    """x (B, T, d), d even, with channel pair i of position pos turned by pos / 10000^(2i/d) radians.
+
+    >>> rotary(torch.tensor([[[1.0, 0.0], [1.0, 0.0]]], dtype=torch.float64))[0, 1]  # position 1: 1 radian
+    tensor([0.5403, 0.8415], dtype=torch.float64)
+    """
+    B, T, d = x.shape
+    pos = torch.arange(T, dtype=torch.float64)[:, None]  # (T, 1)
+    angle = pos / ROPE_BASE ** (torch.arange(0, d, 2, dtype=torch.float64) / d)  # (T, d / 2)
+    turn = torch.polar(torch.ones_like(angle), angle)  # (T, d / 2) e^(i angle), complex
+    z = torch.view_as_complex(x.reshape(B, T, d // 2, 2).contiguous())  # (B, T, d / 2) x[2i] + i x[2i + 1]
+    return torch.view_as_real(z * turn.to(z.dtype)).reshape(B, T, d)  # (B, T, d)
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # The model
 
 
-def forward(p, ids, use_positions=True):
+def forward(p, ids, positions="learned", *, use_positions=None):
     """Logits (B, T, V) for ids (B, T), and the intermediates the comparison tool checks, by the reference's names.
+
+    positions: "learned", "none", "sinusoidal" or "rope" (True and False, or the keyword use_positions, as in the
+    reference).
 
     >>> import model
     >>> logits, inter = forward(to_torch(model.init_params(96, 4, 8, 8, 3)), as_ids([1, 2]))
     >>> tuple(logits.shape), tuple(inter["act"].shape)
     ((1, 2, 96), (1, 2, 8))
     """
+    scheme = position_scheme(positions, use_positions)
     B, T = ids.shape
     d = p["tok_emb"].shape[1]
     x0 = F.embedding(ids, p["tok_emb"])  # (B, T, d)
-    if use_positions:
+    if scheme == "learned":
         x0 = x0 + p["pos_emb"][:T]  # (B, T, d)
+    elif scheme == "sinusoidal":
+        x0 = x0 + sinusoids(T, d, x0.dtype)  # (B, T, d)
     h1 = F.layer_norm(x0, (d,), p["ln1_g"], p["ln1_b"], eps=EPS)  # (B, T, d)
     q = F.linear(h1, p["Wq"].T)  # (B, T, d)
     k = F.linear(h1, p["Wk"].T)  # (B, T, d)
     v = F.linear(h1, p["Wv"].T)  # (B, T, d)
+    if scheme == "rope":
+        q, k = rotary(q), rotary(k)  # (B, T, d) each
     scores = q @ k.transpose(1, 2) / math.sqrt(d)  # (B, T, T)
     future = torch.ones(T, T, dtype=torch.bool).triu(1)  # (T, T) True where key j > query i
     weights = scores.masked_fill(future, float("-inf")).softmax(dim=-1)  # (B, T, T)
@@ -90,7 +136,7 @@ def loss_fn(logits, targets):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
-def loss_and_grads(p, ids, targets, use_positions=True):
+def loss_and_grads(p, ids, targets, positions="learned", *, use_positions=None):
     """(loss, gradients by name, detached intermediates) for one batch, through autograd.
 
     >>> import model
@@ -100,9 +146,9 @@ def loss_and_grads(p, ids, targets, use_positions=True):
     """
     for t in p.values():
         t.grad = None
-    logits, inter = forward(p, ids, use_positions)
+    logits, inter = forward(p, ids, positions, use_positions=use_positions)
     loss = loss_fn(logits, targets)
     loss.backward()
-    # a tensor the graph did not use (pos_emb with positions off) has no .grad; its gradient is zero
+    # a tensor the graph did not use (pos_emb with any scheme but "learned") has no .grad; its gradient is zero
     grads = {name: p[name].grad if p[name].grad is not None else torch.zeros_like(p[name]) for name in PARAM_SHAPES}
     return loss.item(), grads, {name: t.detach() for name, t in inter.items()}

@@ -4,6 +4,7 @@ best any model could do.
     python3 train.py                    # NumPy, float32, the default settings: 20 to 40 s on 2 cores
     python3 train.py --resume           # continue out/ckpt.safetensors after a stop, a crash or a kill
     python3 train.py --backend python --steps 20 --batch 4   # the same loop on model.py: slow, standard library only
+    python3 train.py --positions rope   # rotary positions instead of learned ones (also: none, sinusoidal)
     python3 train.py --help             # every setting, with its default
 
 One step: draw B windows of T + 1 consecutive tokens from the training stories (each start drawn by one seeded
@@ -19,6 +20,9 @@ to go below it, so "val 0.35, floor 0.31" means 0.04 nats per token left to lear
 
 Same seed, same settings, same machine: bit-identical weights, also across a kill and a --resume. A checkpoint
 (checkpoint.py) holds the parameters, Adam's moments and step, and the batch sampler's random state.
+
+Other scripts train through the same functions: `train_model(argv)` runs the loop below in-process with the same
+settings and returns the weights and the loss history without writing a checkpoint (positions.py, plots.py).
 """
 
 import argparse
@@ -37,6 +41,8 @@ import bpe
 import checkpoint
 import floor
 import model
+
+SCHEMES = checkpoint.POSITION_SCHEMES  # --positions: learned, none, sinusoidal, rope (numpy_model.SCHEMES)
 
 # ----------------------------------------------------------------------------------------------------------------
 # Settings
@@ -92,8 +98,14 @@ def build_parser():
                         " %(default)s)")
     p.add_argument("--val-stories", type=int, default=300, metavar="N",
                    help="the last N stories of corpus.txt are the validation set (default: %(default)s)")
-    p.add_argument("--no-positions", dest="positions", action="store_false",
-                   help="switch the learned position embeddings off (the model then sees a bag of tokens)")
+    p.add_argument("--positions", choices=SCHEMES, default=None,
+                   help="how the model knows where a token is: learned (a trained row per position, default),"
+                        " none (a bag of tokens), sinusoidal (a fixed sine/cosine table added to the embeddings) or"
+                        " rope (q and k rotated by position inside attention); the python backend has learned and"
+                        " none only")
+    p.add_argument("--no-positions", action="store_true",
+                   help="the same as --positions none: switch the learned position embeddings off (the model then"
+                        " sees a bag of tokens)")
     p.add_argument("--eval-every", type=int, default=500, metavar="N",
                    help="steps between validation losses; also at the end (default: %(default)s)")
     p.add_argument("--ckpt-every", type=int, default=500, metavar="N",
@@ -110,6 +122,12 @@ def build_parser():
 
 def check_settings(parser, args):
     """Reject values that make no sense, with a message naming the value and what was expected (exit status 2)."""
+    if args.no_positions and args.positions not in (None, "none"):
+        parser.error(f"--no-positions and --positions {args.positions} contradict each other; pick one")
+    args.positions = "none" if args.no_positions else args.positions or "learned"
+    if args.backend == "python" and args.positions not in ("learned", "none"):
+        parser.error(f"--positions {args.positions}: the python backend (model.py) has learned positions and none"
+                     f" only; use --backend numpy")
     if args.dtype is None:
         args.dtype = "float64" if args.backend == "python" else "float32"
     if args.backend == "python" and args.dtype != "float64":
@@ -296,7 +314,7 @@ def python_backend(dtype, vocab, stream, s):
         losses, grads = [], {name: [] for name in params}
         for start in starts:
             window = stream[start:start + s.seq_len + 1]  # (T + 1,)
-            logits, cache = model.forward(p, window[:-1], s.positions)  # (T, V)
+            logits, cache = model.forward(p, window[:-1], s.positions == "learned")  # (T, V)
             loss, dlogits = model.loss_and_dlogits(logits, window[1:])
             losses.append(loss)
             for name, g in model.backward(p, cache, dlogits).items():
@@ -325,7 +343,8 @@ def python_backend(dtype, vocab, stream, s):
 
     def story_nats(params, stories):
         p = {name: checkpoint.nested(values, shapes[name]) for name, values in params.items()}
-        return fsum(model.sequence_loss(p, ids[:-1], ids[1:], s.positions) * (len(ids) - 1) for ids in stories)
+        use_positions = s.positions == "learned"  # model.py's switch
+        return fsum(model.sequence_loss(p, ids[:-1], ids[1:], use_positions) * (len(ids) - 1) for ids in stories)
 
     def fresh(seed):
         ref = model.init_params(vocab, MODEL["d"], MODEL["hidden"], MODEL["max_len"], seed)
@@ -391,13 +410,119 @@ def resumed_state(be, path, training, tokenizer_sha, corpus_sha):
     ckpt = checkpoint.load_checkpoint(path, tokenizer_sha)
     if ckpt["metadata"].get("corpus_sha256") != corpus_sha:
         raise ValueError(f"{path} was trained on another corpus.txt; it cannot be resumed on this one")
-    differ = [f"--{k.replace('_', '-')} {ckpt['training'].get(k)!r} there, {v!r} here"
-              for k, v in training.items() if ckpt["training"].get(k) != v]
+    there = dict(ckpt["training"])
+    if isinstance(there.get("positions"), bool):  # written before the schemes, when --no-positions made it false
+        there["positions"] = "learned" if there["positions"] else "none"
+    differ = [f"--{k.replace('_', '-')} {there.get(k)!r} there, {v!r} here"
+              for k, v in training.items() if there.get(k) != v]
     if differ:
         raise ValueError(f"{path} was made with other settings: {'; '.join(differ)}. HINT: to resume, pass the"
                          f" settings of the run you resume")
     m, v = (be.from_tensors(moment) for moment in ckpt["moments"])
     return {"params": be.from_tensors(ckpt["params"]), "m": m, "v": v, "rng": ckpt["rng"], "step": ckpt["step"]}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The data a run reads, its backend, and the loop
+
+
+def prepare(s):
+    """What a run reads besides its settings: the tokenizer, the training stream, the validation stories and the
+    floors. A ValueError says what is wrong with the data or with --val-stories / --seq-len."""
+    tok = bpe.Tokenizer.load(TOKENIZER_FILE)
+    stream, val_texts, val_ids = load_data(tok, s.val_stories, s.seq_len)
+    corpus_floor = floor.load_floor(HERE)
+    val_floor_nats, val_tokens = floor.story_floor(val_texts, tok)
+    return SimpleNamespace(tok=tok, vocab=len(tok.vocab), stream=stream, val_texts=val_texts, val_ids=val_ids,
+                           val_tokens=val_tokens, val_floor=val_floor_nats / val_tokens, corpus_floor=corpus_floor)
+
+
+def make_backend(s, data):
+    """The backend of s.backend for this data (for numpy, the BLAS thread count is set first)."""
+    if s.backend == "numpy":  # read by NumPy's BLAS when numpy is first imported, which is in numpy_backend
+        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[var] = str(s.threads)
+        return numpy_backend(s.dtype, data.vocab, data.stream, s)
+    return python_backend(s.dtype, data.vocab, data.stream, s)
+
+
+def fit(be, state, data, s, save=None, report=print):
+    """Take steps until state["step"] is s.steps. The validation loss at step 0 (on a fresh state), every
+    s.eval_every steps and at the end goes to report as one line and into the history; every s.ckpt_every steps
+    and at the end, save(val_loss or None) is called (if given) once the weights are checked to be finite.
+
+    Returns SimpleNamespace(history, failure, val_loss, train_seconds): history a list of {"step", "train", "val"}
+    (train: the mean training loss since the evaluation before, None at step 0); failure None, or (reason, hint)
+    when the run stopped early because the loss or the weights stopped being finite (state keeps the last good
+    step). A KeyboardInterrupt passes through.
+    """
+    first = state["step"]
+    history, failure, val_loss, recent, train_seconds = [], None, None, [], 0.0
+
+    def evaluate():
+        return be.story_nats(state["params"], data.val_ids) / data.val_tokens
+
+    if first == 0:
+        val_loss = evaluate()
+        history.append({"step": 0, "train": None, "val": val_loss})
+        report(f"step {0:>6} | val {val_loss:.4f} | floor {data.val_floor:.4f}")
+    started = time.perf_counter()
+    newline = sys.stderr.isatty() and not s.quiet  # a progress bar drawn in place must end before a loss line
+    while state["step"] < s.steps:
+        t0 = time.perf_counter()
+        loss, norm = train_step(be, state, len(data.stream), s)
+        train_seconds += time.perf_counter() - t0
+        done = state["step"]
+        if not (math.isfinite(loss) and math.isfinite(norm)):
+            failure = (f"error: step {done + 1}: the loss is {loss} and the gradient norm {norm}: the run diverged"
+                       f" and stops", "HINT: a lower --lr")
+            break
+        recent.append(loss)
+        if not s.quiet:
+            progress(done, s.steps, loss, (done - first) * s.batch * s.seq_len / train_seconds, started,
+                     final=done == s.steps)
+        evaluated = done % s.eval_every == 0 or done == s.steps
+        if evaluated:
+            val_loss = evaluate()
+            train_loss = fsum(recent) / len(recent)
+            history.append({"step": done, "train": train_loss, "val": val_loss})
+            if newline and done != s.steps:
+                print(file=sys.stderr)
+            report(f"step {done:>6} | train {train_loss:.4f} | val {val_loss:.4f} | floor {data.val_floor:.4f} |"
+                   f" gap {val_loss - data.val_floor:+.4f}")
+            recent = []
+        if save is not None and (done % s.ckpt_every == 0 or done == s.steps):
+            if not be.all_finite(state["params"]):
+                failure = (f"error: step {done}: the weights are no longer finite and the run stops",
+                           "HINT: a lower --lr")
+                break
+            save(val_loss if evaluated else None)
+    return SimpleNamespace(history=history, failure=failure, val_loss=val_loss, train_seconds=train_seconds)
+
+
+def train_model(argv, data=None, report=None):
+    """Train in this process with train.py's settings (argv as on the command line; --out, --resume and the
+    checkpoint settings are ignored, nothing is written) and return (params, history, data): the trained weights
+    (a dict of NumPy arrays for the numpy backend), fit's history, and prepare's data (pass it back in to skip
+    reading the corpus again; it must come from the same --val-stories and --seq-len). report: a function that
+    takes each loss line (default: none are shown). A bad setting exits as on the command line; a run that
+    diverges is a RuntimeError.
+
+    >>> params, history, data = train_model(["--steps", "3", "--batch", "2", "--seq-len", "8", "--eval-every", "2",
+    ...                                      "--quiet"])
+    >>> [h["step"] for h in history], params["pos_emb"].shape, data.vocab
+    ([0, 2, 3], (64, 16), 96)
+    """
+    parser = build_parser()
+    s = parser.parse_args([*argv, "--quiet"])
+    check_settings(parser, s)
+    data = prepare(s) if data is None else data
+    be = make_backend(s, data)
+    state = fresh_state(be, s.seed)
+    result = fit(be, state, data, s, report=report or (lambda line: None))
+    if result.failure is not None:
+        raise RuntimeError(result.failure[0])
+    return state["params"], result.history, data
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -423,25 +548,18 @@ def main(argv=None):
         print(f"removed {len(leftovers)} temporary file(s) of an interrupted save beside {out}", file=sys.stderr)
 
     # ---- tokenizer, data, floor
-    tok = bpe.Tokenizer.load(TOKENIZER_FILE)
-    vocab = len(tok.vocab)
     tokenizer_sha = checkpoint.sha256_file(TOKENIZER_FILE)
     corpus_sha = checkpoint.sha256_file(CORPUS_FILE)
     try:
-        stream, val_texts, val_ids = load_data(tok, s.val_stories, s.seq_len)
-        corpus_floor = floor.load_floor(HERE)
+        data = prepare(s)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    val_floor_nats, val_tokens = floor.story_floor(val_texts, tok)
-    val_floor = val_floor_nats / val_tokens
-    config = {"vocab": vocab, **MODEL, "use_positions": s.positions}
+    # use_positions: model.py's switch (whether the learned rows are added); positions: the scheme
+    config = {"vocab": data.vocab, **MODEL, "use_positions": s.positions == "learned", "positions": s.positions}
 
     # ---- the backend, and the state to start from
-    if s.backend == "numpy":  # read by NumPy's BLAS when numpy is first imported, which is in numpy_backend
-        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            os.environ[var] = str(s.threads)
-    be = (numpy_backend if s.backend == "numpy" else python_backend)(s.dtype, vocab, stream, s)
+    be = make_backend(s, data)
     if s.resume:
         try:
             state = resumed_state(be, out, training, tokenizer_sha, corpus_sha)
@@ -451,30 +569,28 @@ def main(argv=None):
     else:
         state = fresh_state(be, s.seed)
     first = state["step"]
-
-    def evaluate():
-        return be.story_nats(state["params"], val_ids) / val_tokens
+    saved = first if s.resume else None  # the step the file at out holds, for the messages of a stopped run
 
     def save(val_loss):
+        nonlocal saved
         out.parent.mkdir(parents=True, exist_ok=True)
-        extra = {"corpus_sha256": corpus_sha, "floor_nats_per_token": repr(corpus_floor),
-                 "val_floor_nats_per_token": repr(val_floor)}
+        extra = {"corpus_sha256": corpus_sha, "floor_nats_per_token": repr(data.corpus_floor),
+                 "val_floor_nats_per_token": repr(data.val_floor)}
         if val_loss is not None:
             extra["val_loss"] = repr(val_loss)
         moments = (be.to_tensors(state["m"]), be.to_tensors(state["v"]))
         checkpoint.save_checkpoint(out, be.to_tensors(state["params"]), moments, state["step"], state["rng"],
                                    config, training, tokenizer_sha, extra)
+        saved = state["step"]
 
-    print(f"floor {corpus_floor:.4f} nats/token (corpus-entropy.json); {val_floor:.4f} on the {len(val_ids)}"
-          f" validation stories; uniform guessing {math.log(vocab):.4f}")
-    print(f"{s.backend} {s.dtype}, {len(stream):,} training tokens, {s.steps} steps of {s.batch} x {s.seq_len}"
-          f" tokens, lr {s.lr:g} -> {s.min_lr:g}" + (f"; resuming {out} at step {first}" if s.resume else ""))
-    if first == 0:
-        print(f"step {0:>6} | val {evaluate():.4f} | floor {val_floor:.4f}")
+    print(f"floor {data.corpus_floor:.4f} nats/token (corpus-entropy.json); {data.val_floor:.4f} on the"
+          f" {len(data.val_ids)} validation stories; uniform guessing {math.log(data.vocab):.4f}")
+    print(f"{s.backend} {s.dtype}, {len(data.stream):,} training tokens, {s.steps} steps of {s.batch} x {s.seq_len}"
+          f" tokens, lr {s.lr:g} -> {s.min_lr:g}" + (f", positions {s.positions}" if s.positions != "learned" else "")
+          + (f"; resuming {out} at step {first}" if s.resume else ""))
 
     # ---- the loop
     started = time.perf_counter()
-    train_seconds, recent, val_loss, saved = 0.0, [], None, first if s.resume else None
     newline = "\n" if sys.stderr.isatty() and not s.quiet else ""  # ends a progress bar drawn in place
 
     def stopped(why, hint):
@@ -482,46 +598,24 @@ def main(argv=None):
         print(f"{newline}{why}; {kept}. {hint}", file=sys.stderr)
 
     try:
-        while state["step"] < s.steps:
-            t0 = time.perf_counter()
-            loss, norm = train_step(be, state, len(stream), s)
-            train_seconds += time.perf_counter() - t0
-            done = state["step"]
-            if not (math.isfinite(loss) and math.isfinite(norm)):
-                stopped(f"error: step {done + 1}: the loss is {loss} and the gradient norm {norm}: the run diverged"
-                        f" and stops", "HINT: a lower --lr")
-                return 1
-            recent.append(loss)
-            if not s.quiet:
-                progress(done, s.steps, loss, (done - first) * s.batch * s.seq_len / train_seconds, started,
-                         final=done == s.steps)
-            evaluated = done % s.eval_every == 0 or done == s.steps
-            if evaluated:
-                val_loss = evaluate()
-                if newline and done != s.steps:
-                    print(file=sys.stderr)
-                print(f"step {done:>6} | train {fsum(recent) / len(recent):.4f} | val {val_loss:.4f} |"
-                      f" floor {val_floor:.4f} | gap {val_loss - val_floor:+.4f}", flush=True)
-                recent = []
-            if done % s.ckpt_every == 0 or done == s.steps:
-                if not be.all_finite(state["params"]):
-                    stopped(f"error: step {done}: the weights are no longer finite and the run stops",
-                            "HINT: a lower --lr")
-                    return 1
-                save(val_loss if evaluated else None)
-                saved = done
+        result = fit(be, state, data, s, save=save, report=lambda line: print(line, flush=True))
     except KeyboardInterrupt:
         stopped(f"interrupted at step {state['step']}", "Continue with the same command plus --resume")
         return 130
+    if result.failure is not None:
+        stopped(*result.failure)
+        return 1
 
     # ---- summary
+    val_loss = result.val_loss
     if val_loss is None:  # a resumed run that had nothing left to do
-        val_loss = evaluate()
+        val_loss = be.story_nats(state["params"], data.val_ids) / data.val_tokens
     elapsed = time.perf_counter() - started
     tokens = (s.steps - first) * s.batch * s.seq_len
-    speed = f", {tokens / train_seconds / 1000:,.0f}k tokens/s" if train_seconds else ""
+    speed = f", {tokens / result.train_seconds / 1000:,.0f}k tokens/s" if result.train_seconds else ""
     print(f"done: {s.steps} steps ({s.steps - first} in this run, {tokens:,} tokens, {elapsed:.1f} s{speed}) |"
-          f" val {val_loss:.4f} nats/token | floor {val_floor:.4f} | gap {val_loss - val_floor:+.4f} | {out}")
+          f" val {val_loss:.4f} nats/token | floor {data.val_floor:.4f} | gap {val_loss - data.val_floor:+.4f} |"
+          f" {out}")
     return 0
 
 

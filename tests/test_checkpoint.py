@@ -304,3 +304,21 @@ def test_broken_rng_state_is_rejected(tmp_path):
     write_tiny(path)
     rewrite(path, tensors=lambda t: {**t, checkpoint.RNG: ("I64", (625,), [2 ** 40] * 625)})
     expect_rejected(path, checkpoint.RNG, "Mersenne")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The position scheme in the config
+
+
+def test_position_scheme_in_the_config(tmp_path):
+    """A config may name its scheme; use_positions (model.py's switch) must then be true exactly for learned. A
+    config without one (files from before the schemes) reads as learned or none from use_positions."""
+    path = tmp_path / "ckpt.safetensors"
+    write_tiny(path, config={**CONFIG, "use_positions": False, "positions": "rope"})
+    assert checkpoint.positions_of(checkpoint.load_checkpoint(path)["config"]) == "rope"
+    assert checkpoint.positions_of(CONFIG) == "learned"
+    assert checkpoint.positions_of({**CONFIG, "use_positions": False}) == "none"
+    write_tiny(path, config={**CONFIG, "positions": "sinusoidal"})
+    expect_rejected(path, "use_positions is true but positions is 'sinusoidal'", "exactly for 'learned'")
+    write_tiny(path, config={**CONFIG, "positions": "alibi"})
+    expect_rejected(path, "config positions is 'alibi', expected one of ['learned', 'none', 'sinusoidal', 'rope']")

@@ -4,6 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,3 +85,24 @@ def test_exit_status_of_a_broken_run_in_a_subprocess():
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 1, run.stdout + run.stderr
     assert "grad Wq" in run.stdout and "NOT OK" in run.stdout
+
+
+@pytest.mark.parametrize("scheme", ["sinusoidal", "rope"])
+def test_schemes_without_a_reference_compare_numpy_with_torch(monkeypatch, capsys, scheme):
+    """sinusoidal and rope, past 64 tokens: NumPy against PyTorch, all OK; a rope whose pair turn J is dropped
+    (each channel scaled by cos instead of turned) is NOT OK from the attention weights on."""
+    pytest.importorskip("torch", reason="torch is not installed")
+    assert compare.main(["--positions", scheme, "--batch", "1", "--length", "100"]) == 0
+    out = capsys.readouterr().out
+    assert row_count(out) == 27 and set(table(out).values()) == {"OK"} and f"({scheme})" in out
+    if scheme == "rope":
+        monkeypatch.setattr(numpy_model, "_pair_turn", lambda ws, n, dtype: np.zeros((n, n), dtype))
+        assert compare.main(["--positions", "rope", "--batch", "1", "--length", "100"]) == 1
+        rows = table(capsys.readouterr().out)
+        assert rows["x0"] == rows["h1"] == "OK"
+        assert rows["weights"] == rows["logits"] == rows["grad Wq"] == rows["grad tok_emb"] == "NOT OK"
+
+
+def test_a_scheme_without_reference_needs_torch(capsys):
+    assert compare.main(["--positions", "rope", "--no-torch", "--length", "8"]) == 2
+    assert "has no reference in model.py" in capsys.readouterr().out

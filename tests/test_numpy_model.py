@@ -5,6 +5,7 @@ absolute difference itself when the reference tensor is all zeros). The random c
 they leave out and why, in fastpath_helpers.py.
 """
 
+import math
 import sys
 from pathlib import Path
 
@@ -296,3 +297,164 @@ def test_bad_parameters_are_rejected(change, message):
     change(p)
     with pytest.raises(ValueError, match=message):
         nm.forward(p, np.array([1, 2]))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Position schemes: learned, none, sinusoidal, rope
+
+MID = (96, 8, 16, 16, 5)  # vocab, d, hidden, max_len, seed: 2,344 parameters, small enough for every one by FD
+
+
+@pytest.mark.parametrize("scheme, T", [("learned", 16), ("none", 40), ("sinusoidal", 40), ("rope", 40)])
+def test_each_scheme_passes_central_differences(scheme, T):
+    """Every parameter, float64, step 1e-6: max |central difference - backward| < 1e-8, as for the series size
+    above. The schemes without learned rows run past max_len = 16 (T = 40); their pos_emb gradient is exactly 0
+    and so is every central difference of it (the loss does not read pos_emb at all)."""
+    params = nm.from_lists(jittered(*MID, scale=0.1))
+    rng = np.random.default_rng(3)
+    ids, targets = rng.integers(0, 96, (2, T)), rng.integers(0, 96, (2, T))
+    logits, cache = nm.forward(params, ids, scheme)
+    _, dlogits = nm.loss_and_dlogits(logits, targets)
+    grads = {n: g.copy() for n, g in nm.backward(params, cache, dlogits).items()}
+    relu_on = cache["pre"] > 0.0  # (B T, H)
+
+    ws, h, flips = {}, 1e-6, 0
+
+    def loss():
+        nonlocal flips
+        logits, c = nm.forward(params, ids, scheme, ws)
+        flips += np.count_nonzero((c["pre"] > 0.0) != relu_on)
+        return nm.loss_and_dlogits(logits, targets, ws, out=logits)[0]
+
+    worst = {}
+    for name, t in params.items():
+        flat = t.reshape(-1)  # a view: writing into it perturbs the parameter
+        numeric = np.empty(flat.size)
+        for i in range(flat.size):
+            keep = flat[i]
+            flat[i] = keep + h
+            up = loss()
+            flat[i] = keep - h
+            down = loss()
+            flat[i] = keep
+            numeric[i] = (up - down) / (2 * h)
+        worst[name] = float(np.max(np.abs(numeric - grads[name].reshape(-1))))
+        if name == "pos_emb" and scheme != "learned":
+            assert not numeric.any() and not grads[name].any()
+    assert flips == 0, "a step crossed a ReLU kink: pick another sequence"
+    assert max(worst.values()) < 1e-8, worst
+
+
+def test_sinusoid_table_is_the_standard_one():
+    """PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i + 1] = cos(...), entry by entry, for even and odd d; and
+    x0 of the sinusoidal scheme is the token rows plus exactly that table."""
+    for d in (6, 7):
+        table = nm.sinusoid_table(50, d)
+        for pos in (0, 1, 49):
+            for c in range(d):
+                angle = pos / 10000 ** ((c - c % 2) / d)
+                assert table[pos, c] == pytest.approx(math.sin(angle) if c % 2 == 0 else math.cos(angle), abs=1e-15)
+    p = nm.init_params(*SERIES)
+    ids = np.arange(100) % 96
+    _, cache = nm.forward(p, ids, "sinusoidal")
+    np.testing.assert_array_equal(cache["x0"], p["tok_emb"][ids] + nm.sinusoid_table(100, 16))
+
+
+def test_rope_scores_depend_on_the_offset_only():
+    """A sequence of one repeated token: with rope, log(w[i, i - m] / w[i, i]) = score(i, i - m) - score(i, i) is the
+    same for every query i (the scores see only the offset m); with sinusoidal positions it is not (they are
+    absolute), and without positions every key gets the same weight."""
+    p = nm.from_lists(jittered(*SERIES, scale=0.2))
+    ids = np.full(80, 7)
+    logs = {}
+    for scheme in ("rope", "sinusoidal", "none"):
+        w = nm.forward(p, ids, scheme)[1]["att"]["weights"]  # (T, T)
+        logs[scheme] = np.array([[math.log(w[i, i - m] / w[i, i]) for i in range(10, 80)] for m in (1, 5, 9)])
+    assert np.ptp(logs["rope"], axis=1).max() <= 1e-12
+    assert np.ptp(logs["sinusoidal"], axis=1).min() > 1e-3
+    assert np.abs(logs["none"]).max() <= 1e-12
+
+
+def test_rope_keeps_lengths_and_its_backward_is_the_inverse_rotation():
+    """The rotation keeps each pair's length; the backward formula applied to the forward's output gives back
+    the input (a rotation's inverse is its transpose)."""
+    cos, sin = nm.rope_tables(70, 16)  # (T, d) each
+    x = np.random.default_rng(0).normal(size=(70, 16))  # (T, d)
+    J = nm._pair_turn({}, 16, np.float64)  # (d, d)
+    y = x * cos + (x @ J) * sin  # (T, d)
+    pair_len = lambda a: np.hypot(a[:, 0::2], a[:, 1::2])  # noqa: E731
+    np.testing.assert_allclose(pair_len(y), pair_len(x), rtol=1e-14)
+    np.testing.assert_allclose(y * cos - (y * sin) @ J, x, atol=1e-14)
+    with pytest.raises(ValueError, match="the width d must be even, got d = 7"):
+        nm.rope_tables(4, 7)
+    p7 = nm.init_params(96, 7, 8, 8, 3)
+    with pytest.raises(ValueError, match="d must be even"):
+        nm.forward(p7, np.array([1, 2]), "rope")
+
+
+@pytest.mark.parametrize("scheme", ["sinusoidal", "rope"])
+def test_word_order_reaches_the_last_position_with_fixed_schemes(scheme):
+    """As for learned positions above: two orderings of the same tokens give different last logits with the two
+    schemes that have no parameters (and the same within 1e-12 with none)."""
+    p = nm.from_lists(jittered(*SERIES, scale=0.05))
+    rng = np.random.default_rng(9)
+    a = rng.integers(0, 96, 30)
+    b = np.concatenate([rng.permutation(a[:-1]), a[-1:]])
+    last = lambda ids, s: np.array(nm.forward(p, ids, s)[0][-1])  # noqa: E731
+    assert np.max(np.abs(last(a, scheme) - last(b, scheme))) > 1e-6
+    assert np.max(np.abs(last(a, "none") - last(b, "none"))) <= 1e-12
+
+
+@pytest.mark.parametrize("scheme", ["none", "sinusoidal", "rope"])
+def test_schemes_without_rows_read_up_to_their_maximum(scheme):
+    """none, sinusoidal and rope read up to LONGEST = 1024 positions and reject more with the SPEC's message;
+    learned stops at its 64 rows. Causality holds past 64 too."""
+    p = nm.from_lists(jittered(*SERIES, scale=0.05))
+    ids = np.random.default_rng(2).integers(0, 96, nm.LONGEST + 1)
+    logits, _ = nm.forward(p, ids[:nm.LONGEST], scheme)
+    assert logits.shape == (1024, 96) and np.isfinite(logits).all()
+    with pytest.raises(ValueError, match=f"sequence of 1025 tokens is longer than the 1024 positions the model has"
+                                         f" with positions='{scheme}'"):
+        nm.forward(p, ids, scheme)
+    with pytest.raises(ValueError, match="sequence of 65 tokens is longer than the 64 positions the model has$"):
+        nm.forward(p, ids[:65], "learned")
+    changed = ids[:128].copy()
+    changed[100] = (changed[100] + 1) % 96
+    before, after = np.array(nm.forward(p, ids[:128], scheme)[0]), np.array(nm.forward(p, changed, scheme)[0])
+    assert np.max(np.abs(before[:100] - after[:100])) <= 1e-15 and np.abs(before[100] - after[100]).max() > 0
+
+
+@pytest.mark.parametrize("scheme", ["none", "sinusoidal", "rope"])
+def test_schemes_float32_and_workspace(scheme):
+    """float32 within 1e-5 of float64; a workspace reused across lengths gives the numbers of fresh arrays; the
+    pos_emb gradient is all zeros."""
+    params = jittered(*SERIES, scale=0.05)
+    rng = np.random.default_rng(11)
+    ids, targets = rng.integers(0, 96, (4, 100)), rng.integers(0, 96, (4, 100))
+    _, loss64, g64 = numpy_step(nm.from_lists(params), ids, targets, scheme)
+    _, loss32, g32 = numpy_step(nm.from_lists(params, np.float32), ids, targets, scheme)
+    assert abs(loss32 - loss64) <= 1e-5 * abs(loss64)
+    for name in g64:
+        assert rel_err(g32[name], g64[name]) <= 1e-5, name
+    assert not g64["pos_emb"].any()
+    p, ws = nm.from_lists(params), {}
+    for T in (100, 30, 100):
+        fresh = numpy_step(p, ids[:, :T], targets[:, :T], scheme)
+        reused = numpy_step(p, ids[:, :T], targets[:, :T], scheme, ws=ws)
+        np.testing.assert_array_equal(fresh[0], reused[0])
+        for name in fresh[2]:
+            np.testing.assert_array_equal(fresh[2][name], reused[2][name])
+
+
+def test_the_scheme_argument():
+    """Booleans and the reference's keyword keep working; a bad name or two contradicting arguments are errors."""
+    ids = np.array([1, 2, 3])
+    want = {s: np.array(nm.forward(P, ids, s)[0]) for s in ("learned", "none")}
+    np.testing.assert_array_equal(nm.forward(P, ids, True)[0], want["learned"])
+    np.testing.assert_array_equal(nm.forward(P, ids, False)[0], want["none"])
+    np.testing.assert_array_equal(nm.forward(P, ids, use_positions=False)[0], want["none"])
+    assert nm.sequence_loss(P, ids, ids, "rope") == nm.sequence_loss(P, ids, ids, positions="rope")
+    with pytest.raises(ValueError, match=r"positions='rotary' is no position scheme; expected one of \['learned',"):
+        nm.forward(P, ids, "rotary")
+    with pytest.raises(ValueError, match="not both"):
+        nm.forward(P, ids, "rope", use_positions=False)

@@ -1,6 +1,8 @@
 """PyTorch autograd in float64 (torch_model.py) against the reference model.py and the NumPy path: logits, loss
 and every gradient within 1e-11 relative (largest absolute difference / largest absolute value of the reference
-tensor). Skipped only when torch is not installed; CI installs torch==2.13.0 (requirements-torch.txt)."""
+tensor). The sinusoidal and rope position schemes, which the reference does not have, are checked between the NumPy
+path and the twin alone. Skipped only when torch is not installed; CI installs torch==2.13.0
+(requirements-torch.txt)."""
 
 import sys
 from pathlib import Path
@@ -70,6 +72,57 @@ def test_intermediates_match_numpy():
     ids = np.random.default_rng(0).integers(0, 96, (2, 40))
     _, cache = nm.forward(nm.from_lists(params), ids)
     _, inter = tm.forward(tm.to_torch(params), tm.as_ids(ids))
+    for name in ("x0", "h1", "x1", "h2", "act", "x2"):
+        assert rel_err(inter[name].detach().numpy(), cache[name]) <= TOL, name
+    assert rel_err(inter["weights"].detach().numpy(), cache["att"]["weights"]) <= TOL
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The position schemes without parameters, which the reference does not have: the NumPy path against the twin
+
+
+def two_ways(params, ids, targets, scheme):
+    """(logits, loss, grads) from the NumPy path (float64) and from PyTorch (float64) for one position scheme."""
+    p = nm.from_lists(params)
+    logits, cache = nm.forward(p, ids, scheme)
+    logits = np.array(logits)
+    loss, dlogits = nm.loss_and_dlogits(logits, targets)
+    fast = (logits, loss, nm.backward(p, cache, dlogits))
+    loss, grads, inter = tm.loss_and_grads(tm.to_torch(params), tm.as_ids(ids), tm.as_ids(targets), scheme)
+    return fast, (inter["logits"].numpy(), loss, {n: g.numpy() for n, g in grads.items()})
+
+
+@settings(max_examples=40, deadline=None)
+@given(cfg=configs, length=st.integers(1, 24), scheme=st.sampled_from(["sinusoidal", "rope"]))
+def test_torch_float64_matches_numpy_for_fixed_schemes(cfg, length, scheme):
+    """Random model-like configs (d even for rope, which turns pairs of channels), lengths past max_len."""
+    V, d, H, L = cfg["vocab"], cfg["d"], cfg["hidden"], cfg["max_len"]
+    if scheme == "rope" and d % 2:
+        d -= 1  # rope turns pairs of channels
+    params = jittered(V, d, H, L, cfg["seed"], cfg["scale"])
+    ids, targets = draw_batch(np.random.default_rng(cfg["seed"]), V, cfg["batch"], min(length, V))
+    fast, twin = two_ways(params, ids, targets, scheme)
+    assert_close(twin, fast, TOL)
+    assert not fast[2]["pos_emb"].any() and not twin[2]["pos_emb"].any()
+
+
+@pytest.mark.parametrize("scheme", ["none", "sinusoidal", "rope"])
+@pytest.mark.parametrize("batch, T", [(1, 64), (2, 128)])
+def test_series_size_schemes(scheme, batch, T):
+    """At series size, also at 128 positions, past the 64 learned rows."""
+    params = jittered(*SERIES, scale=0.05)
+    rng = np.random.default_rng(T + batch)
+    ids, targets = rng.integers(0, 96, (batch, T)), rng.integers(0, 96, (batch, T))
+    fast, twin = two_ways(params, ids, targets, scheme)
+    assert_close(twin, fast, TOL)
+
+
+@pytest.mark.parametrize("scheme", ["sinusoidal", "rope"])
+def test_intermediates_match_numpy_for_fixed_schemes(scheme):
+    params = jittered(*SERIES, scale=0.05)
+    ids = np.random.default_rng(0).integers(0, 96, (2, 90))
+    _, cache = nm.forward(nm.from_lists(params), ids, scheme)
+    _, inter = tm.forward(tm.to_torch(params), tm.as_ids(ids), scheme)
     for name in ("x0", "h1", "x1", "h2", "act", "x2"):
         assert rel_err(inter[name].detach().numpy(), cache[name]) <= TOL, name
     assert rel_err(inter["weights"].detach().numpy(), cache["att"]["weights"]) <= TOL

@@ -1,5 +1,6 @@
 """train.py: learning, determinism, a real SIGKILL and --resume, divergence, the settings, and the two backends."""
 
+import json
 import math
 import os
 import random
@@ -242,3 +243,71 @@ def test_learning_rate_schedule():
     assert all(a < b for a, b in zip(lrs[:99], lrs[1:100]))  # rising during the warm-up
     assert all(a >= b - 1e-15 for a, b in zip(lrs[99:], lrs[100:]))  # then falling
     assert lrs[-1] == pytest.approx(0.001)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Position schemes
+
+
+@pytest.mark.parametrize("args, want", [([], "learned"), (["--no-positions"], "none"),
+                                        (["--positions", "rope"], "rope"), (["--positions", "none", "--no-positions"],
+                                                                             "none")])
+def test_positions_setting(args, want):
+    assert settings(*args).positions == want
+
+
+@pytest.mark.parametrize("args, phrase", [
+    (["--no-positions", "--positions", "rope"], "--no-positions and --positions rope contradict"),
+    (["--backend", "python", "--positions", "sinusoidal"], "the python backend (model.py) has learned positions"),
+    (["--positions", "rotary"], "invalid choice: 'rotary'"),
+])
+def test_bad_position_settings_are_rejected(capsys, args, phrase):
+    with pytest.raises(SystemExit) as exit_:
+        train.main([*args, "--out", os.devnull])
+    assert exit_.value.code == 2 and phrase in capsys.readouterr().err
+
+
+def test_rope_run_records_its_scheme_and_sample_reads_it(tmp_path):
+    out = tmp_path / "rope.safetensors"
+    proc = run_train(out, "--steps", "20", "--positions", "rope")
+    assert "positions rope" in proc.stdout
+    ckpt = checkpoint.load_checkpoint(out)
+    assert ckpt["config"]["positions"] == "rope" and ckpt["config"]["use_positions"] is False
+    assert ckpt["training"]["positions"] == "rope"
+    proc = run_train(out, "--steps", "20", "--resume", check=False)  # learned here
+    assert proc.returncode == 1 and "--positions 'rope' there, 'learned' here" in proc.stderr
+    sample = [sys.executable, str(ROOT / "sample.py"), "--ckpt", str(out), "--tokens", "5"]
+    assert subprocess.run(sample, capture_output=True, timeout=300).returncode == 0
+    proc = subprocess.run([*sample, "--backend", "python"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1 and "which model.py does not have" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_checkpoint_from_before_the_schemes_still_resumes_and_samples(tmp_path):
+    """Files written before --positions had config use_positions only and training positions true or false."""
+    out = tmp_path / "old.safetensors"
+    run_train(out, "--steps", "20", "--no-positions")
+    tensors, meta = checkpoint.load_file(out)
+    meta.pop(checkpoint.DATA_HASH_KEY)
+    config, training = json.loads(meta["config"]), json.loads(meta["training"])
+    del config["positions"]
+    training["positions"] = False
+    meta["config"], meta["training"] = json.dumps(config), json.dumps(training)
+    checkpoint.save_file(out, tensors, meta)
+    proc = run_train(out, "--steps", "20", "--no-positions", "--resume")
+    assert f"resuming {out} at step 20" in proc.stdout
+    for backend in ("python", "numpy"):
+        proc = subprocess.run([sys.executable, str(ROOT / "sample.py"), "--ckpt", str(out), "--tokens", "5",
+                               "--backend", backend], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+
+
+def test_train_model_gives_the_command_lines_weights(tmp_path):
+    """train_model (what positions.py and plots.py call) is the same training as the command line, bit for bit."""
+    out = tmp_path / "ckpt.safetensors"
+    run_train(out, "--steps", "40", "--positions", "sinusoidal")
+    params, history, _ = train.train_model([*SHORT, "--steps", "40", "--positions", "sinusoidal",
+                                            "--eval-every", "20"])
+    saved = checkpoint.load_checkpoint(out)["params"]
+    for name, a in params.items():
+        assert a.tobytes() == saved[name][2].tobytes(), name
+    assert [h["step"] for h in history] == [0, 20, 40] and history[0]["train"] is None

@@ -1,0 +1,37 @@
+"""plots.py: runs headless (matplotlib's Agg backend, no display) and writes every picture as a non-empty PNG."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+pytest.importorskip("numpy")
+pytest.importorskip("matplotlib", reason="matplotlib is not installed (pip install matplotlib==3.11.2)")
+
+PICTURES = ["loss_curves.png", "attention.png", "position_similarity.png", "order_test.png",
+            "positions_experiment.png"]
+
+
+def test_plots_run_headless_and_write_every_png(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "MPLBACKEND")}
+    proc = subprocess.run([sys.executable, str(ROOT / "plots.py"), "--out", str(tmp_path), "--steps", "30"],
+                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(PICTURES)
+    for name in PICTURES:
+        raw = (tmp_path / name).read_bytes()
+        assert raw[:8] == b"\x89PNG\r\n\x1a\n", name
+        width, height = int.from_bytes(raw[16:20], "big"), int.from_bytes(raw[20:24], "big")  # the IHDR chunk
+        assert width >= 600 and height >= 400 and len(raw) > 10_000, (name, width, height, len(raw))
+        assert f"wrote {tmp_path / name}" in proc.stdout
+
+
+def test_a_missing_record_is_a_message(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "plots.py"), "--out", str(tmp_path), "--steps", "2",
+                           "--record", str(tmp_path / "none.json")], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "run python3 positions.py" in proc.stderr and "Traceback" not in proc.stderr
