@@ -62,3 +62,22 @@ def draw_batch(rng, vocab, batch, length):
     """IDs (B, T) with no token repeated within a sequence, and targets (B, T)."""
     ids = np.array([rng.permutation(vocab)[:length] for _ in range(batch)])  # (B, T)
     return ids, rng.integers(0, vocab, (batch, length))
+
+
+def central_differences(params, loss, step=1e-6):
+    """{name: array of (loss(p + step) - loss(p - step)) / (2 step)} for every number of every array in params,
+    perturbed in place one at a time and restored."""
+    numeric = {}
+    for name, t in params.items():
+        flat = t.reshape(-1)  # a view: writing into it perturbs the parameter
+        out = np.empty(flat.size)
+        for i in range(flat.size):
+            keep = flat[i]
+            flat[i] = keep + step
+            up = loss()
+            flat[i] = keep - step
+            down = loss()
+            flat[i] = keep
+            out[i] = (up - down) / (2 * step)
+        numeric[name] = out.reshape(t.shape)
+    return numeric

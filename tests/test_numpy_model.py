@@ -19,7 +19,8 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]  # the repository root (model files
 
 import model  # noqa: E402
 import numpy_model as nm  # noqa: E402
-from fastpath_helpers import SERIES, configs, draw_batch, jittered, reference, rel_err  # noqa: E402
+from fastpath_helpers import (  # noqa: E402
+    SERIES, central_differences, configs, draw_batch, jittered, reference, rel_err)
 
 
 def numpy_step(p, ids, targets, use_positions=True, ws=None):
@@ -158,7 +159,7 @@ def test_full_central_difference_gradient_check_at_series_size():
     grads = {n: g.copy() for n, g in nm.backward(params, cache, dlogits).items()}
     relu_on = cache["pre"] > 0.0  # (T, H)
 
-    ws, h, worst, flips = {}, 1e-6, 0.0, 0
+    ws, h, flips = {}, 1e-6, 0
 
     def loss():
         nonlocal flips
@@ -166,18 +167,8 @@ def test_full_central_difference_gradient_check_at_series_size():
         flips += np.count_nonzero((c["pre"] > 0.0) != relu_on)
         return nm.loss_and_dlogits(logits, targets, ws, out=logits)[0]
 
-    for name, t in params.items():
-        flat = t.reshape(-1)  # a view: writing into it perturbs the parameter
-        numeric = np.empty(flat.size)
-        for i in range(flat.size):
-            keep = flat[i]
-            flat[i] = keep + h
-            up = loss()
-            flat[i] = keep - h
-            down = loss()
-            flat[i] = keep
-            numeric[i] = (up - down) / (2 * h)
-        worst = max(worst, float(np.max(np.abs(numeric - grads[name].reshape(-1)))))
+    numeric = central_differences(params, loss, h)
+    worst = max(float(np.max(np.abs(numeric[name] - grads[name]))) for name in params)
     assert flips == 0, "a step crossed a ReLU kink: pick another sequence"
     assert worst < 1e-8
 
@@ -326,21 +317,10 @@ def test_each_scheme_passes_central_differences(scheme, T):
         flips += np.count_nonzero((c["pre"] > 0.0) != relu_on)
         return nm.loss_and_dlogits(logits, targets, ws, out=logits)[0]
 
-    worst = {}
-    for name, t in params.items():
-        flat = t.reshape(-1)  # a view: writing into it perturbs the parameter
-        numeric = np.empty(flat.size)
-        for i in range(flat.size):
-            keep = flat[i]
-            flat[i] = keep + h
-            up = loss()
-            flat[i] = keep - h
-            down = loss()
-            flat[i] = keep
-            numeric[i] = (up - down) / (2 * h)
-        worst[name] = float(np.max(np.abs(numeric - grads[name].reshape(-1))))
-        if name == "pos_emb" and scheme != "learned":
-            assert not numeric.any() and not grads[name].any()
+    numeric = central_differences(params, loss, h)
+    worst = {name: float(np.max(np.abs(numeric[name] - grads[name]))) for name in params}
+    if scheme != "learned":
+        assert not numeric["pos_emb"].any() and not grads["pos_emb"].any()
     assert flips == 0, "a step crossed a ReLU kink: pick another sequence"
     assert max(worst.values()) < 1e-8, worst
 
