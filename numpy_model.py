@@ -723,13 +723,27 @@ def loss_and_dlogits(logits, targets, ws=None, out=None):
         p = p.T if vocab_major else p  # (N, V)
     else:
         p = out.reshape(N, vocab)  # (N, V)
+    # each target's logit as one 1-D index into the contiguous memory under lg and p (2-D fancy indexing on the
+    # transposed views is about 3x slower); the vocabulary-major layout has position n, token t at t * N + n
+    lg_vocab_major, p_vocab_major = lg.T.flags.c_contiguous, p.T.flags.c_contiguous
     rows = np.arange(N)  # (N,)
-    picked = lg[rows, tgt]  # (N,) a copy, taken before `out=logits` overwrites them
+    if lg_vocab_major and p_vocab_major and not lg.flags.c_contiguous:
+        flat = tgt * N + rows  # (N,)
+        lg_flat, p_flat = lg.T.reshape(N * vocab), p.T.reshape(N * vocab)  # views
+    elif lg.flags.c_contiguous and p.flags.c_contiguous:
+        flat = rows * vocab + tgt  # (N,)
+        lg_flat, p_flat = lg.reshape(N * vocab), p.reshape(N * vocab)  # views
+    else:  # mixed layouts (a caller's own `out`): plain 2-D indexing
+        flat = lg_flat = p_flat = None
+    # (N,) a copy, taken before `out=logits` overwrites them
+    picked = lg[rows, tgt] if flat is None else lg_flat[flat]
     top, z, scale = (_buf(ws, name, (N,), dt) for name in ("top", "z", "scale"))  # (N,) each
     ones = _ones(ws, vocab, dt)  # (V,)
     # Blocks of positions small enough (~512 KB) to stay in cache through all five passes over them: the logits
     # then travel through memory once instead of five times (at V = 4096 this saves a third of the loss's time).
-    step = max(1, (1 << 19) // (vocab * dt.itemsize))
+    # Vocabulary-major logits are not blocked: a block of positions is then a strided view, on which NumPy's
+    # ufuncs run 1.5-3x slower than on the whole contiguous array (measured: 190 vs 330 us at N 2048, V 96).
+    step = N if p_vocab_major else max(1, (1 << 19) // (vocab * dt.itemsize))
     for i in range(0, N, step):
         block = slice(i, i + step)
         lg_b, p_b, top_b, z_b, s_b = lg[block], p[block], top[block], z[block], scale[block]  # views
@@ -744,7 +758,10 @@ def loss_and_dlogits(logits, targets, ws=None, out=None):
     losses += top
     losses -= picked
     loss = float(losses.sum(dtype=np.float64)) / N
-    p[rows, tgt] -= 1.0 / N
+    if flat is None:
+        p[rows, tgt] -= 1.0 / N
+    else:
+        p_flat[flat] -= 1.0 / N
     return loss, p.reshape(logits.shape)
 
 
