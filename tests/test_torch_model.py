@@ -26,15 +26,7 @@ TOL = 1e-11
 
 def three_ways(params, ids, targets, use_positions):
     """(logits, loss, grads) from the reference, the NumPy path (float64) and PyTorch (float64)."""
-    ref = reference(params, ids, targets, use_positions)
-    p = nm.from_lists(params)
-    logits, cache = nm.forward(p, ids, use_positions)
-    logits = np.array(logits)
-    loss, dlogits = nm.loss_and_dlogits(logits, targets)
-    fast = (logits, loss, nm.backward(p, cache, dlogits))
-    loss, grads, inter = tm.loss_and_grads(tm.to_torch(params), tm.as_ids(ids), tm.as_ids(targets), use_positions)
-    twin = (inter["logits"].numpy(), loss, {n: g.numpy() for n, g in grads.items()})
-    return ref, fast, twin
+    return (reference(params, ids, targets, use_positions), *two_ways(params, ids, targets, use_positions))
 
 
 def assert_close(got, want, tol):
@@ -82,7 +74,8 @@ def test_intermediates_match_numpy():
 
 
 def two_ways(params, ids, targets, scheme):
-    """(logits, loss, grads) from the NumPy path (float64) and from PyTorch (float64) for one position scheme."""
+    """(logits, loss, grads) from the NumPy path (float64) and from PyTorch (float64) for one position scheme
+    (a name, or True / False for learned / none)."""
     p = nm.from_lists(params)
     logits, cache = nm.forward(p, ids, scheme)
     logits = np.array(logits)
