@@ -28,6 +28,8 @@ import subprocess
 import sys
 import time
 
+import machine
+
 # ----------------------------------------------------------------------------------------------------------------
 # Sizes and backends
 
@@ -167,18 +169,27 @@ def worker(backend, size):
 # Parent side: start the workers, interleave their rounds, report
 
 
+def reply(proc):
+    """The next line a worker prints, as JSON; if it stopped instead, exit naming it (its error is printed above)."""
+    line = proc.stdout.readline()
+    if not line:
+        raise SystemExit(f"error: the bench.py worker {' '.join(proc.args[-3:])} stopped with exit status"
+                         f" {proc.wait()} before answering; its error is printed above")
+    return json.loads(line)
+
+
 def start(backend, size):
     """A worker process for backend at size, after its warm-up; and its first reply."""
     proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", backend, "--size", size],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    return proc, json.loads(proc.stdout.readline())
+    return proc, reply(proc)
 
 
 def ask(proc, k):
     """Seconds per step over k steps, from a running worker."""
     proc.stdin.write(f"run {k}\n")
     proc.stdin.flush()
-    return json.loads(proc.stdout.readline())["per_step"]
+    return reply(proc)["per_step"]
 
 
 def torch_available():
@@ -271,6 +282,7 @@ def main(argv=None):
     if args.worker:
         worker(args.worker, args.size)
         return 0
+    machine.need("numpy", "bench.py")  # every worker but the reference's, and the ceiling
     sizes = args.sizes.split(",")
     unknown = [s for s in sizes if s not in SIZES]
     if unknown:

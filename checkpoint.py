@@ -196,9 +196,24 @@ def save_file(path, tensors, metadata=None):
 
 
 def load_file(path):
-    """(tensors, metadata) of a safetensors file; a bad file is a ValueError that starts with its path."""
+    """(tensors, metadata) of a safetensors file; a bad or unreadable file is a ValueError that starts with its path.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     load_file(d)
+    Traceback (most recent call last):
+    ...
+    ValueError: ... is a folder, not a checkpoint file
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder, not a checkpoint file")
     try:
-        return decode(Path(path).read_bytes())
+        raw = path.read_bytes()
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read it ({e.strerror or e})") from None
+    try:
+        return decode(raw)
     except ValueError as e:
         raise ValueError(f"{path}: {e}") from None
 

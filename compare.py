@@ -24,10 +24,12 @@ import argparse
 import random
 import sys
 
-import numpy as np
-
 import model
-import numpy_model
+import machine
+
+np = machine.need("numpy", "compare.py")
+
+import numpy_model  # noqa: E402
 
 SERIES = {"vocab": 96, "d": 16, "hidden": 64, "max_len": 64, "seed": 3}  # the series config
 INTERMEDIATES = ["x0", "h1", "weights", "x1", "h2", "act", "x2", "logits"]  # in forward order

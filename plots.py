@@ -17,23 +17,18 @@ Written with matplotlib's Agg backend (no display needed), one PNG per picture:
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
+import machine
+
 if "numpy" not in sys.modules:  # BLAS reads its thread count when NumPy is first imported
-    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = "1"  # one thread, as train.py's default --threads (and the same bits as its runs)
+    machine.set_blas_threads(1)  # one thread, as train.py's default --threads (and the same bits as its runs)
 
-import numpy as np  # noqa: E402
-
-try:
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only, no display
-    import matplotlib.pyplot as plt
-except ImportError:  # the pictures need matplotlib; the rest of the repository does not
-    plt = None
+np = machine.need("numpy", "plots.py")
+matplotlib = machine.need("matplotlib", "plots.py")
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt  # noqa: E402
 
 import bpe  # noqa: E402
 import numpy_model  # noqa: E402
@@ -68,6 +63,17 @@ def cosine_matrix(rows):
     """
     unit = rows / np.linalg.norm(rows, axis=1, keepdims=True)  # (n, d)
     return unit @ unit.T  # (n, n)
+
+
+def similarity_by_distance(rows, distances=(1, 4, 16, 32)):
+    """The mean cosine similarity of two position rows at each distance: a summary of the similarity picture that
+    does not depend on reading colours.
+
+    >>> similarity_by_distance(np.array([[1.0, 0.0], [1.0, 0.0], [-1.0, 0.0]]), (1, 2))
+    {1: 0.0, 2: -1.0}
+    """
+    c = cosine_matrix(rows)  # (n, n)
+    return {k: round(float(np.mean(np.diagonal(c, k))), 3) for k in distances}
 
 
 def log_axis(ax, ticks, limits):
@@ -260,11 +266,11 @@ def main(argv=None):
     ]
     for path in written:
         print(f"wrote {path} ({path.stat().st_size:,} bytes)")
+    near = similarity_by_distance(learned["pos_emb"])
+    print(f"trained position rows, mean cosine similarity by distance: "
+          + ", ".join(f"{v:+.2f} at {k}" for k, v in near.items()) + f" (computing with {machine.blas(1)})")
     return 0
 
 
 if __name__ == "__main__":
-    if plt is None:
-        print("error: plots.py needs matplotlib: python3 -m pip install matplotlib==3.11.2", file=sys.stderr)
-        sys.exit(2)
     sys.exit(main())

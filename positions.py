@@ -24,17 +24,17 @@ Same code, same machine: the same record, bit for bit (the runs are deterministi
 import argparse
 import json
 import math
-import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
-if "numpy" not in sys.modules:  # BLAS reads its thread count when NumPy is first imported
-    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = "1"  # one thread, as train.py's default --threads (and the same bits as its runs)
+import machine
 
-import numpy as np  # noqa: E402
+if "numpy" not in sys.modules:  # BLAS reads its thread count when NumPy is first imported
+    machine.set_blas_threads(1)  # one thread, as train.py's default --threads (and the same bits as its runs)
+
+np = machine.need("numpy", "positions.py")
 
 import checkpoint  # noqa: E402
 import make_corpus  # noqa: E402

@@ -22,6 +22,7 @@ from pathlib import Path
 import bpe
 import checkpoint
 import model
+import machine
 
 HERE = Path(__file__).resolve().parent
 TOKENIZER_FILE = HERE / "tokenizer.json"
@@ -139,9 +140,14 @@ def main(argv=None):
     if args.tokens < 1:
         parser.error(f"--tokens must be at least 1, got {args.tokens}")
     if not (math.isfinite(args.temperature) and args.temperature >= 0):
-        parser.error(f"--temperature must be 0 (greedy) or positive, got {args.temperature}")
+        parser.error(f"--temperature must be 0 (greedy) or a positive finite number, got {args.temperature}")
     if args.top_k < 0:
         parser.error(f"--top-k must be 0 (all tokens) or positive, got {args.top_k}")
+
+    who = {"numpy": "sample.py --backend numpy (the default; --backend python needs nothing)",
+           "torch": "sample.py --backend torch"}
+    for module in {"numpy": ["numpy"], "python": [], "torch": ["numpy", "torch", "safetensors"]}[args.backend]:
+        machine.need(module, who[args.backend])
 
     tok = bpe.Tokenizer.load(TOKENIZER_FILE)
     try:
@@ -152,16 +158,15 @@ def main(argv=None):
     if not Path(args.ckpt).exists():
         print(f"error: no checkpoint at {args.ckpt}; train one with python3 train.py", file=sys.stderr)
         return 2
+    if Path(args.ckpt).is_dir():
+        print(f"error: --ckpt {args.ckpt} is a folder; expected a checkpoint file such as"
+              f" {Path(args.ckpt) / 'ckpt.safetensors'}", file=sys.stderr)
+        return 2
     try:
         next_logits, ckpt = load_logits_fn(args.ckpt, args.backend, checkpoint.sha256_file(TOKENIZER_FILE))
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    except ImportError as e:
-        fix = {"numpy": "python3 -m pip install -r requirements-dev.txt, or use --backend python",
-               "torch": "python3 -m pip install -r requirements-dev.txt -r requirements-torch.txt"}[args.backend]
-        print(f"error: --backend {args.backend} needs the module {e.name}: {fix}", file=sys.stderr)
-        return 2
     if args.top_k > ckpt["config"]["vocab"]:
         parser.error(f"--top-k {args.top_k} is more than the {ckpt['config']['vocab']} tokens of the vocabulary")
 

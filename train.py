@@ -30,9 +30,11 @@ import array
 import glob
 import math
 import os
+import platform
 import random
 import sys
 import time
+from contextlib import ExitStack
 from math import fsum
 from pathlib import Path
 from types import SimpleNamespace
@@ -41,6 +43,8 @@ import bpe
 import checkpoint
 import floor
 import model
+import machine
+from atomic import hold
 
 SCHEMES = checkpoint.POSITION_SCHEMES  # --positions: learned, none, sinusoidal, rope (numpy_model.SCHEMES)
 
@@ -362,13 +366,22 @@ def python_backend(dtype, vocab, stream, s):
 # Progress on stderr
 
 
+def rate(tokens_per_s):
+    """Tokens per second at their scale: thousands as k above 10,000, every token below.
+
+    >>> rate(678_300.0), rate(1_049.6)
+    ('678k', '1,050')
+    """
+    return f"{tokens_per_s / 1000:,.0f}k" if tokens_per_s >= 10_000 else f"{tokens_per_s:,.0f}"
+
+
 def progress(step, total, loss, tokens_per_s, started, final=False):
     """One progress-bar line on stderr, redrawn in place on a terminal, printed every 10% otherwise."""
     width = 24
     filled = width * step // total
     eta = (time.perf_counter() - started) / max(step, 1) * (total - step)
     line = (f"step {step:>{len(str(total))}}/{total} [{'#' * filled}{'.' * (width - filled)}] loss {loss:.4f}"
-            f" | {tokens_per_s / 1000:,.0f}k tok/s | eta {eta:4.0f}s")
+            f" | {rate(tokens_per_s)} tok/s | eta {eta:4.0f}s")
     if sys.stderr.isatty():
         print("\r" + line, end="\n" if final else "", file=sys.stderr, flush=True)
     elif final or step % max(1, total // 10) == 0:
@@ -405,8 +418,6 @@ def fresh_state(be, seed):
 
 def resumed_state(be, path, training, tokenizer_sha, corpus_sha):
     """The state saved at path; a ValueError says why it cannot be resumed (bad file, other data, other settings)."""
-    if not path.exists():
-        raise ValueError(f"--resume: there is no checkpoint at {path}; run without --resume to start one")
     ckpt = checkpoint.load_checkpoint(path, tokenizer_sha)
     if ckpt["metadata"].get("corpus_sha256") != corpus_sha:
         raise ValueError(f"{path} was trained on another corpus.txt; it cannot be resumed on this one")
@@ -440,14 +451,14 @@ def prepare(s):
 def make_backend(s, data):
     """The backend of s.backend for this data (for numpy, the BLAS thread count is set first)."""
     if s.backend == "numpy":  # read by NumPy's BLAS when numpy is first imported, which is in numpy_backend
-        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            os.environ[var] = str(s.threads)
+        machine.set_blas_threads(s.threads)
         return numpy_backend(s.dtype, data.vocab, data.stream, s)
     return python_backend(s.dtype, data.vocab, data.stream, s)
 
 
-def fit(be, state, data, s, save=None, report=print):
-    """Take steps until state["step"] is s.steps. The validation loss at step 0 (on a fresh state), every
+def fit(be, state, data, s, save=None, report=print, until=None):
+    """Take steps until state["step"] is s.steps (or until, to stop a run early on its own schedule). The validation
+    loss at step 0 (on a fresh state), every
     s.eval_every steps and at the end goes to report as one line and into the history; every s.ckpt_every steps
     and at the end, save(val_loss or None) is called (if given) once the weights are checked to be finite.
 
@@ -468,7 +479,8 @@ def fit(be, state, data, s, save=None, report=print):
         report(f"step {0:>6} | val {val_loss:.4f} | floor {data.val_floor:.4f}")
     started = time.perf_counter()
     newline = sys.stderr.isatty() and not s.quiet  # a progress bar drawn in place must end before a loss line
-    while state["step"] < s.steps:
+    last = s.steps if until is None else until
+    while state["step"] < last:
         t0 = time.perf_counter()
         loss, norm = train_step(be, state, len(data.stream), s)
         train_seconds += time.perf_counter() - t0
@@ -481,7 +493,7 @@ def fit(be, state, data, s, save=None, report=print):
         if not s.quiet:
             progress(done, s.steps, loss, (done - first) * s.batch * s.seq_len / train_seconds, started,
                      final=done == s.steps)
-        evaluated = done % s.eval_every == 0 or done == s.steps
+        evaluated = done % s.eval_every == 0 or done == last
         if evaluated:
             val_loss = evaluate()
             train_loss = fsum(recent) / len(recent)
@@ -500,13 +512,14 @@ def fit(be, state, data, s, save=None, report=print):
     return SimpleNamespace(history=history, failure=failure, val_loss=val_loss, train_seconds=train_seconds)
 
 
-def train_model(argv, data=None, report=None):
+def train_model(argv, data=None, report=None, until=None):
     """Train in this process with train.py's settings (argv as on the command line; --out, --resume and the
     checkpoint settings are ignored, nothing is written) and return (params, history, data): the trained weights
     (a dict of NumPy arrays for the numpy backend), fit's history, and prepare's data (pass it back in to skip
     reading the corpus again; it must come from the same --val-stories and --seq-len). report: a function that
-    takes each loss line (default: none are shown). A bad setting exits as on the command line; a run that
-    diverges is a RuntimeError.
+    takes each loss line (default: none are shown). until: stop after that many steps, with the learning-rate
+    schedule of the whole run (so the weights there are the full run's at that step). A bad setting exits as on the
+    command line; a run that diverges is a RuntimeError.
 
     >>> params, history, data = train_model(["--steps", "3", "--batch", "2", "--seq-len", "8", "--eval-every", "2",
     ...                                      "--quiet"])
@@ -519,7 +532,7 @@ def train_model(argv, data=None, report=None):
     data = prepare(s) if data is None else data
     be = make_backend(s, data)
     state = fresh_state(be, s.seed)
-    result = fit(be, state, data, s, report=report or (lambda line: None))
+    result = fit(be, state, data, s, report=report or (lambda line: None), until=until)
     if result.failure is not None:
         raise RuntimeError(result.failure[0])
     return state["params"], result.history, data
@@ -529,16 +542,65 @@ def train_model(argv, data=None, report=None):
 # The run
 
 
+def out_problem(out, resume, overwrite):
+    """Why the path --out (a string, as typed) cannot take this run's checkpoint, in one line; None if it can.
+
+    It must name a file (not a folder, not a path through a file); with --resume a checkpoint must be there; without
+    it, a checkpoint there is replaced only with --overwrite, and a file that is not a checkpoint never is.
+
+    >>> print(out_problem("runs/", False, False))
+    --out runs/ ends with a slash, so it names a folder; expected a checkpoint file such as runs/ckpt.safetensors
+    """
+    path = Path(out)
+    if out.endswith(("/", os.sep)):
+        return (f"--out {out} ends with a slash, so it names a folder; expected a checkpoint file such as"
+                f" {path / 'ckpt.safetensors'}")
+    for folder in reversed(path.parents):
+        if folder.exists() and not folder.is_dir():
+            return f"--out {out}: {folder} is a file, not a folder"
+    if path.is_dir():
+        return f"--out {out} is a folder; expected a checkpoint file such as {path / 'ckpt.safetensors'}"
+    if not path.exists():
+        return f"cannot resume: there is no checkpoint at {out}; run without --resume to start one" if resume else None
+    try:
+        step = checkpoint.load_checkpoint(path)["step"]
+    except ValueError as e:
+        if resume:
+            return f"cannot resume: {e}"
+        return (f"--out {out} exists but is not a checkpoint ({e}); it is never replaced: choose another --out, or"
+                f" remove the file yourself")
+    if not resume and not overwrite:
+        return (f"--out {out} already holds a checkpoint (step {step}); pass --resume to continue it, --overwrite"
+                f" to replace it, or another --out to keep it")
+    return None
+
+
 def main(argv=None):
     parser = build_parser()
     s = parser.parse_args(argv)
     check_settings(parser, s)
-    training = {name: getattr(s, name) for name in TRAINING_SETTINGS}
-    out = Path(s.out)
-    if not s.resume and out.exists() and not s.overwrite:
-        print(f"error: {out} already holds a checkpoint; pass --resume to continue it or --overwrite to start"
-              f" afresh", file=sys.stderr)
+    if s.backend == "numpy":
+        machine.set_blas_threads(s.threads)
+        machine.need("numpy", "train.py --backend numpy (the default; --backend python needs nothing)")
+    problem = out_problem(s.out, s.resume, s.overwrite)
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
+    out = Path(s.out)
+    holder = f"pid {os.getpid()} on {platform.node()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}: " + " ".join(
+        ["train.py", *(sys.argv[1:] if argv is None else argv)])
+    with ExitStack() as owned:
+        try:
+            owned.enter_context(hold(out, holder))  # released when the run ends, however it ends
+        except ValueError as e:  # another run holds the path, or its folder cannot be made or written
+            print(f"error: --out: {e}", file=sys.stderr)
+            return 2
+        return run(s, out)
+
+
+def run(s, out):
+    """The run of main, while it owns out: clean up, read the data, train, save, summarise; the exit status."""
+    training = {name: getattr(s, name) for name in TRAINING_SETTINGS}
 
     # a save that a kill interrupted leaves its temporary file beside the checkpoint (never in its place)
     leftovers = sorted(out.parent.glob(glob.escape(out.name) + ".*.tmp"))
@@ -565,7 +627,7 @@ def main(argv=None):
             state = resumed_state(be, out, training, tokenizer_sha, corpus_sha)
         except ValueError as e:
             print(f"error: cannot resume: {e}", file=sys.stderr)
-            return 1
+            return 2
     else:
         state = fresh_state(be, s.seed)
     first = state["step"]
@@ -585,6 +647,8 @@ def main(argv=None):
 
     print(f"floor {data.corpus_floor:.4f} nats/token (corpus-entropy.json); {data.val_floor:.4f} on the"
           f" {len(data.val_ids)} validation stories; uniform guessing {math.log(data.vocab):.4f}")
+    if s.backend == "numpy":
+        print(f"computing with {machine.blas(s.threads)}: the same run elsewhere gives other last bits (spread.py)")
     print(f"{s.backend} {s.dtype}, {len(data.stream):,} training tokens, {s.steps} steps of {s.batch} x {s.seq_len}"
           f" tokens, lr {s.lr:g} -> {s.min_lr:g}" + (f", positions {s.positions}" if s.positions != "learned" else "")
           + (f"; resuming {out} at step {first}" if s.resume else ""))
@@ -612,7 +676,7 @@ def main(argv=None):
         val_loss = be.story_nats(state["params"], data.val_ids) / data.val_tokens
     elapsed = time.perf_counter() - started
     tokens = (s.steps - first) * s.batch * s.seq_len
-    speed = f", {tokens / result.train_seconds / 1000:,.0f}k tokens/s" if result.train_seconds else ""
+    speed = f", {rate(tokens / result.train_seconds)} tokens/s" if result.train_seconds else ""
     print(f"done: {s.steps} steps ({s.steps - first} in this run, {tokens:,} tokens, {elapsed:.1f} s{speed}) |"
           f" val {val_loss:.4f} nats/token | floor {data.val_floor:.4f} | gap {val_loss - data.val_floor:+.4f} |"
           f" {out}")

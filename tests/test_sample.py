@@ -106,8 +106,13 @@ def test_bad_checkpoint_and_bad_options_are_messages(ckpt, tmp_path):
     assert proc.returncode == 1 and "truncated" in proc.stderr and "Traceback" not in proc.stderr
     proc = run_sample(tmp_path / "missing.safetensors")
     assert proc.returncode == 2 and "no checkpoint at" in proc.stderr
+    proc = run_sample(tmp_path)  # a folder, not a file
+    assert proc.returncode == 2 and proc.stdout == "" and "Traceback" not in proc.stderr
+    assert proc.stderr == (f"error: --ckpt {tmp_path} is a folder; expected a checkpoint file such as"
+                           f" {tmp_path / 'ckpt.safetensors'}\n")
     for args, phrase in [(("--tokens", 0), "--tokens must be at least 1"),
-                         (("--temperature", -1), "--temperature must be 0"),
+                         (("--temperature", -1), "--temperature must be 0 (greedy) or a positive finite number"),
+                         (("--temperature", "inf"), "a positive finite number, got inf"),
                          (("--top-k", 97), "--top-k 97 is more than the 96 tokens")]:
         proc = run_sample(ckpt, *args)
         assert proc.returncode == 2 and phrase in proc.stderr, proc.stderr

@@ -152,9 +152,9 @@ def test_resume_refuses_other_settings(tmp_path):
     out = tmp_path / "ckpt.safetensors"
     run_train(out, "--steps", "20")
     proc = run_train(out, "--steps", "30", "--resume", check=False)
-    assert proc.returncode != 0 and "--steps 20 there, 30 here" in proc.stderr
+    assert proc.returncode == 2 and "--steps 20 there, 30 here" in proc.stderr
     proc = run_train(out, "--steps", "20", "--lr", "0.02", "--resume", check=False)
-    assert proc.returncode != 0 and "--lr 0.01 there, 0.02 here" in proc.stderr
+    assert proc.returncode == 2 and "--lr 0.01 there, 0.02 here" in proc.stderr
 
 
 def test_existing_checkpoint_is_not_overwritten_without_asking(tmp_path):
@@ -169,8 +169,10 @@ def test_existing_checkpoint_is_not_overwritten_without_asking(tmp_path):
 
 
 def test_resume_without_a_checkpoint_says_so(tmp_path):
-    proc = run_train(tmp_path / "none.safetensors", "--steps", "10", "--resume", check=False)
-    assert proc.returncode != 0 and "no checkpoint at" in proc.stderr and "Traceback" not in proc.stderr
+    out = tmp_path / "none.safetensors"
+    proc = run_train(out, "--steps", "10", "--resume", check=False)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == f"error: cannot resume: there is no checkpoint at {out}; run without --resume to start one\n"
 
 
 def test_resume_of_a_corrupt_checkpoint_names_the_problem(tmp_path):
@@ -178,7 +180,7 @@ def test_resume_of_a_corrupt_checkpoint_names_the_problem(tmp_path):
     run_train(out, "--steps", "10")
     out.write_bytes(out.read_bytes()[:-100])
     proc = run_train(out, "--steps", "10", "--resume", check=False)
-    assert proc.returncode == 1 and "truncated" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and "truncated" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
@@ -275,7 +277,7 @@ def test_rope_run_records_its_scheme_and_sample_reads_it(tmp_path):
     assert ckpt["config"]["positions"] == "rope" and ckpt["config"]["use_positions"] is False
     assert ckpt["training"]["positions"] == "rope"
     proc = run_train(out, "--steps", "20", "--resume", check=False)  # learned here
-    assert proc.returncode == 1 and "--positions 'rope' there, 'learned' here" in proc.stderr
+    assert proc.returncode == 2 and "--positions 'rope' there, 'learned' here" in proc.stderr
     sample = [sys.executable, str(ROOT / "sample.py"), "--ckpt", str(out), "--tokens", "5"]
     assert subprocess.run(sample, capture_output=True, timeout=300).returncode == 0
     proc = subprocess.run([*sample, "--backend", "python"], capture_output=True, text=True, timeout=300)
@@ -311,3 +313,69 @@ def test_train_model_gives_the_command_lines_weights(tmp_path):
     for name, a in params.items():
         assert a.tobytes() == saved[name][2].tobytes(), name
     assert [h["step"] for h in history] == [0, 20, 40] and history[0]["train"] is None
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Owning --out: one run at a time, and a bad path refused before any work
+
+
+def test_a_second_run_on_the_same_out_is_refused_and_a_killed_holder_blocks_nothing(tmp_path):
+    out = tmp_path / "ckpt.safetensors"
+    lock = tmp_path / "ckpt.safetensors.lock"
+    cmd = [sys.executable, str(ROOT / "train.py"), "--out", str(out), *SHORT, "--steps", "100000",
+           "--ckpt-every", "100000", "--eval-every", "100000"]
+    first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 120
+        while not (lock.exists() and f"pid {first.pid} " in lock.read_text()) and time.monotonic() < deadline:
+            assert first.poll() is None, "the first run ended early"
+            time.sleep(0.05)
+        t0 = time.monotonic()
+        second = run_train(out, "--steps", "5", check=False)
+        assert second.returncode == 2 and second.stdout == ""
+        assert f"{out} is in use by another run (pid {first.pid} " in second.stderr
+        assert time.monotonic() - t0 < 60  # refused at once, not after training
+        assert first.poll() is None and not out.exists()  # the second run wrote nothing
+    finally:
+        first.kill()  # SIGKILL: the lock file stays behind, but the operating system's lock dies with the process
+        first.wait()
+    assert lock.exists()
+    run_train(out, "--steps", "5")  # the stale file blocks nothing
+    assert checkpoint.load_checkpoint(out)["step"] == 5
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.safetensors"]  # a run that ends removes its lock
+
+
+@pytest.mark.parametrize("make, out, extra, phrase", [
+    (None, "corpus.txt/x.safetensors", [], "corpus.txt is a file, not a folder"),
+    (None, "/proc/x/ckpt.safetensors", [], "cannot create the folder /proc/x"),
+    ("dir", "adir", ["--overwrite"], "--out adir is a folder; expected a checkpoint file such as adir"),
+    ("dir", "adir", ["--resume"], "--out adir is a folder; expected a checkpoint file such as adir"),
+    ("dir", "adir", [], "--out adir is a folder; expected a checkpoint file such as adir"),
+    ("empty", "empty.safetensors", [], "--out empty.safetensors exists but is not a checkpoint"),
+    ("empty", "empty.safetensors", ["--overwrite"], "--out empty.safetensors exists but is not a checkpoint"),
+    ("empty", "empty.safetensors", ["--resume"], "cannot resume: empty.safetensors: the file is 0 bytes"),
+    (None, "newdir/", [], "--out newdir/ ends with a slash, so it names a folder"),
+])
+def test_a_bad_out_is_refused_before_any_work_naming_the_path(tmp_path, make, out, extra, phrase):
+    if out.startswith("/proc") and not Path("/proc").is_dir():
+        pytest.skip("no /proc on this system")
+    (tmp_path / "corpus.txt").write_text("not a folder\n")
+    if make == "dir":
+        (tmp_path / out).mkdir()
+    elif make == "empty":
+        (tmp_path / out).write_bytes(b"")
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    proc = subprocess.run([sys.executable, str(ROOT / "train.py"), "--out", out, *SHORT, "--steps", "5", *extra],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr  # no training line printed
+    assert proc.stderr.count("\n") == 1 and phrase in proc.stderr and "Traceback" not in proc.stderr
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing made, nothing replaced
+    if make == "empty":
+        assert (tmp_path / out).read_bytes() == b""
+
+
+def test_the_python_backend_shows_its_speed_in_tokens_per_second(tmp_path):
+    proc = run_train(tmp_path / "py.safetensors", "--backend", "python", "--steps", "2", "--batch", "2",
+                     "--seq-len", "16", "--val-stories", "3")
+    speed = re.search(r", ([0-9,]+k?) tokens/s\)", proc.stdout).group(1)
+    assert not speed.endswith("k") and int(speed.replace(",", "")) > 0, proc.stdout

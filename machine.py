@@ -1,0 +1,93 @@
+"""What this machine brings to a run: the packages a script needs, and the BLAS kernels that NumPy computes with.
+
+The lab itself (model.py, trace_block.py, train.py --backend python) is standard library only; the fast path, the
+pictures and the cross-checks need packages. A script imports those through `need`, so that a learner without one
+reads what to do instead of a traceback:
+
+    >>> need("math", "this example").sqrt(4.0)
+    2.0
+    >>> need("no_such_package_xyz", "this example")
+    Traceback (most recent call last):
+    ...
+    SystemExit: 2
+
+Float results of the NumPy path depend on the machine: OpenBLAS picks its matrix kernels for the CPU it runs on
+(AVX-512 "SkylakeX", AVX2 "Haswell", AVX "Sandybridge", ...; OPENBLAS_CORETYPE forces a family), and each family,
+like each thread count, adds in its own order. `blas()` says which kernels a run used, so that a recorded figure can
+say where it was measured (spread.py measures how far results move between families).
+"""
+
+import ctypes
+import importlib
+import os
+import sys
+
+DEV = "python3 -m pip install -r requirements-dev.txt"  # the pinned test requirements: numpy, matplotlib, ...
+INSTALL = {  # module -> the command that installs it, as the README gives it
+    "numpy": DEV,
+    "matplotlib": DEV,
+    "safetensors": DEV,
+    "tokenizers": DEV,
+    "torch": "python3 -m pip install -r requirements-torch.txt (the README says how to get the CPU-only wheel)",
+}
+THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")  # read once, at NumPy's import
+
+# ----------------------------------------------------------------------------------------------------------------
+# Packages
+
+
+def need(module, who):
+    """Import module and return it; if it is not installed, print one line naming it, who needs it and how to
+    install it on stderr, and exit with status 2. A module that is installed but fails to import raises as usual."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name != module.split(".")[0]:  # the package is there but something it imports is not
+            raise
+        install = INSTALL.get(module.split(".")[0], f"python3 -m pip install {module}")
+        print(f"error: {who} needs {module}, which is not installed; install it with: {install}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# BLAS
+
+
+def set_blas_threads(n):
+    """Ask NumPy's BLAS for n threads. It reads this once, when NumPy is first imported: call it before that."""
+    for var in THREAD_VARIABLES:
+        os.environ[var] = str(n)
+
+
+def openblas_core():
+    """The name of the kernel family OpenBLAS chose in this process ("SkylakeX", "Haswell", ...), or None when NumPy
+    does not use OpenBLAS or this system does not say (found through the shared libraries the process has loaded,
+    which Linux lists in /proc/self/maps)."""
+    import numpy  # noqa: F401  (loads its BLAS)
+
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            paths = {line.split()[-1] for line in f if "openblas" in line.lower() and ".so" in line}
+    except OSError:
+        return None
+    for path in sorted(paths):
+        lib = ctypes.CDLL(path)
+        for symbol in ("scipy_openblas_get_corename64_", "openblas_get_corename64_", "openblas_get_corename"):
+            if hasattr(lib, symbol):
+                fn = getattr(lib, symbol)
+                fn.restype = ctypes.c_char_p
+                return fn().decode()
+    return None
+
+
+def blas(threads):
+    """One line naming NumPy's version, the BLAS kernels and the thread count a run computes with.
+
+    >>> blas(1).startswith("NumPy ")
+    True
+    """
+    import numpy
+
+    core = openblas_core()
+    kernels = f"OpenBLAS {core} kernels" if core else "a BLAS that does not name its kernels"
+    return f"NumPy {numpy.__version__}, {kernels}, {threads} thread{'s' if threads != 1 else ''}"

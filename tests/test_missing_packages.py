@@ -1,0 +1,72 @@
+"""Every entry point without the package it needs: one line naming the package, the script and the install command,
+exit status 2, no traceback; and what needs no package still runs without it.
+
+A package is made missing by a finder, put first on sys.meta_path before the script runs, that answers its import
+as Python does for a package that is not installed (ModuleNotFoundError naming it)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+WITHOUT = """
+import runpy, sys
+class Missing:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {blocked!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+sys.meta_path.insert(0, Missing())
+sys.path.insert(0, {root!r})
+sys.argv = {argv!r}
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def run_without(blocked, script, *args, cwd=ROOT):
+    """Run script with args in a fresh interpreter in which the packages of blocked cannot be imported."""
+    code = WITHOUT.format(blocked=set(blocked), root=str(ROOT), argv=[str(ROOT / script), *map(str, args)])
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+@pytest.mark.parametrize("blocked, script, args, who", [
+    ({"numpy"}, "train.py", ["--steps", "2"], "train.py --backend numpy (the default; --backend python needs nothing)"),
+    ({"numpy"}, "sample.py", [], "sample.py --backend numpy (the default; --backend python needs nothing)"),
+    ({"torch"}, "sample.py", ["--backend", "torch"], "sample.py --backend torch"),
+    ({"numpy"}, "compare.py", [], "compare.py"),
+    ({"numpy"}, "plots.py", ["--steps", "2"], "plots.py"),
+    ({"matplotlib"}, "plots.py", ["--steps", "2"], "plots.py"),
+    ({"numpy"}, "positions.py", ["--check"], "positions.py"),
+    ({"numpy"}, "bench.py", ["--sizes", "series-b1", "--no-torch"], "bench.py"),
+])
+def test_a_missing_package_is_named_with_its_install_command(tmp_path, blocked, script, args, who):
+    proc = run_without(blocked, script, *args, cwd=tmp_path)
+    (package,) = blocked
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stdout == "" and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith(f"error: {who} needs {package}, which is not installed; install it with:"
+                                  f" python3 -m pip install -r requirements-")
+    assert proc.stderr.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []  # nothing written before the message
+
+
+def test_the_standard_library_paths_need_no_package(tmp_path):
+    blocked = {"numpy", "torch", "matplotlib", "safetensors", "tokenizers"}
+    proc = run_without(blocked, "train.py", "--backend", "python", "--steps", "1", "--batch", "1", "--seq-len", "8",
+                       "--val-stories", "2", "--quiet", "--out", tmp_path / "py.safetensors")
+    assert proc.returncode == 0, proc.stderr
+    proc = run_without(blocked, "sample.py", "--backend", "python", "--ckpt", tmp_path / "py.safetensors",
+                       "--tokens", "3")
+    assert proc.returncode == 0, proc.stderr
+    assert run_without(blocked, "trace_block.py", "--check").returncode == 0
+
+
+def test_a_worker_that_stops_is_named_not_a_json_error():
+    import bench
+
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(3)", "--worker", "numpy-f32", "--size",
+                             "series-b1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    with pytest.raises(SystemExit, match="worker numpy-f32 --size series-b1 stopped with exit status 3"):
+        bench.reply(proc)
