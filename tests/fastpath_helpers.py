@@ -1,15 +1,10 @@
 """Helpers shared by the fast-path tests: random model-like configs, jittered parameters, the reference run on a
 batch, and the relative error every comparison uses."""
 
-import sys
-from pathlib import Path
-
 import numpy as np
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import model  # noqa: E402
+import model
 
 SERIES = (96, 16, 64, 64, 3)  # vocab, d, hidden, max_len, seed
 

@@ -7,11 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import compare
+import numpy_model
 
-import compare  # noqa: E402
-import numpy_model  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def table(out):

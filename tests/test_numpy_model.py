@@ -6,21 +6,15 @@ they leave out and why, in fastpath_helpers.py.
 """
 
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent), str(HERE)]  # the repository root (model files) and tests/ (shared helpers)
-
-import model  # noqa: E402
-import numpy_model as nm  # noqa: E402
-from fastpath_helpers import (  # noqa: E402
-    SERIES, central_differences, configs, draw_batch, jittered, reference, rel_err)
+import model
+import numpy_model as nm
+from fastpath_helpers import SERIES, central_differences, configs, draw_batch, jittered, reference, rel_err
 
 
 def numpy_step(p, ids, targets, use_positions=True, ws=None):

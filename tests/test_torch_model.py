@@ -4,22 +4,17 @@ tensor). The sinusoidal and rope position schemes, which the reference does not 
 path and the twin alone. Skipped only when torch is not installed; CI installs torch==2.13.0
 (requirements-torch.txt)."""
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent), str(HERE)]  # the repository root (model files) and tests/ (shared helpers)
+from fastpath_helpers import SERIES, configs, draw_batch, jittered, reference, rel_err
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install -r requirements-torch.txt)")
 
 import numpy_model as nm  # noqa: E402
 import torch_model as tm  # noqa: E402
-from fastpath_helpers import SERIES, configs, draw_batch, jittered, reference, rel_err  # noqa: E402
 
 TOL = 1e-11
 
@@ -119,3 +114,4 @@ def test_intermediates_match_numpy_for_fixed_schemes(scheme):
     for name in ("x0", "h1", "x1", "h2", "act", "x2"):
         assert rel_err(inter[name].detach().numpy(), cache[name]) <= TOL, name
     assert rel_err(inter["weights"].detach().numpy(), cache["att"]["weights"]) <= TOL
+
