@@ -4,6 +4,10 @@ tensor). The sinusoidal and rope position schemes, which the reference does not 
 path and the twin alone. Skipped only when torch is not installed; CI installs torch==2.13.0
 (requirements-torch.txt)."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -16,6 +20,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed (pip install
 import numpy_model as nm  # noqa: E402
 import torch_model as tm  # noqa: E402
 
+ROOT = Path(__file__).resolve().parent.parent
 TOL = 1e-11
 
 
@@ -115,3 +120,17 @@ def test_intermediates_match_numpy_for_fixed_schemes(scheme):
         assert rel_err(inter[name].detach().numpy(), cache[name]) <= TOL, name
     assert rel_err(inter["weights"].detach().numpy(), cache["att"]["weights"]) <= TOL
 
+
+def test_the_twin_is_independent_of_the_numpy_path():
+    """torch_model.py parses its own scheme names: importing it loads no NumPy-path module, and it reads the
+    reference's switch and the scheme names the same way."""
+    code = "import sys, torch_model; print(sorted(m for m in sys.modules if m.startswith('numpy_')))"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0 and run.stdout.strip() == "[]", run.stdout + run.stderr
+    assert tm.SCHEMES == nm.SCHEMES
+    for positions, use_positions in [("learned", None), ("rope", None), (True, None), (False, None),
+                                     ("learned", False), (True, True)]:
+        assert tm.scheme_name(positions, use_positions) == nm.position_scheme(positions, use_positions)
+    for positions, use_positions in [("rotary", None), ("rope", False)]:
+        with pytest.raises(ValueError):
+            tm.scheme_name(positions, use_positions)
