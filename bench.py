@@ -5,7 +5,8 @@ autograd in float32 and float64. `--tricks` times each trick of numpy_fast.py ag
 
     python3 bench.py                                  # every size, every backend, a few minutes
     python3 bench.py --sizes series-b32 --rounds 5 --no-torch --json bench.json
-    python3 bench.py --tricks                         # numpy_fast.py's tricks, one by one, about a minute
+    python3 bench.py --threads 1 --no-torch           # one BLAS thread, as train.py runs
+    python3 bench.py --tricks --threads 1             # numpy_fast.py's tricks one by one, about 10 seconds
 
 How it measures, and why:
 - Each backend runs in its own worker process, and the NumPy workers never import torch: importing torch changes
@@ -18,6 +19,9 @@ How it measures, and why:
   matmul rate in the same dtype (the "ceiling", measured in a torch-free worker).
 - The reference runs one sequence at a time (B = 1 at length T, whatever B the size has), a few rounds only; at
   the large size it is skipped (minutes per step).
+- `--tricks` runs in one torch-free worker: for each trick, the plain line and the trick take turns on the same
+  arrays, both writing into arrays made beforehand where NumPy lets them, and the median microseconds per call of
+  each is reported.
 
 Shape legend: B = sequences per step, T = positions, d = width, H = hidden width, V = vocabulary, L = max_len.
 """
@@ -197,7 +201,8 @@ def trick_cases():
     lg, lg_vn, e, e_vn, top, z = normal(N, V), normal(V, N), np.empty((N, V), f4), np.empty((V, N), f4), *(
         np.empty(N, f4) for _ in range(2))
     targets, index, picked = rng.integers(0, V, N), np.empty(N, np.int64), np.empty(N, f4)
-    wq, wk, wv, w_qkv, qkv = normal(d, d), normal(d, d), normal(d, d), np.empty((d, 3 * d), f4), np.empty((N, 3 * d), f4)
+    wq, wk, wv = normal(d, d), normal(d, d), normal(d, d)
+    w_qkv, qkv = np.empty((d, 3 * d), f4), np.empty((N, 3 * d), f4)
     q3, k3, q_t = qkv.reshape(B, T, 3 * d)[:, :, :d], qkv.reshape(B, T, 3 * d)[:, :, d:2 * d], np.empty((B, d, T), f4)
     st, scores = np.empty((T, B, T), f4), normal(B, T, T)
     sc, st2, m_b, m_n = np.empty((B, T, T), f4), normal(T, N), np.empty((B, T, 1), f4), np.empty(N, f4)
@@ -206,7 +211,6 @@ def trick_cases():
     mask_full[...] = mask_small
     ids, d_tok = rng.integers(0, V, N), np.empty((V, d), f4)
     ws = nf.Workspace(nm.init_params(V, d, H, 64, SEED, f4), B, T)
-    pair, J, turned = normal(N, 2 * d), nf.quarter_turn_matrix(2 * d, f4), np.empty((N, 2 * d), f4)
     tok_emb, x0 = normal(V, d), np.empty((B, T, d), f4)
     params = nm.init_params(V, d, H, 64, SEED, f4)
 
@@ -275,6 +279,10 @@ def trick_cases():
         tile.reshape(-1, d)[...] = b
         np.add(out.reshape(shape), tile, out=out.reshape(shape))
 
+    def reciprocal_tuned():
+        np.divide(1.0, out_v, out=z)
+        np.multiply(x, z[:, None], out=out)
+
     def token_rows_plain():
         d_tok.fill(0.0)
         np.add.at(d_tok, ids, x)
@@ -285,6 +293,7 @@ def trick_cases():
         ("centring", f"({N}, {d})", lambda: np.subtract(x, x.mean(-1, keepdims=True), out=out),
          lambda: np.matmul(x, C, out=out)),
         ("joined rows", f"({N}, {d})", joined_plain, joined_tuned),
+        ("reciprocal", f"({N}, {d})", lambda: np.divide(x, out_v[:, None], out=out), reciprocal_tuned),
         ("relu", f"({N}, {H})", lambda: np.maximum(pre, 0.0, out=act), lambda: np.maximum(pre, zeros, out=act)),
         ("output bias", f"({N}, {V})", bias_plain, bias_tuned),
         ("weight gradient", f"({d + 1}, {V})", lambda: np.matmul(h_ones.T, dlogits, out=dw),
@@ -295,8 +304,8 @@ def trick_cases():
         ("q transposed", f"({B}, {T}, {T})", lambda: np.matmul(k3, q3.transpose(0, 2, 1), out=st.transpose(1, 0, 2)),
          q_transposed_tuned),
         ("key-major softmax", f"({B}, {T}, {T})", softmax_plain, softmax_tuned),
-        ("full mask", f"({T}, {B}, {T})", lambda: np.add(st, mask_small, out=st), lambda: np.add(st, mask_full, out=st)),
-        ("pair turn", f"({N}, {2 * d})", lambda: nm.turn_pairs(pair), lambda: np.matmul(pair, J, out=turned)),
+        ("full mask", f"({T}, {B}, {T})", lambda: np.add(st, mask_small, out=st),
+         lambda: np.add(st, mask_full, out=st)),
         ("token rows", f"({N}, {d})", token_rows_plain, lambda: nf.token_rows_sum(ids, x, d_tok, ws)),
         ("token rows B 1", f"({T - 1}, {d})", lambda: np.add.at(d_tok, ids[:T - 1], x[:T - 1]),
          lambda: nf.token_rows_sum(ids[:T - 1], x[:T - 1], d_tok, ws)),
@@ -500,7 +509,7 @@ def main(argv=None):
         print("PyTorch: not compared (" + ("--no-torch" if args.no_torch else "torch is not installed") + ")")
         backends = [b for b in BACKENDS if not b.startswith("torch")]
 
-    proc, ceiling = start("ceiling", "")
+    proc, ceiling = start("ceiling", "", args.threads)
     proc.wait()
     print(f"NumPy 2048 x 2048 matmul ceiling: {ceiling['f32']:.0f} GFLOP/s float32, {ceiling['f64']:.0f} float64")
     rows = []

@@ -5,13 +5,13 @@
     python3 compare.py --positions rope --length 128    # NumPy against PyTorch: model.py has no rope
 
 The NumPy paths are numpy_model.py, the plain mirror of model.py, and numpy_fast.py, the same maths tuned for
-training. All run on the same parameters and token IDs, and each gets its own table. One row per tensor: every intermediate of the forward pass
-(x0, h1, attention weights, x1, h2, ReLU output, x2, logits), the loss, and every gradient, with the largest
-absolute difference and the relative error = largest absolute difference / largest absolute value of the
-reference tensor (for an all-zero reference tensor, the absolute difference itself). A row is OK when the relative
-error is within the tolerance; the exit status is 1 if any row is NOT OK. The position schemes model.py does not
-have (sinusoidal and rope, see numpy_model.py) are compared between each NumPy path and PyTorch only, with the
-PyTorch tolerance, and may run past 64 tokens.
+training. All run on the same parameters and token IDs, and each gets its own table. One row per tensor: every
+intermediate of the forward pass (x0, h1, attention weights, x1, h2, ReLU output, x2, logits), the loss, and every
+gradient, with the largest absolute difference and the relative error = largest absolute difference / largest
+absolute value of the reference tensor (for an all-zero reference tensor, the absolute difference itself). A row is
+OK when the relative error is within the tolerance; the exit status is 1 if any row is NOT OK. The position schemes
+model.py does not have (sinusoidal and rope, see numpy_model.py) are compared between each NumPy path and PyTorch
+only, with the PyTorch tolerance, and may run past 64 tokens.
 
 The parameters are the reference's seed-3 initial values plus seeded noise, so that no layer-norm gain is exactly
 1 and no bias exactly 0 (a bug that drops a gain or a bias would hide behind those values). The reference runs one

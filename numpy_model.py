@@ -1,18 +1,13 @@
 """The one-block transformer of `model.py` in NumPy, batched, with its backward pass by hand: the file to read second.
 
-It mirrors `model.py` section by section and name by name, each layer written as its formula; read that file first.
-Differences:
-- IDs are an int array of shape (T,) or (B, T), and every tensor has the same leading axes (B, when given). The loss
-  is the mean over all B * T positions.
-- Parameters are a dict of arrays with the reference's names and shapes, all float64 or all float32 (`from_lists`
-  and `to_lists` convert to and from the reference's dict of lists).
-- Sums are NumPy's, not `math.fsum`: in float64 the results agree with the reference to about 1e-15 relative, but
-  they depend on the order of the terms.
-- Positions come in four schemes, forward's `positions` (the reference has the first two): "learned" (the pos_emb
-  rows, at most max_len positions), "none", "sinusoidal" (a fixed sine/cosine table added to the token embeddings)
-  and "rope" (q and k turned by position-dependent angles inside attention). The last three have no parameters and
-  read up to LONGEST positions; pos_emb stays in the dict whatever the scheme, with gradient 0 when unused.
-Every call returns new arrays. `numpy_fast.py` runs the same maths tuned for a training loop.
+It mirrors `model.py` section by section and name by name, each layer written as its formula. Differences:
+- IDs are an int array of shape (T,) or (B, T), and every tensor has the same leading axes; the loss is the mean
+  over all B * T positions. Parameters are a dict of arrays, all float64 or all float32 (`from_lists`, `to_lists`).
+- Sums are NumPy's, not `math.fsum`: in float64 the results agree with the reference to about 1e-15 relative.
+- Positions come in four schemes (the reference has the first two): "learned" (the pos_emb rows, at most max_len
+  positions), "none", "sinusoidal" (a fixed sine/cosine table added to the token embeddings) and "rope" (q and k
+  turned by position-dependent angles). The last three read up to LONGEST positions; pos_emb gets gradient 0.
+Every call returns new arrays. `numpy_fast.py` computes the same, tuned for a training loop.
 
 Shape legend, used in the comments on every line that makes a tensor:
     B = sequences in the batch (absent for IDs of shape (T,)), T = positions, d = model width, H = hidden width of
@@ -225,7 +220,7 @@ def rope_tables(T, d):
 
 
 def turn_pairs(x):
-    """Each channel pair (a, b) of x (..., d) turned by 90 degrees, to (-b, a).
+    """Each channel pair (a, b) of x (..., d) turned a quarter turn, to (-b, a).
 
     >>> turn_pairs(np.array([1.0, 2.0, 3.0, 4.0]))
     array([-2.,  1., -4.,  3.])

@@ -2,11 +2,11 @@
 
 Same architecture, parameter names and shapes, built from standard `torch.nn.functional` pieces where they fit
 (`F.embedding`, `F.layer_norm`, `F.linear`, a masked softmax, `F.cross_entropy`), and the same four position schemes
-as `numpy_model.py`, written independently, down to parsing the scheme names: the sinusoid table from torch ops,
-and rope as a product of complex numbers (each channel pair of q and k as x[2i] + i x[2i + 1], times e^(i angle)),
-where numpy_model.py uses real sines and cosines with a hand-written inverse rotation for the backward pass. The reference stores a weight as
-(in, out) and computes x W; `F.linear` wants (out, in), so it gets the transposed view `W.T` (no copy). Importing
-this module imports torch; `model.py` and `numpy_model.py` never do.
+as `numpy_model.py`, written independently, down to parsing the scheme names: the sinusoid table from torch ops, and
+rope as a product of complex numbers (each channel pair of q and k as x[2i] + i x[2i + 1], times e^(i angle)), where
+numpy_model.py uses real sines and cosines with a hand-written inverse rotation for the backward pass. The reference
+stores a weight as (in, out) and computes x W; `F.linear` wants (out, in), so it gets the transposed view `W.T` (no
+copy). Importing this module imports torch; `model.py` and `numpy_model.py` never do.
 
 Shape legend: B = sequences in the batch, T = positions, d = model width, H = hidden width, V = vocabulary size,
 L = max_len.

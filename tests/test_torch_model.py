@@ -1,8 +1,8 @@
-"""PyTorch autograd in float64 (torch_model.py) against the reference model.py and both NumPy paths (numpy_model.py
-and numpy_fast.py, each test once for each): logits, loss and every gradient within 1e-11 relative (largest absolute
+"""PyTorch autograd in float64 (torch_model.py) against the reference model.py and both NumPy paths (numpy_model.py and
+numpy_fast.py, each test once for each): logits, loss and every gradient within 1e-11 relative (largest absolute
 difference / largest absolute value of the reference tensor). The sinusoidal and rope position schemes, which the
-reference does not have, are checked between the NumPy paths and the twin alone. Skipped only when torch is not installed; CI installs torch==2.13.0
-(requirements-torch.txt)."""
+reference does not have, are checked between the NumPy paths and the twin alone. Skipped only when torch is not
+installed; CI installs torch==2.13.0 (requirements-torch.txt)."""
 
 import subprocess
 import sys
