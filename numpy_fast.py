@@ -48,7 +48,8 @@ TRANSPOSE_PRODUCT_FROM = 512  # weight gradients of at least this many rows are 
 
 
 class Workspace:
-    """Every array of a training step (forward, loss, backward) for B sequences of T tokens, made once.
+    """Every array of a training step (forward, loss, backward) for B sequences of T tokens, made once. (What a step
+    still allocates is small: the checks' masks over the IDs, and the index arrays of `token_rows_sum`.)
 
     params is read for its shapes and dtype only (the values come with each call); positions is the scheme, as in
     numpy_model.forward. The same length checks as numpy_model.forward apply, with the same errors.
