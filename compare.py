@@ -1,16 +1,17 @@
-"""Compare the NumPy path (float64) and, when installed, PyTorch autograd (float64) with the reference model.py.
+"""Compare both NumPy paths (float64) and, when installed, PyTorch autograd (float64) with the reference model.py.
 
     python3 compare.py                      # series size, 2 sequences of 63 tokens, positions on
     python3 compare.py --batch 1 --no-positions --no-torch
     python3 compare.py --positions rope --length 128    # NumPy against PyTorch: model.py has no rope
 
-All three run on the same parameters and token IDs. One row per tensor: every intermediate of the forward pass
-(x0, h1, attention weights, x1, h2, ReLU output, x2, logits), the loss, and every gradient, with the largest
-absolute difference and the relative error = largest absolute difference / largest absolute value of the
-reference tensor (for an all-zero reference tensor, the absolute difference itself). A row is OK when the relative
-error is within the tolerance; the exit status is 1 if any row is NOT OK. The position schemes model.py does not
-have (sinusoidal and rope, see numpy_model.py) are compared between the NumPy path and PyTorch only, with the
-PyTorch tolerance, and may run past 64 tokens.
+The NumPy paths are numpy_model.py, the plain mirror of model.py, and numpy_fast.py, the same maths tuned for
+training. All run on the same parameters and token IDs, and each gets its own table. One row per tensor: every
+intermediate of the forward pass (x0, h1, attention weights, x1, h2, ReLU output, x2, logits), the loss, and every
+gradient, with the largest absolute difference and the relative error = largest absolute difference / largest
+absolute value of the reference tensor (for an all-zero reference tensor, the absolute difference itself). A row is
+OK when the relative error is within the tolerance; the exit status is 1 if any row is NOT OK. The position schemes
+model.py does not have (sinusoidal and rope, see numpy_model.py) are compared between each NumPy path and PyTorch
+only, with the PyTorch tolerance, and may run past 64 tokens.
 
 The parameters are the reference's seed-3 initial values plus seeded noise, so that no layer-norm gain is exactly
 1 and no bias exactly 0 (a bug that drops a gain or a bias would hide behind those values). The reference runs one
@@ -29,10 +30,12 @@ import machine
 
 np = machine.need("numpy", "compare.py")
 
+import numpy_fast  # noqa: E402
 import numpy_model  # noqa: E402
 
 SERIES = {"vocab": 96, "d": 16, "hidden": 64, "max_len": 64, "seed": 3}  # the series config
 INTERMEDIATES = ["x0", "h1", "weights", "x1", "h2", "act", "x2", "logits"]  # in forward order
+NUMPY_PATHS = {"numpy_model": numpy_model, "numpy_fast": numpy_fast}  # name -> module, each compared in turn
 TOLERANCE = 1e-12  # NumPy float64 vs the reference, relative to each tensor's largest value
 TORCH_TOLERANCE = 1e-11  # PyTorch float64 vs the reference
 
@@ -91,15 +94,15 @@ def reference_run(params, ids, targets, use_positions=True):
     return {name: np.array(v) for name, v in inter.items()}, sum(losses) / B, mean_grads
 
 
-def numpy_run(params, ids, targets, positions="learned"):
-    """The NumPy path in float64 on the whole batch at once (positions: a scheme, or True / False)."""
+def numpy_run(params, ids, targets, positions="learned", path=numpy_model):
+    """A NumPy path (the module numpy_model or numpy_fast) in float64 on the whole batch at once (positions: a
+    scheme, or True / False): the intermediates from its forward, the loss and gradients from its loss_and_grads."""
     p = numpy_model.from_lists(params, np.float64)
-    logits, cache = numpy_model.forward(p, np.array(ids), positions)
+    logits, cache = path.forward(p, np.array(ids), positions)
     inter = {name: np.array(cache[name]) for name in INTERMEDIATES if name in cache}
     inter["weights"] = np.array(cache["att"]["weights"])
-    inter["logits"] = np.array(logits)  # copied before the loss may reuse memory
-    loss, dlogits = numpy_model.loss_and_dlogits(logits, np.array(targets))
-    grads = numpy_model.backward(p, cache, dlogits)
+    inter["logits"] = np.array(logits)
+    loss, grads = path.loss_and_grads(p, np.array(ids), np.array(targets), positions)
     return inter, loss, grads
 
 
@@ -181,8 +184,10 @@ def main(argv=None):
         return compare_without_reference(params, ids, targets, scheme, args.no_torch)
     use_positions = scheme == "learned"
     ref = reference_run(params, ids, targets, use_positions)
-    ok = print_table("NumPy float64 vs reference", compare(ref, numpy_run(params, ids, targets, use_positions),
-                                                            TOLERANCE), TOLERANCE)
+    ok = True
+    for name, path in NUMPY_PATHS.items():
+        rows = compare(ref, numpy_run(params, ids, targets, use_positions, path), TOLERANCE)
+        ok = print_table(f"{name} float64 vs reference", rows, TOLERANCE) and ok
     if args.no_torch:
         print("PyTorch: skipped (--no-torch)")
     else:
@@ -198,7 +203,7 @@ def main(argv=None):
 
 
 def compare_without_reference(params, ids, targets, scheme, no_torch):
-    """PyTorch against the NumPy path for a scheme model.py does not have; exit status 2 if torch is missing."""
+    """PyTorch against each NumPy path for a scheme model.py does not have; exit status 2 if torch is missing."""
     try:
         if no_torch:
             raise ImportError("--no-torch")
@@ -207,8 +212,11 @@ def compare_without_reference(params, ids, targets, scheme, no_torch):
         print(f"NOT OK: positions {scheme} has no reference in model.py; its check is NumPy against PyTorch, which"
               f" is unavailable here ({e})")
         return 2
-    rows = compare(numpy_run(params, ids, targets, scheme), torch_run(params, ids, targets, scheme), TORCH_TOLERANCE)
-    ok = print_table(f"PyTorch float64 autograd vs NumPy float64 ({scheme})", rows, TORCH_TOLERANCE)
+    twin = torch_run(params, ids, targets, scheme)
+    ok = True
+    for name, path in NUMPY_PATHS.items():
+        rows = compare(twin, numpy_run(params, ids, targets, scheme, path), TORCH_TOLERANCE)
+        ok = print_table(f"{name} float64 vs PyTorch float64 autograd ({scheme})", rows, TORCH_TOLERANCE) and ok
     print("all OK" if ok else "NOT OK")
     return 0 if ok else 1
 

@@ -6,7 +6,8 @@
 Each run is train.py's default training (`train.train_model`, 12,000 steps of 16 x 64 tokens) with only
 --positions and --seed changed: the same data, budget and settings for every scheme. The schemes (numpy_model.py):
 learned (a trained row per position), none (a bag of tokens), sinusoidal (a fixed sine/cosine table added to the
-embeddings) and rope (q and k rotated by position inside attention). After each run:
+embeddings) and rope (q and k rotated by position inside attention). After each run, through numpy_fast.py as the
+training itself:
 
 1. Validation loss: train.py's own (each validation story read from its start), next to the floor of the same
    stories (floor.py): no model can expect to go below it.
@@ -38,6 +39,7 @@ np = machine.need("numpy", "positions.py")
 
 import checkpoint  # noqa: E402
 import make_corpus  # noqa: E402
+import numpy_fast  # noqa: E402
 import numpy_model  # noqa: E402
 import train  # noqa: E402
 from atomic import write_atomic  # noqa: E402
@@ -94,7 +96,7 @@ def last_probs(params, inputs, scheme):
     out = np.empty((len(inputs), params["tok_emb"].shape[0]))  # (S, V)
     for n in sorted({len(ids) for ids in inputs}):
         rows = [i for i, ids in enumerate(inputs) if len(ids) == n]
-        logits, _ = numpy_model.forward(params, np.array([inputs[i] for i in rows]), scheme)  # (b, n, V)
+        logits, _ = numpy_fast.forward(params, np.array([inputs[i] for i in rows]), scheme)  # (b, n, V)
         last = np.asarray(logits[:, -1], dtype=np.float64)  # (b, V)
         last -= last.max(axis=1, keepdims=True)
         p = np.exp(last)  # (b, V)
@@ -135,11 +137,11 @@ def loss_by_position(params, scheme, inputs, targets):
     64 positions, after recording that the model refuses the whole window. Returns (losses, refusal or None)."""
     refusal = None
     try:
-        numpy_model.forward(params, inputs[:1], scheme)
+        numpy_fast.forward(params, inputs[:1], scheme)
     except ValueError as e:  # learned: no row past 64
         refusal = str(e)
         inputs, targets = inputs[:, :TRAINED], targets[:, :TRAINED]
-    logits, _ = numpy_model.forward(params, inputs, scheme)  # (W, T, V)
+    logits, _ = numpy_fast.forward(params, inputs, scheme)  # (W, T, V)
     logits = np.asarray(logits, dtype=np.float64)
     top = logits.max(axis=2, keepdims=True)  # (W, T, 1)
     log_z = np.log(np.exp(logits - top).sum(axis=2)) + top[:, :, 0]  # (W, T)

@@ -2,11 +2,11 @@
 
 Same architecture, parameter names and shapes, built from standard `torch.nn.functional` pieces where they fit
 (`F.embedding`, `F.layer_norm`, `F.linear`, a masked softmax, `F.cross_entropy`), and the same four position schemes
-as `numpy_model.py`, written independently: the sinusoid table from torch ops, and rope as a product of complex
-numbers (each channel pair of q and k as x[2i] + i x[2i + 1], times e^(i angle)), where numpy_model.py uses real
-sines and cosines with a hand-written inverse rotation for the backward pass. The reference stores a weight as
-(in, out) and computes x W; `F.linear` wants (out, in), so it gets the transposed view `W.T` (no copy). Importing
-this module imports torch; `model.py` and `numpy_model.py` never do.
+as `numpy_model.py`, written independently, down to parsing the scheme names: the sinusoid table from torch ops, and
+rope as a product of complex numbers (each channel pair of q and k as x[2i] + i x[2i + 1], times e^(i angle)), where
+numpy_model.py uses real sines and cosines with a hand-written inverse rotation for the backward pass. The reference
+stores a weight as (in, out) and computes x W; `F.linear` wants (out, in), so it gets the transposed view `W.T` (no
+copy). Importing this module imports torch; `model.py` and `numpy_model.py` never do.
 
 Shape legend: B = sequences in the batch, T = positions, d = model width, H = hidden width, V = vocabulary size,
 L = max_len.
@@ -25,7 +25,9 @@ import torch
 import torch.nn.functional as F
 
 from model import EPS, PARAM_SHAPES
-from numpy_model import ROPE_BASE, position_scheme
+
+SCHEMES = ("learned", "none", "sinusoidal", "rope")  # how positions enter the model; see forward
+ROPE_BASE = 10000.0  # channel pair i turns by pos / ROPE_BASE^(2i/d) radians; also the sinusoids' wavelengths
 
 # ----------------------------------------------------------------------------------------------------------------
 # Parameters
@@ -52,7 +54,25 @@ def as_ids(ids):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Positions without parameters: the sinusoid table and the rotary turn
+# Positions: the scheme's name, and the two schemes without parameters (the sinusoid table and the rotary turn)
+
+
+def scheme_name(positions="learned", use_positions=None):
+    """One of SCHEMES, from forward's arguments: a scheme's name, or the reference's switch (True means learned
+    rows, False none), given as positions or as the keyword use_positions.
+
+    >>> scheme_name("rope"), scheme_name(False), scheme_name(use_positions=True)
+    ('rope', 'none', 'learned')
+    """
+    if use_positions is not None and positions not in ("learned", True):
+        raise ValueError(f"positions={positions!r} and use_positions={use_positions!r} contradict each other")
+    if use_positions is not None:
+        return "learned" if use_positions else "none"
+    if isinstance(positions, (bool, np.bool_)):
+        return "learned" if positions else "none"
+    if positions not in SCHEMES:
+        raise ValueError(f"unknown position scheme {positions!r}; the schemes are {', '.join(SCHEMES)}")
+    return positions
 
 
 def sinusoids(T, d, dtype=torch.float64):
@@ -100,7 +120,7 @@ def forward(p, ids, positions="learned", *, use_positions=None):
     >>> tuple(logits.shape), tuple(inter["act"].shape)
     ((1, 2, 96), (1, 2, 8))
     """
-    scheme = position_scheme(positions, use_positions)
+    scheme = scheme_name(positions, use_positions)
     B, T = ids.shape
     d = p["tok_emb"].shape[1]
     x0 = F.embedding(ids, p["tok_emb"])  # (B, T, d)

@@ -69,7 +69,7 @@ def build_parser():
         description="Train the one-block transformer on corpus.txt, write checkpoints, and report the validation"
                     " loss next to the corpus's entropy floor (floor.py).")
     p.add_argument("--backend", choices=("numpy", "python"), default="numpy",
-                   help="numpy: numpy_model.py, batched (default). python: model.py, one sequence at a time,"
+                   help="numpy: numpy_fast.py, batched (default). python: model.py, one sequence at a time,"
                         " standard library only, hundreds of times slower: for reading along with a few steps")
     p.add_argument("--threads", type=int, default=1, metavar="N",
                    help="BLAS threads of the numpy backend (default: %(default)s). At this model size one thread is"
@@ -214,20 +214,22 @@ def learning_rate(step, s):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Backend: NumPy (numpy_model.py, batched)
+# Backend: NumPy (numpy_fast.py, batched)
 
 
 def numpy_backend(dtype, vocab, stream, s):
-    """The functions the training loop needs, on numpy_model.py. Weights, gradients and moments: dicts of arrays."""
+    """The functions the training loop needs, on numpy_fast.py. Weights, gradients and moments: dicts of arrays."""
     import numpy as np
 
+    import numpy_fast
     import numpy_model
 
     np_dtype = np.dtype(dtype)
     st_dtype = {"float32": "F32", "float64": "F64"}[dtype]
     stream = np.asarray(stream, dtype=np.int64)  # (n,)
     offsets = np.arange(s.seq_len + 1)  # (T + 1,)
-    ws = {}  # numpy_model's workspace: arrays reused from step to step
+    shapes = {name: np.zeros(shape, np_dtype) for name, shape in model.param_shapes(vocab, **MODEL).items()}
+    workspace = numpy_fast.Workspace(shapes, s.batch, s.seq_len, s.positions)  # every array of a step, made once
 
     def from_tensors(tensors):
         """{name: (dtype, shape, values)} -> {name: array}, bit for bit."""
@@ -249,9 +251,7 @@ def numpy_backend(dtype, vocab, stream, s):
     def loss_and_grads(params, starts):
         """Mean loss over the B windows starting at starts, and its gradient (arrays reused by the next call)."""
         windows = stream[np.asarray(starts)[:, None] + offsets]  # (B, T + 1)
-        logits, cache = numpy_model.forward(params, windows[:, :-1], s.positions, ws=ws)  # (B, T, V)
-        loss, dlogits = numpy_model.loss_and_dlogits(logits, windows[:, 1:], ws=ws, out=logits)
-        return loss, numpy_model.backward(params, cache, dlogits, ws=ws)
+        return workspace.loss_and_grads(params, windows[:, :-1], windows[:, 1:])
 
     def grad_norm(grads):
         return math.sqrt(fsum(float(np.vdot(g, g)) for g in grads.values()))
@@ -280,8 +280,7 @@ def numpy_backend(dtype, vocab, stream, s):
         total = []
         for n in sorted({len(ids) for ids in stories}):
             group = np.array([ids for ids in stories if len(ids) == n])  # (b, n)
-            logits, _ = numpy_model.forward(params, group[:, :-1], s.positions)  # (b, n - 1, V)
-            loss, _ = numpy_model.loss_and_dlogits(logits, group[:, 1:], out=logits)
+            loss = numpy_fast.sequence_loss(params, group[:, :-1], group[:, 1:], s.positions)
             total.append(loss * group[:, 1:].size)
         return fsum(total)
 

@@ -1,17 +1,20 @@
-"""Helpers shared by the fast-path tests: random model-like configs, jittered parameters, the reference run on a
-batch, and the relative error every comparison uses."""
-
-import sys
-from pathlib import Path
+"""Helpers shared by the tests of the NumPy paths and the PyTorch twin: the NumPy paths to run every check on,
+random model-like configs, jittered parameters, the reference run on a batch, the tests' own loss, and the relative
+error every comparison uses."""
 
 import numpy as np
+import pytest
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import model  # noqa: E402
+import model
+import numpy_fast
+import numpy_model
 
 SERIES = (96, 16, 64, 64, 3)  # vocab, d, hidden, max_len, seed
+
+# The two NumPy implementations of the model, each with forward, loss_and_grads and sequence_loss under the same
+# names and signatures; a test that takes `path` runs once for each.
+PATHS = [pytest.param(numpy_model, id="numpy_model"), pytest.param(numpy_fast, id="numpy_fast")]
 
 
 def rel_err(got, want):
@@ -62,6 +65,31 @@ def draw_batch(rng, vocab, batch, length):
     """IDs (B, T) with no token repeated within a sequence, and targets (B, T)."""
     ids = np.array([rng.permutation(vocab)[:length] for _ in range(batch)])  # (B, T)
     return ids, rng.integers(0, vocab, (batch, length))
+
+
+def numpy_run(path, params, ids, targets, positions="learned"):
+    """(logits, loss, grads) through a NumPy path: the logits from its forward, the rest from its loss_and_grads."""
+    logits, _ = path.forward(params, ids, positions)
+    return (logits, *path.loss_and_grads(params, ids, targets, positions))
+
+
+def assert_close(got, want, tol):
+    """(logits, loss, grads) within tol of want's, relative; the gradients tensor by tensor, named in the model's
+    order."""
+    (logits, loss, grads), (want_logits, want_loss, want_grads) = got, want
+    assert rel_err(logits, want_logits) <= tol, "logits"
+    assert abs(loss - want_loss) <= tol * abs(want_loss), "loss"
+    assert list(grads) == list(want_grads) == list(model.PARAM_SHAPES)
+    for name in grads:
+        assert rel_err(grads[name], want_grads[name]) <= tol, name
+
+
+def mean_cross_entropy(logits, targets):
+    """The loss the tests compute themselves, in float64: -log softmax(logits)[target] averaged over positions."""
+    rows = np.asarray(logits, dtype=np.float64).reshape(-1, logits.shape[-1])  # (N, V)
+    top = rows.max(axis=1)  # (N,)
+    log_z = top + np.log(np.exp(rows - top[:, None]).sum(axis=1))  # (N,)
+    return float(np.mean(log_z - rows[np.arange(len(rows)), np.ravel(targets)]))
 
 
 def central_differences(params, loss, step=1e-6):

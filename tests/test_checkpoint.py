@@ -6,16 +6,14 @@ import json
 import math
 import random
 import struct
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import checkpoint
+import model
 
-import checkpoint  # noqa: E402
-import model  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 np = pytest.importorskip("numpy")
 

@@ -4,59 +4,65 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
+import compare
+import numpy_model
+from fastpath_helpers import PATHS
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import compare  # noqa: E402
-import numpy_model  # noqa: E402
 
 
-def table(out):
-    """{tensor name: 'OK' or 'NOT OK'} for every table row printed, in order (a second table overwrites)."""
-    rows = {}
+def tables(out):
+    """{table title: {tensor name: 'OK' or 'NOT OK'}} for every table printed, in order."""
+    found, rows = {}, None
     for line in out.splitlines():
-        if line.startswith("  ") and "(" in line and line.rstrip().endswith("OK"):
+        if "(OK: relative error <=" in line:
+            rows = found[line.split(" (OK:")[0]] = {}
+        elif rows is not None and line.startswith("  ") and "(" in line and line.rstrip().endswith("OK"):
             rows[line[2:16].strip()] = "NOT OK" if line.rstrip().endswith("NOT OK") else "OK"
-    return rows
-
-
-def row_count(out):
-    return sum(1 for line in out.splitlines() if line.startswith("  ") and "(" in line and line.endswith("OK"))
+    return found
 
 
 def test_compare_script_exits_0_and_prints_all_ok():
     run = subprocess.run([sys.executable, str(ROOT / "compare.py")], capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "NOT OK" not in run.stdout and set(table(run.stdout).values()) == {"OK"}
-    assert row_count(run.stdout) in (27, 54)  # 8 intermediates + loss + 18 gradients, once more with PyTorch
-    assert run.stdout.rstrip().endswith("all OK")
+    found = tables(run.stdout)
+    assert list(found)[:2] == ["numpy_model float64 vs reference", "numpy_fast float64 vs reference"]
+    assert len(found) in (2, 3)  # and PyTorch, when installed
+    for title, rows in found.items():
+        assert len(rows) == 27, title  # 8 intermediates + loss + 18 gradients
+        assert set(rows.values()) == {"OK"}, title
+    assert "NOT OK" not in run.stdout and run.stdout.rstrip().endswith("all OK")
 
 
-def test_broken_backward_fails(monkeypatch, capsys):
-    """A layer-norm backward off by 0.1%: the forward rows stay OK, gradient rows turn NOT OK, main returns 1."""
-    real = numpy_model.layernorm_backward
+@pytest.mark.parametrize("path", PATHS)
+def test_broken_backward_fails(path, monkeypatch, capsys):
+    """A layer-norm backward off by 0.1%: the forward rows stay OK, gradient rows turn NOT OK in that path's table
+    (the other path's stays OK), main returns 1."""
+    real = path.layernorm_backward
 
-    def off_by_a_bit(dy, g, cache, ws=None):
-        dx, dg, db = real(dy, g, cache, ws)
+    def off_by_a_bit(*args, **kwargs):
+        dx, dg, db = real(*args, **kwargs)
         return dx * 1.001, dg, db
 
-    monkeypatch.setattr(numpy_model, "layernorm_backward", off_by_a_bit)
+    monkeypatch.setattr(path, "layernorm_backward", off_by_a_bit)
     assert compare.main(["--no-torch", "--batch", "1", "--length", "20"]) == 1
     out = capsys.readouterr().out
-    rows = table(out)
+    found = tables(out)
+    rows = found.pop(f"{path.__name__} float64 vs reference")
     assert rows["logits"] == rows["loss"] == "OK"
     assert rows["grad Wq"] == rows["grad tok_emb"] == "NOT OK"
+    assert [set(other.values()) for other in found.values()] == [{"OK"}]
     assert out.rstrip().endswith("NOT OK")
 
 
-def test_broken_forward_fails(monkeypatch, capsys):
-    """The NumPy path's layer norm with the wrong EPS: intermediates from h1 on are NOT OK."""
-    monkeypatch.setattr(numpy_model, "EPS", 1e-3)
+@pytest.mark.parametrize("path", PATHS)
+def test_broken_forward_fails(path, monkeypatch, capsys):
+    """A NumPy path's layer norm with the wrong EPS: intermediates from h1 on are NOT OK."""
+    monkeypatch.setattr(path, "EPS", 1e-3)
     assert compare.main(["--no-torch", "--batch", "2", "--length", "10"]) == 1
-    rows = table(capsys.readouterr().out)
+    rows = tables(capsys.readouterr().out)[f"{path.__name__} float64 vs reference"]
     assert rows["x0"] == "OK" and rows["h1"] == rows["logits"] == "NOT OK"
 
 
@@ -66,43 +72,47 @@ def test_broken_torch_twin_fails(monkeypatch, capsys):
 
     monkeypatch.setattr(torch_model, "EPS", 1e-3)
     assert compare.main(["--batch", "1", "--length", "10"]) == 1
-    out = capsys.readouterr().out
-    numpy_part, torch_part = out.split("PyTorch float64 autograd vs reference")
-    assert set(table(numpy_part).values()) == {"OK"}
-    assert table(torch_part)["h1"] == "NOT OK"
+    found = tables(capsys.readouterr().out)
+    assert found.pop("PyTorch float64 autograd vs reference")["h1"] == "NOT OK"
+    assert [set(rows.values()) for rows in found.values()] == [{"OK"}, {"OK"}]
 
 
-def test_exit_status_of_a_broken_run_in_a_subprocess():
-    """The exit status itself, through sys.exit, with the NumPy path's attention backward broken."""
-    code = ("import sys, numpy_model, compare\n"
-            "real = numpy_model.attention_backward\n"
-            "def broken(params, cache, dout, ws=None):\n"
-            "    grads, dx = real(params, cache, dout, ws)\n"
+@pytest.mark.parametrize("module", ["numpy_model", "numpy_fast"])
+def test_exit_status_of_a_broken_run_in_a_subprocess(module):
+    """The exit status itself, through sys.exit, with a NumPy path's attention backward broken."""
+    code = (f"import sys, compare, {module} as path\n"
+            "real = path.attention_backward\n"
+            "def broken(*args):\n"
+            "    grads, dx = real(*args)\n"
             "    grads['Wq'] = grads['Wq'] * 2.0\n"
             "    return grads, dx\n"
-            "numpy_model.attention_backward = broken\n"
+            "path.attention_backward = broken\n"
             "sys.exit(compare.main(['--no-torch', '--batch', '1', '--length', '8']))\n")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 1, run.stdout + run.stderr
-    assert "grad Wq" in run.stdout and "NOT OK" in run.stdout
+    rows = tables(run.stdout)[f"{module} float64 vs reference"]
+    assert rows["grad Wq"] == "NOT OK" and rows["grad Wk"] == "OK"
 
 
 @pytest.mark.parametrize("scheme", ["sinusoidal", "rope"])
 def test_schemes_without_a_reference_compare_numpy_with_torch(monkeypatch, capsys, scheme):
-    """sinusoidal and rope, past 64 tokens: NumPy against PyTorch, all OK; a rope whose pair turn J is dropped
-    (each channel scaled by cos instead of turned) is NOT OK from the attention weights on."""
+    """sinusoidal and rope, past 64 tokens: each NumPy path against PyTorch, all OK; a rope whose sine is dropped
+    (each channel scaled by cos instead of turned) is NOT OK in both from the attention weights on."""
     pytest.importorskip("torch", reason="torch is not installed")
     assert compare.main(["--positions", scheme, "--batch", "1", "--length", "100"]) == 0
-    out = capsys.readouterr().out
-    assert row_count(out) == 27 and set(table(out).values()) == {"OK"} and f"({scheme})" in out
+    found = tables(capsys.readouterr().out)
+    assert list(found) == [f"{name} float64 vs PyTorch float64 autograd ({scheme})" for name in compare.NUMPY_PATHS]
+    assert all(len(rows) == 27 and set(rows.values()) == {"OK"} for rows in found.values())
     if scheme == "rope":
-        monkeypatch.setattr(numpy_model, "_pair_turn", lambda ws, n, dtype: np.zeros((n, n), dtype))
+        real = numpy_model.rope_tables
+        monkeypatch.setattr(numpy_model, "rope_tables", lambda T, d: (real(T, d)[0], 0.0 * real(T, d)[1]))
         assert compare.main(["--positions", "rope", "--batch", "1", "--length", "100"]) == 1
-        rows = table(capsys.readouterr().out)
-        assert rows["x0"] == rows["h1"] == "OK"
-        assert rows["weights"] == rows["logits"] == rows["grad Wq"] == rows["grad tok_emb"] == "NOT OK"
+        for rows in tables(capsys.readouterr().out).values():
+            assert rows["x0"] == rows["h1"] == "OK"
+            assert rows["weights"] == rows["logits"] == rows["grad Wq"] == rows["grad tok_emb"] == "NOT OK"
 
 
 def test_a_scheme_without_reference_needs_torch(capsys):
     assert compare.main(["--positions", "rope", "--no-torch", "--length", "8"]) == 2
     assert "has no reference in model.py" in capsys.readouterr().out
+

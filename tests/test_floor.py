@@ -8,12 +8,11 @@ import sys
 from math import fsum
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import bpe
+import floor
+import make_corpus
 
-import bpe  # noqa: E402
-import floor  # noqa: E402
-import make_corpus  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
 RECORD = json.loads((ROOT / "corpus-entropy.json").read_text(encoding="utf-8"))

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 pytest.importorskip("numpy")
 pytest.importorskip("matplotlib", reason="matplotlib is not installed (pip install matplotlib==3.11.2)")

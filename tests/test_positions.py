@@ -2,13 +2,11 @@
 and the settings of the code; the probe and the windows read the validation stories as described."""
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 np = pytest.importorskip("numpy")
 

@@ -7,13 +7,12 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import bpe
+import checkpoint
+import model
+import sample
 
-import bpe  # noqa: E402
-import checkpoint  # noqa: E402
-import model  # noqa: E402
-import sample  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 np = pytest.importorskip("numpy")
 TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")

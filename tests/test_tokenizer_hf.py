@@ -1,17 +1,15 @@
 """bpe.py against the Hugging Face `tokenizers` library reading the same tokenizer.json."""
 
-import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
+import bpe
+
 tokenizers = pytest.importorskip("tokenizers")
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import bpe  # noqa: E402
 
 TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
 HF = tokenizers.Tokenizer.from_file(str(ROOT / "tokenizer.json"))

@@ -1,14 +1,12 @@
 """Property tests for bpe.py (pytest + hypothesis): round trips on random texts over the alphabet."""
 
-import sys
 from pathlib import Path
 
 from hypothesis import given, settings, strategies as st
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import bpe
 
-import bpe  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
 ALPHABET = "".join(TOK.alphabet)

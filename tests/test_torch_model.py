@@ -1,9 +1,10 @@
-"""PyTorch autograd in float64 (torch_model.py) against the reference model.py and the NumPy path: logits, loss
-and every gradient within 1e-11 relative (largest absolute difference / largest absolute value of the reference
-tensor). The sinusoidal and rope position schemes, which the reference does not have, are checked between the NumPy
-path and the twin alone. Skipped only when torch is not installed; CI installs torch==2.13.0
-(requirements-torch.txt)."""
+"""PyTorch autograd in float64 (torch_model.py) against the reference model.py and both NumPy paths (numpy_model.py and
+numpy_fast.py, each test once for each): logits, loss and every gradient within 1e-11 relative (largest absolute
+difference / largest absolute value of the reference tensor). The sinusoidal and rope position schemes, which the
+reference does not have, are checked between the NumPy paths and the twin alone. Skipped only when torch is not
+installed; CI installs torch==2.13.0 (requirements-torch.txt)."""
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -12,57 +13,59 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent), str(HERE)]  # the repository root (model files) and tests/ (shared helpers)
+from fastpath_helpers import PATHS, SERIES, assert_close, configs, draw_batch, jittered, numpy_run, reference, rel_err
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install -r requirements-torch.txt)")
 
 import numpy_model as nm  # noqa: E402
 import torch_model as tm  # noqa: E402
-from fastpath_helpers import SERIES, configs, draw_batch, jittered, reference, rel_err  # noqa: E402
 
+ROOT = Path(__file__).resolve().parent.parent
 TOL = 1e-11
 
 
-def three_ways(params, ids, targets, use_positions):
-    """(logits, loss, grads) from the reference, the NumPy path (float64) and PyTorch (float64)."""
-    return (reference(params, ids, targets, use_positions), *two_ways(params, ids, targets, use_positions))
+def two_ways(path, params, ids, targets, scheme):
+    """(logits, loss, grads) from a NumPy path (float64) and from PyTorch (float64) for one position scheme
+    (a name, or True / False for learned / none)."""
+    fast = numpy_run(path, nm.from_lists(params), ids, targets, scheme)
+    loss, grads, inter = tm.loss_and_grads(tm.to_torch(params), tm.as_ids(ids), tm.as_ids(targets), scheme)
+    return fast, (inter["logits"].numpy(), loss, {n: g.numpy() for n, g in grads.items()})
 
 
-def assert_close(got, want, tol):
-    logits, loss, grads = got
-    assert rel_err(logits, want[0]) <= tol, "logits"
-    assert abs(loss - want[1]) <= tol * abs(want[1]), "loss"
-    for name, g in want[2].items():
-        assert rel_err(grads[name], g) <= tol, name
+def three_ways(path, params, ids, targets, use_positions):
+    """(logits, loss, grads) from the reference, a NumPy path (float64) and PyTorch (float64)."""
+    return (reference(params, ids, targets, use_positions), *two_ways(path, params, ids, targets, use_positions))
 
 
+@pytest.mark.parametrize("path", PATHS)
 @settings(max_examples=40, deadline=None)
 @given(cfg=configs, length=st.integers(1, 12))
-def test_torch_float64_matches_reference_and_numpy(cfg, length):
+def test_torch_float64_matches_reference_and_numpy(path, cfg, length):
     V, d, H, L = cfg["vocab"], cfg["d"], cfg["hidden"], cfg["max_len"]
     params = jittered(V, d, H, L, cfg["seed"], cfg["scale"])
     ids, targets = draw_batch(np.random.default_rng(cfg["seed"]), V, cfg["batch"], min(length, L))
-    ref, fast, twin = three_ways(params, ids, targets, cfg["positions"])
+    ref, fast, twin = three_ways(path, params, ids, targets, cfg["positions"])
     assert_close(twin, ref, TOL)
     assert_close(twin, fast, TOL)
 
 
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("batch, use_positions", [(1, True), (1, False), (4, True)])
-def test_series_size(batch, use_positions):
+def test_series_size(path, batch, use_positions):
     params = jittered(*SERIES, scale=0.05)
     rng = np.random.default_rng(batch)
     ids, targets = rng.integers(0, 96, (batch, 64)), rng.integers(0, 96, (batch, 64))
-    ref, fast, twin = three_ways(params, ids, targets, use_positions)
+    ref, fast, twin = three_ways(path, params, ids, targets, use_positions)
     assert_close(twin, ref, TOL)
     assert_close(twin, fast, TOL)
 
 
-def test_intermediates_match_numpy():
+@pytest.mark.parametrize("path", PATHS)
+def test_intermediates_match_numpy(path):
     """The twin's x0, h1, attention weights, x1, h2, ReLU output and x2 match the NumPy path's."""
     params = jittered(*SERIES, scale=0.05)
     ids = np.random.default_rng(0).integers(0, 96, (2, 40))
-    _, cache = nm.forward(nm.from_lists(params), ids)
+    _, cache = path.forward(nm.from_lists(params), ids)
     _, inter = tm.forward(tm.to_torch(params), tm.as_ids(ids))
     for name in ("x0", "h1", "x1", "h2", "act", "x2"):
         assert rel_err(inter[name].detach().numpy(), cache[name]) <= TOL, name
@@ -70,52 +73,58 @@ def test_intermediates_match_numpy():
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# The position schemes without parameters, which the reference does not have: the NumPy path against the twin
+# The position schemes without parameters, which the reference does not have: the NumPy paths against the twin
 
 
-def two_ways(params, ids, targets, scheme):
-    """(logits, loss, grads) from the NumPy path (float64) and from PyTorch (float64) for one position scheme
-    (a name, or True / False for learned / none)."""
-    p = nm.from_lists(params)
-    logits, cache = nm.forward(p, ids, scheme)
-    logits = np.array(logits)
-    loss, dlogits = nm.loss_and_dlogits(logits, targets)
-    fast = (logits, loss, nm.backward(p, cache, dlogits))
-    loss, grads, inter = tm.loss_and_grads(tm.to_torch(params), tm.as_ids(ids), tm.as_ids(targets), scheme)
-    return fast, (inter["logits"].numpy(), loss, {n: g.numpy() for n, g in grads.items()})
-
-
+@pytest.mark.parametrize("path", PATHS)
 @settings(max_examples=40, deadline=None)
 @given(cfg=configs, length=st.integers(1, 24), scheme=st.sampled_from(["sinusoidal", "rope"]))
-def test_torch_float64_matches_numpy_for_fixed_schemes(cfg, length, scheme):
+def test_torch_float64_matches_numpy_for_fixed_schemes(path, cfg, length, scheme):
     """Random model-like configs (d even for rope, which turns pairs of channels), lengths past max_len."""
     V, d, H, L = cfg["vocab"], cfg["d"], cfg["hidden"], cfg["max_len"]
     if scheme == "rope" and d % 2:
         d -= 1  # rope turns pairs of channels
     params = jittered(V, d, H, L, cfg["seed"], cfg["scale"])
     ids, targets = draw_batch(np.random.default_rng(cfg["seed"]), V, cfg["batch"], min(length, V))
-    fast, twin = two_ways(params, ids, targets, scheme)
+    fast, twin = two_ways(path, params, ids, targets, scheme)
     assert_close(twin, fast, TOL)
     assert not fast[2]["pos_emb"].any() and not twin[2]["pos_emb"].any()
 
 
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("scheme", ["none", "sinusoidal", "rope"])
 @pytest.mark.parametrize("batch, T", [(1, 64), (2, 128)])
-def test_series_size_schemes(scheme, batch, T):
+def test_series_size_schemes(path, scheme, batch, T):
     """At series size, also at 128 positions, past the 64 learned rows."""
     params = jittered(*SERIES, scale=0.05)
     rng = np.random.default_rng(T + batch)
     ids, targets = rng.integers(0, 96, (batch, T)), rng.integers(0, 96, (batch, T))
-    fast, twin = two_ways(params, ids, targets, scheme)
+    fast, twin = two_ways(path, params, ids, targets, scheme)
     assert_close(twin, fast, TOL)
 
 
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("scheme", ["sinusoidal", "rope"])
-def test_intermediates_match_numpy_for_fixed_schemes(scheme):
+def test_intermediates_match_numpy_for_fixed_schemes(path, scheme):
     params = jittered(*SERIES, scale=0.05)
     ids = np.random.default_rng(0).integers(0, 96, (2, 90))
-    _, cache = nm.forward(nm.from_lists(params), ids, scheme)
+    _, cache = path.forward(nm.from_lists(params), ids, scheme)
     _, inter = tm.forward(tm.to_torch(params), tm.as_ids(ids), scheme)
     for name in ("x0", "h1", "x1", "h2", "act", "x2"):
         assert rel_err(inter[name].detach().numpy(), cache[name]) <= TOL, name
     assert rel_err(inter["weights"].detach().numpy(), cache["att"]["weights"]) <= TOL
+
+
+def test_the_twin_is_independent_of_the_numpy_path():
+    """torch_model.py parses its own scheme names: importing it loads no NumPy-path module, and it reads the
+    reference's switch and the scheme names the same way."""
+    code = "import sys, torch_model; print(sorted(m for m in sys.modules if m.startswith('numpy_')))"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0 and run.stdout.strip() == "[]", run.stdout + run.stderr
+    assert tm.SCHEMES == nm.SCHEMES
+    for positions, use_positions in [("learned", None), ("rope", None), (True, None), (False, None),
+                                     ("learned", False), (True, True)]:
+        assert tm.scheme_name(positions, use_positions) == nm.position_scheme(positions, use_positions)
+    for positions, use_positions in [("rotary", None), ("rope", False)]:
+        with pytest.raises(ValueError):
+            tm.scheme_name(positions, use_positions)

@@ -13,12 +13,11 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import bpe
+import checkpoint
+import train
 
-import bpe  # noqa: E402
-import checkpoint  # noqa: E402
-import train  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 pytest.importorskip("numpy")
 

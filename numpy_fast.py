@@ -1,0 +1,687 @@
+"""The maths of `numpy_model.py`, tuned for a training loop: every array a step writes lives in one `Workspace`.
+
+Read `numpy_model.py` first: this file computes the same numbers (to rounding), but a `Workspace` declares every
+array a step writes once, in its constructor (as llm.c's ActivationTensors struct does), and each layer writes into
+those arrays with `out=` targets. A loop makes one workspace and calls its step:
+
+    >>> import numpy_model
+    >>> params = numpy_model.init_params(vocab=96, d=16, hidden=64, max_len=64, seed=3, dtype=np.float32)
+    >>> ws = Workspace(params, B=16, T=64)
+    >>> ids, targets = np.zeros((16, 64), dtype=int), np.ones((16, 64), dtype=int)
+    >>> loss, grads = ws.loss_and_grads(params, ids, targets)  # grads live in ws until its next call
+    >>> for name in params:
+    ...     params[name] -= 0.01 * grads[name]
+
+What a call returns is the workspace's own memory: the next call of the same workspace overwrites it. Copy what you
+keep (or make a second workspace). `forward`, `loss_and_grads` and `sequence_loss` at the bottom of the file do
+one call with a fresh workspace, for checks and one-off use.
+
+What it buys, measured by `python3 bench.py --threads 1` on a 2-vCPU AMD EPYC (NumPy 2.4, OpenBLAS with its
+SkylakeX kernels, one BLAS thread as train.py runs it; medians, in a busy phase of the machine): a float32 step at
+series size takes 4.5 ms with B = 32 against the plain mirror's 12.8 ms, 0.44 ms against 0.71 with B = 1, and at
+the large size 289 ms against 481. Much of it is the workspace itself: the plain mirror's fresh arrays of a few
+hundred KB are mapped and unmapped by the allocator on every call, about 2,200 page faults a step at B = 32, and a
+workspace step takes none (tests/test_numpy_fast.py counts them). Each trick is marked `trick:` with the plain line
+of numpy_model.py it replaces and what it buys, as `python3 bench.py --tricks --threads 1` measured it on the same
+machine: the trick against that line on the same float32 arrays, series size with B = 32 unless said otherwise
+(medians of three runs).
+
+Shape legend, used in the comments on every line that makes a tensor:
+    B = sequences in the batch, T = positions, N = B * T, d = model width, H = hidden width of the MLP,
+    V = vocabulary size, L = max_len, k = rows joined into one (see `joined`).
+"""
+
+import math
+
+import numpy as np
+
+import numpy_model
+from model import EPS, PARAM_SHAPES
+
+VOCAB_MAJOR_BELOW = 512  # logits are stored (V, N) for a smaller vocabulary, (N, V) from this size on
+LOSS_BLOCK_BYTES = 1 << 19  # row-major logits go through the loss in blocks of this size, which stay in cache
+TRANSPOSE_PRODUCT_FROM = 512  # weight gradients of at least this many rows are formed in the faster orientation
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The workspace: every array a step writes, declared once
+
+
+class Workspace:
+    """Every array of a training step (forward, loss, backward) for B sequences of T tokens, made once. (What a step
+    still allocates is small: the checks' masks over the IDs, and the index arrays of `token_rows_sum`.)
+
+    params is read for its shapes and dtype only (the values come with each call); positions is the scheme, as in
+    numpy_model.forward. The same length checks as numpy_model.forward apply, with the same errors.
+
+    >>> ws = Workspace(numpy_model.init_params(96, 4, 8, 8, 3), B=2, T=5)
+    >>> ws.x0.shape, ws.scores.shape, ws.logits.shape
+    ((2, 5, 4), (5, 2, 5), (2, 5, 96))
+    """
+
+    def __init__(self, params, B, T, positions="learned"):
+        V, d, H, L = self.config = numpy_model.config_of(params)
+        self.positions = numpy_model.position_scheme(positions)
+        numpy_model.check_length((B, T), self.positions, L)
+        N, dt = B * T, params["tok_emb"].dtype
+        self.B, self.T, self.dtype = B, T, dt
+        self.shapes = {name: t.shape for name, t in params.items()}
+
+        # constants, written once
+        self.ones = {n: np.ones(n, dt) for n in {N, T, B, V}}  # for sums as products, see `column_sums`
+        self.centering = (np.eye(d) - 1.0 / d).astype(dt)  # (d, d) `x @ centering` = x minus its row mean
+        self.mean_d = np.full(d, 1.0 / d, dt)  # (d,) `x @ mean_d` = the mean of each row
+        self.zeros_NH = np.zeros((N, H), dt)  # (N, H) the ReLU's other operand, see `forward`
+        future = np.arange(T)[:, None, None] > np.arange(T)[None, None, :]  # (T, 1, T) key j after query i
+        self.mask = np.empty((T, B, T), dt)  # (T, B, T) 0 where the query may read the key, -inf where not
+        self.mask[...] = np.where(future, -np.inf, 0.0)
+        self.sinusoid = numpy_model.sinusoid_table(T, d).astype(dt) if self.positions == "sinusoidal" else None
+        if self.positions == "rope":  # the tables tiled twice, for q and k side by side
+            self.rope_cos, self.rope_sin = (np.tile(t, 2).astype(dt) for t in numpy_model.rope_tables(T, d))
+        self.joined_d, self.joined_H = joined(N, d), joined(N, H)  # (N / k, k d), (N / k, k H) row shapes
+        self.tile_d = np.empty(self.joined_d[1], dt)  # (k d,) a gain or bias, repeated k times
+        self.tile_H = np.empty(self.joined_H[1], dt)  # (k H,)
+        self.positions_index = np.arange(N)  # (N,)
+
+        # forward: embeddings, layer norms, attention, MLP, logits
+        self.ids = np.empty((B, T), np.int64)  # (B, T)
+        self.x0, self.h1, self.x1, self.h2, self.x2, self.hf = (np.empty((B, T, d), dt) for _ in range(6))
+        self.ln1_xhat, self.ln2_xhat, self.lnf_xhat = (np.empty((N, d), dt) for _ in range(3))
+        self.ln1_rstd, self.ln2_rstd, self.lnf_rstd = (np.empty(N, dt) for _ in range(3))  # (N,) 1 / std
+        self.squares = np.empty((N, d), dt)  # (N, d) scratch of each layer norm
+        self.w_qkv = np.empty((d, 3 * d), dt)  # (d, 3d) [Wq / sqrt(d) | Wk | Wv]
+        self.qkv = np.empty((B, T, 3 * d), dt)  # (B, T, 3d) [q | k | v]
+        self.qk_turned = np.empty((B, T, 2 * d), dt)  # (B, T, 2d) [q | k] turned by rope
+        self.qk_cos = np.empty((B, T, 2 * d), dt)  # (B, T, 2d) scratch of rope
+        self.q_t = np.empty((B, d, T), dt)  # (B, d, T) q transposed
+        self.scores = np.empty((T, B, T), dt)  # (T_key, B, T_query) the scores, then the weights
+        self.att_top, self.att_z = np.empty(N, dt), np.empty(N, dt)  # (N,) each query's largest score, 1 / sum
+        self.ctx = np.empty((B, T, d), dt)  # (B, T, d)
+        self.att_out = np.empty((N, d), dt)  # (N, d)
+        self.pre, self.act = np.empty((N, H), dt), np.empty((N, H), dt)  # (N, H) each
+        self.m = np.empty((N, d), dt)  # (N, d)
+        self.hf_ones = np.ones((N, d + 1), dt)  # (N, d + 1) [hf | 1], see `forward`
+        self.w_out_b_out = np.empty((d + 1, V), dt)  # (d + 1, V) [W_out; b_out]
+        self.vocab_major = V < VOCAB_MAJOR_BELOW
+        self.logits_memory = np.empty((V, N) if self.vocab_major else (N, V), dt)  # see `forward`
+        self.logits = (self.logits_memory.T if self.vocab_major else self.logits_memory).reshape(B, T, V)  # view
+
+        # loss (dlogits are written over the logits)
+        self.top, self.z, self.scale = (np.empty(N, dt) for _ in range(3))  # (N,) largest logit, sum, 1 / (N z)
+        self.losses, self.picked = np.empty(N, dt), np.empty(N, dt)  # (N,) each
+        self.target_index = np.empty(N, np.int64)  # (N,) each target's place in logits_memory
+
+        # backward
+        self.grads = {name: np.empty(shape, dt) for name, shape in self.shapes.items()}  # named as the params
+        self.dw_out_b_out = np.empty((d + 1, V), dt)  # (d + 1, V) [dW_out; db_out]: see `forward`
+        self.grads["W_out"], self.grads["b_out"] = self.dw_out_b_out[:d], self.dw_out_b_out[d]  # views
+        self.dw_out_b_out_t = np.empty((V, d + 1), dt)  # (V, d + 1)
+        self.dW1_t, self.dW2_t = np.empty((H, d), dt), np.empty((d, H), dt)  # (H, d), (d, H)
+        self.dhf, self.dx2, self.dh2, self.dx1_mlp, self.dx1 = (np.empty((N, d), dt) for _ in range(5))
+        self.dh1, self.dx0_att, self.dx0, self.dx0_sorted = (np.empty((N, d), dt) for _ in range(4))
+        self.dpre = np.empty((N, H), dt)  # (N, H)
+        self.relu_mask = np.empty((N, H), np.bool_)  # (N, H)
+        self.ln_products = np.empty((N, d), dt)  # (N, d) scratch of each layer-norm backward
+        self.ln_rows = np.empty(N, dt)  # (N,)
+        self.g_mean = np.empty(d, dt)  # (d,)
+        self.g_centering = np.empty((d, d), dt)  # (d, d)
+        self.dctx = np.empty((N, d), dt)  # (N, d)
+        self.dctx_t = np.empty((B, d, T), dt)  # (B, d, T)
+        self.dscores = np.empty((T, B, T), dt)  # (T_key, B, T_query)
+        self.rowdot = np.empty(N, dt)  # (N,)
+        self.weighted = np.empty((T, N), dt)  # (T, N)
+        self.dqkv = np.empty((B, T, 3 * d), dt)  # (B, T, 3d) [dq | dk | dv]
+        self.dqk_sin = np.empty((B, T, 2 * d), dt)  # (B, T, 2d) scratch of rope
+        self.dqk_turned = np.empty((B, T, 2 * d), dt)  # (B, T, 2d)
+        self.dw_qkv = np.empty((d, 3 * d), dt)  # (d, 3d)
+        self.dw_qkv_t = np.empty((3 * d, d), dt)  # (3d, d)
+        self.tok_sums = np.empty((V, d), dt)  # (V, d)
+
+    # ------------------------------------------------------------------------------------------------------------
+    # The step, and its parts for the checks
+
+    def loss_and_grads(self, params, ids, targets):
+        """The mean loss over the B * T positions and one gradient per parameter, like numpy_model.loss_and_grads.
+        The gradients are this workspace's arrays: valid until its next call.
+
+        >>> p = numpy_model.init_params(96, 4, 8, 8, 3)
+        >>> loss, grads = Workspace(p, B=1, T=2).loss_and_grads(p, [[1, 2]], [[2, 3]])
+        >>> round(loss, 2), grads["tok_emb"].shape
+        (4.55, (96, 4))
+        """
+        logits, _ = self.forward(params, ids)
+        loss, dlogits = self.loss_and_dlogits(logits, targets)
+        return loss, self.backward(params, dlogits)
+
+    def loss(self, params, ids, targets):
+        """The mean loss over the B * T positions, as one float (the backward pass is not run).
+
+        >>> p = numpy_model.init_params(96, 4, 8, 8, 3)
+        >>> round(Workspace(p, B=1, T=2).loss(p, [[1, 2]], [[2, 3]]), 2)
+        4.55
+        """
+        logits, _ = self.forward(params, ids)
+        return self.loss_and_dlogits(logits, targets)[0]
+
+    def check(self, params):
+        """Raise a ValueError unless params have the shapes and dtype this workspace was made for.
+
+        >>> p = numpy_model.init_params(96, 4, 8, 8, 3)
+        >>> Workspace(p, B=1, T=2).check(p)
+        """
+        # trick: numpy_model.config_of(params) once, in the constructor, and here only a comparison of shapes and
+        # dtype: 4 us instead of 13 (bench.py --tricks: parameter check)
+        if params.keys() != self.shapes.keys() or any(
+                type(t) is not np.ndarray or t.shape != self.shapes[name] or t.dtype != self.dtype
+                for name, t in params.items()):
+            config = numpy_model.config_of(params)  # names what is wrong, if anything
+            raise ValueError(f"this workspace was made for config {self.config} in {self.dtype}, but the"
+                             f" parameters have config {config} in {params['tok_emb'].dtype}")
+
+    def forward(self, params, ids):
+        """Logits (B, T, V) for ids (B, T), and a cache of the intermediates by numpy_model's names (views of
+        this workspace's arrays).
+
+        >>> p = numpy_model.init_params(96, 4, 8, 8, 3)
+        >>> logits, cache = Workspace(p, B=1, T=3).forward(p, [[1, 2, 3]])
+        >>> logits.shape, cache["att"]["weights"].shape, cache["act"].shape
+        ((1, 3, 96), (1, 3, 3), (1, 3, 8))
+        """
+        self.check(params)
+        V, d, H, L = self.config
+        B, T, N = self.B, self.T, self.B * self.T
+        ids = numpy_model.check_ids(ids, V)
+        if ids.shape != (B, T):
+            raise ValueError(f"this workspace is for IDs of shape {(B, T)}, got {ids.shape}: make one for that shape")
+        self.ids[...] = ids
+
+        # trick: mode="clip", as the IDs are checked already: the default mode="raise" goes through a temporary
+        # copy, 13 us instead of 6 (bench.py --tricks: take clip)
+        x0 = np.take(params["tok_emb"], ids, axis=0, out=self.x0, mode="clip")  # (B, T, d)
+        if self.positions == "learned":
+            x0 += params["pos_emb"][:T]  # (B, T, d)
+        elif self.positions == "sinusoidal":
+            x0 += self.sinusoid  # (B, T, d)
+        h1 = layernorm_forward(x0, params["ln1_g"], params["ln1_b"], self.h1, self.ln1_xhat, self.ln1_rstd, self)
+        a = attention_forward(params, h1, self)  # (B, T, d)
+        x1 = np.add(x0, a, out=self.x1)  # (B, T, d) skip path 1
+        h2 = layernorm_forward(x1, params["ln2_g"], params["ln2_b"], self.h2, self.ln2_xhat, self.ln2_rstd, self)
+        pre = np.matmul(h2.reshape(N, d), params["W1"], out=self.pre)  # (N, H)
+        add_bias(pre, params["b1"], self.joined_H, self.tile_H)
+        # trick: replaces `np.maximum(pre, 0.0)`: NumPy's fast loop wants two arrays, and a scalar 0.0 takes a
+        # slower one; 40 us instead of 108 (bench.py --tricks: relu)
+        act = np.maximum(pre, self.zeros_NH, out=self.act)  # (N, H)
+        m = np.matmul(act, params["W2"], out=self.m)  # (N, d)
+        add_bias(m, params["b2"], self.joined_d, self.tile_d)
+        x2 = np.add(x1, m.reshape(B, T, d), out=self.x2)  # (B, T, d) skip path 2
+        hf = layernorm_forward(x2, params["lnf_g"], params["lnf_b"], self.hf, self.lnf_xhat, self.lnf_rstd, self)
+        # trick: replaces `hf @ params["W_out"] + params["b_out"]`: the bias rides in the product as a column of
+        # ones, [hf | 1] @ [W_out; b_out], so it costs no pass of its own over the N x V logits, and its gradient
+        # comes out of the weight gradient's product as the last row; 190 us instead of 250 in the forward pass
+        # (bench.py --tricks: output bias)
+        self.hf_ones[:, :d] = hf.reshape(N, d)
+        self.w_out_b_out[:d] = params["W_out"]
+        self.w_out_b_out[d] = params["b_out"]
+        # trick: for a small vocabulary the logits are stored vocabulary-major, (V, N), so that the loss reduces
+        # along the long N axis: its max and sums take 300 us instead of 520 (bench.py --tricks: loss layout).
+        # self.logits is the (B, T, V) view either way
+        if self.vocab_major:
+            np.matmul(self.w_out_b_out.T, self.hf_ones.T, out=self.logits_memory)  # (V, N)
+        else:
+            np.matmul(self.hf_ones, self.w_out_b_out, out=self.logits_memory)  # (N, V)
+
+        cache = {"ids": self.ids, "positions": self.positions, "x0": x0, "h1": h1, "x1": x1, "h2": h2,
+                 "pre": pre.reshape(B, T, H), "act": act.reshape(B, T, H), "x2": x2, "hf": hf,
+                 "att": {"weights": self.scores.transpose(1, 2, 0)}}  # (B, T_query, T_key) view
+        return self.logits, cache
+
+    def loss_and_dlogits(self, logits, targets):
+        """Mean over the B * T positions of -log softmax(logits)[target], and its gradient (softmax - onehot) / N,
+        written over this workspace's logits (logits from elsewhere are copied in first).
+
+        >>> p = numpy_model.init_params(96, 4, 8, 8, 3)
+        >>> ws = Workspace(p, B=1, T=1)
+        >>> loss, dlogits = ws.loss_and_dlogits(np.zeros((1, 1, 96)), [[5]])
+        >>> round(loss, 4), round(float(dlogits[0, 0, 5]), 4), round(float(dlogits[0, 0, 6]), 4)
+        (4.5643, -0.9896, 0.0104)
+        """
+        targets = numpy_model.check_targets(targets, logits)
+        if targets.shape != (self.B, self.T) or logits.shape != self.logits.shape:
+            raise ValueError(f"this workspace is for logits of shape {self.logits.shape}, got {logits.shape}")
+        if logits is not self.logits:
+            self.logits[...] = logits
+        V, N = self.config[0], self.B * self.T
+        lg = self.logits.reshape(N, V)  # (N, V) a view, the gradient's memory too
+        # trick: each target's logit by one 1-D index into the logits' memory, replaces
+        # `np.take_along_axis(logits, targets[..., None], -1)`: 12 us instead of 20 (bench.py --tricks: picked)
+        index = self.target_index
+        if self.vocab_major:  # position n, token t is at t N + n
+            np.multiply(targets.reshape(N), N, out=index)
+            index += self.positions_index
+        else:  # at n V + t
+            np.multiply(self.positions_index, V, out=index)
+            index += targets.reshape(N)
+        memory = self.logits_memory.reshape(N * V)  # (N V,) a view
+        np.take(memory, index, out=self.picked)  # (N,)
+        # trick: row-major logits go through in blocks of positions small enough to stay in cache through all
+        # five passes: at the large size the loss takes 21 ms instead of 28 (bench.py --tricks: large: loss
+        # blocks). Vocabulary-major ones go in one block (a block of them would be a strided view, on which NumPy
+        # is slower)
+        step = N if self.vocab_major else max(1, LOSS_BLOCK_BYTES // (V * self.dtype.itemsize))
+        for i in range(0, N, step):
+            rows = slice(i, i + step)
+            lg_b, top_b, z_b, s_b = lg[rows], self.top[rows], self.z[rows], self.scale[rows]  # views
+            np.maximum.reduce(lg_b, axis=1, out=top_b)  # (n,)
+            np.subtract(lg_b, top_b[:, None], out=lg_b)  # (n, V) from here on lg holds the gradient
+            np.exp(lg_b, out=lg_b)
+            np.matmul(lg_b, self.ones[V], out=z_b)  # (n,) row sums
+            np.multiply(z_b, N, out=s_b)
+            np.divide(1.0, s_b, out=s_b)  # (n,) 1 / (N z), then products (see reciprocal in layernorm_forward)
+            lg_b *= s_b[:, None]  # (n, V) softmax / N
+        losses = np.log(self.z, out=self.losses)  # (N,)
+        losses += self.top
+        losses -= self.picked
+        loss = float(losses.sum(dtype=np.float64)) / N
+        memory[index] -= 1.0 / N  # (softmax - onehot) / N
+        return loss, self.logits
+
+    def backward(self, params, dlogits):
+        """One gradient per parameter (same names, shapes and dtype, this workspace's arrays), given dlogits
+        (B, T, V) = d loss / d logits, after this workspace's forward.
+
+        >>> p = numpy_model.init_params(96, 4, 8, 8, 3)
+        >>> ws = Workspace(p, B=1, T=2)
+        >>> logits, _ = ws.forward(p, [[1, 2]])
+        >>> _, dlogits = ws.loss_and_dlogits(logits, [[2, 3]])
+        >>> g = ws.backward(p, dlogits)
+        >>> list(g) == list(p), g["W1"].shape
+        (True, (4, 8))
+        """
+        self.check(params)
+        V, d, H, L = self.config
+        B, T, N = self.B, self.T, self.B * self.T
+        dlg = np.asarray(dlogits).reshape(N, V)  # (N, V) a view when dlogits came from loss_and_dlogits
+        g = self.grads
+
+        # logits = [hf | 1] [W_out; b_out]: the bias gradient is the last row of the weight gradient
+        weight_grad(self.hf_ones, dlg, self.dw_out_b_out, self.dw_out_b_out_t)  # (d + 1, V) g["W_out"], g["b_out"]
+        dhf = np.matmul(dlg, params["W_out"].T, out=self.dhf)  # (N, d)
+        dx2, g["lnf_g"], g["lnf_b"] = layernorm_backward(dhf, params["lnf_g"], self.lnf_xhat, self.lnf_rstd, self,
+                                                         out=(self.dx2, g["lnf_g"], g["lnf_b"]))  # (N, d)
+
+        # x2 = x1 + m: the gradient goes to the MLP branch and to the skip path unchanged
+        dm = dx2  # (N, d)
+        column_sums(dm, self.ones[N], out=g["b2"])  # (d,)
+        weight_grad(self.act, dm, g["W2"], self.dW2_t)  # (H, d)
+        dpre = np.matmul(dm, params["W2"].T, out=self.dpre)  # (N, H) d loss / d act, so far
+        dpre *= np.greater(self.pre, 0.0, out=self.relu_mask)  # (N, H) ReLU
+        column_sums(dpre, self.ones[N], out=g["b1"])  # (H,)
+        weight_grad(self.h2.reshape(N, d), dpre, g["W1"], self.dW1_t)  # (d, H)
+        dh2 = np.matmul(dpre, params["W1"].T, out=self.dh2)  # (N, d)
+        dx1_mlp, g["ln2_g"], g["ln2_b"] = layernorm_backward(dh2, params["ln2_g"], self.ln2_xhat, self.ln2_rstd,
+                                                             self, out=(self.dx1_mlp, g["ln2_g"], g["ln2_b"]))
+        dx1 = np.add(dx2, dx1_mlp, out=self.dx1)  # (N, d) skip path 2: both contributions added
+
+        # x1 = x0 + attention(LayerNorm(x0)): again two paths
+        att_grads, dh1 = attention_backward(params, dx1.reshape(B, T, d), self)  # (N, d)
+        dx0_att, g["ln1_g"], g["ln1_b"] = layernorm_backward(dh1, params["ln1_g"], self.ln1_xhat, self.ln1_rstd,
+                                                             self, out=(self.dx0_att, g["ln1_g"], g["ln1_b"]))
+        dx0 = np.add(dx1, dx0_att, out=self.dx0)  # (N, d) skip path 1
+
+        # x0 = tok_emb[ids] + pos_emb[0:T] (or the fixed table, or nothing)
+        token_rows_sum(self.ids.reshape(N), dx0, g["tok_emb"], self)  # (V, d)
+        g["pos_emb"].fill(0.0)  # (L, d) rows past T stay exactly zero, and all of them without learned rows
+        if self.positions == "learned":  # summed over the sequences
+            np.matmul(self.ones[B], dx0.reshape(B, T * d), out=g["pos_emb"][:T].reshape(T * d))
+        grads = {**g, **att_grads}  # (att_grads are arrays of g)
+        return {name: grads[name] for name in PARAM_SHAPES}  # same order as the parameters
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Helpers with output targets: sums, weight gradients, biases
+
+
+def column_sums(x, ones, out):
+    """x.sum(0) for x (M, n), written into out (n,).
+
+    trick: replaces `.sum(0)` over rows of numpy_model.py (e.g. `dy.reshape(-1, n).sum(0)`): one BLAS
+    matrix-vector product with a vector of ones, 7 us instead of 88 at (2048, 16) (bench.py --tricks: column sums).
+    The same product with a vector of 1 / n takes a mean along rows, 13 us instead of 88 (row means).
+
+    >>> column_sums(np.array([[1.0, 2.0], [3.0, 4.0]]), np.ones(2), np.empty(2))
+    array([4., 6.])
+    """
+    return np.matmul(ones, x, out=out)
+
+
+def weight_grad(x, dy, out, out_t):
+    """x^T dy for x (N, k), dy (N, m): the gradient of a weight (k, m) of `x @ W`, written into out (k, m).
+
+    trick: replaces `x.reshape(-1, k).T @ dy.reshape(-1, m)`: for k < m and N >= TRANSPOSE_PRODUCT_FROM the
+    product is formed as (m, k) in out_t and copied transposed into out, which OpenBLAS was found to run faster
+    with two threads. With one thread it buys nothing: 163 us instead of 147 for the output layer's (17, 96), and
+    9.3 ms instead of 9.5 for the large size's (128, 512) (bench.py --tricks: weight gradient); with two threads
+    on the busy machine the figures were too noisy to quote. Both orientations give the same bits here.
+
+    >>> weight_grad(np.ones((3, 1)), np.ones((3, 2)), np.empty((1, 2)), np.empty((2, 1)))
+    array([[3., 3.]])
+    """
+    if x.shape[1] >= dy.shape[1] or len(x) < TRANSPOSE_PRODUCT_FROM:
+        return np.matmul(x.T, dy, out=out)
+    out[...] = np.matmul(dy.T, x, out=out_t).T  # (m, k) formed, then transposed
+    return out
+
+
+def joined(M, n):
+    """The shape (M / k, k n) to view an (M, n) array in, for broadcasting a length-n vector along long rows.
+
+    trick: NumPy broadcasts with one inner loop per row; for rows of 16 floats the loop costs more than the
+    arithmetic, and viewing (M, n) as (M / k, k n) against the vector tiled k times takes `xhat * g + b` 30 us
+    instead of 54 (bench.py --tricks: joined rows). k divides M, and k n stays at most about 1024 floats.
+
+    >>> joined(2048, 16), joined(63, 16)
+    ((32, 1024), (63, 16))
+    """
+    k = math.gcd(M, max(1, 1024 // n))
+    return M // k, k * n
+
+
+def add_bias(y, b, shape, tile):
+    """y (M, m) += b (m,), in place, along the joined rows of `shape` (see `joined`); tile lends the repeated b.
+
+    >>> y = np.zeros((2, 2)); add_bias(y, np.array([1.0, 2.0]), (1, 4), np.empty(4)); y
+    array([[1., 2.],
+           [1., 2.]])
+    """
+    tile.reshape(-1, len(b))[...] = b
+    rows = y.reshape(shape)  # (M / k, k m) a view
+    rows += tile
+
+
+def turn_pairs(x, out):
+    """numpy_model.turn_pairs(x) written into out: each channel pair (a, b) of x (..., n) turned to (-b, a).
+
+    >>> turn_pairs(np.array([[1.0, 2.0, 3.0, 4.0]]), np.empty((1, 4)))
+    array([[-2.,  1., -4.,  3.]])
+    """
+    np.negative(x[..., 1::2], out=out[..., 0::2])
+    out[..., 1::2] = x[..., 0::2]
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Layer norm
+
+
+def layernorm_forward(x, g, b, out, xhat, rstd, ws):
+    """out = g * xhat + b for each row of x (..., n), xhat = (x - mean) / sqrt(var + EPS), written into out (..., n);
+    xhat (M, n) and rstd (M,) = 1 / sqrt(var + EPS) are kept for the backward pass. ws lends constants and scratch.
+
+    >>> ws = Workspace(numpy_model.init_params(96, 2, 2, 2, 3), B=1, T=1)
+    >>> layernorm_forward(np.array([[1.0, 3.0]]), np.ones(2), np.zeros(2), np.empty((1, 2)), np.empty((1, 2)),
+    ...                   np.empty(1), ws).round(4)
+    array([[-1.,  1.]])
+    """
+    n = x.shape[-1]
+    rows = x.reshape(-1, n)  # (M, n)
+    # trick: replaces `x - x.mean(-1, keepdims=True)` by one small product with the centering matrix I - 1/n:
+    # 18 us instead of 92 (bench.py --tricks: centring); the variance is a product too (row means)
+    np.matmul(rows, ws.centering, out=xhat)  # (M, n) centred, for now
+    squares = np.multiply(xhat, xhat, out=ws.squares)  # (M, n)
+    np.matmul(squares, ws.mean_d, out=rstd)  # (M,) the variance, for a moment
+    rstd += EPS
+    np.sqrt(rstd, out=rstd)
+    # trick: one division per row, then products, in place of `centred / std`. It buys nothing measurable here
+    # (21 us against 19: bench.py --tricks: reciprocal), but it decides the rounding, and with it the bits of
+    # train.py's checkpoints; it stays, here and in both softmaxes, so that those come out as they always have
+    np.divide(1.0, rstd, out=rstd)  # (M,) 1 / sqrt(var + EPS)
+    xhat *= rstd[:, None]  # (M, n) normalised
+    shape = ws.joined_d  # (M / k, k n): out = xhat * g + b along long rows
+    ws.tile_d.reshape(-1, n)[...] = g
+    np.multiply(xhat.reshape(shape), ws.tile_d, out=out.reshape(shape))
+    ws.tile_d.reshape(-1, n)[...] = b
+    rows = out.reshape(shape)  # (M / k, k n) a view
+    rows += ws.tile_d
+    return out
+
+
+def layernorm_backward(dy, g, xhat, rstd, ws, out):
+    """Gradients (dx (M, n), dg (n,), db (n,)) of layer norm, written into out = (dx, dg, db), given dy (..., n).
+
+    With u = dy * g, each row's dx = (u - mean(u) - xhat * mean(u * xhat)) * rstd. Here u - mean(u) is one
+    product, dy (g C) with the centering matrix C, and mean(u * xhat) = (dy * xhat) g / n.
+
+    >>> ws = Workspace(numpy_model.init_params(96, 2, 2, 2, 3), B=1, T=1)
+    >>> xhat, rstd = np.empty((1, 2)), np.empty(1)
+    >>> _ = layernorm_forward(np.array([[1.0, 3.0]]), np.ones(2), np.zeros(2), np.empty((1, 2)), xhat, rstd, ws)
+    >>> dx, dg, db = layernorm_backward(np.array([[1.0, 1.0]]), np.ones(2), xhat, rstd, ws,
+    ...                                 out=(np.empty((1, 2)), np.empty(2), np.empty(2)))
+    >>> dx, db
+    (array([[0., 0.]]), array([1., 1.]))
+    """
+    dx, dg, db = out
+    M, n = xhat.shape
+    dy = dy.reshape(M, n)  # (M, n)
+    products = np.multiply(dy, xhat, out=ws.ln_products)  # (M, n)
+    column_sums(products, ws.ones[M], out=dg)  # (n,)
+    column_sums(dy, ws.ones[M], out=db)  # (n,)
+    np.multiply(g, 1.0 / n, out=ws.g_mean)  # (n,)
+    c = np.matmul(products, ws.g_mean, out=ws.ln_rows)  # (M,) mean(u * xhat)
+    c *= rstd  # (M,)
+    np.multiply(g[:, None], ws.centering, out=ws.g_centering)  # (n, n)
+    np.matmul(dy, ws.g_centering, out=dx)  # (M, n) u - mean(u)
+    dx *= rstd[:, None]
+    np.multiply(xhat, c[:, None], out=products)  # (M, n) the buffer of dy * xhat, reused
+    dx -= products
+    return dx, dg, db
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Causal self-attention
+
+
+def attention_forward(params, x, ws):
+    """Causal single-head attention of x (B, T, d) into ws.att_out, returned as (B, T, d); the weights stay in
+    ws.scores, key-major.
+
+    >>> p = numpy_model.init_params(96, 4, 8, 8, 3)
+    >>> ws = Workspace(p, B=1, T=2)
+    >>> _ = attention_forward(p, np.array([[[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]]]), ws)
+    >>> ws.scores[:, 0, 0]  # the weights of query 0
+    array([1., 0.])
+    """
+    B, T, d = x.shape
+    N = B * T
+    # trick: q, k and v from one product with [Wq / sqrt(d) | Wk | Wv], replacing the three products
+    # `x @ params["Wq"]`, ... and the division `/ math.sqrt(d)` of the scores: 78 us instead of 97 (bench.py
+    # --tricks: fused qkv)
+    np.multiply(params["Wq"], 1.0 / math.sqrt(d), out=ws.w_qkv[:, :d])
+    ws.w_qkv[:, d:2 * d] = params["Wk"]
+    ws.w_qkv[:, 2 * d:] = params["Wv"]
+    qkv = np.matmul(x.reshape(N, d), ws.w_qkv, out=ws.qkv.reshape(N, 3 * d)).reshape(B, T, 3 * d)  # (B, T, 3d)
+    q, k, v = qkv[:, :, :d], qkv[:, :, d:2 * d], qkv[:, :, 2 * d:]  # (B, T, d) each, views; q carries the scale
+    if ws.positions == "rope":  # q and k turned side by side: [q | k] * cos + turn_pairs([q | k]) * sin
+        turned = turn_pairs(qkv[:, :, :2 * d], out=ws.qk_turned)  # (B, T, 2d)
+        turned *= ws.rope_sin
+        turned += np.multiply(qkv[:, :, :2 * d], ws.rope_cos, out=ws.qk_cos)  # (B, T, 2d)
+        q, k = turned[:, :, :d], turned[:, :, d:]  # (B, T, d) each, views
+    # trick: for a batch q is copied transposed, because the batched product runs slower on a transposed view
+    # than on a contiguous copy: copy and product 87 us instead of 185 (bench.py --tricks: q transposed)
+    q_t = q.transpose(0, 2, 1)  # (B, d, T) a view
+    if B > 1:
+        q_t = ws.q_t
+        q_t[...] = q.transpose(0, 2, 1)  # (B, d, T)
+
+    # trick: the scores are stored key-major, st[j, b, i] = q_bi . k_bj, so that the softmax's max and sum run
+    # along the long axis, replacing `q @ k.swapaxes(-1, -2)` and its reductions over the last axis: the softmax
+    # takes 200 us instead of 443 (bench.py --tricks: key-major softmax)
+    st = ws.scores  # (T_key, B, T_query)
+    np.matmul(k, q_t, out=st.transpose(1, 0, 2))  # (B, T_key, T_query) written key-major
+    # trick: the mask is kept at full size, (T, B, T): adding a (T, 1, T) one broadcasts in B T short loops, 43 us
+    # instead of 20 (bench.py --tricks: full mask)
+    st += ws.mask  # (T, B, T) -inf where the key comes later: exp gives exactly 0 there
+    st2 = st.reshape(T, N)  # (T_key, N) one column per query
+    top = np.maximum.reduce(st2, axis=0, out=ws.att_top)  # (N,)
+    st2 -= top
+    np.exp(st2, out=st2)
+    z = column_sums(st2, ws.ones[T], out=ws.att_z)  # (N,)
+    np.divide(1.0, z, out=z)  # (N,) one division per query, then products (see reciprocal in layernorm_forward)
+    st2 *= z  # (T, N) now the softmax weights, still key-major
+    weights = st.transpose(1, 2, 0)  # (B, T_query, T_key) view
+
+    ctx = np.matmul(weights, v, out=ws.ctx)  # (B, T, d)
+    out = np.matmul(ctx.reshape(N, d), params["Wo"], out=ws.att_out)  # (N, d)
+    return out.reshape(B, T, d)
+
+
+def attention_backward(params, dout, ws):
+    """Gradients of attention: dout (B, T, d) -> ({"Wq", "Wk", "Wv", "Wo"} in ws.grads, dx (N, d)).
+
+    Through each query's softmax, dscores = w * dw - w * sum_j w_j dw_j. (The shortcut sum_j w_j dw_j = dctx . ctx
+    is cheaper but rounds differently: where one key has all the weight, as the first query always does, it
+    leaves noise where the exact answer is 0.)
+
+    >>> p = numpy_model.init_params(96, 4, 8, 8, 3)
+    >>> ws = Workspace(p, B=1, T=1)
+    >>> _ = attention_forward(p, np.array([[[1.0, 0.0, 0.0, 0.0]]]), ws)
+    >>> grads, dx = attention_backward(p, np.array([[[1.0, 0.0, 0.0, 0.0]]]), ws)
+    >>> sorted(grads), dx.shape
+    (['Wk', 'Wo', 'Wq', 'Wv'], (1, 4))
+    """
+    B, T, d = dout.shape
+    N, g = B * T, ws.grads
+    qkv, st = ws.qkv, ws.scores
+    q, k, v = qkv[:, :, :d], qkv[:, :, d:2 * d], qkv[:, :, 2 * d:]  # (B, T, d) each
+    if ws.positions == "rope":
+        q, k = ws.qk_turned[:, :, :d], ws.qk_turned[:, :, d:]  # (B, T, d) each: the scores were made from these
+    dout2 = dout.reshape(N, d)  # (N, d)
+    weight_grad(ws.ctx.reshape(N, d), dout2, g["Wo"], None)  # (d, d) square: formed as it is
+    dctx = np.matmul(dout2, params["Wo"].T, out=ws.dctx)  # (N, d)
+    dctx_t = dctx.reshape(B, T, d).transpose(0, 2, 1)  # (B, d, T) a view
+    if B > 1:
+        ws.dctx_t[...] = dctx_t
+        dctx_t = ws.dctx_t  # (B, d, T)
+
+    # through the weighted sum ctx_i = sum_j w_ij v_j, then through each query's softmax (all key-major)
+    dst = ws.dscores  # (T_key, B, T_query)
+    np.matmul(v, dctx_t, out=dst.transpose(1, 0, 2))  # dw[j, b, i] = dctx_bi . v_bj
+    dst2, st2 = dst.reshape(T, N), st.reshape(T, N)  # (T_key, N) each
+    dst2 *= st2  # (T, N) w * dw
+    rowdot = column_sums(dst2, ws.ones[T], out=ws.rowdot)  # (N,) sum_j w_j dw_j
+    dst2 -= np.multiply(st2, rowdot, out=ws.weighted)  # (T, N) dscores; exactly 0 where w is 0 or 1
+
+    dqkv = ws.dqkv  # (B, T, 3d) dq, dk, dv side by side
+    np.matmul(dst.transpose(1, 2, 0), k, out=dqkv[:, :, :d])  # dq_i = sum_j ds_ij k_j (for the scaled q)
+    np.matmul(dst.transpose(1, 0, 2), q, out=dqkv[:, :, d:2 * d])  # dk_j = sum_i ds_ij q_i
+    np.matmul(st.transpose(1, 0, 2), dctx.reshape(B, T, d), out=dqkv[:, :, 2 * d:])  # dv_j = sum_i w_ij dctx_i
+    if ws.positions == "rope":  # so far the gradients of the turned q and k: turn each pair back by its angle
+        dqk = dqkv[:, :, :2 * d]  # (B, T, 2d) a view
+        dqk_sin = np.multiply(dqk, ws.rope_sin, out=ws.dqk_sin)  # (B, T, 2d)
+        turned = turn_pairs(dqk_sin, out=ws.dqk_turned)  # (B, T, 2d)
+        dqk *= ws.rope_cos
+        dqk -= turned  # (B, T, 2d) dy * cos - turn_pairs(dy * sin): the inverse turn
+    dqkv2 = dqkv.reshape(N, 3 * d)  # (N, 3d)
+    dw_qkv = weight_grad(ws.h1.reshape(N, d), dqkv2, ws.dw_qkv, ws.dw_qkv_t)  # (d, 3d)
+    np.multiply(dw_qkv[:, :d], 1.0 / math.sqrt(d), out=g["Wq"])  # (d, d) the scale of q
+    g["Wk"][...] = dw_qkv[:, d:2 * d]  # (d, d)
+    g["Wv"][...] = dw_qkv[:, 2 * d:]  # (d, d)
+    # x feeds q, k and v: its gradient is one product over all three paths
+    dx = np.matmul(dqkv2, ws.w_qkv.T, out=ws.dh1)  # (N, d)
+    grads = {name: g[name] for name in ("Wq", "Wk", "Wv", "Wo")}
+    return grads, dx
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The token rows of the embedding gradient
+
+
+def token_rows_sum(ids, dx0, out, ws):
+    """out (V, d) = for each token, the sum of the rows of dx0 (N, d) at the positions holding it.
+
+    trick: replaces `np.add.at(d_tok, ids, dx0)`, which is slow. For a short input, one bincount over the flat
+    index id * d + column (in float64, then rounded): 8 us instead of 11 with B = 1 (bench.py --tricks: token rows
+    B 1); for a long one, the positions sorted by token (a radix sort of 16-bit keys) and each token's run of rows
+    added up by reduceat: 48 us instead of 330 (token rows).
+
+    >>> ws = Workspace(numpy_model.init_params(3, 2, 2, 2, 3), B=1, T=2)
+    >>> token_rows_sum(np.array([2, 2]), np.array([[1.0, 2.0], [3.0, 4.0]]), np.empty((3, 2)), ws)
+    array([[0., 0.],
+           [0., 0.],
+           [4., 6.]])
+    """
+    (N, d), V = dx0.shape, len(out)
+    if N * d <= 8192:  # short input
+        flat = (ids[:, None] * d + np.arange(d)).reshape(N * d)  # (N d,)
+        out.reshape(V * d)[...] = np.bincount(flat, weights=dx0.reshape(N * d), minlength=V * d)
+        return out
+    keys = ids.astype(np.int16) if V <= 32767 else ids  # (N,) 16-bit keys: a radix sort
+    order = np.argsort(keys, kind="stable")  # (N,)
+    counts = np.bincount(ids, minlength=V)  # (V,) positions per token
+    used = np.flatnonzero(counts)  # (U,) the tokens that occur, in sorted order
+    starts = (np.cumsum(counts) - counts)[used]  # (U,) where each token's run begins in the sorted order
+    rows = np.take(dx0, order, axis=0, out=ws.dx0_sorted, mode="clip")  # (N, d)
+    sums = ws.tok_sums[:len(used)]  # (U, d) one row per token used
+    np.add.reduceat(rows, starts, axis=0, out=sums)
+    out.fill(0.0)
+    out[used] = sums
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# One call with a fresh workspace, by numpy_model's names: for checks and one-off use
+
+
+def forward(params, ids, positions="learned", *, use_positions=None):
+    """numpy_model.forward through a fresh workspace: logits (T, V) or (B, T, V), and the cache of intermediates.
+
+    >>> logits, cache = forward(numpy_model.init_params(96, 4, 8, 8, 3), [1, 2, 3])
+    >>> logits.shape, cache["att"]["weights"].shape
+    ((3, 96), (3, 3))
+    """
+    ws, ids = one_off(params, ids, positions, use_positions)
+    logits, cache = ws.forward(params, ids.reshape(ws.B, ws.T))
+    if ids.ndim == 2:
+        return logits, cache
+    flat = {name: value[0] if isinstance(value, np.ndarray) else value for name, value in cache.items()}
+    return logits[0], {**flat, "att": {"weights": cache["att"]["weights"][0]}}
+
+
+def loss_and_grads(params, ids, targets, positions="learned", *, use_positions=None):
+    """numpy_model.loss_and_grads through a fresh workspace: the mean loss over every position of ids (T,) or
+    (B, T), and one gradient per parameter.
+
+    >>> loss, grads = loss_and_grads(numpy_model.init_params(96, 4, 8, 8, 3), [[1, 2]], [[2, 3]])
+    >>> round(loss, 2), grads["tok_emb"].shape
+    (4.55, (96, 4))
+    """
+    ws, ids = one_off(params, ids, positions, use_positions)
+    logits, _ = ws.forward(params, ids.reshape(ws.B, ws.T))
+    targets = numpy_model.check_targets(targets, logits if ids.ndim == 2 else logits[0])
+    loss, dlogits = ws.loss_and_dlogits(logits, targets.reshape(ws.B, ws.T))
+    return loss, ws.backward(params, dlogits)
+
+
+def sequence_loss(params, ids, targets, positions="learned", *, use_positions=None):
+    """numpy_model.sequence_loss through a fresh workspace: the loss of predicting targets from ids, one float.
+
+    >>> round(sequence_loss(numpy_model.init_params(96, 4, 8, 8, 3), [1, 2], [2, 3]), 2)
+    4.55
+    """
+    ws, ids = one_off(params, ids, positions, use_positions)
+    logits, _ = ws.forward(params, ids.reshape(ws.B, ws.T))
+    targets = numpy_model.check_targets(targets, logits if ids.ndim == 2 else logits[0])
+    return ws.loss_and_dlogits(logits, targets.reshape(ws.B, ws.T))[0]
+
+
+def one_off(params, ids, positions, use_positions):
+    """(a fresh Workspace for ids of shape (T,) or (B, T), ids as an array), after numpy_model.forward's checks.
+
+    >>> ws, ids = one_off(numpy_model.init_params(96, 4, 8, 8, 3), [1, 2], "rope", None)
+    >>> ws.B, ws.T, ws.positions
+    (1, 2, 'rope')
+    """
+    scheme = numpy_model.position_scheme(positions, use_positions)
+    vocab, d, hidden, max_len = numpy_model.config_of(params)
+    ids = numpy_model.check_ids(ids, vocab)
+    numpy_model.check_length(ids.shape, scheme, max_len)
+    return Workspace(params, *((1, *ids.shape) if ids.ndim == 1 else ids.shape), scheme), ids

@@ -1,0 +1,139 @@
+"""What only the tuned path numpy_fast.py has: a Workspace that owns every array of a step. Reusing one gives the
+numbers of a fresh one, bit for bit; what it returns lives in it until its next call; a step maps no fresh memory;
+and it refuses inputs of another shape than it was made for. The checks against the reference, shared with
+numpy_model.py, are in test_numpy_paths.py."""
+
+import sys
+
+import numpy as np
+import pytest
+
+import numpy_fast as nf
+import numpy_model as nm
+from fastpath_helpers import SERIES, jittered
+
+P = nm.from_lists(jittered(*SERIES, scale=0.05))
+
+
+def batch(seed, shape, vocab=96):
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, vocab, shape), rng.integers(0, vocab, shape)
+
+
+@pytest.mark.parametrize("scheme", nm.SCHEMES)
+def test_a_reused_workspace_gives_the_numbers_of_a_fresh_one(scheme):
+    """The same workspace over several batches (and the fresh one of each one-off call): bit-identical losses,
+    gradients and intermediates."""
+    ws = nf.Workspace(P, 4, 50, scheme)
+    for seed in range(3):
+        ids, targets = batch(seed, (4, 50))
+        logits, cache = ws.forward(P, ids)
+        want_logits, want_cache = nf.forward(P, ids, scheme)
+        np.testing.assert_array_equal(logits, want_logits)
+        for name in ("x0", "h1", "x1", "h2", "pre", "act", "x2", "hf"):
+            np.testing.assert_array_equal(cache[name], want_cache[name], err_msg=name)
+        np.testing.assert_array_equal(cache["att"]["weights"], want_cache["att"]["weights"])
+        loss, grads = ws.loss_and_grads(P, ids, targets)
+        want_loss, want_grads = nf.loss_and_grads(P, ids, targets, scheme)
+        assert loss == want_loss == ws.loss(P, ids, targets) == nf.sequence_loss(P, ids, targets, scheme)
+        for name in want_grads:
+            np.testing.assert_array_equal(grads[name], want_grads[name], err_msg=name)
+
+
+def test_results_live_in_the_workspace_until_its_next_call():
+    """The gradients a workspace returns are its own arrays, the same ones on every call: the next call overwrites
+    them. The one-off functions make a fresh workspace each, so their results stay."""
+    ws = nf.Workspace(P, 2, 10)
+    ids, targets = batch(1, (2, 10))
+    _, first = ws.loss_and_grads(P, ids, targets)
+    kept = {name: g.copy() for name, g in first.items()}
+    _, second = ws.loss_and_grads(P, targets, ids)
+    assert all(second[name] is first[name] for name in first)
+    assert all(g.base is None or g.base is ws.dw_out_b_out for g in first.values())  # owned by ws
+    assert not np.array_equal(first["Wq"], kept["Wq"])  # overwritten by the second call
+    _, one_off = nf.loss_and_grads(P, ids, targets)
+    nf.loss_and_grads(P, targets, ids)
+    for name in kept:
+        np.testing.assert_array_equal(one_off[name], kept[name], err_msg=name)
+
+
+def test_the_loss_writes_its_gradient_over_the_logits():
+    """dlogits share the logits' memory; loss and dlogits equal the mirror's (computed on a copy of the logits);
+    logits from outside the workspace are copied in first."""
+    ws = nf.Workspace(P, 3, 20)
+    ids, targets = batch(2, (3, 20))
+    logits, _ = ws.forward(P, ids)
+    want_loss, want_d = nm.loss_and_dlogits(np.array(logits), targets)
+    loss, dlogits = ws.loss_and_dlogits(logits, targets)
+    assert np.shares_memory(dlogits, logits) and dlogits is ws.logits
+    assert abs(loss - want_loss) <= 1e-12 * want_loss and np.max(np.abs(dlogits - want_d)) <= 1e-17
+    outside = np.random.default_rng(0).normal(size=(3, 20, 96))
+    loss, dlogits = ws.loss_and_dlogits(outside, targets)
+    assert loss == pytest.approx(nm.loss_and_dlogits(outside, targets)[0], rel=1e-12)
+    assert not np.shares_memory(dlogits, outside)
+
+
+@pytest.mark.parametrize("vocab, dtype, tol", [(96, np.float64, 1e-12), (600, np.float64, 1e-12),
+                                               (4096, np.float32, 1e-6)])
+def test_logits_layout_and_the_loss_in_blocks(vocab, dtype, tol):
+    """Below VOCAB_MAJOR_BELOW the logits are stored vocabulary-major, else row-major, and then the loss goes
+    through them in blocks of LOSS_BLOCK_BYTES (2 blocks of 3 x 64 positions at V 600 in float64, 6 at V 4096 in
+    float32); either way the logits handed out are (B, T, V), and loss and dlogits are the mirror's."""
+    ws = nf.Workspace(nm.init_params(vocab, 8, 12, 64, 3, dtype), 3, 64)
+    assert ws.vocab_major == (vocab < 512) and ws.logits.shape == (3, 64, vocab)
+    assert ws.logits_memory.shape == ((vocab, 192) if vocab < 512 else (192, vocab))
+    rng = np.random.default_rng(vocab)
+    logits, targets = rng.normal(0.0, 3.0, (3, 64, vocab)).astype(dtype), rng.integers(0, vocab, (3, 64))
+    want_loss, want_d = nm.loss_and_dlogits(logits, targets)
+    loss, dlogits = ws.loss_and_dlogits(logits, targets)
+    assert abs(loss - want_loss) <= tol * want_loss and np.max(np.abs(dlogits - want_d)) <= tol / 192
+
+
+def test_the_tricks_compute_the_plain_lines():
+    """A few tricks against the plain line they replace, exactly where the arithmetic is the same."""
+    x = np.random.default_rng(0).normal(size=(70, 16))  # (T, d)
+    np.testing.assert_array_equal(nf.turn_pairs(x, np.empty((70, 16))), nm.turn_pairs(x))
+    y = np.zeros((2048, 16))
+    nf.add_bias(y, x[0], nf.joined(2048, 16), np.empty(nf.joined(2048, 16)[1]))
+    np.testing.assert_array_equal(y, np.zeros((2048, 16)) + x[0])
+    ids = np.random.default_rng(1).integers(0, 96, 2048)  # long enough for the sort-and-add route
+    want = np.zeros((96, 16))
+    np.add.at(want, ids, np.ones((2048, 16)))
+    ws = nf.Workspace(P, 32, 64)
+    np.testing.assert_array_equal(nf.token_rows_sum(ids, np.ones((2048, 16)), np.empty((96, 16)), ws), want)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="counts page faults with the resource module")
+@pytest.mark.parametrize("scheme, dtype", [("learned", np.float32), ("rope", np.float64)])
+def test_a_step_maps_no_fresh_memory(scheme, dtype):
+    """After two warm-up steps, 20 steps at series size with B = 32 take (almost) no minor page faults: every array
+    of the size that the allocator maps afresh on each request lives in the workspace. (The plain mirror takes
+    about 2,000 a step here.)"""
+    import resource
+
+    p = nm.from_lists(jittered(*SERIES, scale=0.05), dtype)
+    ids, targets = batch(3, (32, 64))
+    ws = nf.Workspace(p, 32, 64, scheme)
+    ws.loss_and_grads(p, ids, targets)
+    ws.loss_and_grads(p, ids, targets)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(20):
+        ws.loss_and_grads(p, ids, targets)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before <= 20
+
+
+def test_a_workspace_refuses_other_shapes():
+    ws = nf.Workspace(P, 2, 5)
+    ids, targets = batch(4, (2, 5))
+    with pytest.raises(ValueError, match=r"this workspace is for IDs of shape \(2, 5\), got \(3, 5\)"):
+        ws.forward(P, np.zeros((3, 5), dtype=int))
+    with pytest.raises(ValueError, match=r"this workspace is for logits of shape \(2, 5, 96\), got \(1, 5, 96\)"):
+        ws.loss_and_dlogits(np.zeros((1, 5, 96)), targets[:1])
+    with pytest.raises(ValueError, match="this workspace was made for config .96, 16, 64, 64. in float64"):
+        ws.loss_and_grads(nm.from_lists(jittered(*SERIES, scale=0.05), np.float32), ids, targets)
+    with pytest.raises(ValueError, match=r"parameter dict is missing tensors: \['Wq'\]"):
+        ws.forward({name: t for name, t in P.items() if name != "Wq"}, ids)
+    with pytest.raises(ValueError, match="sequence of 65 tokens is longer than the 64 positions the model has$"):
+        nf.Workspace(P, 2, 65)
+    with pytest.raises(ValueError, match="empty batch"):
+        nf.Workspace(P, 0, 5)

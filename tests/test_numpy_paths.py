@@ -1,0 +1,317 @@
+"""Both NumPy paths, numpy_model.py (the plain mirror) and numpy_fast.py (the tuned one), against the reference
+model.py, by finite differences, in float32, and on what each must refuse. Every test takes the path as a parameter
+and runs once for each, through the functions both modules have: forward, loss_and_grads and sequence_loss.
+
+Relative error here means: largest absolute difference / largest absolute value of the reference tensor (the
+absolute difference itself when the reference tensor is all zeros). The random configs are described, with what
+they leave out and why, in fastpath_helpers.py.
+"""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import model
+import numpy_model as nm
+from fastpath_helpers import (PATHS, SERIES, assert_close, central_differences, configs, draw_batch, jittered,
+                              mean_cross_entropy, numpy_run, reference, rel_err)
+
+pytestmark = pytest.mark.parametrize("path", PATHS)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# float64 against the reference
+
+
+@settings(max_examples=60, deadline=None)
+@given(cfg=configs, length=st.integers(1, 12))
+def test_float64_matches_reference(path, cfg, length):
+    """Logits, loss and every gradient within 1e-12 relative; each row of a batch is its own reference run and
+    the batch gradient is the mean over rows (1-D IDs when flat and B = 1)."""
+    V, d, H, L = cfg["vocab"], cfg["d"], cfg["hidden"], cfg["max_len"]
+    T = min(length, L)
+    params = jittered(V, d, H, L, cfg["seed"], cfg["scale"])
+    ids, targets = draw_batch(np.random.default_rng(cfg["seed"]), V, cfg["batch"], T)
+    want = reference(params, ids, targets, cfg["positions"])
+    p = nm.from_lists(params, np.float64)
+    if cfg["flat"] and cfg["batch"] == 1:
+        logits, loss, grads = numpy_run(path, p, ids[0], targets[0], cfg["positions"])
+        assert logits.shape == (T, V)
+        assert_close((logits[None], loss, grads), want, 1e-12)
+    else:
+        assert_close(numpy_run(path, p, ids, targets, cfg["positions"]), want, 1e-12)
+
+
+@pytest.mark.parametrize("use_positions", [True, False])
+def test_series_size_batch_rows_and_intermediates(path, use_positions):
+    """At series size with B = 3: every intermediate of each row matches the reference run on that row alone."""
+    params = jittered(*SERIES, scale=0.05)
+    ids = np.random.default_rng(7).integers(0, 96, (3, 50))
+    _, cache = path.forward(nm.from_lists(params), ids, use_positions)
+    for b in range(3):
+        _, ref = model.forward(params, ids[b].tolist(), use_positions)
+        for name in ("x0", "h1", "x1", "h2", "act", "x2"):
+            assert rel_err(cache[name][b], ref[name]) <= 1e-12, name
+        assert rel_err(cache["att"]["weights"][b], ref["att"]["weights"]) <= 1e-12
+
+
+def test_series_size_batch_gradients(path):
+    """B = 12 at T = 64 (in numpy_fast, long enough for the token-embedding gradient's sort-and-add route)."""
+    params = jittered(*SERIES, scale=0.05)
+    rng = np.random.default_rng(4)
+    ids, targets = rng.integers(0, 96, (12, 64)), rng.integers(0, 96, (12, 64))
+    assert_close(numpy_run(path, nm.from_lists(params), ids, targets), reference(params, ids, targets, True),
+                             1e-12)
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-12), (np.float32, 1e-5)])
+def test_large_vocabulary(path, dtype, tol):
+    """V = 600 (in numpy_fast, row-major logits, and a loss in several blocks in float64): the reference's numbers,
+    float32 within the float32 tolerance."""
+    params = jittered(600, 8, 12, 64, 3, scale=0.1)
+    rng = np.random.default_rng(6)
+    ids, targets = rng.integers(0, 600, (3, 64)), rng.integers(0, 600, (3, 64))
+    assert_close(numpy_run(path, nm.from_lists(params, dtype), ids, targets),
+                             reference(params, ids, targets, True), tol)
+
+
+def test_rows_past_T_and_unused_tokens_get_exact_zeros(path):
+    p = nm.init_params(*SERIES)
+    ids, targets = np.array([[1, 2, 2, 5]]), np.array([[2, 2, 5, 1]])
+    _, g = path.loss_and_grads(p, ids, targets)
+    assert not g["pos_emb"][4:].any() and g["pos_emb"][:4].all()
+    assert not g["tok_emb"][np.setdiff1d(np.arange(96), ids)].any()
+    assert not path.loss_and_grads(p, ids, targets, use_positions=False)[1]["pos_emb"].any()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Finite differences and the exactness properties that survive BLAS
+
+
+def assert_central_differences_match(path, params, ids, targets, scheme):
+    """Every parameter, float64, step 1e-6: max |central difference - gradient| < 1e-8 (the rounding noise of the
+    loss differences is about 1e-9). The loss differentiated is the tests' own cross-entropy of the path's logits.
+    No step may move a ReLU input across 0: a central difference across the kink measures the kink, not the
+    derivative, so a test whose sequence does that must pick another."""
+    _, grads = path.loss_and_grads(params, ids, targets, scheme)
+    grads = {name: np.array(g) for name, g in grads.items()}
+    relu_on = path.forward(params, ids, scheme)[1]["pre"] > 0.0
+    flips = 0
+
+    def loss():
+        nonlocal flips
+        logits, cache = path.forward(params, ids, scheme)
+        flips += np.count_nonzero((cache["pre"] > 0.0) != relu_on)
+        return mean_cross_entropy(logits, targets)
+
+    numeric = central_differences(params, loss, 1e-6)
+    worst = {name: float(np.max(np.abs(numeric[name] - grads[name]))) for name in params}
+    assert flips == 0, "a step crossed a ReLU kink: pick another sequence"
+    assert max(worst.values()) < 1e-8, worst
+    return numeric, grads
+
+
+def test_full_central_difference_gradient_check_at_series_size(path):
+    """All 7,440 parameters at series size, one sequence of T = 63."""
+    params = nm.init_params(*SERIES)
+    assert nm.count_params(params) == 7440
+    seq = np.random.default_rng(7).integers(0, 96, 64)
+    assert_central_differences_match(path, params, seq[:-1], seq[1:], "learned")
+
+
+def test_causality_earlier_logits_unchanged(path):
+    """Changing the token at position t leaves logits before t within 1e-15 (in practice bit-identical: BLAS
+    computes each row of a product from that row alone, and masked weights are exactly 0)."""
+    p = nm.from_lists(jittered(*SERIES, scale=0.05))
+    ids = np.random.default_rng(5).integers(0, 96, (3, 40))
+    base = path.forward(p, ids)[0]
+    for t in (0, 17, 39):
+        changed = ids.copy()
+        changed[:, t] = (changed[:, t] + 1) % 96
+        logits = path.forward(p, changed)[0]
+        assert np.max(np.abs(logits[:, :t] - base[:, :t]), initial=0.0) <= 1e-15
+        assert np.max(np.abs(logits[:, t] - base[:, t])) > 0.0
+
+
+@pytest.mark.parametrize("scheme", ["learned", "sinusoidal", "rope"])
+def test_word_order_reaches_the_last_position_only_with_positions(path, scheme):
+    """Two orderings of the same tokens, with the same last token: with no positions the last logits are the same
+    within 1e-12 (the reference is bit-exact; BLAS sums are not order-independent, so here the rounding differs
+    slightly); with each scheme that has positions they differ."""
+    p = nm.from_lists(jittered(*SERIES, scale=0.05))
+    rng = np.random.default_rng(9)
+    a = rng.integers(0, 96, 30)
+    b = np.concatenate([rng.permutation(a[:-1]), a[-1:]])  # same tokens, same last token, another order
+    assert (a != b).any()
+    last = lambda ids, s: path.forward(p, ids, s)[0][-1]  # noqa: E731
+    assert np.max(np.abs(last(a, "none") - last(b, "none"))) <= 1e-12
+    assert np.max(np.abs(last(a, scheme) - last(b, scheme))) > 1e-6
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# float32
+
+
+@pytest.mark.parametrize("scheme, batch, T", [("learned", 1, 64), ("learned", 4, 64), ("none", 4, 100),
+                                              ("sinusoidal", 4, 100), ("rope", 4, 100)])
+def test_float32_close_to_float64(path, scheme, batch, T):
+    """float32 loss and gradients within 1e-5 relative of float64 (same parameters, same IDs), in float32."""
+    params = jittered(*SERIES, scale=0.05)
+    rng = np.random.default_rng(11)
+    ids, targets = rng.integers(0, 96, (batch, T)), rng.integers(0, 96, (batch, T))
+    loss64, g64 = path.loss_and_grads(nm.from_lists(params, np.float64), ids, targets, scheme)
+    loss32, g32 = path.loss_and_grads(nm.from_lists(params, np.float32), ids, targets, scheme)
+    assert abs(loss32 - loss64) <= 1e-5 * abs(loss64)
+    for name in g64:
+        assert g32[name].dtype == np.float32, name
+        assert rel_err(g32[name], g64[name]) <= 1e-5, name
+    assert path.forward(nm.from_lists(params, np.float32), ids, scheme)[0].dtype == np.float32
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Validation: the same errors from both paths
+
+P = nm.init_params(*SERIES)
+
+
+@pytest.mark.parametrize("ids, message", [
+    (np.array([], dtype=int), "empty sequence"),
+    (np.zeros((2, 0), dtype=int), "empty sequence"),
+    (np.zeros((0, 3), dtype=int), "empty batch"),
+    (np.zeros(65, dtype=int), "sequence of 65 tokens is longer than the 64 positions the model has"),
+    (np.array([1, 96]), r"token IDs outside the vocabulary of size 96: \[96\]"),
+    (np.array([[-1, 2, 100]]), r"token IDs outside the vocabulary of size 96: \[-1, 100\]"),
+    (np.array([1.0, 2.0]), "token IDs should be plain ints, got an array of dtype float64"),
+    (np.array([True, False]), "token IDs should be plain ints, got an array of dtype bool"),
+    ([1, None], r"token IDs should be plain ints, got None \(NoneType\) at position \(1,\)"),
+    ("abc", "token IDs should be an int array"),
+    (np.zeros((1, 2, 3), dtype=int), r"token IDs should have shape \(T,\) or \(B, T\), got shape \(1, 2, 3\)"),
+    (np.int64(3), r"token IDs should have shape \(T,\) or \(B, T\), got shape \(\)"),
+])
+def test_bad_ids_are_rejected(path, ids, message):
+    with pytest.raises(ValueError, match=message):
+        path.forward(P, ids)
+    with pytest.raises(ValueError, match=message):
+        path.loss_and_grads(P, ids, ids)
+
+
+def test_lists_of_ints_are_accepted(path):
+    logits, _ = path.forward(P, [[1, 2, 3]])
+    assert logits.shape == (1, 3, 96)
+
+
+@pytest.mark.parametrize("targets, message", [
+    (np.array([1, 2]), "3 positions but 2 targets"),
+    (np.array([[1, 2, 3]]), r"targets of shape \(1, 3\) do not match logits of shape \(3, 96\)"),
+    (np.array([1, 2, 96]), r"target IDs outside the vocabulary of size 96: \[96\]"),
+    (np.array([1.5, 2, 3]), "target IDs should be plain ints"),
+])
+def test_bad_targets_are_rejected(path, targets, message):
+    with pytest.raises(ValueError, match=message):
+        path.loss_and_grads(P, np.array([1, 2, 3]), targets)
+    with pytest.raises(ValueError, match=message):
+        path.sequence_loss(P, np.array([1, 2, 3]), targets)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda p: p.pop("Wq"), r"parameter dict is missing tensors: \['Wq'\]"),
+    (lambda p: p.update(extra=np.zeros(1)), r"parameter dict has unknown tensors: \['extra'\]"),
+    (lambda p: p.update(W1=np.zeros((16, 63))), r"parameter W1 has shape \(16, 63\), expected \(16, 64\)"),
+    (lambda p: p.update(b_out=np.zeros(95)), r"parameter b_out has shape \(95,\), expected \(96,\)"),
+    (lambda p: p.update(W2=[[0.0] * 16] * 64), "parameter W2 should be a NumPy array, got list"),
+    (lambda p: p.update(ln1_g=np.ones(16, np.float32)), "parameter ln1_g has dtype float32, but tok_emb has"),
+    (lambda p: p.update(tok_emb=np.zeros((96, 16), int)), "parameters must be float32 or float64, got int64"),
+    (lambda p: p.update(tok_emb=np.zeros(96)), r"parameter tok_emb has shape \(96,\), expected \(V, d\)"),
+    (lambda p: p.update(b1=np.array(0.0)), "parameter b1 is a scalar, expected an array"),
+])
+def test_bad_parameters_are_rejected(path, change, message):
+    p = dict(P)
+    change(p)
+    with pytest.raises(ValueError, match=message):
+        path.forward(p, np.array([1, 2]))
+    with pytest.raises(ValueError, match=message):
+        path.loss_and_grads(p, np.array([1, 2]), np.array([2, 3]))
+
+
+def test_the_scheme_argument(path):
+    """Booleans and the reference's keyword keep working; a bad name or two contradicting arguments are errors."""
+    ids = np.array([1, 2, 3])
+    want = {s: path.forward(P, ids, s)[0] for s in ("learned", "none")}
+    np.testing.assert_array_equal(path.forward(P, ids, True)[0], want["learned"])
+    np.testing.assert_array_equal(path.forward(P, ids, False)[0], want["none"])
+    np.testing.assert_array_equal(path.forward(P, ids, use_positions=False)[0], want["none"])
+    assert path.sequence_loss(P, ids, ids, "rope") == path.sequence_loss(P, ids, ids, positions="rope")
+    assert path.sequence_loss(P, ids, ids, "rope") == path.loss_and_grads(P, ids, ids, "rope")[0]
+    with pytest.raises(ValueError, match=r"positions='rotary' is no position scheme; expected one of \['learned',"):
+        path.forward(P, ids, "rotary")
+    with pytest.raises(ValueError, match="not both"):
+        path.forward(P, ids, "rope", use_positions=False)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Position schemes: learned, none, sinusoidal, rope
+
+MID = (96, 8, 16, 16, 5)  # vocab, d, hidden, max_len, seed: 2,344 parameters, small enough for every one by FD
+
+
+@pytest.mark.parametrize("scheme, T", [("learned", 16), ("none", 40), ("sinusoidal", 40), ("rope", 40)])
+def test_each_scheme_passes_central_differences(path, scheme, T):
+    """As at series size above, for every scheme. The schemes without learned rows run past max_len = 16
+    (T = 40); their pos_emb gradient is exactly 0 and so is every central difference of it (the loss does not
+    read pos_emb at all)."""
+    params = nm.from_lists(jittered(*MID, scale=0.1))
+    rng = np.random.default_rng(3)
+    ids, targets = rng.integers(0, 96, (2, T)), rng.integers(0, 96, (2, T))
+    numeric, grads = assert_central_differences_match(path, params, ids, targets, scheme)
+    if scheme != "learned":
+        assert not numeric["pos_emb"].any() and not grads["pos_emb"].any()
+
+
+def test_sinusoidal_scheme_adds_the_table(path):
+    """x0 of the sinusoidal scheme is the token rows plus exactly numpy_model.sinusoid_table."""
+    p = nm.init_params(*SERIES)
+    ids = np.arange(100) % 96
+    _, cache = path.forward(p, ids, "sinusoidal")
+    np.testing.assert_array_equal(cache["x0"], p["tok_emb"][ids] + nm.sinusoid_table(100, 16))
+
+
+def test_rope_scores_depend_on_the_offset_only(path):
+    """A sequence of one repeated token: with rope, log(w[i, i - m] / w[i, i]) = score(i, i - m) - score(i, i) is the
+    same for every query i (the scores see only the offset m); with sinusoidal positions it is not (they are
+    absolute), and without positions every key gets the same weight."""
+    p = nm.from_lists(jittered(*SERIES, scale=0.2))
+    ids = np.full(80, 7)
+    logs = {}
+    for scheme in ("rope", "sinusoidal", "none"):
+        w = path.forward(p, ids, scheme)[1]["att"]["weights"]  # (T, T)
+        logs[scheme] = np.array([[math.log(w[i, i - m] / w[i, i]) for i in range(10, 80)] for m in (1, 5, 9)])
+    assert np.ptp(logs["rope"], axis=1).max() <= 1e-12
+    assert np.ptp(logs["sinusoidal"], axis=1).min() > 1e-3
+    assert np.abs(logs["none"]).max() <= 1e-12
+
+
+def test_rope_needs_an_even_width(path):
+    with pytest.raises(ValueError, match="the width d must be even, got d = 7"):
+        path.forward(nm.init_params(96, 7, 8, 8, 3), np.array([1, 2]), "rope")
+
+
+@pytest.mark.parametrize("scheme", ["none", "sinusoidal", "rope"])
+def test_schemes_without_rows_read_up_to_their_maximum(path, scheme):
+    """none, sinusoidal and rope read up to LONGEST = 1024 positions and reject more with the SPEC's message;
+    learned stops at its 64 rows. Causality holds past 64 too."""
+    p = nm.from_lists(jittered(*SERIES, scale=0.05))
+    ids = np.random.default_rng(2).integers(0, 96, nm.LONGEST + 1)
+    logits, _ = path.forward(p, ids[:nm.LONGEST], scheme)
+    assert logits.shape == (1024, 96) and np.isfinite(logits).all()
+    with pytest.raises(ValueError, match=f"sequence of 1025 tokens is longer than the 1024 positions the model has"
+                                         f" with positions='{scheme}'"):
+        path.forward(p, ids, scheme)
+    with pytest.raises(ValueError, match="sequence of 65 tokens is longer than the 64 positions the model has$"):
+        path.forward(p, ids[:65], "learned")
+    changed = ids[:128].copy()
+    changed[100] = (changed[100] + 1) % 96
+    before, after = path.forward(p, ids[:128], scheme)[0], path.forward(p, changed, scheme)[0]
+    assert np.max(np.abs(before[:100] - after[:100])) <= 1e-15 and np.abs(before[100] - after[100]).max() > 0
