@@ -36,6 +36,7 @@ import sys
 import time
 from contextlib import ExitStack
 from math import fsum
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -68,11 +69,13 @@ def build_parser():
     p = argparse.ArgumentParser(
         description="Train the one-block transformer on corpus.txt, write checkpoints, and report the validation"
                     " loss next to the corpus's entropy floor (floor.py).")
-    p.add_argument("--backend", choices=("numpy", "python"), default="numpy",
-                   help="numpy: numpy_fast.py, batched (default). python: model.py, one sequence at a time,"
-                        " standard library only, hundreds of times slower: for reading along with a few steps")
+    p.add_argument("--backend", choices=("numpy", "numpy-plain", "python"), default="numpy",
+                   help="numpy: numpy_fast.py, the tuned batched path (default). numpy-plain: numpy_model.py, the"
+                        " plain mirror of model.py, the same maths written as formulas, slower. python: model.py,"
+                        " one sequence at a time, standard library only, hundreds of times slower: for reading"
+                        " along with a few steps")
     p.add_argument("--threads", type=int, default=1, metavar="N",
-                   help="BLAS threads of the numpy backend (default: %(default)s). At this model size one thread is"
+                   help="BLAS threads of the numpy backends (default: %(default)s). At this model size one thread is"
                         " as fast as two on a quiet machine and several times faster on a busy one")
     p.add_argument("--dtype", choices=("float32", "float64"), default=None,
                    help="floating-point type of the weights and of Adam's moments (default: float32 for numpy;"
@@ -214,151 +217,166 @@ def learning_rate(step, s):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Backend: NumPy (numpy_fast.py, batched)
+# Tensors: NumPy arrays, or model.py's nested lists of floats, and what the loop does to either
 
 
-def numpy_backend(dtype, vocab, stream, s):
-    """The functions the training loop needs, on numpy_fast.py. Weights, gradients and moments: dicts of arrays."""
+def each(fn, *tensors):
+    """fn applied to matching tensors: to NumPy arrays whole (their operators loop), to nested lists number by number.
+
+    >>> each(lambda a, b: a + 2 * b, [[1.0, 2.0]], [[3.0, 4.0]])
+    [[7.0, 10.0]]
+    """
+    if isinstance(tensors[0], list):
+        return [each(fn, *parts) for parts in zip(*tensors)]
+    return fn(*tensors)
+
+
+def squares(t):
+    """The sum of the squares of a tensor's numbers (fsum over a nested list; BLAS's dot over an array).
+
+    >>> squares([[3.0], [4.0]])
+    25.0
+    """
+    if isinstance(t, list):
+        return fsum(squares(x) for x in t)
+    if isinstance(t, float):
+        return t * t
+    import numpy
+
+    return float(numpy.vdot(t, t))
+
+
+def root(x):
+    """The square root of a float, or of each number of an array (`x ** 0.5` is NumPy's sqrt, bit for bit).
+
+    >>> root(2.25)
+    1.5
+    """
+    return math.sqrt(x) if isinstance(x, float) else x ** 0.5
+
+
+def zeros_like(t):
+    """A tensor of zeros shaped and typed like t.
+
+    >>> zeros_like([[1.5, -2.0]])
+    [[0.0, 0.0]]
+    """
+    if isinstance(t, list):
+        return [zeros_like(x) for x in t]
+    if isinstance(t, float):
+        return 0.0
+    import numpy
+
+    return numpy.zeros_like(t)
+
+
+def finite(t):
+    """Whether every number of a tensor is finite.
+
+    >>> finite([[1.0, float("inf")]])
+    False
+    """
+    if isinstance(t, list):
+        return all(finite(x) for x in t)
+    if isinstance(t, float):
+        return math.isfinite(t)
+    import numpy
+
+    return bool(numpy.isfinite(t).all())
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The model files behind one interface: init(seed) -> params; loss_and_grads(params, ids, targets) -> (mean loss,
+# gradients); loss(params, ids, targets) -> mean loss. ids and targets: B rows of T token IDs.
+
+
+def python_loss_and_grads(params, ids, targets, positions):
+    """model.py reads one sequence at a time: the mean of the B rows' losses and of their gradients, which is the
+    mean over all B * T positions that the NumPy files compute, since every row has T positions."""
+    rows = []
+    for x, y in zip(ids, targets):
+        logits, cache = model.forward(params, x, positions == "learned")  # (T, V)
+        loss, dlogits = model.loss_and_dlogits(logits, y)
+        rows.append((loss, model.backward(params, cache, dlogits)))
+    B = len(rows)
+    grads = {name: each(lambda *g: fsum(g) / B, *(row_grads[name] for _, row_grads in rows)) for name in params}
+    return fsum(loss for loss, _ in rows) / B, grads
+
+
+def python_loss(params, ids, targets, positions):
+    """The mean loss over the B rows, with model.py."""
+    return fsum(model.sequence_loss(params, x, y, positions == "learned") for x, y in zip(ids, targets)) / len(ids)
+
+
+def model_functions(s, vocab):
+    """(init, loss_and_grads, loss) of the model file --backend names, for this run's settings.
+
+    numpy (the default) is numpy_fast.py, whose Workspace holds every array of a step (its gradients live there
+    until the next step); numpy-plain is numpy_model.py, the plain mirror; python is model.py itself.
+    """
+    shape = (vocab, MODEL["d"], MODEL["hidden"], MODEL["max_len"])
+    if s.backend == "python":
+        return (partial(model.init_params, *shape), partial(python_loss_and_grads, positions=s.positions),
+                partial(python_loss, positions=s.positions))
+    machine.set_blas_threads(s.threads)  # read once, when NumPy is first imported: here
     import numpy as np
 
     import numpy_fast
     import numpy_model
 
-    np_dtype = np.dtype(dtype)
-    st_dtype = {"float32": "F32", "float64": "F64"}[dtype]
-    stream = np.asarray(stream, dtype=np.int64)  # (n,)
-    offsets = np.arange(s.seq_len + 1)  # (T + 1,)
-    shapes = {name: np.zeros(shape, np_dtype) for name, shape in model.param_shapes(vocab, **MODEL).items()}
-    workspace = numpy_fast.Workspace(shapes, s.batch, s.seq_len, s.positions)  # every array of a step, made once
+    init = partial(numpy_model.init_params, *shape, dtype=np.dtype(s.dtype))
+    if s.backend == "numpy-plain":
+        return (init, partial(numpy_model.loss_and_grads, positions=s.positions),
+                partial(numpy_model.sequence_loss, positions=s.positions))
+    workspace = numpy_fast.Workspace(init(0), s.batch, s.seq_len, s.positions)  # reads shapes and dtype only
+    return init, workspace.loss_and_grads, partial(numpy_fast.sequence_loss, positions=s.positions)
 
-    def from_tensors(tensors):
-        """{name: (dtype, shape, values)} -> {name: array}, bit for bit."""
-        for name, (got, _, _) in tensors.items():
-            if got != st_dtype:
-                raise ValueError(f"tensor {name!r} is {got}, but this run computes in {dtype} ({st_dtype})")
-        return {name: np.frombuffer(values, dtype=np_dtype).reshape(shape).copy()
-                for name, (_, shape, values) in tensors.items()}
 
-    def to_tensors(arrays):
-        """{name: array} -> {name: (dtype, shape, flat values)}, bit for bit."""
-        out = {}
-        for name, a in arrays.items():
-            values = array.array(checkpoint.DTYPES[st_dtype])
-            values.frombytes(np.ascontiguousarray(a, dtype=np_dtype).tobytes())
-            out[name] = (st_dtype, tuple(a.shape), values)
-        return out
-
-    def loss_and_grads(params, starts):
-        """Mean loss over the B windows starting at starts, and its gradient (arrays reused by the next call)."""
-        windows = stream[np.asarray(starts)[:, None] + offsets]  # (B, T + 1)
-        return workspace.loss_and_grads(params, windows[:, :-1], windows[:, 1:])
-
-    def grad_norm(grads):
-        return math.sqrt(fsum(float(np.vdot(g, g)) for g in grads.values()))
-
-    def scale(grads, factor):
-        for g in grads.values():
-            g *= factor
-
-    def adam(params, grads, m, v, t, lr):
-        """One Adam step number t (1-based) with bias correction, in place, in the weights' dtype."""
-        c1, c2 = 1.0 - s.beta1 ** t, 1.0 - s.beta2 ** t
-        for name, p in params.items():
-            g, mt, vt = grads[name], m[name], v[name]
-            mt *= s.beta1
-            mt += (1.0 - s.beta1) * g
-            vt *= s.beta2
-            vt += (1.0 - s.beta2) * (g * g)
-            p -= lr * (mt / c1) / (np.sqrt(vt / c2) + s.eps)
-
-    def all_finite(arrays):
-        return all(bool(np.isfinite(a).all()) for a in arrays.values())
-
-    def story_nats(params, stories):
-        """Total -log p (float) of predicting tokens 1.. of each story from the ones before; stories of equal length
-        go through the model as one batch."""
-        total = []
-        for n in sorted({len(ids) for ids in stories}):
-            group = np.array([ids for ids in stories if len(ids) == n])  # (b, n)
-            loss = numpy_fast.sequence_loss(params, group[:, :-1], group[:, 1:], s.positions)
-            total.append(loss * group[:, 1:].size)
-        return fsum(total)
-
-    def fresh(seed):
-        ref = model.init_params(vocab, MODEL["d"], MODEL["hidden"], MODEL["max_len"], seed)
-        return numpy_model.from_lists(ref, np_dtype)
-
-    def zeros_like(params):
-        return {name: np.zeros_like(p) for name, p in params.items()}
-
-    return SimpleNamespace(from_tensors=from_tensors, to_tensors=to_tensors, fresh=fresh, zeros_like=zeros_like,
-                           loss_and_grads=loss_and_grads, grad_norm=grad_norm, scale=scale, adam=adam,
-                           all_finite=all_finite, story_nats=story_nats)
+def story_nats(loss, params, stories):
+    """Total -log p (a float) of predicting tokens 1.. of each story from the ones before; stories of equal length
+    go through the model as one batch."""
+    total = []
+    for n in sorted({len(ids) for ids in stories}):
+        group = [ids for ids in stories if len(ids) == n]  # (b, n)
+        total.append(loss(params, [ids[:-1] for ids in group], [ids[1:] for ids in group]) * (len(group) * (n - 1)))
+    return fsum(total)
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Backend: plain Python (model.py, one sequence at a time)
+# Checkpoints: the tensors of a state, and a state from tensors
 
 
-def python_backend(dtype, vocab, stream, s):
-    """The same functions on model.py. Weights, gradients and moments: dicts of flat lists of Python floats."""
-    shapes = model.param_shapes(vocab, MODEL["d"], MODEL["hidden"], MODEL["max_len"])
+def tensors_of(params, dtype):
+    """{name: (safetensors dtype, shape, flat values)} of a dict of tensors, bit for bit.
 
-    def from_tensors(tensors):
-        return {name: [float(x) for x in values] for name, (_, _, values) in tensors.items()}
+    >>> tensors_of({"b": [0.5, 1.5]}, "float64")
+    {'b': ('F64', (2,), [0.5, 1.5])}
+    """
+    out = {}
+    for name, t in params.items():
+        if isinstance(t, list):  # model.py's nested lists of Python floats
+            out[name] = ("F64", model.shape(t), checkpoint.flat(t))
+        else:
+            st = {"float32": "F32", "float64": "F64"}[dtype]
+            values = array.array(checkpoint.DTYPES[st])
+            values.frombytes(t.astype(dtype, copy=False).tobytes())
+            out[name] = (st, t.shape, values)
+    return out
 
-    def to_tensors(flats):
-        return {name: ("F64", shapes[name], list(values)) for name, values in flats.items()}
 
-    def loss_and_grads(params, starts):
-        """The mean of the B windows' losses and the mean of their gradients: the same numbers as the NumPy path's
-        mean over B * T positions, since every window has T positions."""
-        p = {name: checkpoint.nested(values, shapes[name]) for name, values in params.items()}
-        losses, grads = [], {name: [] for name in params}
-        for start in starts:
-            window = stream[start:start + s.seq_len + 1]  # (T + 1,)
-            logits, cache = model.forward(p, window[:-1], s.positions == "learned")  # (T, V)
-            loss, dlogits = model.loss_and_dlogits(logits, window[1:])
-            losses.append(loss)
-            for name, g in model.backward(p, cache, dlogits).items():
-                grads[name].append(checkpoint.flat(g))
-        B = len(starts)
-        return fsum(losses) / B, {name: [fsum(col) / B for col in zip(*gs)] for name, gs in grads.items()}
+def from_tensors(tensors, s):
+    """A dict of tensors of s.backend from {name: (dtype, shape, flat values)}, bit for bit."""
+    if s.backend == "python":
+        return {name: checkpoint.nested([float(x) for x in values], shape)
+                for name, (_, shape, values) in tensors.items()}
+    import numpy as np
 
-    def grad_norm(grads):
-        return math.sqrt(fsum(x * x for g in grads.values() for x in g))
-
-    def scale(grads, factor):
-        for g in grads.values():
-            g[:] = [x * factor for x in g]
-
-    def adam(params, grads, m, v, t, lr):
-        c1, c2 = 1.0 - s.beta1 ** t, 1.0 - s.beta2 ** t
-        for name, p in params.items():
-            g, mt, vt = grads[name], m[name], v[name]
-            for i, gi in enumerate(g):
-                mt[i] = mt[i] * s.beta1 + (1.0 - s.beta1) * gi
-                vt[i] = vt[i] * s.beta2 + (1.0 - s.beta2) * (gi * gi)
-                p[i] -= lr * (mt[i] / c1) / (math.sqrt(vt[i] / c2) + s.eps)
-
-    def all_finite(flats):
-        return all(math.isfinite(x) for values in flats.values() for x in values)
-
-    def story_nats(params, stories):
-        p = {name: checkpoint.nested(values, shapes[name]) for name, values in params.items()}
-        use_positions = s.positions == "learned"  # model.py's switch
-        return fsum(model.sequence_loss(p, ids[:-1], ids[1:], use_positions) * (len(ids) - 1) for ids in stories)
-
-    def fresh(seed):
-        ref = model.init_params(vocab, MODEL["d"], MODEL["hidden"], MODEL["max_len"], seed)
-        return {name: checkpoint.flat(t) for name, t in ref.items()}
-
-    def zeros_like(params):
-        return {name: [0.0] * len(values) for name, values in params.items()}
-
-    return SimpleNamespace(from_tensors=from_tensors, to_tensors=to_tensors, fresh=fresh, zeros_like=zeros_like,
-                           loss_and_grads=loss_and_grads, grad_norm=grad_norm, scale=scale, adam=adam,
-                           all_finite=all_finite, story_nats=story_nats)
+    st = {"float32": "F32", "float64": "F64"}[s.dtype]
+    for name, (got, _, _) in tensors.items():
+        if got != st:
+            raise ValueError(f"tensor {name!r} is {got}, but this run computes in {s.dtype} ({st})")
+    return {name: np.frombuffer(values, dtype=s.dtype).reshape(shape).copy()
+            for name, (_, shape, values) in tensors.items()}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -388,34 +406,30 @@ def progress(step, total, loss, tokens_per_s, started, final=False):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# One step, a fresh start, a resumed one
+# The optimiser, a fresh start, a resumed one
 
 
-def train_step(be, state, stream_len, s):
-    """One optimiser step on state (params, m, v, rng, step); returns (loss, gradient norm).
-
-    A non-finite loss or gradient leaves the weights and the moments as they were (the caller stops the run).
-    """
-    step = state["step"]  # steps taken so far; this one is step + 1
-    starts = draw_starts(state["rng"], stream_len, s.seq_len, s.batch)
-    loss, grads = be.loss_and_grads(state["params"], starts)
-    norm = be.grad_norm(grads)
-    if math.isfinite(loss) and math.isfinite(norm):
-        if norm > s.clip:
-            be.scale(grads, s.clip / norm)
-        be.adam(state["params"], grads, state["m"], state["v"], step + 1, learning_rate(step, s))
-        state["step"] = step + 1
-    return loss, norm
+def adam(state, grads, lr, s):
+    """One Adam step on every parameter of state, with bias correction: step number state["step"] + 1. The one
+    optimiser of every backend (its formulas applied to arrays whole, or number by number to nested lists)."""
+    t = state["step"] + 1
+    c1, c2 = 1.0 - s.beta1 ** t, 1.0 - s.beta2 ** t
+    params, m, v = state["params"], state["m"], state["v"]
+    for name, g in grads.items():
+        m[name] = each(lambda m, g: s.beta1 * m + (1.0 - s.beta1) * g, m[name], g)
+        v[name] = each(lambda v, g: s.beta2 * v + (1.0 - s.beta2) * (g * g), v[name], g)
+        params[name] = each(lambda p, m, v: p - lr * (m / c1) / (root(v / c2) + s.eps), params[name], m[name],
+                            v[name])
 
 
-def fresh_state(be, seed):
+def fresh_state(init, seed):
     """The state before the first step: the reference's initial weights, zero moments, a seeded batch sampler."""
-    params = be.fresh(seed)
-    return {"params": params, "m": be.zeros_like(params), "v": be.zeros_like(params), "rng": random.Random(seed),
-            "step": 0}
+    params = init(seed)
+    return {"params": params, "m": {name: zeros_like(t) for name, t in params.items()},
+            "v": {name: zeros_like(t) for name, t in params.items()}, "rng": random.Random(seed), "step": 0}
 
 
-def resumed_state(be, path, training, tokenizer_sha, corpus_sha):
+def resumed_state(s, path, training, tokenizer_sha, corpus_sha):
     """The state saved at path; a ValueError says why it cannot be resumed (bad file, other data, other settings)."""
     ckpt = checkpoint.load_checkpoint(path, tokenizer_sha)
     if ckpt["metadata"].get("corpus_sha256") != corpus_sha:
@@ -428,8 +442,8 @@ def resumed_state(be, path, training, tokenizer_sha, corpus_sha):
     if differ:
         raise ValueError(f"{path} was made with other settings: {'; '.join(differ)}. HINT: to resume, pass the"
                          f" settings of the run you resume")
-    m, v = (be.from_tensors(moment) for moment in ckpt["moments"])
-    return {"params": be.from_tensors(ckpt["params"]), "m": m, "v": v, "rng": ckpt["rng"], "step": ckpt["step"]}
+    m, v = (from_tensors(moment, s) for moment in ckpt["moments"])
+    return {"params": from_tensors(ckpt["params"], s), "m": m, "v": v, "rng": ckpt["rng"], "step": ckpt["step"]}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -437,27 +451,25 @@ def resumed_state(be, path, training, tokenizer_sha, corpus_sha):
 
 
 def prepare(s):
-    """What a run reads besides its settings: the tokenizer, the training stream, the validation stories and the
-    floors. A ValueError says what is wrong with the data or with --val-stories / --seq-len."""
+    """What a run reads besides its settings: the tokenizer, the training stream (a NumPy array for the numpy
+    backends, a list for python), the validation stories and the floors. A ValueError says what is wrong with the
+    data or with --val-stories / --seq-len."""
     tok = bpe.Tokenizer.load(TOKENIZER_FILE)
     stream, val_texts, val_ids = load_data(tok, s.val_stories, s.seq_len)
+    if s.backend != "python":
+        machine.set_blas_threads(s.threads)  # read once, when NumPy is first imported: here
+        import numpy
+
+        stream = numpy.array(stream)  # (n,) its slices are the rows of a batch
     corpus_floor = floor.load_floor(HERE)
     val_floor_nats, val_tokens = floor.story_floor(val_texts, tok)
     return SimpleNamespace(tok=tok, vocab=len(tok.vocab), stream=stream, val_texts=val_texts, val_ids=val_ids,
                            val_tokens=val_tokens, val_floor=val_floor_nats / val_tokens, corpus_floor=corpus_floor)
 
 
-def make_backend(s, data):
-    """The backend of s.backend for this data (for numpy, the BLAS thread count is set first)."""
-    if s.backend == "numpy":  # read by NumPy's BLAS when numpy is first imported, which is in numpy_backend
-        machine.set_blas_threads(s.threads)
-        return numpy_backend(s.dtype, data.vocab, data.stream, s)
-    return python_backend(s.dtype, data.vocab, data.stream, s)
-
-
-def fit(be, state, data, s, save=None, report=print, until=None):
-    """Take steps until state["step"] is s.steps (or until, to stop a run early on its own schedule). The validation
-    loss at step 0 (on a fresh state), every
+def fit(state, data, s, functions, save=None, report=print, until=None):
+    """Take steps until state["step"] is s.steps (or until, to stop a run early on its own schedule), with the
+    model's (init, loss_and_grads, loss) functions. The validation loss at step 0 (on a fresh state), every
     s.eval_every steps and at the end goes to report as one line and into the history; every s.ckpt_every steps
     and at the end, save(val_loss or None) is called (if given) once the weights are checked to be finite.
 
@@ -466,11 +478,12 @@ def fit(be, state, data, s, save=None, report=print, until=None):
     when the run stopped early because the loss or the weights stopped being finite (state keeps the last good
     step). A KeyboardInterrupt passes through.
     """
-    first = state["step"]
+    _, loss_and_grads, loss_fn = functions
+    first, last = state["step"], s.steps if until is None else until
     history, failure, val_loss, recent, train_seconds = [], None, None, [], 0.0
 
     def evaluate():
-        return be.story_nats(state["params"], data.val_ids) / data.val_tokens
+        return story_nats(loss_fn, state["params"], data.val_ids) / data.val_tokens
 
     if first == 0:
         val_loss = evaluate()
@@ -478,16 +491,25 @@ def fit(be, state, data, s, save=None, report=print, until=None):
         report(f"step {0:>6} | val {val_loss:.4f} | floor {data.val_floor:.4f}")
     started = time.perf_counter()
     newline = sys.stderr.isatty() and not s.quiet  # a progress bar drawn in place must end before a loss line
-    last = s.steps if until is None else until
     while state["step"] < last:
+        # ---- one step: B windows of T + 1 tokens, the loss and its gradient, clipping, Adam
         t0 = time.perf_counter()
-        loss, norm = train_step(be, state, len(data.stream), s)
-        train_seconds += time.perf_counter() - t0
-        done = state["step"]
-        if not (math.isfinite(loss) and math.isfinite(norm)):
-            failure = (f"error: step {done + 1}: the loss is {loss} and the gradient norm {norm}: the run diverged"
-                       f" and stops", "HINT: a lower --lr")
+        starts = draw_starts(state["rng"], len(data.stream), s.seq_len, s.batch)
+        ids = [data.stream[i:i + s.seq_len] for i in starts]  # (B, T)
+        targets = [data.stream[i + 1:i + s.seq_len + 1] for i in starts]  # (B, T) the token after each one
+        loss, grads = loss_and_grads(state["params"], ids, targets)
+        norm = math.sqrt(fsum(squares(g) for g in grads.values()))  # the length of the whole gradient
+        if not (math.isfinite(loss) and math.isfinite(norm)):  # the weights and moments stay as they were
+            failure = (f"error: step {state['step'] + 1}: the loss is {loss} and the gradient norm {norm}: the run"
+                       f" diverged and stops", "HINT: a lower --lr")
             break
+        if norm > s.clip:
+            grads = {name: each(lambda g: g * (s.clip / norm), g) for name, g in grads.items()}
+        adam(state, grads, learning_rate(state["step"], s), s)
+        state["step"] = done = state["step"] + 1
+        train_seconds += time.perf_counter() - t0
+
+        # ---- progress, validation, checkpoint
         recent.append(loss)
         if not s.quiet:
             progress(done, s.steps, loss, (done - first) * s.batch * s.seq_len / train_seconds, started,
@@ -503,7 +525,7 @@ def fit(be, state, data, s, save=None, report=print, until=None):
                    f" gap {val_loss - data.val_floor:+.4f}")
             recent = []
         if save is not None and (done % s.ckpt_every == 0 or done == s.steps):
-            if not be.all_finite(state["params"]):
+            if not all(finite(t) for t in state["params"].values()):
                 failure = (f"error: step {done}: the weights are no longer finite and the run stops",
                            "HINT: a lower --lr")
                 break
@@ -514,9 +536,9 @@ def fit(be, state, data, s, save=None, report=print, until=None):
 def train_model(argv, data=None, report=None, until=None):
     """Train in this process with train.py's settings (argv as on the command line; --out, --resume and the
     checkpoint settings are ignored, nothing is written) and return (params, history, data): the trained weights
-    (a dict of NumPy arrays for the numpy backend), fit's history, and prepare's data (pass it back in to skip
-    reading the corpus again; it must come from the same --val-stories and --seq-len). report: a function that
-    takes each loss line (default: none are shown). until: stop after that many steps, with the learning-rate
+    (a dict of NumPy arrays for the numpy backends), fit's history, and prepare's data (pass it back in to skip
+    reading the corpus again; it must come from the same --backend, --val-stories and --seq-len). report: a function
+    that takes each loss line (default: none are shown). until: stop after that many steps, with the learning-rate
     schedule of the whole run (so the weights there are the full run's at that step). A bad setting exits as on the
     command line; a run that diverges is a RuntimeError.
 
@@ -529,9 +551,9 @@ def train_model(argv, data=None, report=None, until=None):
     s = parser.parse_args([*argv, "--quiet"])
     check_settings(parser, s)
     data = prepare(s) if data is None else data
-    be = make_backend(s, data)
-    state = fresh_state(be, s.seed)
-    result = fit(be, state, data, s, report=report or (lambda line: None), until=until)
+    functions = model_functions(s, data.vocab)
+    state = fresh_state(functions[0], s.seed)
+    result = fit(state, data, s, functions, report=report or (lambda line: None), until=until)
     if result.failure is not None:
         raise RuntimeError(result.failure[0])
     return state["params"], result.history, data
@@ -578,9 +600,10 @@ def main(argv=None):
     parser = build_parser()
     s = parser.parse_args(argv)
     check_settings(parser, s)
-    if s.backend == "numpy":
+    if s.backend != "python":
         machine.set_blas_threads(s.threads)
-        machine.need("numpy", "train.py --backend numpy (the default; --backend python needs nothing)")
+        default = " (the default; --backend python needs nothing)" if s.backend == "numpy" else ""
+        machine.need("numpy", f"train.py --backend {s.backend}{default}")
     problem = out_problem(s.out, s.resume, s.overwrite)
     if problem is not None:
         print(f"error: {problem}", file=sys.stderr)
@@ -619,16 +642,16 @@ def run(s, out):
     # use_positions: model.py's switch (whether the learned rows are added); positions: the scheme
     config = {"vocab": data.vocab, **MODEL, "use_positions": s.positions == "learned", "positions": s.positions}
 
-    # ---- the backend, and the state to start from
-    be = make_backend(s, data)
+    # ---- the model's functions, and the state to start from
+    functions = model_functions(s, data.vocab)
     if s.resume:
         try:
-            state = resumed_state(be, out, training, tokenizer_sha, corpus_sha)
+            state = resumed_state(s, out, training, tokenizer_sha, corpus_sha)
         except ValueError as e:
             print(f"error: cannot resume: {e}", file=sys.stderr)
             return 2
     else:
-        state = fresh_state(be, s.seed)
+        state = fresh_state(functions[0], s.seed)
     first = state["step"]
     saved = first if s.resume else None  # the step the file at out holds, for the messages of a stopped run
 
@@ -639,14 +662,14 @@ def run(s, out):
                  "val_floor_nats_per_token": repr(data.val_floor)}
         if val_loss is not None:
             extra["val_loss"] = repr(val_loss)
-        moments = (be.to_tensors(state["m"]), be.to_tensors(state["v"]))
-        checkpoint.save_checkpoint(out, be.to_tensors(state["params"]), moments, state["step"], state["rng"],
+        moments = (tensors_of(state["m"], s.dtype), tensors_of(state["v"], s.dtype))
+        checkpoint.save_checkpoint(out, tensors_of(state["params"], s.dtype), moments, state["step"], state["rng"],
                                    config, training, tokenizer_sha, extra)
         saved = state["step"]
 
     print(f"floor {data.corpus_floor:.4f} nats/token (corpus-entropy.json); {data.val_floor:.4f} on the"
           f" {len(data.val_ids)} validation stories; uniform guessing {math.log(data.vocab):.4f}")
-    if s.backend == "numpy":
+    if s.backend != "python":
         print(f"computing with {machine.blas(s.threads)}: the same run elsewhere gives other last bits (spread.py)")
     print(f"{s.backend} {s.dtype}, {len(data.stream):,} training tokens, {s.steps} steps of {s.batch} x {s.seq_len}"
           f" tokens, lr {s.lr:g} -> {s.min_lr:g}" + (f", positions {s.positions}" if s.positions != "learned" else "")
@@ -661,7 +684,7 @@ def run(s, out):
         print(f"{newline}{why}; {kept}. {hint}", file=sys.stderr)
 
     try:
-        result = fit(be, state, data, s, save=save, report=lambda line: print(line, flush=True))
+        result = fit(state, data, s, functions, save=save, report=lambda line: print(line, flush=True))
     except KeyboardInterrupt:
         stopped(f"interrupted at step {state['step']}", "Continue with the same command plus --resume")
         return 130
@@ -672,7 +695,7 @@ def run(s, out):
     # ---- summary
     val_loss = result.val_loss
     if val_loss is None:  # a resumed run that had nothing left to do
-        val_loss = be.story_nats(state["params"], data.val_ids) / data.val_tokens
+        val_loss = story_nats(functions[2], state["params"], data.val_ids) / data.val_tokens
     elapsed = time.perf_counter() - started
     tokens = (s.steps - first) * s.batch * s.seq_len
     speed = f", {rate(tokens / result.train_seconds)} tokens/s" if result.train_seconds else ""
