@@ -21,6 +21,7 @@ import functools
 import http.server
 import json
 import random
+import shutil
 import sys
 import webbrowser
 from pathlib import Path
@@ -168,6 +169,11 @@ class Server(http.server.ThreadingHTTPServer):
     def handle_error(self, request, client_address):
         if not isinstance(sys.exc_info()[1], ConnectionError):  # BrokenPipeError, ConnectionResetError, ...
             super().handle_error(request, client_address)
+
+
+def find_chromium():
+    """The system's Chromium or Chrome (what the tests and bench_explorer.py drive), or None."""
+    return next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
 
 
 def make_server(directory, port=0):

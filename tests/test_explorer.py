@@ -45,11 +45,6 @@ SITES = ("init", "trained")  # the untrained seed-3 export and a trained checkpo
 # The browser, the served copies of the page, and pages with their console errors
 
 
-def find_chromium():
-    """The system Chromium (Playwright's own download is not used), or None."""
-    return next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
-
-
 @pytest.fixture(scope="module")
 def browser():
     try:
@@ -57,14 +52,14 @@ def browser():
     except ImportError:
         reason = "Playwright is not installed (python3 -m pip install -r requirements-dev.txt)"
     else:
-        reason = None if find_chromium() else ("no Chromium found (chromium, chromium-browser or google-chrome on"
+        reason = None if explore.find_chromium() else ("no Chromium found (chromium, chromium-browser or google-chrome on"
                                                " PATH; .ci/run installs it with apt-get)")
     if reason:
         if IN_CI:
             pytest.fail(f"CI=true and the browser tests cannot run: {reason}")
         pytest.skip(reason)
     with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=find_chromium(), args=["--no-sandbox"])
+        chromium = p.chromium.launch(executable_path=explore.find_chromium(), args=["--no-sandbox"])
         yield chromium
         chromium.close()
 
