@@ -176,9 +176,13 @@ def main(argv=None):
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"{args.steps} steps of {args.batch} x 64 tokens, lr 0.01 -> 0.001 after 100 warm-up steps, seed 3,"
           f" validation on 300 stories every 100 steps; {os.cpu_count()} CPUs, load average {load:.1f} at the start")
-    runs = {"page": page_run(args.steps, args.batch, args.timeout, args.screenshot)}
-    runs["numpy-float64"] = numpy_run(args.steps, args.batch, "float64")
-    runs["numpy-float32"] = numpy_run(args.steps, args.batch, "float32")
+    try:
+        runs = {"page": page_run(args.steps, args.batch, args.timeout, args.screenshot)}
+        runs["numpy-float64"] = numpy_run(args.steps, args.batch, "float64")
+        runs["numpy-float32"] = numpy_run(args.steps, args.batch, "float32")
+    except RuntimeError as e:  # a run that diverged or did not finish
+        print(f"error: {e}", file=sys.stderr)
+        return 1
 
     print(f"{'run':<32} {'tokens/s':>9}   {'time to val < ' + format(args.target, 'g'):<22} {'val end':>8}"
           f" {'wall':>9}")

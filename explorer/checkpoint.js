@@ -264,15 +264,25 @@ export function values_of(t) {
   return out;
 }
 
+/** A dict of model.js tensors as {name: {shape, values}} with flat Float64Array values: what crosses between the
+ * page and the worker (postMessage copies typed arrays cheaply) and what checkpoint files hold. */
+export function flat_tensors(tensors) {
+  return Object.fromEntries(Object.entries(tensors).map(([name, t]) => [name, { shape: Array.isArray(t) ? [t.length, t[0].length] : [t.length], values: values_of(t) }]));
+}
+
+/** The inverse of flat_tensors. */
+export function unflat_tensors(flat) {
+  return Object.fromEntries(Object.entries(flat).map(([name, t]) => [name, from_values(t.values, t.shape)]));
+}
+
 /** The bytes of a training checkpoint of float64 parameters, as checkpoint.save_checkpoint writes them: moments
  * (m, v) are model.js tensors like params (zeros when none were kept), step the Adam step, rng_words the batch
  * sampler's 625-number state (random.js getstate), extra more metadata strings. */
 export function checkpoint_bytes({ params, moments, step, rng_words, config, training, tokenizer_sha256, extra = {} }) {
   const tensors = {};
-  const as_tensor = (t) => ({ dtype: "F64", shape: Array.isArray(t) ? [t.length, t[0].length] : [t.length], values: values_of(t) });
-  for (const name of Object.keys(PARAM_SHAPES)) tensors[name] = as_tensor(params[name]);
-  MOMENT_PREFIXES.forEach((prefix, i) => {
-    for (const name of Object.keys(PARAM_SHAPES)) tensors[prefix + name] = as_tensor(moments[i][name]);
+  [params, ...moments].forEach((dict, i) => {
+    const flat = flat_tensors(dict);
+    for (const name of Object.keys(PARAM_SHAPES)) tensors[["", ...MOMENT_PREFIXES][i] + name] = { dtype: "F64", ...flat[name] };
   });
   tensors.adam_step = { dtype: "I64", shape: [], values: [step] };
   tensors.rng_state = { dtype: "I64", shape: [625], values: rng_words };

@@ -152,10 +152,10 @@ async function download_weights() {
   const m = state.model;
   let snap = null;
   if (state.worker && state.training) snap = await request_snapshot();
-  const moments = snap ? [snap.m, snap.v].map(unflat) : [train.zeros_like(m.params), train.zeros_like(m.params)];
+  const moments = snap ? [snap.m, snap.v].map(checkpoint.unflat_tensors) : [train.zeros_like(m.params), train.zeros_like(m.params)];
   const settings = snap ? snap.settings : {};
   const bytes = checkpoint.checkpoint_bytes({
-    params: snap ? unflat(snap.params) : m.params,
+    params: snap ? checkpoint.unflat_tensors(snap.params) : m.params,
     moments,
     step: snap ? snap.step : m.step,
     rng_words: snap ? snap.rng_words : new random.Random(Number($("train-seed").value) || 0).getstate(),
@@ -487,14 +487,6 @@ async function run_sample() {
 // ----------------------------------------------------------------------------------------------------------------
 // Train: the worker runs train.js; the page draws the curve and follows the weights
 
-function unflat(flat) {
-  return Object.fromEntries(Object.entries(flat).map(([name, t]) => [name, checkpoint.from_values(t.values, t.shape)]));
-}
-
-function flat(params) {
-  return Object.fromEntries(Object.entries(params).map(([name, t]) => [name, { shape: model.shape(t), values: checkpoint.values_of(t) }]));
-}
-
 function get_worker() {
   if (!state.worker) {
     state.worker = new Worker(new URL("worker.js", import.meta.url), { type: "module" });
@@ -528,6 +520,7 @@ function start_training() {
       batch: read_int("train-batch", "Batch", 1, 256),
       steps,
       lr,
+      seq_len: Math.min(train.DEFAULTS.seq_len, state.model.config.max_len), // a model with fewer positions: shorter windows
       min_lr: lr / 10, // as train.py's defaults, 0.01 -> 0.001
       warmup: Math.min(train.DEFAULTS.warmup, steps),
       eval_every: Math.min(train.DEFAULTS.eval_every, steps),
@@ -542,7 +535,7 @@ function start_training() {
   state.training = { id: state.run_id, settings, seed, from_loaded, losses: [], vals: [], step: 0, paused: false, tokens_per_s: null, last_render: 0 };
   const { config } = state.model;
   try {
-    get_worker().postMessage({ type: "start", run: state.run_id, params: from_loaded ? flat(state.model.params) : null, config, seed, settings, data: state.data });
+    get_worker().postMessage({ type: "start", run: state.run_id, params: from_loaded ? checkpoint.flat_tensors(state.model.params) : null, config, seed, settings, data: state.data });
   } catch (e) {
     return training_failed(e.message);
   }
@@ -567,7 +560,7 @@ function on_worker_message(msg) {
     run.vals.push([msg.step, msg.val, msg.seconds]);
     state.model.val_loss = msg.val;
   } else if (msg.type === "weights") {
-    state.model.params = unflat(msg.params);
+    state.model.params = checkpoint.unflat_tensors(msg.params);
     state.model.step = msg.step;
     follow_weights();
   } else if (msg.type === "done") {

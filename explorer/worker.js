@@ -12,7 +12,7 @@
 //   {type: "failed", message}              the run diverged or the code threw; the page says so
 //   {type: "snapshot", ...}                the answer to "snapshot"
 
-import { from_values, values_of } from "./checkpoint.js";
+import { flat_tensors, unflat_tensors } from "./checkpoint.js";
 import { init_params } from "./model.js";
 import { draw_windows, fresh_state, story_nats, train_step } from "./train.js";
 
@@ -20,17 +20,6 @@ const SLICE_MS = 100; // train this long between looks at the message queue (pau
 const WEIGHTS_EVERY_MS = 700; // how often the page gets the weights while training
 
 let run = null; // {id, seed, state, s, data, paused, stopped, wake}
-
-// ----------------------------------------------------------------------------------------------------------------
-// Tensors across the thread boundary: {name: {shape, values}} with flat Float64Array values
-
-function flat_tensors(tensors) {
-  return Object.fromEntries(Object.entries(tensors).map(([name, t]) => [name, { shape: Array.isArray(t) ? [t.length, t[0].length] : [t.length], values: values_of(t) }]));
-}
-
-function unflat_tensors(flat) {
-  return Object.fromEntries(Object.entries(flat).map(([name, t]) => [name, from_values(t.values, t.shape)]));
-}
 
 // ----------------------------------------------------------------------------------------------------------------
 // The loop
