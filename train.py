@@ -467,6 +467,20 @@ def prepare(s):
                            val_tokens=val_tokens, val_floor=val_floor_nats / val_tokens, corpus_floor=corpus_floor)
 
 
+def step(state, ids, targets, loss_and_grads, s):
+    """One optimiser step on B rows of T IDs and their targets: the loss and its gradient, the gradient's global
+    norm, clipping, Adam. Returns (loss, norm); when either is not finite the weights and moments stay as they were
+    and state["step"] does not advance."""
+    loss, grads = loss_and_grads(state["params"], ids, targets)
+    norm = math.sqrt(fsum(squares(g) for g in grads.values()))  # the length of the whole gradient
+    if math.isfinite(loss) and math.isfinite(norm):
+        if norm > s.clip:
+            grads = {name: each(lambda g: g * (s.clip / norm), g) for name, g in grads.items()}
+        adam(state, grads, learning_rate(state["step"], s), s)
+        state["step"] += 1
+    return loss, norm
+
+
 def fit(state, data, s, functions, save=None, report=print, until=None):
     """Take steps until state["step"] is s.steps (or until, to stop a run early on its own schedule), with the
     model's (init, loss_and_grads, loss) functions. The validation loss at step 0 (on a fresh state), every
@@ -492,22 +506,18 @@ def fit(state, data, s, functions, save=None, report=print, until=None):
     started = time.perf_counter()
     newline = sys.stderr.isatty() and not s.quiet  # a progress bar drawn in place must end before a loss line
     while state["step"] < last:
-        # ---- one step: B windows of T + 1 tokens, the loss and its gradient, clipping, Adam
+        # ---- one step on B windows of T + 1 tokens drawn from the training stream
         t0 = time.perf_counter()
         starts = draw_starts(state["rng"], len(data.stream), s.seq_len, s.batch)
         ids = [data.stream[i:i + s.seq_len] for i in starts]  # (B, T)
         targets = [data.stream[i + 1:i + s.seq_len + 1] for i in starts]  # (B, T) the token after each one
-        loss, grads = loss_and_grads(state["params"], ids, targets)
-        norm = math.sqrt(fsum(squares(g) for g in grads.values()))  # the length of the whole gradient
-        if not (math.isfinite(loss) and math.isfinite(norm)):  # the weights and moments stay as they were
+        loss, norm = step(state, ids, targets, loss_and_grads, s)
+        train_seconds += time.perf_counter() - t0
+        if not (math.isfinite(loss) and math.isfinite(norm)):
             failure = (f"error: step {state['step'] + 1}: the loss is {loss} and the gradient norm {norm}: the run"
                        f" diverged and stops", "HINT: a lower --lr")
             break
-        if norm > s.clip:
-            grads = {name: each(lambda g: g * (s.clip / norm), g) for name, g in grads.items()}
-        adam(state, grads, learning_rate(state["step"], s), s)
-        state["step"] = done = state["step"] + 1
-        train_seconds += time.perf_counter() - t0
+        done = state["step"]
 
         # ---- progress, validation, checkpoint
         recent.append(loss)

@@ -1,0 +1,242 @@
+"""Export a checkpoint and the data for the browser explorer, and serve it on this machine.
+
+    python3 explore.py                   # export into explorer/data/, serve explorer/ on 127.0.0.1, open the browser
+    python3 explore.py --no-open --port 8000
+    python3 explore.py --ckpt other.safetensors
+    python3 explore.py --export site/    # write a self-contained folder for any static host, and stop
+
+Standard library only. The page (explorer/index.html and its ES modules) runs the model in JavaScript, so the
+export is all it needs: the weights (the checkpoint at --ckpt, by default train.py's out/ckpt.safetensors; without
+one, the seed-3 initial weights, and the page says plainly that the model is untrained), tokenizer.json, the split
+of corpus.txt into the stories train.py trains and validates on, the entropy floors (floor.py) and the trace's two
+sentences. Files go to explorer/data/ (or DIR/data/), each written atomically.
+
+The server binds 127.0.0.1 only, on a free port unless --port, serves .js as JavaScript on every OS, tells the
+browser not to cache (a new export shows on reload), and stops cleanly on Ctrl-C. A missing or bad checkpoint, a
+port that is taken or a bad option exits with status 2 before anything is written.
+"""
+
+import argparse
+import functools
+import http.server
+import json
+import random
+import shutil
+import sys
+import webbrowser
+from pathlib import Path
+
+import bpe
+import checkpoint
+import floor
+import model
+import trace_block
+import train
+from atomic import write_atomic
+
+# ----------------------------------------------------------------------------------------------------------------
+# Settings
+
+HERE = Path(__file__).resolve().parent
+EXPLORER = HERE / "explorer"  # the page: index.html, style.css and the ES modules
+PAGE_SUFFIXES = (".html", ".css", ".js")  # the page's files; everything it reads besides them is in data/
+DATA_FORMAT = "one-block explorer data v1"  # manifest.json "format"
+WEIGHTS_FILE = "weights.safetensors"  # in data/: the checkpoint the page loads
+UNTRAINED_SEED = 3  # train.py's default seed: the weights a fresh `python3 train.py` starts from
+VAL_STORIES = train.build_parser().get_default("val_stories")  # train.py's split: the last 300 stories validate
+# served types that some systems' MIME registries get wrong (a module script served as text/plain does not run)
+MIME_TYPES = {".js": "text/javascript", ".mjs": "text/javascript", ".css": "text/css", ".html": "text/html",
+              ".json": "application/json", ".safetensors": "application/octet-stream"}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The export
+
+
+def untrained_checkpoint(tok):
+    """The bytes of a checkpoint of the seed-3 initial weights (float64, zero moments, step 0): what a fresh
+    train.py run starts from, for when there is no trained checkpoint yet."""
+    vocab = len(tok.vocab)
+    params = model.init_params(vocab, **train.MODEL, seed=UNTRAINED_SEED)
+    shapes = model.param_shapes(vocab, train.MODEL["d"], train.MODEL["hidden"], train.MODEL["max_len"])
+    tensors = {name: ("F64", shapes[name], checkpoint.flat(t)) for name, t in params.items()}
+    zeros = {name: ("F64", shape, [0.0] * len(tensors[name][2])) for name, shape in shapes.items()}
+    for prefix in checkpoint.MOMENT_PREFIXES:
+        tensors.update({prefix + name: t for name, t in zeros.items()})
+    tensors[checkpoint.STEP] = ("I64", (), [0])
+    tensors[checkpoint.RNG] = checkpoint.rng_tensor(random.Random(UNTRAINED_SEED))  # the batch sampler's start
+    config = {"vocab": vocab, **train.MODEL, "use_positions": True, "positions": "learned"}
+    metadata = {"format": checkpoint.FORMAT, "format_version": checkpoint.FORMAT_VERSION, "config": json.dumps(config),
+                "training": json.dumps({"seed": UNTRAINED_SEED, "steps": 0}),
+                "tokenizer_sha256": checkpoint.sha256_file(train.TOKENIZER_FILE)}
+    return checkpoint.encode(tensors, metadata)
+
+
+def read_weights(ckpt_path, explicit):
+    """(checkpoint bytes, manifest fields) for the page. A checkpoint that is missing (when asked for by name), bad,
+    or of a position scheme the page does not run (it mirrors model.py: learned and none) is a ValueError with
+    checkpoint.py's message."""
+    path = Path(ckpt_path)
+    tok = bpe.Tokenizer.load(train.TOKENIZER_FILE)
+    if not path.exists():
+        if explicit:
+            raise ValueError(f"no checkpoint at {path}; train one with python3 train.py, or leave out --ckpt to"
+                             f" explore the untrained model")
+        return untrained_checkpoint(tok), {"trained": False, "step": 0, "val_loss": None,
+                                           "source": f"The seed-{UNTRAINED_SEED} initial weights (no checkpoint at"
+                                                     f" {path}; train one with python3 train.py)"}
+    ckpt = checkpoint.load_checkpoint(path, checkpoint.sha256_file(train.TOKENIZER_FILE))
+    positions = checkpoint.positions_of(ckpt["config"])
+    if positions not in ("learned", "none"):
+        raise ValueError(f"{path} has positions {positions!r}, which the explorer does not run: it mirrors model.py,"
+                         f" which has learned and none")
+    val = ckpt["metadata"].get("val_loss")
+    return path.read_bytes(), {"trained": ckpt["step"] > 0, "step": ckpt["step"],
+                               "val_loss": float(val) if val else None, "source": f"Checkpoint {path}"}
+
+
+def export_data(folder, weights, fields):
+    """Write the page's data into folder (made if needed): the weights, tokenizer.json, the split, and manifest.json
+    with the floors and the trace's sentences. Returns the manifest."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tok = bpe.Tokenizer.load(train.TOKENIZER_FILE)
+    stories = train.CORPUS_FILE.read_text(encoding="utf-8").splitlines()
+    split = {"val_stories": VAL_STORIES, "train": stories[:-VAL_STORIES], "val": stories[-VAL_STORIES:]}
+    val_nats, val_tokens = floor.story_floor(split["val"], tok)
+    manifest = {
+        "format": DATA_FORMAT,
+        "weights": WEIGHTS_FILE,
+        **fields,
+        "tokenizer_sha256": checkpoint.sha256_file(train.TOKENIZER_FILE),
+        "corpus_sha256": checkpoint.sha256_file(train.CORPUS_FILE),
+        "floor": floor.load_floor(HERE),  # nats per token over the whole corpus (corpus-entropy.json)
+        "val_floor": val_nats / val_tokens,  # the same over the validation stories, as train.py prints it
+        "order": {"a": trace_block.ORDER_A, "b": trace_block.ORDER_B},
+    }
+    write_atomic(folder / WEIGHTS_FILE, weights)
+    write_atomic(folder / "tokenizer.json", train.TOKENIZER_FILE.read_bytes())
+    write_atomic(folder / "split.json", json.dumps(split) + "\n")
+    write_atomic(folder / "manifest.json", json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+def page_files():
+    """The page's own files, in explorer/.
+
+    >>> [p.name for p in page_files()][:2]
+    ['bpe.js', 'checkpoint.js']
+    """
+    return sorted(p for p in EXPLORER.iterdir() if p.suffix in PAGE_SUFFIXES)
+
+
+def export_site(dest, weights, fields):
+    """A self-contained copy of the explorer in dest: the page's files and data/. Returns the manifest."""
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    for path in page_files():
+        write_atomic(dest / path.name, path.read_bytes())
+    return export_data(dest / "data", weights, fields)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The server
+
+
+class Handler(http.server.SimpleHTTPRequestHandler):
+    """Static files with the right types on every OS, never cached, and only failed requests logged."""
+
+    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, **MIME_TYPES}
+
+    def end_headers(self):
+        self.send_header("Cache-Control", "no-store")
+        super().end_headers()
+
+    def log_message(self, format, *args):
+        pass  # quiet: the page shows its own problems
+
+    def log_request(self, code="-", size="-"):
+        code = getattr(code, "value", code)
+        if str(code)[:1] in ("4", "5"):
+            print(f"{self.command} {self.path}: HTTP {code}", file=sys.stderr, flush=True)
+
+
+class Server(http.server.ThreadingHTTPServer):
+    """One thread per request; a client that hangs up in the middle of a reply is not an error worth a traceback."""
+
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # BrokenPipeError, ConnectionResetError, ...
+            super().handle_error(request, client_address)
+
+
+def find_chromium():
+    """The system's Chromium or Chrome (what the tests and bench_explorer.py drive), or None."""
+    return next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
+
+
+def make_server(directory, port=0):
+    """A server for directory on 127.0.0.1 (port 0: a free one); it is bound, not yet serving."""
+    return Server(("127.0.0.1", port), functools.partial(Handler, directory=str(directory)))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Command line
+
+
+def build_parser():
+    p = argparse.ArgumentParser(description="Export a checkpoint for the browser explorer and serve it on 127.0.0.1.")
+    p.add_argument("--ckpt", default=None, metavar="PATH",
+                   help="the checkpoint to explore (default: out/ckpt.safetensors, as train.py writes it; without"
+                        " one, the untrained seed-3 weights)")
+    p.add_argument("--port", type=int, default=0, metavar="N",
+                   help="the port to serve on (default: a free one)")
+    p.add_argument("--no-open", action="store_true", help="do not open a browser; just print the URL")
+    p.add_argument("--export", default=None, metavar="DIR",
+                   help="write a self-contained folder (the page and its data) for any static host, and stop")
+    return p
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not 0 <= args.port <= 65535:
+        parser.error(f"--port {args.port} is not a port; expected 0 (a free one) to 65535")
+    if args.export is not None and Path(args.export).exists() and not Path(args.export).is_dir():
+        parser.error(f"--export {args.export} is a file; expected a folder (it is made if missing)")
+    try:
+        weights, fields = read_weights(args.ckpt or train.DEFAULT_OUT, explicit=args.ckpt is not None)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if not fields["trained"]:
+        print(f"note: {fields['source']}; the page says that the model is untrained", file=sys.stderr)
+
+    if args.export is not None:
+        export_site(args.export, weights, fields)
+        print(f"wrote the explorer to {args.export}: serve that folder over HTTP (for example python3 -m"
+              f" http.server -d {args.export} -b 127.0.0.1) and open index.html")
+        return 0
+
+    try:
+        server = make_server(EXPLORER, args.port)
+    except OSError as e:
+        print(f"error: cannot serve on 127.0.0.1 port {args.port} ({e.strerror}); pass another --port, or leave it"
+              f" out for a free one", file=sys.stderr)
+        return 2
+    with server:
+        export_data(EXPLORER / "data", weights, fields)
+        url = f"http://127.0.0.1:{server.server_port}/index.html"
+        print(f"serving the explorer at {url} (Ctrl-C stops)", flush=True)
+        if not args.no_open:
+            webbrowser.open(url)
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            print("stopped", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

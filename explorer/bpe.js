@@ -1,0 +1,166 @@
+// bpe.js: the tokenizer of bpe.py in JavaScript, read from the same tokenizer.json; same IDs, same error messages.
+//
+// Encoding (bpe.py explains training too): check that every character is in the alphabet, split the text into
+// pieces with PATTERN (a word with at most one space in front of it, or any one other character), and in each piece
+// apply the merges by rank, the lowest-rank pair present first, at all its places left to right.
+//
+//     const tok = Tokenizer.from_json(await (await fetch("data/tokenizer.json")).json());
+//     tok.tokens("now mia gives the hat to leo.")   // ["n", "ow", " mia", " gives", " the", " hat", " to", " leo", "."]
+
+export const PATTERN = " ?[a-z]+|[^a-z]"; // bpe.PATTERN; the u flag makes [^a-z] one code point, as in Python
+const PIECE_RE = new RegExp(PATTERN, "gu");
+
+// ----------------------------------------------------------------------------------------------------------------
+// Small helpers
+
+/** Split text into the pieces that merges never cross.
+ *
+ *     pretokenize("mia has a hat.\nnow")   // ["mia", " has", " a", " hat", ".", "\n", "now"] */
+export function pretokenize(text) {
+  return text.match(PIECE_RE) ?? [];
+}
+
+/** Replace every occurrence of pair in symbols by the joined token, left to right.
+ *
+ *     merge(["a", "a", "a", "b"], ["a", "a"])   // ["aa", "a", "b"] */
+export function merge(symbols, pair) {
+  const out = [];
+  let i = 0;
+  while (i < symbols.length) {
+    if (i + 1 < symbols.length && symbols[i] === pair[0] && symbols[i + 1] === pair[1]) {
+      out.push(symbols[i] + symbols[i + 1]);
+      i += 2;
+    } else {
+      out.push(symbols[i]);
+      i += 1;
+    }
+  }
+  return out;
+}
+
+const NOT_PRINTABLE = /^[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}\p{Zs}]$/u; // what Python's str.isprintable rejects
+
+/** A string as Python's repr() writes it, so that messages read exactly as bpe.py's.
+ *
+ *     py_repr("\n ,.ab")   // "'\\n ,.ab'";   py_repr("it's")   // "\"it's\"";   py_repr("\u200b")   // "'\\u200b'" */
+export function py_repr(s) {
+  const quote = s.includes("'") && !s.includes('"') ? '"' : "'";
+  let out = quote;
+  for (const ch of s) {
+    const c = ch.codePointAt(0);
+    const hex = (n) => c.toString(16).padStart(n, "0");
+    if (ch === quote || ch === "\\") out += "\\" + ch;
+    else if (ch === "\t") out += "\\t";
+    else if (ch === "\n") out += "\\n";
+    else if (ch === "\r") out += "\\r";
+    else if (c < 0x20 || c === 0x7f) out += "\\x" + hex(2);
+    else if (c < 0x7f || (ch !== " " && !NOT_PRINTABLE.test(ch))) out += ch;
+    else if (c <= 0xff) out += "\\x" + hex(2);
+    else if (c <= 0xffff) out += "\\u" + hex(4);
+    else out += "\\U" + hex(8);
+  }
+  return out + quote;
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// The tokenizer
+
+export class Tokenizer {
+  /** Base characters (sorted) plus an ordered list of merges; the vocabulary is rebuilt from them, as in bpe.py. */
+  constructor(alphabet, merges) {
+    this.alphabet = alphabet;
+    this.known = new Set(alphabet); // the characters encode accepts
+    this.merges = merges;
+    this.vocab = [...alphabet]; // index = token ID
+    this.ids = new Map(this.vocab.map((tok, i) => [tok, i]));
+    merges.forEach(([a, b], rank) => {
+      for (const part of [a, b]) {
+        if (!this.ids.has(part)) throw new Error(`merge ${rank} uses ${py_repr(part)}, which is not a token before it`);
+      }
+      if (this.ids.has(a + b)) throw new Error(`merge ${rank} makes ${py_repr(a + b)}, which is already a token`);
+      this.ids.set(a + b, this.vocab.length);
+      this.vocab.push(a + b);
+    });
+    this.ranks = new Map(merges.map(([a, b], rank) => [a + "\u0000" + b, rank]));
+    this.cache = new Map(); // piece -> token IDs
+  }
+
+  /** The tokenizer of a parsed tokenizer.json (Hugging Face format, as bpe.py writes it). */
+  static from_json(doc) {
+    const vocab = doc?.model?.vocab;
+    const merges = doc?.model?.merges;
+    if (typeof vocab !== "object" || vocab === null || !Array.isArray(merges)) {
+      throw new Error("tokenizer.json: expected an object with model.vocab (an object) and model.merges (a list)");
+    }
+    if (doc.pre_tokenizer?.pattern?.Regex !== PATTERN) {
+      throw new Error(`tokenizer.json: the pre-tokenizer pattern is ${JSON.stringify(doc.pre_tokenizer?.pattern)}, expected ${JSON.stringify({ Regex: PATTERN })}`);
+    }
+    const alphabet = Object.keys(vocab).filter((tok) => [...tok].length === 1).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+    const tok = new Tokenizer(alphabet, merges);
+    const wrong = tok.vocab.findIndex((t, i) => vocab[t] !== i);
+    if (wrong >= 0 || tok.vocab.length !== Object.keys(vocab).length) {
+      throw new Error(`tokenizer.json: model.vocab does not match its merges (first difference at ID ${wrong})`);
+    }
+    return tok;
+  }
+
+  // ---- encoding and decoding
+
+  /** Token IDs of one pre-tokenised piece: apply merges in rank order. */
+  encode_piece(piece) {
+    if (!this.cache.has(piece)) {
+      let symbols = [...piece];
+      while (symbols.length > 1) {
+        let best = Infinity;
+        for (let i = 0; i + 1 < symbols.length; i++) {
+          const rank = this.ranks.get(symbols[i] + "\u0000" + symbols[i + 1]);
+          if (rank !== undefined && rank < best) best = rank;
+        }
+        if (best === Infinity) break;
+        symbols = merge(symbols, this.merges[best]);
+      }
+      this.cache.set(piece, symbols.map((s) => this.ids.get(s)));
+    }
+    return this.cache.get(piece);
+  }
+
+  /** The first character outside the alphabet as {ch, pos, index, message}, or null. pos counts characters (code
+   * points), as Python does; index is where it starts in the JavaScript string. */
+  unknown(text) {
+    let pos = 0;
+    let index = 0;
+    for (const ch of text) {
+      if (!this.known.has(ch)) {
+        const message = `unknown character ${py_repr(ch)} at position ${pos}; the tokenizer knows only ${py_repr(this.alphabet.join(""))}`;
+        return { ch, pos, index, message };
+      }
+      pos += 1;
+      index += ch.length;
+    }
+    return null;
+  }
+
+  /** Token IDs of text; an unknown character is an Error with bpe.py's message. */
+  encode(text) {
+    const bad = this.unknown(text);
+    if (bad) throw new Error(bad.message);
+    const ids = [];
+    for (const piece of pretokenize(text)) ids.push(...this.encode_piece(piece));
+    return ids;
+  }
+
+  /** Text of a list of token IDs. */
+  decode(ids) {
+    return ids.map((i, pos) => {
+      if (!(Number.isInteger(i) && i >= 0 && i < this.vocab.length)) {
+        throw new Error(`token ID ${i} at position ${pos} is outside the vocabulary [0, ${this.vocab.length})`);
+      }
+      return this.vocab[i];
+    }).join("");
+  }
+
+  /** The tokens of text as strings. */
+  tokens(text) {
+    return this.encode(text).map((i) => this.vocab[i]);
+  }
+}

@@ -1,0 +1,184 @@
+// draw.js: the page's pictures on <canvas>: heatmaps and line charts, sharp on any screen, sized to their box.
+//
+//     const grid = heatmap(canvas, weights, {labels: tokens, color: blues});
+//     grid.cell_at(event)   // {row, col} under the mouse, or null
+
+// ----------------------------------------------------------------------------------------------------------------
+// Colours
+
+/** A colour for t in [0, 1] along white -> dark blue (attention weights). */
+export function blues(t) {
+  t = Math.min(1, Math.max(0, t));
+  const mix = (a, b) => Math.round(a + (b - a) * t);
+  return `rgb(${mix(247, 8)}, ${mix(251, 48)}, ${mix(255, 107)})`;
+}
+
+/** A colour for c in [-1, 1] along blue -> white -> red (cosine similarity). */
+export function diverging(c) {
+  c = Math.min(1, Math.max(-1, c));
+  const to = c < 0 ? [33, 102, 172] : [178, 24, 43];
+  const t = Math.abs(c);
+  return `rgb(${Math.round(255 + (to[0] - 255) * t)}, ${Math.round(255 + (to[1] - 255) * t)}, ${Math.round(255 + (to[2] - 255) * t)})`;
+}
+
+/** A colour for a loss in nats: green when the model expected the token, through yellow, to red from 4 nats up. */
+export function surprise(nats) {
+  const t = Math.min(1, Math.max(0, nats / 4));
+  return `hsl(${Math.round(120 * (1 - t))}, 75%, ${Math.round(42 + 8 * (1 - t))}%)`;
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// Canvas set-up
+
+/** Size the canvas's pixels to its box (times the screen's pixel ratio) and return {ctx, width, height} in CSS
+ * pixels. height: the box's height, or null to keep the canvas's CSS height. */
+export function fit_canvas(canvas, height = null) {
+  const width = Math.max(120, canvas.clientWidth || canvas.parentElement.clientWidth);
+  if (height !== null) canvas.style.height = `${height}px`;
+  const h = height ?? (canvas.clientHeight || 200);
+  const ratio = window.devicePixelRatio || 1;
+  canvas.width = Math.round(width * ratio);
+  canvas.height = Math.round(h * ratio);
+  const ctx = canvas.getContext("2d");
+  ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
+  ctx.clearRect(0, 0, width, h);
+  ctx.font = "11px system-ui, sans-serif";
+  return { ctx, width, height: h };
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// Heatmap
+
+/** Draw values (rows x cols, arrays of numbers) as square cells, row labels on the left, column labels on top when
+ * the cells are big enough. options: labels (row labels; columns get the same unless col_labels), color (value ->
+ * CSS colour), mask (row, col) -> true to leave a cell blank, highlight (a row to outline), max_cell (pixels).
+ * Returns {cell_at(mouse event) -> {row, col} | null}. */
+export function heatmap(canvas, values, options = {}) {
+  const rows = values.length;
+  const cols = rows ? values[0].length : 0;
+  const labels = options.labels ?? [];
+  const col_labels = options.col_labels ?? labels;
+  const color = options.color ?? blues;
+  const box = Math.max(120, canvas.parentElement.clientWidth);
+  const margin = labels.length ? 64 : 4;
+  const cell = Math.max(2, Math.min(options.max_cell ?? 28, Math.floor((box - margin - 4) / Math.max(cols, 1))));
+  const show_labels = cell >= 9;
+  const top = show_labels && col_labels.length ? 56 : 4;
+  canvas.style.width = `${margin + cell * cols + 4}px`;
+  const { ctx } = fit_canvas(canvas, top + cell * rows + 4);
+  for (let i = 0; i < rows; i++) {
+    for (let j = 0; j < cols; j++) {
+      if (options.mask?.(i, j)) continue;
+      ctx.fillStyle = color(values[i][j]);
+      ctx.fillRect(margin + j * cell, top + i * cell, cell, cell);
+    }
+  }
+  ctx.fillStyle = "#333";
+  ctx.textBaseline = "middle";
+  if (show_labels) {
+    ctx.textAlign = "right";
+    labels.forEach((label, i) => ctx.fillText(label, margin - 4, top + (i + 0.5) * cell, margin - 6));
+    ctx.textAlign = "left";
+    col_labels.forEach((label, j) => {
+      ctx.save();
+      ctx.translate(margin + (j + 0.5) * cell, top - 4);
+      ctx.rotate(-Math.PI / 3);
+      ctx.fillText(label, 0, 0, top);
+      ctx.restore();
+    });
+  }
+  if (options.highlight !== undefined && options.highlight !== null && options.highlight < rows) {
+    ctx.strokeStyle = "#d81b60";
+    ctx.lineWidth = 2;
+    ctx.strokeRect(margin - 1, top + options.highlight * cell - 1, cols * cell + 2, cell + 2);
+  }
+  return {
+    cell_at(event) {
+      const rect = canvas.getBoundingClientRect();
+      const col = Math.floor((event.clientX - rect.left - margin) / cell);
+      const row = Math.floor((event.clientY - rect.top - top) / cell);
+      return row >= 0 && row < rows && col >= 0 && col < cols ? { row, col } : null;
+    },
+  };
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// Line chart
+
+/** Draw series of [x, y] points on linear axes. options: series [{points, color, label, dash, dots}], x_max,
+ * y_max (y starts at 0), hlines [{y, color, label, dash}], x_label, height. Returns the number of points drawn. */
+export function line_chart(canvas, options) {
+  const { ctx, width, height } = fit_canvas(canvas, options.height ?? 220);
+  const pad = { left: 40, right: 10, top: 10, bottom: 30 };
+  const w = width - pad.left - pad.right;
+  const h = height - pad.top - pad.bottom;
+  const x_max = Math.max(options.x_max ?? 1, 1e-9);
+  const y_max = Math.max(options.y_max ?? 1, 1e-9);
+  const X = (x) => pad.left + (x / x_max) * w;
+  const Y = (y) => pad.top + h - (Math.min(Math.max(y, 0), y_max) / y_max) * h;
+
+  // axes, ticks and labels
+  ctx.strokeStyle = "#999";
+  ctx.lineWidth = 1;
+  ctx.strokeRect(pad.left, pad.top, w, h);
+  ctx.fillStyle = "#444";
+  ctx.textAlign = "right";
+  ctx.textBaseline = "middle";
+  const y_step = nice_step(y_max / 4);
+  for (let y = 0; y <= y_max + 1e-9; y += y_step) ctx.fillText(format_tick(y), pad.left - 4, Y(y));
+  ctx.textAlign = "center";
+  ctx.textBaseline = "top";
+  const x_step = nice_step(x_max / 5);
+  for (let x = 0; x <= x_max + 1e-9; x += x_step) ctx.fillText(format_tick(x), X(x), pad.top + h + 4);
+  if (options.x_label) ctx.fillText(options.x_label, pad.left + w / 2, pad.top + h + 16);
+
+  for (const line of options.hlines ?? []) {
+    ctx.strokeStyle = line.color;
+    ctx.setLineDash(line.dash ?? [6, 4]);
+    ctx.beginPath();
+    ctx.moveTo(pad.left, Y(line.y));
+    ctx.lineTo(pad.left + w, Y(line.y));
+    ctx.stroke();
+    ctx.setLineDash([]);
+    ctx.fillStyle = line.color;
+    ctx.textAlign = "right";
+    ctx.textBaseline = "bottom";
+    ctx.fillText(line.label ?? "", pad.left + w - 4, Y(line.y) - 2);
+  }
+
+  let drawn = 0;
+  let legend_x = pad.left + 8;
+  for (const s of options.series) {
+    ctx.strokeStyle = s.color;
+    ctx.fillStyle = s.color;
+    ctx.lineWidth = s.width ?? 1.5;
+    ctx.setLineDash(s.dash ?? []);
+    ctx.beginPath();
+    s.points.forEach(([x, y], i) => (i ? ctx.lineTo(X(x), Y(y)) : ctx.moveTo(X(x), Y(y))));
+    ctx.stroke();
+    ctx.setLineDash([]);
+    if (s.dots) for (const [x, y] of s.points) ctx.fillRect(X(x) - 2, Y(y) - 2, 4, 4);
+    drawn += s.points.length;
+    if (s.label) {
+      ctx.textAlign = "left";
+      ctx.textBaseline = "top";
+      ctx.fillRect(legend_x, pad.top + 6, 12, 3);
+      ctx.fillText(s.label, legend_x + 16, pad.top + 1);
+      legend_x += 24 + ctx.measureText(s.label).width;
+    }
+  }
+  return drawn;
+}
+
+/** A round step (1, 2 or 5 times a power of ten) near raw.
+ *
+ *     nice_step(0.37)   // 0.5 */
+export function nice_step(raw) {
+  const power = 10 ** Math.floor(Math.log10(raw));
+  const f = raw / power;
+  return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * power;
+}
+
+function format_tick(v) {
+  return Math.abs(v) >= 1000 ? `${Math.round(v / 100) / 10}k` : String(Math.round(v * 1000) / 1000);
+}

@@ -1,0 +1,166 @@
+// train.js: train.py's training step in JavaScript: the same data split, batch sampler, learning-rate schedule,
+// gradient clipping and Adam, on model.js with plain sums (float64). worker.js runs it off the page's thread.
+//
+// One step, as in train.py: draw B windows of T + 1 consecutive tokens from the training stories (each start drawn
+// by one seeded Random), predict tokens 1..T of each window from the tokens before them, average the loss over the
+// B * T positions, backpropagate, scale the gradient down to a global norm of at most s.clip, and take an Adam step
+// whose learning rate rises linearly during the warm-up and then falls along a cosine to s.min_lr at the last step.
+//
+//     const s = {...DEFAULTS, steps: 50};
+//     const state = fresh_state(init_params(96, 16, 64, 64, 3), 3);
+//     const {loss} = train_step(state, draw_windows(state.rng, stream, s), s);
+
+import { PLAIN, backward, forward, loss_and_dlogits, sequence_loss } from "./model.js";
+import { Random } from "./random.js";
+
+// the live run's settings: a couple of minutes on a laptop, and below 0.6 nats/token within about a minute (the
+// README quotes the measurement); the rest as train.py's defaults
+export const DEFAULTS = {
+  steps: 2000, // optimiser steps in the whole run
+  batch: 8, // windows per step
+  seq_len: 64, // tokens per window (the model's 64 positions)
+  lr: 1e-2, // peak learning rate, reached at the end of the warm-up
+  min_lr: 1e-3, // learning rate at the last step
+  warmup: 100, // steps of linear warm-up from lr / warmup to lr
+  beta1: 0.9, // Adam: decay rate of the running mean of the gradient
+  beta2: 0.99, // Adam: decay rate of the running mean of its square
+  eps: 1e-8, // Adam: added to the root of the second moment
+  clip: 1.0, // largest global gradient norm
+  use_positions: true, // model.py's switch: add the learned position rows
+  eval_every: 100, // steps between validation losses (also at the start and the end)
+};
+
+// ----------------------------------------------------------------------------------------------------------------
+// Data: the split by whole stories, training windows, validation stories
+
+/** {stream, val_ids, val_tokens} from the stories train.py trains and validates on (explore.py exports them).
+ * stream: the training stories, each with its newline, as one list of token IDs; val_ids: per validation story the
+ * newline before it, the story and its newline (the model reads the first len - 1 and predicts the last len - 1). */
+export function load_data(tok, split) {
+  const stream = Int32Array.from(tok.encode(split.train.map((story) => story + "\n").join(""))); // (n,)
+  const newline = tok.encode("\n");
+  const val_ids = split.val.map((story) => [...newline, ...tok.encode(story + "\n")]);
+  const val_tokens = val_ids.reduce((n, ids) => n + ids.length - 1, 0);
+  return { stream, val_ids, val_tokens };
+}
+
+/** The start of each of batch windows of seq_len + 1 tokens, as train.draw_starts.
+ *
+ *     draw_starts(new Random(0), 100, 10, 3)   // [49, 53, 5] */
+export function draw_starts(rng, stream_len, seq_len, batch) {
+  return Array.from({ length: batch }, () => rng.randrange(stream_len - seq_len));
+}
+
+/** The B windows (arrays of T + 1 token IDs) of one step. */
+export function draw_windows(rng, stream, s) {
+  return draw_starts(rng, stream.length, s.seq_len, s.batch).map((start) => Array.from(stream.subarray(start, start + s.seq_len + 1)));
+}
+
+/** The learning rate of step (0-based): linear warm-up to s.lr, then a cosine down to s.min_lr at the last step.
+ *
+ *     learning_rate(60, {lr: 1, min_lr: 0.1, warmup: 10, steps: 111})   // 0.55 */
+export function learning_rate(step, s) {
+  if (step < s.warmup) return (s.lr * (step + 1)) / s.warmup;
+  const progress = (step - s.warmup) / Math.max(1, s.steps - 1 - s.warmup); // 0 after the warm-up, 1 at the last step
+  return s.min_lr + 0.5 * (s.lr - s.min_lr) * (1.0 + Math.cos(Math.PI * progress));
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// Tensors as rows: every loop below runs over a matrix's rows or over a vector as one row
+
+const rows_of = (t) => (Array.isArray(t) ? t : [t]);
+
+/** A dict of zero tensors shaped like params (Adam's moments at the start). */
+export function zeros_like(params) {
+  const zero = (t) => (Array.isArray(t) ? t.map((r) => new Float64Array(r.length)) : new Float64Array(t.length));
+  return Object.fromEntries(Object.entries(params).map(([name, t]) => [name, zero(t)]));
+}
+
+/** A deep copy of a dict of tensors. */
+export function copy_tensors(params) {
+  const copy = (t) => (Array.isArray(t) ? t.map((r) => Float64Array.from(r)) : Float64Array.from(t));
+  return Object.fromEntries(Object.entries(params).map(([name, t]) => [name, copy(t)]));
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// One step
+
+/** The mean loss over the B windows and its gradient: the mean of the windows' gradients, which is the gradient of
+ * the mean over all B * T positions because every window has T positions. sums: PLAIN (training) or EXACT. */
+export function loss_and_grads(params, windows, s, sums = PLAIN) {
+  let total_loss = 0.0;
+  let grads = null;
+  for (const window of windows) {
+    const [logits, cache] = forward(params, window.slice(0, -1), s.use_positions, sums); // (T, V)
+    const [loss, dlogits] = loss_and_dlogits(logits, window.slice(1), sums);
+    const g = backward(params, cache, dlogits, sums);
+    total_loss += loss;
+    if (grads === null) grads = g;
+    else add_into(grads, g);
+  }
+  scale(grads, 1.0 / windows.length);
+  return [total_loss / windows.length, grads];
+}
+
+/** total += g, tensor by tensor, in place. */
+function add_into(total, g) {
+  for (const name in g) {
+    const to = rows_of(total[name]), from = rows_of(g[name]);
+    for (let r = 0; r < to.length; r++) for (let j = 0; j < to[r].length; j++) to[r][j] += from[r][j];
+  }
+}
+
+/** Every number of every gradient times factor, in place. */
+export function scale(grads, factor) {
+  for (const t of Object.values(grads)) for (const row of rows_of(t)) for (let j = 0; j < row.length; j++) row[j] *= factor;
+}
+
+/** The gradient's global norm: the root of the sum of every squared number. */
+export function grad_norm(grads) {
+  let s = 0.0;
+  for (const t of Object.values(grads)) for (const row of rows_of(t)) for (const x of row) s += x * x;
+  return Math.sqrt(s);
+}
+
+/** One Adam step number t (1-based) with bias correction, in place. */
+export function adam(params, grads, m, v, t, lr, s) {
+  const c1 = 1.0 - s.beta1 ** t;
+  const c2 = 1.0 - s.beta2 ** t;
+  for (const name in params) {
+    const p = rows_of(params[name]), g = rows_of(grads[name]), mt = rows_of(m[name]), vt = rows_of(v[name]);
+    for (let r = 0; r < p.length; r++) {
+      const pr = p[r], gr = g[r], mr = mt[r], vr = vt[r];
+      for (let j = 0; j < pr.length; j++) {
+        mr[j] = mr[j] * s.beta1 + (1.0 - s.beta1) * gr[j];
+        vr[j] = vr[j] * s.beta2 + (1.0 - s.beta2) * (gr[j] * gr[j]);
+        pr[j] -= (lr * (mr[j] / c1)) / (Math.sqrt(vr[j] / c2) + s.eps);
+      }
+    }
+  }
+}
+
+/** The state before the first step: the given weights (copied), zero moments, a batch sampler seeded with seed. */
+export function fresh_state(params, seed) {
+  params = copy_tensors(params);
+  return { params, m: zeros_like(params), v: zeros_like(params), rng: new Random(seed), step: 0 };
+}
+
+/** One optimiser step on state {params, m, v, step} with the given windows; returns {loss, norm}. A non-finite loss
+ * or gradient leaves the weights and the moments as they were (the caller stops the run). */
+export function train_step(state, windows, s) {
+  const [loss, grads] = loss_and_grads(state.params, windows, s);
+  const norm = grad_norm(grads);
+  if (Number.isFinite(loss) && Number.isFinite(norm)) {
+    if (norm > s.clip) scale(grads, s.clip / norm);
+    adam(state.params, grads, state.m, state.v, state.step + 1, learning_rate(state.step, s), s);
+    state.step += 1;
+  }
+  return { loss, norm };
+}
+
+/** Total -log p (nats) of predicting tokens 1.. of each story from the ones before. */
+export function story_nats(params, stories, use_positions) {
+  let total = 0.0;
+  for (const ids of stories) total += sequence_loss(params, ids.slice(0, -1), ids.slice(1), use_positions, PLAIN) * (ids.length - 1);
+  return total;
+}

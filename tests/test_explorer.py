@@ -1,0 +1,655 @@
+"""The browser explorer: its JavaScript tokenizer, model, backward pass and training checked against the Python code
+in a real headless Chromium (driven by Playwright), every panel and every bad-input message of the page, and
+explore.py's export and server.
+
+The page is served from a temporary folder by explore.py's own server on 127.0.0.1, in three copies: the untrained
+seed-3 export, a trained checkpoint's export, and a copy whose worker.js throws. Outside CI the browser tests skip
+with a one-line reason when Chromium or Playwright is missing; under CI=true that is a failure."""
+
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import bpe  # noqa: E402
+import checkpoint  # noqa: E402
+import explore  # noqa: E402
+import model  # noqa: E402
+import trace_block  # noqa: E402
+import train  # noqa: E402
+
+np = pytest.importorskip("numpy")
+from fastpath_helpers import rel_err  # noqa: E402
+
+TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
+IN_CI = os.environ.get("CI", "").lower() in ("true", "1")
+SITES = ("init", "trained")  # the untrained seed-3 export and a trained checkpoint's
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The browser, the served copies of the page, and pages with their console errors
+
+
+@pytest.fixture(scope="module")
+def browser():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        reason = "Playwright is not installed (python3 -m pip install -r requirements-dev.txt)"
+    else:
+        reason = None if explore.find_chromium() else ("no Chromium found (chromium, chromium-browser or"
+                                                       " google-chrome on PATH; .ci/run installs it with apt-get)")
+    if reason:
+        if IN_CI:
+            pytest.fail(f"CI=true and the browser tests cannot run: {reason}")
+        pytest.skip(reason)
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=explore.find_chromium(), args=["--no-sandbox"])
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="module")
+def trained_ckpt(tmp_path_factory):
+    """A float32 checkpoint after 300 steps of train.py (good enough to write story-like text)."""
+    out = tmp_path_factory.mktemp("explorer-ckpt") / "ckpt.safetensors"
+    subprocess.run([sys.executable, str(ROOT / "train.py"), "--out", str(out), "--steps", "300", "--batch", "8",
+                    "--val-stories", "20", "--eval-every", "300", "--quiet"],
+                   check=True, capture_output=True, cwd=out.parent, timeout=300)
+    return out
+
+
+@pytest.fixture(scope="module")
+def sites(tmp_path_factory, trained_ckpt):
+    """A folder holding the page three times: init/ (no checkpoint), trained/ and broken-worker/."""
+    root = tmp_path_factory.mktemp("explorer-sites")
+    explore.export_site(root / "init", *explore.read_weights(root / "no-such.safetensors", explicit=False))
+    explore.export_site(root / "trained", *explore.read_weights(trained_ckpt, explicit=True))
+    shutil.copytree(root / "init", root / "broken-worker")
+    (root / "broken-worker" / "worker.js").write_text('throw new Error("a worker that fails on purpose");\n')
+    return root
+
+
+@pytest.fixture(scope="module")
+def base_url(sites):
+    server = explore.make_server(sites, 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+class Page:
+    """A page of one served copy, loaded and ready, collecting console errors and page errors."""
+
+    def __init__(self, browser, url, tmp_path, width=1280):
+        self.errors = []
+        self.page = browser.new_page(viewport={"width": width, "height": 900}, accept_downloads=True)
+        self.page.on("console", lambda m: m.type == "error" and self.errors.append(f"console: {m.text}"))
+        self.page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
+        self.page.goto(url)
+        self.page.wait_for_function("window.ready === true")
+        self.tmp_path = tmp_path
+
+    def js(self, script, arg=None):
+        return self.page.evaluate(script, arg)
+
+    def text(self, selector):
+        return self.page.inner_text(selector)
+
+    def wait_text(self, selector, phrase, timeout=30_000):
+        """Wait until the element's text contains phrase; return the text."""
+        self.page.wait_for_function("([s, p]) => document.querySelector(s)?.textContent.includes(p)",
+                                    arg=[selector, phrase], timeout=timeout)
+        return self.text(selector)
+
+    def shot(self, panel):
+        self.page.locator(f"#{panel}").screenshot(path=str(self.tmp_path / f"{panel}.png"))
+
+
+@pytest.fixture
+def open_page(browser, base_url, tmp_path):
+    pages = []
+
+    def opener(site="init", width=1280):
+        page = Page(browser, f"{base_url}/{site}/index.html", tmp_path, width)
+        pages.append(page)
+        return page
+
+    yield opener
+    for page in pages:
+        page.page.close()
+
+
+def reference_params(site_dir):
+    """The exported weights of a served copy, as model.py's dict of lists."""
+    return checkpoint.reference_params(checkpoint.load_checkpoint(site_dir / "data" / explore.WEIGHTS_FILE))
+
+
+def corpus_windows(n, length, seed=0):
+    """n windows of length token IDs from the training stream, at starts drawn by random.Random(seed)."""
+    stream, _, _ = train.load_data(TOK, explore.VAL_STORIES, length)
+    rng = random.Random(seed)
+    return [stream[start:start + length] for start in (rng.randrange(len(stream) - length) for _ in range(n))]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The tokenizer
+
+
+def test_js_tokenizer_gives_bpe_py_ids_on_every_corpus_line_and_the_same_errors(open_page):
+    page = open_page()
+    lines = (ROOT / "corpus.txt").read_text(encoding="utf-8").splitlines()
+    got = page.js("(lines) => lines.map((l) => explorer.state.tok.encode(l + '\\n'))", lines)
+    want = [TOK.encode(line + "\n") for line in lines]
+    assert len(got) == 3000 and got == want
+
+    # SPEC section 2's tokenisations
+    tokens = page.js("(texts) => texts.map((t) => explorer.state.tok.tokens(t))",
+                     [trace_block.ORDER_A, trace_block.ORDER_B, "mia has a red ball.", "mia has a red hat.",
+                      lines[0] + "\n"])
+    assert tokens[0] == ["n", "ow", " mia", " gives", " the", " hat", " to", " leo", "."]
+    assert tokens[1] == ["n", "ow", " leo", " gives", " the", " hat", " to", " mia", "."]
+    assert tokens[2][:4] == tokens[3][:4] and tokens[2][4] != tokens[3][4]
+    assert len(tokens[4]) == 37
+
+    bad = ["Mia has a hat", "it's", "a\tb", "x\x00y", "\u200b", "é", "\U0001F600 ok", '"', "a\\b", "mia\r\n", "\x7f",
+           "\xa0", "ok \u2028", "\U000e0001", "A'\""]
+    messages = page.js("(texts) => texts.map((t) => { try { explorer.state.tok.encode(t); return null; }"
+                       " catch (e) { return e.message; } })", bad)
+    for text, message in zip(bad, messages):
+        with pytest.raises(ValueError) as err:
+            TOK.encode(text)
+        assert message == str(err.value), text
+    assert page.errors == []
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Forward and backward against model.py and the NumPy path
+
+FORWARD = """([windows, sums]) => {
+  const {model} = explorer.modules, {params} = explorer.state.model;
+  return windows.map(([ids, pos]) => model.forward(params, ids, pos, model[sums])[0].map((row) => Array.from(row)));
+}"""
+
+
+@pytest.mark.parametrize("site", SITES)
+def test_js_forward_matches_model_py(open_page, sites, site):
+    """Logits of 20 corpus windows and of the trace's sentences, positions on and off, within 1e-13 relative."""
+    page = open_page(site)
+    params = reference_params(sites / site)
+    cases = [(ids, True) for ids in corpus_windows(20, 64)]
+    cases += [(TOK.encode(text), pos) for text in (trace_block.ORDER_A, trace_block.ORDER_B) for pos in (True, False)]
+    want = [model.forward(params, ids, pos)[0] for ids, pos in cases]
+    worst = {}
+    for sums in ("EXACT", "PLAIN"):
+        got = page.js(FORWARD, [cases, sums])
+        errors = [rel_err(g, w) for g, w in zip(got, want)]
+        worst[sums] = max(errors)
+        assert worst[sums] <= 1e-13, (sums, errors)
+    print(f"\n{site}: worst relative logit error over {len(cases)} sequences: exact sums {worst['EXACT']:.2e},"
+          f" plain sums {worst['PLAIN']:.2e}")
+
+
+def test_order_facts_hold_bit_for_bit_in_the_page(open_page, sites):
+    recorded = json.loads((ROOT / "block-trace.json").read_text())["order_test"]
+    a, b = TOK.encode(trace_block.ORDER_A), TOK.encode(trace_block.ORDER_B)
+    gap = "([a, b, pos]) => explorer.modules.trace_block.last_logits_gap(explorer.state.model.params, a, b, pos)"
+    for site in SITES:
+        page = open_page(site)
+        assert page.js(gap, [a, b, False]) == 0.0, site  # exactly: the same set of tokens at the last position
+        if site == "init":
+            with_positions = page.js(gap, [a, b, True])
+            assert with_positions == pytest.approx(recorded["last_logit_gap_with_positions"], rel=1e-12, abs=0)
+        page.page.uncheck("#order-positions")
+        page.page.wait_for_function("document.querySelector('#order-gap').textContent === '0'")
+        page.page.check("#order-positions")
+        page.page.wait_for_function("document.querySelector('#order-gap').textContent !== '0'")
+        assert float(page.page.get_attribute("#order-gap", "data-value")) > 0
+        assert page.errors == []
+
+
+BACKWARD = """([windows, sums]) => {
+  const {train, model} = explorer.modules, {params} = explorer.state.model;
+  const [loss, grads] = train.loss_and_grads(params, windows, {use_positions: true}, model[sums]);
+  return [loss, Object.fromEntries(Object.entries(grads).map(([n, g]) =>
+    [n, Array.isArray(g) ? g.map((r) => Array.from(r)) : Array.from(g)]))];
+}"""
+
+
+@pytest.mark.parametrize("site", SITES)
+def test_js_backward_matches_the_numpy_path_per_tensor(open_page, sites, site):
+    import numpy_model
+
+    page = open_page(site)
+    params = numpy_model.from_lists(reference_params(sites / site))  # float64
+    windows = np.array(corpus_windows(4, 65, seed=1))  # (B, T + 1)
+    logits, cache = numpy_model.forward(params, windows[:, :-1])  # (B, T, V)
+    loss, dlogits = numpy_model.loss_and_dlogits(logits, windows[:, 1:])
+    want = numpy_model.backward(params, cache, dlogits)
+    for sums in ("EXACT", "PLAIN"):
+        js_loss, grads = page.js(BACKWARD, [windows.tolist(), sums])
+        assert js_loss == pytest.approx(loss, rel=1e-12)
+        errors = {name: rel_err(grads[name], want[name]) for name in model.PARAM_SHAPES}
+        worst = max(errors, key=errors.get)
+        assert errors[worst] <= 1e-10, (sums, errors)
+        print(f"\n{site} {sums}: worst relative gradient error {errors[worst]:.2e} ({worst})")
+
+
+def test_the_pages_gradient_check_passes_and_fails_a_broken_backward(open_page):
+    page = open_page()
+    page.page.click("#check-go")
+    status = page.wait_text("#check-status", "numbers checked", timeout=120_000)
+    assert "1,060 numbers checked" in status and "below 1e-7" in status
+    rows = [row.split("\t") for row in page.text("#check-table tbody").splitlines()]
+    assert [row[0] for row in rows] == list(model.PARAM_SHAPES)
+    errors = {row[0]: float(row[2]) for row in rows}
+    assert max(errors.values()) < 1e-7 and all(row[3] == "OK" for row in rows), errors
+    print(f"\npage's gradient check: worst {max(errors.values()):.2e} ({max(errors, key=errors.get)})")
+
+    # the same check with a backward pass that is wrong in one number must say NOT OK for that tensor
+    broken = page.js("() => explorer.run_check((p, c, d, s) => { const g = explorer.modules.model.backward(p, c, d, s);"
+                     " g.W1[0][0] += 1e-5; return g; })")
+    assert broken["W1"] > 1e-6 and all(err < 1e-7 for name, err in broken.items() if name != "W1")
+    assert "NOT below 1e-7" in page.text("#check-status")
+    assert page.errors == []
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Training against train.py's NumPy path, and the page's generator against Python's
+
+STEPS = """([windows, s]) => {
+  const {train} = explorer.modules;
+  const state = train.fresh_state(explorer.state.model.params, 3);
+  const out = windows.map((w) => train.train_step(state, w, s));
+  return [out, Object.fromEntries(Object.entries(state.params).map(([n, t]) =>
+    [n, Array.isArray(t) ? t.map((r) => Array.from(r)) : Array.from(t)]))];
+}"""
+
+
+def test_30_js_training_steps_match_train_pys_numpy_path(open_page):
+    parser = train.build_parser()
+    s = parser.parse_args(["--steps", "30", "--batch", "4", "--warmup", "10", "--clip", "0.75", "--dtype", "float64",
+                           "--quiet"])
+    train.check_settings(parser, s)
+    stream, _, _ = train.load_data(TOK, s.val_stories, s.seq_len)
+    init, loss_and_grads, _ = train.model_functions(s, len(TOK.vocab))
+    state = train.fresh_state(init, s.seed)  # the seed-3 weights, as the init page has them
+    sampler = random.Random(s.seed)  # the batches of train.py's loop, given explicitly to the page
+    windows = [[stream[i:i + s.seq_len + 1] for i in train.draw_starts(sampler, len(stream), s.seq_len, s.batch)]
+               for _ in range(s.steps)]
+    steps = [train.step(state, [w[:-1] for w in rows], [w[1:] for w in rows], loss_and_grads, s) for rows in windows]
+    norms = [norm for _, norm in steps]
+    assert min(norms) < s.clip < max(norms)  # both branches of the clipping are taken
+
+    page = open_page()
+    settings = {"lr": s.lr, "min_lr": s.min_lr, "warmup": s.warmup, "steps": s.steps, "beta1": s.beta1,
+                "beta2": s.beta2, "eps": s.eps, "clip": s.clip, "use_positions": True}
+    js_steps, js_params = page.js(STEPS, [windows, settings])
+    for (loss, norm), js in zip(steps, js_steps):
+        assert js["loss"] == pytest.approx(loss, rel=1e-12) and js["norm"] == pytest.approx(norm, rel=1e-12)
+    errors = {name: rel_err(js_params[name], state["params"][name]) for name in model.PARAM_SHAPES}
+    assert max(errors.values()) <= 1e-9, errors
+    print(f"\n30 training steps: worst relative parameter error {max(errors.values()):.2e}"
+          f" ({max(errors, key=errors.get)})")
+
+    # the page's sampler draws train.py's starts, and its initial weights are model.init_params' to the last bit
+    # or two (V8's cos, sin and log round a few results differently from the C library's)
+    js_starts = page.js("(n) => { const r = new explorer.modules.random.Random(3);"
+                        " return Array.from({length: 30}, () => explorer.modules.train.draw_starts(r, n, 64, 4)); }",
+                        len(stream))
+    assert js_starts == [train.draw_starts(r, len(stream), 64, 4) for r in [random.Random(3)] for _ in range(30)]
+    js_init = page.js("() => Object.values(explorer.modules.model.init_params(96, 16, 64, 64, 3))"
+                      ".map((t) => Array.isArray(t) ? t.flatMap((r) => Array.from(r)) : Array.from(t))")
+    want = np.concatenate([np.ravel(t) for t in model.init_params(96, 16, 64, 64, 3).values()])
+    got = np.concatenate([np.asarray(t, dtype=np.float64) for t in js_init])
+    assert np.all(np.abs(got - want) <= 2 * np.spacing(np.abs(want)))
+    print(f"JS init: {int(np.sum(got != want))} of {got.size} weights differ, by at most 2 ulp")
+    assert page.errors == []
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The page: loading, typing, the panels, training in the worker, sampling and the weights file
+
+
+def test_page_loads_clean_and_follows_typing(open_page):
+    page = open_page()
+    assert "Untrained model" in page.text("#model-status")
+    for panel in ("tokens-panel", "next-panel", "attention-panel", "order-panel", "inside-panel", "sample-panel",
+                  "train-panel", "check-panel"):
+        page.shot(panel)
+    before_next = page.text("#next-list")
+
+    text = "ben has a blue ball. ben gives the ball to zoe."
+    page.page.fill("#text", text)
+    want = ["\n", *TOK.tokens(text)]
+    page.page.wait_for_function("(n) => document.querySelectorAll('#chips .chip').length === n", arg=len(want))
+    chips = page.page.locator("#chips .chip .text").all_inner_texts()
+    assert chips == [t.replace(" ", "␣").replace("\n", "⏎") for t in want]
+    assert page.page.locator("#chips .chip .id").all_inner_texts() == [str(i) for i in TOK.encode("\n" + text)]
+    assert page.page.get_attribute("#attention-maps canvas", "data-rows") == str(len(want))
+    assert f"After position {len(want) - 1} " in page.text("#next-caption")
+    assert page.text("#next-list") != before_next and page.page.locator("#next-list li").count() >= 10
+
+    # choosing a position: a click, then the arrow keys
+    page.page.click("#chips .chip[data-position='3']")
+    assert "After position 3 " in page.text("#next-caption")
+    assert "Position 3 " in page.text("#attention-readout")
+    page.page.keyboard.press("ArrowLeft")
+    page.wait_text("#next-caption", "After position 2 ")
+    assert page.page.evaluate("document.activeElement.dataset.position") == "2"
+
+    # the word-order panel: 0 without positions, a gap with them
+    page.page.uncheck("#order-positions")
+    page.page.wait_for_function("document.querySelector('#order-gap').textContent === '0'")
+    assert "bit-identical" in page.text("#order-gap-note")
+    page.page.check("#order-positions")
+    page.page.wait_for_function("document.querySelector('#order-gap').textContent !== '0'")
+    for panel in ("tokens-panel", "attention-panel", "order-panel"):
+        page.shot(panel)
+
+    # a phone-sized screen: one column, nothing wider than the screen but the scrolling canvases
+    phone = open_page(width=390)
+    overflow = phone.js("() => document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 0, overflow
+    phone.page.screenshot(path=str(page.tmp_path / "phone.png"), full_page=True)
+    assert page.errors == [] and phone.errors == []
+
+
+def test_fifty_steps_in_the_worker_lower_the_loss_draw_the_curve_and_move_the_panels(open_page):
+    page = open_page()
+    next_before = page.text("#next-list")
+    page.page.fill("#train-steps", "50")
+    page.page.click("#train-start")
+    page.page.click("#train-pause")  # pause at once (the worker first evaluates): the steps stop
+    time.sleep(1.0)
+    paused_at = page.js("explorer.state.training.step")
+    time.sleep(1.0)
+    assert page.js("explorer.state.training.step") == paused_at < 50
+    assert "paused" in page.text("#train-status")
+    page.page.click("#train-pause")
+    page.page.wait_for_function("explorer.state.training.done === true", timeout=120_000)
+
+    run = page.js("() => { const r = explorer.state.training; return {losses: r.losses, vals: r.vals, step: r.step} }")
+    losses = [loss for _, loss in run["losses"]]
+    assert run["step"] == 50 and len(losses) == 50
+    assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 - 0.5  # from ln 96 = 4.56 to far below
+    assert [v[0] for v in run["vals"]] == [0, 50] and run["vals"][1][1] < run["vals"][0][1] - 0.5
+    assert int(page.page.get_attribute("#train-chart", "data-points")) == 52
+    inked = page.js("() => { const c = document.querySelector('#train-chart');"
+                    " const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+                    " let n = 0; for (let i = 0; i < d.length; i += 4) if (d[i + 3] && d[i] < 200) n++; return n; }")
+    assert inked > 500, inked  # axes, the two curves and the floor
+    assert "step 50 of 50" in page.text("#train-status") and "done" in page.text("#train-status")
+    assert page.js("explorer.state.model.step") == 50 and page.text("#next-list") != next_before
+    page.shot("train-panel")
+    assert page.errors == []
+
+
+def test_downloaded_weights_load_in_sample_py_and_give_the_pages_greedy_text(open_page, tmp_path):
+    page = open_page("trained")
+    page.page.check("input[name='train-from'][value='loaded']")
+    page.page.fill("#train-steps", "20")
+    page.page.click("#train-start")
+    page.page.wait_for_function("explorer.state.training?.done === true", timeout=120_000)
+
+    def page_sample(prompt, temperature, top_k, seed, tokens):
+        for field, value in (("prompt", prompt), ("temperature", temperature), ("top-k", top_k), ("seed", seed),
+                             ("tokens", tokens)):
+            page.page.fill(f"#sample-{field}", str(value))
+        page.page.click("#sample-go")
+        page.page.wait_for_function("document.querySelector('#sample-out').dataset.done === 'true'", timeout=120_000)
+        return page.text("#sample-out")
+
+    greedy = page_sample("mia has", 0, 0, 0, 70)
+    drawn = page_sample("ben", 1, 10, 5, 40)
+    page.shot("sample-panel")
+    with page.page.expect_download() as download:
+        page.page.click("#download")
+    path = tmp_path / "explorer.safetensors"
+    download.value.save_as(path)
+
+    ckpt = checkpoint.load_checkpoint(path, checkpoint.sha256_file(ROOT / "tokenizer.json"))
+    assert ckpt["step"] == 20 and ckpt["config"]["positions"] == "learned"
+
+    def sample_py(*args):
+        proc = subprocess.run([sys.executable, str(ROOT / "sample.py"), "--ckpt", str(path), *map(str, args)],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    assert sample_py("--prompt", "mia has", "--temperature", 0, "--tokens", 70) == greedy + "\n"
+    assert greedy.startswith("mia has") and "." in greedy
+    # seeded drawing too: the page's generator is Python's and model.py's sums are exact like the page's
+    assert sample_py("--prompt", "ben", "--temperature", 1, "--top-k", 10, "--seed", 5, "--tokens", 40,
+                     "--backend", "python") == drawn + "\n"
+
+    # the file loads back into the page and into explore.py
+    page.page.set_input_files("#weights-file", str(path))
+    assert "Loaded explorer.safetensors: step 20" in page.wait_text("#load-message", "Loaded")
+    assert explore.main(["--ckpt", str(path), "--export", str(tmp_path / "site")]) == 0
+    assert json.loads((tmp_path / "site" / "data" / "manifest.json").read_text())["step"] == 20
+    assert page.errors == []
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Bad input: a message in the page, and the rest still working
+
+
+def weights_file(name, raw):
+    return {"name": name, "mimeType": "application/octet-stream", "buffer": raw}
+
+
+def edited_checkpoint(path, edit):
+    """The bytes of the checkpoint at path after edit(tensors, metadata) changed them."""
+    tensors, metadata = checkpoint.load_file(path)
+    metadata.pop(checkpoint.DATA_HASH_KEY)
+    edit(tensors, metadata)
+    return checkpoint.encode(tensors, metadata)
+
+
+def test_bad_input_gives_messages_and_the_rest_keeps_working(open_page, trained_ckpt):
+    page = open_page()
+    status = page.text("#model-status")
+
+    page.page.fill("#text", "Mia has a hat.")
+    message = page.wait_text("#token-message", "unknown character")
+    assert "unknown character 'M' at position 0; the tokenizer knows only" in message
+    assert page.text("#token-where mark") == "M"
+    assert page.page.locator("#chips .chip").count() > 1  # the last readable text stays on show
+    page.shot("tokens-panel")
+
+    page.page.fill("#text", "")
+    assert "box is empty" in page.wait_text("#token-message", "empty")
+    assert page.page.locator("#chips .chip").count() == 1 and page.page.locator("#next-list li").count() == 10
+
+    long_text = " ".join(["mia has a red hat."] * 15)  # 90 tokens
+    page.page.fill("#text", long_text)
+    n = len(TOK.encode(long_text)) + 1
+    assert "reads the last 64, as sample.py does" in page.wait_text("#token-message", "last 64")
+    assert page.page.locator("#chips .chip.unread").count() == n - 64
+    assert page.page.get_attribute("#attention-maps canvas", "data-rows") == "64"
+
+    raw = trained_ckpt.read_bytes()
+    data_start = 8 + int.from_bytes(raw[:8], "little")
+    flipped = bytearray(raw)
+    flipped[data_start + 100] ^= 0xFF
+    bad_files = [
+        ("truncated.safetensors", raw[:-100], "the file is truncated"),
+        ("flipped.safetensors", bytes(flipped), "SHA-256 differs"),
+        ("notes.safetensors", b"these are not weights at all", "not a safetensors file"),
+        ("other-tokenizer.safetensors",
+         edited_checkpoint(trained_ckpt, lambda t, m: m.update(tokenizer_sha256="0" * 64)),
+         "token IDs would mean different things"),
+        ("rope.safetensors", edited_checkpoint(trained_ckpt, lambda t, m: m.update(
+            config=json.dumps({**json.loads(m["config"]), "positions": "rope", "use_positions": False}))),
+         "positions 'rope', which this page does not run"),
+        ("no-w1.safetensors", edited_checkpoint(trained_ckpt, lambda t, m: t.pop("W1")), "missing tensors: W1"),
+    ]
+    for name, content, phrase in bad_files:
+        page.page.set_input_files("#weights-file", files=[weights_file(name, content)])
+        message = page.wait_text("#load-message", name)
+        assert phrase in message and "The model is unchanged" in message, message
+        assert page.text("#model-status") == status
+    page.shot("load-message")
+
+    page.page.fill("#sample-temperature", "-1")
+    page.page.click("#sample-go")
+    assert 'Temperature is "-1"; expected 0 (greedy) or a positive number' in page.wait_text("#sample-message", "-1")
+    page.page.fill("#sample-temperature", "1")
+    page.page.fill("#sample-prompt", "Ben")
+    page.page.click("#sample-go")
+    assert "Prompt: unknown character 'B' at position 0" in page.wait_text("#sample-message", "Prompt")
+
+    page.page.fill("#train-lr", "0")
+    page.page.click("#train-start")
+    assert 'Learning rate is "0"; expected a positive number' in page.wait_text("#train-message", "Learning rate")
+    page.page.fill("#train-lr", "1e300")  # a run that diverges: the first step throws the weights to ~1e298
+    page.page.fill("#train-steps", "40")
+    page.page.click("#train-start")
+    message = page.wait_text("#train-message", "diverged", timeout=120_000)
+    assert "the run diverged and stops" in message and "HINT: a lower learning rate" in message
+    assert "back to the weights it had before this run" in message
+    assert page.text("#model-status") == status
+
+    page.page.fill("#order-b", "now leo gives the hat to Mia.")
+    assert "Sentence B: unknown character 'M'" in page.wait_text("#order-message", "Sentence B")
+    assert page.text("#order-gap") == "–"
+
+    # and the page still works
+    page.page.fill("#text", "zoe has a ball.")
+    page.page.wait_for_function("(n) => document.querySelectorAll('#chips .chip').length === n",
+                                arg=len(TOK.encode("zoe has a ball.")) + 1)
+    assert page.text("#token-message") == ""
+    assert page.errors == []
+
+
+def test_a_worker_that_fails_is_a_message_and_the_rest_keeps_working(open_page):
+    page = open_page("broken-worker")
+    page.page.click("#train-start")
+    assert "the training worker failed" in page.wait_text("#train-message", "worker failed")
+    assert page.page.is_disabled("#train-pause") and page.page.is_disabled("#train-stop")
+    page.page.fill("#text", "leo has a hat.")
+    page.page.wait_for_function("(n) => document.querySelectorAll('#chips .chip').length === n",
+                                arg=len(TOK.encode("leo has a hat.")) + 1)
+    page.shot("train-panel")
+    assert [e for e in page.errors if "fails on purpose" not in e] == []  # only the worker's own error, if logged
+
+
+def test_without_data_the_page_says_how_to_get_it(browser, sites, tmp_path):
+    """A copy of the page with no data/ folder (opened without explore.py): a message, not a blank page."""
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for path in explore.page_files():
+        shutil.copy(path, bare / path.name)
+    server = explore.make_server(bare, 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        page = Page(browser, f"http://127.0.0.1:{server.server_port}/index.html", tmp_path)
+        assert "Run python3 explore.py" in page.text("#page-message")
+        assert "data/manifest.json (HTTP 404)" in page.text("#page-message")
+        page.page.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# explore.py: the export, its errors, the server
+
+
+def test_export_without_a_checkpoint_is_the_untrained_seed_3_model(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no out/ckpt.safetensors here
+    assert explore.main(["--export", "site"]) == 0
+    site = tmp_path / "site"
+    assert sorted(p.name for p in site.iterdir()) == sorted([p.name for p in explore.page_files()] + ["data"])
+    manifest = json.loads((site / "data" / "manifest.json").read_text())
+    assert manifest["trained"] is False and "seed-3 initial weights" in manifest["source"]
+    assert manifest["val_floor"] == pytest.approx(0.3074, abs=1e-4)
+    assert manifest["floor"] == pytest.approx(0.3081, abs=1e-4)
+    assert manifest["order"] == {"a": trace_block.ORDER_A, "b": trace_block.ORDER_B}
+    assert reference_params(site) == model.init_params(96, 16, 64, 64, 3)  # bit for bit
+    split = json.loads((site / "data" / "split.json").read_text())
+    stories = (ROOT / "corpus.txt").read_text().splitlines()
+    assert split["train"] + split["val"] == stories and len(split["val"]) == 300
+    assert not list(site.rglob("*.tmp"))
+
+
+def run_explore(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, str(ROOT / "explore.py"), *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd, timeout=120)
+
+
+def test_a_bad_checkpoint_is_checkpoint_pys_message_and_exit_2(tmp_path, trained_ckpt):
+    truncated = tmp_path / "truncated.safetensors"
+    truncated.write_bytes(trained_ckpt.read_bytes()[:-100])
+    rope = tmp_path / "rope.safetensors"
+    rope.write_bytes(edited_checkpoint(trained_ckpt, lambda t, m: m.update(
+        config=json.dumps({**json.loads(m["config"]), "positions": "rope", "use_positions": False}))))
+    for path, phrase in [(truncated, "the file is truncated"), (tmp_path / "missing.safetensors", "no checkpoint at"),
+                         (rope, "which the explorer does not run")]:
+        proc = run_explore("--ckpt", path, "--export", tmp_path / "site")
+        assert proc.returncode == 2 and phrase in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "site").exists()  # nothing written
+    (tmp_path / "file").write_text("x")
+    for args, phrase in [(["--export", tmp_path / "file"], "is a file"), (["--port", "70000"], "is not a port"),
+                         (["--port", "eighty"], "invalid int value")]:
+        proc = run_explore(*args)
+        assert proc.returncode == 2 and phrase in proc.stderr, proc.stderr
+
+
+def test_server_serves_the_page_with_the_right_types_and_stops_on_ctrl_c(tmp_path):
+    proc = subprocess.Popen([sys.executable, str(ROOT / "explore.py"), "--no-open"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("serving the explorer at http://127.0.0.1:"), (line, proc.stderr.read())
+        url = line.split()[4]
+        base = url.rsplit("/", 1)[0]
+        for name, mime in [("index.html", "text/html"), ("page.js", "text/javascript"),
+                           ("worker.js", "text/javascript"),
+                           ("style.css", "text/css"), ("data/manifest.json", "application/json"),
+                           ("data/weights.safetensors", "application/octet-stream")]:
+            with urllib.request.urlopen(f"{base}/{name}", timeout=10) as response:
+                assert response.headers["Content-Type"].startswith(mime), name
+                assert response.headers["Cache-Control"] == "no-store"
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(f"{base}/nothing-here.js", timeout=10)
+        assert missing.value.code == 404
+        for _ in range(5):  # clients that hang up mid-reply (a reset, as a closed tab does): no traceback
+            hang_up = socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1])), timeout=10)
+            hang_up.sendall(b"GET /page.js HTTP/1.0\r\n\r\n")
+            hang_up.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            hang_up.close()
+
+        # a port that is taken is a message and exit 2
+        port = int(base.rsplit(":", 1)[1])
+        taken = run_explore("--no-open", "--port", port, cwd=tmp_path)
+        assert taken.returncode == 2 and f"cannot serve on 127.0.0.1 port {port}" in taken.stderr
+
+        proc.send_signal(signal.SIGINT)  # Ctrl-C
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0 and "stopped" in out and "Traceback" not in err, err
+    with pytest.raises(OSError):  # nothing listens any more
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
