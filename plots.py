@@ -202,7 +202,7 @@ def plot_experiment(record, out):
     ax.set_yticks(range(0, 101, 20))
     ax.set_xlabel("position scheme")
     ax.set_ylabel("percent of held-out stories / percent probability")
-    ax.set_title(f"Order probe: who has it \"now\"?\n({record['schemes'][schemes[0]]['probe']['stories']} held-out"
+    ax.set_title(f"Order probe: who has it \"now\"?\n({record['settings']['probe_stories']} held-out"
                  f" stories, mean over seeds)")
     ax.legend(loc="upper center", fontsize=8)
 
@@ -267,7 +267,7 @@ def main(argv=None):
     for path in written:
         print(f"wrote {path} ({path.stat().st_size:,} bytes)")
     near = similarity_by_distance(learned["pos_emb"])
-    print(f"trained position rows, mean cosine similarity by distance: "
+    print("trained position rows, mean cosine similarity by distance: "
           + ", ".join(f"{v:+.2f} at {k}" for k, v in near.items()) + f" (computing with {machine.blas(1)})")
     return 0
 

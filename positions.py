@@ -41,6 +41,7 @@ import checkpoint  # noqa: E402
 import make_corpus  # noqa: E402
 import numpy_fast  # noqa: E402
 import numpy_model  # noqa: E402
+import spread  # noqa: E402
 import train  # noqa: E402
 from atomic import write_atomic  # noqa: E402
 
@@ -49,7 +50,7 @@ from atomic import write_atomic  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RECORD_FILE = HERE / "positions.json"
-FORMAT = "one-block positions experiment v1"  # the record's "format" field
+FORMAT = "one-block positions experiment v2"  # the record's "format" field
 SCHEMES = numpy_model.SCHEMES  # learned, none, sinusoidal, rope
 FULL = {"seeds": [3, 4, 5, 6, 7], "train_args": []}  # train.py's defaults; seed 3 is `python3 train.py` itself
 REDUCED = {"seeds": [3, 4], "train_args": ["--steps", "150", "--batch", "8", "--warmup", "20"]}  # --check: seconds
@@ -153,10 +154,10 @@ def loss_by_position(params, scheme, inputs, targets):
 # The experiment
 
 
-def spread(values):
+def across_seeds(values):
     """Mean, sample standard deviation, min, max and the values themselves (one per seed).
 
-    >>> spread([1.0, 2.0, 3.0])
+    >>> across_seeds([1.0, 2.0, 3.0])
     {'mean': 2.0, 'std': 1.0, 'min': 1.0, 'max': 3.0, 'by_seed': [1.0, 2.0, 3.0]}
     """
     values = [float(v) for v in values]
@@ -178,7 +179,8 @@ def training_settings(plan):
 
 
 def run_experiment(plan, report=print):
-    """Train every scheme with every seed of plan and measure each run; return the record (a dict)."""
+    """Train every scheme with every seed of plan and measure each run; return the record (a dict): the raw numbers
+    of every run under "runs", and under "schemes" their summaries, derived from those raw numbers only."""
     started = time.perf_counter()
     data, runs = None, {scheme: [] for scheme in SCHEMES}
     for scheme in SCHEMES:
@@ -189,50 +191,59 @@ def run_experiment(plan, report=print):
             if scheme == SCHEMES[0] and seed == plan["seeds"][0]:
                 items = probe_items(data.tok, data.val_texts)
                 inputs, targets = windows(data.tok, data.val_texts, WINDOW)
-            run = {"val": history[-1]["val"], "curve": [[h["step"], h["val"]] for h in history],
-                   "probe": probe(params, scheme, items)}
-            run["by_position"], run["refusal"] = loss_by_position(params, scheme, inputs, targets)
+            by_position, refusal = loss_by_position(params, scheme, inputs, targets)
+            curve = [[h["step"], h["val"]] for h in history]
+            run = rounded({"seed": seed, "val": history[-1]["val"], "val_curve": curve,
+                           "probe": probe(params, scheme, items), "loss_by_position": by_position.tolist(),
+                           "refusal": refusal})
             runs[scheme].append(run)
             report(f"{scheme:>10} seed {seed}: val {run['val']:.4f} | probe {run['probe']['accuracy']:.3f}"
                    f" (p {run['probe']['mean_probability']:.3f}) | {time.perf_counter() - t0:.1f} s")
-
-    schemes = {}
-    for scheme, rs in runs.items():
-        curves = np.array([r["by_position"] for r in rs])  # (seeds, T)
-        means = curves.mean(axis=0)  # (T,)
-        ranges = {"0_63": (0, TRAINED), "32_63": (TRAINED // 2, TRAINED), "64_127": (TRAINED, WINDOW)}
-        schemes[scheme] = {
-            "val_loss": spread(r["val"] for r in rs),
-            "gap_to_floor": statistics.fmean(r["val"] for r in rs) - data.val_floor,
-            "probe": {
-                "stories": len(items[0]),
-                "accuracy": spread(r["probe"]["accuracy"] for r in rs),
-                "mean_probability": spread(r["probe"]["mean_probability"] for r in rs),
-                "accuracy_by_shape": {shape: statistics.fmean(r["probe"]["accuracy_by_shape"][shape] for r in rs)
-                                      for shape in rs[0]["probe"]["accuracy_by_shape"]},
-            },
-            "extrapolation": {
-                "reads_past_64": rs[0]["refusal"] is None,
-                "why_not": rs[0]["refusal"],
-                "mean_loss": {name: (spread(c[a:b].mean() for c in curves) if b <= len(means) else None)
-                              for name, (a, b) in ranges.items()},
-                "loss_by_position": means.tolist(),
-            },
-            "val_curves": [r["curve"] for r in rs],
-        }
+    floor = rounded({"validation_nats_per_token": data.val_floor, "corpus_nats_per_token": data.corpus_floor,
+                     "uniform_nats_per_token": math.log(data.vocab)})
     return {
         "format": FORMAT,
         "command": "python3 positions.py" + (" --check" if plan is REDUCED else ""),
         "seconds": round(time.perf_counter() - started, 1),
+        "machine": machine.blas(1),
         "settings": {"seeds": plan["seeds"], "train_args": plan["train_args"], "training": training_settings(plan),
                      "window": WINDOW, "validation_stories": len(data.val_texts),
-                     "extrapolation_windows": len(inputs)},
+                     "probe_stories": len(items[0]), "extrapolation_windows": len(inputs)},
         "corpus_sha256": checkpoint.sha256_file(train.CORPUS_FILE),
         "tokenizer_sha256": checkpoint.sha256_file(train.TOKENIZER_FILE),
-        "floor": {"validation_nats_per_token": data.val_floor, "corpus_nats_per_token": data.corpus_floor,
-                  "uniform_nats_per_token": math.log(data.vocab)},
-        "schemes": schemes,
+        "floor": floor,
+        "schemes": summarise(runs, floor),
+        "runs": runs,
     }
+
+
+def summarise(runs, floor):
+    """Per scheme, the summaries of its runs: every number a function of the runs' raw numbers (and the floor)
+    alone, computed with exactly rounded sums (statistics.fmean), so that positions.py --check re-derives the same
+    digits on any machine."""
+    ranges = {"0_63": (0, TRAINED), "32_63": (TRAINED // 2, TRAINED), "64_127": (TRAINED, WINDOW)}
+    schemes = {}
+    for scheme, rs in runs.items():
+        curves = [r["loss_by_position"] for r in rs]  # (seeds, T)
+        shapes = rs[0]["probe"]["accuracy_by_shape"]
+        schemes[scheme] = {
+            "val_loss": across_seeds(r["val"] for r in rs),
+            "gap_to_floor": statistics.fmean(r["val"] for r in rs) - floor["validation_nats_per_token"],
+            "probe": {
+                "accuracy": across_seeds(r["probe"]["accuracy"] for r in rs),
+                "mean_probability": across_seeds(r["probe"]["mean_probability"] for r in rs),
+                "accuracy_by_shape": {shape: statistics.fmean(r["probe"]["accuracy_by_shape"][shape] for r in rs)
+                                      for shape in shapes},
+            },
+            "extrapolation": {
+                "reads_past_64": rs[0]["refusal"] is None,
+                "why_not": rs[0]["refusal"],
+                "mean_loss": {name: (across_seeds(statistics.fmean(c[a:b]) for c in curves) if b <= len(curves[0])
+                                     else None) for name, (a, b) in ranges.items()},
+                "loss_by_position": [statistics.fmean(column) for column in zip(*curves)],
+            },
+        }
+    return rounded(schemes)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -240,16 +251,11 @@ def run_experiment(plan, report=print):
 
 
 def check_record(record, plan):
-    """Raise a ValueError naming the first field that does not have the shape a run of plan gives."""
+    """Raise a ValueError naming the first field that does not have the shape a run of plan gives, or the first
+    summary that differs from the one derived again from the record's raw per-run numbers."""
     def need(ok, what):
         if not ok:
             raise ValueError(what)
-
-    def is_spread(x, name):
-        need(isinstance(x, dict) and all(isinstance(x.get(k), float) and math.isfinite(x[k])
-                                         for k in ("mean", "std", "min", "max")), f"{name}: expected a spread")
-        need(len(x["by_seed"]) == len(plan["seeds"]), f"{name}: expected {len(plan['seeds'])} seeds")
-        need(x["min"] <= x["mean"] <= x["max"], f"{name}: the mean is outside [min, max]")
 
     need(record.get("format") == FORMAT, f"format is {record.get('format')!r}, expected {FORMAT!r}")
     settings = record.get("settings", {})
@@ -258,25 +264,63 @@ def check_record(record, plan):
     need(record.get("corpus_sha256") == checkpoint.sha256_file(train.CORPUS_FILE), "made from another corpus.txt")
     need(record.get("tokenizer_sha256") == checkpoint.sha256_file(train.TOKENIZER_FILE),
          "made with another tokenizer.json")
-    need(list(record.get("schemes", {})) == list(SCHEMES), f"schemes are not {list(SCHEMES)}")
-    for scheme, r in record["schemes"].items():
-        is_spread(r["val_loss"], f"{scheme} val_loss")
-        need(r["val_loss"]["mean"] > record["floor"]["validation_nats_per_token"] - 0.05,
-             f"{scheme} val_loss is far below the floor")
-        is_spread(r["probe"]["accuracy"], f"{scheme} probe accuracy")
-        is_spread(r["probe"]["mean_probability"], f"{scheme} probe mean_probability")
-        need(r["probe"]["stories"] == settings["validation_stories"], f"{scheme} probe: not every validation story")
-        ex = r["extrapolation"]
-        need(ex["reads_past_64"] == (scheme != "learned"), f"{scheme}: reads_past_64 is {ex['reads_past_64']}")
-        need(len(ex["loss_by_position"]) == (TRAINED if scheme == "learned" else WINDOW),
-             f"{scheme}: loss_by_position has {len(ex['loss_by_position'])} positions")
-        need(all(math.isfinite(x) and x > 0 for x in ex["loss_by_position"]), f"{scheme}: a loss is not positive")
-        if scheme == "learned":
-            need("longer than the 64 positions the model has" in ex["why_not"] and ex["mean_loss"]["64_127"] is None,
-                 "learned: expected the refusal of 128 tokens")
-        else:
-            is_spread(ex["mean_loss"]["64_127"], f"{scheme} mean_loss 64_127")
-        need(len(r["val_curves"]) == len(plan["seeds"]), f"{scheme}: expected a validation curve per seed")
+    need(list(record.get("runs", {})) == list(SCHEMES), f"runs are not of the schemes {list(SCHEMES)}")
+    floor = record["floor"]["validation_nats_per_token"]
+    for scheme, rs in record["runs"].items():
+        need([r["seed"] for r in rs] == plan["seeds"], f"{scheme}: expected a run for each seed of {plan['seeds']}")
+        for r in rs:
+            name = f"{scheme} seed {r['seed']}"
+            need(r["val"] > floor - 0.05, f"{name}: val {r['val']} is far below the floor {floor}")
+            need(r["val_curve"][-1] == [training_settings(plan)["steps"], r["val"]],
+                 f"{name}: the validation curve does not end at the last step with val")
+            need(0 <= r["probe"]["accuracy"] <= 1 and 0 <= r["probe"]["mean_probability"] <= 1,
+                 f"{name}: probe numbers outside [0, 1]")
+            need(sorted(r["probe"]["accuracy_by_shape"]) == sorted(make_corpus.SHAPES),
+                 f"{name}: probe accuracy_by_shape is not by the corpus's shapes")
+            need(len(r["loss_by_position"]) == (TRAINED if scheme == "learned" else WINDOW),
+                 f"{name}: loss_by_position has {len(r['loss_by_position'])} positions")
+            need(all(math.isfinite(x) and x > 0 for x in r["loss_by_position"]), f"{name}: a loss is not positive")
+            if scheme == "learned":
+                need("longer than the 64 positions the model has" in r["refusal"],
+                     f"{name}: expected the refusal of {WINDOW} tokens")
+            else:
+                need(r["refusal"] is None, f"{name}: refused the windows: {r['refusal']}")
+    first_difference(summarise(record["runs"], record["floor"]), record.get("schemes"), "schemes")
+
+
+def first_difference(derived, recorded, path):
+    """Raise a ValueError naming the first place (a path like schemes.rope.val_loss.mean) where recorded differs
+    from derived.
+
+    >>> first_difference({"a": [1.0, 2.0]}, {"a": [1.0, 2.5]}, "x")
+    Traceback (most recent call last):
+    ...
+    ValueError: x.a.1 is 2.5 in the record, but its runs give 2.0
+    """
+    if isinstance(derived, dict) and isinstance(recorded, dict) and list(derived) == list(recorded):
+        for key in derived:
+            first_difference(derived[key], recorded[key], f"{path}.{key}")
+    elif isinstance(derived, list) and isinstance(recorded, list) and len(derived) == len(recorded):
+        for i, (a, b) in enumerate(zip(derived, recorded)):
+            first_difference(a, b, f"{path}.{i}")
+    elif derived != recorded or type(derived) is not type(recorded):
+        raise ValueError(f"{path} is {json.dumps(recorded)[:80]} in the record, but its runs give"
+                         f" {json.dumps(derived)[:80]}")
+
+
+def rounded(x):
+    """x with every float rounded to six significant digits, far more than seeds or machines agree on.
+
+    >>> rounded({"a": [0.123456789, 2], "b": None})
+    {'a': [0.123457, 2], 'b': None}
+    """
+    if isinstance(x, float):
+        return float(f"{x:.6g}")
+    if isinstance(x, dict):
+        return {k: rounded(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [rounded(v) for v in x]
+    return x
 
 
 def json_text(record):
@@ -290,15 +334,6 @@ def json_text(record):
       }
     }
     """
-    def rounded(x):
-        if isinstance(x, float):
-            return float(f"{x:.6g}")  # six significant digits: far more than the seeds agree on
-        if isinstance(x, dict):
-            return {k: rounded(v) for k, v in x.items()}
-        if isinstance(x, list):
-            return [rounded(v) for v in x]
-        return x
-
     def dump(x, indent):
         pad = "  " * (indent + 1)
         if isinstance(x, dict) and x:
@@ -313,17 +348,57 @@ def json_text(record):
     return dump(rounded(record), 0)
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# A partial rerun: one cell of the record, trained again
+
+
+def rerun(record, kernel_spread, scheme, seed, until):
+    """Train scheme with seed and the full settings up to step until (the same schedule as the full run, stopped
+    early) and compare the validation loss there with the record's curve. Returns (ok, one line saying so).
+
+    The same machine, kernels and threads give the recorded digits exactly; another machine, a loss within the
+    spread that spread.json measured for this scheme at this step across OpenBLAS kernel families."""
+    run = {r["seed"]: r for r in record["runs"][scheme]}[seed]
+    recorded = dict(run["val_curve"])[until]
+    tolerance = spread.tolerance(kernel_spread, scheme, until)
+    argv = [*FULL["train_args"], "--positions", scheme, "--seed", str(seed)]
+    _, history, _ = train.train_model(argv, until=until)
+    got = rounded(history[-1]["val"])
+    cell = f"{scheme} seed {seed} at step {until}: val {got:.6g}, recorded {recorded:.6g}"
+    if got == recorded:
+        return True, f"OK: {cell}: the same digits (the kernels and thread count of the record)"
+    within = abs(got - recorded) <= tolerance
+    measured = (f"the spread across kernel families at this step is {tolerance:.2g} (spread.json, seed"
+                f" {spread.SEED})")
+    return within, f"{'OK' if within else 'NOT OK'}: {cell}: {'within' if within else 'outside'} {measured}"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Command line
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description="Train the model with each position scheme over several seeds and"
                                                  " record validation loss, an order probe and length extrapolation.")
     parser.add_argument("--check", action="store_true",
-                        help="run a reduced experiment (2 seeds, 150 steps: seconds) and check its shape, and the"
-                             " shape of the committed positions.json; exit 1 with a one-line reason if either is wrong")
+                        help="run a reduced experiment (2 seeds, 150 steps: seconds) and check its shape; check the"
+                             " shape of the committed positions.json and re-derive every summary in it from its"
+                             " per-run numbers; exit 1 with a one-line reason if anything is wrong")
+    parser.add_argument("--rerun", choices=SCHEMES, default=None, metavar="SCHEME",
+                        help="train one cell of positions.json again (with --seed, up to --until) and check its"
+                             " validation loss against the record, within the spread across machines that"
+                             " spread.json records; exit 1 if it is outside")
+    parser.add_argument("--seed", type=int, default=3, help="the seed of --rerun (default: %(default)s)")
+    parser.add_argument("--until", type=int, default=1000, metavar="STEP",
+                        help="the step --rerun stops at: a step of the record's validation curves (default:"
+                             " %(default)s, seconds of training)")
     parser.add_argument("--out", default=None, metavar="PATH",
                         help="where to write the record (default: positions.json next to this script for the full"
                              " run; nothing for --check)")
     parser.add_argument("--quiet", action="store_true", help="no line per run")
     args = parser.parse_args(argv)
+    if args.rerun:
+        return main_rerun(parser, args)
     plan = REDUCED if args.check else FULL
     report = (lambda line: None) if args.quiet else (lambda line: print(line, flush=True))  # noqa: E731
     record = run_experiment(plan, report=report)
@@ -346,9 +421,33 @@ def main(argv=None):
             reason = str(e) if isinstance(e, ValueError) else f"a missing or malformed field ({e!r})"
             print(f"NOT OK: {RECORD_FILE.name}: {reason}; run python3 positions.py to rewrite it")
             return 1
-        print(f"OK: the reduced run has the shape of the full one, and so has {RECORD_FILE.name}"
+        print(f"OK: the reduced run has the shape of the full one, and so has {RECORD_FILE.name}, whose every"
+              f" summary its runs give again"
               f" ({record['seconds']:.0f} s)")
     return 0
+
+
+def main_rerun(parser, args):
+    """positions.py --rerun: check the arguments against the records before training, then rerun the cell."""
+    if args.check:
+        parser.error("--rerun and --check are separate checks; pick one")
+    records = []
+    for path, command in ((RECORD_FILE, "positions.py"), (spread.RECORD_FILE, "spread.py")):
+        if not path.exists():
+            print(f"error: --rerun needs {path.name}; run python3 {command} to make it", file=sys.stderr)
+            return 2
+        records.append(json.loads(path.read_text(encoding="utf-8")))
+    record, kernel_spread = records
+    seeds = [r["seed"] for r in record["runs"][args.rerun]]
+    if args.seed not in seeds:
+        parser.error(f"--seed {args.seed}: {RECORD_FILE.name} has the seeds {seeds}")
+    steps = [step for step, _ in record["runs"][args.rerun][0]["val_curve"]][1:]
+    if args.until not in steps:
+        parser.error(f"--until {args.until}: expected a step of the recorded validation curves, {steps[0]} to"
+                     f" {steps[-1]} in steps of {steps[1] - steps[0]}")
+    ok, line = rerun(record, kernel_spread, args.rerun, args.seed, args.until)
+    print(line)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ np = pytest.importorskip("numpy")
 import bpe  # noqa: E402
 import make_corpus  # noqa: E402
 import positions  # noqa: E402
+import spread  # noqa: E402
 
 TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
 VAL = (ROOT / "corpus.txt").read_text(encoding="utf-8").splitlines()[-300:]  # train.py's validation stories
@@ -32,24 +33,80 @@ def test_reduced_experiment_runs_and_has_the_shape_of_the_full_one(tmp_path, cap
         assert ex["reads_past_64"] and ex["why_not"] is None and len(ex["loss_by_position"]) == 128
 
 
+def record():
+    return json.loads(positions.RECORD_FILE.read_text(encoding="utf-8"))
+
+
 def test_committed_record_has_the_shape_and_settings_of_this_code():
-    record = json.loads(positions.RECORD_FILE.read_text(encoding="utf-8"))
-    positions.check_record(record, positions.FULL)
-    assert record["command"] == "python3 positions.py" and 0 < record["seconds"] < 15 * 60
-    floor = record["floor"]["validation_nats_per_token"]
-    for scheme, r in record["schemes"].items():
-        assert r["gap_to_floor"] == pytest.approx(r["val_loss"]["mean"] - floor, abs=2e-6), scheme
-        assert r["val_loss"]["mean"] == pytest.approx(np.mean(r["val_loss"]["by_seed"]), abs=2e-6), scheme
-        assert [c[-1][1] for c in r["val_curves"]] == r["val_loss"]["by_seed"]  # the last point of each curve
+    r = record()
+    positions.check_record(r, positions.FULL)
+    assert r["command"] == "python3 positions.py" and 0 < r["seconds"] < 15 * 60
+    floor = r["floor"]["validation_nats_per_token"]
+    for scheme, s in r["schemes"].items():  # the summaries, checked here with NumPy, independently of --check
+        runs = r["runs"][scheme]
+        assert s["gap_to_floor"] == pytest.approx(s["val_loss"]["mean"] - floor, abs=2e-6), scheme
+        assert s["val_loss"]["by_seed"] == [run["val"] for run in runs] == [run["val_curve"][-1][1] for run in runs]
+        assert s["val_loss"]["mean"] == pytest.approx(np.mean(s["val_loss"]["by_seed"]), abs=2e-6), scheme
+        by_position = np.array([run["loss_by_position"] for run in runs])  # (seeds, T)
+        assert np.allclose(s["extrapolation"]["loss_by_position"], by_position.mean(axis=0), atol=2e-6)
+        assert s["extrapolation"]["mean_loss"]["32_63"]["mean"] == pytest.approx(by_position[:, 32:64].mean(),
+                                                                                 abs=2e-6)
+
+
+@pytest.mark.parametrize("path, change, where", [
+    (("schemes", "rope", "val_loss", "mean"), 1e-4, "schemes.rope.val_loss.mean"),
+    (("schemes", "none", "extrapolation", "loss_by_position", 100), -1e-3,
+     "schemes.none.extrapolation.loss_by_position.100"),
+    (("schemes", "learned", "probe", "accuracy_by_shape", "walk"), -0.01, "schemes.learned.probe.accuracy_by_shape"),
+    (("runs", "sinusoidal", 2, "probe", "mean_probability"), -0.01, "schemes.sinusoidal.probe.mean_probability"),
+    (("runs", "rope", 4, "loss_by_position", 70), 0.5, "schemes.rope.extrapolation.mean_loss.64_127"),
+])
+def test_check_record_re_derives_every_summary_from_the_runs(path, change, where):
+    r = record()
+    target = r
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] += change
+    with pytest.raises(ValueError, match=f"^{where}"):
+        positions.check_record(r, positions.FULL)
 
 
 def test_check_record_names_what_is_wrong():
-    record = json.loads(positions.RECORD_FILE.read_text(encoding="utf-8"))
-    record["schemes"]["rope"]["val_loss"]["by_seed"].pop()
-    with pytest.raises(ValueError, match="rope val_loss: expected 5 seeds"):
-        positions.check_record(record, positions.FULL)
+    r = record()
+    r["runs"]["rope"].pop()
+    with pytest.raises(ValueError, match=r"rope: expected a run for each seed of \[3, 4, 5, 6, 7\]"):
+        positions.check_record(r, positions.FULL)
     with pytest.raises(ValueError, match="settings .* are not this code's"):
-        positions.check_record(record, positions.REDUCED)
+        positions.check_record(r, positions.REDUCED)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# A partial rerun of one cell
+
+
+def test_rerun_gives_the_recorded_cell_within_the_spread_and_fails_outside_it():
+    kernel_spread = json.loads(spread.RECORD_FILE.read_text(encoding="utf-8"))
+    r = record()
+    ok, line = positions.rerun(r, kernel_spread, "learned", 3, 500)
+    assert ok and line.startswith("OK: learned seed 3 at step 500: val "), line
+    tolerance = spread.tolerance(kernel_spread, "learned", 500)
+    assert tolerance > 0
+    for run in r["runs"]["learned"]:
+        if run["seed"] == 3:
+            run["val_curve"][1][1] += 1.01 * tolerance + 0.01  # a record the code no longer reproduces
+    ok, line = positions.rerun(r, kernel_spread, "learned", 3, 500)
+    assert not ok and line.startswith("NOT OK: learned seed 3 at step 500") and "outside the spread" in line
+
+
+@pytest.mark.parametrize("args, phrase", [
+    (["--rerun", "rope", "--seed", "9"], "--seed 9: positions.json has the seeds [3, 4, 5, 6, 7]"),
+    (["--rerun", "rope", "--until", "700"], "--until 700: expected a step of the recorded validation curves"),
+    (["--rerun", "sideways"], "invalid choice: 'sideways'"),
+])
+def test_rerun_refuses_a_cell_the_record_does_not_have(capsys, args, phrase):
+    with pytest.raises(SystemExit) as e:
+        positions.main(args)
+    assert e.value.code == 2 and phrase in capsys.readouterr().err
 
 
 def test_probe_items_cover_every_validation_story_with_the_name_after_now():

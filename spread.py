@@ -1,0 +1,167 @@
+"""How far a training result moves from one machine to another, measured on one machine.
+
+    python3 spread.py                 # every position scheme, seed 3, train.py's full run, under each family of
+                                      # kernels this CPU can execute, with 1 and 2 threads: about 30 minutes on
+                                      # 2 cores; writes spread.json
+    python3 spread.py --schemes learned --steps 1000 --out quick-spread.json     # a quicker look
+
+NumPy's matrix products go through OpenBLAS, which picks a family of kernels for the CPU it runs on: SkylakeX on
+CPUs with AVX-512, Haswell with AVX2 (most laptops of the last ten years, AMD's Zen included), Sandybridge with AVX,
+Nehalem with SSE only. Each family, and each thread count, adds the same numbers in another order, so products
+differ in their last bits; training is a chain of 12,000 steps, and such differences grow until the runs are
+different runs of the same recipe. So:
+
+- same machine, same kernels, same thread count, same versions: the same bits, every time (the tests check it);
+- another machine: a number within the spread this script records.
+
+It runs `train.train_model` in a fresh process per (family, threads), with OPENBLAS_CORETYPE forcing the family:
+how another CPU would compute, on this one. Families this CPU cannot execute are skipped (OpenBLAS then falls back
+to another, which the worker reports). The record keeps every run's validation curve and, per scheme and step, the
+smallest and largest validation loss over the runs (their difference is the spread that `positions.py --rerun`
+accepts).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import machine
+from atomic import write_atomic
+
+HERE = Path(__file__).resolve().parent
+RECORD_FILE = HERE / "spread.json"
+FORMAT = "one-block kernel spread v1"  # the record's "format" field
+FAMILIES = ("SkylakeX", "Haswell", "Sandybridge", "Nehalem")  # OpenBLAS kernel families, newest first
+THREADS = (1, 2)
+SCHEMES = ("learned", "none", "sinusoidal", "rope")  # numpy_model.SCHEMES (this process does not import NumPy)
+SEED = 3  # train.py's default seed
+
+# ----------------------------------------------------------------------------------------------------------------
+# One run, in a worker process whose OpenBLAS was told its family before NumPy loaded it
+
+
+def worker(scheme, threads, train_args):
+    """Train one model as train.py would and print {"kernels", "curve", "seconds"} as one JSON line."""
+    import train
+
+    t0 = time.perf_counter()
+    argv = [*train_args, "--positions", scheme, "--seed", str(SEED), "--threads", str(threads)]
+    _, history, _ = train.train_model(argv)
+    print(json.dumps({"kernels": machine.openblas_core(), "curve": [[h["step"], h["val"]] for h in history],
+                      "seconds": round(time.perf_counter() - t0, 1)}))
+
+
+def run_worker(family, scheme, threads, train_args):
+    """The JSON a worker prints, run with OPENBLAS_CORETYPE=family; None if it failed (the CPU lacks the family's
+    instructions) or OpenBLAS fell back to another family."""
+    env = {**os.environ, "OPENBLAS_CORETYPE": family}
+    job = json.dumps({"scheme": scheme, "threads": threads, "train_args": train_args})
+    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", job], env=env,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        return None
+    result = json.loads(proc.stdout.splitlines()[-1])
+    return result if result["kernels"] == family else None
+
+
+def probe(family):
+    """Whether this CPU runs OpenBLAS's family (a few training steps with it)."""
+    return run_worker(family, "learned", 1, ["--steps", "1", "--val-stories", "2", "--batch", "1"]) is not None
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The experiment
+
+
+def measure(schemes, families, train_args, report=print):
+    """The record: every scheme under every (family, threads), and the per-step range of the validation loss."""
+    started = time.perf_counter()
+    runs, spread = {}, {}
+    for scheme in schemes:
+        runs[scheme] = []
+        for family in families:
+            for threads in THREADS:
+                result = run_worker(family, scheme, threads, train_args)
+                if result is None:
+                    raise RuntimeError(f"the {family} kernels stopped working during the experiment")
+                runs[scheme].append({"kernels": family, "threads": threads, **result})
+                report(f"{scheme:>10} {family:>11} x {threads} thread(s): val {result['curve'][-1][1]:.4f}"
+                       f" ({result['seconds']:.0f} s)")
+        steps = [step for step, _ in runs[scheme][0]["curve"]]
+        by_step = [[r["curve"][i][1] for r in runs[scheme]] for i in range(len(steps))]  # (steps, runs)
+        spread[scheme] = {"steps": steps, "min": [min(v) for v in by_step], "max": [max(v) for v in by_step],
+                          "width": [max(v) - min(v) for v in by_step]}  # exact: the record rounds each number
+    return {
+        "format": FORMAT,
+        "command": " ".join(["python3", "spread.py", *sys.argv[1:]]),
+        "seconds": round(time.perf_counter() - started, 1),
+        "machine": {"cpus": os.cpu_count(), "native": machine.blas(1)},
+        "settings": {"seed": SEED, "train_args": train_args, "families": list(families), "threads": list(THREADS)},
+        "runs": runs,
+        "spread": spread,
+    }
+
+
+def tolerance(record, scheme, step):
+    """The spread of scheme's validation loss at step over the recorded runs (largest minus smallest).
+
+    >>> tolerance({"spread": {"rope": {"steps": [0, 500], "width": [0.0, 0.25]}}}, "rope", 500)
+    0.25
+    """
+    s = record["spread"][scheme]
+    if step not in s["steps"]:
+        raise ValueError(f"spread.json has no spread for {scheme} at step {step}; it has steps {s['steps']}")
+    return s["width"][s["steps"].index(step)]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="Train one seed of each position scheme under each OpenBLAS kernel"
+                                                 " family this CPU can run, with 1 and 2 threads, and record how far"
+                                                 " the validation loss moves.")
+    parser.add_argument("--schemes", default=",".join(SCHEMES), help=f"comma-separated, from {', '.join(SCHEMES)}")
+    parser.add_argument("--steps", type=int, default=None, help="training steps (default: train.py's, 12000)")
+    parser.add_argument("--dtype", choices=("float32", "float64"), default="float32",
+                        help="train.py's --dtype (default: %(default)s)")
+    parser.add_argument("--out", default=None, metavar="PATH",
+                        help="where to write the record (default: spread.json next to this script)")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)  # JSON: {"scheme", "threads", "train_args"}
+    args = parser.parse_args(argv)
+    if args.worker:
+        worker(**json.loads(args.worker))
+        return 0
+    schemes = args.schemes.split(",")
+    unknown = [s for s in schemes if s not in SCHEMES]
+    if unknown:
+        parser.error(f"--schemes: unknown {unknown}; choose from {list(SCHEMES)}")
+    if args.steps is not None and args.steps < 1:
+        parser.error(f"--steps must be at least 1, got {args.steps}")
+    out = Path(args.out) if args.out else RECORD_FILE
+    if out.is_dir() or not out.parent.is_dir():
+        parser.error(f"--out {out}: expected a file in an existing folder")
+    machine.need("numpy", "spread.py")
+
+    families = [f for f in FAMILIES if probe(f)]
+    if not families:
+        print("error: NumPy here does not compute with OpenBLAS kernels that OPENBLAS_CORETYPE can choose, so"
+              " spread.py cannot measure the spread on this machine", file=sys.stderr)
+        return 2
+    print(f"kernel families this CPU runs: {', '.join(families)}; threads: {', '.join(map(str, THREADS))}",
+          flush=True)
+    train_args = ["--dtype", args.dtype] + (["--steps", str(args.steps)] if args.steps else [])
+    record = measure(schemes, families, train_args, report=lambda line: print(line, flush=True))
+    import positions  # (after the workers: it imports NumPy)
+
+    write_atomic(out, positions.json_text(record) + "\n")
+    for scheme, s in record["spread"].items():
+        print(f"{scheme:>10}: final validation loss from {s['min'][-1]:.4f} to {s['max'][-1]:.4f}"
+              f" (spread {s['width'][-1]:.2g})")
+    print(f"wrote {out} ({record['seconds']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
