@@ -3,6 +3,7 @@
     python3 compare.py                      # series size, 2 sequences of 63 tokens, positions on
     python3 compare.py --batch 1 --no-positions --no-torch
     python3 compare.py --positions rope --length 128    # NumPy against PyTorch: model.py has no rope
+    python3 compare.py --blocks 2 --heads 4             # a grown model: numpy_model.py against PyTorch
 
 The NumPy paths are numpy_model.py, the plain mirror of model.py, and numpy_fast.py, the same maths tuned for
 training. All run on the same parameters and token IDs, and each gets its own table. One row per tensor: every
@@ -11,7 +12,8 @@ gradient, with the largest absolute difference and the relative error = largest 
 absolute value of the reference tensor (for an all-zero reference tensor, the absolute difference itself). A row is
 OK when the relative error is within the tolerance; the exit status is 1 if any row is NOT OK. The position schemes
 model.py does not have (sinusoidal and rope, see numpy_model.py) are compared between each NumPy path and PyTorch
-only, with the PyTorch tolerance, and may run past 64 tokens.
+only, with the PyTorch tolerance, and may run past 64 tokens. So is a grown model (--blocks, --heads), which only
+numpy_model.py runs: the intermediates of block k >= 1 are named like its parameters, "block1.x1".
 
 The parameters are the reference's seed-3 initial values plus seeded noise, so that no layer-norm gain is exactly
 1 and no bias exactly 0 (a bug that drops a gain or a bias would hide behind those values). The reference runs one
@@ -27,6 +29,7 @@ import sys
 
 import model
 import machine
+import sizes
 
 np = machine.need("numpy", "compare.py")
 
@@ -34,7 +37,8 @@ import numpy_fast  # noqa: E402
 import numpy_model  # noqa: E402
 
 SERIES = {"vocab": 96, "d": 16, "hidden": 64, "max_len": 64, "seed": 3}  # the series config
-INTERMEDIATES = ["x0", "h1", "weights", "x1", "h2", "act", "x2", "logits"]  # in forward order
+INTERMEDIATES = ["x0", "h1", "weights", "x1", "h2", "act", "x2", "logits"]  # in forward order, of one block
+IN_BLOCK = INTERMEDIATES[1:-1]  # the intermediates each block has
 NUMPY_PATHS = {"numpy_model": numpy_model, "numpy_fast": numpy_fast}  # name -> module, each compared in turn
 TOLERANCE = 1e-12  # NumPy float64 vs the reference, relative to each tensor's largest value
 TORCH_TOLERANCE = 1e-11  # PyTorch float64 vs the reference
@@ -43,15 +47,24 @@ TORCH_TOLERANCE = 1e-11  # PyTorch float64 vs the reference
 # Inputs
 
 
-def jittered_params(seed):
-    """The series parameters (dict of lists) with gauss(0, 0.05) added to every matrix entry and gauss(0, 0.1) to
-    every gain and bias.
+def intermediate_names(blocks):
+    """The intermediates compared, in forward order, for a model of this many blocks.
+
+    >>> intermediate_names(2)[:3], intermediate_names(2)[7:9]
+    (['x0', 'h1', 'weights'], ['block1.h1', 'block1.weights'])
+    """
+    return ["x0", *(sizes.prefix(b) + name for b in range(blocks) for name in IN_BLOCK), "logits"]
+
+
+def jittered_params(seed, blocks=1):
+    """The series parameters (dict of lists, of this many blocks) with gauss(0, 0.05) added to every matrix entry and
+    gauss(0, 0.1) to every gain and bias.
 
     >>> p = jittered_params(1)
     >>> p["ln1_g"][0] != 1.0, len(p["W1"]), len(p["W1"][0])
     (True, 16, 64)
     """
-    params = model.init_params(**SERIES)
+    params = sizes.init_params(**SERIES, blocks=blocks)
     rng = random.Random(seed)
     for name, t in params.items():
         if isinstance(t[0], list):
@@ -94,19 +107,23 @@ def reference_run(params, ids, targets, use_positions=True):
     return {name: np.array(v) for name, v in inter.items()}, sum(losses) / B, mean_grads
 
 
-def numpy_run(params, ids, targets, positions="learned", path=numpy_model):
+def numpy_run(params, ids, targets, positions="learned", path=numpy_model, heads=1):
     """A NumPy path (the module numpy_model or numpy_fast) in float64 on the whole batch at once (positions: a
-    scheme, or True / False): the intermediates from its forward, the loss and gradients from its loss_and_grads."""
+    scheme, or True / False; heads only for numpy_model): the intermediates from its forward, the loss and
+    gradients from its loss_and_grads."""
     p = numpy_model.from_lists(params, np.float64)
-    logits, cache = path.forward(p, np.array(ids), positions)
-    inter = {name: np.array(cache[name]) for name in INTERMEDIATES if name in cache}
-    inter["weights"] = np.array(cache["att"]["weights"])
+    grown = {"heads": heads} if path is numpy_model else {}  # (numpy_fast runs one block and one head)
+    logits, cache = path.forward(p, np.array(ids), positions, **grown)
+    inter = {"x0": np.array(cache["x0"])}
+    for b, block in enumerate(cache.get("blocks", [cache])):  # numpy_fast: one block, under model.py's names
+        values = {**block, "weights": block["att"]["weights"]}
+        inter.update({sizes.prefix(b) + name: np.array(values[name]) for name in IN_BLOCK})
     inter["logits"] = np.array(logits)
-    loss, grads = path.loss_and_grads(p, np.array(ids), np.array(targets), positions)
+    loss, grads = path.loss_and_grads(p, np.array(ids), np.array(targets), positions, **grown)
     return inter, loss, grads
 
 
-def torch_run(params, ids, targets, positions="learned"):
+def torch_run(params, ids, targets, positions="learned", heads=1):
     """PyTorch autograd in float64 on the whole batch (imports torch; positions: a scheme, or True / False)."""
     import torch
 
@@ -114,7 +131,7 @@ def torch_run(params, ids, targets, positions="learned"):
 
     p = torch_model.to_torch(params, torch.float64)
     loss, grads, inter = torch_model.loss_and_grads(p, torch_model.as_ids(ids), torch_model.as_ids(targets),
-                                                    positions)
+                                                    positions, heads=heads)
     return ({n: t.numpy() for n, t in inter.items()}, loss, {n: g.numpy() for n, g in grads.items()})
 
 
@@ -148,10 +165,11 @@ def compare(ref, other, tol):
 
 def print_table(title, rows, tol):
     """Print one comparison as a table; return whether every row is OK."""
+    width = max(14, *(len(r[0]) for r in rows))  # the names of a grown model's tensors are longer
     print(f"{title} (OK: relative error <= {tol:g})")
-    print(f"  {'tensor':14s} {'shape':16s} {'max abs err':>12s} {'rel err':>10s}")
+    print(f"  {'tensor':{width}s} {'shape':16s} {'max abs err':>12s} {'rel err':>10s}")
     for name, shape, err, rel, ok in rows:
-        print(f"  {name:14s} {str(shape):16s} {err:12.3e} {rel:10.3e}  {'OK' if ok else 'NOT OK'}")
+        print(f"  {name:{width}s} {str(shape):16s} {err:12.3e} {rel:10.3e}  {'OK' if ok else 'NOT OK'}")
     all_ok = all(r[-1] for r in rows)
     print(f"  {'all OK' if all_ok else 'NOT OK: ' + str(sum(not r[-1] for r in rows)) + ' tensor(s) differ'}\n")
     return all_ok
@@ -168,20 +186,30 @@ def main(argv=None):
                              " have, are compared between NumPy and PyTorch only")
     parser.add_argument("--no-positions", action="store_true", help="switch the position embeddings off (the same"
                                                                     " as --positions none)")
+    parser.add_argument("--blocks", type=int, default=1, help="blocks of the model (default: 1); a grown model is"
+                                                                  " compared between numpy_model.py and PyTorch")
+    parser.add_argument("--heads", type=int, default=1, help="attention heads per block, dividing the width 16"
+                                                             " (default: 1)")
     parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch comparison")
     args = parser.parse_args(argv)
     if args.no_positions and args.positions not in (None, "none"):
         parser.error(f"--no-positions and --positions {args.positions} contradict each other; pick one")
     scheme = "none" if args.no_positions else args.positions or "learned"
+    try:
+        sizes.check_sizes(SERIES["d"], args.blocks, args.heads, scheme)
+    except ValueError as e:
+        parser.error(f"--blocks {args.blocks} --heads {args.heads}: {e}")
+    grown = (args.blocks, args.heads) != (1, 1)
     longest = SERIES["max_len"] if scheme in ("learned", "none") else numpy_model.LONGEST
     if args.batch < 1 or not 1 <= args.length <= longest:
         parser.error(f"need --batch >= 1 and 1 <= --length <= {longest}")
 
-    params = jittered_params(args.seed)
+    params = jittered_params(args.seed, args.blocks)
     ids, targets = random_batch(args.seed, args.batch, args.length, SERIES["vocab"])
-    print(f"series config, seed {args.seed}: B = {args.batch}, T = {args.length}, positions {scheme}\n")
-    if scheme not in ("learned", "none"):
-        return compare_without_reference(params, ids, targets, scheme, args.no_torch)
+    print(f"series config, seed {args.seed}: B = {args.batch}, T = {args.length}, positions {scheme}"
+          + (f", {sizes.describe(args.blocks, args.heads)}" if grown else "") + "\n")
+    if scheme not in ("learned", "none") or grown:
+        return compare_without_reference(params, ids, targets, scheme, args.no_torch, args.heads)
     use_positions = scheme == "learned"
     ref = reference_run(params, ids, targets, use_positions)
     ok = True
@@ -202,21 +230,30 @@ def main(argv=None):
     return 0 if ok else 1
 
 
-def compare_without_reference(params, ids, targets, scheme, no_torch):
-    """PyTorch against each NumPy path for a scheme model.py does not have; exit status 2 if torch is missing."""
+def compare_without_reference(params, ids, targets, scheme, no_torch, heads=1):
+    """PyTorch against each NumPy path that runs the model, for a scheme or sizes that model.py does not have;
+    exit status 2 if torch is missing."""
+    blocks = sizes.blocks_of(params)
+    grown = (blocks, heads) != (1, 1)
+    what = f"a model of {sizes.describe(blocks, heads)}" if grown else f"positions {scheme}"
     try:
         if no_torch:
             raise ImportError("--no-torch")
         import torch  # noqa: F401
     except ImportError as e:
-        print(f"NOT OK: positions {scheme} has no reference in model.py; its check is NumPy against PyTorch, which"
-              f" is unavailable here ({e})")
+        print(f"NOT OK: {what} has no reference in model.py; its check is NumPy against PyTorch, which is"
+              f" unavailable here ({e})")
         return 2
-    twin = torch_run(params, ids, targets, scheme)
+    twin = torch_run(params, ids, targets, scheme, heads)
     ok = True
     for name, path in NUMPY_PATHS.items():
-        rows = compare(twin, numpy_run(params, ids, targets, scheme, path), TORCH_TOLERANCE)
-        ok = print_table(f"{name} float64 vs PyTorch float64 autograd ({scheme})", rows, TORCH_TOLERANCE) and ok
+        if grown and path is not numpy_model:
+            print(f"{name}: not compared (it runs one block and one head)\n")
+            continue
+        rows = compare(twin, numpy_run(params, ids, targets, scheme, path, heads), TORCH_TOLERANCE)
+        setting = f"{scheme}, {sizes.describe(blocks, heads)}" if grown else scheme
+        title = f"{name} float64 vs PyTorch float64 autograd ({setting})"
+        ok = print_table(title, rows, TORCH_TOLERANCE) and ok
     print("all OK" if ok else "NOT OK")
     return 0 if ok else 1
 

@@ -1,6 +1,7 @@
 """The maths of `numpy_model.py`, tuned for a training loop: every array a step writes lives in one `Workspace`.
 
-Read `numpy_model.py` first: this file computes the same numbers (to rounding), but a `Workspace` declares every
+Read `numpy_model.py` first: for the lab's model, one block with one head, this file computes the same numbers (to
+rounding; a grown model, of several blocks or heads, runs on numpy_model.py only), but a `Workspace` declares every
 array a step writes once, in its constructor (as llm.c's ActivationTensors struct does), and each layer writes into
 those arrays with `out=` targets. A loop makes one workspace and calls its step:
 
@@ -36,6 +37,7 @@ import math
 import numpy as np
 
 import numpy_model
+import sizes
 from model import EPS, PARAM_SHAPES
 
 VOCAB_MAJOR_BELOW = 512  # logits are stored (V, N) for a smaller vocabulary, (N, V) from this size on
@@ -61,6 +63,9 @@ class Workspace:
 
     def __init__(self, params, B, T, positions="learned"):
         V, d, H, L = self.config = numpy_model.config_of(params)
+        if sizes.blocks_of(params) != 1:
+            raise ValueError(f"numpy_fast.py runs one block, but these parameters have {sizes.blocks_of(params)}"
+                             f" (tensors such as block1.Wq): use numpy_model.py (train.py --backend numpy-plain)")
         self.positions = numpy_model.position_scheme(positions)
         numpy_model.check_length((B, T), self.positions, L)
         N, dt = B * T, params["tok_emb"].dtype

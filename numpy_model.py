@@ -1,30 +1,42 @@
-"""The one-block transformer of `model.py` in NumPy, batched, with its backward pass by hand: the file to read second.
+"""The transformer of `model.py` in NumPy, batched, with its backward pass by hand: the file to read second.
 
-It mirrors `model.py` section by section and name by name, each layer written as its formula. Differences:
+It mirrors `model.py` section by section and name by name, each layer written as its formula, and it can grow: any
+number of blocks, each with its own layer norms, attention and MLP, and attention with several heads (see
+`sizes.py` for the names of the other blocks' parameters). With one block and one head it is model.py's model, bit
+for bit the same computation as before it could grow. Differences from model.py:
 - IDs are an int array of shape (T,) or (B, T), and every tensor has the same leading axes; the loss is the mean
   over all B * T positions. Parameters are a dict of arrays, all float64 or all float32 (`from_lists`, `to_lists`).
 - Sums are NumPy's, not `math.fsum`: in float64 the results agree with the reference to about 1e-15 relative.
 - Positions come in four schemes (the reference has the first two): "learned" (the pos_emb rows, at most max_len
   positions), "none", "sinusoidal" (a fixed sine/cosine table added to the token embeddings) and "rope" (q and k
   turned by position-dependent angles). The last three read up to LONGEST positions; pos_emb gets gradient 0.
-Every call returns new arrays. `numpy_fast.py` computes the same, tuned for a training loop.
+- Blocks and heads: `init_params(..., blocks=n)` makes n blocks; `forward(..., heads=h)` splits each attention
+  into h heads of width d / h (h must divide d), each with its own softmax, scaled by 1 / sqrt(d / h).
+Every call returns new arrays. `numpy_fast.py` computes the same for one block and one head, tuned for a training
+loop.
 
 Shape legend, used in the comments on every line that makes a tensor:
     B = sequences in the batch (absent for IDs of shape (T,)), T = positions, d = model width, H = hidden width of
-    the MLP, V = vocabulary size, L = max_len, the number of learned positions.
+    the MLP, V = vocabulary size, L = max_len, the number of learned positions, nh = heads and dh = d / nh, the
+    width of one head (with one head there is no nh axis: the shapes are model.py's).
 
     >>> p = init_params(vocab=96, d=16, hidden=64, max_len=64, seed=3)
     >>> logits, cache = forward(p, np.array([[5, 17, 42], [1, 2, 3]]))
     >>> logits.shape, cache["att"]["weights"].shape
     ((2, 3, 96), (2, 3, 3))
+    >>> grown = init_params(vocab=96, d=16, hidden=64, max_len=64, seed=3, blocks=2)
+    >>> logits, cache = forward(grown, np.array([[5, 17, 42], [1, 2, 3]]), heads=4)
+    >>> len(cache["blocks"]), cache["blocks"][1]["att"]["weights"].shape
+    (2, (2, 4, 3, 3))
 """
 
 import math
 
 import numpy as np
 
-import model
-from model import EPS, PARAM_SHAPES
+import sizes
+from model import EPS
+from sizes import block_params, prefix
 
 DTYPES = (np.float32, np.float64)  # the parameter dtypes this path runs in
 SCHEMES = ("learned", "none", "sinusoidal", "rope")  # forward's `positions`
@@ -56,13 +68,13 @@ def to_lists(arrays):
     return {name: np.asarray(t, dtype=np.float64).tolist() for name, t in arrays.items()}
 
 
-def init_params(vocab, d, hidden, max_len, seed, dtype=np.float64):
-    """The reference's initial parameters (the same random draws), as arrays.
+def init_params(vocab, d, hidden, max_len, seed, dtype=np.float64, blocks=1):
+    """The reference's initial parameters (the same random draws), as arrays; with more blocks, sizes.init_params's.
 
     >>> init_params(vocab=96, d=4, hidden=8, max_len=8, seed=3, dtype=np.float32)["ln1_g"]
     array([1., 1., 1., 1.], dtype=float32)
     """
-    return from_lists(model.init_params(vocab, d, hidden, max_len, seed), dtype)
+    return from_lists(sizes.init_params(vocab, d, hidden, max_len, seed, blocks), dtype)
 
 
 def count_params(params):
@@ -75,16 +87,19 @@ def count_params(params):
 
 
 def config_of(params):
-    """Read (vocab, d, hidden, max_len) off a dict of arrays; check every tensor's type, dtype and shape.
+    """Read (vocab, d, hidden, max_len) off a dict of arrays; check every tensor's type, dtype and shape. (The
+    number of blocks is in the names: sizes.blocks_of.)
 
     >>> config_of(init_params(vocab=96, d=4, hidden=8, max_len=8, seed=3))
     (96, 4, 8, 8)
     """
-    if params.keys() != PARAM_SHAPES.keys():
-        missing = [name for name in PARAM_SHAPES if name not in params]
+    blocks = sizes.blocks_of(params)
+    names = sizes.param_names(blocks)
+    if params.keys() != set(names):
+        missing = [name for name in names if name not in params]
         if missing:
             raise ValueError(f"parameter dict is missing tensors: {missing}")
-        raise ValueError(f"parameter dict has unknown tensors: {[n for n in params if n not in PARAM_SHAPES]}")
+        raise ValueError(f"parameter dict has unknown tensors: {[n for n in params if n not in names]}")
     for name, t in params.items():
         if not isinstance(t, np.ndarray):
             raise ValueError(f"parameter {name} should be a NumPy array, got {type(t).__name__} "
@@ -97,7 +112,7 @@ def config_of(params):
     if tok.dtype not in DTYPES:
         raise ValueError(f"parameters must be float32 or float64, got {tok.dtype} for tok_emb")
     config = (*tok.shape, len(params["b1"]), len(params["pos_emb"]))  # (V, d, H, L)
-    for name, want in model.param_shapes(*config).items():
+    for name, want in sizes.param_shapes(*config, blocks).items():
         if params[name].shape != want:
             raise ValueError(f"parameter {name} has shape {params[name].shape}, expected {want}")
         if params[name].dtype != tok.dtype:
@@ -286,36 +301,72 @@ def layernorm_backward(dy, g, cache):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Causal self-attention, one head of width d: position i reads positions 0..i only
+# Causal self-attention, heads of width d / heads: position i reads positions 0..i only
 
 
-def attention_forward(params, x, rope=False):
-    """Causal single-head attention of x (..., T, d); return ((attn v) Wo, cache). cache["weights"] is (..., T, T).
+def split_heads(x, heads):
+    """x (..., T, d) as (..., heads, T, d / heads): head h gets channels h d/heads .. (h + 1) d/heads - 1. With one
+    head, x itself: no heads axis, the shapes of model.py.
 
-    With rope=True, q and k are turned after the projections (see `rope_forward`), so that a score q_i . k_j
-    depends on the offset i - j.
+    >>> split_heads(np.arange(8.0).reshape(2, 4), 2)  # 2 positions, 2 heads of width 2
+    array([[[0., 1.],
+            [4., 5.]],
+    <BLANKLINE>
+           [[2., 3.],
+            [6., 7.]]])
+    """
+    if heads == 1:
+        return x
+    *lead, T, d = x.shape
+    return x.reshape(*lead, T, heads, d // heads).swapaxes(-2, -3)  # (..., nh, T, dh)
+
+
+def merge_heads(x, heads):
+    """The heads side by side again: (..., heads, T, d / heads) -> (..., T, d), the inverse of split_heads.
+
+    >>> x = np.arange(8.0).reshape(2, 4)
+    >>> np.array_equal(merge_heads(split_heads(x, 2), 2), x)
+    True
+    """
+    if heads == 1:
+        return x
+    *lead, nh, T, dh = x.shape
+    return x.swapaxes(-2, -3).reshape(*lead, T, nh * dh)  # (..., T, d)
+
+
+def attention_forward(params, x, rope=False, heads=1):
+    """Causal attention of x (..., T, d) with heads heads; return ((attn v) Wo, cache). cache["weights"] is
+    (..., T, T) for one head, (..., heads, T, T) for more.
+
+    Each head h reads its own columns of q, k and v (see `split_heads`) and has its own softmax, scaled by
+    1 / sqrt(d / heads); Wo mixes the heads' outputs, set side by side. With rope=True, q and k are turned after
+    the projections, each head's channel pairs by the angles of its width (see `rope_forward`), so that a score
+    q_i . k_j depends on the offset i - j.
 
     >>> p = init_params(vocab=96, d=4, hidden=8, max_len=8, seed=3)
     >>> out, c = attention_forward(p, np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]]))
     >>> c["weights"][0]
     array([1., 0.])
+    >>> attention_forward(p, np.zeros((3, 5, 4)), heads=2)[1]["weights"].shape
+    (3, 2, 5, 5)
     """
     T, d = x.shape[-2:]
-    q = x @ params["Wq"]  # (B, T, d)
-    k = x @ params["Wk"]  # (B, T, d)
-    v = x @ params["Wv"]  # (B, T, d)
+    width = d // heads  # dh, the width of one head
+    q = split_heads(x @ params["Wq"], heads)  # (B, nh, T, dh)
+    k = split_heads(x @ params["Wk"], heads)  # (B, nh, T, dh)
+    v = split_heads(x @ params["Wv"], heads)  # (B, nh, T, dh)
     turn = None
     if rope:
-        turn = [t.astype(x.dtype) for t in rope_tables(T, d)]  # (T, d) cos and (T, d) sin
-        q, k = rope_forward(q, *turn), rope_forward(k, *turn)  # (B, T, d) each
-    scores = q @ k.swapaxes(-1, -2) / math.sqrt(d)  # (B, T, T)
+        turn = [t.astype(x.dtype) for t in rope_tables(T, width)]  # (T, dh) cos and (T, dh) sin
+        q, k = rope_forward(q, *turn), rope_forward(k, *turn)  # (B, nh, T, dh) each
+    scores = q @ k.swapaxes(-1, -2) / math.sqrt(width)  # (B, nh, T, T)
     future = np.triu(np.ones((T, T), dtype=bool), 1)  # (T, T) True where key j comes after query i
-    scores = np.where(future, -np.inf, scores)  # (B, T, T) the mask: exp(-inf) is exactly 0
-    e = np.exp(scores - scores.max(-1, keepdims=True))  # (B, T, T)
-    weights = e / e.sum(-1, keepdims=True)  # (B, T, T) each query's softmax over the keys
-    ctx = weights @ v  # (B, T, d)
+    scores = np.where(future, -np.inf, scores)  # (B, nh, T, T) the mask: exp(-inf) is exactly 0
+    e = np.exp(scores - scores.max(-1, keepdims=True))  # (B, nh, T, T)
+    weights = e / e.sum(-1, keepdims=True)  # (B, nh, T, T) each query's softmax over the keys, in each head
+    ctx = merge_heads(weights @ v, heads)  # (B, T, d) the heads' outputs side by side
     out = ctx @ params["Wo"]  # (B, T, d)
-    return out, {"x": x, "q": q, "k": k, "v": v, "turn": turn, "weights": weights, "ctx": ctx}
+    return out, {"x": x, "q": q, "k": k, "v": v, "turn": turn, "weights": weights, "ctx": ctx, "heads": heads}
 
 
 def attention_backward(params, cache, dout):
@@ -327,18 +378,20 @@ def attention_backward(params, cache, dout):
     >>> sorted(grads), dx.shape
     (['Wk', 'Wo', 'Wq', 'Wv'], (1, 4))
     """
-    x, q, k, v, weights, ctx = (cache[n] for n in ("x", "q", "k", "v", "weights", "ctx"))
-    d = x.shape[-1]
-    dctx = dout @ params["Wo"].T  # (B, T, d)
+    x, q, k, v, weights, ctx, heads = (cache[n] for n in ("x", "q", "k", "v", "weights", "ctx", "heads"))
+    d, width = x.shape[-1], q.shape[-1]
+    dctx = split_heads(dout @ params["Wo"].T, heads)  # (B, nh, T, dh)
 
-    # through the weighted sum ctx_i = sum_j w_ij v_j, then through each query's softmax (the 1 / sqrt(d) included)
-    dweights = dctx @ v.swapaxes(-1, -2)  # (B, T, T)
-    dv = weights.swapaxes(-1, -2) @ dctx  # (B, T, d)
-    dscores = weights * (dweights - (weights * dweights).sum(-1, keepdims=True)) / math.sqrt(d)  # (B, T, T)
-    dq = dscores @ k  # (B, T, d)
-    dk = dscores.swapaxes(-1, -2) @ q  # (B, T, d)
+    # through the weighted sum ctx_i = sum_j w_ij v_j, then through each query's softmax (1 / sqrt(dh) included),
+    # in every head at once
+    dweights = dctx @ v.swapaxes(-1, -2)  # (B, nh, T, T)
+    dv = weights.swapaxes(-1, -2) @ dctx  # (B, nh, T, dh)
+    dscores = weights * (dweights - (weights * dweights).sum(-1, keepdims=True)) / math.sqrt(width)  # (B, nh, T, T)
+    dq = dscores @ k  # (B, nh, T, dh)
+    dk = dscores.swapaxes(-1, -2) @ q  # (B, nh, T, dh)
     if cache["turn"] is not None:  # q and k were turned: turn their gradients back
-        dq, dk = rope_backward(dq, *cache["turn"]), rope_backward(dk, *cache["turn"])  # (B, T, d) each
+        dq, dk = rope_backward(dq, *cache["turn"]), rope_backward(dk, *cache["turn"])  # (B, nh, T, dh) each
+    dq, dk, dv = (merge_heads(t, heads) for t in (dq, dk, dv))  # (B, T, d) each
 
     rows = x.reshape(-1, d)  # (B T, d) every position of every sequence
     grads = {
@@ -352,14 +405,73 @@ def attention_backward(params, cache, dout):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# The model: embeddings, one pre-norm block (attention and MLP, each with a skip path), final layer norm, logits
+# One pre-norm block: attention and MLP, each with a skip path
 
 
-def forward(params, ids, positions="learned", *, use_positions=None):
+def block_forward(params, x, scheme, heads):
+    """One block on the stream x (..., T, d), with params its tensors by model.py's names (`sizes.block_params`):
+    return (the stream after it, cache).
+
+    >>> p = init_params(vocab=96, d=4, hidden=8, max_len=8, seed=3)
+    >>> x2, c = block_forward(p, np.ones((2, 4)), "learned", 1)
+    >>> x2.shape, sorted(c)
+    ((2, 4), ['act', 'att', 'h1', 'h2', 'ln1', 'ln2', 'pre', 'x1', 'x2'])
+    """
+    h1, ln1 = layernorm_forward(x, params["ln1_g"], params["ln1_b"])  # (B, T, d)
+    a, att = attention_forward(params, h1, rope=scheme == "rope", heads=heads)  # (B, T, d)
+    x1 = x + a  # (B, T, d) skip path 1
+    h2, ln2 = layernorm_forward(x1, params["ln2_g"], params["ln2_b"])  # (B, T, d)
+    pre = h2 @ params["W1"] + params["b1"]  # (B, T, H)
+    act = np.maximum(pre, 0.0)  # (B, T, H) ReLU
+    m = act @ params["W2"] + params["b2"]  # (B, T, d)
+    x2 = x1 + m  # (B, T, d) skip path 2
+    return x2, {"h1": h1, "ln1": ln1, "att": att, "x1": x1, "h2": h2, "ln2": ln2, "pre": pre, "act": act, "x2": x2}
+
+
+def block_backward(params, cache, dx2):
+    """Gradients of one block, given dx2 (..., T, d) = d loss / d (the stream after it): (its gradients by
+    model.py's names, the gradient of the stream before it).
+
+    >>> p = init_params(vocab=96, d=4, hidden=8, max_len=8, seed=3)
+    >>> _, c = block_forward(p, np.ones((2, 4)), "learned", 1)
+    >>> g, dx = block_backward(p, c, np.ones((2, 4)))
+    >>> sorted(g) == sorted(sizes.BLOCK_NAMES), dx.shape
+    (True, (2, 4))
+    """
+    d, hidden = dx2.shape[-1], params["b1"].shape[0]
+    g = {}
+    # x2 = x1 + m: the gradient goes to the MLP branch and to the skip path unchanged
+    dm = dx2  # (B, T, d)
+    g["b2"] = dm.reshape(-1, d).sum(0)  # (d,)
+    g["W2"] = cache["act"].reshape(-1, hidden).T @ dm.reshape(-1, d)  # (H, d)
+    dact = dm @ params["W2"].T  # (B, T, H)
+    dpre = dact * (cache["pre"] > 0.0)  # (B, T, H) ReLU: the gradient passes where the input was positive
+    g["b1"] = dpre.reshape(-1, hidden).sum(0)  # (H,)
+    g["W1"] = cache["h2"].reshape(-1, d).T @ dpre.reshape(-1, hidden)  # (d, H)
+    dh2 = dpre @ params["W1"].T  # (B, T, d)
+    dx1_mlp, g["ln2_g"], g["ln2_b"] = layernorm_backward(dh2, params["ln2_g"], cache["ln2"])  # (B, T, d)
+    dx1 = dx2 + dx1_mlp  # (B, T, d) skip path 2: both contributions added
+
+    # x1 = x + attention(LayerNorm(x)): again two paths
+    att_grads, dh1 = attention_backward(params, cache["att"], dx1)  # (B, T, d)
+    dx_att, g["ln1_g"], g["ln1_b"] = layernorm_backward(dh1, params["ln1_g"], cache["ln1"])  # (B, T, d)
+    dx = dx1 + dx_att  # (B, T, d) skip path 1: both contributions added
+    return {**att_grads, **g}, dx
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The model: embeddings, the blocks, final layer norm, logits
+
+
+def forward(params, ids, positions="learned", *, heads=1, use_positions=None):
     """Logits (T, V) or (B, T, V) for token IDs of shape (T,) or (B, T), and the cache the backward pass needs.
 
     positions: the scheme, one of SCHEMES (see `position_scheme`; True and False, or the keyword use_positions, work
-    as in the reference). "learned" reads at most max_len positions, the others at most LONGEST.
+    as in the reference). "learned" reads at most max_len positions, the others at most LONGEST. heads: the heads
+    of every block's attention (the number of blocks is in the parameters' names).
+
+    The cache holds x0, hf, lnf, "blocks" (one cache per block, see `block_forward`) and, under model.py's names
+    (h1, att, x1, h2, act, x2, ...), the first block's: with one block, model.py's cache.
 
     >>> p = init_params(vocab=96, d=4, hidden=8, max_len=8, seed=3)
     >>> logits, cache = forward(p, np.array([1, 2, 3]))
@@ -368,6 +480,8 @@ def forward(params, ids, positions="learned", *, use_positions=None):
     """
     scheme = position_scheme(positions, use_positions)
     vocab, d, hidden, max_len = config_of(params)
+    blocks = sizes.blocks_of(params)
+    sizes.check_sizes(d, blocks, heads, scheme)
     ids = check_ids(ids, vocab)
     check_length(ids.shape, scheme, max_len)
     T = ids.shape[-1]
@@ -377,19 +491,15 @@ def forward(params, ids, positions="learned", *, use_positions=None):
         x0 = x0 + params["pos_emb"][:T]  # (B, T, d)
     elif scheme == "sinusoidal":
         x0 = x0 + sinusoid_table(T, d).astype(x0.dtype)  # (B, T, d) a fixed table, no parameters
-    h1, ln1 = layernorm_forward(x0, params["ln1_g"], params["ln1_b"])  # (B, T, d)
-    a, att = attention_forward(params, h1, rope=scheme == "rope")  # (B, T, d)
-    x1 = x0 + a  # (B, T, d) skip path 1
-    h2, ln2 = layernorm_forward(x1, params["ln2_g"], params["ln2_b"])  # (B, T, d)
-    pre = h2 @ params["W1"] + params["b1"]  # (B, T, H)
-    act = np.maximum(pre, 0.0)  # (B, T, H) ReLU
-    m = act @ params["W2"] + params["b2"]  # (B, T, d)
-    x2 = x1 + m  # (B, T, d) skip path 2
-    hf, lnf = layernorm_forward(x2, params["lnf_g"], params["lnf_b"])  # (B, T, d)
+    x, caches = x0, []
+    for block in range(blocks):
+        x, block_cache = block_forward(block_params(params, block), x, scheme, heads)  # (B, T, d)
+        caches.append(block_cache)
+    hf, lnf = layernorm_forward(x, params["lnf_g"], params["lnf_b"])  # (B, T, d)
     logits = hf @ params["W_out"] + params["b_out"]  # (B, T, V)
 
-    cache = {"ids": ids, "positions": scheme, "x0": x0, "h1": h1, "ln1": ln1, "att": att, "x1": x1, "h2": h2,
-             "ln2": ln2, "pre": pre, "act": act, "x2": x2, "hf": hf, "lnf": lnf}
+    cache = {"ids": ids, "positions": scheme, "heads": heads, "x0": x0, **caches[0], "blocks": caches, "hf": hf,
+             "lnf": lnf}
     return logits, cache
 
 
@@ -416,14 +526,14 @@ def loss_and_dlogits(logits, targets):
     return loss, (e / z - onehot) / N  # (B, T, V)
 
 
-def sequence_loss(params, ids, targets, positions="learned", *, use_positions=None):
-    """The loss of predicting targets from ids, as one float (positions as in `forward`).
+def sequence_loss(params, ids, targets, positions="learned", *, heads=1, use_positions=None):
+    """The loss of predicting targets from ids, as one float (positions and heads as in `forward`).
 
     >>> p = init_params(vocab=96, d=4, hidden=8, max_len=8, seed=3)
     >>> round(sequence_loss(p, np.array([1, 2]), np.array([2, 3])), 2)
     4.55
     """
-    logits, _ = forward(params, ids, positions, use_positions=use_positions)
+    logits, _ = forward(params, ids, positions, heads=heads, use_positions=use_positions)
     return loss_and_dlogits(logits, targets)[0]
 
 
@@ -442,6 +552,10 @@ def backward(params, cache, dlogits):
     (True, (4, 8))
     """
     vocab, d, hidden, max_len = config_of(params)
+    blocks = sizes.blocks_of(params)
+    if len(cache["blocks"]) != blocks:
+        raise ValueError(f"the cache is of a forward pass through {len(cache['blocks'])} blocks, but the parameters"
+                         f" have {blocks}")
     ids = cache["ids"]  # (B, T)
     dlogits = np.asarray(dlogits)
     if dlogits.shape[-1:] != (vocab,) or dlogits.size != ids.size * vocab:
@@ -450,28 +564,17 @@ def backward(params, cache, dlogits):
     T = ids.shape[-1]
     g = {}
 
-    # logits = LayerNorm(x2) W_out + b_out
+    # logits = LayerNorm(x) W_out + b_out, x the stream after the last block
     g["b_out"] = dlogits.reshape(-1, vocab).sum(0)  # (V,) summed over every position
     g["W_out"] = cache["hf"].reshape(-1, d).T @ dlogits.reshape(-1, vocab)  # (d, V)
     dhf = dlogits @ params["W_out"].T  # (B, T, d)
-    dx2, g["lnf_g"], g["lnf_b"] = layernorm_backward(dhf, params["lnf_g"], cache["lnf"])  # (B, T, d)
+    dx, g["lnf_g"], g["lnf_b"] = layernorm_backward(dhf, params["lnf_g"], cache["lnf"])  # (B, T, d)
 
-    # x2 = x1 + m: the gradient goes to the MLP branch and to the skip path unchanged
-    dm = dx2  # (B, T, d)
-    g["b2"] = dm.reshape(-1, d).sum(0)  # (d,)
-    g["W2"] = cache["act"].reshape(-1, hidden).T @ dm.reshape(-1, d)  # (H, d)
-    dact = dm @ params["W2"].T  # (B, T, H)
-    dpre = dact * (cache["pre"] > 0.0)  # (B, T, H) ReLU: the gradient passes where the input was positive
-    g["b1"] = dpre.reshape(-1, hidden).sum(0)  # (H,)
-    g["W1"] = cache["h2"].reshape(-1, d).T @ dpre.reshape(-1, hidden)  # (d, H)
-    dh2 = dpre @ params["W1"].T  # (B, T, d)
-    dx1_mlp, g["ln2_g"], g["ln2_b"] = layernorm_backward(dh2, params["ln2_g"], cache["ln2"])  # (B, T, d)
-    dx1 = dx2 + dx1_mlp  # (B, T, d) skip path 2: both contributions added
-
-    # x1 = x0 + attention(LayerNorm(x0)): again two paths
-    att_grads, dh1 = attention_backward(params, cache["att"], dx1)  # (B, T, d)
-    dx0_att, g["ln1_g"], g["ln1_b"] = layernorm_backward(dh1, params["ln1_g"], cache["ln1"])  # (B, T, d)
-    dx0 = dx1 + dx0_att  # (B, T, d) skip path 1: both contributions added
+    # the blocks, last first: each takes the gradient of the stream after it and gives the one before it
+    for block in reversed(range(blocks)):
+        block_grads, dx = block_backward(block_params(params, block), cache["blocks"][block], dx)  # (B, T, d)
+        g.update({prefix(block) + name: t for name, t in block_grads.items()})
+    dx0 = dx  # (B, T, d)
 
     # x0 = tok_emb[ids] + pos_emb[0:T] (or the fixed table, or nothing): a token's row collects every position that
     # used it
@@ -481,19 +584,20 @@ def backward(params, cache, dlogits):
     if cache["positions"] == "learned":
         d_pos[:T] = dx0.reshape(-1, T, d).sum(0)  # (T, d) summed over the sequences
 
-    grads = {"tok_emb": d_tok, "pos_emb": d_pos, **att_grads, **g}
-    return {name: grads[name] for name in PARAM_SHAPES}  # same order as the parameters
+    grads = {"tok_emb": d_tok, "pos_emb": d_pos, **g}
+    return {name: grads[name] for name in sizes.param_names(blocks)}  # same order as the parameters
 
 
-def loss_and_grads(params, ids, targets, positions="learned", *, use_positions=None):
+def loss_and_grads(params, ids, targets, positions="learned", *, heads=1, use_positions=None):
     """The mean loss over every position of ids (T,) or (B, T), and one gradient per parameter: what a training step
-    needs. `numpy_fast.loss_and_grads` computes the same.
+    needs (positions and heads as in `forward`). `numpy_fast.loss_and_grads` computes the same for one block and one
+    head.
 
     >>> p = init_params(vocab=96, d=4, hidden=8, max_len=8, seed=3)
     >>> loss, grads = loss_and_grads(p, np.array([[1, 2]]), np.array([[2, 3]]))
     >>> round(loss, 2), grads["tok_emb"].shape
     (4.55, (96, 4))
     """
-    logits, cache = forward(params, ids, positions, use_positions=use_positions)
+    logits, cache = forward(params, ids, positions, heads=heads, use_positions=use_positions)
     loss, dlogits = loss_and_dlogits(logits, targets)
     return loss, backward(params, cache, dlogits)

@@ -1,15 +1,17 @@
-"""A PyTorch twin of the one-block transformer in `model.py`, for cross-checking gradients with autograd.
+"""A PyTorch twin of the transformer in `model.py` and `numpy_model.py`, for cross-checking gradients with autograd.
 
 Same architecture, parameter names and shapes, built from standard `torch.nn.functional` pieces where they fit
 (`F.embedding`, `F.layer_norm`, `F.linear`, a masked softmax, `F.cross_entropy`), and the same four position schemes
 as `numpy_model.py`, written independently, down to parsing the scheme names: the sinusoid table from torch ops, and
 rope as a product of complex numbers (each channel pair of q and k as x[2i] + i x[2i + 1], times e^(i angle)), where
-numpy_model.py uses real sines and cosines with a hand-written inverse rotation for the backward pass. The reference
+numpy_model.py uses real sines and cosines with a hand-written inverse rotation for the backward pass. It grows as
+numpy_model.py does (the other blocks' names are sizes.py's), but its attention always has a heads axis, made by
+`view` and `transpose`, where numpy_model.py has none for one head. The reference
 stores a weight as (in, out) and computes x W; `F.linear` wants (out, in), so it gets the transposed view `W.T` (no
 copy). Importing this module imports torch; `model.py` and `numpy_model.py` never do.
 
 Shape legend: B = sequences in the batch, T = positions, d = model width, H = hidden width, V = vocabulary size,
-L = max_len.
+L = max_len, nh = heads, dh = d / nh.
 
     >>> import model
     >>> p = to_torch(model.init_params(96, 4, 8, 8, 3))
@@ -24,7 +26,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from model import EPS, PARAM_SHAPES
+import sizes
+from model import EPS
 
 SCHEMES = ("learned", "none", "sinusoidal", "rope")  # how positions enter the model; see forward
 ROPE_BASE = 10000.0  # channel pair i turns by pos / ROPE_BASE^(2i/d) radians; also the sinusoids' wavelengths
@@ -92,28 +95,30 @@ def sinusoids(T, d, dtype=torch.float64):
 
 
 def rotary(x):
-    """x (B, T, d), d even, with channel pair i of position pos turned by pos / 10000^(2i/d) radians.
+    """x (..., T, d), d even, with channel pair i of position pos turned by pos / 10000^(2i/d) radians.
 
     >>> rotary(torch.tensor([[[1.0, 0.0], [1.0, 0.0]]], dtype=torch.float64))[0, 1]  # position 1: 1 radian
     tensor([0.5403, 0.8415], dtype=torch.float64)
     """
-    B, T, d = x.shape
+    *lead, T, d = x.shape
     pos = torch.arange(T, dtype=torch.float64)[:, None]  # (T, 1)
     angle = pos / ROPE_BASE ** (torch.arange(0, d, 2, dtype=torch.float64) / d)  # (T, d / 2)
     turn = torch.polar(torch.ones_like(angle), angle)  # (T, d / 2) e^(i angle), complex
-    z = torch.view_as_complex(x.reshape(B, T, d // 2, 2).contiguous())  # (B, T, d / 2) x[2i] + i x[2i + 1]
-    return torch.view_as_real(z * turn.to(z.dtype)).reshape(B, T, d)  # (B, T, d)
+    z = torch.view_as_complex(x.reshape(*lead, T, d // 2, 2).contiguous())  # (..., T, d / 2) x[2i] + i x[2i + 1]
+    return torch.view_as_real(z * turn.to(z.dtype)).reshape(*lead, T, d)  # (..., T, d)
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # The model
 
 
-def forward(p, ids, positions="learned", *, use_positions=None):
-    """Logits (B, T, V) for ids (B, T), and the intermediates the comparison tool checks, by the reference's names.
+def forward(p, ids, positions="learned", *, heads=1, use_positions=None):
+    """Logits (B, T, V) for ids (B, T), and the intermediates the comparison tool checks, by the reference's names;
+    those of block k >= 1 after sizes.prefix(k), like its parameters ("block1.x1").
 
     positions: "learned", "none", "sinusoidal" or "rope" (True and False, or the keyword use_positions, as in the
-    reference).
+    reference). heads: the heads of every block (the blocks are counted from the parameters' names). "weights" is
+    (B, T, T) for one head and (B, nh, T, T) for more, as in numpy_model.py.
 
     >>> import model
     >>> logits, inter = forward(to_torch(model.init_params(96, 4, 8, 8, 3)), as_ids([1, 2]))
@@ -123,27 +128,34 @@ def forward(p, ids, positions="learned", *, use_positions=None):
     scheme = scheme_name(positions, use_positions)
     B, T = ids.shape
     d = p["tok_emb"].shape[1]
-    x0 = F.embedding(ids, p["tok_emb"])  # (B, T, d)
+    dh = d // heads
+    x = F.embedding(ids, p["tok_emb"])  # (B, T, d)
     if scheme == "learned":
-        x0 = x0 + p["pos_emb"][:T]  # (B, T, d)
+        x = x + p["pos_emb"][:T]  # (B, T, d)
     elif scheme == "sinusoidal":
-        x0 = x0 + sinusoids(T, d, x0.dtype)  # (B, T, d)
-    h1 = F.layer_norm(x0, (d,), p["ln1_g"], p["ln1_b"], eps=EPS)  # (B, T, d)
-    q = F.linear(h1, p["Wq"].T)  # (B, T, d)
-    k = F.linear(h1, p["Wk"].T)  # (B, T, d)
-    v = F.linear(h1, p["Wv"].T)  # (B, T, d)
-    if scheme == "rope":
-        q, k = rotary(q), rotary(k)  # (B, T, d) each
-    scores = q @ k.transpose(1, 2) / math.sqrt(d)  # (B, T, T)
+        x = x + sinusoids(T, d, x.dtype)  # (B, T, d)
+    inter = {"x0": x}
     future = torch.ones(T, T, dtype=torch.bool).triu(1)  # (T, T) True where key j > query i
-    weights = scores.masked_fill(future, float("-inf")).softmax(dim=-1)  # (B, T, T)
-    x1 = x0 + F.linear(weights @ v, p["Wo"].T)  # (B, T, d) skip path 1
-    h2 = F.layer_norm(x1, (d,), p["ln2_g"], p["ln2_b"], eps=EPS)  # (B, T, d)
-    act = F.relu(F.linear(h2, p["W1"].T, p["b1"]))  # (B, T, H)
-    x2 = x1 + F.linear(act, p["W2"].T, p["b2"])  # (B, T, d) skip path 2
-    hf = F.layer_norm(x2, (d,), p["lnf_g"], p["lnf_b"], eps=EPS)  # (B, T, d)
+    for block in range(sizes.blocks_of(p)):
+        name = sizes.prefix(block)  # "" for the first block, "block1." for the second, ...
+        w = {n: p[name + n] for n in sizes.BLOCK_NAMES}
+        h1 = F.layer_norm(x, (d,), w["ln1_g"], w["ln1_b"], eps=EPS)  # (B, T, d)
+        q, k, v = (F.linear(h1, w[n].T).view(B, T, heads, dh).transpose(1, 2) for n in ("Wq", "Wk", "Wv"))
+        if scheme == "rope":
+            q, k = rotary(q), rotary(k)  # (B, nh, T, dh) each, every head turned alike
+        scores = q @ k.transpose(-1, -2) / math.sqrt(dh)  # (B, nh, T, T)
+        weights = scores.masked_fill(future, float("-inf")).softmax(dim=-1)  # (B, nh, T, T)
+        ctx = (weights @ v).transpose(1, 2).reshape(B, T, d)  # (B, T, d) the heads side by side
+        x1 = x + F.linear(ctx, w["Wo"].T)  # (B, T, d) skip path 1
+        h2 = F.layer_norm(x1, (d,), w["ln2_g"], w["ln2_b"], eps=EPS)  # (B, T, d)
+        act = F.relu(F.linear(h2, w["W1"].T, w["b1"]))  # (B, T, H)
+        x = x1 + F.linear(act, w["W2"].T, w["b2"])  # (B, T, d) skip path 2
+        shown = weights[:, 0] if heads == 1 else weights  # (B, T, T) or (B, nh, T, T)
+        inter.update({name + "h1": h1, name + "weights": shown, name + "x1": x1, name + "h2": h2, name + "act": act,
+                      name + "x2": x})
+    hf = F.layer_norm(x, (d,), p["lnf_g"], p["lnf_b"], eps=EPS)  # (B, T, d)
     logits = F.linear(hf, p["W_out"].T, p["b_out"])  # (B, T, V)
-    inter = {"x0": x0, "h1": h1, "weights": weights, "x1": x1, "h2": h2, "act": act, "x2": x2, "logits": logits}
+    inter["logits"] = logits
     return logits, inter
 
 
@@ -156,19 +168,24 @@ def loss_fn(logits, targets):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
-def loss_and_grads(p, ids, targets, positions="learned", *, use_positions=None):
+def loss_and_grads(p, ids, targets, positions="learned", *, heads=1, use_positions=None):
     """(loss, gradients by name, detached intermediates) for one batch, through autograd.
 
     >>> import model
     >>> loss, grads, _ = loss_and_grads(to_torch(model.init_params(96, 4, 8, 8, 3)), as_ids([1]), as_ids([2]))
     >>> list(grads) == list(model.PARAM_SHAPES)
     True
+    >>> _, grads, inter = loss_and_grads(to_torch(sizes.init_params(96, 4, 8, 8, 3, blocks=2)), as_ids([1]),
+    ...                                  as_ids([2]), heads=2)
+    >>> list(grads)[14], tuple(inter["block1.weights"].shape)
+    ('block1.ln1_g', (1, 2, 1, 1))
     """
     for t in p.values():
         t.grad = None
-    logits, inter = forward(p, ids, positions, use_positions=use_positions)
+    logits, inter = forward(p, ids, positions, heads=heads, use_positions=use_positions)
     loss = loss_fn(logits, targets)
     loss.backward()
     # a tensor the graph did not use (pos_emb with any scheme but "learned") has no .grad; its gradient is zero
-    grads = {name: p[name].grad if p[name].grad is not None else torch.zeros_like(p[name]) for name in PARAM_SHAPES}
+    grads = {name: p[name].grad if p[name].grad is not None else torch.zeros_like(p[name])
+             for name in sizes.param_names(sizes.blocks_of(p))}
     return loss.item(), grads, {name: t.detach() for name, t in inter.items()}

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 import model
 import numpy_fast
 import numpy_model
+import sizes
 
 SERIES = (96, 16, 64, 64, 3)  # vocab, d, hidden, max_len, seed
 
@@ -26,10 +27,11 @@ def rel_err(got, want):
     return err / scale if scale > 0 else err
 
 
-def jittered(vocab, d, hidden, max_len, seed, scale):
-    """Reference parameters (dict of lists) plus noise, so that gains are not 1 and biases not 0."""
+def jittered(vocab, d, hidden, max_len, seed, scale, blocks=1):
+    """Reference parameters (dict of lists; of a grown model with blocks > 1) plus noise, so that gains are not 1 and
+    biases not 0."""
     rng = np.random.default_rng(seed)
-    p = model.init_params(vocab, d, hidden, max_len, seed)
+    p = sizes.init_params(vocab, d, hidden, max_len, seed, blocks)
     return {name: (np.array(t) + rng.normal(0.0, scale, np.shape(t))).tolist() for name, t in p.items()}
 
 
@@ -109,3 +111,33 @@ def central_differences(params, loss, step=1e-6):
             out[i] = (up - down) / (2 * step)
         numeric[name] = out.reshape(t.shape)
     return numeric
+
+
+def assert_central_differences_match(path, params, ids, targets, scheme, heads=1):
+    """Every parameter, float64, step 1e-6: max |central difference - gradient| < 1e-8 (the rounding noise of the
+    loss differences is about 1e-9). The loss differentiated is the tests' own cross-entropy of the path's logits.
+    No step may move a ReLU input across 0 (in any block): a central difference across the kink measures the kink,
+    not the derivative, so a test whose sequence does that must pick another. heads: for a grown model
+    (numpy_model only). Returns (numeric, grads, the worst error of each tensor)."""
+    grown = {"heads": heads} if heads != 1 else {}
+    _, grads = path.loss_and_grads(params, ids, targets, scheme, **grown)
+    grads = {name: np.array(g) for name, g in grads.items()}
+
+    def relu_inputs():
+        logits, cache = path.forward(params, ids, scheme, **grown)
+        return logits, np.concatenate([block["pre"].ravel() for block in cache.get("blocks", [cache])]) > 0.0
+
+    relu_on = relu_inputs()[1]
+    flips = 0
+
+    def loss():
+        nonlocal flips
+        logits, on = relu_inputs()
+        flips += np.count_nonzero(on != relu_on)
+        return mean_cross_entropy(logits, targets)
+
+    numeric = central_differences(params, loss, 1e-6)
+    worst = {name: float(np.max(np.abs(numeric[name] - grads[name]))) for name in params}
+    assert flips == 0, "a step crossed a ReLU kink: pick another sequence"
+    assert max(worst.values()) < 1e-8, worst
+    return numeric, grads, worst

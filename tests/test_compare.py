@@ -1,5 +1,6 @@
 """compare.py: all OK on the real code (exit 0), NOT OK and a non-zero exit when a path is deliberately broken."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -8,6 +9,7 @@ import pytest
 
 import compare
 import numpy_model
+import sizes
 from fastpath_helpers import PATHS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -116,3 +118,51 @@ def test_a_scheme_without_reference_needs_torch(capsys):
     assert compare.main(["--positions", "rope", "--no-torch", "--length", "8"]) == 2
     assert "has no reference in model.py" in capsys.readouterr().out
 
+
+
+def grown_rows(out):
+    """{row name: "OK" or "NOT OK"} of the one table compare.py prints for a grown model."""
+    rows = {}
+    for line in out.splitlines():
+        m = re.match(r"  (\S.*?)\s+\(.*\s\s(NOT OK|OK)$", line)
+        if m:
+            rows[m.group(1)] = m.group(2)
+    return rows
+
+
+def test_a_grown_model_compares_numpy_model_with_the_twin(capsys, monkeypatch):
+    """--blocks 2 --heads 4: one table, numpy_model against PyTorch, a row per intermediate of each block (block 1's
+    named like its parameters), the loss and all 30 gradients, all OK; numpy_fast says it does not run it. A
+    backward pass that gets one head's part of one Wq gradient wrong turns that row, and only that row, NOT OK."""
+    pytest.importorskip("torch", reason="torch is not installed")
+    assert compare.main(["--blocks", "2", "--heads", "4", "--batch", "1", "--length", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "numpy_fast: not compared (it runs one block and one head)" in out
+    assert "numpy_model float64 vs PyTorch float64 autograd (learned, 2 blocks x 4 heads)" in out
+    rows = grown_rows(out)
+    assert list(rows) == [*compare.intermediate_names(2), "loss", *("grad " + n for n in sizes.param_names(2))]
+    assert set(rows.values()) == {"OK"}
+
+    real = numpy_model.attention_backward
+
+    def one_head_off(params, cache, dout):
+        grads, dx = real(params, cache, dout)
+        grads["Wq"] = grads["Wq"].copy()
+        grads["Wq"][:, 4:8] *= 1.001  # head 1's columns, in every block
+        return grads, dx
+
+    monkeypatch.setattr(numpy_model, "attention_backward", one_head_off)
+    assert compare.main(["--blocks", "2", "--heads", "4", "--batch", "1", "--length", "20"]) == 1
+    rows = grown_rows(capsys.readouterr().out)
+    assert [name for name, status in rows.items() if status == "NOT OK"] == ["grad Wq", "grad block1.Wq"]
+
+
+@pytest.mark.parametrize("args, phrase", [
+    (["--heads", "3"], "--blocks 1 --heads 3: heads = 3 does not divide the width d = 16"),
+    (["--blocks", "0"], "blocks = 0: expected a whole number of at least 1"),
+    (["--heads", "16", "--positions", "rope"], "heads = 16 gives heads of width d / heads = 1"),
+])
+def test_bad_sizes_are_refused_before_any_comparison(capsys, args, phrase):
+    with pytest.raises(SystemExit) as e:
+        compare.main(args)
+    assert e.value.code == 2 and phrase in capsys.readouterr().err

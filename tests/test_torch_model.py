@@ -128,3 +128,63 @@ def test_the_twin_is_independent_of_the_numpy_path():
     for positions, use_positions in [("rotary", None), ("rope", False)]:
         with pytest.raises(ValueError):
             tm.scheme_name(positions, use_positions)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Grown models: numpy_model.py against the twin, every intermediate compare.py prints and every gradient
+
+
+@st.composite
+def grown_configs(draw):
+    """A model-like config of 1 to 3 blocks whose heads divide d (and leave an even head width for rope), a scheme,
+    and a batch."""
+    cfg = draw(configs)
+    scheme = draw(st.sampled_from(nm.SCHEMES))
+    d = cfg["d"] - cfg["d"] % 2 if scheme == "rope" else cfg["d"]
+    heads = draw(st.sampled_from([h for h in range(1, d + 1) if d % h == 0 and (scheme != "rope" or d // h % 2 == 0)]))
+    return {**cfg, "d": d, "blocks": draw(st.integers(1, 3)), "heads": heads, "scheme": scheme}
+
+
+@settings(max_examples=40, deadline=None)
+@given(cfg=grown_configs(), length=st.integers(1, 16))
+def test_grown_numpy_model_matches_the_twin_in_every_intermediate_and_gradient(cfg, length):
+    import compare
+
+    V, d, H, L = cfg["vocab"], cfg["d"], cfg["hidden"], cfg["max_len"]
+    T = min(length, L) if cfg["scheme"] == "learned" else length
+    params = jittered(V, d, H, L, cfg["seed"], cfg["scale"], cfg["blocks"])
+    ids, targets = draw_batch(np.random.default_rng(cfg["seed"]), V, cfg["batch"], min(T, V))
+    twin = compare.torch_run(params, ids, targets, cfg["scheme"], cfg["heads"])
+    rows = compare.compare(twin, compare.numpy_run(params, ids, targets, cfg["scheme"], nm, cfg["heads"]), TOL)
+    assert len(rows) == 2 + 6 * cfg["blocks"] + 1 + len(params)  # x0, each block's six, logits, loss, gradients
+    assert [name for name, *_ in rows][-len(params):] == ["grad " + name for name in params]
+    bad = [(name, rel) for name, _, _, rel, ok in rows if not ok]
+    assert not bad, bad
+
+
+def test_grown_series_size_worst_relative_error(capsys):
+    """2 blocks x 4 heads at series width, B 4, T 64, every scheme: every row within 1e-11; prints the worst."""
+    import compare
+
+    worst = {}
+    for scheme in nm.SCHEMES:
+        params = jittered(*SERIES[:4], 5, scale=0.05, blocks=2)
+        rng = np.random.default_rng(5)
+        ids, targets = rng.integers(0, 96, (4, 64)), rng.integers(0, 96, (4, 64))
+        rows = compare.compare(compare.torch_run(params, ids, targets, scheme, 4),
+                               compare.numpy_run(params, ids, targets, scheme, nm, 4), TOL)
+        assert all(ok for *_, ok in rows), [r for r in rows if not r[-1]]
+        worst[scheme] = max(rows, key=lambda r: r[3])
+    with capsys.disabled():
+        for scheme, (name, _, _, rel, _) in worst.items():
+            print(f"\nNumPy vs twin, 2 blocks x 4 heads, {scheme}: worst {rel:.2e} relative ({name})", end="")
+
+
+def test_the_twin_with_one_head_has_no_heads_axis_and_the_other_blocks_are_named_like_their_parameters():
+    params = tm.to_torch(jittered(96, 8, 8, 8, 3, scale=0.05, blocks=2))
+    _, inter = tm.forward(params, tm.as_ids([[1, 2, 3]]))
+    assert tuple(inter["weights"].shape) == (1, 3, 3) and tuple(inter["block1.weights"].shape) == (1, 3, 3)
+    assert list(inter) == ["x0", "h1", "weights", "x1", "h2", "act", "x2", *(f"block1.{n}" for n in
+                           ("h1", "weights", "x1", "h2", "act", "x2")), "logits"]
+    _, inter = tm.forward(params, tm.as_ids([[1, 2, 3]]), heads=4)
+    assert tuple(inter["block1.weights"].shape) == (1, 4, 3, 3)

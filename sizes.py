@@ -1,0 +1,133 @@
+"""The two sizes model.py does not have, blocks and heads: the parameter names and shapes they give, fresh parameters,
+and the checks that turn a bad size into a message naming it. Standard library only.
+
+A grown model stacks `blocks` pre-norm blocks, each with its own layer norms, attention and MLP, between the
+embeddings and one final layer norm; its attention has `heads` heads of width d / heads each. Names, in the order of
+the parameter dict:
+
+    tok_emb, pos_emb                          the embeddings, as in model.py
+    ln1_g, ln1_b, Wq, ..., W2, b2             block 0: model.py's names, so a one-block model is model.py's dict
+    block1.ln1_g, block1.ln1_b, ...           block 1: the same names after "block1."
+    ...                                       block k: after "block{k}."
+    lnf_g, lnf_b, W_out, b_out                the final layer norm and the output layer, as in model.py
+
+Heads add no tensor: head h of a block reads columns h d/heads .. (h + 1) d/heads - 1 of its Wq, Wk and Wv, and
+writes through the same rows of its Wo (as GPT-2 does), so the number of heads is a size that the weights cannot
+tell; checkpoints record it.
+
+    >>> list(param_shapes(96, 4, 8, 8, blocks=2))[:4], list(param_shapes(96, 4, 8, 8, blocks=2))[14:16]
+    (['tok_emb', 'pos_emb', 'ln1_g', 'ln1_b'], ['block1.ln1_g', 'block1.ln1_b'])
+"""
+
+import random
+import re
+
+from model import PARAM_SHAPES, param_shapes as one_block_shapes
+
+OUTSIDE = ("tok_emb", "pos_emb", "lnf_g", "lnf_b", "W_out", "b_out")  # the tensors that are no block's
+BLOCK_NAMES = tuple(name for name in PARAM_SHAPES if name not in OUTSIDE)  # ln1_g, ..., b2: one block's, in order
+PREFIX = re.compile(r"block([1-9][0-9]*)\.")  # the prefix of block k >= 1
+
+
+def prefix(block):
+    """What goes before a tensor's name in block `block` (counted from 0).
+
+    >>> prefix(0), prefix(1), prefix(12)
+    ('', 'block1.', 'block12.')
+    """
+    return f"block{block}." if block else ""
+
+
+def param_names(blocks=1):
+    """The parameter names of a model with this many blocks, in the order of the parameter dict.
+
+    >>> param_names(2)[12:16]
+    ['W2', 'b2', 'block1.ln1_g', 'block1.ln1_b']
+    """
+    inside = [prefix(block) + name for block in range(blocks) for name in BLOCK_NAMES]
+    return [*OUTSIDE[:2], *inside, *OUTSIDE[2:]]
+
+
+def param_shapes(vocab, d, hidden, max_len, blocks=1):
+    """Every parameter's shape, in the order of the parameter dict; with one block exactly model.param_shapes.
+
+    >>> shapes = param_shapes(96, 16, 64, 64, blocks=3)
+    >>> len(shapes), shapes["block2.W1"], list(shapes)[-1]
+    (42, (16, 64), 'b_out')
+    """
+    check_sizes(d, blocks, 1)
+    one = one_block_shapes(vocab, d, hidden, max_len)
+    return {name: one[name.rpartition(".")[2]] for name in param_names(blocks)}
+
+
+def init_params(vocab, d, hidden, max_len, seed, blocks=1):
+    """Fresh parameters as model.init_params makes them (one random.Random(seed); each matrix gauss(0, 0.02) row by
+    row in dict order; gains 1.0, biases 0.0), for any number of blocks: with one block the same draws, so exactly
+    model.init_params; a second block's matrices are drawn after the first block's, before W_out.
+
+    >>> import model
+    >>> init_params(96, 4, 8, 8, 3) == model.init_params(96, 4, 8, 8, 3)
+    True
+    """
+    rng = random.Random(seed)
+    params = {}
+    for name, (rows, *cols) in param_shapes(vocab, d, hidden, max_len, blocks).items():
+        if cols:
+            params[name] = [[rng.gauss(0.0, 0.02) for _ in range(cols[0])] for _ in range(rows)]
+        else:
+            params[name] = [1.0 if name.endswith("_g") else 0.0] * rows
+    return params
+
+
+def blocks_of(names):
+    """The number of blocks that parameter names (a dict's keys, in any order) make: 1 plus the largest k of a
+    "block{k}." prefix. Whether every name a model of that many blocks needs is there is the caller's check.
+
+    >>> blocks_of(["tok_emb", "Wq", "block1.Wq", "block2.Wq"]), blocks_of(["tok_emb"])
+    (3, 1)
+    """
+    found = [PREFIX.match(name) for name in names]
+    return 1 + max((int(m.group(1)) for m in found if m), default=0)
+
+
+def block_params(params, block):
+    """The tensors of one block under their names inside it (model.py's names, without the prefix).
+
+    >>> p = init_params(96, 4, 8, 8, 3, blocks=2)
+    >>> sorted(block_params(p, 1)) == sorted(BLOCK_NAMES), block_params(p, 1)["Wq"] is p["block1.Wq"]
+    (True, True)
+    """
+    return {name: params[prefix(block) + name] for name in BLOCK_NAMES}
+
+
+def check_sizes(d, blocks, heads, positions=None):
+    """Raise a ValueError naming the bad value unless blocks and heads fit a model of width d: at least one block,
+    at least one head, heads dividing d, and (for rotary positions, which turn pairs of channels in each head) an
+    even head width.
+
+    >>> check_sizes(16, 2, 4, "rope")
+    >>> check_sizes(16, 1, 3)
+    Traceback (most recent call last):
+    ...
+    ValueError: heads = 3 does not divide the width d = 16; expected one of 1, 2, 4, 8, 16
+    """
+    for name, value in (("blocks", blocks), ("heads", heads)):
+        if type(value) is not int or value < 1:
+            raise ValueError(f"{name} = {value!r}: expected a whole number of at least 1")
+    if d % heads:
+        raise ValueError(f"heads = {heads} does not divide the width d = {d}; expected one of"
+                         f" {', '.join(str(n) for n in range(1, d + 1) if d % n == 0)}")
+    if positions == "rope" and heads > 1 and (d // heads) % 2:  # (one head: rope_tables says so, naming d)
+        even = [n for n in range(1, d + 1) if d % n == 0 and (d // n) % 2 == 0]
+        raise ValueError(f"heads = {heads} gives heads of width d / heads = {d // heads}, but rope turns pairs of"
+                         f" channels in each head: the head width must be even; expected one of"
+                         f" {', '.join(map(str, even))} heads for d = {d}")
+
+
+def describe(blocks, heads):
+    """The sizes in words, for headers and titles.
+
+    >>> describe(1, 1), describe(2, 4)
+    ('1 block x 1 head', '2 blocks x 4 heads')
+    """
+    return f"{blocks} block{'s' if blocks != 1 else ''} x {heads} head{'s' if heads != 1 else ''}"
