@@ -2,11 +2,14 @@
 reference `model.py`, the two NumPy paths in float64 and float32 (`fast`: numpy_fast.py, a Workspace made once, as
 train.py runs it; `plain`: numpy_model.loss_and_grads, the plain mirror, fresh arrays every call), and PyTorch eager
 autograd in float32 and float64. `--tricks` times each trick of numpy_fast.py against the plain line it replaces.
+`--against DIR` also times the same backends of the code in DIR (another checkout, such as the code before a
+change), in the same rounds, so that before and after are measured side by side.
 
     python3 bench.py                                  # every size, every backend, a few minutes
     python3 bench.py --sizes series-b32 --rounds 5 --no-torch --json bench.json
     python3 bench.py --threads 1 --no-torch           # one BLAS thread, as train.py runs
     python3 bench.py --tricks --threads 1             # numpy_fast.py's tricks one by one, about 10 seconds
+    python3 bench.py --sizes series-b32 --against ../before --no-torch   # this code and the code in ../before
 
 How it measures, and why:
 - Each backend runs in its own worker process, and the NumPy workers never import torch: importing torch changes
@@ -18,7 +21,8 @@ How it measures, and why:
   counted as 6 x (non-embedding parameters) + 6 x T x d per token, and that as a share of NumPy's own 2048 x 2048
   matmul rate in the same dtype (the "ceiling", measured in a torch-free worker).
 - The reference runs one sequence at a time (B = 1 at length T, whatever B the size has), a few rounds only; at
-  the large size it is skipped (minutes per step).
+  the large size it is skipped (minutes per step). A grown size (several blocks or heads) runs on the paths that
+  grow, the plain mirror and PyTorch: the reference and numpy_fast.py have one block and one head.
 - `--tricks` runs in one torch-free worker: for each trick, the plain line and the trick take turns on the same
   arrays, both writing into arrays made beforehand where NumPy lets them, and the median microseconds per call of
   each is reported.
@@ -36,28 +40,32 @@ import sys
 import time
 
 import machine
+import sizes
 
 # ----------------------------------------------------------------------------------------------------------------
 # Sizes and backends
 
-SIZES = {  # name -> model and batch config
+SIZES = {  # name -> model and batch config; blocks and heads are 1 unless given
     "series-b1": {"V": 96, "d": 16, "H": 64, "L": 64, "B": 1, "T": 63},
     "series-b32": {"V": 96, "d": 16, "H": 64, "L": 64, "B": 32, "T": 64},
     "large": {"V": 4096, "d": 128, "H": 512, "L": 256, "B": 16, "T": 256},
+    "grown-b32": {"V": 96, "d": 16, "H": 64, "L": 64, "B": 32, "T": 64, "blocks": 2, "heads": 4},
 }
+GROWING = ("plain-f64", "plain-f32", "torch-f64", "torch-f32")  # the backends that run several blocks and heads
 BACKENDS = ["reference", "plain-f64", "plain-f32", "fast-f64", "fast-f32", "torch-f64", "torch-f32"]
 SEED = 3  # parameters and token IDs are drawn from this seed, identically in every worker
 
 
 def flops_per_token(cfg):
-    """Training FLOPs per token: 6 x non-embedding parameters + 6 x T x d (attention).
+    """Training FLOPs per token: 6 x non-embedding parameters + 6 x T x d (attention) per block.
 
-    >>> flops_per_token(SIZES["series-b32"]), flops_per_token(SIZES["large"])
-    (35424, 4555008)
+    >>> flops_per_token(SIZES["series-b32"]), flops_per_token(SIZES["large"]), flops_per_token(SIZES["grown-b32"])
+    (35424, 4555008, 60864)
     """
-    V, d, H = cfg["V"], cfg["d"], cfg["H"]
-    non_embedding = 6 * d + 4 * d * d + d * H + H + H * d + d + d * V + V
-    return 6 * non_embedding + 6 * cfg["T"] * d
+    V, d, H, blocks = cfg["V"], cfg["d"], cfg["H"], cfg.get("blocks", 1)
+    block = 4 * d + 4 * d * d + d * H + H + H * d + d  # two layer norms, attention, MLP
+    non_embedding = blocks * block + 2 * d + d * V + V  # and the final layer norm and the output layer
+    return 6 * non_embedding + 6 * blocks * cfg["T"] * d
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -68,11 +76,9 @@ def make_inputs(cfg):
     """Parameters (dict of float64 arrays, the reference's names and shapes) and IDs, targets (B, T)."""
     import numpy as np
 
-    import model
-
     rng = np.random.default_rng(SEED)
     params = {}
-    shapes = model.param_shapes(cfg["V"], cfg["d"], cfg["H"], cfg["L"])
+    shapes = sizes.param_shapes(cfg["V"], cfg["d"], cfg["H"], cfg["L"], cfg.get("blocks", 1))
     for name, shape in shapes.items():
         if len(shape) == 2:
             params[name] = rng.normal(0.0, 0.02, shape)  # (rows, cols)
@@ -106,7 +112,8 @@ def make_step(backend, cfg):
 
         p = numpy_model.from_lists(params, np.float32 if backend.endswith("f32") else np.float64)
         if backend.startswith("plain"):
-            return lambda: numpy_model.loss_and_grads(p, ids, targets), cfg["B"] * cfg["T"]
+            heads = {"heads": cfg["heads"]} if "heads" in cfg else {}  # (a size of one head runs as before)
+            return lambda: numpy_model.loss_and_grads(p, ids, targets, **heads), cfg["B"] * cfg["T"]
         ws = numpy_fast.Workspace(p, cfg["B"], cfg["T"])  # every array of a step, made once
         return lambda: ws.loss_and_grads(p, ids, targets), cfg["B"] * cfg["T"]
     import torch
@@ -116,10 +123,12 @@ def make_step(backend, cfg):
     p = torch_model.to_torch(params, torch.float32 if backend.endswith("f32") else torch.float64)
     x, y = torch_model.as_ids(ids), torch_model.as_ids(targets)
 
+    heads = {"heads": cfg["heads"]} if "heads" in cfg else {}
+
     def step():
         for t in p.values():
             t.grad = None
-        logits, _ = torch_model.forward(p, x)
+        logits, _ = torch_model.forward(p, x, **heads)
         torch_model.loss_fn(logits, y).backward()
 
     return step, cfg["B"] * cfg["T"]
@@ -339,8 +348,8 @@ def large_trick_cases():
             nf.LOSS_BLOCK_BYTES = 1 << 19
         return run
 
-    dw1, dw1_t, dpre = np.empty((d, cfg["H"]), np.float32), np.empty((cfg["H"], d), np.float32), ws.pre
-    h2 = ws.h2.reshape(N, d)
+    dw1, dw1_t, dpre = np.empty((d, cfg["H"]), np.float32), np.empty((cfg["H"], d), np.float32), ws.block[0].pre
+    h2 = ws.block[0].h2.reshape(N, d)
     return [("large: loss blocks", f"({N}, {V})", loss(1 << 62), loss(1 << 19)),
             ("large: weight gradient", f"({d}, {cfg['H']})", lambda: np.matmul(h2.T, dpre, out=dw1),
              lambda: nf.weight_grad(h2, dpre, dw1, dw1_t))]
@@ -378,13 +387,15 @@ def reply(proc):
     return json.loads(line)
 
 
-def start(backend, size, threads=None):
+def start(backend, size, threads=None, code=None):
     """A worker process for backend at size (with that many BLAS and OpenMP threads, when given), after its
-    warm-up; and its first reply."""
+    warm-up; and its first reply. code: the folder of another checkout whose bench.py (and model files) the worker
+    runs; None for this one."""
     env = dict(os.environ)
     if threads:
         env.update({var: str(threads) for var in machine.THREAD_VARIABLES})
-    proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", backend, "--size", size],
+    script = os.path.join(os.path.abspath(code), "bench.py") if code else os.path.abspath(__file__)
+    proc = subprocess.Popen([sys.executable, script, "--worker", backend, "--size", size],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     return proc, reply(proc)
 
@@ -402,42 +413,48 @@ def torch_available():
 
 
 def bench_size(size, backends, args):
-    """Rows {size, backend, ms, tokens_per_s, rounds} for one size, backends interleaved round by round."""
+    """Rows {size, backend, code, ms, tokens_per_s, rounds} for one size, backends interleaved round by round; code
+    is "before" for a backend of the code in args.against, "" for this code's."""
+    cfg = SIZES[size]
+    grown = cfg.get("blocks", 1) * cfg.get("heads", 1) > 1
     workers, k, times = {}, {}, {}
     for b in backends:
-        if b == "reference" and (size == "large" or args.reference_rounds == 0):
+        if b == "reference" and (size == "large" or args.reference_rounds == 0) or grown and b not in GROWING:
             continue
-        proc, hello = start(b, size, args.threads)
-        workers[b] = proc
-        k[b] = 1 if b == "reference" else max(1, round(args.round_seconds / hello["estimate"]))
-        times[b] = []
+        for code in ("", "before") if args.against and not grown and b != "reference" else ("",):
+            proc, hello = start(b, size, args.threads, args.against if code else None)
+            workers[b, code] = proc
+            k[b, code] = 1 if b == "reference" else max(1, round(args.round_seconds / hello["estimate"]))
+            times[b, code] = []
     order = list(workers)
     for r in range(args.rounds):
-        for b in order[r % len(order):] + order[:r % len(order)]:  # rotate who goes first
-            if b == "reference" and r >= args.reference_rounds:
+        for key in order[r % len(order):] + order[:r % len(order)]:  # rotate who goes first
+            if key[0] == "reference" and r >= args.reference_rounds:
                 continue
             time.sleep(args.pause)
-            times[b].append(ask(workers[b], k[b]))
+            times[key].append(ask(workers[key], k[key]))
     for proc in workers.values():
         proc.stdin.write("quit\n")
         proc.stdin.flush()
         proc.wait()
-    cfg = SIZES[size]
     rows = []
-    for b in order:
-        per_step = statistics.median(times[b])
+    for b, code in order:
+        per_step = statistics.median(times[b, code])
         tokens = cfg["T"] if b == "reference" else cfg["B"] * cfg["T"]
-        rows.append({"size": size, "backend": b, "ms": per_step * 1e3, "tokens_per_s": tokens / per_step,
-                     "gflops": tokens / per_step * flops_per_token(cfg) / 1e9, "rounds": len(times[b]),
-                     "steps_per_round": k[b]})
+        rows.append({"size": size, "backend": b, "code": code, "ms": per_step * 1e3,
+                     "tokens_per_s": tokens / per_step,
+                     "gflops": tokens / per_step * flops_per_token(cfg) / 1e9, "rounds": len(times[b, code]),
+                     "steps_per_round": k[b, code]})
     return rows
 
 
 def report(rows, ceiling):
-    """Print the table: one line per (size, backend), with ratios."""
-    by = {(r["size"], r["backend"]): r for r in rows}
-    print(f"{'size':11s} {'backend':10s} {'ms/step':>10s} {'tokens/s':>12s} {'GFLOP/s':>8s} {'%ceil':>6s} "
-          f"{'vs torch':>9s} {'vs ref':>8s}  rounds x steps")
+    """Print the table: one line per (size, backend), with ratios; a backend of the code compared against (--against)
+    in the line after this code's, and this code's speed as a share of it."""
+    by = {(r["size"], r["backend"]): r for r in rows if not r["code"]}
+    before = {(r["size"], r["backend"]): r for r in rows if r["code"]}
+    print(f"{'size':11s} {'backend':17s} {'ms/step':>10s} {'tokens/s':>12s} {'GFLOP/s':>8s} {'%ceil':>6s} "
+          f"{'vs torch':>9s} {'vs ref':>8s}" + (f" {'vs before':>10s}" if before else "") + "  rounds x steps")
     for r in rows:
         dt = r["backend"][-3:] if r["backend"] != "reference" else None
         ceil = f"{100 * r['gflops'] / ceiling[dt]:5.1f}%" if dt in ceiling else ""
@@ -445,8 +462,12 @@ def report(rows, ceiling):
         vs_torch = f"{r['tokens_per_s'] / peer['tokens_per_s']:8.2f}x" if peer else ""
         ref = by.get((r["size"], "reference"))
         vs_ref = f"{r['tokens_per_s'] / ref['tokens_per_s']:7.0f}x" if ref and r["backend"] != "reference" else ""
-        print(f"{r['size']:11s} {r['backend']:10s} {r['ms']:10.3f} {r['tokens_per_s']:12,.0f} {r['gflops']:8.2f} "
-              f"{ceil:>6s} {vs_torch:>9s} {vs_ref:>8s}  {r['rounds']} x {r['steps_per_round']}")
+        old = before.get((r["size"], r["backend"])) if not r["code"] else None
+        vs_old = f"{r['tokens_per_s'] / old['tokens_per_s']:9.2f}x" if old else ""
+        name = f"{r['backend']} {r['code']}".strip()
+        print(f"{r['size']:11s} {name:17s} {r['ms']:10.3f} {r['tokens_per_s']:12,.0f} {r['gflops']:8.2f} "
+              f"{ceil:>6s} {vs_torch:>9s} {vs_ref:>8s}" + (f" {vs_old:>10s}" if before else "")
+              + f"  {r['rounds']} x {r['steps_per_round']}")
 
 
 def report_tricks(args):
@@ -468,7 +489,7 @@ def report_tricks(args):
 
 def targets(rows, ceiling):
     """The issue's performance targets, each with the measured value and whether it is met."""
-    by = {(r["size"], r["backend"]): r["tokens_per_s"] for r in rows}
+    by = {(r["size"], r["backend"]): r["tokens_per_s"] for r in rows if not r["code"]}  # this code's rows
     checks = []
 
     def ratio(size, a, b, want, what, info=False):
@@ -499,6 +520,10 @@ def main(argv=None):
     parser.add_argument("--json", metavar="PATH", help="also write the table and targets as JSON")
     parser.add_argument("--threads", type=int, metavar="N",
                         help="BLAS and OpenMP threads of every worker (default: the libraries' own choice)")
+    parser.add_argument("--against", metavar="DIR",
+                        help="also time each backend of the code in DIR (another checkout of this repository, such as"
+                             " the code before a change, made with git worktree or git archive) in the same rounds,"
+                             " and report this code's speed as a share of it; sizes of one block and one head only")
     parser.add_argument("--tricks", action="store_true",
                         help="time each trick of numpy_fast.py against the plain line it replaces, instead of steps")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -514,6 +539,8 @@ def main(argv=None):
         parser.error(f"unknown sizes {unknown}; choose from {list(SIZES)}")
     if args.rounds < 1 or args.reference_rounds < 0:
         parser.error("--rounds must be at least 1 and --reference-rounds at least 0")
+    if args.against and not os.path.isfile(os.path.join(args.against, "bench.py")):
+        parser.error(f"--against {args.against}: expected a folder holding another checkout's bench.py")
     if args.tricks:
         return report_tricks(args)
     backends = BACKENDS

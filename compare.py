@@ -3,7 +3,7 @@
     python3 compare.py                      # series size, 2 sequences of 63 tokens, positions on
     python3 compare.py --batch 1 --no-positions --no-torch
     python3 compare.py --positions rope --length 128    # NumPy against PyTorch: model.py has no rope
-    python3 compare.py --blocks 2 --heads 4             # a grown model: numpy_model.py against PyTorch
+    python3 compare.py --blocks 2 --heads 4             # a grown model: both NumPy paths against PyTorch
 
 The NumPy paths are numpy_model.py, the plain mirror of model.py, and numpy_fast.py, the same maths tuned for
 training. All run on the same parameters and token IDs, and each gets its own table. One row per tensor: every
@@ -12,8 +12,8 @@ gradient, with the largest absolute difference and the relative error = largest 
 absolute value of the reference tensor (for an all-zero reference tensor, the absolute difference itself). A row is
 OK when the relative error is within the tolerance; the exit status is 1 if any row is NOT OK. The position schemes
 model.py does not have (sinusoidal and rope, see numpy_model.py) are compared between each NumPy path and PyTorch
-only, with the PyTorch tolerance, and may run past 64 tokens. So is a grown model (--blocks, --heads), which only
-numpy_model.py runs: the intermediates of block k >= 1 are named like its parameters, "block1.x1".
+only, with the PyTorch tolerance, and may run past 64 tokens. So is a grown model (--blocks, --heads): the
+intermediates of block k >= 1 are named like its parameters, "block1.x1".
 
 The parameters are the reference's seed-3 initial values plus seeded noise, so that no layer-norm gain is exactly
 1 and no bias exactly 0 (a bug that drops a gain or a bias would hide behind those values). The reference runs one
@@ -109,17 +109,15 @@ def reference_run(params, ids, targets, use_positions=True):
 
 def numpy_run(params, ids, targets, positions="learned", path=numpy_model, heads=1):
     """A NumPy path (the module numpy_model or numpy_fast) in float64 on the whole batch at once (positions: a
-    scheme, or True / False; heads only for numpy_model): the intermediates from its forward, the loss and
-    gradients from its loss_and_grads."""
+    scheme, or True / False): the intermediates from its forward, the loss and gradients from its loss_and_grads."""
     p = numpy_model.from_lists(params, np.float64)
-    grown = {"heads": heads} if path is numpy_model else {}  # (numpy_fast runs one block and one head)
-    logits, cache = path.forward(p, np.array(ids), positions, **grown)
+    logits, cache = path.forward(p, np.array(ids), positions, heads=heads)
     inter = {"x0": np.array(cache["x0"])}
-    for b, block in enumerate(cache.get("blocks", [cache])):  # numpy_fast: one block, under model.py's names
+    for b, block in enumerate(cache["blocks"]):
         values = {**block, "weights": block["att"]["weights"]}
         inter.update({sizes.prefix(b) + name: np.array(values[name]) for name in IN_BLOCK})
     inter["logits"] = np.array(logits)
-    loss, grads = path.loss_and_grads(p, np.array(ids), np.array(targets), positions, **grown)
+    loss, grads = path.loss_and_grads(p, np.array(ids), np.array(targets), positions, heads=heads)
     return inter, loss, grads
 
 
@@ -247,9 +245,6 @@ def compare_without_reference(params, ids, targets, scheme, no_torch, heads=1):
     twin = torch_run(params, ids, targets, scheme, heads)
     ok = True
     for name, path in NUMPY_PATHS.items():
-        if grown and path is not numpy_model:
-            print(f"{name}: not compared (it runs one block and one head)\n")
-            continue
         rows = compare(twin, numpy_run(params, ids, targets, scheme, path, heads), TORCH_TOLERANCE)
         setting = f"{scheme}, {sizes.describe(blocks, heads)}" if grown else scheme
         title = f"{name} float64 vs PyTorch float64 autograd ({setting})"

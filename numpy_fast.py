@@ -1,9 +1,9 @@
 """The maths of `numpy_model.py`, tuned for a training loop: every array a step writes lives in one `Workspace`.
 
-Read `numpy_model.py` first: for the lab's model, one block with one head, this file computes the same numbers (to
-rounding; a grown model, of several blocks or heads, runs on numpy_model.py only), but a `Workspace` declares every
-array a step writes once, in its constructor (as llm.c's ActivationTensors struct does), and each layer writes into
-those arrays with `out=` targets. A loop makes one workspace and calls its step:
+Read `numpy_model.py` first: this file computes the same numbers (to rounding), for one block and one head as for a
+grown model, but a `Workspace` declares every array a step writes once, in its constructor (as llm.c's
+ActivationTensors struct does), and each layer writes into those arrays with `out=` targets. A loop makes one
+workspace and calls its step:
 
     >>> import numpy_model
     >>> params = numpy_model.init_params(vocab=96, d=16, hidden=64, max_len=64, seed=3, dtype=np.float32)
@@ -27,9 +27,15 @@ of numpy_model.py it replaces and what it buys, as `python3 bench.py --tricks --
 machine: the trick against that line on the same float32 arrays, series size with B = 32 unless said otherwise
 (medians of three runs).
 
+A grown model (several blocks, several heads) was made to run here because the depth experiment (depth.py) needed
+its speed: at series size with B = 16, a float32 step of 2 blocks x 4 heads took 3.7 ms here against the plain
+mirror's 18.5 (one thread, the same machine, a busy phase). Each block keeps its own arrays (`BlockArrays`); the
+heads are an axis of the key-major scores, and with one head every product is the one it was before the model could
+grow, on the same arrays (tests/test_one_block_fixture.py checks the bits).
+
 Shape legend, used in the comments on every line that makes a tensor:
     B = sequences in the batch, T = positions, N = B * T, d = model width, H = hidden width of the MLP,
-    V = vocabulary size, L = max_len, k = rows joined into one (see `joined`).
+    V = vocabulary size, L = max_len, k = rows joined into one (see `joined`), nh = heads, dh = d / nh.
 """
 
 import math
@@ -38,7 +44,7 @@ import numpy as np
 
 import numpy_model
 import sizes
-from model import EPS, PARAM_SHAPES
+from model import EPS
 
 VOCAB_MAJOR_BELOW = 512  # logits are stored (V, N) for a smaller vocabulary, (N, V) from this size on
 LOSS_BLOCK_BYTES = 1 << 19  # row-major logits go through the loss in blocks of this size, which stay in cache
@@ -53,24 +59,31 @@ class Workspace:
     """Every array of a training step (forward, loss, backward) for B sequences of T tokens, made once. (What a step
     still allocates is small: the checks' masks over the IDs, and the index arrays of `token_rows_sum`.)
 
-    params is read for its shapes and dtype only (the values come with each call); positions is the scheme, as in
-    numpy_model.forward. The same length checks as numpy_model.forward apply, with the same errors.
+    params is read for its shapes and dtype only (the values come with each call), and with them the number of
+    blocks; positions is the scheme and heads the heads of every block, as in numpy_model.forward. The same checks of
+    sizes and lengths as numpy_model.forward apply, with the same errors. Each block's arrays are in `block` (see
+    `BlockArrays`), the rest are the workspace's own, shared by the blocks where a block uses them only while it
+    runs.
 
     >>> ws = Workspace(numpy_model.init_params(96, 4, 8, 8, 3), B=2, T=5)
-    >>> ws.x0.shape, ws.scores.shape, ws.logits.shape
+    >>> ws.x0.shape, ws.block[0].scores.shape, ws.logits.shape
     ((2, 5, 4), (5, 2, 5), (2, 5, 96))
+    >>> len(Workspace(numpy_model.init_params(96, 4, 8, 8, 3, blocks=3), B=2, T=5, heads=2).block)
+    3
     """
 
-    def __init__(self, params, B, T, positions="learned"):
+    def __init__(self, params, B, T, positions="learned", heads=1):
         V, d, H, L = self.config = numpy_model.config_of(params)
-        if sizes.blocks_of(params) != 1:
-            raise ValueError(f"numpy_fast.py runs one block, but these parameters have {sizes.blocks_of(params)}"
-                             f" (tensors such as block1.Wq): use numpy_model.py (train.py --backend numpy-plain)")
         self.positions = numpy_model.position_scheme(positions)
+        blocks = sizes.blocks_of(params)
+        sizes.check_sizes(d, blocks, heads, self.positions)
         numpy_model.check_length((B, T), self.positions, L)
-        N, dt = B * T, params["tok_emb"].dtype
-        self.B, self.T, self.dtype = B, T, dt
+        N, dt, nh, rope = B * T, params["tok_emb"].dtype, heads, self.positions == "rope"
+        self.B, self.T, self.dtype, self.heads = B, T, dt, heads
         self.shapes = {name: t.shape for name, t in params.items()}
+        self.order = sizes.param_names(blocks)  # the parameters' order, as numpy_model returns gradients
+        # each block's tensors: (the name inside the block, the name in params), see `sizes.block_params`
+        self.block_names = [[(name, sizes.prefix(b) + name) for name in sizes.BLOCK_NAMES] for b in range(blocks)]
 
         # constants, written once
         self.ones = {n: np.ones(n, dt) for n in {N, T, B, V}}  # for sums as products, see `column_sums`
@@ -78,32 +91,26 @@ class Workspace:
         self.mean_d = np.full(d, 1.0 / d, dt)  # (d,) `x @ mean_d` = the mean of each row
         self.zeros_NH = np.zeros((N, H), dt)  # (N, H) the ReLU's other operand, see `forward`
         future = np.arange(T)[:, None, None] > np.arange(T)[None, None, :]  # (T, 1, T) key j after query i
-        self.mask = np.empty((T, B, T), dt)  # (T, B, T) 0 where the query may read the key, -inf where not
+        self.mask = np.empty((T, B * nh, T), dt)  # (T, B nh, T) 0 where the query may read the key, -inf where not
         self.mask[...] = np.where(future, -np.inf, 0.0)
         self.sinusoid = numpy_model.sinusoid_table(T, d).astype(dt) if self.positions == "sinusoidal" else None
-        if self.positions == "rope":  # the tables tiled twice, for q and k side by side
-            self.rope_cos, self.rope_sin = (np.tile(t, 2).astype(dt) for t in numpy_model.rope_tables(T, d))
+        if rope:  # the tables of one head's width, tiled for every head of q and of k side by side
+            self.rope_cos, self.rope_sin = (np.tile(t, 2 * nh).astype(dt) for t in numpy_model.rope_tables(T, d // nh))
         self.joined_d, self.joined_H = joined(N, d), joined(N, H)  # (N / k, k d), (N / k, k H) row shapes
         self.tile_d = np.empty(self.joined_d[1], dt)  # (k d,) a gain or bias, repeated k times
         self.tile_H = np.empty(self.joined_H[1], dt)  # (k H,)
         self.positions_index = np.arange(N)  # (N,)
 
-        # forward: embeddings, layer norms, attention, MLP, logits
+        # forward: embeddings, each block's arrays, final layer norm, logits; and the blocks' scratch
         self.ids = np.empty((B, T), np.int64)  # (B, T)
-        self.x0, self.h1, self.x1, self.h2, self.x2, self.hf = (np.empty((B, T, d), dt) for _ in range(6))
-        self.ln1_xhat, self.ln2_xhat, self.lnf_xhat = (np.empty((N, d), dt) for _ in range(3))
-        self.ln1_rstd, self.ln2_rstd, self.lnf_rstd = (np.empty(N, dt) for _ in range(3))  # (N,) 1 / std
+        self.x0, self.hf = np.empty((B, T, d), dt), np.empty((B, T, d), dt)  # (B, T, d) each
+        self.block = [BlockArrays(B, T, d, H, nh, dt, rope) for _ in range(blocks)]
+        self.lnf_xhat, self.lnf_rstd = np.empty((N, d), dt), np.empty(N, dt)  # (N, d), (N,) 1 / std
         self.squares = np.empty((N, d), dt)  # (N, d) scratch of each layer norm
-        self.w_qkv = np.empty((d, 3 * d), dt)  # (d, 3d) [Wq / sqrt(d) | Wk | Wv]
-        self.qkv = np.empty((B, T, 3 * d), dt)  # (B, T, 3d) [q | k | v]
-        self.qk_turned = np.empty((B, T, 2 * d), dt)  # (B, T, 2d) [q | k] turned by rope
         self.qk_cos = np.empty((B, T, 2 * d), dt)  # (B, T, 2d) scratch of rope
-        self.q_t = np.empty((B, d, T), dt)  # (B, d, T) q transposed
-        self.scores = np.empty((T, B, T), dt)  # (T_key, B, T_query) the scores, then the weights
-        self.att_top, self.att_z = np.empty(N, dt), np.empty(N, dt)  # (N,) each query's largest score, 1 / sum
-        self.ctx = np.empty((B, T, d), dt)  # (B, T, d)
+        self.q_t = np.empty((B, nh, d // nh, T), dt)  # (B, nh, dh, T) q transposed, each head's
+        self.att_top, self.att_z = np.empty(N * nh, dt), np.empty(N * nh, dt)  # (N nh,) top score, 1 / sum
         self.att_out = np.empty((N, d), dt)  # (N, d)
-        self.pre, self.act = np.empty((N, H), dt), np.empty((N, H), dt)  # (N, H) each
         self.m = np.empty((N, d), dt)  # (N, d)
         self.hf_ones = np.ones((N, d + 1), dt)  # (N, d + 1) [hf | 1], see `forward`
         self.w_out_b_out = np.empty((d + 1, V), dt)  # (d + 1, V) [W_out; b_out]
@@ -116,7 +123,7 @@ class Workspace:
         self.losses, self.picked = np.empty(N, dt), np.empty(N, dt)  # (N,) each
         self.target_index = np.empty(N, np.int64)  # (N,) each target's place in logits_memory
 
-        # backward
+        # backward: the gradients, and scratch shared by the blocks
         self.grads = {name: np.empty(shape, dt) for name, shape in self.shapes.items()}  # named as the params
         self.dw_out_b_out = np.empty((d + 1, V), dt)  # (d + 1, V) [dW_out; db_out]: see `forward`
         self.grads["W_out"], self.grads["b_out"] = self.dw_out_b_out[:d], self.dw_out_b_out[d]  # views
@@ -131,10 +138,10 @@ class Workspace:
         self.g_mean = np.empty(d, dt)  # (d,)
         self.g_centering = np.empty((d, d), dt)  # (d, d)
         self.dctx = np.empty((N, d), dt)  # (N, d)
-        self.dctx_t = np.empty((B, d, T), dt)  # (B, d, T)
-        self.dscores = np.empty((T, B, T), dt)  # (T_key, B, T_query)
-        self.rowdot = np.empty(N, dt)  # (N,)
-        self.weighted = np.empty((T, N), dt)  # (T, N)
+        self.dctx_t = np.empty((B, nh, d // nh, T), dt)  # (B, nh, dh, T)
+        self.dscores = np.empty((T, B * nh, T), dt)  # (T_key, B nh, T_query)
+        self.rowdot = np.empty(N * nh, dt)  # (N nh,)
+        self.weighted = np.empty((T, N * nh), dt)  # (T, N nh)
         self.dqkv = np.empty((B, T, 3 * d), dt)  # (B, T, 3d) [dq | dk | dv]
         self.dqk_sin = np.empty((B, T, 2 * d), dt)  # (B, T, 2d) scratch of rope
         self.dqk_turned = np.empty((B, T, 2 * d), dt)  # (B, T, 2d)
@@ -185,7 +192,7 @@ class Workspace:
 
     def forward(self, params, ids):
         """Logits (B, T, V) for ids (B, T), and a cache of the intermediates by numpy_model's names (views of
-        this workspace's arrays).
+        this workspace's arrays): each block's under "blocks", the first block's also at the top.
 
         >>> p = numpy_model.init_params(96, 4, 8, 8, 3)
         >>> logits, cache = Workspace(p, B=1, T=3).forward(p, [[1, 2, 3]])
@@ -207,19 +214,10 @@ class Workspace:
             x0 += params["pos_emb"][:T]  # (B, T, d)
         elif self.positions == "sinusoidal":
             x0 += self.sinusoid  # (B, T, d)
-        h1 = layernorm_forward(x0, params["ln1_g"], params["ln1_b"], self.h1, self.ln1_xhat, self.ln1_rstd, self)
-        a = attention_forward(params, h1, self)  # (B, T, d)
-        x1 = np.add(x0, a, out=self.x1)  # (B, T, d) skip path 1
-        h2 = layernorm_forward(x1, params["ln2_g"], params["ln2_b"], self.h2, self.ln2_xhat, self.ln2_rstd, self)
-        pre = np.matmul(h2.reshape(N, d), params["W1"], out=self.pre)  # (N, H)
-        add_bias(pre, params["b1"], self.joined_H, self.tile_H)
-        # trick: replaces `np.maximum(pre, 0.0)`: NumPy's fast loop wants two arrays, and a scalar 0.0 takes a
-        # slower one; 40 us instead of 108 (bench.py --tricks: relu)
-        act = np.maximum(pre, self.zeros_NH, out=self.act)  # (N, H)
-        m = np.matmul(act, params["W2"], out=self.m)  # (N, d)
-        add_bias(m, params["b2"], self.joined_d, self.tile_d)
-        x2 = np.add(x1, m.reshape(B, T, d), out=self.x2)  # (B, T, d) skip path 2
-        hf = layernorm_forward(x2, params["lnf_g"], params["lnf_b"], self.hf, self.lnf_xhat, self.lnf_rstd, self)
+        x = x0
+        for names, blk in zip(self.block_names, self.block):
+            x = block_forward({name: params[full] for name, full in names}, x, blk, self)  # (B, T, d)
+        hf = layernorm_forward(x, params["lnf_g"], params["lnf_b"], self.hf, self.lnf_xhat, self.lnf_rstd, self)
         # trick: replaces `hf @ params["W_out"] + params["b_out"]`: the bias rides in the product as a column of
         # ones, [hf | 1] @ [W_out; b_out], so it costs no pass of its own over the N x V logits, and its gradient
         # comes out of the weight gradient's product as the last row; 190 us instead of 250 in the forward pass
@@ -235,9 +233,11 @@ class Workspace:
         else:
             np.matmul(self.hf_ones, self.w_out_b_out, out=self.logits_memory)  # (N, V)
 
-        cache = {"ids": self.ids, "positions": self.positions, "x0": x0, "h1": h1, "x1": x1, "h2": h2,
-                 "pre": pre.reshape(B, T, H), "act": act.reshape(B, T, H), "x2": x2, "hf": hf,
-                 "att": {"weights": self.scores.transpose(1, 2, 0)}}  # (B, T_query, T_key) view
+        blocks = [{"h1": blk.h1, "x1": blk.x1, "h2": blk.h2, "pre": blk.pre.reshape(B, T, H),
+                   "act": blk.act.reshape(B, T, H), "x2": blk.x2,
+                   "att": {"weights": by_query(blk.scores, B, self.heads)}} for blk in self.block]
+        cache = {"ids": self.ids, "positions": self.positions, "heads": self.heads, "x0": x0, **blocks[0],
+                 "blocks": blocks, "hf": hf}
         return self.logits, cache
 
     def loss_and_dlogits(self, logits, targets):
@@ -311,35 +311,26 @@ class Workspace:
         # logits = [hf | 1] [W_out; b_out]: the bias gradient is the last row of the weight gradient
         weight_grad(self.hf_ones, dlg, self.dw_out_b_out, self.dw_out_b_out_t)  # (d + 1, V) g["W_out"], g["b_out"]
         dhf = np.matmul(dlg, params["W_out"].T, out=self.dhf)  # (N, d)
-        dx2, g["lnf_g"], g["lnf_b"] = layernorm_backward(dhf, params["lnf_g"], self.lnf_xhat, self.lnf_rstd, self,
-                                                         out=(self.dx2, g["lnf_g"], g["lnf_b"]))  # (N, d)
+        dx, g["lnf_g"], g["lnf_b"] = layernorm_backward(dhf, params["lnf_g"], self.lnf_xhat, self.lnf_rstd, self,
+                                                        out=(self.dx2, g["lnf_g"], g["lnf_b"]))  # (N, d)
 
-        # x2 = x1 + m: the gradient goes to the MLP branch and to the skip path unchanged
-        dm = dx2  # (N, d)
-        column_sums(dm, self.ones[N], out=g["b2"])  # (d,)
-        weight_grad(self.act, dm, g["W2"], self.dW2_t)  # (H, d)
-        dpre = np.matmul(dm, params["W2"].T, out=self.dpre)  # (N, H) d loss / d act, so far
-        dpre *= np.greater(self.pre, 0.0, out=self.relu_mask)  # (N, H) ReLU
-        column_sums(dpre, self.ones[N], out=g["b1"])  # (H,)
-        weight_grad(self.h2.reshape(N, d), dpre, g["W1"], self.dW1_t)  # (d, H)
-        dh2 = np.matmul(dpre, params["W1"].T, out=self.dh2)  # (N, d)
-        dx1_mlp, g["ln2_g"], g["ln2_b"] = layernorm_backward(dh2, params["ln2_g"], self.ln2_xhat, self.ln2_rstd,
-                                                             self, out=(self.dx1_mlp, g["ln2_g"], g["ln2_b"]))
-        dx1 = np.add(dx2, dx1_mlp, out=self.dx1)  # (N, d) skip path 2: both contributions added
-
-        # x1 = x0 + attention(LayerNorm(x0)): again two paths
-        att_grads, dh1 = attention_backward(params, dx1.reshape(B, T, d), self)  # (N, d)
-        dx0_att, g["ln1_g"], g["ln1_b"] = layernorm_backward(dh1, params["ln1_g"], self.ln1_xhat, self.ln1_rstd,
-                                                             self, out=(self.dx0_att, g["ln1_g"], g["ln1_b"]))
-        dx0 = np.add(dx1, dx0_att, out=self.dx0)  # (N, d) skip path 1
+        # the blocks, last first: each takes the gradient of the stream after it and writes the one before it into
+        # self.dx0 (after its last read of the one it took, which from the second block on is there too)
+        grads = {}
+        for names, blk in zip(reversed(self.block_names), reversed(self.block)):
+            block_grads = {name: g[full] for name, full in names}  # this workspace's arrays, filled in place
+            block_grads, dx = block_backward({name: params[full] for name, full in names}, dx, blk, self,
+                                             block_grads)  # (N, d)
+            grads.update({full: block_grads[name] for name, full in names})
+        dx0 = dx  # (N, d)
 
         # x0 = tok_emb[ids] + pos_emb[0:T] (or the fixed table, or nothing)
         token_rows_sum(self.ids.reshape(N), dx0, g["tok_emb"], self)  # (V, d)
         g["pos_emb"].fill(0.0)  # (L, d) rows past T stay exactly zero, and all of them without learned rows
         if self.positions == "learned":  # summed over the sequences
             np.matmul(self.ones[B], dx0.reshape(B, T * d), out=g["pos_emb"][:T].reshape(T * d))
-        grads = {**g, **att_grads}  # (att_grads are arrays of g)
-        return {name: grads[name] for name in PARAM_SHAPES}  # same order as the parameters
+        grads = {**g, **grads}
+        return {name: grads[name] for name in self.order}  # same order as the parameters
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -482,65 +473,187 @@ def layernorm_backward(dy, g, xhat, rstd, ws, out):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Causal self-attention
+# One block: its arrays, its forward and backward pass
 
 
-def attention_forward(params, x, ws):
-    """Causal single-head attention of x (B, T, d) into ws.att_out, returned as (B, T, d); the weights stay in
-    ws.scores, key-major.
+class BlockArrays:
+    """The arrays one block writes in a step and its backward pass reads again (the stream after each skip path, the
+    layer norms' xhat and 1 / std, q, k, v, the attention weights, the MLP's input and output); the scratch they
+    pass through is the workspace's. With nh heads of width dh = d / nh, the scores of every head are key-major,
+    scores[j, b nh + h, i] = q_bhi . k_bhj (see `by_query` for the weights as (B, nh, T_query, T_key)).
+
+    >>> BlockArrays(B=2, T=5, d=4, H=8, heads=2, dtype=np.float32, rope=False).scores.shape
+    (5, 4, 5)
+    """
+
+    def __init__(self, B, T, d, H, heads, dtype, rope):
+        N = B * T
+        self.h1, self.x1, self.h2, self.x2 = (np.empty((B, T, d), dtype) for _ in range(4))
+        self.ln1_xhat, self.ln2_xhat = np.empty((N, d), dtype), np.empty((N, d), dtype)  # (N, d) each
+        self.ln1_rstd, self.ln2_rstd = np.empty(N, dtype), np.empty(N, dtype)  # (N,) 1 / std
+        self.w_qkv = np.empty((d, 3 * d), dtype)  # (d, 3d) [Wq / sqrt(dh) | Wk | Wv]
+        self.qkv = np.empty((B, T, 3 * d), dtype)  # (B, T, 3d) [q | k | v], each head's channels side by side
+        self.qk_turned = np.empty((B, T, 2 * d), dtype) if rope else None  # (B, T, 2d) [q | k] turned by rope
+        self.scores = np.empty((T, B * heads, T), dtype)  # (T_key, B nh, T_query) the scores, then the weights
+        self.ctx = np.empty((B, T, d), dtype)  # (B, T, d) the heads' outputs side by side
+        self.pre, self.act = np.empty((N, H), dtype), np.empty((N, H), dtype)  # (N, H) each
+
+
+def block_forward(params, x, blk, ws):
+    """One block (params: its tensors by model.py's names) on the stream x (B, T, d); returns the stream after it,
+    blk.x2.
 
     >>> p = numpy_model.init_params(96, 4, 8, 8, 3)
     >>> ws = Workspace(p, B=1, T=2)
-    >>> _ = attention_forward(p, np.array([[[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]]]), ws)
-    >>> ws.scores[:, 0, 0]  # the weights of query 0
-    array([1., 0.])
+    >>> block_forward(p, np.ones((1, 2, 4)), ws.block[0], ws) is ws.block[0].x2
+    True
     """
     B, T, d = x.shape
     N = B * T
-    # trick: q, k and v from one product with [Wq / sqrt(d) | Wk | Wv], replacing the three products
-    # `x @ params["Wq"]`, ... and the division `/ math.sqrt(d)` of the scores: 78 us instead of 97 (bench.py
+    h1 = layernorm_forward(x, params["ln1_g"], params["ln1_b"], blk.h1, blk.ln1_xhat, blk.ln1_rstd, ws)
+    a = attention_forward(params, h1, blk, ws)  # (B, T, d)
+    x1 = np.add(x, a, out=blk.x1)  # (B, T, d) skip path 1
+    h2 = layernorm_forward(x1, params["ln2_g"], params["ln2_b"], blk.h2, blk.ln2_xhat, blk.ln2_rstd, ws)
+    pre = np.matmul(h2.reshape(N, d), params["W1"], out=blk.pre)  # (N, H)
+    add_bias(pre, params["b1"], ws.joined_H, ws.tile_H)
+    # trick: replaces `np.maximum(pre, 0.0)`: NumPy's fast loop wants two arrays, and a scalar 0.0 takes a
+    # slower one; 40 us instead of 108 (bench.py --tricks: relu)
+    act = np.maximum(pre, ws.zeros_NH, out=blk.act)  # (N, H)
+    m = np.matmul(act, params["W2"], out=ws.m)  # (N, d)
+    add_bias(m, params["b2"], ws.joined_d, ws.tile_d)
+    return np.add(x1, m.reshape(B, T, d), out=blk.x2)  # (B, T, d) skip path 2
+
+
+def block_backward(params, dx2, blk, ws, g):
+    """Gradients of one block, given dx2 (N, d) = d loss / d (the stream after it): (its gradients by model.py's
+    names, written into the arrays of g; the gradient of the stream before it, written into ws.dx0).
+
+    >>> p = numpy_model.init_params(96, 4, 8, 8, 3)
+    >>> ws = Workspace(p, B=1, T=2)
+    >>> _ = block_forward(p, np.ones((1, 2, 4)), ws.block[0], ws)
+    >>> grads, dx = block_backward(p, np.ones((2, 4)), ws.block[0], ws, {name: ws.grads[name] for name in p})
+    >>> grads["W1"] is ws.grads["W1"], dx is ws.dx0
+    (True, True)
+    """
+    N, d = dx2.shape
+    B, T = ws.B, ws.T
+    # x2 = x1 + m: the gradient goes to the MLP branch and to the skip path unchanged
+    dm = dx2  # (N, d)
+    column_sums(dm, ws.ones[N], out=g["b2"])  # (d,)
+    weight_grad(blk.act, dm, g["W2"], ws.dW2_t)  # (H, d)
+    dpre = np.matmul(dm, params["W2"].T, out=ws.dpre)  # (N, H) d loss / d act, so far
+    dpre *= np.greater(blk.pre, 0.0, out=ws.relu_mask)  # (N, H) ReLU
+    column_sums(dpre, ws.ones[N], out=g["b1"])  # (H,)
+    weight_grad(blk.h2.reshape(N, d), dpre, g["W1"], ws.dW1_t)  # (d, H)
+    dh2 = np.matmul(dpre, params["W1"].T, out=ws.dh2)  # (N, d)
+    dx1_mlp, _, _ = layernorm_backward(dh2, params["ln2_g"], blk.ln2_xhat, blk.ln2_rstd, ws,
+                                       out=(ws.dx1_mlp, g["ln2_g"], g["ln2_b"]))  # (N, d)
+    dx1 = np.add(dx2, dx1_mlp, out=ws.dx1)  # (N, d) skip path 2: both contributions added
+
+    # x1 = x + attention(LayerNorm(x)): again two paths
+    att_grads, dh1 = attention_backward(params, dx1.reshape(B, T, d), blk, ws, g)  # (N, d)
+    dx_att, _, _ = layernorm_backward(dh1, params["ln1_g"], blk.ln1_xhat, blk.ln1_rstd, ws,
+                                      out=(ws.dx0_att, g["ln1_g"], g["ln1_b"]))  # (N, d)
+    dx = np.add(dx1, dx_att, out=ws.dx0)  # (N, d) skip path 1
+    return {**g, **att_grads}, dx  # (att_grads are arrays of g)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Causal self-attention, each head of width dh = d / nh
+
+
+def by_head(x, heads):
+    """x (B, T, n), each head's channels side by side, as (B, nh, T, n / nh), a view; for one head x itself.
+
+    >>> by_head(np.zeros((2, 5, 12)), 3).shape, by_head(np.zeros((2, 5, 12)), 1).shape
+    ((2, 3, 5, 4), (2, 5, 12))
+    """
+    if heads == 1:
+        return x
+    B, T, n = x.shape
+    return x.reshape(B, T, heads, n // heads).transpose(0, 2, 1, 3)  # (B, nh, T, dh)
+
+
+def by_key(scores, B, heads):
+    """Key-major scores (T_key, B nh, T_query) as (B, nh, T_key, T_query), a view; for one head (B, T_key, T_query).
+
+    >>> by_key(np.zeros((5, 6, 5)), 2, 3).shape, by_key(np.zeros((5, 2, 5)), 2, 1).shape
+    ((2, 3, 5, 5), (2, 5, 5))
+    """
+    T = len(scores)
+    if heads == 1:
+        return scores.transpose(1, 0, 2)  # (B, T_key, T_query)
+    return scores.reshape(T, B, heads, T).transpose(1, 2, 0, 3)  # (B, nh, T_key, T_query)
+
+
+def by_query(scores, B, heads):
+    """The same as (B, nh, T_query, T_key), the weights' usual orientation; for one head (B, T_query, T_key).
+
+    >>> by_query(np.zeros((5, 6, 5)), 2, 3).shape
+    (2, 3, 5, 5)
+    """
+    return by_key(scores, B, heads).swapaxes(-1, -2)
+
+
+def attention_forward(params, x, blk, ws):
+    """Causal attention of x (B, T, d) with ws.heads heads into ws.att_out, returned as (B, T, d); the weights stay
+    in blk.scores, key-major.
+
+    >>> p = numpy_model.init_params(96, 4, 8, 8, 3)
+    >>> ws = Workspace(p, B=1, T=2)
+    >>> _ = attention_forward(p, np.array([[[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]]]), ws.block[0], ws)
+    >>> ws.block[0].scores[:, 0, 0]  # the weights of query 0
+    array([1., 0.])
+    """
+    B, T, d = x.shape
+    N, nh = B * T, ws.heads
+    dh = d // nh
+    # trick: q, k and v from one product with [Wq / sqrt(dh) | Wk | Wv], replacing the three products
+    # `x @ params["Wq"]`, ... and the division `/ math.sqrt(width)` of the scores: 78 us instead of 97 (bench.py
     # --tricks: fused qkv)
-    np.multiply(params["Wq"], 1.0 / math.sqrt(d), out=ws.w_qkv[:, :d])
-    ws.w_qkv[:, d:2 * d] = params["Wk"]
-    ws.w_qkv[:, 2 * d:] = params["Wv"]
-    qkv = np.matmul(x.reshape(N, d), ws.w_qkv, out=ws.qkv.reshape(N, 3 * d)).reshape(B, T, 3 * d)  # (B, T, 3d)
+    np.multiply(params["Wq"], 1.0 / math.sqrt(dh), out=blk.w_qkv[:, :d])
+    blk.w_qkv[:, d:2 * d] = params["Wk"]
+    blk.w_qkv[:, 2 * d:] = params["Wv"]
+    qkv = np.matmul(x.reshape(N, d), blk.w_qkv, out=blk.qkv.reshape(N, 3 * d)).reshape(B, T, 3 * d)  # (B, T, 3d)
     q, k, v = qkv[:, :, :d], qkv[:, :, d:2 * d], qkv[:, :, 2 * d:]  # (B, T, d) each, views; q carries the scale
     if ws.positions == "rope":  # q and k turned side by side: [q | k] * cos + turn_pairs([q | k]) * sin
-        turned = turn_pairs(qkv[:, :, :2 * d], out=ws.qk_turned)  # (B, T, 2d)
+        turned = turn_pairs(qkv[:, :, :2 * d], out=blk.qk_turned)  # (B, T, 2d)
         turned *= ws.rope_sin
         turned += np.multiply(qkv[:, :, :2 * d], ws.rope_cos, out=ws.qk_cos)  # (B, T, 2d)
         q, k = turned[:, :, :d], turned[:, :, d:]  # (B, T, d) each, views
-    # trick: for a batch q is copied transposed, because the batched product runs slower on a transposed view
-    # than on a contiguous copy: copy and product 87 us instead of 185 (bench.py --tricks: q transposed)
-    q_t = q.transpose(0, 2, 1)  # (B, d, T) a view
-    if B > 1:
-        q_t = ws.q_t
-        q_t[...] = q.transpose(0, 2, 1)  # (B, d, T)
+    q, k, v = by_head(q, nh), by_head(k, nh), by_head(v, nh)  # (B, nh, T, dh) each, views
+    # trick: for a batch (or several heads) q is copied transposed, because the batched product runs slower on a
+    # transposed view than on a contiguous copy: copy and product 87 us instead of 185 (bench.py --tricks: q
+    # transposed)
+    q_t = q.swapaxes(-1, -2)  # (B, nh, dh, T) a view
+    if B > 1 or nh > 1:
+        q_t = ws.q_t if nh > 1 else ws.q_t[:, 0]  # (B, nh, dh, T)
+        q_t[...] = q.swapaxes(-1, -2)
 
-    # trick: the scores are stored key-major, st[j, b, i] = q_bi . k_bj, so that the softmax's max and sum run
-    # along the long axis, replacing `q @ k.swapaxes(-1, -2)` and its reductions over the last axis: the softmax
-    # takes 200 us instead of 443 (bench.py --tricks: key-major softmax)
-    st = ws.scores  # (T_key, B, T_query)
-    np.matmul(k, q_t, out=st.transpose(1, 0, 2))  # (B, T_key, T_query) written key-major
-    # trick: the mask is kept at full size, (T, B, T): adding a (T, 1, T) one broadcasts in B T short loops, 43 us
-    # instead of 20 (bench.py --tricks: full mask)
-    st += ws.mask  # (T, B, T) -inf where the key comes later: exp gives exactly 0 there
-    st2 = st.reshape(T, N)  # (T_key, N) one column per query
-    top = np.maximum.reduce(st2, axis=0, out=ws.att_top)  # (N,)
+    # trick: the scores are stored key-major, st[j, b nh + h, i] = q_bhi . k_bhj, so that the softmax's max and sum
+    # run along the long axis, replacing `q @ k.swapaxes(-1, -2)` and its reductions over the last axis: the
+    # softmax takes 200 us instead of 443 (bench.py --tricks: key-major softmax)
+    st = blk.scores  # (T_key, B nh, T_query)
+    np.matmul(k, q_t, out=by_key(st, B, nh))  # (B, nh, T_key, T_query) written key-major
+    # trick: the mask is kept at full size, (T, B nh, T): adding a (T, 1, T) one broadcasts in B nh short loops,
+    # 43 us instead of 20 (bench.py --tricks: full mask)
+    st += ws.mask  # (T, B nh, T) -inf where the key comes later: exp gives exactly 0 there
+    st2 = st.reshape(T, N * nh)  # (T_key, N nh) one column per query of each head
+    top = np.maximum.reduce(st2, axis=0, out=ws.att_top)  # (N nh,)
     st2 -= top
     np.exp(st2, out=st2)
-    z = column_sums(st2, ws.ones[T], out=ws.att_z)  # (N,)
-    np.divide(1.0, z, out=z)  # (N,) one division per query, then products (see reciprocal in layernorm_forward)
-    st2 *= z  # (T, N) now the softmax weights, still key-major
-    weights = st.transpose(1, 2, 0)  # (B, T_query, T_key) view
+    z = column_sums(st2, ws.ones[T], out=ws.att_z)  # (N nh,)
+    np.divide(1.0, z, out=z)  # (N nh,) one division per query, then products (see reciprocal in layernorm_forward)
+    st2 *= z  # (T, N nh) now the softmax weights, still key-major
 
-    ctx = np.matmul(weights, v, out=ws.ctx)  # (B, T, d)
-    out = np.matmul(ctx.reshape(N, d), params["Wo"], out=ws.att_out)  # (N, d)
+    ctx = np.matmul(by_query(st, B, nh), v, out=by_head(blk.ctx, nh))  # (B, nh, T, dh) into (B, T, d)
+    out = np.matmul(blk.ctx.reshape(N, d), params["Wo"], out=ws.att_out)  # (N, d)
     return out.reshape(B, T, d)
 
 
-def attention_backward(params, dout, ws):
-    """Gradients of attention: dout (B, T, d) -> ({"Wq", "Wk", "Wv", "Wo"} in ws.grads, dx (N, d)).
+def attention_backward(params, dout, blk, ws, g):
+    """Gradients of attention: dout (B, T, d) -> ({"Wq", "Wk", "Wv", "Wo"}, the arrays of g they are written into;
+    dx (N, d), in ws.dh1).
 
     Through each query's softmax, dscores = w * dw - w * sum_j w_j dw_j. (The shortcut sum_j w_j dw_j = dctx . ctx
     is cheaper but rounds differently: where one key has all the weight, as the first query always does, it
@@ -548,37 +661,41 @@ def attention_backward(params, dout, ws):
 
     >>> p = numpy_model.init_params(96, 4, 8, 8, 3)
     >>> ws = Workspace(p, B=1, T=1)
-    >>> _ = attention_forward(p, np.array([[[1.0, 0.0, 0.0, 0.0]]]), ws)
-    >>> grads, dx = attention_backward(p, np.array([[[1.0, 0.0, 0.0, 0.0]]]), ws)
+    >>> _ = attention_forward(p, np.array([[[1.0, 0.0, 0.0, 0.0]]]), ws.block[0], ws)
+    >>> grads, dx = attention_backward(p, np.array([[[1.0, 0.0, 0.0, 0.0]]]), ws.block[0], ws, ws.grads)
     >>> sorted(grads), dx.shape
     (['Wk', 'Wo', 'Wq', 'Wv'], (1, 4))
     """
     B, T, d = dout.shape
-    N, g = B * T, ws.grads
-    qkv, st = ws.qkv, ws.scores
+    N, nh = B * T, ws.heads
+    dh = d // nh
+    qkv, st = blk.qkv, blk.scores
     q, k, v = qkv[:, :, :d], qkv[:, :, d:2 * d], qkv[:, :, 2 * d:]  # (B, T, d) each
     if ws.positions == "rope":
-        q, k = ws.qk_turned[:, :, :d], ws.qk_turned[:, :, d:]  # (B, T, d) each: the scores were made from these
+        q, k = blk.qk_turned[:, :, :d], blk.qk_turned[:, :, d:]  # (B, T, d) each: the scores were made from these
+    q, k, v = by_head(q, nh), by_head(k, nh), by_head(v, nh)  # (B, nh, T, dh) each, views
     dout2 = dout.reshape(N, d)  # (N, d)
-    weight_grad(ws.ctx.reshape(N, d), dout2, g["Wo"], None)  # (d, d) square: formed as it is
+    weight_grad(blk.ctx.reshape(N, d), dout2, g["Wo"], None)  # (d, d) square: formed as it is
     dctx = np.matmul(dout2, params["Wo"].T, out=ws.dctx)  # (N, d)
-    dctx_t = dctx.reshape(B, T, d).transpose(0, 2, 1)  # (B, d, T) a view
-    if B > 1:
-        ws.dctx_t[...] = dctx_t
-        dctx_t = ws.dctx_t  # (B, d, T)
+    dctx = by_head(dctx.reshape(B, T, d), nh)  # (B, nh, T, dh) a view
+    dctx_t = dctx.swapaxes(-1, -2)  # (B, nh, dh, T) a view
+    if B > 1 or nh > 1:
+        dctx_t = ws.dctx_t if nh > 1 else ws.dctx_t[:, 0]
+        dctx_t[...] = dctx.swapaxes(-1, -2)  # (B, nh, dh, T)
 
     # through the weighted sum ctx_i = sum_j w_ij v_j, then through each query's softmax (all key-major)
-    dst = ws.dscores  # (T_key, B, T_query)
-    np.matmul(v, dctx_t, out=dst.transpose(1, 0, 2))  # dw[j, b, i] = dctx_bi . v_bj
-    dst2, st2 = dst.reshape(T, N), st.reshape(T, N)  # (T_key, N) each
-    dst2 *= st2  # (T, N) w * dw
-    rowdot = column_sums(dst2, ws.ones[T], out=ws.rowdot)  # (N,) sum_j w_j dw_j
-    dst2 -= np.multiply(st2, rowdot, out=ws.weighted)  # (T, N) dscores; exactly 0 where w is 0 or 1
+    dst = ws.dscores  # (T_key, B nh, T_query)
+    np.matmul(v, dctx_t, out=by_key(dst, B, nh))  # dw[j, b nh + h, i] = dctx_bhi . v_bhj
+    dst2, st2 = dst.reshape(T, N * nh), st.reshape(T, N * nh)  # (T_key, N nh) each
+    dst2 *= st2  # (T, N nh) w * dw
+    rowdot = column_sums(dst2, ws.ones[T], out=ws.rowdot)  # (N nh,) sum_j w_j dw_j
+    dst2 -= np.multiply(st2, rowdot, out=ws.weighted)  # (T, N nh) dscores; exactly 0 where w is 0 or 1
 
     dqkv = ws.dqkv  # (B, T, 3d) dq, dk, dv side by side
-    np.matmul(dst.transpose(1, 2, 0), k, out=dqkv[:, :, :d])  # dq_i = sum_j ds_ij k_j (for the scaled q)
-    np.matmul(dst.transpose(1, 0, 2), q, out=dqkv[:, :, d:2 * d])  # dk_j = sum_i ds_ij q_i
-    np.matmul(st.transpose(1, 0, 2), dctx.reshape(B, T, d), out=dqkv[:, :, 2 * d:])  # dv_j = sum_i w_ij dctx_i
+    dq, dk, dv = (by_head(dqkv[:, :, i * d:(i + 1) * d], nh) for i in range(3))  # (B, nh, T, dh) each, views
+    np.matmul(by_query(dst, B, nh), k, out=dq)  # dq_i = sum_j ds_ij k_j (for the scaled q)
+    np.matmul(by_key(dst, B, nh), q, out=dk)  # dk_j = sum_i ds_ij q_i
+    np.matmul(by_key(st, B, nh), dctx, out=dv)  # dv_j = sum_i w_ij dctx_i
     if ws.positions == "rope":  # so far the gradients of the turned q and k: turn each pair back by its angle
         dqk = dqkv[:, :, :2 * d]  # (B, T, 2d) a view
         dqk_sin = np.multiply(dqk, ws.rope_sin, out=ws.dqk_sin)  # (B, T, 2d)
@@ -586,14 +703,13 @@ def attention_backward(params, dout, ws):
         dqk *= ws.rope_cos
         dqk -= turned  # (B, T, 2d) dy * cos - turn_pairs(dy * sin): the inverse turn
     dqkv2 = dqkv.reshape(N, 3 * d)  # (N, 3d)
-    dw_qkv = weight_grad(ws.h1.reshape(N, d), dqkv2, ws.dw_qkv, ws.dw_qkv_t)  # (d, 3d)
-    np.multiply(dw_qkv[:, :d], 1.0 / math.sqrt(d), out=g["Wq"])  # (d, d) the scale of q
+    dw_qkv = weight_grad(blk.h1.reshape(N, d), dqkv2, ws.dw_qkv, ws.dw_qkv_t)  # (d, 3d)
+    np.multiply(dw_qkv[:, :d], 1.0 / math.sqrt(dh), out=g["Wq"])  # (d, d) the scale of q
     g["Wk"][...] = dw_qkv[:, d:2 * d]  # (d, d)
     g["Wv"][...] = dw_qkv[:, 2 * d:]  # (d, d)
     # x feeds q, k and v: its gradient is one product over all three paths
-    dx = np.matmul(dqkv2, ws.w_qkv.T, out=ws.dh1)  # (N, d)
-    grads = {name: g[name] for name in ("Wq", "Wk", "Wv", "Wo")}
-    return grads, dx
+    dx = np.matmul(dqkv2, blk.w_qkv.T, out=ws.dh1)  # (N, d)
+    return {name: g[name] for name in ("Wq", "Wk", "Wv", "Wo")}, dx
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -636,22 +752,36 @@ def token_rows_sum(ids, dx0, out, ws):
 # One call with a fresh workspace, by numpy_model's names: for checks and one-off use
 
 
-def forward(params, ids, positions="learned", *, use_positions=None):
+def forward(params, ids, positions="learned", *, heads=1, use_positions=None):
     """numpy_model.forward through a fresh workspace: logits (T, V) or (B, T, V), and the cache of intermediates.
 
     >>> logits, cache = forward(numpy_model.init_params(96, 4, 8, 8, 3), [1, 2, 3])
     >>> logits.shape, cache["att"]["weights"].shape
     ((3, 96), (3, 3))
     """
-    ws, ids = one_off(params, ids, positions, use_positions)
+    ws, ids = one_off(params, ids, positions, use_positions, heads)
     logits, cache = ws.forward(params, ids.reshape(ws.B, ws.T))
     if ids.ndim == 2:
         return logits, cache
-    flat = {name: value[0] if isinstance(value, np.ndarray) else value for name, value in cache.items()}
-    return logits[0], {**flat, "att": {"weights": cache["att"]["weights"][0]}}
+    return logits[0], first_row(cache)
 
 
-def loss_and_grads(params, ids, targets, positions="learned", *, use_positions=None):
+def first_row(x):
+    """A cache of a batch of one without its batch axis: every array of it (in dicts and lists too) indexed [0].
+
+    >>> first_row({"a": np.zeros((1, 3)), "b": [{"c": np.ones((1, 2))}], "d": "rope"})["b"][0]["c"]
+    array([1., 1.])
+    """
+    if isinstance(x, np.ndarray):
+        return x[0]
+    if isinstance(x, dict):
+        return {name: first_row(value) for name, value in x.items()}
+    if isinstance(x, list):
+        return [first_row(value) for value in x]
+    return x
+
+
+def loss_and_grads(params, ids, targets, positions="learned", *, heads=1, use_positions=None):
     """numpy_model.loss_and_grads through a fresh workspace: the mean loss over every position of ids (T,) or
     (B, T), and one gradient per parameter.
 
@@ -659,26 +789,26 @@ def loss_and_grads(params, ids, targets, positions="learned", *, use_positions=N
     >>> round(loss, 2), grads["tok_emb"].shape
     (4.55, (96, 4))
     """
-    ws, ids = one_off(params, ids, positions, use_positions)
+    ws, ids = one_off(params, ids, positions, use_positions, heads)
     logits, _ = ws.forward(params, ids.reshape(ws.B, ws.T))
     targets = numpy_model.check_targets(targets, logits if ids.ndim == 2 else logits[0])
     loss, dlogits = ws.loss_and_dlogits(logits, targets.reshape(ws.B, ws.T))
     return loss, ws.backward(params, dlogits)
 
 
-def sequence_loss(params, ids, targets, positions="learned", *, use_positions=None):
+def sequence_loss(params, ids, targets, positions="learned", *, heads=1, use_positions=None):
     """numpy_model.sequence_loss through a fresh workspace: the loss of predicting targets from ids, one float.
 
     >>> round(sequence_loss(numpy_model.init_params(96, 4, 8, 8, 3), [1, 2], [2, 3]), 2)
     4.55
     """
-    ws, ids = one_off(params, ids, positions, use_positions)
+    ws, ids = one_off(params, ids, positions, use_positions, heads)
     logits, _ = ws.forward(params, ids.reshape(ws.B, ws.T))
     targets = numpy_model.check_targets(targets, logits if ids.ndim == 2 else logits[0])
     return ws.loss_and_dlogits(logits, targets.reshape(ws.B, ws.T))[0]
 
 
-def one_off(params, ids, positions, use_positions):
+def one_off(params, ids, positions, use_positions, heads=1):
     """(a fresh Workspace for ids of shape (T,) or (B, T), ids as an array), after numpy_model.forward's checks.
 
     >>> ws, ids = one_off(numpy_model.init_params(96, 4, 8, 8, 3), [1, 2], "rope", None)
@@ -687,6 +817,7 @@ def one_off(params, ids, positions, use_positions):
     """
     scheme = numpy_model.position_scheme(positions, use_positions)
     vocab, d, hidden, max_len = numpy_model.config_of(params)
+    sizes.check_sizes(d, sizes.blocks_of(params), heads, scheme)
     ids = numpy_model.check_ids(ids, vocab)
     numpy_model.check_length(ids.shape, scheme, max_len)
-    return Workspace(params, *((1, *ids.shape) if ids.ndim == 1 else ids.shape), scheme), ids
+    return Workspace(params, *((1, *ids.shape) if ids.ndim == 1 else ids.shape), scheme, heads), ids

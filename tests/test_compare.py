@@ -120,6 +120,9 @@ def test_a_scheme_without_reference_needs_torch(capsys):
 
 
 
+PATHS_BY_NAME = list(compare.NUMPY_PATHS)  # numpy_model, numpy_fast
+
+
 def grown_rows(out):
     """{row name: "OK" or "NOT OK"} of the one table compare.py prints for a grown model."""
     rows = {}
@@ -131,17 +134,18 @@ def grown_rows(out):
 
 
 def test_a_grown_model_compares_numpy_model_with_the_twin(capsys, monkeypatch):
-    """--blocks 2 --heads 4: one table, numpy_model against PyTorch, a row per intermediate of each block (block 1's
-    named like its parameters), the loss and all 30 gradients, all OK; numpy_fast says it does not run it. A
-    backward pass that gets one head's part of one Wq gradient wrong turns that row, and only that row, NOT OK."""
+    """--blocks 2 --heads 4: a table for each NumPy path against PyTorch, a row per intermediate of each block (block
+    1's named like its parameters), the loss and all 30 gradients, all OK. A backward pass of numpy_model that gets
+    one head's part of one Wq gradient wrong turns those rows, and only those, NOT OK."""
     pytest.importorskip("torch", reason="torch is not installed")
     assert compare.main(["--blocks", "2", "--heads", "4", "--batch", "1", "--length", "20"]) == 0
     out = capsys.readouterr().out
-    assert "numpy_fast: not compared (it runs one block and one head)" in out
-    assert "numpy_model float64 vs PyTorch float64 autograd (learned, 2 blocks x 4 heads)" in out
-    rows = grown_rows(out)
-    assert list(rows) == [*compare.intermediate_names(2), "loss", *("grad " + n for n in sizes.param_names(2))]
-    assert set(rows.values()) == {"OK"}
+    titles = [f"{name} float64 vs PyTorch float64 autograd (learned, 2 blocks x 4 heads)" for name in PATHS_BY_NAME]
+    assert [line.split(" (OK:")[0] for line in out.splitlines() if "(OK:" in line] == titles
+    for table in out.split("(OK: relative error")[1:]:
+        rows = grown_rows(table)
+        assert list(rows) == [*compare.intermediate_names(2), "loss", *("grad " + n for n in sizes.param_names(2))]
+        assert set(rows.values()) == {"OK"}
 
     real = numpy_model.attention_backward
 
@@ -153,8 +157,10 @@ def test_a_grown_model_compares_numpy_model_with_the_twin(capsys, monkeypatch):
 
     monkeypatch.setattr(numpy_model, "attention_backward", one_head_off)
     assert compare.main(["--blocks", "2", "--heads", "4", "--batch", "1", "--length", "20"]) == 1
-    rows = grown_rows(capsys.readouterr().out)
-    assert [name for name, status in rows.items() if status == "NOT OK"] == ["grad Wq", "grad block1.Wq"]
+    broken, fine = capsys.readouterr().out.split("(OK: relative error")[1:]
+    assert [name for name, status in grown_rows(broken).items() if status == "NOT OK"] == ["grad Wq",
+                                                                                             "grad block1.Wq"]
+    assert set(grown_rows(fine).values()) == {"OK"}
 
 
 @pytest.mark.parametrize("args, phrase", [

@@ -1,7 +1,8 @@
-"""A grown model in numpy_model.py (several blocks, several heads): every gradient by central differences, what heads
-are (independent attentions on slices of the channels, written out here), causality and word order, the names of
-the other blocks' parameters, float32, and the sizes it refuses. The twin's checks are in test_torch_model.py, the
-one-block, one-head bits in test_one_block_fixture.py."""
+"""A grown model (several blocks, several heads) in both NumPy paths, numpy_model.py and numpy_fast.py (the tests that
+take `path` run once for each): every gradient by central differences, what heads are (independent attentions on
+slices of the channels, written out here), causality and word order, the names of the other blocks' parameters,
+float32, and the sizes they refuse. The twin's checks are in test_torch_model.py, the one-block, one-head bits in
+test_one_block_fixture.py."""
 
 import math
 
@@ -9,26 +10,26 @@ import numpy as np
 import pytest
 
 import model
-import numpy_fast
 import numpy_model as nm
 import sizes
-from fastpath_helpers import assert_central_differences_match, jittered, rel_err
+from fastpath_helpers import PATHS, assert_central_differences_match, jittered, rel_err
 
 GROWN = (20, 8, 8, 12, 7)  # vocab, d, hidden, max_len, seed: small enough for every parameter by central differences
 WORST = {}  # (blocks, heads, scheme) -> the worst |central difference - gradient|, printed by the last test
 
 
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("blocks, heads", [(2, 2), (3, 4)])
 @pytest.mark.parametrize("scheme, T", [("learned", 12), ("none", 16), ("sinusoidal", 16), ("rope", 16)])
-def test_every_gradient_of_a_grown_model_matches_central_differences(blocks, heads, scheme, T):
+def test_every_gradient_of_a_grown_model_matches_central_differences(path, blocks, heads, scheme, T):
     """Every parameter of 2 blocks x 2 heads (1,316 numbers) and 3 blocks x 4 heads (1,748), float64, step 1e-6:
     max |central difference - gradient| < 1e-8. The schemes without learned rows run past max_len = 12."""
     params = nm.from_lists(jittered(*GROWN, scale=0.1, blocks=blocks))
     assert nm.count_params(params) == {2: 1316, 3: 1748}[blocks]
     rng = np.random.default_rng(blocks * 10 + heads)
     ids, targets = rng.integers(0, 20, (2, T)), rng.integers(0, 20, (2, T))
-    numeric, grads, worst = assert_central_differences_match(nm, params, ids, targets, scheme, heads)
-    WORST[blocks, heads, scheme] = max(worst.values())
+    numeric, grads, worst = assert_central_differences_match(path, params, ids, targets, scheme, heads)
+    WORST[path.__name__, blocks, heads, scheme] = max(worst.values())
     assert list(grads) == sizes.param_names(blocks)
     for name in grads:  # every block's tensors learn: no gradient is all zero but pos_emb's where it is unread
         assert grads[name].any() == (name != "pos_emb" or scheme == "learned"), name
@@ -37,8 +38,9 @@ def test_every_gradient_of_a_grown_model_matches_central_differences(blocks, hea
 def test_report_the_worst_central_difference_errors(capsys):
     """Not a check: prints the worst errors the test above found, for the README."""
     with capsys.disabled():
-        for key, worst in WORST.items():
-            print(f"\ncentral differences, {sizes.describe(*key[:2])}, {key[2]}: worst {worst:.2e}", end="")
+        for (name, blocks, heads, scheme), worst in WORST.items():
+            print(f"\ncentral differences, {name}, {sizes.describe(blocks, heads)}, {scheme}: worst {worst:.2e}",
+                  end="")
 
 
 def one_head_at_a_time(params, x, heads, rope):
@@ -87,16 +89,17 @@ def test_split_and_merge_heads_are_inverses_that_keep_one_head_as_it_is():
 # Causality and word order, and float32
 
 
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("blocks, heads", [(2, 4), (3, 2)])
 @pytest.mark.parametrize("scheme", ["learned", "rope"])
-def test_a_later_token_never_moves_an_earlier_logit_in_a_grown_model(blocks, heads, scheme):
+def test_a_later_token_never_moves_an_earlier_logit_in_a_grown_model(path, blocks, heads, scheme):
     p = nm.from_lists(jittered(96, 16, 64, 64, 5, scale=0.05, blocks=blocks))
     ids = np.random.default_rng(5).integers(0, 96, (3, 40))
-    base = nm.forward(p, ids, scheme, heads=heads)[0]
+    base = path.forward(p, ids, scheme, heads=heads)[0]
     for t in (0, 17, 39):
         changed = ids.copy()
         changed[:, t] = (changed[:, t] + 1) % 96
-        logits = nm.forward(p, changed, scheme, heads=heads)[0]
+        logits = path.forward(p, changed, scheme, heads=heads)[0]
         assert np.max(np.abs(logits[:, :t] - base[:, :t]), initial=0.0) <= 1e-15
         assert np.max(np.abs(logits[:, t] - base[:, t])) > 0.0
 
@@ -108,40 +111,43 @@ def two_orders(seed):
     return a, np.concatenate([rng.permutation(a[:-1]), a[-1:]])
 
 
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("heads", [2, 4, 8])
-def test_without_positions_one_block_of_several_heads_sees_a_bag_of_tokens(heads):
+def test_without_positions_one_block_of_several_heads_sees_a_bag_of_tokens(path, heads):
     """The same last logits for both orders without positions (within 1e-12: BLAS sums in its own order), different
     ones with each scheme that has positions: every head reads the set of the tokens before it."""
     p = nm.from_lists(jittered(96, 16, 64, 64, 9, scale=0.05))
     a, b = two_orders(9)
-    last = lambda ids, s: nm.forward(p, ids, s, heads=heads)[0][-1]  # noqa: E731
+    last = lambda ids, s: path.forward(p, ids, s, heads=heads)[0][-1]  # noqa: E731
     assert np.max(np.abs(last(a, "none") - last(b, "none"))) <= 1e-12
     for scheme in ("learned", "sinusoidal", "rope"):
         assert np.max(np.abs(last(a, scheme) - last(b, scheme))) > 1e-6, scheme
 
 
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("blocks, heads", [(2, 1), (2, 4), (3, 2)])
-def test_two_blocks_without_positions_tell_the_orders_apart_through_the_causal_mask(blocks, heads):
+def test_two_blocks_without_positions_tell_the_orders_apart_through_the_causal_mask(path, blocks, heads):
     """The permutation fact is one block's. The first block's output at the last position is the same for both
     orders (it reads a set), but at every earlier position it is a function of that position's prefix, which the
     order changes: the second block reads those, so the last logits differ although no position is added. (Models
     without positions learn where they are from the causal mask.)"""
     p = nm.from_lists(jittered(96, 16, 64, 64, 9, scale=0.05, blocks=blocks))
     a, b = two_orders(9)
-    (logits_a, cache_a), (logits_b, cache_b) = (nm.forward(p, ids, "none", heads=heads) for ids in (a, b))
+    (logits_a, cache_a), (logits_b, cache_b) = (path.forward(p, ids, "none", heads=heads) for ids in (a, b))
     first_a, first_b = cache_a["blocks"][0]["x2"], cache_b["blocks"][0]["x2"]  # (T, d) each
     assert np.max(np.abs(first_a[-1] - first_b[-1])) <= 1e-12
     assert np.max(np.abs(first_a[1:-1] - first_b[1:-1])) > 1e-3  # the prefixes differ: so do these
     assert np.max(np.abs(logits_a[-1] - logits_b[-1])) > 1e-4
 
 
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("scheme", nm.SCHEMES)
-def test_float32_close_to_float64_in_a_grown_model(scheme):
+def test_float32_close_to_float64_in_a_grown_model(path, scheme):
     params = jittered(96, 16, 64, 64, 11, scale=0.05, blocks=2)
     rng = np.random.default_rng(11)
     ids, targets = rng.integers(0, 96, (4, 64)), rng.integers(0, 96, (4, 64))
-    loss64, g64 = nm.loss_and_grads(nm.from_lists(params, np.float64), ids, targets, scheme, heads=4)
-    loss32, g32 = nm.loss_and_grads(nm.from_lists(params, np.float32), ids, targets, scheme, heads=4)
+    loss64, g64 = path.loss_and_grads(nm.from_lists(params, np.float64), ids, targets, scheme, heads=4)
+    loss32, g32 = path.loss_and_grads(nm.from_lists(params, np.float32), ids, targets, scheme, heads=4)
     assert abs(loss32 - loss64) <= 1e-5 * abs(loss64)
     for name in g64:
         assert g32[name].dtype == np.float32 and rel_err(g32[name], g64[name]) <= 1e-5, name
@@ -163,14 +169,16 @@ def test_names_and_initial_values_of_a_grown_model():
     assert sizes.init_params(96, 16, 64, 64, 3) == one and list(nm.init_params(96, 16, 64, 64, 3)) == list(one)
 
 
-def test_the_cache_has_every_block_and_the_first_under_model_pys_names():
+@pytest.mark.parametrize("path", PATHS)
+def test_the_cache_has_every_block_and_the_first_under_model_pys_names(path):
     p = nm.init_params(96, 16, 64, 64, 3, blocks=2)
-    logits, cache = nm.forward(p, np.array([[1, 2, 3]]), heads=2)
+    logits, cache = path.forward(p, np.array([[1, 2, 3]]), heads=2)
     assert len(cache["blocks"]) == 2 and cache["x1"] is cache["blocks"][0]["x1"]
     assert cache["blocks"][1]["att"]["weights"].shape == (1, 2, 3, 3)
     before_final = cache["blocks"][1]["x2"]
     hf = nm.layernorm_forward(before_final, p["lnf_g"], p["lnf_b"])[0]
-    np.testing.assert_array_equal(logits, hf @ p["W_out"] + p["b_out"])
+    want = hf @ p["W_out"] + p["b_out"]  # numpy_model's own line; numpy_fast forms it as [hf | 1] [W_out; b_out]
+    np.testing.assert_allclose(logits, want, rtol=0, atol=0 if path is nm else 1e-14)
 
 
 @pytest.mark.parametrize("heads, scheme, message", [
@@ -179,12 +187,13 @@ def test_the_cache_has_every_block_and_the_first_under_model_pys_names():
     (2.0, "learned", r"heads = 2.0: expected a whole number of at least 1"),
     (16, "rope", "heads = 16 gives heads of width d / heads = 1, but rope turns pairs of channels in each head"),
 ])
-def test_bad_heads_are_rejected_naming_the_value(heads, scheme, message):
+@pytest.mark.parametrize("path", PATHS)
+def test_bad_heads_are_rejected_naming_the_value(path, heads, scheme, message):
     p = nm.init_params(96, 16, 64, 64, 3, blocks=2)
     with pytest.raises(ValueError, match=message):
-        nm.forward(p, np.array([1, 2]), scheme, heads=heads)
+        path.forward(p, np.array([1, 2]), scheme, heads=heads)
     with pytest.raises(ValueError, match=message):
-        nm.loss_and_grads(p, np.array([1, 2]), np.array([2, 3]), scheme, heads=heads)
+        path.loss_and_grads(p, np.array([1, 2]), np.array([2, 3]), scheme, heads=heads)
 
 
 @pytest.mark.parametrize("change, message", [
@@ -194,11 +203,12 @@ def test_bad_heads_are_rejected_naming_the_value(heads, scheme, message):
     (lambda p: p.update({"block0.Wq": np.zeros((16, 16))}), r"unknown tensors: \['block0.Wq'\]"),
     (lambda p: p.update({"block1.W1": np.zeros((16, 63))}), r"parameter block1.W1 has shape \(16, 63\), expected"),
 ])
-def test_a_bad_grown_parameter_dict_names_the_tensor(change, message):
+@pytest.mark.parametrize("path", PATHS)
+def test_a_bad_grown_parameter_dict_names_the_tensor(path, change, message):
     p = nm.init_params(96, 16, 64, 64, 3, blocks=2)
     change(p)
     with pytest.raises(ValueError, match=message):
-        nm.forward(p, np.array([1, 2]))
+        path.forward(p, np.array([1, 2]))
 
 
 def test_the_backward_pass_refuses_a_cache_of_other_blocks():
@@ -206,10 +216,3 @@ def test_the_backward_pass_refuses_a_cache_of_other_blocks():
     logits, cache = nm.forward(one, np.array([1, 2]))
     with pytest.raises(ValueError, match="a forward pass through 1 blocks, but the parameters have 2"):
         nm.backward(two, cache, np.zeros_like(logits))
-
-
-def test_numpy_fast_refuses_a_grown_model_and_names_the_path_that_runs_it():
-    p = nm.init_params(96, 16, 64, 64, 3, blocks=2)
-    with pytest.raises(ValueError, match=r"numpy_fast.py runs one block, but these parameters have 2 .* use"
-                                         r" numpy_model.py \(train.py --backend numpy-plain\)"):
-        numpy_fast.loss_and_grads(p, np.array([[1, 2]]), np.array([[2, 3]]))

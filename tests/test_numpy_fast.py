@@ -20,22 +20,30 @@ def batch(seed, shape, vocab=96):
     return rng.integers(0, vocab, shape), rng.integers(0, vocab, shape)
 
 
+GROWN = nm.from_lists(jittered(*SERIES, scale=0.05, blocks=2))  # with 4 heads below
+
+
 @pytest.mark.parametrize("scheme", nm.SCHEMES)
-def test_a_reused_workspace_gives_the_numbers_of_a_fresh_one(scheme):
+@pytest.mark.parametrize("params, heads", [(P, 1), (GROWN, 4)], ids=["one-block", "2x4"])
+def test_a_reused_workspace_gives_the_numbers_of_a_fresh_one(scheme, params, heads):
     """The same workspace over several batches (and the fresh one of each one-off call): bit-identical losses,
-    gradients and intermediates."""
-    ws = nf.Workspace(P, 4, 50, scheme)
+    gradients and intermediates, of every block."""
+    ws = nf.Workspace(params, 4, 50, scheme, heads)
     for seed in range(3):
         ids, targets = batch(seed, (4, 50))
-        logits, cache = ws.forward(P, ids)
-        want_logits, want_cache = nf.forward(P, ids, scheme)
+        logits, cache = ws.forward(params, ids)
+        want_logits, want_cache = nf.forward(params, ids, scheme, heads=heads)
         np.testing.assert_array_equal(logits, want_logits)
-        for name in ("x0", "h1", "x1", "h2", "pre", "act", "x2", "hf"):
-            np.testing.assert_array_equal(cache[name], want_cache[name], err_msg=name)
-        np.testing.assert_array_equal(cache["att"]["weights"], want_cache["att"]["weights"])
-        loss, grads = ws.loss_and_grads(P, ids, targets)
-        want_loss, want_grads = nf.loss_and_grads(P, ids, targets, scheme)
-        assert loss == want_loss == ws.loss(P, ids, targets) == nf.sequence_loss(P, ids, targets, scheme)
+        np.testing.assert_array_equal(cache["x0"], want_cache["x0"])
+        np.testing.assert_array_equal(cache["hf"], want_cache["hf"])
+        for block, want_block in zip(cache["blocks"], want_cache["blocks"], strict=True):
+            for name in ("h1", "x1", "h2", "pre", "act", "x2"):
+                np.testing.assert_array_equal(block[name], want_block[name], err_msg=name)
+            np.testing.assert_array_equal(block["att"]["weights"], want_block["att"]["weights"])
+        loss, grads = ws.loss_and_grads(params, ids, targets)
+        want_loss, want_grads = nf.loss_and_grads(params, ids, targets, scheme, heads=heads)
+        assert loss == want_loss == ws.loss(params, ids, targets) == nf.sequence_loss(params, ids, targets, scheme,
+                                                                                       heads=heads)
         for name in want_grads:
             np.testing.assert_array_equal(grads[name], want_grads[name], err_msg=name)
 
@@ -104,16 +112,17 @@ def test_the_tricks_compute_the_plain_lines():
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="counts page faults with the resource module")
-@pytest.mark.parametrize("scheme, dtype", [("learned", np.float32), ("rope", np.float64)])
-def test_a_step_maps_no_fresh_memory(scheme, dtype):
+@pytest.mark.parametrize("scheme, dtype, blocks, heads", [("learned", np.float32, 1, 1), ("rope", np.float64, 1, 1),
+                                                          ("learned", np.float32, 2, 4), ("rope", np.float32, 3, 2)])
+def test_a_step_maps_no_fresh_memory(scheme, dtype, blocks, heads):
     """After two warm-up steps, 20 steps at series size with B = 32 take (almost) no minor page faults: every array
     of the size that the allocator maps afresh on each request lives in the workspace. (The plain mirror takes
     about 2,000 a step here.)"""
     import resource
 
-    p = nm.from_lists(jittered(*SERIES, scale=0.05), dtype)
+    p = nm.from_lists(jittered(*SERIES, scale=0.05, blocks=blocks), dtype)
     ids, targets = batch(3, (32, 64))
-    ws = nf.Workspace(p, 32, 64, scheme)
+    ws = nf.Workspace(p, 32, 64, scheme, heads)
     ws.loss_and_grads(p, ids, targets)
     ws.loss_and_grads(p, ids, targets)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt

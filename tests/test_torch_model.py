@@ -131,7 +131,7 @@ def test_the_twin_is_independent_of_the_numpy_path():
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Grown models: numpy_model.py against the twin, every intermediate compare.py prints and every gradient
+# Grown models: both NumPy paths against the twin, every intermediate compare.py prints and every gradient
 
 
 @st.composite
@@ -145,9 +145,10 @@ def grown_configs(draw):
     return {**cfg, "d": d, "blocks": draw(st.integers(1, 3)), "heads": heads, "scheme": scheme}
 
 
+@pytest.mark.parametrize("path", PATHS)
 @settings(max_examples=40, deadline=None)
 @given(cfg=grown_configs(), length=st.integers(1, 16))
-def test_grown_numpy_model_matches_the_twin_in_every_intermediate_and_gradient(cfg, length):
+def test_grown_numpy_paths_match_the_twin_in_every_intermediate_and_gradient(path, cfg, length):
     import compare
 
     V, d, H, L = cfg["vocab"], cfg["d"], cfg["hidden"], cfg["max_len"]
@@ -155,14 +156,15 @@ def test_grown_numpy_model_matches_the_twin_in_every_intermediate_and_gradient(c
     params = jittered(V, d, H, L, cfg["seed"], cfg["scale"], cfg["blocks"])
     ids, targets = draw_batch(np.random.default_rng(cfg["seed"]), V, cfg["batch"], min(T, V))
     twin = compare.torch_run(params, ids, targets, cfg["scheme"], cfg["heads"])
-    rows = compare.compare(twin, compare.numpy_run(params, ids, targets, cfg["scheme"], nm, cfg["heads"]), TOL)
+    rows = compare.compare(twin, compare.numpy_run(params, ids, targets, cfg["scheme"], path, cfg["heads"]), TOL)
     assert len(rows) == 2 + 6 * cfg["blocks"] + 1 + len(params)  # x0, each block's six, logits, loss, gradients
     assert [name for name, *_ in rows][-len(params):] == ["grad " + name for name in params]
     bad = [(name, rel) for name, _, _, rel, ok in rows if not ok]
     assert not bad, bad
 
 
-def test_grown_series_size_worst_relative_error(capsys):
+@pytest.mark.parametrize("path", PATHS)
+def test_grown_series_size_worst_relative_error(path, capsys):
     """2 blocks x 4 heads at series width, B 4, T 64, every scheme: every row within 1e-11; prints the worst."""
     import compare
 
@@ -172,12 +174,12 @@ def test_grown_series_size_worst_relative_error(capsys):
         rng = np.random.default_rng(5)
         ids, targets = rng.integers(0, 96, (4, 64)), rng.integers(0, 96, (4, 64))
         rows = compare.compare(compare.torch_run(params, ids, targets, scheme, 4),
-                               compare.numpy_run(params, ids, targets, scheme, nm, 4), TOL)
+                               compare.numpy_run(params, ids, targets, scheme, path, 4), TOL)
         assert all(ok for *_, ok in rows), [r for r in rows if not r[-1]]
         worst[scheme] = max(rows, key=lambda r: r[3])
     with capsys.disabled():
         for scheme, (name, _, _, rel, _) in worst.items():
-            print(f"\nNumPy vs twin, 2 blocks x 4 heads, {scheme}: worst {rel:.2e} relative ({name})", end="")
+            print(f"\n{path.__name__} vs twin, 2 blocks x 4 heads, {scheme}: worst {rel:.2e} relative ({name})", end="")
 
 
 def test_the_twin_with_one_head_has_no_heads_axis_and_the_other_blocks_are_named_like_their_parameters():
