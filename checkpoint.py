@@ -29,8 +29,8 @@ import random
 import sys
 from pathlib import Path
 
+import sizes
 from atomic import write_atomic
-from model import param_shapes
 
 # ----------------------------------------------------------------------------------------------------------------
 # The safetensors container
@@ -248,7 +248,8 @@ def flat(t):
 # The training checkpoint: parameters, Adam's moments and step, the batch sampler's random state, and metadata
 
 FORMAT = "one-block checkpoint"  # metadata "format"
-FORMAT_VERSION = "1"  # metadata "format_version"; a file with another version is refused
+FORMAT_VERSION = "1"  # metadata "format_version" of a model of one block and one head, as before models could grow
+GROWN_VERSION = "2"  # ... of a grown model: its config has blocks and heads, which code from before refuses to read
 MOMENT_PREFIXES = ("adam_m.", "adam_v.")  # Adam's first and second moments, one tensor per parameter
 STEP = "adam_step"  # I64 scalar: the number of optimiser steps taken
 RNG = "rng_state"  # I64 (625,): the Mersenne Twister state of the batch sampler (random.Random.getstate()[1])
@@ -262,14 +263,35 @@ def sha256_file(path):
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+def sizes_of(config):
+    """(blocks, heads) of a model config: a config of one block and one head has neither (so that its file is byte
+    for byte what it was before models could grow), a grown one has both.
+
+    >>> sizes_of({"d": 16}), sizes_of({"d": 16, "blocks": 2, "heads": 4})
+    ((1, 1), (2, 4))
+    """
+    return config.get("blocks", 1), config.get("heads", 1)
+
+
+def param_shapes(config):
+    """The parameters' names and shapes, in order, for a model config (vocab, d, hidden, max_len and, if grown,
+    blocks and heads).
+
+    >>> list(param_shapes({"vocab": 96, "d": 4, "hidden": 8, "max_len": 8, "blocks": 2, "heads": 2}))[14]
+    'block1.ln1_g'
+    """
+    blocks = sizes_of(config)[0]
+    return sizes.param_shapes(config["vocab"], config["d"], config["hidden"], config["max_len"], blocks)
+
+
 def expected_shapes(config):
-    """Every tensor a training checkpoint holds, name -> shape, for a model config (vocab, d, hidden, max_len).
+    """Every tensor a training checkpoint holds, name -> shape, for a model config (see param_shapes).
 
     >>> shapes = expected_shapes({"vocab": 96, "d": 16, "hidden": 64, "max_len": 64})
     >>> len(shapes), shapes["adam_v.W1"], shapes[STEP]
     (56, (16, 64), ())
     """
-    params = param_shapes(config["vocab"], config["d"], config["hidden"], config["max_len"])
+    params = param_shapes(config)
     shapes = dict(params)
     for prefix in MOMENT_PREFIXES:
         shapes.update({prefix + name: shape for name, shape in params.items()})
@@ -308,9 +330,9 @@ def save_checkpoint(path, params, moments, step, rng, config, training, tokenize
     """Write a training checkpoint atomically.
 
     params and each of moments = (m, v): {name: (dtype, shape, flat values)} in the model's order; step: int;
-    rng: the batch sampler's random.Random; config: the model config dict (vocab, d, hidden, max_len,
-    use_positions, positions); training: the training settings dict; extra: more metadata strings (for people
-    reading it).
+    rng: the batch sampler's random.Random; config: the model config dict (vocab, d, hidden, max_len, for a grown
+    model blocks and heads, use_positions, positions); training: the training settings dict; extra: more metadata
+    strings (for people reading it). A grown model's file is format version GROWN_VERSION.
     """
     tensors = dict(params)
     for prefix, moment in zip(MOMENT_PREFIXES, moments):
@@ -319,7 +341,7 @@ def save_checkpoint(path, params, moments, step, rng, config, training, tokenize
     tensors[RNG] = rng_tensor(rng)
     metadata = {
         "format": FORMAT,
-        "format_version": FORMAT_VERSION,
+        "format_version": GROWN_VERSION if "blocks" in config or "heads" in config else FORMAT_VERSION,
         "config": json.dumps(config),
         "training": json.dumps(training),
         "tokenizer_sha256": tokenizer_sha256,
@@ -337,9 +359,10 @@ def check_checkpoint(tensors, metadata, tokenizer_sha256=None):
     """
     if metadata.get("format") != FORMAT:
         raise ValueError(f"format is {metadata.get('format')!r}, expected {FORMAT!r}: not a checkpoint of this model")
-    if metadata.get("format_version") != FORMAT_VERSION:
-        raise ValueError(f"format version is {metadata.get('format_version')!r}, but this code reads version"
-                         f" {FORMAT_VERSION!r}")
+    version = metadata.get("format_version")
+    if version not in (FORMAT_VERSION, GROWN_VERSION):
+        raise ValueError(f"format version is {version!r}, but this code reads versions {FORMAT_VERSION!r} and"
+                         f" {GROWN_VERSION!r}")
     missing = [key for key in METADATA_KEYS if key not in metadata]
     if missing:
         raise ValueError(f"metadata lacks {missing}")
@@ -347,9 +370,17 @@ def check_checkpoint(tensors, metadata, tokenizer_sha256=None):
         config, training = json.loads(metadata["config"]), json.loads(metadata["training"])
     except json.JSONDecodeError as e:
         raise ValueError(f"metadata config or training is not valid JSON ({e.msg})") from None
-    for key in ("vocab", "d", "hidden", "max_len"):
+    grown = version == GROWN_VERSION
+    for key in ("vocab", "d", "hidden", "max_len", *(("blocks", "heads") if grown else ())):
         if type(config.get(key)) is not int or config[key] < 1:
             raise ValueError(f"config {key} is {config.get(key)!r}, expected a positive int")
+    if not grown and ("blocks" in config or "heads" in config):
+        raise ValueError(f"config has blocks or heads, but format version {FORMAT_VERSION!r} is of one block and one"
+                         f" head: a grown model's file is version {GROWN_VERSION!r}")
+    try:
+        sizes.check_sizes(config["d"], *sizes_of(config))
+    except ValueError as e:
+        raise ValueError(f"config {e}") from None
     if type(config.get("use_positions")) is not bool:
         raise ValueError(f"config use_positions is {config.get('use_positions')!r}, expected true or false")
     if "positions" in config:  # (files written before the position schemes have use_positions only)
@@ -406,7 +437,7 @@ def load_checkpoint(path, tokenizer_sha256=None):
         config, training = check_checkpoint(tensors, metadata, tokenizer_sha256)
     except ValueError as e:
         raise ValueError(f"{path}: {e}") from None
-    names = list(param_shapes(config["vocab"], config["d"], config["hidden"], config["max_len"]))
+    names = list(param_shapes(config))
     return {
         "config": config,
         "training": training,

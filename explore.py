@@ -30,6 +30,7 @@ import bpe
 import checkpoint
 import floor
 import model
+import sizes
 import trace_block
 import train
 from atomic import write_atomic
@@ -74,8 +75,8 @@ def untrained_checkpoint(tok):
 
 def read_weights(ckpt_path, explicit):
     """(checkpoint bytes, manifest fields) for the page. A checkpoint that is missing (when asked for by name), bad,
-    or of a position scheme the page does not run (it mirrors model.py: learned and none) is a ValueError with
-    checkpoint.py's message."""
+    of a position scheme the page does not run (it mirrors model.py: learned and none) or of a grown model (it
+    mirrors model.py's one block and one head) is a ValueError with checkpoint.py's message or one that says so."""
     path = Path(ckpt_path)
     tok = bpe.Tokenizer.load(train.TOKENIZER_FILE)
     if not path.exists():
@@ -90,6 +91,10 @@ def read_weights(ckpt_path, explicit):
     if positions not in ("learned", "none"):
         raise ValueError(f"{path} has positions {positions!r}, which the explorer does not run: it mirrors model.py,"
                          f" which has learned and none")
+    grown = checkpoint.sizes_of(ckpt["config"])
+    if grown != (1, 1):
+        raise ValueError(f"{path} is a model of {sizes.describe(*grown)}, which the explorer does not run: it mirrors"
+                         f" model.py, which has one block and one head (sample.py and compare.py run grown models)")
     val = ckpt["metadata"].get("val_loss")
     return path.read_bytes(), {"trained": ckpt["step"] > 0, "step": ckpt["step"],
                                "val_loss": float(val) if val else None, "source": f"Checkpoint {path}"}

@@ -10,7 +10,8 @@ the last position, divides them by the temperature, keeps the top-k, and draws t
 with one seeded random.Random. The model was trained on 64 positions (and with learned positions has no row past
 them), so once the context is longer only its last 64 tokens are fed, whatever the position scheme. Every backend
 computes in float64 (a float32 checkpoint widens exactly), so they agree to about 1e-15 and, away from exact ties,
-pick the same tokens.
+pick the same tokens. The model's sizes (blocks, heads, position scheme) are read from the checkpoint; a grown
+model runs on the numpy and torch backends (model.py has one block and one head).
 """
 
 import argparse
@@ -23,6 +24,7 @@ import bpe
 import checkpoint
 import model
 import machine
+import sizes
 
 HERE = Path(__file__).resolve().parent
 TOKENIZER_FILE = HERE / "tokenizer.json"
@@ -80,10 +82,14 @@ def load_logits_fn(path, backend, tokenizer_sha256):
     """(next_logits, ckpt) for a checkpoint: next_logits(ids) -> list of V floats, computed in float64."""
     ckpt = checkpoint.load_checkpoint(path, tokenizer_sha256)  # the checks: format, hash, shapes, finite values
     positions = checkpoint.positions_of(ckpt["config"])  # the scheme; older files: from use_positions
+    blocks, heads = checkpoint.sizes_of(ckpt["config"])  # 1 and 1 in a file that does not say
     if backend == "python":
         if positions not in ("learned", "none"):
             raise ValueError(f"{path} has positions {positions!r}, which model.py does not have (it has learned"
                              f" and none); use --backend numpy or torch")
+        if (blocks, heads) != (1, 1):
+            raise ValueError(f"{path} is a model of {sizes.describe(blocks, heads)}, and model.py has one block and"
+                             f" one head; use --backend numpy or torch")
         params = checkpoint.reference_params(ckpt)
 
         def next_logits(ids):
@@ -94,7 +100,7 @@ def load_logits_fn(path, backend, tokenizer_sha256):
         params = numpy_model.from_lists(checkpoint.reference_params(ckpt))  # float64
 
         def next_logits(ids):
-            logits, _ = numpy_model.forward(params, ids, positions)  # (T, V)
+            logits, _ = numpy_model.forward(params, ids, positions, heads=heads)  # (T, V)
             return logits[-1].tolist()
     else:
         import safetensors.torch
@@ -103,11 +109,11 @@ def load_logits_fn(path, backend, tokenizer_sha256):
         import torch_model
 
         state = safetensors.torch.load_file(str(path))  # every tensor of the file, as torch tensors
-        params = torch_model.to_torch({name: state[name] for name in model.PARAM_SHAPES})  # float64
+        params = torch_model.to_torch({name: state[name] for name in ckpt["params"]})  # float64
 
         def next_logits(ids):
             with torch.no_grad():
-                logits, _ = torch_model.forward(params, torch_model.as_ids(ids), positions)  # (1, T, V)
+                logits, _ = torch_model.forward(params, torch_model.as_ids(ids), positions, heads=heads)  # (1, T, V)
             return logits[0, -1].tolist()
     return next_logits, ckpt
 
@@ -171,7 +177,9 @@ def main(argv=None):
         parser.error(f"--top-k {args.top_k} is more than the {ckpt['config']['vocab']} tokens of the vocabulary")
 
     val = ckpt["metadata"].get("val_loss")
-    print(f"{args.ckpt}: step {ckpt['step']}" + (f", val loss {float(val):.4f}" if val else ""), file=sys.stderr)
+    grown = checkpoint.sizes_of(ckpt["config"])
+    print(f"{args.ckpt}: step {ckpt['step']}" + (f", {sizes.describe(*grown)}" if grown != (1, 1) else "")
+          + (f", val loss {float(val):.4f}" if val else ""), file=sys.stderr)
     context = tok.encode("\n") + prompt_ids  # the prompt starts a line, as every story in the corpus does
     new = generate(next_logits, context, args.tokens, ckpt["config"]["max_len"], args.temperature, args.top_k,
                    random.Random(args.seed))

@@ -1,10 +1,11 @@
-"""Train the one-block model on the story corpus, with checkpoints you can resume and a loss you can read against the
-best any model could do.
+"""Train the one-block model (or a grown one: --blocks, --heads) on the story corpus, with checkpoints you can resume
+and a loss you can read against the best any model could do.
 
     python3 train.py                    # NumPy, float32, the default settings: 20 to 40 s on 2 cores
     python3 train.py --resume           # continue out/ckpt.safetensors after a stop, a crash or a kill
     python3 train.py --backend python --steps 20 --batch 4   # the same loop on model.py: slow, standard library only
     python3 train.py --positions rope   # rotary positions instead of learned ones (also: none, sinusoidal)
+    python3 train.py --blocks 2 --heads 4 --out out/grown.safetensors   # two blocks of four heads each
     python3 train.py --help             # every setting, with its default
 
 One step: draw B windows of T + 1 consecutive tokens from the training stories (each start drawn by one seeded
@@ -45,6 +46,7 @@ import checkpoint
 import floor
 import model
 import machine
+import sizes
 from atomic import hold
 
 SCHEMES = checkpoint.POSITION_SCHEMES  # --positions: learned, none, sinusoidal, rope (numpy_model.SCHEMES)
@@ -61,19 +63,20 @@ WARMUP = 100  # default warm-up steps (capped at the length of the run)
 
 # the settings that decide the weights: a --resume must use the same ones as the run it continues
 TRAINING_SETTINGS = ("backend", "threads", "dtype", "steps", "batch", "seq_len", "lr", "min_lr", "warmup", "beta1",
-                     "beta2", "eps", "clip", "seed", "val_stories", "positions")
+                     "beta2", "eps", "clip", "seed", "val_stories", "positions", "blocks", "heads")
+SIZES = ("blocks", "heads")  # recorded only when not both 1: a one-block, one-head checkpoint is what it always was
 
 
 def build_parser():
     """The command line: every setting with its default and what it does."""
     p = argparse.ArgumentParser(
-        description="Train the one-block transformer on corpus.txt, write checkpoints, and report the validation"
-                    " loss next to the corpus's entropy floor (floor.py).")
+        description="Train the one-block transformer (or a grown one, with --blocks and --heads) on corpus.txt,"
+                    " write checkpoints, and report the validation loss next to the corpus's entropy floor (floor.py).")
     p.add_argument("--backend", choices=("numpy", "numpy-plain", "python"), default="numpy",
                    help="numpy: numpy_fast.py, the tuned batched path (default). numpy-plain: numpy_model.py, the"
                         " plain mirror of model.py, the same maths written as formulas, slower. python: model.py,"
                         " one sequence at a time, standard library only, hundreds of times slower: for reading"
-                        " along with a few steps")
+                        " along with a few steps (one block and one head only)")
     p.add_argument("--threads", type=int, default=1, metavar="N",
                    help="BLAS threads of the numpy backends (default: %(default)s). At this model size one thread is"
                         " as fast as two on a quiet machine and several times faster on a busy one")
@@ -110,6 +113,12 @@ def build_parser():
                         " none (a bag of tokens), sinusoidal (a fixed sine/cosine table added to the embeddings) or"
                         " rope (q and k rotated by position inside attention); the python backend has learned and"
                         " none only")
+    p.add_argument("--blocks", type=int, default=1, metavar="N",
+                   help="transformer blocks, each with its own layer norms, attention and MLP (default: %(default)s,"
+                        " model.py's model)")
+    p.add_argument("--heads", type=int, default=1, metavar="N",
+                   help="attention heads in each block, each of width 16 / N, so N must divide 16 (and leave an even"
+                        " width with --positions rope) (default: %(default)s, model.py's model)")
     p.add_argument("--no-positions", action="store_true",
                    help="the same as --positions none: switch the learned position embeddings off (the model then"
                         " sees a bag of tokens)")
@@ -132,6 +141,16 @@ def check_settings(parser, args):
     if args.no_positions and args.positions not in (None, "none"):
         parser.error(f"--no-positions and --positions {args.positions} contradict each other; pick one")
     args.positions = "none" if args.no_positions else args.positions or "learned"
+    for name in SIZES:
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
+    try:
+        sizes.check_sizes(MODEL["d"], args.blocks, args.heads, args.positions)
+    except ValueError as e:
+        parser.error(f"--heads {args.heads}: {e}")
+    if args.backend == "python" and (args.blocks, args.heads) != (1, 1):
+        parser.error(f"--blocks {args.blocks} --heads {args.heads}: the python backend is model.py, which has one"
+                     f" block and one head; use --backend numpy or numpy-plain")
     if args.backend == "python" and args.positions not in ("learned", "none"):
         parser.error(f"--positions {args.positions}: the python backend (model.py) has learned positions and none"
                      f" only; use --backend numpy")
@@ -312,7 +331,8 @@ def model_functions(s, vocab):
     """(init, loss_and_grads, loss) of the model file --backend names, for this run's settings.
 
     numpy (the default) is numpy_fast.py, whose Workspace holds every array of a step (its gradients live there
-    until the next step); numpy-plain is numpy_model.py, the plain mirror; python is model.py itself.
+    until the next step); numpy-plain is numpy_model.py, the plain mirror; both grow (s.blocks, s.heads). python is
+    model.py itself.
     """
     shape = (vocab, MODEL["d"], MODEL["hidden"], MODEL["max_len"])
     if s.backend == "python":
@@ -324,12 +344,12 @@ def model_functions(s, vocab):
     import numpy_fast
     import numpy_model
 
-    init = partial(numpy_model.init_params, *shape, dtype=np.dtype(s.dtype))
+    init = partial(numpy_model.init_params, *shape, dtype=np.dtype(s.dtype), blocks=s.blocks)
     if s.backend == "numpy-plain":
-        return (init, partial(numpy_model.loss_and_grads, positions=s.positions),
-                partial(numpy_model.sequence_loss, positions=s.positions))
-    workspace = numpy_fast.Workspace(init(0), s.batch, s.seq_len, s.positions)  # reads shapes and dtype only
-    return init, workspace.loss_and_grads, partial(numpy_fast.sequence_loss, positions=s.positions)
+        return (init, partial(numpy_model.loss_and_grads, positions=s.positions, heads=s.heads),
+                partial(numpy_model.sequence_loss, positions=s.positions, heads=s.heads))
+    workspace = numpy_fast.Workspace(init(0), s.batch, s.seq_len, s.positions, s.heads)  # reads shapes and dtype
+    return init, workspace.loss_and_grads, partial(numpy_fast.sequence_loss, positions=s.positions, heads=s.heads)
 
 
 def story_nats(loss, params, stories):
@@ -434,11 +454,12 @@ def resumed_state(s, path, training, tokenizer_sha, corpus_sha):
     ckpt = checkpoint.load_checkpoint(path, tokenizer_sha)
     if ckpt["metadata"].get("corpus_sha256") != corpus_sha:
         raise ValueError(f"{path} was trained on another corpus.txt; it cannot be resumed on this one")
-    there = dict(ckpt["training"])
+    there = {**dict.fromkeys(SIZES, 1), **ckpt["training"]}  # (a one-block, one-head file records no sizes)
     if isinstance(there.get("positions"), bool):  # written before the schemes, when --no-positions made it false
         there["positions"] = "learned" if there["positions"] else "none"
+    here = {**dict.fromkeys(SIZES, 1), **training}
     differ = [f"--{k.replace('_', '-')} {there.get(k)!r} there, {v!r} here"
-              for k, v in training.items() if there.get(k) != v]
+              for k, v in here.items() if there.get(k) != v]
     if differ:
         raise ValueError(f"{path} was made with other settings: {'; '.join(differ)}. HINT: to resume, pass the"
                          f" settings of the run you resume")
@@ -630,9 +651,27 @@ def main(argv=None):
         return run(s, out)
 
 
+def recorded_settings(s):
+    """The settings a checkpoint records, {name: value} for TRAINING_SETTINGS; blocks and heads only when not both 1,
+    so that a one-block, one-head checkpoint is byte for byte what it was before models could grow.
+
+    >>> parser = build_parser()
+    >>> grown, lab = parser.parse_args(["--heads", "4"]), parser.parse_args([])
+    >>> check_settings(parser, grown), check_settings(parser, lab)
+    (None, None)
+    >>> recorded_settings(grown)["heads"], "heads" in recorded_settings(lab)
+    (4, False)
+    """
+    training = {name: getattr(s, name) for name in TRAINING_SETTINGS}
+    if (s.blocks, s.heads) == (1, 1):
+        for name in SIZES:
+            del training[name]
+    return training
+
+
 def run(s, out):
     """The run of main, while it owns out: clean up, read the data, train, save, summarise; the exit status."""
-    training = {name: getattr(s, name) for name in TRAINING_SETTINGS}
+    training = recorded_settings(s)
 
     # a save that a kill interrupted leaves its temporary file beside the checkpoint (never in its place)
     leftovers = sorted(out.parent.glob(glob.escape(out.name) + ".*.tmp"))
@@ -650,7 +689,9 @@ def run(s, out):
         print(f"error: {e}", file=sys.stderr)
         return 2
     # use_positions: model.py's switch (whether the learned rows are added); positions: the scheme
-    config = {"vocab": data.vocab, **MODEL, "use_positions": s.positions == "learned", "positions": s.positions}
+    grown = {name: training[name] for name in SIZES if name in training}  # blocks and heads, for a grown model
+    config = {"vocab": data.vocab, **MODEL, **grown, "use_positions": s.positions == "learned",
+              "positions": s.positions}
 
     # ---- the model's functions, and the state to start from
     functions = model_functions(s, data.vocab)
@@ -681,8 +722,10 @@ def run(s, out):
           f" {len(data.val_ids)} validation stories; uniform guessing {math.log(data.vocab):.4f}")
     if s.backend != "python":
         print(f"computing with {machine.blas(s.threads)}: the same run elsewhere gives other last bits (spread.py)")
-    print(f"{s.backend} {s.dtype}, {len(data.stream):,} training tokens, {s.steps} steps of {s.batch} x {s.seq_len}"
-          f" tokens, lr {s.lr:g} -> {s.min_lr:g}" + (f", positions {s.positions}" if s.positions != "learned" else "")
+    where = f", {sizes.describe(s.blocks, s.heads)}" if grown else ""
+    print(f"{s.backend} {s.dtype}{where}, {len(data.stream):,} training tokens, {s.steps} steps of {s.batch} x"
+          f" {s.seq_len} tokens, lr {s.lr:g} -> {s.min_lr:g}"
+          + (f", positions {s.positions}" if s.positions != "learned" else "")
           + (f"; resuming {out} at step {first}" if s.resume else ""))
 
     # ---- the loop

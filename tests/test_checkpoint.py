@@ -12,6 +12,7 @@ import pytest
 
 import checkpoint
 import model
+import sizes
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,9 +22,10 @@ TOKENIZER_SHA = checkpoint.sha256_file(ROOT / "tokenizer.json")
 CONFIG = {"vocab": 96, "d": 4, "hidden": 8, "max_len": 8, "use_positions": True}  # the tiny copy: small files
 
 
-def tiny_state(dtype="F32", seed=3):
-    """(params, moments) of the tiny config as {name: (dtype, shape, flat values)}, with non-zero moments."""
-    ref = model.init_params(CONFIG["vocab"], CONFIG["d"], CONFIG["hidden"], CONFIG["max_len"], seed)
+def tiny_state(dtype="F32", seed=3, blocks=1):
+    """(params, moments) of the tiny config (of this many blocks) as {name: (dtype, shape, flat values)}, with
+    non-zero moments."""
+    ref = sizes.init_params(CONFIG["vocab"], CONFIG["d"], CONFIG["hidden"], CONFIG["max_len"], seed, blocks)
     rng = random.Random(seed)
 
     def tensors(fn):
@@ -38,9 +40,9 @@ def tiny_state(dtype="F32", seed=3):
     return tensors(lambda x: x), (tensors(lambda x: rng.gauss(0, 1e-3)), tensors(lambda x: rng.random() * 1e-6))
 
 
-def write_tiny(path, dtype="F32", **changes):
+def write_tiny(path, dtype="F32", blocks=1, **changes):
     """Save a tiny training checkpoint at path; changes override save_checkpoint's arguments."""
-    params, moments = tiny_state(dtype)
+    params, moments = tiny_state(dtype, blocks=blocks)
     rng = random.Random(5)
     rng.random()
     args = {"params": params, "moments": moments, "step": 7, "rng": rng, "config": CONFIG,
@@ -237,8 +239,8 @@ def test_duplicate_header_key_is_rejected():
 def test_wrong_format_version_is_rejected(tmp_path):
     path = tmp_path / "ckpt.safetensors"
     write_tiny(path)
-    rewrite(path, metadata=lambda m: {**m, "format_version": "2"})
-    expect_rejected(path, "format version", "'2'", "'1'")
+    rewrite(path, metadata=lambda m: {**m, "format_version": "3"})
+    expect_rejected(path, "format version is '3'", "reads versions '1' and '2'")
 
 
 def test_not_a_checkpoint_of_this_model_is_rejected(tmp_path):
@@ -320,3 +322,38 @@ def test_position_scheme_in_the_config(tmp_path):
     expect_rejected(path, "use_positions is true but positions is 'sinusoidal'", "exactly for 'learned'")
     write_tiny(path, config={**CONFIG, "positions": "alibi"})
     expect_rejected(path, "config positions is 'alibi', expected one of ['learned', 'none', 'sinusoidal', 'rope']")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# A grown model's checkpoint: its sizes in the config, format version 2
+
+
+GROWN = {**CONFIG, "blocks": 2, "heads": 2}
+
+
+def test_a_grown_checkpoint_records_its_sizes_as_version_2_and_a_one_block_one_stays_version_1(tmp_path):
+    path = tmp_path / "grown.safetensors"
+    args = write_tiny(path, blocks=2, config=GROWN)
+    ckpt = checkpoint.load_checkpoint(path, TOKENIZER_SHA)
+    assert ckpt["metadata"]["format_version"] == checkpoint.GROWN_VERSION == "2"
+    assert ckpt["config"] == GROWN and checkpoint.sizes_of(ckpt["config"]) == (2, 2)
+    assert list(ckpt["params"]) == sizes.param_names(2) == list(args["params"])
+    write_tiny(path)
+    ckpt = checkpoint.load_checkpoint(path, TOKENIZER_SHA)
+    assert ckpt["metadata"]["format_version"] == "1" and "blocks" not in ckpt["config"]
+    assert checkpoint.sizes_of(ckpt["config"]) == (1, 1)
+
+
+@pytest.mark.parametrize("config, version, phrases", [
+    (GROWN, "1", ["config has blocks or heads, but format version '1' is of one block and one head"]),
+    (CONFIG, "2", ["config blocks is None, expected a positive int"]),
+    ({**GROWN, "heads": 0}, "2", ["config heads is 0, expected a positive int"]),
+    ({**GROWN, "heads": 3}, "2", ["config heads = 3 does not divide the width d = 4"]),
+    ({**GROWN, "blocks": 3}, "2", ["missing tensors", "block2.ln1_g"]),
+    ({**GROWN, "blocks": 1}, "2", ["unexpected tensors", "block1.ln1_g"]),
+])
+def test_bad_sizes_in_a_checkpoint_are_rejected_naming_them(tmp_path, config, version, phrases):
+    path = tmp_path / "grown.safetensors"
+    write_tiny(path, blocks=2, config=GROWN)
+    rewrite(path, metadata=lambda m: {**m, "format_version": version, "config": json.dumps(config)})
+    expect_rejected(path, *phrases)

@@ -87,6 +87,20 @@ def test_the_three_backends_take_the_same_steps():
             assert np.abs(t - np.array(ref_params[name])).max() <= 1e-9, (backend, name)
 
 
+def test_both_numpy_backends_take_the_same_steps_with_a_grown_model():
+    # 2 blocks x 4 heads, rope, float64: numpy_model.py and numpy_fast.py agree to rounding, step by step
+    args = ["--steps", "4", "--batch", "3", "--seq-len", "40", "--dtype", "float64", "--eval-every", "1",
+            "--val-stories", "5", "--blocks", "2", "--heads", "4", "--positions", "rope"]
+    (plain, plain_history, _), (fast, fast_history, _) = (train.train_model([*args, "--backend", backend])
+                                                          for backend in ("numpy-plain", "numpy"))
+    assert list(fast) == list(plain) and "block1.Wq" in fast
+    assert fast_history[-1]["train"] < fast_history[1]["train"] - 0.05
+    for a, b in zip(fast_history, plain_history, strict=True):
+        assert a["val"] == pytest.approx(b["val"], abs=1e-9, rel=0)
+    for name, t in fast.items():
+        assert np.abs(t - plain[name]).max() <= 1e-9, name
+
+
 def test_python_backend_runs_from_the_command_line(tmp_path):
     out = tmp_path / "py.safetensors"
     proc = run_train(out, "--backend", "python", "--steps", "2", "--batch", "2", "--seq-len", "16",
@@ -102,14 +116,15 @@ def test_python_backend_runs_from_the_command_line(tmp_path):
 KILL_RUN = ["--steps", "2000", "--ckpt-every", "5", "--eval-every", "2000"]
 
 
-def test_sigkill_then_resume_gives_bit_identical_weights(tmp_path):
+@pytest.mark.parametrize("grown", [[], ["--blocks", "2", "--heads", "2"]], ids=["one-block", "2x2"])
+def test_sigkill_then_resume_gives_bit_identical_weights(tmp_path, grown):
     straight = tmp_path / "straight" / "ckpt.safetensors"
     killed = tmp_path / "killed" / "ckpt.safetensors"
     for path in (straight, killed):
         path.parent.mkdir()
-    run_train(straight, *KILL_RUN)
+    run_train(straight, *KILL_RUN, *grown)
 
-    cmd = [sys.executable, str(ROOT / "train.py"), "--out", str(killed), *SHORT, *KILL_RUN]
+    cmd = [sys.executable, str(ROOT / "train.py"), "--out", str(killed), *SHORT, *KILL_RUN, *grown]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=killed.parent)
     try:
         step, deadline = 0, time.monotonic() + 120
@@ -125,7 +140,7 @@ def test_sigkill_then_resume_gives_bit_identical_weights(tmp_path):
     assert 300 <= at_kill < 2000
 
     (killed.parent / f"{killed.name}.x1y2z3.tmp").write_bytes(b"half a save")  # as a kill mid-save leaves
-    proc = run_train(killed, *KILL_RUN, "--resume")
+    proc = run_train(killed, *KILL_RUN, *grown, "--resume")
     assert f"resuming {killed} at step {at_kill}" in proc.stdout
     assert killed.read_bytes() == straight.read_bytes()
     assert [p.name for p in killed.parent.iterdir()] == [killed.name]  # no temporary file of a save left behind
@@ -211,6 +226,13 @@ def test_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_pa
     (["--bogus"], "unrecognized arguments: --bogus"),
     (["--steps", "ten"], "invalid int value: 'ten'"),
     (["--dtype", "float16"], "invalid choice: 'float16'"),
+    (["--heads", "0"], "--heads must be at least 1, got 0"),
+    (["--blocks", "-1"], "--blocks must be at least 1, got -1"),
+    (["--blocks", "0"], "--blocks must be at least 1, got 0"),
+    (["--heads", "3"], "--heads 3: heads = 3 does not divide the width d = 16; expected one of 1, 2, 4, 8, 16"),
+    (["--heads", "16", "--positions", "rope"], "heads = 16 gives heads of width d / heads = 1, but rope turns"),
+    (["--backend", "python", "--heads", "2"], "--blocks 1 --heads 2: the python backend is model.py, which has one"
+                                              " block and one head; use --backend numpy or numpy-plain"),
 ])
 def test_nonsensical_settings_are_rejected(capsys, args, phrase):
     with pytest.raises(SystemExit) as exit_:
@@ -377,3 +399,47 @@ def test_the_python_backend_shows_its_speed_in_tokens_per_second(tmp_path):
                      "--seq-len", "16", "--val-stories", "3")
     speed = re.search(r", ([0-9,]+k?) tokens/s\)", proc.stdout).group(1)
     assert not speed.endswith("k") and int(speed.replace(",", "")) > 0, proc.stdout
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# A grown model: which path it trains on, its checkpoint, and the scripts that read it
+
+
+def test_a_grown_run_says_its_path_records_its_sizes_and_sample_reads_them(tmp_path):
+    out = tmp_path / "grown.safetensors"
+    proc = run_train(out, "--steps", "30", "--blocks", "2", "--heads", "4", "--eval-every", "30")
+    assert "numpy float32, 2 blocks x 4 heads, " in proc.stdout
+    ckpt = checkpoint.load_checkpoint(out)
+    assert ckpt["metadata"]["format_version"] == "2" and checkpoint.sizes_of(ckpt["config"]) == (2, 4)
+    training = ckpt["training"]
+    assert (training["backend"], training["blocks"], training["heads"]) == ("numpy", 2, 4)
+    proc = run_train(out, "--steps", "30", "--blocks", "2", "--resume", check=False)  # one head here
+    assert proc.returncode == 2 and "--heads 4 there, 1 here" in proc.stderr
+    sample = [sys.executable, str(ROOT / "sample.py"), "--ckpt", str(out), "--tokens", "30", "--temperature", "0"]
+    texts = {}
+    for backend in ("numpy", "torch") if torch_installed() else ("numpy",):
+        proc = subprocess.run([*sample, "--backend", backend], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0 and "2 blocks x 4 heads" in proc.stderr, proc.stderr
+        texts[backend] = proc.stdout
+    assert len(set(texts.values())) == 1  # the twin reads the same sizes and writes the same text
+    proc = subprocess.run([*sample, "--backend", "python"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "is a model of 2 blocks x 4 heads, and model.py has one block and one head" in proc.stderr
+    proc = subprocess.run([sys.executable, str(ROOT / "explore.py"), "--ckpt", str(out), "--export",
+                           str(tmp_path / "site")], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and not (tmp_path / "site").exists()
+    assert "is a model of 2 blocks x 4 heads, which the explorer does not run" in proc.stderr
+
+
+def torch_installed():
+    return subprocess.run([sys.executable, "-c", "import torch"], capture_output=True).returncode == 0
+
+
+def test_a_one_block_one_head_checkpoint_records_no_sizes(tmp_path):
+    """--blocks 1 --heads 1 spelled out is the default run, byte for byte: version 1, no sizes recorded."""
+    a, b = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
+    run_train(a, "--steps", "10")
+    run_train(b, "--steps", "10", "--blocks", "1", "--heads", "1", "--backend", "numpy")
+    assert a.read_bytes() == b.read_bytes()
+    ckpt = checkpoint.load_checkpoint(a)
+    assert ckpt["metadata"]["format_version"] == "1" and "heads" not in ckpt["config"] | ckpt["training"]
