@@ -21,8 +21,8 @@ How it measures, and why:
   counted as 6 x (non-embedding parameters) + 6 x T x d per token, and that as a share of NumPy's own 2048 x 2048
   matmul rate in the same dtype (the "ceiling", measured in a torch-free worker).
 - The reference runs one sequence at a time (B = 1 at length T, whatever B the size has), a few rounds only; at
-  the large size it is skipped (minutes per step). A grown size (several blocks or heads) runs on the paths that
-  grow, the plain mirror and PyTorch: the reference and numpy_fast.py have one block and one head.
+  the large size it is skipped (minutes per step), and at a grown size (several blocks or heads): model.py has one
+  block and one head.
 - `--tricks` runs in one torch-free worker: for each trick, the plain line and the trick take turns on the same
   arrays, both writing into arrays made beforehand where NumPy lets them, and the median microseconds per call of
   each is reported.
@@ -51,8 +51,8 @@ SIZES = {  # name -> model and batch config; blocks and heads are 1 unless given
     "large": {"V": 4096, "d": 128, "H": 512, "L": 256, "B": 16, "T": 256},
     "grown-b32": {"V": 96, "d": 16, "H": 64, "L": 64, "B": 32, "T": 64, "blocks": 2, "heads": 4},
 }
-GROWING = ("plain-f64", "plain-f32", "torch-f64", "torch-f32")  # the backends that run several blocks and heads
 BACKENDS = ["reference", "plain-f64", "plain-f32", "fast-f64", "fast-f32", "torch-f64", "torch-f32"]
+GROWING = BACKENDS[1:]  # the backends that run several blocks and heads: all but the reference
 SEED = 3  # parameters and token IDs are drawn from this seed, identically in every worker
 
 
@@ -114,7 +114,7 @@ def make_step(backend, cfg):
         if backend.startswith("plain"):
             heads = {"heads": cfg["heads"]} if "heads" in cfg else {}  # (a size of one head runs as before)
             return lambda: numpy_model.loss_and_grads(p, ids, targets, **heads), cfg["B"] * cfg["T"]
-        ws = numpy_fast.Workspace(p, cfg["B"], cfg["T"])  # every array of a step, made once
+        ws = numpy_fast.Workspace(p, cfg["B"], cfg["T"], heads=cfg.get("heads", 1))  # every array of a step, once
         return lambda: ws.loss_and_grads(p, ids, targets), cfg["B"] * cfg["T"]
     import torch
 

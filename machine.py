@@ -59,6 +59,14 @@ def set_blas_threads(n):
         os.environ[var] = str(n)
 
 
+def numpy_like_train(who):
+    """NumPy for a script that trains as train.py's default run does, with one BLAS thread (and so with its bits),
+    unless NumPy is loaded already (then with the threads it has); who needs it, as for `need`."""
+    if "numpy" not in sys.modules:  # BLAS reads its thread count when NumPy is first imported
+        set_blas_threads(1)
+    return need("numpy", who)
+
+
 def openblas_core():
     """The name of the kernel family OpenBLAS chose in this process ("SkylakeX", "Haswell", ...), or None when NumPy
     does not use OpenBLAS or this system does not say (found through the shared libraries the process has loaded,

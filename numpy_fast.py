@@ -646,7 +646,7 @@ def attention_forward(params, x, blk, ws):
     np.divide(1.0, z, out=z)  # (N nh,) one division per query, then products (see reciprocal in layernorm_forward)
     st2 *= z  # (T, N nh) now the softmax weights, still key-major
 
-    ctx = np.matmul(by_query(st, B, nh), v, out=by_head(blk.ctx, nh))  # (B, nh, T, dh) into (B, T, d)
+    np.matmul(by_query(st, B, nh), v, out=by_head(blk.ctx, nh))  # (B, nh, T, dh) into (B, T, d)
     out = np.matmul(blk.ctx.reshape(N, d), params["Wo"], out=ws.att_out)  # (N, d)
     return out.reshape(B, T, d)
 

@@ -12,8 +12,7 @@ for bit the same computation as before it could grow. Differences from model.py:
   turned by position-dependent angles). The last three read up to LONGEST positions; pos_emb gets gradient 0.
 - Blocks and heads: `init_params(..., blocks=n)` makes n blocks; `forward(..., heads=h)` splits each attention
   into h heads of width d / h (h must divide d), each with its own softmax, scaled by 1 / sqrt(d / h).
-Every call returns new arrays. `numpy_fast.py` computes the same for one block and one head, tuned for a training
-loop.
+Every call returns new arrays. `numpy_fast.py` computes the same, tuned for a training loop.
 
 Shape legend, used in the comments on every line that makes a tensor:
     B = sequences in the batch (absent for IDs of shape (T,)), T = positions, d = model width, H = hidden width of
@@ -590,8 +589,7 @@ def backward(params, cache, dlogits):
 
 def loss_and_grads(params, ids, targets, positions="learned", *, heads=1, use_positions=None):
     """The mean loss over every position of ids (T,) or (B, T), and one gradient per parameter: what a training step
-    needs (positions and heads as in `forward`). `numpy_fast.loss_and_grads` computes the same for one block and one
-    head.
+    needs (positions and heads as in `forward`). `numpy_fast.loss_and_grads` computes the same.
 
     >>> p = init_params(vocab=96, d=4, hidden=8, max_len=8, seed=3)
     >>> loss, grads = loss_and_grads(p, np.array([[1, 2]]), np.array([[2, 3]]))

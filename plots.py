@@ -1,44 +1,51 @@
-"""The pictures in figures/: what the trained model does, and what the position experiment found.
+"""The pictures in figures/: what the trained model does, and what the position and depth experiments found.
 
-    python3 plots.py                    # trains two models as train.py does (about 45 s), reads positions.json
+    python3 plots.py                    # trains three models (about a minute), reads positions.json and depth.json
     python3 plots.py --steps 50 --out quick-figures    # a quick look: short training, another folder
 
 Training is train.py's default run (`train.train_model`): seed 3 with learned positions, the same weights as
 `python3 train.py` (validation every 100 steps instead of 500, which changes no weight), and the same run with
---positions none for the order test. The position experiment's picture reads positions.json (positions.py).
-Written with matplotlib's Agg backend (no display needed), one PNG per picture:
+--positions none for the order test; and depth.py's two-block, four-head model on periodic sequences (seed 3, at
+the learning rate depth.json chose for it) for the picture of its heads. The experiments' pictures read
+positions.json (positions.py) and depth.json (depth.py). Written with matplotlib's Agg backend (no display needed),
+one PNG per picture:
 
     loss_curves.png            training and validation loss against the entropy floor
     attention.png              the attention weights on the first story of corpus.txt
     position_similarity.png    cosine similarity between the 64 learned position rows, before and after training
     order_test.png             the logit gap between two orders of the same tokens, with and without positions
-    positions_experiment.png   validation loss, order probe and loss by position for the four position schemes
+    positions_experiment.png   validation loss, order probe and loss by position for the four position schemes,
+                               and each scheme's learning-rate sweep
+    depth_experiment.png       what a second block and more heads buy: stories, the repeated colour, copying
+    induction_heads.png        every head of a two-block model on a repeated sequence: the induction stripe
 """
 
 import argparse
 import json
+import random
 import sys
 from pathlib import Path
 
 import machine
 
-if "numpy" not in sys.modules:  # BLAS reads its thread count when NumPy is first imported
-    machine.set_blas_threads(1)  # one thread, as train.py's default --threads (and the same bits as its runs)
-
-np = machine.need("numpy", "plots.py")
+np = machine.numpy_like_train("plots.py")  # one BLAS thread, as train.py's default --threads
 matplotlib = machine.need("matplotlib", "plots.py")
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
 import bpe  # noqa: E402
+import depth  # noqa: E402
 import numpy_model  # noqa: E402
 import positions  # noqa: E402
+import sizes  # noqa: E402
 import trace_block  # noqa: E402
 import train  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 FIGURES = HERE / "figures"
 STYLE = {"learned": "tab:blue", "none": "tab:gray", "sinusoidal": "tab:orange", "rope": "tab:green"}  # a colour each
+SIZE_STYLE = {"1x1": "tab:gray", "1x4": "tab:purple", "2x1": "tab:blue", "2x4": "tab:red"}  # depth.py's sizes
+HEADS_SIZE = (2, 4)  # the model whose heads induction_heads.png shows
 DPI = 120
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -167,25 +174,50 @@ def plot_order_test(with_positions, without_positions, tok, out):
     return save(fig, out, "order_test.png")
 
 
+def seeds_and_mean(ax, k, summary, color, scale=1.0):
+    """At x = k: each seed's value as a dot, and at k + 0.18 the mean with one standard deviation, of an
+    across_seeds summary (positions.py)."""
+    ax.scatter([k] * len(summary["by_seed"]), [scale * v for v in summary["by_seed"]], color=color, alpha=0.5, s=18)
+    ax.errorbar(k + 0.18, scale * summary["mean"], yerr=scale * summary["std"], fmt="o", color=color, capsize=4)
+
+
+def plot_sweep(ax, sweeps, styles, what):
+    """Each configuration's learning-rate sweep: the mean tuning loss over seeds (one standard deviation as a bar)
+    against the peak learning rate, the chosen rate ringed."""
+    for name, sweep in sweeps.items():
+        means, stds = [s["mean"] for s in sweep["tune"]], [s["std"] for s in sweep["tune"]]
+        ax.errorbar(sweep["lrs"], means, yerr=stds, color=styles[name], marker="o", ms=4, capsize=3, label=name)
+        chosen = sweep["lrs"].index(sweep["chosen"])
+        ax.scatter([sweep["chosen"]], [means[chosen]], s=140, facecolors="none", edgecolors=styles[name], lw=1.5)
+    ax.set_xscale("log")
+    ax.set_xticks(sweep["lrs"], [f"{lr:g}" for lr in sweep["lrs"]])
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xlabel("peak learning rate (cosine decay to a tenth)")
+    ax.set_ylabel(f"loss on the {what} (nats per token)")
+    ax.set_title(f"Learning-rate sweep: mean over seeds on the {what};\nringed: the rate each one is reported at")
+    ax.legend(loc="upper right", fontsize=8)
+
+
 def plot_experiment(record, out):
     schemes = list(record["schemes"])
     seeds = record["settings"]["seeds"]
     floor = record["floor"]["validation_nats_per_token"]
-    fig, axes = plt.subplots(1, 3, figsize=(17, 5), gridspec_kw={"width_ratios": [1, 1, 1.6]}, constrained_layout=True)
+    fig, axes = plt.subplots(1, 4, figsize=(22, 5), gridspec_kw={"width_ratios": [1, 1, 1, 1.6]},
+                             constrained_layout=True)
+    plot_sweep(axes[0], {scheme: s["sweep"] for scheme, s in record["schemes"].items()}, STYLE,
+               f"{record['settings']['sweep']['tune_stories']} held-out training stories")
 
-    ax = axes[0]  # validation loss: each seed, and the mean with one standard deviation
+    ax = axes[1]  # validation loss: each seed, and the mean with one standard deviation
     for k, scheme in enumerate(schemes):
-        v = record["schemes"][scheme]["val_loss"]
-        ax.scatter([k] * len(v["by_seed"]), v["by_seed"], color=STYLE[scheme], alpha=0.5, s=18)
-        ax.errorbar(k + 0.18, v["mean"], yerr=v["std"], fmt="o", color=STYLE[scheme], capsize=4)
+        seeds_and_mean(ax, k, record["schemes"][scheme]["val_loss"], STYLE[scheme])
     ax.axhline(floor, color="black", ls="--", lw=1, label=f"entropy floor ({floor:.4f})")
-    ax.set_xticks(range(len(schemes)), schemes)
-    ax.set_xlabel("position scheme")
+    ax.set_xticks(range(len(schemes)), [f"{s}\nlr {record['schemes'][s]['sweep']['chosen']:g}" for s in schemes])
+    ax.set_xlabel("position scheme, at its chosen learning rate")
     ax.set_ylabel("validation loss (nats per token)")
     ax.set_title(f"Validation loss: {len(seeds)} seeds (dots),\nmean ± standard deviation (bar)")
     ax.legend(loc="upper left")
 
-    ax = axes[1]  # the order probe
+    ax = axes[2]  # the order probe
     width = 0.38
     for k, scheme in enumerate(schemes):
         p = record["schemes"][scheme]["probe"]
@@ -206,7 +238,7 @@ def plot_experiment(record, out):
                  f" stories, mean over seeds)")
     ax.legend(loc="upper center", fontsize=8)
 
-    ax = axes[2]  # loss by position in 128-token windows
+    ax = axes[3]  # loss by position in 128-token windows
     for scheme in schemes:
         ex = record["schemes"][scheme]["extrapolation"]
         curve = ex["loss_by_position"]
@@ -226,8 +258,105 @@ def plot_experiment(record, out):
     ax.set_ylabel("loss at that position (nats per token)")
     ax.set_title("Length extrapolation: loss by position, mean over seeds\n(dashed: entropy floor)")
     ax.legend(loc="upper left", bbox_to_anchor=(0, 0.86), fontsize=9)
-    fig.suptitle("The same model trained with four position schemes (same data, budget and settings)")
+    fig.suptitle("The same model trained with four position schemes (same data, budget and settings; each at the"
+                 " learning rate its sweep chose)")
     return save(fig, out, "positions_experiment.png")
+
+
+def plot_depth(record, out):
+    sizes_ = record["settings"]["sizes"]
+    seeds = len(record["settings"]["seeds"])
+    floor = record["floor"]
+    fig, axes = plt.subplots(2, 3, figsize=(18, 10), constrained_layout=True)
+    stories, induction = record["stories"]["sizes"], record["induction"]["sizes"]
+    ticks = lambda task: [f"{s}\nlr {task[s]['sweep']['chosen']:g}" for s in sizes_]  # noqa: E731
+
+    plot_sweep(axes[0, 0], {s: stories[s]["sweep"] for s in sizes_}, SIZE_STYLE,
+               f"{record['settings']['tune_stories']} held-out training stories")
+    ax = axes[0, 1]
+    for k, s in enumerate(sizes_):
+        seeds_and_mean(ax, k, stories[s]["val_loss"], SIZE_STYLE[s])
+    ax.axhline(floor["validation_nats_per_token"], color="black", ls="--", lw=1,
+               label=f"entropy floor ({floor['validation_nats_per_token']:.4f})")
+    ax.set_xticks(range(len(sizes_)), ticks(stories))
+    ax.set_xlabel("blocks x heads, at the chosen learning rate")
+    ax.set_ylabel("validation loss (nats per token)")
+    ax.set_title(f"Stories: validation loss, {seeds} seeds (dots), mean ± sd (bar)")
+    ax.legend(loc="upper right")
+    ax = axes[0, 2]
+    for k, s in enumerate(sizes_):
+        seeds_and_mean(ax, k, stories[s]["colour_loss"], SIZE_STYLE[s])
+        ax.annotate(f"{stories[s]['colour_accuracy']['mean']:.0%} right", (k + 0.18, stories[s]["colour_loss"]["mean"]),
+                    textcoords="offset points", xytext=(8, 0), va="center", fontsize=8)
+    ax.axhline(floor["colour_guess_nats"], color="black", ls="-.", lw=1, label="guessing one of the four colours")
+    ax.set_ylim(bottom=0)
+    ax.set_xticks(range(len(sizes_)), ticks(stories))
+    ax.set_xlabel("blocks x heads")
+    ax.set_ylabel("loss of the colour (nats)")
+    ax.set_title(f"Stories: the colour \"now Y has the COLOUR O\" repeats\n({record['settings']['colour_stories']}"
+                 f" validation stories; the share where it is the most likely token)")
+    ax.legend(loc="lower left", fontsize=8)
+
+    plot_sweep(axes[1, 0], {s: induction[s]["sweep"] for s in sizes_}, SIZE_STYLE,
+               f"{record['settings']['induction']['tune_sequences']} tuning sequences")
+    ax = axes[1, 1]
+    for k, s in enumerate(sizes_):
+        seeds_and_mean(ax, k, induction[s]["copy_accuracy"], SIZE_STYLE[s], scale=100)
+    ax.set_ylim(0, 105)
+    ax.set_xticks(range(len(sizes_)), ticks(induction))
+    ax.set_xlabel("blocks x heads, at the chosen learning rate")
+    ax.set_ylabel("copyable tokens predicted right (%)")
+    ax.set_title(f"Periodic sequences: copy accuracy after the first period\n"
+                 f"({record['settings']['induction']['test_sequences']} test sequences, periods"
+                 f" {record['settings']['periods'][0]} to {record['settings']['periods'][1]})")
+    ax = axes[1, 2]
+    for k, s in enumerate(sizes_):
+        for key, marker, dx in (("copy_loss", "o", -0.12), ("first_period_loss", "s", 0.12)):
+            v = induction[s][key]
+            ax.errorbar(k + dx, v["mean"], yerr=v["std"], fmt=marker, color=SIZE_STYLE[s], capsize=3)
+    ax.errorbar([], [], fmt="o", color="gray", label="copyable positions (after the first period)")
+    ax.errorbar([], [], fmt="s", color="gray", label="the first period")
+    ax.axhline(floor["first_period_nats"], color="black", ls="--", lw=1,
+               label=f"the first period's floor ({floor['first_period_nats']:.2f}: a new token is one of 95 or fewer)")
+    ax.set_ylim(bottom=0)
+    ax.set_xticks(range(len(sizes_)), ticks(induction))
+    ax.set_xlabel("blocks x heads")
+    ax.set_ylabel("loss (nats per token), mean ± sd over seeds")
+    ax.set_title("Periodic sequences: what copying saves")
+    ax.legend(loc="lower left", fontsize=8)
+    fig.suptitle("What a second block and more heads buy (each size at the learning rate its sweep chose)")
+    return save(fig, out, "depth_experiment.png")
+
+
+def plot_induction_heads(params, size, sequences, scores, out):
+    """Every head of a model of size on the first test sequence with a period of 6 to 9, each titled with its
+    scores on all the test sequences."""
+    ids, _, periods = sequences
+    row = next(i for i, p in enumerate(periods) if 6 <= p <= 9)
+    _, cache = numpy_model.forward(params, ids[row], "learned", heads=size[1])
+    blocks, heads, p = size[0], size[1], int(periods[row])
+    fig, axes = plt.subplots(blocks, heads, figsize=(3.6 * heads, 3.8 * blocks), squeeze=False,
+                             constrained_layout=True)
+    for b in range(blocks):
+        weights = np.asarray(cache["blocks"][b]["att"]["weights"])  # (nh, T, T) or (T, T)
+        weights = weights[None] if heads == 1 else weights
+        for h in range(heads):
+            ax = axes[b, h]
+            ax.imshow(weights[h], cmap="Blues", vmin=0, vmax=1)
+            s = scores[b][h]
+            ax.set_title(f"block {b}, head {h}\ninduction {s['induction']:.2f}, previous token"
+                         f" {s['previous_token']:.2f}", fontsize=9)
+            ax.set_xticks(range(0, len(weights[h]), 16))
+            ax.set_yticks(range(0, len(weights[h]), 16))
+            if b == blocks - 1:
+                ax.set_xlabel("key: position read")
+            if h == 0:
+                ax.set_ylabel("query: position reading")
+    fig.suptitle(f"Every head of the {sizes.describe(*size)} model on one test sequence of period {p}: an induction"
+                 f" head reads the diagonal {p - 1} below the main one\n(the token after the current token's"
+                 f" previous occurrence), a previous-token head the diagonal just below it; each title gives the"
+                 f" head's mean scores on all {len(ids)} test sequences", fontsize=10)
+    return save(fig, out, "induction_heads.png")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -239,16 +368,20 @@ def main(argv=None):
     parser.add_argument("--out", default=str(FIGURES), metavar="DIR", help="folder for the PNGs (default: figures/"
                                                                            " next to this script)")
     parser.add_argument("--steps", type=int, default=None, metavar="N",
-                        help="training steps (default: train.py's, 12000); fewer for a quick look")
+                        help="training steps of every model (default: train.py's 12000, and depth.py's 2000 for the"
+                             " two-block model); fewer for a quick look")
     parser.add_argument("--record", default=str(positions.RECORD_FILE), metavar="PATH",
                         help="the position experiment's record (default: positions.json next to this script)")
+    parser.add_argument("--depth-record", default=str(depth.RECORD_FILE), metavar="PATH",
+                        help="the depth experiment's record (default: depth.json next to this script)")
     args = parser.parse_args(argv)
     if args.steps is not None and args.steps < 1:
         parser.error(f"--steps must be at least 1, got {args.steps}")
-    record_path = Path(args.record)
-    if not record_path.exists():
-        print(f"error: no record at {record_path}; run python3 positions.py to make it", file=sys.stderr)
-        return 2
+    for path, script in ((args.record, "positions.py"), (args.depth_record, "depth.py")):
+        if not Path(path).exists():
+            print(f"error: no record at {path}; run python3 {script} to make it", file=sys.stderr)
+            return 2
+    records = [json.loads(Path(path).read_text(encoding="utf-8")) for path in (args.record, args.depth_record)]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
@@ -256,19 +389,34 @@ def main(argv=None):
     learned, history, data = train.train_model(["--eval-every", "100", *steps])
     without, _, _ = train.train_model(["--eval-every", "100", "--positions", "none", *steps], data=data)
     start = numpy_model.init_params(data.vocab, train.MODEL["d"], train.MODEL["hidden"], train.MODEL["max_len"], 3)
+    plan = {**depth.FULL["induction"], **({"steps": args.steps} if args.steps else {})}
+    lr = records[1]["induction"]["sizes"][depth.name_of(HEADS_SIZE)]["sweep"]["chosen"]
+    tuning = depth.periodic(random.Random(depth.TUNE_SEED), plan["tune_sequences"])
+    copier, _ = depth.train_induction(HEADS_SIZE, lr, 3, plan, tuning)
+    test = depth.periodic(random.Random(depth.TEST_SEED), plan["test_sequences"])
+    measures, scores = depth.induction_measures(copier, HEADS_SIZE[1], test)
     tok = bpe.Tokenizer.load(train.TOKENIZER_FILE)
     written = [
         plot_loss_curves(history, data.val_floor, history[-1]["step"], out),
         plot_attention(learned, tok, out),
         plot_position_similarity(start["pos_emb"], learned["pos_emb"], out),
         plot_order_test(numpy_model.to_lists(learned), numpy_model.to_lists(without), tok, out),
-        plot_experiment(json.loads(record_path.read_text(encoding="utf-8")), out),
+        plot_experiment(records[0], out),
+        plot_depth(records[1], out),
+        plot_induction_heads(copier, HEADS_SIZE, test, scores, out),
     ]
     for path in written:
         print(f"wrote {path} ({path.stat().st_size:,} bytes)")
     near = similarity_by_distance(learned["pos_emb"])
     print("trained position rows, mean cosine similarity by distance: "
           + ", ".join(f"{v:+.2f} at {k}" for k, v in near.items()) + f" (computing with {machine.blas(1)})")
+    print(f"{sizes.describe(*HEADS_SIZE)} on periodic sequences (seed 3, lr {lr:g}): copy accuracy"
+          f" {measures['copy_accuracy']:.0%}; induction score by head: "
+          + "; ".join(f"block {b}: " + ", ".join(f"{s['induction']:.2f}" for s in block)
+                      for b, block in enumerate(scores))
+          + "; previous-token score by head: "
+          + "; ".join(f"block {b}: " + ", ".join(f"{s['previous_token']:.2f}" for s in block)
+                      for b, block in enumerate(scores)))
     return 0
 
 

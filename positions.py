@@ -1,12 +1,20 @@
-"""What positions are for: the same model trained with each position scheme, over several seeds, measured three ways.
+"""What positions are for: the same model trained with each position scheme, over several seeds and a small sweep of
+learning rates, measured three ways.
 
-    python3 positions.py            # the full experiment, about 7 minutes on 2 cores; writes positions.json
+    python3 positions.py            # the full experiment, about 25 minutes on 2 cores; writes positions.json
     python3 positions.py --check    # a reduced run (seconds) with the same shape, and a shape check of positions.json
 
 Each run is train.py's default training (`train.train_model`, 12,000 steps of 16 x 64 tokens) with only
---positions and --seed changed: the same data, budget and settings for every scheme. The schemes (numpy_model.py):
-learned (a trained row per position), none (a bag of tokens), sinusoidal (a fixed sine/cosine table added to the
-embeddings) and rope (q and k rotated by position inside attention). After each run, through numpy_fast.py as the
+--positions, --seed and the learning rate changed: the same data, budget and settings for every scheme. The schemes
+(numpy_model.py): learned (a trained row per position), none (a bag of tokens), sinusoidal (a fixed sine/cosine table
+added to the embeddings) and rope (q and k rotated by position inside attention).
+
+A fair comparison gives every scheme its best learning rate, not the one tuned for learned positions. So every
+scheme trains with each peak learning rate of SWEEP (the same few for all, each decaying to a tenth of itself, as
+train.py's 0.01 does to 0.001) and every seed, on the training stories without the last SWEEP["tune_stories"] of
+them; the loss on those held-out stories, averaged over the seeds, chooses the scheme's learning rate, and the runs
+at that rate are the ones reported, on the validation stories, which no choice has read (`sweep_data`,
+`chosen_lr`). depth.py chooses its learning rates the same way. After each run, through numpy_fast.py as the
 training itself:
 
 1. Validation loss: train.py's own (each validation story read from its start), next to the floor of the same
@@ -28,16 +36,16 @@ import math
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 
 import machine
 
-if "numpy" not in sys.modules:  # BLAS reads its thread count when NumPy is first imported
-    machine.set_blas_threads(1)  # one thread, as train.py's default --threads (and the same bits as its runs)
-
-np = machine.need("numpy", "positions.py")
+np = machine.numpy_like_train("positions.py")  # one BLAS thread, as train.py's default --threads
 
 import checkpoint  # noqa: E402
+import floor  # noqa: E402
 import make_corpus  # noqa: E402
 import numpy_fast  # noqa: E402
 import numpy_model  # noqa: E402
@@ -50,10 +58,11 @@ from atomic import write_atomic  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RECORD_FILE = HERE / "positions.json"
-FORMAT = "one-block positions experiment v2"  # the record's "format" field
+FORMAT = "one-block positions experiment v3"  # the record's "format" field
 SCHEMES = numpy_model.SCHEMES  # learned, none, sinusoidal, rope
-FULL = {"seeds": [3, 4, 5, 6, 7], "train_args": []}  # train.py's defaults; seed 3 is `python3 train.py` itself
+FULL = {"seeds": [3, 4, 5, 6, 7], "train_args": []}  # train.py's defaults, but the learning rate
 REDUCED = {"seeds": [3, 4], "train_args": ["--steps", "150", "--batch", "8", "--warmup", "20"]}  # --check: seconds
+SWEEP = {"lrs": [0.003, 0.01, 0.03], "tune_stories": 300}  # peak learning rates, and the stories that choose one
 WINDOW = 128  # tokens per extrapolation window: twice the 64 positions the models train on
 TRAINED = train.MODEL["max_len"]  # 64: the positions every run trains on, and the rows learned has
 
@@ -91,13 +100,13 @@ def probe_items(tok, val_texts):
     return inputs, answers, shapes
 
 
-def last_probs(params, inputs, scheme):
+def last_probs(params, inputs, scheme, heads=1):
     """The next-token probabilities (len(inputs), V) at the last position of each input, in float64; inputs of
     equal length go through the model as one batch."""
     out = np.empty((len(inputs), params["tok_emb"].shape[0]))  # (S, V)
     for n in sorted({len(ids) for ids in inputs}):
         rows = [i for i, ids in enumerate(inputs) if len(ids) == n]
-        logits, _ = numpy_fast.forward(params, np.array([inputs[i] for i in rows]), scheme)  # (b, n, V)
+        logits, _ = numpy_fast.forward(params, np.array([inputs[i] for i in rows]), scheme, heads=heads)  # (b, n, V)
         last = np.asarray(logits[:, -1], dtype=np.float64)  # (b, V)
         last -= last.max(axis=1, keepdims=True)
         p = np.exp(last)  # (b, V)
@@ -166,8 +175,8 @@ def across_seeds(values):
 
 
 def training_settings(plan):
-    """The settings every run of plan trains with (train.py's, as its checkpoints record them), but the scheme and
-    the seed.
+    """The settings every run of plan trains with (train.py's, as its checkpoints record them), but the scheme, the
+    seed and the learning rates.
 
     >>> training_settings(FULL)["steps"], training_settings(REDUCED)["batch"]
     (12000, 8)
@@ -175,58 +184,150 @@ def training_settings(plan):
     parser = train.build_parser()
     s = parser.parse_args(plan["train_args"])
     train.check_settings(parser, s)
-    return {name: getattr(s, name) for name in train.TRAINING_SETTINGS if name not in ("positions", "seed")}
+    return {name: getattr(s, name) for name in train.TRAINING_SETTINGS
+            if name not in ("positions", "seed", "lr", "min_lr")}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The learning-rate sweep, shared with depth.py
+
+
+def lr_args(lr):
+    """train.py's arguments for a peak learning rate of the sweep: the warm-up rises to lr, the cosine ends at
+    lr / 10 (as train.py's default 0.01 ends at 0.001).
+
+    >>> lr_args(0.003)
+    ['--lr', '0.003', '--min-lr', '0.0003']
+    """
+    return ["--lr", f"{lr:g}", "--min-lr", f"{lr / 10:g}"]
+
+
+def sweep_data(train_args, tune_stories):
+    """(tuning data, validation data) for train.train_model runs with train_args. The validation data is
+    train.prepare's. The tuning data trains on the training stories without their last tune_stories, and holds
+    those in the place of the validation stories, so that fit's validation loss is the loss on them: the runs of
+    each learning rate are judged on stories none of them trains on, and the validation stories stay unread until
+    the chosen runs are reported on them."""
+    parser = train.build_parser()
+    s = parser.parse_args(train_args)
+    train.check_settings(parser, s)
+    full = train.prepare(s)
+    stream, texts, ids = train.load_data(full.tok, s.val_stories + tune_stories, s.seq_len)
+    held_texts, held_ids = texts[:tune_stories], ids[:tune_stories]  # the last stories before the validation ones
+    nats, tokens = floor.story_floor(held_texts, full.tok)
+    tuning = SimpleNamespace(**{**vars(full), "stream": np.array(stream), "val_texts": held_texts,
+                                "val_ids": held_ids, "val_tokens": tokens, "val_floor": nats / tokens})
+    return tuning, full
+
+
+def validation_loss(params, data, positions, heads=1):
+    """The validation loss of trained weights as train.py computes it (each validation story of data from its
+    start), through numpy_fast.py."""
+    loss = partial(numpy_fast.sequence_loss, positions=positions, heads=heads)
+    return train.story_nats(loss, params, data.val_ids) / data.val_tokens
+
+
+def chosen_lr(runs, lrs):
+    """The learning rate whose runs have the lowest mean final tuning loss over their seeds ("tune"; the first of
+    equal ones), from the runs' own numbers.
+
+    >>> chosen_lr([{"lr": 0.01, "tune": 0.5}, {"lr": 0.01, "tune": 0.7}, {"lr": 0.03, "tune": 0.55}], [0.01, 0.03])
+    0.03
+    """
+    means = [statistics.fmean(r["tune"] for r in runs if r["lr"] == lr) for lr in lrs]
+    return lrs[means.index(min(means))]
+
+
+def sweep_summary(runs, lrs, measures):
+    """{"lrs", "chosen", and for "tune" and each of measures (a run's field name -> a function of the run), one
+    across_seeds per learning rate}.
+
+    >>> runs = [{"lr": 0.01, "tune": 0.5, "val": 0.4}, {"lr": 0.03, "tune": 0.6, "val": 0.3}]
+    >>> sweep_summary(runs, [0.01, 0.03], {"val": lambda r: r["val"]})["val"][1]["mean"]
+    0.3
+    """
+    summary = {"lrs": lrs, "chosen": chosen_lr(runs, lrs)}
+    for name, measure in {"tune": lambda r: r["tune"], **measures}.items():
+        summary[name] = [across_seeds(measure(r) for r in runs if r["lr"] == lr) for lr in lrs]
+    return summary
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The experiment
 
 
 def run_experiment(plan, report=print):
-    """Train every scheme with every seed of plan and measure each run; return the record (a dict): the raw numbers
-    of every run under "runs", and under "schemes" their summaries, derived from those raw numbers only."""
-    started = time.perf_counter()
-    data, runs = None, {scheme: [] for scheme in SCHEMES}
+    """Train every scheme with every learning rate of SWEEP and every seed of plan and measure each run; return the
+    record (a dict): the raw numbers of every run under "runs", and under "schemes" their summaries, derived from
+    those raw numbers only."""
+    started, cpu = time.perf_counter(), time.process_time()
+    tuning, full = sweep_data(plan["train_args"], SWEEP["tune_stories"])
+    items = probe_items(full.tok, full.val_texts)
+    inputs, targets = windows(full.tok, full.val_texts, WINDOW)
+    runs = {scheme: [] for scheme in SCHEMES}
     for scheme in SCHEMES:
-        for seed in plan["seeds"]:
-            t0 = time.perf_counter()
-            argv = [*plan["train_args"], "--positions", scheme, "--seed", str(seed)]
-            params, history, data = train.train_model(argv, data=data)
-            if scheme == SCHEMES[0] and seed == plan["seeds"][0]:
-                items = probe_items(data.tok, data.val_texts)
-                inputs, targets = windows(data.tok, data.val_texts, WINDOW)
-            by_position, refusal = loss_by_position(params, scheme, inputs, targets)
-            curve = [[h["step"], h["val"]] for h in history]
-            run = rounded({"seed": seed, "val": history[-1]["val"], "val_curve": curve,
-                           "probe": probe(params, scheme, items), "loss_by_position": by_position.tolist(),
-                           "refusal": refusal})
-            runs[scheme].append(run)
-            report(f"{scheme:>10} seed {seed}: val {run['val']:.4f} | probe {run['probe']['accuracy']:.3f}"
-                   f" (p {run['probe']['mean_probability']:.3f}) | {time.perf_counter() - t0:.1f} s")
-    floor = rounded({"validation_nats_per_token": data.val_floor, "corpus_nats_per_token": data.corpus_floor,
-                     "uniform_nats_per_token": math.log(data.vocab)})
+        for lr in SWEEP["lrs"]:
+            for seed in plan["seeds"]:
+                t0 = time.perf_counter()
+                argv = [*plan["train_args"], *lr_args(lr), "--positions", scheme, "--seed", str(seed)]
+                params, history, _ = train.train_model(argv, data=tuning)
+                by_position, refusal = loss_by_position(params, scheme, inputs, targets)
+                run = rounded({"lr": lr, "seed": seed, "tune": history[-1]["val"],
+                               "tune_curve": [[h["step"], h["val"]] for h in history],
+                               "val": validation_loss(params, full, scheme), "probe": probe(params, scheme, items),
+                               "loss_by_position": by_position.tolist(), "refusal": refusal})
+                runs[scheme].append(run)
+                report(f"{scheme:>10} lr {lr:<6g} seed {seed}: tune {run['tune']:.4f} | val {run['val']:.4f} |"
+                       f" probe {run['probe']['accuracy']:.3f} | {time.perf_counter() - t0:.1f} s")
+    floor_ = rounded({"validation_nats_per_token": full.val_floor, "tuning_nats_per_token": tuning.val_floor,
+                      "corpus_nats_per_token": full.corpus_floor, "uniform_nats_per_token": math.log(full.vocab)})
+    made, sources = provenance(started, cpu)
     return {
         "format": FORMAT,
         "command": "python3 positions.py" + (" --check" if plan is REDUCED else ""),
-        "seconds": round(time.perf_counter() - started, 1),
-        "machine": machine.blas(1),
+        **made,
         "settings": {"seeds": plan["seeds"], "train_args": plan["train_args"], "training": training_settings(plan),
-                     "window": WINDOW, "validation_stories": len(data.val_texts),
+                     "sweep": SWEEP, "window": WINDOW, "validation_stories": len(full.val_texts),
                      "probe_stories": len(items[0]), "extrapolation_windows": len(inputs)},
-        "corpus_sha256": checkpoint.sha256_file(train.CORPUS_FILE),
-        "tokenizer_sha256": checkpoint.sha256_file(train.TOKENIZER_FILE),
-        "floor": floor,
-        "schemes": summarise(runs, floor),
+        **sources,
+        "floor": floor_,
+        "schemes": summarise(runs, floor_),
         "runs": runs,
     }
 
 
+def provenance(started, cpu):
+    """The fields of an experiment's record (this file's or depth.py's) that say how it was made, in two dicts: its
+    wall-clock seconds since started (longer when the machine is busy), the CPU seconds of this process since cpu
+    (about the wall-clock of a quiet machine: one BLAS thread) and the NumPy and kernels it computed with; and the
+    SHA-256 of the corpus and the tokenizer it read."""
+    made = {"seconds": round(time.perf_counter() - started, 1), "cpu_seconds": round(time.process_time() - cpu, 1),
+            "machine": machine.blas(1)}
+    return made, {"corpus_sha256": checkpoint.sha256_file(train.CORPUS_FILE),
+                  "tokenizer_sha256": checkpoint.sha256_file(train.TOKENIZER_FILE)}
+
+
+def check_provenance(record):
+    """Raise a ValueError unless record was made from this corpus.txt and tokenizer.json."""
+    need(record.get("corpus_sha256") == checkpoint.sha256_file(train.CORPUS_FILE), "made from another corpus.txt")
+    need(record.get("tokenizer_sha256") == checkpoint.sha256_file(train.TOKENIZER_FILE),
+         "made with another tokenizer.json")
+
+
 def summarise(runs, floor):
-    """Per scheme, the summaries of its runs: every number a function of the runs' raw numbers (and the floor)
+    """Per scheme, the sweep (tuning and validation loss of each learning rate across seeds, and the one chosen) and
+    the summaries of the runs at the chosen rate: every number a function of the runs' raw numbers (and the floor)
     alone, computed with exactly rounded sums (statistics.fmean), so that positions.py --check re-derives the same
     digits on any machine."""
     ranges = {"0_63": (0, TRAINED), "32_63": (TRAINED // 2, TRAINED), "64_127": (TRAINED, WINDOW)}
     schemes = {}
-    for scheme, rs in runs.items():
+    for scheme, all_runs in runs.items():
+        sweep = sweep_summary(all_runs, SWEEP["lrs"], {"val": lambda r: r["val"]})
+        rs = [r for r in all_runs if r["lr"] == sweep["chosen"]]  # the runs reported
         curves = [r["loss_by_position"] for r in rs]  # (seeds, T)
         shapes = rs[0]["probe"]["accuracy_by_shape"]
         schemes[scheme] = {
+            "sweep": sweep,
             "val_loss": across_seeds(r["val"] for r in rs),
             "gap_to_floor": statistics.fmean(r["val"] for r in rs) - floor["validation_nats_per_token"],
             "probe": {
@@ -250,29 +351,37 @@ def summarise(runs, floor):
 # The record's shape, and writing it
 
 
+def need(ok, what):
+    """Raise ValueError(what) unless ok: one check of a record's shape.
+
+    >>> need(1 + 1 == 2, "arithmetic")
+    """
+    if not ok:
+        raise ValueError(what)
+
+
 def check_record(record, plan):
     """Raise a ValueError naming the first field that does not have the shape a run of plan gives, or the first
     summary that differs from the one derived again from the record's raw per-run numbers."""
-    def need(ok, what):
-        if not ok:
-            raise ValueError(what)
-
     need(record.get("format") == FORMAT, f"format is {record.get('format')!r}, expected {FORMAT!r}")
     settings = record.get("settings", {})
     need(settings.get("seeds") == plan["seeds"] and settings.get("train_args") == plan["train_args"],
          f"settings {settings} are not this code's ({plan})")
-    need(record.get("corpus_sha256") == checkpoint.sha256_file(train.CORPUS_FILE), "made from another corpus.txt")
-    need(record.get("tokenizer_sha256") == checkpoint.sha256_file(train.TOKENIZER_FILE),
-         "made with another tokenizer.json")
+    check_provenance(record)
+    need(settings.get("sweep") == SWEEP, f"the sweep {settings.get('sweep')} is not this code's ({SWEEP})")
     need(list(record.get("runs", {})) == list(SCHEMES), f"runs are not of the schemes {list(SCHEMES)}")
     floor = record["floor"]["validation_nats_per_token"]
+    cells = [(lr, seed) for lr in SWEEP["lrs"] for seed in plan["seeds"]]
     for scheme, rs in record["runs"].items():
-        need([r["seed"] for r in rs] == plan["seeds"], f"{scheme}: expected a run for each seed of {plan['seeds']}")
+        need([(r["lr"], r["seed"]) for r in rs] == cells,
+             f"{scheme}: expected a run for each learning rate of {SWEEP['lrs']} and each seed of {plan['seeds']}")
         for r in rs:
-            name = f"{scheme} seed {r['seed']}"
+            name = f"{scheme} lr {r['lr']:g} seed {r['seed']}"
             need(r["val"] > floor - 0.05, f"{name}: val {r['val']} is far below the floor {floor}")
-            need(r["val_curve"][-1] == [training_settings(plan)["steps"], r["val"]],
-                 f"{name}: the validation curve does not end at the last step with val")
+            need(r["tune"] > record["floor"]["tuning_nats_per_token"] - 0.05, f"{name}: tune {r['tune']} is far"
+                 f" below the floor of the tuning stories")
+            need(r["tune_curve"][-1] == [training_settings(plan)["steps"], r["tune"]],
+                 f"{name}: the tuning curve does not end at the last step with tune")
             need(0 <= r["probe"]["accuracy"] <= 1 and 0 <= r["probe"]["mean_probability"] <= 1,
                  f"{name}: probe numbers outside [0, 1]")
             need(sorted(r["probe"]["accuracy_by_shape"]) == sorted(make_corpus.SHAPES),
@@ -352,19 +461,22 @@ def json_text(record):
 # A partial rerun: one cell of the record, trained again
 
 
-def rerun(record, kernel_spread, scheme, seed, until):
-    """Train scheme with seed and the full settings up to step until (the same schedule as the full run, stopped
-    early) and compare the validation loss there with the record's curve. Returns (ok, one line saying so).
+def rerun(record, kernel_spread, scheme, seed, until, lr):
+    """Train scheme with seed, learning rate lr and the full settings on the tuning split up to step until (the
+    same schedule as the full run, stopped early) and compare the loss on the tuning stories there with the record's
+    curve. Returns (ok, one line saying so).
 
     The same machine, kernels and threads give the recorded digits exactly; another machine, a loss within the
-    spread that spread.json measured for this scheme at this step across OpenBLAS kernel families."""
-    run = {r["seed"]: r for r in record["runs"][scheme]}[seed]
-    recorded = dict(run["val_curve"])[until]
+    spread that spread.json measured for this scheme at this step across OpenBLAS kernel families (for train.py's
+    own run, on all the training stories at the learning rate 0.01: a yardstick of how far kernels move a run)."""
+    run = {(r["lr"], r["seed"]): r for r in record["runs"][scheme]}[lr, seed]
+    recorded = dict(run["tune_curve"])[until]
     tolerance = spread.tolerance(kernel_spread, scheme, until)
-    argv = [*FULL["train_args"], "--positions", scheme, "--seed", str(seed)]
-    _, history, _ = train.train_model(argv, until=until)
+    argv = [*FULL["train_args"], *lr_args(lr), "--positions", scheme, "--seed", str(seed)]
+    tuning, _ = sweep_data(FULL["train_args"], SWEEP["tune_stories"])
+    _, history, _ = train.train_model(argv, data=tuning, until=until)
     got = rounded(history[-1]["val"])
-    cell = f"{scheme} seed {seed} at step {until}: val {got:.6g}, recorded {recorded:.6g}"
+    cell = f"{scheme} lr {lr:g} seed {seed} at step {until}: tune {got:.6g}, recorded {recorded:.6g}"
     if got == recorded:
         return True, f"OK: {cell}: the same digits (the kernels and thread count of the record)"
     within = abs(got - recorded) <= tolerance
@@ -377,75 +489,117 @@ def rerun(record, kernel_spread, scheme, seed, until):
 # Command line
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description="Train the model with each position scheme over several seeds and"
-                                                 " record validation loss, an order probe and length extrapolation.")
+def experiment_parser(description, record, reduced, rerun, until=None):
+    """The command line an experiment (this file or depth.py) shares: --check (reduced says what it runs), --out,
+    --quiet, and --rerun (its choices and help given) with --seed and --until (until: its default, or None for the
+    record's first curve point). The experiment adds the rest of its --rerun's options."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--check", action="store_true",
-                        help="run a reduced experiment (2 seeds, 150 steps: seconds) and check its shape; check the"
-                             " shape of the committed positions.json and re-derive every summary in it from its"
-                             " per-run numbers; exit 1 with a one-line reason if anything is wrong")
-    parser.add_argument("--rerun", choices=SCHEMES, default=None, metavar="SCHEME",
-                        help="train one cell of positions.json again (with --seed, up to --until) and check its"
-                             " validation loss against the record, within the spread across machines that"
-                             " spread.json records; exit 1 if it is outside")
+                        help=f"run a reduced experiment ({reduced}: seconds) and check its shape; check the shape of"
+                             f" the committed {record} and re-derive every summary in it from its per-run numbers;"
+                             f" exit 1 with a one-line reason if anything is wrong")
+    parser.add_argument("--rerun", default=None, **rerun)
     parser.add_argument("--seed", type=int, default=3, help="the seed of --rerun (default: %(default)s)")
-    parser.add_argument("--until", type=int, default=1000, metavar="STEP",
-                        help="the step --rerun stops at: a step of the record's validation curves (default:"
-                             " %(default)s, seconds of training)")
+    parser.add_argument("--until", type=int, default=until, metavar="STEP",
+                        help="the step --rerun stops at: a step of the record's tuning curves (default: "
+                             + ("%(default)s" if until else "the curve's first point after step 0")
+                             + ", seconds of training)")
     parser.add_argument("--out", default=None, metavar="PATH",
-                        help="where to write the record (default: positions.json next to this script for the full"
-                             " run; nothing for --check)")
+                        help=f"where to write the record (default: {record} next to this script for the full run;"
+                             f" nothing for --check)")
     parser.add_argument("--quiet", action="store_true", help="no line per run")
+    return parser
+
+
+def main(argv=None):
+    parser = experiment_parser(
+        "Train the model with each position scheme over several seeds and a sweep of learning rates, and record"
+        " validation loss, an order probe and length extrapolation.", RECORD_FILE.name, "2 seeds, 150 steps",
+        {"choices": SCHEMES, "metavar": "SCHEME",
+         "help": "train one cell of positions.json again (with --seed and --lr, up to --until) and check its loss on"
+                 " the tuning stories against the record, within the spread across machines that spread.json"
+                 " records; exit 1 if it is outside"}, until=1000)
+    parser.add_argument("--lr", type=float, default=None,
+                        help="the peak learning rate of --rerun, one of the sweep's (default: the one the record"
+                             " chose for the scheme)")
     args = parser.parse_args(argv)
     if args.rerun:
         return main_rerun(parser, args)
-    plan = REDUCED if args.check else FULL
+    return run_or_check(sys.modules[__name__], args)
+
+
+def run_or_check(experiment, args):
+    """The body of an experiment's main (this file's, or depth.py's; experiment is the module, with FULL, REDUCED,
+    RECORD_FILE, run_experiment and check_record): run the full plan and write its record; or with --check run the
+    reduced plan and check the shape of its record, then the committed record's shape, deriving every summary in
+    it again from its runs. Returns the exit status."""
+    script, committed = Path(experiment.__file__).name, experiment.RECORD_FILE
+    plan = experiment.REDUCED if args.check else experiment.FULL
     report = (lambda line: None) if args.quiet else (lambda line: print(line, flush=True))  # noqa: E731
-    record = run_experiment(plan, report=report)
-    out = Path(args.out) if args.out else (None if args.check else RECORD_FILE)
+    record = experiment.run_experiment(plan, report=report)
+    out = Path(args.out) if args.out else (None if args.check else committed)
     if out is not None:
         write_atomic(out, json_text(record) + "\n")
-        print(f"wrote {out} ({record['seconds']:.0f} s)")
-    if args.check:
-        try:
-            check_record(json.loads(json_text(record)), REDUCED)
-        except ValueError as e:
-            print(f"NOT OK: the reduced run's record: {e}")
-            return 1
-        if not RECORD_FILE.exists():
-            print(f"NOT OK: {RECORD_FILE.name} is missing; run python3 positions.py to write it")
-            return 1
-        try:
-            check_record(json.loads(RECORD_FILE.read_text(encoding="utf-8")), FULL)
-        except (ValueError, KeyError, TypeError) as e:
-            reason = str(e) if isinstance(e, ValueError) else f"a missing or malformed field ({e!r})"
-            print(f"NOT OK: {RECORD_FILE.name}: {reason}; run python3 positions.py to rewrite it")
-            return 1
-        print(f"OK: the reduced run has the shape of the full one, and so has {RECORD_FILE.name}, whose every"
-              f" summary its runs give again"
-              f" ({record['seconds']:.0f} s)")
+        print(f"wrote {out} ({record['seconds']:.0f} s, {record['cpu_seconds']:.0f} s of CPU)")
+    if not args.check:
+        return 0
+    try:
+        experiment.check_record(json.loads(json_text(record)), experiment.REDUCED)
+    except ValueError as e:
+        print(f"NOT OK: the reduced run's record: {e}")
+        return 1
+    if not committed.exists():
+        print(f"NOT OK: {committed.name} is missing; run python3 {script} to write it")
+        return 1
+    try:
+        experiment.check_record(json.loads(committed.read_text(encoding="utf-8")), experiment.FULL)
+    except (ValueError, KeyError, TypeError) as e:
+        reason = str(e) if isinstance(e, ValueError) else f"a missing or malformed field ({e!r})"
+        print(f"NOT OK: {committed.name}: {reason}; run python3 {script} to rewrite it")
+        return 1
+    print(f"OK: the reduced run has the shape of the full one, and so has {committed.name}, whose every summary its"
+          f" runs give again ({record['seconds']:.0f} s)")
     return 0
+
+
+def rerun_records(parser, args, files):
+    """The records --rerun reads (files: (path, the script that writes it) pairs), after refusing --check beside
+    it; None, after saying which record is missing, if one is."""
+    if args.check:
+        parser.error("--rerun and --check are separate checks; pick one")
+    for path, script in files:
+        if not path.exists():
+            print(f"error: --rerun needs {path.name}; run python3 {script} to make it", file=sys.stderr)
+            return None
+    return [json.loads(path.read_text(encoding="utf-8")) for path, _ in files]
+
+
+def rerun_step(parser, until, curve, seed, seeds, name):
+    """The step --rerun stops at (until, or the curve's first point after step 0), after checking that it is a step
+    of the recorded curve and the seed one of the record's; a bad one is a usage error naming it."""
+    if seed not in seeds:
+        parser.error(f"--seed {seed}: {name} has the seeds {seeds}")
+    steps = [step for step, _ in curve][1:]
+    until = steps[0] if until is None else until
+    if until not in steps:
+        parser.error(f"--until {until}: expected a step of the recorded tuning curves, {steps[0]} to {steps[-1]} in"
+                     f" steps of {steps[1] - steps[0]}")
+    return until
 
 
 def main_rerun(parser, args):
     """positions.py --rerun: check the arguments against the records before training, then rerun the cell."""
-    if args.check:
-        parser.error("--rerun and --check are separate checks; pick one")
-    records = []
-    for path, command in ((RECORD_FILE, "positions.py"), (spread.RECORD_FILE, "spread.py")):
-        if not path.exists():
-            print(f"error: --rerun needs {path.name}; run python3 {command} to make it", file=sys.stderr)
-            return 2
-        records.append(json.loads(path.read_text(encoding="utf-8")))
+    records = rerun_records(parser, args, ((RECORD_FILE, "positions.py"), (spread.RECORD_FILE, "spread.py")))
+    if records is None:
+        return 2
     record, kernel_spread = records
-    seeds = [r["seed"] for r in record["runs"][args.rerun]]
-    if args.seed not in seeds:
-        parser.error(f"--seed {args.seed}: {RECORD_FILE.name} has the seeds {seeds}")
-    steps = [step for step, _ in record["runs"][args.rerun][0]["val_curve"]][1:]
-    if args.until not in steps:
-        parser.error(f"--until {args.until}: expected a step of the recorded validation curves, {steps[0]} to"
-                     f" {steps[-1]} in steps of {steps[1] - steps[0]}")
-    ok, line = rerun(record, kernel_spread, args.rerun, args.seed, args.until)
+    lr = record["schemes"][args.rerun]["sweep"]["chosen"] if args.lr is None else args.lr
+    if lr not in record["settings"]["sweep"]["lrs"]:
+        parser.error(f"--lr {args.lr:g}: {RECORD_FILE.name} has the learning rates"
+                     f" {record['settings']['sweep']['lrs']}")
+    until = rerun_step(parser, args.until, record["runs"][args.rerun][0]["tune_curve"], args.seed,
+                       record["settings"]["seeds"], RECORD_FILE.name)
+    ok, line = rerun(record, kernel_spread, args.rerun, args.seed, until, lr)
     print(line)
     return 0 if ok else 1
 

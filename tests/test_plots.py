@@ -13,7 +13,7 @@ pytest.importorskip("numpy")
 pytest.importorskip("matplotlib", reason="matplotlib is not installed (pip install matplotlib==3.11.2)")
 
 PICTURES = ["loss_curves.png", "attention.png", "position_similarity.png", "order_test.png",
-            "positions_experiment.png"]
+            "positions_experiment.png", "depth_experiment.png", "induction_heads.png"]
 
 
 def test_plots_run_headless_and_write_every_png(tmp_path):
@@ -30,7 +30,9 @@ def test_plots_run_headless_and_write_every_png(tmp_path):
         assert f"wrote {tmp_path / name}" in proc.stdout
 
 
-def test_a_missing_record_is_a_message(tmp_path):
+@pytest.mark.parametrize("option, script", [("--record", "positions.py"), ("--depth-record", "depth.py")])
+def test_a_missing_record_is_a_message(tmp_path, option, script):
     proc = subprocess.run([sys.executable, str(ROOT / "plots.py"), "--out", str(tmp_path), "--steps", "2",
-                           "--record", str(tmp_path / "none.json")], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 2 and "run python3 positions.py" in proc.stderr and "Traceback" not in proc.stderr
+                           option, str(tmp_path / "none.json")], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and f"run python3 {script}" in proc.stderr and "Traceback" not in proc.stderr
+    assert not any(tmp_path.iterdir())  # nothing drawn

@@ -1,5 +1,6 @@
 """positions.py: the reduced experiment runs and has the full one's shape; the committed positions.json has the shape
-and the settings of the code; the probe and the windows read the validation stories as described."""
+and the settings of the code, and its learning-rate sweep chose what its runs say; the probe and the windows read
+the validation stories as described."""
 
 import json
 from pathlib import Path
@@ -19,12 +20,19 @@ TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
 VAL = (ROOT / "corpus.txt").read_text(encoding="utf-8").splitlines()[-300:]  # train.py's validation stories
 
 
-def test_reduced_experiment_runs_and_has_the_shape_of_the_full_one(tmp_path, capsys):
+def reduced_run(experiment, tmp_path, capsys):
+    """The record of an experiment's --check (positions or depth, as a module), after checking that it says OK and
+    that the record has the reduced plan's shape."""
     out = tmp_path / "reduced.json"
-    assert positions.main(["--check", "--out", str(out), "--quiet"]) == 0, capsys.readouterr().out
+    assert experiment.main(["--check", "--out", str(out), "--quiet"]) == 0, capsys.readouterr().out
     assert capsys.readouterr().out.splitlines()[-1].startswith("OK: the reduced run has the shape of the full one")
     record = json.loads(out.read_text(encoding="utf-8"))
-    positions.check_record(record, positions.REDUCED)
+    experiment.check_record(record, experiment.REDUCED)
+    return record
+
+
+def test_reduced_experiment_runs_and_has_the_shape_of_the_full_one(tmp_path, capsys):
+    record = reduced_run(positions, tmp_path, capsys)
     learned = record["schemes"]["learned"]["extrapolation"]
     assert not learned["reads_past_64"] and len(learned["loss_by_position"]) == 64
     assert "sequence of 128 tokens is longer than the 64 positions the model has" in learned["why_not"]
@@ -37,15 +45,26 @@ def record():
     return json.loads(positions.RECORD_FILE.read_text(encoding="utf-8"))
 
 
+def chosen_runs(r, scheme):
+    """The runs of a scheme at the learning rate whose mean final tuning loss is lowest, found here with NumPy."""
+    lrs = r["settings"]["sweep"]["lrs"]
+    means = [np.mean([run["tune"] for run in r["runs"][scheme] if run["lr"] == lr]) for lr in lrs]
+    return [run for run in r["runs"][scheme] if run["lr"] == lrs[int(np.argmin(means))]]
+
+
 def test_committed_record_has_the_shape_and_settings_of_this_code():
     r = record()
     positions.check_record(r, positions.FULL)
-    assert r["command"] == "python3 positions.py" and 0 < r["seconds"] < 15 * 60
+    # 4 schemes x 3 learning rates x 5 seeds of train.py's 12,000 steps: about 25 minutes of one core's time
+    assert r["command"] == "python3 positions.py" and 0 < r["cpu_seconds"] <= r["seconds"] * 1.2 and (
+        r["cpu_seconds"] < 40 * 60)
     floor = r["floor"]["validation_nats_per_token"]
     for scheme, s in r["schemes"].items():  # the summaries, checked here with NumPy, independently of --check
-        runs = r["runs"][scheme]
+        runs = chosen_runs(r, scheme)
+        assert s["sweep"]["chosen"] == runs[0]["lr"], scheme
         assert s["gap_to_floor"] == pytest.approx(s["val_loss"]["mean"] - floor, abs=2e-6), scheme
-        assert s["val_loss"]["by_seed"] == [run["val"] for run in runs] == [run["val_curve"][-1][1] for run in runs]
+        assert s["val_loss"]["by_seed"] == [run["val"] for run in runs]
+        assert all(run["tune_curve"][-1][1] == run["tune"] for run in r["runs"][scheme])
         assert s["val_loss"]["mean"] == pytest.approx(np.mean(s["val_loss"]["by_seed"]), abs=2e-6), scheme
         by_position = np.array([run["loss_by_position"] for run in runs])  # (seeds, T)
         assert np.allclose(s["extrapolation"]["loss_by_position"], by_position.mean(axis=0), atol=2e-6)
@@ -58,23 +77,43 @@ def test_committed_record_has_the_shape_and_settings_of_this_code():
     (("schemes", "none", "extrapolation", "loss_by_position", 100), -1e-3,
      "schemes.none.extrapolation.loss_by_position.100"),
     (("schemes", "learned", "probe", "accuracy_by_shape", "walk"), -0.01, "schemes.learned.probe.accuracy_by_shape"),
-    (("runs", "sinusoidal", 2, "probe", "mean_probability"), -0.01, "schemes.sinusoidal.probe.mean_probability"),
-    (("runs", "rope", 4, "loss_by_position", 70), 0.5, "schemes.rope.extrapolation.mean_loss.64_127"),
+    (("runs", "sinusoidal", ("chosen", 5), "probe", "mean_probability"), -0.01,
+     "schemes.sinusoidal.probe.mean_probability"),
+    (("runs", "rope", ("chosen", 7), "loss_by_position", 70), 0.5, "schemes.rope.extrapolation.mean_loss.64_127"),
+    (("runs", "learned", ("chosen", 4), "val"), 0.01, "schemes.learned.sweep.val"),
 ])
 def test_check_record_re_derives_every_summary_from_the_runs(path, change, where):
     r = record()
     target = r
     for key in path[:-1]:
+        if isinstance(key, tuple):  # the run of that seed at the chosen rate
+            _, seed = key
+            chosen = r["schemes"][path[1]]["sweep"]["chosen"]
+            key = next(i for i, run in enumerate(target) if run["seed"] == seed and run["lr"] == chosen)
         target = target[key]
     target[path[-1]] += change
     with pytest.raises(ValueError, match=f"^{where}"):
         positions.check_record(r, positions.FULL)
 
 
+def test_check_record_derives_the_chosen_rate_again():
+    """Runs of another learning rate that end lower on the tuning stories: the record's choice is stale."""
+    r = record()
+    runs = r["runs"]["none"]
+    other = next(lr for lr in r["settings"]["sweep"]["lrs"] if lr != r["schemes"]["none"]["sweep"]["chosen"])
+    lowest = min(run["tune"] for run in runs)
+    for run in runs:
+        if run["lr"] == other:
+            run["tune"] = run["tune_curve"][-1][1] = lowest - 1e-4
+    with pytest.raises(ValueError, match="^schemes.none.sweep.chosen"):
+        positions.check_record(r, positions.FULL)
+
+
 def test_check_record_names_what_is_wrong():
     r = record()
     r["runs"]["rope"].pop()
-    with pytest.raises(ValueError, match=r"rope: expected a run for each seed of \[3, 4, 5, 6, 7\]"):
+    with pytest.raises(ValueError, match=r"rope: expected a run for each learning rate of \[0.003, 0.01, 0.03\] and"
+                                         r" each seed of \[3, 4, 5, 6, 7\]"):
         positions.check_record(r, positions.FULL)
     with pytest.raises(ValueError, match="settings .* are not this code's"):
         positions.check_record(r, positions.REDUCED)
@@ -87,20 +126,22 @@ def test_check_record_names_what_is_wrong():
 def test_rerun_gives_the_recorded_cell_within_the_spread_and_fails_outside_it():
     kernel_spread = json.loads(spread.RECORD_FILE.read_text(encoding="utf-8"))
     r = record()
-    ok, line = positions.rerun(r, kernel_spread, "learned", 3, 500)
-    assert ok and line.startswith("OK: learned seed 3 at step 500: val "), line
+    lr = r["schemes"]["learned"]["sweep"]["chosen"]
+    ok, line = positions.rerun(r, kernel_spread, "learned", 3, 500, lr)
+    assert ok and line.startswith(f"OK: learned lr {lr:g} seed 3 at step 500: tune "), line
     tolerance = spread.tolerance(kernel_spread, "learned", 500)
     assert tolerance > 0
     for run in r["runs"]["learned"]:
-        if run["seed"] == 3:
-            run["val_curve"][1][1] += 1.01 * tolerance + 0.01  # a record the code no longer reproduces
-    ok, line = positions.rerun(r, kernel_spread, "learned", 3, 500)
-    assert not ok and line.startswith("NOT OK: learned seed 3 at step 500") and "outside the spread" in line
+        if run["seed"] == 3 and run["lr"] == lr:
+            run["tune_curve"][1][1] += 1.01 * tolerance + 0.01  # a record the code no longer reproduces
+    ok, line = positions.rerun(r, kernel_spread, "learned", 3, 500, lr)
+    assert not ok and line.startswith(f"NOT OK: learned lr {lr:g} seed 3 at step 500") and "outside the" in line
 
 
 @pytest.mark.parametrize("args, phrase", [
     (["--rerun", "rope", "--seed", "9"], "--seed 9: positions.json has the seeds [3, 4, 5, 6, 7]"),
-    (["--rerun", "rope", "--until", "700"], "--until 700: expected a step of the recorded validation curves"),
+    (["--rerun", "rope", "--until", "700"], "--until 700: expected a step of the recorded tuning curves"),
+    (["--rerun", "rope", "--lr", "0.02"], "--lr 0.02: positions.json has the learning rates [0.003, 0.01, 0.03]"),
     (["--rerun", "sideways"], "invalid choice: 'sideways'"),
 ])
 def test_rerun_refuses_a_cell_the_record_does_not_have(capsys, args, phrase):

@@ -30,6 +30,8 @@ SETUP = {  # a command starting with this -> why this test does not run it
 LONG = {  # a command exactly -> why this test does not run it
     "python3 positions.py": "the full experiment takes minutes; `python3 positions.py --check` and `--rerun`, also"
                             " in the README, run its reduced versions",
+    "python3 depth.py": "the full experiment takes about 20 minutes; `python3 depth.py --check` and `--rerun`, also in"
+                        " the README, run its reduced versions",
 }
 REDUCED = {  # script -> arguments appended to each of its README commands here (later arguments win in argparse)
     "train.py": ["--steps", "300"],  # not to commands that set --steps themselves

@@ -1,0 +1,160 @@
+"""depth.py: the reduced experiment runs and has the full one's shape; the committed depth.json has the shape and
+settings of the code, re-derives every summary, and took less than the 30 minutes the experiment is allowed; the
+periodic sequences, the colour items and the head scores measure what they say; a cell reruns to the record's
+digits."""
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+np = pytest.importorskip("numpy")
+
+import bpe  # noqa: E402
+import depth  # noqa: E402
+import make_corpus  # noqa: E402
+import machine  # noqa: E402
+from test_positions import reduced_run  # noqa: E402
+
+TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
+VAL = (ROOT / "corpus.txt").read_text(encoding="utf-8").splitlines()[-300:]  # train.py's validation stories
+
+
+def record():
+    return json.loads(depth.RECORD_FILE.read_text(encoding="utf-8"))
+
+
+def test_reduced_experiment_runs_and_has_the_shape_of_the_full_one(tmp_path, capsys):
+    reduced = reduced_run(depth, tmp_path, capsys)
+    assert list(reduced["induction"]["runs"]) == list(reduced["stories"]["runs"]) == ["1x1", "1x4", "2x1", "2x4"]
+
+
+def test_committed_record_has_the_shape_of_this_code_and_fits_the_budget():
+    r = record()
+    depth.check_record(r, depth.FULL)
+    assert r["command"] == "python3 depth.py"
+    assert r["cpu_seconds"] < 30 * 60  # the whole experiment, sweep included, on one core of the 2-core machine
+    for task, summaries in (("stories", r["stories"]["sizes"]), ("induction", r["induction"]["sizes"])):
+        for size, s in summaries.items():  # the chosen rate, found again here with NumPy
+            runs = r[task]["runs"][size]
+            lrs = depth.FULL[task]["lrs"]
+            means = [np.mean([run["tune"] for run in runs if run["lr"] == lr]) for lr in lrs]
+            assert s["sweep"]["chosen"] == lrs[int(np.argmin(means))], (task, size)
+    for size, s in r["induction"]["sizes"].items():
+        chosen = [run for run in r["induction"]["runs"][size] if run["lr"] == s["sweep"]["chosen"]]
+        assert s["copy_accuracy"]["by_seed"] == [run["test"]["copy_accuracy"] for run in chosen]
+
+
+@pytest.mark.parametrize("task, path, change, where", [
+    ("stories", ("sizes", "2x4", "colour_loss", "mean"), 1e-3, "stories.sizes.2x4.colour_loss.mean"),
+    ("stories", ("runs", "1x4", 4, "val"), 0.01, "stories.sizes.1x4"),
+    ("induction", ("sizes", "2x1", "copy_accuracy", "std"), 1e-3, "induction.sizes.2x1.copy_accuracy.std"),
+    ("induction", ("runs", "2x4", 0, "head_scores", 1, 2, "induction"), 0.5, "induction.sizes.2x4"),
+])
+def test_check_record_re_derives_every_summary_from_the_runs(task, path, change, where):
+    r = record()
+    target = r[task]
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = min(1.0, target[path[-1]] + change)
+    if path[0] == "runs":  # a run that moves the summary only if it is one of the chosen rate: make it one
+        run = r[task]["runs"][path[1]][path[2]]
+        chosen = r[task]["sizes"][path[1]]["sweep"]["chosen"]
+        if run["lr"] != chosen:
+            pytest.skip(f"run {path[2]} of {path[1]} is not at the chosen rate {chosen}")
+    with pytest.raises(ValueError, match=f"^{where}"):
+        depth.check_record(r, depth.FULL)
+
+
+def test_check_record_names_what_is_wrong():
+    r = record()
+    r["induction"]["runs"]["2x1"].pop()
+    with pytest.raises(ValueError, match=r"induction 2x1: expected a run for each learning rate of \[0.001, 0.003,"
+                                         r" 0.01\] and each seed of \[3, 4, 5\]"):
+        depth.check_record(r, depth.FULL)
+    with pytest.raises(ValueError, match="settings seeds .* are not this code's"):
+        depth.check_record(record(), depth.REDUCED)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# What the measures measure
+
+
+def test_periodic_sequences_repeat_a_segment_of_distinct_tokens():
+    ids, targets, periods = depth.periodic(random.Random(5), 200)
+    assert ids.shape == targets.shape == (200, 64) and (ids[:, 1:] == targets[:, :-1]).all()
+    assert set(periods.tolist()) == set(range(4, 17))  # every period of PERIODS occurs
+    for row, p in zip(np.concatenate([ids, targets[:, -1:]], axis=1), periods):
+        assert len(set(row[:p].tolist())) == p  # the segment: p distinct tokens
+        assert (row[p:] == row[:-p]).all()  # then itself again, to the end
+    assert ids.min() >= 0 and ids.max() < 96
+    again, _, _ = depth.periodic(random.Random(5), 200)
+    assert (again == ids).all()
+
+
+def test_head_scores_of_an_ideal_induction_head_and_an_ideal_previous_token_head():
+    ids, _, periods = depth.periodic(random.Random(1), 30)
+    S, T = ids.shape
+    induction, earliest, previous = np.zeros((S, T, T)), np.zeros((S, T, T)), np.zeros((S, T, T))
+    for s, p in enumerate(periods):
+        for i in range(T):
+            induction[s, i, i - p + 1 if i >= p else i] = 1.0  # the token after the last occurrence of token i
+            earliest[s, i, (i + 1) % p or p if i >= p else i] = 1.0  # the token after its first occurrence
+            previous[s, i, max(i - 1, 0)] = 1.0
+    assert depth.head_scores(induction, periods) == {"induction": 1.0, "previous_token": 0.0}
+    assert depth.head_scores(earliest, periods)["induction"] == 1.0  # any earlier period counts
+    assert depth.head_scores(previous, periods) == {"induction": 0.0, "previous_token": 1.0}
+    for s, p in enumerate(periods):  # the ideal head reads the token its position is about to see
+        for i in range(p, T - 1):
+            assert ids[s, induction[s, i].argmax()] == ids[s, i + 1] == ids[s, earliest[s, i].argmax()]
+    uniform = np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None]  # (T, T) every query reads all it may, alike
+    assert 0 < depth.head_scores(np.broadcast_to(uniform, (S, T, T)), periods)["induction"] < 0.1
+
+
+def test_colour_items_are_every_walk_and_pass_story_at_the_colour():
+    inputs, answers = depth.colour_items(TOK, VAL)
+    colours = {TOK.encode(" " + c)[0] for c in make_corpus.COLOURS}
+    stories = [text for text in VAL if make_corpus.parse_story(text)[0] in depth.COLOUR_SHAPES]
+    assert len(inputs) == len(stories) > 100 and set(answers) <= colours
+    for ids, answer, text in zip(inputs, answers, stories):
+        assert TOK.decode(ids[-1:]) == " the" and text.startswith(TOK.decode(ids[1:] + [answer]))
+        colour = make_corpus.parse_story(text)[1]["colour"]
+        assert TOK.decode([answer]) == " " + colour and text.count(" " + colour + " ") == 2  # said before, too
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# A partial rerun of one cell
+
+
+def test_rerun_of_a_cell_gives_the_recorded_digits_and_a_stale_record_fails():
+    r = record()
+    if r["machine"] != machine.blas(1):
+        pytest.skip(f"depth.json was made with {r['machine']}; here NumPy computes with {machine.blas(1)}")
+    ok, line = depth.rerun(r, "induction", (2, 1), 3, 250)
+    assert ok and line.startswith("OK: induction 2x1 lr ") and "at step 250" in line, line
+    chosen = r["induction"]["sizes"]["2x1"]["sweep"]["chosen"]
+    for run in r["induction"]["runs"]["2x1"]:
+        if run["seed"] == 3 and run["lr"] == chosen:
+            run["tune_curve"][1][1] += 1e-4  # a record the code no longer reproduces
+    ok, line = depth.rerun(r, "induction", (2, 1), 3, 250)
+    assert not ok and line.startswith("NOT OK: induction 2x1"), line
+
+
+def usage_error(capsys, *args):
+    """What depth.py says when it refuses its arguments (exit status 2)."""
+    with pytest.raises(SystemExit) as e:
+        depth.main(list(args))
+    assert e.value.code == 2
+    return capsys.readouterr().err
+
+
+def test_rerun_refuses_a_cell_the_record_does_not_have(capsys):
+    sizes = "--blocks 3 --heads 1: depth.json has the sizes 1x1, 1x4, 2x1, 2x4"
+    assert sizes in usage_error(capsys, "--rerun", "induction", "--blocks", "3")
+    assert "--seed 9: depth.json has the seeds [3, 4, 5]" in usage_error(capsys, "--rerun", "stories", "--seed", "9")
+    steps = "--until 700: expected a step of the recorded tuning curves, 1000 to 6000 in steps of 1000"
+    assert steps in usage_error(capsys, "--rerun", "stories", "--until", "700")
+    assert "invalid choice: 'sideways'" in usage_error(capsys, "--rerun", "sideways")
