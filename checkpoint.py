@@ -29,7 +29,7 @@ import random
 import sys
 from pathlib import Path
 
-from atomic import write_atomic
+from atomic import read_whole, write_atomic
 from model import param_shapes
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -205,13 +205,7 @@ def load_file(path):
     ...
     ValueError: ... is a folder, not a checkpoint file
     """
-    path = Path(path)
-    if path.is_dir():
-        raise ValueError(f"{path} is a folder, not a checkpoint file")
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise ValueError(f"{path}: cannot read it ({e.strerror or e})") from None
+    raw = read_whole(path, "a checkpoint file")
     try:
         return decode(raw)
     except ValueError as e:
