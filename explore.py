@@ -43,7 +43,7 @@ PAGE_SUFFIXES = (".html", ".css", ".js")  # the page's files; everything it read
 DATA_FORMAT = "one-block explorer data v1"  # manifest.json "format"
 WEIGHTS_FILE = "weights.safetensors"  # in data/: the checkpoint the page loads
 UNTRAINED_SEED = 3  # train.py's default seed: the weights a fresh `python3 train.py` starts from
-VAL_STORIES = train.build_parser().get_default("val_stories")  # train.py's split: the last 300 stories validate
+VAL_STORIES = train.VAL_STORIES  # train.py's split: the last 300 stories validate
 # served types that some systems' MIME registries get wrong (a module script served as text/plain does not run)
 MIME_TYPES = {".js": "text/javascript", ".mjs": "text/javascript", ".css": "text/css", ".html": "text/html",
               ".json": "application/json", ".safetensors": "application/octet-stream"}
