@@ -1,8 +1,9 @@
 """Your own text: bpe.py on any UTF-8 text (a hand-derived known answer, round trips, the Hugging Face library
 giving the same IDs on every line), train.py --data (the split, the validation windows, a checkpoint that carries
-its tokenizer, a resume after a real SIGKILL), sample.py reading that checkpoint with no tokenizer flag, a wrong
-tokenizer refused, and every bad input a one-line message, exit 2 and nothing written."""
+its tokenizer, a resume after a real SIGKILL), sample.py and explore.py reading that checkpoint with no tokenizer
+flag, a wrong tokenizer refused, and every bad input a one-line message, exit 2 and nothing written."""
 
+import json
 import math
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from run_helpers import kill_at, own_text
 
 import bpe
 import checkpoint
+import explore
 import model
 import train
 
@@ -355,6 +357,28 @@ def test_width_and_max_len_make_the_model_and_a_given_tokenizer_is_reused(run_di
     assert ckpt["metadata"]["tokenizer_sha256"] == checkpoint.sha256_file(tokenizer)
     assert ckpt["training"]["vocab_size"] is None
     assert f"tokenizer: {tokenizer}, 100 tokens" in proc.stdout
+
+
+def test_the_explorer_exports_a_model_of_your_text(run_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(run_dir)  # where train.py ran: the text is there by the name it was given
+    weights, fields = explore.read_weights(Path("runs/notes.safetensors"), explicit=True)
+    manifest = explore.export_site(tmp_path / "site", weights, fields)
+    data = tmp_path / "site" / "data"
+    assert manifest["floor"] is None and manifest["val_floor"] is None and manifest["text"] == "notes.txt"
+    carried = checkpoint.load_checkpoint(data / "weights.safetensors")["metadata"][checkpoint.TOKENIZER_KEY]
+    assert (data / "tokenizer.json").read_text(encoding="utf-8") == carried
+    assert manifest["tokenizer_sha256"] == checkpoint.sha256_text(carried)
+    split = json.loads((data / "split.json").read_text(encoding="utf-8"))
+    assert split["train"] + split["val"] == own_text() and split["seq_len"] == 32 and split["unit"] == "line"
+    assert manifest["order"] == {"a": "now mia gives the hat to leo.", "b": "now leo gives the hat to mia."}
+
+    # the text changed since: a message, exit 2, nothing written
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "notes.safetensors").write_bytes((run_dir / "runs" / "notes.safetensors").read_bytes())
+    (tmp_path / "notes.txt").write_text(own_text() + "One more line.\n", encoding="utf-8")
+    proc = run("explore.py", "--ckpt", "runs/notes.safetensors", "--export", "site2", cwd=tmp_path)
+    assert proc.returncode == 2 and "that file has changed since" in proc.stderr and not (tmp_path / "site2").exists()
 
 
 def test_the_stories_run_carries_no_tokenizer(tmp_path):
