@@ -5,6 +5,7 @@ best any model could do.
     python3 train.py --resume           # continue out/ckpt.safetensors after a stop, a crash or a kill
     python3 train.py --backend python --steps 20 --batch 4   # the same loop on model.py: slow, standard library only
     python3 train.py --positions rope   # rotary positions instead of learned ones (also: none, sinusoidal)
+    python3 train.py --data notes.txt --out out/notes.safetensors   # your own text, with a tokenizer trained on it
     python3 train.py --help             # every setting, with its default
 
 One step: draw B windows of T + 1 consecutive tokens from the training stories (each start drawn by one seeded
@@ -17,6 +18,14 @@ training text. The validation loss reads each validation story from its start (a
 and predicts every one of its tokens and its final newline; it is the total -log p over the total tokens. The floor
 is the same quantity for the generator that wrote the stories (floor.py, corpus-entropy.json): no model can expect
 to go below it, so "val 0.35, floor 0.31" means 0.04 nats per token left to learn.
+
+With --data FILE the model learns any UTF-8 text instead. Its tokenizer is --tokenizer, or one trained on FILE
+(bpe.py, --vocab-size tokens); either way the checkpoint carries it, and a copy goes beside the checkpoint. The split
+follows the file: if it has a blank line between two lines of text, its units are documents (the blocks between
+blank lines), otherwise lines; the last --val-fraction of the units are the validation text, the rest trains, each
+a piece of the file as it is. The validation text is read in windows of --seq-len + 1 tokens that overlap by one,
+so that every token after its first is predicted once. Nobody knows the entropy of such a text, so no floor is
+printed; for scale, the run prints what guessing uniformly and what knowing only the token frequencies would score.
 
 Same seed, same settings, same machine: bit-identical weights, also across a kill and a --resume. A checkpoint
 (checkpoint.py) holds the parameters, Adam's moments and step, and the batch sampler's random state.
@@ -34,6 +43,7 @@ import platform
 import random
 import sys
 import time
+from collections import Counter
 from contextlib import ExitStack
 from math import fsum
 from functools import partial
@@ -45,7 +55,7 @@ import checkpoint
 import floor
 import model
 import machine
-from atomic import hold
+from atomic import hold, write_atomic
 
 SCHEMES = checkpoint.POSITION_SCHEMES  # --positions: learned, none, sinusoidal, rope (numpy_model.SCHEMES)
 
@@ -57,11 +67,16 @@ CORPUS_FILE = HERE / "corpus.txt"
 TOKENIZER_FILE = HERE / "tokenizer.json"
 DEFAULT_OUT = "out/ckpt.safetensors"  # relative to where you run it; sample.py reads the same path by default
 MODEL = {"d": 16, "hidden": 64, "max_len": 64}  # the series size (the vocabulary comes from the tokenizer)
+HIDDEN_PER_WIDTH = 4  # the MLP's hidden units per unit of width (--width): 64 at the series width 16
 WARMUP = 100  # default warm-up steps (capped at the length of the run)
+VAL_STORIES = 300  # default --val-stories: the last 300 stories of corpus.txt validate
+VAL_FRACTION = 0.1  # default --val-fraction: with --data, the last tenth of the lines or documents validate
+VAL_BATCH = 256  # with --data, validation windows go through the model this many at a time
 
 # the settings that decide the weights: a --resume must use the same ones as the run it continues
 TRAINING_SETTINGS = ("backend", "threads", "dtype", "steps", "batch", "seq_len", "lr", "min_lr", "warmup", "beta1",
                      "beta2", "eps", "clip", "seed", "val_stories", "positions")
+TEXT_SETTINGS = ("val_fraction", "vocab_size")  # added to those by --data (the text and the tokenizer are hashed)
 
 
 def build_parser():
@@ -83,8 +98,8 @@ def build_parser():
     p.add_argument("--steps", type=int, default=12000, metavar="N",
                    help="optimiser steps in the whole run (default: %(default)s)")
     p.add_argument("--batch", type=int, default=16, metavar="B", help="windows per step (default: %(default)s)")
-    p.add_argument("--seq-len", type=int, default=64, metavar="T",
-                   help="tokens per window, at most the model's 64 positions (default: %(default)s)")
+    p.add_argument("--seq-len", type=int, default=None, metavar="T",
+                   help="tokens per window, at most the model's positions (default: --max-len, 64)")
     p.add_argument("--lr", type=float, default=1e-2,
                    help="peak learning rate, reached at the end of the warm-up (default: %(default)s)")
     p.add_argument("--min-lr", type=float, default=1e-3,
@@ -103,8 +118,25 @@ def build_parser():
     p.add_argument("--seed", type=int, default=3,
                    help="seeds the initial weights (as model.init_params) and the batch sampler (default:"
                         " %(default)s)")
-    p.add_argument("--val-stories", type=int, default=300, metavar="N",
-                   help="the last N stories of corpus.txt are the validation set (default: %(default)s)")
+    p.add_argument("--val-stories", type=int, default=None, metavar="N",
+                   help=f"the last N stories of corpus.txt are the validation set (default: {VAL_STORIES})")
+    p.add_argument("--data", default=None, metavar="FILE",
+                   help="learn this UTF-8 text file instead of the stories of corpus.txt: split by lines, or by"
+                        " documents if blank lines separate it; no floor is known for it, so none is printed")
+    p.add_argument("--tokenizer", default=None, metavar="PATH",
+                   help="with --data: this tokenizer.json (its characters must cover FILE) instead of one trained"
+                        " on FILE")
+    p.add_argument("--vocab-size", type=int, default=None, metavar="N",
+                   help=f"with --data: the tokens of the tokenizer trained on FILE, at least its number of different"
+                        f" characters (default: {bpe.TEXT_VOCAB_SIZE})")
+    p.add_argument("--val-fraction", type=float, default=None, metavar="F",
+                   help=f"with --data: the share of FILE's lines or documents, its last ones, that validate"
+                        f" (default: {VAL_FRACTION})")
+    p.add_argument("--width", type=int, default=MODEL["d"], metavar="D",
+                   help=f"the model's width d; its MLP has {HIDDEN_PER_WIDTH} x D hidden units (default: %(default)s)")
+    p.add_argument("--max-len", type=int, default=MODEL["max_len"], metavar="L",
+                   help="the most positions the model reads, and the rows of learned positions (default:"
+                        " %(default)s)")
     p.add_argument("--positions", choices=SCHEMES, default=None,
                    help="how the model knows where a token is: learned (a trained row per position, default),"
                         " none (a bag of tokens), sinusoidal (a fixed sine/cosine table added to the embeddings) or"
@@ -142,14 +174,17 @@ def check_settings(parser, args):
                      f" drop --dtype or use --backend numpy")
     if args.warmup is None:
         args.warmup = min(WARMUP, max(args.steps, 0))
+    if args.seq_len is None:
+        args.seq_len = args.max_len
+    check_data_settings(parser, args)
     at_least = {"threads": 1, "steps": 1, "batch": 1, "seq_len": 1, "warmup": 0, "seed": 0, "val_stories": 1,
-                "eval_every": 1, "ckpt_every": 1}
+                "eval_every": 1, "ckpt_every": 1, "width": 1, "max_len": 1, "vocab_size": 1}
     for name, low in at_least.items():
-        if getattr(args, name) < low:
+        if getattr(args, name) is not None and getattr(args, name) < low:
             parser.error(f"--{name.replace('_', '-')} must be at least {low}, got {getattr(args, name)}")
-    if args.seq_len > MODEL["max_len"]:
-        parser.error(f"--seq-len {args.seq_len} is longer than the {MODEL['max_len']} positions the model has;"
-                     f" expected 1 to {MODEL['max_len']}")
+    if args.seq_len > args.max_len:
+        parser.error(f"--seq-len {args.seq_len} is longer than the {args.max_len} positions the model has;"
+                     f" expected 1 to {args.max_len}")
     if args.warmup > args.steps:
         parser.error(f"--warmup {args.warmup} is longer than the run (--steps {args.steps})")
     if not (math.isfinite(args.lr) and args.lr > 0):
@@ -167,11 +202,49 @@ def check_settings(parser, args):
         parser.error("--resume and --overwrite contradict each other; pick one")
 
 
+def check_data_settings(parser, args):
+    """The settings of the data: --val-stories for the stories, the others with --data only; fill in defaults."""
+    if args.data is None:
+        given = [f"--{name.replace('_', '-')}" for name in ("tokenizer", "vocab_size", "val_fraction")
+                 if getattr(args, name) is not None]
+        if given:
+            parser.error(f"{' and '.join(given)} go with --data FILE; the stories of corpus.txt have the shipped"
+                         f" tokenizer.json and --val-stories")
+        args.val_stories = VAL_STORIES if args.val_stories is None else args.val_stories
+        return
+    if args.val_stories is not None:
+        parser.error(f"--val-stories {args.val_stories} counts the stories of corpus.txt; with --data the share of"
+                     f" the text that validates is --val-fraction")
+    if args.tokenizer is not None and args.vocab_size is not None:
+        parser.error(f"--tokenizer {args.tokenizer} and --vocab-size {args.vocab_size} contradict each other: a given"
+                     f" tokenizer has its own size; pick one")
+    if args.tokenizer is None and args.vocab_size is None:
+        args.vocab_size = bpe.TEXT_VOCAB_SIZE
+    args.val_fraction = VAL_FRACTION if args.val_fraction is None else args.val_fraction
+    if not 0 < args.val_fraction < 1:
+        parser.error(f"--val-fraction must be between 0 and 1 (a share of the text), got {args.val_fraction}")
+
+
+def training_settings(s):
+    """The settings that decide the weights, as a checkpoint records them (a --resume must match them)."""
+    names = TRAINING_SETTINGS + (TEXT_SETTINGS if s.data is not None else ())
+    return {name: getattr(s, name) for name in names}
+
+
+def model_size(s):
+    """The model's sizes besides its vocabulary, from --width and --max-len.
+
+    >>> model_size(SimpleNamespace(width=16, max_len=64)) == MODEL
+    True
+    """
+    return {"d": s.width, "hidden": HIDDEN_PER_WIDTH * s.width, "max_len": s.max_len}
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Data: a split by whole stories, training windows, validation stories
 
 
-def load_data(tok, val_stories, seq_len):
+def load_data(tok, val_stories, seq_len, max_len=MODEL["max_len"]):
     """(training token stream, validation stories as texts, validation stories as token lists).
 
     Each validation story's tokens are the newline before it, the story, and its newline: the model reads the first
@@ -188,9 +261,66 @@ def load_data(tok, val_stories, seq_len):
     newline = tok.encode("\n")
     val_ids = [newline + tok.encode(s + "\n") for s in val]
     longest = max(len(ids) - 1 for ids in val_ids)
-    if longest > MODEL["max_len"]:
-        raise ValueError(f"a validation story needs {longest} positions, more than the model's {MODEL['max_len']}")
+    if longest > max_len:
+        raise ValueError(f"a validation story needs {longest} positions, more than the model's {max_len}")
     return stream, val, val_ids
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Data of your own (--data): a split by lines or documents, validation windows, a baseline for scale
+
+
+def split_text(text, fraction):
+    """(cut, unit, units, held): the text splits at cut into training text[:cut] and validation text[cut:], whole
+    units each. unit is "document" when a blank line (nothing, or only spaces and tabs) stands between two lines of
+    text, and the units are the blocks between blank lines; otherwise "line", and the units are the lines. The last
+    held = max(1, round(fraction * units)) units validate (Python's round: halves to even), and at least one unit is
+    left to train on.
+
+    >>> split_text("one\\ntwo\\nthree\\nfour\\n", 0.25)
+    (14, 'line', 4, 1)
+    >>> split_text("a b\\nc\\n\\nd e\\n\\n\\nf\\n", 0.5)
+    (7, 'document', 3, 2)
+    """
+    starts, offset, after_blank = [], 0, False  # starts: (offset, follows a blank line) of each line of text
+    for line in text.split("\n"):
+        if line.strip(" \t"):
+            starts.append((offset, after_blank and bool(starts)))
+            after_blank = False
+        else:
+            after_blank = True
+        offset += len(line) + 1
+    documents = any(blank for _, blank in starts)
+    if documents:  # a document starts at the first line of text and after each blank line
+        starts = starts[:1] + [start for start in starts[1:] if start[1]]
+    unit = "document" if documents else "line"
+    if len(starts) < 2:
+        raise ValueError(f"it has {len(starts)} {unit} of text: nothing to hold out for validation; expected at least"
+                         f" 2 lines, or 2 documents between blank lines")
+    held = min(max(1, round(fraction * len(starts))), len(starts) - 1)
+    return starts[len(starts) - held][0], unit, len(starts), held
+
+
+def windows(ids, length):
+    """Consecutive windows of up to length + 1 IDs that overlap by one, over a list of IDs: read in them, every ID
+    after the first is predicted exactly once, from at most length IDs before it.
+
+    >>> windows([1, 2, 3, 4, 5, 6], 2)
+    [[1, 2, 3], [3, 4, 5], [5, 6]]
+    """
+    return [ids[i:i + length + 1] for i in range(0, len(ids) - 1, length)]
+
+
+def unigram_loss(train_ids, predicted, vocab):
+    """The mean -log p of the predicted IDs under the training IDs' frequencies, each count plus one (so that a token
+    the training text lacks still has a probability): what a model that ignores the context would score.
+
+    >>> round(unigram_loss([0, 0, 1], [0, 1], 3), 4)  # p = 3/6 and 2/6
+    0.8959
+    """
+    counts = Counter(train_ids)
+    total = len(train_ids) + vocab
+    return fsum(-math.log((counts[i] + 1) / total) for i in predicted) / len(predicted)
 
 
 def draw_starts(rng, stream_len, seq_len, batch):
@@ -314,7 +444,7 @@ def model_functions(s, vocab):
     numpy (the default) is numpy_fast.py, whose Workspace holds every array of a step (its gradients live there
     until the next step); numpy-plain is numpy_model.py, the plain mirror; python is model.py itself.
     """
-    shape = (vocab, MODEL["d"], MODEL["hidden"], MODEL["max_len"])
+    shape = (vocab, *model_size(s).values())  # (V, d, hidden, max_len)
     if s.backend == "python":
         return (partial(model.init_params, *shape), partial(python_loss_and_grads, positions=s.positions),
                 partial(python_loss, positions=s.positions))
@@ -332,13 +462,14 @@ def model_functions(s, vocab):
     return init, workspace.loss_and_grads, partial(numpy_fast.sequence_loss, positions=s.positions)
 
 
-def story_nats(loss, params, stories):
+def story_nats(loss, params, stories, most=None):
     """Total -log p (a float) of predicting tokens 1.. of each story from the ones before; stories of equal length
-    go through the model as one batch."""
+    go through the model as one batch (of at most `most` stories, when given)."""
     total = []
     for n in sorted({len(ids) for ids in stories}):
         group = [ids for ids in stories if len(ids) == n]  # (b, n)
-        total.append(loss(params, [ids[:-1] for ids in group], [ids[1:] for ids in group]) * (len(group) * (n - 1)))
+        for part in (group[i:i + most] for i in range(0, len(group), most)) if most else [group]:
+            total.append(loss(params, [ids[:-1] for ids in part], [ids[1:] for ids in part]) * (len(part) * (n - 1)))
     return fsum(total)
 
 
@@ -429,11 +560,17 @@ def fresh_state(init, seed):
             "v": {name: zeros_like(t) for name, t in params.items()}, "rng": random.Random(seed), "step": 0}
 
 
-def resumed_state(s, path, training, tokenizer_sha, corpus_sha):
-    """The state saved at path; a ValueError says why it cannot be resumed (bad file, other data, other settings)."""
-    ckpt = checkpoint.load_checkpoint(path, tokenizer_sha)
-    if ckpt["metadata"].get("corpus_sha256") != corpus_sha:
+def resumed_state(s, path, training, config, data):
+    """The state saved at path; a ValueError says why it cannot be resumed (bad file, other data, other tokenizer,
+    other model size, other settings)."""
+    ckpt = checkpoint.load_checkpoint(path, data.tokenizer_sha)  # (main checked first that it learned this text)
+    if ckpt["metadata"].get("corpus_sha256") != data.metadata.get("corpus_sha256"):
         raise ValueError(f"{path} was trained on another corpus.txt; it cannot be resumed on this one")
+    sizes = {key: (ckpt["config"][key], config[key]) for key in ("d", "max_len") if ckpt["config"][key] != config[key]}
+    if sizes:
+        raise ValueError(f"{path} is a model of another size: " + "; ".join(
+            f"--{'width' if key == 'd' else 'max-len'} {there} there, {here} here" for key, (there, here) in
+            sizes.items()) + ". HINT: to resume, pass the settings of the run you resume")
     there = dict(ckpt["training"])
     if isinstance(there.get("positions"), bool):  # written before the schemes, when --no-positions made it false
         there["positions"] = "learned" if there["positions"] else "none"
@@ -446,25 +583,112 @@ def resumed_state(s, path, training, tokenizer_sha, corpus_sha):
     return {"params": from_tensors(ckpt["params"], s), "m": m, "v": v, "rng": ckpt["rng"], "step": ckpt["step"]}
 
 
+def other_text(s, path, metadata):
+    """Raise a ValueError if the checkpoint at path (its metadata) learned another text than this run reads: the
+    stories or --data FILE, and which FILE (by its SHA-256)."""
+    there = metadata.get("text")  # the --data FILE it learned, as it was given
+    if there is None and s.data is not None:
+        raise ValueError(f"{path} learned the stories of corpus.txt; resume it without --data")
+    if there is not None and s.data is None:
+        raise ValueError(f"{path} learned --data {there}; resume it with the same --data")
+    if there is not None and metadata.get("text_sha256") != checkpoint.sha256_file(s.data):
+        raise ValueError(f"{path} learned another text than {s.data} ({there} as it was then); it cannot be resumed"
+                         f" on this one")
+
+
+def resume_tokenizer(s, out):
+    """With --resume: check that the checkpoint at out learned the text this run reads (a ValueError says why not),
+    and return the tokenizer it carries, unless --tokenizer names one (then the two must be the same); None for the
+    stories and without --resume."""
+    if not s.resume:
+        return None
+    metadata = checkpoint.load_checkpoint(out)["metadata"]
+    other_text(s, out, metadata)
+    return checkpoint.carried_tokenizer(metadata, out) if s.tokenizer is None else None
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # The data a run reads, its backend, and the loop
 
 
-def prepare(s):
+def prepare(s, carried=None):
     """What a run reads besides its settings: the tokenizer, the training stream (a NumPy array for the numpy
-    backends, a list for python), the validation stories and the floors. A ValueError says what is wrong with the
-    data or with --val-stories / --seq-len."""
-    tok = bpe.Tokenizer.load(TOKENIZER_FILE)
-    stream, val_texts, val_ids = load_data(tok, s.val_stories, s.seq_len)
+    backends, a list for python), the validation sequences, the floors (None for a text of your own), and the
+    metadata its checkpoints carry about the data. carried: with --data, the tokenizer to use instead of --tokenizer
+    or a fresh training (the one a resumed checkpoint carries). A ValueError says what is wrong with the data or
+    with --val-stories / --seq-len."""
+    if s.data is None:
+        tok = bpe.Tokenizer.load(TOKENIZER_FILE)
+        stream, val_texts, val_ids = load_data(tok, s.val_stories, s.seq_len, s.max_len)
+        corpus_floor = floor.load_floor(HERE)
+        val_floor_nats, val_tokens = floor.story_floor(val_texts, tok)
+        data = SimpleNamespace(tok=tok, stream=stream, val_texts=val_texts, val_ids=val_ids, val_tokens=val_tokens,
+                               val_batch=None, val_floor=val_floor_nats / val_tokens, corpus_floor=corpus_floor,
+                               tokenizer_sha=checkpoint.sha256_file(TOKENIZER_FILE),
+                               metadata={"corpus_sha256": checkpoint.sha256_file(CORPUS_FILE),
+                                         "floor_nats_per_token": repr(corpus_floor),
+                                         "val_floor_nats_per_token": repr(val_floor_nats / val_tokens)})
+    else:
+        data = prepare_text(s, carried)
+    data.vocab = len(data.tok.vocab)
     if s.backend != "python":
         machine.set_blas_threads(s.threads)  # read once, when NumPy is first imported: here
         import numpy
 
-        stream = numpy.array(stream)  # (n,) its slices are the rows of a batch
-    corpus_floor = floor.load_floor(HERE)
-    val_floor_nats, val_tokens = floor.story_floor(val_texts, tok)
-    return SimpleNamespace(tok=tok, vocab=len(tok.vocab), stream=stream, val_texts=val_texts, val_ids=val_ids,
-                           val_tokens=val_tokens, val_floor=val_floor_nats / val_tokens, corpus_floor=corpus_floor)
+        data.stream = numpy.array(data.stream)  # (n,) its slices are the rows of a batch
+    return data
+
+
+def prepare_text(s, carried):
+    """prepare for --data: read the file, split it, get its tokenizer, and encode both parts."""
+    text = bpe.read_text(s.data)
+    try:
+        cut, unit, units, held = split_text(text, s.val_fraction)
+    except ValueError as e:
+        raise ValueError(f"{s.data}: {e}") from None
+    if carried is not None:
+        tok, how = carried, "the one the checkpoint carries"
+    elif s.tokenizer is not None:
+        tok, how = bpe.Tokenizer.load(s.tokenizer), f"{s.tokenizer}"
+    else:
+        tok, how = bpe.train_on_text(text, s.vocab_size, s.data), f"trained on {s.data}"
+    bad = next((i for i, ch in enumerate(text) if ch not in tok.ids), None)
+    if bad is not None:
+        line = text.count("\n", 0, bad) + 1
+        raise ValueError(f"{s.data}, line {line}: the character {text[bad]!r} is not in the tokenizer ({how}), which"
+                         f" knows {len(tok.alphabet)} characters; leave out --tokenizer to train one on the file")
+    stream, val_stream = tok.encode(text[:cut]), tok.encode(text[cut:])  # (n,) and (m,) token IDs
+    if len(stream) <= s.seq_len:
+        raise ValueError(f"{s.data}: its training text is {len(stream)} tokens, fewer than one window of --seq-len"
+                         f" {s.seq_len} + 1; expected a longer text, or a shorter --seq-len")
+    if len(val_stream) < 2:
+        raise ValueError(f"{s.data}: its validation text ({held} {unit}) is {len(val_stream)} token, nothing to"
+                         f" predict; expected a larger --val-fraction")
+    val_ids = windows(val_stream, s.seq_len)
+    tokenizer_json = tok.to_json()
+    documents = " (the blocks between blank lines)" if unit == "document" else ""
+    about = [(f"{s.data}: {len(text):,} characters in {units:,} {unit}s{documents}; the last {held:,} validate"
+              f" ({(len(text) - cut) / len(text):.1%} of the characters)"),
+             (f"tokenizer: {how}, {len(tok.vocab)} tokens ({len(tok.alphabet)} characters + {len(tok.merges)}"
+              f" merges), {len(text) / (len(stream) + len(val_stream)):.2f} characters per token")]
+    return SimpleNamespace(
+        tok=tok, stream=stream, val_ids=val_ids, val_tokens=len(val_stream) - 1, val_batch=VAL_BATCH,
+        val_floor=None, corpus_floor=None, tokenizer_sha=checkpoint.sha256_text(tokenizer_json), about=about,
+        val_chars=len(text) - cut - len(tok.vocab[val_stream[0]]),  # the characters of the predicted tokens
+        unigram=unigram_loss(stream, val_stream[1:], len(tok.vocab)),
+        metadata={"text": str(s.data), "text_sha256": checkpoint.sha256_file(s.data), "split": unit,
+                  checkpoint.TOKENIZER_KEY: tokenizer_json})
+
+
+def versus_floor(val_loss, val_floor, gap=True):
+    """The end of a loss line: the floor and the gap to it; nothing for a text of your own, which has no floor.
+
+    >>> versus_floor(0.3306, 0.3074), versus_floor(2.5, None)
+    (' | floor 0.3074 | gap +0.0232', '')
+    """
+    if val_floor is None:
+        return ""
+    return f" | floor {val_floor:.4f}" + (f" | gap {val_loss - val_floor:+.4f}" if gap else "")
 
 
 def step(state, ids, targets, loss_and_grads, s):
@@ -497,12 +721,12 @@ def fit(state, data, s, functions, save=None, report=print, until=None):
     history, failure, val_loss, recent, train_seconds = [], None, None, [], 0.0
 
     def evaluate():
-        return story_nats(loss_fn, state["params"], data.val_ids) / data.val_tokens
+        return story_nats(loss_fn, state["params"], data.val_ids, data.val_batch) / data.val_tokens
 
     if first == 0:
         val_loss = evaluate()
         history.append({"step": 0, "train": None, "val": val_loss})
-        report(f"step {0:>6} | val {val_loss:.4f} | floor {data.val_floor:.4f}")
+        report(f"step {0:>6} | val {val_loss:.4f}" + versus_floor(val_loss, data.val_floor, gap=False))
     started = time.perf_counter()
     newline = sys.stderr.isatty() and not s.quiet  # a progress bar drawn in place must end before a loss line
     while state["step"] < last:
@@ -531,8 +755,8 @@ def fit(state, data, s, functions, save=None, report=print, until=None):
             history.append({"step": done, "train": train_loss, "val": val_loss})
             if newline and done != s.steps:
                 print(file=sys.stderr)
-            report(f"step {done:>6} | train {train_loss:.4f} | val {val_loss:.4f} | floor {data.val_floor:.4f} |"
-                   f" gap {val_loss - data.val_floor:+.4f}")
+            report(f"step {done:>6} | train {train_loss:.4f} | val {val_loss:.4f}"
+                   + versus_floor(val_loss, data.val_floor))
             recent = []
         if save is not None and (done % s.ckpt_every == 0 or done == s.steps):
             if not all(finite(t) for t in state["params"].values()):
@@ -619,6 +843,11 @@ def main(argv=None):
         print(f"error: {problem}", file=sys.stderr)
         return 2
     out = Path(s.out)
+    try:  # everything about the data is checked before anything is written
+        data = prepare(s, resume_tokenizer(s, out))
+    except ValueError as e:
+        print(f"error: {'cannot resume: ' if s.resume else ''}{e}", file=sys.stderr)
+        return 2
     holder = f"pid {os.getpid()} on {platform.node()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}: " + " ".join(
         ["train.py", *(sys.argv[1:] if argv is None else argv)])
     with ExitStack() as owned:
@@ -627,12 +856,21 @@ def main(argv=None):
         except ValueError as e:  # another run holds the path, or its folder cannot be made or written
             print(f"error: --out: {e}", file=sys.stderr)
             return 2
-        return run(s, out)
+        return run(s, out, data)
 
 
-def run(s, out):
-    """The run of main, while it owns out: clean up, read the data, train, save, summarise; the exit status."""
-    training = {name: getattr(s, name) for name in TRAINING_SETTINGS}
+def tokenizer_beside(out):
+    """Where a run on --data keeps a copy of its tokenizer: beside the checkpoint, named after it.
+
+    >>> tokenizer_beside(Path("out/notes.safetensors")).as_posix()
+    'out/notes.tokenizer.json'
+    """
+    return out.with_suffix(".tokenizer.json")
+
+
+def run(s, out, data):
+    """The run of main, while it owns out: clean up, train, save, summarise; the exit status."""
+    training = training_settings(s)
 
     # a save that a kill interrupted leaves its temporary file beside the checkpoint (never in its place)
     leftovers = sorted(out.parent.glob(glob.escape(out.name) + ".*.tmp"))
@@ -641,22 +879,17 @@ def run(s, out):
     if leftovers:
         print(f"removed {len(leftovers)} temporary file(s) of an interrupted save beside {out}", file=sys.stderr)
 
-    # ---- tokenizer, data, floor
-    tokenizer_sha = checkpoint.sha256_file(TOKENIZER_FILE)
-    corpus_sha = checkpoint.sha256_file(CORPUS_FILE)
-    try:
-        data = prepare(s)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     # use_positions: model.py's switch (whether the learned rows are added); positions: the scheme
-    config = {"vocab": data.vocab, **MODEL, "use_positions": s.positions == "learned", "positions": s.positions}
+    config = {"vocab": data.vocab, **model_size(s), "use_positions": s.positions == "learned",
+              "positions": s.positions}
+    if s.data is not None:  # the checkpoint carries its tokenizer; a copy beside it is for you to read or reuse
+        write_atomic(tokenizer_beside(out), data.tok.to_json())
 
     # ---- the model's functions, and the state to start from
     functions = model_functions(s, data.vocab)
     if s.resume:
         try:
-            state = resumed_state(s, out, training, tokenizer_sha, corpus_sha)
+            state = resumed_state(s, out, training, config, data)
         except ValueError as e:
             print(f"error: cannot resume: {e}", file=sys.stderr)
             return 2
@@ -668,17 +901,21 @@ def run(s, out):
     def save(val_loss):
         nonlocal saved
         out.parent.mkdir(parents=True, exist_ok=True)
-        extra = {"corpus_sha256": corpus_sha, "floor_nats_per_token": repr(data.corpus_floor),
-                 "val_floor_nats_per_token": repr(data.val_floor)}
+        extra = dict(data.metadata)
         if val_loss is not None:
             extra["val_loss"] = repr(val_loss)
         moments = (tensors_of(state["m"], s.dtype), tensors_of(state["v"], s.dtype))
         checkpoint.save_checkpoint(out, tensors_of(state["params"], s.dtype), moments, state["step"], state["rng"],
-                                   config, training, tokenizer_sha, extra)
+                                   config, training, data.tokenizer_sha, extra)
         saved = state["step"]
 
-    print(f"floor {data.corpus_floor:.4f} nats/token (corpus-entropy.json); {data.val_floor:.4f} on the"
-          f" {len(data.val_ids)} validation stories; uniform guessing {math.log(data.vocab):.4f}")
+    if data.val_floor is not None:
+        print(f"floor {data.corpus_floor:.4f} nats/token (corpus-entropy.json); {data.val_floor:.4f} on the"
+              f" {len(data.val_ids)} validation stories; uniform guessing {math.log(data.vocab):.4f}")
+    else:
+        print("\n".join(data.about))
+        print(f"no floor: nobody knows the entropy of this text. For scale, uniform guessing scores"
+              f" {math.log(data.vocab):.4f} nats/token and the token frequencies alone {data.unigram:.4f}")
     if s.backend != "python":
         print(f"computing with {machine.blas(s.threads)}: the same run elsewhere gives other last bits (spread.py)")
     print(f"{s.backend} {s.dtype}, {len(data.stream):,} training tokens, {s.steps} steps of {s.batch} x {s.seq_len}"
@@ -705,13 +942,14 @@ def run(s, out):
     # ---- summary
     val_loss = result.val_loss
     if val_loss is None:  # a resumed run that had nothing left to do
-        val_loss = story_nats(functions[2], state["params"], data.val_ids) / data.val_tokens
+        val_loss = story_nats(functions[2], state["params"], data.val_ids, data.val_batch) / data.val_tokens
     elapsed = time.perf_counter() - started
     tokens = (s.steps - first) * s.batch * s.seq_len
     speed = f", {rate(tokens / result.train_seconds)} tokens/s" if result.train_seconds else ""
+    against = (versus_floor(val_loss, data.val_floor) if data.val_floor is not None
+               else f", {val_loss * data.val_tokens / data.val_chars:.4f} per character | no floor known")
     print(f"done: {s.steps} steps ({s.steps - first} in this run, {tokens:,} tokens, {elapsed:.1f} s{speed}) |"
-          f" val {val_loss:.4f} nats/token | floor {data.val_floor:.4f} | gap {val_loss - data.val_floor:+.4f} |"
-          f" {out}")
+          f" val {val_loss:.4f} nats/token{against} | {out}")
     return 0
 
 
