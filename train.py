@@ -73,10 +73,11 @@ VAL_STORIES = 300  # default --val-stories: the last 300 stories of corpus.txt v
 VAL_FRACTION = 0.1  # default --val-fraction: with --data, the last tenth of the lines or documents validate
 VAL_BATCH = 256  # with --data, validation windows go through the model this many at a time
 
-# the settings that decide the weights: a --resume must use the same ones as the run it continues
+# the settings a checkpoint records; a --resume must use the same ones as the run it continues, but for HOW_RUN
 TRAINING_SETTINGS = ("backend", "threads", "dtype", "steps", "batch", "seq_len", "lr", "min_lr", "warmup", "beta1",
                      "beta2", "eps", "clip", "seed", "val_stories", "positions")
 TEXT_SETTINGS = ("val_fraction", "vocab_size")  # added to those by --data (the text and the tokenizer are hashed)
+HOW_RUN = ("backend", "threads")  # where the same run computes: a checkpoint resumes on another backend too
 
 
 def build_parser():
@@ -84,11 +85,14 @@ def build_parser():
     p = argparse.ArgumentParser(
         description="Train the one-block transformer on corpus.txt, write checkpoints, and report the validation"
                     " loss next to the corpus's entropy floor (floor.py).")
-    p.add_argument("--backend", choices=("numpy", "numpy-plain", "python"), default="numpy",
+    p.add_argument("--backend", choices=("numpy", "numpy-plain", "python", "torch"), default="numpy",
                    help="numpy: numpy_fast.py, the tuned batched path (default). numpy-plain: numpy_model.py, the"
                         " plain mirror of model.py, the same maths written as formulas, slower. python: model.py,"
                         " one sequence at a time, standard library only, hundreds of times slower: for reading"
-                        " along with a few steps")
+                        " along with a few steps. torch: torch_model.py on --device, in one process or"
+                        " data-parallel under torchrun (torch_train.py)")
+    p.add_argument("--device", choices=("cpu", "cuda", "mps", "auto"), default=None,
+                   help="where --backend torch computes (default: auto, CUDA when there is one, else the CPU)")
     p.add_argument("--threads", type=int, default=1, metavar="N",
                    help="BLAS threads of the numpy backends (default: %(default)s). At this model size one thread is"
                         " as fast as two on a quiet machine and several times faster on a busy one")
@@ -97,6 +101,9 @@ def build_parser():
                         " the python backend computes in float64 only)")
     p.add_argument("--steps", type=int, default=12000, metavar="N",
                    help="optimiser steps in the whole run (default: %(default)s)")
+    p.add_argument("--stop-at", type=int, default=None, metavar="STEP",
+                   help="stop after this step, with the learning-rate schedule of the whole run, and save: a later"
+                        " --resume (with the same settings) finishes the run as if it had never stopped")
     p.add_argument("--batch", type=int, default=16, metavar="B", help="windows per step (default: %(default)s)")
     p.add_argument("--seq-len", type=int, default=None, metavar="T",
                    help="tokens per window, at most the model's positions (default: --max-len, 64)")
@@ -160,69 +167,91 @@ def build_parser():
 
 
 def check_settings(parser, args):
-    """Reject values that make no sense, with a message naming the value and what was expected (exit status 2)."""
+    """Reject values that make no sense, with a message naming the value and what was expected (exit status 2).
+    Under torchrun every rank checks the same settings, and rank 0 alone says what is wrong."""
+    args.rank, args.world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))  # torchrun's
+    error = parser.error if args.rank == 0 else (lambda message: sys.exit(quietly(2)))
     if args.no_positions and args.positions not in (None, "none"):
-        parser.error(f"--no-positions and --positions {args.positions} contradict each other; pick one")
+        error(f"--no-positions and --positions {args.positions} contradict each other; pick one")
     args.positions = "none" if args.no_positions else args.positions or "learned"
     if args.backend == "python" and args.positions not in ("learned", "none"):
-        parser.error(f"--positions {args.positions}: the python backend (model.py) has learned positions and none"
-                     f" only; use --backend numpy")
+        error(f"--positions {args.positions}: the python backend (model.py) has learned positions and none"
+              f" only; use --backend numpy")
     if args.dtype is None:
         args.dtype = "float64" if args.backend == "python" else "float32"
     if args.backend == "python" and args.dtype != "float64":
-        parser.error(f"--dtype {args.dtype}: the python backend computes in Python floats, which are float64;"
-                     f" drop --dtype or use --backend numpy")
+        error(f"--dtype {args.dtype}: the python backend computes in Python floats, which are float64;"
+              f" drop --dtype or use --backend numpy")
     if args.warmup is None:
         args.warmup = min(WARMUP, max(args.steps, 0))
     if args.seq_len is None:
         args.seq_len = args.max_len
-    check_data_settings(parser, args)
+    check_data_settings(error, args)
     at_least = {"threads": 1, "steps": 1, "batch": 1, "seq_len": 1, "warmup": 0, "seed": 0, "val_stories": 1,
                 "eval_every": 1, "ckpt_every": 1, "width": 1, "max_len": 1, "vocab_size": 1}
     for name, low in at_least.items():
         if getattr(args, name) is not None and getattr(args, name) < low:
-            parser.error(f"--{name.replace('_', '-')} must be at least {low}, got {getattr(args, name)}")
+            error(f"--{name.replace('_', '-')} must be at least {low}, got {getattr(args, name)}")
     if args.seq_len > args.max_len:
-        parser.error(f"--seq-len {args.seq_len} is longer than the {args.max_len} positions the model has;"
-                     f" expected 1 to {args.max_len}")
+        error(f"--seq-len {args.seq_len} is longer than the {args.max_len} positions the model has;"
+              f" expected 1 to {args.max_len}")
+    if args.stop_at is not None and not 1 <= args.stop_at <= args.steps:
+        error(f"--stop-at {args.stop_at} is outside the run: expected a step from 1 to --steps ({args.steps})")
     if args.warmup > args.steps:
-        parser.error(f"--warmup {args.warmup} is longer than the run (--steps {args.steps})")
+        error(f"--warmup {args.warmup} is longer than the run (--steps {args.steps})")
     if not (math.isfinite(args.lr) and args.lr > 0):
-        parser.error(f"--lr must be a positive number, got {args.lr}")
+        error(f"--lr must be a positive number, got {args.lr}")
     if not (math.isfinite(args.min_lr) and 0 <= args.min_lr <= args.lr):
-        parser.error(f"--min-lr must be between 0 and --lr ({args.lr}), got {args.min_lr}")
+        error(f"--min-lr must be between 0 and --lr ({args.lr}), got {args.min_lr}")
     for name in ("beta1", "beta2"):
         if not 0 <= getattr(args, name) < 1:
-            parser.error(f"--{name} must be in [0, 1), got {getattr(args, name)}")
+            error(f"--{name} must be in [0, 1), got {getattr(args, name)}")
     if not (math.isfinite(args.eps) and args.eps > 0):
-        parser.error(f"--eps must be a positive number, got {args.eps}")
+        error(f"--eps must be a positive number, got {args.eps}")
     if not args.clip > 0:  # also rejects nan
-        parser.error(f"--clip must be positive (inf switches clipping off), got {args.clip}")
+        error(f"--clip must be positive (inf switches clipping off), got {args.clip}")
     if args.resume and args.overwrite:
-        parser.error("--resume and --overwrite contradict each other; pick one")
+        error("--resume and --overwrite contradict each other; pick one")
+    if args.backend != "torch":
+        if args.device is not None:
+            error(f"--device {args.device} is for --backend torch; the {args.backend} backend runs on the CPU")
+        if args.world > 1:
+            error(f"torchrun started {args.world} processes, but only --backend torch trains data-parallel;"
+                  f" add --backend torch, or run train.py without torchrun")
+        return
+    args.device = args.device or "auto"
+    machine.need("torch", "train.py --backend torch")
+    import torch_train
+
+    problem = torch_train.device_problem(args.device)
+    if problem:
+        error(problem)
+    if args.batch % args.world:
+        error(f"--batch {args.batch} cannot be shared by the {args.world} processes torchrun started: each"
+              f" takes the same number of windows, so the batch must be a multiple of {args.world}")
 
 
-def check_data_settings(parser, args):
+def check_data_settings(error, args):
     """The settings of the data: --val-stories for the stories, the others with --data only; fill in defaults."""
     if args.data is None:
         given = [f"--{name.replace('_', '-')}" for name in ("tokenizer", "vocab_size", "val_fraction")
                  if getattr(args, name) is not None]
         if given:
-            parser.error(f"{' and '.join(given)} go with --data FILE; the stories of corpus.txt have the shipped"
-                         f" tokenizer.json and --val-stories")
+            error(f"{' and '.join(given)} go with --data FILE; the stories of corpus.txt have the shipped"
+                  f" tokenizer.json and --val-stories")
         args.val_stories = VAL_STORIES if args.val_stories is None else args.val_stories
         return
     if args.val_stories is not None:
-        parser.error(f"--val-stories {args.val_stories} counts the stories of corpus.txt; with --data the share of"
-                     f" the text that validates is --val-fraction")
+        error(f"--val-stories {args.val_stories} counts the stories of corpus.txt; with --data the share of"
+              f" the text that validates is --val-fraction")
     if args.tokenizer is not None and args.vocab_size is not None:
-        parser.error(f"--tokenizer {args.tokenizer} and --vocab-size {args.vocab_size} contradict each other: a given"
-                     f" tokenizer has its own size; pick one")
+        error(f"--tokenizer {args.tokenizer} and --vocab-size {args.vocab_size} contradict each other: a given"
+              f" tokenizer has its own size; pick one")
     if args.tokenizer is None and args.vocab_size is None:
         args.vocab_size = bpe.TEXT_VOCAB_SIZE
     args.val_fraction = VAL_FRACTION if args.val_fraction is None else args.val_fraction
     if not 0 < args.val_fraction < 1:
-        parser.error(f"--val-fraction must be between 0 and 1 (a share of the text), got {args.val_fraction}")
+        error(f"--val-fraction must be between 0 and 1 (a share of the text), got {args.val_fraction}")
 
 
 def training_settings(s):
@@ -347,11 +376,12 @@ def learning_rate(step, s):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Tensors: NumPy arrays, or model.py's nested lists of floats, and what the loop does to either
+# Tensors: NumPy arrays, torch tensors, or model.py's nested lists of floats, and what the loop does to each
 
 
 def each(fn, *tensors):
-    """fn applied to matching tensors: to NumPy arrays whole (their operators loop), to nested lists number by number.
+    """fn applied to matching tensors: to arrays and torch tensors whole (their operators loop), to nested lists
+    number by number.
 
     >>> each(lambda a, b: a + 2 * b, [[1.0, 2.0]], [[3.0, 4.0]])
     [[7.0, 10.0]]
@@ -362,7 +392,8 @@ def each(fn, *tensors):
 
 
 def squares(t):
-    """The sum of the squares of a tensor's numbers (fsum over a nested list; BLAS's dot over an array).
+    """The sum of the squares of a tensor's numbers (fsum over a nested list; a dot product of an array or a torch
+    tensor with itself, which for an array is BLAS's dot, the same bits as numpy.vdot).
 
     >>> squares([[3.0], [4.0]])
     25.0
@@ -371,9 +402,7 @@ def squares(t):
         return fsum(squares(x) for x in t)
     if isinstance(t, float):
         return t * t
-    import numpy
-
-    return float(numpy.vdot(t, t))
+    return float(t.ravel() @ t.ravel())
 
 
 def root(x):
@@ -391,13 +420,7 @@ def zeros_like(t):
     >>> zeros_like([[1.5, -2.0]])
     [[0.0, 0.0]]
     """
-    if isinstance(t, list):
-        return [zeros_like(x) for x in t]
-    if isinstance(t, float):
-        return 0.0
-    import numpy
-
-    return numpy.zeros_like(t)
+    return each(lambda x: x - x, t)  # +0.0 for every finite number, in floats, arrays and tensors alike
 
 
 def finite(t):
@@ -410,9 +433,7 @@ def finite(t):
         return all(finite(x) for x in t)
     if isinstance(t, float):
         return math.isfinite(t)
-    import numpy
-
-    return bool(numpy.isfinite(t).all())
+    return bool(abs(t).max() < math.inf)  # NaN is not below infinity either
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -442,9 +463,14 @@ def model_functions(s, vocab):
     """(init, loss_and_grads, loss) of the model file --backend names, for this run's settings.
 
     numpy (the default) is numpy_fast.py, whose Workspace holds every array of a step (its gradients live there
-    until the next step); numpy-plain is numpy_model.py, the plain mirror; python is model.py itself.
+    until the next step); numpy-plain is numpy_model.py, the plain mirror; python is model.py itself; torch is
+    torch_model.py through torch_train.py, in one process or one rank of a data-parallel run.
     """
     shape = (vocab, *model_size(s).values())  # (V, d, hidden, max_len)
+    if s.backend == "torch":
+        import torch_train
+
+        return torch_train.model_functions(s, shape)
     if s.backend == "python":
         return (partial(model.init_params, *shape), partial(python_loss_and_grads, positions=s.positions),
                 partial(python_loss, positions=s.positions))
@@ -488,6 +514,8 @@ def tensors_of(params, dtype):
         if isinstance(t, list):  # model.py's nested lists of Python floats
             out[name] = ("F64", model.shape(t), checkpoint.flat(t))
         else:
+            if hasattr(t, "detach"):  # a torch tensor, on any device
+                t = t.detach().cpu().numpy()
             st = {"float32": "F32", "float64": "F64"}[dtype]
             values = array.array(checkpoint.DTYPES[st])
             values.frombytes(t.astype(dtype, copy=False).tobytes())
@@ -506,8 +534,13 @@ def from_tensors(tensors, s):
     for name, (got, _, _) in tensors.items():
         if got != st:
             raise ValueError(f"tensor {name!r} is {got}, but this run computes in {s.dtype} ({st})")
-    return {name: np.frombuffer(values, dtype=s.dtype).reshape(shape).copy()
-            for name, (_, shape, values) in tensors.items()}
+    arrays = {name: np.frombuffer(values, dtype=s.dtype).reshape(shape).copy()
+              for name, (_, shape, values) in tensors.items()}
+    if s.backend == "torch":
+        import torch_train
+
+        return torch_train.from_arrays(arrays, s)
+    return arrays
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -575,7 +608,7 @@ def resumed_state(s, path, training, config, data):
     if isinstance(there.get("positions"), bool):  # written before the schemes, when --no-positions made it false
         there["positions"] = "learned" if there["positions"] else "none"
     differ = [f"--{k.replace('_', '-')} {there.get(k)!r} there, {v!r} here"
-              for k, v in training.items() if there.get(k) != v]
+              for k, v in training.items() if there.get(k) != v and k not in HOW_RUN]
     if differ:
         raise ValueError(f"{path} was made with other settings: {'; '.join(differ)}. HINT: to resume, pass the"
                          f" settings of the run you resume")
@@ -705,8 +738,8 @@ def step(state, ids, targets, loss_and_grads, s):
     return loss, norm
 
 
-def fit(state, data, s, functions, save=None, report=print, until=None):
-    """Take steps until state["step"] is s.steps (or until, to stop a run early on its own schedule), with the
+def fit(state, data, s, functions, save=None, report=print):
+    """Take steps until state["step"] is s.steps (or s.stop_at, to stop a run early on its own schedule), with the
     model's (init, loss_and_grads, loss) functions. The validation loss at step 0 (on a fresh state), every
     s.eval_every steps and at the end goes to report as one line and into the history; every s.ckpt_every steps
     and at the end, save(val_loss or None) is called (if given) once the weights are checked to be finite.
@@ -717,7 +750,7 @@ def fit(state, data, s, functions, save=None, report=print, until=None):
     step). A KeyboardInterrupt passes through.
     """
     _, loss_and_grads, loss_fn = functions
-    first, last = state["step"], s.steps if until is None else until
+    first, last = state["step"], s.steps if s.stop_at is None else s.stop_at
     history, failure, val_loss, recent, train_seconds = [], None, None, [], 0.0
 
     def evaluate():
@@ -733,6 +766,8 @@ def fit(state, data, s, functions, save=None, report=print, until=None):
         # ---- one step on B windows of T + 1 tokens drawn from the training stream
         t0 = time.perf_counter()
         starts = draw_starts(state["rng"], len(data.stream), s.seq_len, s.batch)
+        share = s.batch // s.world  # under torchrun, each rank takes its own share of the B windows, in order
+        starts = starts[s.rank * share:(s.rank + 1) * share]
         ids = [data.stream[i:i + s.seq_len] for i in starts]  # (B, T)
         targets = [data.stream[i + 1:i + s.seq_len + 1] for i in starts]  # (B, T) the token after each one
         loss, norm = step(state, ids, targets, loss_and_grads, s)
@@ -747,7 +782,7 @@ def fit(state, data, s, functions, save=None, report=print, until=None):
         recent.append(loss)
         if not s.quiet:
             progress(done, s.steps, loss, (done - first) * s.batch * s.seq_len / train_seconds, started,
-                     final=done == s.steps)
+                     final=done == last)
         evaluated = done % s.eval_every == 0 or done == last
         if evaluated:
             val_loss = evaluate()
@@ -758,7 +793,7 @@ def fit(state, data, s, functions, save=None, report=print, until=None):
             report(f"step {done:>6} | train {train_loss:.4f} | val {val_loss:.4f}"
                    + versus_floor(val_loss, data.val_floor))
             recent = []
-        if save is not None and (done % s.ckpt_every == 0 or done == s.steps):
+        if save is not None and (done % s.ckpt_every == 0 or done == last):
             if not all(finite(t) for t in state["params"].values()):
                 failure = (f"error: step {done}: the weights are no longer finite and the run stops",
                            "HINT: a lower --lr")
@@ -787,7 +822,8 @@ def train_model(argv, data=None, report=None, until=None):
     data = prepare(s) if data is None else data
     functions = model_functions(s, data.vocab)
     state = fresh_state(functions[0], s.seed)
-    result = fit(state, data, s, functions, report=report or (lambda line: None), until=until)
+    s.stop_at = until
+    result = fit(state, data, s, functions, report=report or (lambda line: None))
     if result.failure is not None:
         raise RuntimeError(result.failure[0])
     return state["params"], result.history, data
@@ -830,6 +866,13 @@ def out_problem(out, resume, overwrite):
     return None
 
 
+def quietly(status):
+    """The exit status of a rank other than 0 that stops on a problem rank 0 also found: after a pause, because
+    torchrun stops every rank as soon as one ends, and rank 0 is the one that says what is wrong."""
+    time.sleep(3)
+    return status
+
+
 def main(argv=None):
     parser = build_parser()
     s = parser.parse_args(argv)
@@ -838,25 +881,34 @@ def main(argv=None):
         machine.set_blas_threads(s.threads)
         default = " (the default; --backend python needs nothing)" if s.backend == "numpy" else ""
         machine.need("numpy", f"train.py --backend {s.backend}{default}")
-    problem = out_problem(s.out, s.resume, s.overwrite)
-    if problem is not None:
-        print(f"error: {problem}", file=sys.stderr)
-        return 2
     out = Path(s.out)
-    try:  # everything about the data is checked before anything is written
-        data = prepare(s, resume_tokenizer(s, out))
-    except ValueError as e:
-        print(f"error: {'cannot resume: ' if s.resume else ''}{e}", file=sys.stderr)
-        return 2
     holder = f"pid {os.getpid()} on {platform.node()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}: " + " ".join(
         ["train.py", *(sys.argv[1:] if argv is None else argv)])
     with ExitStack() as owned:
-        try:
-            owned.enter_context(hold(out, holder))  # released when the run ends, however it ends
-        except ValueError as e:  # another run holds the path, or its folder cannot be made or written
-            print(f"error: --out: {e}", file=sys.stderr)
-            return 2
-        return run(s, out, data)
+        if s.backend == "torch":  # under torchrun: join the other ranks; rank 0 alone owns --out
+            import torch_train
+
+            torch_train.start(s)
+            owned.callback(torch_train.finish)
+        data, problem = None, out_problem(s.out, s.resume, s.overwrite)
+        if problem is None:
+            try:  # everything about the data is checked before anything is written
+                data = prepare(s, resume_tokenizer(s, out))
+            except ValueError as e:
+                problem = f"{'cannot resume: ' if s.resume else ''}{e}"
+        if problem is None and s.rank == 0:
+            try:
+                owned.enter_context(hold(out, holder))  # released when the run ends, however it ends
+            except ValueError as e:  # another run holds the path, or its folder cannot be made or written
+                problem = f"--out: {e}"
+        if s.backend == "torch":
+            problem = torch_train.share(problem)  # rank 0's word: the lock on --out is rank 0's alone
+        if problem is not None:
+            if s.rank == 0:
+                print(f"error: {problem}", file=sys.stderr)
+            return 2 if s.rank == 0 else quietly(2)
+        status = run(s, out, data)
+        return status if s.rank == 0 or status == 0 else quietly(status)
 
 
 def tokenizer_beside(out):
@@ -869,20 +921,23 @@ def tokenizer_beside(out):
 
 
 def run(s, out, data):
-    """The run of main, while it owns out: clean up, train, save, summarise; the exit status."""
+    """The run of main, while it owns out: clean up, train, save, summarise; the exit status. Under torchrun every
+    rank runs it; rank 0 alone prints, writes and cleans up."""
     training = training_settings(s)
+    say = print if s.rank == 0 else (lambda *args, **kwargs: None)
+    s.quiet = s.quiet or s.rank != 0
 
     # a save that a kill interrupted leaves its temporary file beside the checkpoint (never in its place)
-    leftovers = sorted(out.parent.glob(glob.escape(out.name) + ".*.tmp"))
+    leftovers = sorted(out.parent.glob(glob.escape(out.name) + ".*.tmp")) if s.rank == 0 else []
     for path in leftovers:
         path.unlink()
     if leftovers:
-        print(f"removed {len(leftovers)} temporary file(s) of an interrupted save beside {out}", file=sys.stderr)
+        say(f"removed {len(leftovers)} temporary file(s) of an interrupted save beside {out}", file=sys.stderr)
 
     # use_positions: model.py's switch (whether the learned rows are added); positions: the scheme
     config = {"vocab": data.vocab, **model_size(s), "use_positions": s.positions == "learned",
               "positions": s.positions}
-    if s.data is not None:  # the checkpoint carries its tokenizer; a copy beside it is for you to read or reuse
+    if s.data is not None and s.rank == 0:  # the checkpoint carries its tokenizer; a copy beside it is for you
         write_atomic(tokenizer_beside(out), data.tok.to_json())
 
     # ---- the model's functions, and the state to start from
@@ -891,7 +946,7 @@ def run(s, out, data):
         try:
             state = resumed_state(s, out, training, config, data)
         except ValueError as e:
-            print(f"error: cannot resume: {e}", file=sys.stderr)
+            say(f"error: cannot resume: {e}", file=sys.stderr)
             return 2
     else:
         state = fresh_state(functions[0], s.seed)
@@ -910,17 +965,21 @@ def run(s, out, data):
         saved = state["step"]
 
     if data.val_floor is not None:
-        print(f"floor {data.corpus_floor:.4f} nats/token (corpus-entropy.json); {data.val_floor:.4f} on the"
-              f" {len(data.val_ids)} validation stories; uniform guessing {math.log(data.vocab):.4f}")
+        say(f"floor {data.corpus_floor:.4f} nats/token (corpus-entropy.json); {data.val_floor:.4f} on the"
+            f" {len(data.val_ids)} validation stories; uniform guessing {math.log(data.vocab):.4f}")
     else:
-        print("\n".join(data.about))
-        print(f"no floor: nobody knows the entropy of this text. For scale, uniform guessing scores"
-              f" {math.log(data.vocab):.4f} nats/token and the token frequencies alone {data.unigram:.4f}")
-    if s.backend != "python":
-        print(f"computing with {machine.blas(s.threads)}: the same run elsewhere gives other last bits (spread.py)")
-    print(f"{s.backend} {s.dtype}, {len(data.stream):,} training tokens, {s.steps} steps of {s.batch} x {s.seq_len}"
-          f" tokens, lr {s.lr:g} -> {s.min_lr:g}" + (f", positions {s.positions}" if s.positions != "learned" else "")
-          + (f"; resuming {out} at step {first}" if s.resume else ""))
+        say("\n".join(data.about))
+        say(f"no floor: nobody knows the entropy of this text. For scale, uniform guessing scores"
+            f" {math.log(data.vocab):.4f} nats/token and the token frequencies alone {data.unigram:.4f}")
+    if s.backend == "torch":
+        import torch_train
+
+        say(f"computing with {torch_train.describe(s)}")
+    elif s.backend != "python":
+        say(f"computing with {machine.blas(s.threads)}: the same run elsewhere gives other last bits (spread.py)")
+    say(f"{s.backend} {s.dtype}, {len(data.stream):,} training tokens, {s.steps} steps of {s.batch} x {s.seq_len}"
+        f" tokens, lr {s.lr:g} -> {s.min_lr:g}" + (f", positions {s.positions}" if s.positions != "learned" else "")
+        + (f"; resuming {out} at step {first}" if s.resume else ""))
 
     # ---- the loop
     started = time.perf_counter()
@@ -928,10 +987,11 @@ def run(s, out, data):
 
     def stopped(why, hint):
         kept = f"{out} keeps step {saved}" if saved is not None else f"this run wrote no checkpoint to {out}"
-        print(f"{newline}{why}; {kept}. {hint}", file=sys.stderr)
+        say(f"{newline}{why}; {kept}. {hint}", file=sys.stderr)
 
     try:
-        result = fit(state, data, s, functions, save=save, report=lambda line: print(line, flush=True))
+        result = fit(state, data, s, functions, save=save if s.rank == 0 else None,
+                     report=lambda line: say(line, flush=True))
     except KeyboardInterrupt:
         stopped(f"interrupted at step {state['step']}", "Continue with the same command plus --resume")
         return 130
@@ -944,12 +1004,13 @@ def run(s, out, data):
     if val_loss is None:  # a resumed run that had nothing left to do
         val_loss = story_nats(functions[2], state["params"], data.val_ids, data.val_batch) / data.val_tokens
     elapsed = time.perf_counter() - started
-    tokens = (s.steps - first) * s.batch * s.seq_len
+    done, tokens = state["step"], (state["step"] - first) * s.batch * s.seq_len
     speed = f", {rate(tokens / result.train_seconds)} tokens/s" if result.train_seconds else ""
     against = (versus_floor(val_loss, data.val_floor) if data.val_floor is not None
                else f", {val_loss * data.val_tokens / data.val_chars:.4f} per character | no floor known")
-    print(f"done: {s.steps} steps ({s.steps - first} in this run, {tokens:,} tokens, {elapsed:.1f} s{speed}) |"
-          f" val {val_loss:.4f} nats/token{against} | {out}")
+    stopped_early = f" of {s.steps} (--stop-at; --resume finishes the run)" if done < s.steps else ""
+    say(f"done: {done} steps{stopped_early} ({done - first} in this run, {tokens:,} tokens, {elapsed:.1f} s{speed})"
+        f" | val {val_loss:.4f} nats/token{against} | {out}")
     return 0
 
 
