@@ -1,6 +1,7 @@
 """Files that survive crashes and concurrent runs: write a file so that a crash at any moment leaves either the old
-file or the new one, never half of one (`write_atomic`); own a path while a run writes it, so that a second run
-cannot silently replace the first one's results (`hold`).
+file or the new one, never half of one (`write_atomic`), and read one whole with a clear message when it cannot be
+(`read_whole`); own a path while a run writes it, so that a second run cannot silently replace the first one's results
+(`hold`).
 
     >>> import tempfile, pathlib
     >>> with tempfile.TemporaryDirectory() as d:
@@ -37,6 +38,18 @@ def write_atomic(path, data):
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+def read_whole(path, what):
+    """The bytes of the file at path; a ValueError that starts with the path when it is a folder (saying that what
+    was expected there, such as "a checkpoint file", is a file) or cannot be read (saying why)."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder, not {what}")
+    try:
+        return path.read_bytes()
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read it ({e.strerror or e})") from None
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import explore
+import machine
 import train
 from atomic import write_atomic
 
@@ -166,13 +167,10 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.steps < 1 or args.batch < 1:
         p.error(f"--steps and --batch must be at least 1, got {args.steps} and {args.batch}")
+    machine.need("numpy", "bench_explorer.py")  # for train.py's runs beside the page's
+    machine.need("playwright", "bench_explorer.py")
     if explore.find_chromium() is None:
         print("error: no Chromium found (chromium, chromium-browser or google-chrome on PATH)", file=sys.stderr)
-        return 2
-    try:
-        import playwright  # noqa: F401
-    except ImportError:
-        print("error: Playwright is missing: python3 -m pip install -r requirements-dev.txt", file=sys.stderr)
         return 2
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")

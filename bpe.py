@@ -1,13 +1,22 @@
-"""A character-level byte-pair-encoding (BPE) tokenizer, standard library only.
+"""A character-level byte-pair-encoding (BPE) tokenizer for any text, standard library only.
 
     python3 bpe.py          # train on corpus.txt and write tokenizer.json
     python3 bpe.py --check  # exit 1 with a one-line reason if tokenizer.json differs from a fresh training
+    python3 bpe.py --data notes.txt --vocab-size 256 --out notes.tokenizer.json   # any UTF-8 text, anywhere
 
 How it works:
-1. Pre-tokenisation splits text into pieces with one regex, PATTERN: a word with
-   at most one space in front of it (" mia"), or any single other character
-   ("." "," "\\n" or a space that is not followed by a letter). Merges never cross
-   a piece boundary. "mia has a hat.\\n" -> "mia", " has", " a", " hat", ".", "\\n".
+1. Pre-tokenisation splits text into pieces with one regex: a word with at most
+   one space in front of it (" mia", " Größe"), or any single other character:
+   a digit, a punctuation mark, a newline, or a space that is not followed by a
+   letter. Merges never cross a piece boundary, so numbers are spelled digit by
+   digit and punctuation stays apart. "Mia has 2 hats.\n" -> "Mia", " has", " ",
+   "2", " hats", ".", "\n". A word is a run of letters (str.isalpha: capitals,
+   lowercase and non-ASCII letters alike) and of the combining marks that some
+   accents are written with. The regex is written out for the tokenizer's own
+   alphabet (pattern_for): the ranges a-z and A-Z for whichever ASCII letters it
+   has, then its other letters one by one, so Python's re, the Hugging Face
+   library and the browser all read it the same way, whatever their idea of a
+   letter. For corpus.txt's lowercase alphabet it is " ?[a-z]+|[^a-z]" (PATTERN).
 2. The base vocabulary is the sorted set of characters of the training text.
 3. Training repeats: count every adjacent pair of tokens inside the pieces, each
    piece weighted by how often it occurs, and merge the most frequent pair into a
@@ -21,42 +30,78 @@ How it works:
    then the next. This is what the Hugging Face `tokenizers` BPE model does, and
    tokenizer.json is in that library's format, so
    tokenizers.Tokenizer.from_file("tokenizer.json") gives the same IDs.
+   A character outside the alphabet is an error that names it and its position:
+   there is no fallback, so a text is never silently changed.
 
-Training is the classmethod Tokenizer.train(text, vocab_size).
+Training is the classmethod Tokenizer.train(text, vocab_size); read_text reads a training text from a file and
+says clearly what is wrong with one that is not UTF-8 text.
 """
 
 import argparse
 import json
+import os
 import re
 import sys
+import unicodedata
 from collections import Counter
 from pathlib import Path
 
-from atomic import write_atomic
+from atomic import read_whole, write_atomic
 
 # ----------------------------------------------------------------------------
 # settings
 
-PATTERN = r" ?[a-z]+|[^a-z]"    # pre-tokenizer: optional space + lowercase word, or any one other character
+PATTERN = r" ?[a-z]+|[^a-z]"    # the shipped tokenizer's pre-tokenizer: pattern_for(the corpus's alphabet)
 VOCAB_SIZE = 96                 # tokens in the shipped tokenizer
+TEXT_VOCAB_SIZE = 256           # default tokens of a tokenizer trained on another text (--data)
 CORPUS_FILE = "corpus.txt"      # training text, next to this script
 TOKENIZER_FILE = "tokenizer.json"
-
-PIECE_RE = re.compile(PATTERN)
 
 # ----------------------------------------------------------------------------
 # small helpers
 
 
-def pretokenize(text):
+def is_letter(ch):
+    """Whether a character belongs in words: a letter (str.isalpha) or a combining mark (Unicode category M*).
+
+    >>> [is_letter(ch) for ch in "aZß9_\\u0301"]
+    [True, True, True, False, False, True]
+    """
+    return ch.isalpha() or unicodedata.category(ch).startswith("M")
+
+
+def pattern_for(alphabet):
+    """The pre-tokenizer regex for a tokenizer with this alphabet: an optional space and a run of its letters, or
+    any one other character. The letters are written out: a-z and A-Z for the ASCII letters (whichever of the two
+    the alphabet has), then its other letters one by one in code point order. Encoding rejects characters outside
+    the alphabet first, so the pattern only ever meets these. None of the characters regexes treat specially inside
+    brackets is a letter, so nothing needs escaping.
+
+    >>> pattern_for("\\n ,.abhimst")
+    ' ?[a-z]+|[^a-z]'
+    >>> pattern_for("\\n !.29EGaeéß")
+    ' ?[A-Za-zßé]+|[^A-Za-zßé]'
+    >>> pattern_for("\\n 0123")  # no letters: every character is a piece
+    '[\\\\s\\\\S]'
+    """
+    letters = sorted(ch for ch in set(alphabet) if is_letter(ch))
+    ranges = [r for r, (lo, hi) in (("A-Z", "AZ"), ("a-z", "az")) if any(lo <= ch <= hi for ch in letters)]
+    others = [ch for ch in letters if not ("A" <= ch <= "Z" or "a" <= ch <= "z")]
+    word = "".join(ranges + others)
+    return f" ?[{word}]+|[^{word}]" if word else r"[\s\S]"
+
+
+def pretokenize(text, pattern=PATTERN):
     """Split text into the pieces that merges never cross.
 
     >>> pretokenize("mia has a hat.\\nnow")
     ['mia', ' has', ' a', ' hat', '.', '\\n', 'now']
+    >>> pretokenize("Mia has 2 hats.", pattern_for("Mia has 2 hats."))
+    ['Mia', ' has', ' ', '2', ' hats', '.']
     """
-    pieces = PIECE_RE.findall(text)
-    if "".join(pieces) != text:  # cannot happen with PATTERN; guards an edited pattern
-        raise ValueError(f"pattern {PATTERN!r} does not cover the text {text!r}; every character must be matched")
+    pieces = re.findall(pattern, text)
+    if "".join(pieces) != text:  # cannot happen with pattern_for's patterns; guards an edited pattern
+        raise ValueError(f"pattern {pattern!r} does not cover the text {text!r}; every character must be matched")
     return pieces
 
 
@@ -118,8 +163,8 @@ def first_difference(have, want, where="top level"):
 class Tokenizer:
     """A trained BPE tokenizer: base characters plus an ordered list of merges.
 
-    Minimal state is (alphabet, merges); the vocabulary is rebuilt from it:
-    vocab = sorted characters, then a + b for every merge (a, b) in order.
+    Minimal state is (alphabet, merges); the vocabulary and the pre-tokenizer are rebuilt from it:
+    vocab = sorted characters, then a + b for every merge (a, b) in order; pattern = pattern_for(alphabet).
     """
 
     def __init__(self, alphabet, merges):
@@ -127,6 +172,7 @@ class Tokenizer:
         if alphabet != sorted(set(alphabet)) or any(len(ch) != 1 for ch in alphabet):
             raise ValueError(f"alphabet {alphabet!r} must be distinct single characters in sorted order")
         self.alphabet = alphabet
+        self.pattern = pattern_for(alphabet)                  # the pre-tokenizer
         self.merges = [tuple(pair) for pair in merges]
         self.vocab = list(alphabet)                          # index = token ID
         self.ids = {tok: i for i, tok in enumerate(self.vocab)}
@@ -144,8 +190,8 @@ class Tokenizer:
     # ---- training
 
     @classmethod
-    def train(cls, text, vocab_size):
-        """Learn merges from text until the vocabulary has vocab_size tokens.
+    def train(cls, text, vocab_size, what="vocab_size"):
+        """Learn merges from text until the vocabulary has vocab_size tokens (what: its name in messages).
 
         >>> Tokenizer.train("aaab aab\\n", 6).merges
         [('a', 'a'), (' ', 'aa')]
@@ -153,20 +199,21 @@ class Tokenizer:
         if not isinstance(text, str) or not text:
             raise ValueError(f"training text must be a non-empty string; got {text!r:.40}")
         if type(vocab_size) is not int:
-            raise ValueError(f"vocab_size must be an int; got {vocab_size!r}")
+            raise ValueError(f"{what} must be an int; got {vocab_size!r}")
         alphabet = sorted(set(text))
         if vocab_size < len(alphabet):
-            raise ValueError(f"vocab_size {vocab_size} is smaller than the {len(alphabet)} characters of the text;"
+            raise ValueError(f"{what} {vocab_size} is smaller than the {len(alphabet)} characters of the text;"
                              f" expected at least {len(alphabet)}")
-        words = [(list(piece), n) for piece, n in sorted(Counter(pretokenize(text)).items())]
+        words = [(list(piece), n) for piece, n in sorted(Counter(pretokenize(text, pattern_for(alphabet))).items())]
         tokens = set(alphabet)
         merges = []
         while len(alphabet) + len(merges) < vocab_size:
             counts = pair_counts(words)
             candidates = [(-n, pair) for pair, n in counts.items() if pair[0] + pair[1] not in tokens]
             if not candidates:
-                raise ValueError(f"vocab_size {vocab_size} is too large: no pairs are left to merge after"
-                                 f" {len(merges)} merges ({len(alphabet) + len(merges)} tokens)")
+                raise ValueError(f"{what} {vocab_size} is too large: no pairs are left to merge after"
+                                 f" {len(merges)} merges ({len(alphabet) + len(merges)} tokens); expected at most"
+                                 f" {len(alphabet) + len(merges)}")
             best = min(candidates)[1]   # highest count, then smallest pair
             merges.append(best)
             tokens.add(best[0] + best[1])
@@ -196,7 +243,7 @@ class Tokenizer:
                 raise ValueError(f"unknown character {ch!r} at position {pos}; the tokenizer knows only"
                                  f" {''.join(self.alphabet)!r}")
         ids = []
-        for piece in pretokenize(text):
+        for piece in pretokenize(text, self.pattern):
             ids.extend(self.encode_piece(piece))
         return ids
 
@@ -229,7 +276,8 @@ class Tokenizer:
             "padding": None,
             "added_tokens": [],
             "normalizer": None,
-            "pre_tokenizer": {"type": "Split", "pattern": {"Regex": PATTERN}, "behavior": "Isolated", "invert": False},
+            "pre_tokenizer": {"type": "Split", "pattern": {"Regex": self.pattern}, "behavior": "Isolated",
+                              "invert": False},
             "post_processor": None,
             "decoder": {"type": "Fuse"},
             "model": {
@@ -256,12 +304,23 @@ class Tokenizer:
 
     @classmethod
     def load(cls, path):
-        """Read a tokenizer.json written by save; a malformed file is a ValueError naming it."""
+        """Read a tokenizer.json written by save; a missing, unreadable or malformed file is a ValueError naming it."""
         path = Path(path)
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
+            text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError as e:
             raise ValueError(f"{path}: not UTF-8 text ({e.reason}); expected a tokenizer.json") from None
+        except OSError as e:
+            raise ValueError(f"{path}: cannot read it ({e.strerror or e}); expected a tokenizer.json") from None
+        return cls.from_json(text, path)
+
+    @classmethod
+    def from_json(cls, text, where):
+        """The tokenizer whose tokenizer.json text is text (as to_json writes it); a malformed one is a ValueError
+        that starts with where (a path, or a name such as the checkpoint that carries it)."""
+        path = where
+        try:
+            doc = json.loads(text)
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno});"
                              f" the file may be truncated") from None
@@ -287,6 +346,46 @@ class Tokenizer:
 
 
 # ----------------------------------------------------------------------------
+# a training text from a file
+
+
+def read_text(path):
+    """The text of a UTF-8 file, to train on: line ends \\r\\n and \\r are read as \\n, and a byte-order mark at
+    the start is dropped. A ValueError names the file and what is wrong with it: missing, a folder, empty, binary
+    (it has a NUL byte, which text never has) or not UTF-8 (the first byte that is not, and where).
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     path = Path(d) / "t.txt"
+    ...     _ = path.write_bytes(b"\\xef\\xbb\\xbfOne\\r\\nTwo\\n")
+    ...     read_text(path)
+    'One\\nTwo\\n'
+    """
+    raw = read_whole(path, "a UTF-8 text file")
+    nul = raw.find(b"\0")
+    if nul >= 0:
+        raise ValueError(f"{path} looks binary: byte {nul} is a NUL byte, which text never has (UTF-16 text has"
+                         f" them too); expected a UTF-8 text file")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path} is not UTF-8: byte {e.start} is 0x{raw[e.start]:02x} ({e.reason}); expected UTF-8"
+                         f" text (a Latin-1 file converts with iconv -f latin1 -t utf-8)") from None
+    if not text:
+        raise ValueError(f"{path} is empty; expected a UTF-8 text file with some text in it")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def train_on_text(text, vocab_size, name):
+    """Tokenizer.train for --vocab-size on the text of the file name: a size below the text's number of characters,
+    or above what its pairs can make, is a ValueError that names the file, the size and what is possible."""
+    try:
+        return Tokenizer.train(text, vocab_size, "--vocab-size")
+    except ValueError as e:
+        raise ValueError(f"{name}: {e}") from None
+
+
+# ----------------------------------------------------------------------------
 # command line
 
 
@@ -301,17 +400,48 @@ def check(path, text):
     return None
 
 
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description="Train the BPE tokenizer on corpus.txt and write tokenizer.json.")
+def out_problem(out):
+    """Why the path --out (a string, as typed) cannot take a tokenizer, in one line; None if it can.
+
+    >>> print(out_problem("bpe.py/tok.json"))
+    --out bpe.py/tok.json: bpe.py is a file, not a folder
+    """
+    path = Path(out)
+    if out.endswith(("/", os.sep)) or path.is_dir():
+        return f"--out {out} names a folder; expected a file such as {path / 'tokenizer.json'}"
+    for folder in reversed(path.parents):
+        if folder.exists() and not folder.is_dir():
+            return f"--out {out}: {folder} is a file, not a folder"
+    return None
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        description="Train the BPE tokenizer on corpus.txt and write tokenizer.json, or train one on any UTF-8 text"
+                    " (--data) and write it anywhere (--out).")
     parser.add_argument("--check", action="store_true", help="exit 1 if tokenizer.json differs from a fresh training")
-    args = parser.parse_args()
+    parser.add_argument("--data", metavar="FILE",
+                        help="train on this UTF-8 text file instead of corpus.txt; needs --out")
+    parser.add_argument("--vocab-size", type=int, default=None, metavar="N",
+                        help=f"tokens of the tokenizer trained on --data, at least the number of different characters"
+                             f" in it (default: {TEXT_VOCAB_SIZE}; corpus.txt's tokenizer has {VOCAB_SIZE})")
+    parser.add_argument("--out", metavar="PATH", help="the file --data's tokenizer is written to; its folder is made")
+    args = parser.parse_args(argv)
+    if args.data is None and (args.vocab_size is not None or args.out is not None):
+        parser.error("--vocab-size and --out go with --data; without it bpe.py writes the shipped tokenizer.json,"
+                     f" {VOCAB_SIZE} tokens of {CORPUS_FILE}")
+    if args.data is not None and (args.check or args.out is None):
+        parser.error("--data needs --out PATH, where its tokenizer goes (and --check compares only the shipped"
+                     " tokenizer.json)")
     here = Path(__file__).resolve().parent
+    if args.data is not None:
+        return train_on_file(args.data, TEXT_VOCAB_SIZE if args.vocab_size is None else args.vocab_size, args.out)
     corpus = (here / CORPUS_FILE).read_text(encoding="utf-8")
     if args.check:
         reason = check(here / TOKENIZER_FILE, corpus)
         if reason:
             print(f"NOT OK: {reason}")
-            sys.exit(1)
+            return 1
         print(f"OK: {TOKENIZER_FILE} matches a fresh training ({VOCAB_SIZE} tokens)")
     else:
         tok = Tokenizer.train(corpus, VOCAB_SIZE)
@@ -319,3 +449,28 @@ if __name__ == "__main__":
         first = corpus.split("\n")[0] + "\n"
         print(f"wrote {TOKENIZER_FILE}: {len(tok.alphabet)} characters + {len(tok.merges)} merges"
               f" = {len(tok.vocab)} tokens; first story = {len(tok.encode(first))} tokens")
+    return 0
+
+
+def train_on_file(data, vocab_size, out):
+    """bpe.py --data: train on a text file and write the tokenizer to out; exit status 2 with one line on stderr,
+    and nothing written, when the file, the size or the path is wrong."""
+    try:
+        problem = out_problem(out)
+        if problem:
+            raise ValueError(problem)
+        text = read_text(data)
+        tok = train_on_text(text, vocab_size, data)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    tok.save(out)
+    n = len(tok.encode(text))
+    print(f"wrote {out}: {len(tok.alphabet)} characters + {len(tok.merges)} merges = {len(tok.vocab)} tokens;"
+          f" {data} is {n:,} tokens ({len(text) / n:.2f} characters per token)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 import sizes
-from atomic import write_atomic
+from atomic import read_whole, write_atomic
 
 # ----------------------------------------------------------------------------------------------------------------
 # The safetensors container
@@ -205,13 +205,7 @@ def load_file(path):
     ...
     ValueError: ... is a folder, not a checkpoint file
     """
-    path = Path(path)
-    if path.is_dir():
-        raise ValueError(f"{path} is a folder, not a checkpoint file")
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise ValueError(f"{path}: cannot read it ({e.strerror or e})") from None
+    raw = read_whole(path, "a checkpoint file")
     try:
         return decode(raw)
     except ValueError as e:
@@ -255,6 +249,7 @@ STEP = "adam_step"  # I64 scalar: the number of optimiser steps taken
 RNG = "rng_state"  # I64 (625,): the Mersenne Twister state of the batch sampler (random.Random.getstate()[1])
 RNG_STATE_LEN = 625
 METADATA_KEYS = ("format", "format_version", "config", "training", "tokenizer_sha256")  # required
+TOKENIZER_KEY = "tokenizer"  # optional: the tokenizer.json text of a model of your own text (train.py --data)
 POSITION_SCHEMES = ("learned", "none", "sinusoidal", "rope")  # config "positions" (numpy_model.SCHEMES)
 
 
@@ -282,6 +277,15 @@ def param_shapes(config):
     """
     blocks = sizes_of(config)[0]
     return sizes.param_shapes(config["vocab"], config["d"], config["hidden"], config["max_len"], blocks)
+
+
+def sha256_text(text):
+    """Hex SHA-256 of a text's UTF-8 bytes: the hash of the file that text is written to.
+
+    >>> sha256_text("")[:16]
+    'e3b0c44298fc1c14'
+    """
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def expected_shapes(config):
@@ -390,10 +394,11 @@ def check_checkpoint(tensors, metadata, tokenizer_sha256=None):
         if config["use_positions"] != (config["positions"] == "learned"):
             raise ValueError(f"config use_positions is {str(config['use_positions']).lower()} but positions is"
                              f" {config['positions']!r}: use_positions is true exactly for 'learned'")
+    if TOKENIZER_KEY in metadata and sha256_text(metadata[TOKENIZER_KEY]) != metadata["tokenizer_sha256"]:
+        raise ValueError(f"the tokenizer it carries (metadata {TOKENIZER_KEY!r}) does not have the SHA-256 recorded"
+                         f" in tokenizer_sha256: the file is corrupt")
     if tokenizer_sha256 is not None and metadata["tokenizer_sha256"] != tokenizer_sha256:
-        raise ValueError(f"the checkpoint was trained with a tokenizer whose SHA-256 is"
-                         f" {metadata['tokenizer_sha256'][:16]}..., but this tokenizer.json has"
-                         f" {tokenizer_sha256[:16]}...: token IDs would mean different things")
+        raise ValueError(tokenizer_mismatch(metadata["tokenizer_sha256"], tokenizer_sha256))
 
     shapes = expected_shapes(config)
     missing = [name for name in shapes if name not in tensors]
@@ -458,3 +463,37 @@ def reference_params(ckpt):
     {'b': [0.5, 1.5], 'w': [[1.0, 2.0]]}
     """
     return {name: nested(values, shape) for name, (dtype, shape, values) in ckpt["params"].items()}
+
+
+def tokenizer_mismatch(recorded, have):
+    """The message for a tokenizer that is not the one a checkpoint was trained with (SHA-256s recorded and have)."""
+    return (f"the checkpoint was trained with a tokenizer whose SHA-256 is {recorded[:16]}..., but this tokenizer.json"
+            f" has {have[:16]}...: token IDs would mean different things")
+
+
+def carried_tokenizer(metadata, where):
+    """The tokenizer a checkpoint's metadata carries (a model of your own text), or None (a model of the stories);
+    where names the checkpoint in messages."""
+    import bpe
+
+    text = metadata.get(TOKENIZER_KEY)
+    return None if text is None else bpe.Tokenizer.from_json(text, f"{where}: the tokenizer it carries")
+
+
+def tokenizer_of(ckpt, shipped, where):
+    """The tokenizer whose token IDs a loaded checkpoint reads and writes: the one it carries (train.py --data), or
+    else the tokenizer.json at the path shipped (the stories' tokenizer), which must have the SHA-256 the checkpoint
+    recorded. Either way its size must be the model's vocabulary. A ValueError, starting with where (the
+    checkpoint's path), says what does not match."""
+    import bpe
+
+    tok = carried_tokenizer(ckpt["metadata"], where)
+    if tok is None:
+        recorded, have = ckpt["metadata"]["tokenizer_sha256"], sha256_file(shipped)
+        if recorded != have:
+            raise ValueError(f"{where}: {tokenizer_mismatch(recorded, have)}")
+        tok = bpe.Tokenizer.load(shipped)
+    if len(tok.vocab) != ckpt["config"]["vocab"]:
+        raise ValueError(f"{where}: its tokenizer has {len(tok.vocab)} tokens, but the model's vocabulary is"
+                         f" {ckpt['config']['vocab']}")
+    return tok

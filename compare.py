@@ -4,6 +4,7 @@
     python3 compare.py --batch 1 --no-positions --no-torch
     python3 compare.py --positions rope --length 128    # NumPy against PyTorch: model.py has no rope
     python3 compare.py --blocks 2 --heads 4             # a grown model: both NumPy paths against PyTorch
+    python3 compare.py --ckpt out/ckpt.safetensors      # at a checkpoint's weights, of any backend and size
 
 The NumPy paths are numpy_model.py, the plain mirror of model.py, and numpy_fast.py, the same maths tuned for
 training. All run on the same parameters and token IDs, and each gets its own table. One row per tensor: every
@@ -16,7 +17,10 @@ only, with the PyTorch tolerance, and may run past 64 tokens. So is a grown mode
 intermediates of block k >= 1 are named like its parameters, "block1.x1".
 
 The parameters are the reference's seed-3 initial values plus seeded noise, so that no layer-norm gain is exactly
-1 and no bias exactly 0 (a bug that drops a gain or a bias would hide behind those values). The reference runs one
+1 and no bias exactly 0 (a bug that drops a gain or a bias would hide behind those values). With --ckpt they are a
+checkpoint's (written by any backend of train.py, widened to float64 exactly), and its sizes, position scheme and
+vocabulary are read from the file, so --blocks, --heads and --positions do not go with it; the token IDs are drawn
+from its vocabulary, and a checkpoint whose tokenizer is not the one it recorded is refused. The reference runs one
 sequence at a time; for a batch, its rows are stacked and its gradients averaged over the sequences, which is
 what the batch's mean loss over all B * T positions asks for.
 
@@ -176,8 +180,9 @@ def print_table(title, rows, tol):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch", type=int, default=2, help="sequences (the reference runs them one by one)")
-    parser.add_argument("--length", type=int, default=63,
-                        help=f"tokens per sequence, 1 to 64 (to {numpy_model.LONGEST} for sinusoidal and rope)")
+    parser.add_argument("--length", type=int, default=None,
+                        help=f"tokens per sequence, 1 to 64 (to {numpy_model.LONGEST} for sinusoidal and rope;"
+                             f" default 63, or with --ckpt the model's positions up to 63)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the parameter noise and the token IDs")
     parser.add_argument("--positions", choices=numpy_model.SCHEMES, default=None,
                         help="the position scheme (default: learned); sinusoidal and rope, which model.py does not"
@@ -189,7 +194,12 @@ def main(argv=None):
     parser.add_argument("--heads", type=int, default=1, help="attention heads per block, dividing the width 16"
                                                              " (default: 1)")
     parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch comparison")
+    parser.add_argument("--ckpt", default=None, metavar="PATH",
+                        help="compare at the weights of this checkpoint (train.py's, of any backend), with its sizes,"
+                             " positions and vocabulary")
     args = parser.parse_args(argv)
+    if args.ckpt is not None:
+        return main_checkpoint(parser, args)
     if args.no_positions and args.positions not in (None, "none"):
         parser.error(f"--no-positions and --positions {args.positions} contradict each other; pick one")
     scheme = "none" if args.no_positions else args.positions or "learned"
@@ -199,6 +209,7 @@ def main(argv=None):
         parser.error(f"--blocks {args.blocks} --heads {args.heads}: {e}")
     grown = (args.blocks, args.heads) != (1, 1)
     longest = SERIES["max_len"] if scheme in ("learned", "none") else numpy_model.LONGEST
+    args.length = 63 if args.length is None else args.length
     if args.batch < 1 or not 1 <= args.length <= longest:
         parser.error(f"need --batch >= 1 and 1 <= --length <= {longest}")
 
@@ -208,13 +219,17 @@ def main(argv=None):
           + (f", {sizes.describe(args.blocks, args.heads)}" if grown else "") + "\n")
     if scheme not in ("learned", "none") or grown:
         return compare_without_reference(params, ids, targets, scheme, args.no_torch, args.heads)
-    use_positions = scheme == "learned"
+    return compare_all(params, ids, targets, scheme == "learned", args.no_torch)
+
+
+def compare_all(params, ids, targets, use_positions, no_torch):
+    """Both NumPy paths and PyTorch (when installed and not no_torch) against the reference; the exit status."""
     ref = reference_run(params, ids, targets, use_positions)
     ok = True
     for name, path in NUMPY_PATHS.items():
         rows = compare(ref, numpy_run(params, ids, targets, use_positions, path), TOLERANCE)
         ok = print_table(f"{name} float64 vs reference", rows, TOLERANCE) and ok
-    if args.no_torch:
+    if no_torch:
         print("PyTorch: skipped (--no-torch)")
     else:
         try:
@@ -226,6 +241,47 @@ def main(argv=None):
             ok = print_table("PyTorch float64 autograd vs reference", rows, TORCH_TOLERANCE) and ok
     print("all OK" if ok else "NOT OK")
     return 0 if ok else 1
+
+
+def checkpoint_params(path):
+    """(params as a dict of lists, as jittered_params gives them; the model's config) of a train.py checkpoint; a
+    ValueError says why the file cannot be read, or that its tokenizer is not the one it recorded."""
+    import checkpoint
+    import train
+
+    ckpt = checkpoint.load_checkpoint(path)
+    checkpoint.tokenizer_of(ckpt, train.TOKENIZER_FILE, path)  # the one it carries, or the shipped one unchanged
+    params = {name: np.array(values, dtype=np.float64).reshape(shape).tolist()
+              for name, (_, shape, values) in ckpt["params"].items()}
+    return params, ckpt["config"]
+
+
+def main_checkpoint(parser, args):
+    """compare.py --ckpt: the same tables at a checkpoint's weights, with the sizes it records."""
+    given = [f"--{name}" for name in ("blocks", "heads") if getattr(args, name) != 1]
+    given += ["--positions"] * (args.positions is not None) + ["--no-positions"] * args.no_positions
+    if given:
+        parser.error(f"{' and '.join(given)} and --ckpt: the checkpoint says its sizes and positions; drop"
+                     f" {' and '.join(given)}")
+    try:
+        params, config = checkpoint_params(args.ckpt)
+    except ValueError as e:
+        print(f"compare.py: {e}", file=sys.stderr)
+        return 2
+    import checkpoint
+
+    (blocks, heads), scheme = checkpoint.sizes_of(config), checkpoint.positions_of(config)
+    longest = config["max_len"] if scheme in ("learned", "none") else numpy_model.LONGEST
+    args.length = min(63, config["max_len"]) if args.length is None else args.length
+    if args.batch < 1 or not 1 <= args.length <= longest:
+        parser.error(f"need --batch >= 1 and 1 <= --length <= {longest} (the checkpoint's model)")
+    ids, targets = random_batch(args.seed, args.batch, args.length, config["vocab"])
+    grown = (blocks, heads) != (1, 1)
+    print(f"{args.ckpt}: d = {config['d']}, V = {config['vocab']}, B = {args.batch}, T = {args.length}, positions"
+          f" {scheme}" + (f", {sizes.describe(blocks, heads)}" if grown else "") + "\n")
+    if scheme not in ("learned", "none") or grown:
+        return compare_without_reference(params, ids, targets, scheme, args.no_torch, heads)
+    return compare_all(params, ids, targets, scheme == "learned", args.no_torch)
 
 
 def compare_without_reference(params, ids, targets, scheme, no_torch, heads=1):

@@ -51,7 +51,8 @@ import make_corpus  # noqa: E402
 import numpy_fast  # noqa: E402
 import positions  # noqa: E402
 import train  # noqa: E402
-from positions import across_seeds, first_difference, lr_args, need, rounded, sweep_summary  # noqa: E402
+from positions import (across_seeds, first_difference, lr_args, need, rounded, spread_text, sweep_summary,  # noqa: E402
+                       sweep_text, table_row)
 
 # ----------------------------------------------------------------------------------------------------------------
 # Settings
@@ -376,6 +377,37 @@ def summarise_induction(runs, plan):
                      "best_previous_token_score": across_seeds(max(h["previous_token"] for h in r["head_scores"][0])
                                                                for r in chosen)}
     return rounded(out)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The README's tables, from a record
+
+
+def tables(record):
+    """The README's two tables of depth.json: per size, the sweep and the runs at its chosen learning rate, on the
+    stories and on the induction task."""
+    settings, floor = record["settings"], record["floor"]
+    lrs = {task: " / ".join(f"{lr:g}" for lr in settings[task]["lrs"]) for task in TASKS}
+    stories = [table_row(["blocks x heads", f"tuning loss at lr {lrs['stories']}", "validation loss, mean ± sd"
+                          " (min to max)", "gap to floor", "loss on the repeated colour, nats", "colour predicted"
+                          " right, %"]), table_row(["---"] * 6)]
+    for size, summary in record["stories"]["sizes"].items():
+        stories.append(table_row([size, sweep_text(summary["sweep"]), spread_text(summary["val_loss"]),
+                                  f"{summary['gap_to_floor']:+.4f}", spread_text(summary["colour_loss"], 3),
+                                  spread_text(summary["colour_accuracy"], 0, 100)]))
+    induction = [table_row(["blocks x heads", f"tuning loss at lr {lrs['induction']}", "copy accuracy, %",
+                            "copy loss, nats", "first-period loss, nats", "best induction score of a head",
+                            "best previous-token score, block 1"]), table_row(["---"] * 7)]
+    for size, summary in record["induction"]["sizes"].items():
+        induction.append(table_row([size, sweep_text(summary["sweep"], 3),
+                                    spread_text(summary["copy_accuracy"], 1, 100),
+                                    spread_text(summary["copy_loss"], 3), spread_text(summary["first_period_loss"], 3),
+                                    spread_text(summary["best_induction_score"], 2),
+                                    spread_text(summary["best_previous_token_score"], 2)]))
+    return "\n".join([*stories, "", f"(floor {floor['validation_nats_per_token']:.4f} nats/token; guessing one of"
+                       f" the four colours {floor['colour_guess_nats']:.3f} nats)", "", *induction, "",
+                       f"(first period: at best {floor['first_period_nats']:.3f} nats; {settings['induction']['steps']}"
+                       f" steps of {settings['induction']['batch']} sequences)"])
 
 
 # ----------------------------------------------------------------------------------------------------------------

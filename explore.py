@@ -11,6 +11,10 @@ one, the seed-3 initial weights, and the page says plainly that the model is unt
 of corpus.txt into the stories train.py trains and validates on, the entropy floors (floor.py) and the trace's two
 sentences. Files go to explorer/data/ (or DIR/data/), each written atomically.
 
+A model of your own text (train.py --data FILE) brings its own tokenizer in its checkpoint; the split is FILE's, read
+again from where train.py read it (run explore.py in the same folder) and checked against the hash the checkpoint
+recorded, and there is no floor.
+
 The server binds 127.0.0.1 only, on a free port unless --port, serves .js as JavaScript on every OS, tells the
 browser not to cache (a new export shows on reload), and stops cleanly on Ctrl-C. A missing or bad checkpoint, a
 port that is taken or a bad option exits with status 2 before anything is written.
@@ -44,7 +48,7 @@ PAGE_SUFFIXES = (".html", ".css", ".js")  # the page's files; everything it read
 DATA_FORMAT = "one-block explorer data v1"  # manifest.json "format"
 WEIGHTS_FILE = "weights.safetensors"  # in data/: the checkpoint the page loads
 UNTRAINED_SEED = 3  # train.py's default seed: the weights a fresh `python3 train.py` starts from
-VAL_STORIES = train.build_parser().get_default("val_stories")  # train.py's split: the last 300 stories validate
+VAL_STORIES = train.VAL_STORIES  # train.py's split: the last 300 stories validate
 # served types that some systems' MIME registries get wrong (a module script served as text/plain does not run)
 MIME_TYPES = {".js": "text/javascript", ".mjs": "text/javascript", ".css": "text/css", ".html": "text/html",
               ".json": "application/json", ".safetensors": "application/octet-stream"}
@@ -86,7 +90,8 @@ def read_weights(ckpt_path, explicit):
         return untrained_checkpoint(tok), {"trained": False, "step": 0, "val_loss": None,
                                            "source": f"The seed-{UNTRAINED_SEED} initial weights (no checkpoint at"
                                                      f" {path}; train one with python3 train.py)"}
-    ckpt = checkpoint.load_checkpoint(path, checkpoint.sha256_file(train.TOKENIZER_FILE))
+    ckpt = checkpoint.load_checkpoint(path)
+    checkpoint.tokenizer_of(ckpt, train.TOKENIZER_FILE, path)  # the one it carries, or the shipped one unchanged
     positions = checkpoint.positions_of(ckpt["config"])
     if positions not in ("learned", "none"):
         raise ValueError(f"{path} has positions {positions!r}, which the explorer does not run: it mirrors model.py,"
@@ -95,9 +100,50 @@ def read_weights(ckpt_path, explicit):
     if grown != (1, 1):
         raise ValueError(f"{path} is a model of {sizes.describe(*grown)}, which the explorer does not run: it mirrors"
                          f" model.py, which has one block and one head (sample.py and compare.py run grown models)")
+    page_data(ckpt["metadata"], ckpt["training"], path)  # a model of your own text: its text is still there
     val = ckpt["metadata"].get("val_loss")
     return path.read_bytes(), {"trained": ckpt["step"] > 0, "step": ckpt["step"],
                                "val_loss": float(val) if val else None, "source": f"Checkpoint {path}"}
+
+
+def page_data(metadata, training, where):
+    """What the page reads besides the weights, for a checkpoint's metadata and training settings: {tokenizer (the
+    tokenizer.json text), split, floor, val_floor, order}. For the stories: the shipped tokenizer, train.py's split
+    of corpus.txt and the floors. For a model of your own text: the tokenizer it carries, and its text, split as
+    train.py split it (a text that is missing or changed is a ValueError), with no floor (None)."""
+    carried = metadata.get(checkpoint.TOKENIZER_KEY)
+    if carried is None:
+        tok = bpe.Tokenizer.load(train.TOKENIZER_FILE)
+        stories = train.CORPUS_FILE.read_text(encoding="utf-8").splitlines()
+        split = {"val_stories": VAL_STORIES, "train": stories[:-VAL_STORIES], "val": stories[-VAL_STORIES:]}
+        val_nats, val_tokens = floor.story_floor(split["val"], tok)
+        return {"tokenizer": train.TOKENIZER_FILE.read_text(encoding="utf-8"), "split": split,
+                "floor": floor.load_floor(HERE), "val_floor": val_nats / val_tokens,
+                "order": {"a": trace_block.ORDER_A, "b": trace_block.ORDER_B}}
+    name = metadata["text"]
+    try:
+        text = bpe.read_text(name)
+        same = checkpoint.sha256_file(name) == metadata["text_sha256"]
+    except ValueError as e:
+        raise ValueError(f"{where} learned the text of {name}, which cannot be read here ({e}); run explore.py in"
+                         f" the folder train.py ran in") from None
+    if not same:
+        raise ValueError(f"{where} learned the text of {name}, and that file has changed since (its SHA-256 differs);"
+                         f" the page needs the text the model learned")
+    cut, unit, _, _ = train.split_text(text, training["val_fraction"])
+    return {"tokenizer": carried, "split": {"text": name, "unit": unit, "seq_len": training["seq_len"],
+                                            "train": text[:cut], "val": text[cut:]},
+            "floor": None, "val_floor": None, "order": order_sentences(bpe.Tokenizer.from_json(carried, where))}
+
+
+def order_sentences(tok):
+    """The word-order panel's two sentences: the trace's, if tok can read them, else two empty boxes to type in.
+
+    >>> order_sentences(bpe.Tokenizer.train("Zoë saw 2 Zoës.", 12))
+    {'a': '', 'b': ''}
+    """
+    sentences = [trace_block.ORDER_A, trace_block.ORDER_B]
+    return dict(zip("ab", sentences if all(ch in tok.ids for ch in "".join(sentences)) else ["", ""]))
 
 
 def export_data(folder, weights, fields):
@@ -105,23 +151,22 @@ def export_data(folder, weights, fields):
     with the floors and the trace's sentences. Returns the manifest."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    tok = bpe.Tokenizer.load(train.TOKENIZER_FILE)
-    stories = train.CORPUS_FILE.read_text(encoding="utf-8").splitlines()
-    split = {"val_stories": VAL_STORIES, "train": stories[:-VAL_STORIES], "val": stories[-VAL_STORIES:]}
-    val_nats, val_tokens = floor.story_floor(split["val"], tok)
+    _, metadata = checkpoint.decode(weights)
+    page = page_data(metadata, json.loads(metadata["training"]), WEIGHTS_FILE)
     manifest = {
         "format": DATA_FORMAT,
         "weights": WEIGHTS_FILE,
         **fields,
-        "tokenizer_sha256": checkpoint.sha256_file(train.TOKENIZER_FILE),
+        "tokenizer_sha256": checkpoint.sha256_text(page["tokenizer"]),
         "corpus_sha256": checkpoint.sha256_file(train.CORPUS_FILE),
-        "floor": floor.load_floor(HERE),  # nats per token over the whole corpus (corpus-entropy.json)
-        "val_floor": val_nats / val_tokens,  # the same over the validation stories, as train.py prints it
-        "order": {"a": trace_block.ORDER_A, "b": trace_block.ORDER_B},
+        "floor": page["floor"],  # nats per token over the whole corpus (corpus-entropy.json); None for your text
+        "val_floor": page["val_floor"],  # the same over the validation stories, as train.py prints it
+        "text": page["split"].get("text"),  # the --data FILE a model of your own text learned; None for the stories
+        "order": page["order"],
     }
     write_atomic(folder / WEIGHTS_FILE, weights)
-    write_atomic(folder / "tokenizer.json", train.TOKENIZER_FILE.read_bytes())
-    write_atomic(folder / "split.json", json.dumps(split) + "\n")
+    write_atomic(folder / "tokenizer.json", page["tokenizer"])
+    write_atomic(folder / "split.json", json.dumps(page["split"]) + "\n")
     write_atomic(folder / "manifest.json", json.dumps(manifest, indent=2) + "\n")
     return manifest
 

@@ -353,9 +353,9 @@ def plot_induction_heads(params, size, sequences, scores, out):
             if h == 0:
                 ax.set_ylabel("query: position reading")
     fig.suptitle(f"Every head of the {sizes.describe(*size)} model on one test sequence of period {p}: an induction"
-                 f" head reads the diagonal {p - 1} below the main one\n(the token after the current token's"
-                 f" previous occurrence), a previous-token head the diagonal just below it; each title gives the"
-                 f" head's mean scores on all {len(ids)} test sequences", fontsize=10)
+                 f" head reads the diagonals {p - 1}, {2 * p - 1}, {3 * p - 1}, ... below the main one\n(the tokens"
+                 f" after the current token's earlier occurrences), a previous-token head the diagonal just below"
+                 f" it; each title gives the head's mean scores on all {len(ids)} test sequences", fontsize=10)
     return save(fig, out, "induction_heads.png")
 
 

@@ -348,6 +348,53 @@ def summarise(runs, floor):
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# The README's tables, from a record
+
+
+def spread_text(summary, digits=4, scale=1.0, unit=""):
+    """A summary across seeds as "mean ± sd (min to max)".
+
+    >>> spread_text({"mean": 0.5, "std": 0.01, "min": 0.49, "max": 0.51})
+    '0.5000 ± 0.0100 (0.4900 to 0.5100)'
+    """
+    m, sd, lo, hi = (summary[k] * scale for k in ("mean", "std", "min", "max"))
+    return f"{m:.{digits}f}{unit} ± {sd:.{digits}f} ({lo:.{digits}f} to {hi:.{digits}f})"
+
+
+def sweep_text(sweep, digits=4):
+    """The sweep's mean tuning loss at each learning rate, the chosen one in bold.
+
+    >>> sweep_text({"lrs": [0.01, 0.03], "chosen": 0.03, "tune": [{"mean": 0.4}, {"mean": 0.35}]})
+    '0.4000 / **0.3500**'
+    """
+    return " / ".join(f"**{t['mean']:.{digits}f}**" if lr == sweep["chosen"] else f"{t['mean']:.{digits}f}"
+                      for lr, t in zip(sweep["lrs"], sweep["tune"]))
+
+
+def table_row(cells):
+    """One row of a Markdown table."""
+    return "| " + " | ".join(cells) + " |"
+
+
+def tables(record):
+    """The README's table of positions.json: per scheme, the sweep and the runs at its chosen learning rate."""
+    lrs = " / ".join(f"{lr:g}" for lr in record["settings"]["sweep"]["lrs"])
+    lines = [table_row(["scheme", f"tuning loss at lr {lrs}", "validation loss, mean ± sd (min to max)",
+                        "gap to floor", "probe accuracy, % (min to max)", "mean probability of the right name",
+                        "loss at positions 32 to 63", "loss at positions 64 to 127"]),
+             table_row(["---"] * 8)]
+    for scheme, summary in record["schemes"].items():
+        probe, loss = summary["probe"], summary["extrapolation"]["mean_loss"]
+        accuracy = probe["accuracy"]
+        lines.append(table_row([
+            scheme, sweep_text(summary["sweep"]), spread_text(summary["val_loss"]), f"{summary['gap_to_floor']:+.4f}",
+            f"{accuracy['mean']:.1%} ({accuracy['min']:.0%} to {accuracy['max']:.0%})",
+            f"{probe['mean_probability']['mean']:.3f}", spread_text(loss["32_63"], 3),
+            spread_text(loss["64_127"], 3) if loss["64_127"] else "cannot read them: no row past 63"]))
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # The record's shape, and writing it
 
 
@@ -508,6 +555,8 @@ def experiment_parser(description, record, reduced, rerun, until=None):
                         help=f"where to write the record (default: {record} next to this script for the full run;"
                              f" nothing for --check)")
     parser.add_argument("--quiet", action="store_true", help="no line per run")
+    parser.add_argument("--table", action="store_true",
+                        help=f"print the README's tables of the committed {record} (no training) and exit")
     return parser
 
 
@@ -534,6 +583,12 @@ def run_or_check(experiment, args):
     reduced plan and check the shape of its record, then the committed record's shape, deriving every summary in
     it again from its runs. Returns the exit status."""
     script, committed = Path(experiment.__file__).name, experiment.RECORD_FILE
+    if args.table:
+        if not committed.exists():
+            print(f"error: --table needs {committed.name}; run python3 {script} to make it", file=sys.stderr)
+            return 2
+        print(experiment.tables(json.loads(committed.read_text(encoding="utf-8"))))
+        return 0
     plan = experiment.REDUCED if args.check else experiment.FULL
     report = (lambda line: None) if args.quiet else (lambda line: print(line, flush=True))  # noqa: E731
     record = experiment.run_experiment(plan, report=report)

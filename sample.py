@@ -12,6 +12,9 @@ them), so once the context is longer only its last 64 tokens are fed, whatever t
 computes in float64 (a float32 checkpoint widens exactly), so they agree to about 1e-15 and, away from exact ties,
 pick the same tokens. The model's sizes (blocks, heads, position scheme) are read from the checkpoint; a grown
 model runs on the numpy and torch backends (model.py has one block and one head).
+
+The tokens are those of the tokenizer the checkpoint was trained with: the one it carries (a model of your own text,
+train.py --data), or the shipped tokenizer.json, which must be the one the checkpoint recorded.
 """
 
 import argparse
@@ -20,7 +23,6 @@ import random
 import sys
 from pathlib import Path
 
-import bpe
 import checkpoint
 import model
 import machine
@@ -78,7 +80,7 @@ def generate(next_logits, context, n_tokens, max_len, temperature, top_k, rng):
 # Backends: a function from a list of IDs to the logits of its last position
 
 
-def load_logits_fn(path, backend, tokenizer_sha256):
+def load_logits_fn(path, backend, tokenizer_sha256=None):
     """(next_logits, ckpt) for a checkpoint: next_logits(ids) -> list of V floats, computed in float64."""
     ckpt = checkpoint.load_checkpoint(path, tokenizer_sha256)  # the checks: format, hash, shapes, finite values
     positions = checkpoint.positions_of(ckpt["config"])  # the scheme; older files: from use_positions
@@ -155,12 +157,6 @@ def main(argv=None):
     for module in {"numpy": ["numpy"], "python": [], "torch": ["numpy", "torch", "safetensors"]}[args.backend]:
         machine.need(module, who[args.backend])
 
-    tok = bpe.Tokenizer.load(TOKENIZER_FILE)
-    try:
-        prompt_ids = tok.encode(args.prompt)
-    except ValueError as e:
-        print(f"error: --prompt: {e}", file=sys.stderr)
-        return 2
     if not Path(args.ckpt).exists():
         print(f"error: no checkpoint at {args.ckpt}; train one with python3 train.py", file=sys.stderr)
         return 2
@@ -169,10 +165,21 @@ def main(argv=None):
               f" {Path(args.ckpt) / 'ckpt.safetensors'}", file=sys.stderr)
         return 2
     try:
-        next_logits, ckpt = load_logits_fn(args.ckpt, args.backend, checkpoint.sha256_file(TOKENIZER_FILE))
+        next_logits, ckpt = load_logits_fn(args.ckpt, args.backend)
+        tok = checkpoint.tokenizer_of(ckpt, TOKENIZER_FILE, args.ckpt)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    try:
+        prompt_ids = tok.encode(args.prompt)
+    except ValueError as e:
+        print(f"error: --prompt: {e}", file=sys.stderr)
+        return 2
+    start = tok.encode("\n") if "\n" in tok.ids else []  # a line starts after a newline, if the text has any
+    if not start and not prompt_ids:
+        print(f"error: --prompt is empty, and the text {args.ckpt} learned has no newline to start a line after;"
+              f" expected a prompt", file=sys.stderr)
+        return 2
     if args.top_k > ckpt["config"]["vocab"]:
         parser.error(f"--top-k {args.top_k} is more than the {ckpt['config']['vocab']} tokens of the vocabulary")
 
@@ -180,7 +187,7 @@ def main(argv=None):
     grown = checkpoint.sizes_of(ckpt["config"])
     print(f"{args.ckpt}: step {ckpt['step']}" + (f", {sizes.describe(*grown)}" if grown != (1, 1) else "")
           + (f", val loss {float(val):.4f}" if val else ""), file=sys.stderr)
-    context = tok.encode("\n") + prompt_ids  # the prompt starts a line, as every story in the corpus does
+    context = start + prompt_ids  # the prompt starts a line, as every story in the corpus does
     new = generate(next_logits, context, args.tokens, ckpt["config"]["max_len"], args.temperature, args.top_k,
                    random.Random(args.seed))
     print(args.prompt + tok.decode(new))

@@ -6,6 +6,7 @@ and a loss you can read against the best any model could do.
     python3 train.py --backend python --steps 20 --batch 4   # the same loop on model.py: slow, standard library only
     python3 train.py --positions rope   # rotary positions instead of learned ones (also: none, sinusoidal)
     python3 train.py --blocks 2 --heads 4 --out out/grown.safetensors   # two blocks of four heads each
+    python3 train.py --data notes.txt --out out/notes.safetensors   # your own text, with a tokenizer trained on it
     python3 train.py --help             # every setting, with its default
 
 One step: draw B windows of T + 1 consecutive tokens from the training stories (each start drawn by one seeded
@@ -18,6 +19,14 @@ training text. The validation loss reads each validation story from its start (a
 and predicts every one of its tokens and its final newline; it is the total -log p over the total tokens. The floor
 is the same quantity for the generator that wrote the stories (floor.py, corpus-entropy.json): no model can expect
 to go below it, so "val 0.35, floor 0.31" means 0.04 nats per token left to learn.
+
+With --data FILE the model learns any UTF-8 text instead. Its tokenizer is --tokenizer, or one trained on FILE
+(bpe.py, --vocab-size tokens); either way the checkpoint carries it, and a copy goes beside the checkpoint. The split
+follows the file: if it has a blank line between two lines of text, its units are documents (the blocks between
+blank lines), otherwise lines; the last --val-fraction of the units are the validation text, the rest trains, each
+a piece of the file as it is. The validation text is read in windows of --seq-len + 1 tokens that overlap by one,
+so that every token after its first is predicted once. Nobody knows the entropy of such a text, so no floor is
+printed; for scale, the run prints what guessing uniformly and what knowing only the token frequencies would score.
 
 Same seed, same settings, same machine: bit-identical weights, also across a kill and a --resume. A checkpoint
 (checkpoint.py) holds the parameters, Adam's moments and step, and the batch sampler's random state.
@@ -35,6 +44,7 @@ import platform
 import random
 import sys
 import time
+from collections import Counter
 from contextlib import ExitStack
 from math import fsum
 from functools import partial
@@ -47,7 +57,7 @@ import floor
 import model
 import machine
 import sizes
-from atomic import hold
+from atomic import hold, write_atomic
 
 SCHEMES = checkpoint.POSITION_SCHEMES  # --positions: learned, none, sinusoidal, rope (numpy_model.SCHEMES)
 
@@ -59,24 +69,34 @@ CORPUS_FILE = HERE / "corpus.txt"
 TOKENIZER_FILE = HERE / "tokenizer.json"
 DEFAULT_OUT = "out/ckpt.safetensors"  # relative to where you run it; sample.py reads the same path by default
 MODEL = {"d": 16, "hidden": 64, "max_len": 64}  # the series size (the vocabulary comes from the tokenizer)
+HIDDEN_PER_WIDTH = 4  # the MLP's hidden units per unit of width (--width): 64 at the series width 16
 WARMUP = 100  # default warm-up steps (capped at the length of the run)
+VAL_STORIES = 300  # default --val-stories: the last 300 stories of corpus.txt validate
+VAL_FRACTION = 0.1  # default --val-fraction: with --data, the last tenth of the lines or documents validate
+VAL_BATCH = 256  # with --data, validation windows go through the model this many at a time
 
-# the settings that decide the weights: a --resume must use the same ones as the run it continues
+# the settings a checkpoint records; a --resume must use the same ones as the run it continues, but for HOW_RUN
 TRAINING_SETTINGS = ("backend", "threads", "dtype", "steps", "batch", "seq_len", "lr", "min_lr", "warmup", "beta1",
                      "beta2", "eps", "clip", "seed", "val_stories", "positions", "blocks", "heads")
 SIZES = ("blocks", "heads")  # recorded only when not both 1: a one-block, one-head checkpoint is what it always was
+TEXT_SETTINGS = ("val_fraction", "vocab_size")  # added to those by --data (the text and the tokenizer are hashed)
+HOW_RUN = ("backend", "threads")  # where the same run computes: a checkpoint resumes on another backend too
 
 
 def build_parser():
     """The command line: every setting with its default and what it does."""
     p = argparse.ArgumentParser(
-        description="Train the one-block transformer (or a grown one, with --blocks and --heads) on corpus.txt,"
-                    " write checkpoints, and report the validation loss next to the corpus's entropy floor (floor.py).")
-    p.add_argument("--backend", choices=("numpy", "numpy-plain", "python"), default="numpy",
+        description="Train the one-block transformer (or a grown one, with --blocks and --heads) on corpus.txt"
+                    " or your own text, write checkpoints, and report the validation loss next to the corpus's"
+                    " entropy floor (floor.py).")
+    p.add_argument("--backend", choices=("numpy", "numpy-plain", "python", "torch"), default="numpy",
                    help="numpy: numpy_fast.py, the tuned batched path (default). numpy-plain: numpy_model.py, the"
                         " plain mirror of model.py, the same maths written as formulas, slower. python: model.py,"
                         " one sequence at a time, standard library only, hundreds of times slower: for reading"
-                        " along with a few steps (one block and one head only)")
+                        " along with a few steps (one block and one head only). torch: torch_model.py on --device,"
+                        " in one process or data-parallel under torchrun (torch_train.py)")
+    p.add_argument("--device", choices=("cpu", "cuda", "mps", "auto"), default=None,
+                   help="where --backend torch computes (default: auto, CUDA when there is one, else the CPU)")
     p.add_argument("--threads", type=int, default=1, metavar="N",
                    help="BLAS threads of the numpy backends (default: %(default)s). At this model size one thread is"
                         " as fast as two on a quiet machine and several times faster on a busy one")
@@ -85,9 +105,12 @@ def build_parser():
                         " the python backend computes in float64 only)")
     p.add_argument("--steps", type=int, default=12000, metavar="N",
                    help="optimiser steps in the whole run (default: %(default)s)")
+    p.add_argument("--stop-at", type=int, default=None, metavar="STEP",
+                   help="stop after this step, with the learning-rate schedule of the whole run, and save: a later"
+                        " --resume (with the same settings) finishes the run as if it had never stopped")
     p.add_argument("--batch", type=int, default=16, metavar="B", help="windows per step (default: %(default)s)")
-    p.add_argument("--seq-len", type=int, default=64, metavar="T",
-                   help="tokens per window, at most the model's 64 positions (default: %(default)s)")
+    p.add_argument("--seq-len", type=int, default=None, metavar="T",
+                   help="tokens per window, at most the model's positions (default: --max-len, 64)")
     p.add_argument("--lr", type=float, default=1e-2,
                    help="peak learning rate, reached at the end of the warm-up (default: %(default)s)")
     p.add_argument("--min-lr", type=float, default=1e-3,
@@ -106,8 +129,25 @@ def build_parser():
     p.add_argument("--seed", type=int, default=3,
                    help="seeds the initial weights (as model.init_params) and the batch sampler (default:"
                         " %(default)s)")
-    p.add_argument("--val-stories", type=int, default=300, metavar="N",
-                   help="the last N stories of corpus.txt are the validation set (default: %(default)s)")
+    p.add_argument("--val-stories", type=int, default=None, metavar="N",
+                   help=f"the last N stories of corpus.txt are the validation set (default: {VAL_STORIES})")
+    p.add_argument("--data", default=None, metavar="FILE",
+                   help="learn this UTF-8 text file instead of the stories of corpus.txt: split by lines, or by"
+                        " documents if blank lines separate it; no floor is known for it, so none is printed")
+    p.add_argument("--tokenizer", default=None, metavar="PATH",
+                   help="with --data: this tokenizer.json (its characters must cover FILE) instead of one trained"
+                        " on FILE")
+    p.add_argument("--vocab-size", type=int, default=None, metavar="N",
+                   help=f"with --data: the tokens of the tokenizer trained on FILE, at least its number of different"
+                        f" characters (default: {bpe.TEXT_VOCAB_SIZE})")
+    p.add_argument("--val-fraction", type=float, default=None, metavar="F",
+                   help=f"with --data: the share of FILE's lines or documents, its last ones, that validate"
+                        f" (default: {VAL_FRACTION})")
+    p.add_argument("--width", type=int, default=MODEL["d"], metavar="D",
+                   help=f"the model's width d; its MLP has {HIDDEN_PER_WIDTH} x D hidden units (default: %(default)s)")
+    p.add_argument("--max-len", type=int, default=MODEL["max_len"], metavar="L",
+                   help="the most positions the model reads, and the rows of learned positions (default:"
+                        " %(default)s)")
     p.add_argument("--positions", choices=SCHEMES, default=None,
                    help="how the model knows where a token is: learned (a trained row per position, default),"
                         " none (a bag of tokens), sinusoidal (a fixed sine/cosine table added to the embeddings) or"
@@ -137,60 +177,137 @@ def build_parser():
 
 
 def check_settings(parser, args):
-    """Reject values that make no sense, with a message naming the value and what was expected (exit status 2)."""
+    """Reject values that make no sense, with a message naming the value and what was expected (exit status 2).
+    Under torchrun every rank checks the same settings, and rank 0 alone says what is wrong."""
+    args.rank, args.world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))  # torchrun's
+    error = parser.error if args.rank == 0 else (lambda message: sys.exit(quietly(2)))
     if args.no_positions and args.positions not in (None, "none"):
-        parser.error(f"--no-positions and --positions {args.positions} contradict each other; pick one")
+        error(f"--no-positions and --positions {args.positions} contradict each other; pick one")
     args.positions = "none" if args.no_positions else args.positions or "learned"
     for name in SIZES:
         if getattr(args, name) < 1:
-            parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
-    try:
-        sizes.check_sizes(MODEL["d"], args.blocks, args.heads, args.positions)
-    except ValueError as e:
-        parser.error(f"--heads {args.heads}: {e}")
+            error(f"--{name} must be at least 1, got {getattr(args, name)}")
     if args.backend == "python" and (args.blocks, args.heads) != (1, 1):
-        parser.error(f"--blocks {args.blocks} --heads {args.heads}: the python backend is model.py, which has one"
-                     f" block and one head; use --backend numpy or numpy-plain")
+        error(f"--blocks {args.blocks} --heads {args.heads}: the python backend is model.py, which has one"
+              f" block and one head; use --backend numpy, numpy-plain or torch")
     if args.backend == "python" and args.positions not in ("learned", "none"):
-        parser.error(f"--positions {args.positions}: the python backend (model.py) has learned positions and none"
-                     f" only; use --backend numpy")
+        error(f"--positions {args.positions}: the python backend (model.py) has learned positions and none"
+              f" only; use --backend numpy")
     if args.dtype is None:
         args.dtype = "float64" if args.backend == "python" else "float32"
     if args.backend == "python" and args.dtype != "float64":
-        parser.error(f"--dtype {args.dtype}: the python backend computes in Python floats, which are float64;"
-                     f" drop --dtype or use --backend numpy")
+        error(f"--dtype {args.dtype}: the python backend computes in Python floats, which are float64;"
+              f" drop --dtype or use --backend numpy")
     if args.warmup is None:
         args.warmup = min(WARMUP, max(args.steps, 0))
+    if args.seq_len is None:
+        args.seq_len = args.max_len
+    check_data_settings(error, args)
     at_least = {"threads": 1, "steps": 1, "batch": 1, "seq_len": 1, "warmup": 0, "seed": 0, "val_stories": 1,
-                "eval_every": 1, "ckpt_every": 1}
+                "eval_every": 1, "ckpt_every": 1, "width": 1, "max_len": 1, "vocab_size": 1}
     for name, low in at_least.items():
-        if getattr(args, name) < low:
-            parser.error(f"--{name.replace('_', '-')} must be at least {low}, got {getattr(args, name)}")
-    if args.seq_len > MODEL["max_len"]:
-        parser.error(f"--seq-len {args.seq_len} is longer than the {MODEL['max_len']} positions the model has;"
-                     f" expected 1 to {MODEL['max_len']}")
+        if getattr(args, name) is not None and getattr(args, name) < low:
+            error(f"--{name.replace('_', '-')} must be at least {low}, got {getattr(args, name)}")
+    try:
+        sizes.check_sizes(args.width, args.blocks, args.heads, args.positions)
+    except ValueError as e:
+        error(f"--heads {args.heads}: {e}")
+    if args.seq_len > args.max_len:
+        error(f"--seq-len {args.seq_len} is longer than the {args.max_len} positions the model has;"
+              f" expected 1 to {args.max_len}")
+    if args.stop_at is not None and not 1 <= args.stop_at <= args.steps:
+        error(f"--stop-at {args.stop_at} is outside the run: expected a step from 1 to --steps ({args.steps})")
     if args.warmup > args.steps:
-        parser.error(f"--warmup {args.warmup} is longer than the run (--steps {args.steps})")
+        error(f"--warmup {args.warmup} is longer than the run (--steps {args.steps})")
     if not (math.isfinite(args.lr) and args.lr > 0):
-        parser.error(f"--lr must be a positive number, got {args.lr}")
+        error(f"--lr must be a positive number, got {args.lr}")
     if not (math.isfinite(args.min_lr) and 0 <= args.min_lr <= args.lr):
-        parser.error(f"--min-lr must be between 0 and --lr ({args.lr}), got {args.min_lr}")
+        error(f"--min-lr must be between 0 and --lr ({args.lr}), got {args.min_lr}")
     for name in ("beta1", "beta2"):
         if not 0 <= getattr(args, name) < 1:
-            parser.error(f"--{name} must be in [0, 1), got {getattr(args, name)}")
+            error(f"--{name} must be in [0, 1), got {getattr(args, name)}")
     if not (math.isfinite(args.eps) and args.eps > 0):
-        parser.error(f"--eps must be a positive number, got {args.eps}")
+        error(f"--eps must be a positive number, got {args.eps}")
     if not args.clip > 0:  # also rejects nan
-        parser.error(f"--clip must be positive (inf switches clipping off), got {args.clip}")
+        error(f"--clip must be positive (inf switches clipping off), got {args.clip}")
     if args.resume and args.overwrite:
-        parser.error("--resume and --overwrite contradict each other; pick one")
+        error("--resume and --overwrite contradict each other; pick one")
+    if args.backend != "torch":
+        if args.device is not None:
+            error(f"--device {args.device} is for --backend torch; the {args.backend} backend runs on the CPU")
+        if args.world > 1:
+            error(f"torchrun started {args.world} processes, but only --backend torch trains data-parallel;"
+                  f" add --backend torch, or run train.py without torchrun")
+        return
+    args.device = args.device or "auto"
+    machine.need("torch", "train.py --backend torch")
+    import torch_train
+
+    problem = torch_train.device_problem(args.device)
+    if problem:
+        error(problem)
+    if args.batch % args.world:
+        error(f"--batch {args.batch} cannot be shared by the {args.world} processes torchrun started: each"
+              f" takes the same number of windows, so the batch must be a multiple of {args.world}")
+
+
+def check_data_settings(error, args):
+    """The settings of the data: --val-stories for the stories, the others with --data only; fill in defaults."""
+    if args.data is None:
+        given = [f"--{name.replace('_', '-')}" for name in ("tokenizer", "vocab_size", "val_fraction")
+                 if getattr(args, name) is not None]
+        if given:
+            error(f"{' and '.join(given)} go with --data FILE; the stories of corpus.txt have the shipped"
+                  f" tokenizer.json and --val-stories")
+        args.val_stories = VAL_STORIES if args.val_stories is None else args.val_stories
+        return
+    if args.val_stories is not None:
+        error(f"--val-stories {args.val_stories} counts the stories of corpus.txt; with --data the share of"
+              f" the text that validates is --val-fraction")
+    if args.tokenizer is not None and args.vocab_size is not None:
+        error(f"--tokenizer {args.tokenizer} and --vocab-size {args.vocab_size} contradict each other: a given"
+              f" tokenizer has its own size; pick one")
+    if args.tokenizer is None and args.vocab_size is None:
+        args.vocab_size = bpe.TEXT_VOCAB_SIZE
+    args.val_fraction = VAL_FRACTION if args.val_fraction is None else args.val_fraction
+    if not 0 < args.val_fraction < 1:
+        error(f"--val-fraction must be between 0 and 1 (a share of the text), got {args.val_fraction}")
+
+
+def training_settings(s):
+    """The settings that decide the weights, as a checkpoint records them (a --resume must match them); blocks and
+    heads only when not both 1, so that a one-block, one-head checkpoint is byte for byte what it was before models
+    could grow.
+
+    >>> parser = build_parser()
+    >>> grown, lab = parser.parse_args(["--heads", "4"]), parser.parse_args([])
+    >>> check_settings(parser, grown), check_settings(parser, lab)
+    (None, None)
+    >>> training_settings(grown)["heads"], "heads" in training_settings(lab)
+    (4, False)
+    """
+    names = TRAINING_SETTINGS + (TEXT_SETTINGS if s.data is not None else ())
+    training = {name: getattr(s, name) for name in names}
+    if (s.blocks, s.heads) == (1, 1):
+        for name in SIZES:
+            del training[name]
+    return training
+
+
+def model_size(s):
+    """The model's sizes besides its vocabulary, from --width and --max-len.
+
+    >>> model_size(SimpleNamespace(width=16, max_len=64)) == MODEL
+    True
+    """
+    return {"d": s.width, "hidden": HIDDEN_PER_WIDTH * s.width, "max_len": s.max_len}
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # Data: a split by whole stories, training windows, validation stories
 
 
-def load_data(tok, val_stories, seq_len):
+def load_data(tok, val_stories, seq_len, max_len=MODEL["max_len"]):
     """(training token stream, validation stories as texts, validation stories as token lists).
 
     Each validation story's tokens are the newline before it, the story, and its newline: the model reads the first
@@ -207,9 +324,66 @@ def load_data(tok, val_stories, seq_len):
     newline = tok.encode("\n")
     val_ids = [newline + tok.encode(s + "\n") for s in val]
     longest = max(len(ids) - 1 for ids in val_ids)
-    if longest > MODEL["max_len"]:
-        raise ValueError(f"a validation story needs {longest} positions, more than the model's {MODEL['max_len']}")
+    if longest > max_len:
+        raise ValueError(f"a validation story needs {longest} positions, more than the model's {max_len}")
     return stream, val, val_ids
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Data of your own (--data): a split by lines or documents, validation windows, a baseline for scale
+
+
+def split_text(text, fraction):
+    """(cut, unit, units, held): the text splits at cut into training text[:cut] and validation text[cut:], whole
+    units each. unit is "document" when a blank line (nothing, or only spaces and tabs) stands between two lines of
+    text, and the units are the blocks between blank lines; otherwise "line", and the units are the lines. The last
+    held = max(1, round(fraction * units)) units validate (Python's round: halves to even), and at least one unit is
+    left to train on.
+
+    >>> split_text("one\\ntwo\\nthree\\nfour\\n", 0.25)
+    (14, 'line', 4, 1)
+    >>> split_text("a b\\nc\\n\\nd e\\n\\n\\nf\\n", 0.5)
+    (7, 'document', 3, 2)
+    """
+    starts, offset, after_blank = [], 0, False  # starts: (offset, follows a blank line) of each line of text
+    for line in text.split("\n"):
+        if line.strip(" \t"):
+            starts.append((offset, after_blank and bool(starts)))
+            after_blank = False
+        else:
+            after_blank = True
+        offset += len(line) + 1
+    documents = any(blank for _, blank in starts)
+    if documents:  # a document starts at the first line of text and after each blank line
+        starts = starts[:1] + [start for start in starts[1:] if start[1]]
+    unit = "document" if documents else "line"
+    if len(starts) < 2:
+        raise ValueError(f"it has {len(starts)} {unit} of text: nothing to hold out for validation; expected at least"
+                         f" 2 lines, or 2 documents between blank lines")
+    held = min(max(1, round(fraction * len(starts))), len(starts) - 1)
+    return starts[len(starts) - held][0], unit, len(starts), held
+
+
+def windows(ids, length):
+    """Consecutive windows of up to length + 1 IDs that overlap by one, over a list of IDs: read in them, every ID
+    after the first is predicted exactly once, from at most length IDs before it.
+
+    >>> windows([1, 2, 3, 4, 5, 6], 2)
+    [[1, 2, 3], [3, 4, 5], [5, 6]]
+    """
+    return [ids[i:i + length + 1] for i in range(0, len(ids) - 1, length)]
+
+
+def unigram_loss(train_ids, predicted, vocab):
+    """The mean -log p of the predicted IDs under the training IDs' frequencies, each count plus one (so that a token
+    the training text lacks still has a probability): what a model that ignores the context would score.
+
+    >>> round(unigram_loss([0, 0, 1], [0, 1], 3), 4)  # p = 3/6 and 2/6
+    0.8959
+    """
+    counts = Counter(train_ids)
+    total = len(train_ids) + vocab
+    return fsum(-math.log((counts[i] + 1) / total) for i in predicted) / len(predicted)
 
 
 def draw_starts(rng, stream_len, seq_len, batch):
@@ -236,11 +410,12 @@ def learning_rate(step, s):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Tensors: NumPy arrays, or model.py's nested lists of floats, and what the loop does to either
+# Tensors: NumPy arrays, torch tensors, or model.py's nested lists of floats, and what the loop does to each
 
 
 def each(fn, *tensors):
-    """fn applied to matching tensors: to NumPy arrays whole (their operators loop), to nested lists number by number.
+    """fn applied to matching tensors: to arrays and torch tensors whole (their operators loop), to nested lists
+    number by number.
 
     >>> each(lambda a, b: a + 2 * b, [[1.0, 2.0]], [[3.0, 4.0]])
     [[7.0, 10.0]]
@@ -251,7 +426,8 @@ def each(fn, *tensors):
 
 
 def squares(t):
-    """The sum of the squares of a tensor's numbers (fsum over a nested list; BLAS's dot over an array).
+    """The sum of the squares of a tensor's numbers (fsum over a nested list; a dot product of an array or a torch
+    tensor with itself, which for an array is BLAS's dot, the same bits as numpy.vdot).
 
     >>> squares([[3.0], [4.0]])
     25.0
@@ -260,9 +436,7 @@ def squares(t):
         return fsum(squares(x) for x in t)
     if isinstance(t, float):
         return t * t
-    import numpy
-
-    return float(numpy.vdot(t, t))
+    return float(t.ravel() @ t.ravel())
 
 
 def root(x):
@@ -280,13 +454,7 @@ def zeros_like(t):
     >>> zeros_like([[1.5, -2.0]])
     [[0.0, 0.0]]
     """
-    if isinstance(t, list):
-        return [zeros_like(x) for x in t]
-    if isinstance(t, float):
-        return 0.0
-    import numpy
-
-    return numpy.zeros_like(t)
+    return each(lambda x: x - x, t)  # +0.0 for every finite number, in floats, arrays and tensors alike
 
 
 def finite(t):
@@ -299,9 +467,7 @@ def finite(t):
         return all(finite(x) for x in t)
     if isinstance(t, float):
         return math.isfinite(t)
-    import numpy
-
-    return bool(numpy.isfinite(t).all())
+    return bool(abs(t).max() < math.inf)  # NaN is not below infinity either
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -332,9 +498,14 @@ def model_functions(s, vocab):
 
     numpy (the default) is numpy_fast.py, whose Workspace holds every array of a step (its gradients live there
     until the next step); numpy-plain is numpy_model.py, the plain mirror; both grow (s.blocks, s.heads). python is
-    model.py itself.
+    model.py itself; torch is torch_model.py through torch_train.py, in one process or one rank of a data-parallel
+    run.
     """
-    shape = (vocab, MODEL["d"], MODEL["hidden"], MODEL["max_len"])
+    shape = (vocab, *model_size(s).values())  # (V, d, hidden, max_len)
+    if s.backend == "torch":
+        import torch_train
+
+        return torch_train.model_functions(s, shape)
     if s.backend == "python":
         return (partial(model.init_params, *shape), partial(python_loss_and_grads, positions=s.positions),
                 partial(python_loss, positions=s.positions))
@@ -352,13 +523,14 @@ def model_functions(s, vocab):
     return init, workspace.loss_and_grads, partial(numpy_fast.sequence_loss, positions=s.positions, heads=s.heads)
 
 
-def story_nats(loss, params, stories):
+def story_nats(loss, params, stories, most=None):
     """Total -log p (a float) of predicting tokens 1.. of each story from the ones before; stories of equal length
-    go through the model as one batch."""
+    go through the model as one batch (of at most `most` stories, when given)."""
     total = []
     for n in sorted({len(ids) for ids in stories}):
         group = [ids for ids in stories if len(ids) == n]  # (b, n)
-        total.append(loss(params, [ids[:-1] for ids in group], [ids[1:] for ids in group]) * (len(group) * (n - 1)))
+        for part in (group[i:i + most] for i in range(0, len(group), most)) if most else [group]:
+            total.append(loss(params, [ids[:-1] for ids in part], [ids[1:] for ids in part]) * (len(part) * (n - 1)))
     return fsum(total)
 
 
@@ -377,6 +549,8 @@ def tensors_of(params, dtype):
         if isinstance(t, list):  # model.py's nested lists of Python floats
             out[name] = ("F64", model.shape(t), checkpoint.flat(t))
         else:
+            if hasattr(t, "detach"):  # a torch tensor, on any device
+                t = t.detach().cpu().numpy()
             st = {"float32": "F32", "float64": "F64"}[dtype]
             values = array.array(checkpoint.DTYPES[st])
             values.frombytes(t.astype(dtype, copy=False).tobytes())
@@ -395,8 +569,13 @@ def from_tensors(tensors, s):
     for name, (got, _, _) in tensors.items():
         if got != st:
             raise ValueError(f"tensor {name!r} is {got}, but this run computes in {s.dtype} ({st})")
-    return {name: np.frombuffer(values, dtype=s.dtype).reshape(shape).copy()
-            for name, (_, shape, values) in tensors.items()}
+    arrays = {name: np.frombuffer(values, dtype=s.dtype).reshape(shape).copy()
+              for name, (_, shape, values) in tensors.items()}
+    if s.backend == "torch":
+        import torch_train
+
+        return torch_train.from_arrays(arrays, s)
+    return arrays
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -449,17 +628,23 @@ def fresh_state(init, seed):
             "v": {name: zeros_like(t) for name, t in params.items()}, "rng": random.Random(seed), "step": 0}
 
 
-def resumed_state(s, path, training, tokenizer_sha, corpus_sha):
-    """The state saved at path; a ValueError says why it cannot be resumed (bad file, other data, other settings)."""
-    ckpt = checkpoint.load_checkpoint(path, tokenizer_sha)
-    if ckpt["metadata"].get("corpus_sha256") != corpus_sha:
+def resumed_state(s, path, training, config, data):
+    """The state saved at path; a ValueError says why it cannot be resumed (bad file, other data, other tokenizer,
+    other model size, other settings)."""
+    ckpt = checkpoint.load_checkpoint(path, data.tokenizer_sha)  # (main checked first that it learned this text)
+    if ckpt["metadata"].get("corpus_sha256") != data.metadata.get("corpus_sha256"):
         raise ValueError(f"{path} was trained on another corpus.txt; it cannot be resumed on this one")
+    other = {key: (ckpt["config"][key], config[key]) for key in ("d", "max_len") if ckpt["config"][key] != config[key]}
+    if other:
+        raise ValueError(f"{path} is a model of another size: " + "; ".join(
+            f"--{'width' if key == 'd' else 'max-len'} {there} there, {here} here" for key, (there, here) in
+            other.items()) + ". HINT: to resume, pass the settings of the run you resume")
     there = {**dict.fromkeys(SIZES, 1), **ckpt["training"]}  # (a one-block, one-head file records no sizes)
     if isinstance(there.get("positions"), bool):  # written before the schemes, when --no-positions made it false
         there["positions"] = "learned" if there["positions"] else "none"
     here = {**dict.fromkeys(SIZES, 1), **training}
     differ = [f"--{k.replace('_', '-')} {there.get(k)!r} there, {v!r} here"
-              for k, v in here.items() if there.get(k) != v]
+              for k, v in here.items() if there.get(k) != v and k not in HOW_RUN]
     if differ:
         raise ValueError(f"{path} was made with other settings: {'; '.join(differ)}. HINT: to resume, pass the"
                          f" settings of the run you resume")
@@ -467,25 +652,112 @@ def resumed_state(s, path, training, tokenizer_sha, corpus_sha):
     return {"params": from_tensors(ckpt["params"], s), "m": m, "v": v, "rng": ckpt["rng"], "step": ckpt["step"]}
 
 
+def other_text(s, path, metadata):
+    """Raise a ValueError if the checkpoint at path (its metadata) learned another text than this run reads: the
+    stories or --data FILE, and which FILE (by its SHA-256)."""
+    there = metadata.get("text")  # the --data FILE it learned, as it was given
+    if there is None and s.data is not None:
+        raise ValueError(f"{path} learned the stories of corpus.txt; resume it without --data")
+    if there is not None and s.data is None:
+        raise ValueError(f"{path} learned --data {there}; resume it with the same --data")
+    if there is not None and metadata.get("text_sha256") != checkpoint.sha256_file(s.data):
+        raise ValueError(f"{path} learned another text than {s.data} ({there} as it was then); it cannot be resumed"
+                         f" on this one")
+
+
+def resume_tokenizer(s, out):
+    """With --resume: check that the checkpoint at out learned the text this run reads (a ValueError says why not),
+    and return the tokenizer it carries, unless --tokenizer names one (then the two must be the same); None for the
+    stories and without --resume."""
+    if not s.resume:
+        return None
+    metadata = checkpoint.load_checkpoint(out)["metadata"]
+    other_text(s, out, metadata)
+    return checkpoint.carried_tokenizer(metadata, out) if s.tokenizer is None else None
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # The data a run reads, its backend, and the loop
 
 
-def prepare(s):
+def prepare(s, carried=None):
     """What a run reads besides its settings: the tokenizer, the training stream (a NumPy array for the numpy
-    backends, a list for python), the validation stories and the floors. A ValueError says what is wrong with the
-    data or with --val-stories / --seq-len."""
-    tok = bpe.Tokenizer.load(TOKENIZER_FILE)
-    stream, val_texts, val_ids = load_data(tok, s.val_stories, s.seq_len)
+    backends, a list for python), the validation sequences, the floors (None for a text of your own), and the
+    metadata its checkpoints carry about the data. carried: with --data, the tokenizer to use instead of --tokenizer
+    or a fresh training (the one a resumed checkpoint carries). A ValueError says what is wrong with the data or
+    with --val-stories / --seq-len."""
+    if s.data is None:
+        tok = bpe.Tokenizer.load(TOKENIZER_FILE)
+        stream, val_texts, val_ids = load_data(tok, s.val_stories, s.seq_len, s.max_len)
+        corpus_floor = floor.load_floor(HERE)
+        val_floor_nats, val_tokens = floor.story_floor(val_texts, tok)
+        data = SimpleNamespace(tok=tok, stream=stream, val_texts=val_texts, val_ids=val_ids, val_tokens=val_tokens,
+                               val_batch=None, val_floor=val_floor_nats / val_tokens, corpus_floor=corpus_floor,
+                               tokenizer_sha=checkpoint.sha256_file(TOKENIZER_FILE),
+                               metadata={"corpus_sha256": checkpoint.sha256_file(CORPUS_FILE),
+                                         "floor_nats_per_token": repr(corpus_floor),
+                                         "val_floor_nats_per_token": repr(val_floor_nats / val_tokens)})
+    else:
+        data = prepare_text(s, carried)
+    data.vocab = len(data.tok.vocab)
     if s.backend != "python":
         machine.set_blas_threads(s.threads)  # read once, when NumPy is first imported: here
         import numpy
 
-        stream = numpy.array(stream)  # (n,) its slices are the rows of a batch
-    corpus_floor = floor.load_floor(HERE)
-    val_floor_nats, val_tokens = floor.story_floor(val_texts, tok)
-    return SimpleNamespace(tok=tok, vocab=len(tok.vocab), stream=stream, val_texts=val_texts, val_ids=val_ids,
-                           val_tokens=val_tokens, val_floor=val_floor_nats / val_tokens, corpus_floor=corpus_floor)
+        data.stream = numpy.array(data.stream)  # (n,) its slices are the rows of a batch
+    return data
+
+
+def prepare_text(s, carried):
+    """prepare for --data: read the file, split it, get its tokenizer, and encode both parts."""
+    text = bpe.read_text(s.data)
+    try:
+        cut, unit, units, held = split_text(text, s.val_fraction)
+    except ValueError as e:
+        raise ValueError(f"{s.data}: {e}") from None
+    if carried is not None:
+        tok, how = carried, "the one the checkpoint carries"
+    elif s.tokenizer is not None:
+        tok, how = bpe.Tokenizer.load(s.tokenizer), f"{s.tokenizer}"
+    else:
+        tok, how = bpe.train_on_text(text, s.vocab_size, s.data), f"trained on {s.data}"
+    bad = next((i for i, ch in enumerate(text) if ch not in tok.ids), None)
+    if bad is not None:
+        line = text.count("\n", 0, bad) + 1
+        raise ValueError(f"{s.data}, line {line}: the character {text[bad]!r} is not in the tokenizer ({how}), which"
+                         f" knows {len(tok.alphabet)} characters; leave out --tokenizer to train one on the file")
+    stream, val_stream = tok.encode(text[:cut]), tok.encode(text[cut:])  # (n,) and (m,) token IDs
+    if len(stream) <= s.seq_len:
+        raise ValueError(f"{s.data}: its training text is {len(stream)} tokens, fewer than one window of --seq-len"
+                         f" {s.seq_len} + 1; expected a longer text, or a shorter --seq-len")
+    if len(val_stream) < 2:
+        raise ValueError(f"{s.data}: its validation text ({held} {unit}) is {len(val_stream)} token, nothing to"
+                         f" predict; expected a larger --val-fraction")
+    val_ids = windows(val_stream, s.seq_len)
+    tokenizer_json = tok.to_json()
+    documents = " (the blocks between blank lines)" if unit == "document" else ""
+    about = [(f"{s.data}: {len(text):,} characters in {units:,} {unit}s{documents}; the last {held:,} validate"
+              f" ({(len(text) - cut) / len(text):.1%} of the characters)"),
+             (f"tokenizer: {how}, {len(tok.vocab)} tokens ({len(tok.alphabet)} characters + {len(tok.merges)}"
+              f" merges), {len(text) / (len(stream) + len(val_stream)):.2f} characters per token")]
+    return SimpleNamespace(
+        tok=tok, stream=stream, val_ids=val_ids, val_tokens=len(val_stream) - 1, val_batch=VAL_BATCH,
+        val_floor=None, corpus_floor=None, tokenizer_sha=checkpoint.sha256_text(tokenizer_json), about=about,
+        val_chars=len(text) - cut - len(tok.vocab[val_stream[0]]),  # the characters of the predicted tokens
+        unigram=unigram_loss(stream, val_stream[1:], len(tok.vocab)),
+        metadata={"text": str(s.data), "text_sha256": checkpoint.sha256_file(s.data), "split": unit,
+                  checkpoint.TOKENIZER_KEY: tokenizer_json})
+
+
+def versus_floor(val_loss, val_floor, gap=True):
+    """The end of a loss line: the floor and the gap to it; nothing for a text of your own, which has no floor.
+
+    >>> versus_floor(0.3306, 0.3074), versus_floor(2.5, None)
+    (' | floor 0.3074 | gap +0.0232', '')
+    """
+    if val_floor is None:
+        return ""
+    return f" | floor {val_floor:.4f}" + (f" | gap {val_loss - val_floor:+.4f}" if gap else "")
 
 
 def step(state, ids, targets, loss_and_grads, s):
@@ -502,8 +774,8 @@ def step(state, ids, targets, loss_and_grads, s):
     return loss, norm
 
 
-def fit(state, data, s, functions, save=None, report=print, until=None):
-    """Take steps until state["step"] is s.steps (or until, to stop a run early on its own schedule), with the
+def fit(state, data, s, functions, save=None, report=print):
+    """Take steps until state["step"] is s.steps (or s.stop_at, to stop a run early on its own schedule), with the
     model's (init, loss_and_grads, loss) functions. The validation loss at step 0 (on a fresh state), every
     s.eval_every steps and at the end goes to report as one line and into the history; every s.ckpt_every steps
     and at the end, save(val_loss or None) is called (if given) once the weights are checked to be finite.
@@ -514,22 +786,24 @@ def fit(state, data, s, functions, save=None, report=print, until=None):
     step). A KeyboardInterrupt passes through.
     """
     _, loss_and_grads, loss_fn = functions
-    first, last = state["step"], s.steps if until is None else until
+    first, last = state["step"], s.steps if s.stop_at is None else s.stop_at
     history, failure, val_loss, recent, train_seconds = [], None, None, [], 0.0
 
     def evaluate():
-        return story_nats(loss_fn, state["params"], data.val_ids) / data.val_tokens
+        return story_nats(loss_fn, state["params"], data.val_ids, data.val_batch) / data.val_tokens
 
     if first == 0:
         val_loss = evaluate()
         history.append({"step": 0, "train": None, "val": val_loss})
-        report(f"step {0:>6} | val {val_loss:.4f} | floor {data.val_floor:.4f}")
+        report(f"step {0:>6} | val {val_loss:.4f}" + versus_floor(val_loss, data.val_floor, gap=False))
     started = time.perf_counter()
     newline = sys.stderr.isatty() and not s.quiet  # a progress bar drawn in place must end before a loss line
     while state["step"] < last:
         # ---- one step on B windows of T + 1 tokens drawn from the training stream
         t0 = time.perf_counter()
         starts = draw_starts(state["rng"], len(data.stream), s.seq_len, s.batch)
+        share = s.batch // s.world  # under torchrun, each rank takes its own share of the B windows, in order
+        starts = starts[s.rank * share:(s.rank + 1) * share]
         ids = [data.stream[i:i + s.seq_len] for i in starts]  # (B, T)
         targets = [data.stream[i + 1:i + s.seq_len + 1] for i in starts]  # (B, T) the token after each one
         loss, norm = step(state, ids, targets, loss_and_grads, s)
@@ -544,7 +818,7 @@ def fit(state, data, s, functions, save=None, report=print, until=None):
         recent.append(loss)
         if not s.quiet:
             progress(done, s.steps, loss, (done - first) * s.batch * s.seq_len / train_seconds, started,
-                     final=done == s.steps)
+                     final=done == last)
         evaluated = done % s.eval_every == 0 or done == last
         if evaluated:
             val_loss = evaluate()
@@ -552,10 +826,10 @@ def fit(state, data, s, functions, save=None, report=print, until=None):
             history.append({"step": done, "train": train_loss, "val": val_loss})
             if newline and done != s.steps:
                 print(file=sys.stderr)
-            report(f"step {done:>6} | train {train_loss:.4f} | val {val_loss:.4f} | floor {data.val_floor:.4f} |"
-                   f" gap {val_loss - data.val_floor:+.4f}")
+            report(f"step {done:>6} | train {train_loss:.4f} | val {val_loss:.4f}"
+                   + versus_floor(val_loss, data.val_floor))
             recent = []
-        if save is not None and (done % s.ckpt_every == 0 or done == s.steps):
+        if save is not None and (done % s.ckpt_every == 0 or done == last):
             if not all(finite(t) for t in state["params"].values()):
                 failure = (f"error: step {done}: the weights are no longer finite and the run stops",
                            "HINT: a lower --lr")
@@ -584,7 +858,8 @@ def train_model(argv, data=None, report=None, until=None):
     data = prepare(s) if data is None else data
     functions = model_functions(s, data.vocab)
     state = fresh_state(functions[0], s.seed)
-    result = fit(state, data, s, functions, report=report or (lambda line: None), until=until)
+    s.stop_at = until
+    result = fit(state, data, s, functions, report=report or (lambda line: None))
     if result.failure is not None:
         raise RuntimeError(result.failure[0])
     return state["params"], result.history, data
@@ -627,6 +902,13 @@ def out_problem(out, resume, overwrite):
     return None
 
 
+def quietly(status):
+    """The exit status of a rank other than 0 that stops on a problem rank 0 also found: after a pause, because
+    torchrun stops every rank as soon as one ends, and rank 0 is the one that says what is wrong."""
+    time.sleep(3)
+    return status
+
+
 def main(argv=None):
     parser = build_parser()
     s = parser.parse_args(argv)
@@ -635,71 +917,73 @@ def main(argv=None):
         machine.set_blas_threads(s.threads)
         default = " (the default; --backend python needs nothing)" if s.backend == "numpy" else ""
         machine.need("numpy", f"train.py --backend {s.backend}{default}")
-    problem = out_problem(s.out, s.resume, s.overwrite)
-    if problem is not None:
-        print(f"error: {problem}", file=sys.stderr)
-        return 2
     out = Path(s.out)
     holder = f"pid {os.getpid()} on {platform.node()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}: " + " ".join(
         ["train.py", *(sys.argv[1:] if argv is None else argv)])
     with ExitStack() as owned:
-        try:
-            owned.enter_context(hold(out, holder))  # released when the run ends, however it ends
-        except ValueError as e:  # another run holds the path, or its folder cannot be made or written
-            print(f"error: --out: {e}", file=sys.stderr)
-            return 2
-        return run(s, out)
+        if s.backend == "torch":  # under torchrun: join the other ranks; rank 0 alone owns --out
+            import torch_train
+
+            torch_train.start(s)
+            owned.callback(torch_train.finish)
+        data, problem = None, out_problem(s.out, s.resume, s.overwrite)
+        if problem is None:
+            try:  # everything about the data is checked before anything is written
+                data = prepare(s, resume_tokenizer(s, out))
+            except ValueError as e:
+                problem = f"{'cannot resume: ' if s.resume else ''}{e}"
+        if problem is None and s.rank == 0:
+            try:
+                owned.enter_context(hold(out, holder))  # released when the run ends, however it ends
+            except ValueError as e:  # another run holds the path, or its folder cannot be made or written
+                problem = f"--out: {e}"
+        if s.backend == "torch":
+            problem = torch_train.share(problem)  # rank 0's word: the lock on --out is rank 0's alone
+        if problem is not None:
+            if s.rank == 0:
+                print(f"error: {problem}", file=sys.stderr)
+            return 2 if s.rank == 0 else quietly(2)
+        status = run(s, out, data)
+        return status if s.rank == 0 or status == 0 else quietly(status)
 
 
-def recorded_settings(s):
-    """The settings a checkpoint records, {name: value} for TRAINING_SETTINGS; blocks and heads only when not both 1,
-    so that a one-block, one-head checkpoint is byte for byte what it was before models could grow.
+def tokenizer_beside(out):
+    """Where a run on --data keeps a copy of its tokenizer: beside the checkpoint, named after it.
 
-    >>> parser = build_parser()
-    >>> grown, lab = parser.parse_args(["--heads", "4"]), parser.parse_args([])
-    >>> check_settings(parser, grown), check_settings(parser, lab)
-    (None, None)
-    >>> recorded_settings(grown)["heads"], "heads" in recorded_settings(lab)
-    (4, False)
+    >>> tokenizer_beside(Path("out/notes.safetensors")).as_posix()
+    'out/notes.tokenizer.json'
     """
-    training = {name: getattr(s, name) for name in TRAINING_SETTINGS}
-    if (s.blocks, s.heads) == (1, 1):
-        for name in SIZES:
-            del training[name]
-    return training
+    return out.with_suffix(".tokenizer.json")
 
 
-def run(s, out):
-    """The run of main, while it owns out: clean up, read the data, train, save, summarise; the exit status."""
-    training = recorded_settings(s)
+def run(s, out, data):
+    """The run of main, while it owns out: clean up, train, save, summarise; the exit status. Under torchrun every
+    rank runs it; rank 0 alone prints, writes and cleans up."""
+    training = training_settings(s)
+    say = print if s.rank == 0 else (lambda *args, **kwargs: None)
+    s.quiet = s.quiet or s.rank != 0
 
     # a save that a kill interrupted leaves its temporary file beside the checkpoint (never in its place)
-    leftovers = sorted(out.parent.glob(glob.escape(out.name) + ".*.tmp"))
+    leftovers = sorted(out.parent.glob(glob.escape(out.name) + ".*.tmp")) if s.rank == 0 else []
     for path in leftovers:
         path.unlink()
     if leftovers:
-        print(f"removed {len(leftovers)} temporary file(s) of an interrupted save beside {out}", file=sys.stderr)
+        say(f"removed {len(leftovers)} temporary file(s) of an interrupted save beside {out}", file=sys.stderr)
 
-    # ---- tokenizer, data, floor
-    tokenizer_sha = checkpoint.sha256_file(TOKENIZER_FILE)
-    corpus_sha = checkpoint.sha256_file(CORPUS_FILE)
-    try:
-        data = prepare(s)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     # use_positions: model.py's switch (whether the learned rows are added); positions: the scheme
     grown = {name: training[name] for name in SIZES if name in training}  # blocks and heads, for a grown model
-    config = {"vocab": data.vocab, **MODEL, **grown, "use_positions": s.positions == "learned",
+    config = {"vocab": data.vocab, **model_size(s), **grown, "use_positions": s.positions == "learned",
               "positions": s.positions}
+    if s.data is not None and s.rank == 0:  # the checkpoint carries its tokenizer; a copy beside it is for you
+        write_atomic(tokenizer_beside(out), data.tok.to_json())
 
     # ---- the model's functions, and the state to start from
     functions = model_functions(s, data.vocab)
     if s.resume:
         try:
-            state = resumed_state(s, out, training, tokenizer_sha, corpus_sha)
+            state = resumed_state(s, out, training, config, data)
         except ValueError as e:
-            print(f"error: cannot resume: {e}", file=sys.stderr)
+            say(f"error: cannot resume: {e}", file=sys.stderr)
             return 2
     else:
         state = fresh_state(functions[0], s.seed)
@@ -709,24 +993,32 @@ def run(s, out):
     def save(val_loss):
         nonlocal saved
         out.parent.mkdir(parents=True, exist_ok=True)
-        extra = {"corpus_sha256": corpus_sha, "floor_nats_per_token": repr(data.corpus_floor),
-                 "val_floor_nats_per_token": repr(data.val_floor)}
+        extra = dict(data.metadata)
         if val_loss is not None:
             extra["val_loss"] = repr(val_loss)
         moments = (tensors_of(state["m"], s.dtype), tensors_of(state["v"], s.dtype))
         checkpoint.save_checkpoint(out, tensors_of(state["params"], s.dtype), moments, state["step"], state["rng"],
-                                   config, training, tokenizer_sha, extra)
+                                   config, training, data.tokenizer_sha, extra)
         saved = state["step"]
 
-    print(f"floor {data.corpus_floor:.4f} nats/token (corpus-entropy.json); {data.val_floor:.4f} on the"
-          f" {len(data.val_ids)} validation stories; uniform guessing {math.log(data.vocab):.4f}")
-    if s.backend != "python":
-        print(f"computing with {machine.blas(s.threads)}: the same run elsewhere gives other last bits (spread.py)")
+    if data.val_floor is not None:
+        say(f"floor {data.corpus_floor:.4f} nats/token (corpus-entropy.json); {data.val_floor:.4f} on the"
+            f" {len(data.val_ids)} validation stories; uniform guessing {math.log(data.vocab):.4f}")
+    else:
+        say("\n".join(data.about))
+        say(f"no floor: nobody knows the entropy of this text. For scale, uniform guessing scores"
+            f" {math.log(data.vocab):.4f} nats/token and the token frequencies alone {data.unigram:.4f}")
+    if s.backend == "torch":
+        import torch_train
+
+        say(f"computing with {torch_train.describe(s)}")
+    elif s.backend != "python":
+        say(f"computing with {machine.blas(s.threads)}: the same run elsewhere gives other last bits (spread.py)")
     where = f", {sizes.describe(s.blocks, s.heads)}" if grown else ""
-    print(f"{s.backend} {s.dtype}{where}, {len(data.stream):,} training tokens, {s.steps} steps of {s.batch} x"
-          f" {s.seq_len} tokens, lr {s.lr:g} -> {s.min_lr:g}"
-          + (f", positions {s.positions}" if s.positions != "learned" else "")
-          + (f"; resuming {out} at step {first}" if s.resume else ""))
+    say(f"{s.backend} {s.dtype}{where}, {len(data.stream):,} training tokens, {s.steps} steps of {s.batch} x"
+        f" {s.seq_len} tokens, lr {s.lr:g} -> {s.min_lr:g}"
+        + (f", positions {s.positions}" if s.positions != "learned" else "")
+        + (f"; resuming {out} at step {first}" if s.resume else ""))
 
     # ---- the loop
     started = time.perf_counter()
@@ -734,10 +1026,11 @@ def run(s, out):
 
     def stopped(why, hint):
         kept = f"{out} keeps step {saved}" if saved is not None else f"this run wrote no checkpoint to {out}"
-        print(f"{newline}{why}; {kept}. {hint}", file=sys.stderr)
+        say(f"{newline}{why}; {kept}. {hint}", file=sys.stderr)
 
     try:
-        result = fit(state, data, s, functions, save=save, report=lambda line: print(line, flush=True))
+        result = fit(state, data, s, functions, save=save if s.rank == 0 else None,
+                     report=lambda line: say(line, flush=True))
     except KeyboardInterrupt:
         stopped(f"interrupted at step {state['step']}", "Continue with the same command plus --resume")
         return 130
@@ -748,13 +1041,15 @@ def run(s, out):
     # ---- summary
     val_loss = result.val_loss
     if val_loss is None:  # a resumed run that had nothing left to do
-        val_loss = story_nats(functions[2], state["params"], data.val_ids) / data.val_tokens
+        val_loss = story_nats(functions[2], state["params"], data.val_ids, data.val_batch) / data.val_tokens
     elapsed = time.perf_counter() - started
-    tokens = (s.steps - first) * s.batch * s.seq_len
+    done, tokens = state["step"], (state["step"] - first) * s.batch * s.seq_len
     speed = f", {rate(tokens / result.train_seconds)} tokens/s" if result.train_seconds else ""
-    print(f"done: {s.steps} steps ({s.steps - first} in this run, {tokens:,} tokens, {elapsed:.1f} s{speed}) |"
-          f" val {val_loss:.4f} nats/token | floor {data.val_floor:.4f} | gap {val_loss - data.val_floor:+.4f} |"
-          f" {out}")
+    against = (versus_floor(val_loss, data.val_floor) if data.val_floor is not None
+               else f", {val_loss * data.val_tokens / data.val_chars:.4f} per character | no floor known")
+    stopped_early = f" of {s.steps} (--stop-at; --resume finishes the run)" if done < s.steps else ""
+    say(f"done: {done} steps{stopped_early} ({done - first} in this run, {tokens:,} tokens, {elapsed:.1f} s{speed})"
+        f" | val {val_loss:.4f} nats/token{against} | {out}")
     return 0
 
 

@@ -1,23 +1,47 @@
 // bpe.js: the tokenizer of bpe.py in JavaScript, read from the same tokenizer.json; same IDs, same error messages.
 //
 // Encoding (bpe.py explains training too): check that every character is in the alphabet, split the text into
-// pieces with PATTERN (a word with at most one space in front of it, or any one other character), and in each piece
-// apply the merges by rank, the lowest-rank pair present first, at all its places left to right.
+// pieces with the tokenizer's pattern (a word with at most one space in front of it, or any one other character;
+// pattern_for writes it out for the alphabet's letters), and in each piece apply the merges by rank, the lowest-rank
+// pair present first, at all its places left to right.
 //
 //     const tok = Tokenizer.from_json(await (await fetch("data/tokenizer.json")).json());
 //     tok.tokens("now mia gives the hat to leo.")   // ["n", "ow", " mia", " gives", " the", " hat", " to", " leo", "."]
 
-export const PATTERN = " ?[a-z]+|[^a-z]"; // bpe.PATTERN; the u flag makes [^a-z] one code point, as in Python
-const PIECE_RE = new RegExp(PATTERN, "gu");
+export const PATTERN = " ?[a-z]+|[^a-z]"; // bpe.PATTERN, the stories' pattern; the u flag reads code points, as Python
 
 // ----------------------------------------------------------------------------------------------------------------
 // Small helpers
 
+/** Python's order of strings: by code point (JavaScript's < compares UTF-16 units, which differs past U+FFFF). */
+export function by_code_point(a, b) {
+  const x = [...a].map((ch) => ch.codePointAt(0)), y = [...b].map((ch) => ch.codePointAt(0));
+  for (let i = 0; i < Math.min(x.length, y.length); i++) if (x[i] !== y[i]) return x[i] - y[i];
+  return x.length - y.length;
+}
+
+/** Whether a character belongs in words: a letter (Python's str.isalpha: category L) or a combining mark (M). */
+export function is_letter(ch) {
+  return /^[\p{L}\p{M}]$/u.test(ch);
+}
+
+/** The pre-tokenizer regex for an alphabet, as bpe.pattern_for writes it: a-z and A-Z for its ASCII letters, then
+ * its other letters one by one in code point order.
+ *
+ *     pattern_for([..."\n ,.abhimst"])   // " ?[a-z]+|[^a-z]" */
+export function pattern_for(alphabet) {
+  const letters = [...new Set(alphabet)].filter(is_letter).sort(by_code_point);
+  const ascii = (ch, lo, hi) => ch >= lo && ch <= hi;
+  const ranges = [["A-Z", "A", "Z"], ["a-z", "a", "z"]].filter(([, lo, hi]) => letters.some((ch) => ascii(ch, lo, hi))).map(([r]) => r);
+  const word = [...ranges, ...letters.filter((ch) => !ascii(ch, "A", "Z") && !ascii(ch, "a", "z"))].join("");
+  return word ? ` ?[${word}]+|[^${word}]` : "[\\s\\S]";
+}
+
 /** Split text into the pieces that merges never cross.
  *
  *     pretokenize("mia has a hat.\nnow")   // ["mia", " has", " a", " hat", ".", "\n", "now"] */
-export function pretokenize(text) {
-  return text.match(PIECE_RE) ?? [];
+export function pretokenize(text, pattern = PATTERN) {
+  return text.match(new RegExp(pattern, "gu")) ?? [];
 }
 
 /** Replace every occurrence of pair in symbols by the joined token, left to right.
@@ -69,6 +93,8 @@ export class Tokenizer {
   /** Base characters (sorted) plus an ordered list of merges; the vocabulary is rebuilt from them, as in bpe.py. */
   constructor(alphabet, merges) {
     this.alphabet = alphabet;
+    this.pattern = pattern_for(alphabet); // the pre-tokenizer
+    this.piece_re = new RegExp(this.pattern, "gu");
     this.known = new Set(alphabet); // the characters encode accepts
     this.merges = merges;
     this.vocab = [...alphabet]; // index = token ID
@@ -92,11 +118,11 @@ export class Tokenizer {
     if (typeof vocab !== "object" || vocab === null || !Array.isArray(merges)) {
       throw new Error("tokenizer.json: expected an object with model.vocab (an object) and model.merges (a list)");
     }
-    if (doc.pre_tokenizer?.pattern?.Regex !== PATTERN) {
-      throw new Error(`tokenizer.json: the pre-tokenizer pattern is ${JSON.stringify(doc.pre_tokenizer?.pattern)}, expected ${JSON.stringify({ Regex: PATTERN })}`);
-    }
-    const alphabet = Object.keys(vocab).filter((tok) => [...tok].length === 1).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+    const alphabet = Object.keys(vocab).filter((tok) => [...tok].length === 1).sort(by_code_point);
     const tok = new Tokenizer(alphabet, merges);
+    if (doc.pre_tokenizer?.pattern?.Regex !== tok.pattern) {
+      throw new Error(`tokenizer.json: the pre-tokenizer pattern is ${JSON.stringify(doc.pre_tokenizer?.pattern)}, expected ${JSON.stringify({ Regex: tok.pattern })}`);
+    }
     const wrong = tok.vocab.findIndex((t, i) => vocab[t] !== i);
     if (wrong >= 0 || tok.vocab.length !== Object.keys(vocab).length) {
       throw new Error(`tokenizer.json: model.vocab does not match its merges (first difference at ID ${wrong})`);
@@ -145,7 +171,7 @@ export class Tokenizer {
     const bad = this.unknown(text);
     if (bad) throw new Error(bad.message);
     const ids = [];
-    for (const piece of pretokenize(text)) ids.push(...this.encode_piece(piece));
+    for (const piece of text.match(this.piece_re) ?? []) ids.push(...this.encode_piece(piece));
     return ids;
   }
 

@@ -95,12 +95,26 @@ async function load() {
   }
   $("order-a").value = state.manifest.order.a;
   $("order-b").value = state.manifest.order.b;
+  describe_text();
   $("train-batch").value = train.DEFAULTS.batch;
   $("train-steps").value = train.DEFAULTS.steps;
   $("train-lr").value = train.DEFAULTS.lr;
   wire_controls();
   render_all();
   window.ready = true;
+}
+
+/** The words of the page that depend on the text: its vocabulary, and for a text of your own (no floor, no
+ * stories) a first text from its held-out part. */
+function describe_text() {
+  $("vocab-size").textContent = state.tok.vocab.length;
+  const { d, hidden, max_len, seed } = trace_block.TINY;
+  $("check-count").textContent = model.count_params(model.init_params(state.tok.vocab.length, d, hidden, max_len, seed)).toLocaleString("en");
+  if (state.manifest.text === null || state.manifest.text === undefined) return;
+  $("text-label").textContent = `Text (the start of the held-out part of ${state.manifest.text})`;
+  const start = state.split.val.slice(0, 400);
+  $("text").value = start.includes("\n") ? start.slice(0, start.lastIndexOf("\n")) : start;
+  $("floor-note").textContent = `Nobody knows the entropy of ${state.manifest.text}, so there is no floor to draw.`;
 }
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -126,7 +140,7 @@ function show_model_status(extra = "") {
     warn.textContent = "Untrained model: ";
     status.append(warn);
   }
-  const val = m.val_loss === null ? "" : `, validation loss ${m.val_loss.toFixed(4)} (floor ${state.manifest.val_floor.toFixed(4)})`;
+  const val = m.val_loss === null ? "" : `, validation loss ${m.val_loss.toFixed(4)} (${floor_words(4)})`;
   status.append(`${m.source}; step ${m.step}${val}. ${sizes}.${extra}`);
 }
 
@@ -173,6 +187,18 @@ async function download_weights() {
   setTimeout(() => URL.revokeObjectURL(link.href), 10000);
 }
 
+/** "floor 0.3074" for the stories; for a text of your own, whose entropy nobody knows, that there is none. */
+function floor_words(digits) {
+  const { val_floor, text } = state.manifest;
+  return val_floor === null ? `no floor is known for ${text}` : `floor ${val_floor.toFixed(digits)}`;
+}
+
+/** The IDs the model reads before any text: the newline every story follows (every line of a text, if it has
+ * newlines; else nothing). */
+function start_ids() {
+  return state.tok.known.has("\n") ? state.tok.encode("\n") : [];
+}
+
 // ----------------------------------------------------------------------------------------------------------------
 // Tokens and next token: the text box through the model
 
@@ -181,7 +207,7 @@ async function download_weights() {
 function analyse_text(text) {
   const bad = state.tok.unknown(text);
   if (bad) return { error: bad };
-  const ids_all = [...state.tok.encode("\n"), ...state.tok.encode(text)];
+  const ids_all = [...start_ids(), ...state.tok.encode(text)];
   const first = Math.max(0, ids_all.length - state.model.config.max_len); // tokens before it are not read
   const ids = ids_all.slice(first); // (T,)
   const [logits, cache] = forward(state.model.params, ids, state.model.use_positions, EXACT); // (T, V)
@@ -464,7 +490,8 @@ async function run_sample() {
   }
   const { params, use_positions, config } = state.model; // the weights of this moment, even if training goes on
   const rng = new random.Random(settings.seed);
-  const context = [...state.tok.encode("\n"), ...state.tok.encode(settings.prompt)];
+  const context = [...start_ids(), ...state.tok.encode(settings.prompt)];
+  if (!context.length) return say("sample-message", "The prompt is empty, and this text has no newline to start after: type a prompt.");
   const ids = [...context];
   const out = $("sample-out");
   out.dataset.done = "false";
@@ -586,11 +613,11 @@ function draw_training() {
   const last = run.losses.slice(-20);
   const recent = last.length ? last.reduce((t, [, l]) => t + l, 0) / last.length : null;
   const val = run.vals.at(-1);
-  $("train-status").textContent = run.idle ? `Not trained in this page yet. Floor ${state.manifest.val_floor.toFixed(4)} nats/token.` : [
+  $("train-status").textContent = run.idle ? `Not trained in this page yet. ${floor_words(4).replace(/^./, (c) => c.toUpperCase())}${state.manifest.val_floor === null ? "" : " nats/token"}.` : [
     `step ${run.step} of ${s.steps}`,
     recent === null ? null : `train ${recent.toFixed(4)} (mean of the last ${last.length} steps)`,
     val ? `val ${val[1].toFixed(4)} at step ${val[0]}` : null,
-    `floor ${state.manifest.val_floor.toFixed(4)}`,
+    floor_words(4),
     run.tokens_per_s ? `${Math.round(run.tokens_per_s).toLocaleString("en")} tokens/s` : null,
     run.done ? "done" : run.paused ? "paused" : null,
   ].filter(Boolean).join(" | ");
@@ -600,7 +627,7 @@ function draw_training() {
       { points: run.losses.map(([step, l]) => [step, l]), color: "#9bb7e0", width: 1, label: "train (each step)" },
       { points: run.vals.map(([step, v]) => [step, v]), color: "#d81b60", dots: true, width: 2, label: "validation" },
     ],
-    hlines: [{ y: state.manifest.val_floor, color: "#2e7d32", label: `floor ${state.manifest.val_floor.toFixed(3)}` }],
+    hlines: state.manifest.val_floor === null ? [] : [{ y: state.manifest.val_floor, color: "#2e7d32", label: floor_words(3) }],
     x_max: s.steps,
     y_max: Math.log(state.model.config.vocab) + 0.3,
     x_label: "step",
@@ -647,7 +674,7 @@ function request_snapshot() {
 async function run_check(backward_fn = model.backward) {
   const { d, hidden, max_len, seed } = trace_block.TINY;
   const tiny = model.init_params(state.model.config.vocab, d, hidden, max_len, seed);
-  const ids = state.tok.encode(state.split.train[0] + "\n"); // the first story, as trace_block.py checks it
+  const ids = Array.from(state.data.stream.subarray(0, max_len + 1)); // the first story, as trace_block.py checks it
   const x = ids.slice(0, max_len);
   const y = ids.slice(1, max_len + 1);
   const table = $("check-table");

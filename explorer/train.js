@@ -31,17 +31,34 @@ export const DEFAULTS = {
 };
 
 // ----------------------------------------------------------------------------------------------------------------
-// Data: the split by whole stories, training windows, validation stories
+// Data: the split by whole stories (or of your own text), training windows, validation sequences
 
-/** {stream, val_ids, val_tokens} from the stories train.py trains and validates on (explore.py exports them).
- * stream: the training stories, each with its newline, as one list of token IDs; val_ids: per validation story the
- * newline before it, the story and its newline (the model reads the first len - 1 and predicts the last len - 1). */
+/** {stream, val_ids, val_tokens} from the text train.py trains and validates on (explore.py exports it).
+ * Stories: stream is the training stories, each with its newline, as one list of token IDs; val_ids: per validation
+ * story the newline before it, the story and its newline (the model reads the first len - 1 and predicts the last
+ * len - 1). Your own text (split.text, the file train.py --data read): stream is the training text's IDs, val_ids
+ * the validation text's in windows of seq_len + 1 (train.windows). */
 export function load_data(tok, split) {
-  const stream = Int32Array.from(tok.encode(split.train.map((story) => story + "\n").join(""))); // (n,)
-  const newline = tok.encode("\n");
-  const val_ids = split.val.map((story) => [...newline, ...tok.encode(story + "\n")]);
+  let stream, val_ids;
+  if (split.text !== undefined) {
+    stream = Int32Array.from(tok.encode(split.train)); // (n,)
+    val_ids = windows(tok.encode(split.val), split.seq_len);
+  } else {
+    stream = Int32Array.from(tok.encode(split.train.map((story) => story + "\n").join(""))); // (n,)
+    const newline = tok.encode("\n");
+    val_ids = split.val.map((story) => [...newline, ...tok.encode(story + "\n")]);
+  }
   const val_tokens = val_ids.reduce((n, ids) => n + ids.length - 1, 0);
   return { stream, val_ids, val_tokens };
+}
+
+/** Consecutive windows of up to length + 1 IDs that overlap by one, as train.windows.
+ *
+ *     windows([1, 2, 3, 4, 5, 6], 2)   // [[1, 2, 3], [3, 4, 5], [5, 6]] */
+export function windows(ids, length) {
+  const out = [];
+  for (let i = 0; i < ids.length - 1; i += length) out.push(ids.slice(i, i + length + 1));
+  return out;
 }
 
 /** The start of each of batch windows of seq_len + 1 tokens, as train.draw_starts.

@@ -172,3 +172,31 @@ def test_bad_sizes_are_refused_before_any_comparison(capsys, args, phrase):
     with pytest.raises(SystemExit) as e:
         compare.main(args)
     assert e.value.code == 2 and phrase in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("backend, args, tables_expected", [
+    ("numpy", [], 2),  # the reference runs: both NumPy paths against it (and PyTorch, when installed)
+    ("torch", ["--blocks", "2", "--heads", "2", "--positions", "rope"], 2),  # no reference: NumPy against the twin
+], ids=["numpy-one-block", "torch-grown"])
+def test_a_checkpoint_is_compared_at_its_weights_with_its_sizes(tmp_path, backend, args, tables_expected):
+    if backend == "torch":
+        pytest.importorskip("torch")
+    ckpt = tmp_path / "ckpt.safetensors"
+    trained = subprocess.run([sys.executable, str(ROOT / "train.py"), "--steps", "3", "--batch", "2", "--quiet",
+                              "--val-stories", "5", "--backend", backend, *args, "--out", str(ckpt)],
+                             capture_output=True, text=True, cwd=tmp_path)
+    assert trained.returncode == 0, trained.stderr
+    run = subprocess.run([sys.executable, str(ROOT / "compare.py"), "--ckpt", str(ckpt), "--length", "20"],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    found = tables(run.stdout)
+    assert len(found) >= tables_expected and all(set(rows.values()) == {"OK"} for rows in found.values())
+    if args:
+        assert "2 blocks x 2 heads" in run.stdout and "rope" in run.stdout
+        assert all(any(name.startswith("grad block1.") for name in rows) for rows in found.values())
+    refused = subprocess.run([sys.executable, str(ROOT / "compare.py"), "--ckpt", str(ckpt), "--heads", "2"],
+                             capture_output=True, text=True, cwd=tmp_path)
+    assert refused.returncode == 2 and "--heads and --ckpt: the checkpoint says its sizes" in refused.stderr
+    missing = subprocess.run([sys.executable, str(ROOT / "compare.py"), "--ckpt", str(tmp_path / "none")],
+                             capture_output=True, text=True, cwd=tmp_path)
+    assert missing.returncode == 2 and "none" in missing.stderr and "Traceback" not in missing.stderr

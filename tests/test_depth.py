@@ -50,21 +50,20 @@ def test_committed_record_has_the_shape_of_this_code_and_fits_the_budget():
 
 @pytest.mark.parametrize("task, path, change, where", [
     ("stories", ("sizes", "2x4", "colour_loss", "mean"), 1e-3, "stories.sizes.2x4.colour_loss.mean"),
-    ("stories", ("runs", "1x4", 4, "val"), 0.01, "stories.sizes.1x4"),
+    ("stories", ("runs", "1x4", 1, "val"), 0.01, "stories.sizes.1x4"),
     ("induction", ("sizes", "2x1", "copy_accuracy", "std"), 1e-3, "induction.sizes.2x1.copy_accuracy.std"),
-    ("induction", ("runs", "2x4", 0, "head_scores", 1, 2, "induction"), 0.5, "induction.sizes.2x4"),
+    ("induction", ("runs", "2x4", 0, "head_scores", 1, 1, "induction"), 0.5, "induction.sizes.2x4"),  # the best head
 ])
 def test_check_record_re_derives_every_summary_from_the_runs(task, path, change, where):
     r = record()
+    if path[0] == "runs":  # ("runs", size, k, ...): the k-th run at the chosen rate, the runs the summary reads
+        chosen = r[task]["sizes"][path[1]]["sweep"]["chosen"]
+        at_chosen = [i for i, run in enumerate(r[task]["runs"][path[1]]) if run["lr"] == chosen]
+        path = (*path[:2], at_chosen[path[2]], *path[3:])
     target = r[task]
     for key in path[:-1]:
         target = target[key]
     target[path[-1]] = min(1.0, target[path[-1]] + change)
-    if path[0] == "runs":  # a run that moves the summary only if it is one of the chosen rate: make it one
-        run = r[task]["runs"][path[1]][path[2]]
-        chosen = r[task]["sizes"][path[1]]["sweep"]["chosen"]
-        if run["lr"] != chosen:
-            pytest.skip(f"run {path[2]} of {path[1]} is not at the chosen rate {chosen}")
     with pytest.raises(ValueError, match=f"^{where}"):
         depth.check_record(r, depth.FULL)
 
@@ -158,3 +157,10 @@ def test_rerun_refuses_a_cell_the_record_does_not_have(capsys):
     steps = "--until 700: expected a step of the recorded tuning curves, 1000 to 6000 in steps of 1000"
     assert steps in usage_error(capsys, "--rerun", "stories", "--until", "700")
     assert "invalid choice: 'sideways'" in usage_error(capsys, "--rerun", "sideways")
+
+
+def test_the_readme_shows_the_records_tables(capsys):
+    assert depth.main(["--table"]) == 0
+    tables = capsys.readouterr().out.strip()
+    assert tables == depth.tables(record()) and tables.count("| 2x4 |") == 2  # one row in each table
+    assert tables in (ROOT / "README.md").read_text(encoding="utf-8"), "README: paste python3 depth.py --table"

@@ -2,8 +2,9 @@
 in a real headless Chromium (driven by Playwright), every panel and every bad-input message of the page, and
 explore.py's export and server.
 
-The page is served from a temporary folder by explore.py's own server on 127.0.0.1, in three copies: the untrained
-seed-3 export, a trained checkpoint's export, and a copy whose worker.js throws. Outside CI the browser tests skip
+The page is served from a temporary folder by explore.py's own server on 127.0.0.1, in four copies: the untrained
+seed-3 export, a trained checkpoint's export, a copy whose worker.js throws, and the export of a model of another
+text (train.py --data). Outside CI the browser tests skip
 with a one-line reason when Chromium or Playwright is missing; under CI=true that is a failure."""
 
 import json
@@ -35,6 +36,7 @@ import train  # noqa: E402
 
 np = pytest.importorskip("numpy")
 from fastpath_helpers import rel_err  # noqa: E402
+from run_helpers import own_text  # noqa: E402
 
 TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
 IN_CI = os.environ.get("CI", "").lower() in ("true", "1")
@@ -75,11 +77,24 @@ def trained_ckpt(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def sites(tmp_path_factory, trained_ckpt):
-    """A folder holding the page three times: init/ (no checkpoint), trained/ and broken-worker/."""
+def own_ckpt(tmp_path_factory):
+    """A checkpoint after 300 steps of train.py --data on a few KB of own_text (notes.txt beside it, by its full
+    path), seq-len 32, a tokenizer of 100 tokens trained on it."""
+    folder = tmp_path_factory.mktemp("explorer-own-text")
+    (folder / "notes.txt").write_text(own_text(), encoding="utf-8")
+    subprocess.run([sys.executable, str(ROOT / "train.py"), "--data", str(folder / "notes.txt"), "--vocab-size", "100",
+                    "--out", str(folder / "notes.safetensors"), "--steps", "300", "--batch", "8", "--seq-len", "32",
+                    "--quiet"], check=True, capture_output=True, cwd=folder, timeout=300)
+    return folder / "notes.safetensors"
+
+
+@pytest.fixture(scope="module")
+def sites(tmp_path_factory, trained_ckpt, own_ckpt):
+    """A folder holding the page four times: init/ (no checkpoint), trained/, broken-worker/ and own-text/."""
     root = tmp_path_factory.mktemp("explorer-sites")
     explore.export_site(root / "init", *explore.read_weights(root / "no-such.safetensors", explicit=False))
     explore.export_site(root / "trained", *explore.read_weights(trained_ckpt, explicit=True))
+    explore.export_site(root / "own-text", *explore.read_weights(own_ckpt, explicit=True))
     shutil.copytree(root / "init", root / "broken-worker")
     (root / "broken-worker" / "worker.js").write_text('throw new Error("a worker that fails on purpose");\n')
     return root
@@ -573,6 +588,49 @@ def test_without_data_the_page_says_how_to_get_it(browser, sites, tmp_path):
 
 # ----------------------------------------------------------------------------------------------------------------
 # explore.py: the export, its errors, the server
+
+
+def test_a_model_of_your_own_text_in_the_page(open_page, sites, own_ckpt):
+    """The page reads the tokenizer the checkpoint carries (bpe.py's pattern and IDs on every line of the text, and
+    on text past U+FFFF, with a combining accent), train.py's split and validation windows, model.py's logits, and
+    says that there is no floor."""
+    page = open_page("own-text")
+    ckpt = checkpoint.load_checkpoint(own_ckpt)
+    tok = checkpoint.tokenizer_of(ckpt, ROOT / "tokenizer.json", own_ckpt)
+    lines = own_text().splitlines(keepends=True)
+    assert tok.pattern == " ?[A-Za-zÅØßèéëûü]+|[^A-Za-zÅØßèéëûü]"  # the letters of own_text
+    assert page.js("() => explorer.state.tok.pattern") == tok.pattern
+    assert page.js("(lines) => lines.map((l) => explorer.state.tok.encode(l))", lines) == [tok.encode(x) for x in lines]
+    exotic = "Ωμέγα 𝔘𝔫𝔦 漢字 and cafe\u0301 🙂 naïve\n" * 3 + own_text(20)
+    other = bpe.Tokenizer.train(exotic, 90)
+    got = page.js("([doc, text]) => { const t = explorer.modules.bpe.Tokenizer.from_json(doc);"
+                  " return [t.pattern, t.encode(text)]; }", [other.to_dict(), exotic])
+    assert got == [other.pattern, other.encode(exotic)]
+
+    parser = train.build_parser()
+    s = parser.parse_args(["--data", str(own_ckpt.parent / "notes.txt"), "--vocab-size", "100", "--seq-len", "32",
+                           "--backend", "python"])
+    train.check_settings(parser, s)
+    data = train.prepare(s)
+    js = page.js("() => { const d = explorer.state.data;"
+                 " return [Array.from(d.stream), d.val_ids.map((w) => Array.from(w)), d.val_tokens]; }")
+    assert js == [data.stream, data.val_ids, data.val_tokens]
+
+    params = checkpoint.reference_params(ckpt)
+    window = data.stream[:32]
+    got = page.js(FORWARD, [[[window, True]], "EXACT"])[0]
+    assert rel_err(np.array(got), np.array(model.forward(params, window)[0])) <= 1e-13
+
+    assert "validation loss" in page.text("#model-status") and "no floor is known for" in page.text("#model-status")
+    assert "No floor is known for" in page.text("#train-status") and "no floor to draw" in page.text("#train-panel")
+    held_out = own_text().splitlines(keepends=True)[-12:]  # the last 12 of 120 lines validate
+    assert page.js("() => document.querySelector('#text').value") == "".join(held_out)[:400].rsplit("\n", 1)[0]
+    assert "the held-out part of" in page.text("#text-label") and page.text("#vocab-size") == "100"
+    tiny = model.init_params(100, trace_block.TINY["d"], trace_block.TINY["hidden"], trace_block.TINY["max_len"], 3)
+    assert page.text("#check-count") == f"{model.count_params(tiny):,}"
+    assert page.js("() => explorer.state.manifest.val_floor") is None
+    page.shot("model-status")
+    assert page.errors == []
 
 
 def test_export_without_a_checkpoint_is_the_untrained_seed_3_model(tmp_path, monkeypatch):

@@ -40,6 +40,9 @@ def run_without(blocked, script, *args, cwd=ROOT):
     ({"matplotlib"}, "plots.py", ["--steps", "2"], "plots.py"),
     ({"numpy"}, "positions.py", ["--check"], "positions.py"),
     ({"numpy"}, "bench.py", ["--sizes", "series-b1", "--no-torch"], "bench.py"),
+    ({"numpy"}, "bench_explorer.py", [], "bench_explorer.py"),
+    ({"playwright"}, "bench_explorer.py", [], "bench_explorer.py"),
+    ({"numpy"}, "spread.py", ["--steps", "1"], "spread.py"),
 ])
 def test_a_missing_package_is_named_with_its_install_command(tmp_path, blocked, script, args, who):
     proc = run_without(blocked, script, *args, cwd=tmp_path)

@@ -173,3 +173,10 @@ def test_json_text_keeps_lists_of_numbers_on_one_line():
     text = positions.json_text({"a": {"curve": [[0, 4.56789012], [500, 0.5]], "x": [1.0, 2.0]}})
     assert '"curve": [[0, 4.56789], [500, 0.5]]' in text and '"x": [1.0, 2.0]' in text
     assert json.loads(text) == {"a": {"curve": [[0, 4.56789], [500, 0.5]], "x": [1.0, 2.0]}}
+
+
+def test_the_readme_shows_the_records_table(capsys):
+    assert positions.main(["--table"]) == 0
+    table = capsys.readouterr().out.strip()
+    assert table == positions.tables(record()) and table.count("\n") == 5  # a header, a rule, four schemes
+    assert table in (ROOT / "README.md").read_text(encoding="utf-8"), "README: paste python3 positions.py --table"

@@ -42,6 +42,7 @@ REDUCED = {  # script -> arguments appended to each of its README commands here 
 }
 SERVERS = {  # a command that serves until Ctrl-C -> what this test adds to it (a browser cannot open here)
     "python3 explore.py": ["--no-open"],
+    "python3 explore.py --ckpt out/topics.safetensors": ["--no-open"],
 }
 NEEDS_TORCH = ("--backend torch", "safetensors.torch")  # run only where torch is installed (always in CI)
 COMMAND = re.compile(r"^(?:[A-Z_]+=\S+ )*python3 ")

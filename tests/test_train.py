@@ -5,13 +5,13 @@ import math
 import os
 import random
 import re
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from run_helpers import kill_at
 
 import checkpoint
 import train
@@ -125,18 +125,7 @@ def test_sigkill_then_resume_gives_bit_identical_weights(tmp_path, grown):
     run_train(straight, *KILL_RUN, *grown)
 
     cmd = [sys.executable, str(ROOT / "train.py"), "--out", str(killed), *SHORT, *KILL_RUN, *grown]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=killed.parent)
-    try:
-        step, deadline = 0, time.monotonic() + 120
-        while step < 300 and time.monotonic() < deadline and proc.poll() is None:
-            if killed.exists():  # every read sees a whole checkpoint, old or new, never a torn one
-                step = checkpoint.load_checkpoint(killed)["step"]
-            time.sleep(0.002)
-    finally:
-        proc.kill()  # SIGKILL on POSIX (TerminateProcess on Windows): no handler, no clean-up, no last save
-        proc.wait()
-    assert proc.returncode == (-signal.SIGKILL if hasattr(signal, "SIGKILL") else 1), "the run ended by itself"
-    at_kill = checkpoint.load_checkpoint(killed)["step"]
+    at_kill = kill_at(cmd, killed, killed.parent, 300)
     assert 300 <= at_kill < 2000
 
     (killed.parent / f"{killed.name}.x1y2z3.tmp").write_bytes(b"half a save")  # as a kill mid-save leaves
@@ -232,7 +221,7 @@ def test_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_pa
     (["--heads", "3"], "--heads 3: heads = 3 does not divide the width d = 16; expected one of 1, 2, 4, 8, 16"),
     (["--heads", "16", "--positions", "rope"], "heads = 16 gives heads of width d / heads = 1, but rope turns"),
     (["--backend", "python", "--heads", "2"], "--blocks 1 --heads 2: the python backend is model.py, which has one"
-                                              " block and one head; use --backend numpy or numpy-plain"),
+                                              " block and one head; use --backend numpy, numpy-plain or torch"),
 ])
 def test_nonsensical_settings_are_rejected(capsys, args, phrase):
     with pytest.raises(SystemExit) as exit_:

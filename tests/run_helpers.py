@@ -1,0 +1,48 @@
+"""Helpers shared by the tests that run train.py in a subprocess: kill a run with a real SIGKILL once its
+checkpoint has reached a step."""
+
+import random
+import signal
+import subprocess
+import time
+
+import checkpoint
+
+
+def kill_at(cmd, path, cwd, at_least, timeout=120):
+    """Start cmd (a train.py command line writing the checkpoint at path), kill it with SIGKILL (TerminateProcess on
+    Windows: no handler, no clean-up, no last save) once its checkpoint holds at least at_least steps, and return
+    the step the checkpoint holds after the kill. Every read on the way sees a whole checkpoint, never a torn one."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd)
+    try:
+        step, deadline = 0, time.monotonic() + timeout
+        while step < at_least and time.monotonic() < deadline and proc.poll() is None:
+            if path.exists():
+                step = checkpoint.load_checkpoint(path)["step"]
+            time.sleep(0.002)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == (-signal.SIGKILL if hasattr(signal, "SIGKILL") else 1), "the run ended by itself"
+    return checkpoint.load_checkpoint(path)["step"]
+
+
+def own_text(lines=120, seed=0):
+    """A few KB of text from a seeded generator, one sentence a line, with capitals, digits, punctuation and
+    non-ASCII letters: the kind of file a learner brings.
+
+    >>> own_text(2)
+    'Mia finds 7 balls: “Ørjan, take it!”\\nMia gives 40 Straßenbahnen to Ørjan; now Ørjan has them (40).\\n'
+    """
+    rng = random.Random(seed)
+    names = ["Zoë", "Åsa", "Jürgen", "Mia", "Léa", "Ørjan"]
+    things = ["Kaffee", "crème brûlée", "balls", "Straßenbahnen", "books"]
+    out = []
+    for _ in range(lines):
+        a, b = rng.sample(names, 2)
+        n, thing = rng.randint(2, 99), rng.choice(things)
+        if rng.random() < 0.5:
+            out.append(f"{a} gives {n} {thing} to {b}; now {b} has them ({n}).")
+        else:
+            out.append(f"{a} finds {n} {thing}: “{b}, take it!”")
+    return "".join(line + "\n" for line in out)

@@ -1,0 +1,395 @@
+"""Your own text: bpe.py on any UTF-8 text (a hand-derived known answer, round trips, the Hugging Face library
+giving the same IDs on every line), train.py --data (the split, the validation windows, a checkpoint that carries
+its tokenizer, a resume after a real SIGKILL), sample.py and explore.py reading that checkpoint with no tokenizer
+flag, a wrong tokenizer refused, and every bad input a one-line message, exit 2 and nothing written."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings, strategies as st
+from run_helpers import kill_at, own_text
+
+import bpe
+import checkpoint
+import explore
+import model
+import train
+
+ROOT = Path(__file__).resolve().parent.parent
+
+np = pytest.importorskip("numpy")
+
+# a hand-made text with capitals, digits, punctuation and non-ASCII letters (ë is one code point, U+00EB)
+SMALL = "Zoë saw 2 Zoës.\nZoë: 22!\n"
+# lines that stress the pattern: Greek, letters past U+FFFF, CJK, a combining accent, an emoji, typographic quotes,
+# a tab and a carriage return
+EXOTIC = ("Ωμέγα 𝔘𝔫𝔦 漢字 and cafe\u0301 🙂 naïve — “quotes” ‘x’\n" * 3) + "Tab\there\r\n"
+# a short run: 8 windows of 32 tokens per step, no progress bar
+SHORT = ["--batch", "8", "--seq-len", "32", "--quiet"]
+
+
+def run(script, *args, cwd):
+    """Run one of the scripts in a subprocess; the CompletedProcess (text)."""
+    return subprocess.run([sys.executable, str(ROOT / script), *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, timeout=300)
+
+
+def files_under(folder):
+    """Every path under folder, relative, sorted: to see that a refused command wrote nothing."""
+    return sorted(str(p.relative_to(folder)) for p in Path(folder).rglob("*"))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The tokenizer on any text
+
+
+def test_hand_derived_known_answer():
+    # Alphabet (sorted by code point): "\n" " " "!" "." "2" ":" "Z" "a" "o" "s" "w" "ë" = IDs 0-11. Letters: Z a o s
+    # w ë, so the pattern is " ?[A-Za-zë]+|[^A-Za-zë]" and the pieces are "Zoë" x2, " saw", " " x2 (a space before a
+    # digit stands alone), "2" x3 (digits are pieces of their own), " Zoës", ".", "\n" x2, ":", "!".
+    # Round 1: (Z,o) 2 + 1 = 3 and (o,ë) 2 + 1 = 3 tie; "Z" < "o", so (Z,o) -> "Zo", ID 12.
+    # Round 2: (Zo,ë) 3 -> "Zoë", ID 13. Left: (" ",Zoë) (Zoë,s) (" ",s) (s,a) (a,w), each once.
+    # Round 3: the smallest pair: left " " first, then "Zoë" < "s" on the right: (" ",Zoë) -> " Zoë", ID 14.
+    # Round 4: (" Zoë",s) (" ",s) (s,a) (a,w): " " < " Zoë", so (" ",s) -> " s", ID 15.
+    tok = bpe.Tokenizer.train(SMALL, 16)
+    assert tok.pattern == " ?[A-Za-zë]+|[^A-Za-zë]"
+    assert tok.alphabet == ["\n", " ", "!", ".", "2", ":", "Z", "a", "o", "s", "w", "ë"]
+    assert tok.merges == [("Z", "o"), ("Zo", "ë"), (" ", "Zoë"), (" ", "s")]
+    assert tok.tokens(SMALL) == ["Zoë", " s", "a", "w", " ", "2", " Zoë", "s", ".", "\n", "Zoë", ":", " ", "2", "2",
+                                 "!", "\n"]
+    assert tok.encode(SMALL) == [13, 15, 7, 10, 1, 4, 14, 9, 3, 0, 13, 5, 1, 4, 4, 2, 0]
+
+
+def test_the_pattern_keeps_words_whole_and_everything_else_apart():
+    alphabet = sorted(set(SMALL + EXOTIC))
+    pattern = bpe.pattern_for(alphabet)
+    assert pattern.startswith(" ?[A-Za-z") and "𝔘" in pattern and "\u0301" in pattern
+    pieces = bpe.pretokenize("Ωμέγα 𝔘𝔫𝔦 cafe\u0301 22🙂.", pattern)
+    assert pieces == ["Ωμέγα", " 𝔘𝔫𝔦", " cafe\u0301", " ", "2", "2", "🙂", "."]
+    # the shipped tokenizer's pattern is the same rule on the stories' lowercase alphabet
+    shipped = bpe.Tokenizer.load(ROOT / "tokenizer.json")
+    assert shipped.pattern == bpe.PATTERN == bpe.pattern_for(shipped.alphabet) == " ?[a-z]+|[^a-z]"
+    assert bpe.pattern_for("0123 .\n") == r"[\s\S]"  # no letters at all: every character is a piece
+
+
+def test_round_trip_and_the_same_ids_in_hugging_face_on_every_line(tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    text = own_text() + SMALL + EXOTIC
+    tok = bpe.Tokenizer.train(text, 160)
+    assert len(tok.vocab) == 160 and tok.decode(tok.encode(text)) == text
+    path = tmp_path / "tokenizer.json"
+    tok.save(path)
+    again = bpe.Tokenizer.load(path)
+    assert again.merges == tok.merges and again.pattern == tok.pattern
+    hf = tokenizers.Tokenizer.from_file(str(path))
+    lines = text.splitlines(keepends=True)
+    for encoding, line in zip(hf.encode_batch(lines), lines, strict=True):
+        assert encoding.ids == tok.encode(line), line
+        assert hf.decode(encoding.ids) == line
+    assert hf.encode(text).ids == tok.encode(text)
+
+
+EXOTIC_TOK = bpe.Tokenizer.train(own_text() + SMALL + EXOTIC, 160)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="".join(EXOTIC_TOK.alphabet), max_size=80))
+def test_random_texts_over_a_non_ascii_alphabet_round_trip_and_match_hugging_face(text):
+    tokenizers = pytest.importorskip("tokenizers")
+    hf = tokenizers.Tokenizer.from_str(EXOTIC_TOK.to_json())
+    assert EXOTIC_TOK.decode(EXOTIC_TOK.encode(text)) == text
+    assert hf.encode(text).ids == EXOTIC_TOK.encode(text)
+
+
+def test_bpe_py_trains_on_a_file_and_writes_anywhere(tmp_path):
+    (tmp_path / "notes.txt").write_text(own_text(), encoding="utf-8")
+    proc = run("bpe.py", "--data", "notes.txt", "--vocab-size", 120, "--out", "deep/er/notes.json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("wrote deep/er/notes.json: ") and "= 120 tokens" in proc.stdout
+    written = (tmp_path / "deep" / "er" / "notes.json").read_text(encoding="utf-8")
+    assert written == bpe.Tokenizer.train(own_text(), 120).to_json()
+    assert files_under(tmp_path) == ["deep", "deep/er", "deep/er/notes.json", "notes.txt"]  # no temporary file
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Bad input: one line naming the problem, exit 2, nothing written
+
+
+BAD_TEXTS = [  # (file name, bytes, the phrase of the message)
+    ("empty.txt", b"", "empty.txt is empty"),
+    ("picture.png", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "picture.png looks binary: byte 8 is a NUL byte"),
+    ("latin1.txt", "Zoë has a café.\n".encode("latin-1"), "latin1.txt is not UTF-8: byte 2 is 0xeb"),
+]
+
+
+@pytest.mark.parametrize("name, content, phrase", BAD_TEXTS + [
+    ("tiny.txt", "Zoë saw it.\nOk.\n".encode(),
+     "tiny.txt: its training text is 5 tokens, fewer than one window of --seq-len 32 + 1"),
+    ("small.txt", "Zoë saw it.\nOk.\n".encode(),
+     "small.txt: --vocab-size 256 is too large: no pairs are left to merge after 8 merges (21 tokens)"),
+    ("one-line.txt", ("Zoë saw 2 Zoës. " * 40).encode(), "it has 1 line of text: nothing to hold out"),
+    ("notes.txt", own_text().encode(), "notes.txt: --vocab-size 20 is smaller than the 55 characters of the text"),
+    ("folder", None, "folder is a folder, not a UTF-8 text file"),
+    ("missing.txt", None, "missing.txt: cannot read it (No such file or directory)"),
+])
+def test_train_py_refuses_bad_data_in_one_line_and_writes_nothing(tmp_path, name, content, phrase):
+    if content is not None:
+        (tmp_path / name).write_bytes(content)
+    elif name == "folder":
+        (tmp_path / name).mkdir()
+    vocab = {"notes.txt": ["--vocab-size", 20], "tiny.txt": ["--vocab-size", 21]}.get(name, [])
+    before = files_under(tmp_path)
+    proc = run("train.py", "--data", name, *vocab, "--out", "runs/x.safetensors", *SHORT, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and phrase in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert files_under(tmp_path) == before  # not even the folder of --out
+
+
+@pytest.mark.parametrize("name, content, phrase", BAD_TEXTS + [
+    ("notes.txt", own_text().encode(), "notes.txt: --vocab-size 20 is smaller than the 55 characters of the text"),
+    ("small.txt", "Zoë saw.\n".encode(),
+     ("small.txt: --vocab-size 20 is too large: no pairs are left to merge after 5 merges (14 tokens); expected at"
+      " most 14")),
+])
+def test_bpe_py_refuses_bad_data_in_one_line_and_writes_nothing(tmp_path, name, content, phrase):
+    (tmp_path / name).write_bytes(content)
+    before = files_under(tmp_path)
+    proc = run("bpe.py", "--data", name, "--vocab-size", 20, "--out", "toks/t.json", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and phrase in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert files_under(tmp_path) == before
+
+
+def test_a_tokenizer_without_a_character_of_the_text_is_refused(tmp_path):
+    (tmp_path / "notes.txt").write_text(own_text(), encoding="utf-8")
+    before = files_under(tmp_path)
+    proc = run("train.py", "--data", "notes.txt", "--tokenizer", ROOT / "tokenizer.json", "--out", "x.safetensors",
+               *SHORT, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "notes.txt, line 1: the character 'M' is not in the tokenizer" in proc.stderr
+    assert files_under(tmp_path) == before
+
+
+@pytest.mark.parametrize("args, phrase", [
+    (["--tokenizer", "t.json"], "--tokenizer go with --data FILE"),
+    (["--vocab-size", "64", "--val-fraction", "0.2"], "--vocab-size and --val-fraction go with --data FILE"),
+    (["--data", "x.txt", "--val-stories", "30"], "with --data the share of the text that validates is --val-fraction"),
+    (["--data", "x.txt", "--tokenizer", "t.json", "--vocab-size", "64"], "contradict each other"),
+    (["--data", "x.txt", "--val-fraction", "1"], "--val-fraction must be between 0 and 1"),
+    (["--data", "x.txt", "--vocab-size", "0"], "--vocab-size must be at least 1, got 0"),
+    (["--width", "0"], "--width must be at least 1, got 0"),
+    (["--max-len", "16", "--seq-len", "32"], "--seq-len 32 is longer than the 16 positions the model has"),
+])
+def test_settings_of_the_data_are_checked(capsys, args, phrase):
+    with pytest.raises(SystemExit) as exit_:
+        train.main([*args, "--out", "x.safetensors"])
+    assert exit_.value.code == 2 and phrase in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The split and the validation windows
+
+
+def test_the_split_follows_the_file():
+    lines = "".join(f"line {i}\n" for i in range(20))
+    cut, unit, units, held = train.split_text(lines, 0.1)
+    assert (unit, units, held) == ("line", 20, 2) and lines[cut:] == "line 18\nline 19\n"
+    docs = "A first\ndocument.\n\n \nA second.\n\n\nThe third\none.\n"  # " " on its own: a blank line too
+    cut, unit, units, held = train.split_text(docs, 0.1)
+    assert (unit, units, held) == ("document", 3, 1) and docs[cut:] == "The third\none.\n"
+    assert train.split_text("one\ntwo\n", 0.9)[3] == 1  # at least one unit trains
+
+
+def test_validation_windows_predict_every_token_after_the_first_once():
+    ids = list(range(100))
+    ws = train.windows(ids, 32)
+    assert [len(w) for w in ws] == [33, 33, 33, 4]
+    assert [t for w in ws for t in w[1:]] == ids[1:]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# A run on your own text
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    """A folder with notes.txt (a few KB of own_text) and runs/notes.safetensors, 300 steps of train.py --data."""
+    folder = tmp_path_factory.mktemp("own-text")
+    (folder / "notes.txt").write_text(own_text(), encoding="utf-8")
+    proc = run("train.py", "--data", "notes.txt", "--vocab-size", 100, "--steps", 300, "--eval-every", 150,
+               "--out", "runs/notes.safetensors", *SHORT, cwd=folder)
+    assert proc.returncode == 0, proc.stderr
+    (folder / "stdout.txt").write_text(proc.stdout, encoding="utf-8")
+    return folder
+
+
+def test_the_run_says_how_it_split_and_that_there_is_no_floor(run_dir):
+    out = (run_dir / "stdout.txt").read_text(encoding="utf-8")
+    assert out.startswith("notes.txt: 5,746 characters in 120 lines; the last 12 validate")
+    assert "tokenizer: trained on notes.txt, 100 tokens (55 characters + 45 merges)" in out
+    assert "no floor: nobody knows the entropy of this text" in out and "floor 0." not in out
+    unigram = float(out.split("the token frequencies alone ")[1].split()[0])
+    val = float(out.split("| val ")[-1].split()[0])
+    assert val < unigram - 1.0  # the model uses the context: far below what token frequencies alone score
+    assert "per character | no floor known | runs/notes.safetensors" in out
+
+
+def test_the_checkpoint_carries_its_tokenizer_and_a_copy_lies_beside_it(run_dir):
+    ckpt = checkpoint.load_checkpoint(run_dir / "runs" / "notes.safetensors")
+    carried = ckpt["metadata"][checkpoint.TOKENIZER_KEY]
+    assert carried == bpe.Tokenizer.train(own_text(), 100).to_json()
+    assert ckpt["metadata"]["tokenizer_sha256"] == checkpoint.sha256_text(carried)
+    assert (run_dir / "runs" / "notes.tokenizer.json").read_text(encoding="utf-8") == carried
+    assert ckpt["metadata"]["text"] == "notes.txt" and ckpt["metadata"]["split"] == "line"
+    assert ckpt["metadata"]["text_sha256"] == checkpoint.sha256_file(run_dir / "notes.txt")
+    assert ckpt["config"] == {"vocab": 100, "d": 16, "hidden": 64, "max_len": 64, "use_positions": True,
+                              "positions": "learned"}
+    assert ckpt["training"]["val_fraction"] == 0.1 and ckpt["training"]["vocab_size"] == 100
+    assert sorted(p.name for p in (run_dir / "runs").iterdir()) == ["notes.safetensors", "notes.tokenizer.json"]
+
+
+def test_the_recorded_validation_loss_is_the_loss_of_the_held_out_text(run_dir):
+    """An independent reading of the held-out lines with the plain NumPy mirror in float64, window by window."""
+    import numpy_model
+
+    ckpt = checkpoint.load_checkpoint(run_dir / "runs" / "notes.safetensors")
+    tok = checkpoint.tokenizer_of(ckpt, ROOT / "tokenizer.json", "notes")
+    params = numpy_model.from_lists(checkpoint.reference_params(ckpt))
+    val_text = "".join(own_text().splitlines(keepends=True)[-12:])  # the last 12 of 120 lines
+    ids = tok.encode(val_text)
+    windows = [ids[i:i + 33] for i in range(0, len(ids) - 1, 32)]  # 33 tokens, overlapping by one
+    nats = sum(numpy_model.sequence_loss(params, w[:-1], w[1:]) * (len(w) - 1) for w in windows)
+    assert nats / (len(ids) - 1) == pytest.approx(float(ckpt["metadata"]["val_loss"]), rel=1e-5)
+
+
+def test_sample_reads_the_checkpoint_with_no_tokenizer_flag(run_dir):
+    """Greedy text from sample.py against an independent greedy loop on model.py with the carried tokenizer."""
+    path = run_dir / "runs" / "notes.safetensors"
+    ckpt = checkpoint.load_checkpoint(path)
+    tok = bpe.Tokenizer.from_json(ckpt["metadata"][checkpoint.TOKENIZER_KEY], "carried")
+    params = checkpoint.reference_params(ckpt)
+    ids = tok.encode("\nZoë gives")
+    for _ in range(40):
+        last = model.forward(params, ids[-64:])[0][-1]
+        ids.append(last.index(max(last)))
+    want = "Zoë gives" + tok.decode(ids[len(tok.encode("\nZoë gives")):]) + "\n"
+    for backend in ("numpy", "python"):
+        proc = run("sample.py", "--ckpt", path, "--prompt", "Zoë gives", "--temperature", 0, "--tokens", 40,
+                   "--backend", backend, cwd=run_dir)
+        assert proc.returncode == 0 and proc.stdout == want, proc.stderr
+    proc = run("sample.py", "--ckpt", path, "--prompt", "zoë gives", cwd=run_dir)  # "z" is not in the text
+    assert proc.returncode == 2 and "--prompt: unknown character 'z' at position 0" in proc.stderr
+
+
+def test_a_wrong_tokenizer_is_refused(run_dir, tmp_path):
+    path = run_dir / "runs" / "notes.safetensors"
+    # a resume told to use another tokenizer
+    other = tmp_path / "other.json"
+    bpe.Tokenizer.train(own_text(), 101).save(other)
+    copy = tmp_path / "notes.safetensors"
+    copy.write_bytes(path.read_bytes())
+    proc = run("train.py", "--data", run_dir / "notes.txt", "--tokenizer", other, "--steps", 300, "--eval-every",
+               150, "--out", copy, "--resume", *SHORT, cwd=tmp_path)
+    assert proc.returncode == 2 and "token IDs would mean different things" in proc.stderr, proc.stderr
+    assert copy.read_bytes() == path.read_bytes()
+    # a checkpoint whose carried tokenizer was replaced
+    tensors, metadata = checkpoint.load_file(path)
+    metadata.pop(checkpoint.DATA_HASH_KEY)
+    metadata[checkpoint.TOKENIZER_KEY] = other.read_text(encoding="utf-8")
+    checkpoint.save_file(copy, tensors, metadata)
+    proc = run("sample.py", "--ckpt", copy, cwd=tmp_path)
+    assert proc.returncode == 1 and "does not have the SHA-256 recorded" in proc.stderr, proc.stderr
+    proc = run("compare.py", "--ckpt", copy, cwd=tmp_path)
+    assert proc.returncode == 2 and "does not have the SHA-256 recorded" in proc.stderr, proc.stderr
+    # and one that records the other tokenizer's hash too: its size is not the model's
+    metadata["tokenizer_sha256"] = checkpoint.sha256_file(other)
+    checkpoint.save_file(copy, tensors, metadata)
+    proc = run("sample.py", "--ckpt", copy, cwd=tmp_path)
+    assert proc.returncode == 1 and "its tokenizer has 101 tokens, but the model's vocabulary is 100" in proc.stderr
+    # a checkpoint of the stories, when the shipped tokenizer is not the one it recorded
+    stories = {"metadata": {"tokenizer_sha256": "0" * 64}, "config": {"vocab": 96}}
+    with pytest.raises(ValueError, match="token IDs would mean different things"):
+        checkpoint.tokenizer_of(stories, ROOT / "tokenizer.json", "stories.safetensors")
+
+
+def test_sigkill_then_resume_gives_bit_identical_weights(tmp_path):
+    text = tmp_path / "notes.txt"
+    text.write_text(own_text(), encoding="utf-8")
+    kill_run = ["--data", text, "--vocab-size", 100, "--steps", 2000, "--ckpt-every", 5, "--eval-every", 2000,
+                *SHORT]
+    straight, killed = tmp_path / "straight" / "n.safetensors", tmp_path / "killed" / "n.safetensors"
+    assert run("train.py", *kill_run, "--out", straight, cwd=tmp_path).returncode == 0
+    cmd = [sys.executable, str(ROOT / "train.py"), *map(str, kill_run), "--out", str(killed)]
+    at_kill = kill_at(cmd, killed, tmp_path, 300)
+    assert 300 <= at_kill < 2000
+    proc = run("train.py", *kill_run, "--out", killed, "--resume", cwd=tmp_path)
+    assert proc.returncode == 0 and f"resuming {killed} at step {at_kill}" in proc.stdout, proc.stderr
+    assert "tokenizer: the one the checkpoint carries" in proc.stdout
+    assert killed.read_bytes() == straight.read_bytes()
+    assert sorted(p.name for p in killed.parent.iterdir()) == ["n.safetensors", "n.tokenizer.json"]
+
+
+def test_a_resume_refuses_another_text_another_size_and_the_stories(run_dir, tmp_path):
+    path = tmp_path / "notes.safetensors"
+    path.write_bytes((run_dir / "runs" / "notes.safetensors").read_bytes())
+    same = ["--steps", 300, "--eval-every", 150, "--out", path, "--resume", *SHORT]
+    changed = tmp_path / "notes.txt"
+    changed.write_text(own_text().replace("Zoë", "Zoe"), encoding="utf-8")
+    for args, phrase in [(["--data", changed, "--vocab-size", 100], "learned another text than"),
+                         (["--data", run_dir / "notes.txt", "--vocab-size", 100, "--width", 8],
+                          "--width 16 there, 8 here"),
+                         ([], "learned --data notes.txt; resume it with the same --data")]:
+        proc = run("train.py", *args, *same, cwd=tmp_path)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and phrase in proc.stderr, proc.stderr
+    assert path.read_bytes() == (run_dir / "runs" / "notes.safetensors").read_bytes()
+
+
+def test_width_and_max_len_make_the_model_and_a_given_tokenizer_is_reused(run_dir, tmp_path):
+    tokenizer = run_dir / "runs" / "notes.tokenizer.json"
+    proc = run("train.py", "--data", run_dir / "notes.txt", "--tokenizer", tokenizer, "--width", 8, "--max-len", 32,
+               "--steps", 20, "--out", "small.safetensors", *SHORT, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    ckpt = checkpoint.load_checkpoint(tmp_path / "small.safetensors")
+    assert ckpt["config"]["d"] == 8 and ckpt["config"]["hidden"] == 32 and ckpt["config"]["max_len"] == 32
+    assert ckpt["params"]["pos_emb"][1] == (32, 8) and ckpt["params"]["W_out"][1] == (8, 100)
+    assert ckpt["metadata"]["tokenizer_sha256"] == checkpoint.sha256_file(tokenizer)
+    assert ckpt["training"]["vocab_size"] is None
+    assert f"tokenizer: {tokenizer}, 100 tokens" in proc.stdout
+
+
+def test_the_explorer_exports_a_model_of_your_text(run_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(run_dir)  # where train.py ran: the text is there by the name it was given
+    weights, fields = explore.read_weights(Path("runs/notes.safetensors"), explicit=True)
+    manifest = explore.export_site(tmp_path / "site", weights, fields)
+    data = tmp_path / "site" / "data"
+    assert manifest["floor"] is None and manifest["val_floor"] is None and manifest["text"] == "notes.txt"
+    carried = checkpoint.load_checkpoint(data / "weights.safetensors")["metadata"][checkpoint.TOKENIZER_KEY]
+    assert (data / "tokenizer.json").read_text(encoding="utf-8") == carried
+    assert manifest["tokenizer_sha256"] == checkpoint.sha256_text(carried)
+    split = json.loads((data / "split.json").read_text(encoding="utf-8"))
+    assert split["train"] + split["val"] == own_text() and split["seq_len"] == 32 and split["unit"] == "line"
+    assert manifest["order"] == {"a": "now mia gives the hat to leo.", "b": "now leo gives the hat to mia."}
+
+    # the text changed since: a message, exit 2, nothing written
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "notes.safetensors").write_bytes((run_dir / "runs" / "notes.safetensors").read_bytes())
+    (tmp_path / "notes.txt").write_text(own_text() + "One more line.\n", encoding="utf-8")
+    proc = run("explore.py", "--ckpt", "runs/notes.safetensors", "--export", "site2", cwd=tmp_path)
+    assert proc.returncode == 2 and "that file has changed since" in proc.stderr and not (tmp_path / "site2").exists()
+
+
+def test_the_stories_run_carries_no_tokenizer(tmp_path):
+    """The default run's checkpoint is as before: the shipped tokenizer by its hash, nothing about --data."""
+    proc = run("train.py", "--steps", 5, "--out", "ckpt.safetensors", *SHORT, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.startswith("floor 0.3081 nats/token (corpus-entropy.json)")
+    meta = checkpoint.load_checkpoint(tmp_path / "ckpt.safetensors")["metadata"]
+    assert list(meta) == ["format", "format_version", "config", "training", "tokenizer_sha256", "corpus_sha256",
+                          "floor_nats_per_token", "val_floor_nats_per_token", "val_loss", checkpoint.DATA_HASH_KEY]
+    assert meta["tokenizer_sha256"] == checkpoint.sha256_file(ROOT / "tokenizer.json")
+    assert not math.isnan(float(meta["val_loss"]))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.safetensors"]

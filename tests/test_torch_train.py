@@ -1,0 +1,187 @@
+"""train.py --backend torch: the twin trained by the same loop as the NumPy path, alone and data-parallel under
+torchrun (gloo, 2 CPU ranks), equal to one process; checkpoints that move between backends; a killed 2-rank run
+resumed; a grown model (blocks and heads) under DDP; bad launches refused before any work."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import checkpoint
+import train
+
+ROOT = Path(__file__).resolve().parent.parent
+torch = pytest.importorskip("torch", reason="torch is not installed (pip install -r requirements-torch.txt)")
+np = pytest.importorskip("numpy")
+
+# 20 float64 steps of 4 windows of 32 tokens, the clip low enough that some steps are clipped and some not
+RUN = ["--steps", "20", "--batch", "4", "--seq-len", "32", "--val-stories", "10", "--dtype", "float64",
+       "--clip", "0.5", "--eval-every", "10", "--quiet"]
+TORCH = ["--backend", "torch", "--device", "cpu"]
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]  # torchrun
+
+
+def worst_relative_error(a, b):
+    """The largest max |a - b| / max |b| over the tensors of two dicts (arrays, or torch tensors), and its name."""
+    errors = {}
+    for name in b:
+        x, y = (np.asarray(t.detach().cpu() if hasattr(t, "detach") else t, dtype=np.float64)
+                for t in (a[name], b[name]))
+        errors[name] = float(np.abs(x - y).max() / max(np.abs(y).max(), 1e-300))
+    return max(errors.values()), max(errors, key=errors.get)
+
+
+def params_of(path):
+    """The parameters of a checkpoint file, as float64 arrays."""
+    return {name: np.array(values, dtype=np.float64).reshape(shape)
+            for name, (_, shape, values) in checkpoint.load_checkpoint(path)["params"].items()}
+
+
+def train_py(out, *args, launcher=(sys.executable,), check=True, **popen):
+    """train.py with the checkpoint at out, in one process or under a launcher (torchrun)."""
+    proc = subprocess.run([*launcher, str(ROOT / "train.py"), "--out", str(out), *map(str, args)],
+                          capture_output=True, text=True, cwd=out.parent, timeout=600, **popen)
+    if check:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# One process
+
+
+def test_the_torch_backend_takes_the_numpy_backends_steps():
+    torch_params, torch_history, _ = train.train_model([*RUN, *TORCH])
+    numpy_params, numpy_history, _ = train.train_model([*RUN, "--backend", "numpy"])
+    assert next(iter(torch_params.values())).dtype == torch.float64
+    error, name = worst_relative_error(torch_params, numpy_params)
+    assert error <= 1e-10, (name, error)
+    for a, b in zip(torch_history, numpy_history, strict=True):
+        assert a["val"] == pytest.approx(b["val"], rel=1e-10)
+
+
+def test_a_checkpoint_moves_between_backends(tmp_path):
+    # numpy stops halfway (on the whole run's schedule), torch finishes it, every sampler backend reads the result
+    straight, moved = tmp_path / "straight.safetensors", tmp_path / "moved.safetensors"
+    train_py(straight, *RUN, "--backend", "numpy")
+    train_py(moved, *RUN, "--backend", "numpy", "--stop-at", "10")
+    assert checkpoint.load_checkpoint(moved)["step"] == 10
+    proc = train_py(moved, *RUN, *TORCH, "--resume")
+    assert "resuming" in proc.stdout and checkpoint.load_checkpoint(moved)["step"] == 20
+    error, name = worst_relative_error(params_of(moved), params_of(straight))
+    assert error <= 1e-10, (name, error)
+    texts = set()
+    for backend in ("numpy", "python", "torch"):
+        proc = subprocess.run([sys.executable, str(ROOT / "sample.py"), "--ckpt", str(moved), "--backend", backend,
+                               "--temperature", "0", "--tokens", "12"], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        texts.add(proc.stdout)
+    assert len(texts) == 1  # greedy: the same tokens from every backend
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Two ranks
+
+
+def test_two_ranks_equal_one_process_halfway_and_at_the_end(tmp_path):
+    one, two = tmp_path / "one.safetensors", tmp_path / "two.safetensors"
+    train_py(one, *RUN, *TORCH, "--stop-at", "10")
+    proc = train_py(two, *RUN, *TORCH, "--stop-at", "10", launcher=TORCHRUN)
+    assert "2 processes (gloo)" in proc.stdout and proc.stdout.count("done:") == 1  # rank 0 alone reports
+    for when in ("halfway", "at the end"):
+        error, name = worst_relative_error(params_of(two), params_of(one))
+        assert error <= 1e-12, (when, name, error)
+        assert checkpoint.load_checkpoint(two)["step"] == checkpoint.load_checkpoint(one)["step"]
+        if when == "halfway":
+            train_py(one, *RUN, *TORCH, "--resume")
+            train_py(two, *RUN, *TORCH, "--resume", launcher=TORCHRUN)
+    assert checkpoint.load_checkpoint(two)["step"] == 20
+
+
+def test_a_grown_model_trains_under_ddp_as_in_one_process_and_as_numpy(tmp_path):
+    grown = [*RUN, "--steps", "10", "--blocks", "2", "--heads", "2", "--positions", "rope"]
+    one, two = tmp_path / "one.safetensors", tmp_path / "two.safetensors"
+    train_py(one, *grown, *TORCH)
+    proc = train_py(two, *grown, *TORCH, launcher=TORCHRUN)
+    assert "2 blocks x 2 heads" in proc.stdout and "2 processes (gloo)" in proc.stdout
+    assert checkpoint.load_checkpoint(two)["config"]["blocks"] == 2
+    error, name = worst_relative_error(params_of(two), params_of(one))
+    assert error <= 1e-12, (name, error)
+    numpy_params, _, _ = train.train_model([*grown, "--backend", "numpy"])
+    error, name = worst_relative_error(params_of(one), numpy_params)
+    assert error <= 1e-10, (name, error)
+
+
+def test_a_killed_two_rank_run_resumes_to_the_uninterrupted_bytes(tmp_path):
+    run = [a for a in RUN if a not in ("20", "--steps")] + ["--steps", "300", "--ckpt-every", "5"]
+    straight, killed = tmp_path / "straight.safetensors", tmp_path / "killed.safetensors"
+    train_py(straight, *run, *TORCH, launcher=TORCHRUN)
+    cmd = [*TORCHRUN, str(ROOT / "train.py"), "--out", str(killed), *run, *TORCH]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path,
+                            start_new_session=True)  # its own process group: torchrun and both ranks
+    try:
+        step, deadline = 0, time.monotonic() + 300
+        while step < 20 and time.monotonic() < deadline and proc.poll() is None:
+            if killed.exists():
+                step = checkpoint.load_checkpoint(killed)["step"]
+            time.sleep(0.05)
+        assert proc.poll() is None and 20 <= step < 300, "the run ended before it could be killed"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    kept = checkpoint.load_checkpoint(killed)["step"]  # a whole checkpoint, never a torn one
+    assert 20 <= kept < 300
+    train_py(killed, *run, *TORCH, "--resume", launcher=TORCHRUN)
+    assert killed.read_bytes() == straight.read_bytes()
+
+
+def test_a_rank_that_dies_ends_the_run_and_keeps_the_last_checkpoint(tmp_path):
+    out = tmp_path / "ckpt.safetensors"
+    run = [a for a in RUN if a not in ("20", "--steps")] + ["--steps", "100000", "--ckpt-every", "5"]
+    proc = subprocess.Popen([*TORCHRUN, str(ROOT / "train.py"), "--out", str(out), *run, *TORCH],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not (out.exists() and checkpoint.load_checkpoint(out)["step"] >= 10) and time.monotonic() < deadline:
+            assert proc.poll() is None, "the run ended by itself"
+            time.sleep(0.05)
+        ranks = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
+        assert len(ranks) == 2
+        os.kill(int(max(ranks, key=int)), signal.SIGKILL)  # one rank dies
+        _, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode != 0 and "FAILED" in err and "Signal 9 (SIGKILL)" in err  # torchrun names the rank
+    assert checkpoint.load_checkpoint(out)["step"] >= 10
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Bad launches
+
+
+@pytest.mark.parametrize("launcher, args, phrase", [
+    (TORCHRUN, [*TORCH, "--batch", "3"], "--batch 3 cannot be shared by the 2 processes torchrun started"),
+    (TORCHRUN, [*TORCH, "--resume"], "cannot resume: there is no checkpoint at"),
+    (TORCHRUN, ["--backend", "numpy"], "only --backend torch trains data-parallel"),
+    ((sys.executable,), ["--backend", "torch", "--device", "cuda"], "--device cuda: PyTorch"),
+    ((sys.executable,), ["--backend", "numpy", "--device", "cpu"], "--device cpu is for --backend torch"),
+])
+def test_a_bad_launch_is_one_message_and_writes_nothing(tmp_path, launcher, args, phrase):
+    if "cuda" in args and torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    out = tmp_path / "run" / "ckpt.safetensors"
+    out.parent.mkdir()
+    proc = subprocess.run([*launcher, str(ROOT / "train.py"), "--out", str(out), *RUN, *args], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=600)
+    assert proc.returncode != 0
+    assert proc.stderr.count(phrase) == 1, proc.stderr  # said once, by rank 0 (torchrun adds its own report)
+    if launcher != TORCHRUN:
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert list(out.parent.iterdir()) == []

@@ -1,0 +1,188 @@
+"""train.py's PyTorch backend: the twin of torch_model.py trained by the same loop, on one device or data-parallel.
+
+    python3 train.py --backend torch --out out/torch.safetensors             # one process, CPU (or --device cuda)
+    torchrun --nproc_per_node 2 train.py --backend torch --out out/ddp.safetensors   # 2 processes, gloo on CPU
+
+`train.py` keeps everything else: the data, the windows each step draws, the schedule, clipping, the one Adam (its
+formulas run on torch tensors as they run on arrays) and the checkpoints. This file adds what PyTorch needs:
+
+- The twin as a `torch.nn.Module` (`Twin`), because `DistributedDataParallel` wraps a module: its forward is
+  torch_model.forward and the loss. train.py's weights stay a dict of plain tensors; each step copies them into the
+  module's parameters, runs forward and backward, and hands back the gradients.
+- Under torchrun (the environment variables RANK and WORLD_SIZE), one process per rank joins a process group (gloo
+  on CPU, NCCL on CUDA). Every rank draws the same B windows from the same seeded sampler and takes its own B / W of
+  them, in order; DDP averages the gradients over the ranks during backward, which is the gradient of the mean loss
+  over all B * T positions, as one process computes it; the ranks' losses are averaged the same way. So every rank
+  takes the same Adam step, and the run equals a one-process run of the same global batch up to the order of
+  floating-point sums. Rank 0 alone checks and owns --out, evaluates out loud, and writes checkpoints.
+
+    >>> import train
+    >>> parser = train.build_parser()
+    >>> s = parser.parse_args(["--backend", "torch", "--batch", "2", "--seq-len", "4", "--dtype", "float64"])
+    >>> train.check_settings(parser, s)
+    >>> init, loss_and_grads, loss = model_functions(s, (96, 16, 64, 64))
+    >>> params = init(3)
+    >>> l, grads = loss_and_grads(params, [[1, 2, 3, 4], [5, 6, 7, 8]], [[2, 3, 4, 5], [6, 7, 8, 9]])
+    >>> round(l, 4), tuple(grads["W1"].shape), grads["W1"].dtype
+    (4.5634, (16, 64), torch.float64)
+"""
+
+import datetime
+import os
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+import numpy_model
+import torch_model
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+# ----------------------------------------------------------------------------------------------------------------
+# Where this process runs: its rank among the processes torchrun started, and its device
+
+
+def world():
+    """(rank, world size) of this process: from torchrun's environment, (0, 1) outside it.
+
+    >>> world() if "WORLD_SIZE" not in os.environ else (0, 1)
+    (0, 1)
+    """
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def device_problem(device):
+    """Why --device cannot be used here, in one line; None if it can.
+
+    >>> device_problem("cpu") is None
+    True
+    """
+    if device == "cuda" and not torch.cuda.is_available():
+        return (f"--device cuda: PyTorch {torch.__version__} sees no CUDA device here (torch.cuda.is_available() is"
+                f" False); use --device cpu, or auto, which takes CUDA only when there is one")
+    if device == "mps" and not torch.backends.mps.is_available():
+        return "--device mps: PyTorch sees no Apple GPU (MPS) here; use --device cpu or auto"
+    return None
+
+
+def device_of(s):
+    """The torch.device of this rank for --device (auto: CUDA when present, else the CPU; under torchrun with CUDA,
+    the GPU of LOCAL_RANK)."""
+    name = s.device if s.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda":
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    return torch.device(name)
+
+
+def describe(s):
+    """One line: what this run computes with.
+
+    >>> from types import SimpleNamespace
+    >>> describe(SimpleNamespace(device="cpu", threads=1)).startswith("PyTorch ")
+    True
+    """
+    rank, size = world()
+    group = f", {size} processes ({dist.get_backend()})" if dist.is_initialized() else ", one process"
+    return f"PyTorch {torch.__version__} on {device_of(s)}{group}, {s.threads} CPU thread(s) each"
+
+
+def start(s):
+    """Join torchrun's process group when there is more than one rank (gloo on CPU, NCCL on CUDA)."""
+    rank, size = world()
+    if size > 1 and not dist.is_initialized():
+        backend = "nccl" if device_of(s).type == "cuda" else "gloo"
+        dist.init_process_group(backend, timeout=datetime.timedelta(minutes=10))
+
+
+def finish():
+    """Leave the process group, if this process joined one."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def share(value):
+    """Rank 0's value, on every rank (a one-line message, or None): how rank 0 tells the others to stop or go on.
+
+    >>> share("go")
+    'go'
+    """
+    if not dist.is_initialized():
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The twin as a module, and the three functions train.py's loop calls
+
+
+class Twin(torch.nn.Module):
+    """torch_model's parameters held by a module, whose forward returns the mean loss of a batch: the form
+    DistributedDataParallel needs. The parameters keep the twin's names (a dot, which modules do not allow in a
+    parameter name, is written as a double underscore)."""
+
+    def __init__(self, params, positions, heads):
+        super().__init__()
+        self.names = list(params)
+        self.weights = torch.nn.ParameterDict(
+            {name.replace(".", "__"): torch.nn.Parameter(t.detach().clone()) for name, t in params.items()})
+        self.positions, self.heads = positions, heads
+
+    def tensors(self):
+        """The parameters by the twin's names."""
+        return {name: self.weights[name.replace(".", "__")] for name in self.names}
+
+    def forward(self, ids, targets):
+        logits, _ = torch_model.forward(self.tensors(), ids, self.positions, heads=self.heads)  # (B, T, V)
+        return torch_model.loss_fn(logits, targets)
+
+
+def model_functions(s, shape):
+    """(init, loss_and_grads, loss) of the torch backend for s, with the model shape (vocab, d, hidden, max_len):
+    the same interface as train.model_functions. Weights and gradients are dicts of tensors on this rank's device."""
+    device, dtype = device_of(s), DTYPES[s.dtype]
+    rank, size = world()
+    torch.set_num_threads(s.threads)
+    twin = None  # made at the first step, from that step's weights (the ranks all start from the same ones)
+
+    def tensor(x, kind=dtype):
+        return torch.as_tensor(np.asarray(x), dtype=kind, device=device)
+
+    def init(seed):
+        # numpy_model draws model.py's numbers for block 0 (as float64) and the other blocks' after them
+        return {name: tensor(t) for name, t in numpy_model.init_params(*shape, seed, blocks=s.blocks).items()}
+
+    def loss_and_grads(params, ids, targets):
+        nonlocal twin
+        if twin is None:
+            module = Twin(params, s.positions, s.heads).to(device)
+            # pos_emb takes no part in the loss without learned positions, and DDP must be told a parameter may not
+            twin = module if size == 1 else torch.nn.parallel.DistributedDataParallel(
+                module, find_unused_parameters=s.positions != "learned")
+        weights = (twin.module if size > 1 else twin).tensors()
+        with torch.no_grad():
+            for name, p in weights.items():
+                p.copy_(params[name])
+                p.grad = None
+        loss = twin(tensor(ids, torch.int64), tensor(targets, torch.int64))  # this rank's B / W windows
+        loss.backward()  # under DDP the gradients are averaged over the ranks here
+        grads = {name: p.grad if p.grad is not None else torch.zeros_like(p) for name, p in weights.items()}
+        mean = loss.detach()
+        if size > 1:
+            dist.all_reduce(mean)
+            mean /= size
+        return float(mean), grads
+
+    def loss(params, ids, targets):
+        with torch.no_grad():
+            logits, _ = torch_model.forward(params, tensor(ids, torch.int64), s.positions, heads=s.heads)  # (B, T, V)
+            return float(torch_model.loss_fn(logits, tensor(targets, torch.int64)))
+
+    return init, loss_and_grads, loss
+
+
+def from_arrays(arrays, s):
+    """A dict of NumPy arrays (a checkpoint's tensors) as tensors on this rank's device, bit for bit."""
+    return {name: torch.as_tensor(a, device=device_of(s)) for name, a in arrays.items()}
