@@ -45,7 +45,11 @@ SERVERS = {  # a command that serves until Ctrl-C -> what this test adds to it (
     "python3 explore.py --ckpt out/topics.safetensors": ["--no-open"],
 }
 NEEDS_TORCH = ("--backend torch", "safetensors.torch")  # run only where torch is installed (always in CI)
-COMMAND = re.compile(r"^(?:[A-Z_]+=\S+ )*python3 ")
+NEEDS_CUDA = "--device cuda"  # run only where PyTorch sees a CUDA device (never on the machines CI uses)
+ELSEWHERE = {  # a command starting with this -> why it cannot run on one machine
+    "torchrun --nnodes 2": "needs two hosts",
+}
+COMMAND = re.compile(r"^(?:[A-Z_]+=\S+ )*(?:python3|torchrun) ")
 
 
 def readme_commands(text):
@@ -92,6 +96,9 @@ def plan(command):
         return command, None
     if command in LONG:
         return None, LONG[command]
+    for prefix, why in ELSEWHERE.items():
+        if command.startswith(prefix):
+            return None, why
     if command in SERVERS:
         return command + "".join(" " + a for a in SERVERS[command]), None
     for prefix, why in SETUP.items():
@@ -149,21 +156,24 @@ def serve(run, repo, env):
 def test_every_readme_command_runs_as_written_in_order(tmp_path):
     pytest.importorskip("numpy")
     try:
-        import torch  # noqa: F401
-        have_torch = True
+        import torch
+        have_torch, have_cuda = True, torch.cuda.is_available()
     except ImportError:
-        have_torch = False
+        have_torch = have_cuda = False
     repo = tmp_path / "repo"
     fresh_copy(repo)
     bin_dir = tmp_path / "bin"  # `python3` in the commands is this interpreter
     bin_dir.mkdir()
     (bin_dir / "python3").symlink_to(sys.executable)
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    scripts = Path(sys.executable).parent  # where pip put torchrun beside this interpreter
+    env = {**os.environ, "PATH": os.pathsep.join([str(bin_dir), str(scripts), os.environ["PATH"]])}
     ran = []
     for command in readme_commands(README):
         run, skipped = plan(command)
         text = command[1] if isinstance(command, tuple) else command
         if skipped or (not have_torch and any(marker in text for marker in NEEDS_TORCH)):
+            continue
+        if NEEDS_CUDA in text and not have_cuda:
             continue
         if isinstance(run, tuple):
             (repo / "readme_block.py").write_text(run[1], encoding="utf-8")

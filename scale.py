@@ -1,0 +1,125 @@
+"""A larger model on paper: its parameters, the memory a training step needs, its FLOPs per token, and what that
+means for tokens per second per GPU, all by formula (no model is built, nothing is timed).
+
+    python3 scale.py                                   # GPT-2 small's shape with this lab's layers
+    python3 scale.py --width 16 --blocks 1 --heads 1 --vocab 96 --max-len 64 --batch 16   # the lab's model
+
+The layers are this lab's (numpy_model.py): per block two layer norms (a gain and a bias each), Wq, Wk, Wv, Wo of
+(d, d) without biases, an MLP of 4 d hidden units with biases; token and learned position tables; a final layer norm;
+an output matrix W_out (d, V) of its own (not tied to tok_emb) with its bias. Float32 throughout, as train.py's
+default dtype: 4 bytes a number.
+
+- parameters        N = V d + max_len d + blocks (12 d^2 + 9 d) + 2 d + d V + V
+- weights, gradients and Adam's two moments: 16 N bytes; DistributedDataParallel adds its gradient buckets, 4 N
+- activations kept for the backward pass, per token, as numpy_model.py's cache keeps them:
+  blocks (18 d + 2 + heads T) + 3 d + 1 + 2 V numbers (per block: its input, two layer norms' outputs, normalised
+  rows and deviations, q, k, v, the attention context, the residual after attention, both hidden layers of the MLP,
+  and each head's row of T attention weights; then the last block's output, the last layer norm's, the logits and
+  their gradient)
+- FLOPs per token of a training step (a multiply-add is 2 FLOPs; the backward pass costs twice the forward):
+  3 (blocks (24 d^2 + 4 T d) + 2 d V); attention's 4 T d counts every score of the (T, T) matrix, as the kernels
+  compute it before the causal mask
+- tokens per second per GPU = sustained FLOP/s / FLOPs per token
+- gradient all-reduce over n ranks (a ring): each rank sends and receives 2 (n - 1) / n x 4 N bytes a step
+
+>>> counts = paper(width=16, blocks=1, heads=1, vocab=96, max_len=64)
+>>> counts["parameters"]  # the lab's 7,440
+7440
+"""
+
+import argparse
+import sys
+
+BYTES = 4  # float32
+
+
+def paper(width, blocks, heads, vocab, max_len):
+    """The per-model and per-token counts of a model of these sizes (see the module's docstring for each formula).
+
+    >>> paper(width=768, blocks=12, heads=12, vocab=50257, max_len=1024)["parameters"]
+    163050577
+    """
+    d, T, V = width, max_len, vocab
+    per_block = 12 * d * d + 9 * d  # Wq Wk Wv Wo (4 d^2), W1 W2 (8 d^2), b1 (4 d), b2, ln1, ln2 (5 d)
+    parameters = V * d + T * d + blocks * per_block + 2 * d + d * V + V
+    activations = blocks * (18 * d + 2 + heads * T) + 3 * d + 1 + 2 * V  # numbers kept per token
+    forward = blocks * (24 * d * d + 4 * T * d) + 2 * d * V  # FLOPs per token, forward
+    return {"parameters": parameters, "activations_per_token": activations, "flops_per_token": 3 * forward}
+
+
+def human(n, unit):
+    """n with a decimal prefix.
+
+    >>> human(163_050_577, ""), human(2.6e9, "B")
+    ('163.05 M', '2.60 GB')
+    """
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f} {prefix}{unit}"
+    return f"{n:g} {unit}".rstrip()
+
+
+def report(args):
+    """The lines scale.py prints for the parsed arguments."""
+    c = paper(args.width, args.blocks, args.heads, args.vocab, args.max_len)
+    n, tokens = c["parameters"], args.batch * args.max_len  # tokens per GPU per step
+    state = 16 * n + (4 * n if args.gpus > 1 else 0)
+    acts = c["activations_per_token"] * BYTES * tokens
+    per_gpu = args.flops / c["flops_per_token"]
+    step = c["flops_per_token"] * tokens / args.flops
+    ring = 2 * (args.gpus - 1) / args.gpus * BYTES * n
+    return [
+        f"model: d = {args.width}, {args.blocks} blocks of {args.heads} heads, V = {args.vocab}, T = {args.max_len};"
+        f" a step of {args.batch} windows ({tokens:,} tokens) per GPU, {args.gpus} GPUs, float32",
+        f"parameters                 {n:,} ({human(n, '')})",
+        f"weights, gradients, Adam   {human(16 * n, 'B')}" + (f" + DDP buckets {human(4 * n, 'B')}"
+                                                                if args.gpus > 1 else ""),
+        f"activations                {c['activations_per_token']:,} numbers per token: {human(acts, 'B')} per GPU",
+        f"memory per GPU, about      {human(state + acts, 'B')} (before the framework's own workspace)",
+        f"FLOPs per token            {human(c['flops_per_token'], 'FLOP')} (6 N would say"
+        f" {human(6 * n, 'FLOP')})",
+        f"tokens/s per GPU           {per_gpu:,.0f} at {human(args.flops, 'FLOP/s')} sustained,"
+        f" {step * 1e3:.3g} ms a step;"
+        f" {per_gpu * args.gpus:,.0f} tokens/s on {args.gpus}",
+        f"all-reduce per step        {human(ring, 'B')} sent and received by each GPU" if args.gpus > 1 else
+        "all-reduce per step        none (one GPU)",
+    ]
+
+
+def positive(kind):
+    """An argparse type: a number of kind (int or float) greater than zero."""
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"{text} is not greater than 0")
+        return value
+    return parse
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="The parameters, memory, FLOPs and tokens per second of a larger"
+                                                 " model of this lab's layers, by formula.")
+    parser.add_argument("--width", type=positive(int), default=768, help="d (default: %(default)s)")
+    parser.add_argument("--blocks", type=positive(int), default=12, help="blocks (default: %(default)s)")
+    parser.add_argument("--heads", type=positive(int), default=12, help="heads per block (default: %(default)s)")
+    parser.add_argument("--vocab", type=positive(int), default=50257, help="V (default: %(default)s, GPT-2's)")
+    parser.add_argument("--max-len", type=positive(int), default=1024, help="T, tokens per window (default:"
+                                                                            " %(default)s)")
+    parser.add_argument("--batch", type=positive(int), default=8, help="windows per GPU per step (default:"
+                                                                       " %(default)s)")
+    parser.add_argument("--gpus", type=positive(int), default=8, help="data-parallel ranks (default: %(default)s)")
+    parser.add_argument("--flops", type=positive(float), default=20e12,
+                        help="the FLOP/s one GPU sustains in float32 matrix products: an assumption, give yours"
+                             " (default: %(default)g)")
+    args = parser.parse_args(argv)
+    if args.width % args.heads:
+        parser.error(f"--heads {args.heads} does not divide --width {args.width}")
+    print("\n".join(report(args)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
