@@ -13,22 +13,25 @@ def cached_numbers(cache, seen):
     for value in cache.values():
         if isinstance(value, dict):
             total += cached_numbers(value, seen)
-        elif isinstance(value, tuple) or value is None or isinstance(value, str):
-            continue  # the rotary angles are a table of the positions, not of the tokens
+        elif isinstance(value, list):  # a grown model's blocks
+            total += sum(cached_numbers(block, seen) for block in value)
+        elif not isinstance(value, np.ndarray):
+            continue  # the scheme's name, the heads, the rotary tables (of positions, not of tokens)
         elif value.dtype.kind == "f" and id(value) not in seen:
             seen.add(id(value))
             total += value.size
     return total
 
 
-@pytest.mark.parametrize("d, vocab, max_len", [(16, 96, 64), (8, 11, 5)])
-def test_the_formulas_count_the_parameters_and_the_activations_of_the_model(d, vocab, max_len):
-    params = numpy_model.init_params(vocab, d, 4 * d, max_len, seed=1)
-    counts = scale.paper(width=d, blocks=1, heads=1, vocab=vocab, max_len=max_len)
+@pytest.mark.parametrize("d, vocab, max_len, blocks, heads", [(16, 96, 64, 1, 1), (8, 11, 5, 1, 1),
+                                                              (16, 96, 64, 2, 4), (8, 11, 5, 3, 2)])
+def test_the_formulas_count_the_parameters_and_the_activations_of_the_model(d, vocab, max_len, blocks, heads):
+    params = numpy_model.init_params(vocab, d, 4 * d, max_len, seed=1, blocks=blocks)
+    counts = scale.paper(width=d, blocks=blocks, heads=heads, vocab=vocab, max_len=max_len)
     assert counts["parameters"] == sum(p.size for p in params.values())
     B = 3
     ids = np.arange(B * max_len).reshape(B, max_len) % vocab  # (B, T)
-    logits, cache = numpy_model.forward(params, ids)  # (B, T, V)
+    logits, cache = numpy_model.forward(params, ids, heads=heads)  # (B, T, V)
     kept = cached_numbers(cache, set()) + 2 * logits.size  # the logits and their gradient
     assert counts["activations_per_token"] == kept / (B * max_len)
 
