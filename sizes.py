@@ -19,6 +19,7 @@ tell; checkpoints record it.
     (['tok_emb', 'pos_emb', 'ln1_g', 'ln1_b'], ['block1.ln1_g', 'block1.ln1_b'])
 """
 
+import functools
 import random
 import re
 
@@ -55,9 +56,20 @@ def param_shapes(vocab, d, hidden, max_len, blocks=1):
     >>> len(shapes), shapes["block2.W1"], list(shapes)[-1]
     (42, (16, 64), 'b_out')
     """
+    return dict(shape_table(vocab, d, hidden, max_len, blocks))
+
+
+# Every forward and backward pass of numpy_model.py checks its parameters against these tables and reads the blocks
+# off the names. Worked out once per size (functools.cache) instead of on every call, the plain mirror's step at
+# series size, B = 1, is as fast as before models could grow (python3 bench.py --sizes series-b1 --against DIR).
+
+
+@functools.cache
+def shape_table(vocab, d, hidden, max_len, blocks):
+    """param_shapes as a tuple of (name, shape) pairs, worked out once for each size."""
     check_sizes(d, blocks, 1)
     one = one_block_shapes(vocab, d, hidden, max_len)
-    return {name: one[name.rpartition(".")[2]] for name in param_names(blocks)}
+    return tuple((name, one[name.rpartition(".")[2]]) for name in param_names(blocks))
 
 
 def init_params(vocab, d, hidden, max_len, seed, blocks=1):
@@ -86,6 +98,12 @@ def blocks_of(names):
     >>> blocks_of(["tok_emb", "Wq", "block1.Wq", "block2.Wq"]), blocks_of(["tok_emb"])
     (3, 1)
     """
+    return blocks_in(tuple(names))
+
+
+@functools.cache
+def blocks_in(names):
+    """blocks_of for a tuple of names, worked out once for each set of names."""
     found = [PREFIX.match(name) for name in names]
     return 1 + max((int(m.group(1)) for m in found if m), default=0)
 
