@@ -31,6 +31,7 @@ import argparse
 import random
 import sys
 
+import checkpoint
 import model
 import machine
 import sizes
@@ -246,7 +247,6 @@ def compare_all(params, ids, targets, use_positions, no_torch):
 def checkpoint_params(path):
     """(params as a dict of lists, as jittered_params gives them; the model's config) of a train.py checkpoint; a
     ValueError says why the file cannot be read, or that its tokenizer is not the one it recorded."""
-    import checkpoint
     import train
 
     ckpt = checkpoint.load_checkpoint(path)
@@ -268,8 +268,6 @@ def main_checkpoint(parser, args):
     except ValueError as e:
         print(f"compare.py: {e}", file=sys.stderr)
         return 2
-    import checkpoint
-
     (blocks, heads), scheme = checkpoint.sizes_of(config), checkpoint.positions_of(config)
     longest = config["max_len"] if scheme in ("learned", "none") else numpy_model.LONGEST
     args.length = min(63, config["max_len"]) if args.length is None else args.length
