@@ -7,15 +7,17 @@ workspace and calls its step:
 
     >>> import numpy_model
     >>> params = numpy_model.init_params(vocab=96, d=16, hidden=64, max_len=64, seed=3, dtype=np.float32)
-    >>> ws = Workspace(params, B=16, T=64)
-    >>> ids, targets = np.zeros((16, 64), dtype=int), np.ones((16, 64), dtype=int)
-    >>> loss, grads = ws.loss_and_grads(params, ids, targets)  # grads live in ws until its next call
-    >>> for name in params:
-    ...     params[name] -= 0.01 * grads[name]
+    >>> ws = Workspace(params, B=16, T=64)  # once, before the loop: every array of a step
+    >>> ids, targets = np.zeros((16, 64), dtype=int), np.ones((16, 64), dtype=int)  # each step's batch, (B, T)
+    >>> for step in range(3):
+    ...     loss, grads = ws.loss_and_grads(params, ids, targets)  # grads live in ws until its next call
+    ...     for name in params:
+    ...         params[name] -= 0.01 * grads[name]
 
 What a call returns is the workspace's own memory: the next call of the same workspace overwrites it. Copy what you
-keep (or make a second workspace). `forward`, `loss_and_grads` and `sequence_loss` at the bottom of the file do
-one call with a fresh workspace, for checks and one-off use.
+keep (or make a second workspace). `forward`, `loss_and_grads` and `sequence_loss` at the bottom of the file make a
+fresh workspace on every call, for checks and one-off use: in a loop they are the slow way, paying for every array
+of a step again each time (`python3 bench.py --tricks`: workspace made once).
 
 What it buys, measured by `python3 bench.py --threads 1` on a 2-vCPU AMD EPYC (NumPy 2.4, OpenBLAS with its
 SkylakeX kernels, one BLAS thread as train.py runs it; medians, in a busy phase of the machine): a float32 step at
@@ -754,6 +756,7 @@ def token_rows_sum(ids, dx0, out, ws):
 
 def forward(params, ids, positions="learned", *, heads=1, use_positions=None):
     """numpy_model.forward through a fresh workspace: logits (T, V) or (B, T, V), and the cache of intermediates.
+    For one-off use: in a loop, make one `Workspace` and call its `forward` (see the top of this file).
 
     >>> logits, cache = forward(numpy_model.init_params(96, 4, 8, 8, 3), [1, 2, 3])
     >>> logits.shape, cache["att"]["weights"].shape
@@ -783,7 +786,8 @@ def first_row(x):
 
 def loss_and_grads(params, ids, targets, positions="learned", *, heads=1, use_positions=None):
     """numpy_model.loss_and_grads through a fresh workspace: the mean loss over every position of ids (T,) or
-    (B, T), and one gradient per parameter.
+    (B, T), and one gradient per parameter. For one-off use: a training loop that calls this pays for every array
+    of a step on every call; make one `Workspace` and call its `loss_and_grads` instead (see the top of this file).
 
     >>> loss, grads = loss_and_grads(numpy_model.init_params(96, 4, 8, 8, 3), [[1, 2]], [[2, 3]])
     >>> round(loss, 2), grads["tok_emb"].shape
@@ -798,6 +802,7 @@ def loss_and_grads(params, ids, targets, positions="learned", *, heads=1, use_po
 
 def sequence_loss(params, ids, targets, positions="learned", *, heads=1, use_positions=None):
     """numpy_model.sequence_loss through a fresh workspace: the loss of predicting targets from ids, one float.
+    For one-off use: in a loop, make one `Workspace` and call its `loss`.
 
     >>> round(sequence_loss(numpy_model.init_params(96, 4, 8, 8, 3), [1, 2], [2, 3]), 2)
     4.55
