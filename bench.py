@@ -118,7 +118,8 @@ def make_step(backend, cfg):
         if backend.startswith("plain"):
             heads = {"heads": cfg["heads"]} if "heads" in cfg else {}  # (a size of one head runs as before)
             return lambda: numpy_model.loss_and_grads(p, ids, targets, **heads), cfg["B"] * cfg["T"]
-        ws = numpy_fast.Workspace(p, cfg["B"], cfg["T"], heads=cfg.get("heads", 1))  # every array of a step, once
+        threads = int(os.environ.get("OPENBLAS_NUM_THREADS") or os.cpu_count())  # as many as BLAS has
+        ws = numpy_fast.Workspace(p, cfg["B"], cfg["T"], heads=cfg.get("heads", 1), threads=threads)  # once
         return lambda: ws.loss_and_grads(p, ids, targets), cfg["B"] * cfg["T"]
     import torch
 
@@ -345,7 +346,8 @@ def trick_cases():
 
 
 def large_trick_cases():
-    """The tricks whose gain shows at the large size: the loss in blocks, and the weight gradient's orientation."""
+    """The tricks whose gain shows at the large size: the loss in blocks and on two threads, and the weight
+    gradient's orientation."""
     import numpy as np
 
     import numpy_fast as nf
@@ -365,9 +367,12 @@ def large_trick_cases():
             nf.LOSS_BLOCK_BYTES = 1 << 19
         return run
 
+    ws2 = nf.Workspace(params, cfg["B"], cfg["T"], threads=2)
+    ws2.forward(params, targets)
     dw1, dw1_t, dpre = np.empty((d, cfg["H"]), np.float32), np.empty((cfg["H"], d), np.float32), ws.block[0].pre
     h2 = ws.block[0].h2.reshape(N, d)
     return [("large: loss blocks", f"({N}, {V})", loss(1 << 62), loss(1 << 19)),
+            ("large: loss threads", f"({N}, {V})", loss(1 << 19), lambda: ws2.loss_and_dlogits(ws2.logits, targets)),
             ("large: weight gradient", f"({d}, {cfg['H']})", lambda: np.matmul(h2.T, dpre, out=dw1),
              lambda: nf.weight_grad(h2, dpre, dw1, dw1_t))]
 

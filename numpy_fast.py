@@ -41,6 +41,7 @@ Shape legend, used in the comments on every line that makes a tensor:
 """
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -50,6 +51,7 @@ from model import EPS
 
 VOCAB_MAJOR_BELOW = 512  # logits are stored (V, N) for a smaller vocabulary, (N, V) from this size on
 LOSS_BLOCK_BYTES = 1 << 19  # row-major logits go through the loss in blocks of this size, which stay in cache
+LOSS_SPLIT_FROM = 1 << 22  # row-major logits of at least this many numbers: the loss's blocks shared by threads
 TRANSPOSE_PRODUCT_FROM = 512  # weight gradients of at least this many rows are formed in the faster orientation
 
 
@@ -62,7 +64,9 @@ class Workspace:
     still allocates is small: the checks' masks over the IDs, and the index arrays of `token_rows_sum`.)
 
     params is read for its shapes and dtype only (the values come with each call), and with them the number of
-    blocks; positions is the scheme and heads the heads of every block, as in numpy_model.forward. The same checks of
+    blocks; positions is the scheme and heads the heads of every block, as in numpy_model.forward. threads: how
+    many threads share the loss's passes over large row-major logits (LOSS_SPLIT_FROM), for the same bits; the
+    workspace makes the others once and keeps them. The same checks of
     sizes and lengths as numpy_model.forward apply, with the same errors. Each block's arrays are in `block` (see
     `BlockArrays`), the rest are the workspace's own, shared by the blocks where a block uses them only while it
     runs.
@@ -74,7 +78,7 @@ class Workspace:
     3
     """
 
-    def __init__(self, params, B, T, positions="learned", heads=1):
+    def __init__(self, params, B, T, positions="learned", heads=1, threads=1):
         V, d, H, L = self.config = numpy_model.config_of(params)
         self.positions = numpy_model.position_scheme(positions)
         blocks = sizes.blocks_of(params)
@@ -117,6 +121,10 @@ class Workspace:
         self.hf_ones = np.ones((N, d + 1), dt)  # (N, d + 1) [hf | 1], see `forward`
         self.w_out_b_out = np.empty((d + 1, V), dt)  # (d + 1, V) [W_out; b_out]
         self.vocab_major = V < VOCAB_MAJOR_BELOW
+        # threads: the loss's blocks of large row-major logits are shared by this many threads (see
+        # loss_and_dlogits); the workspace's own, made here once, and idle between steps
+        split = threads > 1 and not self.vocab_major and N * V >= LOSS_SPLIT_FROM
+        self.pool = ThreadPoolExecutor(threads - 1) if split else None
         self.logits_memory = np.empty((V, N) if self.vocab_major else (N, V), dt)  # see `forward`
         self.logits = (self.logits_memory.T if self.vocab_major else self.logits_memory).reshape(B, T, V)  # view
 
@@ -275,16 +283,18 @@ class Workspace:
         # blocks). Vocabulary-major ones go in one block (a block of them would be a strided view, on which NumPy
         # is slower)
         step = N if self.vocab_major else max(1, LOSS_BLOCK_BYTES // (V * self.dtype.itemsize))
-        for i in range(0, N, step):
-            rows = slice(i, i + step)
-            lg_b, top_b, z_b, s_b = lg[rows], self.top[rows], self.z[rows], self.scale[rows]  # views
-            np.maximum.reduce(lg_b, axis=1, out=top_b)  # (n,)
-            np.subtract(lg_b, top_b[:, None], out=lg_b)  # (n, V) from here on lg holds the gradient
-            np.exp(lg_b, out=lg_b)
-            np.matmul(lg_b, self.ones[V], out=z_b)  # (n,) row sums
-            np.multiply(z_b, N, out=s_b)
-            np.divide(1.0, s_b, out=s_b)  # (n,) 1 / (N z), then products (see reciprocal in layernorm_forward)
-            lg_b *= s_b[:, None]  # (n, V) softmax / N
+        blocks = [slice(i, i + step) for i in range(0, N, step)]
+        if self.pool is None:
+            softmax_blocks(lg, blocks, self)
+        else:
+            # trick: the blocks shared by two threads, the second half on the workspace's own thread (NumPy lets go
+            # of the GIL inside each pass), replacing the one loop over them: the same blocks and the same bits;
+            # at the large size 13.0 ms instead of 18.3 while the second core was free, and nothing (18.7 against
+            # 18.4) while another process held it (bench.py --tricks: large: loss threads)
+            half = len(blocks) // 2
+            other = self.pool.submit(softmax_blocks, lg, blocks[half:], self)
+            softmax_blocks(lg, blocks[:half], self)
+            other.result()
         losses = np.log(self.z, out=self.losses)  # (N,)
         losses += self.top
         losses -= self.picked
@@ -336,7 +346,29 @@ class Workspace:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Helpers with output targets: sums, weight gradients, biases
+# Helpers with output targets: the loss's softmax, sums, weight gradients, biases
+
+
+def softmax_blocks(lg, blocks, ws):
+    """For each block of rows of the logits lg (N, V), in place: softmax / N, the loss's gradient before its -1 / N
+    at the target; each row's largest logit into ws.top, its sum of exponentials into ws.z.
+
+    >>> ws = Workspace(numpy_model.init_params(2, 2, 2, 2, 3), B=1, T=2)
+    >>> lg = np.zeros((2, 2))
+    >>> softmax_blocks(lg, [slice(0, 1), slice(1, 2)], ws); lg, ws.z
+    (array([[0.25, 0.25],
+           [0.25, 0.25]]), array([2., 2.]))
+    """
+    N, V = lg.shape
+    for rows in blocks:
+        lg_b, top_b, z_b, s_b = lg[rows], ws.top[rows], ws.z[rows], ws.scale[rows]  # views
+        np.maximum.reduce(lg_b, axis=1, out=top_b)  # (n,)
+        np.subtract(lg_b, top_b[:, None], out=lg_b)  # (n, V) from here on lg holds the gradient
+        np.exp(lg_b, out=lg_b)
+        np.matmul(lg_b, ws.ones[V], out=z_b)  # (n,) row sums
+        np.multiply(z_b, N, out=s_b)
+        np.divide(1.0, s_b, out=s_b)  # (n,) 1 / (N z), then products (see reciprocal in layernorm_forward)
+        lg_b *= s_b[:, None]  # (n, V) softmax / N
 
 
 def column_sums(x, ones, out):
