@@ -13,6 +13,7 @@ change), in the same rounds, so that before and after are measured side by side.
     python3 bench.py --threads 1 --no-torch           # one BLAS thread, as train.py runs
     python3 bench.py --no-compile                     # PyTorch eager only: torch.compile takes about 30 s a size
     python3 bench.py --tricks --threads 1             # numpy_fast.py's tricks one by one, about 10 seconds
+    python3 bench.py --profile --sizes series-b32     # where a tuned step's time goes, per function and line
     python3 bench.py --sizes series-b32 --against ../before --no-torch   # this code and the code in ../before
 
 How it measures, and why:
@@ -27,6 +28,9 @@ How it measures, and why:
 - The reference runs one sequence at a time (B = 1 at length T, whatever B the size has), a few rounds only; at
   the large size it is skipped (minutes per step), and at a grown size (several blocks or heads): model.py has one
   block and one head.
+- `--profile` runs in one torch-free worker: a line tracer charges the time between two lines of numpy_fast.py to
+  the first (its NumPy calls), so it shows each layer's and each pass's share of a step; the tracer adds about a
+  microsecond a line, so it also prints the untraced time of a step.
 - `--tricks` runs in one torch-free worker: for each trick, the plain line and the trick take turns on the same
   arrays, both writing into arrays made beforehand where NumPy lets them, and the median microseconds per call of
   each is reported.
@@ -177,6 +181,9 @@ def worker(backend, size):
         return
     if backend == "tricks":
         print(json.dumps(time_tricks(int(size))), flush=True)
+        return
+    if backend == "profile":
+        print(json.dumps(profile_step(size)), flush=True)
         return
     step, tokens = make_step(backend, SIZES[size])
     first = _timed(step)  # with torch.compile: the compiling
@@ -397,6 +404,98 @@ def time_tricks(rounds):
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# Where a tuned step's time goes: every line of numpy_fast.py timed by a line tracer
+
+
+def profile_step(size, steps=None):
+    """{"step_ms", "traced_ms", "functions": [{name, calls, us}], "lines": [{name, line, code, us}]}: the untraced
+    median time of a float32 step of numpy_fast.py at size, the traced one, and per step the microseconds spent in
+    each function and on each line of numpy_fast.py (a line's NumPy calls, and the functions outside the file it
+    calls, count as the line's; the tracer's own cost, about a microsecond a line, is in every figure)."""
+    import collections
+    import linecache
+
+    import numpy as np
+
+    import numpy_fast
+    import numpy_model
+
+    cfg = SIZES[size]
+    params, ids, targets = make_inputs(cfg)
+    p = numpy_model.from_lists(params, np.float32)
+    threads = int(os.environ.get("OPENBLAS_NUM_THREADS") or os.cpu_count())
+    ws = numpy_fast.Workspace(p, cfg["B"], cfg["T"], heads=cfg.get("heads", 1), threads=threads)
+
+    def step():
+        ws.loss_and_grads(p, ids, targets)
+
+    step()
+    steps = steps or max(3, round(1.0 / _timed(step)))  # about a second of steps
+    untraced = statistics.median(_timed(step) for _ in range(steps))
+    source, spent, calls = numpy_fast.__file__, collections.Counter(), collections.Counter()
+    now = {"key": None, "t": 0.0}  # the line running since time t
+
+    def charge():
+        t = time.perf_counter()
+        if now["key"]:
+            spent[now["key"]] += t - now["t"]
+        return t
+
+    def on_line(frame, event, arg):
+        charge()
+        if event == "line":
+            now["key"] = (frame.f_code.co_name, frame.f_lineno)
+        elif event == "return":  # back to the caller's line, if it is in numpy_fast.py
+            back = frame.f_back
+            now["key"] = (back.f_code.co_name, back.f_lineno) if back and back.f_code.co_filename == source else None
+        now["t"] = time.perf_counter()
+        return on_line
+
+    def on_call(frame, event, arg):
+        if frame.f_code.co_filename != source:
+            return None  # its time goes to the line of numpy_fast.py that called it
+        calls[frame.f_code.co_name] += 1
+        return on_line(frame, event, arg)
+
+    sys.settrace(on_call)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    traced = (time.perf_counter() - t0) / steps
+    sys.settrace(None)
+    functions = collections.Counter()
+    for (name, _), seconds in spent.items():
+        functions[name] += seconds
+    return {"step_ms": untraced * 1e3, "traced_ms": traced * 1e3, "steps": steps, "threads": threads,
+            "functions": [{"name": name, "calls": calls[name] / steps, "us": seconds / steps * 1e6}
+                          for name, seconds in functions.most_common()],
+            "lines": [{"name": name, "line": line, "code": linecache.getline(source, line).strip(),
+                       "us": seconds / steps * 1e6} for (name, line), seconds in spent.most_common()]}
+
+
+def report_profile(args, sizes):
+    """Profile a float32 step of numpy_fast.py at each size in a torch-free worker; print per function and the
+    slowest lines."""
+    for size in sizes:
+        proc, prof = start("profile", size, args.threads)
+        proc.wait()
+        cfg = SIZES[size]
+        total = sum(f["us"] for f in prof["functions"])
+        print(f"numpy_fast.py float32 at {size} (B {cfg['B']}, T {cfg['T']}), {prof['threads']} BLAS thread(s):"
+              f" {prof['step_ms']:.3f} ms a step untraced, {prof['traced_ms']:.3f} traced (medians of"
+              f" {prof['steps']} steps)")
+        print(f"  {'function':24s} {'calls':>6s} {'us/step':>9s} {'share':>6s}")
+        for f in prof["functions"]:
+            print(f"  {f['name']:24s} {f['calls']:6.0f} {f['us']:9.1f} {100 * f['us'] / total:5.1f}%")
+        print(f"  the {args.profile_lines} slowest lines (a NumPy call or a few each):")
+        for line in prof["lines"][:args.profile_lines]:
+            print(f"  {line['us']:9.1f} us {100 * line['us'] / total:5.1f}%  {line['name']}:{line['line']}  "
+                  f"{line['code'][:70]}")
+        print()
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # Parent side: start the workers, interleave their rounds, report
 
 
@@ -584,6 +683,10 @@ def main(argv=None):
                              " and report this code's speed as a share of it; sizes of one block and one head only")
     parser.add_argument("--tricks", action="store_true",
                         help="time each trick of numpy_fast.py against the plain line it replaces, instead of steps")
+    parser.add_argument("--profile", action="store_true",
+                        help="where a float32 step of numpy_fast.py spends its time at each of --sizes, per function"
+                             " and per line, instead of timing the backends")
+    parser.add_argument("--profile-lines", type=int, default=25, metavar="N", help="lines --profile lists")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--size", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -601,6 +704,8 @@ def main(argv=None):
         parser.error(f"--against {args.against}: expected a folder holding another checkout's bench.py")
     if args.tricks:
         return report_tricks(args)
+    if args.profile:
+        return report_profile(args, sizes)
     backends = BACKENDS
     if args.no_torch or not torch_available():
         print("PyTorch: not compared (" + ("--no-torch" if args.no_torch else "torch is not installed") + ")")

@@ -94,3 +94,18 @@ def test_torch_eager_and_compile_are_timed_with_the_compile_time_stated():
         proc.stdout)
     status, value = target_lines(proc.stdout)["series B=1 f32: NumPy fast / PyTorch eager >= 3x"]
     assert status in ("MET", "NOT MET") and value.endswith("x")
+
+
+def test_the_profile_names_every_layer_and_the_slowest_lines():
+    proc = subprocess.run([sys.executable, str(ROOT / "bench.py"), "--profile", "--sizes", "series-b1", "--threads",
+                           "1", "--profile-lines", "3"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    head = proc.stdout.splitlines()[0]
+    assert head.startswith("numpy_fast.py float32 at series-b1 (B 1, T 63), 1 BLAS thread(s): ") and "untraced" in head
+    table, slowest = proc.stdout.split("  function ", 1)[1].split("\n  the 3 slowest lines", 1)
+    functions = {line.split()[0]: float(line.split()[1]) for line in table.splitlines()[1:]}  # name: calls a step
+    assert functions["layernorm_forward"] == functions["layernorm_backward"] == 3
+    assert {"attention_forward", "attention_backward", "block_forward", "block_backward", "softmax_blocks"} <= set(
+        functions)
+    lines = [line for line in slowest.splitlines()[1:] if line.strip()]
+    assert len(lines) == 3 and all(" us " in line and "%" in line for line in lines)
