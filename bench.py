@@ -8,7 +8,7 @@ as a share of the matmul ceiling). `--tricks` times each trick of numpy_fast.py 
 `--against DIR` also times the same backends of the code in DIR (another checkout, such as the code before a
 change), in the same rounds, so that before and after are measured side by side.
 
-    python3 bench.py                                  # every size, every backend, a few minutes
+    python3 bench.py                                  # the targets' three sizes, every backend, 5-10 minutes
     python3 bench.py --sizes series-b32 --rounds 5 --no-torch --json bench.json
     python3 bench.py --threads 1 --no-torch           # one BLAS thread, as train.py runs
     python3 bench.py --no-compile                     # PyTorch eager only: torch.compile takes about 30 s a size
@@ -24,7 +24,8 @@ How it measures, and why:
   Each turn runs one untimed step, then enough timed steps to last about --round-seconds.
 - Reported: the median over rounds of the time per step, tokens per second (B * T per step), achieved GFLOP/s
   counted as 6 x (non-embedding parameters) + 6 x T x d per token, and that as a share of NumPy's own 2048 x 2048
-  matmul rate in the same dtype (the "ceiling", measured in a torch-free worker).
+  matmul rate in the same dtype (the "ceiling"), which two torch-free workers (matmul-f32, matmul-f64) measure at
+  every size in turns of their own among the backends', so that a busy phase of the machine slows it alike.
 - The reference runs one sequence at a time (B = 1 at length T, whatever B the size has), a few rounds only; at
   the large size it is skipped (minutes per step), and at a grown size (several blocks or heads): model.py has one
   block and one head.
@@ -59,6 +60,7 @@ SIZES = {  # name -> model and batch config; blocks and heads are 1 unless given
     "large": {"V": 4096, "d": 128, "H": 512, "L": 256, "B": 16, "T": 256},
     "grown-b32": {"V": 96, "d": 16, "H": 64, "L": 64, "B": 32, "T": 64, "blocks": 2, "heads": 4},
 }
+CEILING = ["matmul-f32", "matmul-f64"]  # the ceiling's workers, at every size taking turns with the backends
 BACKENDS = ["reference", "plain-f64", "plain-f32", "fast-f64", "fast-f32", "torch-f64", "torch-f32", "compile-f32"]
 GROWING = BACKENDS[1:]  # the backends that run several blocks and heads: all but the reference
 SEED = 3  # parameters and token IDs are drawn from this seed, identically in every worker
@@ -98,7 +100,10 @@ def make_inputs(cfg):
 
 
 def make_step(backend, cfg):
-    """A function running one training step for a backend, and the number of tokens it processes."""
+    """A function running one training step for a backend, and the number of tokens it processes (for the
+    ceiling's matmul-f32 and matmul-f64: one matmul, and 0)."""
+    if backend.startswith("matmul"):
+        return matmul_step(backend), 0
     params, ids, targets = make_inputs(cfg)
     if backend == "reference":
         import model
@@ -152,19 +157,17 @@ def make_step(backend, cfg):
     return step, cfg["B"] * cfg["T"]
 
 
-def matmul_ceiling():
-    """NumPy's best rate on a 2048 x 2048 matmul, GFLOP/s, for float32 and float64."""
+CEILING_N = 2048  # the ceiling is NumPy's own rate on an n x n matmul, n this
+
+
+def matmul_step(backend):
+    """The ceiling's step: one CEILING_N x CEILING_N matmul in float32 (matmul-f32) or float64 (matmul-f64)."""
     import numpy as np
 
-    rates = {}
-    n = 2048
-    for name, dtype in (("f32", np.float32), ("f64", np.float64)):
-        a = np.random.default_rng(0).standard_normal((n, n)).astype(dtype)  # (n, n)
-        out = np.empty_like(a)  # (n, n)
-        np.matmul(a, a, out=out)
-        best = min(_timed(lambda: np.matmul(a, a, out=out)) for _ in range(5))
-        rates[name] = 2 * n**3 / best / 1e9
-    return rates
+    a = np.random.default_rng(0).standard_normal((CEILING_N, CEILING_N))  # (n, n)
+    a = a.astype(np.float32 if backend.endswith("f32") else np.float64)
+    out = np.empty_like(a)  # (n, n)
+    return lambda: np.matmul(a, a, out=out)
 
 
 def _timed(fn):
@@ -176,9 +179,6 @@ def _timed(fn):
 
 def worker(backend, size):
     """Serve the parent over stdin/stdout: 'run K' -> seconds per step over K timed steps; 'quit'."""
-    if backend == "ceiling":
-        print(json.dumps(matmul_ceiling()), flush=True)
-        return
     if backend == "tricks":
         print(json.dumps(time_tricks(int(size))), flush=True)
         return
@@ -539,10 +539,10 @@ def bench_size(size, backends, args):
     cfg = SIZES[size]
     grown = cfg.get("blocks", 1) * cfg.get("heads", 1) > 1
     workers, k, times, first = {}, {}, {}, {}
-    for b in backends:
-        if b == "reference" and (size == "large" or args.reference_rounds == 0) or grown and b not in GROWING:
+    for b in CEILING + backends:
+        if b == "reference" and (size == "large" or args.reference_rounds == 0) or grown and b not in GROWING + CEILING:
             continue
-        compared = args.against and not grown and b != "reference" and not b.startswith("compile")
+        compared = args.against and not grown and b not in ("reference", *CEILING) and not b.startswith("compile")
         for code in ("", "before") if compared else ("",):
             proc, hello = start(b, size, args.threads, args.against if code else None)
             workers[b, code] = proc
@@ -562,6 +562,10 @@ def bench_size(size, backends, args):
     rows = []
     for b, code in order:
         per_step = statistics.median(times[b, code])
+        if b in CEILING:
+            rows.append({"size": size, "backend": b, "code": code, "ms": per_step * 1e3,
+                         "gflops": 2 * CEILING_N**3 / per_step / 1e9, "rounds": len(times[b, code])})
+            continue
         tokens = cfg["T"] if b == "reference" else cfg["B"] * cfg["T"]
         rows.append({"size": size, "backend": b, "code": code, "ms": per_step * 1e3,
                      "tokens_per_s": tokens / per_step,
@@ -570,11 +574,28 @@ def bench_size(size, backends, args):
     return rows
 
 
+def ceilings(rows):
+    """{size: {"f32": GFLOP/s, "f64": GFLOP/s}}: the ceiling at each size, the median over the rounds of its turns.
+
+    >>> ceilings([{"size": "large", "backend": "matmul-f32", "gflops": 190.0}])
+    {'large': {'f32': 190.0}}
+    """
+    found = {}
+    for r in rows:
+        if r["backend"] in CEILING:
+            found.setdefault(r["size"], {})[r["backend"][-3:]] = r["gflops"]
+    return found
+
+
 def report(rows, ceiling):
     """Print the table: one line per (size, backend), medians over rounds, with ratios: against PyTorch eager in the
     same dtype ("vs eager"; for compile-f32, compiled against eager) and against torch.compile (float32 only); a
     backend of the code compared against (--against) in the line after this code's, and this code's speed as a
     share of it. Then the time each torch.compile took."""
+    for size, rates in ceiling.items():
+        print(f"{size:11s} NumPy {CEILING_N} x {CEILING_N} matmul ceiling, taking turns with the backends:"
+              f" {rates['f32']:.0f} GFLOP/s float32, {rates['f64']:.0f} float64")
+    rows = [r for r in rows if r["backend"] not in CEILING]
     by = {(r["size"], r["backend"]): r for r in rows if not r["code"]}
     before = {(r["size"], r["backend"]): r for r in rows if r["code"]}
     print(f"{'size':11s} {'backend':17s} {'ms/step':>10s} {'tokens/s':>12s} {'GFLOP/s':>8s} {'%ceil':>6s} "
@@ -582,7 +603,7 @@ def report(rows, ceiling):
           + "  rounds x steps")
     for r in rows:
         dt = r["backend"][-3:] if r["backend"] != "reference" else None
-        ceil = f"{100 * r['gflops'] / ceiling[dt]:5.1f}%" if dt in ceiling else ""
+        ceil = f"{100 * r['gflops'] / ceiling[r['size']][dt]:5.1f}%" if dt in ceiling[r["size"]] else ""
         numpy = r["backend"].startswith(("plain", "fast"))
         peer = by.get((r["size"], "torch-" + dt)) if numpy or r["backend"].startswith("compile") else None
         vs_torch = f"{r['tokens_per_s'] / peer['tokens_per_s']:8.2f}x" if peer else ""
@@ -634,10 +655,10 @@ def targets(rows, ceiling):
     measure what the target needs (a size or a backend left out), and why is then in "missing".
 
     >>> rows = [{"size": "large", "backend": "fast-f32", "code": "", "tokens_per_s": 2e4}]
-    >>> [(round(c["value"], 3), c["met"]) for c in targets(rows, {"f32": 200.0}) if c["value"] is not None]
+    >>> [(round(c["value"], 3), c["met"]) for c in targets(rows, {"large": {"f32": 200.0}}) if c["value"] is not None]
     [(0.456, False)]
     """
-    by = {(r["size"], r["backend"]): r["tokens_per_s"] for r in rows if not r["code"]}  # this code's rows
+    by = {(r["size"], r["backend"]): r["tokens_per_s"] for r in rows if not r["code"] and r["backend"] not in CEILING}
     checks = []
     for size, a, b, want, what in TARGETS:
         missing = [name for name in (a, b) if name != "ceiling" and (size, name) not in by]
@@ -646,7 +667,7 @@ def targets(rows, ceiling):
                            "missing": f"no {' and no '.join(missing)} at {size} in this run"})
             continue
         if b == "ceiling":
-            value = by[size, a] * flops_per_token(SIZES[size]) / 1e9 / ceiling[a[-3:]]
+            value = by[size, a] * flops_per_token(SIZES[size]) / 1e9 / ceiling[size][a[-3:]]
         else:
             value = by[size, a] / by[size, b]
         checks.append({"target": what, "value": value, "want": want, "met": value >= want})
@@ -666,7 +687,8 @@ def print_targets(checks, rounds):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default=",".join(SIZES), help=f"comma-separated, from {', '.join(SIZES)}")
+    parser.add_argument("--sizes", default="series-b1,series-b32,large",
+                        help=f"comma-separated, from {', '.join(SIZES)} (default: the three the targets name)")
     parser.add_argument("--rounds", type=int, default=9, help="rounds per size (median over them)")
     parser.add_argument("--reference-rounds", type=int, default=3, help="rounds for the slow reference (0: skip it)")
     parser.add_argument("--round-seconds", type=float, default=0.25, help="timed seconds per backend per round")
@@ -713,9 +735,6 @@ def main(argv=None):
     elif args.no_compile:
         backends = [b for b in BACKENDS if not b.startswith("compile")]
 
-    proc, ceiling = start("ceiling", "", args.threads)
-    proc.wait()
-    print(f"NumPy 2048 x 2048 matmul ceiling: {ceiling['f32']:.0f} GFLOP/s float32, {ceiling['f64']:.0f} float64")
     rows = []
     for size in sizes:
         cfg = SIZES[size]
@@ -723,6 +742,7 @@ def main(argv=None):
               flush=True)
         rows += bench_size(size, backends, args)
     print()
+    ceiling = ceilings(rows)
     report(rows, ceiling)
     ref = [r for r in rows if r["size"] == "series-b1" and r["backend"] == "reference"]
     if ref:
