@@ -124,6 +124,7 @@ class Workspace:
         # threads: the loss's blocks of large row-major logits are shared by this many threads (see
         # loss_and_dlogits); the workspace's own, made here once, and idle between steps
         split = threads > 1 and not self.vocab_major and N * V >= LOSS_SPLIT_FROM
+        self.threads = threads if split else 1
         self.pool = ThreadPoolExecutor(threads - 1) if split else None
         self.logits_memory = np.empty((V, N) if self.vocab_major else (N, V), dt)  # see `forward`
         self.logits = (self.logits_memory.T if self.vocab_major else self.logits_memory).reshape(B, T, V)  # view
@@ -287,14 +288,17 @@ class Workspace:
         if self.pool is None:
             softmax_blocks(lg, blocks, self)
         else:
-            # trick: the blocks shared by two threads, the second half on the workspace's own thread (NumPy lets go
-            # of the GIL inside each pass), replacing the one loop over them: the same blocks and the same bits;
-            # at the large size 13.0 ms instead of 18.3 while the second core was free, and nothing (18.7 against
-            # 18.4) while another process held it (bench.py --tricks: large: loss threads)
-            half = len(blocks) // 2
-            other = self.pool.submit(softmax_blocks, lg, blocks[half:], self)
-            softmax_blocks(lg, blocks[:half], self)
-            other.result()
+            # trick: the blocks shared by the threads, one run of them each, the first on this thread and the
+            # others on the workspace's own (NumPy lets go of the GIL inside each pass), replacing the one loop over
+            # them: the same blocks and the same bits; at the large size, with two threads, 13.0 ms instead of 18.3
+            # while the second core was free, and nothing (18.7 against 18.4) while another process held it
+            # (bench.py --tricks: large: loss threads)
+            n = self.threads
+            runs = [blocks[i * len(blocks) // n:(i + 1) * len(blocks) // n] for i in range(n)]
+            others = [self.pool.submit(softmax_blocks, lg, run, self) for run in runs[1:]]
+            softmax_blocks(lg, runs[0], self)
+            for other in others:
+                other.result()
         losses = np.log(self.z, out=self.losses)  # (N,)
         losses += self.top
         losses -= self.picked
