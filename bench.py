@@ -1,14 +1,19 @@
 """Benchmark (not a test): time one full training step (forward + loss + backward of every parameter) for the
 reference `model.py`, the two NumPy paths in float64 and float32 (`fast`: numpy_fast.py, a Workspace made once, as
-train.py runs it; `plain`: numpy_model.loss_and_grads, the plain mirror, fresh arrays every call), and PyTorch eager
-autograd in float32 and float64. `--tricks` times each trick of numpy_fast.py against the plain line it replaces.
+train.py runs it; `plain`: numpy_model.loss_and_grads, the plain mirror, fresh arrays every call), PyTorch eager
+autograd in float32 and float64, and `torch.compile` of the same PyTorch twin in float32 (`compile-f32`: what a user
+who wants PyTorch's speed picks; the compiling happens in its first step, which is timed on its own and reported, not
+counted in its step times). The tail of the output checks the speed targets (NumPy fast against PyTorch eager, and
+as a share of the matmul ceiling). `--tricks` times each trick of numpy_fast.py against the plain line it replaces.
 `--against DIR` also times the same backends of the code in DIR (another checkout, such as the code before a
 change), in the same rounds, so that before and after are measured side by side.
 
-    python3 bench.py                                  # every size, every backend, a few minutes
+    python3 bench.py                                  # the targets' three sizes, every backend, 5-10 minutes
     python3 bench.py --sizes series-b32 --rounds 5 --no-torch --json bench.json
     python3 bench.py --threads 1 --no-torch           # one BLAS thread, as train.py runs
+    python3 bench.py --no-compile                     # PyTorch eager only: torch.compile takes about 30 s a size
     python3 bench.py --tricks --threads 1             # numpy_fast.py's tricks one by one, about 10 seconds
+    python3 bench.py --profile --sizes series-b32     # where a tuned step's time goes, per function and line
     python3 bench.py --sizes series-b32 --against ../before --no-torch   # this code and the code in ../before
 
 How it measures, and why:
@@ -19,10 +24,14 @@ How it measures, and why:
   Each turn runs one untimed step, then enough timed steps to last about --round-seconds.
 - Reported: the median over rounds of the time per step, tokens per second (B * T per step), achieved GFLOP/s
   counted as 6 x (non-embedding parameters) + 6 x T x d per token, and that as a share of NumPy's own 2048 x 2048
-  matmul rate in the same dtype (the "ceiling", measured in a torch-free worker).
+  matmul rate in the same dtype (the "ceiling"), which two torch-free workers (matmul-f32, matmul-f64) measure at
+  every size in turns of their own among the backends', so that a busy phase of the machine slows it alike.
 - The reference runs one sequence at a time (B = 1 at length T, whatever B the size has), a few rounds only; at
   the large size it is skipped (minutes per step), and at a grown size (several blocks or heads): model.py has one
   block and one head.
+- `--profile` runs in one torch-free worker: a line tracer charges the time between two lines of numpy_fast.py to
+  the first (its NumPy calls), so it shows each layer's and each pass's share of a step; the tracer adds about a
+  microsecond a line, so it also prints the untraced time of a step.
 - `--tricks` runs in one torch-free worker: for each trick, the plain line and the trick take turns on the same
   arrays, both writing into arrays made beforehand where NumPy lets them, and the median microseconds per call of
   each is reported.
@@ -51,7 +60,8 @@ SIZES = {  # name -> model and batch config; blocks and heads are 1 unless given
     "large": {"V": 4096, "d": 128, "H": 512, "L": 256, "B": 16, "T": 256},
     "grown-b32": {"V": 96, "d": 16, "H": 64, "L": 64, "B": 32, "T": 64, "blocks": 2, "heads": 4},
 }
-BACKENDS = ["reference", "plain-f64", "plain-f32", "fast-f64", "fast-f32", "torch-f64", "torch-f32"]
+CEILING = ["matmul-f32", "matmul-f64"]  # the ceiling's workers, at every size taking turns with the backends
+BACKENDS = ["reference", "plain-f64", "plain-f32", "fast-f64", "fast-f32", "torch-f64", "torch-f32", "compile-f32"]
 GROWING = BACKENDS[1:]  # the backends that run several blocks and heads: all but the reference
 SEED = 3  # parameters and token IDs are drawn from this seed, identically in every worker
 
@@ -90,7 +100,10 @@ def make_inputs(cfg):
 
 
 def make_step(backend, cfg):
-    """A function running one training step for a backend, and the number of tokens it processes."""
+    """A function running one training step for a backend, and the number of tokens it processes (for the
+    ceiling's matmul-f32 and matmul-f64: one matmul, and 0)."""
+    if backend.startswith("matmul"):
+        return matmul_step(backend), 0
     params, ids, targets = make_inputs(cfg)
     if backend == "reference":
         import model
@@ -114,7 +127,8 @@ def make_step(backend, cfg):
         if backend.startswith("plain"):
             heads = {"heads": cfg["heads"]} if "heads" in cfg else {}  # (a size of one head runs as before)
             return lambda: numpy_model.loss_and_grads(p, ids, targets, **heads), cfg["B"] * cfg["T"]
-        ws = numpy_fast.Workspace(p, cfg["B"], cfg["T"], heads=cfg.get("heads", 1))  # every array of a step, once
+        threads = int(os.environ.get("OPENBLAS_NUM_THREADS") or os.cpu_count())  # as many as BLAS has
+        ws = numpy_fast.Workspace(p, cfg["B"], cfg["T"], heads=cfg.get("heads", 1), threads=threads)  # once
         return lambda: ws.loss_and_grads(p, ids, targets), cfg["B"] * cfg["T"]
     import torch
 
@@ -125,28 +139,35 @@ def make_step(backend, cfg):
 
     heads = {"heads": cfg["heads"]} if "heads" in cfg else {}
 
+    def loss(x, y):
+        logits, _ = torch_model.forward(p, x, **heads)
+        return torch_model.loss_fn(logits, y)
+
+    if backend.startswith("compile"):  # forward and loss compiled; autograd compiles their backward pass with them
+        import logging
+
+        torch._logging.set_logs(dynamo=logging.ERROR)  # (the parameter-name parsing of sizes.py is not traced:
+        loss = torch.compile(loss)  # a graph break, named in a warning, which is the same on every call)
+
     def step():
         for t in p.values():
             t.grad = None
-        logits, _ = torch_model.forward(p, x, **heads)
-        torch_model.loss_fn(logits, y).backward()
+        loss(x, y).backward()
 
     return step, cfg["B"] * cfg["T"]
 
 
-def matmul_ceiling():
-    """NumPy's best rate on a 2048 x 2048 matmul, GFLOP/s, for float32 and float64."""
+CEILING_N = 2048  # the ceiling is NumPy's own rate on an n x n matmul, n this
+
+
+def matmul_step(backend):
+    """The ceiling's step: one CEILING_N x CEILING_N matmul in float32 (matmul-f32) or float64 (matmul-f64)."""
     import numpy as np
 
-    rates = {}
-    n = 2048
-    for name, dtype in (("f32", np.float32), ("f64", np.float64)):
-        a = np.random.default_rng(0).standard_normal((n, n)).astype(dtype)  # (n, n)
-        out = np.empty_like(a)  # (n, n)
-        np.matmul(a, a, out=out)
-        best = min(_timed(lambda: np.matmul(a, a, out=out)) for _ in range(5))
-        rates[name] = 2 * n**3 / best / 1e9
-    return rates
+    a = np.random.default_rng(0).standard_normal((CEILING_N, CEILING_N))  # (n, n)
+    a = a.astype(np.float32 if backend.endswith("f32") else np.float64)
+    out = np.empty_like(a)  # (n, n)
+    return lambda: np.matmul(a, a, out=out)
 
 
 def _timed(fn):
@@ -158,17 +179,19 @@ def _timed(fn):
 
 def worker(backend, size):
     """Serve the parent over stdin/stdout: 'run K' -> seconds per step over K timed steps; 'quit'."""
-    if backend == "ceiling":
-        print(json.dumps(matmul_ceiling()), flush=True)
-        return
     if backend == "tricks":
         print(json.dumps(time_tricks(int(size))), flush=True)
         return
+    if backend == "profile":
+        print(json.dumps(profile_step(size)), flush=True)
+        return
     step, tokens = make_step(backend, SIZES[size])
+    first = _timed(step)  # with torch.compile: the compiling
     times, t_end = [], time.perf_counter() + 0.5  # warm-up for about half a second, at least 3 steps
     while len(times) < 3 or time.perf_counter() < t_end:
         times.append(_timed(step))
-    print(json.dumps({"tokens": tokens, "estimate": statistics.median(times[len(times) // 2:])}), flush=True)
+    print(json.dumps({"tokens": tokens, "estimate": statistics.median(times[len(times) // 2:]), "first": first}),
+          flush=True)
     for line in sys.stdin:
         cmd = line.split()
         if cmd[0] == "quit":
@@ -323,12 +346,15 @@ def trick_cases():
         ("take clip", f"({B}, {T}, {d})", lambda: np.take(tok_emb, ids.reshape(B, T), axis=0, out=x0),
          lambda: np.take(tok_emb, ids.reshape(B, T), axis=0, out=x0, mode="clip")),
         ("parameter check", "18 tensors", lambda: nm.config_of(params), lambda: ws.check(params)),
+        ("workspace made once", f"({B}, {T})", lambda: nf.loss_and_grads(params, ids.reshape(B, T), ids.reshape(B, T)),
+         lambda: ws.loss_and_grads(params, ids.reshape(B, T), ids.reshape(B, T))),
         *large_trick_cases(),
     ]
 
 
 def large_trick_cases():
-    """The tricks whose gain shows at the large size: the loss in blocks, and the weight gradient's orientation."""
+    """The tricks whose gain shows at the large size: the loss in blocks and on two threads, and the weight
+    gradient's orientation."""
     import numpy as np
 
     import numpy_fast as nf
@@ -348,9 +374,12 @@ def large_trick_cases():
             nf.LOSS_BLOCK_BYTES = 1 << 19
         return run
 
+    ws2 = nf.Workspace(params, cfg["B"], cfg["T"], threads=2)
+    ws2.forward(params, targets)
     dw1, dw1_t, dpre = np.empty((d, cfg["H"]), np.float32), np.empty((cfg["H"], d), np.float32), ws.block[0].pre
     h2 = ws.block[0].h2.reshape(N, d)
     return [("large: loss blocks", f"({N}, {V})", loss(1 << 62), loss(1 << 19)),
+            ("large: loss threads", f"({N}, {V})", loss(1 << 19), lambda: ws2.loss_and_dlogits(ws2.logits, targets)),
             ("large: weight gradient", f"({d}, {cfg['H']})", lambda: np.matmul(h2.T, dpre, out=dw1),
              lambda: nf.weight_grad(h2, dpre, dw1, dw1_t))]
 
@@ -372,6 +401,98 @@ def time_tricks(rounds):
         rows.append({"name": name, "shape": shape, "plain_us": statistics.median(times[plain]),
                      "tuned_us": statistics.median(times[tuned])})
     return rows
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Where a tuned step's time goes: every line of numpy_fast.py timed by a line tracer
+
+
+def profile_step(size, steps=None):
+    """{"step_ms", "traced_ms", "functions": [{name, calls, us}], "lines": [{name, line, code, us}]}: the untraced
+    median time of a float32 step of numpy_fast.py at size, the traced one, and per step the microseconds spent in
+    each function and on each line of numpy_fast.py (a line's NumPy calls, and the functions outside the file it
+    calls, count as the line's; the tracer's own cost, about a microsecond a line, is in every figure)."""
+    import collections
+    import linecache
+
+    import numpy as np
+
+    import numpy_fast
+    import numpy_model
+
+    cfg = SIZES[size]
+    params, ids, targets = make_inputs(cfg)
+    p = numpy_model.from_lists(params, np.float32)
+    threads = int(os.environ.get("OPENBLAS_NUM_THREADS") or os.cpu_count())
+    ws = numpy_fast.Workspace(p, cfg["B"], cfg["T"], heads=cfg.get("heads", 1), threads=threads)
+
+    def step():
+        ws.loss_and_grads(p, ids, targets)
+
+    step()
+    steps = steps or max(3, round(1.0 / _timed(step)))  # about a second of steps
+    untraced = statistics.median(_timed(step) for _ in range(steps))
+    source, spent, calls = numpy_fast.__file__, collections.Counter(), collections.Counter()
+    now = {"key": None, "t": 0.0}  # the line running since time t
+
+    def charge():
+        t = time.perf_counter()
+        if now["key"]:
+            spent[now["key"]] += t - now["t"]
+        return t
+
+    def on_line(frame, event, arg):
+        charge()
+        if event == "line":
+            now["key"] = (frame.f_code.co_name, frame.f_lineno)
+        elif event == "return":  # back to the caller's line, if it is in numpy_fast.py
+            back = frame.f_back
+            now["key"] = (back.f_code.co_name, back.f_lineno) if back and back.f_code.co_filename == source else None
+        now["t"] = time.perf_counter()
+        return on_line
+
+    def on_call(frame, event, arg):
+        if frame.f_code.co_filename != source:
+            return None  # its time goes to the line of numpy_fast.py that called it
+        calls[frame.f_code.co_name] += 1
+        return on_line(frame, event, arg)
+
+    sys.settrace(on_call)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    traced = (time.perf_counter() - t0) / steps
+    sys.settrace(None)
+    functions = collections.Counter()
+    for (name, _), seconds in spent.items():
+        functions[name] += seconds
+    return {"step_ms": untraced * 1e3, "traced_ms": traced * 1e3, "steps": steps, "threads": threads,
+            "functions": [{"name": name, "calls": calls[name] / steps, "us": seconds / steps * 1e6}
+                          for name, seconds in functions.most_common()],
+            "lines": [{"name": name, "line": line, "code": linecache.getline(source, line).strip(),
+                       "us": seconds / steps * 1e6} for (name, line), seconds in spent.most_common()]}
+
+
+def report_profile(args, sizes):
+    """Profile a float32 step of numpy_fast.py at each size in a torch-free worker; print per function and the
+    slowest lines."""
+    for size in sizes:
+        proc, prof = start("profile", size, args.threads)
+        proc.wait()
+        cfg = SIZES[size]
+        total = sum(f["us"] for f in prof["functions"])
+        print(f"numpy_fast.py float32 at {size} (B {cfg['B']}, T {cfg['T']}), {prof['threads']} BLAS thread(s):"
+              f" {prof['step_ms']:.3f} ms a step untraced, {prof['traced_ms']:.3f} traced (medians of"
+              f" {prof['steps']} steps)")
+        print(f"  {'function':24s} {'calls':>6s} {'us/step':>9s} {'share':>6s}")
+        for f in prof["functions"]:
+            print(f"  {f['name']:24s} {f['calls']:6.0f} {f['us']:9.1f} {100 * f['us'] / total:5.1f}%")
+        print(f"  the {args.profile_lines} slowest lines (a NumPy call or a few each):")
+        for line in prof["lines"][:args.profile_lines]:
+            print(f"  {line['us']:9.1f} us {100 * line['us'] / total:5.1f}%  {line['name']}:{line['line']}  "
+                  f"{line['code'][:70]}")
+        print()
+    return 0
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -417,15 +538,16 @@ def bench_size(size, backends, args):
     is "before" for a backend of the code in args.against, "" for this code's."""
     cfg = SIZES[size]
     grown = cfg.get("blocks", 1) * cfg.get("heads", 1) > 1
-    workers, k, times = {}, {}, {}
-    for b in backends:
-        if b == "reference" and (size == "large" or args.reference_rounds == 0) or grown and b not in GROWING:
+    workers, k, times, first = {}, {}, {}, {}
+    for b in CEILING + backends:
+        if b == "reference" and (size == "large" or args.reference_rounds == 0) or grown and b not in GROWING + CEILING:
             continue
-        for code in ("", "before") if args.against and not grown and b != "reference" else ("",):
+        compared = args.against and not grown and b not in ("reference", *CEILING) and not b.startswith("compile")
+        for code in ("", "before") if compared else ("",):
             proc, hello = start(b, size, args.threads, args.against if code else None)
             workers[b, code] = proc
             k[b, code] = 1 if b == "reference" else max(1, round(args.round_seconds / hello["estimate"]))
-            times[b, code] = []
+            times[b, code], first[b, code] = [], hello.get("first")
     order = list(workers)
     for r in range(args.rounds):
         for key in order[r % len(order):] + order[:r % len(order)]:  # rotate who goes first
@@ -440,34 +562,65 @@ def bench_size(size, backends, args):
     rows = []
     for b, code in order:
         per_step = statistics.median(times[b, code])
+        if b in CEILING:
+            rows.append({"size": size, "backend": b, "code": code, "ms": per_step * 1e3,
+                         "gflops": 2 * CEILING_N**3 / per_step / 1e9, "rounds": len(times[b, code])})
+            continue
         tokens = cfg["T"] if b == "reference" else cfg["B"] * cfg["T"]
         rows.append({"size": size, "backend": b, "code": code, "ms": per_step * 1e3,
                      "tokens_per_s": tokens / per_step,
                      "gflops": tokens / per_step * flops_per_token(cfg) / 1e9, "rounds": len(times[b, code]),
-                     "steps_per_round": k[b, code]})
+                     "steps_per_round": k[b, code], "first_step_s": first[b, code]})
     return rows
 
 
+def ceilings(rows):
+    """{size: {"f32": GFLOP/s, "f64": GFLOP/s}}: the ceiling at each size, the median over the rounds of its turns.
+
+    >>> ceilings([{"size": "large", "backend": "matmul-f32", "gflops": 190.0}])
+    {'large': {'f32': 190.0}}
+    """
+    found = {}
+    for r in rows:
+        if r["backend"] in CEILING:
+            found.setdefault(r["size"], {})[r["backend"][-3:]] = r["gflops"]
+    return found
+
+
 def report(rows, ceiling):
-    """Print the table: one line per (size, backend), with ratios; a backend of the code compared against (--against)
-    in the line after this code's, and this code's speed as a share of it."""
+    """Print the table: one line per (size, backend), medians over rounds, with ratios: against PyTorch eager in the
+    same dtype ("vs eager"; for compile-f32, compiled against eager) and against torch.compile (float32 only); a
+    backend of the code compared against (--against) in the line after this code's, and this code's speed as a
+    share of it. Then the time each torch.compile took."""
+    for size, rates in ceiling.items():
+        print(f"{size:11s} NumPy {CEILING_N} x {CEILING_N} matmul ceiling, taking turns with the backends:"
+              f" {rates['f32']:.0f} GFLOP/s float32, {rates['f64']:.0f} float64")
+    rows = [r for r in rows if r["backend"] not in CEILING]
     by = {(r["size"], r["backend"]): r for r in rows if not r["code"]}
     before = {(r["size"], r["backend"]): r for r in rows if r["code"]}
     print(f"{'size':11s} {'backend':17s} {'ms/step':>10s} {'tokens/s':>12s} {'GFLOP/s':>8s} {'%ceil':>6s} "
-          f"{'vs torch':>9s} {'vs ref':>8s}" + (f" {'vs before':>10s}" if before else "") + "  rounds x steps")
+          f"{'vs eager':>9s} {'vs compile':>10s} {'vs ref':>8s}" + (f" {'vs before':>10s}" if before else "")
+          + "  rounds x steps")
     for r in rows:
         dt = r["backend"][-3:] if r["backend"] != "reference" else None
-        ceil = f"{100 * r['gflops'] / ceiling[dt]:5.1f}%" if dt in ceiling else ""
-        peer = by.get((r["size"], "torch-" + dt)) if r["backend"].startswith(("plain", "fast")) else None
+        ceil = f"{100 * r['gflops'] / ceiling[r['size']][dt]:5.1f}%" if dt in ceiling[r["size"]] else ""
+        numpy = r["backend"].startswith(("plain", "fast"))
+        peer = by.get((r["size"], "torch-" + dt)) if numpy or r["backend"].startswith("compile") else None
         vs_torch = f"{r['tokens_per_s'] / peer['tokens_per_s']:8.2f}x" if peer else ""
+        peer = by.get((r["size"], "compile-" + dt)) if numpy else None
+        vs_compile = f"{r['tokens_per_s'] / peer['tokens_per_s']:9.2f}x" if peer else ""
         ref = by.get((r["size"], "reference"))
         vs_ref = f"{r['tokens_per_s'] / ref['tokens_per_s']:7.0f}x" if ref and r["backend"] != "reference" else ""
         old = before.get((r["size"], r["backend"])) if not r["code"] else None
         vs_old = f"{r['tokens_per_s'] / old['tokens_per_s']:9.2f}x" if old else ""
         name = f"{r['backend']} {r['code']}".strip()
         print(f"{r['size']:11s} {name:17s} {r['ms']:10.3f} {r['tokens_per_s']:12,.0f} {r['gflops']:8.2f} "
-              f"{ceil:>6s} {vs_torch:>9s} {vs_ref:>8s}" + (f" {vs_old:>10s}" if before else "")
+              f"{ceil:>6s} {vs_torch:>9s} {vs_compile:>10s} {vs_ref:>8s}" + (f" {vs_old:>10s}" if before else "")
               + f"  {r['rounds']} x {r['steps_per_round']}")
+    compiled = [r for r in rows if r["backend"].startswith("compile")]
+    if compiled:
+        print("\ntorch.compile: the first step, which compiles (not counted in the step times above): "
+              + ", ".join(f"{r['size']} {r['first_step_s']:.1f} s" for r in compiled))
 
 
 def report_tricks(args):
@@ -487,36 +640,62 @@ def report_tricks(args):
     return 0
 
 
+TARGETS = [  # (size, what is measured, its peer or "ceiling", at least, what it is)
+    ("series-b32", "fast-f32", "torch-f32", 1.5, "series B=32 f32: NumPy fast / PyTorch eager >= 1.5x"),
+    ("series-b1", "fast-f32", "torch-f32", 3.0, "series B=1 f32: NumPy fast / PyTorch eager >= 3x"),
+    ("large", "fast-f32", "torch-f32", 1.5, "large f32: NumPy fast / PyTorch eager >= 1.5x"),
+    ("large", "fast-f32", "ceiling", 0.5, "large f32: NumPy fast >= 50% of the f32 matmul ceiling"),
+    ("series-b32", "fast-f32", "ceiling", 0.3, "series B=32 f32: NumPy fast >= 30% of the f32 matmul ceiling"),
+    ("series-b32", "fast-f32", "reference", 500, "series B=32 f32: NumPy fast >= 500x the reference"),
+]
+
+
 def targets(rows, ceiling):
-    """The issue's performance targets, each with the measured value and whether it is met."""
-    by = {(r["size"], r["backend"]): r["tokens_per_s"] for r in rows if not r["code"]}  # this code's rows
+    """The project's speed targets, each {target, value, want, met}: value and met are None where this run did not
+    measure what the target needs (a size or a backend left out), and why is then in "missing".
+
+    >>> rows = [{"size": "large", "backend": "fast-f32", "code": "", "tokens_per_s": 2e4}]
+    >>> [(round(c["value"], 3), c["met"]) for c in targets(rows, {"large": {"f32": 200.0}}) if c["value"] is not None]
+    [(0.456, False)]
+    """
+    by = {(r["size"], r["backend"]): r["tokens_per_s"] for r in rows if not r["code"] and r["backend"] not in CEILING}
     checks = []
-
-    def ratio(size, a, b, want, what, info=False):
-        if (size, a) in by and (size, b) in by:
-            value = by[(size, a)] / by[(size, b)]
-            checks.append({"target": what, "value": value, "want": want, "met": value >= want, "info": info})
-
-    ratio("series-b32", "fast-f32", "torch-f32", 1.5, "series B=32 f32: NumPy fast / PyTorch eager >= 1.5x")
-    ratio("series-b1", "fast-f32", "torch-f32", 3.0, "series B=1 f32: NumPy fast / PyTorch eager >= 3x")
-    ratio("series-b1", "fast-f64", "torch-f64", 3.0, "series B=1 f64: NumPy fast / PyTorch eager >= 3x", info=True)
-    ratio("large", "fast-f32", "torch-f32", 1.5, "large f32: NumPy fast / PyTorch eager >= 1.5x")
-    if ("large", "fast-f32") in by:
-        share = by[("large", "fast-f32")] * flops_per_token(SIZES["large"]) / 1e9 / ceiling["f32"]
-        checks.append({"target": "large f32: NumPy fast >= 50% of the f32 matmul ceiling", "value": share,
-                       "want": 0.5, "met": share >= 0.5, "info": False})
-    ratio("series-b32", "fast-f32", "reference", 500, "series B=32 f32: NumPy fast >= 500x the reference")
+    for size, a, b, want, what in TARGETS:
+        missing = [name for name in (a, b) if name != "ceiling" and (size, name) not in by]
+        if missing:
+            checks.append({"target": what, "value": None, "want": want, "met": None,
+                           "missing": f"no {' and no '.join(missing)} at {size} in this run"})
+            continue
+        if b == "ceiling":
+            value = by[size, a] * flops_per_token(SIZES[size]) / 1e9 / ceiling[size][a[-3:]]
+        else:
+            value = by[size, a] / by[size, b]
+        checks.append({"target": what, "value": value, "want": want, "met": value >= want})
     return checks
+
+
+def print_targets(checks, rounds):
+    """One line per target: MET, NOT MET or not measured, and the value (medians over the rounds)."""
+    print(f"\ntargets (medians over {rounds} rounds of this run):")
+    for c in checks:
+        if c["value"] is None:
+            print(f"  not measured  {c['target']}: {c['missing']}")
+            continue
+        value = f"{100 * c['value']:.0f}%" if c["want"] < 1 else f"{c['value']:.2f}x"
+        print(f"  {'MET          ' if c['met'] else 'NOT MET      '} {c['target']}: {value}")
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default=",".join(SIZES), help=f"comma-separated, from {', '.join(SIZES)}")
+    parser.add_argument("--sizes", default="series-b1,series-b32,large",
+                        help=f"comma-separated, from {', '.join(SIZES)} (default: the three the targets name)")
     parser.add_argument("--rounds", type=int, default=9, help="rounds per size (median over them)")
     parser.add_argument("--reference-rounds", type=int, default=3, help="rounds for the slow reference (0: skip it)")
     parser.add_argument("--round-seconds", type=float, default=0.25, help="timed seconds per backend per round")
     parser.add_argument("--pause", type=float, default=0.2, help="seconds between two workers' turns")
     parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch backends")
+    parser.add_argument("--no-compile", action="store_true",
+                        help="skip torch.compile of the PyTorch twin (it compiles for about 30 s a size)")
     parser.add_argument("--json", metavar="PATH", help="also write the table and targets as JSON")
     parser.add_argument("--threads", type=int, metavar="N",
                         help="BLAS and OpenMP threads of every worker (default: the libraries' own choice)")
@@ -526,6 +705,10 @@ def main(argv=None):
                              " and report this code's speed as a share of it; sizes of one block and one head only")
     parser.add_argument("--tricks", action="store_true",
                         help="time each trick of numpy_fast.py against the plain line it replaces, instead of steps")
+    parser.add_argument("--profile", action="store_true",
+                        help="where a float32 step of numpy_fast.py spends its time at each of --sizes, per function"
+                             " and per line, instead of timing the backends")
+    parser.add_argument("--profile-lines", type=int, default=25, metavar="N", help="lines --profile lists")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--size", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -543,14 +726,15 @@ def main(argv=None):
         parser.error(f"--against {args.against}: expected a folder holding another checkout's bench.py")
     if args.tricks:
         return report_tricks(args)
+    if args.profile:
+        return report_profile(args, sizes)
     backends = BACKENDS
     if args.no_torch or not torch_available():
         print("PyTorch: not compared (" + ("--no-torch" if args.no_torch else "torch is not installed") + ")")
-        backends = [b for b in BACKENDS if not b.startswith("torch")]
+        backends = [b for b in BACKENDS if not b.startswith(("torch", "compile"))]
+    elif args.no_compile:
+        backends = [b for b in BACKENDS if not b.startswith("compile")]
 
-    proc, ceiling = start("ceiling", "", args.threads)
-    proc.wait()
-    print(f"NumPy 2048 x 2048 matmul ceiling: {ceiling['f32']:.0f} GFLOP/s float32, {ceiling['f64']:.0f} float64")
     rows = []
     for size in sizes:
         cfg = SIZES[size]
@@ -558,18 +742,14 @@ def main(argv=None):
               flush=True)
         rows += bench_size(size, backends, args)
     print()
+    ceiling = ceilings(rows)
     report(rows, ceiling)
     ref = [r for r in rows if r["size"] == "series-b1" and r["backend"] == "reference"]
     if ref:
         print(f"\nreference model.py, series size, T = 63: forward + loss + backward {ref[0]['ms']:.1f} ms "
               f"(median of {ref[0]['rounds']})")
     checks = targets(rows, ceiling)
-    if checks:
-        print("\ntargets:")
-        for c in checks:
-            value = f"{100 * c['value']:.0f}%" if c["want"] < 1 else f"{c['value']:.2f}x"
-            status = ("met    " if c["met"] else "not met") if c["info"] else ("MET    " if c["met"] else "NOT MET")
-            print(f"  {status} {c['target']}: {value}{' (float64, for information)' if c['info'] else ''}")
+    print_targets(checks, args.rounds)
     if args.json:
         import numpy
 

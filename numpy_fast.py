@@ -7,15 +7,17 @@ workspace and calls its step:
 
     >>> import numpy_model
     >>> params = numpy_model.init_params(vocab=96, d=16, hidden=64, max_len=64, seed=3, dtype=np.float32)
-    >>> ws = Workspace(params, B=16, T=64)
-    >>> ids, targets = np.zeros((16, 64), dtype=int), np.ones((16, 64), dtype=int)
-    >>> loss, grads = ws.loss_and_grads(params, ids, targets)  # grads live in ws until its next call
-    >>> for name in params:
-    ...     params[name] -= 0.01 * grads[name]
+    >>> ws = Workspace(params, B=16, T=64)  # once, before the loop: every array of a step
+    >>> ids, targets = np.zeros((16, 64), dtype=int), np.ones((16, 64), dtype=int)  # each step's batch, (B, T)
+    >>> for step in range(3):
+    ...     loss, grads = ws.loss_and_grads(params, ids, targets)  # grads live in ws until its next call
+    ...     for name in params:
+    ...         params[name] -= 0.01 * grads[name]
 
 What a call returns is the workspace's own memory: the next call of the same workspace overwrites it. Copy what you
-keep (or make a second workspace). `forward`, `loss_and_grads` and `sequence_loss` at the bottom of the file do
-one call with a fresh workspace, for checks and one-off use.
+keep (or make a second workspace). `forward`, `loss_and_grads` and `sequence_loss` at the bottom of the file make a
+fresh workspace on every call, for checks and one-off use: in a loop they are the slow way, paying for every array
+of a step again each time (`python3 bench.py --tricks`: workspace made once).
 
 What it buys, measured by `python3 bench.py --threads 1` on a 2-vCPU AMD EPYC (NumPy 2.4, OpenBLAS with its
 SkylakeX kernels, one BLAS thread as train.py runs it; medians, in a busy phase of the machine): a float32 step at
@@ -39,6 +41,7 @@ Shape legend, used in the comments on every line that makes a tensor:
 """
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -48,6 +51,7 @@ from model import EPS
 
 VOCAB_MAJOR_BELOW = 512  # logits are stored (V, N) for a smaller vocabulary, (N, V) from this size on
 LOSS_BLOCK_BYTES = 1 << 19  # row-major logits go through the loss in blocks of this size, which stay in cache
+LOSS_SPLIT_FROM = 1 << 22  # row-major logits of at least this many numbers: the loss's blocks shared by threads
 TRANSPOSE_PRODUCT_FROM = 512  # weight gradients of at least this many rows are formed in the faster orientation
 
 
@@ -60,7 +64,9 @@ class Workspace:
     still allocates is small: the checks' masks over the IDs, and the index arrays of `token_rows_sum`.)
 
     params is read for its shapes and dtype only (the values come with each call), and with them the number of
-    blocks; positions is the scheme and heads the heads of every block, as in numpy_model.forward. The same checks of
+    blocks; positions is the scheme and heads the heads of every block, as in numpy_model.forward. threads: how
+    many threads share the loss's passes over large row-major logits (LOSS_SPLIT_FROM), for the same bits; the
+    workspace makes the others once and keeps them. The same checks of
     sizes and lengths as numpy_model.forward apply, with the same errors. Each block's arrays are in `block` (see
     `BlockArrays`), the rest are the workspace's own, shared by the blocks where a block uses them only while it
     runs.
@@ -72,7 +78,7 @@ class Workspace:
     3
     """
 
-    def __init__(self, params, B, T, positions="learned", heads=1):
+    def __init__(self, params, B, T, positions="learned", heads=1, threads=1):
         V, d, H, L = self.config = numpy_model.config_of(params)
         self.positions = numpy_model.position_scheme(positions)
         blocks = sizes.blocks_of(params)
@@ -115,6 +121,11 @@ class Workspace:
         self.hf_ones = np.ones((N, d + 1), dt)  # (N, d + 1) [hf | 1], see `forward`
         self.w_out_b_out = np.empty((d + 1, V), dt)  # (d + 1, V) [W_out; b_out]
         self.vocab_major = V < VOCAB_MAJOR_BELOW
+        # threads: the loss's blocks of large row-major logits are shared by this many threads (see
+        # loss_and_dlogits); the workspace's own, made here once, and idle between steps
+        split = threads > 1 and not self.vocab_major and N * V >= LOSS_SPLIT_FROM
+        self.threads = threads if split else 1
+        self.pool = ThreadPoolExecutor(threads - 1) if split else None
         self.logits_memory = np.empty((V, N) if self.vocab_major else (N, V), dt)  # see `forward`
         self.logits = (self.logits_memory.T if self.vocab_major else self.logits_memory).reshape(B, T, V)  # view
 
@@ -163,7 +174,7 @@ class Workspace:
         """
         logits, _ = self.forward(params, ids)
         loss, dlogits = self.loss_and_dlogits(logits, targets)
-        return loss, self.backward(params, dlogits)
+        return loss, self.backward(params, dlogits, check=False)  # (forward checked the same params)
 
     def loss(self, params, ids, targets):
         """The mean loss over the B * T positions, as one float (the backward pass is not run).
@@ -273,16 +284,21 @@ class Workspace:
         # blocks). Vocabulary-major ones go in one block (a block of them would be a strided view, on which NumPy
         # is slower)
         step = N if self.vocab_major else max(1, LOSS_BLOCK_BYTES // (V * self.dtype.itemsize))
-        for i in range(0, N, step):
-            rows = slice(i, i + step)
-            lg_b, top_b, z_b, s_b = lg[rows], self.top[rows], self.z[rows], self.scale[rows]  # views
-            np.maximum.reduce(lg_b, axis=1, out=top_b)  # (n,)
-            np.subtract(lg_b, top_b[:, None], out=lg_b)  # (n, V) from here on lg holds the gradient
-            np.exp(lg_b, out=lg_b)
-            np.matmul(lg_b, self.ones[V], out=z_b)  # (n,) row sums
-            np.multiply(z_b, N, out=s_b)
-            np.divide(1.0, s_b, out=s_b)  # (n,) 1 / (N z), then products (see reciprocal in layernorm_forward)
-            lg_b *= s_b[:, None]  # (n, V) softmax / N
+        blocks = [slice(i, i + step) for i in range(0, N, step)]
+        if self.pool is None:
+            softmax_blocks(lg, blocks, self)
+        else:
+            # trick: the blocks shared by the threads, one run of them each, the first on this thread and the
+            # others on the workspace's own (NumPy lets go of the GIL inside each pass), replacing the one loop over
+            # them: the same blocks and the same bits; at the large size, with two threads, 13.0 ms instead of 18.3
+            # while the second core was free, and nothing (18.7 against 18.4) while another process held it
+            # (bench.py --tricks: large: loss threads)
+            n = self.threads
+            runs = [blocks[i * len(blocks) // n:(i + 1) * len(blocks) // n] for i in range(n)]
+            others = [self.pool.submit(softmax_blocks, lg, run, self) for run in runs[1:]]
+            softmax_blocks(lg, runs[0], self)
+            for other in others:
+                other.result()
         losses = np.log(self.z, out=self.losses)  # (N,)
         losses += self.top
         losses -= self.picked
@@ -290,9 +306,10 @@ class Workspace:
         memory[index] -= 1.0 / N  # (softmax - onehot) / N
         return loss, self.logits
 
-    def backward(self, params, dlogits):
+    def backward(self, params, dlogits, check=True):
         """One gradient per parameter (same names, shapes and dtype, this workspace's arrays), given dlogits
-        (B, T, V) = d loss / d logits, after this workspace's forward.
+        (B, T, V) = d loss / d logits, after this workspace's forward. check=False skips the check of params,
+        for a caller whose forward just checked the same ones.
 
         >>> p = numpy_model.init_params(96, 4, 8, 8, 3)
         >>> ws = Workspace(p, B=1, T=2)
@@ -302,7 +319,8 @@ class Workspace:
         >>> list(g) == list(p), g["W1"].shape
         (True, (4, 8))
         """
-        self.check(params)
+        if check:
+            self.check(params)
         V, d, H, L = self.config
         B, T, N = self.B, self.T, self.B * self.T
         dlg = np.asarray(dlogits).reshape(N, V)  # (N, V) a view when dlogits came from loss_and_dlogits
@@ -334,7 +352,29 @@ class Workspace:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Helpers with output targets: sums, weight gradients, biases
+# Helpers with output targets: the loss's softmax, sums, weight gradients, biases
+
+
+def softmax_blocks(lg, blocks, ws):
+    """For each block of rows of the logits lg (N, V), in place: softmax / N, the loss's gradient before its -1 / N
+    at the target; each row's largest logit into ws.top, its sum of exponentials into ws.z.
+
+    >>> ws = Workspace(numpy_model.init_params(2, 2, 2, 2, 3), B=1, T=2)
+    >>> lg = np.zeros((2, 2))
+    >>> softmax_blocks(lg, [slice(0, 1), slice(1, 2)], ws); lg, ws.z
+    (array([[0.25, 0.25],
+           [0.25, 0.25]]), array([2., 2.]))
+    """
+    N, V = lg.shape
+    for rows in blocks:
+        lg_b, top_b, z_b, s_b = lg[rows], ws.top[rows], ws.z[rows], ws.scale[rows]  # views
+        np.maximum.reduce(lg_b, axis=1, out=top_b)  # (n,)
+        np.subtract(lg_b, top_b[:, None], out=lg_b)  # (n, V) from here on lg holds the gradient
+        np.exp(lg_b, out=lg_b)
+        np.matmul(lg_b, ws.ones[V], out=z_b)  # (n,) row sums
+        np.multiply(z_b, N, out=s_b)
+        np.divide(1.0, s_b, out=s_b)  # (n,) 1 / (N z), then products (see reciprocal in layernorm_forward)
+        lg_b *= s_b[:, None]  # (n, V) softmax / N
 
 
 def column_sums(x, ones, out):
@@ -373,7 +413,10 @@ def joined(M, n):
 
     trick: NumPy broadcasts with one inner loop per row; for rows of 16 floats the loop costs more than the
     arithmetic, and viewing (M, n) as (M / k, k n) against the vector tiled k times takes `xhat * g + b` 30 us
-    instead of 54 (bench.py --tricks: joined rows). k divides M, and k n stays at most about 1024 floats.
+    instead of 54 (bench.py --tricks: joined rows). k divides M, and k n stays at most about 1024 floats. Where
+    k = 1 (M = 63 at B = 1) the vector is used as it is: filling a tile would be a NumPy call for nothing. With
+    one parameter check fewer per step (see `Workspace.backward`), a step at B = 1 took 249 us instead of 260
+    with the same bits, both taking turns in one process (one thread, a busy phase of the machine).
 
     >>> joined(2048, 16), joined(63, 16)
     ((32, 1024), (63, 16))
@@ -389,9 +432,11 @@ def add_bias(y, b, shape, tile):
     array([[1., 2.],
            [1., 2.]])
     """
-    tile.reshape(-1, len(b))[...] = b
     rows = y.reshape(shape)  # (M / k, k m) a view
-    rows += tile
+    if shape[1] > len(b):  # k > 1; for k = 1 (a row count with no factor to join) b itself, one NumPy call fewer
+        tile.reshape(-1, len(b))[...] = b
+        b = tile
+    rows += b
 
 
 def turn_pairs(x, out):
@@ -433,10 +478,14 @@ def layernorm_forward(x, g, b, out, xhat, rstd, ws):
     np.divide(1.0, rstd, out=rstd)  # (M,) 1 / sqrt(var + EPS)
     xhat *= rstd[:, None]  # (M, n) normalised
     shape = ws.joined_d  # (M / k, k n): out = xhat * g + b along long rows
-    ws.tile_d.reshape(-1, n)[...] = g
-    np.multiply(xhat.reshape(shape), ws.tile_d, out=out.reshape(shape))
-    ws.tile_d.reshape(-1, n)[...] = b
     rows = out.reshape(shape)  # (M / k, k n) a view
+    if shape[1] == n:  # k = 1 (a row count with no factor to join): g and b themselves, two NumPy calls fewer
+        np.multiply(xhat.reshape(shape), g, out=rows)
+        rows += b
+        return out
+    ws.tile_d.reshape(-1, n)[...] = g
+    np.multiply(xhat.reshape(shape), ws.tile_d, out=rows)
+    ws.tile_d.reshape(-1, n)[...] = b
     rows += ws.tile_d
     return out
 
@@ -754,6 +803,7 @@ def token_rows_sum(ids, dx0, out, ws):
 
 def forward(params, ids, positions="learned", *, heads=1, use_positions=None):
     """numpy_model.forward through a fresh workspace: logits (T, V) or (B, T, V), and the cache of intermediates.
+    For one-off use: in a loop, make one `Workspace` and call its `forward` (see the top of this file).
 
     >>> logits, cache = forward(numpy_model.init_params(96, 4, 8, 8, 3), [1, 2, 3])
     >>> logits.shape, cache["att"]["weights"].shape
@@ -783,7 +833,8 @@ def first_row(x):
 
 def loss_and_grads(params, ids, targets, positions="learned", *, heads=1, use_positions=None):
     """numpy_model.loss_and_grads through a fresh workspace: the mean loss over every position of ids (T,) or
-    (B, T), and one gradient per parameter.
+    (B, T), and one gradient per parameter. For one-off use: a training loop that calls this pays for every array
+    of a step on every call; make one `Workspace` and call its `loss_and_grads` instead (see the top of this file).
 
     >>> loss, grads = loss_and_grads(numpy_model.init_params(96, 4, 8, 8, 3), [[1, 2]], [[2, 3]])
     >>> round(loss, 2), grads["tok_emb"].shape
@@ -798,6 +849,7 @@ def loss_and_grads(params, ids, targets, positions="learned", *, heads=1, use_po
 
 def sequence_loss(params, ids, targets, positions="learned", *, heads=1, use_positions=None):
     """numpy_model.sequence_loss through a fresh workspace: the loss of predicting targets from ids, one float.
+    For one-off use: in a loop, make one `Workspace` and call its `loss`.
 
     >>> round(sequence_loss(numpy_model.init_params(96, 4, 8, 8, 3), [1, 2], [2, 3]), 2)
     4.55

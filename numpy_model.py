@@ -589,7 +589,8 @@ def backward(params, cache, dlogits):
 
 def loss_and_grads(params, ids, targets, positions="learned", *, heads=1, use_positions=None):
     """The mean loss over every position of ids (T,) or (B, T), and one gradient per parameter: what a training step
-    needs (positions and heads as in `forward`). `numpy_fast.loss_and_grads` computes the same.
+    needs (positions and heads as in `forward`). Every call makes new arrays; for a training loop,
+    `numpy_fast.Workspace(params, B, T).loss_and_grads` computes the same into arrays made once.
 
     >>> p = init_params(vocab=96, d=4, hidden=8, max_len=8, seed=3)
     >>> loss, grads = loss_and_grads(p, np.array([[1, 2]]), np.array([[2, 3]]))

@@ -98,7 +98,8 @@ def build_parser():
     p.add_argument("--device", choices=("cpu", "cuda", "mps", "auto"), default=None,
                    help="where --backend torch computes (default: auto, CUDA when there is one, else the CPU)")
     p.add_argument("--threads", type=int, default=1, metavar="N",
-                   help="BLAS threads of the numpy backends (default: %(default)s). At this model size one thread is"
+                   help="BLAS threads of the numpy backends, and of numpy's loss over a large vocabulary (default:"
+                        " %(default)s). At this model size one thread is"
                         " as fast as two on a quiet machine and several times faster on a busy one")
     p.add_argument("--dtype", choices=("float32", "float64"), default=None,
                    help="floating-point type of the weights and of Adam's moments (default: float32 for numpy;"
@@ -519,7 +520,7 @@ def model_functions(s, vocab):
     if s.backend == "numpy-plain":
         return (init, partial(numpy_model.loss_and_grads, positions=s.positions, heads=s.heads),
                 partial(numpy_model.sequence_loss, positions=s.positions, heads=s.heads))
-    workspace = numpy_fast.Workspace(init(0), s.batch, s.seq_len, s.positions, s.heads)  # reads shapes and dtype
+    workspace = numpy_fast.Workspace(init(0), s.batch, s.seq_len, s.positions, s.heads, s.threads)  # (shapes, dtype)
     return init, workspace.loss_and_grads, partial(numpy_fast.sequence_loss, positions=s.positions, heads=s.heads)
 
 

@@ -50,3 +50,62 @@ def test_against_another_checkout_times_both_in_the_same_rounds(tmp_path):
     proc = bench("--sizes", "series-b1", "--against", str(tmp_path))
     assert proc.returncode == 2 and f"--against {tmp_path}: expected a folder holding another checkout's bench.py" in (
         proc.stderr)
+
+
+def target_lines(stdout):
+    """{target: (status, value or why not)} from the targets bench.py prints at the end."""
+    found = {}
+    for line in stdout.split("\ntargets (medians over ", 1)[1].splitlines()[1:]:
+        status = next(s for s in ("MET", "NOT MET", "not measured") if line.strip().startswith(s + " "))
+        target, rest = line.strip()[len(status):].strip().rsplit(": ", 1)
+        found[target] = (status, rest)
+    return found
+
+
+def test_every_target_is_printed_met_not_met_or_not_measured():
+    import bench as bench_module
+
+    proc = bench("--sizes", "series-b1,series-b32", "--reference-rounds", "0")
+    assert proc.returncode == 0, proc.stderr
+    assert "vs eager" in proc.stdout and "vs compile" in proc.stdout and "%ceil" in proc.stdout
+    found = target_lines(proc.stdout)
+    assert sorted(found) == sorted(what for *_, what in bench_module.TARGETS)
+    share = found["series B=32 f32: NumPy fast >= 30% of the f32 matmul ceiling"]
+    assert share[0] in ("MET", "NOT MET") and share[1].endswith("%")
+    assert found["series B=32 f32: NumPy fast / PyTorch eager >= 1.5x"] == (
+        "not measured", "no torch-f32 at series-b32 in this run")
+    assert found["large f32: NumPy fast >= 50% of the f32 matmul ceiling"] == (
+        "not measured", "no fast-f32 at large in this run")
+
+
+def test_torch_eager_and_compile_are_timed_with_the_compile_time_stated():
+    pytest.importorskip("torch")
+    quick = [a for a in QUICK if a != "--no-torch"]
+    proc = subprocess.run([sys.executable, str(ROOT / "bench.py"), *quick, "--sizes", "series-b1",
+                           "--reference-rounds", "0"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    found = rows(proc.stdout.split("\n\ntorch.compile:", 1)[0] + "\n\n")
+    assert sorted(found) == sorted(("series-b1", b) for b in ("plain-f64", "plain-f32", "fast-f64", "fast-f32",
+                                                               "torch-f64", "torch-f32", "compile-f32"))
+    # ms, tokens/s, GFLOP/s, %ceil, vs eager, vs compile (float32 NumPy rows), rounds x steps
+    assert found["series-b1", "fast-f32"][4].endswith("x") and found["series-b1", "fast-f32"][5].endswith("x")
+    assert found["series-b1", "compile-f32"][4].endswith("x")  # compiled against eager
+    assert "torch.compile: the first step, which compiles (not counted in the step times above): series-b1 " in (
+        proc.stdout)
+    status, value = target_lines(proc.stdout)["series B=1 f32: NumPy fast / PyTorch eager >= 3x"]
+    assert status in ("MET", "NOT MET") and value.endswith("x")
+
+
+def test_the_profile_names_every_layer_and_the_slowest_lines():
+    proc = subprocess.run([sys.executable, str(ROOT / "bench.py"), "--profile", "--sizes", "series-b1", "--threads",
+                           "1", "--profile-lines", "3"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    head = proc.stdout.splitlines()[0]
+    assert head.startswith("numpy_fast.py float32 at series-b1 (B 1, T 63), 1 BLAS thread(s): ") and "untraced" in head
+    table, slowest = proc.stdout.split("  function ", 1)[1].split("\n  the 3 slowest lines", 1)
+    functions = {line.split()[0]: float(line.split()[1]) for line in table.splitlines()[1:]}  # name: calls a step
+    assert functions["layernorm_forward"] == functions["layernorm_backward"] == 3
+    assert {"attention_forward", "attention_backward", "block_forward", "block_backward", "softmax_blocks"} <= set(
+        functions)
+    lines = [line for line in slowest.splitlines()[1:] if line.strip()]
+    assert len(lines) == 3 and all(" us " in line and "%" in line for line in lines)

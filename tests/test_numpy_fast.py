@@ -146,3 +146,25 @@ def test_a_workspace_refuses_other_shapes():
         nf.Workspace(P, 2, 65)
     with pytest.raises(ValueError, match="empty batch"):
         nf.Workspace(P, 0, 5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_loss_on_several_threads_gives_the_bits_of_one(monkeypatch, dtype):
+    """Large row-major logits go through the loss's blocks on two or three threads: the same blocks, the same bits
+    of the loss and of every gradient as one thread (here with a vocabulary of 600 and small blocks, so that the split
+    happens at a small size)."""
+    params = nm.init_params(600, 8, 16, 16, 3, dtype)
+    ids, targets = batch(4, (3, 16), vocab=600)
+    monkeypatch.setattr(nf, "LOSS_BLOCK_BYTES", 5 * 600 * np.dtype(dtype).itemsize)  # 5 rows a block: 10 blocks
+    monkeypatch.setattr(nf, "LOSS_SPLIT_FROM", 1)
+    one = nf.Workspace(params, 3, 16)
+    assert one.pool is None and not one.vocab_major
+    for threads in (2, 3):
+        many = nf.Workspace(params, 3, 16, threads=threads)
+        assert many.pool is not None
+        for _ in range(2):  # and again, on the same threads
+            loss, grads = one.loss_and_grads(params, ids, targets)
+            loss2, grads2 = many.loss_and_grads(params, ids, targets)
+            assert loss == loss2
+            for name in grads:
+                np.testing.assert_array_equal(grads[name], grads2[name], err_msg=name)
