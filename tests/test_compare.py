@@ -174,11 +174,11 @@ def test_bad_sizes_are_refused_before_any_comparison(capsys, args, phrase):
     assert e.value.code == 2 and phrase in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("backend, args, tables_expected", [
-    ("numpy", [], 2),  # the reference runs: both NumPy paths against it (and PyTorch, when installed)
-    ("torch", ["--blocks", "2", "--heads", "2", "--positions", "rope"], 2),  # no reference: NumPy against the twin
+@pytest.mark.parametrize("backend, args", [
+    ("numpy", []),  # the reference runs: both NumPy paths against it (and PyTorch, when installed)
+    ("torch", ["--blocks", "2", "--heads", "2", "--positions", "rope"]),  # no reference: NumPy against the twin
 ], ids=["numpy-one-block", "torch-grown"])
-def test_a_checkpoint_is_compared_at_its_weights_with_its_sizes(tmp_path, backend, args, tables_expected):
+def test_a_checkpoint_is_compared_at_its_weights_with_its_sizes(tmp_path, backend, args):
     if backend == "torch":
         pytest.importorskip("torch")
     ckpt = tmp_path / "ckpt.safetensors"
@@ -190,7 +190,7 @@ def test_a_checkpoint_is_compared_at_its_weights_with_its_sizes(tmp_path, backen
                          capture_output=True, text=True, cwd=tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
     found = tables(run.stdout)
-    assert len(found) >= tables_expected and all(set(rows.values()) == {"OK"} for rows in found.values())
+    assert len(found) >= 2 and all(set(rows.values()) == {"OK"} for rows in found.values())
     if args:
         assert "2 blocks x 2 heads" in run.stdout and "rope" in run.stdout
         assert all(any(name.startswith("grad block1.") for name in rows) for rows in found.values())
