@@ -159,6 +159,16 @@ class Workspace:
         self.dw_qkv = np.empty((d, 3 * d), dt)  # (d, 3d)
         self.dw_qkv_t = np.empty((3 * d, d), dt)  # (3d, d)
         self.tok_sums = np.empty((V, d), dt)  # (V, d)
+        # each block's gradients by the names inside it, and all of them in the parameters' order (the same arrays)
+        self.block_grads = [{name: self.grads[full] for name, full in names} for names in self.block_names]
+        self.ordered_grads = {name: self.grads[name] for name in self.order}
+
+        # the cache forward returns: views of the arrays above, so made once (see `forward`)
+        caches = [{"h1": blk.h1, "x1": blk.x1, "h2": blk.h2, "pre": blk.pre.reshape(B, T, H),
+                   "act": blk.act.reshape(B, T, H), "x2": blk.x2,
+                   "att": {"weights": by_query(blk.scores, B, heads)}} for blk in self.block]
+        self.cache = {"ids": self.ids, "positions": self.positions, "heads": heads, "x0": self.x0, **caches[0],
+                      "blocks": caches, "hf": self.hf}
 
     # ------------------------------------------------------------------------------------------------------------
     # The step, and its parts for the checks
@@ -226,8 +236,8 @@ class Workspace:
         elif self.positions == "sinusoidal":
             x0 += self.sinusoid  # (B, T, d)
         x = x0
-        for names, blk in zip(self.block_names, self.block):
-            x = block_forward({name: params[full] for name, full in names}, x, blk, self)  # (B, T, d)
+        for b, blk in enumerate(self.block):
+            x = block_forward(sizes.block_params(params, b), x, blk, self)  # (B, T, d)
         hf = layernorm_forward(x, params["lnf_g"], params["lnf_b"], self.hf, self.lnf_xhat, self.lnf_rstd, self)
         # trick: replaces `hf @ params["W_out"] + params["b_out"]`: the bias rides in the product as a column of
         # ones, [hf | 1] @ [W_out; b_out], so it costs no pass of its own over the N x V logits, and its gradient
@@ -243,13 +253,7 @@ class Workspace:
             np.matmul(self.w_out_b_out.T, self.hf_ones.T, out=self.logits_memory)  # (V, N)
         else:
             np.matmul(self.hf_ones, self.w_out_b_out, out=self.logits_memory)  # (N, V)
-
-        blocks = [{"h1": blk.h1, "x1": blk.x1, "h2": blk.h2, "pre": blk.pre.reshape(B, T, H),
-                   "act": blk.act.reshape(B, T, H), "x2": blk.x2,
-                   "att": {"weights": by_query(blk.scores, B, self.heads)}} for blk in self.block]
-        cache = {"ids": self.ids, "positions": self.positions, "heads": self.heads, "x0": x0, **blocks[0],
-                 "blocks": blocks, "hf": hf}
-        return self.logits, cache
+        return self.logits, self.cache
 
     def loss_and_dlogits(self, logits, targets):
         """Mean over the B * T positions of -log softmax(logits)[target], and its gradient (softmax - onehot) / N,
@@ -334,12 +338,11 @@ class Workspace:
 
         # the blocks, last first: each takes the gradient of the stream after it and writes the one before it into
         # self.dx0 (after its last read of the one it took, which from the second block on is there too)
-        grads = {}
-        for names, blk in zip(reversed(self.block_names), reversed(self.block)):
-            block_grads = {name: g[full] for name, full in names}  # this workspace's arrays, filled in place
-            block_grads, dx = block_backward({name: params[full] for name, full in names}, dx, blk, self,
-                                             block_grads)  # (N, d)
-            grads.update({full: block_grads[name] for name, full in names})
+        grads = dict(self.ordered_grads)  # every gradient, in the parameters' order
+        for b in reversed(range(len(self.block))):
+            block_grads, dx = block_backward(sizes.block_params(params, b), dx, self.block[b], self,
+                                             self.block_grads[b])  # (N, d)
+            grads.update(block_grads if b == 0 else {full: block_grads[name] for name, full in self.block_names[b]})
         dx0 = dx  # (N, d)
 
         # x0 = tok_emb[ids] + pos_emb[0:T] (or the fixed table, or nothing)
@@ -347,8 +350,7 @@ class Workspace:
         g["pos_emb"].fill(0.0)  # (L, d) rows past T stay exactly zero, and all of them without learned rows
         if self.positions == "learned":  # summed over the sequences
             np.matmul(self.ones[B], dx0.reshape(B, T * d), out=g["pos_emb"][:T].reshape(T * d))
-        grads = {**g, **grads}
-        return {name: grads[name] for name in self.order}  # same order as the parameters
+        return grads
 
 
 # ----------------------------------------------------------------------------------------------------------------

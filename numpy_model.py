@@ -584,7 +584,7 @@ def backward(params, cache, dlogits):
         d_pos[:T] = dx0.reshape(-1, T, d).sum(0)  # (T, d) summed over the sequences
 
     grads = {"tok_emb": d_tok, "pos_emb": d_pos, **g}
-    return {name: grads[name] for name in sizes.param_names(blocks)}  # same order as the parameters
+    return {name: grads[name] for name in params}  # same order as the parameters
 
 
 def loss_and_grads(params, ids, targets, positions="learned", *, heads=1, use_positions=None):

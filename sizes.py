@@ -109,12 +109,18 @@ def blocks_in(names):
 
 
 def block_params(params, block):
-    """The tensors of one block under their names inside it (model.py's names, without the prefix).
+    """The tensors of one block under their names inside it (model.py's names, without the prefix). The first
+    block's names have no prefix: for it, params itself (the tensors outside the blocks ride along unread), so
+    that a one-block step builds no dict for it.
 
     >>> p = init_params(96, 4, 8, 8, 3, blocks=2)
     >>> sorted(block_params(p, 1)) == sorted(BLOCK_NAMES), block_params(p, 1)["Wq"] is p["block1.Wq"]
     (True, True)
+    >>> block_params(p, 0) is p
+    True
     """
+    if block == 0:
+        return params
     return {name: params[prefix(block) + name] for name in BLOCK_NAMES}
 
 

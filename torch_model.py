@@ -108,6 +108,32 @@ def rotary(x):
     return torch.view_as_real(z * turn.to(z.dtype)).reshape(*lead, T, d)  # (..., T, d)
 
 
+def split_heads(x, heads):
+    """x (B, T, d) as (B, heads, T, d / heads), head h reading channels h d/heads .. (h + 1) d/heads - 1; with one
+    head x itself, with no heads axis (so that a one-head step has no autograd steps for it).
+
+    >>> tuple(split_heads(torch.zeros(2, 5, 12), 3).shape), tuple(split_heads(torch.zeros(2, 5, 12), 1).shape)
+    ((2, 3, 5, 4), (2, 5, 12))
+    """
+    if heads == 1:
+        return x
+    B, T, d = x.shape
+    return x.view(B, T, heads, d // heads).transpose(1, 2)  # (B, nh, T, dh)
+
+
+def merge_heads(x, heads):
+    """The heads side by side again, (B, heads, T, dh) -> (B, T, heads dh); with one head x itself.
+
+    >>> x = torch.arange(24.0).reshape(2, 3, 4)
+    >>> torch.equal(merge_heads(split_heads(x, 2), 2), x)
+    True
+    """
+    if heads == 1:
+        return x
+    B, nh, T, dh = x.shape
+    return x.transpose(1, 2).reshape(B, T, nh * dh)  # (B, T, d)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # The model
 
@@ -138,21 +164,20 @@ def forward(p, ids, positions="learned", *, heads=1, use_positions=None):
     future = torch.ones(T, T, dtype=torch.bool).triu(1)  # (T, T) True where key j > query i
     for block in range(sizes.blocks_of(p)):
         name = sizes.prefix(block)  # "" for the first block, "block1." for the second, ...
-        w = {n: p[name + n] for n in sizes.BLOCK_NAMES}
+        w = sizes.block_params(p, block)  # this block's tensors by the reference's names
         h1 = F.layer_norm(x, (d,), w["ln1_g"], w["ln1_b"], eps=EPS)  # (B, T, d)
-        q, k, v = (F.linear(h1, w[n].T).view(B, T, heads, dh).transpose(1, 2) for n in ("Wq", "Wk", "Wv"))
+        q, k, v = (split_heads(F.linear(h1, w[n].T), heads) for n in ("Wq", "Wk", "Wv"))  # (B, nh, T, dh) each
         if scheme == "rope":
             q, k = rotary(q), rotary(k)  # (B, nh, T, dh) each, every head turned alike
         scores = q @ k.transpose(-1, -2) / math.sqrt(dh)  # (B, nh, T, T)
         weights = scores.masked_fill(future, float("-inf")).softmax(dim=-1)  # (B, nh, T, T)
-        ctx = (weights @ v).transpose(1, 2).reshape(B, T, d)  # (B, T, d) the heads side by side
+        ctx = merge_heads(weights @ v, heads)  # (B, T, d) the heads side by side
         x1 = x + F.linear(ctx, w["Wo"].T)  # (B, T, d) skip path 1
         h2 = F.layer_norm(x1, (d,), w["ln2_g"], w["ln2_b"], eps=EPS)  # (B, T, d)
         act = F.relu(F.linear(h2, w["W1"].T, w["b1"]))  # (B, T, H)
         x = x1 + F.linear(act, w["W2"].T, w["b2"])  # (B, T, d) skip path 2
-        shown = weights[:, 0] if heads == 1 else weights  # (B, T, T) or (B, nh, T, T)
-        inter.update({name + "h1": h1, name + "weights": shown, name + "x1": x1, name + "h2": h2, name + "act": act,
-                      name + "x2": x})
+        inter.update({name + "h1": h1, name + "weights": weights, name + "x1": x1, name + "h2": h2,
+                      name + "act": act, name + "x2": x})
     hf = F.layer_norm(x, (d,), p["lnf_g"], p["lnf_b"], eps=EPS)  # (B, T, d)
     logits = F.linear(hf, p["W_out"].T, p["b_out"])  # (B, T, V)
     inter["logits"] = logits
@@ -187,5 +212,5 @@ def loss_and_grads(p, ids, targets, positions="learned", *, heads=1, use_positio
     loss.backward()
     # a tensor the graph did not use (pos_emb with any scheme but "learned") has no .grad; its gradient is zero
     grads = {name: p[name].grad if p[name].grad is not None else torch.zeros_like(p[name])
-             for name in sizes.param_names(sizes.blocks_of(p))}
+             for name in p}
     return loss.item(), grads, {name: t.detach() for name, t in inter.items()}
