@@ -24,7 +24,7 @@ formulas run on torch tensors as they run on arrays) and the checkpoints. This f
     >>> params = init(3)
     >>> l, grads = loss_and_grads(params, [[1, 2, 3, 4], [5, 6, 7, 8]], [[2, 3, 4, 5], [6, 7, 8, 9]])
     >>> round(l, 4), tuple(grads["W1"].shape), grads["W1"].dtype
-    (4.5634, (16, 64), torch.float64)
+    (4.584, (16, 64), torch.float64)
 """
 
 import datetime
