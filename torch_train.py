@@ -95,6 +95,14 @@ def start(s):
         dist.init_process_group(backend, timeout=datetime.timedelta(minutes=10))
 
 
+def together():
+    """Wait until every rank has come this far: called once a run has ended well on every rank, before each leaves
+    the process group, so that none tears its connections down while another still uses them (a rank that left
+    early was once seen to abort in gloo's teardown, under load)."""
+    if dist.is_initialized():
+        dist.barrier()
+
+
 def finish():
     """Leave the process group, if this process joined one."""
     if dist.is_initialized():

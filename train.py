@@ -945,6 +945,8 @@ def main(argv=None):
                 print(f"error: {problem}", file=sys.stderr)
             return 2 if s.rank == 0 else quietly(2)
         status = run(s, out, data)
+        if s.backend == "torch" and status == 0:
+            torch_train.together()
         return status if s.rank == 0 or status == 0 else quietly(status)
 
 
