@@ -166,7 +166,9 @@ def forward(p, ids, positions="learned", *, heads=1, use_positions=None):
         name = sizes.prefix(block)  # "" for the first block, "block1." for the second, ...
         w = sizes.block_params(p, block)  # this block's tensors by the reference's names
         h1 = F.layer_norm(x, (d,), w["ln1_g"], w["ln1_b"], eps=EPS)  # (B, T, d)
-        q, k, v = (split_heads(F.linear(h1, w[n].T), heads) for n in ("Wq", "Wk", "Wv"))  # (B, nh, T, dh) each
+        q = split_heads(F.linear(h1, w["Wq"].T), heads)  # (B, nh, T, dh)
+        k = split_heads(F.linear(h1, w["Wk"].T), heads)  # (B, nh, T, dh)
+        v = split_heads(F.linear(h1, w["Wv"].T), heads)  # (B, nh, T, dh)
         if scheme == "rope":
             q, k = rotary(q), rotary(k)  # (B, nh, T, dh) each, every head turned alike
         scores = q @ k.transpose(-1, -2) / math.sqrt(dh)  # (B, nh, T, T)
