@@ -30,6 +30,7 @@ INSTALL = {  # module -> the command that installs it, as the README gives it
     "tokenizers": DEV,
     "playwright": DEV,
     "torch": "python3 -m pip install -r requirements-torch.txt (the README says how to get the CPU-only wheel)",
+    "numba": "python3 -m pip install numba==0.68.1 (jit_probe.py alone uses it)",
 }
 THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")  # read once, at NumPy's import
 
