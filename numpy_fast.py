@@ -213,7 +213,8 @@ class Workspace:
 
     def forward(self, params, ids):
         """Logits (B, T, V) for ids (B, T), and a cache of the intermediates by numpy_model's names (views of
-        this workspace's arrays): each block's under "blocks", the first block's also at the top.
+        this workspace's arrays, in the same dict every call): each block's under "blocks", the first block's also at
+        the top.
 
         >>> p = numpy_model.init_params(96, 4, 8, 8, 3)
         >>> logits, cache = Workspace(p, B=1, T=3).forward(p, [[1, 2, 3]])
