@@ -162,7 +162,10 @@ def forward(p, ids, positions="learned", *, heads=1, use_positions=None):
         x = x + sinusoids(T, d, x.dtype)  # (B, T, d)
     inter = {"x0": x}
     future = torch.ones(T, T, dtype=torch.bool).triu(1)  # (T, T) True where key j > query i
-    for block in range(sizes.blocks_of(p)):
+    # one Wq in every block ("Wq", "block1.Wq", ...): counted here, not by sizes.blocks_of, whose cache torch.compile
+    # would warn about while tracing through it
+    blocks = sum(name.rpartition(".")[2] == "Wq" for name in p)
+    for block in range(blocks):
         name = sizes.prefix(block)  # "" for the first block, "block1." for the second, ...
         w = sizes.block_params(p, block)  # this block's tensors by the reference's names
         h1 = F.layer_norm(x, (d,), w["ln1_g"], w["ln1_b"], eps=EPS)  # (B, T, d)
