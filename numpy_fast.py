@@ -428,6 +428,19 @@ def joined(M, n):
     return M // k, k * n
 
 
+def repeated(v, shape, tile):
+    """v (m,) repeated along the joined rows of `shape` (see `joined`), k times into tile (k m,); for k = 1 (a row
+    count with no factor to join) v itself, one NumPy call fewer.
+
+    >>> repeated(np.array([1.0, 2.0]), (1, 4), np.empty(4)), repeated(np.array([1.0, 2.0]), (3, 2), None)
+    (array([1., 2., 1., 2.]), array([1., 2.]))
+    """
+    if shape[1] == len(v):
+        return v
+    tile.reshape(-1, len(v))[...] = v
+    return tile
+
+
 def add_bias(y, b, shape, tile):
     """y (M, m) += b (m,), in place, along the joined rows of `shape` (see `joined`); tile lends the repeated b.
 
@@ -436,10 +449,7 @@ def add_bias(y, b, shape, tile):
            [1., 2.]])
     """
     rows = y.reshape(shape)  # (M / k, k m) a view
-    if shape[1] > len(b):  # k > 1; for k = 1 (a row count with no factor to join) b itself, one NumPy call fewer
-        tile.reshape(-1, len(b))[...] = b
-        b = tile
-    rows += b
+    rows += repeated(b, shape, tile)
 
 
 def turn_pairs(x, out):
@@ -482,14 +492,8 @@ def layernorm_forward(x, g, b, out, xhat, rstd, ws):
     xhat *= rstd[:, None]  # (M, n) normalised
     shape = ws.joined_d  # (M / k, k n): out = xhat * g + b along long rows
     rows = out.reshape(shape)  # (M / k, k n) a view
-    if shape[1] == n:  # k = 1 (a row count with no factor to join): g and b themselves, two NumPy calls fewer
-        np.multiply(xhat.reshape(shape), g, out=rows)
-        rows += b
-        return out
-    ws.tile_d.reshape(-1, n)[...] = g
-    np.multiply(xhat.reshape(shape), ws.tile_d, out=rows)
-    ws.tile_d.reshape(-1, n)[...] = b
-    rows += ws.tile_d
+    np.multiply(xhat.reshape(shape), repeated(g, shape, ws.tile_d), out=rows)
+    rows += repeated(b, shape, ws.tile_d)  # (the tile's g is used up: it lends b now)
     return out
 
 
