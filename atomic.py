@@ -12,6 +12,7 @@ file or the new one, never half of one (`write_atomic`), and read one whole with
 """
 
 import os
+import stat
 import tempfile
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -40,16 +41,55 @@ def write_atomic(path, data):
         raise
 
 
-def read_whole(path, what):
-    """The bytes of the file at path; a ValueError that starts with the path when it is a folder (saying that what
-    was expected there, such as "a checkpoint file", is a file) or cannot be read (saying why)."""
+def read_whole(path, what, most=None):
+    """The bytes of the file at path, read once; a ValueError that starts with the path when it is a folder (saying
+    that what was expected there, such as "a checkpoint file", is a file), not a regular file (a FIFO, a terminal or
+    a device such as /dev/zero: something that may never end, or that a second read would find empty), larger than
+    most bytes (when given), or cannot be read (saying why). Nothing is read before these checks.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     path = Path(d) / "notes.txt"
+    ...     _ = path.write_bytes(b"x" * 100)
+    ...     try:
+    ...         read_whole(path, "a text file", most=64)
+    ...     except ValueError as e:
+    ...         print(str(e).replace(d, "D"))
+    D/notes.txt is 100 bytes, more than the 64 bytes read as a text file
+    """
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"{path} is a folder, not {what}")
-    try:
-        return path.read_bytes()
+    try:  # without waiting: opening a FIFO that nobody writes to would block until someone does
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     except OSError as e:
         raise ValueError(f"{path}: cannot read it ({e.strerror or e})") from None
+    with os.fdopen(fd, "rb") as f:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ValueError(f"{path} is {kind_of(mode)}, not a regular file; expected {what} (save a stream to a"
+                             f" file first)")
+        size = os.fstat(fd).st_size
+        if most is not None and size > most:
+            raise ValueError(f"{path} is {size:,} bytes, more than the {most:,} bytes read as {what}")
+        try:
+            raw = f.read() if most is None else f.read(most + 1)  # (a file that grows as it is read stops here)
+        except OSError as e:
+            raise ValueError(f"{path}: cannot read it ({e.strerror or e})") from None
+    if most is not None and len(raw) > most:
+        raise ValueError(f"{path} grew past {most:,} bytes while it was read; expected {what} that stays put")
+    return raw
+
+
+def kind_of(mode):
+    """What a file that is not a regular file is, in words, from its st_mode.
+
+    >>> kind_of(stat.S_IFIFO), kind_of(stat.S_IFCHR)
+    ('a FIFO (a named pipe)', 'a character device')
+    """
+    kinds = [(stat.S_ISFIFO, "a FIFO (a named pipe)"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder")]
+    return next((name for test, name in kinds if test(mode)), "not an ordinary file")
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -56,6 +56,8 @@ VOCAB_SIZE = 96                 # tokens in the shipped tokenizer
 TEXT_VOCAB_SIZE = 256           # default tokens of a tokenizer trained on another text (--data)
 CORPUS_FILE = "corpus.txt"      # training text, next to this script
 TOKENIZER_FILE = "tokenizer.json"
+MOST_TEXT = 64 * 2**20          # bytes of a training text read at most: its merges are counted in Python
+MOST_TOKENIZER = 16 * 2**20     # bytes of a tokenizer.json read at most (the shipped one is 6 KB)
 
 # ----------------------------------------------------------------------------
 # small helpers
@@ -307,11 +309,9 @@ class Tokenizer:
         """Read a tokenizer.json written by save; a missing, unreadable or malformed file is a ValueError naming it."""
         path = Path(path)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_whole(path, "a tokenizer.json", MOST_TOKENIZER).decode("utf-8")
         except UnicodeDecodeError as e:
             raise ValueError(f"{path}: not UTF-8 text ({e.reason}); expected a tokenizer.json") from None
-        except OSError as e:
-            raise ValueError(f"{path}: cannot read it ({e.strerror or e}); expected a tokenizer.json") from None
         return cls.from_json(text, path)
 
     @classmethod
@@ -350,9 +350,7 @@ class Tokenizer:
 
 
 def read_text(path):
-    """The text of a UTF-8 file, to train on: line ends \\r\\n and \\r are read as \\n, and a byte-order mark at
-    the start is dropped. A ValueError names the file and what is wrong with it: missing, a folder, empty, binary
-    (it has a NUL byte, which text never has) or not UTF-8 (the first byte that is not, and where).
+    """The text of a UTF-8 file of at most MOST_TEXT bytes, to train on, read once (decode_text says how).
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as d:
@@ -361,7 +359,21 @@ def read_text(path):
     ...     read_text(path)
     'One\\nTwo\\n'
     """
-    raw = read_whole(path, "a UTF-8 text file")
+    return decode_text(read_whole(path, "a UTF-8 text file", MOST_TEXT), path)
+
+
+def decode_text(raw, path):
+    """The text in the bytes raw of the file at path, to train on: line ends \\r\\n and \\r are read as \\n, and
+    a byte-order mark at the start is dropped. A ValueError names the file and what is wrong with it: empty, binary
+    (it has a NUL byte, which text never has) or not UTF-8 (the first byte that is not, and where).
+
+    >>> decode_text(b"a\\r\\nb\\rc", "t.txt")
+    'a\\nb\\nc'
+    >>> decode_text(b"", "t.txt")
+    Traceback (most recent call last):
+    ...
+    ValueError: t.txt is empty; expected a UTF-8 text file with some text in it
+    """
     nul = raw.find(b"\0")
     if nul >= 0:
         raise ValueError(f"{path} looks binary: byte {nul} is a NUL byte, which text never has (UTF-16 text has"

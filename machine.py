@@ -52,6 +52,89 @@ def need(module, who):
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# Memory: what a size may spend, asked before it is spent
+
+
+def memory_available():
+    """The bytes this process can still take, as far as the system says: the least of the memory the kernel counts
+    as available (Linux's MemAvailable; elsewhere all of the physical memory), the room left under this process's
+    address-space limit (RLIMIT_AS, which `ulimit -v` sets), and the room left in its cgroup (a container's
+    memory.max). None where none of them can be read.
+
+    >>> memory_available() is None or memory_available() > 0
+    True
+    """
+    room = []
+    meminfo = _read_text("/proc/meminfo")
+    available = [line.split()[1] for line in meminfo.splitlines() if line.startswith("MemAvailable:")]
+    if available:
+        room.append(int(available[0]) * 1024)
+    elif hasattr(os, "sysconf"):
+        try:
+            room.append(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+        except (ValueError, OSError):
+            pass
+    try:
+        import resource
+    except ImportError:  # Windows
+        resource = None
+    if resource is not None:
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        mapped = _read_text("/proc/self/statm").split()[:1]  # pages of address space mapped now
+        if soft != resource.RLIM_INFINITY:
+            room.append(max(0, soft - (int(mapped[0]) * os.sysconf("SC_PAGE_SIZE") if mapped else 0)))
+    for line in _read_text("/proc/self/cgroup").splitlines():  # "0::/its/path" (cgroup v2), "4:memory:/..." (v1)
+        _, controllers, where = (line.split(":", 2) + ["", ""])[:3]
+        if controllers in ("", "memory") and where.startswith("/"):
+            v2 = controllers == ""
+            mount = "/sys/fs/cgroup" + ("" if v2 else "/memory")
+            for root in (mount + where.rstrip("/"), mount):  # its own folder, or the container's root
+                most = _read_text(root + ("/memory.max" if v2 else "/memory.limit_in_bytes")).strip()
+                used = _read_text(root + ("/memory.current" if v2 else "/memory.usage_in_bytes")).strip()
+                if most.isdigit() and used.isdigit():
+                    room.append(max(0, int(most) - int(used)))
+                    break
+    return min(room) if room else None
+
+
+def check_memory(need, what):
+    """Raise a ValueError when need bytes will not fit in memory_available(): one line that names what needs them
+    (such as "--batch 1000000000") and both amounts, so that a size is refused before its memory is spent.
+
+    >>> check_memory(1, "one byte")
+    >>> check_memory(10**30, "--width 10**15")
+    Traceback (most recent call last):
+    ...
+    ValueError: --width 10**15 needs about 1e+30 bytes of memory, ...
+    """
+    have = memory_available()
+    if have is not None and need > have:
+        raise ValueError(f"{what} needs about {in_bytes(need)} of memory, more than the {in_bytes(have)} this"
+                         f" process can still take here")
+
+
+def in_bytes(n):
+    """A number of bytes in words, with a binary prefix.
+
+    >>> in_bytes(512), in_bytes(3 * 2**30), in_bytes(10**30)
+    ('512 bytes', '3.0 GiB', '1e+30 bytes')
+    """
+    for power, prefix in ((50, "PiB"), (40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if n >= 2 ** power:
+            return f"{n / 2 ** power:.1f} {prefix}" if n < 2 ** (power + 10) else f"{n:.3g} bytes"
+    return f"{n} bytes"
+
+
+def _read_text(path):
+    """The text of a small system file, or "" where it does not exist or cannot be read (another OS)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # BLAS
 
 

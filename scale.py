@@ -30,6 +30,8 @@ default dtype: 4 bytes a number.
 import argparse
 import sys
 
+import sizes
+
 BYTES = 4  # float32
 
 
@@ -40,9 +42,8 @@ def paper(width, blocks, heads, vocab, max_len):
     163050577
     """
     d, T, V = width, max_len, vocab
-    per_block = 12 * d * d + 9 * d  # Wq Wk Wv Wo (4 d^2), W1 W2 (8 d^2), b1 (4 d), b2, ln1, ln2 (5 d)
-    parameters = V * d + T * d + blocks * per_block + 2 * d + d * V + V
-    activations = blocks * (18 * d + 2 + heads * T) + 3 * d + 1 + 2 * V  # numbers kept per token
+    parameters = sizes.parameter_count(V, d, 4 * d, T, blocks)  # V d + T d + blocks (12 d^2 + 9 d) + 2 d + d V + V
+    activations = sizes.activations_per_token(V, d, 4 * d, blocks, heads, T)  # blocks (18 d + 2 + heads T) + ...
     forward = blocks * (24 * d * d + 4 * T * d) + 2 * d * V  # FLOPs per token, forward
     return {"parameters": parameters, "activations_per_token": activations, "flops_per_token": 3 * forward}
 

@@ -20,6 +20,7 @@ tell; checkpoints record it.
 """
 
 import functools
+import math
 import random
 import re
 
@@ -122,6 +123,47 @@ def block_params(params, block):
     if block == 0:
         return params
     return {name: params[prefix(block) + name] for name in BLOCK_NAMES}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# What a size costs: the numbers a model and a training step hold, by formula, so that a size can be refused before
+# its memory is spent (scale.py prints them for any size; tests/test_scale.py holds them to the model's own arrays)
+
+
+def parameter_count(vocab, d, hidden, max_len, blocks=1):
+    """The number of parameters of a model of these sizes, worked out without a name or a tensor for each block.
+
+    >>> parameter_count(96, 16, 64, 64), parameter_count(96, 16, 64, 64, blocks=10**12) > 10**15
+    (7440, True)
+    """
+    one = {name: math.prod(shape) for name, shape in one_block_shapes(vocab, d, hidden, max_len).items()}
+    return sum(one[name] for name in OUTSIDE) + blocks * sum(one[name] for name in BLOCK_NAMES)
+
+
+def activations_per_token(vocab, d, hidden, blocks, heads, T):
+    """The numbers numpy_model's cache keeps per token for the backward pass, in windows of T tokens: per block its
+    input, two layer norms' outputs and normalised rows (5 d in all) and their deviations (2), q, k, v, the
+    attention's context and the residual after it (5 d), both hidden layers of the MLP (2 hidden), and each head's
+    row of T attention weights; then the final layer norm's input, output and normalised rows (3 d) and deviation
+    (1), and the logits and their gradient (2 V).
+
+    >>> activations_per_token(96, 16, 64, blocks=1, heads=1, T=64)
+    595
+    """
+    return blocks * (10 * d + 2 * hidden + 2 + heads * T) + 3 * d + 1 + 2 * vocab
+
+
+def step_bytes(vocab, d, hidden, max_len, blocks, heads, batch, seq_len, itemsize):
+    """About how many bytes a training step of the NumPy paths holds at once, numbers of itemsize bytes: the
+    parameters, their gradients and Adam's two moments (4 numbers a parameter), and the activations of B x T tokens
+    twice over (the backward pass makes arrays of the same sizes).
+
+    >>> step_bytes(96, 16, 64, 64, blocks=1, heads=1, batch=16, seq_len=64, itemsize=4)
+    4993280
+    """
+    params = parameter_count(vocab, d, hidden, max_len, blocks)
+    return itemsize * (4 * params + 2 * batch * seq_len * activations_per_token(vocab, d, hidden, blocks, heads,
+                                                                                  seq_len))
 
 
 def check_sizes(d, blocks, heads, positions=None):
