@@ -41,6 +41,36 @@ def write_atomic(path, data):
         raise
 
 
+@contextmanager
+def folder_for(path):
+    """Make the folder of path, and any missing above it, for the duration of a with-block; at its end, remove the
+    ones it made that were left empty, so that a write that failed leaves nothing behind. A ValueError names a
+    folder that cannot be made (a file in the way, a folder that cannot be written).
+
+    >>> import tempfile, pathlib
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     with folder_for(pathlib.Path(d) / "a" / "b" / "note.txt"):
+    ...         made = (pathlib.Path(d) / "a" / "b").is_dir()
+    ...     made, (pathlib.Path(d) / "a").exists()
+    (True, False)
+    """
+    path = Path(path)
+    made = [folder for folder in (path.parent, *path.parent.parents) if not folder.exists()]  # deepest first
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        for folder in made:
+            with suppress(OSError):
+                folder.rmdir()
+        raise ValueError(f"{path}: cannot create the folder {path.parent} ({e.strerror or e})") from None
+    try:
+        yield
+    finally:
+        for folder in made:
+            with suppress(OSError):  # not empty: something was written there, which stays
+                folder.rmdir()
+
+
 def read_whole(path, what, most=None):
     """The bytes of the file at path, read once; a ValueError that starts with the path when it is a folder (saying
     that what was expected there, such as "a checkpoint file", is a file), not a regular file (a FIFO, a terminal or
@@ -116,9 +146,10 @@ def _try_lock(fd):
 
 @contextmanager
 def hold(path, note):
-    """Own path for the duration of a with-block: create its folder, and take the lock file path + ".lock" beside
-    it, recording note (who holds it) there. A ValueError, before anything else is done, names the path and what
-    stops it: another process holding it (with that holder's note), or a folder that cannot be made or written.
+    """Own path for the duration of a with-block: create its folder (removed again at the end if the block left
+    nothing in it, as folder_for does), and take the lock file path + ".lock" beside it, recording note (who holds
+    it) there. A ValueError, before anything else is done, names the path and what stops it: another process
+    holding it (with that holder's note), or a folder that cannot be made or written.
 
     The lock is the operating system's, tied to the open file, so a process that is killed leaves no stale lock:
     the next run takes over the file it left. On a normal exit the lock file is removed.
@@ -132,16 +163,31 @@ def hold(path, note):
     ...                 pass
     ...         except ValueError as e:
     ...             print(str(e).replace(d, "D"))
-    ...     sorted(p.name for p in path.parent.iterdir())  # the lock file is gone
+    ...     path.parent.exists()  # the lock file is gone, and so is the folder hold made for it
     D/runs/ckpt.bin is in use by another run (first run)
-    []
+    False
     """
     path = Path(path)
     lock = path.with_name(path.name + ".lock")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ValueError(f"{path}: cannot create the folder {path.parent} ({e.strerror or e})") from None
+    with folder_for(path):
+        fd = _take(path, lock)
+        try:
+            os.ftruncate(fd, 0)
+            os.lseek(fd, 0, os.SEEK_SET)
+            os.write(fd, note.encode("utf-8"))
+            yield
+        finally:
+            if os.name == "nt":  # Windows cannot remove an open file
+                os.close(fd)
+                with suppress(OSError):
+                    os.unlink(lock)
+            else:  # removed while still locked, so no other process can be holding this very file
+                os.unlink(lock)
+                os.close(fd)
+
+
+def _take(path, lock):
+    """The open, locked file descriptor of the lock file for path; a ValueError if another process holds it."""
     while True:
         try:
             fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
@@ -158,16 +204,4 @@ def hold(path, note):
         except FileNotFoundError:
             pass
         os.close(fd)  # the previous holder removed this lock file as we opened it: take the new one
-    try:
-        os.ftruncate(fd, 0)
-        os.lseek(fd, 0, os.SEEK_SET)
-        os.write(fd, note.encode("utf-8"))
-        yield
-    finally:
-        if os.name == "nt":  # Windows cannot remove an open file
-            os.close(fd)
-            with suppress(OSError):
-                os.unlink(lock)
-        else:  # removed while still locked, so no other process can be holding this very file
-            os.unlink(lock)
-            os.close(fd)
+    return fd

@@ -46,7 +46,7 @@ import unicodedata
 from collections import Counter
 from pathlib import Path
 
-from atomic import read_whole, write_atomic
+from atomic import folder_for, read_whole, write_atomic
 
 # ----------------------------------------------------------------------------
 # settings
@@ -457,7 +457,12 @@ def main(argv=None):
         print(f"OK: {TOKENIZER_FILE} matches a fresh training ({VOCAB_SIZE} tokens)")
     else:
         tok = Tokenizer.train(corpus, VOCAB_SIZE)
-        tok.save(here / TOKENIZER_FILE)
+        try:
+            tok.save(here / TOKENIZER_FILE)
+        except OSError as e:
+            print(f"error: cannot write {here / TOKENIZER_FILE} ({e.strerror or e}); the old file is as it was",
+                  file=sys.stderr)
+            return 2
         first = corpus.split("\n")[0] + "\n"
         print(f"wrote {TOKENIZER_FILE}: {len(tok.alphabet)} characters + {len(tok.merges)} merges"
               f" = {len(tok.vocab)} tokens; first story = {len(tok.encode(first))} tokens")
@@ -466,18 +471,22 @@ def main(argv=None):
 
 def train_on_file(data, vocab_size, out):
     """bpe.py --data: train on a text file and write the tokenizer to out; exit status 2 with one line on stderr,
-    and nothing written, when the file, the size or the path is wrong."""
+    and nothing written (a file already at out stays as it was), when the file, the size or the path is wrong or
+    the tokenizer cannot be written."""
     try:
         problem = out_problem(out)
         if problem:
             raise ValueError(problem)
         text = read_text(data)
         tok = train_on_text(text, vocab_size, data)
+        with folder_for(out):
+            try:
+                tok.save(out)
+            except OSError as e:  # a full disk, a folder that cannot be written
+                raise ValueError(f"cannot write {out} ({e.strerror or e})") from None
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    tok.save(out)
     n = len(tok.encode(text))
     print(f"wrote {out}: {len(tok.alphabet)} characters + {len(tok.merges)} merges = {len(tok.vocab)} tokens;"
           f" {data} is {n:,} tokens ({len(text) / n:.2f} characters per token)")

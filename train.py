@@ -38,6 +38,7 @@ settings and returns the weights and the loss history without writing a checkpoi
 import argparse
 import array
 import glob
+import hashlib
 import math
 import os
 import platform
@@ -57,7 +58,7 @@ import floor
 import model
 import machine
 import sizes
-from atomic import hold, write_atomic
+from atomic import hold, read_whole, write_atomic
 
 SCHEMES = checkpoint.POSITION_SCHEMES  # --positions: learned, none, sinusoidal, rope (numpy_model.SCHEMES)
 
@@ -233,23 +234,32 @@ def check_settings(parser, args):
         error(f"--clip must be positive (inf switches clipping off), got {args.clip}")
     if args.resume and args.overwrite:
         error("--resume and --overwrite contradict each other; pick one")
+    on_cpu = True
     if args.backend != "torch":
         if args.device is not None:
             error(f"--device {args.device} is for --backend torch; the {args.backend} backend runs on the CPU")
         if args.world > 1:
             error(f"torchrun started {args.world} processes, but only --backend torch trains data-parallel;"
                   f" add --backend torch, or run train.py without torchrun")
-        return
-    args.device = args.device or "auto"
-    machine.need("torch", "train.py --backend torch")
-    import torch_train
+    else:
+        args.device = args.device or "auto"
+        machine.need("torch", "train.py --backend torch")
+        import torch_train
 
-    problem = torch_train.device_problem(args.device)
-    if problem:
-        error(problem)
-    if args.batch % args.world:
-        error(f"--batch {args.batch} cannot be shared by the {args.world} processes torchrun started: each"
-              f" takes the same number of windows, so the batch must be a multiple of {args.world}")
+        problem = torch_train.device_problem(args.device)
+        if problem:
+            error(problem)
+        if args.batch % args.world:
+            error(f"--batch {args.batch} cannot be shared by the {args.world} processes torchrun started: each"
+                  f" takes the same number of windows, so the batch must be a multiple of {args.world}")
+        on_cpu = torch_train.device_of(args).type == "cpu"
+    if on_cpu:  # (a GPU's memory is the framework's to count)
+        named = ["width", "max_len", "blocks", "heads", "batch", "seq_len"] + (["vocab_size"] if args.vocab_size else [])
+        try:
+            machine.check_memory(step_memory(args), " ".join(f"--{name.replace('_', '-')} {getattr(args, name)}"
+                                                             for name in named))
+        except ValueError as e:
+            error(str(e))
 
 
 def check_data_settings(error, args):
@@ -293,6 +303,28 @@ def training_settings(s):
         for name in SIZES:
             del training[name]
     return training
+
+
+def step_memory(s):
+    """About the bytes a step of this run holds at once (sizes.step_bytes), before its data: the NumPy paths and
+    torch hold numbers of --dtype, and validate up to VAL_BATCH windows or all --val-stories at once; model.py holds
+    Python floats in lists (about 32 bytes each, the float and the list's pointer to it) and every row's gradients
+    until their mean. The vocabulary is --vocab-size, or the stories' 96 (a --tokenizer's own is not read yet).
+
+    >>> parser = build_parser()
+    >>> lab = parser.parse_args([])
+    >>> check_settings(parser, lab)
+    >>> f"{step_memory(lab) / 2**20:.0f} MiB", f"{step_memory(SimpleNamespace(**{**vars(lab), 'width': 10**5})):.1e}"
+    ('87 MiB', '2.2e+12')
+    """
+    vocab, d, hidden = s.vocab_size or bpe.VOCAB_SIZE, s.width, HIDDEN_PER_WIDTH * s.width
+    if s.backend == "python":
+        n = sizes.parameter_count(vocab, d, hidden, s.max_len)
+        return 32 * ((4 + s.batch) * n + 2 * s.seq_len * sizes.activations_per_token(vocab, d, hidden, 1, 1,
+                                                                                        s.seq_len))
+    rows = max(s.batch, VAL_BATCH if s.data is not None else s.val_stories)  # (rows, T) the most at once
+    return sizes.step_bytes(vocab, d, hidden, s.max_len, s.blocks, s.heads, rows, s.seq_len,
+                            4 if s.dtype == "float32" else 8)
 
 
 def model_size(s):
@@ -653,40 +685,49 @@ def resumed_state(s, path, training, config, data):
     return {"params": from_tensors(ckpt["params"], s), "m": m, "v": v, "rng": ckpt["rng"], "step": ckpt["step"]}
 
 
-def other_text(s, path, metadata):
+def other_text(s, path, metadata, text_sha256):
     """Raise a ValueError if the checkpoint at path (its metadata) learned another text than this run reads: the
-    stories or --data FILE, and which FILE (by its SHA-256)."""
+    stories or --data FILE, and which FILE (text_sha256: the SHA-256 of the bytes this run read from it)."""
     there = metadata.get("text")  # the --data FILE it learned, as it was given
     if there is None and s.data is not None:
         raise ValueError(f"{path} learned the stories of corpus.txt; resume it without --data")
     if there is not None and s.data is None:
         raise ValueError(f"{path} learned --data {there}; resume it with the same --data")
-    if there is not None and metadata.get("text_sha256") != checkpoint.sha256_file(s.data):
+    if there is not None and metadata.get("text_sha256") != text_sha256:
         raise ValueError(f"{path} learned another text than {s.data} ({there} as it was then); it cannot be resumed"
                          f" on this one")
 
 
-def resume_tokenizer(s, out):
-    """With --resume: check that the checkpoint at out learned the text this run reads (a ValueError says why not),
-    and return the tokenizer it carries, unless --tokenizer names one (then the two must be the same); None for the
-    stories and without --resume."""
-    if not s.resume:
-        return None
-    metadata = checkpoint.load_checkpoint(out)["metadata"]
-    other_text(s, out, metadata)
-    return checkpoint.carried_tokenizer(metadata, out) if s.tokenizer is None else None
+def read_data(path):
+    """(text, SHA-256 of its bytes) of --data FILE from one read, with bpe.read_text's checks and bound: the hash is
+    of the very bytes trained on, and a FIFO or a device is refused rather than read twice or without end."""
+    raw = read_whole(path, "a UTF-8 text file", bpe.MOST_TEXT)
+    return bpe.decode_text(raw, path), hashlib.sha256(raw).hexdigest()
+
+
+def read_inputs(s, out):
+    """What the run reads, once each: --data FILE (if given) and, with --resume, the checkpoint at out, which must
+    have learned that text (its tokenizer is then the run's, unless --tokenizer names one, which must be the same);
+    then prepare's data. A ValueError says what is wrong."""
+    text = read_data(s.data) if s.data is not None else None
+    carried = None
+    if s.resume:
+        metadata = checkpoint.load_checkpoint(out)["metadata"]
+        other_text(s, out, metadata, text and text[1])
+        carried = checkpoint.carried_tokenizer(metadata, out) if s.tokenizer is None else None
+    return prepare(s, carried, text)
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # The data a run reads, its backend, and the loop
 
 
-def prepare(s, carried=None):
+def prepare(s, carried=None, text=None):
     """What a run reads besides its settings: the tokenizer, the training stream (a NumPy array for the numpy
     backends, a list for python), the validation sequences, the floors (None for a text of your own), and the
     metadata its checkpoints carry about the data. carried: with --data, the tokenizer to use instead of --tokenizer
-    or a fresh training (the one a resumed checkpoint carries). A ValueError says what is wrong with the data or
-    with --val-stories / --seq-len."""
+    or a fresh training (the one a resumed checkpoint carries); text: --data FILE as read_data read it (read here
+    when not given). A ValueError says what is wrong with the data or with --val-stories / --seq-len."""
     if s.data is None:
         tok = bpe.Tokenizer.load(TOKENIZER_FILE)
         stream, val_texts, val_ids = load_data(tok, s.val_stories, s.seq_len, s.max_len)
@@ -699,7 +740,7 @@ def prepare(s, carried=None):
                                          "floor_nats_per_token": repr(corpus_floor),
                                          "val_floor_nats_per_token": repr(val_floor_nats / val_tokens)})
     else:
-        data = prepare_text(s, carried)
+        data = prepare_text(s, carried, *(text or read_data(s.data)))
     data.vocab = len(data.tok.vocab)
     if s.backend != "python":
         machine.set_blas_threads(s.threads)  # read once, when NumPy is first imported: here
@@ -709,9 +750,9 @@ def prepare(s, carried=None):
     return data
 
 
-def prepare_text(s, carried):
-    """prepare for --data: read the file, split it, get its tokenizer, and encode both parts."""
-    text = bpe.read_text(s.data)
+def prepare_text(s, carried, text, text_sha256):
+    """prepare for --data, given the file's text and the SHA-256 of its bytes: split it, get its tokenizer, and
+    encode both parts."""
     try:
         cut, unit, units, held = split_text(text, s.val_fraction)
     except ValueError as e:
@@ -746,7 +787,7 @@ def prepare_text(s, carried):
         val_floor=None, corpus_floor=None, tokenizer_sha=checkpoint.sha256_text(tokenizer_json), about=about,
         val_chars=len(text) - cut - len(tok.vocab[val_stream[0]]),  # the characters of the predicted tokens
         unigram=unigram_loss(stream, val_stream[1:], len(tok.vocab)),
-        metadata={"text": str(s.data), "text_sha256": checkpoint.sha256_file(s.data), "split": unit,
+        metadata={"text": str(s.data), "text_sha256": text_sha256, "split": unit,
                   checkpoint.TOKENIZER_KEY: tokenizer_json})
 
 
@@ -870,16 +911,18 @@ def train_model(argv, data=None, report=None, until=None):
 # The run
 
 
-def out_problem(out, resume, overwrite):
-    """Why the path --out (a string, as typed) cannot take this run's checkpoint, in one line; None if it can.
+def path_problem(s):
+    """Why --out (as typed) cannot name this run's checkpoint, in one line, judged from the path alone before
+    anything is made on disk; None if it can. It must name a file (not a folder, not a path through a file), and
+    no input of the run (--data, --tokenizer) may be one of the files it writes: the checkpoint, its lock or its
+    tokenizer copy.
 
-    It must name a file (not a folder, not a path through a file); with --resume a checkpoint must be there; without
-    it, a checkpoint there is replaced only with --overwrite, and a file that is not a checkpoint never is.
-
-    >>> print(out_problem("runs/", False, False))
+    >>> print(path_problem(SimpleNamespace(out="runs/", data=None, tokenizer=None)))
     --out runs/ ends with a slash, so it names a folder; expected a checkpoint file such as runs/ckpt.safetensors
+    >>> print(path_problem(SimpleNamespace(out="n.safetensors", data="n.safetensors.tokenizer.json", tokenizer=None)))
+    --data n.safetensors.tokenizer.json is where this run writes the copy of its tokenizer; choose another --out
     """
-    path = Path(out)
+    out, path = s.out, Path(s.out)
     if out.endswith(("/", os.sep)):
         return (f"--out {out} ends with a slash, so it names a folder; expected a checkpoint file such as"
                 f" {path / 'ckpt.safetensors'}")
@@ -888,17 +931,56 @@ def out_problem(out, resume, overwrite):
             return f"--out {out}: {folder} is a file, not a folder"
     if path.is_dir():
         return f"--out {out} is a folder; expected a checkpoint file such as {path / 'ckpt.safetensors'}"
-    if not path.exists():
-        return f"cannot resume: there is no checkpoint at {out}; run without --resume to start one" if resume else None
+    written = {"the checkpoint": path, "the lock that owns it": path.with_name(path.name + ".lock"),
+               "the copy of its tokenizer": tokenizer_beside(path)}
+    for flag, given in (("--data", s.data), ("--tokenizer", s.tokenizer)):
+        for what, target in written.items() if given is not None else ():
+            if same_file(given, target) and not (flag == "--tokenizer" and what == "the copy of its tokenizer"):
+                return f"{flag} {given} is where this run writes {what}; choose another --out"
+    return None
+
+
+def same_file(a, b):
+    """Whether paths a and b name the same file: the same file on disk when both exist, else the same path once
+    resolved (links followed).
+
+    >>> same_file("out/../train.py", "train.py"), same_file("a.txt", "b.txt")
+    (True, False)
+    """
+    a, b = Path(a), Path(b)
+    if a.exists() and b.exists():
+        return os.path.samefile(a, b)
+    return a.resolve() == b.resolve()
+
+
+def disk_problem(s, out):
+    """Why the files at out cannot take this run's checkpoint, in one line, judged while the run owns out (so that
+    no other run can change them between this look and the run's first save); None if they can. With --resume a
+    checkpoint must be there; without it, a checkpoint there is replaced only with --overwrite, and a file that is
+    not a checkpoint never is. With --data the copy of the tokenizer beside it follows the same rules: a
+    tokenizer.json there is replaced only by a run that resumes or overwrites, and anything else never is."""
+    copy = tokenizer_beside(out)
+    its_input = s.tokenizer is not None and copy.exists() and same_file(s.tokenizer, copy)  # rewritten as it is
+    if s.data is not None and copy.exists() and not its_input:
+        try:
+            bpe.Tokenizer.load(copy)
+        except ValueError as e:
+            return (f"{copy}, where this run keeps the copy of its tokenizer, exists but is not a tokenizer.json"
+                    f" ({e}); it is never replaced: choose another --out, or remove the file yourself")
+        if not (s.resume or s.overwrite):
+            return (f"{copy} already holds a tokenizer (the copy of an earlier run's); pass --overwrite to replace"
+                    f" it with this run's, or another --out to keep it")
+    if not out.exists():
+        return f"cannot resume: there is no checkpoint at {s.out}; run without --resume to start one" if s.resume else None
     try:
-        step = checkpoint.load_checkpoint(path)["step"]
+        step = checkpoint.load_checkpoint(out)["step"]
     except ValueError as e:
-        if resume:
+        if s.resume:
             return f"cannot resume: {e}"
-        return (f"--out {out} exists but is not a checkpoint ({e}); it is never replaced: choose another --out, or"
+        return (f"--out {s.out} exists but is not a checkpoint ({e}); it is never replaced: choose another --out, or"
                 f" remove the file yourself")
-    if not resume and not overwrite:
-        return (f"--out {out} already holds a checkpoint (step {step}); pass --resume to continue it, --overwrite"
+    if not s.resume and not s.overwrite:
+        return (f"--out {s.out} already holds a checkpoint (step {step}); pass --resume to continue it, --overwrite"
                 f" to replace it, or another --out to keep it")
     return None
 
@@ -927,17 +1009,19 @@ def main(argv=None):
 
             torch_train.start(s)
             owned.callback(torch_train.finish)
-        data, problem = None, out_problem(s.out, s.resume, s.overwrite)
-        if problem is None:
-            try:  # everything about the data is checked before anything is written
-                data = prepare(s, resume_tokenizer(s, out))
-            except ValueError as e:
-                problem = f"{'cannot resume: ' if s.resume else ''}{e}"
+        data, problem = None, path_problem(s)
         if problem is None and s.rank == 0:
-            try:
+            try:  # owned first, so that what is on disk is judged by the run that will write there and no other
                 owned.enter_context(hold(out, holder))  # released when the run ends, however it ends
             except ValueError as e:  # another run holds the path, or its folder cannot be made or written
                 problem = f"--out: {e}"
+        if problem is None:
+            problem = disk_problem(s, out)
+        if problem is None:
+            try:  # everything about the data is checked before anything is written
+                data = read_inputs(s, out)
+            except ValueError as e:
+                problem = f"{'cannot resume: ' if s.resume else ''}{e}"
         if s.backend == "torch":
             problem = torch_train.share(problem)  # rank 0's word: the lock on --out is rank 0's alone
         if problem is not None:
@@ -951,12 +1035,13 @@ def main(argv=None):
 
 
 def tokenizer_beside(out):
-    """Where a run on --data keeps a copy of its tokenizer: beside the checkpoint, named after it.
+    """Where a run on --data keeps a copy of its tokenizer: beside the checkpoint, its whole name and a suffix (as its
+    lock file is named), so that no two checkpoints share one and no input of another name is mistaken for it.
 
     >>> tokenizer_beside(Path("out/notes.safetensors")).as_posix()
-    'out/notes.tokenizer.json'
+    'out/notes.safetensors.tokenizer.json'
     """
-    return out.with_suffix(".tokenizer.json")
+    return out.with_name(out.name + ".tokenizer.json")
 
 
 def run(s, out, data):
@@ -977,8 +1062,6 @@ def run(s, out, data):
     grown = {name: training[name] for name in SIZES if name in training}  # blocks and heads, for a grown model
     config = {"vocab": data.vocab, **model_size(s), **grown, "use_positions": s.positions == "learned",
               "positions": s.positions}
-    if s.data is not None and s.rank == 0:  # the checkpoint carries its tokenizer; a copy beside it is for you
-        write_atomic(tokenizer_beside(out), data.tok.to_json())
 
     # ---- the model's functions, and the state to start from
     functions = model_functions(s, data.vocab)
@@ -992,10 +1075,10 @@ def run(s, out, data):
         state = fresh_state(functions[0], s.seed)
     first = state["step"]
     saved = first if s.resume else None  # the step the file at out holds, for the messages of a stopped run
+    copied = s.data is None  # whether the copy of the tokenizer is beside the checkpoint (written at the first save)
 
     def save(val_loss):
-        nonlocal saved
-        out.parent.mkdir(parents=True, exist_ok=True)
+        nonlocal saved, copied
         extra = dict(data.metadata)
         if val_loss is not None:
             extra["val_loss"] = repr(val_loss)
@@ -1003,6 +1086,9 @@ def run(s, out, data):
         checkpoint.save_checkpoint(out, tensors_of(state["params"], s.dtype), moments, state["step"], state["rng"],
                                    config, training, data.tokenizer_sha, extra)
         saved = state["step"]
+        if not copied:  # the checkpoint carries its tokenizer; the copy beside it is for you
+            write_atomic(tokenizer_beside(out), data.tok.to_json())
+            copied = True
 
     if data.val_floor is not None:
         say(f"floor {data.corpus_floor:.4f} nats/token (corpus-entropy.json); {data.val_floor:.4f} on the"
@@ -1037,6 +1123,10 @@ def run(s, out, data):
     except KeyboardInterrupt:
         stopped(f"interrupted at step {state['step']}", "Continue with the same command plus --resume")
         return 130
+    except OSError as e:  # a save that could not be written: a full disk, a folder made read-only meanwhile
+        stopped(f"error: cannot write {e.filename or out} at step {state['step']} ({e.strerror or e})",
+                "HINT: make room or fix the folder, then continue with the same command plus --resume")
+        return 2
     if result.failure is not None:
         stopped(*result.failure)
         return 1

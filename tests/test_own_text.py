@@ -243,13 +243,14 @@ def test_the_checkpoint_carries_its_tokenizer_and_a_copy_lies_beside_it(run_dir)
     carried = ckpt["metadata"][checkpoint.TOKENIZER_KEY]
     assert carried == bpe.Tokenizer.train(own_text(), 100).to_json()
     assert ckpt["metadata"]["tokenizer_sha256"] == checkpoint.sha256_text(carried)
-    assert (run_dir / "runs" / "notes.tokenizer.json").read_text(encoding="utf-8") == carried
+    assert (run_dir / "runs" / "notes.safetensors.tokenizer.json").read_text(encoding="utf-8") == carried
     assert ckpt["metadata"]["text"] == "notes.txt" and ckpt["metadata"]["split"] == "line"
     assert ckpt["metadata"]["text_sha256"] == checkpoint.sha256_file(run_dir / "notes.txt")
     assert ckpt["config"] == {"vocab": 100, "d": 16, "hidden": 64, "max_len": 64, "use_positions": True,
                               "positions": "learned"}
     assert ckpt["training"]["val_fraction"] == 0.1 and ckpt["training"]["vocab_size"] == 100
-    assert sorted(p.name for p in (run_dir / "runs").iterdir()) == ["notes.safetensors", "notes.tokenizer.json"]
+    assert sorted(p.name for p in (run_dir / "runs").iterdir()) == ["notes.safetensors",
+                                                                    "notes.safetensors.tokenizer.json"]
 
 
 def test_the_recorded_validation_loss_is_the_loss_of_the_held_out_text(run_dir):
@@ -330,7 +331,7 @@ def test_sigkill_then_resume_gives_bit_identical_weights(tmp_path):
     assert proc.returncode == 0 and f"resuming {killed} at step {at_kill}" in proc.stdout, proc.stderr
     assert "tokenizer: the one the checkpoint carries" in proc.stdout
     assert killed.read_bytes() == straight.read_bytes()
-    assert sorted(p.name for p in killed.parent.iterdir()) == ["n.safetensors", "n.tokenizer.json"]
+    assert sorted(p.name for p in killed.parent.iterdir()) == ["n.safetensors", "n.safetensors.tokenizer.json"]
 
 
 def test_a_resume_refuses_another_text_another_size_and_the_stories(run_dir, tmp_path):
@@ -349,7 +350,7 @@ def test_a_resume_refuses_another_text_another_size_and_the_stories(run_dir, tmp
 
 
 def test_width_and_max_len_make_the_model_and_a_given_tokenizer_is_reused(run_dir, tmp_path):
-    tokenizer = run_dir / "runs" / "notes.tokenizer.json"
+    tokenizer = run_dir / "runs" / "notes.safetensors.tokenizer.json"
     proc = run("train.py", "--data", run_dir / "notes.txt", "--tokenizer", tokenizer, "--width", 8, "--max-len", 32,
                "--steps", 20, "--out", "small.safetensors", *SHORT, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

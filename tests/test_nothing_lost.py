@@ -1,0 +1,309 @@
+"""Nothing lost: every way train.py and bpe.py once replaced or lost a file, or read an input without end, each
+run in a real subprocess. Two runs racing for one --out (one held in its data preparation by a hook, so that the
+race happens every time), the tokenizer's copy beside a checkpoint, inputs that are not regular files or are too
+large, sizes that would not fit in memory (under a resource limit, so that a regression cannot take the machine
+down), and writes that fail (a file-size limit gives a real write error, as a full disk does)."""
+
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from run_helpers import own_text
+
+import bpe
+import checkpoint
+
+ROOT = Path(__file__).resolve().parent.parent
+SHORT = ["--steps", "4", "--batch", "2", "--seq-len", "16", "--val-stories", "20", "--eval-every", "4", "--quiet"]
+MEMORY_LIMIT = 4 * 2**30  # RLIMIT_AS of the runs that are asked for too much: a regression fails, it cannot swap
+
+# train.py with its data preparation held: it touches the file argv[1] when it gets there, and goes on once the
+# file argv[2] exists (the hook is the test's; train.py has none)
+HELD = """
+import pathlib, sys, time
+sys.path.insert(0, sys.argv[3])
+import train
+waiting, go = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+prepare = train.prepare
+def held(*args, **kwargs):
+    waiting.touch()
+    while not go.exists():
+        time.sleep(0.01)
+    return prepare(*args, **kwargs)
+train.prepare = held
+sys.exit(train.main(sys.argv[4:]))
+"""
+
+
+def run(script, *args, cwd, limit=None, timeout=300):
+    """One of the scripts in a subprocess, optionally under a resource limit (a function run in the child)."""
+    return subprocess.run([sys.executable, str(ROOT / script), *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, timeout=timeout, preexec_fn=limit)
+
+
+def one_line_error(proc, *phrases):
+    """Assert that a run failed as every bad input should: exit 2, one line on stderr starting with "error:" (or
+    argparse's usage and one line), naming each phrase, and no traceback."""
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(("error:", "train.py: error:", "bpe.py: error:")), proc.stderr
+    if last.startswith("error:"):
+        assert proc.stderr.count("\n") == 1, proc.stderr
+    for phrase in phrases:
+        assert phrase in last, (phrase, proc.stderr)
+
+
+def files_under(folder):
+    return sorted(str(p.relative_to(folder)) for p in Path(folder).rglob("*"))
+
+
+def memory_limit():
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
+def file_size_limit(n):
+    """A preexec_fn: files of at most n bytes, and a write past that fails with EFBIG instead of killing the
+    process with SIGXFSZ (an ignored signal stays ignored across exec)."""
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (n, n))
+    return limit
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 1. Two runs on one --out: the check and the claim are one step
+
+
+def test_a_run_held_in_preparation_owns_its_out_so_a_faster_run_cannot_finish_under_it(tmp_path):
+    out, waiting, go = tmp_path / "ckpt.safetensors", tmp_path / "waiting", tmp_path / "go"
+    slow = subprocess.Popen([sys.executable, "-c", HELD, waiting, go, ROOT, "--out", out, *SHORT, "--seed", "3"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not waiting.exists() and slow.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert waiting.exists(), slow.communicate()
+        fast = run("train.py", "--out", out, *SHORT, "--seed", "4", cwd=tmp_path)  # before the fix: it finished
+        one_line_error(fast, "is in use by another run", "train.py")
+        assert not out.exists()
+        go.touch()
+        stdout, stderr = slow.communicate(timeout=300)
+    finally:
+        if slow.poll() is None:
+            slow.kill()
+            slow.wait()
+    assert slow.returncode == 0, stderr
+    assert checkpoint.load_checkpoint(out)["training"]["seed"] == 3  # the slow run's, written once, whole
+    kept = out.read_bytes()
+
+    # a run that comes later judges what is there under the lock, before it prepares anything
+    later = subprocess.run([sys.executable, "-c", HELD, tmp_path / "waiting2", go, ROOT, "--out", out, *SHORT,
+                            "--seed", "5"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    one_line_error(later, "already holds a checkpoint (step 4)")
+    assert not (tmp_path / "waiting2").exists()  # refused before its data preparation
+    assert out.read_bytes() == kept
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.safetensors", "go", "waiting"]  # no lock left
+
+
+def test_a_refused_run_leaves_no_folder_it_made(tmp_path):
+    proc = run("train.py", "--data", tmp_path / "missing.txt", "--out", tmp_path / "new" / "sub" / "c.safetensors",
+               "--steps", "4", cwd=tmp_path)
+    one_line_error(proc, "missing.txt")
+    assert files_under(tmp_path) == []
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 2. The copy of the tokenizer belongs to its checkpoint
+
+
+@pytest.fixture
+def notes(tmp_path):
+    (tmp_path / "notes.txt").write_text(own_text(), encoding="utf-8")
+    return tmp_path
+
+
+TEXT_RUN = ["--vocab-size", "100", "--steps", "4", "--batch", "2", "--seq-len", "16", "--eval-every", "4", "--quiet"]
+
+
+def test_a_training_text_named_like_a_tokenizer_copy_is_never_replaced(notes):
+    (notes / "notes.tokenizer.json").write_text(own_text(), encoding="utf-8")  # training text, oddly named
+    text = (notes / "notes.tokenizer.json").read_bytes()
+    proc = run("train.py", "--data", "notes.tokenizer.json", "--out", "notes.safetensors", *TEXT_RUN, cwd=notes)
+    assert proc.returncode == 0, proc.stderr
+    assert (notes / "notes.tokenizer.json").read_bytes() == text  # before the fix: replaced by tokenizer JSON
+    carried = checkpoint.load_checkpoint(notes / "notes.safetensors")["metadata"][checkpoint.TOKENIZER_KEY]
+    assert (notes / "notes.safetensors.tokenizer.json").read_text(encoding="utf-8") == carried
+
+    # the one name that is the copy's is refused before anything is written
+    (notes / "n.safetensors.tokenizer.json").write_bytes(text)
+    before = files_under(notes)
+    proc = run("train.py", "--data", "n.safetensors.tokenizer.json", "--out", "n.safetensors", *TEXT_RUN, cwd=notes)
+    one_line_error(proc, "--data n.safetensors.tokenizer.json is where this run writes the copy of its tokenizer")
+    for name in ("n.safetensors", "n.safetensors.lock"):  # nor the checkpoint, nor its lock
+        proc = run("train.py", "--data", name, "--out", "n.safetensors", *TEXT_RUN, cwd=notes)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert files_under(notes) == before and (notes / "n.safetensors.tokenizer.json").read_bytes() == text
+
+
+def test_two_checkpoints_in_one_folder_keep_a_copy_each(notes):
+    for name, vocab in (("ckpt.a", "100"), ("ckpt.b", "120")):
+        args = ["--vocab-size", vocab, *TEXT_RUN[2:]]
+        proc = run("train.py", "--data", "notes.txt", "--out", f"run/{name}", *args, cwd=notes)
+        assert proc.returncode == 0, proc.stderr
+    for name in ("ckpt.a", "ckpt.b"):  # before the fix: both wrote run/ckpt.tokenizer.json, b's replacing a's
+        carried = checkpoint.load_checkpoint(notes / "run" / name)["metadata"][checkpoint.TOKENIZER_KEY]
+        assert (notes / "run" / f"{name}.tokenizer.json").read_text(encoding="utf-8") == carried
+    assert files_under(notes / "run") == ["ckpt.a", "ckpt.a.tokenizer.json", "ckpt.b", "ckpt.b.tokenizer.json"]
+
+
+def test_the_copy_is_replaced_by_the_checkpoints_rules(notes):
+    out, copy = notes / "n.safetensors", notes / "n.safetensors.tokenizer.json"
+    copy.write_text("my own notes, not a tokenizer\n", encoding="utf-8")
+    for extra in ([], ["--overwrite"]):  # a file there that is not a tokenizer is never replaced
+        proc = run("train.py", "--data", "notes.txt", "--out", out, *TEXT_RUN, *extra, cwd=notes)
+        one_line_error(proc, "exists but is not a tokenizer.json", "it is never replaced")
+        assert copy.read_text(encoding="utf-8") == "my own notes, not a tokenizer\n" and not out.exists()
+
+    bpe.Tokenizer.train(own_text(), 90).save(copy)  # an earlier run's copy, whose checkpoint is gone
+    earlier = copy.read_bytes()
+    proc = run("train.py", "--data", "notes.txt", "--out", out, *TEXT_RUN, cwd=notes)
+    one_line_error(proc, "already holds a tokenizer", "--overwrite")
+    assert copy.read_bytes() == earlier and not out.exists()
+    proc = run("train.py", "--data", "notes.txt", "--out", out, *TEXT_RUN, "--overwrite", cwd=notes)
+    assert proc.returncode == 0, proc.stderr
+    carried = checkpoint.load_checkpoint(out)["metadata"][checkpoint.TOKENIZER_KEY]
+    assert copy.read_text(encoding="utf-8") == carried != earlier.decode()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 3. Every input read once, only when it is a regular file, and only up to a bound
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
+def test_a_fifo_or_a_device_is_refused_at_once_not_read(notes):
+    os.mkfifo(notes / "fifo")
+    cases = [("train.py", ["--data", "fifo", "--out", "c.safetensors", *TEXT_RUN]),
+             ("train.py", ["--data", "notes.txt", "--tokenizer", "fifo", "--out", "c.safetensors", *TEXT_RUN[2:]]),
+             ("bpe.py", ["--data", "fifo", "--out", "t.json"])]
+    if Path("/dev/zero").exists():
+        cases += [("train.py", ["--data", "/dev/zero", "--out", "c.safetensors", *TEXT_RUN]),
+                  ("bpe.py", ["--data", "/dev/zero", "--out", "t.json"])]
+    before = files_under(notes)
+    for script, args in cases:  # before the fix: a FIFO hung the run, /dev/zero read until the kernel killed it
+        proc = run(script, *args, cwd=notes, limit=memory_limit, timeout=60)
+        one_line_error(proc, "not a regular file")
+    assert files_under(notes) == before
+
+
+def test_a_pipe_is_refused_rather_than_hashed_empty(notes):
+    read, write = os.pipe()
+    os.write(write, (notes / "notes.txt").read_bytes()[:4000])
+    os.close(write)
+    try:  # what <(cat notes.txt) gives: /dev/fd/N, a pipe
+        proc = subprocess.run([sys.executable, str(ROOT / "train.py"), "--data", f"/dev/fd/{read}", "--out",
+                               "c.safetensors", *TEXT_RUN], capture_output=True, text=True, cwd=notes, timeout=60,
+                              pass_fds=(read,))
+    finally:
+        os.close(read)
+    one_line_error(proc, "a FIFO (a named pipe), not a regular file")
+    assert not (notes / "c.safetensors").exists()
+
+
+def test_a_text_past_the_bound_is_refused_before_it_is_read(tmp_path):
+    big = tmp_path / "big.txt"
+    with open(big, "wb") as f:  # a sparse file: no disk or memory spent on it
+        f.truncate(bpe.MOST_TEXT + 1)
+    for script, args in (("train.py", ["--data", big, "--out", "c.safetensors", *TEXT_RUN]),
+                         ("bpe.py", ["--data", big, "--out", "t.json"])):
+        proc = run(script, *args, cwd=tmp_path, limit=memory_limit, timeout=60)
+        one_line_error(proc, f"is {bpe.MOST_TEXT + 1:,} bytes, more than the {bpe.MOST_TEXT:,} bytes")
+    assert files_under(tmp_path) == ["big.txt"]
+
+
+def test_the_text_is_hashed_from_the_bytes_trained_on(notes):
+    proc = run("train.py", "--data", "notes.txt", "--out", "c.safetensors", *TEXT_RUN, cwd=notes)
+    assert proc.returncode == 0, proc.stderr
+    metadata = checkpoint.load_checkpoint(notes / "c.safetensors")["metadata"]
+    assert metadata["text_sha256"] == checkpoint.sha256_file(notes / "notes.txt")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 4. Sizes priced before they are spent
+
+
+@pytest.mark.parametrize("args", [["--batch", "1000000000"], ["--width", "1000000"], ["--blocks", "1000000"],
+                                  ["--max-len", "1000000000"], ["--max-len", "100000000", "--seq-len", "64"],
+                                  ["--backend", "python", "--batch", "100000000"],
+                                  ["--backend", "numpy-plain", "--dtype", "float64", "--width", "100000"]])
+def test_a_size_that_will_not_fit_is_refused_at_once_naming_the_memory(tmp_path, args):
+    started = time.monotonic()
+    proc = run("train.py", *args, "--out", "c.safetensors", cwd=tmp_path, limit=memory_limit, timeout=60)
+    one_line_error(proc, "needs about", "of memory, more than the", args[-1])
+    assert time.monotonic() - started < 30  # (before the fix: minutes of growing memory, or a MemoryError)
+    assert files_under(tmp_path) == []
+
+
+def test_the_lab_and_a_grown_model_still_fit_under_the_limit(tmp_path):
+    for args in ([], ["--blocks", "2", "--heads", "4", "--width", "32"]):
+        proc = run("train.py", *args, *SHORT, "--out", "c.safetensors", "--overwrite", cwd=tmp_path,
+                   limit=memory_limit)
+        assert proc.returncode == 0, proc.stderr
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 6. Writes that fail: one line, exit 2, and what was on disk stays as it was
+
+
+def test_a_checkpoint_that_cannot_be_written_stops_the_run_keeping_the_last_one(tmp_path):
+    out = tmp_path / "c.safetensors"
+    proc = run("train.py", "--out", out, *SHORT, "--steps", "8", "--stop-at", "4", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    kept = out.read_bytes()
+    proc = run("train.py", "--out", out, *SHORT, "--steps", "8", "--resume", cwd=tmp_path,
+               limit=file_size_limit(len(kept) // 2))
+    one_line_error(proc, f"cannot write {out}", "File too large", "keeps step 4", "--resume")
+    assert out.read_bytes() == kept
+    assert files_under(tmp_path) == ["c.safetensors"]  # no temporary file, no lock
+
+    fresh = tmp_path / "fresh" / "c.safetensors"
+    proc = run("train.py", "--out", fresh, *SHORT, cwd=tmp_path, limit=file_size_limit(len(kept) // 2))
+    one_line_error(proc, "cannot write", "this run wrote no checkpoint")
+    assert files_under(tmp_path) == ["c.safetensors"]
+
+
+def test_an_out_that_cannot_be_made_is_one_line(tmp_path):
+    unwritable = ["/sys/one-block-test/c.safetensors"] if Path("/sys/kernel").is_dir() else []
+    if os.name == "posix" and os.geteuid() != 0:  # (root writes in any folder, whatever its mode)
+        (tmp_path / "ro").mkdir(mode=0o555)
+        unwritable.append(tmp_path / "ro" / "c.safetensors")
+    if not unwritable:
+        pytest.skip("no folder here that this user cannot write in")
+    for out in unwritable:
+        proc = run("train.py", "--out", out, *SHORT, cwd=tmp_path)
+        one_line_error(proc, "--out:", "cannot")
+
+
+def test_bpe_py_write_errors_are_one_line_and_leave_the_old_file(notes):
+    out = notes / "t.json"
+    assert run("bpe.py", "--data", "notes.txt", "--vocab-size", "100", "--out", out, cwd=notes).returncode == 0
+    old = out.read_bytes()
+    proc = run("bpe.py", "--data", "notes.txt", "--vocab-size", "120", "--out", out, cwd=notes,
+               limit=file_size_limit(len(old) // 2))
+    one_line_error(proc, f"cannot write {out}", "File too large")
+    assert out.read_bytes() == old and files_under(notes) == ["notes.txt", "t.json"]
+
+    cases = [(notes / "notes.txt" / "t.json", "notes.txt is a file, not a folder"),
+             (notes / "new" / "sub" / "t.json", None)]
+    if Path("/sys/kernel").is_dir():
+        cases.append(("/sys/one-block-test.json", "cannot write"))
+    for target, phrase in cases:
+        limit = file_size_limit(100) if phrase is None else None
+        proc = run("bpe.py", "--data", "notes.txt", "--vocab-size", "100", "--out", target, cwd=notes, limit=limit)
+        one_line_error(proc, *([phrase] if phrase else ["File too large"]))
+    assert files_under(notes) == ["notes.txt", "t.json"]  # no folder left behind either
