@@ -24,10 +24,14 @@ import argparse
 import functools
 import http.server
 import json
+import os
 import random
+import re
 import shutil
 import sys
+import urllib.parse
 import webbrowser
+from http import HTTPStatus
 from pathlib import Path
 
 import bpe
@@ -193,10 +197,80 @@ def export_site(dest, weights, fields):
 # The server
 
 
+def served_file(directory, target):
+    """The real path of the regular file in directory that a request target (the path of a request line) names, or
+    the status that answers it instead: 301 for a folder named without its slash whose index.html would be served
+    (add the slash), 400 for a path that no file of the folder can have (not from the root, not UTF-8, or with a NUL
+    or other control character, a backslash, an encoded slash or a . or .. segment; browsers send none of these), 404
+    for anything missing, not a regular file (a folder without index.html, a pipe) or outside the folder once links
+    are resolved. A folder named with its slash stands for its index.html; no folder is listed.
+
+    >>> served_file(".", "/%00"), served_file(".", "/..%2fetc%2fpasswd"), served_file(".", "/no-such-file")
+    (400, 400, 404)
+    """
+    path = target.split("?", 1)[0].split("#", 1)[0]
+    if not path.startswith("/"):
+        return 400
+    names = []
+    for part in path.split("/")[1:]:
+        try:
+            name = urllib.parse.unquote(part, errors="strict")
+        except UnicodeDecodeError:
+            return 400
+        if name in (".", "..") or re.search(r"[\x00-\x1f\x7f-\x9f/\\]", name):
+            return 400
+        names.append(name)
+    root = os.path.realpath(directory)
+
+    def inside(name):  # the real path of name if that is a regular file in the folder, else None
+        real = os.path.realpath(name)
+        return real if Path(real).is_relative_to(root) and os.path.isfile(real) else None
+
+    found = os.path.realpath(os.path.join(root, *names))
+    if Path(found).is_relative_to(root) and os.path.isdir(found):
+        index = inside(os.path.join(found, "index.html"))
+        if index is None:
+            return 404
+        return index if path.endswith("/") else 301
+    return inside(found) or 404
+
+
 class Handler(http.server.SimpleHTTPRequestHandler):
-    """Static files with the right types on every OS, never cached, and only failed requests logged."""
+    """Regular files of the folder (links resolved, never a listing) with the right types on every OS, never cached,
+    and only failed requests logged."""
 
     extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, **MIME_TYPES}
+
+    def send_head(self):
+        found = served_file(self.directory, self.path)
+        if found == HTTPStatus.MOVED_PERMANENTLY:
+            parts = urllib.parse.urlsplit(self.path)
+            self.send_response(found)
+            self.send_header("Location", urllib.parse.urlunsplit(parts._replace(path=parts.path + "/")))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return None
+        if isinstance(found, int):
+            self.send_error(found, "Bad request path" if found == HTTPStatus.BAD_REQUEST else "File not found")
+            return None
+        try:
+            f = open(found, "rb")
+        except OSError:  # removed or unreadable since it was checked
+            self.send_error(HTTPStatus.NOT_FOUND, "File not found")
+            return None
+        try:
+            self.send_response(HTTPStatus.OK)
+            self.send_header("Content-Type", self.guess_type(found))
+            self.send_header("Content-Length", str(os.fstat(f.fileno()).st_size))
+            self.end_headers()
+        except BaseException:
+            f.close()
+            raise
+        return f
+
+    def list_directory(self, path):
+        self.send_error(HTTPStatus.NOT_FOUND, "File not found")  # never a listing, should anything ask for one
+        return None
 
     def end_headers(self):
         self.send_header("Cache-Control", "no-store")
