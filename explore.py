@@ -196,6 +196,9 @@ def export_site(dest, weights, fields):
 # ----------------------------------------------------------------------------------------------------------------
 # The server
 
+IDLE_TIMEOUT = 15  # seconds a connection may send nothing (or stop mid-request) before the server hangs up
+LOG_CHARS = 120  # the most of a request that a log line shows
+
 
 def served_file(directory, target):
     """The real path of the regular file in directory that a request target (the path of a request line) names, or
@@ -235,11 +238,46 @@ def served_file(directory, target):
     return inside(found) or 404
 
 
+def printable(text, limit=LOG_CHARS):
+    r"""text for a log line: control characters, backslashes and non-ASCII escaped (a request cannot write to the
+    terminal it is logged on), and cut to limit characters, with "..." where it was cut.
+
+    >>> print(printable("GET /\x1b[2J\x00"), printable("GET /" + "a" * 200, 12))
+    GET /\x1b[2J\x00 GET /aaaaaaa...
+    """
+    shown = text.encode("unicode_escape").decode("ascii")
+    return shown if len(shown) <= limit else shown[:limit] + "..."
+
+
 class Handler(http.server.SimpleHTTPRequestHandler):
-    """Regular files of the folder (links resolved, never a listing) with the right types on every OS, never cached,
-    and only failed requests logged."""
+    """Regular files of the folder with the right types on every OS, never cached, and only failed requests logged,
+    each in one short line; a connection idle for timeout seconds is closed, quietly (browsers open some ahead that
+    they never use). Every request that cannot be served gets its status: 400 for a bad request line or a bad path
+    (and for a TLS hello: this server speaks plain HTTP), 404 for what is not a file of the folder, 414 for a request
+    line over 64 KiB, 431 for a header line over 64 KiB, 501 for a method other than GET and HEAD, 505 for
+    HTTP/2 and later."""
 
     extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, **MIME_TYPES}
+    default_request_version = "HTTP/1.0"  # a reply to a request line without a version still has a status line
+
+    def __init__(self, *args, timeout=IDLE_TIMEOUT, **kwargs):
+        self.timeout = timeout  # read by setup(), which the base class's __init__ runs
+        super().__init__(*args, **kwargs)
+
+    def handle_one_request(self):
+        self.command = self.path = None  # until the request line is read: the log line shows what was
+        self.raw_requestline = b""
+        self.request_version = self.default_request_version
+        try:
+            first = self.rfile.peek(1)  # what has arrived, once anything has: an idle client times out here
+        except TimeoutError:
+            self.close_connection = True
+            return
+        if first and not (0x21 <= first[0] <= 0x7e or first[:1] in b"\r\n"):  # a request starts with its method
+            self.raw_requestline = first[:LOG_CHARS]  # a TLS hello starts \x16\x03: don't wait for a line's end
+            self.send_error(HTTPStatus.BAD_REQUEST, "Bad request: not an HTTP request")
+            return
+        super().handle_one_request()
 
     def send_head(self):
         found = served_file(self.directory, self.path)
@@ -282,7 +320,9 @@ class Handler(http.server.SimpleHTTPRequestHandler):
     def log_request(self, code="-", size="-"):
         code = getattr(code, "value", code)
         if str(code)[:1] in ("4", "5"):
-            print(f"{self.command} {self.path}: HTTP {code}", file=sys.stderr, flush=True)
+            what = (f"{self.command} {self.path}" if self.command and self.path
+                    else str(self.raw_requestline, "iso-8859-1").rstrip("\r\n"))  # a request line that failed
+            print(f"{printable(what)}: HTTP {code}", file=sys.stderr, flush=True)
 
 
 class Server(http.server.ThreadingHTTPServer):
@@ -300,9 +340,10 @@ def find_chromium():
     return next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
 
 
-def make_server(directory, port=0):
-    """A server for directory on 127.0.0.1 (port 0: a free one); it is bound, not yet serving."""
-    return Server(("127.0.0.1", port), functools.partial(Handler, directory=str(directory)))
+def make_server(directory, port=0, timeout=IDLE_TIMEOUT):
+    """A server for directory on 127.0.0.1 (port 0: a free one) that closes connections idle for timeout seconds;
+    it is bound, not yet serving."""
+    return Server(("127.0.0.1", port), functools.partial(Handler, directory=str(directory), timeout=timeout))
 
 
 # ----------------------------------------------------------------------------------------------------------------

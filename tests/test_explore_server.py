@@ -1,15 +1,19 @@
-"""explore.py's server against bad and hostile requests: links out of the folder, folders and bad paths.
+"""explore.py's server against bad and hostile requests: links out of the folder, folders, bad paths, malformed
+request lines, a TLS hello sent to the plain-HTTP port, and idle connections.
 
 Each case is sent over a raw socket to the real server (explore.make_server on a temporary folder), run in its own
 process with its stderr in a file, so that every reply's status and body and every log line it wrote are checked,
 and no case may leave a traceback there."""
 
+import inspect
 import os
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -19,11 +23,12 @@ sys.path.insert(0, str(ROOT))
 
 import explore  # noqa: E402
 
+TIMEOUT = 2.0  # the idle timeout of the server under test, in seconds (explore.IDLE_TIMEOUT is the real one)
 SECRET = "a file outside the served folder: never sent"
 PAGE = "<!doctype html><title>the page</title>\n"
 MODULE = "export const answer = 42;\n"
 SERVE = ("import sys, explore\n"
-         "server = explore.make_server(sys.argv[1], 0)\n"
+         "server = explore.make_server(sys.argv[1], 0, timeout=float(sys.argv[2]))\n"
          "print(server.server_port, flush=True)\n"
          "server.serve_forever()\n")
 
@@ -63,12 +68,12 @@ def site(tmp_path_factory):
 
 
 class Served:
-    """explore.make_server(site, 0) serving in a child process, its stderr in a file."""
+    """explore.make_server(site, 0, timeout=TIMEOUT) serving in a child process, its stderr in a file."""
 
     def __init__(self, folder, log):
         self.log = log
         with open(log, "wb") as err:
-            self.proc = subprocess.Popen([sys.executable, "-c", SERVE, str(folder)], cwd=ROOT,
+            self.proc = subprocess.Popen([sys.executable, "-c", SERVE, str(folder), str(TIMEOUT)], cwd=ROOT,
                                          stdout=subprocess.PIPE, stderr=err, text=True)
         line = self.proc.stdout.readline()
         assert line.strip().isdigit(), f"the server did not start: {self.stop()}"
@@ -221,6 +226,118 @@ def test_a_bad_path_is_its_status_never_a_traceback(server, path, code):
     assert header(reply, "Content-Type").startswith("text/html") and b"Error code: %d" % code in body(reply)
     line = one_log_line(log, code)
     assert line.startswith("GET /" if path.startswith("/") else "GET ")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Malformed requests: each answered with its status and one log line
+
+
+def tls_client_hello():
+    """The first bytes a TLS client sends: a real ClientHello, from the ssl module, over no socket."""
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = ssl.create_default_context().wrap_bio(incoming, outgoing, server_hostname="127.0.0.1")
+    with pytest.raises(ssl.SSLWantReadError):
+        tls.do_handshake()
+    hello = outgoing.read()
+    assert hello[:1] == b"\x16" and len(hello) > 100  # a handshake record
+    return hello
+
+
+@pytest.mark.parametrize("request_bytes, code", [
+    pytest.param(b"GARBAGE\r\n\r\n", 400, id="garbage"),
+    pytest.param(b"GARBAGE HTTP/1.0\r\n\r\n", 400, id="one word and a version"),
+    pytest.param(b"GET / HTTP/one\r\n\r\n", 400, id="a bad version"),
+    pytest.param(b"GET / HTTP/9.9\r\n\r\n", 505, id="HTTP/9.9"),
+    pytest.param(b"GET / HTTP/1.0 again\r\n\r\n", 400, id="four words"),
+    pytest.param(b"POST /\r\n\r\n", 400, id="HTTP/0.9 POST"),
+    pytest.param(b"BREW /pot HTTP/1.0\r\n\r\n", 501, id="an unknown method"),
+    pytest.param(b"GET /" + b"a" * 100_000 + b" HTTP/1.0\r\n\r\n", 414, id="a 100,000-character URL"),
+    pytest.param(b"GET / HTTP/1.0\r\nX: " + b"a" * 100_000 + b"\r\n\r\n", 431, id="a header line too long"),
+    pytest.param(b"GET /\x1b[2J\x00\x07 HTTP/1.0\r\n\r\n", 400, id="control characters"),
+])
+def test_a_malformed_request_is_its_status_and_one_short_log_line(server, request_bytes, code):
+    reply, log = server.exchange(request_bytes)
+    assert status(reply) == code
+    assert b"Error code: %d" % code in body(reply) and header(reply, "Connection") == "close"
+    one_log_line(log, code)
+
+
+def test_a_log_line_escapes_the_control_characters_of_the_request(server):
+    _, log = server.exchange(b"GET /\x1b[2J\x00 HTTP/1.0\r\n\r\n")
+    assert one_log_line(log, 400) == r"GET /\x1b[2J\x00: HTTP 400"
+    _, log = server.exchange(b"\x1b]0;owned\x07 / HTTP/1.0\r\n\r\n")  # a terminal title, as a method
+    assert one_log_line(log, 400).startswith(r"\x1b]0;owned\x07")
+    _, log = server.exchange(b"GET /" + b"a" * 100_000 + b" HTTP/1.0\r\n\r\n")
+    assert one_log_line(log, 414).startswith("GET /aaaa")  # shortened, and the line says so
+    assert "..." in log
+
+
+def test_a_tls_hello_on_the_http_port_is_400_at_once(server):
+    """A client that speaks TLS to the plain-HTTP port gets a plain 400 at once, not a wait for a line's end that
+    its binary hello may never have."""
+    start = time.monotonic()
+    reply, log = server.exchange(tls_client_hello())
+    assert status(reply) == 400 and b"not an HTTP request" in reply
+    assert time.monotonic() - start < TIMEOUT / 2  # answered, not timed out
+    assert one_log_line(log, 400).startswith(r"\x16\x03")
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:  # a real TLS client
+        with pytest.raises(ssl.SSLError):
+            ssl.create_default_context().wrap_socket(sock, server_hostname="127.0.0.1")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Idle connections
+
+
+@pytest.mark.parametrize("sent", [b"", b"GET /index.html HT", b"GET /index.html HTTP/1.0\r\nHost: 127.0.0.1\r\n"])
+def test_an_idle_connection_is_closed_after_the_timeout(server, sent):
+    """A client that connects and sends nothing, or stops in the middle of its request line or headers, is hung up on
+    once it has been idle for the timeout: quietly, since browsers open connections ahead that they never use."""
+    mark = server.log.stat().st_size
+    with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT + 10) as sock:
+        start = time.monotonic()
+        sock.sendall(sent)
+        reply = read_all(sock)  # the server's end: b"" (a socket.timeout here is the defect)
+        waited = time.monotonic() - start
+    assert reply == b"" and TIMEOUT * 0.8 <= waited <= TIMEOUT + 5, (reply, waited)
+    assert server.log.read_bytes()[mark:] == b""
+
+
+def test_the_real_idle_timeout_is_sane():
+    """explore.py serves with IDLE_TIMEOUT: long enough for a slow page load, short enough to free a thread soon."""
+    assert 10 <= explore.IDLE_TIMEOUT <= 30
+    assert inspect.signature(explore.make_server).parameters["timeout"].default == explore.IDLE_TIMEOUT
+
+
+def test_explore_py_answers_bad_requests_with_their_status_and_stops_cleanly(tmp_path):
+    """The same through python3 explore.py --no-open (serving explorer/ with the real idle timeout): statuses, one
+    short line each on stderr and no traceback, successes quiet, and Ctrl-C still stops it."""
+    proc = subprocess.Popen([sys.executable, str(ROOT / "explore.py"), "--no-open"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("serving the explorer at http://127.0.0.1:"), (line, proc.stderr.read())
+        port = int(line.split()[4].split(":")[2].split("/")[0])
+        replies = []
+        for request in (b"GARBAGE\r\n\r\n", b"GET / HTTP/9.9\r\n\r\n", b"GET /%00 HTTP/1.0\r\n\r\n",
+                        b"GET /..%2fexplore.py HTTP/1.0\r\n\r\n", b"GET /data/ HTTP/1.0\r\n\r\n",
+                        b"GET /" + b"a" * 100_000 + b" HTTP/1.0\r\n\r\n", tls_client_hello(),
+                        b"GET /index.html HTTP/1.0\r\n\r\n"):
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                sock.sendall(request)
+                replies.append(read_all(sock))
+        assert [status(r) for r in replies] == [400, 505, 400, 400, 404, 414, 400, 200]
+        assert b"import " not in replies[3] and b"weights.safetensors" not in replies[4]
+        proc.send_signal(signal.SIGINT)  # Ctrl-C
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0 and "stopped" in out and "Traceback" not in err, err
+    lines = [x for x in err.splitlines() if not x.startswith("note: ")]  # the note: the model is untrained
+    assert [x.rsplit(": HTTP ", 1)[1] for x in lines] == ["400", "505", "400", "400", "404", "414", "400"], err
+    assert all(len(x) <= 200 and re.fullmatch(r"[ -~]*", x) for x in lines), err
 
 
 def test_the_server_binds_127_0_0_1_only(tmp_path):
