@@ -28,7 +28,9 @@ import os
 import random
 import re
 import shutil
+import socket
 import sys
+import time
 import urllib.parse
 import webbrowser
 from http import HTTPStatus
@@ -197,6 +199,7 @@ def export_site(dest, weights, fields):
 # The server
 
 IDLE_TIMEOUT = 15  # seconds a connection may send nothing (or stop mid-request) before the server hangs up
+LINGER_SECONDS = 2  # the most a closing connection waits for the client to stop sending (see Server)
 LOG_CHARS = 120  # the most of a request that a log line shows
 
 
@@ -326,13 +329,27 @@ class Handler(http.server.SimpleHTTPRequestHandler):
 
 
 class Server(http.server.ThreadingHTTPServer):
-    """One thread per request; a client that hangs up in the middle of a reply is not an error worth a traceback."""
+    """One thread per request; a client that hangs up in the middle of a reply is not an error worth a traceback. A
+    connection ends in a lingering close, so that a reply sent before the request was read whole (a 414 for a long
+    URL) reaches the client instead of being lost to the reset that closing unread input sends."""
 
     daemon_threads = True
 
     def handle_error(self, request, client_address):
         if not isinstance(sys.exc_info()[1], ConnectionError):  # BrokenPipeError, ConnectionResetError, ...
             super().handle_error(request, client_address)
+
+    def shutdown_request(self, request):
+        try:
+            request.shutdown(socket.SHUT_WR)  # the reply is whole: the client reads it to its end
+            deadline = time.monotonic() + LINGER_SECONDS
+            while (left := deadline - time.monotonic()) > 0:  # and what it still sends is read and dropped
+                request.settimeout(left)
+                if not request.recv(65536):
+                    break
+        except OSError:  # hung up, reset or still sending at the deadline: closed all the same
+            pass
+        self.close_request(request)
 
 
 def find_chromium():

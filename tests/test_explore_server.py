@@ -252,6 +252,8 @@ def tls_client_hello():
     pytest.param(b"POST /\r\n\r\n", 400, id="HTTP/0.9 POST"),
     pytest.param(b"BREW /pot HTTP/1.0\r\n\r\n", 501, id="an unknown method"),
     pytest.param(b"GET /" + b"a" * 100_000 + b" HTTP/1.0\r\n\r\n", 414, id="a 100,000-character URL"),
+    pytest.param(b"GET /" + b"a" * 16_000_000 + b" HTTP/1.0\r\n\r\n", 414,
+                 id="a 16 MB URL, more than the socket buffers hold: the reply is not lost to a reset"),
     pytest.param(b"GET / HTTP/1.0\r\nX: " + b"a" * 100_000 + b"\r\n\r\n", 431, id="a header line too long"),
     pytest.param(b"GET /\x1b[2J\x00\x07 HTTP/1.0\r\n\r\n", 400, id="control characters"),
 ])
