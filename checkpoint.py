@@ -29,7 +29,7 @@ import random
 import sys
 from pathlib import Path
 
-import sizes
+from oneblock import sizes
 from atomic import read_whole, write_atomic
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -33,13 +33,14 @@ import sys
 
 import checkpoint
 import model
-import machine
-import sizes
+from oneblock import machine
+from oneblock import sizes
+from oneblock.data import TOKENIZER_FILE
 
 np = machine.need("numpy", "compare.py")
 
-import numpy_fast  # noqa: E402
-import numpy_model  # noqa: E402
+from oneblock import numpy_fast  # noqa: E402
+from oneblock import numpy_model  # noqa: E402
 
 SERIES = {"vocab": 96, "d": 16, "hidden": 64, "max_len": 64, "seed": 3}  # the series config
 INTERMEDIATES = ["x0", "h1", "weights", "x1", "h2", "act", "x2", "logits"]  # in forward order, of one block
@@ -130,7 +131,7 @@ def torch_run(params, ids, targets, positions="learned", heads=1):
     """PyTorch autograd in float64 on the whole batch (imports torch; positions: a scheme, or True / False)."""
     import torch
 
-    import torch_model
+    from oneblock import torch_model
 
     p = torch_model.to_torch(params, torch.float64)
     loss, grads, inter = torch_model.loss_and_grads(p, torch_model.as_ids(ids), torch_model.as_ids(targets),
@@ -250,7 +251,7 @@ def checkpoint_params(path):
     import train
 
     ckpt = checkpoint.load_checkpoint(path)
-    checkpoint.tokenizer_of(ckpt, train.TOKENIZER_FILE, path)  # the one it carries, or the shipped one unchanged
+    checkpoint.tokenizer_of(ckpt, TOKENIZER_FILE, path)  # the one it carries, or the shipped one unchanged
     params = {name: np.array(values, dtype=np.float64).reshape(shape).tolist()
               for name, (_, shape, values) in ckpt["params"].items()}
     return params, ckpt["config"]

@@ -38,11 +38,12 @@ from pathlib import Path
 
 import bpe
 import checkpoint
-import floor
+from oneblock import floor
 import model
-import sizes
+from oneblock import sizes
 import trace_block
-import train
+from oneblock import settings
+from oneblock.data import CORPUS_FILE, TOKENIZER_FILE, split_text
 from atomic import write_atomic
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -54,7 +55,8 @@ PAGE_SUFFIXES = (".html", ".css", ".js")  # the page's files; everything it read
 DATA_FORMAT = "one-block explorer data v1"  # manifest.json "format"
 WEIGHTS_FILE = "weights.safetensors"  # in data/: the checkpoint the page loads
 UNTRAINED_SEED = 3  # train.py's default seed: the weights a fresh `python3 train.py` starts from
-VAL_STORIES = train.VAL_STORIES  # train.py's split: the last 300 stories validate
+VAL_STORIES = settings.VAL_STORIES  # train.py's split: the last 300 stories validate
+DEFAULT_CKPT = "out/ckpt.safetensors"  # where train.py writes by default
 # served types that some systems' MIME registries get wrong (a module script served as text/plain does not run)
 MIME_TYPES = {".js": "text/javascript", ".mjs": "text/javascript", ".css": "text/css", ".html": "text/html",
               ".json": "application/json", ".safetensors": "application/octet-stream"}
@@ -68,18 +70,18 @@ def untrained_checkpoint(tok):
     """The bytes of a checkpoint of the seed-3 initial weights (float64, zero moments, step 0): what a fresh
     train.py run starts from, for when there is no trained checkpoint yet."""
     vocab = len(tok.vocab)
-    params = model.init_params(vocab, **train.MODEL, seed=UNTRAINED_SEED)
-    shapes = model.param_shapes(vocab, train.MODEL["d"], train.MODEL["hidden"], train.MODEL["max_len"])
+    params = model.init_params(vocab, **settings.MODEL, seed=UNTRAINED_SEED)
+    shapes = model.param_shapes(vocab, settings.MODEL["d"], settings.MODEL["hidden"], settings.MODEL["max_len"])
     tensors = {name: ("F64", shapes[name], checkpoint.flat(t)) for name, t in params.items()}
     zeros = {name: ("F64", shape, [0.0] * len(tensors[name][2])) for name, shape in shapes.items()}
     for prefix in checkpoint.MOMENT_PREFIXES:
         tensors.update({prefix + name: t for name, t in zeros.items()})
     tensors[checkpoint.STEP] = ("I64", (), [0])
     tensors[checkpoint.RNG] = checkpoint.rng_tensor(random.Random(UNTRAINED_SEED))  # the batch sampler's start
-    config = {"vocab": vocab, **train.MODEL, "use_positions": True, "positions": "learned"}
+    config = {"vocab": vocab, **settings.MODEL, "use_positions": True, "positions": "learned"}
     metadata = {"format": checkpoint.FORMAT, "format_version": checkpoint.FORMAT_VERSION, "config": json.dumps(config),
                 "training": json.dumps({"seed": UNTRAINED_SEED, "steps": 0}),
-                "tokenizer_sha256": checkpoint.sha256_file(train.TOKENIZER_FILE)}
+                "tokenizer_sha256": checkpoint.sha256_file(TOKENIZER_FILE)}
     return checkpoint.encode(tensors, metadata)
 
 
@@ -88,7 +90,7 @@ def read_weights(ckpt_path, explicit):
     of a position scheme the page does not run (it mirrors model.py: learned and none) or of a grown model (it
     mirrors model.py's one block and one head) is a ValueError with checkpoint.py's message or one that says so."""
     path = Path(ckpt_path)
-    tok = bpe.Tokenizer.load(train.TOKENIZER_FILE)
+    tok = bpe.Tokenizer.load(TOKENIZER_FILE)
     if not path.exists():
         if explicit:
             raise ValueError(f"no checkpoint at {path}; train one with python3 train.py, or leave out --ckpt to"
@@ -97,7 +99,7 @@ def read_weights(ckpt_path, explicit):
                                            "source": f"The seed-{UNTRAINED_SEED} initial weights (no checkpoint at"
                                                      f" {path}; train one with python3 train.py)"}
     ckpt = checkpoint.load_checkpoint(path)
-    checkpoint.tokenizer_of(ckpt, train.TOKENIZER_FILE, path)  # the one it carries, or the shipped one unchanged
+    checkpoint.tokenizer_of(ckpt, TOKENIZER_FILE, path)  # the one it carries, or the shipped one unchanged
     positions = checkpoint.positions_of(ckpt["config"])
     if positions not in ("learned", "none"):
         raise ValueError(f"{path} has positions {positions!r}, which the explorer does not run: it mirrors model.py,"
@@ -119,11 +121,11 @@ def page_data(metadata, training, where):
     train.py split it (a text that is missing or changed is a ValueError), with no floor (None)."""
     carried = metadata.get(checkpoint.TOKENIZER_KEY)
     if carried is None:
-        tok = bpe.Tokenizer.load(train.TOKENIZER_FILE)
-        stories = train.CORPUS_FILE.read_text(encoding="utf-8").splitlines()
+        tok = bpe.Tokenizer.load(TOKENIZER_FILE)
+        stories = CORPUS_FILE.read_text(encoding="utf-8").splitlines()
         split = {"val_stories": VAL_STORIES, "train": stories[:-VAL_STORIES], "val": stories[-VAL_STORIES:]}
         val_nats, val_tokens = floor.story_floor(split["val"], tok)
-        return {"tokenizer": train.TOKENIZER_FILE.read_text(encoding="utf-8"), "split": split,
+        return {"tokenizer": TOKENIZER_FILE.read_text(encoding="utf-8"), "split": split,
                 "floor": floor.load_floor(HERE), "val_floor": val_nats / val_tokens,
                 "order": {"a": trace_block.ORDER_A, "b": trace_block.ORDER_B}}
     name = metadata["text"]
@@ -136,7 +138,7 @@ def page_data(metadata, training, where):
     if not same:
         raise ValueError(f"{where} learned the text of {name}, and that file has changed since (its SHA-256 differs);"
                          f" the page needs the text the model learned")
-    cut, unit, _, _ = train.split_text(text, training["val_fraction"])
+    cut, unit, _, _ = split_text(text, training["val_fraction"])
     return {"tokenizer": carried, "split": {"text": name, "unit": unit, "seq_len": training["seq_len"],
                                             "train": text[:cut], "val": text[cut:]},
             "floor": None, "val_floor": None, "order": order_sentences(bpe.Tokenizer.from_json(carried, where))}
@@ -164,7 +166,7 @@ def export_data(folder, weights, fields):
         "weights": WEIGHTS_FILE,
         **fields,
         "tokenizer_sha256": checkpoint.sha256_text(page["tokenizer"]),
-        "corpus_sha256": checkpoint.sha256_file(train.CORPUS_FILE),
+        "corpus_sha256": checkpoint.sha256_file(CORPUS_FILE),
         "floor": page["floor"],  # nats per token over the whole corpus (corpus-entropy.json); None for your text
         "val_floor": page["val_floor"],  # the same over the validation stories, as train.py prints it
         "text": page["split"].get("text"),  # the --data FILE a model of your own text learned; None for the stories
@@ -388,7 +390,7 @@ def main(argv=None):
     if args.export is not None and Path(args.export).exists() and not Path(args.export).is_dir():
         parser.error(f"--export {args.export} is a file; expected a folder (it is made if missing)")
     try:
-        weights, fields = read_weights(args.ckpt or train.DEFAULT_OUT, explicit=args.ckpt is not None)
+        weights, fields = read_weights(args.ckpt or DEFAULT_CKPT, explicit=args.ckpt is not None)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

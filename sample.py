@@ -25,8 +25,8 @@ from pathlib import Path
 
 import checkpoint
 import model
-import machine
-import sizes
+from oneblock import machine
+from oneblock import sizes
 
 HERE = Path(__file__).resolve().parent
 TOKENIZER_FILE = HERE / "tokenizer.json"
@@ -97,7 +97,7 @@ def load_logits_fn(path, backend, tokenizer_sha256=None):
         def next_logits(ids):
             return model.forward(params, ids, positions == "learned")[0][-1]
     elif backend == "numpy":
-        import numpy_model
+        from oneblock import numpy_model
 
         params = numpy_model.from_lists(checkpoint.reference_params(ckpt))  # float64
 
@@ -108,7 +108,7 @@ def load_logits_fn(path, backend, tokenizer_sha256=None):
         import safetensors.torch
         import torch
 
-        import torch_model
+        from oneblock import torch_model
 
         state = safetensors.torch.load_file(str(path))  # every tensor of the file, as torch tensors
         params = torch_model.to_torch({name: state[name] for name in ckpt["params"]})  # float64

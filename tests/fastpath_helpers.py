@@ -7,9 +7,9 @@ import pytest
 from hypothesis import strategies as st
 
 import model
-import numpy_fast
-import numpy_model
-import sizes
+from oneblock import numpy_fast
+from oneblock import numpy_model
+from oneblock import sizes
 
 SERIES = (96, 16, 64, 64, 3)  # vocab, d, hidden, max_len, seed
 

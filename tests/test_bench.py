@@ -1,4 +1,4 @@
-"""bench.py's options that the README's reduced run does not reach: a grown size on every path that grows, and
+"""dev/bench.py's options that the README's reduced run does not reach: a grown size on every path that grows, and
 --against, which times another checkout's backends in the same rounds (here this checkout against itself)."""
 
 import subprocess
@@ -15,8 +15,8 @@ QUICK = ["--rounds", "1", "--round-seconds", "0.01", "--pause", "0", "--no-torch
 
 
 def bench(*args):
-    return subprocess.run([sys.executable, str(ROOT / "bench.py"), *QUICK, *args], capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run([sys.executable, "-m", "dev.bench", *QUICK, *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=600)
 
 
 def rows(stdout):
@@ -48,8 +48,7 @@ def test_against_another_checkout_times_both_in_the_same_rounds(tmp_path):
         assert float(found["series-b1", backend][4].rstrip("x")) > 0
         assert len(found["series-b1", f"{backend} before"]) == len(found["series-b1", backend]) - 1  # no ratio
     proc = bench("--sizes", "series-b1", "--against", str(tmp_path))
-    assert proc.returncode == 2 and f"--against {tmp_path}: expected a folder holding another checkout's bench.py" in (
-        proc.stderr)
+    assert proc.returncode == 2 and f"--against {tmp_path}: expected a folder holding another checkout" in proc.stderr
 
 
 def target_lines(stdout):
@@ -63,7 +62,7 @@ def target_lines(stdout):
 
 
 def test_every_target_is_printed_met_not_met_or_not_measured():
-    import bench as bench_module
+    from dev import bench as bench_module
 
     proc = bench("--sizes", "series-b1,series-b32", "--reference-rounds", "0")
     assert proc.returncode == 0, proc.stderr
@@ -81,8 +80,8 @@ def test_every_target_is_printed_met_not_met_or_not_measured():
 def test_torch_eager_and_compile_are_timed_with_the_compile_time_stated():
     pytest.importorskip("torch")
     quick = [a for a in QUICK if a != "--no-torch"]
-    proc = subprocess.run([sys.executable, str(ROOT / "bench.py"), *quick, "--sizes", "series-b1",
-                           "--reference-rounds", "0"], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([sys.executable, "-m", "dev.bench", *quick, "--sizes", "series-b1",
+                           "--reference-rounds", "0"], capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert "Warning" not in proc.stderr and "graph break" not in proc.stderr, proc.stderr  # the twin compiles whole
     found = rows(proc.stdout.split("\n\ntorch.compile:", 1)[0] + "\n\n")
@@ -98,8 +97,8 @@ def test_torch_eager_and_compile_are_timed_with_the_compile_time_stated():
 
 
 def test_the_profile_names_every_layer_and_the_slowest_lines():
-    proc = subprocess.run([sys.executable, str(ROOT / "bench.py"), "--profile", "--sizes", "series-b1", "--threads",
-                           "1", "--profile-lines", "3"], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([sys.executable, "-m", "dev.bench", "--profile", "--sizes", "series-b1", "--threads",
+                           "1", "--profile-lines", "3"], capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert proc.returncode == 0, proc.stderr
     head = proc.stdout.splitlines()[0]
     assert head.startswith("numpy_fast.py float32 at series-b1 (B 1, T 63), 1 BLAS thread(s): ") and "untraced" in head

@@ -12,7 +12,7 @@ import pytest
 
 import checkpoint
 import model
-import sizes
+from oneblock import sizes
 
 ROOT = Path(__file__).resolve().parent.parent
 

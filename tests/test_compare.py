@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import compare
-import numpy_model
-import sizes
+from oneblock import numpy_model
+from oneblock import sizes
 from fastpath_helpers import PATHS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,7 +70,7 @@ def test_broken_forward_fails(path, monkeypatch, capsys):
 
 def test_broken_torch_twin_fails(monkeypatch, capsys):
     pytest.importorskip("torch", reason="torch is not installed")
-    import torch_model
+    from oneblock import torch_model
 
     monkeypatch.setattr(torch_model, "EPS", 1e-3)
     assert compare.main(["--batch", "1", "--length", "10"]) == 1

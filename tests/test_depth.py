@@ -14,9 +14,9 @@ ROOT = Path(__file__).resolve().parent.parent
 np = pytest.importorskip("numpy")
 
 import bpe  # noqa: E402
-import depth  # noqa: E402
+from experiments import depth, induction  # noqa: E402
 import make_corpus  # noqa: E402
-import machine  # noqa: E402
+from oneblock import machine  # noqa: E402
 from test_positions import reduced_run  # noqa: E402
 
 TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
@@ -35,7 +35,7 @@ def test_reduced_experiment_runs_and_has_the_shape_of_the_full_one(tmp_path, cap
 def test_committed_record_has_the_shape_of_this_code_and_fits_the_budget():
     r = record()
     depth.check_record(r, depth.FULL)
-    assert r["command"] == "python3 depth.py"
+    assert r["command"] == "python3 -m experiments.depth"
     assert r["cpu_seconds"] < 30 * 60  # the whole experiment, sweep included, on one core of the 2-core machine
     for task, summaries in (("stories", r["stories"]["sizes"]), ("induction", r["induction"]["sizes"])):
         for size, s in summaries.items():  # the chosen rate, found again here with NumPy
@@ -83,34 +83,34 @@ def test_check_record_names_what_is_wrong():
 
 
 def test_periodic_sequences_repeat_a_segment_of_distinct_tokens():
-    ids, targets, periods = depth.periodic(random.Random(5), 200)
+    ids, targets, periods = induction.periodic(random.Random(5), 200)
     assert ids.shape == targets.shape == (200, 64) and (ids[:, 1:] == targets[:, :-1]).all()
     assert set(periods.tolist()) == set(range(4, 17))  # every period of PERIODS occurs
     for row, p in zip(np.concatenate([ids, targets[:, -1:]], axis=1), periods):
         assert len(set(row[:p].tolist())) == p  # the segment: p distinct tokens
         assert (row[p:] == row[:-p]).all()  # then itself again, to the end
     assert ids.min() >= 0 and ids.max() < 96
-    again, _, _ = depth.periodic(random.Random(5), 200)
+    again, _, _ = induction.periodic(random.Random(5), 200)
     assert (again == ids).all()
 
 
 def test_head_scores_of_an_ideal_induction_head_and_an_ideal_previous_token_head():
-    ids, _, periods = depth.periodic(random.Random(1), 30)
+    ids, _, periods = induction.periodic(random.Random(1), 30)
     S, T = ids.shape
-    induction, earliest, previous = np.zeros((S, T, T)), np.zeros((S, T, T)), np.zeros((S, T, T))
+    ideal, earliest, previous = np.zeros((S, T, T)), np.zeros((S, T, T)), np.zeros((S, T, T))
     for s, p in enumerate(periods):
         for i in range(T):
-            induction[s, i, i - p + 1 if i >= p else i] = 1.0  # the token after the last occurrence of token i
+            ideal[s, i, i - p + 1 if i >= p else i] = 1.0  # the token after the last occurrence of token i
             earliest[s, i, (i + 1) % p or p if i >= p else i] = 1.0  # the token after its first occurrence
             previous[s, i, max(i - 1, 0)] = 1.0
-    assert depth.head_scores(induction, periods) == {"induction": 1.0, "previous_token": 0.0}
-    assert depth.head_scores(earliest, periods)["induction"] == 1.0  # any earlier period counts
-    assert depth.head_scores(previous, periods) == {"induction": 0.0, "previous_token": 1.0}
+    assert induction.head_scores(ideal, periods) == {"induction": 1.0, "previous_token": 0.0}
+    assert induction.head_scores(earliest, periods)["induction"] == 1.0  # any earlier period counts
+    assert induction.head_scores(previous, periods) == {"induction": 0.0, "previous_token": 1.0}
     for s, p in enumerate(periods):  # the ideal head reads the token its position is about to see
         for i in range(p, T - 1):
-            assert ids[s, induction[s, i].argmax()] == ids[s, i + 1] == ids[s, earliest[s, i].argmax()]
+            assert ids[s, ideal[s, i].argmax()] == ids[s, i + 1] == ids[s, earliest[s, i].argmax()]
     uniform = np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None]  # (T, T) every query reads all it may, alike
-    assert 0 < depth.head_scores(np.broadcast_to(uniform, (S, T, T)), periods)["induction"] < 0.1
+    assert 0 < induction.head_scores(np.broadcast_to(uniform, (S, T, T)), periods)["induction"] < 0.1
 
 
 def test_colour_items_are_every_walk_and_pass_story_at_the_colour():
@@ -163,4 +163,4 @@ def test_the_readme_shows_the_records_tables(capsys):
     assert depth.main(["--table"]) == 0
     tables = capsys.readouterr().out.strip()
     assert tables == depth.tables(record()) and tables.count("| 2x4 |") == 2  # one row in each table
-    assert tables in (ROOT / "README.md").read_text(encoding="utf-8"), "README: paste python3 depth.py --table"
+    assert tables in (ROOT / "README.md").read_text(encoding="utf-8"), "README: paste python3 -m experiments.depth --table"

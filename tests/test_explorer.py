@@ -251,7 +251,7 @@ BACKWARD = """([windows, sums]) => {
 
 @pytest.mark.parametrize("site", SITES)
 def test_js_backward_matches_the_numpy_path_per_tensor(open_page, sites, site):
-    import numpy_model
+    from oneblock import numpy_model
 
     page = open_page(site)
     params = numpy_model.from_lists(reference_params(sites / site))  # float64

@@ -9,18 +9,19 @@ from math import fsum
 from pathlib import Path
 
 import bpe
-import floor
+from oneblock import floor
 import make_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 
 TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
-RECORD = json.loads((ROOT / "corpus-entropy.json").read_text(encoding="utf-8"))
+RECORD = json.loads(floor.RECORD.read_text(encoding="utf-8"))
 
 
 def test_file_is_current():
     assert floor.check(ROOT) is None
-    proc = subprocess.run([sys.executable, str(ROOT / "floor.py"), "--check"], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "oneblock.floor", "--check"], capture_output=True, text=True,
+                          cwd=ROOT)
     assert proc.returncode == 0 and proc.stdout.startswith("OK"), proc.stdout
 
 
@@ -45,10 +46,12 @@ def test_one_story_by_hand():
 
 
 def test_check_reports_a_stale_file(tmp_path):
-    for name in ("corpus.txt", "tokenizer.json", "corpus-entropy.json"):
+    for name in ("corpus.txt", "tokenizer.json"):
         shutil.copy(ROOT / name, tmp_path / name)
-    assert floor.check(tmp_path) is None
-    (tmp_path / "corpus-entropy.json").write_text(json.dumps({**RECORD, "tokens": 1}, indent=2) + "\n")
-    assert "differs" in floor.check(tmp_path)
-    (tmp_path / "corpus-entropy.json").unlink()
-    assert "missing" in floor.check(tmp_path)
+    record = tmp_path / "corpus-entropy.json"
+    shutil.copy(floor.RECORD, record)
+    assert floor.check(tmp_path, record) is None
+    record.write_text(json.dumps({**RECORD, "tokens": 1}, indent=2) + "\n")
+    assert "differs" in floor.check(tmp_path, record)
+    record.unlink()
+    assert "missing" in floor.check(tmp_path, record)

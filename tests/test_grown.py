@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import model
-import numpy_model as nm
-import sizes
+from oneblock import numpy_model as nm
+from oneblock import sizes
 from fastpath_helpers import PATHS, assert_central_differences_match, jittered, rel_err
 
 GROWN = (20, 8, 8, 12, 7)  # vocab, d, hidden, max_len, seed: small enough for every parameter by central differences

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import jit_probe
-import numpy_fast
-import numpy_model
+from dev import jit_probe
+from oneblock import numpy_fast
+from oneblock import numpy_model
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,11 +39,11 @@ def test_the_row_loops_match_the_numpy_passes(dtype, tol):
 
 @pytest.mark.skipif(importlib.util.find_spec("numba") is not None, reason="numba is installed here")
 def test_without_numba_it_says_how_to_install_it():
-    run = subprocess.run([sys.executable, "jit_probe.py"], capture_output=True, text=True, cwd=ROOT)
+    run = subprocess.run([sys.executable, "-m", "dev.jit_probe"], capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 2 and run.stdout == ""
-    assert "jit_probe.py needs numba" in run.stderr and "numba==0.68.1" in run.stderr
+    assert "python3 -m dev.jit_probe needs numba" in run.stderr and "numba==0.68.1" in run.stderr
 
 
 def test_bad_settings_exit_2_naming_them():
-    run = subprocess.run([sys.executable, "jit_probe.py", "--rounds", "0"], capture_output=True, text=True, cwd=ROOT)
+    run = subprocess.run([sys.executable, "-m", "dev.jit_probe", "--rounds", "0"], capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 2 and "--rounds 0" in run.stderr and "at least 1" in run.stderr

@@ -21,13 +21,19 @@ class Missing:
 sys.meta_path.insert(0, Missing())
 sys.path.insert(0, {root!r})
 sys.argv = {argv!r}
-runpy.run_path(sys.argv[0], run_name="__main__")
+if {module!r}:  # python3 -m module
+    runpy.run_module({module!r}, run_name="__main__", alter_sys=True)
+else:
+    runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
 def run_without(blocked, script, *args, cwd=ROOT):
-    """Run script with args in a fresh interpreter in which the packages of blocked cannot be imported."""
-    code = WITHOUT.format(blocked=set(blocked), root=str(ROOT), argv=[str(ROOT / script), *map(str, args)])
+    """Run script (a file of the lab's folder, or "-m module") with args in a fresh interpreter in which the
+    packages of blocked cannot be imported."""
+    module = script[3:] if script.startswith("-m ") else ""
+    argv = [module if module else str(ROOT / script), *map(str, args)]
+    code = WITHOUT.format(blocked=set(blocked), root=str(ROOT), argv=argv, module=module)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, timeout=300)
 
 
@@ -35,14 +41,17 @@ def run_without(blocked, script, *args, cwd=ROOT):
     ({"numpy"}, "train.py", ["--steps", "2"], "train.py --backend numpy (the default; --backend python needs nothing)"),
     ({"numpy"}, "sample.py", [], "sample.py --backend numpy (the default; --backend python needs nothing)"),
     ({"torch"}, "sample.py", ["--backend", "torch"], "sample.py --backend torch"),
-    ({"numpy"}, "compare.py", [], "compare.py"),
-    ({"numpy"}, "plots.py", ["--steps", "2"], "plots.py"),
-    ({"matplotlib"}, "plots.py", ["--steps", "2"], "plots.py"),
-    ({"numpy"}, "positions.py", ["--check"], "positions.py"),
-    ({"numpy"}, "bench.py", ["--sizes", "series-b1", "--no-torch"], "bench.py"),
-    ({"numpy"}, "bench_explorer.py", [], "bench_explorer.py"),
-    ({"playwright"}, "bench_explorer.py", [], "bench_explorer.py"),
-    ({"numpy"}, "spread.py", ["--steps", "1"], "spread.py"),
+    ({"numpy"}, "-m dev.compare", [], "python3 -m dev.compare"),
+    ({"numpy"}, "-m experiments.plots", ["--steps", "2"], "python3 -m experiments.plots"),
+    ({"matplotlib"}, "-m experiments.plots", ["--steps", "2"], "python3 -m experiments.plots"),
+    ({"numpy"}, "-m experiments.positions", ["--check"], "python3 -m experiments.positions"),
+    ({"numpy"}, "-m experiments.depth", ["--check"], "python3 -m experiments.depth"),
+    ({"numpy"}, "-m dev.bench", ["--sizes", "series-b1", "--no-torch"], "python3 -m dev.bench"),
+    ({"numpy"}, "-m dev.bench_explorer", [], "python3 -m dev.bench_explorer"),
+    ({"playwright"}, "-m dev.bench_explorer", [], "python3 -m dev.bench_explorer"),
+    ({"numpy"}, "-m experiments.spread", ["--steps", "1"], "python3 -m experiments.spread"),
+    ({"threadpoolctl"}, "train.py", ["--steps", "2"], "train.py --backend numpy (the default; --backend python needs"
+                                                      " nothing)"),
 ])
 def test_a_missing_package_is_named_with_its_install_command(tmp_path, blocked, script, args, who):
     proc = run_without(blocked, script, *args, cwd=tmp_path)
@@ -67,7 +76,7 @@ def test_the_standard_library_paths_need_no_package(tmp_path):
 
 
 def test_a_worker_that_stops_is_named_not_a_json_error():
-    import bench
+    from dev import bench
 
     proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(3)", "--worker", "numpy-f32", "--size",
                              "series-b1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

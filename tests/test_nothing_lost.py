@@ -23,20 +23,22 @@ SHORT = ["--steps", "4", "--batch", "2", "--seq-len", "16", "--val-stories", "20
 MEMORY_LIMIT = 4 * 2**30  # RLIMIT_AS of the runs that are asked for too much: a regression fails, it cannot swap
 
 # train.py with its data preparation held: it touches the file argv[1] when it gets there, and goes on once the
-# file argv[2] exists (the hook is the test's; train.py has none)
+# file argv[2] exists (the hook is the test's, on the library's prepare; train.py has none)
 HELD = """
-import pathlib, sys, time
+import pathlib, runpy, sys, time
 sys.path.insert(0, sys.argv[3])
-import train
+from oneblock import data
 waiting, go = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
-prepare = train.prepare
+prepare = data.prepare
 def held(*args, **kwargs):
     waiting.touch()
     while not go.exists():
         time.sleep(0.01)
     return prepare(*args, **kwargs)
-train.prepare = held
-sys.exit(train.main(sys.argv[4:]))
+data.prepare = held
+script = str(pathlib.Path(sys.argv[3]) / "train.py")
+sys.argv = [script, *sys.argv[4:]]
+runpy.run_path(script, run_name="__main__")  # train.py as its command line runs it
 """
 
 

@@ -8,8 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-import numpy_fast as nf
-import numpy_model as nm
+from oneblock import numpy_fast as nf
+from oneblock import numpy_model as nm
 from fastpath_helpers import SERIES, jittered
 
 P = nm.from_lists(jittered(*SERIES, scale=0.05))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import model
-import numpy_model as nm
+from oneblock import numpy_model as nm
 from fastpath_helpers import SERIES, jittered
 
 

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import model
-import numpy_model as nm
+from oneblock import numpy_model as nm
 from fastpath_helpers import (PATHS, SERIES, assert_central_differences_match, assert_close, configs, draw_batch,
                               jittered, numpy_run, reference, rel_err)
 

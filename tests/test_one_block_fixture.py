@@ -46,10 +46,10 @@ def digests():
     thread (see main)."""
     import numpy as np
 
-    import machine
+    from oneblock import machine
     import model
-    import numpy_fast
-    import numpy_model
+    from oneblock import numpy_fast
+    from oneblock import numpy_model
 
     out = {"machine": machine.blas(1)}
     rng = np.random.default_rng(5)

@@ -17,7 +17,7 @@ import bpe
 import checkpoint
 import explore
 import model
-import train
+from oneblock.data import split_text, windows
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -184,10 +184,9 @@ def test_a_tokenizer_without_a_character_of_the_text_is_refused(tmp_path):
     (["--width", "0"], "--width must be at least 1, got 0"),
     (["--max-len", "16", "--seq-len", "32"], "--seq-len 32 is longer than the 16 positions the model has"),
 ])
-def test_settings_of_the_data_are_checked(capsys, args, phrase):
-    with pytest.raises(SystemExit) as exit_:
-        train.main([*args, "--out", "x.safetensors"])
-    assert exit_.value.code == 2 and phrase in capsys.readouterr().err
+def test_settings_of_the_data_are_checked(tmp_path, args, phrase):
+    proc = run("train.py", *args, "--out", "x.safetensors", cwd=tmp_path)
+    assert proc.returncode == 2 and phrase in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -196,17 +195,17 @@ def test_settings_of_the_data_are_checked(capsys, args, phrase):
 
 def test_the_split_follows_the_file():
     lines = "".join(f"line {i}\n" for i in range(20))
-    cut, unit, units, held = train.split_text(lines, 0.1)
+    cut, unit, units, held = split_text(lines, 0.1)
     assert (unit, units, held) == ("line", 20, 2) and lines[cut:] == "line 18\nline 19\n"
     docs = "A first\ndocument.\n\n \nA second.\n\n\nThe third\none.\n"  # " " on its own: a blank line too
-    cut, unit, units, held = train.split_text(docs, 0.1)
+    cut, unit, units, held = split_text(docs, 0.1)
     assert (unit, units, held) == ("document", 3, 1) and docs[cut:] == "The third\none.\n"
-    assert train.split_text("one\ntwo\n", 0.9)[3] == 1  # at least one unit trains
+    assert split_text("one\ntwo\n", 0.9)[3] == 1  # at least one unit trains
 
 
 def test_validation_windows_predict_every_token_after_the_first_once():
     ids = list(range(100))
-    ws = train.windows(ids, 32)
+    ws = windows(ids, 32)
     assert [len(w) for w in ws] == [33, 33, 33, 4]
     assert [t for w in ws for t in w[1:]] == ids[1:]
 
@@ -255,7 +254,7 @@ def test_the_checkpoint_carries_its_tokenizer_and_a_copy_lies_beside_it(run_dir)
 
 def test_the_recorded_validation_loss_is_the_loss_of_the_held_out_text(run_dir):
     """An independent reading of the held-out lines with the plain NumPy mirror in float64, window by window."""
-    import numpy_model
+    from oneblock import numpy_model
 
     ckpt = checkpoint.load_checkpoint(run_dir / "runs" / "notes.safetensors")
     tok = checkpoint.tokenizer_of(ckpt, ROOT / "tokenizer.json", "notes")

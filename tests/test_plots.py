@@ -1,4 +1,4 @@
-"""plots.py: runs headless (matplotlib's Agg backend, no display) and writes every picture as a non-empty PNG."""
+"""experiments/plots.py: runs headless (matplotlib's Agg backend, no display) and writes every picture as a non-empty PNG."""
 
 import os
 import subprocess
@@ -18,8 +18,8 @@ PICTURES = ["loss_curves.png", "attention.png", "position_similarity.png", "orde
 
 def test_plots_run_headless_and_write_every_png(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "MPLBACKEND")}
-    proc = subprocess.run([sys.executable, str(ROOT / "plots.py"), "--out", str(tmp_path), "--steps", "30"],
-                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "experiments.plots", "--out", str(tmp_path), "--steps", "30"],
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(PICTURES)
     for name in PICTURES:
@@ -30,9 +30,11 @@ def test_plots_run_headless_and_write_every_png(tmp_path):
         assert f"wrote {tmp_path / name}" in proc.stdout
 
 
-@pytest.mark.parametrize("option, script", [("--record", "positions.py"), ("--depth-record", "depth.py")])
+@pytest.mark.parametrize("option, script", [("--record", "experiments.positions"),
+                                            ("--depth-record", "experiments.depth")])
 def test_a_missing_record_is_a_message(tmp_path, option, script):
-    proc = subprocess.run([sys.executable, str(ROOT / "plots.py"), "--out", str(tmp_path), "--steps", "2",
-                           option, str(tmp_path / "none.json")], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 2 and f"run python3 {script}" in proc.stderr and "Traceback" not in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "experiments.plots", "--out", str(tmp_path), "--steps", "2",
+                           option, str(tmp_path / "none.json")], capture_output=True, text=True, cwd=ROOT,
+                          timeout=300)
+    assert proc.returncode == 2 and f"run python3 -m {script}" in proc.stderr and "Traceback" not in proc.stderr
     assert not any(tmp_path.iterdir())  # nothing drawn

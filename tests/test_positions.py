@@ -1,4 +1,4 @@
-"""positions.py: the reduced experiment runs and has the full one's shape; the committed positions.json has the shape
+"""experiments/positions.py: the reduced experiment runs and has the full one's shape; the committed positions.json has the shape
 and the settings of the code, and its learning-rate sweep chose what its runs say; the probe and the windows read
 the validation stories as described."""
 
@@ -13,8 +13,7 @@ np = pytest.importorskip("numpy")
 
 import bpe  # noqa: E402
 import make_corpus  # noqa: E402
-import positions  # noqa: E402
-import spread  # noqa: E402
+from experiments import positions, recording  # noqa: E402
 
 TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
 VAL = (ROOT / "corpus.txt").read_text(encoding="utf-8").splitlines()[-300:]  # train.py's validation stories
@@ -56,7 +55,7 @@ def test_committed_record_has_the_shape_and_settings_of_this_code():
     r = record()
     positions.check_record(r, positions.FULL)
     # 4 schemes x 3 learning rates x 5 seeds of train.py's 12,000 steps: about 25 minutes of one core's time
-    assert r["command"] == "python3 positions.py" and 0 < r["cpu_seconds"] <= r["seconds"] * 1.2 and (
+    assert r["command"] == "python3 -m experiments.positions" and 0 < r["cpu_seconds"] <= r["seconds"] * 1.2 and (
         r["cpu_seconds"] < 40 * 60)
     floor = r["floor"]["validation_nats_per_token"]
     for scheme, s in r["schemes"].items():  # the summaries, checked here with NumPy, independently of --check
@@ -124,12 +123,12 @@ def test_check_record_names_what_is_wrong():
 
 
 def test_rerun_gives_the_recorded_cell_within_the_spread_and_fails_outside_it():
-    kernel_spread = json.loads(spread.RECORD_FILE.read_text(encoding="utf-8"))
+    kernel_spread = json.loads(recording.SPREAD_FILE.read_text(encoding="utf-8"))
     r = record()
     lr = r["schemes"]["learned"]["sweep"]["chosen"]
     ok, line = positions.rerun(r, kernel_spread, "learned", 3, 500, lr)
     assert ok and line.startswith(f"OK: learned lr {lr:g} seed 3 at step 500: tune "), line
-    tolerance = spread.tolerance(kernel_spread, "learned", 500)
+    tolerance = recording.tolerance(kernel_spread, "learned", 500)
     assert tolerance > 0
     for run in r["runs"]["learned"]:
         if run["seed"] == 3 and run["lr"] == lr:
@@ -170,7 +169,7 @@ def test_windows_are_consecutive_stretches_of_the_validation_stories():
 
 
 def test_json_text_keeps_lists_of_numbers_on_one_line():
-    text = positions.json_text({"a": {"curve": [[0, 4.56789012], [500, 0.5]], "x": [1.0, 2.0]}})
+    text = recording.json_text({"a": {"curve": [[0, 4.56789012], [500, 0.5]], "x": [1.0, 2.0]}})
     assert '"curve": [[0, 4.56789], [500, 0.5]]' in text and '"x": [1.0, 2.0]' in text
     assert json.loads(text) == {"a": {"curve": [[0, 4.56789], [500, 0.5]], "x": [1.0, 2.0]}}
 
@@ -179,4 +178,4 @@ def test_the_readme_shows_the_records_table(capsys):
     assert positions.main(["--table"]) == 0
     table = capsys.readouterr().out.strip()
     assert table == positions.tables(record()) and table.count("\n") == 5  # a header, a rule, four schemes
-    assert table in (ROOT / "README.md").read_text(encoding="utf-8"), "README: paste python3 positions.py --table"
+    assert table in (ROOT / "README.md").read_text(encoding="utf-8"), "README: paste python3 -m experiments.positions --table"

@@ -125,8 +125,8 @@ def test_torch_twin_loads_the_checkpoint_and_gives_the_same_logits(ckpt):
     torch = pytest.importorskip("torch")
     from safetensors.torch import load_file
 
-    import numpy_model
-    import torch_model
+    from oneblock import numpy_model
+    from oneblock import torch_model
 
     state = load_file(str(ckpt))
     p_torch = torch_model.to_torch({name: state[name] for name in model.PARAM_SHAPES})  # float64

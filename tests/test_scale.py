@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-import numpy_model
-import scale
+from oneblock import numpy_model
+from dev import scale
 
 
 def cached_numbers(cache, seen):

@@ -7,10 +7,8 @@ import pytest
 
 np = pytest.importorskip("numpy")
 
-import machine  # noqa: E402
-import positions  # noqa: E402
-import spread  # noqa: E402
-import train  # noqa: E402
+from oneblock import machine  # noqa: E402
+from experiments import recording, spread  # noqa: E402
 
 
 def test_a_short_spread_run_records_every_family_and_the_native_one_matches_training_here(tmp_path, capsys):
@@ -24,9 +22,9 @@ def test_a_short_spread_run_records_every_family_and_the_native_one_matches_trai
     families = record["settings"]["families"]
     assert machine.openblas_core() in families
     assert [(r["kernels"], r["threads"]) for r in runs] == [(f, t) for f in families for t in spread.THREADS]
-    _, history, _ = train.train_model(["--steps", "40", "--positions", "learned", "--seed", "3"])
+    _, history = recording.trained({"steps": 40, "positions": "learned", "seed": 3})
     native = next(r for r in runs if r["kernels"] == machine.openblas_core() and r["threads"] == 1)
-    assert native["curve"] == positions.rounded([[h["step"], h["val"]] for h in history])
+    assert native["curve"] == recording.rounded([[h["step"], h["val"]] for h in history])
     s = record["spread"]["learned"]
     assert s["steps"] == [0, 40]
     assert s["min"][-1] == min(r["curve"][-1][1] for r in runs) and s["max"][-1] == max(r["curve"][-1][1] for r in runs)

@@ -17,8 +17,8 @@ from fastpath_helpers import PATHS, SERIES, assert_close, configs, draw_batch, j
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install -r requirements-torch.txt)")
 
-import numpy_model as nm  # noqa: E402
-import torch_model as tm  # noqa: E402
+from oneblock import numpy_model as nm  # noqa: E402
+from oneblock import torch_model as tm  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TOL = 1e-11

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 import checkpoint
-import train
+from oneblock import training
+from oneblock.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install -r requirements-torch.txt)")
@@ -23,6 +24,15 @@ RUN = ["--steps", "20", "--batch", "4", "--seq-len", "32", "--val-stories", "10"
        "--clip", "0.5", "--eval-every", "10", "--quiet"]
 TORCH = ["--backend", "torch", "--device", "cpu"]
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]  # torchrun
+VALUES = {"steps": 20, "batch": 4, "seq_len": 32, "val_stories": 10, "dtype": "float64", "clip": 0.5,
+          "eval_every": 10, "quiet": True}  # RUN, as the library's settings
+
+
+def trained(**values):
+    """(weights, history) of the library's train with VALUES and values."""
+    run = training.train(Settings(**{**VALUES, **values}))
+    assert run.failure is None, run.failure
+    return run.state["params"], run.history
 
 
 def worst_relative_error(a, b):
@@ -55,8 +65,8 @@ def train_py(out, *args, launcher=(sys.executable,), check=True, **popen):
 
 
 def test_the_torch_backend_takes_the_numpy_backends_steps():
-    torch_params, torch_history, _ = train.train_model([*RUN, *TORCH])
-    numpy_params, numpy_history, _ = train.train_model([*RUN, "--backend", "numpy"])
+    torch_params, torch_history = trained(backend="torch", device="cpu")
+    numpy_params, numpy_history = trained(backend="numpy")
     assert next(iter(torch_params.values())).dtype == torch.float64
     error, name = worst_relative_error(torch_params, numpy_params)
     assert error <= 1e-10, (name, error)
@@ -125,7 +135,7 @@ def test_a_grown_model_trains_under_ddp_as_in_one_process_and_as_numpy(tmp_path)
     assert checkpoint.load_checkpoint(two)["config"]["blocks"] == 2
     error, name = worst_relative_error(params_of(two), params_of(one))
     assert error <= 1e-12, (name, error)
-    numpy_params, _, _ = train.train_model([*grown, "--backend", "numpy"])
+    numpy_params, _ = trained(steps=10, blocks=2, heads=2, positions="rope", backend="numpy")
     error, name = worst_relative_error(params_of(one), numpy_params)
     assert error <= 1e-10, (name, error)
 

@@ -1,5 +1,8 @@
-"""train.py: learning, determinism, a real SIGKILL and --resume, divergence, the settings, and the two backends."""
+"""train.py and the library's training (oneblock/training.py, settings.py): learning, determinism, a real SIGKILL
+and --resume, divergence, the settings, and the backends. The command line runs in subprocesses; the library's
+train is called with values, as the experiments call it."""
 
+import dataclasses
 import json
 import math
 import os
@@ -14,7 +17,8 @@ import pytest
 from run_helpers import kill_at
 
 import checkpoint
-import train
+from oneblock import training
+from oneblock.settings import Settings, checked
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,12 +42,17 @@ def final_val_loss(stdout):
     return float(re.search(r"^done: .* \| val ([0-9.]+) nats/token", stdout, re.M).group(1))
 
 
-def settings(*args):
-    """Parsed and checked training settings, as train.main sees them."""
-    parser = train.build_parser()
-    s = parser.parse_args([*SHORT, *map(str, args)])
-    train.check_settings(parser, s)
-    return s
+def trained(**values):
+    """(weights, history) of the library's train with the settings of SHORT and values."""
+    run = training.train(Settings(**{"batch": 4, "seq_len": 32, "val_stories": 20, "quiet": True, **values}))
+    assert run.failure is None, run.failure
+    return run.state["params"], run.history
+
+
+def run_main(*args, cwd=ROOT):
+    """train.py with args in a subprocess; the CompletedProcess (text)."""
+    return subprocess.run([sys.executable, str(ROOT / "train.py"), *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, timeout=300)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -72,13 +81,12 @@ def test_same_seed_same_bits_other_seed_other_weights(tmp_path):
 def test_the_three_backends_take_the_same_steps():
     # the same loop on model.py, the plain NumPy mirror and the tuned path, in float64: every step's training loss,
     # every validation loss and the final weights agree to rounding
-    args = ["--steps", "4", "--batch", "2", "--seq-len", "64", "--dtype", "float64", "--eval-every", "1",
-            "--val-stories", "5"]
-    runs = {backend: train.train_model([*args, "--backend", backend]) for backend in ("python", "numpy-plain", "numpy")}
-    ref_params, ref_history, _ = runs["python"]
+    values = {"steps": 4, "batch": 2, "seq_len": 64, "dtype": "float64", "eval_every": 1, "val_stories": 5}
+    runs = {backend: trained(**values, backend=backend) for backend in ("python", "numpy-plain", "numpy")}
+    ref_params, ref_history = runs["python"]
     assert ref_history[-1]["train"] < ref_history[1]["train"] - 0.05  # the steps did change the weights
     for backend in ("numpy-plain", "numpy"):
-        params, history, _ = runs[backend]
+        params, history = runs[backend]
         for h, ref in zip(history, ref_history, strict=True):
             assert h["step"] == ref["step"] and h["val"] == pytest.approx(ref["val"], abs=1e-9, rel=0), backend
             if ref["train"] is not None:
@@ -89,10 +97,10 @@ def test_the_three_backends_take_the_same_steps():
 
 def test_both_numpy_backends_take_the_same_steps_with_a_grown_model():
     # 2 blocks x 4 heads, rope, float64: numpy_model.py and numpy_fast.py agree to rounding, step by step
-    args = ["--steps", "4", "--batch", "3", "--seq-len", "40", "--dtype", "float64", "--eval-every", "1",
-            "--val-stories", "5", "--blocks", "2", "--heads", "4", "--positions", "rope"]
-    (plain, plain_history, _), (fast, fast_history, _) = (train.train_model([*args, "--backend", backend])
-                                                          for backend in ("numpy-plain", "numpy"))
+    values = {"steps": 4, "batch": 3, "seq_len": 40, "dtype": "float64", "eval_every": 1, "val_stories": 5,
+              "blocks": 2, "heads": 4, "positions": "rope"}
+    (plain, plain_history), (fast, fast_history) = (trained(**values, backend=backend)
+                                                    for backend in ("numpy-plain", "numpy"))
     assert list(fast) == list(plain) and "block1.Wq" in fast
     assert fast_history[-1]["train"] < fast_history[1]["train"] - 0.05
     for a, b in zip(fast_history, plain_history, strict=True):
@@ -223,11 +231,10 @@ def test_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_pa
     (["--backend", "python", "--heads", "2"], "--blocks 1 --heads 2: the python backend is model.py, which has one"
                                               " block and one head; use --backend numpy, numpy-plain or torch"),
 ])
-def test_nonsensical_settings_are_rejected(capsys, args, phrase):
-    with pytest.raises(SystemExit) as exit_:
-        train.main([*args, "--out", os.devnull])
-    assert exit_.value.code == 2
-    assert phrase in capsys.readouterr().err
+def test_nonsensical_settings_are_rejected(tmp_path, args, phrase):
+    proc = run_main(*args, "--out", "c.safetensors", cwd=tmp_path)
+    assert proc.returncode == 2 and phrase in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_too_many_validation_stories_is_rejected(tmp_path):
@@ -235,21 +242,29 @@ def test_too_many_validation_stories_is_rejected(tmp_path):
     assert proc.returncode == 2 and "--val-stories 3000 leaves no training stories" in proc.stderr
 
 
-def test_help_explains_every_setting(capsys):
-    with pytest.raises(SystemExit) as exit_:
-        train.main(["--help"])
-    assert exit_.value.code == 0
-    text = " ".join(capsys.readouterr().out.split())
-    for action in train.build_parser()._actions:
-        assert action.help, action.dest
-        for flag in action.option_strings:
-            assert flag in text
+def test_help_explains_every_setting():
+    proc = run_main("--help")
+    assert proc.returncode == 0
+    text = " ".join(proc.stdout.split())
+    options = re.findall(r"^  (-[-\w]+(?:, --[-\w]+)?)(?: [A-Z_{][^ ]*)?(?:  +(\S.*))?$", proc.stdout, re.M)
+    assert len(options) > 30
+    for flag, _ in options:  # every option has a help text: at least one word after it in the listing
+        assert re.search(re.escape(flag.split(", ")[-1]) + r"\b[^-]*?[a-z]{3}", text), flag
+    fields = [f.name for f in dataclasses.fields(Settings) if f.name not in ("rank", "world")]
+    for name in fields:  # every setting of the library is a flag
+        assert f"--{name.replace('_', '-')}" in text, name
     assert "default: 12000" in text and "float32 for numpy" in text
 
 
+def test_an_abbreviated_flag_is_an_error_not_a_run(tmp_path):
+    proc = run_main("--step", "10", "--out", "c.safetensors", cwd=tmp_path)
+    assert proc.returncode == 2 and "unrecognized arguments: --step" in proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_learning_rate_schedule():
-    s = settings("--steps", "1000", "--warmup", "100", "--lr", "0.01", "--min-lr", "0.001")
-    lrs = [train.learning_rate(step, s) for step in range(s.steps)]
+    s = checked(Settings(steps=1000, warmup=100, lr=0.01, min_lr=0.001))
+    lrs = [training.learning_rate(step, s) for step in range(s.steps)]
     assert lrs[0] == pytest.approx(1e-4) and lrs[99] == pytest.approx(0.01)
     assert all(a < b for a, b in zip(lrs[:99], lrs[1:100]))  # rising during the warm-up
     assert all(a >= b - 1e-15 for a, b in zip(lrs[99:], lrs[100:]))  # then falling
@@ -263,8 +278,10 @@ def test_learning_rate_schedule():
 @pytest.mark.parametrize("args, want", [([], "learned"), (["--no-positions"], "none"),
                                         (["--positions", "rope"], "rope"), (["--positions", "none", "--no-positions"],
                                                                              "none")])
-def test_positions_setting(args, want):
-    assert settings(*args).positions == want
+def test_positions_setting(tmp_path, args, want):
+    proc = run_main(*args, *SHORT, "--steps", "1", "--out", "c.safetensors", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert checkpoint.load_checkpoint(tmp_path / "c.safetensors")["config"]["positions"] == want
 
 
 @pytest.mark.parametrize("args, phrase", [
@@ -272,10 +289,9 @@ def test_positions_setting(args, want):
     (["--backend", "python", "--positions", "sinusoidal"], "the python backend (model.py) has learned positions"),
     (["--positions", "rotary"], "invalid choice: 'rotary'"),
 ])
-def test_bad_position_settings_are_rejected(capsys, args, phrase):
-    with pytest.raises(SystemExit) as exit_:
-        train.main([*args, "--out", os.devnull])
-    assert exit_.value.code == 2 and phrase in capsys.readouterr().err
+def test_bad_position_settings_are_rejected(tmp_path, args, phrase):
+    proc = run_main(*args, "--out", "c.safetensors", cwd=tmp_path)
+    assert proc.returncode == 2 and phrase in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
 def test_rope_run_records_its_scheme_and_sample_reads_it(tmp_path):
@@ -312,12 +328,12 @@ def test_a_checkpoint_from_before_the_schemes_still_resumes_and_samples(tmp_path
         assert proc.returncode == 0, proc.stderr
 
 
-def test_train_model_gives_the_command_lines_weights(tmp_path):
-    """train_model (what positions.py and plots.py call) is the same training as the command line, bit for bit."""
+def test_the_librarys_train_gives_the_command_lines_weights(tmp_path):
+    """training.train (what the experiments call, with values) is the same training as the command line, bit for
+    bit."""
     out = tmp_path / "ckpt.safetensors"
     run_train(out, "--steps", "40", "--positions", "sinusoidal")
-    params, history, _ = train.train_model([*SHORT, "--steps", "40", "--positions", "sinusoidal",
-                                            "--eval-every", "20"])
+    params, history = trained(steps=40, positions="sinusoidal", eval_every=20)
     saved = checkpoint.load_checkpoint(out)["params"]
     for name, a in params.items():
         assert a.tobytes() == saved[name][2].tobytes(), name

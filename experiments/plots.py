@@ -1,14 +1,14 @@
-"""The pictures in figures/: what the trained model does, and what the position and depth experiments found.
+"""The pictures in docs/figures/: what the trained model does, and what the position and depth experiments found.
 
-    python3 plots.py                    # trains three models (about a minute), reads positions.json and depth.json
-    python3 plots.py --steps 50 --out quick-figures    # a quick look: short training, another folder
+    python3 -m experiments.plots        # trains three models (about a minute), reads positions.json and depth.json
+    python3 -m experiments.plots --steps 50 --out quick-figures    # a quick look: short training, another folder
 
-Training is train.py's default run (`train.train_model`): seed 3 with learned positions, the same weights as
+Training is train.py's default run (the library's train): seed 3 with learned positions, the same weights as
 `python3 train.py` (validation every 100 steps instead of 500, which changes no weight), and the same run with
 --positions none for the order test; and depth.py's two-block, four-head model on periodic sequences (seed 3, at
 the learning rate depth.json chose for it) for the picture of its heads. The experiments' pictures read
-positions.json (positions.py) and depth.json (depth.py). Written with matplotlib's Agg backend (no display needed),
-one PNG per picture:
+positions.json (positions.py) and depth.json (depth.py), the order test's sentences block-trace.json (the trace's).
+Written with matplotlib's Agg backend (no display needed), one PNG per picture:
 
     loss_curves.png            training and validation loss against the entropy floor
     attention.png              the attention weights on the first story of corpus.txt
@@ -26,23 +26,27 @@ import random
 import sys
 from pathlib import Path
 
-import machine
+from oneblock import machine
 
-np = machine.numpy_like_train("plots.py")  # one BLAS thread, as train.py's default --threads
-matplotlib = machine.need("matplotlib", "plots.py")
-matplotlib.use("Agg")  # files only, no display
-import matplotlib.pyplot as plt  # noqa: E402
+with machine.needed_by("python3 -m experiments.plots"):
+    import matplotlib.ticker
+    import numpy as np
+    from matplotlib.figure import Figure
 
-import bpe  # noqa: E402
-import depth  # noqa: E402
-import numpy_model  # noqa: E402
-import positions  # noqa: E402
-import sizes  # noqa: E402
-import trace_block  # noqa: E402
-import train  # noqa: E402
+    import bpe
+    import model
+    from experiments.induction import induction_measures, periodic, train_induction
+    from oneblock import numpy_model, sizes, training
+    from oneblock.data import CORPUS_FILE, TOKENIZER_FILE
+    from oneblock.settings import MODEL, Settings
 
 HERE = Path(__file__).resolve().parent
-FIGURES = HERE / "figures"
+ROOT = HERE.parent
+FIGURES = ROOT / "docs" / "figures"
+POSITIONS_RECORD, DEPTH_RECORD = HERE / "positions.json", HERE / "depth.json"  # the experiments' records
+TRACE = ROOT / "block-trace.json"  # the trace's record: the order test's two sentences
+TRAINED = MODEL["max_len"]  # 64: the positions positions.py's models train on
+TUNE_SEED, TEST_SEED = 1001, 1002  # depth.py's seeds of the tuning and test sequences
 STYLE = {"learned": "tab:blue", "none": "tab:gray", "sinusoidal": "tab:orange", "rope": "tab:green"}  # a colour each
 SIZE_STYLE = {"1x1": "tab:gray", "1x4": "tab:purple", "2x1": "tab:blue", "2x4": "tab:red"}  # depth.py's sizes
 HEADS_SIZE = (2, 4)  # the model whose heads induction_heads.png shows
@@ -50,6 +54,13 @@ DPI = 120
 
 # ----------------------------------------------------------------------------------------------------------------
 # Helpers
+
+
+def subplots(*grid, figsize, constrained_layout=False, **options):
+    """(figure, axes) as matplotlib's pyplot.subplots makes them, without pyplot: a Figure of its own that saves to
+    files with the Agg renderer, so no display and no backend is ever chosen."""
+    fig = Figure(figsize=figsize, constrained_layout=constrained_layout)
+    return fig, fig.subplots(*grid, **options)
 
 
 def label(token):
@@ -95,7 +106,6 @@ def save(fig, out, name):
     """Write fig as out/name (PNG), close it, and return the path."""
     path = out / name
     fig.savefig(path, dpi=DPI, bbox_inches="tight", metadata={"Software": None})
-    plt.close(fig)
     return path
 
 
@@ -104,7 +114,7 @@ def save(fig, out, name):
 
 
 def plot_loss_curves(history, floor, steps, out):
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, ax = subplots(figsize=(8, 4.5))
     train_points = [(h["step"], h["train"]) for h in history if h["train"] is not None]
     ax.plot(*zip(*train_points), color="tab:blue", lw=1.2, label="training (mean over the steps since the last point)")
     ax.plot([h["step"] for h in history], [h["val"] for h in history], color="tab:red", lw=1.5,
@@ -122,12 +132,12 @@ def plot_loss_curves(history, floor, steps, out):
 
 
 def plot_attention(params, tok, out):
-    story = (HERE / "corpus.txt").read_text(encoding="utf-8").split("\n", 1)[0]
+    story = CORPUS_FILE.read_text(encoding="utf-8").split("\n", 1)[0]
     ids = tok.encode("\n" + story)  # (T,) the newline before it, as the model reads every story
     _, cache = numpy_model.forward(params, np.array(ids))
     weights = np.array(cache["att"]["weights"])  # (T, T)
     labels = [label(tok.vocab[i]) for i in ids]
-    fig, ax = plt.subplots(figsize=(10, 9))
+    fig, ax = subplots(figsize=(10, 9))
     im = ax.imshow(weights, cmap="Blues", vmin=0, vmax=1)
     ax.set_xticks(range(len(ids)), labels, rotation=90, fontsize=8)
     ax.set_yticks(range(len(ids)), labels, fontsize=8)
@@ -140,7 +150,7 @@ def plot_attention(params, tok, out):
 
 
 def plot_position_similarity(before, after, out):
-    fig, axes = plt.subplots(1, 2, figsize=(12, 5.4), constrained_layout=True)
+    fig, axes = subplots(1, 2, figsize=(12, 5.4), constrained_layout=True)
     for ax, rows, when in zip(axes, (before, after), ("at initialisation", "after training")):
         im = ax.imshow(cosine_matrix(rows), cmap="RdBu_r", vmin=-1, vmax=1)
         ax.set_title(f"{when}")
@@ -153,20 +163,27 @@ def plot_position_similarity(before, after, out):
     return save(fig, out, "position_similarity.png")
 
 
-def plot_order_test(with_positions, without_positions, tok, out):
-    a, b = tok.tokens(trace_block.ORDER_A), tok.tokens(trace_block.ORDER_B)
-    gaps = {"learned positions": trace_block.position_gaps(with_positions, tok, True),
-            "no positions": trace_block.position_gaps(without_positions, tok, False)}
+def order_gaps(params, tok, use_positions, sentences):
+    """The largest logit difference between the two sentences at each position, by model.py (whose exact sums give
+    a bag of tokens exactly the same last logits), rounded to 4 places, as the trace records them."""
+    a, b = (model.forward(params, tok.encode(text), use_positions)[0] for text in sentences)
+    return [round(max(abs(x - y) for x, y in zip(ra, rb)), 4) for ra, rb in zip(a, b)]
+
+
+def plot_order_test(with_positions, without_positions, tok, sentences, out):
+    a, b = tok.tokens(sentences[0]), tok.tokens(sentences[1])
+    gaps = {"learned positions": order_gaps(with_positions, tok, True, sentences),
+            "no positions": order_gaps(without_positions, tok, False, sentences)}
     x = np.arange(len(a))
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+    fig, ax = subplots(figsize=(9, 4.5))
     for k, (name, values) in enumerate(gaps.items()):
         bars = ax.bar(x + (k - 0.5) * 0.38, values, width=0.38, label=f"trained with {name}",
                       color=STYLE["learned" if k == 0 else "none"])
         ax.bar_label(bars, labels=[f"{v:.2f}" if v else "0" for v in values], fontsize=7, padding=2)
     ticks = [label(ta) if ta == tb else f"{label(ta)} / {label(tb)}" for ta, tb in zip(a, b)]
     ax.set_xticks(x, ticks)
-    ax.set_xlabel(f"position: token of A / token of B where they differ\nA = \"{trace_block.ORDER_A}\","
-                  f"  B = \"{trace_block.ORDER_B}\"")
+    ax.set_xlabel(f"position: token of A / token of B where they differ\nA = \"{sentences[0]}\","
+                  f"  B = \"{sentences[1]}\"")
     ax.set_ylabel("largest |logit A - logit B| (logit units)")
     ax.set_title("Order test: without positions the last token cannot tell A from B (gap exactly 0)")
     ax.legend(loc="upper left")
@@ -202,7 +219,7 @@ def plot_experiment(record, out):
     schemes = list(record["schemes"])
     seeds = record["settings"]["seeds"]
     floor = record["floor"]["validation_nats_per_token"]
-    fig, axes = plt.subplots(1, 4, figsize=(22, 5), gridspec_kw={"width_ratios": [1, 1, 1, 1.6]},
+    fig, axes = subplots(1, 4, figsize=(22, 5), gridspec_kw={"width_ratios": [1, 1, 1, 1.6]},
                              constrained_layout=True)
     plot_sweep(axes[0], {scheme: s["sweep"] for scheme, s in record["schemes"].items()}, STYLE,
                f"{record['settings']['sweep']['tune_stories']} held-out training stories")
@@ -244,17 +261,17 @@ def plot_experiment(record, out):
         curve = ex["loss_by_position"]
         name = scheme if ex["reads_past_64"] else f"{scheme} (no row past 63: stops there)"
         ax.plot(range(len(curve)), curve, color=STYLE[scheme], lw=1.3, label=name)
-    ax.axvline(positions.TRAINED - 0.5, color="black", ls=":", lw=1)
-    ax.text(positions.TRAINED + 1.5, 0.03, "positions 64 to 127: never seen in training",
+    ax.axvline(TRAINED - 0.5, color="black", ls=":", lw=1)
+    ax.text(TRAINED + 1.5, 0.03, "positions 64 to 127: never seen in training",
             transform=ax.get_xaxis_transform(), va="bottom", fontsize=9)
     ax.axhline(floor, color="black", ls="--", lw=1)
     uniform = record["floor"]["uniform_nats_per_token"]
     ax.axhline(uniform, color="black", ls="-.", lw=1)
     ax.text(2, uniform * 1.04, f"uniform guessing ({uniform:.2f})", va="bottom", fontsize=9)
-    ax.set_xlim(0, positions.WINDOW)
+    ax.set_xlim(0, record['settings']['window'])
     log_axis(ax, [0.2, 0.3, 0.5, 0.7, 1, 2, 3, 5], (0.15, 6.5))
     ax.set_xlabel(f"position in the window (token index; {record['settings']['extrapolation_windows']} windows"
-                  f" of {positions.WINDOW} tokens)")
+                  f" of {record['settings']['window']} tokens)")
     ax.set_ylabel("loss at that position (nats per token)")
     ax.set_title("Length extrapolation: loss by position, mean over seeds\n(dashed: entropy floor)")
     ax.legend(loc="upper left", bbox_to_anchor=(0, 0.86), fontsize=9)
@@ -267,7 +284,7 @@ def plot_depth(record, out):
     sizes_ = record["settings"]["sizes"]
     seeds = len(record["settings"]["seeds"])
     floor = record["floor"]
-    fig, axes = plt.subplots(2, 3, figsize=(18, 10), constrained_layout=True)
+    fig, axes = subplots(2, 3, figsize=(18, 10), constrained_layout=True)
     stories, induction = record["stories"]["sizes"], record["induction"]["sizes"]
     ticks = lambda task: [f"{s}\nlr {task[s]['sweep']['chosen']:g}" for s in sizes_]  # noqa: E731
 
@@ -335,7 +352,7 @@ def plot_induction_heads(params, size, sequences, scores, out):
     row = next(i for i, p in enumerate(periods) if 6 <= p <= 9)
     _, cache = numpy_model.forward(params, ids[row], "learned", heads=size[1])
     blocks, heads, p = size[0], size[1], int(periods[row])
-    fig, axes = plt.subplots(blocks, heads, figsize=(3.6 * heads, 3.8 * blocks), squeeze=False,
+    fig, axes = subplots(blocks, heads, figsize=(3.6 * heads, 3.8 * blocks), squeeze=False,
                              constrained_layout=True)
     for b in range(blocks):
         weights = np.asarray(cache["blocks"][b]["att"]["weights"])  # (nh, T, T) or (T, T)
@@ -364,43 +381,53 @@ def plot_induction_heads(params, size, sequences, scores, out):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="Draw the pictures of figures/ (matplotlib, PNG).")
-    parser.add_argument("--out", default=str(FIGURES), metavar="DIR", help="folder for the PNGs (default: figures/"
-                                                                           " next to this script)")
+    parser = argparse.ArgumentParser(description="Draw the pictures of docs/figures/ (matplotlib, PNG).",
+                                     allow_abbrev=False)
+    parser.add_argument("--out", default=str(FIGURES), metavar="DIR", help="folder for the PNGs (default:"
+                                                                           " docs/figures/)")
     parser.add_argument("--steps", type=int, default=None, metavar="N",
                         help="training steps of every model (default: train.py's 12000, and depth.py's 2000 for the"
                              " two-block model); fewer for a quick look")
-    parser.add_argument("--record", default=str(positions.RECORD_FILE), metavar="PATH",
-                        help="the position experiment's record (default: positions.json next to this script)")
-    parser.add_argument("--depth-record", default=str(depth.RECORD_FILE), metavar="PATH",
-                        help="the depth experiment's record (default: depth.json next to this script)")
+    parser.add_argument("--record", default=str(POSITIONS_RECORD), metavar="PATH",
+                        help="the position experiment's record (default: positions.json beside this file)")
+    parser.add_argument("--depth-record", default=str(DEPTH_RECORD), metavar="PATH",
+                        help="the depth experiment's record (default: depth.json beside this file)")
     args = parser.parse_args(argv)
     if args.steps is not None and args.steps < 1:
         parser.error(f"--steps must be at least 1, got {args.steps}")
-    for path, script in ((args.record, "positions.py"), (args.depth_record, "depth.py")):
+    for path, script in ((args.record, "experiments.positions"), (args.depth_record, "experiments.depth")):
         if not Path(path).exists():
-            print(f"error: no record at {path}; run python3 {script} to make it", file=sys.stderr)
+            print(f"error: no record at {path}; run python3 -m {script} to make it", file=sys.stderr)
             return 2
     records = [json.loads(Path(path).read_text(encoding="utf-8")) for path in (args.record, args.depth_record)]
+    order = json.loads(TRACE.read_text(encoding="utf-8"))["order_test"]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    machine.use_threads(1, "python3 -m experiments.plots")  # one BLAS thread, as train.py's default --threads
 
-    steps = ["--steps", str(args.steps)] if args.steps else []
-    learned, history, data = train.train_model(["--eval-every", "100", *steps])
-    without, _, _ = train.train_model(["--eval-every", "100", "--positions", "none", *steps], data=data)
-    start = numpy_model.init_params(data.vocab, train.MODEL["d"], train.MODEL["hidden"], train.MODEL["max_len"], 3)
-    plan = {**depth.FULL["induction"], **({"steps": args.steps} if args.steps else {})}
-    lr = records[1]["induction"]["sizes"][depth.name_of(HEADS_SIZE)]["sweep"]["chosen"]
-    tuning = depth.periodic(random.Random(depth.TUNE_SEED), plan["tune_sequences"])
-    copier, _ = depth.train_induction(HEADS_SIZE, lr, 3, plan, tuning)
-    test = depth.periodic(random.Random(depth.TEST_SEED), plan["test_sequences"])
-    measures, scores = depth.induction_measures(copier, HEADS_SIZE[1], test)
-    tok = bpe.Tokenizer.load(train.TOKENIZER_FILE)
+    steps = {"steps": args.steps} if args.steps else {}
+    print("1/3: train.py's default training (seed 3, learned positions)", flush=True)
+    run = training.train(Settings(eval_every=100, quiet=True, **steps))
+    learned, history = run.state["params"], run.history
+    print("2/3: the same without positions, for the order test", flush=True)
+    without = training.train(Settings(eval_every=100, positions="none", quiet=True, **steps),
+                             data=run.data).state["params"]
+    start = numpy_model.init_params(run.data.vocab, MODEL["d"], MODEL["hidden"], MODEL["max_len"], 3)
+    plan = {**records[1]["settings"]["induction"], **steps}
+    lr = records[1]["induction"]["sizes"][f"{HEADS_SIZE[0]}x{HEADS_SIZE[1]}"]["sweep"]["chosen"]
+    print(f"3/3: the {sizes.describe(*HEADS_SIZE)} model on periodic sequences (lr {lr:g}), for its heads",
+          flush=True)
+    tuning = periodic(random.Random(TUNE_SEED), plan["tune_sequences"])
+    copier, _ = train_induction(HEADS_SIZE, lr, 3, plan, tuning)
+    test = periodic(random.Random(TEST_SEED), plan["test_sequences"])
+    measures, scores = induction_measures(copier, HEADS_SIZE[1], test)
+    tok = bpe.Tokenizer.load(TOKENIZER_FILE)
     written = [
-        plot_loss_curves(history, data.val_floor, history[-1]["step"], out),
+        plot_loss_curves(history, run.data.val_floor, history[-1]["step"], out),
         plot_attention(learned, tok, out),
         plot_position_similarity(start["pos_emb"], learned["pos_emb"], out),
-        plot_order_test(numpy_model.to_lists(learned), numpy_model.to_lists(without), tok, out),
+        plot_order_test(numpy_model.to_lists(learned), numpy_model.to_lists(without), tok,
+                        (order["a"], order["b"]), out),
         plot_experiment(records[0], out),
         plot_depth(records[1], out),
         plot_induction_heads(copier, HEADS_SIZE, test, scores, out),

@@ -8,9 +8,9 @@ The loops are compiled twice: as written (the same order of operations as the lo
 with fastmath (LLVM may reorder the sums and vectorize them, so other bits).
 
     python3 -m pip install numba==0.68.1   # not a requirement of the lab: only this probe uses it
-    python3 jit_probe.py                   # about a minute
+    python3 -m dev.jit_probe               # about a minute
 
-The README ("What bounds each size, and what was tried") reports what it found and why numba stays out.
+docs/numpy-paths.md ("What bounds each size, and what was tried") reports what it found and why numba stays out.
 
 >>> rows = np.array([[1.0, 3.0]])
 >>> out, xhat, rstd = np.empty((1, 2)), np.empty((1, 2)), np.empty(1)
@@ -24,13 +24,13 @@ import statistics
 import sys
 import time
 
-import machine
+from oneblock import machine
 
-np = machine.numpy_like_train("jit_probe.py")
+with machine.needed_by("python3 -m dev.jit_probe"):
+    import numpy as np
 
-import numpy_fast  # noqa: E402
-import numpy_model  # noqa: E402
-from model import EPS  # noqa: E402
+    from model import EPS
+    from oneblock import numpy_fast, numpy_model
 
 VOCAB, WIDTH, HIDDEN, MAX_LEN = 96, 16, 64, 64  # the series size
 
@@ -130,13 +130,14 @@ def passes(dtype, B, T, jits):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--batch", type=int, default=32, help="sequences a step (rows = batch x 64)")
     parser.add_argument("--rounds", type=int, default=9, help="timed rounds of each way (median over them)")
     args = parser.parse_args(argv)
     if args.batch < 1 or args.rounds < 1:
         parser.error(f"--batch {args.batch} --rounds {args.rounds}: expected whole numbers of at least 1")
-    numba = machine.need("numba", "jit_probe.py")
+    numba = machine.need("numba", "python3 -m dev.jit_probe")
+    machine.use_threads(1, "python3 -m dev.jit_probe")  # one BLAS thread, as train.py's default --threads
     started = time.perf_counter()
     jits = {"numba": [numba.njit(f) for f in (layernorm_rows, softmax_rows)],
             "numba fastmath": [numba.njit(fastmath=True)(f) for f in (layernorm_rows, softmax_rows)]}

@@ -5,7 +5,7 @@ grown model, but a `Workspace` declares every array a step writes once, in its c
 ActivationTensors struct does), and each layer writes into those arrays with `out=` targets. A loop makes one
 workspace and calls its step:
 
-    >>> import numpy_model
+    >>> from oneblock import numpy_model
     >>> params = numpy_model.init_params(vocab=96, d=16, hidden=64, max_len=64, seed=3, dtype=np.float32)
     >>> ws = Workspace(params, B=16, T=64)  # once, before the loop: every array of a step
     >>> ids, targets = np.zeros((16, 64), dtype=int), np.ones((16, 64), dtype=int)  # each step's batch, (B, T)
@@ -45,8 +45,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-import numpy_model
-import sizes
+from oneblock import numpy_model
+from oneblock import sizes
 from model import EPS
 
 VOCAB_MAJOR_BELOW = 512  # logits are stored (V, N) for a smaller vocabulary, (N, V) from this size on

@@ -8,13 +8,13 @@ as a share of the matmul ceiling). `--tricks` times each trick of numpy_fast.py 
 `--against DIR` also times the same backends of the code in DIR (another checkout, such as the code before a
 change), in the same rounds, so that before and after are measured side by side.
 
-    python3 bench.py                                  # the targets' three sizes, every backend, 5-10 minutes
-    python3 bench.py --sizes series-b32 --rounds 5 --no-torch --json bench.json
-    python3 bench.py --threads 1 --no-torch           # one BLAS thread, as train.py runs
-    python3 bench.py --no-compile                     # PyTorch eager only: torch.compile takes about 30 s a size
-    python3 bench.py --tricks --threads 1             # numpy_fast.py's tricks one by one, about 10 seconds
-    python3 bench.py --profile --sizes series-b32     # where a tuned step's time goes, per function and line
-    python3 bench.py --sizes series-b32 --against ../before --no-torch   # this code and the code in ../before
+    python3 -m dev.bench                             # the targets' three sizes, every backend, 5-10 minutes
+    python3 -m dev.bench --sizes series-b32 --rounds 5 --no-torch --json bench.json
+    python3 -m dev.bench --threads 1 --no-torch      # one BLAS thread, as train.py runs
+    python3 -m dev.bench --no-compile                # PyTorch eager only: torch.compile takes about 30 s a size
+    python3 -m dev.bench --tricks --threads 1        # numpy_fast.py's tricks one by one, about 10 seconds
+    python3 -m dev.bench --profile --sizes series-b32    # where a tuned step's time goes, per function and line
+    python3 -m dev.bench --sizes series-b32 --against ../before --no-torch   # this code and the code in ../before
 
 How it measures, and why:
 - Each backend runs in its own worker process, and the NumPy workers never import torch: importing torch changes
@@ -48,8 +48,9 @@ import subprocess
 import sys
 import time
 
-import machine
-import sizes
+from oneblock import machine, sizes
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the lab's folder, where workers start
 
 # ----------------------------------------------------------------------------------------------------------------
 # Sizes and backends
@@ -120,8 +121,8 @@ def make_step(backend, cfg):
     if backend.startswith(("plain", "fast")):
         import numpy as np
 
-        import numpy_fast
-        import numpy_model
+        from oneblock import numpy_fast
+        from oneblock import numpy_model
 
         p = numpy_model.from_lists(params, np.float32 if backend.endswith("f32") else np.float64)
         if backend.startswith("plain"):
@@ -132,7 +133,7 @@ def make_step(backend, cfg):
         return lambda: ws.loss_and_grads(p, ids, targets), cfg["B"] * cfg["T"]
     import torch
 
-    import torch_model
+    from oneblock import torch_model
 
     p = torch_model.to_torch(params, torch.float32 if backend.endswith("f32") else torch.float64)
     x, y = torch_model.as_ids(ids), torch_model.as_ids(targets)
@@ -212,8 +213,8 @@ def trick_cases():
     workspace itself buys is the gap between the plain and fast steps of the main table."""
     import numpy as np
 
-    import numpy_fast as nf
-    import numpy_model as nm
+    from oneblock import numpy_fast as nf
+    from oneblock import numpy_model as nm
 
     f4 = np.float32
     rng = np.random.default_rng(SEED)
@@ -354,8 +355,8 @@ def large_trick_cases():
     gradient's orientation."""
     import numpy as np
 
-    import numpy_fast as nf
-    import numpy_model as nm
+    from oneblock import numpy_fast as nf
+    from oneblock import numpy_model as nm
 
     cfg = SIZES["large"]
     N, d, V = cfg["B"] * cfg["T"], cfg["d"], cfg["V"]
@@ -414,8 +415,8 @@ def profile_step(size, steps=None):
 
     import numpy as np
 
-    import numpy_fast
-    import numpy_model
+    from oneblock import numpy_fast
+    from oneblock import numpy_model
 
     cfg = SIZES[size]
     params, ids, targets = make_inputs(cfg)
@@ -512,10 +513,17 @@ def start(backend, size, threads=None, code=None):
     env = dict(os.environ)
     if threads:
         env.update({var: str(threads) for var in machine.THREAD_VARIABLES})
-    script = os.path.join(os.path.abspath(code), "bench.py") if code else os.path.abspath(__file__)
-    proc = subprocess.Popen([sys.executable, script, "--worker", backend, "--size", size],
+    proc = subprocess.Popen([*bench_command(code), "--worker", backend, "--size", size], cwd=code or ROOT,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     return proc, reply(proc)
+
+
+def bench_command(code=None):
+    """How to start bench.py in the checkout at code (this one when None): python3 -m dev.bench in a checkout of this
+    layout, python3 bench.py in one from before it, when the benchmark lay at the root."""
+    if code and not os.path.isfile(os.path.join(code, "dev", "bench.py")):
+        return [sys.executable, os.path.join(os.path.abspath(code), "bench.py")]
+    return [sys.executable, "-m", "dev.bench"]
 
 
 def ask(proc, k):
@@ -632,7 +640,8 @@ def report_tricks(args):
               f"{r['plain_us'] / r['tuned_us']:6.2f}x")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"command": " ".join(["python3", "bench.py", *sys.argv[1:]]), "tricks": rows}, f, indent=2)
+            json.dump({"command": " ".join(["python3", "-m", "dev.bench", *sys.argv[1:]]), "tricks": rows}, f,
+                      indent=2)
         print(f"\nwrote {args.json}")
     return 0
 
@@ -683,7 +692,7 @@ def print_targets(checks, rounds):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--sizes", default="series-b1,series-b32,large",
                         help=f"comma-separated, from {', '.join(SIZES)} (default: the three the targets name)")
     parser.add_argument("--rounds", type=int, default=9, help="rounds per size (median over them)")
@@ -712,15 +721,17 @@ def main(argv=None):
     if args.worker:
         worker(args.worker, args.size)
         return 0
-    machine.need("numpy", "bench.py")  # every worker but the reference's, and the ceiling
+    machine.need("numpy", "python3 -m dev.bench")  # every worker but the reference's, and the ceiling
     sizes = args.sizes.split(",")
     unknown = [s for s in sizes if s not in SIZES]
     if unknown:
         parser.error(f"unknown sizes {unknown}; choose from {list(SIZES)}")
     if args.rounds < 1 or args.reference_rounds < 0:
         parser.error("--rounds must be at least 1 and --reference-rounds at least 0")
-    if args.against and not os.path.isfile(os.path.join(args.against, "bench.py")):
-        parser.error(f"--against {args.against}: expected a folder holding another checkout's bench.py")
+    if args.against and not any(os.path.isfile(os.path.join(args.against, *path)) for path in (("dev", "bench.py"),
+                                                                                                ("bench.py",))):
+        parser.error(f"--against {args.against}: expected a folder holding another checkout (its dev/bench.py, or"
+                     f" the bench.py at the root of a checkout from before the lab had folders)")
     if args.tricks:
         return report_tricks(args)
     if args.profile:
@@ -751,7 +762,7 @@ def main(argv=None):
         import numpy
 
         info = {"python": platform.python_version(), "numpy": numpy.__version__, "machine": platform.machine(),
-                "cpus": os.cpu_count(), "command": " ".join(["python3", "bench.py", *(argv or sys.argv[1:])])}
+                "cpus": os.cpu_count(), "command": " ".join(["python3", "-m", "dev.bench", *(argv or sys.argv[1:])])}
         with open(args.json, "w") as f:
             json.dump({"info": info, "ceiling_gflops": ceiling, "rows": rows, "targets": checks}, f, indent=2)
         print(f"\nwrote {args.json}")

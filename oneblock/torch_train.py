@@ -1,10 +1,12 @@
-"""train.py's PyTorch backend: the twin of torch_model.py trained by the same loop, on one device or data-parallel.
+"""The PyTorch backend of training.py (train.py --backend torch): the twin of torch_model.py trained by the same loop,
+on one device or data-parallel.
 
     python3 train.py --backend torch --out out/torch.safetensors             # one process, CPU (or --device cuda)
     torchrun --nproc_per_node 2 train.py --backend torch --out out/ddp.safetensors   # 2 processes, gloo on CPU
 
-`train.py` keeps everything else: the data, the windows each step draws, the schedule, clipping, the one Adam (its
-formulas run on torch tensors as they run on arrays) and the checkpoints. This file adds what PyTorch needs:
+training.py keeps everything else: the data, the windows each step draws, the schedule, clipping, the one Adam (its
+formulas run on torch tensors as they run on arrays), and train.py the checkpoints. This file adds what PyTorch
+needs:
 
 - The twin as a `torch.nn.Module` (`Twin`), because `DistributedDataParallel` wraps a module: its forward is
   torch_model.forward and the loss. train.py's weights stay a dict of plain tensors; each step copies them into the
@@ -16,10 +18,8 @@ formulas run on torch tensors as they run on arrays) and the checkpoints. This f
   takes the same Adam step, and the run equals a one-process run of the same global batch up to the order of
   floating-point sums. Rank 0 alone checks and owns --out, evaluates out loud, and writes checkpoints.
 
-    >>> import train
-    >>> parser = train.build_parser()
-    >>> s = parser.parse_args(["--backend", "torch", "--batch", "2", "--seq-len", "4", "--dtype", "float64"])
-    >>> train.check_settings(parser, s)
+    >>> from oneblock.settings import Settings, checked
+    >>> s = checked(Settings(backend="torch", batch=2, seq_len=4, dtype="float64"))
     >>> init, loss_and_grads, loss = model_functions(s, (96, 16, 64, 64))
     >>> params = init(3)
     >>> l, grads = loss_and_grads(params, [[1, 2, 3, 4], [5, 6, 7, 8]], [[2, 3, 4, 5], [6, 7, 8, 9]])
@@ -34,8 +34,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-import numpy_model
-import torch_model
+from oneblock import numpy_model, torch_model
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 

@@ -1,18 +1,18 @@
 """What a second block buys, and what more heads do: the model grown to (blocks, heads) = (1, 1), (1, 4), (2, 1) and
 (2, 4), over three seeds, on two tasks, every size with its own small learning-rate sweep.
 
-    python3 depth.py            # the full experiment, about 20 minutes on 2 cores; writes depth.json
-    python3 depth.py --check    # a reduced run (seconds), and a shape check of depth.json, every summary re-derived
-    python3 depth.py --rerun induction --blocks 2 --heads 1 --seed 3   # one cell trained again (seconds), checked
+    python3 -m experiments.depth            # the full experiment, about 20 minutes on 2 cores; writes depth.json
+    python3 -m experiments.depth --check    # a reduced run (seconds), a shape check of depth.json, its summaries
+    python3 -m experiments.depth --rerun induction --blocks 2 --heads 1 --seed 3   # one cell trained again, checked
 
-Stories: train.py's training (`train.train_model`: numpy_fast.py, float32, batches of 16 windows of 64 tokens,
-warm-up and cosine decay, clipping, Adam) for FULL's steps, with --blocks and --heads. Measured on the 300 validation
+Stories: train.py's training (the library's train: numpy_fast.py, float32, batches of 16 windows of 64 tokens,
+warm-up and cosine decay, clipping, Adam) for FULL's steps, with the blocks and heads of each size. Measured on the 300 validation
 stories: the validation loss (train.py's) against the entropy floor of those stories, and the colour: every
 validation story of the shapes that end "now Y has the COLOUR THING." ("walk" and "pass") said the colour about 25
 tokens earlier, so the model can copy it from there; recorded are the loss and the accuracy (most likely token) of
 that colour, read at " the" (guessing one of the four colours is ln 4 = 1.386 nats).
 
-Induction (Elhage et al. 2021, Olsson et al. 2022): no story text, sequences of token IDs. Each is a segment of
+Induction (Elhage et al. 2021, Olsson et al. 2022; induction.py): no story text, sequences of token IDs. Each is a segment of
 distinct tokens drawn uniformly from the 96, of a length p drawn uniformly from 4 to 16, repeated to fill the 65
 tokens of a window. The first period cannot be predicted (loss about ln 95 for anyone); every later token can be
 copied from one period back. The period varies from sequence to sequence, so no fixed offset copies: a model must
@@ -25,7 +25,7 @@ back) against the loss on the first period (t + 1 < p: each target a token not y
 score (its attention from a copyable token to the tokens after that token's earlier occurrences, summed over the
 earlier periods, averaged) and previous-token score (its mean attention to the position just before).
 
-The sweep: as in positions.py (`positions.sweep_data`, `positions.chosen_lr`), every size trains with each learning
+The sweep: as in positions.py (recording.sweep_data, recording.chosen_lr), every size trains with each learning
 rate of its task's list (a factor of 3 either side of the task's reference rate: train.py's 0.01 for the stories,
 the 0.003 of the issue's PyTorch probe for the induction task) and every seed; the mean tuning loss over the seeds
 picks the rate, on stories held out of the training split (stories) or on 300 fixed tuning sequences (induction),
@@ -43,16 +43,18 @@ import sys
 import time
 from pathlib import Path
 
-import machine
+from oneblock import machine
 
-np = machine.numpy_like_train("depth.py")  # one BLAS thread, as train.py's default --threads
+with machine.needed_by("python3 -m experiments.depth"):
+    import numpy as np
 
-import make_corpus  # noqa: E402
-import numpy_fast  # noqa: E402
-import positions  # noqa: E402
-import train  # noqa: E402
-from positions import (across_seeds, first_difference, lr_args, need, rounded, spread_text, sweep_summary,  # noqa: E402
-                       sweep_text, table_row)
+    import make_corpus
+    from experiments.induction import PERIODS, VOCAB, WINDOW, induction_measures, periodic, train_induction
+    from experiments.recording import (TUNE_STORIES, across_seeds, check_provenance, experiment_parser,
+                                       first_difference, flags, last_probs, lr_values, need, provenance,
+                                       recorded_settings, rerun_records, rerun_step, rounded, run_or_check,
+                                       spread_text, sweep_data, sweep_summary, sweep_text, table_row, trained,
+                                       validation_loss)
 
 # ----------------------------------------------------------------------------------------------------------------
 # Settings
@@ -64,23 +66,18 @@ SIZES = [(1, 1), (1, 4), (2, 1), (2, 4)]  # (blocks, heads)
 TASKS = ("stories", "induction")
 FULL = {  # the recorded experiment: about 20 minutes on the 2-core machine
     "seeds": [3, 4, 5],
-    "stories": {"train_args": ["--steps", "6000", "--eval-every", "1000"], "lrs": [0.003, 0.01, 0.03]},
+    "stories": {"train": {"steps": 6000, "eval_every": 1000}, "lrs": [0.003, 0.01, 0.03]},
     "induction": {"steps": 2000, "batch": 32, "eval_every": 250, "lrs": [0.001, 0.003, 0.01],
                   "tune_sequences": 300, "test_sequences": 500},  # fixed sequences that choose and that report
 }
 REDUCED = {  # --check: the same shape in seconds
     "seeds": [3, 4],
-    "stories": {"train_args": ["--steps", "20", "--batch", "4", "--eval-every", "10", "--warmup", "5"],
-                "lrs": FULL["stories"]["lrs"]},
+    "stories": {"train": {"steps": 20, "batch": 4, "eval_every": 10, "warmup": 5}, "lrs": FULL["stories"]["lrs"]},
     "induction": {"steps": 20, "batch": 4, "eval_every": 10, "lrs": FULL["induction"]["lrs"], "tune_sequences": 20,
                   "test_sequences": 40},
 }
-TUNE_STORIES = positions.SWEEP["tune_stories"]  # the last training stories, held out to choose a learning rate
-PERIODS = (4, 16)  # the shortest and longest repeated segment of an induction sequence
-WINDOW = train.MODEL["max_len"]  # 64: tokens an induction sequence is read in
 TUNE_SEED, TEST_SEED = 1001, 1002  # random.Random seeds of the tuning and test sequences (training draws its own
                                    # from each run's seed)
-VOCAB = 96  # the tokenizer's vocabulary: induction sequences are IDs 0..95
 COLOUR_SHAPES = ("walk", "pass")  # the story shapes that repeat the colour at the end
 
 
@@ -93,6 +90,15 @@ def name_of(size):
     return f"{size[0]}x{size[1]}"
 
 
+def stories_settings(plan):
+    """The stories' settings of plan as the record keeps them: the train.py flags of its training, and the rates.
+
+    >>> stories_settings(FULL)
+    {'train_args': ['--steps', '6000', '--eval-every', '1000'], 'lrs': [0.003, 0.01, 0.03]}
+    """
+    return {"train_args": flags(plan["stories"]["train"]), "lrs": plan["stories"]["lrs"]}
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Stories: the colour the end of a story repeats
 
@@ -102,7 +108,7 @@ def colour_items(tok, val_texts):
     up to " the" before the colour, and the colour's token (read off make_corpus.parse_story).
 
     >>> import bpe
-    >>> tok = bpe.Tokenizer.load(HERE / "tokenizer.json")
+    >>> tok = bpe.Tokenizer.load(HERE.parent / "tokenizer.json")
     >>> story = "mia has a red hat. mia gives the hat to ava. then ava gives the hat to leo. now leo has the red hat."
     >>> gift = "mia has a red hat. mia gives the hat to ava. now ava has the hat."  # no colour at the end
     >>> inputs, answers = colour_items(tok, [story, gift])
@@ -128,7 +134,7 @@ def colour_measures(params, heads, items):
     """{"loss", "accuracy"} of the repeated colour: the mean -log p of its token, and the share of stories where it
     is the most likely next token."""
     inputs, answers = items
-    p = positions.last_probs(params, inputs, "learned", heads)  # (S, V)
+    p = last_probs(params, inputs, "learned", heads)  # (S, V)
     picked = p[np.arange(len(answers)), answers]  # (S,)
     return {"loss": float(-np.log(picked).mean()), "accuracy": float((p.argmax(axis=1) == answers).mean())}
 
@@ -139,134 +145,17 @@ def story_runs(plan, size, tuning, full, items, report):
     for lr in plan["stories"]["lrs"]:
         for seed in plan["seeds"]:
             t0 = time.perf_counter()
-            argv = [*plan["stories"]["train_args"], *lr_args(lr), "--blocks", str(size[0]), "--heads",
-                    str(size[1]), "--seed", str(seed)]
-            params, history, _ = train.train_model(argv, data=tuning)
+            values = {**plan["stories"]["train"], **lr_values(lr), "blocks": size[0], "heads": size[1], "seed": seed}
+            params, history = trained(values, data=tuning)
             run = rounded({"lr": lr, "seed": seed, "tune": history[-1]["val"],
                            "tune_curve": [[h["step"], h["val"]] for h in history],
-                           "val": positions.validation_loss(params, full, "learned", size[1]),
+                           "val": validation_loss(params, full, "learned", size[1]),
                            "colour": colour_measures(params, size[1], items),
                            "seconds": round(time.perf_counter() - t0, 1)})
             runs.append(run)
             report(f"stories   {name_of(size)} lr {lr:<6g} seed {seed}: tune {run['tune']:.4f} | val {run['val']:.4f}"
                    f" | colour {run['colour']['loss']:.3f} nats, {run['colour']['accuracy']:.0%} | {run['seconds']} s")
     return runs
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Induction: periodic sequences
-
-
-def periodic(rng, count, length=WINDOW + 1):
-    """(ids, targets, periods): count sequences of length tokens, each a segment of p distinct tokens (p from
-    PERIODS, the tokens from the VOCAB, both drawn with rng) repeated; ids are the first length - 1 tokens of each,
-    targets the last length - 1, periods (count,) each p.
-
-    >>> ids, targets, periods = periodic(random.Random(0), 2, 12)
-    >>> p = periods[0]
-    >>> ids.shape, bool((ids[:, 1:] == targets[:, :-1]).all()), bool((ids[0, p:] == ids[0, :-p]).all())
-    ((2, 11), True, True)
-    """
-    rows, periods = [], []
-    for _ in range(count):
-        p = rng.randint(*PERIODS)
-        segment = rng.sample(range(VOCAB), p)
-        rows.append((segment * (length // p + 1))[:length])
-        periods.append(p)
-    sequences = np.array(rows)  # (count, length)
-    return sequences[:, :-1], sequences[:, 1:], np.array(periods)
-
-
-def copyable(periods, T):
-    """(S, T) True where position t can copy its target: t >= p, so the token at t occurred one period back, and the
-    target is the token after that occurrence.
-
-    >>> copyable(np.array([3]), 5).astype(int)
-    array([[0, 0, 0, 1, 1]])
-    """
-    return np.arange(T)[None, :] >= periods[:, None]
-
-
-def first_period(periods, T):
-    """(S, T) True where the target is a token of the first segment not yet seen: t + 1 < p. (The position t = p - 1
-    between them, whose target starts the second period, is in neither: its token has not occurred before, and
-    nothing says the segment ends there.)
-
-    >>> first_period(np.array([3]), 5).astype(int)
-    array([[1, 1, 0, 0, 0]])
-    """
-    return np.arange(T)[None, :] + 1 < periods[:, None]
-
-
-def head_scores(weights, periods):
-    """{"induction", "previous_token"} of one head, weights (S, T, T): over the copyable positions t, its attention
-    summed over the positions j after an earlier occurrence of token t (j = t + 1 - k p, k >= 1: every earlier
-    period, since a copying head may read any of them), averaged; and its mean attention from each position t >= 1
-    to t - 1.
-
-    >>> w = np.zeros((1, 5, 5)); w[0, np.arange(5), np.maximum(np.arange(5) - 1, 0)] = 1.0  # each reads the one before
-    >>> head_scores(w, np.array([3]))
-    {'induction': 0.0, 'previous_token': 1.0}
-    >>> w = np.zeros((1, 5, 5)); w[0, 3, 1] = w[0, 4, 2] = 1.0  # t = 3 and 4 read the token after one period back
-    >>> head_scores(w, np.array([3]))
-    {'induction': 1.0, 'previous_token': 0.0}
-    """
-    S, T, _ = weights.shape
-    t, j = np.arange(T)[:, None], np.arange(T)[None, :]  # (T, 1), (1, T)
-    p = periods[:, None, None]  # (S, 1, 1)
-    after_earlier = (j >= 1) & (j <= t) & ((t + 1 - j) % p == 0)  # (S, T, T) j follows an earlier occurrence of t
-    copy = copyable(periods, T)  # (S, T)
-    induction = (weights * after_earlier).sum(axis=2)[copy]  # (n,)
-    previous = weights[:, np.arange(1, T), np.arange(T - 1)]  # (S, T - 1)
-    return {"induction": float(induction.mean()), "previous_token": float(previous.mean())}
-
-
-def induction_measures(params, heads, sequences, chunk=100):
-    """{"loss", "copy_loss", "copy_accuracy", "first_period_loss"} on sequences = (ids, targets, periods), and each
-    head's scores (`head_scores`) as [[{...} for each head] for each block], through numpy_fast.py in chunks."""
-    ids, targets, periods = sequences
-    losses, right, scores = [], [], []
-    for start in range(0, len(ids), chunk):
-        part = slice(start, start + chunk)
-        logits, cache = numpy_fast.forward(params, ids[part], "learned", heads=heads)  # (s, T, V)
-        logits = np.asarray(logits, dtype=np.float64)
-        top = logits.max(axis=2, keepdims=True)
-        log_z = np.log(np.exp(logits - top).sum(axis=2)) + top[:, :, 0]  # (s, T)
-        losses.append(log_z - np.take_along_axis(logits, targets[part][:, :, None], axis=2)[:, :, 0])
-        right.append(logits.argmax(axis=2) == targets[part])
-        weights = [np.asarray(b["att"]["weights"], dtype=np.float64) for b in cache["blocks"]]
-        weights = [w[:, None] if heads == 1 else w for w in weights]  # (s, nh, T, T) each
-        scores.append([[head_scores(w[:, h], periods[part]) for h in range(heads)] for w in weights])
-    losses, right = np.concatenate(losses), np.concatenate(right)  # (S, T) each
-    copy, first = copyable(periods, ids.shape[1]), first_period(periods, ids.shape[1])  # (S, T) each
-    weight = [min(chunk, len(ids) - start) for start in range(0, len(ids), chunk)]  # sequences per chunk
-    blocks = [[{key: sum(w * chunk_scores[b][h][key] for w, chunk_scores in zip(weight, scores)) / len(ids)
-                for key in ("induction", "previous_token")} for h in range(heads)] for b in range(len(scores[0]))]
-    return {"loss": float(losses.mean()), "copy_loss": float(losses[copy].mean()),
-            "copy_accuracy": float(right[copy].mean()), "first_period_loss": float(losses[first].mean())}, blocks
-
-
-def train_induction(size, lr, seed, settings, tuning, until=None):
-    """Train a model of size on fresh periodic sequences with train.py's step (its Adam, clipping and schedule) and
-    settings; return (params, tuning curve [[step, mean loss on the tuning sequences], ...])."""
-    argv = ["--steps", str(settings["steps"]), "--batch", str(settings["batch"]), "--seq-len", str(WINDOW),
-            *lr_args(lr), "--blocks", str(size[0]), "--heads", str(size[1]), "--seed", str(seed)]
-    parser = train.build_parser()
-    s = parser.parse_args(argv)
-    train.check_settings(parser, s)
-    init, loss_and_grads, loss = train.model_functions(s, VOCAB)
-    state = train.fresh_state(init, s.seed)  # the weights, and state["rng"] draws the sequences
-    curve = [[0, loss(state["params"], *tuning[:2])]]
-    last = s.steps if until is None else until
-    while state["step"] < last:
-        ids, targets, _ = periodic(state["rng"], s.batch)
-        step_loss, norm = train.step(state, ids, targets, loss_and_grads, s)
-        if not (math.isfinite(step_loss) and math.isfinite(norm)):
-            raise RuntimeError(f"{name_of(size)} lr {lr:g} seed {seed}: the loss is {step_loss} at step"
-                               f" {state['step'] + 1}: the run diverged")
-        if state["step"] % settings["eval_every"] == 0 or state["step"] == last:
-            curve.append([state["step"], loss(state["params"], *tuning[:2])])
-    return state["params"], curve
 
 
 def induction_runs(plan, size, tuning, test, report):
@@ -295,7 +184,7 @@ def run_experiment(plan, report=print):
     """Train every size with every learning rate of its task and every seed of plan, on both tasks; return the
     record (a dict): the raw numbers of every run under each task's "runs", their summaries under "sizes"."""
     started, cpu = time.perf_counter(), time.process_time()
-    tuning, full = positions.sweep_data(plan["stories"]["train_args"], TUNE_STORIES)
+    tuning, full = sweep_data(plan["stories"]["train"], TUNE_STORIES)
     items = colour_items(full.tok, full.val_texts)
     counts = plan["induction"]["tune_sequences"], plan["induction"]["test_sequences"]
     tune_set, test_set = (periodic(random.Random(seed), n) for seed, n in zip((TUNE_SEED, TEST_SEED), counts))
@@ -311,13 +200,14 @@ def run_experiment(plan, report=print):
     floor = rounded({"validation_nats_per_token": full.val_floor, "tuning_nats_per_token": tuning.val_floor,
                      "uniform_nats_per_token": math.log(full.vocab), "colour_guess_nats": math.log(4),
                      "first_period_nats": first_period_floor(test_set)})
-    made, sources = positions.provenance(started, cpu)
+    made, sources = provenance(started, cpu)
     return {
         "format": FORMAT,
-        "command": "python3 depth.py" + (" --check" if plan is REDUCED else ""),
+        "command": "python3 -m experiments.depth" + (" --check" if plan is REDUCED else ""),
         **made,
         "seconds_by_task": seconds,
-        "settings": {"seeds": plan["seeds"], "sizes": [name_of(size) for size in SIZES], "stories": plan["stories"],
+        "settings": {"seeds": plan["seeds"], "sizes": [name_of(size) for size in SIZES],
+                     "stories": stories_settings(plan),
                      "induction": plan["induction"], "tune_stories": TUNE_STORIES, "validation_stories":
                      len(full.val_texts), "colour_stories": len(items[0]), "periods": list(PERIODS),
                      "window": WINDOW},
@@ -419,13 +309,13 @@ def check_record(record, plan):
     summary that differs from the one derived again from the record's raw per-run numbers."""
     need(record.get("format") == FORMAT, f"format is {record.get('format')!r}, expected {FORMAT!r}")
     settings = record.get("settings", {})
-    for key in ("seeds", "stories", "induction"):
-        need(settings.get(key) == plan[key], f"settings {key} {settings.get(key)} are not this code's ({plan[key]})")
+    for key, want in (("seeds", plan["seeds"]), ("stories", stories_settings(plan)), ("induction", plan["induction"])):
+        need(settings.get(key) == want, f"settings {key} {settings.get(key)} are not this code's ({want})")
     need(settings.get("sizes") == [name_of(size) for size in SIZES], f"sizes {settings.get('sizes')} are not"
          f" this code's")
-    positions.check_provenance(record)
+    check_provenance(record)
     floor = record["floor"]
-    steps = {"stories": positions.training_settings({"train_args": plan["stories"]["train_args"]})["steps"],
+    steps = {"stories": recorded_settings(plan["stories"]["train"])["steps"],
              "induction": plan["induction"]["steps"]}
     for task in TASKS:
         runs = record[task]["runs"]
@@ -467,17 +357,16 @@ def rerun(record, task, size, seed, until):
     """Train one cell of the record (task, size, seed, at the learning rate the record chose) up to step until and
     compare the tuning loss there with the record's curve. Returns (ok, one line saying so): with the recording's
     kernels and thread count the digits must be the same; with others they differ and the line says by how much
-    (spread.py measures how far kernels move the one-block model; the README's spreads over seeds say what a
+    (spread.py measures how far kernels move the one-block model; the spreads over seeds say what a
     difference means)."""
     plan = FULL
     lr = record[task]["sizes"][name_of(size)]["sweep"]["chosen"]
     run = {(r["lr"], r["seed"]): r for r in record[task]["runs"][name_of(size)]}[lr, seed]
     recorded = dict(run["tune_curve"])[until]
     if task == "stories":
-        tuning, _ = positions.sweep_data(plan["stories"]["train_args"], TUNE_STORIES)
-        argv = [*plan["stories"]["train_args"], *lr_args(lr), "--blocks", str(size[0]), "--heads", str(size[1]),
-                "--seed", str(seed)]
-        _, history, _ = train.train_model(argv, data=tuning, until=until)
+        tuning, _ = sweep_data(plan["stories"]["train"], TUNE_STORIES)
+        values = {**plan["stories"]["train"], **lr_values(lr), "blocks": size[0], "heads": size[1], "seed": seed}
+        _, history = trained(values, data=tuning, until=until)
         got = rounded(history[-1]["val"])
     else:
         tuning = periodic(random.Random(TUNE_SEED), plan["induction"]["tune_sequences"])
@@ -498,7 +387,7 @@ def rerun(record, task, size, seed, until):
 
 
 def main(argv=None):
-    parser = positions.experiment_parser(
+    parser = experiment_parser(
         "Train the model grown to 1 or 2 blocks of 1 or 4 heads on the stories and on periodic sequences, over seeds"
         " and a sweep of learning rates, and record what a second block and more heads buy.", RECORD_FILE.name,
         "2 seeds, 20 steps", {"choices": TASKS, "metavar": "TASK",
@@ -510,19 +399,20 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.rerun:
         return main_rerun(parser, args)
-    return positions.run_or_check(sys.modules[__name__], args)
+    return run_or_check(sys.modules[__name__], args)
 
 
 def main_rerun(parser, args):
     """depth.py --rerun: check the arguments against the record before training, then rerun the cell."""
-    records = positions.rerun_records(parser, args, ((RECORD_FILE, "depth.py"),))
+    machine.use_threads(1, "python3 -m experiments.depth")  # as the record was made
+    records = rerun_records(parser, args, ((RECORD_FILE, "python3 -m experiments.depth"),))
     if records is None:
         return 2
     record, size = records[0], (args.blocks, args.heads)
     if size not in SIZES:
         parser.error(f"--blocks {args.blocks} --heads {args.heads}: {RECORD_FILE.name} has the sizes"
                      f" {', '.join(name_of(s) for s in SIZES)} (blocks x heads)")
-    until = positions.rerun_step(parser, args.until, record[args.rerun]["runs"][name_of(size)][0]["tune_curve"],
+    until = rerun_step(parser, args.until, record[args.rerun]["runs"][name_of(size)][0]["tune_curve"],
                                  args.seed, record["settings"]["seeds"], RECORD_FILE.name)
     ok, line = rerun(record, args.rerun, size, args.seed, until)
     print(line)

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-import sizes
+from oneblock import sizes
 from model import EPS
 
 SCHEMES = ("learned", "none", "sinusoidal", "rope")  # how positions enter the model; see forward

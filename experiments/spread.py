@@ -1,9 +1,9 @@
 """How far a training result moves from one machine to another, measured on one machine.
 
-    python3 spread.py                 # every position scheme, seed 3, train.py's full run, under each family of
+    python3 -m experiments.spread     # every position scheme, seed 3, train.py's full run, under each family of
                                       # kernels this CPU can execute, with 1 and 2 threads: about 30 minutes on
                                       # 2 cores; writes spread.json
-    python3 spread.py --schemes learned --steps 1000 --out quick-spread.json     # a quicker look
+    python3 -m experiments.spread --schemes learned --steps 1000 --out quick-spread.json     # a quicker look
 
 NumPy's matrix products go through OpenBLAS, which picks a family of kernels for the CPU it runs on: SkylakeX on
 CPUs with AVX-512, Haswell with AVX2 (most laptops of the last ten years, AMD's Zen included), Sandybridge with AVX,
@@ -14,11 +14,12 @@ different runs of the same recipe. So:
 - same machine, same kernels, same thread count, same versions: the same bits, every time (the tests check it);
 - another machine: a number within the spread this script records.
 
-It runs `train.train_model` in a fresh process per (family, threads), with OPENBLAS_CORETYPE forcing the family:
+It trains with the library's train (oneblock/training.py) in a fresh process per (family, threads), with
+OPENBLAS_CORETYPE forcing the family (read when OpenBLAS loads, so it must be set for a new process):
 how another CPU would compute, on this one. Families this CPU cannot execute are skipped (OpenBLAS then falls back
 to another, which the worker reports). The record keeps every run's validation curve and, per scheme and step, the
-smallest and largest validation loss over the runs (their difference is the spread that `positions.py --rerun`
-accepts).
+smallest and largest validation loss over the runs (their difference is the spread that a rerun of positions.py
+accepts: recording.tolerance).
 """
 
 import argparse
@@ -29,38 +30,37 @@ import sys
 import time
 from pathlib import Path
 
-import machine
 from atomic import write_atomic
+from oneblock import machine
+from oneblock.settings import SCHEMES
 
-HERE = Path(__file__).resolve().parent
-RECORD_FILE = HERE / "spread.json"
+with machine.needed_by("python3 -m experiments.spread"):
+    from experiments.recording import SPREAD_FILE as RECORD_FILE, SPREAD_SEED as SEED, flags, json_text, trained
+
+ROOT = Path(__file__).resolve().parent.parent  # where the workers run: python3 -m experiments.spread --worker
 FORMAT = "one-block kernel spread v1"  # the record's "format" field
 FAMILIES = ("SkylakeX", "Haswell", "Sandybridge", "Nehalem")  # OpenBLAS kernel families, newest first
 THREADS = (1, 2)
-SCHEMES = ("learned", "none", "sinusoidal", "rope")  # numpy_model.SCHEMES (this process does not import NumPy)
-SEED = 3  # train.py's default seed
 
 # ----------------------------------------------------------------------------------------------------------------
 # One run, in a worker process whose OpenBLAS was told its family before NumPy loaded it
 
 
-def worker(scheme, threads, train_args):
-    """Train one model as train.py would and print {"kernels", "curve", "seconds"} as one JSON line."""
-    import train
-
+def worker(scheme, threads, values):
+    """Train one model as train.py would, with the training settings values, and print {"kernels", "curve",
+    "seconds"} as one JSON line."""
     t0 = time.perf_counter()
-    argv = [*train_args, "--positions", scheme, "--seed", str(SEED), "--threads", str(threads)]
-    _, history, _ = train.train_model(argv)
+    _, history = trained({**values, "positions": scheme, "seed": SEED, "threads": threads})
     print(json.dumps({"kernels": machine.openblas_core(), "curve": [[h["step"], h["val"]] for h in history],
                       "seconds": round(time.perf_counter() - t0, 1)}))
 
 
-def run_worker(family, scheme, threads, train_args):
+def run_worker(family, scheme, threads, values):
     """The JSON a worker prints, run with OPENBLAS_CORETYPE=family; None if it failed (the CPU lacks the family's
     instructions) or OpenBLAS fell back to another family."""
     env = {**os.environ, "OPENBLAS_CORETYPE": family}
-    job = json.dumps({"scheme": scheme, "threads": threads, "train_args": train_args})
-    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", job], env=env,
+    job = json.dumps({"scheme": scheme, "threads": threads, "values": values})
+    proc = subprocess.run([sys.executable, "-m", "experiments.spread", "--worker", job], env=env, cwd=ROOT,
                           capture_output=True, text=True)
     if proc.returncode != 0:
         return None
@@ -70,14 +70,14 @@ def run_worker(family, scheme, threads, train_args):
 
 def probe(family):
     """Whether this CPU runs OpenBLAS's family (a few training steps with it)."""
-    return run_worker(family, "learned", 1, ["--steps", "1", "--val-stories", "2", "--batch", "1"]) is not None
+    return run_worker(family, "learned", 1, {"steps": 1, "val_stories": 2, "batch": 1}) is not None
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # The experiment
 
 
-def measure(schemes, families, train_args, report=print):
+def measure(schemes, families, values, report=print):
     """The record: every scheme under every (family, threads), and the per-step range of the validation loss."""
     started = time.perf_counter()
     runs, spread = {}, {}
@@ -85,7 +85,7 @@ def measure(schemes, families, train_args, report=print):
         runs[scheme] = []
         for family in families:
             for threads in THREADS:
-                result = run_worker(family, scheme, threads, train_args)
+                result = run_worker(family, scheme, threads, values)
                 if result is None:
                     raise RuntimeError(f"the {family} kernels stopped working during the experiment")
                 runs[scheme].append({"kernels": family, "threads": threads, **result})
@@ -97,38 +97,26 @@ def measure(schemes, families, train_args, report=print):
                           "width": [max(v) - min(v) for v in by_step]}  # exact: the record rounds each number
     return {
         "format": FORMAT,
-        "command": " ".join(["python3", "spread.py", *sys.argv[1:]]),
+        "command": " ".join(["python3", "-m", "experiments.spread", *sys.argv[1:]]),
         "seconds": round(time.perf_counter() - started, 1),
         "machine": {"cpus": os.cpu_count(), "native": machine.blas(1)},
-        "settings": {"seed": SEED, "train_args": train_args, "families": list(families), "threads": list(THREADS)},
+        "settings": {"seed": SEED, "train_args": flags(values), "families": list(families), "threads": list(THREADS)},
         "runs": runs,
         "spread": spread,
     }
 
 
-def tolerance(record, scheme, step):
-    """The spread of scheme's validation loss at step over the recorded runs (largest minus smallest).
-
-    >>> tolerance({"spread": {"rope": {"steps": [0, 500], "width": [0.0, 0.25]}}}, "rope", 500)
-    0.25
-    """
-    s = record["spread"][scheme]
-    if step not in s["steps"]:
-        raise ValueError(f"spread.json has no spread for {scheme} at step {step}; it has steps {s['steps']}")
-    return s["width"][s["steps"].index(step)]
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description="Train one seed of each position scheme under each OpenBLAS kernel"
                                                  " family this CPU can run, with 1 and 2 threads, and record how far"
-                                                 " the validation loss moves.")
+                                                 " the validation loss moves.", allow_abbrev=False)
     parser.add_argument("--schemes", default=",".join(SCHEMES), help=f"comma-separated, from {', '.join(SCHEMES)}")
     parser.add_argument("--steps", type=int, default=None, help="training steps (default: train.py's, 12000)")
     parser.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                         help="train.py's --dtype (default: %(default)s)")
     parser.add_argument("--out", default=None, metavar="PATH",
                         help="where to write the record (default: spread.json next to this script)")
-    parser.add_argument("--worker", help=argparse.SUPPRESS)  # JSON: {"scheme", "threads", "train_args"}
+    parser.add_argument("--worker", help=argparse.SUPPRESS)  # JSON: {"scheme", "threads", "values"}
     args = parser.parse_args(argv)
     if args.worker:
         worker(**json.loads(args.worker))
@@ -142,7 +130,6 @@ def main(argv=None):
     out = Path(args.out) if args.out else RECORD_FILE
     if out.is_dir() or not out.parent.is_dir():
         parser.error(f"--out {out}: expected a file in an existing folder")
-    machine.need("numpy", "spread.py")
 
     families = [f for f in FAMILIES if probe(f)]
     if not families:
@@ -151,11 +138,9 @@ def main(argv=None):
         return 2
     print(f"kernel families this CPU runs: {', '.join(families)}; threads: {', '.join(map(str, THREADS))}",
           flush=True)
-    train_args = ["--dtype", args.dtype] + (["--steps", str(args.steps)] if args.steps else [])
-    record = measure(schemes, families, train_args, report=lambda line: print(line, flush=True))
-    import positions  # (after the workers: it imports NumPy)
-
-    write_atomic(out, positions.json_text(record) + "\n")
+    values = {"dtype": args.dtype, **({"steps": args.steps} if args.steps else {})}
+    record = measure(schemes, families, values, report=lambda line: print(line, flush=True))
+    write_atomic(out, json_text(record) + "\n")
     for scheme, s in record["spread"].items():
         print(f"{scheme:>10}: final validation loss from {s['min'][-1]:.4f} to {s['max'][-1]:.4f}"
               f" (spread {s['width'][-1]:.2g})")

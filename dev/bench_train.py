@@ -1,7 +1,7 @@
 """Benchmark (not a test): train.py's own steps per second for each backend and process count, side by side.
 
-    python3 bench_train.py                       # numpy, torch in one process, torch on 2 ranks; 3 rounds
-    python3 bench_train.py --steps 300 --rounds 1 --batch 16
+    python3 -m dev.bench_train                   # numpy, torch in one process, torch on 2 ranks; 3 rounds
+    python3 -m dev.bench_train --steps 300 --rounds 1 --batch 16
 
 Where bench.py times one training step in isolation, this runs `train.py` itself, as a user would, so the figure
 includes everything a step costs there: drawing the windows, the optimiser, and for DDP the gradient all-reduce
@@ -21,9 +21,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-import machine
+from oneblock import machine
 
-HERE = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parent.parent  # the lab's folder, where train.py is
 RUNS = {  # name -> the launcher and the train.py arguments that make the configuration
     "numpy (numpy_fast)": ([sys.executable], ["--backend", "numpy"]),
     "torch, 1 process": ([sys.executable], ["--backend", "torch", "--device", "cpu"]),
@@ -44,7 +44,7 @@ def tokens_per_second(stdout):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     p.add_argument("--steps", type=int, default=1000, help="steps per run (default: %(default)s)")
     p.add_argument("--batch", type=int, default=16, help="windows of 64 tokens per step (default: %(default)s)")
     p.add_argument("--rounds", type=int, default=3, help="rounds; the median is reported (default: %(default)s)")
@@ -52,8 +52,8 @@ def main(argv=None):
     if args.steps < 1 or args.rounds < 1 or args.batch < 2 or args.batch % 2:
         p.error(f"--steps and --rounds must be at least 1 and --batch an even number (2 ranks share it); got"
                 f" {args.steps}, {args.rounds} and {args.batch}")
-    machine.need("numpy", "bench_train.py")
-    machine.need("torch", "bench_train.py")
+    machine.need("numpy", "python3 -m dev.bench_train")
+    machine.need("torch", "python3 -m dev.bench_train")
     common = ["--steps", str(args.steps), "--batch", str(args.batch), "--eval-every", str(args.steps),
               "--ckpt-every", str(args.steps), "--val-stories", "20", "--quiet"]
     speeds = {name: [] for name in RUNS}
@@ -61,7 +61,7 @@ def main(argv=None):
         for r in range(args.rounds):
             for k, (name, (launcher, extra)) in enumerate(RUNS.items()):
                 out = Path(folder) / f"round{r}-run{k}.safetensors"
-                proc = subprocess.run([*launcher, str(HERE / "train.py"), *common, *extra, "--out", str(out)],
+                proc = subprocess.run([*launcher, str(ROOT / "train.py"), *common, *extra, "--out", str(out)],
                                       capture_output=True, text=True)
                 if proc.returncode != 0:
                     print(f"error: {name} failed:\n{proc.stderr[:3000]}", file=sys.stderr)

@@ -1,8 +1,9 @@
-"""What this machine brings to a run: the packages a script needs, and the BLAS kernels that NumPy computes with.
+"""What this machine brings to a run: the packages a script needs, the BLAS kernels and threads that NumPy computes
+with, and the memory a size may take.
 
 The lab itself (model.py, trace_block.py, train.py --backend python) is standard library only; the fast path, the
-pictures and the cross-checks need packages. A script imports those through `need`, so that a learner without one
-reads what to do instead of a traceback:
+pictures and the cross-checks need packages. A script imports those through `need`, or in a `needed_by` block, so
+that a learner without one reads what to do instead of a traceback:
 
     >>> need("math", "this example").sqrt(4.0)
     2.0
@@ -14,25 +15,28 @@ reads what to do instead of a traceback:
 Float results of the NumPy path depend on the machine: OpenBLAS picks its matrix kernels for the CPU it runs on
 (AVX-512 "SkylakeX", AVX2 "Haswell", AVX "Sandybridge", ...; OPENBLAS_CORETYPE forces a family), and each family,
 like each thread count, adds in its own order. `blas()` says which kernels a run used, so that a recorded figure can
-say where it was measured (spread.py measures how far results move between families).
+say where it was measured (experiments/spread.py measures how far results move between families). The thread count
+is set while the program runs (`use_threads`, through threadpoolctl), so no order of imports can change the bits.
 """
 
 import ctypes
 import importlib
 import os
 import sys
+from contextlib import contextmanager
 
 DEV = "python3 -m pip install -r requirements-dev.txt"  # the pinned test requirements: numpy, matplotlib, ...
-INSTALL = {  # module -> the command that installs it, as the README gives it
+INSTALL = {  # package -> the command that installs it, as the README gives it
     "numpy": DEV,
+    "threadpoolctl": DEV,
     "matplotlib": DEV,
     "safetensors": DEV,
     "tokenizers": DEV,
     "playwright": DEV,
     "torch": "python3 -m pip install -r requirements-torch.txt (the README says how to get the CPU-only wheel)",
-    "numba": "python3 -m pip install numba==0.68.1 (jit_probe.py alone uses it)",
+    "numba": "python3 -m pip install numba==0.68.1 (dev/jit_probe.py alone uses it)",
 }
-THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")  # read once, at NumPy's import
+THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")  # what a new process's BLAS reads
 
 # ----------------------------------------------------------------------------------------------------------------
 # Packages
@@ -46,9 +50,35 @@ def need(module, who):
     except ModuleNotFoundError as e:
         if e.name != module.split(".")[0]:  # the package is there but something it imports is not
             raise
-        install = INSTALL.get(module.split(".")[0], f"python3 -m pip install {module}")
-        print(f"error: {who} needs {module}, which is not installed; install it with: {install}", file=sys.stderr)
-        raise SystemExit(2) from None
+        missing(module, who)
+
+
+@contextmanager
+def needed_by(who):
+    """Around a script's imports: a package of INSTALL's that is not installed, wherever in the block (or in what
+    it imports) it is first asked for, is one line naming it, who needs it and its install command, and exit
+    status 2, as `need` says it. Any other import error raises as usual.
+
+    >>> with needed_by("this example"):
+    ...     import no_such_package_xyz
+    Traceback (most recent call last):
+    ...
+    ModuleNotFoundError: No module named 'no_such_package_xyz'
+    """
+    try:
+        yield
+    except ModuleNotFoundError as e:
+        package = (e.name or "").split(".")[0]
+        if package not in INSTALL:
+            raise
+        missing(package, who)
+
+
+def missing(package, who):
+    """Say that who needs package, which is not installed, with the command that installs it; exit status 2."""
+    install = INSTALL.get(package.split(".")[0], f"python3 -m pip install {package}")
+    print(f"error: {who} needs {package}, which is not installed; install it with: {install}", file=sys.stderr)
+    raise SystemExit(2) from None
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -138,18 +168,31 @@ def _read_text(path):
 # BLAS
 
 
-def set_blas_threads(n):
-    """Ask NumPy's BLAS for n threads. It reads this once, when NumPy is first imported: call it before that."""
-    for var in THREAD_VARIABLES:
-        os.environ[var] = str(n)
+def use_threads(n, who="this run"):
+    """From now on, NumPy's BLAS computes with n threads (threadpoolctl sets its pool while the program runs, whether
+    NumPy was imported early or late), so that a result has the bits of its thread count and no others. Returns the
+    limits; `with use_threads(n):` sets them for a block only. who: as for `need`.
+
+    >>> import numpy
+    >>> with use_threads(1):
+    ...     blas_threads()
+    1
+    """
+    threadpoolctl = need("threadpoolctl", who)
+    need("numpy", who)
+    return threadpoolctl.threadpool_limits(n, user_api="blas")
 
 
-def numpy_like_train(who):
-    """NumPy for a script that trains as train.py's default run does, with one BLAS thread (and so with its bits),
-    unless NumPy is loaded already (then with the threads it has); who needs it, as for `need`."""
-    if "numpy" not in sys.modules:  # BLAS reads its thread count when NumPy is first imported
-        set_blas_threads(1)
-    return need("numpy", who)
+def blas_threads():
+    """The threads NumPy's BLAS computes with now (the largest pool, if it has several).
+
+    >>> blas_threads() >= 1
+    True
+    """
+    import threadpoolctl
+
+    return max((pool["num_threads"] for pool in threadpoolctl.threadpool_info() if pool["user_api"] == "blas"),
+               default=1)
 
 
 def openblas_core():

@@ -1,7 +1,7 @@
 """The loss floor: the lowest loss any model can reach on corpus.txt, in nats per token.
 
-    python3 floor.py          # (re)write corpus-entropy.json next to this script
-    python3 floor.py --check  # exit 1 with a one-line reason if it differs from a fresh computation
+    python3 -m oneblock.floor          # (re)write corpus-entropy.json, the record beside this module
+    python3 -m oneblock.floor --check  # exit 1 with a one-line reason if it differs from a fresh computation
 
 make_corpus.py knows the probability p of every story it writes: the product of its random choices. A story's text
 determines its choices (make_corpus.parse_story finds exactly one way to make it), and the text determines its tokens,
@@ -13,7 +13,7 @@ number of tokens, that is the floor every reported loss should be read against:
     floor = sum over stories of -log p(story) / sum over stories of tokens(story + newline)
 
     >>> import bpe
-    >>> tok = bpe.Tokenizer.load(HERE / "tokenizer.json")
+    >>> tok = bpe.Tokenizer.load(ROOT / "tokenizer.json")
     >>> nats, tokens = story_floor(["mia has a red hat. mia gives the hat to ava. now ava has the hat."], tok)
     >>> round(nats, 4), tokens, round(nats / tokens, 4)
     (7.7832, 20, 0.3892)
@@ -34,10 +34,12 @@ from atomic import write_atomic
 # ----------------------------------------------------------------------------
 # settings
 
-HERE = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parent.parent  # the lab's folder, where the corpus and its tokenizer are
 CORPUS_FILE = "corpus.txt"                  # the stories, one per line
 TOKENIZER_FILE = "tokenizer.json"           # counts the tokens
-ENTROPY_FILE = "corpus-entropy.json"        # what this script writes, next to the corpus
+ENTROPY_FILE = "corpus-entropy.json"        # what this module writes, beside itself
+RECORD = Path(__file__).resolve().parent / ENTROPY_FILE
+COMMAND = "python3 -m oneblock.floor"       # writes it
 FORMAT = "one-block corpus entropy v1"      # the "format" field of that file
 
 # ----------------------------------------------------------------------------
@@ -90,7 +92,7 @@ def record_text(record):
     return json.dumps(record, indent=2) + "\n"
 
 
-def fresh_text(folder=HERE):
+def fresh_text(folder=ROOT):
     """corpus-entropy.json as it should be for the corpus and tokenizer in folder."""
     corpus = (Path(folder) / CORPUS_FILE).read_text(encoding="utf-8")
     tok = bpe.Tokenizer.load(Path(folder) / TOKENIZER_FILE)
@@ -98,28 +100,30 @@ def fresh_text(folder=HERE):
     return record_text(entropy_record(corpus, tok, tokenizer_sha256))
 
 
-def load_floor(folder=HERE):
-    """The floor in nats per token from corpus-entropy.json; a missing or stale file is a ValueError saying so."""
-    path = Path(folder) / ENTROPY_FILE
+def load_floor(folder=ROOT, record=RECORD):
+    """The floor in nats per token from the record (corpus-entropy.json) of the corpus in folder; a missing or stale
+    record is a ValueError saying so."""
+    path = Path(record)
     if not path.exists():
-        raise ValueError(f"{ENTROPY_FILE} is missing; run python3 floor.py to write it")
+        raise ValueError(f"{ENTROPY_FILE} is missing; run {COMMAND} to write it")
     record = json.loads(path.read_text(encoding="utf-8"))
     if record.get("format") != FORMAT:
         raise ValueError(f"{ENTROPY_FILE} has format {record.get('format')!r}, expected {FORMAT!r};"
-                         f" run python3 floor.py to rewrite it")
+                         f" run {COMMAND} to rewrite it")
     corpus_sha = sha256_of((Path(folder) / CORPUS_FILE).read_bytes())
     if record.get("corpus_sha256") != corpus_sha:
-        raise ValueError(f"{ENTROPY_FILE} was computed for another {CORPUS_FILE}; run python3 floor.py to rewrite it")
+        raise ValueError(f"{ENTROPY_FILE} was computed for another {CORPUS_FILE}; run {COMMAND} to rewrite it")
     return record["nats_per_token"]
 
 
-def check(folder=HERE):
-    """None if corpus-entropy.json equals a fresh computation, else a one-line reason."""
-    path = Path(folder) / ENTROPY_FILE
+def check(folder=ROOT, record=RECORD):
+    """None if the record (corpus-entropy.json) equals a fresh computation on the corpus in folder, else a one-line
+    reason."""
+    path = Path(record)
     if not path.exists():
-        return f"{ENTROPY_FILE} is missing; run python3 floor.py to write it"
+        return f"{ENTROPY_FILE} is missing; run {COMMAND} to write it"
     if path.read_text(encoding="utf-8") != fresh_text(folder):
-        return f"{ENTROPY_FILE} differs from a fresh computation on {CORPUS_FILE}; run python3 floor.py to rewrite it"
+        return f"{ENTROPY_FILE} differs from a fresh computation on {CORPUS_FILE}; run {COMMAND} to rewrite it"
     return None
 
 
@@ -140,7 +144,7 @@ if __name__ == "__main__":
         print(f"OK: {ENTROPY_FILE} matches {CORPUS_FILE} and {TOKENIZER_FILE}")
     else:
         text = fresh_text()
-        write_atomic(HERE / ENTROPY_FILE, text)
+        write_atomic(RECORD, text)
         record = json.loads(text)
         print(f"wrote {ENTROPY_FILE}: {record['stories']} stories, {record['tokens']} tokens,"
               f" {record['nats_per_token']:.4f} nats per token"

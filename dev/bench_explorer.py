@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 import explore
-import machine
+from oneblock import machine
 import train
 from atomic import write_atomic
 

@@ -1,8 +1,8 @@
 """A larger model on paper: its parameters, the memory a training step needs, its FLOPs per token, and what that
 means for tokens per second per GPU, all by formula (no model is built, nothing is timed).
 
-    python3 scale.py                                   # GPT-2 small's shape with this lab's layers
-    python3 scale.py --width 16 --blocks 1 --heads 1 --vocab 96 --max-len 64 --batch 16   # the lab's model
+    python3 -m dev.scale                                # GPT-2 small's shape with this lab's layers
+    python3 -m dev.scale --width 16 --blocks 1 --heads 1 --vocab 96 --max-len 64 --batch 16   # the lab's model
 
 The layers are this lab's (numpy_model.py): per block two layer norms (a gain and a bias each), Wq, Wk, Wv, Wo of
 (d, d) without biases, an MLP of 4 d hidden units with biases; token and learned position tables; a final layer norm;
@@ -30,7 +30,7 @@ default dtype: 4 bytes a number.
 import argparse
 import sys
 
-import sizes
+from oneblock import sizes
 
 BYTES = 4  # float32
 
@@ -102,7 +102,7 @@ def positive(kind):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description="The parameters, memory, FLOPs and tokens per second of a larger"
-                                                 " model of this lab's layers, by formula.")
+                                                 " model of this lab's layers, by formula.", allow_abbrev=False)
     parser.add_argument("--width", type=positive(int), default=768, help="d (default: %(default)s)")
     parser.add_argument("--blocks", type=positive(int), default=12, help="blocks (default: %(default)s)")
     parser.add_argument("--heads", type=positive(int), default=12, help="heads per block (default: %(default)s)")

@@ -33,9 +33,9 @@ import math
 
 import numpy as np
 
-import sizes
+from oneblock import sizes
 from model import EPS
-from sizes import block_params, prefix
+from oneblock.sizes import block_params, prefix
 
 DTYPES = (np.float32, np.float64)  # the parameter dtypes this path runs in
 SCHEMES = ("learned", "none", "sinusoidal", "rope")  # forward's `positions`

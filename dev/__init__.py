@@ -1,0 +1,11 @@
+"""For the lab's developers: benchmarks, probes and paper arithmetic, none of which the lab needs to run. Run them
+from the lab's folder:
+
+    bench.py           one training step of every backend, side by side, against the speed targets
+    bench_train.py     train.py's own tokens per second for each backend and process count
+    bench_explorer.py  the browser explorer's training in a headless Chromium, against train.py's
+    jit_probe.py       what a JIT (numba) would buy the tuned path's row-wise passes
+    scale.py           a larger model on paper: parameters, memory, FLOPs, tokens per second per GPU
+
+    python3 -m dev.scale --width 16 --blocks 1 --heads 1 --vocab 96 --max-len 64 --batch 16
+"""

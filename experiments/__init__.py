@@ -1,0 +1,12 @@
+"""The experiments: what the lab found, each recorded beside its code, with --check (a reduced run and every
+summary derived again from the record) and --rerun (one cell trained again). Run them from the lab's folder:
+
+    positions.py   what positions are for: the four schemes over seeds and a learning-rate sweep (positions.json)
+    depth.py       what a second block buys: 1 or 2 blocks of 1 or 4 heads, on the stories and on copying (depth.json)
+    induction.py   the copying task depth.py and plots.py share: periodic sequences and what a model learned of them
+    spread.py      how far a training result moves from one machine to another (spread.json)
+    recording.py   what every experiment shares: its sweep, its record's text and checks, its command line
+    plots.py       the pictures of docs/figures/, from the trained models and the records
+
+    python3 -m experiments.positions --check
+"""

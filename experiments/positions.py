@@ -1,0 +1,360 @@
+"""What positions are for: the same model trained with each position scheme, over several seeds and a small sweep of
+learning rates, measured three ways.
+
+    python3 -m experiments.positions            # the full experiment, about 25 minutes on 2 cores; positions.json
+    python3 -m experiments.positions --check    # a reduced run (seconds) of the same shape, and positions.json's
+
+Each run is train.py's default training (oneblock/training.py's train, 12,000 steps of 16 x 64 tokens) with only
+the position scheme, the seed and the learning rate changed: the same data, budget and settings for every scheme. The
+schemes
+(numpy_model.py): learned (a trained row per position), none (a bag of tokens), sinusoidal (a fixed sine/cosine table
+added to the embeddings) and rope (q and k rotated by position inside attention).
+
+A fair comparison gives every scheme its best learning rate, not the one tuned for learned positions. So every
+scheme trains with each peak learning rate of SWEEP (the same few for all, each decaying to a tenth of itself, as
+train.py's 0.01 does to 0.001) and every seed, on the training stories without the last SWEEP["tune_stories"] of
+them; the loss on those held-out stories, averaged over the seeds, chooses the scheme's learning rate, and the runs
+at that rate are the ones reported, on the validation stories, which no choice has read (recording.sweep_data,
+recording.chosen_lr). depth.py chooses its learning rates the same way. After each run, through numpy_fast.py as the
+training itself:
+
+1. Validation loss: train.py's own (each validation story read from its start), next to the floor of the same
+   stories (floor.py): no model can expect to go below it.
+2. The order probe: each validation story ends "now Y has ...", and who Y is depends on word order ("mia gives the
+   hat to ava" is not "ava gives the hat to mia"). The model reads the story up to "now"; the probe records whether
+   the name it finds most likely next (over the whole vocabulary) is Y, and the probability it gives Y.
+3. Length extrapolation: the validation stories, one after another, cut into windows of 128 tokens (twice the
+   training length), and the loss at each position 0..127 averaged over the windows. learned cannot read them: it
+   has no row past 64, so it is measured on the first 64 positions of the same windows and records why not more.
+
+Every number is the mean over seeds with its spread (sample standard deviation, min, max, and each seed's value).
+Same code, same machine: the same record, bit for bit (the runs are deterministic), except the "seconds" field.
+"""
+
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from oneblock import machine
+
+with machine.needed_by("python3 -m experiments.positions"):
+    import numpy as np
+
+    import make_corpus
+    from experiments.recording import (SPREAD_FILE, SPREAD_SEED, TUNE_STORIES, across_seeds, check_provenance,
+                                       experiment_parser, first_difference, flags, last_probs, lr_values, need,
+                                       provenance, recorded_settings, rerun_records, rerun_step, rounded,
+                                       run_or_check, spread_text, sweep_data, sweep_summary, sweep_text, table_row,
+                                       tolerance, trained, validation_loss)
+    from oneblock import numpy_fast, numpy_model
+    from oneblock.settings import MODEL
+
+# ----------------------------------------------------------------------------------------------------------------
+# Settings
+
+HERE = Path(__file__).resolve().parent
+RECORD_FILE = HERE / "positions.json"
+FORMAT = "one-block positions experiment v3"  # the record's "format" field
+SCHEMES = numpy_model.SCHEMES  # learned, none, sinusoidal, rope
+FULL = {"seeds": [3, 4, 5, 6, 7], "train": {}}  # train.py's defaults, but the learning rate
+REDUCED = {"seeds": [3, 4], "train": {"steps": 150, "batch": 8, "warmup": 20}}  # --check: seconds
+SWEEP = {"lrs": [0.003, 0.01, 0.03], "tune_stories": TUNE_STORIES}  # peak learning rates, and the stories that choose one
+WINDOW = 128  # tokens per extrapolation window: twice the 64 positions the models train on
+TRAINED = MODEL["max_len"]  # 64: the positions every run trains on, and the rows learned has
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Measurements of one trained model
+
+
+def probe_items(tok, val_texts):
+    """(inputs, answers, shapes) for the order probe: per validation story, the newline and the story's tokens up to
+    and including " now"; the token of the name that follows (Y, read off make_corpus.parse_story, not off the
+    text); the story's shape.
+
+    >>> import bpe
+    >>> tok = bpe.Tokenizer.load(HERE.parent / "tokenizer.json")
+    >>> story = "mia has a red hat. mia gives the hat to ava. now ava has the hat."
+    >>> inputs, answers, shapes = probe_items(tok, [story])
+    >>> tok.decode(inputs[0][-3:]), tok.decode([answers[0]]), shapes
+    (' ava. now', ' ava', ['gift'])
+    """
+    now = tok.encode(" now")
+    if len(now) != 1:
+        raise ValueError(f"' now' is {len(now)} tokens in this tokenizer; the probe expects one")
+    inputs, answers, shapes = [], [], []
+    for text in val_texts:
+        shape, choices = make_corpus.parse_story(text)
+        ids = tok.encode("\n" + text)  # (n,) the newline before the story, as in the corpus
+        cut = len(ids) - 1 - ids[::-1].index(now[0])  # the last " now"
+        name = tok.encode(" " + choices["z" if shape == "pass" else "y"])  # who has the thing now
+        if len(name) != 1 or ids[cut + 1] != name[0]:
+            raise ValueError(f"story {text!r}: expected one name token after ' now'")
+        inputs.append(ids[:cut + 1])
+        answers.append(name[0])
+        shapes.append(shape)
+    return inputs, answers, shapes
+
+
+def probe(params, scheme, items):
+    """{"accuracy", "mean_probability", "accuracy_by_shape"}: the share of stories where the right name is the most
+    likely next token, and the mean probability it gets."""
+    inputs, answers, shapes = items
+    p = last_probs(params, inputs, scheme)  # (S, V)
+    answers = np.array(answers)  # (S,)
+    right = p.argmax(axis=1) == answers  # (S,)
+    by_shape = {shape: float(np.mean([r for r, s in zip(right, shapes) if s == shape]))
+                for shape in sorted(set(shapes))}
+    return {"accuracy": float(right.mean()), "mean_probability": float(p[np.arange(len(answers)), answers].mean()),
+            "accuracy_by_shape": by_shape}
+
+
+def windows(tok, val_texts, length):
+    """(inputs, targets), each (W, length): the validation stories one after another (a newline before the first,
+    one after each), cut into consecutive windows; window w reads tokens w*length .. and predicts the next ones.
+
+    >>> import bpe
+    >>> x, y = windows(bpe.Tokenizer.load(HERE.parent / "tokenizer.json"), ["mia has a red hat."] * 10, 16)
+    >>> x.shape, bool((x[0, 1:] == y[0, :-1]).all())
+    ((4, 16), True)
+    """
+    stream = np.array(tok.encode("\n" + "".join(s + "\n" for s in val_texts)))  # (n,)
+    count = (len(stream) - 1) // length
+    starts = np.arange(count)[:, None] * length + np.arange(length)  # (W, length)
+    return stream[starts], stream[starts + 1]
+
+
+def loss_by_position(params, scheme, inputs, targets):
+    """The mean -log p of the target at each position over the windows, (T,) float64; for learned only the first
+    64 positions, after recording that the model refuses the whole window. Returns (losses, refusal or None)."""
+    refusal = None
+    try:
+        numpy_fast.forward(params, inputs[:1], scheme)
+    except ValueError as e:  # learned: no row past 64
+        refusal = str(e)
+        inputs, targets = inputs[:, :TRAINED], targets[:, :TRAINED]
+    logits, _ = numpy_fast.forward(params, inputs, scheme)  # (W, T, V)
+    logits = np.asarray(logits, dtype=np.float64)
+    top = logits.max(axis=2, keepdims=True)  # (W, T, 1)
+    log_z = np.log(np.exp(logits - top).sum(axis=2)) + top[:, :, 0]  # (W, T)
+    picked = np.take_along_axis(logits, targets[:, :, None], axis=2)[:, :, 0]  # (W, T)
+    return (log_z - picked).mean(axis=0), refusal  # (T,)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The experiment
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The experiment
+
+
+def run_experiment(plan, report=print):
+    """Train every scheme with every learning rate of SWEEP and every seed of plan and measure each run; return the
+    record (a dict): the raw numbers of every run under "runs", and under "schemes" their summaries, derived from
+    those raw numbers only."""
+    started, cpu = time.perf_counter(), time.process_time()
+    tuning, full = sweep_data(plan["train"], SWEEP["tune_stories"])
+    items = probe_items(full.tok, full.val_texts)
+    inputs, targets = windows(full.tok, full.val_texts, WINDOW)
+    runs = {scheme: [] for scheme in SCHEMES}
+    for scheme in SCHEMES:
+        for lr in SWEEP["lrs"]:
+            for seed in plan["seeds"]:
+                t0 = time.perf_counter()
+                params, history = trained({**plan["train"], **lr_values(lr), "positions": scheme, "seed": seed},
+                                          data=tuning)
+                by_position, refusal = loss_by_position(params, scheme, inputs, targets)
+                run = rounded({"lr": lr, "seed": seed, "tune": history[-1]["val"],
+                               "tune_curve": [[h["step"], h["val"]] for h in history],
+                               "val": validation_loss(params, full, scheme), "probe": probe(params, scheme, items),
+                               "loss_by_position": by_position.tolist(), "refusal": refusal})
+                runs[scheme].append(run)
+                report(f"{scheme:>10} lr {lr:<6g} seed {seed}: tune {run['tune']:.4f} | val {run['val']:.4f} |"
+                       f" probe {run['probe']['accuracy']:.3f} | {time.perf_counter() - t0:.1f} s")
+    floor_ = rounded({"validation_nats_per_token": full.val_floor, "tuning_nats_per_token": tuning.val_floor,
+                      "corpus_nats_per_token": full.corpus_floor, "uniform_nats_per_token": math.log(full.vocab)})
+    made, sources = provenance(started, cpu)
+    return {
+        "format": FORMAT,
+        "command": "python3 -m experiments.positions" + (" --check" if plan is REDUCED else ""),
+        **made,
+        "settings": {"seeds": plan["seeds"], "train_args": flags(plan["train"]),
+                     "training": recorded_settings(plan["train"]),
+                     "sweep": SWEEP, "window": WINDOW, "validation_stories": len(full.val_texts),
+                     "probe_stories": len(items[0]), "extrapolation_windows": len(inputs)},
+        **sources,
+        "floor": floor_,
+        "schemes": summarise(runs, floor_),
+        "runs": runs,
+    }
+
+
+def summarise(runs, floor):
+    """Per scheme, the sweep (tuning and validation loss of each learning rate across seeds, and the one chosen) and
+    the summaries of the runs at the chosen rate: every number a function of the runs' raw numbers (and the floor)
+    alone, computed with exactly rounded sums (statistics.fmean), so that positions.py --check re-derives the same
+    digits on any machine."""
+    ranges = {"0_63": (0, TRAINED), "32_63": (TRAINED // 2, TRAINED), "64_127": (TRAINED, WINDOW)}
+    schemes = {}
+    for scheme, all_runs in runs.items():
+        sweep = sweep_summary(all_runs, SWEEP["lrs"], {"val": lambda r: r["val"]})
+        rs = [r for r in all_runs if r["lr"] == sweep["chosen"]]  # the runs reported
+        curves = [r["loss_by_position"] for r in rs]  # (seeds, T)
+        shapes = rs[0]["probe"]["accuracy_by_shape"]
+        schemes[scheme] = {
+            "sweep": sweep,
+            "val_loss": across_seeds(r["val"] for r in rs),
+            "gap_to_floor": statistics.fmean(r["val"] for r in rs) - floor["validation_nats_per_token"],
+            "probe": {
+                "accuracy": across_seeds(r["probe"]["accuracy"] for r in rs),
+                "mean_probability": across_seeds(r["probe"]["mean_probability"] for r in rs),
+                "accuracy_by_shape": {shape: statistics.fmean(r["probe"]["accuracy_by_shape"][shape] for r in rs)
+                                      for shape in shapes},
+            },
+            "extrapolation": {
+                "reads_past_64": rs[0]["refusal"] is None,
+                "why_not": rs[0]["refusal"],
+                "mean_loss": {name: (across_seeds(statistics.fmean(c[a:b]) for c in curves) if b <= len(curves[0])
+                                     else None) for name, (a, b) in ranges.items()},
+                "loss_by_position": [statistics.fmean(column) for column in zip(*curves)],
+            },
+        }
+    return rounded(schemes)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The README's tables, from a record
+
+
+def tables(record):
+    """The README's table of positions.json: per scheme, the sweep and the runs at its chosen learning rate."""
+    lrs = " / ".join(f"{lr:g}" for lr in record["settings"]["sweep"]["lrs"])
+    lines = [table_row(["scheme", f"tuning loss at lr {lrs}", "validation loss, mean ± sd (min to max)",
+                        "gap to floor", "probe accuracy, % (min to max)", "mean probability of the right name",
+                        "loss at positions 32 to 63", "loss at positions 64 to 127"]),
+             table_row(["---"] * 8)]
+    for scheme, summary in record["schemes"].items():
+        probe, loss = summary["probe"], summary["extrapolation"]["mean_loss"]
+        accuracy = probe["accuracy"]
+        lines.append(table_row([
+            scheme, sweep_text(summary["sweep"]), spread_text(summary["val_loss"]), f"{summary['gap_to_floor']:+.4f}",
+            f"{accuracy['mean']:.1%} ({accuracy['min']:.0%} to {accuracy['max']:.0%})",
+            f"{probe['mean_probability']['mean']:.3f}", spread_text(loss["32_63"], 3),
+            spread_text(loss["64_127"], 3) if loss["64_127"] else "cannot read them: no row past 63"]))
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The record's shape, and writing it
+
+
+def check_record(record, plan):
+    """Raise a ValueError naming the first field that does not have the shape a run of plan gives, or the first
+    summary that differs from the one derived again from the record's raw per-run numbers."""
+    need(record.get("format") == FORMAT, f"format is {record.get('format')!r}, expected {FORMAT!r}")
+    settings = record.get("settings", {})
+    need(settings.get("seeds") == plan["seeds"] and settings.get("train_args") == flags(plan["train"]),
+         f"settings {settings} are not this code's ({plan})")
+    check_provenance(record)
+    need(settings.get("sweep") == SWEEP, f"the sweep {settings.get('sweep')} is not this code's ({SWEEP})")
+    need(list(record.get("runs", {})) == list(SCHEMES), f"runs are not of the schemes {list(SCHEMES)}")
+    floor = record["floor"]["validation_nats_per_token"]
+    cells = [(lr, seed) for lr in SWEEP["lrs"] for seed in plan["seeds"]]
+    for scheme, rs in record["runs"].items():
+        need([(r["lr"], r["seed"]) for r in rs] == cells,
+             f"{scheme}: expected a run for each learning rate of {SWEEP['lrs']} and each seed of {plan['seeds']}")
+        for r in rs:
+            name = f"{scheme} lr {r['lr']:g} seed {r['seed']}"
+            need(r["val"] > floor - 0.05, f"{name}: val {r['val']} is far below the floor {floor}")
+            need(r["tune"] > record["floor"]["tuning_nats_per_token"] - 0.05, f"{name}: tune {r['tune']} is far"
+                 f" below the floor of the tuning stories")
+            need(r["tune_curve"][-1] == [recorded_settings(plan["train"])["steps"], r["tune"]],
+                 f"{name}: the tuning curve does not end at the last step with tune")
+            need(0 <= r["probe"]["accuracy"] <= 1 and 0 <= r["probe"]["mean_probability"] <= 1,
+                 f"{name}: probe numbers outside [0, 1]")
+            need(sorted(r["probe"]["accuracy_by_shape"]) == sorted(make_corpus.SHAPES),
+                 f"{name}: probe accuracy_by_shape is not by the corpus's shapes")
+            need(len(r["loss_by_position"]) == (TRAINED if scheme == "learned" else WINDOW),
+                 f"{name}: loss_by_position has {len(r['loss_by_position'])} positions")
+            need(all(math.isfinite(x) and x > 0 for x in r["loss_by_position"]), f"{name}: a loss is not positive")
+            if scheme == "learned":
+                need("longer than the 64 positions the model has" in r["refusal"],
+                     f"{name}: expected the refusal of {WINDOW} tokens")
+            else:
+                need(r["refusal"] is None, f"{name}: refused the windows: {r['refusal']}")
+    first_difference(summarise(record["runs"], record["floor"]), record.get("schemes"), "schemes")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# A partial rerun: one cell of the record, trained again
+
+
+def rerun(record, kernel_spread, scheme, seed, until, lr):
+    """Train scheme with seed, learning rate lr and the full settings on the tuning split up to step until (the
+    same schedule as the full run, stopped early) and compare the loss on the tuning stories there with the record's
+    curve. Returns (ok, one line saying so).
+
+    The same machine, kernels and threads give the recorded digits exactly; another machine, a loss within the
+    spread that spread.json measured for this scheme at this step across OpenBLAS kernel families (for train.py's
+    own run, on all the training stories at the learning rate 0.01: a yardstick of how far kernels move a run)."""
+    run = {(r["lr"], r["seed"]): r for r in record["runs"][scheme]}[lr, seed]
+    recorded = dict(run["tune_curve"])[until]
+    allowed = tolerance(kernel_spread, scheme, until)
+    tuning, _ = sweep_data(FULL["train"], SWEEP["tune_stories"])
+    _, history = trained({**FULL["train"], **lr_values(lr), "positions": scheme, "seed": seed}, data=tuning,
+                         until=until)
+    got = rounded(history[-1]["val"])
+    cell = f"{scheme} lr {lr:g} seed {seed} at step {until}: tune {got:.6g}, recorded {recorded:.6g}"
+    if got == recorded:
+        return True, f"OK: {cell}: the same digits (the kernels and thread count of the record)"
+    within = abs(got - recorded) <= allowed
+    measured = (f"the spread across kernel families at this step is {allowed:.2g} (spread.json, seed"
+                f" {SPREAD_SEED})")
+    return within, f"{'OK' if within else 'NOT OK'}: {cell}: {'within' if within else 'outside'} {measured}"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Command line
+
+
+def main(argv=None):
+    parser = experiment_parser(
+        "Train the model with each position scheme over several seeds and a sweep of learning rates, and record"
+        " validation loss, an order probe and length extrapolation.", RECORD_FILE.name, "2 seeds, 150 steps",
+        {"choices": SCHEMES, "metavar": "SCHEME",
+         "help": "train one cell of positions.json again (with --seed and --lr, up to --until) and check its loss on"
+                 " the tuning stories against the record, within the spread across machines that spread.json"
+                 " records; exit 1 if it is outside"}, until=1000)
+    parser.add_argument("--lr", type=float, default=None,
+                        help="the peak learning rate of --rerun, one of the sweep's (default: the one the record"
+                             " chose for the scheme)")
+    args = parser.parse_args(argv)
+    if args.rerun:
+        return main_rerun(parser, args)
+    return run_or_check(sys.modules[__name__], args)
+
+
+def main_rerun(parser, args):
+    """positions.py --rerun: check the arguments against the records before training, then rerun the cell."""
+    machine.use_threads(1, "python3 -m experiments.positions")  # as the record was made
+    records = rerun_records(parser, args, ((RECORD_FILE, "python3 -m experiments.positions"),
+                                           (SPREAD_FILE, "python3 -m experiments.spread")))
+    if records is None:
+        return 2
+    record, kernel_spread = records
+    lr = record["schemes"][args.rerun]["sweep"]["chosen"] if args.lr is None else args.lr
+    if lr not in record["settings"]["sweep"]["lrs"]:
+        parser.error(f"--lr {args.lr:g}: {RECORD_FILE.name} has the learning rates"
+                     f" {record['settings']['sweep']['lrs']}")
+    until = rerun_step(parser, args.until, record["runs"][args.rerun][0]["tune_curve"], args.seed,
+                       record["settings"]["seeds"], RECORD_FILE.name)
+    ok, line = rerun(record, kernel_spread, args.rerun, args.seed, until, lr)
+    print(line)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

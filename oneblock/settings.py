@@ -1,0 +1,255 @@
+"""The settings of a training run as plain values: `Settings`, one field per setting with a line that says what it
+does, and `checked`, the one place where they are checked (with the messages train.py's users read, which name the
+command line's flags) and their defaults filled in.
+
+    >>> s = checked(Settings(steps=50))
+    >>> s.warmup, s.seq_len, s.dtype, s.val_stories
+    (50, 64, 'float32', 300)
+    >>> checked(Settings(seq_len=100))
+    Traceback (most recent call last):
+    ...
+    ValueError: --seq-len 100 is longer than the 64 positions the model has; expected 1 to 64
+
+Standard library only: what a setting costs in memory is priced by formula (sizes.py) before any of it is spent.
+"""
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import bpe
+from oneblock import machine
+from oneblock import sizes
+
+SCHEMES = ("learned", "none", "sinusoidal", "rope")  # how the model knows where a token is (numpy_model.SCHEMES)
+BACKENDS = ("numpy", "numpy-plain", "python", "torch")  # which model file computes (training.model_functions)
+MODEL = {"d": 16, "hidden": 64, "max_len": 64}  # the series size (the vocabulary comes from the tokenizer)
+HIDDEN_PER_WIDTH = 4  # the MLP's hidden units per unit of width: 64 at the series width 16
+WARMUP = 100  # default warm-up steps (capped at the length of the run)
+VAL_STORIES = 300  # default val_stories: the last 300 stories of corpus.txt validate
+VAL_FRACTION = 0.1  # default val_fraction: with data, the last tenth of the lines or documents validate
+VAL_BATCH = 256  # with data, validation windows go through the model this many at a time
+
+# the settings a checkpoint records; a resume must use the same ones as the run it continues, but for HOW_RUN
+TRAINING_SETTINGS = ("backend", "threads", "dtype", "steps", "batch", "seq_len", "lr", "min_lr", "warmup", "beta1",
+                     "beta2", "eps", "clip", "seed", "val_stories", "positions", "blocks", "heads")
+SIZES = ("blocks", "heads")  # recorded only when not both 1: a one-block, one-head checkpoint is what it always was
+TEXT_SETTINGS = ("val_fraction", "vocab_size")  # added to those with data (the text and the tokenizer are hashed)
+HOW_RUN = ("backend", "threads")  # where the same run computes: a checkpoint resumes on another backend too
+
+# ----------------------------------------------------------------------------------------------------------------
+# The settings
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything that decides a training run, with train.py's defaults. None means "the default that follows from
+    the other settings", which `checked` fills in."""
+
+    backend: str = "numpy"  # numpy (numpy_fast.py, tuned), numpy-plain (numpy_model.py), python (model.py), torch
+    device: str | None = None  # where the torch backend computes: cpu, cuda, mps or auto (default auto)
+    threads: int = 1  # BLAS threads of the numpy backends, and of numpy_fast's loss over a large vocabulary
+    dtype: str | None = None  # float32 or float64, of the weights and of Adam's moments (default float32; python: 64)
+    steps: int = 12000  # optimiser steps in the whole run
+    stop_at: int | None = None  # stop after this step, on the learning-rate schedule of the whole run
+    batch: int = 16  # windows per step, B
+    seq_len: int | None = None  # tokens per window, T, at most max_len (default max_len)
+    lr: float = 1e-2  # peak learning rate, reached at the end of the warm-up
+    min_lr: float = 1e-3  # learning rate at the last step, where the cosine decay ends
+    warmup: int | None = None  # steps of linear warm-up from lr / warmup to lr (default 100, at most the run)
+    beta1: float = 0.9  # Adam: decay rate of the running mean of the gradient
+    beta2: float = 0.99  # Adam: decay rate of the running mean of its square
+    eps: float = 1e-8  # Adam: added to the root of the second moment
+    clip: float = 1.0  # largest global gradient norm (inf: no clipping)
+    seed: int = 3  # seeds the initial weights (as model.init_params) and the batch sampler
+    val_stories: int | None = None  # the last this many stories of corpus.txt validate (default 300)
+    data: str | None = None  # a UTF-8 text file to learn instead of the stories of corpus.txt
+    tokenizer: str | None = None  # with data: this tokenizer.json instead of one trained on the text
+    vocab_size: int | None = None  # with data: the tokens of the tokenizer trained on it (default 256)
+    val_fraction: float | None = None  # with data: the share of its lines or documents, its last, that validate
+    width: int = MODEL["d"]  # the model's width d; its MLP has HIDDEN_PER_WIDTH x d hidden units
+    max_len: int = MODEL["max_len"]  # the most positions the model reads, and the rows of learned positions
+    positions: str = "learned"  # learned, none, sinusoidal or rope
+    blocks: int = 1  # transformer blocks
+    heads: int = 1  # attention heads in each block, each of width d / heads
+    eval_every: int = 500  # steps between validation losses (also at the end)
+    ckpt_every: int = 500  # steps between checkpoints (also at the end), for a run that saves
+    quiet: bool = False  # no progress bar
+    rank: int = 0  # under torchrun: this process's rank (train.py reads torchrun's RANK)
+    world: int = 1  # under torchrun: the number of processes (WORLD_SIZE)
+
+
+def checked(s):
+    """s with every default filled in, or a ValueError naming the first setting that makes no sense and what was
+    expected. It also prices the run's step in memory (on the CPU) and refuses one that would not fit here."""
+    fill = {}
+    if s.dtype is None:
+        fill["dtype"] = "float64" if s.backend == "python" else "float32"
+    if s.warmup is None:
+        fill["warmup"] = min(WARMUP, max(s.steps, 0))
+    if s.seq_len is None:
+        fill["seq_len"] = s.max_len
+    if s.data is None:
+        fill["val_stories"] = VAL_STORIES if s.val_stories is None else s.val_stories
+    else:
+        if s.tokenizer is None and s.vocab_size is None:
+            fill["vocab_size"] = bpe.TEXT_VOCAB_SIZE
+        fill["val_fraction"] = VAL_FRACTION if s.val_fraction is None else s.val_fraction
+    if s.backend == "torch":
+        fill["device"] = s.device or "auto"
+    problem = _problem(s, dataclasses.replace(s, **fill))
+    if problem:
+        raise ValueError(problem)
+    return dataclasses.replace(s, **fill)
+
+
+def _problem(given, s):
+    """The first thing wrong with the settings s (given: as they came, before the defaults), in one line, or None."""
+    if s.backend not in BACKENDS:
+        return f"--backend {s.backend!r}: expected one of {', '.join(BACKENDS)}"
+    if s.positions not in SCHEMES:
+        return f"--positions {s.positions!r}: expected one of {', '.join(SCHEMES)}"
+    if s.dtype not in ("float32", "float64"):
+        return f"--dtype {s.dtype!r}: expected float32 or float64"
+    for name in SIZES:
+        if getattr(s, name) < 1:
+            return f"--{name} must be at least 1, got {getattr(s, name)}"
+    if s.backend == "python" and (s.blocks, s.heads) != (1, 1):
+        return (f"--blocks {s.blocks} --heads {s.heads}: the python backend is model.py, which has one block and one"
+                f" head; use --backend numpy, numpy-plain or torch")
+    if s.backend == "python" and s.positions not in ("learned", "none"):
+        return (f"--positions {s.positions}: the python backend (model.py) has learned positions and none only; use"
+                f" --backend numpy")
+    if s.backend == "python" and s.dtype != "float64":
+        return (f"--dtype {s.dtype}: the python backend computes in Python floats, which are float64; drop --dtype or"
+                f" use --backend numpy")
+    problem = _data_problem(given)
+    if problem:
+        return problem
+    at_least = {"threads": 1, "steps": 1, "batch": 1, "seq_len": 1, "warmup": 0, "seed": 0, "val_stories": 1,
+                "eval_every": 1, "ckpt_every": 1, "width": 1, "max_len": 1, "vocab_size": 1}
+    for name, low in at_least.items():
+        if getattr(s, name) is not None and getattr(s, name) < low:
+            return f"--{name.replace('_', '-')} must be at least {low}, got {getattr(s, name)}"
+    try:
+        sizes.check_sizes(s.width, s.blocks, s.heads, s.positions)
+    except ValueError as e:
+        return f"--heads {s.heads}: {e}"
+    if s.seq_len > s.max_len:
+        return f"--seq-len {s.seq_len} is longer than the {s.max_len} positions the model has; expected 1 to {s.max_len}"
+    if s.stop_at is not None and not 1 <= s.stop_at <= s.steps:
+        return f"--stop-at {s.stop_at} is outside the run: expected a step from 1 to --steps ({s.steps})"
+    if s.warmup > s.steps:
+        return f"--warmup {s.warmup} is longer than the run (--steps {s.steps})"
+    if not (math.isfinite(s.lr) and s.lr > 0):
+        return f"--lr must be a positive number, got {s.lr}"
+    if not (math.isfinite(s.min_lr) and 0 <= s.min_lr <= s.lr):
+        return f"--min-lr must be between 0 and --lr ({s.lr}), got {s.min_lr}"
+    for name in ("beta1", "beta2"):
+        if not 0 <= getattr(s, name) < 1:
+            return f"--{name} must be in [0, 1), got {getattr(s, name)}"
+    if not (math.isfinite(s.eps) and s.eps > 0):
+        return f"--eps must be a positive number, got {s.eps}"
+    if not s.clip > 0:  # also rejects nan
+        return f"--clip must be positive (inf switches clipping off), got {s.clip}"
+    if s.backend != "torch":
+        if s.device is not None:
+            return f"--device {s.device} is for --backend torch; the {s.backend} backend runs on the CPU"
+        if s.world > 1:
+            return (f"torchrun started {s.world} processes, but only --backend torch trains data-parallel; add"
+                    f" --backend torch, or run train.py without torchrun")
+        return _memory_problem(s)
+    if s.device not in ("cpu", "cuda", "mps", "auto"):
+        return f"--device {s.device!r}: expected one of cpu, cuda, mps, auto"
+    machine.need("torch", "train.py --backend torch")
+    from oneblock import torch_train
+
+    problem = torch_train.device_problem(s.device)
+    if problem:
+        return problem
+    if s.batch % s.world:
+        return (f"--batch {s.batch} cannot be shared by the {s.world} processes torchrun started: each takes the same"
+                f" number of windows, so the batch must be a multiple of {s.world}")
+    return _memory_problem(s) if torch_train.device_of(s).type == "cpu" else None  # (a GPU's is the framework's)
+
+
+def _data_problem(s):
+    """What is wrong with the settings of the data as given: val_stories goes with the stories, the others with
+    data only."""
+    if s.data is None:
+        given = [f"--{name.replace('_', '-')}" for name in ("tokenizer", "vocab_size", "val_fraction")
+                 if getattr(s, name) is not None]
+        if given:
+            return (f"{' and '.join(given)} go with --data FILE; the stories of corpus.txt have the shipped"
+                    f" tokenizer.json and --val-stories")
+        return None
+    if s.val_stories is not None:
+        return (f"--val-stories {s.val_stories} counts the stories of corpus.txt; with --data the share of the text"
+                f" that validates is --val-fraction")
+    if s.tokenizer is not None and s.vocab_size is not None:
+        return (f"--tokenizer {s.tokenizer} and --vocab-size {s.vocab_size} contradict each other: a given tokenizer"
+                f" has its own size; pick one")
+    if s.val_fraction is not None and not 0 < s.val_fraction < 1:
+        return f"--val-fraction must be between 0 and 1 (a share of the text), got {s.val_fraction}"
+    return None
+
+
+def _memory_problem(s):
+    """The run's step priced in memory against what this process can still take (machine.check_memory)."""
+    named = ["width", "max_len", "blocks", "heads", "batch", "seq_len"] + (["vocab_size"] if s.vocab_size else [])
+    try:
+        machine.check_memory(step_memory(s), " ".join(f"--{name.replace('_', '-')} {getattr(s, name)}"
+                                                         for name in named))
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# What follows from the settings
+
+
+def step_memory(s):
+    """About the bytes a step of a run with the checked settings s holds at once (sizes.step_bytes), before its data:
+    the NumPy paths and torch hold numbers of s.dtype, and validate up to VAL_BATCH windows or all val_stories at
+    once; model.py holds Python floats in lists (about 32 bytes each, the float and the list's pointer to it) and
+    every row's gradients until their mean. The vocabulary is vocab_size, or the stories' 96 (a given tokenizer's own
+    is not read yet).
+
+    >>> lab = checked(Settings())
+    >>> f"{step_memory(lab) / 2**20:.0f} MiB", f"{step_memory(dataclasses.replace(lab, width=10**5)):.1e}"
+    ('87 MiB', '2.2e+12')
+    """
+    vocab, d, hidden = s.vocab_size or bpe.VOCAB_SIZE, s.width, HIDDEN_PER_WIDTH * s.width
+    if s.backend == "python":
+        n = sizes.parameter_count(vocab, d, hidden, s.max_len)
+        return 32 * ((4 + s.batch) * n + 2 * s.seq_len * sizes.activations_per_token(vocab, d, hidden, 1, 1,
+                                                                                        s.seq_len))
+    rows = max(s.batch, VAL_BATCH if s.data is not None else s.val_stories)  # (rows, T) the most at once
+    return sizes.step_bytes(vocab, d, hidden, s.max_len, s.blocks, s.heads, rows, s.seq_len,
+                            4 if s.dtype == "float32" else 8)
+
+
+def model_size(s):
+    """The model's sizes besides its vocabulary, from width and max_len.
+
+    >>> model_size(Settings()) == MODEL
+    True
+    """
+    return {"d": s.width, "hidden": HIDDEN_PER_WIDTH * s.width, "max_len": s.max_len}
+
+
+def training_settings(s):
+    """The settings that decide the weights, as a checkpoint records them (a resume must match them); blocks and
+    heads only when not both 1, so that a one-block, one-head checkpoint is byte for byte what it was before models
+    could grow.
+
+    >>> training_settings(checked(Settings(heads=4)))["heads"], "heads" in training_settings(checked(Settings()))
+    (4, False)
+    """
+    names = TRAINING_SETTINGS + (TEXT_SETTINGS if s.data is not None else ())
+    training = {name: getattr(s, name) for name in names}
+    if (s.blocks, s.heads) == (1, 1):
+        for name in SIZES:
+            del training[name]
+    return training

@@ -1,0 +1,424 @@
+"""Training as a function of plain values: `train(settings)` trains a model as the settings say (settings.py) and
+returns its run: the state (weights, Adam's moments and step, the batch sampler), the loss history, and whether it
+stopped early. train.py is the command line on it; the experiments and benchmarks call it with values.
+
+    >>> run = train(Settings(steps=3, batch=2, seq_len=8, val_stories=20, eval_every=2, quiet=True))
+    >>> [h["step"] for h in run.history], run.state["params"]["pos_emb"].shape, run.data.vocab
+    ([0, 2, 3], (64, 16), 96)
+
+One step: draw B windows of T + 1 consecutive tokens from the training stream (each start drawn by one seeded
+random.Random), predict tokens 1..T of each window from the tokens before them, average the loss over the B * T
+positions, backpropagate, clip the gradient's global norm, and take an Adam step whose learning rate rises linearly
+during the warm-up and then falls along a cosine to its minimum at the last step. Same seed, same settings, same
+machine: bit-identical weights, also across a kill and a resume from a checkpoint (checkpoint.py holds the state).
+
+The backends are the model files behind one interface (model_functions, the one place that chooses): numpy is
+numpy_fast.py, numpy-plain numpy_model.py, python model.py itself, torch torch_model.py through torch_train.py.
+"""
+
+import array
+import math
+import random
+import sys
+import time
+from contextlib import contextmanager
+from functools import partial
+from math import fsum
+from types import SimpleNamespace
+
+import checkpoint
+import model
+from oneblock import data as data_files, machine
+from oneblock.settings import HOW_RUN, SIZES, Settings, checked, model_size  # noqa: F401  (Settings: the example)
+
+# ----------------------------------------------------------------------------------------------------------------
+# The batches and the schedule
+
+
+def draw_starts(rng, stream_len, seq_len, batch):
+    """The start of each of batch windows of seq_len + 1 tokens, drawn uniformly with rng.
+
+    >>> import random
+    >>> draw_starts(random.Random(0), 100, 10, 3)
+    [49, 53, 5]
+    """
+    return [rng.randrange(stream_len - seq_len) for _ in range(batch)]
+
+
+def learning_rate(step, s):
+    """The learning rate of step (0-based): linear warm-up to s.lr, then a cosine down to s.min_lr at the last step.
+
+    >>> s = SimpleNamespace(lr=1.0, min_lr=0.1, warmup=10, steps=111)
+    >>> learning_rate(0, s), learning_rate(9, s), learning_rate(60, s), learning_rate(110, s)
+    (0.1, 1.0, 0.55, 0.1)
+    """
+    if step < s.warmup:
+        return s.lr * (step + 1) / s.warmup
+    progress = (step - s.warmup) / max(1, s.steps - 1 - s.warmup)  # 0 after the warm-up, 1 at the last step
+    return s.min_lr + 0.5 * (s.lr - s.min_lr) * (1.0 + math.cos(math.pi * progress))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Tensors: NumPy arrays, torch tensors, or model.py's nested lists of floats, and what the loop does to each
+
+
+def each(fn, *tensors):
+    """fn applied to matching tensors: to arrays and torch tensors whole (their operators loop), to nested lists
+    number by number.
+
+    >>> each(lambda a, b: a + 2 * b, [[1.0, 2.0]], [[3.0, 4.0]])
+    [[7.0, 10.0]]
+    """
+    if isinstance(tensors[0], list):
+        return [each(fn, *parts) for parts in zip(*tensors)]
+    return fn(*tensors)
+
+
+def squares(t):
+    """The sum of the squares of a tensor's numbers (fsum over a nested list; a dot product of an array or a torch
+    tensor with itself, which for an array is BLAS's dot, the same bits as numpy.vdot).
+
+    >>> squares([[3.0], [4.0]])
+    25.0
+    """
+    if isinstance(t, list):
+        return fsum(squares(x) for x in t)
+    if isinstance(t, float):
+        return t * t
+    return float(t.ravel() @ t.ravel())
+
+
+def root(x):
+    """The square root of a float, or of each number of an array (`x ** 0.5` is NumPy's sqrt, bit for bit).
+
+    >>> root(2.25)
+    1.5
+    """
+    return math.sqrt(x) if isinstance(x, float) else x ** 0.5
+
+
+def zeros_like(t):
+    """A tensor of zeros shaped and typed like t.
+
+    >>> zeros_like([[1.5, -2.0]])
+    [[0.0, 0.0]]
+    """
+    return each(lambda x: x - x, t)  # +0.0 for every finite number, in floats, arrays and tensors alike
+
+
+def finite(t):
+    """Whether every number of a tensor is finite.
+
+    >>> finite([[1.0, float("inf")]])
+    False
+    """
+    if isinstance(t, list):
+        return all(finite(x) for x in t)
+    if isinstance(t, float):
+        return math.isfinite(t)
+    return bool(abs(t).max() < math.inf)  # NaN is not below infinity either
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The model files behind one interface: init(seed) -> params; loss_and_grads(params, ids, targets) -> (mean loss,
+# gradients); loss(params, ids, targets) -> mean loss. ids and targets: B rows of T token IDs.
+
+
+def python_loss_and_grads(params, ids, targets, positions):
+    """model.py reads one sequence at a time: the mean of the B rows' losses and of their gradients, which is the
+    mean over all B * T positions that the NumPy files compute, since every row has T positions."""
+    rows = []
+    for x, y in zip(ids, targets):
+        logits, cache = model.forward(params, x, positions == "learned")  # (T, V)
+        loss, dlogits = model.loss_and_dlogits(logits, y)
+        rows.append((loss, model.backward(params, cache, dlogits)))
+    B = len(rows)
+    grads = {name: each(lambda *g: fsum(g) / B, *(row_grads[name] for _, row_grads in rows)) for name in params}
+    return fsum(loss for loss, _ in rows) / B, grads
+
+
+def python_loss(params, ids, targets, positions):
+    """The mean loss over the B rows, with model.py."""
+    return fsum(model.sequence_loss(params, x, y, positions == "learned") for x, y in zip(ids, targets)) / len(ids)
+
+
+def model_functions(s, vocab):
+    """(init, loss_and_grads, loss) of the model file --backend names, for this run's settings.
+
+    numpy (the default) is numpy_fast.py, whose Workspace holds every array of a step (its gradients live there
+    until the next step); numpy-plain is numpy_model.py, the plain mirror; both grow (s.blocks, s.heads). python is
+    model.py itself; torch is torch_model.py through torch_train.py, in one process or one rank of a data-parallel
+    run.
+    """
+    shape = (vocab, *model_size(s).values())  # (V, d, hidden, max_len)
+    if s.backend == "torch":
+        from oneblock import torch_train
+
+        return torch_train.model_functions(s, shape)
+    if s.backend == "python":
+        return (partial(model.init_params, *shape), partial(python_loss_and_grads, positions=s.positions),
+                partial(python_loss, positions=s.positions))
+    import numpy as np
+
+    from oneblock import numpy_fast, numpy_model
+
+    init = partial(numpy_model.init_params, *shape, dtype=np.dtype(s.dtype), blocks=s.blocks)
+    if s.backend == "numpy-plain":
+        return (init, partial(numpy_model.loss_and_grads, positions=s.positions, heads=s.heads),
+                partial(numpy_model.sequence_loss, positions=s.positions, heads=s.heads))
+    workspace = numpy_fast.Workspace(init(0), s.batch, s.seq_len, s.positions, s.heads, s.threads)  # (shapes, dtype)
+    return init, workspace.loss_and_grads, partial(numpy_fast.sequence_loss, positions=s.positions, heads=s.heads)
+
+
+def story_nats(loss, params, stories, most=None):
+    """Total -log p (a float) of predicting tokens 1.. of each story from the ones before; stories of equal length
+    go through the model as one batch (of at most `most` stories, when given)."""
+    total = []
+    for n in sorted({len(ids) for ids in stories}):
+        group = [ids for ids in stories if len(ids) == n]  # (b, n)
+        for part in (group[i:i + most] for i in range(0, len(group), most)) if most else [group]:
+            total.append(loss(params, [ids[:-1] for ids in part], [ids[1:] for ids in part]) * (len(part) * (n - 1)))
+    return fsum(total)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Checkpoints: the tensors of a state, and a state from tensors
+
+
+def tensors_of(params, dtype):
+    """{name: (safetensors dtype, shape, flat values)} of a dict of tensors, bit for bit.
+
+    >>> tensors_of({"b": [0.5, 1.5]}, "float64")
+    {'b': ('F64', (2,), [0.5, 1.5])}
+    """
+    out = {}
+    for name, t in params.items():
+        if isinstance(t, list):  # model.py's nested lists of Python floats
+            out[name] = ("F64", model.shape(t), checkpoint.flat(t))
+        else:
+            if hasattr(t, "detach"):  # a torch tensor, on any device
+                t = t.detach().cpu().numpy()
+            st = {"float32": "F32", "float64": "F64"}[dtype]
+            values = array.array(checkpoint.DTYPES[st])
+            values.frombytes(t.astype(dtype, copy=False).tobytes())
+            out[name] = (st, t.shape, values)
+    return out
+
+
+def from_tensors(tensors, s):
+    """A dict of tensors of s.backend from {name: (dtype, shape, flat values)}, bit for bit."""
+    if s.backend == "python":
+        return {name: checkpoint.nested([float(x) for x in values], shape)
+                for name, (_, shape, values) in tensors.items()}
+    import numpy as np
+
+    st = {"float32": "F32", "float64": "F64"}[s.dtype]
+    for name, (got, _, _) in tensors.items():
+        if got != st:
+            raise ValueError(f"tensor {name!r} is {got}, but this run computes in {s.dtype} ({st})")
+    arrays = {name: np.frombuffer(values, dtype=s.dtype).reshape(shape).copy()
+              for name, (_, shape, values) in tensors.items()}
+    if s.backend == "torch":
+        from oneblock import torch_train
+
+        return torch_train.from_arrays(arrays, s)
+    return arrays
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Progress on stderr
+
+
+def rate(tokens_per_s):
+    """Tokens per second at their scale: thousands as k above 10,000, every token below.
+
+    >>> rate(678_300.0), rate(1_049.6)
+    ('678k', '1,050')
+    """
+    return f"{tokens_per_s / 1000:,.0f}k" if tokens_per_s >= 10_000 else f"{tokens_per_s:,.0f}"
+
+
+def progress(step, total, loss, tokens_per_s, started, final=False):
+    """One progress-bar line on stderr, redrawn in place on a terminal, printed every 10% otherwise."""
+    width = 24
+    filled = width * step // total
+    eta = (time.perf_counter() - started) / max(step, 1) * (total - step)
+    line = (f"step {step:>{len(str(total))}}/{total} [{'#' * filled}{'.' * (width - filled)}] loss {loss:.4f}"
+            f" | {rate(tokens_per_s)} tok/s | eta {eta:4.0f}s")
+    if sys.stderr.isatty():
+        print("\r" + line, end="\n" if final else "", file=sys.stderr, flush=True)
+    elif final or step % max(1, total // 10) == 0:
+        print(line, file=sys.stderr, flush=True)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The optimiser, a fresh start, a resumed one
+
+
+def adam(state, grads, lr, s):
+    """One Adam step on every parameter of state, with bias correction: step number state["step"] + 1. The one
+    optimiser of every backend (its formulas applied to arrays whole, or number by number to nested lists)."""
+    t = state["step"] + 1
+    c1, c2 = 1.0 - s.beta1 ** t, 1.0 - s.beta2 ** t
+    params, m, v = state["params"], state["m"], state["v"]
+    for name, g in grads.items():
+        m[name] = each(lambda m, g: s.beta1 * m + (1.0 - s.beta1) * g, m[name], g)
+        v[name] = each(lambda v, g: s.beta2 * v + (1.0 - s.beta2) * (g * g), v[name], g)
+        params[name] = each(lambda p, m, v: p - lr * (m / c1) / (root(v / c2) + s.eps), params[name], m[name],
+                            v[name])
+
+
+def fresh_state(init, seed):
+    """The state before the first step: the reference's initial weights, zero moments, a seeded batch sampler."""
+    params = init(seed)
+    return {"params": params, "m": {name: zeros_like(t) for name, t in params.items()},
+            "v": {name: zeros_like(t) for name, t in params.items()}, "rng": random.Random(seed), "step": 0}
+
+
+def resumed_state(s, path, training, config, data):
+    """The state saved at path; a ValueError says why it cannot be resumed (bad file, other data, other tokenizer,
+    other model size, other settings)."""
+    ckpt = checkpoint.load_checkpoint(path, data.tokenizer_sha)  # (main checked first that it learned this text)
+    if ckpt["metadata"].get("corpus_sha256") != data.metadata.get("corpus_sha256"):
+        raise ValueError(f"{path} was trained on another corpus.txt; it cannot be resumed on this one")
+    other = {key: (ckpt["config"][key], config[key]) for key in ("d", "max_len") if ckpt["config"][key] != config[key]}
+    if other:
+        raise ValueError(f"{path} is a model of another size: " + "; ".join(
+            f"--{'width' if key == 'd' else 'max-len'} {there} there, {here} here" for key, (there, here) in
+            other.items()) + ". HINT: to resume, pass the settings of the run you resume")
+    there = {**dict.fromkeys(SIZES, 1), **ckpt["training"]}  # (a one-block, one-head file records no sizes)
+    if isinstance(there.get("positions"), bool):  # written before the schemes, when --no-positions made it false
+        there["positions"] = "learned" if there["positions"] else "none"
+    here = {**dict.fromkeys(SIZES, 1), **training}
+    differ = [f"--{k.replace('_', '-')} {there.get(k)!r} there, {v!r} here"
+              for k, v in here.items() if there.get(k) != v and k not in HOW_RUN]
+    if differ:
+        raise ValueError(f"{path} was made with other settings: {'; '.join(differ)}. HINT: to resume, pass the"
+                         f" settings of the run you resume")
+    m, v = (from_tensors(moment, s) for moment in ckpt["moments"])
+    return {"params": from_tensors(ckpt["params"], s), "m": m, "v": v, "rng": ckpt["rng"], "step": ckpt["step"]}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The step and the loop
+
+
+def versus_floor(val_loss, val_floor, gap=True):
+    """The end of a loss line: the floor and the gap to it; nothing for a text of your own, which has no floor.
+
+    >>> versus_floor(0.3306, 0.3074), versus_floor(2.5, None)
+    (' | floor 0.3074 | gap +0.0232', '')
+    """
+    if val_floor is None:
+        return ""
+    return f" | floor {val_floor:.4f}" + (f" | gap {val_loss - val_floor:+.4f}" if gap else "")
+
+
+def step(state, ids, targets, loss_and_grads, s):
+    """One optimiser step on B rows of T IDs and their targets: the loss and its gradient, the gradient's global
+    norm, clipping, Adam. Returns (loss, norm); when either is not finite the weights and moments stay as they were
+    and state["step"] does not advance."""
+    loss, grads = loss_and_grads(state["params"], ids, targets)
+    norm = math.sqrt(fsum(squares(g) for g in grads.values()))  # the length of the whole gradient
+    if math.isfinite(loss) and math.isfinite(norm):
+        if norm > s.clip:
+            grads = {name: each(lambda g: g * (s.clip / norm), g) for name, g in grads.items()}
+        adam(state, grads, learning_rate(state["step"], s), s)
+        state["step"] += 1
+    return loss, norm
+
+
+def fit(state, data, s, functions, save=None, report=print):
+    """Take steps until state["step"] is s.steps (or s.stop_at, to stop a run early on its own schedule), with the
+    model's (init, loss_and_grads, loss) functions. The validation loss at step 0 (on a fresh state), every
+    s.eval_every steps and at the end goes to report as one line and into the history; every s.ckpt_every steps
+    and at the end, save(state, val_loss or None) is called (if given) once the weights are checked to be finite.
+
+    Returns SimpleNamespace(history, failure, val_loss, train_seconds): history a list of {"step", "train", "val"}
+    (train: the mean training loss since the evaluation before, None at step 0); failure None, or (reason, hint)
+    when the run stopped early because the loss or the weights stopped being finite (state keeps the last good
+    step). A KeyboardInterrupt passes through.
+    """
+    _, loss_and_grads, loss_fn = functions
+    first, last = state["step"], s.steps if s.stop_at is None else s.stop_at
+    history, failure, val_loss, recent, train_seconds = [], None, None, [], 0.0
+
+    def evaluate():
+        return story_nats(loss_fn, state["params"], data.val_ids, data.val_batch) / data.val_tokens
+
+    if first == 0:
+        val_loss = evaluate()
+        history.append({"step": 0, "train": None, "val": val_loss})
+        report(f"step {0:>6} | val {val_loss:.4f}" + versus_floor(val_loss, data.val_floor, gap=False))
+    started = time.perf_counter()
+    newline = sys.stderr.isatty() and not s.quiet  # a progress bar drawn in place must end before a loss line
+    while state["step"] < last:
+        # ---- one step on B windows of T + 1 tokens drawn from the training stream
+        t0 = time.perf_counter()
+        starts = draw_starts(state["rng"], len(data.stream), s.seq_len, s.batch)
+        share = s.batch // s.world  # under torchrun, each rank takes its own share of the B windows, in order
+        starts = starts[s.rank * share:(s.rank + 1) * share]
+        ids = [data.stream[i:i + s.seq_len] for i in starts]  # (B, T)
+        targets = [data.stream[i + 1:i + s.seq_len + 1] for i in starts]  # (B, T) the token after each one
+        loss, norm = step(state, ids, targets, loss_and_grads, s)
+        train_seconds += time.perf_counter() - t0
+        if not (math.isfinite(loss) and math.isfinite(norm)):
+            failure = (f"error: step {state['step'] + 1}: the loss is {loss} and the gradient norm {norm}: the run"
+                       f" diverged and stops", "HINT: a lower --lr")
+            break
+        done = state["step"]
+
+        # ---- progress, validation, checkpoint
+        recent.append(loss)
+        if not s.quiet:
+            progress(done, s.steps, loss, (done - first) * s.batch * s.seq_len / train_seconds, started,
+                     final=done == last)
+        evaluated = done % s.eval_every == 0 or done == last
+        if evaluated:
+            val_loss = evaluate()
+            train_loss = fsum(recent) / len(recent)
+            history.append({"step": done, "train": train_loss, "val": val_loss})
+            if newline and done != s.steps:
+                print(file=sys.stderr)
+            report(f"step {done:>6} | train {train_loss:.4f} | val {val_loss:.4f}"
+                   + versus_floor(val_loss, data.val_floor))
+            recent = []
+        if save is not None and (done % s.ckpt_every == 0 or done == last):
+            if not all(finite(t) for t in state["params"].values()):
+                failure = (f"error: step {done}: the weights are no longer finite and the run stops",
+                           "HINT: a lower --lr")
+                break
+            save(state, val_loss if evaluated else None)
+    if val_loss is None and failure is None:  # a resumed run that had nothing left to do
+        val_loss = evaluate()
+    return SimpleNamespace(history=history, failure=failure, val_loss=val_loss, train_seconds=train_seconds)
+
+
+def train(s, data=None, state=None, save=None, report=None):
+    """Train a model as the settings s say (checked here: a bad one is a ValueError naming it) and return the run:
+    SimpleNamespace(state, data, history, failure, val_loss, train_seconds), fit's, with the state it changed and
+    the data it read. data: data.prepare's for these settings (read here when not given; pass a run's back in to
+    skip reading the corpus again). state: where to start, a dict that the run changes in place; None or an empty
+    dict start from fresh_state's, the seed's initial weights (filled into the dict given, so that a caller sees
+    the step a KeyboardInterrupt came at). save and report: as fit takes them (default: no checkpoints, no loss
+    lines). A run that diverges ends early with run.failure set; a KeyboardInterrupt passes through."""
+    s = checked(s)
+    data = data_files.prepare(s) if data is None else data
+    with use_threads(s):  # the run's BLAS threads, whatever the caller's are
+        functions = model_functions(s, data.vocab)
+        state = {} if state is None else state
+        if not state:
+            state.update(fresh_state(functions[0], s.seed))
+        result = fit(state, data, s, functions, save=save, report=report or (lambda line: None))
+    return SimpleNamespace(state=state, data=data, **vars(result))
+
+
+@contextmanager
+def use_threads(s):
+    """For a with-block: the BLAS threads of the numpy backends' settings s (machine.use_threads), restored after it;
+    nothing for the python backend, which needs no package, and torch, whose threads torch_train sets."""
+    if s.backend not in ("numpy", "numpy-plain"):
+        yield
+        return
+    with machine.use_threads(s.threads, f"train.py --backend {s.backend}"):
+        yield
