@@ -25,10 +25,13 @@ import array
 import hashlib
 import json
 import math
+import os
 import random
+import stat
 import sys
 from pathlib import Path
 
+import machine
 import sizes
 from atomic import read_whole, write_atomic
 
@@ -39,6 +42,8 @@ DTYPES = {"F32": "f", "F64": "d", "I64": "q"}  # safetensors dtype -> array.arra
 HEADER_ALIGN = 8  # the header is padded with spaces to a multiple of this, as the safetensors library does
 MAX_HEADER = 100 * 1024 * 1024  # a longer header means a corrupt file (the safetensors library has the same limit)
 DATA_HASH_KEY = "data_sha256"  # metadata key: SHA-256 of the data part, checked on reading to catch corrupt bytes
+MAX_DIGITS = 4300  # the longest whole number read from JSON: Python's own default limit (since 3.11, 3.10.7)
+READ_COST = 2  # reading a file holds its bytes and the arrays decoded from them: about twice its size in memory
 
 
 def _packed(dtype, values):
@@ -104,14 +109,69 @@ def encode(tensors, metadata=None):
     return len(text).to_bytes(8, "little") + text + data
 
 
+def said(value, most=80):
+    """repr(value) for a message, cut to most characters: what a file holds may be any length.
+
+    >>> said("heads"), said("x" * 100, 10)
+    ("'heads'", "'xxxxxx...")
+    """
+    text = repr(value)
+    return text if len(text) <= most else text[:most - 3] + "..."
+
+
 def _no_duplicates(pairs):
     """object_pairs_hook for json.loads: a dict, but a key that occurs twice is an error (safetensors forbids it)."""
     out = {}
     for key, value in pairs:
         if key in out:
-            raise ValueError(f"the header has the key {key!r} twice")
+            raise ValueError(f"has the key {said(key)} twice")
         out[key] = value
     return out
+
+
+def _whole_number(text):
+    """parse_int for json.loads: the int, or a ValueError past MAX_DIGITS digits (where Python's own message would
+    be about lifting its limit)."""
+    digits = len(text.lstrip("-"))
+    if digits > MAX_DIGITS:
+        raise ValueError(f"has a number of {digits:,} digits, more than the {MAX_DIGITS:,} Python reads")
+    return int(text)
+
+
+def parse_json(text, what):
+    """The value of the JSON text; a ValueError that starts with what when it is not JSON, repeats a key in an
+    object, holds a whole number too long to read, or nests deeper than Python's JSON reader goes (a RecursionError
+    there).
+
+    >>> parse_json('{"a": [1, 2.5]}', "the header")
+    {'a': [1, 2.5]}
+    >>> parse_json("[" * 5000 + "]" * 5000, "metadata config")
+    Traceback (most recent call last):
+    ...
+    ValueError: metadata config nests deeper than Python's JSON reader goes (maximum recursion depth exceeded ...)
+    """
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates, parse_int=_whole_number)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{what} is not valid JSON ({e.msg} at character {e.pos})") from None
+    except RecursionError as e:
+        raise ValueError(f"{what} nests deeper than Python's JSON reader goes ({e})") from None
+    except ValueError as e:  # from the two hooks
+        raise ValueError(f"{what} {e}") from None
+
+
+def _is_text(s):
+    """Whether a string decoded from JSON is text that can be written as UTF-8: JSON can spell half of a character
+    (a lone surrogate such as \\ud800), which no file name or tokenizer holds.
+
+    >>> _is_text("Zoë"), _is_text("\\ud800")
+    (True, False)
+    """
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def decode(raw):
@@ -142,45 +202,50 @@ def decode(raw):
         raise ValueError(f"the header starts with {text[:10]!r}, expected '{{': the file is corrupt or not a"
                          f" safetensors file")
     try:
-        header = json.loads(text.decode("utf-8"), object_pairs_hook=_no_duplicates)
+        header = parse_json(text.decode("utf-8"), "the header")
     except UnicodeDecodeError as e:
         raise ValueError(f"the header is not UTF-8 ({e.reason} at byte {e.start}): the file is corrupt") from None
-    except json.JSONDecodeError as e:
-        raise ValueError(f"the header is not valid JSON ({e.msg} at character {e.pos}): the file is corrupt") from None
+    except ValueError as e:
+        raise ValueError(f"{e}: the file is corrupt") from None
     if not isinstance(header, dict):
         raise ValueError(f"the header is a JSON {type(header).__name__}, expected an object: the file is corrupt")
 
-    metadata = header.pop("__metadata__", None) or {}
+    metadata = header.pop("__metadata__", {})
     if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
         raise ValueError("__metadata__ must map strings to strings: the file is corrupt")
+    broken = next((key for key, value in metadata.items() if not (_is_text(key) and _is_text(value))), None)
+    if broken is not None:
+        raise ValueError(f"__metadata__ {said(broken)} holds half of a character (a lone surrogate), which is not"
+                         f" text: the file is corrupt")
     data = raw[8 + n:]
     spans, tensors = [], {}
     for name, info in header.items():
         if not isinstance(info, dict) or sorted(info) != ["data_offsets", "dtype", "shape"]:
-            raise ValueError(f"tensor {name!r}: expected exactly the fields dtype, shape and data_offsets, got"
-                             f" {info!r:.80}")
+            raise ValueError(f"tensor {said(name)}: expected exactly the fields dtype, shape and data_offsets, got"
+                             f" {said(info)}")
         dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
-        if dtype not in DTYPES:
-            raise ValueError(f"tensor {name!r} has dtype {dtype!r}; this reader knows {sorted(DTYPES)}")
+        if not isinstance(dtype, str) or dtype not in DTYPES:
+            raise ValueError(f"tensor {said(name)} has dtype {said(dtype)}; this reader knows {sorted(DTYPES)}")
         if not isinstance(shape, list) or any(type(s) is not int or s < 0 for s in shape):
-            raise ValueError(f"tensor {name!r} has shape {shape!r}; expected a list of non-negative ints")
+            raise ValueError(f"tensor {said(name)} has shape {said(shape)}; expected a list of non-negative ints")
         if (not isinstance(offsets, list) or len(offsets) != 2 or any(type(o) is not int for o in offsets)
                 or not 0 <= offsets[0] <= offsets[1]):
-            raise ValueError(f"tensor {name!r} has data_offsets {offsets!r}; expected [begin, end], 0 <= begin <= end")
+            raise ValueError(f"tensor {said(name)} has data_offsets {said(offsets)}; expected [begin, end], 0 <="
+                             f" begin <= end")
         size = math.prod(shape) * array.array(DTYPES[dtype]).itemsize
         if offsets[1] - offsets[0] != size:
-            raise ValueError(f"tensor {name!r} covers {offsets[1] - offsets[0]} bytes, but {dtype} of shape"
-                             f" {tuple(shape)} needs {size}: the file is corrupt")
+            raise ValueError(f"tensor {said(name)} covers {offsets[1] - offsets[0]} bytes, but {dtype} of shape"
+                             f" {said(tuple(shape))} needs {said(size)}: the file is corrupt")
         if offsets[1] > len(data):
-            raise ValueError(f"tensor {name!r} ends at byte {offsets[1]} of the data, but the file holds only"
+            raise ValueError(f"tensor {said(name)} ends at byte {offsets[1]} of the data, but the file holds only"
                              f" {len(data)} bytes of data: the file is truncated")
         spans.append((offsets[0], offsets[1], name))
         tensors[name] = (dtype, tuple(shape), _unpacked(dtype, data[offsets[0]:offsets[1]]))
     end = 0
     for begin, stop, name in sorted(spans):
         if begin != end:
-            raise ValueError(f"tensor {name!r} starts at byte {begin} of the data, expected {end}: the tensors must"
-                             f" follow each other without gaps or overlaps")
+            raise ValueError(f"tensor {said(name)} starts at byte {begin} of the data, expected {end}: the tensors"
+                             f" must follow each other without gaps or overlaps")
         end = stop
     if end != len(data):
         raise ValueError(f"the data part has {len(data)} bytes but the tensors cover {end}: the file is corrupt")
@@ -195,6 +260,31 @@ def save_file(path, tensors, metadata=None):
     write_atomic(path, encode(tensors, metadata))
 
 
+def read_bytes(path):
+    """The bytes of the file at path, read once. Refused first, with a ValueError that starts with the path: a
+    folder, anything but a regular file (atomic.read_whole), and a file that reading and decoding would not fit in
+    the memory this process can still take (READ_COST times its size), a message that names both.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     read_bytes(d)
+    Traceback (most recent call last):
+    ...
+    ValueError: ... is a folder, not a checkpoint file
+    """
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):  # read_whole says why it cannot be read
+        st = None
+    have = machine.memory_available()
+    if st is not None and stat.S_ISREG(st.st_mode):
+        try:
+            machine.check_memory(READ_COST * st.st_size, f"reading it ({machine.in_bytes(st.st_size)})")
+        except ValueError as e:
+            raise ValueError(f"{path}: {e}") from None
+    return read_whole(path, "a checkpoint file", None if have is None else have // READ_COST)
+
+
 def load_file(path):
     """(tensors, metadata) of a safetensors file; a bad or unreadable file is a ValueError that starts with its path.
 
@@ -205,7 +295,7 @@ def load_file(path):
     ...
     ValueError: ... is a folder, not a checkpoint file
     """
-    raw = read_whole(path, "a checkpoint file")
+    raw = read_bytes(path)
     try:
         return decode(raw)
     except ValueError as e:
