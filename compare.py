@@ -272,9 +272,9 @@ def checkpoint_params(ckpt):
 
 def memory_needed(config, blocks, heads, batch, length, reference):
     """About how many bytes a comparison of a model of config's sizes (and these blocks and heads) on batch sequences
-    of length tokens holds at once: the parameters, token IDs and targets as Python lists (checkpoint.
-    LIST_NUMBER_BYTES a number), when the reference runs (reference) every sequence's intermediates and gradients as
-    lists too, and a training step's float64 arrays (sizes.step_bytes) for each NumPy path and PyTorch.
+    of length tokens holds at once: the parameters, token IDs and targets as Python lists (LIST_NUMBER_BYTES a
+    number, as checkpoint.py counts them), when the reference runs (reference) every sequence's intermediates and
+    gradients as lists too, and a training step's float64 arrays (sizes.step_bytes) for each NumPy path and PyTorch.
 
     >>> memory_needed(SERIES, 1, 1, 2, 63, True) < 10 * 2**20 < memory_needed(SERIES, 1, 1, 10**9, 63, True)
     True

@@ -136,13 +136,9 @@ def test_sample_prices_the_tokens_it_is_asked_for(work):
 
 
 def set_meta(raw, **changes):
-    """raw with metadata entries changed (None: removed), both hashes made right again."""
+    """raw with metadata entries changed, both hashes made right again."""
     header, data = split_file(raw)
-    for key, value in changes.items():
-        if value is None:
-            header["__metadata__"].pop(key, None)
-        else:
-            header["__metadata__"][key] = value
+    header["__metadata__"].update(changes)
     return join_file(header, data, resign=True)
 
 
