@@ -19,17 +19,44 @@ tuple of ints, values a flat sequence of numbers in row-major order (a list, or 
 
 The second half of the file is the training checkpoint built on that container: which tensors and metadata a
 checkpoint of this model holds, and `load_checkpoint`, which rejects a bad file with a message naming the problem.
+Its tensors are every parameter (F32 or F64, one dtype for all, named as sizes.py names them), "adam_m.NAME" and
+"adam_v.NAME" (Adam's moments, of the same dtype and shapes), "adam_step" (I64, the steps taken) and "rng_state"
+(I64, 625 numbers: the batch sampler's Mersenne Twister state). Its metadata strings are
+
+    format, format_version   "one-block checkpoint"; "1" for one block and one head, whose sizes are all in the
+                             tensors' shapes (its bytes are what they were before models could grow), "2" for a grown
+                             model, whose config has blocks and heads
+    config                   a JSON object: vocab, d, hidden, max_len, use_positions, positions (absent in files
+                             from before the position schemes) and, in version 2 only, blocks and heads
+    training                 a JSON object of the run's settings (train.py's, or the explorer page's), see
+                             TRAINING_RULES; a file of your own text has at least val_fraction and seq_len
+    tokenizer_sha256         the SHA-256 of the tokenizer.json its token IDs belong to
+    data_sha256              the SHA-256 of the data part: a file without it is refused (it cannot show its data
+                             is whole)
+    metadata_sha256          version 2 (required): the SHA-256 of every other metadata entry but data_sha256, as
+                             metadata_digest writes them, so that a changed size no tensor shows (heads) is caught
+    corpus_sha256, val_loss, floor_nats_per_token, val_floor_nats_per_token   the stories' hash, and finite numbers
+    text, text_sha256, split, tokenizer   a model of your own text (train.py --data): all four, or none
+    explorer_source          the explorer page's downloads say where their weights came from
+
+and `check_checkpoint` checks each of them, in one place. A version 1 file's metadata has no hash of its own: its
+sizes are all in its tensors' shapes, but a changed val_loss goes unnoticed there, and so would use_positions and
+positions changed together (one of them alone is caught: they must agree).
 """
 
 import array
 import hashlib
+import itertools
 import json
 import math
+import os
 import random
+import stat
 import sys
 from pathlib import Path
 
-from oneblock import sizes
+import model
+from oneblock import machine, sizes
 from atomic import read_whole, write_atomic
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -39,6 +66,8 @@ DTYPES = {"F32": "f", "F64": "d", "I64": "q"}  # safetensors dtype -> array.arra
 HEADER_ALIGN = 8  # the header is padded with spaces to a multiple of this, as the safetensors library does
 MAX_HEADER = 100 * 1024 * 1024  # a longer header means a corrupt file (the safetensors library has the same limit)
 DATA_HASH_KEY = "data_sha256"  # metadata key: SHA-256 of the data part, checked on reading to catch corrupt bytes
+MAX_DIGITS = 4300  # the longest whole number read from JSON: Python's own default limit (since 3.11, 3.10.7)
+READ_COST = 2  # reading a file holds its bytes and the arrays decoded from them: about twice its size in memory
 
 
 def _packed(dtype, values):
@@ -104,14 +133,69 @@ def encode(tensors, metadata=None):
     return len(text).to_bytes(8, "little") + text + data
 
 
+def said(value, most=80):
+    """repr(value) for a message, cut to most characters: what a file holds may be any length.
+
+    >>> said("heads"), said("x" * 100, 10)
+    ("'heads'", "'xxxxxx...")
+    """
+    text = repr(value)
+    return text if len(text) <= most else text[:most - 3] + "..."
+
+
 def _no_duplicates(pairs):
     """object_pairs_hook for json.loads: a dict, but a key that occurs twice is an error (safetensors forbids it)."""
     out = {}
     for key, value in pairs:
         if key in out:
-            raise ValueError(f"the header has the key {key!r} twice")
+            raise ValueError(f"has the key {said(key)} twice")
         out[key] = value
     return out
+
+
+def _whole_number(text):
+    """parse_int for json.loads: the int, or a ValueError past MAX_DIGITS digits (where Python's own message would
+    be about lifting its limit)."""
+    digits = len(text.lstrip("-"))
+    if digits > MAX_DIGITS:
+        raise ValueError(f"has a number of {digits:,} digits, more than the {MAX_DIGITS:,} Python reads")
+    return int(text)
+
+
+def parse_json(text, what):
+    """The value of the JSON text; a ValueError that starts with what when it is not JSON, repeats a key in an
+    object, holds a whole number too long to read, or nests deeper than Python's JSON reader goes (a RecursionError
+    there).
+
+    >>> parse_json('{"a": [1, 2.5]}', "the header")
+    {'a': [1, 2.5]}
+    >>> parse_json("[" * 5000 + "]" * 5000, "metadata config")
+    Traceback (most recent call last):
+    ...
+    ValueError: metadata config nests deeper than Python's JSON reader goes (maximum recursion depth exceeded ...)
+    """
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates, parse_int=_whole_number)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{what} is not valid JSON ({e.msg} at character {e.pos})") from None
+    except RecursionError as e:
+        raise ValueError(f"{what} nests deeper than Python's JSON reader goes ({e})") from None
+    except ValueError as e:  # from the two hooks
+        raise ValueError(f"{what} {e}") from None
+
+
+def _is_text(s):
+    """Whether a string decoded from JSON is text that can be written as UTF-8: JSON can spell half of a character
+    (a lone surrogate such as \\ud800), which no file name or tokenizer holds.
+
+    >>> _is_text("Zoë"), _is_text("\\ud800")
+    (True, False)
+    """
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def decode(raw):
@@ -142,45 +226,50 @@ def decode(raw):
         raise ValueError(f"the header starts with {text[:10]!r}, expected '{{': the file is corrupt or not a"
                          f" safetensors file")
     try:
-        header = json.loads(text.decode("utf-8"), object_pairs_hook=_no_duplicates)
+        header = parse_json(text.decode("utf-8"), "the header")
     except UnicodeDecodeError as e:
         raise ValueError(f"the header is not UTF-8 ({e.reason} at byte {e.start}): the file is corrupt") from None
-    except json.JSONDecodeError as e:
-        raise ValueError(f"the header is not valid JSON ({e.msg} at character {e.pos}): the file is corrupt") from None
+    except ValueError as e:
+        raise ValueError(f"{e}: the file is corrupt") from None
     if not isinstance(header, dict):
         raise ValueError(f"the header is a JSON {type(header).__name__}, expected an object: the file is corrupt")
 
-    metadata = header.pop("__metadata__", None) or {}
+    metadata = header.pop("__metadata__", {})
     if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
         raise ValueError("__metadata__ must map strings to strings: the file is corrupt")
+    broken = next((key for key, value in metadata.items() if not (_is_text(key) and _is_text(value))), None)
+    if broken is not None:
+        raise ValueError(f"__metadata__ {said(broken)} holds half of a character (a lone surrogate), which is not"
+                         f" text: the file is corrupt")
     data = raw[8 + n:]
     spans, tensors = [], {}
     for name, info in header.items():
         if not isinstance(info, dict) or sorted(info) != ["data_offsets", "dtype", "shape"]:
-            raise ValueError(f"tensor {name!r}: expected exactly the fields dtype, shape and data_offsets, got"
-                             f" {info!r:.80}")
+            raise ValueError(f"tensor {said(name)}: expected exactly the fields dtype, shape and data_offsets, got"
+                             f" {said(info)}")
         dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
-        if dtype not in DTYPES:
-            raise ValueError(f"tensor {name!r} has dtype {dtype!r}; this reader knows {sorted(DTYPES)}")
+        if not isinstance(dtype, str) or dtype not in DTYPES:
+            raise ValueError(f"tensor {said(name)} has dtype {said(dtype)}; this reader knows {sorted(DTYPES)}")
         if not isinstance(shape, list) or any(type(s) is not int or s < 0 for s in shape):
-            raise ValueError(f"tensor {name!r} has shape {shape!r}; expected a list of non-negative ints")
+            raise ValueError(f"tensor {said(name)} has shape {said(shape)}; expected a list of non-negative ints")
         if (not isinstance(offsets, list) or len(offsets) != 2 or any(type(o) is not int for o in offsets)
                 or not 0 <= offsets[0] <= offsets[1]):
-            raise ValueError(f"tensor {name!r} has data_offsets {offsets!r}; expected [begin, end], 0 <= begin <= end")
+            raise ValueError(f"tensor {said(name)} has data_offsets {said(offsets)}; expected [begin, end], 0 <="
+                             f" begin <= end")
         size = math.prod(shape) * array.array(DTYPES[dtype]).itemsize
         if offsets[1] - offsets[0] != size:
-            raise ValueError(f"tensor {name!r} covers {offsets[1] - offsets[0]} bytes, but {dtype} of shape"
-                             f" {tuple(shape)} needs {size}: the file is corrupt")
+            raise ValueError(f"tensor {said(name)} covers {offsets[1] - offsets[0]} bytes, but {dtype} of shape"
+                             f" {said(tuple(shape))} needs {said(size)}: the file is corrupt")
         if offsets[1] > len(data):
-            raise ValueError(f"tensor {name!r} ends at byte {offsets[1]} of the data, but the file holds only"
+            raise ValueError(f"tensor {said(name)} ends at byte {offsets[1]} of the data, but the file holds only"
                              f" {len(data)} bytes of data: the file is truncated")
         spans.append((offsets[0], offsets[1], name))
         tensors[name] = (dtype, tuple(shape), _unpacked(dtype, data[offsets[0]:offsets[1]]))
     end = 0
     for begin, stop, name in sorted(spans):
         if begin != end:
-            raise ValueError(f"tensor {name!r} starts at byte {begin} of the data, expected {end}: the tensors must"
-                             f" follow each other without gaps or overlaps")
+            raise ValueError(f"tensor {said(name)} starts at byte {begin} of the data, expected {end}: the tensors"
+                             f" must follow each other without gaps or overlaps")
         end = stop
     if end != len(data):
         raise ValueError(f"the data part has {len(data)} bytes but the tensors cover {end}: the file is corrupt")
@@ -195,6 +284,31 @@ def save_file(path, tensors, metadata=None):
     write_atomic(path, encode(tensors, metadata))
 
 
+def read_bytes(path):
+    """The bytes of the file at path, read once. Refused first, with a ValueError that starts with the path: a
+    folder, anything but a regular file (atomic.read_whole), and a file that reading and decoding would not fit in
+    the memory this process can still take (READ_COST times its size), a message that names both.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     read_bytes(d)
+    Traceback (most recent call last):
+    ...
+    ValueError: ... is a folder, not a checkpoint file
+    """
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):  # read_whole says why it cannot be read
+        st = None
+    have = machine.memory_available()
+    if st is not None and stat.S_ISREG(st.st_mode):
+        try:
+            machine.check_memory(READ_COST * st.st_size, f"reading it ({machine.in_bytes(st.st_size)})")
+        except ValueError as e:
+            raise ValueError(f"{path}: {e}") from None
+    return read_whole(path, "a checkpoint file", None if have is None else have // READ_COST)
+
+
 def load_file(path):
     """(tensors, metadata) of a safetensors file; a bad or unreadable file is a ValueError that starts with its path.
 
@@ -205,7 +319,7 @@ def load_file(path):
     ...
     ValueError: ... is a folder, not a checkpoint file
     """
-    raw = read_whole(path, "a checkpoint file")
+    raw = read_bytes(path)
     try:
         return decode(raw)
     except ValueError as e:
@@ -244,13 +358,75 @@ def flat(t):
 FORMAT = "one-block checkpoint"  # metadata "format"
 FORMAT_VERSION = "1"  # metadata "format_version" of a model of one block and one head, as before models could grow
 GROWN_VERSION = "2"  # ... of a grown model: its config has blocks and heads, which code from before refuses to read
+METADATA_HASH_KEY = "metadata_sha256"  # a grown model's file: SHA-256 of the rest of its metadata (metadata_digest)
 MOMENT_PREFIXES = ("adam_m.", "adam_v.")  # Adam's first and second moments, one tensor per parameter
 STEP = "adam_step"  # I64 scalar: the number of optimiser steps taken
 RNG = "rng_state"  # I64 (625,): the Mersenne Twister state of the batch sampler (random.Random.getstate()[1])
 RNG_STATE_LEN = 625
 METADATA_KEYS = ("format", "format_version", "config", "training", "tokenizer_sha256")  # required
 TOKENIZER_KEY = "tokenizer"  # optional: the tokenizer.json text of a model of your own text (train.py --data)
+TEXT_KEYS = ("text", "text_sha256", "split", TOKENIZER_KEY)  # your own text: all four; the stories: none
+HASH_KEYS = ("tokenizer_sha256", "corpus_sha256", "text_sha256", DATA_HASH_KEY, METADATA_HASH_KEY)  # SHA-256s, in hex
+NUMBER_KEYS = ("val_loss", "floor_nats_per_token", "val_floor_nats_per_token")  # finite numbers, as text
+KNOWN_KEYS = (*METADATA_KEYS, "corpus_sha256", *NUMBER_KEYS, *TEXT_KEYS, "explorer_source", DATA_HASH_KEY,
+              METADATA_HASH_KEY)  # every metadata key a checkpoint of this model may have
+SPLITS = ("line", "document")  # metadata "split": the units of your own text (train.split_text)
 POSITION_SCHEMES = ("learned", "none", "sinusoidal", "rope")  # config "positions" (numpy_model.SCHEMES)
+SIZE_KEYS = ("vocab", "d", "hidden", "max_len")  # config: the sizes every model has
+GROWN_KEYS = ("blocks", "heads")  # config: the sizes of a grown model (version 2 only)
+CONFIG_KEYS = (*SIZE_KEYS, *GROWN_KEYS, "use_positions", "positions")  # "positions" is absent in files from before
+BACKENDS = ("numpy", "numpy-plain", "python", "torch", "explorer")  # training "backend": train.py's, or the page's
+DTYPE_NAMES = {"float32": "F32", "float64": "F64"}  # training "dtype" -> the parameters' safetensors dtype
+
+
+def _whole(v, low):
+    """Whether v is a JSON whole number of at least low (true and false are not numbers here).
+
+    >>> _whole(3, 1), _whole(True, 1), _whole(2.0, 1)
+    (True, False, False)
+    """
+    return type(v) is int and v >= low
+
+
+def _number(v):
+    """Whether v is a JSON number: an int or a float, not true or false."""
+    return type(v) in (int, float)
+
+
+def _finite(v):
+    """Whether v is a JSON number that is not Infinity or NaN (a whole number is, however long)."""
+    return _number(v) and (type(v) is int or math.isfinite(v))
+
+
+# Every setting a checkpoint's training may record: train.py's (its TRAINING_SETTINGS and, with --data,
+# TEXT_SETTINGS, each checked there by check_settings) and the explorer page's downloads (use_positions, eval_every);
+# name -> (test, what is expected, in words). Older files may lack the settings added later.
+TRAINING_RULES = {
+    "backend": (lambda v: isinstance(v, str) and v in BACKENDS, f"one of {list(BACKENDS)}"),
+    "threads": (lambda v: _whole(v, 1), "a whole number of at least 1"),
+    "dtype": (lambda v: isinstance(v, str) and v in DTYPE_NAMES, f"one of {list(DTYPE_NAMES)}"),
+    "steps": (lambda v: _whole(v, 0), "a whole number of at least 0"),  # (explore.py's untrained weights: 0)
+    "batch": (lambda v: _whole(v, 1), "a whole number of at least 1"),
+    "seq_len": (lambda v: _whole(v, 1), "a whole number of at least 1"),
+    "lr": (lambda v: _finite(v) and v > 0, "a positive finite number"),
+    "min_lr": (lambda v: _finite(v) and v >= 0, "a finite number of at least 0"),
+    "warmup": (lambda v: _whole(v, 0), "a whole number of at least 0"),
+    "beta1": (lambda v: _number(v) and 0 <= v < 1, "a number in [0, 1)"),
+    "beta2": (lambda v: _number(v) and 0 <= v < 1, "a number in [0, 1)"),
+    "eps": (lambda v: _finite(v) and v > 0, "a positive finite number"),
+    "clip": (lambda v: _number(v) and v > 0, "a positive number (Infinity: no clipping)"),
+    "seed": (lambda v: v is None or _whole(v, 0), "a whole number of at least 0, or null (weights from elsewhere)"),
+    "val_stories": (lambda v: v is None or _whole(v, 1), "a whole number of at least 1, or null (your own text)"),
+    "positions": (lambda v: type(v) is bool or (isinstance(v, str) and v in POSITION_SCHEMES),
+                  f"one of {list(POSITION_SCHEMES)}, or true or false (from before the schemes)"),
+    "blocks": (lambda v: _whole(v, 1), "a whole number of at least 1"),
+    "heads": (lambda v: _whole(v, 1), "a whole number of at least 1"),
+    "val_fraction": (lambda v: _number(v) and 0 < v < 1, "a number between 0 and 1"),
+    "vocab_size": (lambda v: v is None or _whole(v, 1), "a whole number of at least 1, or null (a given tokenizer)"),
+    "use_positions": (lambda v: type(v) is bool, "true or false"),
+    "eval_every": (lambda v: _whole(v, 1), "a whole number of at least 1"),
+}
+TEXT_NEEDS = ("val_fraction", "seq_len")  # the settings a model of your own text needs to split it again
 
 
 def sha256_file(path):
@@ -304,6 +480,48 @@ def expected_shapes(config):
     return shapes
 
 
+def each_expected(config):
+    """(name, shape) of every tensor a training checkpoint of config holds, in expected_shapes' order, one at a time:
+    a config of 10^12 blocks costs nothing until its names are read.
+
+    >>> list(each_expected({"vocab": 96, "d": 16, "hidden": 64, "max_len": 64})) == list(expected_shapes(
+    ...     {"vocab": 96, "d": 16, "hidden": 64, "max_len": 64}).items())
+    True
+    >>> next(itertools.islice(each_expected({"vocab": 9, "d": 4, "hidden": 8, "max_len": 8, "blocks": 10**12}), 14,
+    ...                       None))
+    ('block1.ln1_g', (4,))
+    """
+    one = model.param_shapes(config["vocab"], config["d"], config["hidden"], config["max_len"])
+    blocks = sizes_of(config)[0]
+    for prefix in ("", *MOMENT_PREFIXES):
+        names = itertools.chain(sizes.OUTSIDE[:2], (sizes.prefix(b) + name for b in range(blocks)
+                                                    for name in sizes.BLOCK_NAMES), sizes.OUTSIDE[2:])
+        for name in names:
+            yield prefix + name, one[name.rpartition(".")[2]]
+    yield STEP, ()
+    yield RNG, (RNG_STATE_LEN,)
+
+
+def tensor_count(blocks):
+    """How many tensors a training checkpoint of this many blocks holds: each parameter three times (itself and its
+    two moments), the step and the random state.
+
+    >>> tensor_count(1), tensor_count(2)
+    (56, 92)
+    """
+    return (1 + len(MOMENT_PREFIXES)) * (len(sizes.OUTSIDE) + blocks * len(sizes.BLOCK_NAMES)) + 2
+
+
+def number_count(config):
+    """How many numbers the tensors of a training checkpoint of config hold, worked out by arithmetic.
+
+    >>> number_count({"vocab": 96, "d": 16, "hidden": 64, "max_len": 64})  # 3 x 7440 + 1 + 625
+    22946
+    """
+    params = sizes.parameter_count(*(config[key] for key in SIZE_KEYS), blocks=sizes_of(config)[0])
+    return (1 + len(MOMENT_PREFIXES)) * params + 1 + RNG_STATE_LEN
+
+
 def positions_of(config):
     """The position scheme of a model config: its "positions", or for a file written before there were schemes,
     "learned" or "none" from its "use_positions" (model.py's switch, true exactly for "learned").
@@ -330,90 +548,236 @@ def rng_from_tensor(values):
     return rng
 
 
+def metadata_digest(metadata):
+    """The SHA-256 that metadata_sha256 records: of every metadata entry but data_sha256 and metadata_sha256 itself,
+    written as one JSON object with its keys sorted, no spaces and every character past ASCII escaped (so that the
+    same entries always give the same bytes).
+
+    >>> metadata_digest({"b": "2", "a": "ü", DATA_HASH_KEY: "0"}) == sha256_text('{"a":"\\\\u00fc","b":"2"}')
+    True
+    """
+    covered = {key: value for key, value in metadata.items() if key not in (DATA_HASH_KEY, METADATA_HASH_KEY)}
+    return hashlib.sha256(json.dumps(covered, sort_keys=True, separators=(",", ":")).encode("ascii")).hexdigest()
+
+
 def save_checkpoint(path, params, moments, step, rng, config, training, tokenizer_sha256, extra=None):
     """Write a training checkpoint atomically.
 
     params and each of moments = (m, v): {name: (dtype, shape, flat values)} in the model's order; step: int;
     rng: the batch sampler's random.Random; config: the model config dict (vocab, d, hidden, max_len, for a grown
     model blocks and heads, use_positions, positions); training: the training settings dict; extra: more metadata
-    strings (for people reading it). A grown model's file is format version GROWN_VERSION.
+    strings (for people reading it). A grown model's file is format version GROWN_VERSION, and its metadata carries
+    METADATA_HASH_KEY, so that a changed size (heads, which no tensor's shape shows) is caught on reading; a model
+    of one block and one head is written byte for byte as before models could grow.
     """
     tensors = dict(params)
     for prefix, moment in zip(MOMENT_PREFIXES, moments):
         tensors.update({prefix + name: t for name, t in moment.items()})
     tensors[STEP] = ("I64", (), [step])
     tensors[RNG] = rng_tensor(rng)
+    grown = "blocks" in config or "heads" in config
     metadata = {
         "format": FORMAT,
-        "format_version": GROWN_VERSION if "blocks" in config or "heads" in config else FORMAT_VERSION,
+        "format_version": GROWN_VERSION if grown else FORMAT_VERSION,
         "config": json.dumps(config),
         "training": json.dumps(training),
         "tokenizer_sha256": tokenizer_sha256,
         **(extra or {}),
     }
+    if grown:
+        metadata[METADATA_HASH_KEY] = metadata_digest(metadata)
     save_file(path, tensors, metadata)
 
 
-def check_checkpoint(tensors, metadata, tokenizer_sha256=None):
-    """Raise a ValueError naming the first problem of a decoded checkpoint; return (config, training) if it is good.
+# ----------------------------------------------------------------------------------------------------------------
+# Checking a decoded checkpoint: every metadata field's type and range, the sizes against the tensors, the tensors
 
-    Checked: the format name and version, the config and training settings, the tokenizer's hash (when given),
-    that every expected tensor is there with its shape and no others, one float dtype for the parameters and
-    moments, and that every value is finite.
+
+def _is_hash(v):
+    """Whether v is a SHA-256 as hexdigest writes it: 64 lower-case hexadecimal digits.
+
+    >>> _is_hash("0" * 64), _is_hash("0" * 63), _is_hash("A" * 64)
+    (True, False, False)
     """
+    return len(v) == 64 and all(c in "0123456789abcdef" for c in v)
+
+
+def _is_finite_text(v):
+    """Whether the text v reads as a finite number (as val_loss and the floors are written).
+
+    >>> _is_finite_text("0.3306"), _is_finite_text("nan"), _is_finite_text("abc")
+    (True, False, False)
+    """
+    try:
+        return math.isfinite(float(v))
+    except ValueError:
+        return False
+
+
+def check_metadata(metadata):
+    """Raise a ValueError naming the first bad metadata entry of a checkpoint (its strings, before config and
+    training are read); return its format version. Checked: the format and its version, the required keys and
+    data_sha256 (a file without it cannot show that its data is whole), no key this model's files never have, every
+    hash 64 hexadecimal digits, val_loss and the floors finite numbers, your own text's four keys all there or none,
+    its split a known unit, and the tokenizer it carries JSON with the SHA-256 recorded."""
     if metadata.get("format") != FORMAT:
-        raise ValueError(f"format is {metadata.get('format')!r}, expected {FORMAT!r}: not a checkpoint of this model")
+        raise ValueError(f"format is {said(metadata.get('format'))}, expected {FORMAT!r}: not a checkpoint of this"
+                         f" model")
     version = metadata.get("format_version")
     if version not in (FORMAT_VERSION, GROWN_VERSION):
-        raise ValueError(f"format version is {version!r}, but this code reads versions {FORMAT_VERSION!r} and"
+        raise ValueError(f"format version is {said(version)}, but this code reads versions {FORMAT_VERSION!r} and"
                          f" {GROWN_VERSION!r}")
     missing = [key for key in METADATA_KEYS if key not in metadata]
     if missing:
         raise ValueError(f"metadata lacks {missing}")
-    try:
-        config, training = json.loads(metadata["config"]), json.loads(metadata["training"])
-    except json.JSONDecodeError as e:
-        raise ValueError(f"metadata config or training is not valid JSON ({e.msg})") from None
+    if DATA_HASH_KEY not in metadata:
+        raise ValueError(f"metadata lacks {DATA_HASH_KEY}, so nothing shows whether the data is the data that was"
+                         f" written: a changed weight would load unnoticed; every checkpoint this code writes has it")
+    unknown = next((key for key in metadata if key not in KNOWN_KEYS), None)
+    if unknown is not None:
+        raise ValueError(f"metadata has the key {said(unknown)}, which no checkpoint of this model has; expected"
+                         f" some of {list(KNOWN_KEYS)}")
+    for key in HASH_KEYS:
+        if key in metadata and not _is_hash(metadata[key]):
+            raise ValueError(f"metadata {key} is {said(metadata[key])}, expected a SHA-256: 64 hexadecimal digits")
+    for key in NUMBER_KEYS:
+        if key in metadata and not _is_finite_text(metadata[key]):
+            raise ValueError(f"metadata {key} is {said(metadata[key])}, expected a finite number")
+    present = [key for key in TEXT_KEYS if key in metadata]
+    if present and len(present) != len(TEXT_KEYS):
+        raise ValueError(f"metadata has {present} but not {[key for key in TEXT_KEYS if key not in present]}: a"
+                         f" model of your own text has all of {list(TEXT_KEYS)}, a model of the stories none")
+    if present:
+        if metadata["split"] not in SPLITS:
+            raise ValueError(f"metadata split is {said(metadata['split'])}, expected one of {list(SPLITS)}")
+        if not metadata["text"]:
+            raise ValueError("metadata text is empty, expected the name of the text file the model learned")
+        parse_json(metadata[TOKENIZER_KEY], f"the tokenizer it carries (metadata {TOKENIZER_KEY!r})")
+        if sha256_text(metadata[TOKENIZER_KEY]) != metadata["tokenizer_sha256"]:
+            raise ValueError(f"the tokenizer it carries (metadata {TOKENIZER_KEY!r}) does not have the SHA-256"
+                             f" recorded in tokenizer_sha256: the file is corrupt")
+    return version
+
+
+def check_config(config, version):
+    """Raise a ValueError naming the first bad entry of a parsed config; return it if it is good. Checked: a JSON
+    object of known keys only, the sizes positive whole numbers (blocks and heads exactly in a version 2 file),
+    use_positions true or false, and the position scheme, which must agree with it."""
+    if not isinstance(config, dict):
+        raise ValueError(f"metadata config is a JSON {type(config).__name__}, expected an object")
+    unknown = next((key for key in config if key not in CONFIG_KEYS), None)
+    if unknown is not None:
+        raise ValueError(f"config has the key {said(unknown)}, which no model config has; expected some of"
+                         f" {list(CONFIG_KEYS)}")
     grown = version == GROWN_VERSION
-    for key in ("vocab", "d", "hidden", "max_len", *(("blocks", "heads") if grown else ())):
-        if type(config.get(key)) is not int or config[key] < 1:
-            raise ValueError(f"config {key} is {config.get(key)!r}, expected a positive int")
-    if not grown and ("blocks" in config or "heads" in config):
+    for key in (*SIZE_KEYS, *(GROWN_KEYS if grown else ())):
+        if not _whole(config.get(key), 1):
+            raise ValueError(f"config {key} is {said(config.get(key))}, expected a positive int")
+    if not grown and any(key in config for key in GROWN_KEYS):
         raise ValueError(f"config has blocks or heads, but format version {FORMAT_VERSION!r} is of one block and one"
                          f" head: a grown model's file is version {GROWN_VERSION!r}")
-    try:
-        sizes.check_sizes(config["d"], *sizes_of(config))
-    except ValueError as e:
-        raise ValueError(f"config {e}") from None
     if type(config.get("use_positions")) is not bool:
-        raise ValueError(f"config use_positions is {config.get('use_positions')!r}, expected true or false")
+        raise ValueError(f"config use_positions is {said(config.get('use_positions'))}, expected true or false")
     if "positions" in config:  # (files written before the position schemes have use_positions only)
-        if config["positions"] not in POSITION_SCHEMES:
-            raise ValueError(f"config positions is {config['positions']!r}, expected one of"
+        if not isinstance(config["positions"], str) or config["positions"] not in POSITION_SCHEMES:
+            raise ValueError(f"config positions is {said(config['positions'])}, expected one of"
                              f" {list(POSITION_SCHEMES)}")
         if config["use_positions"] != (config["positions"] == "learned"):
             raise ValueError(f"config use_positions is {str(config['use_positions']).lower()} but positions is"
                              f" {config['positions']!r}: use_positions is true exactly for 'learned'")
-    if TOKENIZER_KEY in metadata and sha256_text(metadata[TOKENIZER_KEY]) != metadata["tokenizer_sha256"]:
-        raise ValueError(f"the tokenizer it carries (metadata {TOKENIZER_KEY!r}) does not have the SHA-256 recorded"
-                         f" in tokenizer_sha256: the file is corrupt")
-    if tokenizer_sha256 is not None and metadata["tokenizer_sha256"] != tokenizer_sha256:
-        raise ValueError(tokenizer_mismatch(metadata["tokenizer_sha256"], tokenizer_sha256))
+    return config
 
+
+def check_fits(config, tensors):
+    """Raise a ValueError when the config's sizes ask for more tensors, or more numbers, than the file holds, before
+    any name is made for them (a header that says blocks = 10^12 is refused at once, by arithmetic); the message
+    names the sizes and the first tensors that are missing or of another shape."""
+    blocks = sizes_of(config)[0]
+    need_tensors, need_numbers = tensor_count(blocks), number_count(config)
+    have_numbers = sum(math.prod(shape) for _, shape, _ in tensors.values())
+    if need_tensors <= len(tensors) and need_numbers <= have_numbers:
+        return
+    missing = list(itertools.islice((name for name, _ in each_expected(config) if name not in tensors), 6))
+    if need_tensors > len(tensors):
+        what = (f"config blocks is {blocks:,}: a checkpoint of {blocks:,} block{'s' * (blocks != 1)} holds"
+                f" {need_tensors:,} tensors, but this file holds {len(tensors):,}")
+    else:
+        asked = ", ".join(f"{key} {config[key]:,}" for key in (*SIZE_KEYS, "blocks") if key in config)
+        what = (f"the config's sizes ({asked}) make {need_numbers:,} numbers, but the tensors of this file hold"
+                f" {have_numbers:,}")
+    if missing:
+        raise ValueError(f"{what}; missing tensors: {missing[:5]}{' ...' if len(missing) > 5 else ''}")
+    name, want = next((name, shape) for name, shape in each_expected(config) if tensors[name][1] != shape)
+    raise ValueError(f"{what}; tensor {name!r} has shape {said(tensors[name][1])}, expected {said(want)}")
+
+
+def check_training(training, config, metadata):
+    """Raise a ValueError naming the first bad setting of a parsed training dict; return it if it is good. Checked:
+    a JSON object of known settings only (TRAINING_RULES), each of its type and range; the settings a model of your
+    own text needs to split its text again; and that the settings agree with the config and with each other
+    (seq_len within the model's positions, min_lr at most lr, warmup within the steps, the same position scheme and
+    sizes)."""
+    if not isinstance(training, dict):
+        raise ValueError(f"metadata training is a JSON {type(training).__name__}, expected an object of settings")
+    for name, value in training.items():
+        if name not in TRAINING_RULES:
+            raise ValueError(f"training has the setting {said(name)}, which no run records; expected some of"
+                             f" {list(TRAINING_RULES)}")
+        test, expected = TRAINING_RULES[name]
+        if not test(value):
+            raise ValueError(f"training {name} is {said(value)}, expected {expected}")
+    if "text" in metadata:
+        lacks = [name for name in TEXT_NEEDS if name not in training]
+        if lacks:
+            raise ValueError(f"training lacks {lacks}, which a model of your own text (metadata text) needs to split"
+                             f" its text as it was split")
+    if training.get("seq_len", 0) > config["max_len"]:
+        raise ValueError(f"training seq_len is {training['seq_len']}, more than the {config['max_len']} positions of"
+                         f" the model (config max_len)")
+    if "lr" in training and training.get("min_lr", 0) > training["lr"]:
+        raise ValueError(f"training min_lr is {training['min_lr']}, more than lr {training['lr']}: expected a"
+                         f" learning rate that falls")
+    if "steps" in training and training.get("warmup", 0) > training["steps"]:
+        raise ValueError(f"training warmup is {training['warmup']}, longer than the run (steps"
+                         f" {training['steps']})")
+    scheme = positions_of(config)
+    if "positions" in training:
+        recorded = training["positions"]
+        if isinstance(recorded, bool):  # before the schemes: whether the learned positions were on
+            recorded = "learned" if recorded else "none"
+        if recorded != scheme:
+            raise ValueError(f"training positions is {said(training['positions'])}, but the config's scheme is"
+                             f" {scheme!r}")
+    if "use_positions" in training and training["use_positions"] != config["use_positions"]:
+        raise ValueError(f"training use_positions is {str(training['use_positions']).lower()}, but config"
+                         f" use_positions is {str(config['use_positions']).lower()}")
+    for name, size in zip(GROWN_KEYS, sizes_of(config)):
+        if training.get(name, size) != size:
+            raise ValueError(f"training {name} is {training[name]}, but the config's {name} is {size}")
+    return training
+
+
+def check_tensors(tensors, config, training):
+    """Raise a ValueError naming the first bad tensor: every expected tensor there with its shape and no others, one
+    float dtype for the parameters and moments (the training dtype's, when recorded), every value finite, a step
+    from 0 to the run's steps, and a Mersenne Twister state that random.Random can have reached."""
     shapes = expected_shapes(config)
     missing = [name for name in shapes if name not in tensors]
     if missing:
         raise ValueError(f"missing tensors: {missing[:5]}{' ...' if len(missing) > 5 else ''}")
     extra = [name for name in tensors if name not in shapes]
     if extra:
-        raise ValueError(f"unexpected tensors: {extra[:5]}{' ...' if len(extra) > 5 else ''}")
+        shown = [name if len(name) <= 60 else name[:57] + "..." for name in extra[:5]]  # (a name may be any length)
+        raise ValueError(f"unexpected tensors: {shown}{' ...' if len(extra) > 5 else ''}")
     float_dtype = tensors["tok_emb"][0]
     if float_dtype not in ("F32", "F64"):
         raise ValueError(f"tensor 'tok_emb' has dtype {float_dtype}, expected F32 or F64")
+    if "dtype" in training and DTYPE_NAMES[training["dtype"]] != float_dtype:
+        raise ValueError(f"tensor 'tok_emb' has dtype {float_dtype}, but training dtype is {training['dtype']!r}")
     for name, want in shapes.items():
         dtype, shape, values = tensors[name]
         if shape != want:
-            raise ValueError(f"tensor {name!r} has shape {shape}, expected {want} for config {config}")
+            raise ValueError(f"tensor {name!r} has shape {said(shape)}, expected {want} for config {config}")
         want_dtype = "I64" if name in (STEP, RNG) else float_dtype
         if dtype != want_dtype:
             raise ValueError(f"tensor {name!r} has dtype {dtype}, expected {want_dtype}")
@@ -425,23 +789,67 @@ def check_checkpoint(tensors, metadata, tokenizer_sha256=None):
     step = tensors[STEP][2][0]
     if step < 0:
         raise ValueError(f"{STEP} is {step}, expected a non-negative count of steps")
+    if step > training.get("steps", step):
+        raise ValueError(f"{STEP} is {step}, past the end of the run it records (training steps"
+                         f" {training['steps']}): the file is corrupt")
     words = tensors[RNG][2]
     if any(not 0 <= w < 2 ** 32 for w in words[:-1]) or not 0 <= words[-1] <= 624:
         raise ValueError(f"{RNG} is not a Mersenne Twister state (624 32-bit words and a position from 0 to 624)")
+    if not any(words[:-1]):
+        raise ValueError(f"{RNG} has 624 words that are all zero, a Mersenne Twister state that no seed gives (it"
+                         f" would draw zeros for ever): the file is corrupt")
+
+
+def check_metadata_hash(metadata, version):
+    """Raise a ValueError unless the metadata is the metadata that was written: a version 2 file (a grown model,
+    whose heads no tensor's shape shows) must carry metadata_sha256, and any file that carries it must match it."""
+    if METADATA_HASH_KEY not in metadata:
+        if version == GROWN_VERSION:
+            raise ValueError(f"this grown model's file (format version {GROWN_VERSION!r}) has no {METADATA_HASH_KEY},"
+                             f" so nothing shows that its sizes, such as heads, are the ones it was trained with: it"
+                             f" was written by code from before grown models' metadata was hashed; train it again")
+        return
+    if metadata_digest(metadata) != metadata[METADATA_HASH_KEY]:
+        raise ValueError(f"the metadata's SHA-256 differs from the one recorded in {METADATA_HASH_KEY}: the header"
+                         f" is corrupt or was edited (a model's sizes, such as heads, are in it)")
+
+
+def check_checkpoint(tensors, metadata, tokenizer_sha256=None):
+    """Raise a ValueError naming the first problem of a decoded checkpoint; return (config, training) if it is good.
+
+    The one place where a checkpoint is checked: its metadata strings (check_metadata), the config and training
+    JSON (parse_json, check_config, check_training), the sizes against what the file holds (check_fits, before any
+    per-block name is made, then sizes.check_sizes), the tokenizer's hash (when given), the tensors (check_tensors)
+    and, last, the metadata's own hash (check_metadata_hash).
+    """
+    version = check_metadata(metadata)
+    config = check_config(parse_json(metadata["config"], "metadata config"), version)
+    check_fits(config, tensors)
+    blocks, heads = sizes_of(config)
+    scheme = positions_of(config)
+    try:
+        sizes.check_sizes(config["d"], blocks, heads, scheme)
+    except ValueError as e:
+        raise ValueError(f"config {e}") from None
+    if scheme == "rope" and (config["d"] // heads) % 2:  # (check_sizes says so only for several heads)
+        raise ValueError(f"config positions is 'rope', which turns pairs of channels, but the head width d / heads ="
+                         f" {config['d'] // heads} is odd")
+    training = check_training(parse_json(metadata["training"], "metadata training"), config, metadata)
+    if tokenizer_sha256 is not None and metadata["tokenizer_sha256"] != tokenizer_sha256:
+        raise ValueError(tokenizer_mismatch(metadata["tokenizer_sha256"], tokenizer_sha256))
+    check_tensors(tensors, config, training)
+    check_metadata_hash(metadata, version)
     return config, training
 
 
-def load_checkpoint(path, tokenizer_sha256=None):
-    """Read and check a training checkpoint; a bad file is a ValueError that starts with its path.
-
-    Returns a dict: config, training (settings), params and moments ({name: (dtype, shape, values)} each, the
-    moments as a pair (m, v)), step (int), rng (a random.Random in the saved state), metadata (all of it).
-    """
-    tensors, metadata = load_file(path)
+def load_bytes(raw, where, tokenizer_sha256=None):
+    """Decode and check the bytes of a training checkpoint (where names it in messages: a bad file is a ValueError
+    that starts with where); see load_checkpoint."""
     try:
+        tensors, metadata = decode(raw)
         config, training = check_checkpoint(tensors, metadata, tokenizer_sha256)
     except ValueError as e:
-        raise ValueError(f"{path}: {e}") from None
+        raise ValueError(f"{where}: {e}") from None
     names = list(param_shapes(config))
     return {
         "config": config,
@@ -454,14 +862,29 @@ def load_checkpoint(path, tokenizer_sha256=None):
     }
 
 
+def load_checkpoint(path, tokenizer_sha256=None):
+    """Read and check a training checkpoint; a bad file is a ValueError that starts with its path.
+
+    Returns a dict: config, training (settings), params and moments ({name: (dtype, shape, values)} each, the
+    moments as a pair (m, v)), step (int), rng (a random.Random in the saved state), metadata (all of it).
+    """
+    return load_bytes(read_bytes(path), path, tokenizer_sha256)
+
+
+LIST_NUMBER_BYTES = 32  # a number in a Python list: the float object (24 bytes) and the list's pointer to it (8)
+
+
 def reference_params(ckpt):
-    """The parameters of a loaded checkpoint as the reference model's dict of lists (Python floats).
+    """The parameters of a loaded checkpoint as the reference model's dict of lists (Python floats); a ValueError,
+    before they are made, when they would not fit in memory (LIST_NUMBER_BYTES a number).
 
     >>> import model
     >>> ckpt = {"params": {"b": ("F32", (2,), [0.5, 1.5]), "w": ("F64", (1, 2), [1.0, 2.0])}}
     >>> reference_params(ckpt)
     {'b': [0.5, 1.5], 'w': [[1.0, 2.0]]}
     """
+    count = sum(len(values) for _, _, values in ckpt["params"].values())
+    machine.check_memory(LIST_NUMBER_BYTES * count, f"the {count:,} parameters as Python lists")
     return {name: nested(values, shape) for name, (dtype, shape, values) in ckpt["params"].items()}
 
 

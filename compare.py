@@ -24,6 +24,10 @@ from its vocabulary, and a checkpoint whose tokenizer is not the one it recorded
 sequence at a time; for a batch, its rows are stacked and its gradients averaged over the sequences, which is
 what the batch's mean loss over all B * T positions asks for.
 
+A bad checkpoint, and a --batch, --length or --blocks whose comparison would not fit in the memory this process can
+still take (the reference runs in Python lists, about 32 bytes a number), is refused before any work with one line
+on stderr and exit status 2.
+
 Shape legend: B = sequences, T = positions, d = width, H = hidden width, V = vocabulary size.
 """
 
@@ -214,6 +218,12 @@ def main(argv=None):
     args.length = 63 if args.length is None else args.length
     if args.batch < 1 or not 1 <= args.length <= longest:
         parser.error(f"need --batch >= 1 and 1 <= --length <= {longest}")
+    reference = scheme in ("learned", "none") and not grown
+    problem = priced(SERIES, args.blocks, args.heads, args.batch, args.length, reference,
+                     f"--batch {args.batch} --length {args.length} --blocks {args.blocks} --heads {args.heads}")
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
 
     params = jittered_params(args.seed, args.blocks)
     ids, targets = random_batch(args.seed, args.batch, args.length, SERIES["vocab"])
@@ -245,16 +255,48 @@ def compare_all(params, ids, targets, use_positions, no_torch):
     return 0 if ok else 1
 
 
-def checkpoint_params(path):
-    """(params as a dict of lists, as jittered_params gives them; the model's config) of a train.py checkpoint; a
-    ValueError says why the file cannot be read, or that its tokenizer is not the one it recorded."""
+def load_checked(path):
+    """A train.py checkpoint, loaded and checked (checkpoint.load_checkpoint); a ValueError says why the file cannot
+    be read, or that its tokenizer is not the one it recorded."""
     import train
 
     ckpt = checkpoint.load_checkpoint(path)
     checkpoint.tokenizer_of(ckpt, TOKENIZER_FILE, path)  # the one it carries, or the shipped one unchanged
-    params = {name: np.array(values, dtype=np.float64).reshape(shape).tolist()
-              for name, (_, shape, values) in ckpt["params"].items()}
-    return params, ckpt["config"]
+    return ckpt
+
+
+def checkpoint_params(ckpt):
+    """The parameters of a loaded checkpoint as a dict of lists of float64 values, as jittered_params gives them."""
+    return {name: np.array(values, dtype=np.float64).reshape(shape).tolist()
+            for name, (_, shape, values) in ckpt["params"].items()}
+
+
+def memory_needed(config, blocks, heads, batch, length, reference):
+    """About how many bytes a comparison of a model of config's sizes (and these blocks and heads) on batch sequences
+    of length tokens holds at once: the parameters, token IDs and targets as Python lists (LIST_NUMBER_BYTES a
+    number, as checkpoint.py counts them), when the reference runs (reference) every sequence's intermediates and
+    gradients as lists too, and a training step's float64 arrays (sizes.step_bytes) for each NumPy path and PyTorch.
+
+    >>> memory_needed(SERIES, 1, 1, 2, 63, True) < 10 * 2**20 < memory_needed(SERIES, 1, 1, 10**9, 63, True)
+    True
+    """
+    vocab, d, hidden, max_len = (config[key] for key in checkpoint.SIZE_KEYS)
+    params = sizes.parameter_count(vocab, d, hidden, max_len, blocks)
+    per_token = sizes.activations_per_token(vocab, d, hidden, blocks, heads, length)
+    lists = checkpoint.LIST_NUMBER_BYTES * (params + 2 * batch * length)
+    if reference:
+        lists += checkpoint.LIST_NUMBER_BYTES * batch * (params + length * per_token)
+    arrays = (len(NUMPY_PATHS) + 1) * sizes.step_bytes(vocab, d, hidden, max_len, blocks, heads, batch, length, 8)
+    return lists + arrays
+
+
+def priced(config, blocks, heads, batch, length, reference, what):
+    """None if the comparison fits in memory (memory_needed), else the one-line reason, naming what asked for it."""
+    try:
+        machine.check_memory(memory_needed(config, blocks, heads, batch, length, reference), what)
+    except ValueError as e:
+        return str(e)
+    return None
 
 
 def main_checkpoint(parser, args):
@@ -265,17 +307,26 @@ def main_checkpoint(parser, args):
         parser.error(f"{' and '.join(given)} and --ckpt: the checkpoint says its sizes and positions; drop"
                      f" {' and '.join(given)}")
     try:
-        params, config = checkpoint_params(args.ckpt)
+        ckpt = load_checked(args.ckpt)
     except ValueError as e:
-        print(f"compare.py: {e}", file=sys.stderr)
+        print(f"error: {e}", file=sys.stderr)
         return 2
+    config = ckpt["config"]
     (blocks, heads), scheme = checkpoint.sizes_of(config), checkpoint.positions_of(config)
     longest = config["max_len"] if scheme in ("learned", "none") else numpy_model.LONGEST
     args.length = min(63, config["max_len"]) if args.length is None else args.length
     if args.batch < 1 or not 1 <= args.length <= longest:
         parser.error(f"need --batch >= 1 and 1 <= --length <= {longest} (the checkpoint's model)")
-    ids, targets = random_batch(args.seed, args.batch, args.length, config["vocab"])
     grown = (blocks, heads) != (1, 1)
+    reference = scheme in ("learned", "none") and not grown
+    problem = priced(config, blocks, heads, args.batch, args.length, reference,
+                     f"--batch {args.batch} --length {args.length} at the weights of {args.ckpt}"
+                     f" ({sizes.describe(blocks, heads)})")
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    params = checkpoint_params(ckpt)
+    ids, targets = random_batch(args.seed, args.batch, args.length, config["vocab"])
     print(f"{args.ckpt}: d = {config['d']}, V = {config['vocab']}, B = {args.batch}, T = {args.length}, positions"
           f" {scheme}" + (f", {sizes.describe(blocks, heads)}" if grown else "") + "\n")
     if scheme not in ("learned", "none") or grown:

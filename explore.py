@@ -17,7 +17,9 @@ recorded, and there is no floor.
 
 The server binds 127.0.0.1 only, on a free port unless --port, serves .js as JavaScript on every OS, tells the
 browser not to cache (a new export shows on reload), and stops cleanly on Ctrl-C. A missing or bad checkpoint, a
-port that is taken or a bad option exits with status 2 before anything is written.
+port that is taken or a bad option exits with status 2 before anything is written. An export that cannot be written
+(a full disk, a folder that cannot be made or written) exits with status 2 and one line, and writes nothing: its
+files are written all together or not at all, so an old export stays as it was.
 """
 
 import argparse
@@ -30,9 +32,11 @@ import re
 import shutil
 import socket
 import sys
+import tempfile
 import time
 import urllib.parse
 import webbrowser
+from contextlib import contextmanager, suppress
 from http import HTTPStatus
 from pathlib import Path
 
@@ -44,7 +48,6 @@ from oneblock import sizes
 import trace_block
 from oneblock import settings
 from oneblock.data import CORPUS_FILE, TOKENIZER_FILE, split_text
-from atomic import write_atomic
 
 # ----------------------------------------------------------------------------------------------------------------
 # Settings
@@ -98,7 +101,8 @@ def read_weights(ckpt_path, explicit):
         return untrained_checkpoint(tok), {"trained": False, "step": 0, "val_loss": None,
                                            "source": f"The seed-{UNTRAINED_SEED} initial weights (no checkpoint at"
                                                      f" {path}; train one with python3 train.py)"}
-    ckpt = checkpoint.load_checkpoint(path)
+    raw = checkpoint.read_bytes(path)  # read once: the bytes exported are the bytes checked
+    ckpt = checkpoint.load_bytes(raw, path)
     checkpoint.tokenizer_of(ckpt, TOKENIZER_FILE, path)  # the one it carries, or the shipped one unchanged
     positions = checkpoint.positions_of(ckpt["config"])
     if positions not in ("learned", "none"):
@@ -109,9 +113,9 @@ def read_weights(ckpt_path, explicit):
         raise ValueError(f"{path} is a model of {sizes.describe(*grown)}, which the explorer does not run: it mirrors"
                          f" model.py, which has one block and one head (sample.py and compare.py run grown models)")
     page_data(ckpt["metadata"], ckpt["training"], path)  # a model of your own text: its text is still there
-    val = ckpt["metadata"].get("val_loss")
-    return path.read_bytes(), {"trained": ckpt["step"] > 0, "step": ckpt["step"],
-                               "val_loss": float(val) if val else None, "source": f"Checkpoint {path}"}
+    val = ckpt["metadata"].get("val_loss")  # (checked: a finite number, when there)
+    return raw, {"trained": ckpt["step"] > 0, "step": ckpt["step"],
+                 "val_loss": float(val) if val is not None else None, "source": f"Checkpoint {path}"}
 
 
 def page_data(metadata, training, where):
@@ -133,11 +137,11 @@ def page_data(metadata, training, where):
         text = bpe.read_text(name)
         same = checkpoint.sha256_file(name) == metadata["text_sha256"]
     except ValueError as e:
-        raise ValueError(f"{where} learned the text of {name}, which cannot be read here ({e}); run explore.py in"
+        raise ValueError(f"{where} learned the text of {name!r}, which cannot be read here ({e}); run explore.py in"
                          f" the folder train.py ran in") from None
     if not same:
-        raise ValueError(f"{where} learned the text of {name}, and that file has changed since (its SHA-256 differs);"
-                         f" the page needs the text the model learned")
+        raise ValueError(f"{where} learned the text of {name!r}, and that file has changed since (its SHA-256"
+                         f" differs); the page needs the text the model learned")
     cut, unit, _, _ = split_text(text, training["val_fraction"])
     return {"tokenizer": carried, "split": {"text": name, "unit": unit, "seq_len": training["seq_len"],
                                             "train": text[:cut], "val": text[cut:]},
@@ -154,13 +158,11 @@ def order_sentences(tok):
     return dict(zip("ab", sentences if all(ch in tok.ids for ch in "".join(sentences)) else ["", ""]))
 
 
-def export_data(folder, weights, fields):
-    """Write the page's data into folder (made if needed): the weights, tokenizer.json, the split, and manifest.json
-    with the floors and the trace's sentences. Returns the manifest."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    _, metadata = checkpoint.decode(weights)
-    page = page_data(metadata, json.loads(metadata["training"]), WEIGHTS_FILE)
+def data_files(folder, weights, fields):
+    """(files, manifest): what export_data writes into folder, {path: contents}, and the manifest among them."""
+    tensors, metadata = checkpoint.decode(weights)
+    _, training = checkpoint.check_checkpoint(tensors, metadata)  # (read_weights checked them: this cannot fail)
+    page = page_data(metadata, training, WEIGHTS_FILE)
     manifest = {
         "format": DATA_FORMAT,
         "weights": WEIGHTS_FILE,
@@ -172,10 +174,20 @@ def export_data(folder, weights, fields):
         "text": page["split"].get("text"),  # the --data FILE a model of your own text learned; None for the stories
         "order": page["order"],
     }
-    write_atomic(folder / WEIGHTS_FILE, weights)
-    write_atomic(folder / "tokenizer.json", page["tokenizer"])
-    write_atomic(folder / "split.json", json.dumps(page["split"]) + "\n")
-    write_atomic(folder / "manifest.json", json.dumps(manifest, indent=2) + "\n")
+    files = {folder / WEIGHTS_FILE: weights, folder / "tokenizer.json": page["tokenizer"],
+             folder / "split.json": json.dumps(page["split"]) + "\n",
+             folder / "manifest.json": json.dumps(manifest, indent=2) + "\n"}
+    return files, manifest
+
+
+def export_data(folder, weights, fields):
+    """Write the page's data into folder (made if needed): the weights, tokenizer.json, the split, and manifest.json
+    with the floors and the trace's sentences, all or none (write_together). Returns the manifest; a ValueError
+    says what could not be written."""
+    folder = Path(folder)
+    files, manifest = data_files(folder, weights, fields)
+    with folders_made(folder):
+        write_together(files)
     return manifest
 
 
@@ -189,12 +201,89 @@ def page_files():
 
 
 def export_site(dest, weights, fields):
-    """A self-contained copy of the explorer in dest: the page's files and data/. Returns the manifest."""
+    """A self-contained copy of the explorer in dest: the page's files and data/, written all or none (a failure
+    leaves an old export's files as they were, and removes the folders it made). Returns the manifest; a ValueError
+    says what could not be written."""
     dest = Path(dest)
-    dest.mkdir(parents=True, exist_ok=True)
-    for path in page_files():
-        write_atomic(dest / path.name, path.read_bytes())
-    return export_data(dest / "data", weights, fields)
+    files, manifest = data_files(dest / "data", weights, fields)
+    files.update({dest / path.name: path.read_bytes() for path in page_files()})
+    with folders_made(dest / "data"):
+        write_together(files)
+    return manifest
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Writing an export: every file or none
+
+
+@contextmanager
+def folders_made(folder):
+    """Make folder and the folders missing above it for the with-block, and remove the ones it made again (when
+    empty) if the block fails; a folder that cannot be made, or a file in the way, is a ValueError naming it."""
+    folder = Path(folder)
+    missing = [f for f in (folder, *folder.parents) if not os.path.lexists(f)]  # deepest first
+    try:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ValueError(f"cannot make the folder {folder} ({e.strerror or e})") from None
+        yield
+    except BaseException:
+        for made in missing:
+            with suppress(OSError):
+                made.rmdir()
+        raise
+
+
+def write_together(files):
+    """Write files {path: str (as UTF-8) or bytes} all or none: each to a temporary file beside it first, flushed
+    to disk as atomic.write_atomic does, and only once every one is written, each renamed over its path. A failure
+    to write (a full disk, a file too large, a folder that cannot be written) removes the temporary files, leaves
+    every path as it was, and is a ValueError naming the file and why. (Only a rename that fails, after all the
+    data is written, could leave the files before it new.)
+
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     write_together({Path(d) / "a.txt": "one\\n", Path(d) / "b.bin": b"two"})
+    ...     sorted(p.name for p in Path(d).iterdir())
+    ['a.txt', 'b.bin']
+    """
+    staged = []
+    try:
+        for path, data in files.items():
+            staged.append((staged_copy(Path(path), data), Path(path)))
+        for tmp, path in staged:
+            try:
+                os.replace(tmp, path)
+            except OSError as e:
+                raise ValueError(f"cannot write {path} ({e.strerror or e})") from None
+    except BaseException:
+        for tmp, _ in staged:
+            with suppress(OSError):
+                os.unlink(tmp)
+        raise
+
+
+def staged_copy(path, data):
+    """The name of a temporary file beside path that holds data, flushed to disk and readable by all; a ValueError
+    naming path when it cannot be written (nothing is left behind)."""
+    raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    except OSError as e:
+        raise ValueError(f"cannot write {path} ({e.strerror or e})") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # an ordinary readable file, as open() would make
+    except BaseException as e:
+        with suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise ValueError(f"cannot write {path} ({e.strerror or e})") from None
+        raise
+    return tmp
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -398,7 +487,11 @@ def main(argv=None):
         print(f"note: {fields['source']}; the page says that the model is untrained", file=sys.stderr)
 
     if args.export is not None:
-        export_site(args.export, weights, fields)
+        try:
+            export_site(args.export, weights, fields)
+        except ValueError as e:  # a folder that cannot be made or written, a full disk: nothing was written
+            print(f"error: --export {args.export}: {e}", file=sys.stderr)
+            return 2
         print(f"wrote the explorer to {args.export}: serve that folder over HTTP (for example python3 -m"
               f" http.server -d {args.export} -b 127.0.0.1) and open index.html")
         return 0

@@ -15,6 +15,9 @@ model runs on the numpy and torch backends (model.py has one block and one head)
 
 The tokens are those of the tokenizer the checkpoint was trained with: the one it carries (a model of your own text,
 train.py --data), or the shipped tokenizer.json, which must be the one the checkpoint recorded.
+
+A missing or bad checkpoint (checkpoint.py's checks), one the backend cannot run, a prompt the tokenizer cannot
+read and a size that would not fit in memory each exit with status 2 and one line on stderr, "error: ...".
 """
 
 import argparse
@@ -31,6 +34,7 @@ from oneblock import sizes
 HERE = Path(__file__).resolve().parent
 TOKENIZER_FILE = HERE / "tokenizer.json"
 DEFAULT_CKPT = "out/ckpt.safetensors"  # where train.py writes by default
+TOKEN_BYTES = 64  # memory a generated token takes: its ID in the context list, and its share of the printed text
 
 # ----------------------------------------------------------------------------------------------------------------
 # Choosing the next token
@@ -157,6 +161,11 @@ def main(argv=None):
     for module in {"numpy": ["numpy"], "python": [], "torch": ["numpy", "torch", "safetensors"]}[args.backend]:
         machine.need(module, who[args.backend])
 
+    try:
+        machine.check_memory(TOKEN_BYTES * args.tokens, f"--tokens {args.tokens}")
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if not Path(args.ckpt).exists():
         print(f"error: no checkpoint at {args.ckpt}; train one with python3 train.py", file=sys.stderr)
         return 2
@@ -167,9 +176,9 @@ def main(argv=None):
     try:
         next_logits, ckpt = load_logits_fn(args.ckpt, args.backend)
         tok = checkpoint.tokenizer_of(ckpt, TOKENIZER_FILE, args.ckpt)
-    except ValueError as e:
+    except ValueError as e:  # a bad checkpoint, one the chosen backend cannot run, or one too large for memory
         print(f"error: {e}", file=sys.stderr)
-        return 1
+        return 2
     try:
         prompt_ids = tok.encode(args.prompt)
     except ValueError as e:
@@ -186,7 +195,7 @@ def main(argv=None):
     val = ckpt["metadata"].get("val_loss")
     grown = checkpoint.sizes_of(ckpt["config"])
     print(f"{args.ckpt}: step {ckpt['step']}" + (f", {sizes.describe(*grown)}" if grown != (1, 1) else "")
-          + (f", val loss {float(val):.4f}" if val else ""), file=sys.stderr)
+          + (f", val loss {float(val):.4f}" if val is not None else ""), file=sys.stderr)
     context = start + prompt_ids  # the prompt starts a line, as every story in the corpus does
     new = generate(next_logits, context, args.tokens, ckpt["config"]["max_len"], args.temperature, args.top_k,
                    random.Random(args.seed))

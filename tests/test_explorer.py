@@ -658,11 +658,16 @@ def run_explore(*args, cwd=ROOT):
 def test_a_bad_checkpoint_is_checkpoint_pys_message_and_exit_2(tmp_path, trained_ckpt):
     truncated = tmp_path / "truncated.safetensors"
     truncated.write_bytes(trained_ckpt.read_bytes()[:-100])
-    rope = tmp_path / "rope.safetensors"
+    rope = tmp_path / "rope.safetensors"  # a checkpoint of rotary positions: config and training say so
     rope.write_bytes(edited_checkpoint(trained_ckpt, lambda t, m: m.update(
+        config=json.dumps({**json.loads(m["config"]), "positions": "rope", "use_positions": False}),
+        training=json.dumps({**json.loads(m["training"]), "positions": "rope"}))))
+    half = tmp_path / "half-rope.safetensors"  # only the config says rope: the two do not agree
+    half.write_bytes(edited_checkpoint(trained_ckpt, lambda t, m: m.update(
         config=json.dumps({**json.loads(m["config"]), "positions": "rope", "use_positions": False}))))
     for path, phrase in [(truncated, "the file is truncated"), (tmp_path / "missing.safetensors", "no checkpoint at"),
-                         (rope, "which the explorer does not run")]:
+                         (rope, "which the explorer does not run"),
+                         (half, "training positions is 'learned', but the config's scheme is 'rope'")]:
         proc = run_explore("--ckpt", path, "--export", tmp_path / "site")
         assert proc.returncode == 2 and phrase in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert not (tmp_path / "site").exists()  # nothing written

@@ -302,14 +302,14 @@ def test_a_wrong_tokenizer_is_refused(run_dir, tmp_path):
     metadata[checkpoint.TOKENIZER_KEY] = other.read_text(encoding="utf-8")
     checkpoint.save_file(copy, tensors, metadata)
     proc = run("sample.py", "--ckpt", copy, cwd=tmp_path)
-    assert proc.returncode == 1 and "does not have the SHA-256 recorded" in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and "does not have the SHA-256 recorded" in proc.stderr, proc.stderr
     proc = run("compare.py", "--ckpt", copy, cwd=tmp_path)
     assert proc.returncode == 2 and "does not have the SHA-256 recorded" in proc.stderr, proc.stderr
     # and one that records the other tokenizer's hash too: its size is not the model's
     metadata["tokenizer_sha256"] = checkpoint.sha256_file(other)
     checkpoint.save_file(copy, tensors, metadata)
     proc = run("sample.py", "--ckpt", copy, cwd=tmp_path)
-    assert proc.returncode == 1 and "its tokenizer has 101 tokens, but the model's vocabulary is 100" in proc.stderr
+    assert proc.returncode == 2 and "its tokenizer has 101 tokens, but the model's vocabulary is 100" in proc.stderr
     # a checkpoint of the stories, when the shipped tokenizer is not the one it recorded
     stories = {"metadata": {"tokenizer_sha256": "0" * 64}, "config": {"vocab": 96}}
     with pytest.raises(ValueError, match="token IDs would mean different things"):

@@ -102,7 +102,7 @@ def test_bad_checkpoint_and_bad_options_are_messages(ckpt, tmp_path):
     broken = tmp_path / "broken.safetensors"
     broken.write_bytes(ckpt.read_bytes()[:1000])
     proc = run_sample(broken)
-    assert proc.returncode == 1 and "truncated" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and "truncated" in proc.stderr and "Traceback" not in proc.stderr
     proc = run_sample(tmp_path / "missing.safetensors")
     assert proc.returncode == 2 and "no checkpoint at" in proc.stderr
     proc = run_sample(tmp_path)  # a folder, not a file

@@ -306,7 +306,7 @@ def test_rope_run_records_its_scheme_and_sample_reads_it(tmp_path):
     sample = [sys.executable, str(ROOT / "sample.py"), "--ckpt", str(out), "--tokens", "5"]
     assert subprocess.run(sample, capture_output=True, timeout=300).returncode == 0
     proc = subprocess.run([*sample, "--backend", "python"], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 1 and "which model.py does not have" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and "which model.py does not have" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_a_checkpoint_from_before_the_schemes_still_resumes_and_samples(tmp_path):
@@ -428,7 +428,7 @@ def test_a_grown_run_says_its_path_records_its_sizes_and_sample_reads_them(tmp_p
         texts[backend] = proc.stdout
     assert len(set(texts.values())) == 1  # the twin reads the same sizes and writes the same text
     proc = subprocess.run([*sample, "--backend", "python"], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "is a model of 2 blocks x 4 heads, and model.py has one block and one head" in proc.stderr
     proc = subprocess.run([sys.executable, str(ROOT / "explore.py"), "--ckpt", str(out), "--export",
                            str(tmp_path / "site")], capture_output=True, text=True, timeout=300)

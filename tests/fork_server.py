@@ -1,0 +1,107 @@
+"""A fork server, for a test that runs one tool's main() hundreds of times: a process imports the tool (and NumPy)
+once, then forks a child for each request, which runs main(argv) as `python3 TOOL.py ARGV` would, with its stdout
+and stderr going to files and its memory under a limit, and reports how that child ended. Every case is a real
+process of its own (its own memory, exit status and open files) that does not pay the 0.3 s a fresh interpreter
+takes to import NumPy.
+
+    OPENBLAS_NUM_THREADS=1 python3 tests/fork_server.py sample 4294967296   # the tool, the children's RLIMIT_AS
+
+It reads one request a line on stdin, a JSON object {"argv": [...], "cwd": folder, "stdout": path, "stderr": path,
+"limit_s": seconds}, and answers each with a line on stdout, {"status": the exit status or null, "signal": the
+signal that ended the child or null, "timed_out": whether it ran past limit_s and was killed}. A child that raises
+prints the traceback to its stderr and exits with status 1, as the interpreter does. BLAS thread pools do not
+survive a fork: start the server with one BLAS thread (OPENBLAS_NUM_THREADS=1 in its environment).
+"""
+
+import importlib
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PRELOAD = ("numpy", "checkpoint", "bpe", "numpy_model", "numpy_fast", "train")  # what every tool here reads
+
+
+def exit_status(code):
+    """The exit status of `raise SystemExit(code)`, as the interpreter gives it (a message prints to stderr).
+
+    >>> exit_status(None), exit_status(2), exit_status(True)
+    (0, 2, 1)
+    """
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return int(code) & 0xFF
+    print(code, file=sys.stderr)
+    return 1
+
+
+def run_child(main, request, as_limit):
+    """In the forked child: run main(argv) in the request's folder, under RLIMIT_AS, stdin empty and stdout and
+    stderr into the request's files; never returns."""
+    import resource
+
+    status = 1
+    try:
+        os.chdir(request["cwd"])
+        resource.setrlimit(resource.RLIMIT_AS, (as_limit, as_limit))
+        for fd, path, flags in ((0, os.devnull, os.O_RDONLY),
+                                (1, request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+                                (2, request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
+            opened = os.open(path, flags, 0o644)
+            os.dup2(opened, fd)
+            os.close(opened)
+        try:
+            status = exit_status(main(request["argv"]))
+        except SystemExit as e:
+            status = exit_status(e.code)
+        except BaseException:
+            traceback.print_exc()
+            status = 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(status)
+
+
+def wait_for(pid, limit_s):
+    """How the child pid ended, as a reply; killed (SIGKILL) once it has run limit_s seconds."""
+    deadline, pause = time.monotonic() + limit_s, 0.0005
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return {"status": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+                    "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None, "timed_out": False}
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            return {"status": None, "signal": 9, "timed_out": True}
+        time.sleep(pause)
+        pause = min(2 * pause, 0.01)
+
+
+def serve(tool, as_limit):
+    """Import tool (a module of the repository with a main(argv)), then answer requests until stdin ends."""
+    sys.path.insert(0, str(ROOT))
+    main = importlib.import_module(tool).main
+    for name in PRELOAD:
+        importlib.import_module(name)
+    replies = os.fdopen(os.dup(1), "w")
+    quiet = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(quiet, 1)  # what the tool's modules print while the server runs goes nowhere, not into the replies
+    for line in sys.stdin:
+        request = json.loads(line)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            run_child(main, request, as_limit)
+        replies.write(json.dumps(wait_for(pid, request["limit_s"])) + "\n")
+        replies.flush()
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1], int(sys.argv[2]))

@@ -1,0 +1,292 @@
+"""What a checkpoint's header may say, and what every tool that reads one does when it says too much: each case of
+the defect report on checkpoint trust, run in a real subprocess of sample.py, compare.py, train.py --resume or
+explore.py, each refused in one line that names the value, with exit status 2 and nothing written. The cases that
+could spend memory run under RLIMIT_AS, so that a regression stops there instead of taking the machine.
+
+(tests/test_fuzz_checkpoints.py throws hundreds of damaged files at the same tools; tests/test_checkpoint.py checks
+the reader in-process.)"""
+
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import checkpoint
+import explore
+import train
+from checkpoint_edits import RUNS, edit_json, join_file, split_file, with_header, write_bases
+
+pytest.importorskip("numpy")
+if os.name == "nt":
+    pytest.skip("these tests set resource limits on their subprocesses (POSIX only)", allow_module_level=True)
+
+ROOT = Path(__file__).resolve().parent.parent
+LIMIT = 3 << 30  # RLIMIT_AS of the subprocesses that could spend memory: enough for NumPy, far below the machine
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    """A folder with notes.txt and the three small checkpoints of checkpoint_edits.RUNS; returns (folder, bytes)."""
+    folder = tmp_path_factory.mktemp("trust")
+    return folder, write_bases(folder)
+
+
+def limited(memory=None, file_size=None):
+    """A preexec_fn for subprocess: RLIMIT_AS of memory bytes, and RLIMIT_FSIZE of file_size bytes with SIGXFSZ
+    ignored (so that a write past it fails with EFBIG, as on a full disk, instead of killing the process)."""
+    def apply():
+        import resource
+
+        if memory is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+        if file_size is not None:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
+    return apply
+
+
+def run(tool, *args, cwd, memory=LIMIT, file_size=None):
+    """A tool (sample, compare, train, explore) run in a subprocess in cwd: (CompletedProcess, seconds it took)."""
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, str(ROOT / f"{tool}.py"), *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd, timeout=300, preexec_fn=limited(memory, file_size))
+    return proc, time.monotonic() - started
+
+
+def refused(proc, *phrases):
+    """Assert that proc refused in one line on stderr, "error: ..." with every phrase in it, exit status 2 and
+    nothing on stdout; return that line."""
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stdout == "" and proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: "), proc.stderr
+    for phrase in phrases:
+        assert phrase in proc.stderr, proc.stderr
+    return proc.stderr
+
+
+def tool_args(tool, name, path):
+    """The command line of tool on the checkpoint at path, a damaged copy of the base checkpoint name."""
+    return {"sample": ["--ckpt", path, "--tokens", "5"],
+            "compare": ["--ckpt", path, "--no-torch", "--batch", "1", "--length", "4"],
+            "train": [*RUNS[name], "--out", path, "--resume"],
+            "explore": ["--ckpt", path, "--export", "site"]}[tool]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Sizes priced before they are spent
+
+
+@pytest.mark.parametrize("tool", ["sample", "compare", "train", "explore"])
+def test_a_header_of_10_to_the_12_blocks_is_refused_at_once(work, tool):
+    """param_names built a name per block before any check: 10^12 names exhaust any memory. Now the count of
+    tensors the config asks for is held against the file's, by arithmetic, first."""
+    folder, bases = work
+    path = folder / f"blocks-{tool}.safetensors"
+    path.write_bytes(edit_json(bases["grown"], "config", lambda c: c.update(blocks=10 ** 12)))  # metadata re-hashed
+    before = path.read_bytes()
+    proc, seconds = run(tool, *tool_args(tool, "grown", path), cwd=folder)
+    refused(proc, "config blocks is 1,000,000,000,000", "holds 92", "missing tensors: ['block2.ln1_g'")
+    assert seconds < 30 and path.read_bytes() == before and not (folder / "site").exists()
+
+
+@pytest.mark.parametrize("args, phrase", [
+    (["--batch", "1000000000"], "--batch 1000000000 --length 63 --blocks 1 --heads 1 needs about"),
+    (["--blocks", "10000"], "--batch 2 --length 63 --blocks 10000 --heads 1 needs about"),
+])
+def test_compare_prices_its_sizes_before_any_work(tmp_path, args, phrase):
+    """These ran for minutes while memory grew; under a 3 GiB limit each is now refused at once, naming the value
+    and the memory it needs."""
+    proc, seconds = run("compare", "--no-torch", *args, cwd=tmp_path)
+    line = refused(proc, phrase, "of memory, more than the")
+    assert "GiB" in line and seconds < 30
+
+
+def test_compare_prices_a_batch_at_a_checkpoints_weights(work):
+    folder, _ = work
+    proc, _ = run("compare", "--ckpt", "one-block.safetensors", "--no-torch", "--batch", "1000000000", cwd=folder)
+    refused(proc, "--batch 1000000000 --length 63 at the weights of one-block.safetensors", "needs about")
+
+
+def test_a_checkpoint_larger_than_memory_is_refused_before_it_is_read(tmp_path):
+    """A sparse file of 8 GiB, under a 3 GiB address-space limit: read_whole's bound, priced with the memory."""
+    path = tmp_path / "huge.safetensors"
+    with open(path, "wb") as f:
+        f.truncate(8 << 30)
+    for tool, args in (("sample", ["--ckpt", path]), ("compare", ["--ckpt", path, "--no-torch"]),
+                       ("train", [*RUNS["one-block"], "--out", path, "--resume"]),
+                       ("explore", ["--ckpt", path, "--export", tmp_path / "site"])):
+        proc, seconds = run(tool, *args, cwd=tmp_path)
+        refused(proc, f"{path}: reading it (8.0 GiB) needs about 16.0 GiB of memory, more than the")
+        assert seconds < 30
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["huge.safetensors"]
+
+
+def test_sample_prices_the_tokens_it_is_asked_for(work):
+    folder, _ = work
+    proc, _ = run("sample", "--ckpt", "one-block.safetensors", "--tokens", 10 ** 12, cwd=folder)
+    refused(proc, "--tokens 1000000000000 needs about", "of memory")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Metadata: every field's type and range in one place
+
+
+def set_meta(raw, **changes):
+    """raw with metadata entries changed, both hashes made right again."""
+    header, data = split_file(raw)
+    header["__metadata__"].update(changes)
+    return join_file(header, data, resign=True)
+
+
+def deep_header(raw):
+    """raw with a safetensors header whose metadata is an array nested 5,000 deep."""
+    _, data = split_file(raw)
+    return with_header(b'{"__metadata__":' + b"[" * 5000 + b"]" * 5000 + b"}", data)
+
+
+def packed(raw, name, values, fmt="<q"):
+    """raw with the first values of tensor name replaced (packed with fmt), the data's hash made right again."""
+    header, data = split_file(raw)
+    begin = header[name]["data_offsets"][0]
+    new = b"".join(struct.pack(fmt, v) for v in values)
+    return join_file(header, data[:begin] + new + data[begin + len(new):], resign=True)
+
+
+def without_data_hash(raw):
+    """raw with one bit of a weight flipped and no data_sha256 in its metadata (so that nothing can tell)."""
+    header, data = split_file(raw)
+    header["__metadata__"].pop(checkpoint.DATA_HASH_KEY)
+    at = header["W1"]["data_offsets"][0] + 3
+    return join_file(header, data[:at] + bytes([data[at] ^ 0x01]) + data[at + 1:], data_hash=False)
+
+
+def heads(raw, n, resign):
+    """raw with heads n in its config and training; the metadata's hash as it was, or made right (resign)."""
+    raw = edit_json(raw, "config", lambda c: c.update(heads=n), resign=resign)
+    return edit_json(raw, "training", lambda t: t.update(heads=n), resign=resign)
+
+
+def as_before_metadata_hashes(raw):
+    """A grown model's file as the code before metadata_sha256 wrote it: the same, without that key."""
+    header, data = split_file(raw)
+    header["__metadata__"].pop(checkpoint.METADATA_HASH_KEY)
+    return join_file(header, data)
+
+
+CASES = [  # label, base, damage, tool, phrases
+    ("config a list", "one-block", lambda r: set_meta(r, config="[]"), "sample",
+     ["metadata config is a JSON list, expected an object"]),
+    ("training a number", "grown", lambda r: set_meta(r, training="3"), "sample",
+     ["metadata training is a JSON int, expected an object of settings"]),
+    ("config 5,000 deep", "one-block", lambda r: set_meta(r, config="[" * 5000 + "]" * 5000), "train",
+     ["metadata config nests deeper than Python's JSON reader goes"]),
+    ("training 5,000 deep", "own-text", lambda r: set_meta(r, training='{"a":' * 5000 + "1" + "}" * 5000), "compare",
+     ["metadata training nests deeper than Python's JSON reader goes"]),
+    ("header 5,000 deep", "one-block", deep_header, "explore",
+     ["the header nests deeper than Python's JSON reader goes", "the file is corrupt"]),
+    ("val_loss abc", "one-block", lambda r: set_meta(r, val_loss="abc"), "sample",
+     ["metadata val_loss is 'abc', expected a finite number"]),
+    ("val8fraction", "own-text", lambda r: edit_json(r, "training", lambda t: t.update(
+        val8fraction=t.pop("val_fraction"))), "explore", ["training has the setting 'val8fraction', which no run"]),
+    ("no val_fraction", "own-text", lambda r: edit_json(r, "training", lambda t: t.pop("val_fraction")), "explore",
+     ["training lacks ['val_fraction'], which a model of your own text"]),
+    ("no data_sha256", "one-block", without_data_hash, "sample",
+     ["metadata lacks data_sha256, so nothing shows whether the data is the data that was written"]),
+    ("heads 2 -> 1", "grown", lambda r: heads(r, 1, resign=False), "sample",
+     ["the metadata's SHA-256 differs from the one recorded in metadata_sha256"]),
+    ("heads 2 -> 8", "grown", lambda r: heads(r, 8, resign=False), "compare",
+     ["the metadata's SHA-256 differs from the one recorded in metadata_sha256"]),
+    ("heads 2 -> 3, hash made right", "grown", lambda r: heads(r, 3, resign=True), "sample",
+     ["config heads = 3 does not divide the width d = 8"]),
+    ("version 2 without metadata_sha256", "grown", as_before_metadata_hashes, "sample",
+     ["has no metadata_sha256", "train it again"]),
+    ("adam_step 2^62", "one-block", lambda r: packed(r, checkpoint.STEP, [2 ** 62]), "train",
+     ["adam_step is 4611686018427387904, past the end of the run it records (training steps 4)"]),
+    ("rng_state all zero", "grown", lambda r: packed(r, checkpoint.RNG, [0] * 624), "train",
+     ["rng_state has 624 words that are all zero"]),
+    ("truncated", "one-block", lambda r: r[:1000], "sample", ["the file is truncated"]),
+]
+
+
+@pytest.mark.parametrize("label, base, damage, tool, phrases", CASES, ids=[case[0] for case in CASES])
+def test_a_header_that_says_too_much_is_refused_in_one_line(work, label, base, damage, tool, phrases):
+    folder, bases = work
+    path = folder / f"{label.replace(' ', '-')}-{tool}.safetensors"
+    path.write_bytes(damage(bases[base]))
+    before = path.read_bytes()
+    proc, _ = run(tool, *tool_args(tool, base, path), cwd=folder)
+    refused(proc, str(path), *phrases)
+    assert path.read_bytes() == before and not (folder / "site").exists()
+
+
+def test_every_setting_train_py_and_the_page_record_is_known(work):
+    """checkpoint.py cannot import train.py (train imports checkpoint): its table of settings must cover train.py's
+    and the explorer page's, and the backends must be train.py's --backend choices, or a new setting would make
+    every new checkpoint unreadable."""
+    import re
+
+    assert set(train.TRAINING_SETTINGS + train.TEXT_SETTINGS) <= set(checkpoint.TRAINING_RULES)
+    backend = next(a for a in train.build_parser()._actions if a.dest == "backend")
+    assert set(backend.choices) | {"explorer"} == set(checkpoint.BACKENDS)
+    page = (ROOT / "explorer" / "train.js").read_text(encoding="utf-8")
+    defaults = re.search(r"export const DEFAULTS = \{(.*?)\};", page, re.S).group(1)
+    keys = re.findall(r"^\s+(\w+):", defaults, re.M)
+    assert len(keys) >= 10 and set(keys) | {"backend", "dtype", "seed"} <= set(checkpoint.TRAINING_RULES), keys
+    folder, bases = work
+    assert checkpoint.load_bytes(bases["own-text"], "own")["training"]["val_stories"] is None
+    tok = explore.bpe.Tokenizer.load(train.TOKENIZER_FILE)
+    assert checkpoint.load_bytes(explore.untrained_checkpoint(tok), "untrained")["step"] == 0
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# explore.py --export: a write that fails is one line, exit 2, and nothing half-written
+
+
+def snapshot(folder):
+    """{relative path: bytes} of every file under folder."""
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(Path(folder).rglob("*")) if p.is_file()}
+
+
+def test_an_export_that_cannot_be_written_is_one_line_and_leaves_the_old_export(work, tmp_path):
+    """A full disk, as RLIMIT_FSIZE makes one: no file may pass 64 KB, so the stories' split.json (over 100 KB) fails
+    after the weights and the tokenizer were written beside their old copies. The old export (of the own text)
+    stays as it was, file for file, with no temporary file left."""
+    folder, _ = work
+    site = tmp_path / "site"
+    proc, _ = run("explore", "--ckpt", "own-text.safetensors", "--export", site, cwd=folder)
+    assert proc.returncode == 0, proc.stderr
+    old = snapshot(site)
+    proc, _ = run("explore", "--ckpt", "one-block.safetensors", "--export", site, cwd=folder, file_size=64 << 10)
+    refused(proc, f"--export {site}: cannot write {site / 'data' / 'split.json'} (File too large)")
+    assert snapshot(site) == old
+
+    # the same into a folder that did not exist: the folders it made are not left behind
+    proc, _ = run("explore", "--ckpt", "one-block.safetensors", "--export", tmp_path / "new" / "site", cwd=folder,
+                  file_size=64 << 10)
+    refused(proc, "(File too large)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["site"]
+
+    # and without the limit the export goes through: the stories' files replace the own text's
+    proc, _ = run("explore", "--ckpt", "one-block.safetensors", "--export", site, cwd=folder)
+    assert proc.returncode == 0 and len(snapshot(site)["data/split.json"]) > 100_000, proc.stderr
+
+
+def test_an_export_to_where_no_folder_can_be_is_one_line(work, tmp_path):
+    folder, _ = work
+    (tmp_path / "file").write_text("x", encoding="utf-8")
+    places = [(tmp_path / "file" / "site", "cannot make the folder", "(Not a directory)"),
+              (Path("/proc/explore-site"), "cannot make the folder /proc/explore-site", "")]
+    if os.path.isdir("/sys/kernel"):  # a folder that exists and nobody, not even root, can write in
+        places.append((Path("/sys/kernel"), "cannot make the folder /sys/kernel/data", ""))
+    if os.geteuid() != 0:  # (root writes in any folder whatever its mode says)
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o555)
+        places.append((locked, f"cannot make the folder {locked / 'data'}", "(Permission denied)"))
+    for place, *phrases in places:
+        proc, _ = run("explore", "--ckpt", folder / "one-block.safetensors", "--export", place, cwd=folder)
+        refused(proc, f"--export {place}: ", *phrases)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"] + ["locked"] * (os.geteuid() != 0)
