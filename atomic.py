@@ -1,7 +1,7 @@
 """Files that survive crashes and concurrent runs: write a file so that a crash at any moment leaves either the old
-file or the new one, never half of one (`write_atomic`), and read one whole with a clear message when it cannot be
-(`read_whole`); own a path while a run writes it, so that a second run cannot silently replace the first one's results
-(`hold`).
+file or the new one, never half of one (`write_atomic`; several, all or none: `write_together`), and read one whole
+with a clear message when it cannot be (`read_whole`); own a path while a run writes it, so that a second run cannot
+silently replace the first one's results (`hold`).
 
     >>> import tempfile, pathlib
     >>> with tempfile.TemporaryDirectory() as d:
@@ -26,7 +26,44 @@ LOCK_OFFSET = 1 << 20  # Windows locks a byte range: one byte here, far past the
 def write_atomic(path, data):
     """Write data (str as UTF-8 with "\\n" line ends, or bytes) to a temporary file beside path, flush it to disk,
     then rename it over path in one step."""
-    path = Path(path)
+    write_together({path: data})
+
+
+def write_together(files):
+    """Write files {path: data} all or none, each as write_atomic writes one: every file to a temporary file beside
+    it first, and only once all are on disk, each renamed over its path. A write that fails (a full disk, a file too
+    large, a folder that cannot be written) removes the temporary files and leaves every path as it was; it is an
+    OSError whose filename is the path that could not be written. (Only a rename that fails, after all the data is
+    written, could leave the paths before it new.)
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     write_together({Path(d) / "a.txt": "one\\n", Path(d) / "b.bin": b"two"})
+    ...     sorted(p.name for p in Path(d).iterdir())
+    ['a.txt', 'b.bin']
+    """
+    staged = []
+    try:
+        for path, data in files.items():
+            path = Path(path)
+            try:
+                staged.append((_staged(path, data), path))
+            except OSError as e:
+                raise OSError(e.errno, e.strerror, str(path)) from None
+        while staged:
+            tmp, path = staged[0]
+            os.replace(tmp, path)
+            staged.pop(0)
+    except BaseException:
+        for tmp, _ in staged:
+            with suppress(OSError):
+                os.unlink(tmp)
+        raise
+
+
+def _staged(path, data):
+    """The name of a temporary file beside path holding data, flushed to disk and readable by all; nothing is left
+    behind when it cannot be written."""
     raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
     try:
@@ -35,10 +72,10 @@ def write_atomic(path, data):
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)  # an ordinary readable file, as open() would make
-        os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
         raise
+    return tmp
 
 
 @contextmanager

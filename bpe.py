@@ -324,6 +324,8 @@ class Tokenizer:
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno});"
                              f" the file may be truncated") from None
+        except (RecursionError, ValueError) as e:  # nested too deep, or a number too long to read
+            raise ValueError(f"{path}: not a tokenizer.json ({type(e).__name__}: {str(e)[:80]})") from None
         model = doc.get("model") if isinstance(doc, dict) else None
         vocab = model.get("vocab") if isinstance(model, dict) else None
         merges = model.get("merges") if isinstance(model, dict) else None

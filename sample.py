@@ -5,13 +5,11 @@
     python3 sample.py --backend python                  # the same on model.py, standard library only
     python3 sample.py --backend torch                   # the same on torch_model.py, read by safetensors.torch
 
-Each step feeds the context (a newline, the prompt, what was generated so far) to the model, takes the logits at
-the last position, divides them by the temperature, keeps the top-k, and draws the next token from their softmax
-with one seeded random.Random. The model was trained on 64 positions (and with learned positions has no row past
-them), so once the context is longer only its last 64 tokens are fed, whatever the position scheme. Every backend
-computes in float64 (a float32 checkpoint widens exactly), so they agree to about 1e-15 and, away from exact ties,
-pick the same tokens. The model's sizes (blocks, heads, position scheme) are read from the checkpoint; a grown
-model runs on the numpy and torch backends (model.py has one block and one head).
+This file is the command line; how a token is chosen, and how each backend computes the logits, is
+oneblock/sampling.py's: each step feeds the context (a newline, the prompt, what was generated so far) to the model
+and draws the next token from the last position's softmax, with the temperature and top-k given, by one seeded
+random.Random. Every backend computes in float64, so they agree to about 1e-15 and, away from exact ties, pick the
+same tokens. The model's sizes (blocks, heads, position scheme) are read from the checkpoint.
 
 The tokens are those of the tokenizer the checkpoint was trained with: the one it carries (a model of your own text,
 train.py --data), or the shipped tokenizer.json, which must be the one the checkpoint recorded.
@@ -26,103 +24,11 @@ import random
 import sys
 from pathlib import Path
 
-import checkpoint
-import model
-from oneblock import machine
-from oneblock import sizes
+from oneblock import checkpoint, machine, sizes
+from oneblock.data import TOKENIZER_FILE
+from oneblock.sampling import TOKEN_BYTES, generate, load_logits_fn
 
-HERE = Path(__file__).resolve().parent
-TOKENIZER_FILE = HERE / "tokenizer.json"
 DEFAULT_CKPT = "out/ckpt.safetensors"  # where train.py writes by default
-TOKEN_BYTES = 64  # memory a generated token takes: its ID in the context list, and its share of the printed text
-
-# ----------------------------------------------------------------------------------------------------------------
-# Choosing the next token
-
-
-def choose(logits, temperature, top_k, rng):
-    """The next token ID from one position's logits (a list of V floats).
-
-    temperature 0 is greedy (the first of the largest logits); otherwise softmax(logits / temperature) over the
-    top_k largest (0: all of them), drawn with rng.
-
-    >>> choose([0.0, 3.0, 1.0], 0, 0, None)
-    1
-    >>> rng = random.Random(0)
-    >>> [choose([0.0, 1.0, 0.5], 1.0, 2, rng) for _ in range(10)]  # token 0 is not in the top 2
-    [2, 2, 1, 1, 1, 1, 2, 1, 1, 1]
-    """
-    if temperature == 0:
-        return max(range(len(logits)), key=lambda i: (logits[i], -i))
-    ranked = sorted(range(len(logits)), key=lambda i: (-logits[i], i))  # largest first, ties by ID
-    kept = sorted(ranked[:top_k] if top_k else ranked)  # (k,) IDs, back in ID order
-    top = logits[ranked[0]]
-    weights = [math.exp((logits[i] - top) / temperature) for i in kept]  # (k,) softmax numerators
-    u = rng.random() * math.fsum(weights)
-    total = 0.0
-    for i, w in zip(kept, weights):
-        total += w
-        if u < total:
-            return i
-    return kept[-1]  # u landed on the rounding error past the last cumulative sum
-
-
-def generate(next_logits, context, n_tokens, max_len, temperature, top_k, rng):
-    """n_tokens new IDs after context (a list of IDs); next_logits(ids) gives the last position's logits.
-
-    >>> generate(lambda ids: [0.0, 0.0, float(len(ids))], [0], 3, 2, 0, 0, None)
-    [2, 2, 2]
-    """
-    ids = list(context)
-    for _ in range(n_tokens):
-        window = ids[-max_len:]  # (<= L,) the model has max_len positions: crop to the most recent ones
-        ids.append(choose(next_logits(window), temperature, top_k, rng))
-    return ids[len(context):]
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Backends: a function from a list of IDs to the logits of its last position
-
-
-def load_logits_fn(path, backend, tokenizer_sha256=None):
-    """(next_logits, ckpt) for a checkpoint: next_logits(ids) -> list of V floats, computed in float64."""
-    ckpt = checkpoint.load_checkpoint(path, tokenizer_sha256)  # the checks: format, hash, shapes, finite values
-    positions = checkpoint.positions_of(ckpt["config"])  # the scheme; older files: from use_positions
-    blocks, heads = checkpoint.sizes_of(ckpt["config"])  # 1 and 1 in a file that does not say
-    if backend == "python":
-        if positions not in ("learned", "none"):
-            raise ValueError(f"{path} has positions {positions!r}, which model.py does not have (it has learned"
-                             f" and none); use --backend numpy or torch")
-        if (blocks, heads) != (1, 1):
-            raise ValueError(f"{path} is a model of {sizes.describe(blocks, heads)}, and model.py has one block and"
-                             f" one head; use --backend numpy or torch")
-        params = checkpoint.reference_params(ckpt)
-
-        def next_logits(ids):
-            return model.forward(params, ids, positions == "learned")[0][-1]
-    elif backend == "numpy":
-        from oneblock import numpy_model
-
-        params = numpy_model.from_lists(checkpoint.reference_params(ckpt))  # float64
-
-        def next_logits(ids):
-            logits, _ = numpy_model.forward(params, ids, positions, heads=heads)  # (T, V)
-            return logits[-1].tolist()
-    else:
-        import safetensors.torch
-        import torch
-
-        from oneblock import torch_model
-
-        state = safetensors.torch.load_file(str(path))  # every tensor of the file, as torch tensors
-        params = torch_model.to_torch({name: state[name] for name in ckpt["params"]})  # float64
-
-        def next_logits(ids):
-            with torch.no_grad():
-                logits, _ = torch_model.forward(params, torch_model.as_ids(ids), positions, heads=heads)  # (1, T, V)
-            return logits[0, -1].tolist()
-    return next_logits, ckpt
-
 
 # ----------------------------------------------------------------------------------------------------------------
 # Command line
@@ -130,7 +36,7 @@ def load_logits_fn(path, backend, tokenizer_sha256=None):
 
 def build_parser():
     """The command line: every option with its default and what it does."""
-    p = argparse.ArgumentParser(description="Generate text from a checkpoint written by train.py.")
+    p = argparse.ArgumentParser(description="Generate text from a checkpoint written by train.py.", allow_abbrev=False)
     p.add_argument("--ckpt", default=DEFAULT_CKPT, metavar="PATH", help="the checkpoint (default: %(default)s)")
     p.add_argument("--prompt", default="", help="text to continue; it always follows a newline, so the default,"
                                                 " empty, starts a new story")

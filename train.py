@@ -33,7 +33,7 @@ from pathlib import Path
 from types import SimpleNamespace  # noqa: F401  (path_problem's example)
 
 import bpe
-import checkpoint
+from oneblock import checkpoint
 from atomic import hold, write_atomic
 from oneblock import data as data_files, machine, settings, sizes, training
 from oneblock.settings import SIZES, Settings, model_size, training_settings
@@ -52,7 +52,7 @@ def build_parser():
         description="Train the one-block transformer (or a grown one, with --blocks and --heads) on corpus.txt"
                     " or your own text, write checkpoints, and report the validation loss next to the corpus's"
                     " entropy floor (floor.py).")
-    p.add_argument("--backend", choices=("numpy", "numpy-plain", "python", "torch"), default="numpy",
+    p.add_argument("--backend", choices=settings.BACKENDS, default="numpy",
                    help="numpy: numpy_fast.py, the tuned batched path (default). numpy-plain: numpy_model.py, the"
                         " plain mirror of model.py, the same maths written as formulas, slower. python: model.py,"
                         " one sequence at a time, standard library only, hundreds of times slower: for reading"
@@ -203,11 +203,12 @@ def same_file(a, b):
 
 
 def disk_problem(args, out):
-    """Why the files at out cannot take this run's checkpoint, in one line, judged while the run owns out (so that
-    no other run can change them between this look and the run's first save); None if they can. With --resume a
-    checkpoint must be there; without it, a checkpoint there is replaced only with --overwrite, and a file that is
-    not a checkpoint never is. With --data the copy of the tokenizer beside it follows the same rules: a
-    tokenizer.json there is replaced only by a run that resumes or overwrites, and anything else never is."""
+    """(why the files at out cannot take this run's checkpoint, in one line, or None if they can; the checkpoint
+    there, loaded and checked, for a run that resumes it, else None), judged while the run owns out, so that no
+    other run can change them between this look and the run's first save. With --resume a checkpoint must be
+    there; without it, a checkpoint there is replaced only with --overwrite, and a file that is not a checkpoint
+    never is. With --data the copy of the tokenizer beside it follows the same rules: a tokenizer.json there is
+    replaced only by a run that resumes or overwrites, and anything else never is."""
     copy = tokenizer_beside(out)
     its_input = args.tokenizer is not None and copy.exists() and same_file(args.tokenizer, copy)  # rewritten as it is
     if args.data is not None and copy.exists() and not its_input:
@@ -215,24 +216,24 @@ def disk_problem(args, out):
             bpe.Tokenizer.load(copy)
         except ValueError as e:
             return (f"{copy}, where this run keeps the copy of its tokenizer, exists but is not a tokenizer.json"
-                    f" ({e}); it is never replaced: choose another --out, or remove the file yourself")
+                    f" ({e}); it is never replaced: choose another --out, or remove the file yourself"), None
         if not (args.resume or args.overwrite):
             return (f"{copy} already holds a tokenizer (the copy of an earlier run's); pass --overwrite to replace"
-                    f" it with this run's, or another --out to keep it")
+                    f" it with this run's, or another --out to keep it"), None
     if not out.exists():
         return (f"cannot resume: there is no checkpoint at {args.out}; run without --resume to start one"
-                if args.resume else None)
+                if args.resume else None), None
     try:
-        step = checkpoint.load_checkpoint(out)["step"]
+        ckpt = checkpoint.load_checkpoint(out)  # read once: the run resumes what was checked here
     except ValueError as e:
         if args.resume:
-            return f"cannot resume: {e}"
+            return f"cannot resume: {e}", None
         return (f"--out {args.out} exists but is not a checkpoint ({e}); it is never replaced: choose another --out, or"
-                f" remove the file yourself")
+                f" remove the file yourself"), None
     if not args.resume and not args.overwrite:
-        return (f"--out {args.out} already holds a checkpoint (step {step}); pass --resume to continue it, --overwrite"
-                f" to replace it, or another --out to keep it")
-    return None
+        return (f"--out {args.out} already holds a checkpoint (step {ckpt['step']}); pass --resume to continue it,"
+                f" --overwrite to replace it, or another --out to keep it"), None
+    return None, ckpt if args.resume else None
 
 
 def tokenizer_beside(out):
@@ -258,16 +259,15 @@ def other_text(s, path, metadata, text_sha256):
                          f" on this one")
 
 
-def read_inputs(s, resume, out):
-    """What the run with settings s reads, once each: its --data FILE (if any) and, with resume, the checkpoint at
-    out, which must have learned that text (its tokenizer is then the run's, unless --tokenizer names one, which
-    must be the same); then data.prepare's data. A ValueError says what is wrong."""
+def read_inputs(s, resumed, out):
+    """What the run with settings s reads, once each: its --data FILE (if any) and data.prepare's data. resumed: the
+    checkpoint at out that the run resumes (loaded), or None; it must have learned that text, and its tokenizer is
+    then the run's (unless --tokenizer names one, which must be the same). A ValueError says what is wrong."""
     text = data_files.read_data(s.data) if s.data is not None else None
     carried = None
-    if resume:
-        metadata = checkpoint.load_checkpoint(out)["metadata"]
-        other_text(s, out, metadata, text and text[1])
-        carried = checkpoint.carried_tokenizer(metadata, out) if s.tokenizer is None else None
+    if resumed is not None:
+        other_text(s, out, resumed["metadata"], text and text[1])
+        carried = checkpoint.carried_tokenizer(resumed["metadata"], out) if s.tokenizer is None else None
     return data_files.prepare(s, carried, text)
 
 
@@ -306,17 +306,17 @@ def main(argv=None):
 
             torch_train.start(s)
             owned.callback(torch_train.finish)
-        data, problem = None, path_problem(args)
+        data, resumed, problem = None, None, path_problem(args)
         if problem is None and s.rank == 0:
             try:  # owned first, so that what is on disk is judged by the run that will write there and no other
                 owned.enter_context(hold(out, holder))  # released when the run ends, however it ends
             except ValueError as e:  # another run holds the path, or its folder cannot be made or written
                 problem = f"--out: {e}"
         if problem is None:
-            problem = disk_problem(args, out)
+            problem, resumed = disk_problem(args, out)
         if problem is None:
             try:  # everything about the data is checked before anything is written
-                data = read_inputs(s, args.resume, out)
+                data = read_inputs(s, resumed, out)
             except ValueError as e:
                 problem = f"{'cannot resume: ' if args.resume else ''}{e}"
         if s.backend == "torch":
@@ -325,15 +325,17 @@ def main(argv=None):
             if s.rank == 0:
                 print(f"error: {problem}", file=sys.stderr)
             return 2 if s.rank == 0 else quietly(2)
-        status = run(s, args.resume, out, data)
+        status = run(s, resumed, out, data)
         if s.backend == "torch" and status == 0:
             torch_train.together()
         return status if s.rank == 0 or status == 0 else quietly(status)
 
 
-def run(s, resume, out, data):
-    """The run of main, while it owns out: clean up, train, save, summarise; the exit status. Under torchrun every
-    rank runs it; rank 0 alone prints, writes and cleans up."""
+def run(s, resumed, out, data):
+    """The run of main, while it owns out: clean up, train, save, summarise; the exit status. resumed: the loaded
+    checkpoint the run continues, or None. Under torchrun every rank runs it; rank 0 alone prints, writes and
+    cleans up."""
+    resume = resumed is not None
     recorded = training_settings(s)
     say = print if s.rank == 0 else (lambda *args, **kwargs: None)
     s = dataclasses.replace(s, quiet=s.quiet or s.rank != 0)
@@ -354,7 +356,7 @@ def run(s, resume, out, data):
     state = None
     if resume:
         try:
-            state = training.resumed_state(s, out, recorded, config, data)
+            state = training.resumed_state(s, resumed, out, recorded, config, data)
         except ValueError as e:
             say(f"error: cannot resume: {e}", file=sys.stderr)
             return 2

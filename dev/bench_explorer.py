@@ -1,20 +1,20 @@
 """Time the explorer's live training run in headless Chromium, beside train.py's NumPy path on the same settings.
 
-    python3 bench_explorer.py                # the page's default run: 2000 steps of 8 x 64 tokens, then NumPy
-    python3 bench_explorer.py --steps 700    # a shorter run (enough to pass a validation loss of 0.6)
-    python3 bench_explorer.py --json PATH    # also write the figures as JSON
-    python3 bench_explorer.py --screenshot figures/explorer.png   # and the README's picture of the page after its run
+    python3 -m dev.bench_explorer                # the page's default run: 2000 steps of 8 x 64 tokens, then NumPy
+    python3 -m dev.bench_explorer --steps 700    # a shorter run (enough to pass a validation loss of 0.6)
+    python3 -m dev.bench_explorer --json PATH    # also write the figures as JSON
+    python3 -m dev.bench_explorer --screenshot docs/figures/explorer.png   # and the picture of the page after it
 
 Not a test: it measures and reports. The page run is what a learner gets from the Train panel's Start button: fresh
 seed-3 weights, train.js in a Web Worker, plain float64 sums, validation on the 300 held-out stories every 100 steps.
-The NumPy runs are train.py's loop (`fit`) on the same settings, seed and batches, in float64 and in train.py's
+The NumPy runs are train.py's loop (oneblock/training.py's train) on the same settings, seed and batches, in float64 and in train.py's
 default float32, on one BLAS thread, in this process after the browser has closed. For each run: training tokens per
 second (the steps alone, as train.py counts them), the wall time until the validation loss first falls below
 --target (0.6 nats/token by default: the explorer's aim is to get there within 60 s on a 2-core machine), and the
 validation loss at the end. The machine's load average is printed with the figures, because on a shared machine
 they move with it.
 
-Needs what the browser tests need: Playwright (requirements-dev.txt) and a system Chromium; and NumPy.
+Needs what the browser tests need: Playwright (tests/requirements.txt) and a system Chromium; and NumPy.
 """
 
 import argparse
@@ -27,10 +27,11 @@ import threading
 import time
 from pathlib import Path
 
-import explore
-from oneblock import machine
-import train
 from atomic import write_atomic
+from oneblock import data as data_files, machine, training
+from oneblock.export import export_site, read_weights
+from oneblock.server import make_server
+from oneblock.settings import Settings, checked
 
 PAGE_DEFAULTS = {"steps": 2000, "batch": 8, "seq_len": 64, "lr": 0.01, "min_lr": 0.001, "warmup": 100,
                  "eval_every": 100, "seed": 3}  # explorer/train.js DEFAULTS and the Train panel's seed
@@ -47,13 +48,13 @@ def page_run(steps, batch, timeout, screenshot=None):
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as tmp:
-        explore.export_site(tmp, *explore.read_weights(Path(tmp) / "none.safetensors", explicit=False))
-        server = explore.make_server(tmp, 0)
+        export_site(tmp, *read_weights(Path(tmp) / "none.safetensors", explicit=False))
+        server = make_server(tmp, 0)
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
         try:
             with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path=explore.find_chromium(), args=["--no-sandbox"])
+                browser = p.chromium.launch(executable_path=machine.find_chromium(), args=["--no-sandbox"])
                 page = browser.new_page(viewport={"width": 1280, "height": 900})
                 page.goto(f"http://127.0.0.1:{server.server_port}/index.html")
                 page.wait_for_function("window.ready === true")
@@ -95,7 +96,7 @@ def show_off(page, path):
 
 def palette_png(raw):
     """A PNG with a 256-colour palette: as sharp for a page of flat colours and text, at about a third of the bytes.
-    (Pillow comes with matplotlib, which requirements-dev.txt pins.)"""
+    (Pillow comes with matplotlib, which tests/requirements.txt pins.)"""
     from PIL import Image
 
     out = io.BytesIO()
@@ -110,21 +111,15 @@ def palette_png(raw):
 
 
 def numpy_run(steps, batch, dtype):
-    """train.py's fit with the page's settings: {"vals": [[step, val, seconds]], "tokens_per_s", "wall"}."""
+    """train.py's training with the page's settings: {"vals": [[step, val, seconds]], "tokens_per_s", "wall"}."""
     s = PAGE_DEFAULTS | {"steps": steps, "batch": batch}
-    argv = ["--steps", s["steps"], "--batch", s["batch"], "--seq-len", s["seq_len"], "--lr", s["lr"], "--min-lr",
-            s["min_lr"], "--warmup", min(s["warmup"], steps), "--eval-every", s["eval_every"], "--seed", s["seed"],
-            "--dtype", dtype, "--quiet"]
-    parser = train.build_parser()
-    settings = parser.parse_args([str(a) for a in argv])
-    train.check_settings(parser, settings)
-    data = train.prepare(settings)
-    functions = train.model_functions(settings, data.vocab)
-    state = train.fresh_state(functions[0], settings.seed)
+    settings = checked(Settings(steps=s["steps"], batch=s["batch"], seq_len=s["seq_len"], lr=s["lr"],
+                                min_lr=s["min_lr"], warmup=min(s["warmup"], steps), eval_every=s["eval_every"],
+                                seed=s["seed"], dtype=dtype, quiet=True))
+    data = data_files.prepare(settings)  # (read before the clock starts, as the page has its data before it trains)
     times = []  # when each validation loss line was reported
     started = time.perf_counter()
-    result = train.fit(state, data, settings, functions,
-                       report=lambda line: times.append(time.perf_counter() - started))
+    result = training.train(settings, data, report=lambda line: times.append(time.perf_counter() - started))
     wall = time.perf_counter() - started
     if result.failure:
         raise RuntimeError(result.failure[0])
@@ -153,7 +148,7 @@ def row(name, run, target):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description="Time the explorer's training in headless Chromium beside train.py's"
-                                            " NumPy path on the same settings.")
+                                            " NumPy path on the same settings.", allow_abbrev=False)
     p.add_argument("--steps", type=int, default=PAGE_DEFAULTS["steps"],
                    help="optimiser steps (default: the page's %(default)s)")
     p.add_argument("--batch", type=int, default=PAGE_DEFAULTS["batch"],
@@ -167,9 +162,9 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.steps < 1 or args.batch < 1:
         p.error(f"--steps and --batch must be at least 1, got {args.steps} and {args.batch}")
-    machine.need("numpy", "bench_explorer.py")  # for train.py's runs beside the page's
-    machine.need("playwright", "bench_explorer.py")
-    if explore.find_chromium() is None:
+    machine.need("numpy", "python3 -m dev.bench_explorer")  # for train.py's runs beside the page's
+    machine.need("playwright", "python3 -m dev.bench_explorer")
+    if machine.find_chromium() is None:
         print("error: no Chromium found (chromium, chromium-browser or google-chrome on PATH)", file=sys.stderr)
         return 2
 

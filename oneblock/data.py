@@ -28,7 +28,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import bpe
-import checkpoint
+from oneblock import checkpoint
 from atomic import read_whole
 from oneblock import floor
 from oneblock.settings import MODEL, VAL_BATCH, Settings, checked  # noqa: F401  (Settings: the example above)

@@ -22,10 +22,11 @@ is set while the program runs (`use_threads`, through threadpoolctl), so no orde
 import ctypes
 import importlib
 import os
+import shutil
 import sys
 from contextlib import contextmanager
 
-DEV = "python3 -m pip install -r requirements-dev.txt"  # the pinned test requirements: numpy, matplotlib, ...
+DEV = "python3 -m pip install -r tests/requirements.txt"  # the pinned test requirements: numpy, matplotlib, ...
 INSTALL = {  # package -> the command that installs it, as the README gives it
     "numpy": DEV,
     "threadpoolctl": DEV,
@@ -33,7 +34,7 @@ INSTALL = {  # package -> the command that installs it, as the README gives it
     "safetensors": DEV,
     "tokenizers": DEV,
     "playwright": DEV,
-    "torch": "python3 -m pip install -r requirements-torch.txt (the README says how to get the CPU-only wheel)",
+    "torch": "python3 -m pip install -r tests/requirements-torch.txt (the README says how to get the CPU-only wheel)",
     "numba": "python3 -m pip install numba==0.68.1 (dev/jit_probe.py alone uses it)",
 }
 THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")  # what a new process's BLAS reads
@@ -79,6 +80,11 @@ def missing(package, who):
     install = INSTALL.get(package.split(".")[0], f"python3 -m pip install {package}")
     print(f"error: {who} needs {package}, which is not installed; install it with: {install}", file=sys.stderr)
     raise SystemExit(2) from None
+
+
+def find_chromium():
+    """The system's Chromium or Chrome (what the tests and bench_explorer.py drive), or None."""
+    return next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
 
 
 # ----------------------------------------------------------------------------------------------------------------

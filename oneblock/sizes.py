@@ -182,12 +182,24 @@ def check_sizes(d, blocks, heads, positions=None):
             raise ValueError(f"{name} = {value!r}: expected a whole number of at least 1")
     if d % heads:
         raise ValueError(f"heads = {heads} does not divide the width d = {d}; expected one of"
-                         f" {', '.join(str(n) for n in range(1, d + 1) if d % n == 0)}")
-    if positions == "rope" and heads > 1 and (d // heads) % 2:  # (one head: rope_tables says so, naming d)
-        even = [n for n in range(1, d + 1) if d % n == 0 and (d // n) % 2 == 0]
+                         f" {', '.join(map(str, divisors(d)))}")
+    if positions == "rope" and (d // heads) % 2:
+        even = [n for n in divisors(d) if (d // n) % 2 == 0]
+        if heads == 1:
+            raise ValueError(f"width d = {d} is odd, but rope turns pairs of channels: expected an even width")
         raise ValueError(f"heads = {heads} gives heads of width d / heads = {d // heads}, but rope turns pairs of"
                          f" channels in each head: the head width must be even; expected one of"
                          f" {', '.join(map(str, even))} heads for d = {d}")
+
+
+def divisors(n):
+    """The divisors of n in order, found up to its square root (so that a huge width is answered at once).
+
+    >>> divisors(16), divisors(7)
+    ([1, 2, 4, 8, 16], [1, 7])
+    """
+    small = [k for k in range(1, math.isqrt(n) + 1) if n % k == 0]
+    return small + [n // k for k in reversed(small) if k * k != n]
 
 
 def describe(blocks, heads):

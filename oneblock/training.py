@@ -26,7 +26,7 @@ from functools import partial
 from math import fsum
 from types import SimpleNamespace
 
-import checkpoint
+from oneblock import checkpoint
 import model
 from oneblock import data as data_files, machine
 from oneblock.settings import HOW_RUN, SIZES, Settings, checked, model_size  # noqa: F401  (Settings: the example)
@@ -275,10 +275,13 @@ def fresh_state(init, seed):
             "v": {name: zeros_like(t) for name, t in params.items()}, "rng": random.Random(seed), "step": 0}
 
 
-def resumed_state(s, path, training, config, data):
-    """The state saved at path; a ValueError says why it cannot be resumed (bad file, other data, other tokenizer,
-    other model size, other settings)."""
-    ckpt = checkpoint.load_checkpoint(path, data.tokenizer_sha)  # (main checked first that it learned this text)
+def resumed_state(s, ckpt, path, training, config, data):
+    """The state a loaded checkpoint (checkpoint.load_checkpoint's, of the file at path) saved, for a run with the
+    settings s, the recorded settings training and the model config that reads data; a ValueError says why it
+    cannot be resumed (other data, other tokenizer, other model size, other settings)."""
+    recorded = ckpt["metadata"]["tokenizer_sha256"]
+    if recorded != data.tokenizer_sha:
+        raise ValueError(f"{path}: {checkpoint.tokenizer_mismatch(recorded, data.tokenizer_sha)}")
     if ckpt["metadata"].get("corpus_sha256") != data.metadata.get("corpus_sha256"):
         raise ValueError(f"{path} was trained on another corpus.txt; it cannot be resumed on this one")
     other = {key: (ckpt["config"][key], config[key]) for key in ("d", "max_len") if ckpt["config"][key] != config[key]}

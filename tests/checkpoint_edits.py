@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import checkpoint
+from oneblock import checkpoint
 from run_helpers import own_text
 
 ROOT = Path(__file__).resolve().parent.parent

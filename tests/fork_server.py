@@ -1,10 +1,12 @@
-"""A fork server, for a test that runs one tool's main() hundreds of times: a process imports the tool (and NumPy)
-once, then forks a child for each request, which runs main(argv) as `python3 TOOL.py ARGV` would, with its stdout
-and stderr going to files and its memory under a limit, and reports how that child ended. Every case is a real
-process of its own (its own memory, exit status and open files) that does not pay the 0.3 s a fresh interpreter
-takes to import NumPy.
+"""A fork server, for a test that runs one tool hundreds of times: a process imports the library the tools share
+(and NumPy) once, then forks a child for each request, which runs the tool as its command line does (`python3
+sample.py ARGV`, or `python3 -m dev.compare ARGV`: the script as __main__, through runpy), with its stdout and stderr
+going to files and its memory under a limit, and reports how that child ended. Every case is a real process of its
+own (its own memory, exit status and open files) that does not pay the 0.3 s a fresh interpreter takes to import
+NumPy.
 
-    OPENBLAS_NUM_THREADS=1 python3 tests/fork_server.py sample 4294967296   # the tool, the children's RLIMIT_AS
+    OPENBLAS_NUM_THREADS=1 python3 tests/fork_server.py sample.py 4294967296   # the tool, the children's RLIMIT_AS
+    OPENBLAS_NUM_THREADS=1 python3 tests/fork_server.py "-m dev.compare" 4294967296
 
 It reads one request a line on stdin, a JSON object {"argv": [...], "cwd": folder, "stdout": path, "stderr": path,
 "limit_s": seconds}, and answers each with a line on stdout, {"status": the exit status or null, "signal": the
@@ -16,13 +18,15 @@ survive a fork: start the server with one BLAS thread (OPENBLAS_NUM_THREADS=1 in
 import importlib
 import json
 import os
+import runpy
 import sys
 import time
 import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PRELOAD = ("numpy", "checkpoint", "bpe", "numpy_model", "numpy_fast", "train")  # what every tool here reads
+PRELOAD = ("numpy", "bpe", "oneblock.checkpoint", "oneblock.numpy_model", "oneblock.numpy_fast", "oneblock.training",
+           "oneblock.export", "oneblock.sampling")  # what the tools read
 
 
 def exit_status(code):
@@ -39,9 +43,9 @@ def exit_status(code):
     return 1
 
 
-def run_child(main, request, as_limit):
-    """In the forked child: run main(argv) in the request's folder, under RLIMIT_AS, stdin empty and stdout and
-    stderr into the request's files; never returns."""
+def run_child(tool, request, as_limit):
+    """In the forked child: run the tool with the request's argv in its folder, under RLIMIT_AS, stdin empty and
+    stdout and stderr into the request's files; never returns."""
     import resource
 
     status = 1
@@ -55,7 +59,13 @@ def run_child(main, request, as_limit):
             os.dup2(opened, fd)
             os.close(opened)
         try:
-            status = exit_status(main(request["argv"]))
+            if tool.startswith("-m "):  # python3 -m MODULE ARGV
+                sys.argv = [tool[3:], *request["argv"]]
+                runpy.run_module(tool[3:], run_name="__main__", alter_sys=True)
+            else:  # python3 SCRIPT ARGV
+                sys.argv = [str(ROOT / tool), *request["argv"]]
+                runpy.run_path(sys.argv[0], run_name="__main__")
+            status = 0
         except SystemExit as e:
             status = exit_status(e.code)
         except BaseException:
@@ -84,9 +94,9 @@ def wait_for(pid, limit_s):
 
 
 def serve(tool, as_limit):
-    """Import tool (a module of the repository with a main(argv)), then answer requests until stdin ends."""
+    """Import what the tools read, then answer requests for tool (a script of the lab's folder, or "-m module")
+    until stdin ends."""
     sys.path.insert(0, str(ROOT))
-    main = importlib.import_module(tool).main
     for name in PRELOAD:
         importlib.import_module(name)
     replies = os.fdopen(os.dup(1), "w")
@@ -98,7 +108,7 @@ def serve(tool, as_limit):
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            run_child(main, request, as_limit)
+            run_child(tool, request, as_limit)
         replies.write(json.dumps(wait_for(pid, request["limit_s"])) + "\n")
         replies.flush()
 

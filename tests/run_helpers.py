@@ -6,7 +6,7 @@ import signal
 import subprocess
 import time
 
-import checkpoint
+from oneblock import checkpoint
 
 
 def kill_at(cmd, path, cwd, at_least, timeout=120):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import checkpoint
+from oneblock import checkpoint
 import model
 from oneblock import sizes
 

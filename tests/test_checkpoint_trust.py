@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-import checkpoint
-import explore
-import train
+from oneblock import checkpoint
+import bpe
+from oneblock import export, settings
+from oneblock.data import TOKENIZER_FILE
 from checkpoint_edits import RUNS, edit_json, join_file, split_file, with_header, write_bases
 
 pytest.importorskip("numpy")
@@ -51,10 +52,12 @@ def limited(memory=None, file_size=None):
 
 
 def run(tool, *args, cwd, memory=LIMIT, file_size=None):
-    """A tool (sample, compare, train, explore) run in a subprocess in cwd: (CompletedProcess, seconds it took)."""
+    """A tool (sample, compare, train, explore) run in a subprocess in cwd, as its command line runs it (compare:
+    python3 -m dev.compare, with the lab's folder on the module path): (CompletedProcess, seconds it took)."""
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, str(ROOT / f"{tool}.py"), *map(str, args)], capture_output=True,
-                          text=True, cwd=cwd, timeout=300, preexec_fn=limited(memory, file_size))
+    command = ["-m", "dev.compare"] if tool == "compare" else [str(ROOT / f"{tool}.py")]
+    proc = subprocess.run([sys.executable, *command, *map(str, args)], capture_output=True, text=True, cwd=cwd,
+                          timeout=300, preexec_fn=limited(memory, file_size), env={**os.environ, "PYTHONPATH": str(ROOT)})
     return proc, time.monotonic() - started
 
 
@@ -229,17 +232,16 @@ def test_every_setting_train_py_and_the_page_record_is_known(work):
     every new checkpoint unreadable."""
     import re
 
-    assert set(train.TRAINING_SETTINGS + train.TEXT_SETTINGS) <= set(checkpoint.TRAINING_RULES)
-    backend = next(a for a in train.build_parser()._actions if a.dest == "backend")
-    assert set(backend.choices) | {"explorer"} == set(checkpoint.BACKENDS)
+    assert set(settings.TRAINING_SETTINGS + settings.TEXT_SETTINGS) <= set(checkpoint.TRAINING_RULES)
+    assert set(settings.BACKENDS) | {"explorer"} == set(checkpoint.BACKENDS)
     page = (ROOT / "explorer" / "train.js").read_text(encoding="utf-8")
     defaults = re.search(r"export const DEFAULTS = \{(.*?)\};", page, re.S).group(1)
     keys = re.findall(r"^\s+(\w+):", defaults, re.M)
     assert len(keys) >= 10 and set(keys) | {"backend", "dtype", "seed"} <= set(checkpoint.TRAINING_RULES), keys
     folder, bases = work
     assert checkpoint.load_bytes(bases["own-text"], "own")["training"]["val_stories"] is None
-    tok = explore.bpe.Tokenizer.load(train.TOKENIZER_FILE)
-    assert checkpoint.load_bytes(explore.untrained_checkpoint(tok), "untrained")["step"] == 0
+    tok = bpe.Tokenizer.load(TOKENIZER_FILE)
+    assert checkpoint.load_bytes(export.untrained_checkpoint(tok), "untrained")["step"] == 0
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -278,14 +280,14 @@ def test_an_export_that_cannot_be_written_is_one_line_and_leaves_the_old_export(
 def test_an_export_to_where_no_folder_can_be_is_one_line(work, tmp_path):
     folder, _ = work
     (tmp_path / "file").write_text("x", encoding="utf-8")
-    places = [(tmp_path / "file" / "site", "cannot make the folder", "(Not a directory)"),
-              (Path("/proc/explore-site"), "cannot make the folder /proc/explore-site", "")]
+    places = [(tmp_path / "file" / "site", "cannot create the folder", "(Not a directory)"),
+              (Path("/proc/explore-site"), "cannot create the folder /proc/explore-site", "")]
     if os.path.isdir("/sys/kernel"):  # a folder that exists and nobody, not even root, can write in
-        places.append((Path("/sys/kernel"), "cannot make the folder /sys/kernel/data", ""))
+        places.append((Path("/sys/kernel"), "cannot create the folder /sys/kernel/data", ""))
     if os.geteuid() != 0:  # (root writes in any folder whatever its mode says)
         locked = tmp_path / "locked"
         locked.mkdir(mode=0o555)
-        places.append((locked, f"cannot make the folder {locked / 'data'}", "(Permission denied)"))
+        places.append((locked, f"cannot create the folder {locked / 'data'}", "(Permission denied)"))
     for place, *phrases in places:
         proc, _ = run("explore", "--ckpt", folder / "one-block.safetensors", "--export", place, cwd=folder)
         refused(proc, f"--export {place}: ", *phrases)

@@ -1,4 +1,4 @@
-"""compare.py: all OK on the real code (exit 0), NOT OK and a non-zero exit when a path is deliberately broken."""
+"""dev/compare.py: all OK on the real code (exit 0), NOT OK and a non-zero exit when a path is deliberately broken."""
 
 import re
 import subprocess
@@ -7,12 +7,17 @@ from pathlib import Path
 
 import pytest
 
-import compare
+from dev import compare
 from oneblock import numpy_model
 from oneblock import sizes
 from fastpath_helpers import PATHS
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def short(module):
+    """A module's name without its package, as compare.py's tables name the NumPy paths."""
+    return module.__name__.rsplit(".", 1)[-1]
 
 
 def tables(out):
@@ -27,7 +32,7 @@ def tables(out):
 
 
 def test_compare_script_exits_0_and_prints_all_ok():
-    run = subprocess.run([sys.executable, str(ROOT / "compare.py")], capture_output=True, text=True, cwd=ROOT)
+    run = subprocess.run([sys.executable, "-m", "dev.compare"], capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 0, run.stdout + run.stderr
     found = tables(run.stdout)
     assert list(found)[:2] == ["numpy_model float64 vs reference", "numpy_fast float64 vs reference"]
@@ -52,7 +57,7 @@ def test_broken_backward_fails(path, monkeypatch, capsys):
     assert compare.main(["--no-torch", "--batch", "1", "--length", "20"]) == 1
     out = capsys.readouterr().out
     found = tables(out)
-    rows = found.pop(f"{path.__name__} float64 vs reference")
+    rows = found.pop(f"{short(path)} float64 vs reference")
     assert rows["logits"] == rows["loss"] == "OK"
     assert rows["grad Wq"] == rows["grad tok_emb"] == "NOT OK"
     assert [set(other.values()) for other in found.values()] == [{"OK"}]
@@ -64,7 +69,7 @@ def test_broken_forward_fails(path, monkeypatch, capsys):
     """A NumPy path's layer norm with the wrong EPS: intermediates from h1 on are NOT OK."""
     monkeypatch.setattr(path, "EPS", 1e-3)
     assert compare.main(["--no-torch", "--batch", "2", "--length", "10"]) == 1
-    rows = tables(capsys.readouterr().out)[f"{path.__name__} float64 vs reference"]
+    rows = tables(capsys.readouterr().out)[f"{short(path)} float64 vs reference"]
     assert rows["x0"] == "OK" and rows["h1"] == rows["logits"] == "NOT OK"
 
 
@@ -82,7 +87,7 @@ def test_broken_torch_twin_fails(monkeypatch, capsys):
 @pytest.mark.parametrize("module", ["numpy_model", "numpy_fast"])
 def test_exit_status_of_a_broken_run_in_a_subprocess(module):
     """The exit status itself, through sys.exit, with a NumPy path's attention backward broken."""
-    code = (f"import sys, compare, {module} as path\n"
+    code = (f"import sys\nfrom dev import compare\nfrom oneblock import {module} as path\n"
             "real = path.attention_backward\n"
             "def broken(*args):\n"
             "    grads, dx = real(*args)\n"
@@ -184,19 +189,19 @@ def test_a_checkpoint_is_compared_at_its_weights_with_its_sizes(tmp_path, backen
     ckpt = tmp_path / "ckpt.safetensors"
     trained = subprocess.run([sys.executable, str(ROOT / "train.py"), "--steps", "3", "--batch", "2", "--quiet",
                               "--val-stories", "5", "--backend", backend, *args, "--out", str(ckpt)],
-                             capture_output=True, text=True, cwd=tmp_path)
+                             capture_output=True, text=True, cwd=ROOT)
     assert trained.returncode == 0, trained.stderr
-    run = subprocess.run([sys.executable, str(ROOT / "compare.py"), "--ckpt", str(ckpt), "--length", "20"],
-                         capture_output=True, text=True, cwd=tmp_path)
+    run = subprocess.run([sys.executable, "-m", "dev.compare", "--ckpt", str(ckpt), "--length", "20"],
+                         capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 0, run.stdout + run.stderr
     found = tables(run.stdout)
     assert len(found) >= 2 and all(set(rows.values()) == {"OK"} for rows in found.values())
     if args:
         assert "2 blocks x 2 heads" in run.stdout and "rope" in run.stdout
         assert all(any(name.startswith("grad block1.") for name in rows) for rows in found.values())
-    refused = subprocess.run([sys.executable, str(ROOT / "compare.py"), "--ckpt", str(ckpt), "--heads", "2"],
-                             capture_output=True, text=True, cwd=tmp_path)
+    refused = subprocess.run([sys.executable, "-m", "dev.compare", "--ckpt", str(ckpt), "--heads", "2"],
+                             capture_output=True, text=True, cwd=ROOT)
     assert refused.returncode == 2 and "--heads and --ckpt: the checkpoint says its sizes" in refused.stderr
-    missing = subprocess.run([sys.executable, str(ROOT / "compare.py"), "--ckpt", str(tmp_path / "none")],
-                             capture_output=True, text=True, cwd=tmp_path)
+    missing = subprocess.run([sys.executable, "-m", "dev.compare", "--ckpt", str(tmp_path / "none")],
+                             capture_output=True, text=True, cwd=ROOT)
     assert missing.returncode == 2 and "none" in missing.stderr and "Traceback" not in missing.stderr

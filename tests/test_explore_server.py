@@ -1,7 +1,7 @@
-"""explore.py's server against bad and hostile requests: links out of the folder, folders, bad paths, malformed
+"""The explorer's server (oneblock/server.py, which explore.py serves with) against bad and hostile requests: links out of the folder, folders, bad paths, malformed
 request lines, a TLS hello sent to the plain-HTTP port, and idle connections.
 
-Each case is sent over a raw socket to the real server (explore.make_server on a temporary folder), run in its own
+Each case is sent over a raw socket to the real server (serving.make_server on a temporary folder), run in its own
 process with its stderr in a file, so that every reply's status and body and every log line it wrote are checked,
 and no case may leave a traceback there."""
 
@@ -21,14 +21,14 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import explore  # noqa: E402
+from oneblock import server as serving  # noqa: E402
 
-TIMEOUT = 2.0  # the idle timeout of the server under test, in seconds (explore.IDLE_TIMEOUT is the real one)
+TIMEOUT = 2.0  # the idle timeout of the server under test, in seconds (serving.IDLE_TIMEOUT is the real one)
 SECRET = "a file outside the served folder: never sent"
 PAGE = "<!doctype html><title>the page</title>\n"
 MODULE = "export const answer = 42;\n"
-SERVE = ("import sys, explore\n"
-         "server = explore.make_server(sys.argv[1], 0, timeout=float(sys.argv[2]))\n"
+SERVE = ("import sys\nfrom oneblock.server import make_server\n"
+         "server = make_server(sys.argv[1], 0, timeout=float(sys.argv[2]))\n"
          "print(server.server_port, flush=True)\n"
          "server.serve_forever()\n")
 
@@ -68,7 +68,7 @@ def site(tmp_path_factory):
 
 
 class Served:
-    """explore.make_server(site, 0, timeout=TIMEOUT) serving in a child process, its stderr in a file."""
+    """serving.make_server(site, 0, timeout=TIMEOUT) serving in a child process, its stderr in a file."""
 
     def __init__(self, folder, log):
         self.log = log
@@ -307,8 +307,8 @@ def test_an_idle_connection_is_closed_after_the_timeout(server, sent):
 
 def test_the_real_idle_timeout_is_sane():
     """explore.py serves with IDLE_TIMEOUT: long enough for a slow page load, short enough to free a thread soon."""
-    assert 10 <= explore.IDLE_TIMEOUT <= 30
-    assert inspect.signature(explore.make_server).parameters["timeout"].default == explore.IDLE_TIMEOUT
+    assert 10 <= serving.IDLE_TIMEOUT <= 30
+    assert inspect.signature(serving.make_server).parameters["timeout"].default == serving.IDLE_TIMEOUT
 
 
 def test_explore_py_answers_bad_requests_with_their_status_and_stops_cleanly(tmp_path):
@@ -343,8 +343,8 @@ def test_explore_py_answers_bad_requests_with_their_status_and_stops_cleanly(tmp
 
 
 def test_the_server_binds_127_0_0_1_only(tmp_path):
-    server = explore.make_server(tmp_path, 0)
+    served = serving.make_server(tmp_path, 0)
     try:
-        assert server.server_address[0] == "127.0.0.1"
+        assert served.server_address[0] == "127.0.0.1"
     finally:
-        server.server_close()
+        served.server_close()

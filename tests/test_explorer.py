@@ -28,17 +28,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import bpe  # noqa: E402
-import checkpoint  # noqa: E402
-import explore  # noqa: E402
 import model  # noqa: E402
-import trace_block  # noqa: E402
-import train  # noqa: E402
+from oneblock import checkpoint, data, export, machine, training  # noqa: E402
+from oneblock.server import make_server  # noqa: E402
+from oneblock.settings import Settings, checked  # noqa: E402
 
 np = pytest.importorskip("numpy")
 from fastpath_helpers import rel_err  # noqa: E402
 from run_helpers import own_text  # noqa: E402
 
 TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
+ORDER_A, ORDER_B = export.ORDER  # the trace's two sentences (block-trace.json)
+TINY = json.loads((ROOT / "block-trace.json").read_text(encoding="utf-8"))["gradient_check"]["config"]
 IN_CI = os.environ.get("CI", "").lower() in ("true", "1")
 SITES = ("init", "trained")  # the untrained seed-3 export and a trained checkpoint's
 
@@ -52,16 +53,16 @@ def browser():
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        reason = "Playwright is not installed (python3 -m pip install -r requirements-dev.txt)"
+        reason = "Playwright is not installed (python3 -m pip install -r tests/requirements.txt)"
     else:
-        reason = None if explore.find_chromium() else ("no Chromium found (chromium, chromium-browser or"
+        reason = None if machine.find_chromium() else ("no Chromium found (chromium, chromium-browser or"
                                                        " google-chrome on PATH; .ci/run installs it with apt-get)")
     if reason:
         if IN_CI:
             pytest.fail(f"CI=true and the browser tests cannot run: {reason}")
         pytest.skip(reason)
     with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=explore.find_chromium(), args=["--no-sandbox"])
+        chromium = p.chromium.launch(executable_path=machine.find_chromium(), args=["--no-sandbox"])
         yield chromium
         chromium.close()
 
@@ -92,9 +93,9 @@ def own_ckpt(tmp_path_factory):
 def sites(tmp_path_factory, trained_ckpt, own_ckpt):
     """A folder holding the page four times: init/ (no checkpoint), trained/, broken-worker/ and own-text/."""
     root = tmp_path_factory.mktemp("explorer-sites")
-    explore.export_site(root / "init", *explore.read_weights(root / "no-such.safetensors", explicit=False))
-    explore.export_site(root / "trained", *explore.read_weights(trained_ckpt, explicit=True))
-    explore.export_site(root / "own-text", *explore.read_weights(own_ckpt, explicit=True))
+    export.export_site(root / "init", *export.read_weights(root / "no-such.safetensors", explicit=False))
+    export.export_site(root / "trained", *export.read_weights(trained_ckpt, explicit=True))
+    export.export_site(root / "own-text", *export.read_weights(own_ckpt, explicit=True))
     shutil.copytree(root / "init", root / "broken-worker")
     (root / "broken-worker" / "worker.js").write_text('throw new Error("a worker that fails on purpose");\n')
     return root
@@ -102,7 +103,7 @@ def sites(tmp_path_factory, trained_ckpt, own_ckpt):
 
 @pytest.fixture(scope="module")
 def base_url(sites):
-    server = explore.make_server(sites, 0)
+    server = make_server(sites, 0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_port}"
@@ -155,12 +156,12 @@ def open_page(browser, base_url, tmp_path):
 
 def reference_params(site_dir):
     """The exported weights of a served copy, as model.py's dict of lists."""
-    return checkpoint.reference_params(checkpoint.load_checkpoint(site_dir / "data" / explore.WEIGHTS_FILE))
+    return checkpoint.reference_params(checkpoint.load_checkpoint(site_dir / "data" / export.WEIGHTS_FILE))
 
 
 def corpus_windows(n, length, seed=0):
     """n windows of length token IDs from the training stream, at starts drawn by random.Random(seed)."""
-    stream, _, _ = train.load_data(TOK, explore.VAL_STORIES, length)
+    stream, _, _ = data.load_data(TOK, export.VAL_STORIES, length)
     rng = random.Random(seed)
     return [stream[start:start + length] for start in (rng.randrange(len(stream) - length) for _ in range(n))]
 
@@ -178,7 +179,7 @@ def test_js_tokenizer_gives_bpe_py_ids_on_every_corpus_line_and_the_same_errors(
 
     # SPEC section 2's tokenisations
     tokens = page.js("(texts) => texts.map((t) => explorer.state.tok.tokens(t))",
-                     [trace_block.ORDER_A, trace_block.ORDER_B, "mia has a red ball.", "mia has a red hat.",
+                     [ORDER_A, ORDER_B, "mia has a red ball.", "mia has a red hat.",
                       lines[0] + "\n"])
     assert tokens[0] == ["n", "ow", " mia", " gives", " the", " hat", " to", " leo", "."]
     assert tokens[1] == ["n", "ow", " leo", " gives", " the", " hat", " to", " mia", "."]
@@ -211,7 +212,7 @@ def test_js_forward_matches_model_py(open_page, sites, site):
     page = open_page(site)
     params = reference_params(sites / site)
     cases = [(ids, True) for ids in corpus_windows(20, 64)]
-    cases += [(TOK.encode(text), pos) for text in (trace_block.ORDER_A, trace_block.ORDER_B) for pos in (True, False)]
+    cases += [(TOK.encode(text), pos) for text in (ORDER_A, ORDER_B) for pos in (True, False)]
     want = [model.forward(params, ids, pos)[0] for ids, pos in cases]
     worst = {}
     for sums in ("EXACT", "PLAIN"):
@@ -225,7 +226,7 @@ def test_js_forward_matches_model_py(open_page, sites, site):
 
 def test_order_facts_hold_bit_for_bit_in_the_page(open_page, sites):
     recorded = json.loads((ROOT / "block-trace.json").read_text())["order_test"]
-    a, b = TOK.encode(trace_block.ORDER_A), TOK.encode(trace_block.ORDER_B)
+    a, b = TOK.encode(ORDER_A), TOK.encode(ORDER_B)
     gap = "([a, b, pos]) => explorer.modules.trace_block.last_logits_gap(explorer.state.model.params, a, b, pos)"
     for site in SITES:
         page = open_page(site)
@@ -300,17 +301,15 @@ STEPS = """([windows, s]) => {
 
 
 def test_30_js_training_steps_match_train_pys_numpy_path(open_page):
-    parser = train.build_parser()
-    s = parser.parse_args(["--steps", "30", "--batch", "4", "--warmup", "10", "--clip", "0.75", "--dtype", "float64",
-                           "--quiet"])
-    train.check_settings(parser, s)
-    stream, _, _ = train.load_data(TOK, s.val_stories, s.seq_len)
-    init, loss_and_grads, _ = train.model_functions(s, len(TOK.vocab))
-    state = train.fresh_state(init, s.seed)  # the seed-3 weights, as the init page has them
+    s = checked(Settings(steps=30, batch=4, warmup=10, clip=0.75, dtype="float64", quiet=True))
+    stream, _, _ = data.load_data(TOK, s.val_stories, s.seq_len)
+    init, loss_and_grads, _ = training.model_functions(s, len(TOK.vocab))
+    state = training.fresh_state(init, s.seed)  # the seed-3 weights, as the init page has them
     sampler = random.Random(s.seed)  # the batches of train.py's loop, given explicitly to the page
-    windows = [[stream[i:i + s.seq_len + 1] for i in train.draw_starts(sampler, len(stream), s.seq_len, s.batch)]
+    windows = [[stream[i:i + s.seq_len + 1] for i in training.draw_starts(sampler, len(stream), s.seq_len, s.batch)]
                for _ in range(s.steps)]
-    steps = [train.step(state, [w[:-1] for w in rows], [w[1:] for w in rows], loss_and_grads, s) for rows in windows]
+    steps = [training.step(state, [w[:-1] for w in rows], [w[1:] for w in rows], loss_and_grads, s)
+             for rows in windows]
     norms = [norm for _, norm in steps]
     assert min(norms) < s.clip < max(norms)  # both branches of the clipping are taken
 
@@ -330,7 +329,7 @@ def test_30_js_training_steps_match_train_pys_numpy_path(open_page):
     js_starts = page.js("(n) => { const r = new explorer.modules.random.Random(3);"
                         " return Array.from({length: 30}, () => explorer.modules.train.draw_starts(r, n, 64, 4)); }",
                         len(stream))
-    assert js_starts == [train.draw_starts(r, len(stream), 64, 4) for r in [random.Random(3)] for _ in range(30)]
+    assert js_starts == [training.draw_starts(r, len(stream), 64, 4) for r in [random.Random(3)] for _ in range(30)]
     js_init = page.js("() => Object.values(explorer.modules.model.init_params(96, 16, 64, 64, 3))"
                       ".map((t) => Array.isArray(t) ? t.flatMap((r) => Array.from(r)) : Array.from(t))")
     want = np.concatenate([np.ravel(t) for t in model.init_params(96, 16, 64, 64, 3).values()])
@@ -459,7 +458,7 @@ def test_downloaded_weights_load_in_sample_py_and_give_the_pages_greedy_text(ope
     # the file loads back into the page and into explore.py
     page.page.set_input_files("#weights-file", str(path))
     assert "Loaded explorer.safetensors: step 20" in page.wait_text("#load-message", "Loaded")
-    assert explore.main(["--ckpt", str(path), "--export", str(tmp_path / "site")]) == 0
+    assert run_explore("--ckpt", path, "--export", tmp_path / "site").returncode == 0
     assert json.loads((tmp_path / "site" / "data" / "manifest.json").read_text())["step"] == 20
     assert page.errors == []
 
@@ -572,9 +571,9 @@ def test_without_data_the_page_says_how_to_get_it(browser, sites, tmp_path):
     """A copy of the page with no data/ folder (opened without explore.py): a message, not a blank page."""
     bare = tmp_path / "bare"
     bare.mkdir()
-    for path in explore.page_files():
+    for path in export.page_files():
         shutil.copy(path, bare / path.name)
-    server = explore.make_server(bare, 0)
+    server = make_server(bare, 0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         page = Page(browser, f"http://127.0.0.1:{server.server_port}/index.html", tmp_path)
@@ -607,17 +606,14 @@ def test_a_model_of_your_own_text_in_the_page(open_page, sites, own_ckpt):
                   " return [t.pattern, t.encode(text)]; }", [other.to_dict(), exotic])
     assert got == [other.pattern, other.encode(exotic)]
 
-    parser = train.build_parser()
-    s = parser.parse_args(["--data", str(own_ckpt.parent / "notes.txt"), "--vocab-size", "100", "--seq-len", "32",
-                           "--backend", "python"])
-    train.check_settings(parser, s)
-    data = train.prepare(s)
+    s = checked(Settings(data=str(own_ckpt.parent / "notes.txt"), vocab_size=100, seq_len=32, backend="python"))
+    text = data.prepare(s)
     js = page.js("() => { const d = explorer.state.data;"
                  " return [Array.from(d.stream), d.val_ids.map((w) => Array.from(w)), d.val_tokens]; }")
-    assert js == [data.stream, data.val_ids, data.val_tokens]
+    assert js == [text.stream, text.val_ids, text.val_tokens]
 
     params = checkpoint.reference_params(ckpt)
-    window = data.stream[:32]
+    window = text.stream[:32]
     got = page.js(FORWARD, [[[window, True]], "EXACT"])[0]
     assert rel_err(np.array(got), np.array(model.forward(params, window)[0])) <= 1e-13
 
@@ -626,23 +622,22 @@ def test_a_model_of_your_own_text_in_the_page(open_page, sites, own_ckpt):
     held_out = own_text().splitlines(keepends=True)[-12:]  # the last 12 of 120 lines validate
     assert page.js("() => document.querySelector('#text').value") == "".join(held_out)[:400].rsplit("\n", 1)[0]
     assert "the held-out part of" in page.text("#text-label") and page.text("#vocab-size") == "100"
-    tiny = model.init_params(100, trace_block.TINY["d"], trace_block.TINY["hidden"], trace_block.TINY["max_len"], 3)
+    tiny = model.init_params(100, TINY["d"], TINY["hidden"], TINY["max_len"], 3)
     assert page.text("#check-count") == f"{model.count_params(tiny):,}"
     assert page.js("() => explorer.state.manifest.val_floor") is None
     page.shot("model-status")
     assert page.errors == []
 
 
-def test_export_without_a_checkpoint_is_the_untrained_seed_3_model(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # no out/ckpt.safetensors here
-    assert explore.main(["--export", "site"]) == 0
+def test_export_without_a_checkpoint_is_the_untrained_seed_3_model(tmp_path):
+    assert run_explore("--export", "site", cwd=tmp_path).returncode == 0  # no out/ckpt.safetensors there
     site = tmp_path / "site"
-    assert sorted(p.name for p in site.iterdir()) == sorted([p.name for p in explore.page_files()] + ["data"])
+    assert sorted(p.name for p in site.iterdir()) == sorted([p.name for p in export.page_files()] + ["data"])
     manifest = json.loads((site / "data" / "manifest.json").read_text())
     assert manifest["trained"] is False and "seed-3 initial weights" in manifest["source"]
     assert manifest["val_floor"] == pytest.approx(0.3074, abs=1e-4)
     assert manifest["floor"] == pytest.approx(0.3081, abs=1e-4)
-    assert manifest["order"] == {"a": trace_block.ORDER_A, "b": trace_block.ORDER_B}
+    assert manifest["order"] == {"a": ORDER_A, "b": ORDER_B}
     assert reference_params(site) == model.init_params(96, 16, 64, 64, 3)  # bit for bit
     split = json.loads((site / "data" / "split.json").read_text())
     stories = (ROOT / "corpus.txt").read_text().splitlines()

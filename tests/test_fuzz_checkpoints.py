@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pytest
 
-import checkpoint
+from oneblock import checkpoint
 from checkpoint_edits import RUNS, join_file, split_file, two_documents, with_header, write_bases
 
 pytest.importorskip("numpy")
@@ -237,9 +237,12 @@ MUST = ("heads ", "metadata_sha256", "data_sha256", "val8fraction", "blocks = 10
 # Running the tools
 
 
+COMMANDS = {"sample": "sample.py", "compare": "-m dev.compare", "train": "train.py", "explore": "explore.py"}
+
+
 def start_server(tool):
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    return subprocess.Popen([sys.executable, str(ROOT / "tests" / "fork_server.py"), tool, str(CHILD_MEMORY)],
+    return subprocess.Popen([sys.executable, str(ROOT / "tests" / "fork_server.py"), COMMANDS[tool], str(CHILD_MEMORY)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
 
 

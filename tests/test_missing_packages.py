@@ -59,7 +59,7 @@ def test_a_missing_package_is_named_with_its_install_command(tmp_path, blocked, 
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stdout == "" and "Traceback" not in proc.stderr
     assert proc.stderr.startswith(f"error: {who} needs {package}, which is not installed; install it with:"
-                                  f" python3 -m pip install -r requirements-")
+                                  f" python3 -m pip install -r tests/requirements")
     assert proc.stderr.count("\n") == 1
     assert list(tmp_path.iterdir()) == []  # nothing written before the message
 

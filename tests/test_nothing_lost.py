@@ -16,7 +16,7 @@ import pytest
 from run_helpers import own_text
 
 import bpe
-import checkpoint
+from oneblock import checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
 SHORT = ["--steps", "4", "--batch", "2", "--seq-len", "16", "--val-stories", "20", "--eval-every", "4", "--quiet"]

@@ -60,7 +60,7 @@ def digests():
         for dtype in (np.float64, np.float32):
             params = numpy_model.from_lists(jittered, dtype)
             for scheme in SCHEMES:
-                key = f"{path.__name__}.{np.dtype(dtype).name}.{scheme}"
+                key = f"{path.__name__.rsplit('.', 1)[-1]}.{np.dtype(dtype).name}.{scheme}"  # (the record's names)
                 logits, cache = path.forward(params, ids, scheme)
                 out[f"{key}.logits"] = digest(logits)
                 for name in ("x0", "h1", "x1", "h2", "act", "x2"):

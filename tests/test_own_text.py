@@ -5,6 +5,7 @@ flag, a wrong tokenizer refused, and every bad input a one-line message, exit 2 
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,8 +15,8 @@ from hypothesis import given, settings, strategies as st
 from run_helpers import kill_at, own_text
 
 import bpe
-import checkpoint
-import explore
+from oneblock import checkpoint
+from oneblock import export
 import model
 from oneblock.data import split_text, windows
 
@@ -33,9 +34,11 @@ SHORT = ["--batch", "8", "--seq-len", "32", "--quiet"]
 
 
 def run(script, *args, cwd):
-    """Run one of the scripts in a subprocess; the CompletedProcess (text)."""
-    return subprocess.run([sys.executable, str(ROOT / script), *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=300)
+    """Run one of the scripts in a subprocess (a file of the lab's folder, or "-m module" with the lab's folder on
+    the module path); the CompletedProcess (text)."""
+    command = ["-m", script[3:]] if script.startswith("-m ") else [str(ROOT / script)]
+    return subprocess.run([sys.executable, *command, *map(str, args)], capture_output=True, text=True, cwd=cwd,
+                          timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 def files_under(folder):
@@ -303,7 +306,7 @@ def test_a_wrong_tokenizer_is_refused(run_dir, tmp_path):
     checkpoint.save_file(copy, tensors, metadata)
     proc = run("sample.py", "--ckpt", copy, cwd=tmp_path)
     assert proc.returncode == 2 and "does not have the SHA-256 recorded" in proc.stderr, proc.stderr
-    proc = run("compare.py", "--ckpt", copy, cwd=tmp_path)
+    proc = run("-m dev.compare", "--ckpt", copy, cwd=tmp_path)
     assert proc.returncode == 2 and "does not have the SHA-256 recorded" in proc.stderr, proc.stderr
     # and one that records the other tokenizer's hash too: its size is not the model's
     metadata["tokenizer_sha256"] = checkpoint.sha256_file(other)
@@ -363,8 +366,8 @@ def test_width_and_max_len_make_the_model_and_a_given_tokenizer_is_reused(run_di
 
 def test_the_explorer_exports_a_model_of_your_text(run_dir, tmp_path, monkeypatch):
     monkeypatch.chdir(run_dir)  # where train.py ran: the text is there by the name it was given
-    weights, fields = explore.read_weights(Path("runs/notes.safetensors"), explicit=True)
-    manifest = explore.export_site(tmp_path / "site", weights, fields)
+    weights, fields = export.read_weights(Path("runs/notes.safetensors"), explicit=True)
+    manifest = export.export_site(tmp_path / "site", weights, fields)
     data = tmp_path / "site" / "data"
     assert manifest["floor"] is None and manifest["val_floor"] is None and manifest["text"] == "notes.txt"
     carried = checkpoint.load_checkpoint(data / "weights.safetensors")["metadata"][checkpoint.TOKENIZER_KEY]

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 import bpe
-import checkpoint
+from oneblock import checkpoint
 import model
-import sample
+from oneblock import sampling
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -74,7 +74,7 @@ def test_context_is_cropped_to_the_last_64_tokens():
         seen.append(list(ids))
         return [0.0] * 95 + [1.0]
 
-    new = sample.generate(next_logits, list(range(10)), 100, 64, 0, 0, None)
+    new = sampling.generate(next_logits, list(range(10)), 100, 64, 0, 0, None)
     assert new == [95] * 100
     assert [len(w) for w in seen] == [min(10 + i, 64) for i in range(100)]
     assert seen[-1] == (list(range(10)) + [95] * 99)[-64:]
@@ -85,11 +85,11 @@ def test_choose_draws_in_proportion_and_respects_top_k():
 
     rng = random.Random(0)
     logits = [0.0, 1.0, 2.0]
-    draws = [sample.choose(logits, 1.0, 0, rng) for _ in range(20000)]
+    draws = [sampling.choose(logits, 1.0, 0, rng) for _ in range(20000)]
     p = np.exp(logits) / np.exp(logits).sum()
     assert np.allclose(np.bincount(draws, minlength=3) / len(draws), p, atol=0.02)
-    assert set(sample.choose(logits, 5.0, 2, rng) for _ in range(500)) == {1, 2}
-    assert sample.choose([1.0, 3.0, 3.0], 0, 0, rng) == 1  # greedy: the first of equal largest logits
+    assert set(sampling.choose(logits, 5.0, 2, rng) for _ in range(500)) == {1, 2}
+    assert sampling.choose([1.0, 3.0, 3.0], 0, 0, rng) == 1  # greedy: the first of equal largest logits
 
 
 def test_unknown_character_in_the_prompt_is_the_tokenizers_error(ckpt):

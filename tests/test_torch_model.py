@@ -2,7 +2,7 @@
 numpy_fast.py, each test once for each): logits, loss and every gradient within 1e-11 relative (largest absolute
 difference / largest absolute value of the reference tensor). The sinusoidal and rope position schemes, which the
 reference does not have, are checked between the NumPy paths and the twin alone. Skipped only when torch is not
-installed; CI installs torch==2.13.0 (requirements-torch.txt)."""
+installed; CI installs torch==2.13.0 (tests/requirements-torch.txt)."""
 
 import subprocess
 import sys
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from fastpath_helpers import PATHS, SERIES, assert_close, configs, draw_batch, jittered, numpy_run, reference, rel_err
 
-torch = pytest.importorskip("torch", reason="torch is not installed (pip install -r requirements-torch.txt)")
+torch = pytest.importorskip("torch", reason="torch is not installed (pip install -r tests/requirements-torch.txt)")
 
 from oneblock import numpy_model as nm  # noqa: E402
 from oneblock import torch_model as tm  # noqa: E402
@@ -118,7 +118,8 @@ def test_intermediates_match_numpy_for_fixed_schemes(path, scheme):
 def test_the_twin_is_independent_of_the_numpy_path():
     """torch_model.py parses its own scheme names: importing it loads no NumPy-path module, and it reads the
     reference's switch and the scheme names the same way."""
-    code = "import sys, torch_model; print(sorted(m for m in sys.modules if m.startswith('numpy_')))"
+    code = ("import sys\nfrom oneblock import torch_model\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('numpy_', 'oneblock.numpy_'))))")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 0 and run.stdout.strip() == "[]", run.stdout + run.stderr
     assert tm.SCHEMES == nm.SCHEMES
@@ -149,7 +150,7 @@ def grown_configs(draw):
 @settings(max_examples=40, deadline=None)
 @given(cfg=grown_configs(), length=st.integers(1, 16))
 def test_grown_numpy_paths_match_the_twin_in_every_intermediate_and_gradient(path, cfg, length):
-    import compare
+    from dev import compare
 
     V, d, H, L = cfg["vocab"], cfg["d"], cfg["hidden"], cfg["max_len"]
     T = min(length, L) if cfg["scheme"] == "learned" else length
@@ -166,7 +167,7 @@ def test_grown_numpy_paths_match_the_twin_in_every_intermediate_and_gradient(pat
 @pytest.mark.parametrize("path", PATHS)
 def test_grown_series_size_worst_relative_error(path, capsys):
     """2 blocks x 4 heads at series width, B 4, T 64, every scheme: every row within 1e-11; prints the worst."""
-    import compare
+    from dev import compare
 
     worst = {}
     for scheme in nm.SCHEMES:

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-import checkpoint
+from oneblock import checkpoint
 from oneblock import training
 from oneblock.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
-torch = pytest.importorskip("torch", reason="torch is not installed (pip install -r requirements-torch.txt)")
+torch = pytest.importorskip("torch", reason="torch is not installed (pip install -r tests/requirements-torch.txt)")
 np = pytest.importorskip("numpy")
 
 # 20 float64 steps of 4 windows of 32 tokens, the clip low enough that some steps are clipped and some not

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from run_helpers import kill_at
 
-import checkpoint
+from oneblock import checkpoint
 from oneblock import training
 from oneblock.settings import Settings, checked
 

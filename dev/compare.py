@@ -1,10 +1,10 @@
 """Compare both NumPy paths (float64) and, when installed, PyTorch autograd (float64) with the reference model.py.
 
-    python3 compare.py                      # series size, 2 sequences of 63 tokens, positions on
-    python3 compare.py --batch 1 --no-positions --no-torch
-    python3 compare.py --positions rope --length 128    # NumPy against PyTorch: model.py has no rope
-    python3 compare.py --blocks 2 --heads 4             # a grown model: both NumPy paths against PyTorch
-    python3 compare.py --ckpt out/ckpt.safetensors      # at a checkpoint's weights, of any backend and size
+    python3 -m dev.compare                    # series size, 2 sequences of 63 tokens, positions on
+    python3 -m dev.compare --batch 1 --no-positions --no-torch
+    python3 -m dev.compare --positions rope --length 128    # NumPy against PyTorch: model.py has no rope
+    python3 -m dev.compare --blocks 2 --heads 4             # a grown model: both NumPy paths against PyTorch
+    python3 -m dev.compare --ckpt out/ckpt.safetensors      # at a checkpoint's weights, of any backend and size
 
 The NumPy paths are numpy_model.py, the plain mirror of model.py, and numpy_fast.py, the same maths tuned for
 training. All run on the same parameters and token IDs, and each gets its own table. One row per tensor: every
@@ -35,16 +35,14 @@ import argparse
 import random
 import sys
 
-import checkpoint
-import model
 from oneblock import machine
-from oneblock import sizes
-from oneblock.data import TOKENIZER_FILE
 
-np = machine.need("numpy", "compare.py")
+with machine.needed_by("python3 -m dev.compare"):
+    import numpy as np
 
-from oneblock import numpy_fast  # noqa: E402
-from oneblock import numpy_model  # noqa: E402
+    import model
+    from oneblock import checkpoint, numpy_fast, numpy_model, sizes
+    from oneblock.data import TOKENIZER_FILE
 
 SERIES = {"vocab": 96, "d": 16, "hidden": 64, "max_len": 64, "seed": 3}  # the series config
 INTERMEDIATES = ["x0", "h1", "weights", "x1", "h2", "act", "x2", "logits"]  # in forward order, of one block
@@ -184,7 +182,7 @@ def print_table(title, rows, tol):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--batch", type=int, default=2, help="sequences (the reference runs them one by one)")
     parser.add_argument("--length", type=int, default=None,
                         help=f"tokens per sequence, 1 to 64 (to {numpy_model.LONGEST} for sinusoidal and rope;"
@@ -258,8 +256,6 @@ def compare_all(params, ids, targets, use_positions, no_torch):
 def load_checked(path):
     """A train.py checkpoint, loaded and checked (checkpoint.load_checkpoint); a ValueError says why the file cannot
     be read, or that its tokenizer is not the one it recorded."""
-    import train
-
     ckpt = checkpoint.load_checkpoint(path)
     checkpoint.tokenizer_of(ckpt, TOKENIZER_FILE, path)  # the one it carries, or the shipped one unchanged
     return ckpt
