@@ -432,7 +432,7 @@ def out_problem(out):
 def main(argv=None):
     parser = argparse.ArgumentParser(
         description="Train the BPE tokenizer on corpus.txt and write tokenizer.json, or train one on any UTF-8 text"
-                    " (--data) and write it anywhere (--out).")
+                    " (--data) and write it anywhere (--out).", allow_abbrev=False)
     parser.add_argument("--check", action="store_true", help="exit 1 if tokenizer.json differs from a fresh training")
     parser.add_argument("--data", metavar="FILE",
                         help="train on this UTF-8 text file instead of corpus.txt; needs --out")

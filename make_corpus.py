@@ -242,7 +242,7 @@ def check(path):
 # command line
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description="Write corpus.txt, or check it with --check.")
+    parser = argparse.ArgumentParser(description="Write corpus.txt, or check it with --check.", allow_abbrev=False)
     parser.add_argument("--check", action="store_true", help="exit 1 if corpus.txt differs from a fresh generation")
     args = parser.parse_args()
     out = Path(__file__).resolve().parent / CORPUS_FILE

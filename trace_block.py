@@ -215,7 +215,8 @@ def check(text):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="Trace the one-block transformer and record or check the trace.")
+    parser = argparse.ArgumentParser(description="Trace the one-block transformer and record or check the trace.",
+                                     allow_abbrev=False)
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--write", action="store_true", help="rewrite block-trace.json with the current trace")
     group.add_argument("--check", action="store_true", help="exit 1 if block-trace.json is missing or out of date")

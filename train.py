@@ -108,7 +108,8 @@ def build_parser():
                    help=f"with --data: the share of FILE's lines or documents, its last ones, that validate"
                         f" (default: {settings.VAL_FRACTION})")
     p.add_argument("--width", type=int, default=settings.MODEL["d"], metavar="D",
-                   help=f"the model's width d; its MLP has {settings.HIDDEN_PER_WIDTH} x D hidden units (default: %(default)s)")
+                   help=f"the model's width d; its MLP has {settings.HIDDEN_PER_WIDTH} x D hidden units (default:"
+                        f" %(default)s)")
     p.add_argument("--max-len", type=int, default=settings.MODEL["max_len"], metavar="L",
                    help="the most positions the model reads, and the rows of learned positions (default:"
                         " %(default)s)")

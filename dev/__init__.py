@@ -1,6 +1,7 @@
-"""For the lab's developers: benchmarks, probes and paper arithmetic, none of which the lab needs to run. Run them
-from the lab's folder:
+"""For the lab's developers: the cross-check of every path, benchmarks, probes and paper arithmetic, none of which the
+lab needs to run. Run them from the lab's folder:
 
+    compare.py         every intermediate and gradient of both NumPy paths and PyTorch against model.py
     bench.py           one training step of every backend, side by side, against the speed targets
     bench_train.py     train.py's own tokens per second for each backend and process count
     bench_explorer.py  the browser explorer's training in a headless Chromium, against train.py's

@@ -538,28 +538,40 @@ def torch_available():
     return subprocess.run([sys.executable, "-c", "import torch"], capture_output=True).returncode == 0
 
 
+def say(line):
+    """A line of progress on stderr (the tables go to stdout): the workers started, the rounds done and left."""
+    print(line, file=sys.stderr, flush=True)
+
+
 def bench_size(size, backends, args):
     """Rows {size, backend, code, ms, tokens_per_s, rounds} for one size, backends interleaved round by round; code
     is "before" for a backend of the code in args.against, "" for this code's."""
     cfg = SIZES[size]
     grown = cfg.get("blocks", 1) * cfg.get("heads", 1) > 1
     workers, k, times, first = {}, {}, {}, {}
+    started = time.perf_counter()
     for b in CEILING + backends:
         if b == "reference" and (size == "large" or args.reference_rounds == 0) or grown and b not in GROWING + CEILING:
             continue
         compared = args.against and not grown and b not in ("reference", *CEILING) and not b.startswith("compile")
         for code in ("", "before") if compared else ("",):
+            say(f"    {size}: starting {b}{' before' if code else ''}"
+                + (" (torch.compile compiles its first step: about 30 s)" if b.startswith("compile") else ""))
             proc, hello = start(b, size, args.threads, args.against if code else None)
             workers[b, code] = proc
             k[b, code] = 1 if b == "reference" else max(1, round(args.round_seconds / hello["estimate"]))
             times[b, code], first[b, code] = [], hello.get("first")
     order = list(workers)
+    rounds_started = time.perf_counter()
     for r in range(args.rounds):
         for key in order[r % len(order):] + order[:r % len(order)]:  # rotate who goes first
             if key[0] == "reference" and r >= args.reference_rounds:
                 continue
             time.sleep(args.pause)
             times[key].append(ask(workers[key], k[key]))
+        left = (time.perf_counter() - rounds_started) / (r + 1) * (args.rounds - r - 1)
+        say(f"    {size}: round {r + 1} of {args.rounds} ({time.perf_counter() - started:.0f} s so far, about"
+            f" {left:.0f} s left for this size)")
     for proc in workers.values():
         proc.stdin.write("quit\n")
         proc.stdin.flush()

@@ -7,12 +7,12 @@
 
 Not a test: it measures and reports. The page run is what a learner gets from the Train panel's Start button: fresh
 seed-3 weights, train.js in a Web Worker, plain float64 sums, validation on the 300 held-out stories every 100 steps.
-The NumPy runs are train.py's loop (oneblock/training.py's train) on the same settings, seed and batches, in float64 and in train.py's
-default float32, on one BLAS thread, in this process after the browser has closed. For each run: training tokens per
-second (the steps alone, as train.py counts them), the wall time until the validation loss first falls below
+The NumPy runs are train.py's loop (oneblock/training.py's train) on the same settings, seed and batches, in float64 and
+in train.py's default float32, on one BLAS thread, in this process after the browser has closed. For each run: training
+tokens per second (the steps alone, as train.py counts them), the wall time until the validation loss first falls below
 --target (0.6 nats/token by default: the explorer's aim is to get there within 60 s on a 2-core machine), and the
-validation loss at the end. The machine's load average is printed with the figures, because on a shared machine
-they move with it.
+validation loss at the end. The machine's load average is printed with the figures, because on a shared machine they
+move with it.
 
 Needs what the browser tests need: Playwright (tests/requirements.txt) and a system Chromium; and NumPy.
 """

@@ -5,25 +5,25 @@
     python3 -m experiments.depth --check    # a reduced run (seconds), a shape check of depth.json, its summaries
     python3 -m experiments.depth --rerun induction --blocks 2 --heads 1 --seed 3   # one cell trained again, checked
 
-Stories: train.py's training (the library's train: numpy_fast.py, float32, batches of 16 windows of 64 tokens,
-warm-up and cosine decay, clipping, Adam) for FULL's steps, with the blocks and heads of each size. Measured on the 300 validation
-stories: the validation loss (train.py's) against the entropy floor of those stories, and the colour: every
+Stories: train.py's training (the library's train: numpy_fast.py, float32, batches of 16 windows of 64 tokens, warm-up
+and cosine decay, clipping, Adam) for FULL's steps, with the blocks and heads of each size. Measured on the 300
+validation stories: the validation loss (train.py's) against the entropy floor of those stories, and the colour: every
 validation story of the shapes that end "now Y has the COLOUR THING." ("walk" and "pass") said the colour about 25
-tokens earlier, so the model can copy it from there; recorded are the loss and the accuracy (most likely token) of
-that colour, read at " the" (guessing one of the four colours is ln 4 = 1.386 nats).
+tokens earlier, so the model can copy it from there; recorded are the loss and the accuracy (most likely token) of that
+colour, read at " the" (guessing one of the four colours is ln 4 = 1.386 nats).
 
-Induction (Elhage et al. 2021, Olsson et al. 2022; induction.py): no story text, sequences of token IDs. Each is a segment of
-distinct tokens drawn uniformly from the 96, of a length p drawn uniformly from 4 to 16, repeated to fill the 65
-tokens of a window. The first period cannot be predicted (loss about ln 95 for anyone); every later token can be
-copied from one period back. The period varies from sequence to sequence, so no fixed offset copies: a model must
-find the earlier occurrence of the current token and read the token after it. That needs two steps (a head that
-marks each position with its previous token, and a head that finds where the current token was the previous one),
-which is why one block is expected to fail and two to succeed. Training draws fresh sequences every step (train.py's
-step, its optimiser and schedule, batches of FULL's size); the sweep's tuning loss is on fixed sequences, and the
-report on others: the loss and accuracy on the copyable positions (t >= p: the current token occurred one period
-back) against the loss on the first period (t + 1 < p: each target a token not yet seen), and each head's induction
-score (its attention from a copyable token to the tokens after that token's earlier occurrences, summed over the
-earlier periods, averaged) and previous-token score (its mean attention to the position just before).
+Induction (Elhage et al. 2021, Olsson et al. 2022; induction.py): no story text, sequences of token IDs. Each is a
+segment of distinct tokens drawn uniformly from the 96, of a length p drawn uniformly from 4 to 16, repeated to fill the
+65 tokens of a window. The first period cannot be predicted (loss about ln 95 for anyone); every later token can be
+copied from one period back. The period varies from sequence to sequence, so no fixed offset copies: a model must find
+the earlier occurrence of the current token and read the token after it. That needs two steps (a head that marks each
+position with its previous token, and a head that finds where the current token was the previous one), which is why one
+block is expected to fail and two to succeed. Training draws fresh sequences every step (train.py's step, its optimiser
+and schedule, batches of FULL's size); the sweep's tuning loss is on fixed sequences, and the report on others: the loss
+and accuracy on the copyable positions (t >= p: the current token occurred one period back) against the loss on the
+first period (t + 1 < p: each target a token not yet seen), and each head's induction score (its attention from a
+copyable token to the tokens after that token's earlier occurrences, summed over the earlier periods, averaged) and
+previous-token score (its mean attention to the position just before).
 
 The sweep: as in positions.py (recording.sweep_data, recording.chosen_lr), every size trains with each learning
 rate of its task's list (a factor of 3 either side of the task's reference rate: train.py's 0.01 for the stories,
@@ -178,6 +178,15 @@ def induction_runs(plan, size, tuning, test, report):
 
 # ----------------------------------------------------------------------------------------------------------------
 # The experiment and its summaries
+
+
+def runs_in(plan):
+    """How many runs plan trains: every size on both tasks, at every learning rate of the task, with every seed.
+
+    >>> runs_in(FULL), runs_in(REDUCED)
+    (72, 48)
+    """
+    return len(SIZES) * sum(len(plan[task]["lrs"]) for task in TASKS) * len(plan["seeds"])
 
 
 def run_experiment(plan, report=print):

@@ -60,7 +60,7 @@ FORMAT = "one-block positions experiment v3"  # the record's "format" field
 SCHEMES = numpy_model.SCHEMES  # learned, none, sinusoidal, rope
 FULL = {"seeds": [3, 4, 5, 6, 7], "train": {}}  # train.py's defaults, but the learning rate
 REDUCED = {"seeds": [3, 4], "train": {"steps": 150, "batch": 8, "warmup": 20}}  # --check: seconds
-SWEEP = {"lrs": [0.003, 0.01, 0.03], "tune_stories": TUNE_STORIES}  # peak learning rates, and the stories that choose one
+SWEEP = {"lrs": [0.003, 0.01, 0.03], "tune_stories": TUNE_STORIES}  # peak learning rates; the stories that choose one
 WINDOW = 128  # tokens per extrapolation window: twice the 64 positions the models train on
 TRAINED = MODEL["max_len"]  # 64: the positions every run trains on, and the rows learned has
 
@@ -149,6 +149,15 @@ def loss_by_position(params, scheme, inputs, targets):
 
 # ----------------------------------------------------------------------------------------------------------------
 # The experiment
+
+
+def runs_in(plan):
+    """How many runs plan trains: every scheme at every learning rate of the sweep, with every seed.
+
+    >>> runs_in(FULL), runs_in(REDUCED)
+    (60, 24)
+    """
+    return len(SCHEMES) * len(SWEEP["lrs"]) * len(plan["seeds"])
 
 
 def run_experiment(plan, report=print):

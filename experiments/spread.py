@@ -35,7 +35,8 @@ from oneblock import machine
 from oneblock.settings import SCHEMES
 
 with machine.needed_by("python3 -m experiments.spread"):
-    from experiments.recording import SPREAD_FILE as RECORD_FILE, SPREAD_SEED as SEED, flags, json_text, trained
+    from experiments.recording import (SPREAD_FILE as RECORD_FILE, SPREAD_SEED as SEED, counted, flags, json_text,
+                                       trained)
 
 ROOT = Path(__file__).resolve().parent.parent  # where the workers run: python3 -m experiments.spread --worker
 FORMAT = "one-block kernel spread v1"  # the record's "format" field
@@ -139,7 +140,7 @@ def main(argv=None):
     print(f"kernel families this CPU runs: {', '.join(families)}; threads: {', '.join(map(str, THREADS))}",
           flush=True)
     values = {"dtype": args.dtype, **({"steps": args.steps} if args.steps else {})}
-    record = measure(schemes, families, values, report=lambda line: print(line, flush=True))
+    record = measure(schemes, families, values, report=counted(len(schemes) * len(families) * len(THREADS)))
     write_atomic(out, json_text(record) + "\n")
     for scheme, s in record["spread"].items():
         print(f"{scheme:>10}: final validation loss from {s['min'][-1]:.4f} to {s['max'][-1]:.4f}"

@@ -6,7 +6,15 @@ and the other files of the seed's lab stay at the root, standard library only, a
     torch_model   an independent PyTorch twin, for cross-checks and export
     torch_train   the twin on a device, and data-parallel ranks under torchrun
     settings      the settings of a training run, as plain values, checked in one place
+    data          what a run reads: the stories or a text of your own, split, with its tokenizer and floors
+    training      the step, the loop and train(settings): a model trained from plain values
+    checkpoint    safetensors checkpoints, written and read with the standard library, every field checked
+    sampling      text from a trained model, one token at a time
+    export        what the browser explorer reads, exported beside its page
+    server        the explorer's web server: one folder's regular files, on 127.0.0.1 only
     sizes         the names and shapes blocks and heads give, and what a size costs in memory
     floor         the entropy floor of the stories: the lowest loss any model can expect
-    machine       what a script needs installed, the BLAS kernels NumPy computes with, and the memory left
+    machine       what a script needs installed, the BLAS kernels and threads NumPy computes with, the memory left
+
+Standard library only, but for numpy_model, numpy_fast, torch_model and torch_train, and what runs them.
 """

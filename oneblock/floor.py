@@ -132,7 +132,8 @@ def check(folder=ROOT, record=RECORD):
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="Write corpus-entropy.json: the corpus's entropy in nats per token,"
-                                                 " the floor under every loss this model can report.")
+                                                 " the floor under every loss this model can report.",
+                                     allow_abbrev=False)
     parser.add_argument("--check", action="store_true", help="exit 1 if corpus-entropy.json differs from a fresh"
                                                              " computation")
     args = parser.parse_args()

@@ -17,23 +17,20 @@ workspace and calls its step:
 What a call returns is the workspace's own memory: the next call of the same workspace overwrites it. Copy what you
 keep (or make a second workspace). `forward`, `loss_and_grads` and `sequence_loss` at the bottom of the file make a
 fresh workspace on every call, for checks and one-off use: in a loop they are the slow way, paying for every array
-of a step again each time (`python3 bench.py --tricks`: workspace made once).
+of a step again each time.
 
-What it buys, measured by `python3 bench.py --threads 1` on a 2-vCPU AMD EPYC (NumPy 2.4, OpenBLAS with its
-SkylakeX kernels, one BLAS thread as train.py runs it; medians, in a busy phase of the machine): a float32 step at
-series size takes 4.5 ms with B = 32 against the plain mirror's 12.8 ms, 0.44 ms against 0.71 with B = 1, and at
-the large size 289 ms against 481. Much of it is the workspace itself: the plain mirror's fresh arrays of a few
-hundred KB are mapped and unmapped by the allocator on every call, about 2,200 page faults a step at B = 32, and a
-workspace step takes none (tests/test_numpy_fast.py counts them). Each trick is marked `trick:` with the plain line
-of numpy_model.py it replaces and what it buys, as `python3 bench.py --tricks --threads 1` measured it on the same
-machine: the trick against that line on the same float32 arrays, series size with B = 32 unless said otherwise
-(medians of three runs).
+Much of what it buys is the workspace itself: the plain mirror's fresh arrays of a few hundred KB are mapped and
+unmapped by the allocator on every call, page faults on every step, and a workspace step takes none
+(tests/test_numpy_fast.py counts them). Each trick is marked `trick:` with the plain line of numpy_model.py it
+replaces and what it bought: the trick against that line on the same float32 arrays, series size with B = 32 unless
+said otherwise, medians of three runs of `python3 -m dev.bench --tricks --threads 1` (which measures each again) on
+a 2-vCPU AMD EPYC with OpenBLAS's SkylakeX kernels and one BLAS thread; what a whole step costs, here and on each
+path, is docs/numpy-paths.md's table, with the command that measures it.
 
-A grown model (several blocks, several heads) was made to run here because the depth experiment (depth.py) needed
-its speed: at series size with B = 16, a float32 step of 2 blocks x 4 heads took 3.7 ms here against the plain
-mirror's 18.5 (one thread, the same machine, a busy phase). Each block keeps its own arrays (`BlockArrays`); the
-heads are an axis of the key-major scores, and with one head every product is the one it was before the model could
-grow, on the same arrays (tests/test_one_block_fixture.py checks the bits).
+A grown model (several blocks, several heads) runs here too, because the depth experiment needed its speed. Each
+block keeps its own arrays (`BlockArrays`); the heads are an axis of the key-major scores, and with one head every
+product is the one it was before the model could grow, on the same arrays (tests/test_one_block_fixture.py checks
+the bits).
 
 Shape legend, used in the comments on every line that makes a tensor:
     B = sequences in the batch, T = positions, N = B * T, d = model width, H = hidden width of the MLP,
@@ -203,7 +200,7 @@ class Workspace:
         >>> Workspace(p, B=1, T=2).check(p)
         """
         # trick: numpy_model.config_of(params) once, in the constructor, and here only a comparison of shapes and
-        # dtype: 4 us instead of 13 (bench.py --tricks: parameter check)
+        # dtype: 4 us instead of 13 (dev/bench.py --tricks: parameter check)
         if params.keys() != self.shapes.keys() or any(
                 type(t) is not np.ndarray or t.shape != self.shapes[name] or t.dtype != self.dtype
                 for name, t in params.items()):
@@ -230,7 +227,7 @@ class Workspace:
         self.ids[...] = ids
 
         # trick: mode="clip", as the IDs are checked already: the default mode="raise" goes through a temporary
-        # copy, 13 us instead of 6 (bench.py --tricks: take clip)
+        # copy, 13 us instead of 6 (dev/bench.py --tricks: take clip)
         x0 = np.take(params["tok_emb"], ids, axis=0, out=self.x0, mode="clip")  # (B, T, d)
         if self.positions == "learned":
             x0 += params["pos_emb"][:T]  # (B, T, d)
@@ -243,12 +240,12 @@ class Workspace:
         # trick: replaces `hf @ params["W_out"] + params["b_out"]`: the bias rides in the product as a column of
         # ones, [hf | 1] @ [W_out; b_out], so it costs no pass of its own over the N x V logits, and its gradient
         # comes out of the weight gradient's product as the last row; 190 us instead of 250 in the forward pass
-        # (bench.py --tricks: output bias)
+        # (dev/bench.py --tricks: output bias)
         self.hf_ones[:, :d] = hf.reshape(N, d)
         self.w_out_b_out[:d] = params["W_out"]
         self.w_out_b_out[d] = params["b_out"]
         # trick: for a small vocabulary the logits are stored vocabulary-major, (V, N), so that the loss reduces
-        # along the long N axis: its max and sums take 300 us instead of 520 (bench.py --tricks: loss layout).
+        # along the long N axis: its max and sums take 300 us instead of 520 (dev/bench.py --tricks: loss layout).
         # self.logits is the (B, T, V) view either way
         if self.vocab_major:
             np.matmul(self.w_out_b_out.T, self.hf_ones.T, out=self.logits_memory)  # (V, N)
@@ -274,7 +271,7 @@ class Workspace:
         V, N = self.config[0], self.B * self.T
         lg = self.logits.reshape(N, V)  # (N, V) a view, the gradient's memory too
         # trick: each target's logit by one 1-D index into the logits' memory, replaces
-        # `np.take_along_axis(logits, targets[..., None], -1)`: 12 us instead of 20 (bench.py --tricks: picked)
+        # `np.take_along_axis(logits, targets[..., None], -1)`: 12 us instead of 20 (dev/bench.py --tricks: picked)
         index = self.target_index
         if self.vocab_major:  # position n, token t is at t N + n
             np.multiply(targets.reshape(N), N, out=index)
@@ -285,7 +282,7 @@ class Workspace:
         memory = self.logits_memory.reshape(N * V)  # (N V,) a view
         np.take(memory, index, out=self.picked)  # (N,)
         # trick: row-major logits go through in blocks of positions small enough to stay in cache through all
-        # five passes: at the large size the loss takes 21 ms instead of 28 (bench.py --tricks: large: loss
+        # five passes: at the large size the loss takes 21 ms instead of 28 (dev/bench.py --tricks: large: loss
         # blocks). Vocabulary-major ones go in one block (a block of them would be a strided view, on which NumPy
         # is slower)
         step = N if self.vocab_major else max(1, LOSS_BLOCK_BYTES // (V * self.dtype.itemsize))
@@ -297,7 +294,7 @@ class Workspace:
             # others on the workspace's own (NumPy lets go of the GIL inside each pass), replacing the one loop over
             # them: the same blocks and the same bits; at the large size, with two threads, 13.0 ms instead of 18.3
             # while the second core was free, and nothing (18.7 against 18.4) while another process held it
-            # (bench.py --tricks: large: loss threads)
+            # (dev/bench.py --tricks: large: loss threads)
             n = self.threads
             runs = [blocks[i * len(blocks) // n:(i + 1) * len(blocks) // n] for i in range(n)]
             others = [self.pool.submit(softmax_blocks, lg, run, self) for run in runs[1:]]
@@ -384,7 +381,7 @@ def column_sums(x, ones, out):
     """x.sum(0) for x (M, n), written into out (n,).
 
     trick: replaces `.sum(0)` over rows of numpy_model.py (e.g. `dy.reshape(-1, n).sum(0)`): one BLAS
-    matrix-vector product with a vector of ones, 7 us instead of 88 at (2048, 16) (bench.py --tricks: column sums).
+    matrix-vector product with a vector of ones, 7 us instead of 88 at (2048, 16) (dev/bench.py --tricks: column sums).
     The same product with a vector of 1 / n takes a mean along rows, 13 us instead of 88 (row means).
 
     >>> column_sums(np.array([[1.0, 2.0], [3.0, 4.0]]), np.ones(2), np.empty(2))
@@ -399,7 +396,7 @@ def weight_grad(x, dy, out, out_t):
     trick: replaces `x.reshape(-1, k).T @ dy.reshape(-1, m)`: for k < m and N >= TRANSPOSE_PRODUCT_FROM the
     product is formed as (m, k) in out_t and copied transposed into out, which OpenBLAS was found to run faster
     with two threads. With one thread it buys nothing: 163 us instead of 147 for the output layer's (17, 96), and
-    9.3 ms instead of 9.5 for the large size's (128, 512) (bench.py --tricks: weight gradient); with two threads
+    9.3 ms instead of 9.5 for the large size's (128, 512) (dev/bench.py --tricks: weight gradient); with two threads
     on the busy machine the figures were too noisy to quote. Both orientations give the same bits here.
 
     >>> weight_grad(np.ones((3, 1)), np.ones((3, 2)), np.empty((1, 2)), np.empty((2, 1)))
@@ -416,7 +413,7 @@ def joined(M, n):
 
     trick: NumPy broadcasts with one inner loop per row; for rows of 16 floats the loop costs more than the
     arithmetic, and viewing (M, n) as (M / k, k n) against the vector tiled k times takes `xhat * g + b` 30 us
-    instead of 54 (bench.py --tricks: joined rows). k divides M, and k n stays at most about 1024 floats. Where
+    instead of 54 (dev/bench.py --tricks: joined rows). k divides M, and k n stays at most about 1024 floats. Where
     k = 1 (M = 63 at B = 1) the vector is used as it is: filling a tile would be a NumPy call for nothing. With
     one parameter check fewer per step (see `Workspace.backward`), a step at B = 1 took 249 us instead of 260
     with the same bits, both taking turns in one process (one thread, a busy phase of the machine).
@@ -479,7 +476,7 @@ def layernorm_forward(x, g, b, out, xhat, rstd, ws):
     n = x.shape[-1]
     rows = x.reshape(-1, n)  # (M, n)
     # trick: replaces `x - x.mean(-1, keepdims=True)` by one small product with the centering matrix I - 1/n:
-    # 18 us instead of 92 (bench.py --tricks: centring); the variance is a product too (row means)
+    # 18 us instead of 92 (dev/bench.py --tricks: centring); the variance is a product too (row means)
     np.matmul(rows, ws.centering, out=xhat)  # (M, n) centred, for now
     squares = np.multiply(xhat, xhat, out=ws.squares)  # (M, n)
     np.matmul(squares, ws.mean_d, out=rstd)  # (M,) the variance, for a moment
@@ -573,7 +570,7 @@ def block_forward(params, x, blk, ws):
     pre = np.matmul(h2.reshape(N, d), params["W1"], out=blk.pre)  # (N, H)
     add_bias(pre, params["b1"], ws.joined_H, ws.tile_H)
     # trick: replaces `np.maximum(pre, 0.0)`: NumPy's fast loop wants two arrays, and a scalar 0.0 takes a
-    # slower one; 40 us instead of 108 (bench.py --tricks: relu)
+    # slower one; 40 us instead of 108 (dev/bench.py --tricks: relu)
     act = np.maximum(pre, ws.zeros_NH, out=blk.act)  # (N, H)
     m = np.matmul(act, params["W2"], out=ws.m)  # (N, d)
     add_bias(m, params["b2"], ws.joined_d, ws.tile_d)
@@ -679,7 +676,7 @@ def attention_forward(params, x, blk, ws):
         q, k = turned[:, :, :d], turned[:, :, d:]  # (B, T, d) each, views
     q, k, v = by_head(q, nh), by_head(k, nh), by_head(v, nh)  # (B, nh, T, dh) each, views
     # trick: for a batch (or several heads) q is copied transposed, because the batched product runs slower on a
-    # transposed view than on a contiguous copy: copy and product 87 us instead of 185 (bench.py --tricks: q
+    # transposed view than on a contiguous copy: copy and product 87 us instead of 185 (dev/bench.py --tricks: q
     # transposed)
     q_t = q.swapaxes(-1, -2)  # (B, nh, dh, T) a view
     if B > 1 or nh > 1:
@@ -688,11 +685,11 @@ def attention_forward(params, x, blk, ws):
 
     # trick: the scores are stored key-major, st[j, b nh + h, i] = q_bhi . k_bhj, so that the softmax's max and sum
     # run along the long axis, replacing `q @ k.swapaxes(-1, -2)` and its reductions over the last axis: the
-    # softmax takes 200 us instead of 443 (bench.py --tricks: key-major softmax)
+    # softmax takes 200 us instead of 443 (dev/bench.py --tricks: key-major softmax)
     st = blk.scores  # (T_key, B nh, T_query)
     np.matmul(k, q_t, out=by_key(st, B, nh))  # (B, nh, T_key, T_query) written key-major
     # trick: the mask is kept at full size, (T, B nh, T): adding a (T, 1, T) one broadcasts in B nh short loops,
-    # 43 us instead of 20 (bench.py --tricks: full mask)
+    # 43 us instead of 20 (dev/bench.py --tricks: full mask)
     st += ws.mask  # (T, B nh, T) -inf where the key comes later: exp gives exactly 0 there
     st2 = st.reshape(T, N * nh)  # (T_key, N nh) one column per query of each head
     top = np.maximum.reduce(st2, axis=0, out=ws.att_top)  # (N nh,)
@@ -776,7 +773,7 @@ def token_rows_sum(ids, dx0, out, ws):
     """out (V, d) = for each token, the sum of the rows of dx0 (N, d) at the positions holding it.
 
     trick: replaces `np.add.at(d_tok, ids, dx0)`, which is slow. For a short input, one bincount over the flat
-    index id * d + column (in float64, then rounded): 8 us instead of 11 with B = 1 (bench.py --tricks: token rows
+    index id * d + column (in float64, then rounded): 8 us instead of 11 with B = 1 (dev/bench.py --tricks: token rows
     B 1); for a long one, the positions sorted by token (a radix sort of 16-bit keys) and each token's run of rows
     added up by reduceat: 48 us instead of 330 (token rows).
 

@@ -136,7 +136,8 @@ def _problem(given, s):
     except ValueError as e:  # (one head divides every width: then it is rope's, on an odd width)
         return f"{'--width' if s.heads == 1 else '--heads'} {s.width if s.heads == 1 else s.heads}: {e}"
     if s.seq_len > s.max_len:
-        return f"--seq-len {s.seq_len} is longer than the {s.max_len} positions the model has; expected 1 to {s.max_len}"
+        return (f"--seq-len {s.seq_len} is longer than the {s.max_len} positions the model has; expected 1 to"
+                f" {s.max_len}")
     if s.stop_at is not None and not 1 <= s.stop_at <= s.steps:
         return f"--stop-at {s.stop_at} is outside the run: expected a step from 1 to --steps ({s.steps})"
     if s.warmup > s.steps:

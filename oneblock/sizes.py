@@ -185,8 +185,8 @@ def check_sizes(d, blocks, heads, positions=None):
                          f" {', '.join(map(str, divisors(d)))}")
     if positions == "rope" and (d // heads) % 2:
         even = [n for n in divisors(d) if (d // n) % 2 == 0]
-        if heads == 1:
-            raise ValueError(f"width d = {d} is odd, but rope turns pairs of channels: expected an even width")
+        if heads == 1:  # (numpy_model.rope_tables says the same)
+            raise ValueError(f"rope rotates pairs of channels: the width d must be even, got d = {d}")
         raise ValueError(f"heads = {heads} gives heads of width d / heads = {d // heads}, but rope turns pairs of"
                          f" channels in each head: the head width must be even; expected one of"
                          f" {', '.join(map(str, even))} heads for d = {d}")

@@ -57,7 +57,8 @@ def run(tool, *args, cwd, memory=LIMIT, file_size=None):
     started = time.monotonic()
     command = ["-m", "dev.compare"] if tool == "compare" else [str(ROOT / f"{tool}.py")]
     proc = subprocess.run([sys.executable, *command, *map(str, args)], capture_output=True, text=True, cwd=cwd,
-                          timeout=300, preexec_fn=limited(memory, file_size), env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          timeout=300, preexec_fn=limited(memory, file_size),
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     return proc, time.monotonic() - started
 
 

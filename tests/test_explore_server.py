@@ -1,5 +1,6 @@
-"""The explorer's server (oneblock/server.py, which explore.py serves with) against bad and hostile requests: links out of the folder, folders, bad paths, malformed
-request lines, a TLS hello sent to the plain-HTTP port, and idle connections.
+"""The explorer's server (oneblock/server.py, which explore.py serves with) against bad and hostile requests: links out
+of the folder, folders, bad paths, malformed request lines, a TLS hello sent to the plain-HTTP port, and idle
+connections.
 
 Each case is sent over a raw socket to the real server (serving.make_server on a temporary folder), run in its own
 process with its stderr in a file, so that every reply's status and body and every log line it wrote are checked,
@@ -18,10 +19,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from oneblock import server as serving
 
-from oneblock import server as serving  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 TIMEOUT = 2.0  # the idle timeout of the server under test, in seconds (serving.IDLE_TIMEOUT is the real one)
 SECRET = "a file outside the served folder: never sent"

@@ -22,20 +22,18 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+import bpe
+import model
+from fastpath_helpers import rel_err
+from oneblock import checkpoint, data, export, machine, training
+from oneblock.server import make_server
+from oneblock.settings import Settings, checked
+from run_helpers import own_text
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import bpe  # noqa: E402
-import model  # noqa: E402
-from oneblock import checkpoint, data, export, machine, training  # noqa: E402
-from oneblock.server import make_server  # noqa: E402
-from oneblock.settings import Settings, checked  # noqa: E402
-
-np = pytest.importorskip("numpy")
-from fastpath_helpers import rel_err  # noqa: E402
-from run_helpers import own_text  # noqa: E402
 
 TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
 ORDER_A, ORDER_B = export.ORDER  # the trace's two sentences (block-trace.json)

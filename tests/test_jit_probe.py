@@ -45,5 +45,6 @@ def test_without_numba_it_says_how_to_install_it():
 
 
 def test_bad_settings_exit_2_naming_them():
-    run = subprocess.run([sys.executable, "-m", "dev.jit_probe", "--rounds", "0"], capture_output=True, text=True, cwd=ROOT)
+    run = subprocess.run([sys.executable, "-m", "dev.jit_probe", "--rounds", "0"], capture_output=True, text=True,
+                         cwd=ROOT)
     assert run.returncode == 2 and "--rounds 0" in run.stderr and "at least 1" in run.stderr

@@ -1,4 +1,5 @@
-"""experiments/plots.py: runs headless (matplotlib's Agg backend, no display) and writes every picture as a non-empty PNG."""
+"""experiments/plots.py: runs headless (matplotlib's Agg backend, no display) and writes every picture as a non-empty
+PNG."""
 
 import os
 import subprocess

@@ -5,10 +5,8 @@ import json
 
 import pytest
 
-np = pytest.importorskip("numpy")
-
-from oneblock import machine  # noqa: E402
-from experiments import recording, spread  # noqa: E402
+from experiments import recording, spread
+from oneblock import machine
 
 
 def test_a_short_spread_run_records_every_family_and_the_native_one_matches_training_here(tmp_path, capsys):

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from fastpath_helpers import PATHS, SERIES, assert_close, configs, draw_batch, jittered, numpy_run, reference, rel_err
 
-torch = pytest.importorskip("torch", reason="torch is not installed (pip install -r tests/requirements-torch.txt)")
+from oneblock import numpy_model as nm
 
-from oneblock import numpy_model as nm  # noqa: E402
-from oneblock import torch_model as tm  # noqa: E402
+torch = pytest.importorskip("torch", reason="torch is not installed (pip install -r tests/requirements-torch.txt)")
+tm = pytest.importorskip("oneblock.torch_model")  # (it imports torch: only once torch is known to be there)
 
 ROOT = Path(__file__).resolve().parent.parent
 TOL = 1e-11

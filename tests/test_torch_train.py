@@ -94,15 +94,15 @@ def test_a_checkpoint_moves_between_backends(tmp_path):
 
 
 def test_the_explorer_exports_a_torch_run_as_it_exports_a_numpy_one(tmp_path):
-    import explore
+    from oneblock import export
 
     sites = {}
     for backend in ("numpy", "torch"):
         path = tmp_path / f"{backend}.safetensors"
         train_py(path, *RUN, "--dtype", "float32", "--backend", backend, *(["--device", "cpu"] * (backend == "torch")))
-        weights, fields = explore.read_weights(path, explicit=True)
+        weights, fields = export.read_weights(path, explicit=True)
         assert fields["trained"] and fields["step"] == 20
-        sites[backend] = explore.export_site(tmp_path / backend, weights, fields)
+        sites[backend] = export.export_site(tmp_path / backend, weights, fields)
     assert {k: v for k, v in sites["torch"].items() if k not in ("source", "val_loss")} == {
         k: v for k, v in sites["numpy"].items() if k not in ("source", "val_loss")}
 
