@@ -33,9 +33,8 @@ from pathlib import Path
 from types import SimpleNamespace  # noqa: F401  (path_problem's example)
 
 import bpe
-from oneblock import checkpoint
 from atomic import hold, write_atomic
-from oneblock import data as data_files, machine, settings, sizes, training
+from oneblock import checkpoint, data as data_files, machine, settings, sizes, training
 from oneblock.settings import SIZES, Settings, model_size, training_settings
 
 DEFAULT_OUT = "out/ckpt.safetensors"  # relative to where you run it; sample.py reads the same path by default

@@ -121,8 +121,7 @@ def make_step(backend, cfg):
     if backend.startswith(("plain", "fast")):
         import numpy as np
 
-        from oneblock import numpy_fast
-        from oneblock import numpy_model
+        from oneblock import numpy_fast, numpy_model
 
         p = numpy_model.from_lists(params, np.float32 if backend.endswith("f32") else np.float64)
         if backend.startswith("plain"):
@@ -415,8 +414,7 @@ def profile_step(size, steps=None):
 
     import numpy as np
 
-    from oneblock import numpy_fast
-    from oneblock import numpy_model
+    from oneblock import numpy_fast, numpy_model
 
     cfg = SIZES[size]
     params, ids, targets = make_inputs(cfg)

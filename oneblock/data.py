@@ -28,9 +28,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import bpe
-from oneblock import checkpoint
+from oneblock import checkpoint, floor
 from atomic import read_whole
-from oneblock import floor
 from oneblock.settings import MODEL, VAL_BATCH, Settings, checked  # noqa: F401  (Settings: the example above)
 
 ROOT = Path(__file__).resolve().parent.parent  # the lab's folder

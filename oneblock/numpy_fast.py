@@ -42,8 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from oneblock import numpy_model
-from oneblock import sizes
+from oneblock import numpy_model, sizes
 from model import EPS
 
 VOCAB_MAJOR_BELOW = 512  # logits are stored (V, N) for a smaller vocabulary, (N, V) from this size on

@@ -18,8 +18,7 @@ import math
 from dataclasses import dataclass
 
 import bpe
-from oneblock import machine
-from oneblock import sizes
+from oneblock import machine, sizes
 
 SCHEMES = ("learned", "none", "sinusoidal", "rope")  # how the model knows where a token is (numpy_model.SCHEMES)
 BACKENDS = ("numpy", "numpy-plain", "python", "torch")  # which model file computes (training.model_functions)

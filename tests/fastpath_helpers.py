@@ -7,9 +7,7 @@ import pytest
 from hypothesis import strategies as st
 
 import model
-from oneblock import numpy_fast
-from oneblock import numpy_model
-from oneblock import sizes
+from oneblock import numpy_fast, numpy_model, sizes
 
 SERIES = (96, 16, 64, 64, 3)  # vocab, d, hidden, max_len, seed
 

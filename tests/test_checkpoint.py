@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from oneblock import checkpoint
+from oneblock import checkpoint, sizes
 import model
-from oneblock import sizes
 
 ROOT = Path(__file__).resolve().parent.parent
 

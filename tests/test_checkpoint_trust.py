@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from oneblock import checkpoint
+from oneblock import checkpoint, export, settings
 import bpe
-from oneblock import export, settings
 from oneblock.data import TOKENIZER_FILE
 from checkpoint_edits import RUNS, edit_json, join_file, split_file, with_header, write_bases
 

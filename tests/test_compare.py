@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from dev import compare
-from oneblock import numpy_model
-from oneblock import sizes
+from oneblock import numpy_model, sizes
 from fastpath_helpers import PATHS
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from dev import jit_probe
-from oneblock import numpy_fast
-from oneblock import numpy_model
+from oneblock import numpy_fast, numpy_model
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -192,7 +192,9 @@ def test_a_fifo_or_a_device_is_refused_at_once_not_read(notes):
     os.mkfifo(notes / "fifo")
     cases = [("train.py", ["--data", "fifo", "--out", "c.safetensors", *TEXT_RUN]),
              ("train.py", ["--data", "notes.txt", "--tokenizer", "fifo", "--out", "c.safetensors", *TEXT_RUN[2:]]),
-             ("bpe.py", ["--data", "fifo", "--out", "t.json"])]
+             ("bpe.py", ["--data", "fifo", "--out", "t.json"]),
+             ("sample.py", ["--ckpt", "fifo"]), ("explore.py", ["--ckpt", "fifo", "--export", "site"]),
+             ("train.py", ["--out", "fifo", "--resume", *TEXT_RUN[2:]])]
     if Path("/dev/zero").exists():
         cases += [("train.py", ["--data", "/dev/zero", "--out", "c.safetensors", *TEXT_RUN]),
                   ("bpe.py", ["--data", "/dev/zero", "--out", "t.json"])]

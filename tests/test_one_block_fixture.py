@@ -46,10 +46,8 @@ def digests():
     thread (see main)."""
     import numpy as np
 
-    from oneblock import machine
+    from oneblock import machine, numpy_fast, numpy_model
     import model
-    from oneblock import numpy_fast
-    from oneblock import numpy_model
 
     out = {"machine": machine.blas(1)}
     rng = np.random.default_rng(5)

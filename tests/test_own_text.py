@@ -15,8 +15,7 @@ from hypothesis import given, settings, strategies as st
 from run_helpers import kill_at, own_text
 
 import bpe
-from oneblock import checkpoint
-from oneblock import export
+from oneblock import checkpoint, export
 import model
 from oneblock.data import split_text, windows
 

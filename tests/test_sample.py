@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 import bpe
-from oneblock import checkpoint
+from oneblock import checkpoint, sampling
 import model
-from oneblock import sampling
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -125,8 +124,7 @@ def test_torch_twin_loads_the_checkpoint_and_gives_the_same_logits(ckpt):
     torch = pytest.importorskip("torch")
     from safetensors.torch import load_file
 
-    from oneblock import numpy_model
-    from oneblock import torch_model
+    from oneblock import numpy_model, torch_model
 
     state = load_file(str(ckpt))
     p_torch = torch_model.to_torch({name: state[name] for name in model.PARAM_SHAPES})  # float64

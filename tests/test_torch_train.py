@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from oneblock import checkpoint
-from oneblock import training
+from oneblock import checkpoint, training
 from oneblock.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent

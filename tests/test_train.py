@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 from run_helpers import kill_at
 
-from oneblock import checkpoint
-from oneblock import training
+from oneblock import checkpoint, training
 from oneblock.settings import Settings, checked
 
 ROOT = Path(__file__).resolve().parent.parent
