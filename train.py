@@ -32,8 +32,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from types import SimpleNamespace  # noqa: F401  (path_problem's example)
 
-import bpe
 from atomic import hold, write_atomic
+import bpe
 from oneblock import checkpoint, data as data_files, machine, settings, sizes, training
 from oneblock.settings import SIZES, Settings, model_size, training_settings
 

@@ -20,8 +20,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from oneblock import checkpoint
 from atomic import write_atomic
+from oneblock import checkpoint
 from oneblock import data as data_files, floor, machine, numpy_fast, training
 from oneblock.settings import TRAINING_SETTINGS, Settings, checked
 

@@ -55,9 +55,9 @@ import stat
 import sys
 from pathlib import Path
 
+from atomic import read_whole, write_atomic
 import model
 from oneblock import machine, sizes
-from atomic import read_whole, write_atomic
 
 # ----------------------------------------------------------------------------------------------------------------
 # The safetensors container

@@ -27,9 +27,9 @@ from math import fsum
 from pathlib import Path
 from types import SimpleNamespace
 
+from atomic import read_whole
 import bpe
 from oneblock import checkpoint, floor
-from atomic import read_whole
 from oneblock.settings import MODEL, VAL_BATCH, Settings, checked  # noqa: F401  (Settings: the example above)
 
 ROOT = Path(__file__).resolve().parent.parent  # the lab's folder

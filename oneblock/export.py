@@ -19,9 +19,9 @@ import random
 import tempfile  # noqa: F401  (the example above)
 from pathlib import Path
 
+from atomic import folder_for, write_together
 import bpe
 import model
-from atomic import folder_for, write_together
 from oneblock import checkpoint, floor, settings, sizes
 from oneblock.data import CORPUS_FILE, ROOT, TOKENIZER_FILE, split_text
 

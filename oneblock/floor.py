@@ -27,9 +27,9 @@ import sys
 from math import fsum
 from pathlib import Path
 
+from atomic import write_atomic
 import bpe
 import make_corpus
-from atomic import write_atomic
 
 # ----------------------------------------------------------------------------
 # settings

@@ -33,8 +33,8 @@ import math
 
 import numpy as np
 
-from oneblock import sizes
 from model import EPS
+from oneblock import sizes
 from oneblock.sizes import block_params, prefix
 
 DTYPES = (np.float32, np.float64)  # the parameter dtypes this path runs in

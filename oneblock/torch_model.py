@@ -26,8 +26,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from oneblock import sizes
 from model import EPS
+from oneblock import sizes
 
 SCHEMES = ("learned", "none", "sinusoidal", "rope")  # how positions enter the model; see forward
 ROPE_BASE = 10000.0  # channel pair i turns by pos / ROPE_BASE^(2i/d) radians; also the sinusoids' wavelengths

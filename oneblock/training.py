@@ -26,8 +26,8 @@ from functools import partial
 from math import fsum
 from types import SimpleNamespace
 
-from oneblock import checkpoint
 import model
+from oneblock import checkpoint
 from oneblock import data as data_files, machine
 from oneblock.settings import HOW_RUN, SIZES, Settings, checked, model_size  # noqa: F401  (Settings: the example)
 
