@@ -200,11 +200,17 @@ def fresh_copy(dest):
             shutil.copy2(ROOT / name, dest / name)
 
 
+def ctrl_c_works():
+    """In a child before it starts: SIGINT as a terminal sends it. A shell starts a background job (`pytest &`) with
+    SIGINT ignored, which its children inherit, and Python installs no KeyboardInterrupt for an ignored SIGINT."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def serve(run, repo, env):
     """Start a serving command, wait for the URL it prints, fetch that page, then stop it with Ctrl-C (SIGINT): it
-    must have served the page and end with status 0."""
+    must have served the page and end with status 0. One that does not stop is killed, not left behind."""
     proc = subprocess.Popen(shlex.split(run), cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=ctrl_c_works)
     try:
         url = None
         for line in proc.stdout:  # the URL line comes after the export
@@ -216,7 +222,11 @@ def serve(run, repo, env):
             assert page.status == 200 and b"<html" in page.read().lower()
     finally:
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
     assert proc.returncode == 0, f"{run} ended with {proc.returncode} after Ctrl-C: {err[-2000:]}"
 
 
