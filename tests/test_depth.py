@@ -159,8 +159,9 @@ def test_rerun_refuses_a_cell_the_record_does_not_have(capsys):
     assert "invalid choice: 'sideways'" in usage_error(capsys, "--rerun", "sideways")
 
 
-def test_the_readme_shows_the_records_tables(capsys):
+def test_the_depth_page_shows_the_records_tables(capsys):
     assert depth.main(["--table"]) == 0
     tables = capsys.readouterr().out.strip()
     assert tables == depth.tables(record()) and tables.count("| 2x4 |") == 2  # one row in each table
-    assert tables in (ROOT / "README.md").read_text(encoding="utf-8"), "README: paste python3 -m experiments.depth --table"
+    page = ROOT / "docs" / "depth.md"
+    assert tables in page.read_text(encoding="utf-8"), "docs/depth.md: paste python3 -m experiments.depth --table"

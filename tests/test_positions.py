@@ -174,8 +174,9 @@ def test_json_text_keeps_lists_of_numbers_on_one_line():
     assert json.loads(text) == {"a": {"curve": [[0, 4.56789], [500, 0.5]], "x": [1.0, 2.0]}}
 
 
-def test_the_readme_shows_the_records_table(capsys):
+def test_the_positions_page_shows_the_records_table(capsys):
     assert positions.main(["--table"]) == 0
     table = capsys.readouterr().out.strip()
     assert table == positions.tables(record()) and table.count("\n") == 5  # a header, a rule, four schemes
-    assert table in (ROOT / "README.md").read_text(encoding="utf-8"), "README: paste python3 -m experiments.positions --table"
+    page = ROOT / "docs" / "positions.md"
+    assert table in page.read_text(encoding="utf-8"), "docs/positions.md: paste python3 -m experiments.positions --table"

@@ -1,12 +1,18 @@
-"""Every command the README shows runs as written, in the README's order, in a fresh copy of the repository.
+"""Every command that the README and the pages of docs/ show runs as written, in its page's order, in a fresh copy of
+the repository: one test per page, so that pytest-xdist runs the pages side by side.
 
-A command is a code span or a line of a code block (after an optional `$ ` prompt) that starts with `python3`
-(after optional VAR=value settings), and each ```python block. The few that train for minutes run here with fewer
-steps, the same reduction for every command of a script (REDUCED); the few that set up the environment this test
-already runs in, or take many minutes and have a reduced form of their own in the README, are skipped (SETUP, LONG).
-A README command that fits none of these and fails, fails this test.
+A command is a code span or a line of a code block (after an optional `$ ` prompt) that starts with `python3` or
+`torchrun` (after optional VAR=value settings), and each ```python block. The few that train for minutes run here
+with fewer steps, the same reduction for every command of a script or module (REDUCED); the few that set up the
+environment this test already runs in, or take many minutes and have a reduced form of their own on the same page,
+are skipped (SETUP, LONG); a command a page shows being refused must be refused, in one line with its exit status
+(REFUSED). A command that fits none of these and fails, fails its page's test.
+
+Every page under docs/ is linked from the README and has commands of its own, and every relative link of every page
+leads to a file of the repository.
 """
 
+import importlib.util
 import os
 import re
 import shlex
@@ -20,7 +26,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+PAGES = ["README.md"] + sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").rglob("*.md"))
 
 SETUP = {  # a command starting with this -> why this test does not run it
     "python3 -m venv": "makes the virtual environment this test already runs in",
@@ -28,36 +34,51 @@ SETUP = {  # a command starting with this -> why this test does not run it
     "python3 -m pytest": "runs this very test",
 }
 LONG = {  # a command exactly -> why this test does not run it
-    "python3 positions.py": "the full experiment takes minutes; `python3 positions.py --check` and `--rerun`, also"
-                            " in the README, run its reduced versions",
-    "python3 depth.py": "the full experiment takes about 20 minutes; `python3 depth.py --check` and `--rerun`, also in"
-                        " the README, run its reduced versions",
+    "python3 -m experiments.positions": "the full experiment takes about 20 minutes of CPU; `--check` and `--rerun`,"
+                                        " on the same page, run its reduced versions",
+    "python3 -m experiments.depth": "the full experiment takes about 20 minutes; `--check` and `--rerun`, on the same"
+                                    " page, run its reduced versions",
 }
-REDUCED = {  # script -> arguments appended to each of its README commands here (later arguments win in argparse)
+REDUCED = {  # script or module -> arguments appended to each of its commands here (later arguments win in argparse)
     "train.py": ["--steps", "300"],  # not to commands that set --steps themselves
-    "plots.py": ["--steps", "100"],
-    "spread.py": ["--schemes", "learned", "--steps", "20", "--out", "quick-spread.json"],
-    "bench.py": ["--sizes", "series-b1", "--rounds", "1", "--reference-rounds", "1", "--round-seconds", "0.02"],
-    "bench_explorer.py": ["--steps", "60"],
+    "experiments.plots": ["--steps", "100"],
+    "experiments.spread": ["--schemes", "learned", "--steps", "20", "--out", "quick-spread.json"],
+    "dev.bench": ["--sizes", "series-b1", "--rounds", "1", "--reference-rounds", "1", "--round-seconds", "0.02"],
+    "dev.bench_train": ["--steps", "20", "--rounds", "1"],
+    "dev.bench_explorer": ["--steps", "60"],
 }
 SERVERS = {  # a command that serves until Ctrl-C -> what this test adds to it (a browser cannot open here)
     "python3 explore.py": ["--no-open"],
     "python3 explore.py --ckpt out/topics.safetensors": ["--no-open"],
 }
-NEEDS_TORCH = ("--backend torch", "safetensors.torch")  # run only where torch is installed (always in CI)
+REFUSED = {  # (page, a command it shows being refused) -> its exit status; its message is one line, "error: ..."
+    ("docs/training.md", "python3 train.py"): 2,  # a second run on a finished checkpoint's --out
+    ("docs/explorer.md", "python3 explore.py --ckpt out/two.safetensors"): 2,
+    ("docs/own-text.md", "python3 train.py --data out/notes.txt --out out/notes.safetensors"): 2,
+}
+NEEDS = {  # a command containing this -> the module it needs; where that is missing the command is not run
+    "--backend torch": "torch", "safetensors.torch": "torch", "torchrun ": "torch", "dev.bench_train": "torch",
+    "dev.jit_probe": "numba",  # not a requirement of the lab; dev/jit_probe.py alone uses it
+}
 NEEDS_CUDA = "--device cuda"  # run only where PyTorch sees a CUDA device (never on the machines CI uses)
+NEEDS_CHROMIUM = "dev.bench_explorer"  # run where there is a Chromium, as tests/test_explorer.py; always in CI
 ELSEWHERE = {  # a command starting with this -> why it cannot run on one machine
     "torchrun --nnodes 2": "needs two hosts",
 }
 COMMAND = re.compile(r"^(?:[A-Z_]+=\S+ )*(?:python3|torchrun) ")
+LINK = re.compile(r"\]\(([^)\s]+)\)")  # the target of a Markdown link or picture
 
 
-def readme_commands(text):
-    """The README's commands in order of appearance, each once: code spans that start with python3 (also when a line
+def page_text(page):
+    return (ROOT / page).read_text(encoding="utf-8")
+
+
+def page_commands(text):
+    """A page's commands in order of appearance, each once: code spans that start with python3 (also when a line
     break falls inside one), code lines that do (after a `$ ` prompt, if any), and ```python blocks (as ("python",
     source)). A line indented by four spaces is code after a blank line or more code, prose within a paragraph.
 
-    >>> readme_commands("Run `python3 a.py\\n--x`.\\n\\n    $ python3 b.py\\n    out\\n\\n```python\\nx = 1\\n```\\n")
+    >>> page_commands("Run `python3 a.py\\n--x`.\\n\\n    $ python3 b.py\\n    out\\n\\n```python\\nx = 1\\n```\\n")
     ['python3 a.py --x', 'python3 b.py', ('python', 'x = 1\\n')]
     """
     found, fenced, block, paragraph, in_code = [], None, [], [], False
@@ -90,8 +111,23 @@ def readme_commands(text):
     return list(dict.fromkeys(found))
 
 
+def program(words):
+    """The script or module a command runs.
+
+    >>> program(["python3", "-m", "dev.bench", "--tricks"]), program(["torchrun", "--standalone", "train.py"])
+    ('dev.bench', 'train.py')
+    """
+    if "-m" in words:
+        return words[words.index("-m") + 1]
+    return next((w for w in words if w.endswith(".py")), None)
+
+
 def plan(command):
-    """(how to run it, or None, and why not): the command as written, or reduced, or skipped as setup."""
+    """(how to run it, or None, and why not): the command as written, or reduced, or skipped as setup.
+
+    >>> plan("python3 train.py --out a.safetensors   # a comment")
+    ('python3 train.py --out a.safetensors --steps 300', None)
+    """
     if isinstance(command, tuple):
         return command, None
     if command in LONG:
@@ -104,21 +140,53 @@ def plan(command):
     for prefix, why in SETUP.items():
         if command.startswith(prefix):
             return None, why
-    words = shlex.split(command)
-    script = next((w for w in words if w.endswith(".py")), None)
-    extra = REDUCED.get(script, [])
-    if script == "train.py" and "--steps" in words:
+    words = shlex.split(command, comments=True)
+    if words != shlex.split(command):  # a shell comment ends it: the reduction goes before the comment
+        command = command[:command.index(" #")].rstrip()
+    extra = REDUCED.get(program(words), [])
+    if program(words) == "train.py" and "--steps" in words:
         extra = []
     return command + "".join(" " + shlex.quote(a) for a in extra), None
 
 
-def test_the_readme_lists_commands_and_each_has_a_plan():
-    commands = readme_commands(README)
-    assert "python3 trace_block.py" in commands and len(commands) > 20
-    scripts = {w for c in commands if isinstance(c, str) for w in shlex.split(c) if w.endswith(".py")}
-    assert set(REDUCED) <= scripts, "a reduction for a script the README no longer runs"
+def links(page):
+    """The targets of a page's relative links, as paths of the repository (without a #fragment)."""
+    targets = []
+    for target in LINK.findall(page_text(page)):
+        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+            continue
+        targets.append(((ROOT / page).parent / target.split("#")[0]).resolve())
+    return targets
+
+
+def test_every_docs_page_is_linked_from_the_readme_and_every_link_leads_to_a_file():
+    assert len(PAGES) > 5, "no pages under docs/"
+    linked = set(links("README.md"))
+    assert [p for p in PAGES[1:] if (ROOT / p).resolve() not in linked] == [], "docs pages the README does not link"
+    for page in PAGES:
+        missing = [str(t.relative_to(ROOT)) if t.is_relative_to(ROOT) else str(t) for t in links(page) if
+                   not t.is_file()]
+        assert missing == [], f"{page} links to files that are not there"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_the_page_shows_commands_and_each_has_a_plan(page):
+    commands = page_commands(page_text(page))
+    assert commands, f"{page} shows no command"
     for command in commands:
         plan(command)
+    if page == "README.md":
+        assert "python3 trace_block.py" in commands
+
+
+def test_every_reduction_and_exception_is_of_a_command_a_page_shows():
+    commands = [c for page in PAGES for c in page_commands(page_text(page)) if isinstance(c, str)]
+    programs = {program(shlex.split(c)) for c in commands}
+    assert set(REDUCED) <= programs, "a reduction for a script no page runs any more"
+    for table in (LONG, SERVERS):
+        assert set(table) <= set(commands), "an entry for a command no page shows any more"
+    for page, command in REFUSED:
+        assert command in page_commands(page_text(page)), f"{page} no longer shows {command}"
 
 
 def fresh_copy(dest):
@@ -132,11 +200,17 @@ def fresh_copy(dest):
             shutil.copy2(ROOT / name, dest / name)
 
 
+def ctrl_c_works():
+    """In a child before it starts: SIGINT as a terminal sends it. A shell starts a background job (`pytest &`) with
+    SIGINT ignored, which its children inherit, and Python installs no KeyboardInterrupt for an ignored SIGINT."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def serve(run, repo, env):
     """Start a serving command, wait for the URL it prints, fetch that page, then stop it with Ctrl-C (SIGINT): it
-    must have served the page and end with status 0."""
+    must have served the page and end with status 0. One that does not stop is killed, not left behind."""
     proc = subprocess.Popen(shlex.split(run), cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=ctrl_c_works)
     try:
         url = None
         for line in proc.stdout:  # the URL line comes after the export
@@ -148,18 +222,34 @@ def serve(run, repo, env):
             assert page.status == 200 and b"<html" in page.read().lower()
     finally:
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
     assert proc.returncode == 0, f"{run} ended with {proc.returncode} after Ctrl-C: {err[-2000:]}"
 
 
-@pytest.mark.skipif(os.name == "nt", reason="the README's commands are the Linux and macOS ones")
-def test_every_readme_command_runs_as_written_in_order(tmp_path):
-    pytest.importorskip("numpy")
-    try:
+def missing(text):
+    """Why this machine cannot run a command, or None."""
+    for marker, module in NEEDS.items():
+        if marker in text and importlib.util.find_spec(module) is None:
+            return f"needs {module}"
+    if NEEDS_CUDA in text:
         import torch
-        have_torch, have_cuda = True, torch.cuda.is_available()
-    except ImportError:
-        have_torch = have_cuda = False
+        if not torch.cuda.is_available():
+            return "needs a CUDA device"
+    if NEEDS_CHROMIUM in text and not os.environ.get("CI"):
+        from oneblock import machine
+        if not machine.find_chromium():
+            return "needs a Chromium"
+    return None
+
+
+@pytest.mark.skipif(os.name == "nt", reason="the pages' commands are the Linux and macOS ones")
+@pytest.mark.parametrize("page", PAGES)
+def test_every_command_of_the_page_runs_as_written_in_order(page, tmp_path):
+    pytest.importorskip("numpy")
     repo = tmp_path / "repo"
     fresh_copy(repo)
     bin_dir = tmp_path / "bin"  # `python3` in the commands is this interpreter
@@ -167,21 +257,29 @@ def test_every_readme_command_runs_as_written_in_order(tmp_path):
     (bin_dir / "python3").symlink_to(sys.executable)
     scripts = Path(sys.executable).parent  # where pip put torchrun beside this interpreter
     env = {**os.environ, "PATH": os.pathsep.join([str(bin_dir), str(scripts), os.environ["PATH"]])}
-    ran = []
-    for command in readme_commands(README):
+    ran, cannot = [], []
+    for command in page_commands(page_text(page)):
         run, skipped = plan(command)
         text = command[1] if isinstance(command, tuple) else command
-        if skipped or (not have_torch and any(marker in text for marker in NEEDS_TORCH)):
+        if skipped:
             continue
-        if NEEDS_CUDA in text and not have_cuda:
+        if missing(text):
+            cannot.append(missing(text))
             continue
         if isinstance(run, tuple):
-            (repo / "readme_block.py").write_text(run[1], encoding="utf-8")
-            run = "python3 readme_block.py"
+            (repo / "page_block.py").write_text(run[1], encoding="utf-8")
+            run = "python3 page_block.py"
         if command in SERVERS:
             serve(run, repo, env)
         else:
             proc = subprocess.run(run, shell=True, cwd=repo, env=env, capture_output=True, text=True, timeout=600)
-            assert proc.returncode == 0, f"README command failed: {run}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+            said = f"{page}: {run}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+            if (page, command) in REFUSED:
+                assert proc.returncode == REFUSED[page, command], f"not refused as the page says: {said}"
+                assert proc.stderr.strip().count("\n") == 0 and proc.stderr.startswith("error: "), said
+            else:
+                assert proc.returncode == 0, f"command failed: {said}"
         ran.append(run)
-    assert len(ran) > 20
+    if not ran and cannot:
+        pytest.skip(f"{page}: every command " + ", ".join(sorted(set(cannot))))
+    assert ran, f"{page}: no command ran"
