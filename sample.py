@@ -20,6 +20,7 @@ read and a size that would not fit in memory each exit with status 2 and one lin
 
 import argparse
 import math
+import os
 import random
 import sys
 from pathlib import Path
@@ -105,7 +106,10 @@ def main(argv=None):
     context = start + prompt_ids  # the prompt starts a line, as every story in the corpus does
     new = generate(next_logits, context, args.tokens, ckpt["config"]["max_len"], args.temperature, args.top_k,
                    random.Random(args.seed))
-    print(args.prompt + tok.decode(new))
+    try:
+        print(args.prompt + tok.decode(new), flush=True)
+    except BrokenPipeError:  # the reader stopped reading (sample.py | head): what it took was written
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (so that exiting flushes nowhere, quietly)
     return 0
 
 

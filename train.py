@@ -1,7 +1,7 @@
 """Train the one-block model (or a grown one: --blocks, --heads) on the story corpus, with checkpoints you can resume
 and a loss you can read against the best any model could do.
 
-    python3 train.py                    # NumPy, float32, the default settings: 20 to 40 s on 2 cores
+    python3 train.py                    # NumPy, float32, the default settings (its last line says how long it took)
     python3 train.py --resume           # continue out/ckpt.safetensors after a stop, a crash or a kill
     python3 train.py --backend python --steps 20 --batch 4   # the same loop on model.py: slow, standard library only
     python3 train.py --positions rope   # rotary positions instead of learned ones (also: none, sinusoidal)

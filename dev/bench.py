@@ -8,11 +8,11 @@ as a share of the matmul ceiling). `--tricks` times each trick of numpy_fast.py 
 `--against DIR` also times the same backends of the code in DIR (another checkout, such as the code before a
 change), in the same rounds, so that before and after are measured side by side.
 
-    python3 -m dev.bench                             # the targets' three sizes, every backend, 5-10 minutes
+    python3 -m dev.bench                             # the targets' three sizes, every backend (minutes)
     python3 -m dev.bench --sizes series-b32 --rounds 5 --no-torch --json bench.json
     python3 -m dev.bench --threads 1 --no-torch      # one BLAS thread, as train.py runs
-    python3 -m dev.bench --no-compile                # PyTorch eager only: torch.compile takes about 30 s a size
-    python3 -m dev.bench --tricks --threads 1        # numpy_fast.py's tricks one by one, about 10 seconds
+    python3 -m dev.bench --no-compile                # PyTorch eager only: torch.compile compiles each size
+    python3 -m dev.bench --tricks --threads 1        # numpy_fast.py's tricks one by one, in seconds
     python3 -m dev.bench --profile --sizes series-b32    # where a tuned step's time goes, per function and line
     python3 -m dev.bench --sizes series-b32 --against ../before --no-torch   # this code and the code in ../before
 
@@ -554,7 +554,7 @@ def bench_size(size, backends, args):
         compared = args.against and not grown and b not in ("reference", *CEILING) and not b.startswith("compile")
         for code in ("", "before") if compared else ("",):
             say(f"    {size}: starting {b}{' before' if code else ''}"
-                + (" (torch.compile compiles its first step: about 30 s)" if b.startswith("compile") else ""))
+                + (" (torch.compile compiles its first step first)" if b.startswith("compile") else ""))
             proc, hello = start(b, size, args.threads, args.against if code else None)
             workers[b, code] = proc
             k[b, code] = 1 if b == "reference" else max(1, round(args.round_seconds / hello["estimate"]))
@@ -711,7 +711,7 @@ def main(argv=None):
     parser.add_argument("--pause", type=float, default=0.2, help="seconds between two workers' turns")
     parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch backends")
     parser.add_argument("--no-compile", action="store_true",
-                        help="skip torch.compile of the PyTorch twin (it compiles for about 30 s a size)")
+                        help="skip torch.compile of the PyTorch twin (it compiles the twin again at each size)")
     parser.add_argument("--json", metavar="PATH", help="also write the table and targets as JSON")
     parser.add_argument("--threads", type=int, metavar="N",
                         help="BLAS and OpenMP threads of every worker (default: the libraries' own choice)")

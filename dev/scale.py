@@ -70,7 +70,8 @@ def report(args):
     step = c["flops_per_token"] * tokens / args.flops
     ring = 2 * (args.gpus - 1) / args.gpus * BYTES * n
     return [
-        f"model: d = {args.width}, {args.blocks} blocks of {args.heads} heads, V = {args.vocab}, T = {args.max_len};"
+        f"model: d = {args.width}, {sizes.describe(args.blocks, args.heads).replace(' x ', ' of ')}, V = {args.vocab},"
+        f" T = {args.max_len};"
         f" a step of {args.batch} windows ({tokens:,} tokens) per GPU, {args.gpus} GPUs, float32",
         f"parameters                 {n:,} ({human(n, '')})",
         f"weights, gradients, Adam   {human(16 * n, 'B')}" + (f" + DDP buckets {human(4 * n, 'B')}"

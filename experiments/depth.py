@@ -1,7 +1,7 @@
 """What a second block buys, and what more heads do: the model grown to (blocks, heads) = (1, 1), (1, 4), (2, 1) and
 (2, 4), over three seeds, on two tasks, every size with its own small learning-rate sweep.
 
-    python3 -m experiments.depth            # the full experiment, about 20 minutes on 2 cores; writes depth.json
+    python3 -m experiments.depth            # the full experiment (the record says how long it took): depth.json
     python3 -m experiments.depth --check    # a reduced run (seconds), a shape check of depth.json, its summaries
     python3 -m experiments.depth --rerun induction --blocks 2 --heads 1 --seed 3   # one cell trained again, checked
 
@@ -279,11 +279,11 @@ def summarise_induction(runs, plan):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# The README's tables, from a record
+# The tables of docs/depth.md, from a record
 
 
 def tables(record):
-    """The README's two tables of depth.json: per size, the sweep and the runs at its chosen learning rate, on the
+    """The two tables of depth.json that docs/depth.md shows: per size, the sweep and the runs at its chosen learning rate, on the
     stories and on the induction task."""
     settings, floor = record["settings"], record["floor"]
     lrs = {task: " / ".join(f"{lr:g}" for lr in settings[task]["lrs"]) for task in TASKS}

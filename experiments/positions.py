@@ -1,7 +1,7 @@
 """What positions are for: the same model trained with each position scheme, over several seeds and a small sweep of
 learning rates, measured three ways.
 
-    python3 -m experiments.positions            # the full experiment, about 25 minutes on 2 cores; positions.json
+    python3 -m experiments.positions            # the full experiment (the record says how long): positions.json
     python3 -m experiments.positions --check    # a reduced run (seconds) of the same shape, and positions.json's
 
 Each run is train.py's default training (oneblock/training.py's train, 12,000 steps of 16 x 64 tokens) with only
@@ -235,11 +235,11 @@ def summarise(runs, floor):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# The README's tables, from a record
+# The table of docs/positions.md, from a record
 
 
 def tables(record):
-    """The README's table of positions.json: per scheme, the sweep and the runs at its chosen learning rate."""
+    """The table of positions.json that docs/positions.md shows: per scheme, the sweep and the runs at its chosen learning rate."""
     lrs = " / ".join(f"{lr:g}" for lr in record["settings"]["sweep"]["lrs"])
     lines = [table_row(["scheme", f"tuning loss at lr {lrs}", "validation loss, mean ± sd (min to max)",
                         "gap to floor", "probe accuracy, % (min to max)", "mean probability of the right name",

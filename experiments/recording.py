@@ -321,7 +321,7 @@ def experiment_parser(description, record, reduced, rerun, until=None):
                              f" nothing for --check)")
     parser.add_argument("--quiet", action="store_true", help="no line per run")
     parser.add_argument("--table", action="store_true",
-                        help=f"print the README's tables of the committed {record} (no training) and exit")
+                        help=f"print the tables of the committed {record} that its docs page shows (no training), and exit")
     return parser
 
 

@@ -1,8 +1,8 @@
 """How far a training result moves from one machine to another, measured on one machine.
 
     python3 -m experiments.spread     # every position scheme, seed 3, train.py's full run, under each family of
-                                      # kernels this CPU can execute, with 1 and 2 threads: about 30 minutes on
-                                      # 2 cores; writes spread.json
+                                      # kernels this CPU can execute, with 1 and 2 threads (the longest of the
+                                      # experiments: its record says how long it took); writes spread.json
     python3 -m experiments.spread --schemes learned --steps 1000 --out quick-spread.json     # a quicker look
 
 NumPy's matrix products go through OpenBLAS, which picks a family of kernels for the CPU it runs on: SkylakeX on

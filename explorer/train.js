@@ -13,8 +13,8 @@
 import { PLAIN, backward, forward, loss_and_dlogits, sequence_loss } from "./model.js";
 import { Random } from "./random.js";
 
-// the live run's settings: a couple of minutes on a laptop, and below 0.6 nats/token within about a minute (the
-// README quotes the measurement); the rest as train.py's defaults
+// the live run's settings: a couple of minutes on a laptop, and below 0.6 nats/token within about a minute (as
+// docs/explorer.md measures it, with dev/bench_explorer.py); the rest as train.py's defaults
 export const DEFAULTS = {
   steps: 2000, // optimiser steps in the whole run
   batch: 8, // windows per step

@@ -27,14 +27,15 @@ import sys
 from contextlib import contextmanager
 
 DEV = "python3 -m pip install -r tests/requirements.txt"  # the pinned test requirements: numpy, matplotlib, ...
-INSTALL = {  # package -> the command that installs it, as the README gives it
+INSTALL = {  # package -> the command that installs it, as the README and docs/torch.md give it
     "numpy": DEV,
     "threadpoolctl": DEV,
     "matplotlib": DEV,
     "safetensors": DEV,
     "tokenizers": DEV,
     "playwright": DEV,
-    "torch": "python3 -m pip install -r tests/requirements-torch.txt (the README says how to get the CPU-only wheel)",
+    "torch": "python3 -m pip install -r tests/requirements-torch.txt (docs/torch.md says how to get the CPU-only"
+             " wheel)",
     "numba": "python3 -m pip install numba==0.68.1 (dev/jit_probe.py alone uses it)",
 }
 THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")  # what a new process's BLAS reads

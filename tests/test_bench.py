@@ -1,4 +1,4 @@
-"""dev/bench.py's options that the README's reduced run does not reach: a grown size on every path that grows, and
+"""dev/bench.py's options that the docs' reduced run does not reach: a grown size on every path that grows, and
 --against, which times another checkout's backends in the same rounds (here this checkout against itself)."""
 
 import subprocess

@@ -315,7 +315,9 @@ def test_explore_py_answers_bad_requests_with_their_status_and_stops_cleanly(tmp
     """The same through python3 explore.py --no-open (serving explorer/ with the real idle timeout): statuses, one
     short line each on stderr and no traceback, successes quiet, and Ctrl-C still stops it."""
     proc = subprocess.Popen([sys.executable, str(ROOT / "explore.py"), "--no-open"], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # Ctrl-C works even
+    # under a background pytest, whose children start with SIGINT ignored
     try:
         line = proc.stdout.readline()
         assert line.startswith("serving the explorer at http://127.0.0.1:"), (line, proc.stderr.read())

@@ -673,7 +673,9 @@ def test_a_bad_checkpoint_is_checkpoint_pys_message_and_exit_2(tmp_path, trained
 
 def test_server_serves_the_page_with_the_right_types_and_stops_on_ctrl_c(tmp_path):
     proc = subprocess.Popen([sys.executable, str(ROOT / "explore.py"), "--no-open"], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # Ctrl-C works even
+    # under a background pytest, whose children start with SIGINT ignored
     try:
         line = proc.stdout.readline()
         assert line.startswith("serving the explorer at http://127.0.0.1:"), (line, proc.stderr.read())

@@ -36,7 +36,7 @@ def test_every_gradient_of_a_grown_model_matches_central_differences(path, block
 
 
 def test_report_the_worst_central_difference_errors(capsys):
-    """Not a check: prints the worst errors the test above found, for the README."""
+    """Not a check: prints the worst errors the test above found, for docs/growing.md."""
     with capsys.disabled():
         for (name, blocks, heads, scheme), worst in WORST.items():
             print(f"\ncentral differences, {name}, {sizes.describe(blocks, heads)}, {scheme}: worst {worst:.2e}",
