@@ -43,7 +43,9 @@ REDUCED = {  # script or module -> arguments appended to each of its commands he
     "train.py": ["--steps", "300"],  # not to commands that set --steps themselves
     "experiments.plots": ["--steps", "100"],
     "experiments.spread": ["--schemes", "learned", "--steps", "20", "--out", "quick-spread.json"],
-    "dev.bench": ["--sizes", "series-b1", "--rounds", "1", "--reference-rounds", "1", "--round-seconds", "0.02"],
+    "dev.bench": ["--sizes", "series-b1", "--rounds", "1", "--reference-rounds", "1", "--round-seconds", "0.02",
+                  "--no-torch"],  # (its PyTorch workers take seconds to start: tests/test_bench.py times them)
+    "experiments.depth": ["--until", "250"],  # a rerun's shortest check; its others run as written
     "dev.bench_train": ["--steps", "20", "--rounds", "1"],
     "dev.bench_explorer": ["--steps", "60"],
 }
