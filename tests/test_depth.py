@@ -1,23 +1,22 @@
-"""depth.py: the reduced experiment runs and has the full one's shape; the committed depth.json has the shape and
-settings of the code, re-derives every summary, and took less than the 30 minutes the experiment is allowed; the
-periodic sequences, the colour items and the head scores measure what they say; a cell reruns to the record's
+"""experiments/depth.py: the reduced experiment runs and has the full one's shape; the committed depth.json has the
+shape and settings of the code, re-derives every summary, and took less than the 30 minutes the experiment is allowed;
+the periodic sequences, the colour items and the head scores measure what they say; a cell reruns to the record's
 digits."""
 
 import json
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+import bpe
+import make_corpus
+from experiments import depth, induction
+from oneblock import machine
+from test_positions import reduced_run
+
 ROOT = Path(__file__).resolve().parent.parent
-
-np = pytest.importorskip("numpy")
-
-import bpe  # noqa: E402
-from experiments import depth, induction  # noqa: E402
-import make_corpus  # noqa: E402
-from oneblock import machine  # noqa: E402
-from test_positions import reduced_run  # noqa: E402
 
 TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
 VAL = (ROOT / "corpus.txt").read_text(encoding="utf-8").splitlines()[-300:]  # train.py's validation stories

@@ -1,19 +1,18 @@
-"""experiments/positions.py: the reduced experiment runs and has the full one's shape; the committed positions.json has the shape
-and the settings of the code, and its learning-rate sweep chose what its runs say; the probe and the windows read
-the validation stories as described."""
+"""experiments/positions.py: the reduced experiment runs and has the full one's shape; the committed positions.json has
+the shape and the settings of the code, and its learning-rate sweep chose what its runs say; the probe and the windows
+read the validation stories as described."""
 
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+import bpe
+import make_corpus
+from experiments import positions, recording
+
 ROOT = Path(__file__).resolve().parent.parent
-
-np = pytest.importorskip("numpy")
-
-import bpe  # noqa: E402
-import make_corpus  # noqa: E402
-from experiments import positions, recording  # noqa: E402
 
 TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
 VAL = (ROOT / "corpus.txt").read_text(encoding="utf-8").splitlines()[-300:]  # train.py's validation stories
@@ -179,4 +178,5 @@ def test_the_positions_page_shows_the_records_table(capsys):
     table = capsys.readouterr().out.strip()
     assert table == positions.tables(record()) and table.count("\n") == 5  # a header, a rule, four schemes
     page = ROOT / "docs" / "positions.md"
-    assert table in page.read_text(encoding="utf-8"), "docs/positions.md: paste python3 -m experiments.positions --table"
+    assert table in page.read_text(encoding="utf-8"), ("docs/positions.md: paste the output of python3 -m"
+                                                      " experiments.positions --table")
