@@ -1,10 +1,12 @@
-"""Helpers shared by the tests that run train.py in a subprocess: kill a run with a real SIGKILL once its
-checkpoint has reached a step."""
+"""Helpers shared by the tests that run the lab's commands in a subprocess: kill a train.py run with a real SIGKILL
+once its checkpoint has reached a step, start explore.py's server, and a text of one's own."""
 
 import random
 import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 from oneblock import checkpoint
 
@@ -25,6 +27,20 @@ def kill_at(cmd, path, cwd, at_least, timeout=120):
         proc.wait()
     assert proc.returncode == (-signal.SIGKILL if hasattr(signal, "SIGKILL") else 1), "the run ended by itself"
     return checkpoint.load_checkpoint(path)["step"]
+
+
+def serving_explorer(cwd):
+    """python3 explore.py --no-open started in cwd: (the process, the URL it prints) once it serves. Its SIGINT is
+    what a terminal's Ctrl-C sends even under a background pytest, whose children start with SIGINT ignored."""
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.Popen([sys.executable, str(root / "explore.py"), "--no-open"], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    line = proc.stdout.readline()
+    if not line.startswith("serving the explorer at http://127.0.0.1:"):
+        proc.kill()
+        raise AssertionError(f"explore.py did not serve: {line!r} {proc.communicate()[1][-2000:]}")
+    return proc, line.split()[4]
 
 
 def own_text(lines=120, seed=0):

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from oneblock import server as serving
+from run_helpers import serving_explorer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -314,14 +315,9 @@ def test_the_real_idle_timeout_is_sane():
 def test_explore_py_answers_bad_requests_with_their_status_and_stops_cleanly(tmp_path):
     """The same through python3 explore.py --no-open (serving explorer/ with the real idle timeout): statuses, one
     short line each on stderr and no traceback, successes quiet, and Ctrl-C still stops it."""
-    proc = subprocess.Popen([sys.executable, str(ROOT / "explore.py"), "--no-open"], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # Ctrl-C works even
-    # under a background pytest, whose children start with SIGINT ignored
+    proc, url = serving_explorer(tmp_path)
     try:
-        line = proc.stdout.readline()
-        assert line.startswith("serving the explorer at http://127.0.0.1:"), (line, proc.stderr.read())
-        port = int(line.split()[4].split(":")[2].split("/")[0])
+        port = int(url.split(":")[2].split("/")[0])
         replies = []
         for request in (b"GARBAGE\r\n\r\n", b"GET / HTTP/9.9\r\n\r\n", b"GET /%00 HTTP/1.0\r\n\r\n",
                         b"GET /..%2fexplore.py HTTP/1.0\r\n\r\n", b"GET /data/ HTTP/1.0\r\n\r\n",

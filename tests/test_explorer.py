@@ -31,7 +31,7 @@ from fastpath_helpers import rel_err
 from oneblock import checkpoint, data, export, machine, training
 from oneblock.server import make_server
 from oneblock.settings import Settings, checked
-from run_helpers import own_text
+from run_helpers import own_text, serving_explorer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -672,14 +672,8 @@ def test_a_bad_checkpoint_is_checkpoint_pys_message_and_exit_2(tmp_path, trained
 
 
 def test_server_serves_the_page_with_the_right_types_and_stops_on_ctrl_c(tmp_path):
-    proc = subprocess.Popen([sys.executable, str(ROOT / "explore.py"), "--no-open"], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # Ctrl-C works even
-    # under a background pytest, whose children start with SIGINT ignored
+    proc, url = serving_explorer(tmp_path)
     try:
-        line = proc.stdout.readline()
-        assert line.startswith("serving the explorer at http://127.0.0.1:"), (line, proc.stderr.read())
-        url = line.split()[4]
         base = url.rsplit("/", 1)[0]
         for name, mime in [("index.html", "text/html"), ("page.js", "text/javascript"),
                            ("worker.js", "text/javascript"),
