@@ -9,12 +9,17 @@ command line's flags) and their defaults filled in.
     Traceback (most recent call last):
     ...
     ValueError: --seq-len 100 is longer than the 64 positions the model has; expected 1 to 64
+    >>> checked(Settings(steps="ten"))
+    Traceback (most recent call last):
+    ...
+    ValueError: --steps 'ten': expected a whole number
 
 Standard library only: what a setting costs in memory is priced by formula (sizes.py) before any of it is spent.
 """
 
 import dataclasses
 import math
+import typing
 from dataclasses import dataclass
 
 import bpe
@@ -81,6 +86,9 @@ class Settings:
 def checked(s):
     """s with every default filled in, or a ValueError naming the first setting that makes no sense and what was
     expected. It also prices the run's step in memory (on the CPU) and refuses one that would not fit here."""
+    problem = _kind_problem(s)
+    if problem:
+        raise ValueError(problem)
     fill = {}
     if s.dtype is None:
         fill["dtype"] = "float64" if s.backend == "python" else "float32"
@@ -100,6 +108,18 @@ def checked(s):
     if problem:
         raise ValueError(problem)
     return dataclasses.replace(s, **fill)
+
+
+def _kind_problem(s):
+    """The first setting of s whose value is not of its field's type, in one line, or None (the command line's
+    parser sees to the types; a caller of the library may not)."""
+    for field in dataclasses.fields(Settings):
+        value, kinds = getattr(s, field.name), typing.get_args(field.type) or (field.type,)
+        if not _of_kind(value, kinds):
+            names = " or ".join("a whole number" if k is int else "a number" if k is float else "true or false"
+                                if k is bool else "text" if k is str else "None" for k in kinds)
+            return f"--{field.name.replace('_', '-')} {value!r}: expected {names}"
+    return None
 
 
 def _problem(given, s):
@@ -171,6 +191,22 @@ def _problem(given, s):
         return (f"--batch {s.batch} cannot be shared by the {s.world} processes torchrun started: each takes the same"
                 f" number of windows, so the batch must be a multiple of {s.world}")
     return _memory_problem(s) if torch_train.device_of(s).type == "cpu" else None  # (a GPU's is the framework's)
+
+
+def _of_kind(value, kinds):
+    """Whether value is of one of the kinds a field's annotation allows (a bool is no number; an int is a float).
+
+    >>> _of_kind(3, (float,)), _of_kind(True, (int,)), _of_kind(None, (str, type(None)))
+    (True, False, True)
+    """
+    for kind in kinds:
+        if kind is type(None) and value is None or kind is bool and type(value) is bool:
+            return True
+        if kind in (int, float) and type(value) is not bool and isinstance(value, int if kind is int else (int, float)):
+            return True
+        if kind is str and isinstance(value, str):
+            return True
+    return False
 
 
 def _data_problem(s):
