@@ -1,27 +1,40 @@
-// model.js: the one-block transformer of model.py in JavaScript, in float64, with its backward pass by hand.
+// model.js: the transformer of model.py in JavaScript, in float64, with its backward pass by hand, grown as
+// oneblock/numpy_model.py grew: any number of blocks, attention split into heads, and four position schemes.
 //
-// Read model.py first: this file follows it section by section and name by name (the snake_case is on purpose, so
-// that `layernorm_backward` here is `layernorm_backward` there). What differs:
+// Read model.py first, then numpy_model.py: this file follows them section by section and name by name (the
+// snake_case is on purpose, so that `layernorm_backward` here is `layernorm_backward` there). With one block, one head
+// and learned positions (or none) it computes what model.py computes. What differs:
 // - A matrix is an Array of Float64Array rows that share one buffer (made by `matrix`); a vector is a Float64Array.
+//   IDs are one sequence of T, as in model.py (train.js averages the windows of a batch).
 // - Every function that adds numbers takes `sums`: EXACT rounds each sum once, like math.fsum (Shewchuk's partials,
 //   ported from CPython), so no result depends on the order of the terms and the order facts hold bit for bit, as
-//   in model.py; PLAIN adds left to right, about 4x faster, and is what training uses.
-// - The sizes travel in a config object {vocab, d, hidden, max_len, blocks, heads}, and the block's layers take the
-//   parameters of one block (`block_params`), so that a model with more blocks and heads fits the same loops. Today
-//   there is one block with one head and the parameters have model.py's names.
+//   in model.py; PLAIN keeps four running sums in turn and adds them at the end, several times faster, and is what
+//   training uses (its results agree with NumPy's to about 1e-15 relative, not bit for bit).
+// - Blocks: block 0's tensors have model.py's names, block k's the same names after "block{k}." (oneblock/sizes.py),
+//   so a one-block dict is model.py's. The number of blocks is in the names; the heads are not (no tensor's shape
+//   shows them), so forward takes them, as numpy_model.forward does.
+// - Heads: head h of a block reads columns h dh .. (h + 1) dh - 1 of its q, k and v (dh = d / heads), has its own
+//   softmax scaled by 1 / sqrt(dh), and its output goes back to the same columns before Wo. The cache keeps a list
+//   with one (T, T) matrix of weights per head (numpy_model has a heads axis, and none for one head).
+// - Positions: "learned" (the pos_emb rows, at most max_len positions), "none", "sinusoidal" (a fixed table added to
+//   the token rows) and "rope" (each head's q and k turned by angles that grow with the position). The last three
+//   read up to LONGEST positions; pos_emb gets gradient 0.
 //
-//     const p = init_params(96, 16, 64, 64, 3);
-//     count_params(p)                           // 7440
-//     const [logits, cache] = forward(p, [5, 17, 42]);
-//     shape(logits)                             // [3, 96]
+//     const p = init_params(96, 16, 64, 64, 3, 2);                // two blocks
+//     count_params(p)                                              // 10656
+//     const [logits, cache] = forward(p, [5, 17, 42], "rope", 4);  // four heads, rotary positions
+//     shape(logits), cache.blocks[1].att.weights.length            // [3, 96], 4
 //
 // Shape legend, used in the comments on every line that makes a tensor:
 //     T = positions in the sequence, d = model width, H = hidden width of the MLP, V = vocabulary size,
-//     L = max_len, the number of learned positions.
+//     L = max_len, the number of learned positions, nh = heads, dh = d / nh, the width of one head.
 
 import { Random } from "./random.js";
 
 export const EPS = 1e-5; // layer norm's guard against dividing by zero; it keeps the normalised variance just below 1
+export const SCHEMES = ["learned", "none", "sinusoidal", "rope"]; // forward's `positions` (numpy_model.SCHEMES)
+export const LONGEST = 1024; // the most positions "none", "sinusoidal" and "rope" read (they have no learned rows)
+export const ROPE_BASE = 10000.0; // pair i turns by pos / ROPE_BASE^(2i/dh) radians; also the sinusoids' wavelengths
 
 // ----------------------------------------------------------------------------------------------------------------
 // Exact sums: Shewchuk's partials, as CPython's math.fsum computes them
@@ -103,123 +116,322 @@ export function fsum(xs) {
   return acc.value();
 }
 
-/** The two ways to add: EXACT (one rounding per sum, order-independent) and PLAIN (left to right, fast).
- * dot(a, b, n, extra) is sum_i<n a[i] b[i], plus extra as one more term (a bias); sum(a) is sum_i a[i]. */
-export const EXACT = {
-  name: "exact",
-  dot(a, b, n = a.length, extra = 0.0) {
-    acc.reset();
-    for (let i = 0; i < n; i++) acc.add(a[i] * b[i]);
-    if (extra !== 0.0) acc.add(extra);
-    return acc.value();
-  },
-  sum: fsum,
-};
+/** sum_i<n a[i] b[i] + extra, rounded once.
+ *
+ *     exact_dot([1e16, 1, -1e16], [1, 1, 1], 3, 0)   // 1 */
+export function exact_dot(a, b, n, extra) {
+  acc.reset();
+  for (let i = 0; i < n; i++) acc.add(a[i] * b[i]);
+  if (extra !== 0.0) acc.add(extra);
+  return acc.value();
+}
 
-export const PLAIN = {
-  name: "plain",
-  dot(a, b, n = a.length, extra = 0.0) {
-    let s = 0.0;
-    for (let i = 0; i < n; i++) s += a[i] * b[i];
-    return s + extra;
-  },
-  sum(a) {
-    let s = 0.0;
-    for (let i = 0; i < a.length; i++) s += a[i];
-    return s;
-  },
-};
+/** sum_i<n a[i] b[i] + extra, fast: four running sums over every fourth term, added at the end (no sum waits for
+ * the one before it, which is what makes it fast).
+ *
+ *     plain_dot([1, 2, 3], [4, 5, 6], 3, 0.5)   // 32.5 */
+export function plain_dot(a, b, n, extra) {
+  let s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+  let i = 0;
+  for (; i + 3 < n; i += 4) {
+    s0 += a[i] * b[i];
+    s1 += a[i + 1] * b[i + 1];
+    s2 += a[i + 2] * b[i + 2];
+    s3 += a[i + 3] * b[i + 3];
+  }
+  for (; i < n; i++) s0 += a[i] * b[i];
+  return s0 + s1 + (s2 + s3) + extra;
+}
+
+/** sum_i<n a[i], fast, in four running sums.
+ *
+ *     plain_sum([1, 2, 3], 3)   // 6 */
+export function plain_sum(a, n) {
+  let s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+  let i = 0;
+  for (; i + 3 < n; i += 4) {
+    s0 += a[i];
+    s1 += a[i + 1];
+    s2 += a[i + 2];
+    s3 += a[i + 3];
+  }
+  for (; i < n; i++) s0 += a[i];
+  return s0 + s1 + (s2 + s3);
+}
+
+/** The two ways to add: EXACT (one rounding per sum, order-independent) and PLAIN (fast). Every function of this
+ * file takes one of them as `sums`; they meet in dot and sum below. */
+export const EXACT = { name: "exact" };
+export const PLAIN = { name: "plain" };
+
+/** sum_i<n a[i] b[i], plus extra as one more term (a bias), the way sums says.
+ *
+ *     dot(EXACT, [1, 2], [3, 4], 2)   // 11 */
+export function dot(sums, a, b, n = a.length, extra = 0.0) {
+  return sums === EXACT ? exact_dot(a, b, n, extra) : plain_dot(a, b, n, extra);
+}
+
+/** sum_i<n a[i], the way sums says.
+ *
+ *     sum(PLAIN, [1, 2, 3])   // 6 */
+export function sum(sums, a, n = a.length) {
+  if (sums !== EXACT) return plain_sum(a, n);
+  acc.reset();
+  for (let i = 0; i < n; i++) acc.add(a[i]);
+  return acc.value();
+}
 
 // ----------------------------------------------------------------------------------------------------------------
-// Small matrix helpers
+// Small matrix helpers. A matrix is {rows, cols, data}: its numbers row after row in one Float64Array, so that a
+// loop reads them in order and making one costs one allocation. Every product is rows times rows (matmul_bt): the
+// sums then read both operands in order, and a product with a matrix b is one with b's transpose, made first.
 
-/** A rows x cols matrix of 0.0: an Array of Float64Array rows over one buffer.
+/** A rows x cols matrix of 0.0 (inside `reusing`, in a buffer of its pool).
  *
- *     matrix(2, 3)   // [Float64Array [0, 0, 0], Float64Array [0, 0, 0]] */
+ *     matrix(2, 3)   // {rows: 2, cols: 3, data: Float64Array [0, 0, 0, 0, 0, 0]} */
 export function matrix(rows, cols) {
-  const buf = new Float64Array(rows * cols); // (rows * cols,)
-  const m = new Array(rows);
-  for (let i = 0; i < rows; i++) m[i] = buf.subarray(i * cols, (i + 1) * cols);
+  const n = rows * cols;
+  if (scratch === null) return { rows, cols, data: new Float64Array(n) }; // (rows, cols)
+  let data = scratch.buffers[scratch.next];
+  if (data === undefined || data.length !== n) data = scratch.buffers[scratch.next] = new Float64Array(n);
+  else data.fill(0.0);
+  scratch.next += 1;
+  return { rows, cols, data };
+}
+
+let scratch = null; // the pool of buffers that matrix takes from while `reusing` runs, else null
+
+/** fn(), with every matrix it makes in a buffer of pool ({buffers: []} to start with) that the call before left:
+ * a training step's windows make the same matrices in the same order, so after the first window nothing new is
+ * allocated (and nothing is left for the garbage collector). What fn returns lives in the pool, until the next
+ * call with it overwrites it: copy out what must last.
+ *
+ *     const pool = {buffers: []};
+ *     reusing(pool, () => loss_and_grads(p, x, y))   // the gradients: add them up before the next call */
+export function reusing(pool, fn) {
+  if (scratch !== null) throw new Error("reusing: already inside a call of reusing; pools do not nest");
+  scratch = pool;
+  pool.next = 0;
+  try {
+    return fn();
+  } finally {
+    scratch = null;
+  }
+}
+
+/** A matrix from a list of equally long rows (arrays of numbers).
+ *
+ *     from_rows([[1, 2], [3, 4]]).data   // Float64Array [1, 2, 3, 4] */
+export function from_rows(rows) {
+  const m = matrix(rows.length, rows.length ? rows[0].length : 0); // (n, k)
+  rows.forEach((r, i) => {
+    if (r.length !== m.cols) throw new Error(`row ${i} has ${r.length} numbers, row 0 has ${m.cols}: a matrix has rows of one length`);
+    m.data.set(r, i * m.cols);
+  });
   return m;
+}
+
+/** Row i of a matrix, as a view of its numbers (writing into it writes into the matrix).
+ *
+ *     row(from_rows([[1, 2], [3, 4]]), 1)   // Float64Array [3, 4] */
+export function row(m, i) {
+  return m.data.subarray(i * m.cols, (i + 1) * m.cols);
+}
+
+/** Every row of a matrix, as views (see row): what the page's pictures draw.
+ *
+ *     rows_of(from_rows([[1, 2], [3, 4]]))   // [Float64Array [1, 2], Float64Array [3, 4]] */
+export function rows_of(m) {
+  return Array.from({ length: m.rows }, (_, i) => row(m, i));
 }
 
 /** The shape of a matrix or a vector.
  *
  *     shape(matrix(2, 3))  // [2, 3];   shape(new Float64Array(4))  // [4] */
 export function shape(x) {
-  return Array.isArray(x) ? [x.length, x.length ? x[0].length : 0] : [x.length];
+  return x instanceof Float64Array ? [x.length] : [x.rows, x.cols];
+}
+
+/** A dict of tensors as plain nested arrays of numbers (JSON), as numpy_model.to_lists.
+ *
+ *     to_lists({b: new Float64Array([1, 2])})   // {b: [1, 2]} */
+export function to_lists(tensors) {
+  const as_list = (t) => (t instanceof Float64Array ? Array.from(t) : rows_of(t).map((r) => Array.from(r)));
+  return Object.fromEntries(Object.entries(tensors).map(([name, t]) => [name, as_list(t)]));
+}
+
+/** The inverse of to_lists: nested arrays (rows of numbers, or numbers) as matrices and vectors, as
+ * numpy_model.from_lists.
+ *
+ *     from_lists({w: [[1, 2]], b: [3]}).w   // {rows: 1, cols: 2, data: Float64Array [1, 2]} */
+export function from_lists(lists) {
+  const as_tensor = (t) => (Array.isArray(t[0]) ? from_rows(t) : Float64Array.from(t));
+  return Object.fromEntries(Object.entries(lists).map(([name, t]) => [name, as_tensor(t)]));
 }
 
 /** Rows become columns.
  *
- *     transpose([[1, 2, 3], [4, 5, 6]])   // [[1, 4], [2, 5], [3, 6]] (as Float64Array rows) */
+ *     transpose(from_rows([[1, 2, 3], [4, 5, 6]]))   // the rows [1, 4], [2, 5], [3, 6] */
 export function transpose(a) {
-  const rows = a.length;
-  const cols = a[0].length;
+  const { rows, cols } = a;
   const t = matrix(cols, rows); // (cols, rows)
-  for (let i = 0; i < rows; i++) {
-    const r = a[i];
-    for (let j = 0; j < cols; j++) t[j][i] = r[j];
-  }
+  const A = a.data, out = t.data;
+  for (let i = 0; i < rows; i++) for (let j = 0; j < cols; j++) out[j * rows + i] = A[i * cols + j];
   return t;
+}
+
+/** sum_{i<n} A[a + i] B[b + i] + extra, rounded once: a dot product of two stretches of flat arrays. */
+function exact_dot_at(A, a, B, b, n, extra) {
+  acc.reset();
+  for (let i = 0; i < n; i++) acc.add(A[a + i] * B[b + i]);
+  if (extra !== 0.0) acc.add(extra);
+  return acc.value();
+}
+
+/** The same with plain sums, as plain_dot: four running sums in turn. */
+function plain_dot_at(A, a, B, b, n, extra) {
+  let s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+  let i = 0;
+  for (; i + 3 < n; i += 4) {
+    s0 += A[a + i] * B[b + i];
+    s1 += A[a + i + 1] * B[b + i + 1];
+    s2 += A[a + i + 2] * B[b + i + 2];
+    s3 += A[a + i + 3] * B[b + i + 3];
+  }
+  for (; i < n; i++) s0 += A[a + i] * B[b + i];
+  return s0 + s1 + (s2 + s3) + extra;
+}
+
+/** The one loop behind matmul, matmul_bt and matmul_at, which differ only in how they walk their operands:
+ * out (n, m) with out[i][j] = sum_{t<k} a(i, t) b(j, t) + bias[j], where a(i, t) = A[i ai + t at] and
+ * b(j, t) = B[j bj + t bt]. EXACT rounds each entry once; PLAIN adds each left to right, the bias last. */
+function products(A, ai, at, B, bj, bt, n, m, k, bias, sums) {
+  const out = matrix(n, m); // (n, m)
+  const O = out.data;
+  if (sums === EXACT) {
+    for (let i = 0; i < n; i++) {
+      for (let j = 0; j < m; j++) {
+        acc.reset();
+        for (let t = 0; t < k; t++) acc.add(A[i * ai + t * at] * B[j * bj + t * bt]);
+        if (bias !== null && bias[j] !== 0.0) acc.add(bias[j]);
+        O[i * m + j] = acc.value();
+      }
+    }
+  } else {
+    plain_products(A, ai, at, B, bj, bt, O, n, m, k);
+    if (bias !== null) for (let i = 0; i < n; i++) for (let j = 0; j < m; j++) O[i * m + j] += bias[j];
+  }
+  return out;
+}
+
+/** products' plain loop: two rows i of a meet four rows j of b at a time, so that the 8 sums run side by side and
+ * each number read is used 2 or 4 times. Otherwise the same as, for every i and j,
+ *     let s = 0.0; for (let t = 0; t < k; t++) s += A[i * ai + t * at] * B[j * bj + t * bt]; O[i * m + j] = s;
+ * (which the rows and columns left over at the edges run), and about twice as fast. */
+function plain_products(A, ai, at, B, bj, bt, O, n, m, k) {
+  const n2 = n - (n % 2), m4 = m - (m % 4);
+  for (let i = 0; i < n2; i += 2) {
+    for (let j = 0; j < m4; j += 4) {
+      let pa = i * ai, pb = j * bj;
+      let s00 = 0.0, s01 = 0.0, s02 = 0.0, s03 = 0.0, s10 = 0.0, s11 = 0.0, s12 = 0.0, s13 = 0.0;
+      for (let t = 0; t < k; t++) {
+        const x0 = A[pa], x1 = A[pa + ai];
+        const y0 = B[pb], y1 = B[pb + bj], y2 = B[pb + 2 * bj], y3 = B[pb + 3 * bj];
+        s00 += x0 * y0;
+        s01 += x0 * y1;
+        s02 += x0 * y2;
+        s03 += x0 * y3;
+        s10 += x1 * y0;
+        s11 += x1 * y1;
+        s12 += x1 * y2;
+        s13 += x1 * y3;
+        pa += at;
+        pb += bt;
+      }
+      const o0 = i * m + j, o1 = o0 + m;
+      O[o0] = s00;
+      O[o0 + 1] = s01;
+      O[o0 + 2] = s02;
+      O[o0 + 3] = s03;
+      O[o1] = s10;
+      O[o1 + 1] = s11;
+      O[o1 + 2] = s12;
+      O[o1 + 3] = s13;
+    }
+  }
+  for (let i = 0; i < n; i++) {
+    for (let j = i < n2 ? m4 : 0; j < m; j++) {
+      let s = 0.0;
+      for (let t = 0; t < k; t++) s += A[i * ai + t * at] * B[j * bj + t * bt];
+      O[i * m + j] = s;
+    }
+  }
+}
+
+/** a times b transposed, plus a bias as one more term of each sum: a (n, k), b (m, k), bias (m,) or null -> (n, m).
+ *
+ *     matmul_bt(from_rows([[1, 2]]), from_rows([[3, 4], [5, 6]]), EXACT).data   // [11, 17] */
+export function matmul_bt(a, b, sums, bias = null) {
+  if (b.cols !== a.cols) throw new Error(`matmul_bt: a is (${a.rows}, ${a.cols}) but b is (${b.rows}, ${b.cols}); expected b of ${a.cols} columns`);
+  return products(a.data, a.cols, 1, b.data, b.cols, 1, a.rows, b.rows, a.cols, bias, sums);
 }
 
 /** Matrix product of a (n, k) and b (k, m), each entry one sum.
  *
- *     matmul([[1, 2]], [[3], [4]], EXACT)   // [[11]] */
+ *     matmul(from_rows([[1, 2]]), from_rows([[3], [4]]), EXACT).data   // [11] */
 export function matmul(a, b, sums) {
-  return matmul_bt(a, transpose(b), sums); // b^T: (m, k)
+  if (b.rows !== a.cols) throw new Error(`matmul: a is (${a.rows}, ${a.cols}) but b is (${b.rows}, ${b.cols}); expected b of ${a.cols} rows`);
+  return products(a.data, a.cols, 1, b.data, 1, b.cols, a.rows, b.cols, a.cols, null, sums);
 }
 
-/** a times b transposed: a (n, k), b (m, k) -> (n, m). Used where b^T would only be transposed back.
+/** a transposed times b: a (n, k), b (n, m) -> (k, m), each entry one sum over the n rows (a weight's gradient).
  *
- *     matmul_bt([[1, 2]], [[3, 4], [5, 6]], EXACT)   // [[11, 17]] */
-export function matmul_bt(a, b, sums) {
-  const out = matrix(a.length, b.length); // (n, m)
-  for (let i = 0; i < a.length; i++) {
-    const row = out[i];
-    for (let j = 0; j < b.length; j++) row[j] = sums.dot(a[i], b[j]);
-  }
-  return out;
+ *     matmul_at(from_rows([[1], [2]]), from_rows([[3], [4]]), EXACT).data   // [11] */
+export function matmul_at(a, b, sums) {
+  if (b.rows !== a.rows) throw new Error(`matmul_at: a is (${a.rows}, ${a.cols}) but b is (${b.rows}, ${b.cols}); expected b of ${a.rows} rows`);
+  return products(a.data, 1, a.cols, b.data, 1, b.cols, a.cols, b.cols, a.rows, null, sums);
 }
 
 /** x w + b, where the bias is one more term of each sum: x (n, k), w (k, m), b (m,) -> (n, m).
  *
- *     linear([[1, 2]], [[3], [4]], [0.5], EXACT)   // [[11.5]] */
+ *     linear(from_rows([[1, 2]]), from_rows([[3], [4]]), [0.5], EXACT).data   // [11.5] */
 export function linear(x, w, b, sums) {
-  const cols = transpose(w); // (m, k)
-  const out = matrix(x.length, cols.length); // (n, m)
-  for (let i = 0; i < x.length; i++) {
-    const row = out[i];
-    for (let j = 0; j < cols.length; j++) row[j] = sums.dot(x[i], cols[j], x[i].length, b[j]);
-  }
-  return out;
+  if (w.rows !== x.cols) throw new Error(`linear: x is (${x.rows}, ${x.cols}) but w is (${w.rows}, ${w.cols}); expected w of ${x.cols} rows`);
+  return products(x.data, x.cols, 1, w.data, 1, w.cols, x.rows, w.cols, x.cols, b, sums);
 }
 
-/** Elementwise sum of two matrices. One addition of two floats is already exactly rounded.
+/** Elementwise sum of two matrices (of a's rows and b's first rows, when b has more). One addition is already
+ * exactly rounded.
  *
- *     add([[1, 2]], [[0.5, 0.25]])   // [[1.5, 2.25]] */
+ *     add(from_rows([[1, 2]]), from_rows([[0.5, 0.25]])).data   // [1.5, 2.25] */
 export function add(a, b) {
-  const out = matrix(a.length, a[0].length); // (n, m)
-  for (let i = 0; i < a.length; i++) {
-    const o = out[i], ra = a[i], rb = b[i];
-    for (let j = 0; j < o.length; j++) o[j] = ra[j] + rb[j];
-  }
+  const out = matrix(a.rows, a.cols); // (n, m)
+  const A = a.data, B = b.data, O = out.data;
+  for (let i = 0; i < O.length; i++) O[i] = A[i] + B[i];
   return out;
 }
 
 /** The sum of each column: a (n, m) -> (m,).
  *
- *     column_sums([[1, 2], [3, 4]], EXACT)   // [4, 6] */
+ *     column_sums(from_rows([[1, 2], [3, 4]]), EXACT)   // [4, 6] */
 export function column_sums(a, sums) {
-  const cols = transpose(a); // (m, n)
-  return Float64Array.from(cols, (col) => sums.sum(col)); // (m,)
+  const { rows: n, cols: m } = a;
+  const out = new Float64Array(m); // (m,)
+  const A = a.data;
+  if (sums === EXACT) {
+    const cols = transpose(a).data; // (m, n)
+    for (let j = 0; j < m; j++) out[j] = sum(EXACT, cols.subarray(j * n, (j + 1) * n));
+  } else {
+    for (let i = 0; i < n; i++) for (let j = 0; j < m; j++) out[j] += A[i * m + j];
+  }
+  return out;
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// Parameters
+// Parameters: model.py's table for one block, and the names of the other blocks' (oneblock/sizes.py)
 
-// name -> shape, in the order of the parameter dict (model.py's PARAM_SHAPES); V, d, H and L come from a config
+// name -> shape of one block's model, in the order of the parameter dict (model.py's PARAM_SHAPES); V, d, H and L
+// come from a config
 export const PARAM_SHAPES = {
   tok_emb: ["V", "d"],
   pos_emb: ["L", "d"],
@@ -241,28 +453,48 @@ export const PARAM_SHAPES = {
   b_out: ["V"],
 };
 
-// the parameters of one block, in the order above: the layers of a block read only these
-export const BLOCK_PARAMS = ["ln1_g", "ln1_b", "Wq", "Wk", "Wv", "Wo", "ln2_g", "ln2_b", "W1", "b1", "W2", "b2"];
+export const OUTSIDE = ["tok_emb", "pos_emb", "lnf_g", "lnf_b", "W_out", "b_out"]; // the tensors that are no block's
+export const BLOCK_NAMES = Object.keys(PARAM_SHAPES).filter((name) => !OUTSIDE.includes(name)); // ln1_g, ..., b2
+const PREFIX = /^block([1-9][0-9]*)\./; // the prefix of block k >= 1
 
-/** Every parameter's shape for a config.
+/** What goes before a tensor's name in block `block` (counted from 0), as sizes.prefix.
  *
- *     param_shapes({vocab: 96, d: 4, hidden: 8, max_len: 8}).W1   // [4, 8] */
-export function param_shapes(config) {
-  const sizes = { V: config.vocab, d: config.d, H: config.hidden, L: config.max_len };
-  return Object.fromEntries(Object.entries(PARAM_SHAPES).map(([name, dims]) => [name, dims.map((s) => sizes[s])]));
+ *     prefix(0), prefix(1)   // "", "block1." */
+export function prefix(block) {
+  return block ? `block${block}.` : "";
 }
 
-/** Fresh parameters, the same numbers as model.init_params: matrices gauss(0, 0.02) drawn in dict order row by
- * row from one Random(seed), gains 1.0, biases 0.0.
+/** The parameter names of a model with this many blocks, in the order of the parameter dict, as sizes.param_names.
+ *
+ *     param_names(2).slice(12, 16)   // ["W2", "b2", "block1.ln1_g", "block1.ln1_b"] */
+export function param_names(blocks = 1) {
+  const inside = [];
+  for (let b = 0; b < blocks; b++) for (const name of BLOCK_NAMES) inside.push(prefix(b) + name);
+  return [...OUTSIDE.slice(0, 2), ...inside, ...OUTSIDE.slice(2)];
+}
+
+/** Every parameter's shape for a config {vocab, d, hidden, max_len, blocks (default 1)}, in dict order.
+ *
+ *     param_shapes({vocab: 96, d: 4, hidden: 8, max_len: 8, blocks: 2})["block1.W1"]   // [4, 8] */
+export function param_shapes(config) {
+  const sizes = { V: config.vocab, d: config.d, H: config.hidden, L: config.max_len };
+  return Object.fromEntries(param_names(config.blocks ?? 1).map((name) => {
+    const dims = PARAM_SHAPES[name.replace(PREFIX, "")];
+    return [name, dims.map((s) => sizes[s])];
+  }));
+}
+
+/** Fresh parameters, the same numbers as sizes.init_params (and with one block model.init_params): matrices
+ * gauss(0, 0.02) drawn in dict order row by row from one Random(seed), gains 1.0, biases 0.0.
  *
  *     init_params(96, 4, 8, 8, 3).ln1_g   // Float64Array [1, 1, 1, 1] */
-export function init_params(vocab, d, hidden, max_len, seed) {
+export function init_params(vocab, d, hidden, max_len, seed, blocks = 1) {
   const rng = new Random(seed);
   const params = {};
-  for (const [name, dims] of Object.entries(param_shapes({ vocab, d, hidden, max_len }))) {
+  for (const [name, dims] of Object.entries(param_shapes({ vocab, d, hidden, max_len, blocks }))) {
     if (dims.length === 2) {
       const m = matrix(dims[0], dims[1]); // (rows, cols)
-      for (const row of m) for (let j = 0; j < row.length; j++) row[j] = rng.gauss(0.0, 0.02);
+      for (let i = 0; i < m.data.length; i++) m.data[i] = rng.gauss(0.0, 0.02);
       params[name] = m;
     } else {
       params[name] = new Float64Array(dims[0]).fill(name.endsWith("_g") ? 1.0 : 0.0); // (n,)
@@ -278,36 +510,48 @@ export function count_params(params) {
   return Object.values(params).reduce((n, t) => n + shape(t).reduce((a, b) => a * b, 1), 0);
 }
 
-/** Read the config (vocab, d, hidden, max_len, blocks, heads) off a parameter dict, and check that every tensor has
- * the shape it implies; a bad dict is an Error naming the tensor.
+/** The number of blocks that parameter names make: 1 plus the largest k of a "block{k}." prefix, as sizes.blocks_of.
  *
- *     config_of(init_params(96, 4, 8, 8, 3))   // {vocab: 96, d: 4, hidden: 8, max_len: 8, blocks: 1, heads: 1} */
+ *     blocks_of(["tok_emb", "Wq", "block1.Wq", "block2.Wq"])   // 3 */
+export function blocks_of(names) {
+  let most = 0;
+  for (const name of names) {
+    const m = PREFIX.exec(name);
+    if (m) most = Math.max(most, Number(m[1]));
+  }
+  return most + 1;
+}
+
+/** Read the config {vocab, d, hidden, max_len, blocks} off a parameter dict and check that every tensor has the
+ * shape it implies; a bad dict is an Error naming the tensor.
+ *
+ *     config_of(init_params(96, 4, 8, 8, 3))   // {vocab: 96, d: 4, hidden: 8, max_len: 8, blocks: 1} */
 export function config_of(params) {
-  const missing = Object.keys(PARAM_SHAPES).filter((name) => !(name in params));
+  const names = param_names(blocks_of(Object.keys(params)));
+  const missing = names.filter((name) => !(name in params));
   if (missing.length) throw new Error(`parameter dict is missing tensors: ${missing.join(", ")}`);
-  const extra = Object.keys(params).filter((name) => !(name in PARAM_SHAPES));
+  const extra = Object.keys(params).filter((name) => !names.includes(name));
   if (extra.length) throw new Error(`parameter dict has unknown tensors: ${extra.join(", ")}`);
-  const [vocab, d] = shape(params.tok_emb);
-  const config = { vocab, d, hidden: params.b1.length, max_len: params.pos_emb.length, blocks: 1, heads: 1 };
+  const { rows: vocab, cols: d } = params.tok_emb;
+  const config = { vocab, d, hidden: params.b1.length, max_len: params.pos_emb.rows, blocks: blocks_of(names) };
   for (const [name, want] of Object.entries(param_shapes(config))) {
     const t = params[name];
-    const got = want.length === 2 && Array.isArray(t) && t.every((r) => r instanceof Float64Array)
-      ? [t.length, t[0].length]
-      : want.length === 1 && t instanceof Float64Array ? [t.length] : null;
-    if (got === null || got.join() !== want.join() || (want.length === 2 && t.some((r) => r.length !== want[1]))) {
-      throw new Error(`parameter ${name} has shape (${got ? got.join(", ") : "not a matrix of Float64Array rows or a Float64Array"}), expected (${want.join(", ")})`);
+    const is_matrix = t && t.data instanceof Float64Array && t.data.length === t.rows * t.cols;
+    const got = want.length === 2 && is_matrix ? [t.rows, t.cols] : want.length === 1 && t instanceof Float64Array ? [t.length] : null;
+    if (got === null || got.join() !== want.join()) {
+      throw new Error(`parameter ${name} has shape (${got ? got.join(", ") : "not a matrix {rows, cols, data} or a Float64Array"}), expected (${want.join(", ")})`);
     }
   }
   return config;
 }
 
-/** The parameters of block i (layer norms, attention and MLP), under the names the block's layers read. Today there
- * is one block, whose parameters are model.py's top-level names.
+/** The tensors of one block under model.py's names (without the prefix): block 0's are params itself, as in
+ * sizes.block_params (the tensors outside the blocks ride along unread).
  *
- *     block_params(p, 0).Wq === p.Wq   // true */
-export function block_params(params, i) {
-  if (i !== 0) throw new Error(`block ${i}: this model has one block (block 0)`);
-  return Object.fromEntries(BLOCK_PARAMS.map((name) => [name, params[name]]));
+ *     block_params(p, 1).Wq === p["block1.Wq"]   // true */
+export function block_params(params, block) {
+  if (block === 0) return params;
+  return Object.fromEntries(BLOCK_NAMES.map((name) => [name, params[prefix(block) + name]]));
 }
 
 /** Check token IDs: whole numbers in [0, vocab); otherwise an Error naming the first few bad ones.
@@ -322,27 +566,148 @@ export function check_ids(ids, vocab, what = "token IDs") {
   return ids;
 }
 
+/** An Error unless T tokens fit a model with max_len learned rows and this scheme, as numpy_model.check_length.
+ *
+ *     check_length(100, "rope", 64)   // fine: rope reads up to LONGEST */
+export function check_length(T, scheme, max_len) {
+  if (T === 0) throw new Error("empty sequence: forward needs at least one token ID");
+  if (T > max_len && scheme === "learned") {
+    throw new Error(`sequence of ${T} tokens is longer than the ${max_len} positions the model has`);
+  }
+  if (T > LONGEST) {
+    throw new Error(`sequence of ${T} tokens is longer than the ${LONGEST} positions the model has with positions='${scheme}'`);
+  }
+}
+
+/** An Error naming the bad value unless blocks and heads fit a model of width d, as sizes.check_sizes.
+ *
+ *     check_sizes(16, 2, 4, "rope")   // fine;  check_sizes(16, 1, 3)   // Error: heads = 3 does not divide ... */
+export function check_sizes(d, blocks, heads, positions = null) {
+  for (const [name, value] of [["blocks", blocks], ["heads", heads]]) {
+    if (!Number.isInteger(value) || value < 1) throw new Error(`${name} = ${value}: expected a whole number of at least 1`);
+  }
+  const divisors = () => Array.from({ length: d }, (_, i) => i + 1).filter((n) => d % n === 0);
+  if (d % heads) throw new Error(`heads = ${heads} does not divide the width d = ${d}; expected one of ${divisors().join(", ")}`);
+  if (positions === "rope" && (d / heads) % 2) {
+    if (heads === 1) throw new Error(`rope rotates pairs of channels: the width d must be even, got d = ${d}`);
+    const even = divisors().filter((n) => (d / n) % 2 === 0);
+    throw new Error(`heads = ${heads} gives heads of width d / heads = ${d / heads}, but rope turns pairs of channels in each head: the head width must be even; expected one of ${even.join(", ")} heads for d = ${d}`);
+  }
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// Positions: the scheme's name, the sinusoid table, and the rotary turn of channel pairs
+
+/** The scheme for forward's `positions`: one of SCHEMES, or a bool as in model.py (true "learned", false "none").
+ *
+ *     position_scheme(true), position_scheme("rope")   // "learned", "rope" */
+export function position_scheme(positions = "learned") {
+  if (positions === true || positions === false) return positions ? "learned" : "none";
+  if (!SCHEMES.includes(positions)) {
+    throw new Error(`positions=${JSON.stringify(positions)} is no position scheme; expected one of ${SCHEMES.join(", ")} (or true / false, meaning learned / none)`);
+  }
+  return positions;
+}
+
+const tables = new Map(); // "kind T d" -> the tables below, worked out once for each size (they are never written)
+
+/** The fixed position table of the original transformer, (T, d): PE[pos][2i] = sin(pos / 10000^(2i/d)),
+ * PE[pos][2i + 1] = cos(pos / 10000^(2i/d)), as numpy_model.sinusoid_table. Shared: do not write into it.
+ *
+ *     row(sinusoid_table(2, 4), 1)   // [0.8415, 0.5403, 0.01, 1.0] (rounded) */
+export function sinusoid_table(T, d) {
+  const key = `sin ${T} ${d}`;
+  if (!tables.has(key)) {
+    const table = { rows: T, cols: d, data: new Float64Array(T * d) }; // (T, d) its own memory, never a pool's
+    for (let pos = 0; pos < T; pos++) {
+      for (let c = 0; c < d; c += 2) {
+        const angle = pos * ROPE_BASE ** (-c / d);
+        table.data[pos * d + c] = Math.sin(angle);
+        if (c + 1 < d) table.data[pos * d + c + 1] = Math.cos(angle);
+      }
+    }
+    tables.set(key, table);
+  }
+  return tables.get(key);
+}
+
+/** [cos, sin], each (T, d): the rotary angle pos / 10000^(2i/d) of channel pair i at position pos, written into both
+ * channels of the pair, as numpy_model.rope_tables; d must be even. Shared: do not write into them. */
+export function rope_tables(T, d) {
+  if (d % 2) throw new Error(`rope rotates pairs of channels: the width d must be even, got d = ${d}`);
+  const key = `rope ${T} ${d}`;
+  if (!tables.has(key)) {
+    const cos = { rows: T, cols: d, data: new Float64Array(T * d) }; // (T, d), its own memory, never a pool's
+    const sin = { rows: T, cols: d, data: new Float64Array(T * d) }; // (T, d)
+    for (let pos = 0; pos < T; pos++) {
+      for (let c = 0; c < d; c += 2) {
+        const angle = pos * ROPE_BASE ** (-c / d);
+        cos.data[pos * d + c] = cos.data[pos * d + c + 1] = Math.cos(angle);
+        sin.data[pos * d + c] = sin.data[pos * d + c + 1] = Math.sin(angle);
+      }
+    }
+    tables.set(key, [cos, sin]);
+  }
+  return tables.get(key);
+}
+
+/** x (T, d) with each channel pair (a, b) of each head turned by its angle: (a cos - b sin, a sin + b cos), the
+ * tables (T, dh) of one head's width (with one head, d). As numpy_model.rope_forward on x's heads.
+ *
+ *     rope_forward(from_rows([[1, 0], [1, 0]]), ...rope_tables(2, 2))   // rows [1, 0], [0.5403, 0.8415]: position 1
+ *                                                                       // turns by 1 radian */
+export function rope_forward(x, cos, sin) {
+  return turn_pairs(x, cos, sin, 1.0);
+}
+
+/** The gradient through rope_forward: each pair turned back by its angle (a rotation's inverse is its transpose). */
+export function rope_backward(dout, cos, sin) {
+  return turn_pairs(dout, cos, sin, -1.0);
+}
+
+/** x's channel pairs turned by their angles (way 1) or back (way -1); see rope_forward. */
+function turn_pairs(x, cos, sin, way) {
+  const { rows: T, cols: d } = x;
+  const width = cos.cols;
+  const out = matrix(T, d); // (T, d)
+  const X = x.data, C = cos.data, S = sin.data, O = out.data;
+  for (let t = 0; t < T; t++) {
+    for (let j = 0; j < d; j += 2) {
+      const at = t * d + j, angle = t * width + (j % width);
+      const a = X[at], b = X[at + 1];
+      if (way > 0) {
+        O[at] = a * C[angle] - b * S[angle];
+        O[at + 1] = b * C[angle + 1] + a * S[angle + 1];
+      } else {
+        O[at] = a * C[angle] + b * S[angle];
+        O[at + 1] = b * C[angle + 1] - a * S[angle + 1];
+      }
+    }
+  }
+  return out;
+}
+
 // ----------------------------------------------------------------------------------------------------------------
 // Layer norm: each row to mean 0 and variance 1, then a gain g and a bias b per column
 
 /** Normalise each row of x (T, n); return [out, cache].
  *
- *     layernorm_forward([[1, 3]], [1, 1], [0, 0], EXACT)[0]   // [[-0.99999..., 0.99999...]] */
+ *     layernorm_forward(from_rows([[1, 3]]), [1, 1], [0, 0], EXACT)[0].data   // [-0.99999..., 0.99999...] */
 export function layernorm_forward(x, g, b, sums) {
-  const n = g.length;
-  const out = matrix(x.length, n); // (T, n)
-  const xhat = matrix(x.length, n); // (T, n)
-  const std = new Float64Array(x.length); // (T,)
+  const { rows: T, cols: n } = x;
+  const out = matrix(T, n); // (T, n)
+  const xhat = matrix(T, n); // (T, n)
+  const std = new Float64Array(T); // (T,)
   const centred = new Float64Array(n); // (n,)
-  for (let t = 0; t < x.length; t++) {
-    const row = x[t];
-    const mu = sums.sum(row) / n;
-    for (let j = 0; j < n; j++) centred[j] = row[j] - mu;
-    const s = Math.sqrt(sums.dot(centred, centred) / n + EPS);
-    const xh = xhat[t], o = out[t];
+  const X = x.data, O = out.data, XH = xhat.data;
+  for (let t = 0; t < T; t++) {
+    const at = t * n;
+    const mu = sum(sums, X.subarray(at, at + n), n) / n;
+    for (let j = 0; j < n; j++) centred[j] = X[at + j] - mu;
+    const s = Math.sqrt(dot(sums, centred, centred, n) / n + EPS);
     for (let j = 0; j < n; j++) {
-      xh[j] = centred[j] / s;
-      o[j] = g[j] * xh[j] + b[j];
+      XH[at + j] = centred[j] / s;
+      O[at + j] = g[j] * XH[at + j] + b[j];
     }
     std[t] = s;
   }
@@ -353,202 +718,220 @@ export function layernorm_forward(x, g, b, sums) {
  *
  * With u = dy * g, each row's dx = (u - mean(u) - xhat * mean(u * xhat)) / sqrt(var + EPS). */
 export function layernorm_backward(dy, g, cache, sums) {
-  const n = g.length;
-  const dx = matrix(dy.length, n); // (T, n)
+  const { rows: T, cols: n } = dy;
+  const dx = matrix(T, n); // (T, n)
+  const dy_xhat = matrix(T, n); // (T, n)
   const u = new Float64Array(n); // (n,)
-  for (let t = 0; t < dy.length; t++) {
-    const dyr = dy[t], xh = cache.xhat[t], s = cache.std[t], dxr = dx[t];
-    for (let j = 0; j < n; j++) u[j] = dyr[j] * g[j];
-    const mean_u = sums.sum(u) / n;
-    const mean_ux = sums.dot(u, xh) / n;
-    for (let j = 0; j < n; j++) dxr[j] = (u[j] - mean_u - xh[j] * mean_ux) / s;
+  const DY = dy.data, XH = cache.xhat.data, DX = dx.data, DYX = dy_xhat.data;
+  for (let t = 0; t < T; t++) {
+    const at = t * n, s = cache.std[t];
+    for (let j = 0; j < n; j++) {
+      u[j] = DY[at + j] * g[j];
+      DYX[at + j] = DY[at + j] * XH[at + j];
+    }
+    const mean_u = sum(sums, u, n) / n;
+    const mean_ux = dot(sums, u, XH.subarray(at, at + n), n) / n;
+    for (let j = 0; j < n; j++) DX[at + j] = (u[j] - mean_u - XH[at + j] * mean_ux) / s;
   }
-  const dy_xhat = matrix(dy.length, n); // (T, n)
-  for (let t = 0; t < dy.length; t++) for (let j = 0; j < n; j++) dy_xhat[t][j] = dy[t][j] * cache.xhat[t][j];
   return [dx, column_sums(dy_xhat, sums), column_sums(dy, sums)]; // (T, n), (n,), (n,)
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// Causal self-attention, one head of width d: position i reads positions 0..i only
+// Causal self-attention, heads of width d / heads: position i reads positions 0..i only
 
-/** Causal single-head attention of x (T, d) with a block's Wq, Wk, Wv, Wo; return [(attn v) Wo, cache].
- * cache.weights is (T, T), zero above the diagonal. */
-export function attention_forward(block, x, sums) {
-  const T = x.length;
-  const d = x[0].length;
-  const scale = 1.0 / Math.sqrt(d);
-  const q = matmul(x, block.Wq, sums); // (T, d)
-  const k = matmul(x, block.Wk, sums); // (T, d)
+/** out[n] = sum_{c<width} X[x + c] Y[y + n step + c] for n < count: one row of X against count rows of Y (a row of
+ * scores: q_i against the keys j <= i). PLAIN takes four rows of Y at a time, each sum left to right. */
+function dots_with_rows(sums, X, x, Y, y, step, count, width, out) {
+  if (sums === EXACT) {
+    for (let n = 0; n < count; n++) out[n] = exact_dot_at(X, x, Y, y + n * step, width, 0.0);
+    return;
+  }
+  let n = 0;
+  for (; n + 3 < count; n += 4) {
+    const y0 = y + n * step, y1 = y0 + step, y2 = y1 + step, y3 = y2 + step;
+    let s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    for (let c = 0; c < width; c++) {
+      const a = X[x + c];
+      s0 += a * Y[y0 + c];
+      s1 += a * Y[y1 + c];
+      s2 += a * Y[y2 + c];
+      s3 += a * Y[y3 + c];
+    }
+    out[n] = s0;
+    out[n + 1] = s1;
+    out[n + 2] = s2;
+    out[n + 3] = s3;
+  }
+  for (; n < count; n++) {
+    let s = 0.0;
+    for (let c = 0; c < width; c++) s += X[x + c] * Y[y + n * step + c];
+    out[n] = s;
+  }
+}
+
+/** O[o + c] = sum_{n<count} W[w + n w_step] X[x + n x_step + c] for c < width: count rows of X mixed by count weights
+ * (a row of the context: the weights of query i times the values j <= i). PLAIN takes four columns at a time, each
+ * sum left to right over n. */
+function weighted_rows(sums, W, w, w_step, count, X, x, x_step, width, O, o) {
+  if (sums === EXACT) {
+    for (let c = 0; c < width; c++) {
+      acc.reset();
+      for (let n = 0; n < count; n++) acc.add(W[w + n * w_step] * X[x + n * x_step + c]);
+      O[o + c] = acc.value();
+    }
+    return;
+  }
+  let c = 0;
+  for (; c + 3 < width; c += 4) {
+    let s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    let pw = w, px = x + c;
+    for (let n = 0; n < count; n++) {
+      const a = W[pw];
+      s0 += a * X[px];
+      s1 += a * X[px + 1];
+      s2 += a * X[px + 2];
+      s3 += a * X[px + 3];
+      pw += w_step;
+      px += x_step;
+    }
+    O[o + c] = s0;
+    O[o + c + 1] = s1;
+    O[o + c + 2] = s2;
+    O[o + c + 3] = s3;
+  }
+  for (; c < width; c++) {
+    let s = 0.0;
+    for (let n = 0; n < count; n++) s += W[w + n * w_step] * X[x + n * x_step + c];
+    O[o + c] = s;
+  }
+}
+
+/** Causal attention of x (T, d) with a block's Wq, Wk, Wv, Wo and `heads` heads; return [(attn v) Wo, cache].
+ *
+ * Head h reads columns h dh .. (h + 1) dh - 1 of q, k and v (dh = d / heads) and has its own softmax, scaled by
+ * 1 / sqrt(dh); Wo mixes the heads' outputs, set side by side in ctx. With rope, each head's q and k are turned after
+ * the projections (see rope_forward), so that a score q_i . k_j depends on the offset i - j. cache.weights: one
+ * (T, T) matrix per head, zero above the diagonal. */
+export function attention_forward(block, x, rope, heads, sums) {
+  const { rows: T, cols: d } = x;
+  const width = d / heads; // dh
+  const scale = 1.0 / Math.sqrt(width);
+  let q = matmul(x, block.Wq, sums); // (T, d)
+  let k = matmul(x, block.Wk, sums); // (T, d)
   const v = matmul(x, block.Wv, sums); // (T, d)
-  const v_cols = transpose(v); // (d, T)
-  const weights = matrix(T, T); // (T, T)
-  const ctx = matrix(T, d); // (T, d)
-  for (let i = 0; i < T; i++) {
-    const scores = new Float64Array(i + 1); // (i+1,) the mask: j > i is never read
-    for (let j = 0; j <= i; j++) scores[j] = sums.dot(q[i], k[j]) * scale;
-    let top = -Infinity;
-    for (const s of scores) top = Math.max(top, s);
-    const e = scores.map((s) => Math.exp(s - top)); // (i+1,)
-    const z = sums.sum(e);
-    const w = weights[i]; // (T,) zeros past i
-    for (let j = 0; j <= i; j++) w[j] = e[j] / z;
-    for (let c = 0; c < d; c++) ctx[i][c] = sums.dot(w, v_cols[c], i + 1);
+  const turn = rope ? rope_tables(T, width) : null; // (T, dh) cos and (T, dh) sin
+  if (turn) {
+    q = rope_forward(q, ...turn); // (T, d) every head's pairs turned
+    k = rope_forward(k, ...turn); // (T, d)
+  }
+  const ctx = matrix(T, d); // (T, d) the heads' outputs side by side
+  const weights = [];
+  const e = new Float64Array(T); // (T,) of which i+1 are used: the mask, j > i is never read
+  for (let h = 0; h < heads; h++) {
+    const w = matrix(T, T); // (T, T)
+    const W = w.data, off = h * width;
+    for (let i = 0; i < T; i++) {
+      dots_with_rows(sums, q.data, i * d + off, k.data, off, d, i + 1, width, e); // (i+1,) q_i . k_j
+      let top = -Infinity;
+      for (let j = 0; j <= i; j++) {
+        e[j] *= scale;
+        if (e[j] > top) top = e[j];
+      }
+      for (let j = 0; j <= i; j++) e[j] = Math.exp(e[j] - top);
+      const z = sum(sums, e, i + 1);
+      for (let j = 0; j <= i; j++) W[i * T + j] = e[j] / z;
+      weighted_rows(sums, W, i * T, 1, i + 1, v.data, off, d, width, ctx.data, i * d + off); // sum_j w_ij v_j
+    }
+    weights.push(w);
   }
   const out = matmul(ctx, block.Wo, sums); // (T, d)
-  return [out, { x, q, k, v, weights, ctx }];
+  return [out, { x, q, k, v, turn, weights, ctx, heads }];
 }
 
 /** Gradients of attention: dout (T, d) -> [{Wq, Wk, Wv, Wo}, dx (T, d)]. */
 export function attention_backward(block, cache, dout, sums) {
-  const { x, q, k, v, weights, ctx } = cache;
-  const T = x.length;
-  const d = x[0].length;
-  const scale = 1.0 / Math.sqrt(d);
-  const dWo = matmul(transpose(ctx), dout, sums); // (d, d)
+  const { x, q, k, v, turn, weights, ctx, heads } = cache;
+  const { rows: T, cols: d } = x;
+  const width = d / heads;
+  const scale = 1.0 / Math.sqrt(width);
+  const dWo = matmul_at(ctx, dout, sums); // (d, d)
   const dctx = matmul_bt(dout, block.Wo, sums); // (T, d)
 
-  // through the weighted sum ctx[i] = sum_j w[i][j] v[j], then through each row's softmax
-  const dscores = matrix(T, T); // (T, T) zero above the diagonal
-  const dw = new Float64Array(T); // (T,) of which i+1 are used
-  for (let i = 0; i < T; i++) {
-    const w = weights[i];
-    for (let j = 0; j <= i; j++) dw[j] = sums.dot(dctx[i], v[j]);
-    const mean_dw = sums.dot(w, dw, i + 1);
-    for (let j = 0; j <= i; j++) dscores[i][j] = w[j] * (dw[j] - mean_dw) * scale; // the 1/sqrt(d) included
-  }
-  const dctx_cols = transpose(dctx); // (d, T)
-  const q_cols = transpose(q); // (d, T)
-  const k_cols = transpose(k); // (d, T)
-  const w_cols = transpose(weights); // (T, T) row j: who read position j
-  const ds_cols = transpose(dscores); // (T, T)
-  const dq = matrix(T, d); // (T, d)
-  const dk = matrix(T, d); // (T, d)
+  // per head: through the weighted sum ctx[i] = sum_j w[i][j] v[j], then through each row's softmax
+  let dq = matrix(T, d), dk = matrix(T, d); // (T, d) each
   const dv = matrix(T, d); // (T, d)
-  for (let j = 0; j < T; j++) {
-    const w_col = w_cols[j].subarray(j); // (T-j,) the positions i >= j that read position j
-    const ds_col = ds_cols[j].subarray(j); // (T-j,)
-    for (let c = 0; c < d; c++) {
-      dv[j][c] = sums.dot(w_col, dctx_cols[c].subarray(j));
-      dk[j][c] = sums.dot(ds_col, q_cols[c].subarray(j));
-      dq[j][c] = sums.dot(dscores[j], k_cols[c], j + 1);
+  const dw = new Float64Array(T); // (T,) of which i+1 are used
+  for (let h = 0; h < heads; h++) {
+    const W = weights[h].data, off = h * width;
+    const dscores = matrix(T, T); // (T, T) zero above the diagonal
+    const DS = dscores.data;
+    for (let i = 0; i < T; i++) {
+      dots_with_rows(sums, dctx.data, i * d + off, v.data, off, d, i + 1, width, dw); // (i+1,) dctx_i . v_j
+      const mean_dw = dot(sums, W.subarray(i * T, i * T + i + 1), dw, i + 1);
+      for (let j = 0; j <= i; j++) DS[i * T + j] = W[i * T + j] * (dw[j] - mean_dw) * scale; // the 1/sqrt(dh) included
+    }
+    for (let j = 0; j < T; j++) {
+      const at = j * d + off;
+      // dv_j and dk_j collect the positions i >= j that read position j; dq_i the positions j <= i it read
+      weighted_rows(sums, W, j * T + j, T, T - j, dctx.data, at, d, width, dv.data, at);
+      weighted_rows(sums, DS, j * T + j, T, T - j, q.data, at, d, width, dk.data, at);
+      weighted_rows(sums, DS, j * T, 1, j + 1, k.data, off, d, width, dq.data, at);
     }
   }
+  if (turn) { // q and k were turned: turn their gradients back
+    dq = rope_backward(dq, ...turn);
+    dk = rope_backward(dk, ...turn);
+  }
 
-  const x_cols = transpose(x); // (d, T)
   const grads = {
-    Wq: matmul(x_cols, dq, sums), // (d, d)
-    Wk: matmul(x_cols, dk, sums), // (d, d)
-    Wv: matmul(x_cols, dv, sums), // (d, d)
+    Wq: matmul_at(x, dq, sums), // (d, d)
+    Wk: matmul_at(x, dk, sums), // (d, d)
+    Wv: matmul_at(x, dv, sums), // (d, d)
     Wo: dWo, // (d, d)
   };
   // x feeds q, k and v: its gradient is one sum over all three paths
   const dqkv = matrix(T, 3 * d); // (T, 3d) rows joined
-  for (let t = 0; t < T; t++) {
-    dqkv[t].set(dq[t], 0);
-    dqkv[t].set(dk[t], d);
-    dqkv[t].set(dv[t], 2 * d);
-  }
   const w_qkv = matrix(d, 3 * d); // (d, 3d)
-  for (let r = 0; r < d; r++) {
-    w_qkv[r].set(block.Wq[r], 0);
-    w_qkv[r].set(block.Wk[r], d);
-    w_qkv[r].set(block.Wv[r], 2 * d);
+  for (const [n, [grad, weight]] of [[dq, block.Wq], [dk, block.Wk], [dv, block.Wv]].entries()) {
+    for (let t = 0; t < T; t++) dqkv.data.set(grad.data.subarray(t * d, (t + 1) * d), t * 3 * d + n * d);
+    for (let r = 0; r < d; r++) w_qkv.data.set(weight.data.subarray(r * d, (r + 1) * d), r * 3 * d + n * d);
   }
   const dx = matmul_bt(dqkv, w_qkv, sums); // (T, d)
   return [grads, dx];
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// The model: embeddings, the block (attention and MLP, each with a skip path), final layer norm, logits
+// One pre-norm block: attention and MLP, each with a skip path
 
-/** One pre-norm block on the stream x (T, d) with the block's parameters; return [x2, cache]. */
-export function block_forward(block, x, sums) {
+/** One block on the stream x (T, d) with the block's parameters (block_params); return [the stream after it, cache]. */
+export function block_forward(block, x, scheme, heads, sums) {
   const [h1, ln1] = layernorm_forward(x, block.ln1_g, block.ln1_b, sums); // (T, d)
-  const [a, att] = attention_forward(block, h1, sums); // (T, d)
+  const [a, att] = attention_forward(block, h1, scheme === "rope", heads, sums); // (T, d)
   const x1 = add(x, a); // (T, d) skip path 1
   const [h2, ln2] = layernorm_forward(x1, block.ln2_g, block.ln2_b, sums); // (T, d)
   const pre = linear(h2, block.W1, block.b1, sums); // (T, H)
-  const act = pre.map((row) => row.map((z) => (z > 0.0 ? z : 0.0))); // (T, H) ReLU
+  const act = matrix(pre.rows, pre.cols); // (T, H) ReLU
+  const P = pre.data, A = act.data;
+  for (let i = 0; i < P.length; i++) A[i] = P[i] > 0.0 ? P[i] : 0.0;
   const m = linear(act, block.W2, block.b2, sums); // (T, d)
   const x2 = add(x1, m); // (T, d) skip path 2
   return [x2, { x, h1, ln1, att, x1, h2, ln2, pre, act, x2 }];
 }
 
-/** Logits (T, V) for a list of T token IDs, and the cache the backward pass needs.
- *
- *     const [logits, cache] = forward(init_params(96, 4, 8, 8, 3), [1, 2, 3]);
- *     shape(logits), shape(cache.blocks[0].att.weights)   // [3, 96], [3, 3] */
-export function forward(params, ids, use_positions = true, sums = EXACT) {
-  const config = config_of(params);
-  check_ids(ids, config.vocab);
-  const T = ids.length;
-  if (T === 0) throw new Error("empty sequence: forward needs at least one token ID");
-  if (T > config.max_len) {
-    throw new Error(`sequence of ${T} tokens is longer than the ${config.max_len} positions the model has`);
-  }
-
-  let x0 = matrix(T, config.d); // (T, d)
-  for (let t = 0; t < T; t++) x0[t].set(params.tok_emb[ids[t]]);
-  if (use_positions) x0 = add(x0, params.pos_emb.slice(0, T)); // (T, d)
-  let x = x0;
-  const blocks = [];
-  for (let i = 0; i < config.blocks; i++) {
-    const [out, c] = block_forward(block_params(params, i), x, sums); // (T, d)
-    blocks.push(c);
-    x = out;
-  }
-  const [hf, lnf] = layernorm_forward(x, params.lnf_g, params.lnf_b, sums); // (T, d)
-  const logits = linear(hf, params.W_out, params.b_out, sums); // (T, V)
-  return [logits, { ids: Array.from(ids), use_positions, config, x0, blocks, hf, lnf }];
-}
-
-// ----------------------------------------------------------------------------------------------------------------
-// The loss: mean cross-entropy of the next token
-
-/** Mean over positions of -log softmax(logits[t])[targets[t]], and its gradient (softmax - onehot) / T.
- *
- *     loss_and_dlogits([[0, 0]], [1], EXACT)   // [0.6931471805599453, [[0.5, -0.5]]] */
-export function loss_and_dlogits(logits, targets, sums = EXACT) {
-  const T = logits.length;
-  const vocab = T ? logits[0].length : 0;
-  check_ids(targets, vocab, "target IDs");
-  if (targets.length !== T) throw new Error(`${T} positions but ${targets.length} targets`);
-  const losses = new Float64Array(T); // (T,)
-  const dlogits = matrix(T, vocab); // (T, V)
-  for (let t = 0; t < T; t++) {
-    const row = logits[t], y = targets[t], p = dlogits[t];
-    let top = -Infinity;
-    for (const z of row) top = Math.max(top, z);
-    for (let j = 0; j < vocab; j++) p[j] = Math.exp(row[j] - top); // (V,) softmax numerators
-    const total = sums.sum(p);
-    losses[t] = top + Math.log(total) - row[y];
-    for (let j = 0; j < vocab; j++) p[j] /= total; // (V,) softmax
-    p[y] -= 1.0;
-    for (let j = 0; j < vocab; j++) p[j] /= T;
-  }
-  return [sums.sum(losses) / T, dlogits];
-}
-
-/** The loss of predicting targets from ids, as one number. */
-export function sequence_loss(params, ids, targets, use_positions = true, sums = EXACT) {
-  const [logits] = forward(params, ids, use_positions, sums);
-  return loss_and_dlogits(logits, targets, sums)[0];
-}
-
-// ----------------------------------------------------------------------------------------------------------------
-// The backward pass of the whole model, last layer first
-
-/** The gradients of one block's parameters and of its input stream, given dx2 (T, d) = d loss / d (block output). */
+/** Gradients of one block, given dx2 (T, d) = d loss / d (the stream after it): [its gradients by model.py's names,
+ * the gradient of the stream before it]. */
 export function block_backward(block, cache, dx2, sums) {
   const g = {};
   // x2 = x1 + m: the gradient goes to the MLP branch and to the skip path unchanged
   const dm = dx2; // (T, d)
   g.b2 = column_sums(dm, sums); // (d,)
-  g.W2 = matmul(transpose(cache.act), dm, sums); // (H, d)
+  g.W2 = matmul_at(cache.act, dm, sums); // (H, d)
   const dact = matmul_bt(dm, block.W2, sums); // (T, H)
-  const dpre = dact.map((ra, t) => ra.map((da, j) => (cache.pre[t][j] > 0.0 ? da : 0.0))); // (T, H) ReLU
+  const dpre = matrix(dact.rows, dact.cols); // (T, H) ReLU: the gradient passes where the input was positive
+  const P = cache.pre.data, DA = dact.data, DP = dpre.data;
+  for (let i = 0; i < DP.length; i++) DP[i] = P[i] > 0.0 ? DA[i] : 0.0;
   g.b1 = column_sums(dpre, sums); // (H,)
-  g.W1 = matmul(transpose(cache.h2), dpre, sums); // (d, H)
+  g.W1 = matmul_at(cache.h2, dpre, sums); // (d, H)
   const dh2 = matmul_bt(dpre, block.W1, sums); // (T, d)
   const [dx1_mlp, ln2_g, ln2_b] = layernorm_backward(dh2, block.ln2_g, cache.ln2, sums); // (T, d)
   Object.assign(g, { ln2_g, ln2_b });
@@ -559,36 +942,126 @@ export function block_backward(block, cache, dx2, sums) {
   const [dx_att, ln1_g, ln1_b] = layernorm_backward(dh1, block.ln1_g, cache.ln1, sums); // (T, d)
   Object.assign(g, att_grads, { ln1_g, ln1_b });
   const dx = add(dx1, dx_att); // (T, d) skip path 1: both contributions added
-  return [Object.fromEntries(BLOCK_PARAMS.map((name) => [name, g[name]])), dx];
+  return [g, dx];
 }
+
+// ----------------------------------------------------------------------------------------------------------------
+// The model: embeddings, the blocks, final layer norm, logits
+
+/** Logits (T, V) for a list of T token IDs, and the cache the backward pass needs. positions: the scheme (see
+ * position_scheme); heads: the heads of every block's attention (the number of blocks is in the names).
+ *
+ *     const [logits, cache] = forward(init_params(96, 4, 8, 8, 3), [1, 2, 3]);
+ *     shape(logits), shape(cache.blocks[0].att.weights[0])   // [3, 96], [3, 3] */
+export function forward(params, ids, positions = "learned", heads = 1, sums = EXACT) {
+  const scheme = position_scheme(positions);
+  const config = config_of(params);
+  check_sizes(config.d, config.blocks, heads, scheme);
+  check_ids(ids, config.vocab);
+  const T = ids.length;
+  check_length(T, scheme, config.max_len);
+
+  const { d } = config;
+  let x0 = matrix(T, d); // (T, d)
+  for (let t = 0; t < T; t++) x0.data.set(params.tok_emb.data.subarray(ids[t] * d, (ids[t] + 1) * d), t * d);
+  if (scheme === "learned") x0 = add(x0, params.pos_emb); // (T, d)
+  else if (scheme === "sinusoidal") x0 = add(x0, sinusoid_table(T, d)); // (T, d) a fixed table, no parameters
+  let x = x0;
+  const blocks = [];
+  for (let b = 0; b < config.blocks; b++) {
+    const [out, c] = block_forward(block_params(params, b), x, scheme, heads, sums); // (T, d)
+    blocks.push(c);
+    x = out;
+  }
+  const [hf, lnf] = layernorm_forward(x, params.lnf_g, params.lnf_b, sums); // (T, d)
+  const logits = linear(hf, params.W_out, params.b_out, sums); // (T, V)
+  return [logits, { ids: Array.from(ids), positions: scheme, heads, config, x0, blocks, hf, lnf }];
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// The loss: mean cross-entropy of the next token
+
+/** Mean over positions of -log softmax(logits[t])[targets[t]], and its gradient (softmax - onehot) / T.
+ *
+ *     loss_and_dlogits(from_rows([[0, 0]]), [1], EXACT)   // [0.6931471805599453, the rows [[0.5, -0.5]]] */
+export function loss_and_dlogits(logits, targets, sums = EXACT) {
+  const { rows: T, cols: vocab } = logits;
+  check_ids(targets, vocab, "target IDs");
+  if (targets.length !== T) throw new Error(`${T} positions but ${targets.length} targets`);
+  const losses = new Float64Array(T); // (T,)
+  const dlogits = matrix(T, vocab); // (T, V)
+  const L = logits.data;
+  for (let t = 0; t < T; t++) {
+    const at = t * vocab, y = targets[t];
+    const p = dlogits.data.subarray(at, at + vocab); // (V,)
+    let top = -Infinity;
+    for (let j = 0; j < vocab; j++) if (L[at + j] > top) top = L[at + j];
+    for (let j = 0; j < vocab; j++) p[j] = Math.exp(L[at + j] - top); // (V,) softmax numerators
+    const total = sum(sums, p, vocab);
+    losses[t] = top + Math.log(total) - L[at + y];
+    for (let j = 0; j < vocab; j++) p[j] /= total; // (V,) softmax
+    p[y] -= 1.0;
+    for (let j = 0; j < vocab; j++) p[j] /= T;
+  }
+  return [sum(sums, losses, T) / T, dlogits];
+}
+
+/** The loss of predicting targets from ids, as one number (positions and heads as in forward). */
+export function sequence_loss(params, ids, targets, positions = "learned", heads = 1, sums = EXACT) {
+  const [logits] = forward(params, ids, positions, heads, sums);
+  return loss_and_dlogits(logits, targets, sums)[0];
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// The backward pass of the whole model, last layer first
 
 /** One gradient per parameter (same names, shapes and order), given dlogits (T, V) = d loss / d logits. */
 export function backward(params, cache, dlogits, sums = EXACT) {
-  const { ids, config } = cache;
-  const T = ids.length;
+  const { ids, config } = cache; // (forward checked the parameters)
+  const blocks = blocks_of(Object.keys(params));
+  if (cache.blocks.length !== blocks) {
+    throw new Error(`the cache is of a forward pass through ${cache.blocks.length} blocks, but the parameters have ${blocks}`);
+  }
+  const T = ids.length, { d } = config;
   const g = {};
 
-  // logits = LayerNorm(x2) W_out + b_out
+  // logits = LayerNorm(x) W_out + b_out, x the stream after the last block
   g.b_out = column_sums(dlogits, sums); // (V,)
-  g.W_out = matmul(transpose(cache.hf), dlogits, sums); // (d, V)
+  g.W_out = matmul_at(cache.hf, dlogits, sums); // (d, V)
   const dhf = matmul_bt(dlogits, params.W_out, sums); // (T, d)
   let [dx, lnf_g, lnf_b] = layernorm_backward(dhf, params.lnf_g, cache.lnf, sums); // (T, d)
   Object.assign(g, { lnf_g, lnf_b });
 
-  for (let i = config.blocks - 1; i >= 0; i--) {
-    const [block_grads, dx_in] = block_backward(block_params(params, i), cache.blocks[i], dx, sums); // (T, d)
-    Object.assign(g, block_grads);
+  // the blocks, last first: each takes the gradient of the stream after it and gives the one before it
+  for (let b = blocks - 1; b >= 0; b--) {
+    const [block_grads, dx_in] = block_backward(block_params(params, b), cache.blocks[b], dx, sums); // (T, d)
+    for (const name of BLOCK_NAMES) g[prefix(b) + name] = block_grads[name];
     dx = dx_in;
   }
 
-  // x0 = tok_emb[ids] + pos_emb[0:T]: a token's row collects every position that used it
-  g.tok_emb = matrix(config.vocab, config.d); // (V, d)
-  for (const token of new Set(ids)) {
-    const rows = [];
-    for (let t = 0; t < T; t++) if (ids[t] === token) rows.push(dx[t]);
-    g.tok_emb[token].set(column_sums(rows, sums)); // (d,)
+  // x0 = tok_emb[ids] + pos_emb[0:T] (or the fixed table, or nothing): a token's row collects every position that
+  // used it
+  g.tok_emb = matrix(config.vocab, d); // (V, d)
+  const DX = dx.data, G = g.tok_emb.data;
+  if (sums === EXACT) {
+    for (const token of new Set(ids)) {
+      const used = ids.flatMap((id, t) => (id === token ? [t] : []));
+      const rows = matrix(used.length, d); // (n, d) the positions that read this token
+      used.forEach((t, n) => rows.data.set(DX.subarray(t * d, (t + 1) * d), n * d));
+      G.set(column_sums(rows, sums), token * d); // (d,)
+    }
+  } else {
+    for (let t = 0; t < T; t++) for (let j = 0; j < d; j++) G[ids[t] * d + j] += DX[t * d + j];
   }
-  g.pos_emb = matrix(config.max_len, config.d); // (L, d) rows past T stay exactly zero
-  if (cache.use_positions) for (let t = 0; t < T; t++) g.pos_emb[t].set(dx[t]);
-  return Object.fromEntries(Object.keys(PARAM_SHAPES).map((name) => [name, g[name]])); // the parameters' order
+  g.pos_emb = matrix(config.max_len, d); // (L, d) rows past T stay exactly zero
+  if (cache.positions === "learned") g.pos_emb.data.set(DX);
+  return Object.fromEntries(Object.keys(params).map((name) => [name, g[name]])); // the parameters' order
+}
+
+/** The mean loss of one sequence and one gradient per parameter: what a training step needs (positions, heads
+ * and sums as in forward). */
+export function loss_and_grads(params, ids, targets, positions = "learned", heads = 1, sums = EXACT) {
+  const [logits, cache] = forward(params, ids, positions, heads, sums);
+  const [loss, dlogits] = loss_and_dlogits(logits, targets, sums);
+  return [loss, backward(params, cache, dlogits, sums)];
 }

@@ -1,5 +1,6 @@
 // train.js: train.py's training step in JavaScript: the same data split, batch sampler, learning-rate schedule,
-// gradient clipping and Adam, on model.js with plain sums (float64). worker.js runs it off the page's thread.
+// gradient clipping and Adam, on model.js with plain sums (float64), for a model of any blocks, heads and position
+// scheme. worker.js runs it off the page's thread.
 //
 // One step, as in train.py: draw B windows of T + 1 consecutive tokens from the training stories (each start drawn
 // by one seeded Random), predict tokens 1..T of each window from the tokens before them, average the loss over the
@@ -10,7 +11,8 @@
 //     const state = fresh_state(init_params(96, 16, 64, 64, 3), 3);
 //     const {loss} = train_step(state, draw_windows(state.rng, stream, s), s);
 
-import { PLAIN, backward, forward, loss_and_dlogits, sequence_loss } from "./model.js";
+import * as model from "./model.js";
+import { PLAIN, sequence_loss } from "./model.js";
 import { Random } from "./random.js";
 
 // the live run's settings: a couple of minutes on a laptop, and below 0.6 nats/token within about a minute (as
@@ -26,7 +28,9 @@ export const DEFAULTS = {
   beta2: 0.99, // Adam: decay rate of the running mean of its square
   eps: 1e-8, // Adam: added to the root of the second moment
   clip: 1.0, // largest global gradient norm
-  use_positions: true, // model.py's switch: add the learned position rows
+  positions: "learned", // the position scheme: learned, none, sinusoidal or rope (model.SCHEMES)
+  blocks: 1, // transformer blocks (a model from fresh weights has the loaded model's sizes)
+  heads: 1, // attention heads in each block
   eval_every: 100, // steps between validation losses (also at the start and the end)
 };
 
@@ -83,19 +87,19 @@ export function learning_rate(step, s) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// Tensors as rows: every loop below runs over a matrix's rows or over a vector as one row
+// Tensors: every loop below runs over a tensor's numbers, a vector's or a matrix's data
 
-const rows_of = (t) => (Array.isArray(t) ? t : [t]);
+const numbers = (t) => (t instanceof Float64Array ? t : t.data);
 
 /** A dict of zero tensors shaped like params (Adam's moments at the start). */
 export function zeros_like(params) {
-  const zero = (t) => (Array.isArray(t) ? t.map((r) => new Float64Array(r.length)) : new Float64Array(t.length));
+  const zero = (t) => (t instanceof Float64Array ? new Float64Array(t.length) : model.matrix(t.rows, t.cols));
   return Object.fromEntries(Object.entries(params).map(([name, t]) => [name, zero(t)]));
 }
 
 /** A deep copy of a dict of tensors. */
 export function copy_tensors(params) {
-  const copy = (t) => (Array.isArray(t) ? t.map((r) => Float64Array.from(r)) : Float64Array.from(t));
+  const copy = (t) => (t instanceof Float64Array ? Float64Array.from(t) : { rows: t.rows, cols: t.cols, data: Float64Array.from(t.data) });
   return Object.fromEntries(Object.entries(params).map(([name, t]) => [name, copy(t)]));
 }
 
@@ -103,39 +107,42 @@ export function copy_tensors(params) {
 // One step
 
 /** The mean loss over the B windows and its gradient: the mean of the windows' gradients, which is the gradient of
- * the mean over all B * T positions because every window has T positions. sums: PLAIN (training) or EXACT. */
+ * the mean over all B * T positions because every window has T positions. s.positions and s.heads say how the model
+ * runs; sums: PLAIN (training) or EXACT. */
 export function loss_and_grads(params, windows, s, sums = PLAIN) {
   let total_loss = 0.0;
-  let grads = null;
+  const grads = zeros_like(params);
   for (const window of windows) {
-    const [logits, cache] = forward(params, window.slice(0, -1), s.use_positions, sums); // (T, V)
-    const [loss, dlogits] = loss_and_dlogits(logits, window.slice(1), sums);
-    const g = backward(params, cache, dlogits, sums);
+    const [loss, g] = model.reusing(pool, () => model.loss_and_grads(params, window.slice(0, -1), window.slice(1), s.positions, s.heads, sums));
     total_loss += loss;
-    if (grads === null) grads = g;
-    else add_into(grads, g);
+    add_into(grads, g); // (g is in the pool, which the next window reuses)
   }
   scale(grads, 1.0 / windows.length);
   return [total_loss / windows.length, grads];
 }
 
+const pool = { buffers: [] }; // the buffers of a window's forward and backward pass, reused by the next window
+
 /** total += g, tensor by tensor, in place. */
 function add_into(total, g) {
   for (const name in g) {
-    const to = rows_of(total[name]), from = rows_of(g[name]);
-    for (let r = 0; r < to.length; r++) for (let j = 0; j < to[r].length; j++) to[r][j] += from[r][j];
+    const to = numbers(total[name]), from = numbers(g[name]);
+    for (let j = 0; j < to.length; j++) to[j] += from[j];
   }
 }
 
 /** Every number of every gradient times factor, in place. */
 export function scale(grads, factor) {
-  for (const t of Object.values(grads)) for (const row of rows_of(t)) for (let j = 0; j < row.length; j++) row[j] *= factor;
+  for (const t of Object.values(grads)) {
+    const x = numbers(t);
+    for (let j = 0; j < x.length; j++) x[j] *= factor;
+  }
 }
 
 /** The gradient's global norm: the root of the sum of every squared number. */
 export function grad_norm(grads) {
   let s = 0.0;
-  for (const t of Object.values(grads)) for (const row of rows_of(t)) for (const x of row) s += x * x;
+  for (const t of Object.values(grads)) for (const x of numbers(t)) s += x * x;
   return Math.sqrt(s);
 }
 
@@ -144,14 +151,11 @@ export function adam(params, grads, m, v, t, lr, s) {
   const c1 = 1.0 - s.beta1 ** t;
   const c2 = 1.0 - s.beta2 ** t;
   for (const name in params) {
-    const p = rows_of(params[name]), g = rows_of(grads[name]), mt = rows_of(m[name]), vt = rows_of(v[name]);
-    for (let r = 0; r < p.length; r++) {
-      const pr = p[r], gr = g[r], mr = mt[r], vr = vt[r];
-      for (let j = 0; j < pr.length; j++) {
-        mr[j] = mr[j] * s.beta1 + (1.0 - s.beta1) * gr[j];
-        vr[j] = vr[j] * s.beta2 + (1.0 - s.beta2) * (gr[j] * gr[j]);
-        pr[j] -= (lr * (mr[j] / c1)) / (Math.sqrt(vr[j] / c2) + s.eps);
-      }
+    const p = numbers(params[name]), g = numbers(grads[name]), mt = numbers(m[name]), vt = numbers(v[name]);
+    for (let j = 0; j < p.length; j++) {
+      mt[j] = mt[j] * s.beta1 + (1.0 - s.beta1) * g[j];
+      vt[j] = vt[j] * s.beta2 + (1.0 - s.beta2) * (g[j] * g[j]);
+      p[j] -= (lr * (mt[j] / c1)) / (Math.sqrt(vt[j] / c2) + s.eps);
     }
   }
 }
@@ -175,9 +179,10 @@ export function train_step(state, windows, s) {
   return { loss, norm };
 }
 
-/** Total -log p (nats) of predicting tokens 1.. of each story from the ones before. */
-export function story_nats(params, stories, use_positions) {
+/** Total -log p (nats) of predicting tokens 1.. of each story from the ones before (s.positions and s.heads as in
+ * loss_and_grads). */
+export function story_nats(params, stories, s) {
   let total = 0.0;
-  for (const ids of stories) total += sequence_loss(params, ids.slice(0, -1), ids.slice(1), use_positions, PLAIN) * (ids.length - 1);
+  for (const ids of stories) total += sequence_loss(params, ids.slice(0, -1), ids.slice(1), s.positions, s.heads, PLAIN) * (ids.length - 1);
   return total;
 }

@@ -200,7 +200,7 @@ def test_js_tokenizer_gives_bpe_py_ids_on_every_corpus_line_and_the_same_errors(
 
 FORWARD = """([windows, sums]) => {
   const {model} = explorer.modules, {params} = explorer.state.model;
-  return windows.map(([ids, pos]) => model.forward(params, ids, pos, model[sums])[0].map((row) => Array.from(row)));
+  return windows.map(([ids, pos]) => model.to_lists({l: model.forward(params, ids, pos, 1, model[sums])[0]}).l);
 }"""
 
 
@@ -225,7 +225,7 @@ def test_js_forward_matches_model_py(open_page, sites, site):
 def test_order_facts_hold_bit_for_bit_in_the_page(open_page, sites):
     recorded = json.loads((ROOT / "block-trace.json").read_text())["order_test"]
     a, b = TOK.encode(ORDER_A), TOK.encode(ORDER_B)
-    gap = "([a, b, pos]) => explorer.modules.trace_block.last_logits_gap(explorer.state.model.params, a, b, pos)"
+    gap = "([a, b, pos]) => explorer.modules.trace_block.last_logits_gap(explorer.state.model.params, a, b, pos, 1)"
     for site in SITES:
         page = open_page(site)
         assert page.js(gap, [a, b, False]) == 0.0, site  # exactly: the same set of tokens at the last position
@@ -242,9 +242,8 @@ def test_order_facts_hold_bit_for_bit_in_the_page(open_page, sites):
 
 BACKWARD = """([windows, sums]) => {
   const {train, model} = explorer.modules, {params} = explorer.state.model;
-  const [loss, grads] = train.loss_and_grads(params, windows, {use_positions: true}, model[sums]);
-  return [loss, Object.fromEntries(Object.entries(grads).map(([n, g]) =>
-    [n, Array.isArray(g) ? g.map((r) => Array.from(r)) : Array.from(g)]))];
+  const [loss, grads] = train.loss_and_grads(params, windows, {positions: "learned", heads: 1}, model[sums]);
+  return [loss, model.to_lists(grads)];
 }"""
 
 
@@ -280,7 +279,7 @@ def test_the_pages_gradient_check_passes_and_fails_a_broken_backward(open_page):
 
     # the same check with a backward pass that is wrong in one number must say NOT OK for that tensor
     broken = page.js("() => explorer.run_check((p, c, d, s) => { const g = explorer.modules.model.backward(p, c, d, s);"
-                     " g.W1[0][0] += 1e-5; return g; })")
+                     " g.W1.data[0] += 1e-5; return g; })")
     assert broken["W1"] > 1e-6 and all(err < 1e-7 for name, err in broken.items() if name != "W1")
     assert "NOT below 1e-7" in page.text("#check-status")
     assert page.errors == []
@@ -293,8 +292,7 @@ STEPS = """([windows, s]) => {
   const {train} = explorer.modules;
   const state = train.fresh_state(explorer.state.model.params, 3);
   const out = windows.map((w) => train.train_step(state, w, s));
-  return [out, Object.fromEntries(Object.entries(state.params).map(([n, t]) =>
-    [n, Array.isArray(t) ? t.map((r) => Array.from(r)) : Array.from(t)]))];
+  return [out, explorer.modules.model.to_lists(state.params)];
 }"""
 
 
@@ -313,7 +311,7 @@ def test_30_js_training_steps_match_train_pys_numpy_path(open_page):
 
     page = open_page()
     settings = {"lr": s.lr, "min_lr": s.min_lr, "warmup": s.warmup, "steps": s.steps, "beta1": s.beta1,
-                "beta2": s.beta2, "eps": s.eps, "clip": s.clip, "use_positions": True}
+                "beta2": s.beta2, "eps": s.eps, "clip": s.clip, "positions": "learned", "heads": 1}
     js_steps, js_params = page.js(STEPS, [windows, settings])
     for (loss, norm), js in zip(steps, js_steps):
         assert js["loss"] == pytest.approx(loss, rel=1e-12) and js["norm"] == pytest.approx(norm, rel=1e-12)
@@ -329,7 +327,7 @@ def test_30_js_training_steps_match_train_pys_numpy_path(open_page):
                         len(stream))
     assert js_starts == [training.draw_starts(r, len(stream), 64, 4) for r in [random.Random(3)] for _ in range(30)]
     js_init = page.js("() => Object.values(explorer.modules.model.init_params(96, 16, 64, 64, 3))"
-                      ".map((t) => Array.isArray(t) ? t.flatMap((r) => Array.from(r)) : Array.from(t))")
+                      ".map((t) => Array.from(t instanceof Float64Array ? t : t.data))")
     want = np.concatenate([np.ravel(t) for t in model.init_params(96, 16, 64, 64, 3).values()])
     got = np.concatenate([np.asarray(t, dtype=np.float64) for t in js_init])
     assert np.all(np.abs(got - want) <= 2 * np.spacing(np.abs(want)))
@@ -510,9 +508,9 @@ def test_bad_input_gives_messages_and_the_rest_keeps_working(open_page, trained_
         ("other-tokenizer.safetensors",
          edited_checkpoint(trained_ckpt, lambda t, m: m.update(tokenizer_sha256="0" * 64)),
          "token IDs would mean different things"),
-        ("rope.safetensors", edited_checkpoint(trained_ckpt, lambda t, m: m.update(
+        ("half-rope.safetensors", edited_checkpoint(trained_ckpt, lambda t, m: m.update(
             config=json.dumps({**json.loads(m["config"]), "positions": "rope", "use_positions": False}))),
-         "positions 'rope', which this page does not run"),
+         "training positions is 'learned', but the config's scheme is 'rope'"),
         ("no-w1.safetensors", edited_checkpoint(trained_ckpt, lambda t, m: t.pop("W1")), "missing tensors: W1"),
     ]
     for name, content, phrase in bad_files:
@@ -651,15 +649,10 @@ def run_explore(*args, cwd=ROOT):
 def test_a_bad_checkpoint_is_checkpoint_pys_message_and_exit_2(tmp_path, trained_ckpt):
     truncated = tmp_path / "truncated.safetensors"
     truncated.write_bytes(trained_ckpt.read_bytes()[:-100])
-    rope = tmp_path / "rope.safetensors"  # a checkpoint of rotary positions: config and training say so
-    rope.write_bytes(edited_checkpoint(trained_ckpt, lambda t, m: m.update(
-        config=json.dumps({**json.loads(m["config"]), "positions": "rope", "use_positions": False}),
-        training=json.dumps({**json.loads(m["training"]), "positions": "rope"}))))
     half = tmp_path / "half-rope.safetensors"  # only the config says rope: the two do not agree
     half.write_bytes(edited_checkpoint(trained_ckpt, lambda t, m: m.update(
         config=json.dumps({**json.loads(m["config"]), "positions": "rope", "use_positions": False}))))
     for path, phrase in [(truncated, "the file is truncated"), (tmp_path / "missing.safetensors", "no checkpoint at"),
-                         (rope, "which the explorer does not run"),
                          (half, "training positions is 'learned', but the config's scheme is 'rope'")]:
         proc = run_explore("--ckpt", path, "--export", tmp_path / "site")
         assert proc.returncode == 2 and phrase in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
