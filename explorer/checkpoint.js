@@ -3,13 +3,17 @@
 //
 // A safetensors file is 8 bytes N (little-endian), N bytes of JSON header (padded with spaces to a multiple of 8),
 // then every tensor's little-endian values one after another; checkpoint.py's docstring has the details. A
-// training checkpoint holds the parameters, Adam's moments (adam_m.<name>, adam_v.<name>), adam_step, rng_state,
-// and metadata: format, format_version, config, training, tokenizer_sha256 and data_sha256.
+// training checkpoint holds the parameters (a grown model's other blocks as block{k}.<name>), Adam's moments
+// (adam_m.<name>, adam_v.<name>), adam_step, rng_state, and metadata: format, format_version ("1" for one block and
+// one head, "2" for a grown model, whose config has blocks and heads), config, training, tokenizer_sha256,
+// data_sha256 and, in version 2, metadata_sha256: the hash of the other metadata, which this reader checks as
+// checkpoint.py does (a changed number of heads shows in no tensor's shape).
 //
 //     const bytes = encode({w: {dtype: "F64", shape: [2], values: [1, 2]}}, {note: "hi"});
 //     decode(bytes).tensors.w.values   // Float64Array [1, 2]
 
-import { PARAM_SHAPES, param_shapes } from "./model.js";
+import { by_code_point } from "./bpe.js";
+import { SCHEMES, check_sizes, matrix, param_names, param_shapes } from "./model.js";
 
 // ----------------------------------------------------------------------------------------------------------------
 // SHA-256 (FIPS 180-4), so that a page served from any static host, where crypto.subtle may be missing, can check
@@ -172,16 +176,19 @@ export function decode(bytes) {
 // The training checkpoint (checkpoint.py's second half)
 
 export const FORMAT = "one-block checkpoint";
-export const FORMAT_VERSION = "1";
+export const FORMAT_VERSION = "1"; // a model of one block and one head, as before models could grow
+export const GROWN_VERSION = "2"; // a grown model: its config has blocks and heads
+export const METADATA_HASH_KEY = "metadata_sha256";
 const MOMENT_PREFIXES = ["adam_m.", "adam_v."];
 const METADATA_KEYS = ["format", "format_version", "config", "training", "tokenizer_sha256"];
-export const RUNS = ["learned", "none"]; // the position schemes this page runs (model.py's two)
+const KNOWN_KEYS = [...METADATA_KEYS, "corpus_sha256", "val_loss", "floor_nats_per_token", "val_floor_nats_per_token", "text", "text_sha256", "split", "tokenizer", "explorer_source", DATA_HASH_KEY, METADATA_HASH_KEY]; // checkpoint.KNOWN_KEYS
+const CONFIG_KEYS = ["vocab", "d", "hidden", "max_len", "blocks", "heads", "use_positions", "positions"];
 
-/** Every tensor a training checkpoint holds, name -> shape, for a model config.
+/** Every tensor a training checkpoint holds, name -> shape, for a model config (blocks 1 when it has none).
  *
  *     Object.keys(expected_shapes({vocab: 96, d: 16, hidden: 64, max_len: 64})).length   // 56 */
 export function expected_shapes(config) {
-  const params = param_shapes(config);
+  const params = param_shapes({ ...config, blocks: config.blocks ?? 1 });
   const shapes = { ...params };
   for (const prefix of MOMENT_PREFIXES) for (const [name, s] of Object.entries(params)) shapes[prefix + name] = s;
   shapes.adam_step = [];
@@ -189,17 +196,44 @@ export function expected_shapes(config) {
   return shapes;
 }
 
-/** Check a decoded checkpoint as checkpoint.check_checkpoint does, plus what this page can run; return {config,
- * training, positions} or throw an Error naming the first problem. */
+/** A JSON string as Python's json.dumps writes it with ensure_ascii: every character outside space to ~ escaped, as
+ * \uXXXX in lower-case hex (a character past U+FFFF as its two surrogates), but the five with short escapes.
+ *
+ *     python_json_string('Zoë "x"\n')   // '"Zo\\u00eb \\"x\\"\\n"' */
+export function python_json_string(text) {
+  const short = { '"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f" };
+  let out = '"';
+  for (let i = 0; i < text.length; i++) {
+    const ch = text[i], code = text.charCodeAt(i);
+    out += short[ch] ?? (code >= 0x20 && code <= 0x7e ? ch : `\\u${code.toString(16).padStart(4, "0")}`);
+  }
+  return out + '"';
+}
+
+/** The SHA-256 that metadata_sha256 records, as checkpoint.metadata_digest: of every metadata entry but data_sha256
+ * and metadata_sha256 itself, written as one JSON object with its keys sorted, no spaces and every character past
+ * ASCII escaped. */
+export function metadata_digest(metadata) {
+  const keys = Object.keys(metadata).filter((key) => key !== DATA_HASH_KEY && key !== METADATA_HASH_KEY);
+  const text = `{${keys.sort(by_code_point).map((key) => `${python_json_string(key)}:${python_json_string(metadata[key])}`).join(",")}}`;
+  return sha256(new TextEncoder().encode(text));
+}
+
+/** Check a decoded checkpoint as checkpoint.check_checkpoint does (its metadata, config, sizes, tensors and, for a
+ * grown model, the metadata's hash); return {config, training, positions, blocks, heads} or throw an Error naming
+ * the first problem. */
 export function check_checkpoint(tensors, metadata, tokenizer_sha256) {
   if (metadata.format !== FORMAT) {
     throw new Error(`format is ${JSON.stringify(metadata.format ?? null)}, expected '${FORMAT}': not a checkpoint of this model`);
   }
-  if (metadata.format_version !== FORMAT_VERSION) {
-    throw new Error(`format version is ${JSON.stringify(metadata.format_version ?? null)}, but this code reads version '${FORMAT_VERSION}'`);
+  const version = metadata.format_version;
+  if (version !== FORMAT_VERSION && version !== GROWN_VERSION) {
+    throw new Error(`format version is ${JSON.stringify(version ?? null)}, but this code reads versions '${FORMAT_VERSION}' (one block, one head) and '${GROWN_VERSION}' (a grown model)`);
   }
   const missing_keys = METADATA_KEYS.filter((key) => !(key in metadata));
   if (missing_keys.length) throw new Error(`metadata lacks ${missing_keys.join(", ")}`);
+  const unknown = Object.keys(metadata).find((key) => !KNOWN_KEYS.includes(key));
+  if (unknown !== undefined) throw new Error(`metadata has the key ${JSON.stringify(unknown)}, which no checkpoint of this model has`);
   let config, training;
   try {
     config = JSON.parse(metadata.config);
@@ -207,13 +241,29 @@ export function check_checkpoint(tensors, metadata, tokenizer_sha256) {
   } catch (e) {
     throw new Error(`metadata config or training is not valid JSON (${e.message})`);
   }
-  for (const key of ["vocab", "d", "hidden", "max_len"]) {
+  if (typeof config !== "object" || config === null || Array.isArray(config)) throw new Error("metadata config is not a JSON object");
+  const odd = Object.keys(config).find((key) => !CONFIG_KEYS.includes(key));
+  if (odd !== undefined) throw new Error(`config has the key ${JSON.stringify(odd)}, which no model config has`);
+  const grown = version === GROWN_VERSION;
+  for (const key of ["vocab", "d", "hidden", "max_len", ...(grown ? ["blocks", "heads"] : [])]) {
     if (!Number.isInteger(config[key]) || config[key] < 1) throw new Error(`config ${key} is ${JSON.stringify(config[key])}, expected a positive int`);
   }
-  const positions = config.positions ?? (config.use_positions ? "learned" : "none");
-  if (!RUNS.includes(positions)) {
-    throw new Error(`the model has positions '${positions}', which this page does not run: it mirrors model.py, which has ${RUNS.join(" and ")}`);
+  if (!grown && ("blocks" in config || "heads" in config)) {
+    throw new Error(`config has blocks or heads, but format version '${FORMAT_VERSION}' is of one block and one head: a grown model's file is version '${GROWN_VERSION}'`);
   }
+  if (typeof config.use_positions !== "boolean") throw new Error(`config use_positions is ${JSON.stringify(config.use_positions)}, expected true or false`);
+  const positions = config.positions ?? (config.use_positions ? "learned" : "none");
+  if (!SCHEMES.includes(positions)) throw new Error(`config positions is ${JSON.stringify(positions)}, expected one of ${SCHEMES.join(", ")}`);
+  if (config.use_positions !== (positions === "learned")) {
+    throw new Error(`config use_positions is ${config.use_positions} but positions is '${positions}': use_positions is true exactly for 'learned'`);
+  }
+  const blocks = config.blocks ?? 1, heads = config.heads ?? 1;
+  try {
+    check_sizes(config.d, blocks, heads, positions);
+  } catch (e) {
+    throw new Error(`config ${e.message}`);
+  }
+  check_training_agrees(training, config, positions, blocks, heads);
   if (metadata.tokenizer_sha256 !== tokenizer_sha256) {
     throw new Error(`the checkpoint was trained with a tokenizer whose SHA-256 is ${String(metadata.tokenizer_sha256).slice(0, 16)}..., but this tokenizer.json has ${tokenizer_sha256.slice(0, 16)}...: token IDs would mean different things`);
   }
@@ -236,38 +286,60 @@ export function check_checkpoint(tensors, metadata, tokenizer_sha256) {
       if (bad >= 0) throw new Error(`tensor '${name}' has non-finite values (the first, at flat index ${bad}, is ${values[bad]})`);
     }
   }
-  return { config, training, positions };
+  if (!(METADATA_HASH_KEY in metadata) && grown) {
+    throw new Error(`this grown model's file (format version '${GROWN_VERSION}') has no ${METADATA_HASH_KEY}, so nothing shows that its sizes, such as heads, are the ones it was trained with`);
+  }
+  if (METADATA_HASH_KEY in metadata && metadata_digest(metadata) !== metadata[METADATA_HASH_KEY]) {
+    throw new Error(`the metadata's SHA-256 differs from the one recorded in ${METADATA_HASH_KEY}: the header is corrupt or was edited (a model's sizes, such as heads, are in it)`);
+  }
+  return { config, training, positions, blocks, heads };
 }
 
-/** Read a checkpoint file's bytes: {config, positions, params (model.js tensors), step, metadata}, or an Error
- * that says what is wrong. */
+/** An Error unless the training settings, where they record the scheme, blocks or heads, say what the config says,
+ * as checkpoint.check_training does (a file whose two halves disagree was edited, or is not what it claims). */
+function check_training_agrees(training, config, positions, blocks, heads) {
+  if (typeof training !== "object" || training === null || Array.isArray(training)) throw new Error("metadata training is not a JSON object");
+  if ("positions" in training) {
+    const recorded = typeof training.positions === "boolean" ? (training.positions ? "learned" : "none") : training.positions;
+    const said = typeof training.positions === "string" ? `'${training.positions}'` : JSON.stringify(training.positions);
+    if (recorded !== positions) throw new Error(`training positions is ${said}, but the config's scheme is '${positions}'`);
+  }
+  if ("use_positions" in training && training.use_positions !== config.use_positions) {
+    throw new Error(`training use_positions is ${training.use_positions}, but config use_positions is ${config.use_positions}`);
+  }
+  for (const [name, size] of [["blocks", blocks], ["heads", heads]]) {
+    if (name in training && training[name] !== size) throw new Error(`training ${name} is ${training[name]}, but the config's ${name} is ${size}`);
+  }
+}
+
+/** Read a checkpoint file's bytes: {config, training, positions, blocks, heads, params (model.js tensors), step,
+ * metadata}, or an Error that says what is wrong. */
 export function load_checkpoint(bytes, tokenizer_sha256) {
   const { tensors, metadata } = decode(bytes);
-  const { config, training, positions } = check_checkpoint(tensors, metadata, tokenizer_sha256);
+  const checked = check_checkpoint(tensors, metadata, tokenizer_sha256);
   const params = {};
-  for (const name of Object.keys(PARAM_SHAPES)) params[name] = from_values(tensors[name].values, tensors[name].shape);
-  return { config, training, positions, params, step: tensors.adam_step.values[0], metadata };
+  for (const name of param_names(checked.blocks)) params[name] = from_values(tensors[name].values, tensors[name].shape);
+  return { ...checked, params, step: tensors.adam_step.values[0], metadata };
 }
 
-/** A model.js tensor (matrix of rows, or vector) with the given shape from flat row-major values. */
+/** A model.js tensor (a matrix {rows, cols, data}, or a vector) with the given shape from flat row-major values. */
 export function from_values(values, shape) {
-  const flat = Float64Array.from(values); // (rows * cols,) one buffer, as model.matrix makes
+  const flat = Float64Array.from(values); // (rows * cols,)
   if (shape.length === 1) return flat;
-  return Array.from({ length: shape[0] }, (_, i) => flat.subarray(i * shape[1], (i + 1) * shape[1]));
+  const m = matrix(shape[0], shape[1]);
+  m.data.set(flat);
+  return m;
 }
 
-/** The flat row-major values of a model.js tensor. */
+/** The flat row-major values of a model.js tensor (a copy). */
 export function values_of(t) {
-  if (!Array.isArray(t)) return Float64Array.from(t);
-  const out = new Float64Array(t.length * (t.length ? t[0].length : 0));
-  t.forEach((row, i) => out.set(row, i * row.length));
-  return out;
+  return Float64Array.from(t instanceof Float64Array ? t : t.data);
 }
 
 /** A dict of model.js tensors as {name: {shape, values}} with flat Float64Array values: what crosses between the
  * page and the worker (postMessage copies typed arrays cheaply) and what checkpoint files hold. */
 export function flat_tensors(tensors) {
-  return Object.fromEntries(Object.entries(tensors).map(([name, t]) => [name, { shape: Array.isArray(t) ? [t.length, t[0].length] : [t.length], values: values_of(t) }]));
+  return Object.fromEntries(Object.entries(tensors).map(([name, t]) => [name, { shape: t instanceof Float64Array ? [t.length] : [t.rows, t.cols], values: values_of(t) }]));
 }
 
 /** The inverse of flat_tensors. */
@@ -277,22 +349,25 @@ export function unflat_tensors(flat) {
 
 /** The bytes of a training checkpoint of float64 parameters, as checkpoint.save_checkpoint writes them: moments
  * (m, v) are model.js tensors like params (zeros when none were kept), step the Adam step, rng_words the batch
- * sampler's 625-number state (random.js getstate), extra more metadata strings. */
+ * sampler's 625-number state (random.js getstate), extra more metadata strings. A config with blocks or heads is a
+ * grown model's: version 2, with the metadata's hash. */
 export function checkpoint_bytes({ params, moments, step, rng_words, config, training, tokenizer_sha256, extra = {} }) {
   const tensors = {};
   [params, ...moments].forEach((dict, i) => {
     const flat = flat_tensors(dict);
-    for (const name of Object.keys(PARAM_SHAPES)) tensors[["", ...MOMENT_PREFIXES][i] + name] = { dtype: "F64", ...flat[name] };
+    for (const name of Object.keys(params)) tensors[["", ...MOMENT_PREFIXES][i] + name] = { dtype: "F64", ...flat[name] };
   });
   tensors.adam_step = { dtype: "I64", shape: [], values: [step] };
   tensors.rng_state = { dtype: "I64", shape: [625], values: rng_words };
+  const grown = "blocks" in config || "heads" in config;
   const metadata = {
     format: FORMAT,
-    format_version: FORMAT_VERSION,
+    format_version: grown ? GROWN_VERSION : FORMAT_VERSION,
     config: JSON.stringify(config),
     training: JSON.stringify(training),
     tokenizer_sha256,
     ...extra,
   };
+  if (grown) metadata[METADATA_HASH_KEY] = metadata_digest(metadata);
   return encode(tensors, metadata);
 }

@@ -1,9 +1,10 @@
 """What the browser explorer reads: the page's data exported beside it (explore.py is the command line on this and
-server.py). The page (explorer/index.html and its ES modules) runs the model in JavaScript, so the export is all it
-needs: the weights (a checkpoint, or without one the seed-3 initial weights, and the page says plainly that the model
-is untrained), tokenizer.json, the split of corpus.txt into the stories train.py trains and validates on, the entropy
-floors (floor.py) and the order test's two sentences (the trace's, block-trace.json). Its files are written all
-together or not at all, so a failed export leaves an old one as it was.
+server.py). The page (explorer/index.html and its ES modules) runs the model in JavaScript, any model train.py
+writes (any blocks, heads and position scheme), so the export is all it needs: the weights (a checkpoint, or
+without one the seed-3 initial weights, and the page says plainly that the model is untrained), tokenizer.json,
+the split of corpus.txt into the stories train.py trains and validates on, the entropy floors (floor.py) and the
+order test's two sentences (the trace's, block-trace.json). Its files are written all together or not at all, so a
+failed export leaves an old one as it was.
 
 A model of your own text (train.py --data FILE) brings its own tokenizer in its checkpoint; the split is FILE's, read
 again from where train.py read it (run explore.py in the same folder) and checked against the hash the checkpoint
@@ -22,7 +23,7 @@ from pathlib import Path
 from atomic import folder_for, write_together
 import bpe
 import model
-from oneblock import checkpoint, floor, settings, sizes
+from oneblock import checkpoint, floor, machine, settings, sizes
 from oneblock.data import CORPUS_FILE, ROOT, TOKENIZER_FILE, split_text
 
 EXPLORER = ROOT / "explorer"  # the page: index.html, style.css and the ES modules
@@ -31,6 +32,8 @@ DATA_FORMAT = "one-block explorer data v1"  # manifest.json "format"
 WEIGHTS_FILE = "weights.safetensors"  # in data/: the checkpoint the page loads
 UNTRAINED_SEED = 3  # train.py's default seed: the weights a fresh `python3 train.py` starts from
 VAL_STORIES = settings.VAL_STORIES  # train.py's split: the last 300 stories validate
+PAGE_COPIES = 8  # float64 copies of the weights the page holds at once while it trains
+PAGE_BYTES = 1 << 30  # what the page keeps to: a browser tab's memory is a few GiB at most
 ORDER = tuple(json.loads((ROOT / "block-trace.json").read_text(encoding="utf-8"))["order_test"][key]
               for key in ("a", "b"))  # the order test's two sentences, as the trace records them
 
@@ -58,9 +61,10 @@ def untrained_checkpoint(tok):
 
 
 def read_weights(ckpt_path, explicit):
-    """(checkpoint bytes, manifest fields) for the page. A checkpoint that is missing (when asked for by name), bad,
-    of a position scheme the page does not run (it mirrors model.py: learned and none) or of a grown model (it
-    mirrors model.py's one block and one head) is a ValueError with checkpoint.py's message or one that says so."""
+    """(checkpoint bytes, manifest fields) for the page, which runs every checkpoint train.py writes: any blocks,
+    heads, position scheme, width and max_len, float32 or float64, from any backend, of the stories or of your own
+    text. A checkpoint that is missing (when asked for by name) or bad is a ValueError with checkpoint.py's message;
+    so is one too large for the page to hold (page_fits), and one of your own text whose text is gone or changed."""
     path = Path(ckpt_path)
     tok = bpe.Tokenizer.load(TOKENIZER_FILE)
     if not path.exists():
@@ -73,19 +77,33 @@ def read_weights(ckpt_path, explicit):
     raw = checkpoint.read_bytes(path)  # read once: the bytes exported are the bytes checked
     ckpt = checkpoint.load_bytes(raw, path)
     checkpoint.tokenizer_of(ckpt, TOKENIZER_FILE, path)  # the one it carries, or the shipped one unchanged
-    positions = checkpoint.positions_of(ckpt["config"])
-    if positions not in ("learned", "none"):
-        raise ValueError(f"{path} has positions {positions!r}, which the explorer does not run: it mirrors model.py,"
-                         f" which has learned and none")
-    grown = checkpoint.sizes_of(ckpt["config"])
-    if grown != (1, 1):
-        raise ValueError(f"{path} is a model of {sizes.describe(*grown)}, which the explorer does not run: it mirrors"
-                         f" model.py, which has one block and one head (sample.py and dev/compare.py run grown"
-                         f" models)")
+    page_fits(ckpt["config"], path)
     page_data(ckpt["metadata"], ckpt["training"], path)  # a model of your own text: its text is still there
     val = ckpt["metadata"].get("val_loss")  # (checked: a finite number, when there)
     return raw, {"trained": ckpt["step"] > 0, "step": ckpt["step"],
                  "val_loss": float(val) if val is not None else None, "source": f"Checkpoint {path}"}
+
+
+def page_fits(config, where):
+    """Raise a ValueError, naming the model and why, unless the page can hold a model of config: it keeps about
+    PAGE_COPIES float64 copies of the weights (the weights, Adam's two moments, the gradients, and the copies that
+    pass between the page and its training worker), which must fit in PAGE_BYTES.
+
+    >>> page_fits({"vocab": 96, "d": 16, "hidden": 64, "max_len": 64}, "x.safetensors")
+    >>> page_fits({"vocab": 96, "d": 4096, "hidden": 16384, "max_len": 64, "blocks": 2, "heads": 4}, "x.safetensors")
+    Traceback (most recent call last):
+    ...
+    ValueError: x.safetensors is a model of 2 blocks x 4 heads, width 4096: 403,783,776 parameters, which the ...
+    """
+    blocks, heads = checkpoint.sizes_of(config)
+    count = sizes.parameter_count(*(config[key] for key in checkpoint.SIZE_KEYS), blocks=blocks)
+    need = PAGE_COPIES * 8 * count
+    if need > PAGE_BYTES:
+        raise ValueError(f"{where} is a model of {sizes.describe(blocks, heads)}, width {config['d']}: {count:,}"
+                         f" parameters, which the explorer does not run: the page holds about {PAGE_COPIES} float64"
+                         f" copies of the weights ({machine.in_bytes(need)} here) and keeps to"
+                         f" {machine.in_bytes(PAGE_BYTES)} (at most {PAGE_BYTES // (8 * PAGE_COPIES):,} parameters);"
+                         f" sample.py runs it")
 
 
 def page_data(metadata, training, where):

@@ -55,7 +55,7 @@ SERVERS = {  # a command that serves until Ctrl-C -> what this test adds to it (
 }
 REFUSED = {  # (page, a command it shows being refused) -> its exit status; its message is one line, "error: ..."
     ("docs/training.md", "python3 train.py"): 2,  # a second run on a finished checkpoint's --out
-    ("docs/explorer.md", "python3 explore.py --ckpt out/two.safetensors"): 2,
+    ("docs/explorer.md", "python3 explore.py --ckpt out/missing.safetensors"): 2,
     ("docs/own-text.md", "python3 train.py --data out/notes.txt --out out/notes.safetensors"): 2,
 }
 NEEDS = {  # a command containing this -> the module it needs; where that is missing the command is not run
