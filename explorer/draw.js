@@ -106,7 +106,8 @@ export function heatmap(canvas, values, options = {}) {
 // Line chart
 
 /** Draw series of [x, y] points on linear axes. options: series [{points, color, label, dash, dots}], x_max,
- * y_max (y starts at 0), hlines [{y, color, label, dash}], x_label, height. Returns the number of points drawn. */
+ * y_max (y starts at 0), hlines [{y, color, label, dash}], vlines [{x, color, label, dash}], x_label, height.
+ * Returns the number of points drawn. */
 export function line_chart(canvas, options) {
   const { ctx, width, height } = fit_canvas(canvas, options.height ?? 220);
   const pad = { left: 40, right: 10, top: 10, bottom: 30 };
@@ -144,6 +145,20 @@ export function line_chart(canvas, options) {
     ctx.textAlign = "right";
     ctx.textBaseline = "bottom";
     ctx.fillText(line.label ?? "", pad.left + w - 4, Y(line.y) - 2);
+  }
+
+  for (const line of options.vlines ?? []) {
+    ctx.strokeStyle = line.color;
+    ctx.setLineDash(line.dash ?? [6, 4]);
+    ctx.beginPath();
+    ctx.moveTo(X(line.x), pad.top);
+    ctx.lineTo(X(line.x), pad.top + h);
+    ctx.stroke();
+    ctx.setLineDash([]);
+    ctx.fillStyle = line.color;
+    ctx.textAlign = "left";
+    ctx.textBaseline = "bottom";
+    ctx.fillText(line.label ?? "", X(line.x) + 4, pad.top + h - 4);
   }
 
   let drawn = 0;

@@ -1,46 +1,45 @@
 // page.js: the explorer page. It loads what explore.py exported into data/, runs model.js on the text you type
 // (every view with exact sums, so the order facts hold bit for bit), draws the panels, samples, trains in
-// worker.js and runs the gradient check. Every failure ends as a message in the page; the other panels keep working.
+// worker.js and runs the gradient check, for a model of any blocks, heads and position scheme; experiments.js runs
+// the two experiments. Every failure ends as a message in the page; the other panels keep working.
 //
 // Shape legend as in model.js: T positions, d width, V vocabulary, L learned positions.
 
 import * as bpe from "./bpe.js";
 import * as checkpoint from "./checkpoint.js";
 import { blues, diverging, heatmap, line_chart, surprise } from "./draw.js";
+import * as experiments from "./experiments.js";
+import * as induction from "./induction.js";
 import * as model from "./model.js";
 import { EXACT, forward } from "./model.js";
+import * as positions from "./positions.js";
 import * as random from "./random.js";
 import * as sample from "./sample.js";
 import * as train from "./train.js";
 import * as trace_block from "./trace_block.js";
-
-const $ = (id) => document.getElementById(id);
+import { $, element, format_number, read_int, read_number, say, show_token, soon } from "./ui.js";
 
 const state = {
   manifest: null, // data/manifest.json: where the weights came from, the floors, the trace's sentences
   tok: null, // the bpe.js Tokenizer
   split: null, // {train, val}: the stories train.py trains and validates on
   data: null, // train.load_data's token IDs of the split
-  model: null, // {params, config, use_positions, source, trained, step, val_loss}
+  model: null, // the weights every panel shows: {params, config, heads, positions, source, trained, step, val_loss}
+  loaded: null, // the model as it was loaded (the export, or a file): what "Back to the loaded weights" restores
   text: null, // the analysis of the text box: see analyse_text
   selected: null, // the position (in the model's window) the next-token and attention panels show
   hover: null, // the attention row under the mouse
+  view: { block: 0, head: 0, inside: 0 }, // the attention panel's block and head, the inside panel's block
   training: null, // the live run: see the Train section
   worker: null,
   run_id: 0,
   sampling: null, // {stop: bool} while the sample panel generates
 };
 
-// ----------------------------------------------------------------------------------------------------------------
-// Messages: every failure ends here, as text in the page
+const SCHEME_WORDS = { learned: "learned positions", none: "no positions", sinusoidal: "sinusoidal positions", rope: "rotary positions (rope)" };
 
-/** Show text in the message element id (kind "error" or "note"); empty text hides it. */
-function say(id, text, kind = "error") {
-  const el = $(id);
-  el.textContent = text;
-  el.className = `message ${kind === "error" ? "error" : ""}`;
-  el.hidden = !text;
-}
+// ----------------------------------------------------------------------------------------------------------------
+// Messages: every failure ends as text in the page
 
 /** Run fn; an exception becomes a message in the element id instead of a blank panel. */
 function guarded(id, fn) {
@@ -51,17 +50,6 @@ function guarded(id, fn) {
     console.warn(e);
     return undefined;
   }
-}
-
-/** A token as a chip shows it: a space as ␣, a newline as ⏎.
- *
- *     show_token(" mia")   // "␣mia" */
-function show_token(t) {
-  return t.replaceAll(" ", "␣").replaceAll("\n", "⏎");
-}
-
-function format_number(x) {
-  return x === 0 ? "0" : Math.abs(x) >= 1e-3 && Math.abs(x) < 1e4 ? x.toPrecision(4) : x.toExponential(3);
 }
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -100,6 +88,7 @@ async function load() {
   $("train-steps").value = train.DEFAULTS.steps;
   $("train-lr").value = train.DEFAULTS.lr;
   wire_controls();
+  experiments.setup({ tok: state.tok, split: state.split, data: state.data });
   render_all();
   window.ready = true;
 }
@@ -108,8 +97,6 @@ async function load() {
  * stories) a first text from its held-out part. */
 function describe_text() {
   $("vocab-size").textContent = state.tok.vocab.length;
-  const { d, hidden, max_len, seed } = trace_block.TINY;
-  $("check-count").textContent = model.count_params(model.init_params(state.tok.vocab.length, d, hidden, max_len, seed)).toLocaleString("en");
   if (state.manifest.text === null || state.manifest.text === undefined) return;
   $("text-label").textContent = `Text (the start of the held-out part of ${state.manifest.text})`;
   const start = state.split.val.slice(0, 400);
@@ -120,28 +107,56 @@ function describe_text() {
 // ----------------------------------------------------------------------------------------------------------------
 // The model: which weights the panels show, and the weights file
 
-/** Make a loaded checkpoint ({params, config, positions, step, metadata}) the model every panel shows. */
+/** Make a loaded checkpoint ({params, positions, heads, step, metadata}) the model every panel shows, and the one
+ * "Back to the loaded weights" returns to. */
 function set_model(ckpt, { source, trained }) {
-  const config = model.config_of(ckpt.params);
   const val = ckpt.metadata?.val_loss;
-  state.model = { params: ckpt.params, config, use_positions: ckpt.positions === "learned", source, trained, step: ckpt.step, val_loss: val === undefined ? null : Number(val) };
-  $("train-positions").checked = state.model.use_positions;
+  state.model = { params: ckpt.params, config: model.config_of(ckpt.params), heads: ckpt.heads, positions: ckpt.positions, source, trained, step: ckpt.step, val_loss: val === undefined ? null : Number(val) };
+  state.loaded = state.model;
+  state.view = { block: 0, head: 0, inside: 0 };
+  describe_model();
+}
+
+/** The words and pickers of the page that depend on the model's sizes. */
+function describe_model() {
+  const m = state.model;
+  const fill = (id, count, noun) => {
+    const select = $(id);
+    select.textContent = "";
+    for (let i = 0; i < count; i++) select.append(new Option(`${noun} ${i + 1} of ${count}`, String(i)));
+  };
+  fill("attention-block", m.config.blocks, "block");
+  fill("attention-head", m.heads, "head");
+  fill("inside-block", m.config.blocks, "block");
+  $("attention-block").value = String(state.view.block);
+  $("attention-head").value = String(state.view.head);
+  $("inside-block").value = String(state.view.inside);
+  $("train-positions").value = m.positions;
+  $("train-sizes").textContent = sizes_words(m);
+  const tiny = tiny_params();
+  $("check-count").textContent = model.count_params(tiny.params).toLocaleString("en");
+  $("check-sizes").textContent = `(width ${tiny.config.d}, ${blocks_words(m.config.blocks, m.heads)}, ${SCHEME_WORDS[m.positions]})`;
   show_model_status();
 }
 
-function show_model_status(extra = "") {
+function blocks_words(blocks, heads) {
+  return `${blocks} block${blocks === 1 ? "" : "s"} x ${heads} head${heads === 1 ? "" : "s"}`;
+}
+
+function sizes_words(m) {
+  return `d ${m.config.d}, ${blocks_words(m.config.blocks, m.heads)}, ${m.config.max_len} positions, ${SCHEME_WORDS[m.positions]}`;
+}
+
+function show_model_status() {
   const m = state.model;
-  const sizes = `${model.count_params(m.params).toLocaleString("en")} parameters, d ${m.config.d}, ${m.use_positions ? "learned positions" : "no positions"}`;
   const status = $("model-status");
   status.textContent = "";
-  if (!m.trained) {
-    const warn = document.createElement("span");
-    warn.className = "untrained";
-    warn.textContent = "Untrained model: ";
-    status.append(warn);
-  }
+  if (!m.trained) status.append(element("span", "untrained", "Untrained model: "));
   const val = m.val_loss === null ? "" : `, validation loss ${m.val_loss.toFixed(4)} (${floor_words(4)})`;
-  status.append(`${m.source}; step ${m.step}${val}. ${sizes}.${extra}`);
+  const replaced = state.loaded && m !== state.loaded && m.params !== state.loaded.params ? ` The loaded weights (${state.loaded.source.replace(/^./, (c) => c.toLowerCase())}) are not shown: "Back to the loaded weights" shows them again.` : "";
+  status.append(`${m.source}; step ${m.step}${val}. ${model.count_params(m.params).toLocaleString("en")} parameters, ${sizes_words(m)}.${replaced}`);
+  $("restore").hidden = !replaced;
+  show_replace_note();
 }
 
 async function load_weights_file(file) {
@@ -157,7 +172,17 @@ async function load_weights_file(file) {
   stop_training();
   state.training = null; // the worker's run belongs to the weights before these
   set_model(ckpt, { source: `Weights from the file ${file.name}`, trained: ckpt.step > 0 });
-  say("load-message", `Loaded ${file.name}: step ${ckpt.step}.`, "note");
+  say("load-message", `Loaded ${file.name}: step ${ckpt.step}, ${blocks_words(ckpt.blocks, ckpt.heads)}, ${SCHEME_WORDS[ckpt.positions]}.`, "note");
+  render_all();
+}
+
+/** Back to the weights that were loaded, after a run from fresh weights replaced them. */
+function restore_loaded() {
+  stop_training();
+  state.training = null;
+  state.model = state.loaded;
+  describe_model();
+  say("load-message", `Back to the loaded weights: ${state.loaded.source}.`, "note");
   render_all();
 }
 
@@ -165,15 +190,16 @@ async function load_weights_file(file) {
 async function download_weights() {
   const m = state.model;
   let snap = null;
-  if (state.worker && state.training) snap = await request_snapshot();
+  if (state.worker && state.training && !state.training.ended) snap = await request_snapshot();
   const moments = snap ? [snap.m, snap.v].map(checkpoint.unflat_tensors) : [train.zeros_like(m.params), train.zeros_like(m.params)];
   const settings = snap ? snap.settings : {};
+  const grown = m.config.blocks !== 1 || m.heads !== 1;
   const bytes = checkpoint.checkpoint_bytes({
     params: snap ? checkpoint.unflat_tensors(snap.params) : m.params,
     moments,
     step: snap ? snap.step : m.step,
     rng_words: snap ? snap.rng_words : new random.Random(Number($("train-seed").value) || 0).getstate(),
-    config: { vocab: m.config.vocab, d: m.config.d, hidden: m.config.hidden, max_len: m.config.max_len, use_positions: m.use_positions, positions: m.use_positions ? "learned" : "none" },
+    config: { vocab: m.config.vocab, d: m.config.d, hidden: m.config.hidden, max_len: m.config.max_len, ...(grown ? { blocks: m.config.blocks, heads: m.heads } : {}), use_positions: m.positions === "learned", positions: m.positions },
     training: { backend: "explorer", dtype: "float64", seed: snap ? snap.seed : null, ...settings },
     tokenizer_sha256: state.manifest.tokenizer_sha256,
     extra: { explorer_source: m.source, ...(m.val_loss === null ? {} : { val_loss: String(m.val_loss) }) },
@@ -207,18 +233,20 @@ function start_ids() {
 function analyse_text(text) {
   const bad = state.tok.unknown(text);
   if (bad) return { error: bad };
+  const m = state.model;
   const ids_all = [...start_ids(), ...state.tok.encode(text)];
-  const first = Math.max(0, ids_all.length - state.model.config.max_len); // tokens before it are not read
+  const first = Math.max(0, ids_all.length - m.config.max_len); // tokens before it are not read, as in sample.py
   const ids = ids_all.slice(first); // (T,)
-  const [logits, cache] = forward(state.model.params, ids, state.model.use_positions, EXACT); // (T, V)
-  const losses = ids.map((id, t) => (t === 0 ? null : -log_softmax(logits[t - 1])[id])); // (T,) nats
-  return { ids_all, first, ids, tokens: ids_all.map((i) => state.tok.vocab[i]), logits, cache, losses };
+  const [logits, cache] = forward(m.params, ids, m.positions, m.heads, EXACT); // (T, V)
+  const rows = model.rows_of(logits);
+  const losses = ids.map((id, t) => (t === 0 ? null : -log_softmax(rows[t - 1])[id])); // (T,) nats
+  return { ids_all, first, ids, tokens: ids_all.map((i) => state.tok.vocab[i]), logits: rows, cache, losses };
 }
 
 /** log softmax of one row of logits, with an exact sum. */
 function log_softmax(row) {
   const top = Math.max(...row);
-  const log_total = Math.log(model.fsum(row.map((z) => Math.exp(z - top))));
+  const log_total = Math.log(model.fsum(Array.from(row, (z) => Math.exp(z - top))));
   return Array.from(row, (z) => z - top - log_total); // (V,)
 }
 
@@ -257,24 +285,16 @@ function draw_chips() {
   chips.textContent = "";
   a.ids_all.forEach((id, i) => {
     const t = i - a.first; // position in the model's window
-    const chip = document.createElement("button");
+    const chip = element("button", `chip${t < 0 ? " unread" : ""}${t === state.selected ? " selected" : ""}`);
     chip.type = "button";
-    chip.className = `chip${t < 0 ? " unread" : ""}${t === state.selected ? " selected" : ""}`;
     chip.setAttribute("role", "listitem");
     const loss = t > 0 ? a.losses[t] : null;
     chip.title = t < 0 ? "not read: before the model's window" : loss === null ? "read first: nothing before it to predict it from" : `loss ${loss.toFixed(3)} nats (p = ${Math.exp(-loss).toFixed(3)})`;
     chip.setAttribute("aria-label", `token ${i}, ${JSON.stringify(a.tokens[i])}, ID ${id}${loss === null ? "" : `, loss ${loss.toFixed(2)} nats`}`);
     chip.dataset.position = t;
-    const text = document.createElement("span");
-    text.className = "text";
-    text.textContent = show_token(a.tokens[i]);
-    const idl = document.createElement("span");
-    idl.className = "id";
-    idl.textContent = id;
-    const bar = document.createElement("span");
-    bar.className = "loss";
+    const bar = element("span", "loss");
     if (loss !== null) bar.style.background = surprise(loss);
-    chip.append(text, idl, bar);
+    chip.append(element("span", "text", show_token(a.tokens[i])), element("span", "id", String(id)), bar);
     if (t >= 0) {
       chip.addEventListener("click", () => select_position(t, true)); // the chips are redrawn: keep the focus
       chip.addEventListener("keydown", (e) => {
@@ -306,67 +326,61 @@ function render_next() {
   const list = $("next-list");
   list.textContent = "";
   for (const [lp, id] of ranked.slice(0, 10)) {
-    const li = document.createElement("li");
-    if (id === next) li.className = "actual";
-    const bar = document.createElement("span");
-    bar.className = "bar";
+    const li = element("li", id === next ? "actual" : "");
+    const bar = element("span", "bar");
     bar.style.width = `${Math.max(1, Math.round(Math.exp(lp) * 160))}px`;
     li.append(`${JSON.stringify(show_token(state.tok.vocab[id])).padEnd(10)}`, bar, `${(Math.exp(lp) * 100).toFixed(1)}%`);
     list.append(li);
   }
   if (next !== null && !ranked.slice(0, 10).some(([, id]) => id === next)) {
-    const rank = ranked.findIndex(([, id]) => id === next) + 1;
-    const li = document.createElement("li");
-    li.className = "actual";
-    li.value = rank;
+    const li = element("li", "actual");
+    li.value = ranked.findIndex(([, id]) => id === next) + 1;
     li.append(`${JSON.stringify(show_token(state.tok.vocab[next]))} ${(Math.exp(logp[next]) * 100).toFixed(2)}%`);
     list.append(li);
   }
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// Attention: every head of every block, and what the row under the mouse reads
+// Attention: the head of the block the pickers choose, and what the row under the mouse reads
 
 function render_attention() {
   const a = state.text;
+  const { block, head } = state.view;
+  const weights = model.rows_of(a.cache.blocks[block].att.weights[head]); // (T, T)
   const maps = $("attention-maps");
   maps.textContent = "";
+  const figure = element("figure");
+  const caption = element("figcaption", "", `block ${block + 1} of ${a.cache.blocks.length}, head ${head + 1} of ${state.model.heads}: rows read, columns are read`);
+  const canvas = element("canvas");
+  canvas.tabIndex = 0;
+  canvas.setAttribute("role", "img");
+  canvas.setAttribute("aria-label", `attention weights of block ${block + 1}, head ${head + 1}, ${weights.length} by ${weights.length}; arrow keys move the row`);
+  canvas.dataset.rows = weights.length;
+  canvas.dataset.block = block;
+  canvas.dataset.head = head;
+  figure.append(caption, canvas);
+  maps.append(figure);
   const labels = a.ids.map((id) => show_token(state.tok.vocab[id]));
-  a.cache.blocks.forEach((block, b) => {
-    const heads = [block.att.weights]; // (T, T) per head; one head today
-    heads.forEach((weights, h) => {
-      const figure = document.createElement("figure");
-      const caption = document.createElement("figcaption");
-      caption.textContent = `block ${b + 1} of ${a.cache.blocks.length}, head ${h + 1} of ${heads.length}: rows read, columns are read`;
-      const canvas = document.createElement("canvas");
-      canvas.tabIndex = 0;
-      canvas.setAttribute("role", "img");
-      canvas.setAttribute("aria-label", `attention weights of block ${b + 1}, head ${h + 1}, ${weights.length} by ${weights.length}; arrow keys move the row`);
-      canvas.dataset.rows = weights.length;
-      figure.append(caption, canvas);
-      maps.append(figure);
-      const grid = heatmap(canvas, weights, { labels, color: blues, mask: (i, j) => j > i, highlight: state.hover ?? state.selected });
-      canvas.addEventListener("mousemove", (e) => {
-        const cell = grid.cell_at(e);
-        if (cell && cell.row !== state.hover) {
-          state.hover = cell.row;
-          show_reads(weights, cell.row);
-        }
-      });
-      canvas.addEventListener("mouseleave", () => {
-        state.hover = null;
-        show_reads(weights, state.selected);
-      });
-      canvas.addEventListener("keydown", (e) => {
-        const step = { ArrowUp: -1, ArrowDown: 1 }[e.key];
-        if (step === undefined) return;
-        e.preventDefault();
-        select_position(Math.min(a.ids.length - 1, Math.max(0, state.selected + step)));
-        maps.querySelector("canvas")?.focus();
-      });
-    });
+  const grid = heatmap(canvas, weights, { labels, color: blues, mask: (i, j) => j > i, highlight: state.hover ?? state.selected });
+  canvas.addEventListener("mousemove", (e) => {
+    const cell = grid.cell_at(e);
+    if (cell && cell.row !== state.hover) {
+      state.hover = cell.row;
+      show_reads(weights, cell.row);
+    }
   });
-  show_reads(a.cache.blocks[0].att.weights, state.hover ?? state.selected);
+  canvas.addEventListener("mouseleave", () => {
+    state.hover = null;
+    show_reads(weights, state.selected);
+  });
+  canvas.addEventListener("keydown", (e) => {
+    const step = { ArrowUp: -1, ArrowDown: 1 }[e.key];
+    if (step === undefined) return;
+    e.preventDefault();
+    select_position(Math.min(a.ids.length - 1, Math.max(0, state.selected + step)));
+    maps.querySelector("canvas")?.focus();
+  });
+  show_reads(weights, state.hover ?? state.selected);
 }
 
 /** The readout under the heatmap: what position i reads, largest weights first. */
@@ -379,12 +393,21 @@ function show_reads(weights, i) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// Word order: the trace's two sentences, with and without positions
+// Word order: the trace's two sentences, with the model's positions and without
+
+/** The scheme "positions on" means in the word-order panel: the model's own (a model without positions: its
+ * learned rows, untrained). */
+function order_scheme() {
+  return state.model.positions === "none" ? "learned" : state.model.positions;
+}
 
 function render_order() {
   const texts = [$("order-a").value, $("order-b").value];
-  const use_positions = $("order-positions").checked;
-  const L = state.model.config.max_len;
+  const on = $("order-positions").checked;
+  const scheme = on ? order_scheme() : "none";
+  const m = state.model;
+  $("order-scheme").textContent = `(${SCHEME_WORDS[order_scheme()]})`;
+  const L = scheme === "learned" ? m.config.max_len : model.LONGEST;
   const ids = [];
   for (const [n, text] of texts.entries()) {
     const bad = state.tok.unknown(text);
@@ -393,7 +416,7 @@ function render_order() {
     ids.push(state.tok.encode(text));
     if (ids[n].length > L) return order_problem(`Sentence ${"AB"[n]} is ${ids[n].length} tokens, longer than the ${L} positions the model has.`);
   }
-  const gaps = trace_block.position_gaps(state.model.params, ids[0], ids[1], use_positions);
+  const gaps = trace_block.position_gaps(m.params, ids[0], ids[1], scheme, m.heads);
   const same_tokens = [...ids[0]].sort().join() === [...ids[1]].sort().join();
   if (ids[0].length !== ids[1].length) {
     say("order-message", `The sentences are ${ids[0].length} and ${ids[1].length} tokens: their last positions do not line up, so there is no last-position gap. The chart compares the positions they share.`, "note");
@@ -405,11 +428,12 @@ function render_order() {
     $("order-gap").dataset.value = String(gap);
     $("order-gap-note").textContent = gap === 0
       ? "bit-identical logits: without positions the last token sees the same set of tokens either way"
-      : use_positions ? "the positions tell the two orders apart" : "";
+      : on ? "the positions tell the two orders apart"
+        : m.config.blocks > 1 && same_tokens ? `even without positions: block 2 reads what block 1 wrote at the earlier positions, and each of those has read a different prefix, so ${m.config.blocks} blocks can tell the orders apart where one cannot` : "";
   }
   const labels = ids[0].map((id) => show_token(state.tok.vocab[id]));
   line_chart($("order-chart"), {
-    series: [{ points: gaps.map((g, t) => [t, g]), color: "#1f5fbf", dots: true, label: `gap, positions ${use_positions ? "on" : "off"}` }],
+    series: [{ points: gaps.map((g, t) => [t, g]), color: "#1f5fbf", dots: true, label: `gap, positions ${on ? "on" : "off"}` }],
     x_max: Math.max(1, gaps.length - 1),
     y_max: Math.max(1e-12, ...gaps) * 1.1,
     x_label: "position",
@@ -425,70 +449,99 @@ function order_problem(text) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// Inside the block: how much each layer adds to the stream, and how alike the position rows are
+// Inside the blocks: the stream through each block, what each layer of one block adds, and the position rows
 
-function norm(row) {
-  return Math.sqrt(EXACT.dot(row, row));
+/** The length of each row of a matrix, with exact sums. */
+function row_norms(m) {
+  return model.rows_of(m).map((r) => Math.sqrt(model.dot(EXACT, r, r)));
 }
 
-function render_inside() {
-  const a = state.text;
-  const { x0, blocks } = a.cache;
-  const diff_norm = (x, y) => x.map((row, t) => norm(row.map((v, j) => v - y[t][j])));
-  const series = [{ points: x0.map((row, t) => [t, norm(row)]), color: "#444", label: "|x0|" }];
-  const colors = ["#1f5fbf", "#d81b60", "#2e7d32", "#f57c00"];
-  blocks.forEach((block, b) => {
-    const suffix = blocks.length > 1 ? ` (block ${b + 1})` : "";
-    series.push({ points: block.x1.map((row, t) => [t, norm(row)]), color: colors[(2 * b) % 4], label: `|x1|${suffix}` });
-    series.push({ points: block.x2.map((row, t) => [t, norm(row)]), color: colors[(2 * b + 1) % 4], label: `|x2|${suffix}` });
-    series.push({ points: diff_norm(block.x1, block.x).map((v, t) => [t, v]), color: colors[(2 * b) % 4], dash: [4, 3], label: `attention adds${suffix}` });
-    series.push({ points: diff_norm(block.x2, block.x1).map((v, t) => [t, v]), color: colors[(2 * b + 1) % 4], dash: [4, 3], label: `MLP adds${suffix}` });
-  });
-  const y_max = Math.max(...series.flatMap((s) => s.points.map(([, y]) => y))) * 1.15;
-  line_chart($("inside-chart"), { series, x_max: Math.max(1, x0.length - 1), y_max, x_label: "position", height: 230 });
+/** The length of each row of a - b. */
+function diff_norms(a, b) {
+  return row_norms({ rows: a.rows, cols: a.cols, data: a.data.map((v, i) => v - b.data[i]) });
+}
 
-  const pos = state.model.params.pos_emb; // (L, d)
-  const norms = pos.map(norm); // (L,)
-  const cos = pos.map((r, i) => pos.map((s, j) => EXACT.dot(r, s) / (norms[i] * norms[j]))); // (L, L)
-  heatmap($("position-similarity"), cos, { color: diverging, max_cell: 5 });
+const COLORS = ["#1f5fbf", "#d81b60", "#2e7d32", "#f57c00", "#6a3d9a", "#00838f"];
+
+function render_inside() {
+  const { x0, blocks } = state.text.cache;
+  const points = (values) => values.map((v, t) => [t, v]);
+  const stream = [{ points: points(row_norms(x0)), color: "#444", label: "|x0|" }];
+  blocks.forEach((block, b) => stream.push({ points: points(row_norms(block.x2)), color: COLORS[b % COLORS.length], label: `after block ${b + 1}` }));
+  const top = (series) => Math.max(...series.flatMap((s) => s.points.map(([, y]) => y))) * 1.15;
+  const x_max = Math.max(1, x0.rows - 1);
+  line_chart($("stream-chart"), { series: stream, x_max, y_max: top(stream), x_label: "position", height: 200 });
+
+  const b = Math.min(state.view.inside, blocks.length - 1);
+  const block = blocks[b];
+  const series = [
+    { points: points(row_norms(block.x)), color: "#444", label: b ? `|x| (block ${b}'s output)` : "|x0|" },
+    { points: points(row_norms(block.x1)), color: "#1f5fbf", label: "|x1|" },
+    { points: points(row_norms(block.x2)), color: "#d81b60", label: "|x2|" },
+    { points: points(diff_norms(block.x1, block.x)), color: "#1f5fbf", dash: [4, 3], label: "attention adds" },
+    { points: points(diff_norms(block.x2, block.x1)), color: "#d81b60", dash: [4, 3], label: "MLP adds" },
+  ];
+  line_chart($("inside-chart"), { series, x_max, y_max: top(series), x_label: "position", height: 230 });
+  render_position_rows();
+}
+
+/** The cosine similarity of the position rows the model adds: the learned pos_emb, or the fixed sinusoid table;
+ * rope and no positions add none, and the panel says so. */
+function render_position_rows() {
+  const m = state.model;
+  const canvas = $("position-similarity");
+  const rows = m.positions === "learned" ? m.params.pos_emb : m.positions === "sinusoidal" ? model.sinusoid_table(m.config.max_len, m.config.d) : null;
+  $("position-note").textContent = {
+    learned: `Cosine similarity of the ${m.config.max_len} learned position rows: random at first; after training, nearby positions end up alike.`,
+    sinusoidal: `Cosine similarity of the first ${m.config.max_len} rows of the fixed sinusoid table: nothing to learn, and the similarity depends on the distance alone.`,
+    rope: "Rotary positions add no rows to the stream: they turn each head's q and k by angles that grow with the position, so that a score depends on the distance between the two positions.",
+    none: "This model adds nothing to say where a token is: attention sees a set of tokens (see the word-order panel).",
+  }[m.positions];
+  canvas.hidden = rows === null;
+  if (rows === null) return;
+  const r = model.rows_of(rows); // (L, d)
+  const norms = r.map((x) => Math.sqrt(model.dot(EXACT, x, x))); // (L,)
+  const cos = r.map((x, i) => r.map((y, j) => model.dot(EXACT, x, y) / (norms[i] * norms[j]))); // (L, L)
+  heatmap(canvas, cos, { color: diverging, max_cell: 5 });
 }
 
 // ----------------------------------------------------------------------------------------------------------------
 // Sample: the next-token panel in a loop, token by token
 
-/** An integer field's value, or an Error naming the field, the bad value and what is allowed. */
-function read_int(id, label, low, high) {
-  const raw = $(id).value.trim();
-  const v = Number(raw);
-  if (raw === "" || !Number.isInteger(v) || v < low || v > high) throw new Error(`${label} is ${JSON.stringify(raw)}; expected a whole number from ${low} to ${high}`);
-  return v;
+/** The sample panel's settings, or an Error naming the field that is wrong. */
+function sample_settings() {
+  const settings = {
+    temperature: read_number("sample-temperature", "Temperature", (v) => v >= 0, "0 (greedy) or a positive number"),
+    top_k: read_int("sample-top-k", "Top-k", 0, state.model.config.vocab),
+    seed: read_int("sample-seed", "Seed", 0, 2 ** 32 - 1),
+    tokens: read_int("sample-tokens", "Tokens", 1, 1000),
+  };
+  const prompt = $("sample-prompt").value;
+  const bad = state.tok.unknown(prompt);
+  if (bad) throw new Error(`Prompt: ${bad.message}`);
+  return { ...settings, prompt };
 }
 
-function read_number(id, label, ok, expected) {
-  const raw = $(id).value.trim();
-  const v = Number(raw);
-  if (raw === "" || !Number.isFinite(v) || !ok(v)) throw new Error(`${label} is ${JSON.stringify(raw)}; expected ${expected}`);
-  return v;
+/** As the fields change: the message of the first one that is wrong, or none once all are right. */
+function check_sample_fields() {
+  if (state.sampling) return;
+  try {
+    sample_settings();
+    say("sample-message", "");
+  } catch (e) {
+    say("sample-message", `${e.message}.`);
+  }
 }
 
 async function run_sample() {
   say("sample-message", "");
   let settings;
   try {
-    settings = {
-      temperature: read_number("sample-temperature", "Temperature", (v) => v >= 0, "0 (greedy) or a positive number"),
-      top_k: read_int("sample-top-k", "Top-k", 0, state.model.config.vocab),
-      seed: read_int("sample-seed", "Seed", 0, 2 ** 32 - 1),
-      tokens: read_int("sample-tokens", "Tokens", 1, 1000),
-    };
-    const prompt = $("sample-prompt").value;
-    const bad = state.tok.unknown(prompt);
-    if (bad) throw new Error(`Prompt: ${bad.message}`);
-    settings.prompt = prompt;
+    settings = sample_settings();
   } catch (e) {
     return say("sample-message", `${e.message}.`);
   }
-  const { params, use_positions, config } = state.model; // the weights of this moment, even if training goes on
+  const { params, positions: scheme, heads, config } = state.model; // the weights of this moment, even if training goes on
   const rng = new random.Random(settings.seed);
   const context = [...start_ids(), ...state.tok.encode(settings.prompt)];
   if (!context.length) return say("sample-message", "The prompt is empty, and this text has no newline to start after: type a prompt.");
@@ -499,9 +552,9 @@ async function run_sample() {
   $("sample-go").disabled = true;
   $("sample-stop").disabled = false;
   for (let n = 0; n < settings.tokens && !state.sampling.stop; n++) {
-    const window_ids = ids.slice(-config.max_len); // (<= L,) the model has max_len positions: the most recent ones
-    const [logits] = forward(params, window_ids, use_positions, EXACT); // (T, V)
-    ids.push(sample.choose(logits.at(-1), settings.temperature, settings.top_k, rng));
+    const window_ids = ids.slice(-config.max_len); // (<= L,) the model was trained on max_len positions: the most recent ones
+    const [logits] = forward(params, window_ids, scheme, heads, EXACT); // (T, V)
+    ids.push(sample.choose(model.row(logits, logits.rows - 1), settings.temperature, settings.top_k, rng));
     out.textContent = settings.prompt + state.tok.decode(ids.slice(context.length));
     await new Promise((resolve) => setTimeout(resolve, 0)); // let the page draw the new token
   }
@@ -536,9 +589,24 @@ function training_failed(why) {
   end_training();
 }
 
+function from_fresh() {
+  return document.querySelector('input[name="train-from"]:checked').value === "scratch";
+}
+
+/** Say, before Start, what a run from fresh weights replaces: trained weights vanish from every panel otherwise. */
+function show_replace_note() {
+  const m = state.model;
+  const replaces = from_fresh() && m.trained && !(state.training && !state.training.ended && !state.training.from_loaded);
+  const note = $("train-replace-note");
+  note.hidden = !replaces;
+  if (replaces) note.textContent = `Start replaces the trained weights in every panel (${m.source.replace(/^./, (c) => c.toLowerCase())}, step ${m.step}) with fresh ones. Download weights first to keep them, or start from the loaded weights; "Back to the loaded weights" shows them again afterwards.`;
+}
+
 function start_training() {
   say("train-message", "");
   let settings, seed;
+  const m = state.model;
+  const from_loaded = !from_fresh();
   try {
     const lr = read_number("train-lr", "Learning rate", (v) => v > 0, "a positive number");
     const steps = read_int("train-steps", "Steps", 1, 1e6);
@@ -547,31 +615,33 @@ function start_training() {
       batch: read_int("train-batch", "Batch", 1, 256),
       steps,
       lr,
-      seq_len: Math.min(train.DEFAULTS.seq_len, state.model.config.max_len), // a model with fewer positions: shorter windows
+      seq_len: Math.min(train.DEFAULTS.seq_len, m.config.max_len), // a model with fewer positions: shorter windows
       min_lr: lr / 10, // as train.py's defaults, 0.01 -> 0.001
       warmup: Math.min(train.DEFAULTS.warmup, steps),
       eval_every: Math.min(train.DEFAULTS.eval_every, steps),
+      positions: from_loaded ? m.positions : $("train-positions").value,
+      blocks: m.config.blocks,
+      heads: m.heads,
     };
     seed = read_int("train-seed", "Seed", 0, 2 ** 32 - 1);
+    model.check_sizes(m.config.d, m.config.blocks, m.heads, settings.positions);
   } catch (e) {
     return say("train-message", `${e.message}.`);
   }
-  const from_loaded = document.querySelector('input[name="train-from"]:checked').value === "loaded";
-  settings.use_positions = from_loaded ? state.model.use_positions : $("train-positions").checked;
   state.run_id += 1;
   state.training = { id: state.run_id, settings, seed, from_loaded, losses: [], vals: [], step: 0, paused: false, tokens_per_s: null, last_render: 0 };
-  const { config } = state.model;
   try {
-    get_worker().postMessage({ type: "start", run: state.run_id, params: from_loaded ? checkpoint.flat_tensors(state.model.params) : null, config, seed, settings, data: state.data });
+    get_worker().postMessage({ type: "start", run: state.run_id, task: "stories", params: from_loaded ? checkpoint.flat_tensors(m.params) : null, config: m.config, seed, settings, data: state.data, follow: true });
   } catch (e) {
     return training_failed(e.message);
   }
-  state.before_run = state.model;
-  state.model = { ...state.model, trained: true, use_positions: settings.use_positions, step: 0, val_loss: null, source: from_loaded ? `Training in this page from the loaded weights` : `Training in this page from fresh weights (seed ${seed})` };
+  state.before_run = m;
+  state.model = { ...m, trained: true, positions: settings.positions, step: 0, val_loss: null, source: from_loaded ? "Training in this page from the loaded weights" : `Training in this page from fresh weights (seed ${seed})` };
   $("train-start").textContent = "Restart";
   $("train-pause").disabled = false;
   $("train-pause").textContent = "Pause";
   $("train-stop").disabled = false;
+  show_model_status();
   draw_training();
 }
 
@@ -669,14 +739,22 @@ function request_snapshot() {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// Check: the finite-difference gradient check of the tiny copy, tensor by tensor
+// Check: the finite-difference gradient check of a tiny copy of the model's sizes, tensor by tensor
+
+/** The tiny copy of the model the check runs on: {config, params} of trace_block.tiny_config for its blocks, heads
+ * and scheme, drawn from the seed-3 generator. */
+function tiny_params() {
+  const m = state.model;
+  const tiny = trace_block.tiny_config(m.config.blocks, m.heads, m.positions);
+  return { config: tiny, params: model.init_params(m.config.vocab, tiny.d, tiny.hidden, tiny.max_len, tiny.seed, tiny.blocks) };
+}
 
 async function run_check(backward_fn = model.backward) {
-  const { d, hidden, max_len, seed } = trace_block.TINY;
-  const tiny = model.init_params(state.model.config.vocab, d, hidden, max_len, seed);
-  const ids = Array.from(state.data.stream.subarray(0, max_len + 1)); // the first story, as trace_block.py checks it
-  const x = ids.slice(0, max_len);
-  const y = ids.slice(1, max_len + 1);
+  const { config, params: tiny } = tiny_params();
+  const { positions: scheme, heads } = state.model;
+  const ids = Array.from(state.data.stream.subarray(0, config.max_len + 1)); // the first story, as trace_block.py checks it
+  const x = ids.slice(0, config.max_len);
+  const y = ids.slice(1, config.max_len + 1);
   const table = $("check-table");
   const body = table.querySelector("tbody");
   body.textContent = "";
@@ -685,19 +763,17 @@ async function run_check(backward_fn = model.backward) {
   const results = {};
   let worst = 0;
   const started = performance.now();
-  for (const [name, shape, err] of trace_block.gradient_errors_by_tensor(tiny, x, y, backward_fn)) {
+  const count = Object.keys(tiny).length;
+  for (const [name, shape, err] of trace_block.gradient_errors_by_tensor(tiny, x, y, scheme, heads, backward_fn)) {
     results[name] = err;
     worst = Math.max(worst, err);
     const row = document.createElement("tr");
     const ok = err < 1e-7;
     for (const [text, cls] of [[name, ""], [`(${shape.join(", ")})`, ""], [err.toExponential(3), "num"], [ok ? "OK" : "NOT OK", ok ? "ok" : "bad"]]) {
-      const td = document.createElement("td");
-      td.textContent = text;
-      td.className = cls;
-      row.append(td);
+      row.append(element("td", cls, text));
     }
     body.append(row);
-    $("check-status").textContent = `checked ${Object.keys(results).length} of 18 tensors…`;
+    $("check-status").textContent = `checked ${Object.keys(results).length} of ${count} tensors…`;
     await new Promise((resolve) => setTimeout(resolve, 0));
   }
   const n = model.count_params(tiny);
@@ -722,28 +798,28 @@ function render_all() {
   draw_training();
 }
 
-let pending = null;
-
-/** Call fn at the next frame, once however many times it was asked for. */
-function soon(fn) {
-  if (pending) return;
-  pending = requestAnimationFrame(() => {
-    pending = null;
-    fn();
-  });
-}
+const pending = new Map(); // soon's frames
 
 function wire_controls() {
-  $("text").addEventListener("input", () => soon(render_all));
-  for (const id of ["order-a", "order-b", "order-positions"]) $(id).addEventListener("input", () => soon(() => guarded("order-message", render_order)));
+  $("text").addEventListener("input", () => soon(pending, "all", render_all));
+  for (const id of ["order-a", "order-b", "order-positions"]) $(id).addEventListener("input", () => soon(pending, "order", () => guarded("order-message", render_order)));
+  for (const [id, key] of [["attention-block", "block"], ["attention-head", "head"], ["inside-block", "inside"]]) {
+    $(id).addEventListener("change", () => {
+      state.view[key] = Number($(id).value);
+      guarded("token-message", key === "inside" ? render_inside : render_attention);
+    });
+  }
   $("weights-file").addEventListener("change", (e) => {
     const file = e.target.files[0];
     e.target.value = ""; // so that choosing the same file again is a change too
     if (file) load_weights_file(file);
   });
   $("download").addEventListener("click", () => download_weights().catch((e) => say("load-message", `Could not make the file: ${e.message}`)));
+  $("restore").addEventListener("click", restore_loaded);
+  for (const id of ["sample-prompt", "sample-temperature", "sample-top-k", "sample-seed", "sample-tokens"]) $(id).addEventListener("input", check_sample_fields);
   $("sample-go").addEventListener("click", () => run_sample().catch((e) => say("sample-message", `Sampling failed: ${e.message}`)));
   $("sample-stop").addEventListener("click", () => state.sampling && (state.sampling.stop = true));
+  for (const radio of document.querySelectorAll('input[name="train-from"]')) radio.addEventListener("change", show_replace_note);
   $("train-start").addEventListener("click", start_training);
   $("train-pause").addEventListener("click", toggle_pause);
   $("train-stop").addEventListener("click", stop_training);
@@ -751,7 +827,10 @@ function wire_controls() {
   let resize = null;
   window.addEventListener("resize", () => {
     clearTimeout(resize);
-    resize = setTimeout(render_all, 150);
+    resize = setTimeout(() => {
+      render_all();
+      experiments.redraw();
+    }, 150);
   });
 }
 
@@ -759,5 +838,5 @@ window.addEventListener("error", (e) => say("page-message", `Something went wron
 window.addEventListener("unhandledrejection", (e) => say("page-message", `Something went wrong: ${e.reason?.message ?? e.reason}. The rest of the page still works.`));
 
 // for the tests and for anyone curious: the modules and the state, from the browser's console
-window.explorer = { modules: { bpe, checkpoint, model, random, sample, train, trace_block }, state, run_check, render_all };
+window.explorer = { modules: { bpe, checkpoint, experiments, induction, model, positions, random, sample, train, trace_block }, state, run_check, render_all };
 load();

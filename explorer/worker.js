@@ -1,25 +1,56 @@
 // worker.js: the training loop of train.py's `fit`, in a Web Worker, so that the page never freezes while it trains.
+// One worker trains one model; the experiments start one worker per model and run them side by side.
 //
 // Messages from the page:
-//   {type: "start", run, params | null, config, seed, settings, data}   params null: fresh weights from seed
+//   {type: "start", run, task, params | null, config, seed, settings, data, follow}
+//       task "stories": train on data.stream's windows, validate on data.val_ids (and, with data.long, measure the
+//         loss by position on those windows, positions.js); task "induction": train on fresh periodic sequences
+//         (induction.js) and measure copying on data.test_count test sequences. params null: fresh weights of config
+//         drawn from seed. follow: send the weights now and then, for the panels that follow them.
 //   {type: "pause"}, {type: "resume"}, {type: "stop"}
 //   {type: "snapshot"}                     ask for the whole state (weights, Adam's moments, step, sampler state)
 // Messages to the page (each carries the run number it belongs to):
 //   {type: "progress", step, losses: [[step, loss], ...], tokens_per_s}   about every 100 ms
-//   {type: "eval", step, val, seconds}     the validation loss at the start, every eval_every steps and at the end
-//   {type: "weights", step, params}        about every 700 ms and at every evaluation, for the other panels
+//   {type: "eval", step, seconds, ...}     at the start, every eval_every steps and at the end: val (and
+//                                          by_position) for stories, measures and weights for induction
+//   {type: "weights", step, params}        with follow: about every 700 ms and at every evaluation
 //   {type: "done", step, stopped}          the run finished, or was stopped
 //   {type: "failed", message}              the run diverged or the code threw; the page says so
 //   {type: "snapshot", ...}                the answer to "snapshot"
 
 import { flat_tensors, unflat_tensors } from "./checkpoint.js";
+import * as induction from "./induction.js";
 import { init_params } from "./model.js";
+import { loss_by_position } from "./positions.js";
+import { Random } from "./random.js";
 import { draw_windows, fresh_state, story_nats, train_step } from "./train.js";
 
 const SLICE_MS = 100; // train this long between looks at the message queue (pause, stop, snapshot)
-const WEIGHTS_EVERY_MS = 700; // how often the page gets the weights while training
+const WEIGHTS_EVERY_MS = 700; // how often the page gets the weights while training, with follow
 
-let run = null; // {id, seed, state, s, data, paused, stopped, wake}
+let run = null; // {id, seed, task, state, s, data, follow, paused, stopped, wake}
+
+// ----------------------------------------------------------------------------------------------------------------
+// The tasks: what a step trains on, and what an evaluation measures
+
+const TASKS = {
+  stories: {
+    windows: (r) => draw_windows(r.state.rng, r.data.stream, r.s),
+    measure(r) {
+      const out = { val: story_nats(r.state.params, r.data.val_ids, r.s) / r.data.val_tokens };
+      if (r.data.long) out.by_position = loss_by_position(r.state.params, r.s.positions, r.s.heads, r.data.long.inputs, r.data.long.targets);
+      return out;
+    },
+  },
+  induction: {
+    windows: (r) => induction.sequences(r.state.rng, r.s.batch, r.s.seq_len + 1).rows,
+    measure(r) {
+      r.test ??= induction.periodic(new Random(induction.TEST_SEED), r.data.test_count);
+      const { weights, ...measures } = induction.induction_measures(r.state.params, r.s.heads, r.test, r.s.positions, 0);
+      return { measures, weights: weights.map((block) => block.map((w) => ({ rows: w.rows, cols: w.cols, values: Float64Array.from(w.data) }))), tokens: r.test.ids[0], period: r.test.periods[0] };
+    },
+  },
+};
 
 // ----------------------------------------------------------------------------------------------------------------
 // The loop
@@ -27,13 +58,14 @@ let run = null; // {id, seed, state, s, data, paused, stopped, wake}
 const yield_to_messages = () => new Promise((resolve) => setTimeout(resolve, 0));
 
 async function fit(r) {
-  const { state, s, data } = r;
+  const { state, s } = r;
+  const task = TASKS[r.task];
   const post = (msg) => postMessage({ run: r.id, ...msg });
+  const send_weights = () => post({ type: "weights", step: state.step, params: flat_tensors(state.params) });
   const started = performance.now();
   const evaluate = () => {
-    const val = story_nats(state.params, data.val_ids, s.use_positions) / data.val_tokens;
-    post({ type: "eval", step: state.step, val, seconds: (performance.now() - started) / 1000 });
-    post({ type: "weights", step: state.step, params: flat_tensors(state.params) });
+    post({ type: "eval", step: state.step, seconds: (performance.now() - started) / 1000, ...task.measure(r) });
+    if (r.follow) send_weights();
   };
   evaluate();
   let train_ms = 0.0;
@@ -41,7 +73,7 @@ async function fit(r) {
   let last_weights = performance.now();
   while (state.step < s.steps && !r.stopped) {
     if (r.paused) {
-      post({ type: "weights", step: state.step, params: flat_tensors(state.params) });
+      if (r.follow) send_weights();
       await new Promise((resolve) => (r.wake = resolve));
       continue;
     }
@@ -49,7 +81,7 @@ async function fit(r) {
     const slice_end = performance.now() + SLICE_MS;
     while (performance.now() < slice_end && state.step < s.steps) {
       const t0 = performance.now();
-      const { loss, norm } = train_step(state, draw_windows(state.rng, data.stream, s), s);
+      const { loss, norm } = train_step(state, task.windows(r), s);
       train_ms += performance.now() - t0;
       if (!(Number.isFinite(loss) && Number.isFinite(norm))) {
         post({ type: "failed", message: `step ${state.step + 1}: the loss is ${loss} and the gradient norm ${norm}: the run diverged and stops, keeping the weights of step ${state.step}. HINT: a lower learning rate` });
@@ -63,13 +95,13 @@ async function fit(r) {
     if (state.step % s.eval_every === 0 || state.step === s.steps) {
       evaluate();
       last_weights = performance.now();
-    } else if (performance.now() - last_weights > WEIGHTS_EVERY_MS) {
-      post({ type: "weights", step: state.step, params: flat_tensors(state.params) });
+    } else if (r.follow && performance.now() - last_weights > WEIGHTS_EVERY_MS) {
+      send_weights();
       last_weights = performance.now();
     }
     await yield_to_messages();
   }
-  post({ type: "weights", step: state.step, params: flat_tensors(state.params) });
+  send_weights();
   post({ type: "done", step: state.step, stopped: r.stopped });
 }
 
@@ -82,8 +114,10 @@ const handlers = {
       run.stopped = true;
       run.wake?.();
     }
-    const params = msg.params ? unflat_tensors(msg.params) : init_params(msg.config.vocab, msg.config.d, msg.config.hidden, msg.config.max_len, msg.seed);
-    run = { id: msg.run, seed: msg.seed, state: fresh_state(params, msg.seed), s: msg.settings, data: msg.data, paused: false, stopped: false, wake: null };
+    if (!(msg.task in TASKS)) throw new Error(`the task ${JSON.stringify(msg.task)} is none of ${Object.keys(TASKS).join(", ")}`);
+    const { vocab, d, hidden, max_len, blocks } = msg.config;
+    const params = msg.params ? unflat_tensors(msg.params) : init_params(vocab, d, hidden, max_len, msg.seed, blocks);
+    run = { id: msg.run, seed: msg.seed, task: msg.task, state: fresh_state(params, msg.seed), s: msg.settings, data: msg.data, follow: msg.follow ?? true, paused: false, stopped: false, wake: null };
     const r = run;
     fit(r).catch((e) => postMessage({ run: r.id, type: "failed", message: `the training code failed: ${e.message}` }));
   },
@@ -113,5 +147,11 @@ const handlers = {
 onmessage = (event) => {
   const handler = handlers[event.data?.type];
   if (!handler) postMessage({ type: "failed", message: `the worker got a message it does not know: ${JSON.stringify(event.data).slice(0, 80)}` });
-  else handler(event.data);
+  else {
+    try {
+      handler(event.data);
+    } catch (e) {
+      postMessage({ run: event.data.run, type: "failed", message: `the worker could not ${event.data.type}: ${e.message}` });
+    }
+  }
 };

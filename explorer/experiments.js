@@ -1,0 +1,296 @@
+// experiments.js: the page's two experiments, each a few models trained live side by side, one Web Worker each
+// (worker.js), from fresh weights:
+// - "second block" (experiments/depth.py's induction task): one block and two blocks on periodic sequences, with
+//   copy accuracy and copy loss over the steps, the attention of every head on a test sequence, and each head's
+//   induction and previous-token scores (induction.js);
+// - "positions" (experiments/positions.py, shorter runs): the four position schemes on the stories, with the
+//   validation loss over the steps and the loss at each position of 128-token windows, twice the 64 positions they
+//   train on (positions.js).
+// The settings below are the ones docs/explorer.md measured (dev/bench_explorer.py times the first).
+
+import { blues, heatmap, line_chart } from "./draw.js";
+import * as induction from "./induction.js";
+import { rows_of } from "./model.js";
+import * as positions from "./positions.js";
+import * as train from "./train.js";
+import { $, element, read_int, read_number, say, soon } from "./ui.js";
+
+// the second-block experiment's settings: the two-block model passes 90% copy accuracy a little after step 400
+// (about 0.9 million tokens), and the one-block model stays near 25% to the end
+export const DEPTH = { blocks: [1, 2], heads: 1, d: 16, hidden: 64, steps: 800, batch: 32, lr: 0.005, seed: 3, eval_every: 25, test_count: 100 };
+export const PASS = 0.9; // the copy accuracy that counts as copying
+// the positions experiment's settings: 1,000 steps of 8 windows, a twelfth of train.py's default run, show each
+// scheme's behaviour past position 64
+export const POSITIONS = { schemes: ["learned", "none", "sinusoidal", "rope"], steps: 1000, batch: 8, lr: 0.01, seed: 3, eval_every: 250 };
+const SCHEME_COLORS = { learned: "#1f5fbf", none: "#444", sinusoidal: "#f57c00", rope: "#d81b60" };
+const BLOCK_COLORS = { 1: "#f57c00", 2: "#1f5fbf" };
+
+export const runs = { depth: null, positions: null }; // the live (or last) run of each experiment, for the page and the tests
+let page = null; // {tok, split, data}: what page.js loaded
+const pending = new Map(); // soon's frames
+
+/** Wire the two panels to the page's data (page.js calls this once it has loaded). */
+export function setup(loaded) {
+  page = loaded;
+  for (const [key, value] of Object.entries({ steps: DEPTH.steps, batch: DEPTH.batch, lr: DEPTH.lr, seed: DEPTH.seed })) $(`depth-${key}`).value = value;
+  for (const [key, value] of Object.entries({ steps: POSITIONS.steps, batch: POSITIONS.batch, lr: POSITIONS.lr, seed: POSITIONS.seed })) $(`positions-${key}`).value = value;
+  $("depth-start").addEventListener("click", start_depth);
+  $("depth-stop").addEventListener("click", () => stop("depth"));
+  $("positions-start").addEventListener("click", start_positions);
+  $("positions-stop").addEventListener("click", () => stop("positions"));
+  redraw();
+}
+
+/** Draw both panels again (after a resize). */
+export function redraw() {
+  draw_depth();
+  draw_positions();
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// Runs: a worker per model
+
+/** A worker that trains one model: on_message gets its messages, on_fail a sentence when it breaks. */
+function start_worker(start, on_message, on_fail) {
+  const worker = new Worker(new URL("worker.js", import.meta.url), { type: "module" });
+  worker.onmessage = (e) => (e.data.type === "failed" ? on_fail(e.data.message) : on_message(e.data));
+  worker.onerror = (e) => {
+    e.preventDefault();
+    on_fail(`the training worker failed (${e.message || "it could not start"})`);
+  };
+  worker.postMessage({ type: "start", run: 1, follow: false, ...start });
+  return worker;
+}
+
+/** The settings of a run: train.py's schedule with these steps, batch and peak rate (ending at a tenth of it). */
+function settings_of({ steps, batch, lr }, more) {
+  return { ...train.DEFAULTS, steps, batch, lr, min_lr: lr / 10, seq_len: 64, warmup: Math.min(train.DEFAULTS.warmup, steps), ...more };
+}
+
+/** The fields of a panel (prefix depth or positions), or an Error naming the first that is wrong. */
+function read_fields(prefix) {
+  return {
+    steps: read_int(`${prefix}-steps`, "Steps", 1, 100000),
+    batch: read_int(`${prefix}-batch`, "Batch", 1, 256),
+    lr: read_number(`${prefix}-lr`, "Learning rate", (v) => v > 0 && v < 1, "a number between 0 and 1"),
+    seed: read_int(`${prefix}-seed`, "Seed", 0, 2 ** 32 - 1),
+  };
+}
+
+function stop(name) {
+  const run = runs[name];
+  if (!run) return;
+  for (const m of run.models) {
+    m.worker.terminate();
+    if (!m.done) m.stopped = true;
+  }
+  run.ended = true;
+  $(`${name}-start`).disabled = false;
+  $(`${name}-stop`).disabled = true;
+  redraw();
+}
+
+function failed(name, what, why) {
+  say(`${name}-message`, `${what}: ${why}. The experiment stops; the rest of the page still works.`);
+  stop(name);
+}
+
+/** End the run when every model is done. */
+function maybe_done(name) {
+  const run = runs[name];
+  if (run.models.every((m) => m.done)) {
+    run.ended = true;
+    $(`${name}-start`).disabled = false;
+    $(`${name}-stop`).disabled = true;
+  }
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// The second block: one block and two on periodic sequences
+
+function start_depth() {
+  say("depth-message", "");
+  let fields;
+  try {
+    fields = read_fields("depth");
+  } catch (e) {
+    return say("depth-message", `${e.message}.`);
+  }
+  stop("depth");
+  const run = { fields, started: performance.now(), passed: null, ended: false, models: [] };
+  runs.depth = run;
+  for (const blocks of DEPTH.blocks) {
+    const m = { blocks, step: 0, evals: [], latest: null, done: false, tokens_per_s: null };
+    const config = { vocab: induction.VOCAB, d: DEPTH.d, hidden: DEPTH.hidden, max_len: induction.WINDOW, blocks };
+    const settings = settings_of(fields, { eval_every: DEPTH.eval_every, positions: "learned", blocks, heads: DEPTH.heads });
+    m.worker = start_worker({ task: "induction", params: null, config, seed: fields.seed, settings, data: { test_count: DEPTH.test_count } },
+      (msg) => on_depth_message(run, m, msg), (why) => failed("depth", `the ${blocks}-block model`, why));
+    run.models.push(m);
+  }
+  $("depth-start").disabled = true;
+  $("depth-stop").disabled = false;
+  draw_depth();
+}
+
+function on_depth_message(run, m, msg) {
+  if (run !== runs.depth) return;
+  if (msg.type === "progress") {
+    m.step = msg.step;
+    m.tokens_per_s = msg.tokens_per_s;
+  } else if (msg.type === "eval") {
+    m.step = msg.step;
+    m.latest = msg;
+    m.evals.push([msg.step, msg.measures.copy_accuracy, msg.measures.copy_loss, msg.seconds]);
+    const two = run.models.find((x) => x.blocks === 2);
+    if (m === two && run.passed === null && msg.measures.copy_accuracy >= PASS) {
+      const one = run.models.find((x) => x.blocks === 1);
+      run.passed = { step: msg.step, seconds: (performance.now() - run.started) / 1000, one_block: one.evals.at(-1)?.[1] ?? null };
+    }
+  } else if (msg.type === "done") {
+    m.done = true;
+    maybe_done("depth");
+  }
+  soon(pending, "depth", draw_depth);
+}
+
+function draw_depth() {
+  const run = runs.depth;
+  const steps = run ? run.fields.steps : DEPTH.steps;
+  const models = run ? run.models : [];
+  const series = (column, dots) => models.map((m) => ({ points: m.evals.map((e) => [e[0], e[column]]), color: BLOCK_COLORS[m.blocks], dots, width: 2, label: `${m.blocks} block${m.blocks > 1 ? "s" : ""}` }));
+  const chart = $("depth-chart");
+  chart.dataset.points = line_chart(chart, { series: series(1, false), hlines: [{ y: PASS, color: "#2e7d32", label: "90%" }, { y: 0.4, color: "#999", label: "40%" }], x_max: steps, y_max: 1, x_label: "step", height: 200 });
+  const top = Math.max(Math.log(induction.VOCAB), ...models.flatMap((m) => m.evals.map((e) => e[2])));
+  line_chart($("depth-loss-chart"), { series: series(2, false), x_max: steps, y_max: top * 1.05, x_label: "step", height: 160 });
+  $("depth-summary").textContent = !run ? "Not run yet." : run.passed
+    ? `Two blocks passed ${PASS * 100}% copy accuracy at step ${run.passed.step}, ${run.passed.seconds.toFixed(1)} s after Start, while one block was at ${(100 * run.passed.one_block).toFixed(1)}%.`
+    : run.ended ? "Stopped before two blocks passed 90%." : "Training…";
+  for (const blocks of DEPTH.blocks) draw_depth_model(models.find((m) => m.blocks === blocks), blocks);
+}
+
+/** One model's column: its status, every head's attention on the first test sequence, and the heads' scores. */
+function draw_depth_model(m, blocks) {
+  const box = $(`depth-model-${blocks}`);
+  const status = box.querySelector(".status");
+  const maps = box.querySelector(".maps");
+  const table = box.querySelector("tbody");
+  if (!m || !m.latest) {
+    status.textContent = m ? "starting…" : "";
+    maps.textContent = "";
+    table.textContent = "";
+    return;
+  }
+  const { measures, weights, period } = m.latest;
+  status.textContent = [
+    `step ${m.step}`,
+    `copy accuracy ${(100 * measures.copy_accuracy).toFixed(1)}%`,
+    `copy loss ${measures.copy_loss.toFixed(3)} nats`,
+    `first period ${measures.first_period_loss.toFixed(3)} nats`,
+    m.tokens_per_s ? `${Math.round(m.tokens_per_s).toLocaleString("en")} tokens/s` : null,
+    m.done ? "done" : m.stopped ? "stopped" : null,
+  ].filter(Boolean).join(" | ");
+  status.dataset.accuracy = String(measures.copy_accuracy);
+  maps.textContent = "";
+  table.textContent = "";
+  weights.forEach((block, b) => block.forEach((w, h) => {
+    const figure = element("figure");
+    const canvas = element("canvas");
+    canvas.setAttribute("role", "img");
+    canvas.setAttribute("aria-label", `attention of block ${b + 1}, head ${h + 1} on a test sequence of period ${period}`);
+    figure.append(element("figcaption", "", `block ${b + 1}, head ${h + 1}`), canvas);
+    maps.append(figure);
+    const values = rows_of({ rows: w.rows, cols: w.cols, data: w.values });
+    heatmap(canvas, values, { color: (v) => blues(Math.sqrt(v)), mask: (i, j) => j > i, max_cell: 3 });
+    const { induction: ind, previous_token: prev } = measures.scores[b][h];
+    const tr = element("tr");
+    for (const [text, cls] of [[`${b + 1}`, ""], [`${h + 1}`, ""], [ind.toFixed(2), ind > 0.5 ? "num strong" : "num"], [prev.toFixed(2), prev > 0.5 ? "num strong" : "num"]]) tr.append(element("td", cls, text));
+    table.append(tr);
+  }));
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// Positions: the four schemes on the stories, and the loss past position 64
+
+/** The validation text as one stream of IDs, as positions.windows reads it: a newline, then each story and its
+ * newline; for a text of your own, its held-out part. */
+function validation_stream() {
+  if (page.split.text !== undefined) return page.tok.encode(page.split.val);
+  return page.tok.encode("\n" + page.split.val.map((story) => story + "\n").join(""));
+}
+
+function start_positions() {
+  say("positions-message", "");
+  let fields;
+  try {
+    fields = read_fields("positions");
+  } catch (e) {
+    return say("positions-message", `${e.message}.`);
+  }
+  stop("positions");
+  const long = positions.windows(validation_stream(), positions.WINDOW);
+  const run = { fields, started: performance.now(), ended: false, windows: long.inputs.length, models: [] };
+  runs.positions = run;
+  const config = { vocab: page.tok.vocab.length, d: 16, hidden: 64, max_len: 64, blocks: 1 };
+  for (const scheme of POSITIONS.schemes) {
+    const m = { scheme, step: 0, vals: [], by_position: null, done: false };
+    const settings = settings_of(fields, { eval_every: Math.min(POSITIONS.eval_every, fields.steps), positions: scheme, blocks: 1, heads: 1 });
+    m.worker = start_worker({ task: "stories", params: null, config, seed: fields.seed, settings, data: { ...page.data, long } },
+      (msg) => on_positions_message(run, m, msg), (why) => failed("positions", `the ${scheme} model`, why));
+    run.models.push(m);
+  }
+  $("positions-start").disabled = true;
+  $("positions-stop").disabled = false;
+  draw_positions();
+}
+
+function on_positions_message(run, m, msg) {
+  if (run !== runs.positions) return;
+  if (msg.type === "progress") m.step = msg.step;
+  else if (msg.type === "eval") {
+    m.vals.push([msg.step, msg.val]);
+    m.by_position = msg.by_position;
+  } else if (msg.type === "done") {
+    m.done = true;
+    maybe_done("positions");
+  }
+  soon(pending, "positions", draw_positions);
+}
+
+/** The mean of values[from..to), or null when they are not all there. */
+function mean_of(values, from, to) {
+  return values.length >= to ? values.slice(from, to).reduce((a, b) => a + b, 0) / (to - from) : null;
+}
+
+function draw_positions() {
+  const run = runs.positions;
+  const models = run ? run.models : [];
+  const by_position = models.filter((m) => m.by_position).map((m) => ({ points: m.by_position.losses.map((l, t) => [t, l]), color: SCHEME_COLORS[m.scheme], width: 2, label: m.scheme }));
+  const top = Math.max(2, ...models.flatMap((m) => m.by_position?.losses ?? []));
+  const chart = $("positions-chart");
+  chart.dataset.points = line_chart(chart, { series: by_position, vlines: [{ x: 64, color: "#2e7d32", label: "64: the positions trained on" }], x_max: positions.WINDOW - 1, y_max: Math.min(6, top * 1.05), x_label: "position in a 128-token window of held-out text", height: 220 });
+  const vals = models.map((m) => ({ points: m.vals, color: SCHEME_COLORS[m.scheme], dots: true, width: 2, label: m.scheme }));
+  line_chart($("positions-val-chart"), { series: vals, x_max: run ? run.fields.steps : POSITIONS.steps, y_max: Math.log(page?.tok.vocab.length ?? 96) + 0.3, x_label: "step", height: 160 });
+  const body = $("positions-table").querySelector("tbody");
+  body.textContent = "";
+  for (const m of models) {
+    const losses = m.by_position?.losses ?? [];
+    const inside = mean_of(losses, 32, 64), past = mean_of(losses, 64, 128);
+    const tr = element("tr");
+    tr.dataset.scheme = m.scheme;
+    const cells = [
+      [m.scheme, ""],
+      [`${m.step}${m.done ? "" : "…"}`, "num"],
+      [m.vals.length ? m.vals.at(-1)[1].toFixed(3) : "", "num"],
+      [inside === null ? "" : inside.toFixed(3), "num"],
+      [past === null ? (m.by_position?.refusal ? "cannot read them" : "") : past.toFixed(3), "num"],
+    ];
+    for (const [text, cls] of cells) tr.append(element("td", cls, text));
+    body.append(tr);
+  }
+  const refusal = models.find((m) => m.by_position?.refusal)?.by_position.refusal;
+  $("positions-note").textContent = !run ? "Not run yet." : [
+    `${run.windows} windows of ${positions.WINDOW} tokens of held-out text.`,
+    refusal ? `learned has no row past 63: the model refuses the whole window ("${refusal}"), so its line stops at 63.` : null,
+    run.ended ? null : "Training…",
+  ].filter(Boolean).join(" ");
+}

@@ -1,0 +1,56 @@
+// positions.js: experiments/positions.py's length extrapolation in JavaScript, which the page's "positions" experiment
+// measures live: the validation text cut into windows of 128 tokens, twice the 64 positions a model trains on, and
+// the loss at each position averaged over the windows. A model of learned positions has no row past its max_len: it
+// refuses the long windows, and is measured on their first max_len positions, with the refusal recorded.
+//
+//     const {inputs, targets} = windows(stream_of_val_ids, 128);
+//     loss_by_position(params, "rope", 1, inputs, targets).losses.length   // 128
+
+import * as model from "./model.js";
+import { PLAIN } from "./model.js";
+
+export const WINDOW = 128; // tokens per extrapolation window: twice the 64 positions the models train on
+
+/** {inputs, targets}: consecutive windows of length tokens of the stream (an array of IDs); window w reads tokens
+ * w length .. and predicts the next ones, as positions.windows.
+ *
+ *     windows([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 4).inputs   // [[1, 2, 3, 4], [5, 6, 7, 8]] */
+export function windows(stream, length = WINDOW) {
+  const count = Math.floor((stream.length - 1) / length);
+  const inputs = [], targets = [];
+  for (let w = 0; w < count; w++) {
+    inputs.push(Array.from(stream.slice(w * length, (w + 1) * length)));
+    targets.push(Array.from(stream.slice(w * length + 1, (w + 1) * length + 1)));
+  }
+  return { inputs, targets };
+}
+
+/** {losses, refusal}: the mean -log p of the target at each position over the windows, with plain sums; for a scheme
+ * that cannot read the whole window (learned, past its rows), the first max_len positions only, and the message of
+ * the refusal (else null), as positions.loss_by_position. */
+export function loss_by_position(params, positions, heads, inputs, targets) {
+  let refusal = null;
+  let T = inputs[0].length;
+  const { max_len } = model.config_of(params);
+  try {
+    model.check_length(T, model.position_scheme(positions), max_len);
+  } catch (e) {
+    refusal = e.message;
+    T = max_len;
+  }
+  const losses = new Float64Array(T); // (T,)
+  inputs.forEach((ids, n) => {
+    const [logits] = model.forward(params, ids.slice(0, T), positions, heads, PLAIN); // (T, V)
+    const V = logits.cols;
+    for (let t = 0; t < T; t++) {
+      const row = logits.data.subarray(t * V, (t + 1) * V);
+      let top = -Infinity;
+      for (let j = 0; j < V; j++) if (row[j] > top) top = row[j];
+      let z = 0.0;
+      for (let j = 0; j < V; j++) z += Math.exp(row[j] - top);
+      losses[t] += Math.log(z) + top - row[targets[n][t]];
+    }
+  });
+  for (let t = 0; t < T; t++) losses[t] /= inputs.length;
+  return { losses: Array.from(losses), refusal };
+}

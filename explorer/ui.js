@@ -1,0 +1,60 @@
+// ui.js: what page.js and experiments.js share: finding elements, messages in the page, reading a form's fields,
+// and showing numbers and tokens.
+
+export const $ = (id) => document.getElementById(id);
+
+/** Show text in the message element id (kind "error" or "note"); empty text hides it. */
+export function say(id, text, kind = "error") {
+  const el = $(id);
+  el.textContent = text;
+  el.className = `message ${kind === "error" ? "error" : ""}`;
+  el.hidden = !text;
+}
+
+/** An integer field's value, or an Error naming the field, the bad value and what is allowed. */
+export function read_int(id, label, low, high) {
+  const raw = $(id).value.trim();
+  const v = Number(raw);
+  if (raw === "" || !Number.isInteger(v) || v < low || v > high) throw new Error(`${label} is ${JSON.stringify(raw)}; expected a whole number from ${low} to ${high}`);
+  return v;
+}
+
+/** A number field's value, or an Error naming the field and the bad value; ok(v) says whether v is allowed. */
+export function read_number(id, label, ok, expected) {
+  const raw = $(id).value.trim();
+  const v = Number(raw);
+  if (raw === "" || !Number.isFinite(v) || !ok(v)) throw new Error(`${label} is ${JSON.stringify(raw)}; expected ${expected}`);
+  return v;
+}
+
+/** A number in four significant digits, or in e-notation when it is tiny or huge; 0 as "0".
+ *
+ *     format_number(0.000123456)   // "1.235e-4" */
+export function format_number(x) {
+  return x === 0 ? "0" : Math.abs(x) >= 1e-3 && Math.abs(x) < 1e4 ? x.toPrecision(4) : x.toExponential(3);
+}
+
+/** A token as a chip shows it: a space as ␣, a newline as ⏎.
+ *
+ *     show_token(" mia")   // "␣mia" */
+export function show_token(t) {
+  return t.replaceAll(" ", "␣").replaceAll("\n", "⏎");
+}
+
+/** Call fn at the next frame, once however many times it was asked for before then (pending: a Map kept by the
+ * caller, fn's key in it). */
+export function soon(pending, key, fn) {
+  if (pending.has(key)) return;
+  pending.set(key, requestAnimationFrame(() => {
+    pending.delete(key);
+    fn();
+  }));
+}
+
+/** A new element of tag with the given class and text. */
+export function element(tag, className = "", text = "") {
+  const el = document.createElement(tag);
+  if (className) el.className = className;
+  if (text) el.textContent = text;
+  return el;
+}
