@@ -1,35 +1,48 @@
-"""Time the explorer's live training run in headless Chromium, beside train.py's NumPy path on the same settings.
+"""Time the explorer's live training run in headless Chromium, beside train.py's NumPy path on the same settings, and
+the page's second-block experiment.
 
     python3 -m dev.bench_explorer                # the page's default run: 2000 steps of 8 x 64 tokens, then NumPy
     python3 -m dev.bench_explorer --steps 700    # a shorter run (enough to pass a validation loss of 0.6)
+    python3 -m dev.bench_explorer --against REV --rounds 3   # and the page of git revision REV, in turns
     python3 -m dev.bench_explorer --json PATH    # also write the figures as JSON
     python3 -m dev.bench_explorer --screenshot docs/figures/explorer.png   # and the picture of the page after it
+    python3 -m dev.bench_explorer --depth-screenshot docs/figures/explorer-depth.png   # and of the experiment
 
 Not a test: it measures and reports. The page run is what a learner gets from the Train panel's Start button: fresh
 seed-3 weights, train.js in a Web Worker, plain float64 sums, validation on the 300 held-out stories every 100 steps.
-The NumPy runs are train.py's loop (oneblock/training.py's train) on the same settings, seed and batches, in float64 and
-in train.py's default float32, on one BLAS thread, in this process after the browser has closed. For each run: training
-tokens per second (the steps alone, as train.py counts them), the wall time until the validation loss first falls below
+With --against, the same run of another version of the page (REV: a git revision of this repository, or a folder
+holding a checkout of it; its explorer/ files are served with this version's data) takes turns with this one,
+--rounds times each, and the report gives the median tokens per second of each and their ratio. The NumPy runs are
+train.py's loop (oneblock/training.py's train) on the same settings, seed and batches, in float64 and in train.py's
+default float32, on one BLAS thread, in this process after the browser has closed. For each run: training tokens per
+second (the steps alone, as train.py counts them), the wall time until the validation loss first falls below
 --target (0.6 nats/token by default: the explorer's aim is to get there within 60 s on a 2-core machine), and the
-validation loss at the end. The machine's load average is printed with the figures, because on a shared machine they
-move with it.
+validation loss at the end. Then the second-block experiment's Start (explorer/experiments.js DEPTH, --depth-steps to
+change its steps): when the two-block model first passed 90% copy accuracy on the test sequences (the aim: within
+120 s), and both models' copy accuracy at the end. The machine's load average is printed with the figures, because on
+a shared machine they move with it.
 
-Needs what the browser tests need: Playwright (tests/requirements.txt) and a system Chromium; and NumPy.
+Needs what the browser tests need: Playwright (tests/requirements.txt) and a system Chromium; and NumPy; and git for
+--against REV.
 """
 
 import argparse
 import io
 import json
 import os
+import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from atomic import write_atomic
 from oneblock import data as data_files, machine, training
-from oneblock.export import export_site, read_weights
+from oneblock.data import ROOT
+from oneblock.export import PAGE_SUFFIXES, export_site, read_weights
 from oneblock.server import make_server
 from oneblock.settings import Settings, checked
 
@@ -41,14 +54,21 @@ PAGE_DEFAULTS = {"steps": 2000, "batch": 8, "seq_len": 64, "lr": 0.01, "min_lr":
 # The page's run in Chromium
 
 
-def page_run(steps, batch, timeout, screenshot=None):
-    """The Train panel's default run with steps and batch: {"vals": [[step, val, seconds]], "tokens_per_s",
-    "wall", "browser"}. screenshot: a path for a picture of the whole page after the run, with a greedy sample and
-    the gradient check shown."""
+@contextmanager
+def served_page(page_files=None):
+    """A Chromium page of the explorer with the untrained seed-3 export, served on 127.0.0.1, and the browser's
+    major version: yields (page, version). page_files: {name: bytes} of another version's page, served in place of
+    this one's (with this version's data)."""
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as tmp:
         export_site(tmp, *read_weights(Path(tmp) / "none.safetensors", explicit=False))
+        if page_files is not None:
+            for path in Path(tmp).iterdir():
+                if path.is_file():
+                    path.unlink()
+            for name, raw in page_files.items():
+                (Path(tmp) / name).write_bytes(raw)
         server = make_server(tmp, 0)
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
@@ -58,26 +78,81 @@ def page_run(steps, batch, timeout, screenshot=None):
                 page = browser.new_page(viewport={"width": 1280, "height": 900})
                 page.goto(f"http://127.0.0.1:{server.server_port}/index.html")
                 page.wait_for_function("window.ready === true")
-                page.fill("#train-steps", str(steps))
-                page.fill("#train-batch", str(batch))
-                started = time.perf_counter()
-                page.click("#train-start")
-                page.wait_for_function("explorer.state.training?.done === true || explorer.state.training?.ended",
-                                       timeout=timeout * 1000, polling=250)
-                wall = time.perf_counter() - started
-                run = page.evaluate("() => { const r = explorer.state.training;"
-                                    " return {vals: r.vals, tokens_per_s: r.tokens_per_s, done: !!r.done,"
-                                    " message: document.querySelector('#train-message').textContent}; }")
-                version = browser.version.split(".")[0]
-                if screenshot and run["done"]:
-                    show_off(page, screenshot)
+                yield page, browser.version.split(".")[0]
                 browser.close()
         finally:
             server.shutdown()
             server.server_close()
+
+
+def page_run(steps, batch, timeout, screenshot=None, page_files=None):
+    """The Train panel's default run with steps and batch: {"vals": [[step, val, seconds]], "tokens_per_s",
+    "wall", "browser"}. screenshot: a path for a picture of the whole page after the run, with a greedy sample and
+    the gradient check shown. page_files: another version's page (see served_page)."""
+    with served_page(page_files) as (page, version):
+        page.fill("#train-steps", str(steps))
+        page.fill("#train-batch", str(batch))
+        started = time.perf_counter()
+        page.click("#train-start")
+        page.wait_for_function("explorer.state.training?.done === true || explorer.state.training?.ended",
+                               timeout=timeout * 1000, polling=250)
+        wall = time.perf_counter() - started
+        run = page.evaluate("() => { const r = explorer.state.training;"
+                            " return {vals: r.vals, tokens_per_s: r.tokens_per_s, done: !!r.done,"
+                            " message: document.querySelector('#train-message').textContent}; }")
+        if screenshot and run["done"]:
+            show_off(page, screenshot)
     if not run["done"]:
         raise RuntimeError(f"the page's run did not finish: {run['message']}")
     return {"vals": run["vals"], "tokens_per_s": run["tokens_per_s"], "wall": wall, "browser": f"Chromium {version}"}
+
+
+def depth_run(steps, timeout, screenshot=None):
+    """The second-block experiment's Start (with steps, if given, in place of its own): {"settings", "passed" (the
+    step and the seconds after Start at which two blocks first passed 90% copy accuracy, and one block's accuracy
+    then; or None), "final" ({blocks: copy accuracy at the end}), "best_one_block", "tokens_per_s" ({blocks: ...}),
+    "wall"}. screenshot: a path for a picture of the experiment's panel after the run."""
+    with served_page() as (page, version):
+        if steps is not None:
+            page.fill("#depth-steps", str(steps))
+        started = time.perf_counter()
+        page.click("#depth-start")
+        page.wait_for_function("explorer.modules.experiments.runs.depth?.ended === true", timeout=timeout * 1000,
+                               polling=500)
+        wall = time.perf_counter() - started
+        run = page.evaluate("() => { const {runs, DEPTH} = explorer.modules.experiments, r = runs.depth;"
+                            " return {settings: {...DEPTH, ...r.fields}, passed: r.passed,"
+                            " message: document.querySelector('#depth-message').textContent,"
+                            " models: r.models.map((m) => ({blocks: m.blocks, done: m.done, evals: m.evals,"
+                            " tokens_per_s: m.tokens_per_s}))}; }")
+        if screenshot:
+            page.locator("#depth-panel").scroll_into_view_if_needed()
+            write_atomic(screenshot, palette_png(page.locator("#depth-panel").screenshot()))
+    if not all(m["done"] for m in run["models"]):
+        raise RuntimeError(f"the second-block experiment did not finish: {run['message']}")
+    by_blocks = {m["blocks"]: m for m in run["models"]}
+    return {"settings": run["settings"], "passed": run["passed"], "browser": f"Chromium {version}",
+            "final": {b: m["evals"][-1][1] for b, m in by_blocks.items()},
+            "best_one_block": max(e[1] for e in by_blocks[1]["evals"]),
+            "tokens_per_s": {b: m["tokens_per_s"] for b, m in by_blocks.items()}, "wall": wall}
+
+
+def page_of(against):
+    """{name: bytes} of the explorer page of against: a folder holding a checkout of this repository, or a git
+    revision of it. A ValueError says why neither works."""
+    folder = Path(against) / "explorer"
+    if folder.is_dir():
+        return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.suffix in PAGE_SUFFIXES}
+    try:
+        names = subprocess.run(["git", "ls-tree", "--name-only", f"{against}:explorer"], cwd=ROOT, check=True,
+                               capture_output=True, text=True).stdout.split()
+        return {name: subprocess.run(["git", "show", f"{against}:explorer/{name}"], cwd=ROOT, check=True,
+                                     capture_output=True).stdout
+                for name in names if Path(name).suffix in PAGE_SUFFIXES}
+    except (OSError, subprocess.CalledProcessError) as e:
+        why = e.stderr.strip() if isinstance(e, subprocess.CalledProcessError) else str(e)
+        raise ValueError(f"--against {against!r} is neither a folder holding a checkout of this repository (with"
+                         f" explorer/ in it) nor a git revision of it ({why})") from None
 
 
 def show_off(page, path):
@@ -148,33 +223,63 @@ def row(name, run, target):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description="Time the explorer's training in headless Chromium beside train.py's"
-                                            " NumPy path on the same settings.", allow_abbrev=False)
+                                            " NumPy path on the same settings, and its second-block experiment.",
+                                allow_abbrev=False)
     p.add_argument("--steps", type=int, default=PAGE_DEFAULTS["steps"],
                    help="optimiser steps (default: the page's %(default)s)")
     p.add_argument("--batch", type=int, default=PAGE_DEFAULTS["batch"],
                    help="windows of 64 tokens per step (default: the page's %(default)s)")
     p.add_argument("--target", type=float, default=0.6,
                    help="report the time until the validation loss first falls below this (default: %(default)s)")
-    p.add_argument("--timeout", type=float, default=900, help="give up on the page's run after this many seconds"
+    p.add_argument("--against", metavar="REV",
+                   help="also run the page of REV (a git revision of this repository, or a folder holding a checkout"
+                        " of it), in turns with this one, and compare their tokens per second")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="page runs of each version, in turns, whose median tokens per second is reported (default:"
+                        " %(default)s)")
+    p.add_argument("--depth-steps", type=int, default=None,
+                   help="steps of the second-block experiment (default: the page's, explorer/experiments.js DEPTH)")
+    p.add_argument("--timeout", type=float, default=900, help="give up on a page's run after this many seconds"
                                                               " (default: %(default)s)")
     p.add_argument("--json", metavar="PATH", help="also write the figures to PATH as JSON")
     p.add_argument("--screenshot", metavar="PATH", help="also write a picture of the whole page after its run (PNG)")
+    p.add_argument("--depth-screenshot", metavar="PATH",
+                   help="also write a picture of the second-block experiment after its run (PNG)")
     args = p.parse_args(argv)
-    if args.steps < 1 or args.batch < 1:
-        p.error(f"--steps and --batch must be at least 1, got {args.steps} and {args.batch}")
+    if args.steps < 1 or args.batch < 1 or args.rounds < 1:
+        p.error(f"--steps, --batch and --rounds must be at least 1, got {args.steps}, {args.batch} and {args.rounds}")
+    if args.depth_steps is not None and args.depth_steps < 1:
+        p.error(f"--depth-steps must be at least 1, got {args.depth_steps}")
     machine.need("numpy", "python3 -m dev.bench_explorer")  # for train.py's runs beside the page's
     machine.need("playwright", "python3 -m dev.bench_explorer")
     if machine.find_chromium() is None:
         print("error: no Chromium found (chromium, chromium-browser or google-chrome on PATH)", file=sys.stderr)
+        return 2
+    try:
+        before = page_of(args.against) if args.against is not None else None
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"{args.steps} steps of {args.batch} x 64 tokens, lr 0.01 -> 0.001 after 100 warm-up steps, seed 3,"
           f" validation on 300 stories every 100 steps; {os.cpu_count()} CPUs, load average {load:.1f} at the start")
     try:
-        runs = {"page": page_run(args.steps, args.batch, args.timeout, args.screenshot)}
+        pages, befores = [], []
+        for n in range(args.rounds):
+            if before is not None:
+                befores.append(page_run(args.steps, args.batch, args.timeout, page_files=before))
+                print(f"round {n + 1}: page of {args.against}: {befores[-1]['tokens_per_s']:,.0f} tokens/s",
+                      file=sys.stderr, flush=True)
+            last = n == args.rounds - 1
+            pages.append(page_run(args.steps, args.batch, args.timeout, args.screenshot if last else None))
+            print(f"round {n + 1}: this page: {pages[-1]['tokens_per_s']:,.0f} tokens/s", file=sys.stderr, flush=True)
+        runs = {"page": median_run(pages)}
+        if before is not None:
+            runs["before"] = median_run(befores)
         runs["numpy-float64"] = numpy_run(args.steps, args.batch, "float64")
         runs["numpy-float32"] = numpy_run(args.steps, args.batch, "float32")
+        depth = depth_run(args.depth_steps, args.timeout, args.depth_screenshot)
     except RuntimeError as e:  # a run that diverged or did not finish
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -182,8 +287,15 @@ def main(argv=None):
     print(f"{'run':<32} {'tokens/s':>9}   {'time to val < ' + format(args.target, 'g'):<22} {'val end':>8}"
           f" {'wall':>9}")
     print(row(f"page ({runs['page']['browser']}, f64)", runs["page"], args.target))
+    if before is not None:
+        print(row(f"page of {args.against}"[:32], runs["before"], args.target))
     print(row("numpy float64 (train.py)", runs["numpy-float64"], args.target))
     print(row("numpy float32 (train.py)", runs["numpy-float32"], args.target))
+    if before is not None:
+        print(f"this page against the page of {args.against}, {args.rounds} runs each in turns: median"
+              f" {runs['page']['tokens_per_s']:,.0f} against {runs['before']['tokens_per_s']:,.0f} tokens/s, "
+              f"{runs['page']['tokens_per_s'] / runs['before']['tokens_per_s']:.2f}x (each run:"
+              f" {speeds(pages)} against {speeds(befores)})")
     pairs = list(zip(runs["page"]["vals"], runs["numpy-float64"]["vals"]))
     close = [a[0] for a, b in pairs if abs(a[1] - b[1]) <= 1e-6 * b[1]]
     together = close[-1] if close == [a[0] for a, _ in pairs[:len(close)]] and close else None
@@ -197,10 +309,58 @@ def main(argv=None):
     verdict = "met" if hit and hit[0] <= 60 else "NOT met"
     print(f"aim, the page's default run below {args.target:g} nats/token within 60 s: {verdict}"
           + (f" ({hit[0]:.1f} s)" if hit else ""))
+    print(depth_report(depth))
     if args.json:
         write_atomic(args.json, json.dumps({"settings": PAGE_DEFAULTS | {"steps": args.steps, "batch": args.batch},
-                                            "load_average": load, "runs": runs}, indent=2) + "\n")
+                                            "load_average": load, "runs": runs, "rounds": {"page": pages, "before":
+                                            befores}, "against": args.against, "depth": depth}, indent=2) + "\n")
     return 0
+
+
+def speeds(runs):
+    """The runs' tokens per second, in the order they ran.
+
+    >>> speeds([{"tokens_per_s": 21607.4}, {"tokens_per_s": 1e5}])
+    '21,607, 100,000'
+    """
+    return ", ".join(f"{r['tokens_per_s']:,.0f}" for r in runs)
+
+
+def median_run(runs):
+    """The run of median tokens per second (of an even number, the slower of the middle two).
+
+    >>> median_run([{"tokens_per_s": 3}, {"tokens_per_s": 1}, {"tokens_per_s": 2}])
+    {'tokens_per_s': 2}
+    """
+    ranked = sorted(runs, key=lambda r: r["tokens_per_s"])
+    return ranked[(len(ranked) - 1) // 2]
+
+
+def depth_report(depth):
+    """The second-block experiment's lines of the report.
+
+    >>> print(depth_report({"settings": {"steps": 800, "batch": 32, "lr": 0.005, "seed": 3}, "passed": {"step": 450,
+    ...     "seconds": 31.6, "one_block": 0.228}, "final": {1: 0.225, 2: 0.999}, "best_one_block": 0.23,
+    ...     "tokens_per_s": {1: 55864, 2: 34950}, "wall": 55.3}))
+    second-block experiment, 800 steps of 32 periodic sequences, lr 0.005, seed 3, one worker per model
+      two blocks passed 90% copy accuracy at step 450, 31.6 s after Start (one block then 22.8%)
+      at the end: two blocks 99.9%, one block 22.5% (its best 23.0%); 55,864 and 34,950 tokens/s; whole run 55.3 s
+    aim, two blocks above 90% and one block below 40% within 120 s: met
+    """
+    s = depth["settings"]
+    passed = depth["passed"]
+    head = (f"second-block experiment, {s['steps']} steps of {s['batch']} periodic sequences, lr {s['lr']:g}, seed"
+            f" {s['seed']}, one worker per model\n  ")
+    when = (f"two blocks passed 90% copy accuracy at step {passed['step']}, {passed['seconds']:.1f} s after Start (one"
+            f" block then {100 * passed['one_block']:.1f}%)" if passed else "two blocks did not pass 90% copy accuracy")
+    final, speed = depth["final"], depth["tokens_per_s"]
+    key = (lambda b: b) if 1 in final else str  # (JSON gives the blocks as strings)
+    one, two = final[key(1)], final[key(2)]
+    met = passed is not None and passed["seconds"] <= 120 and depth["best_one_block"] < 0.4
+    return (f"{head}{when}\n  at the end: two blocks {100 * two:.1f}%, one block {100 * one:.1f}% (its best"
+            f" {100 * depth['best_one_block']:.1f}%); {speed[key(1)]:,.0f} and {speed[key(2)]:,.0f} tokens/s; whole"
+            f" run {depth['wall']:.1f} s\naim, two blocks above 90% and one block below 40% within 120 s:"
+            f" {'met' if met else 'NOT met'}")
 
 
 if __name__ == "__main__":
