@@ -7,6 +7,7 @@ the page's second-block experiment.
     python3 -m dev.bench_explorer --json PATH    # also write the figures as JSON
     python3 -m dev.bench_explorer --screenshot docs/figures/explorer.png   # and the picture of the page after it
     python3 -m dev.bench_explorer --depth-screenshot docs/figures/explorer-depth.png   # and of the experiment
+    python3 -m dev.bench_explorer --tricks       # only explorer/fast.js's tricks, each against its plain line
 
 Not a test: it measures and reports. The page run is what a learner gets from the Train panel's Start button: fresh
 seed-3 weights, train.js in a Web Worker, plain float64 sums, validation on the 300 held-out stories every 100 steps.
@@ -124,7 +125,7 @@ def depth_run(steps, timeout, screenshot=None):
                             " return {settings: {...DEPTH, ...r.fields}, passed: r.passed,"
                             " message: document.querySelector('#depth-message').textContent,"
                             " models: r.models.map((m) => ({blocks: m.blocks, done: m.done, evals: m.evals,"
-                            " tokens_per_s: m.tokens_per_s}))}; }")
+                            " tokens_per_s: m.tokens_per_s, scores: m.latest?.measures.scores}))}; }")
         if screenshot:
             page.locator("#depth-panel").scroll_into_view_if_needed()
             write_atomic(screenshot, palette_png(page.locator("#depth-panel").screenshot()))
@@ -134,7 +135,60 @@ def depth_run(steps, timeout, screenshot=None):
     return {"settings": run["settings"], "passed": run["passed"], "browser": f"Chromium {version}",
             "final": {b: m["evals"][-1][1] for b, m in by_blocks.items()},
             "best_one_block": max(e[1] for e in by_blocks[1]["evals"]),
-            "tokens_per_s": {b: m["tokens_per_s"] for b, m in by_blocks.items()}, "wall": wall}
+            "tokens_per_s": {b: m["tokens_per_s"] for b, m in by_blocks.items()},
+            "scores": {b: m["scores"] for b, m in by_blocks.items()}, "wall": wall}
+
+
+TIME_TRICKS = """(rounds) => {
+  const {fast, model, random} = explorer.modules;
+  const rng = new random.Random(0);
+  const filled = (n) => Float64Array.from({length: n}, () => rng.gauss(0.0, 1.0));
+  const T = 64, d = 16, V = 96;
+  const hf = filled(T * d), w_out = filled(d * V), O = new Float64Array(T * V); // (T, d), (d, V), (T, V)
+  const q = filled(T * d), k = filled(T * d), e = new Float64Array(T); // (T, d) each, (T,)
+  const w = filled(T * T), ctx = new Float64Array(T * d); // (T, T), (T, d)
+  const params = model.init_params(V, d, 64, T, 3);
+  const ids = Array.from({length: T + 1}, (_, i) => (i * 37 + 11) % V);
+  const pool = {buffers: []};
+  const window = () => model.loss_and_grads(params, ids.slice(0, -1), ids.slice(1), "learned", 1, model.PLAIN);
+  const cases = {
+    // the logits of a window: hf (T, d) times W_out (d, V), as model.linear calls it
+    products: [(f) => f(hf, d, 1, w_out, 1, V, O, T, V, d), fast.PLAIN_LINES.products, fast.TRICKS.products],
+    // one head's scores, every row i: q_i against the keys j <= i, as attention_forward calls it
+    rows_dots: [(f) => { for (let i = 0; i < T; i++) f(q, i * d, k, 0, d, i + 1, d, e); },
+                fast.PLAIN_LINES.rows_dots, fast.TRICKS.rows_dots],
+    // one head's context, every row i: the weights of row i times the values j <= i
+    weighted_rows: [(f) => { for (let i = 0; i < T; i++) f(w, i * T, 1, i + 1, k, 0, d, d, ctx, i * d); },
+                    fast.PLAIN_LINES.weighted_rows, fast.TRICKS.weighted_rows],
+    // a window's forward and backward pass, its matrices made fresh or taken from the pool
+    pool: [(f) => f(), window, () => fast.reusing(pool, window)],
+  };
+  const out = {};
+  for (const [name, [call, plain, trick]] of Object.entries(cases)) {
+    const times = {plain: [], trick: []};
+    for (let r = 0; r < rounds; r++) {
+      for (const [kind, f] of [["plain", plain], ["trick", trick]]) {
+        let n = 0;
+        const t0 = performance.now();
+        while (performance.now() - t0 < 100) {
+          call(f);
+          n += 1;
+        }
+        times[kind].push(1000 * (performance.now() - t0) / n);
+      }
+    }
+    const median = (xs) => xs.slice().sort((a, b) => a - b)[(xs.length - 1) >> 1];
+    out[name] = [median(times.plain), median(times.trick)];
+  }
+  return out;
+}"""
+
+
+def time_tricks(rounds):
+    """{trick: [microseconds per call of the plain line, of the trick]} in the page, medians of rounds of 0.1 s each,
+    the two taking turns on the same inputs."""
+    with served_page() as (page, version):
+        return page.evaluate(TIME_TRICKS, rounds), f"Chromium {version}"
 
 
 def page_of(against):
@@ -245,6 +299,8 @@ def main(argv=None):
     p.add_argument("--screenshot", metavar="PATH", help="also write a picture of the whole page after its run (PNG)")
     p.add_argument("--depth-screenshot", metavar="PATH",
                    help="also write a picture of the second-block experiment after its run (PNG)")
+    p.add_argument("--tricks", action="store_true",
+                   help="only time explorer/fast.js's tricks against the plain lines they replace, in the page")
     args = p.parse_args(argv)
     if args.steps < 1 or args.batch < 1 or args.rounds < 1:
         p.error(f"--steps, --batch and --rounds must be at least 1, got {args.steps}, {args.batch} and {args.rounds}")
@@ -255,6 +311,13 @@ def main(argv=None):
     if machine.find_chromium() is None:
         print("error: no Chromium found (chromium, chromium-browser or google-chrome on PATH)", file=sys.stderr)
         return 2
+    if args.tricks:
+        gains, browser = time_tricks(args.rounds if args.rounds > 1 else 7)
+        print(f"explorer/fast.js's tricks against the plain lines they replace, in {browser}, microseconds per call,"
+              f" medians; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+        for name, (plain, trick) in gains.items():
+            print(f"{name:<16} plain {plain:>9.1f}   trick {trick:>9.1f}   {plain / trick:.2f}x")
+        return 0
     try:
         before = page_of(args.against) if args.against is not None else None
     except ValueError as e:
@@ -336,15 +399,29 @@ def median_run(runs):
     return ranked[(len(ranked) - 1) // 2]
 
 
+def heads_words(scores):
+    """Each head's induction and previous-token scores, [[{...} for each head] for each block], in words.
+
+    >>> heads_words([[{"induction": 0.5, "previous_token": 0.25}, {"induction": 0.0, "previous_token": 1.0}]])
+    'block 1 head 1 0.50 / 0.25, block 1 head 2 0.00 / 1.00'
+    """
+    return ", ".join(f"block {b + 1} head {h + 1} {x['induction']:.2f} / {x['previous_token']:.2f}"
+                     for b, block in enumerate(scores) for h, x in enumerate(block))
+
+
 def depth_report(depth):
     """The second-block experiment's lines of the report.
 
     >>> print(depth_report({"settings": {"steps": 800, "batch": 32, "lr": 0.005, "seed": 3}, "passed": {"step": 450,
     ...     "seconds": 31.6, "one_block": 0.228}, "final": {1: 0.225, 2: 0.999}, "best_one_block": 0.23,
-    ...     "tokens_per_s": {1: 55864, 2: 34950}, "wall": 55.3}))
+    ...     "tokens_per_s": {1: 55864, 2: 34950}, "wall": 55.3, "scores": {1: [[{"induction": 0.224,
+    ...     "previous_token": 0.029}]], 2: [[{"induction": 0.091, "previous_token": 0.254}], [{"induction": 0.971,
+    ...     "previous_token": 0.02}]]}}))
     second-block experiment, 800 steps of 32 periodic sequences, lr 0.005, seed 3, one worker per model
       two blocks passed 90% copy accuracy at step 450, 31.6 s after Start (one block then 22.8%)
       at the end: two blocks 99.9%, one block 22.5% (its best 23.0%); 55,864 and 34,950 tokens/s; whole run 55.3 s
+      head scores at the end, induction / previous token: one block: block 1 head 1 0.22 / 0.03; two blocks:
+      block 1 head 1 0.09 / 0.25, block 2 head 1 0.97 / 0.02
     aim, two blocks above 90% and one block below 40% within 120 s: met
     """
     s = depth["settings"]
@@ -359,7 +436,9 @@ def depth_report(depth):
     met = passed is not None and passed["seconds"] <= 120 and depth["best_one_block"] < 0.4
     return (f"{head}{when}\n  at the end: two blocks {100 * two:.1f}%, one block {100 * one:.1f}% (its best"
             f" {100 * depth['best_one_block']:.1f}%); {speed[key(1)]:,.0f} and {speed[key(2)]:,.0f} tokens/s; whole"
-            f" run {depth['wall']:.1f} s\naim, two blocks above 90% and one block below 40% within 120 s:"
+            f" run {depth['wall']:.1f} s\n  head scores at the end, induction / previous token: one block:"
+            f" {heads_words(depth['scores'][key(1)])}; two blocks:\n  {heads_words(depth['scores'][key(2)])}"
+            f"\naim, two blocks above 90% and one block below 40% within 120 s:"
             f" {'met' if met else 'NOT met'}")
 
 

@@ -4,12 +4,14 @@
 // Read model.py first, then numpy_model.py: this file follows them section by section and name by name (the
 // snake_case is on purpose, so that `layernorm_backward` here is `layernorm_backward` there). With one block, one head
 // and learned positions (or none) it computes what model.py computes. What differs:
-// - A matrix is an Array of Float64Array rows that share one buffer (made by `matrix`); a vector is a Float64Array.
-//   IDs are one sequence of T, as in model.py (train.js averages the windows of a batch).
+// - A matrix is {rows, cols, data}: its numbers row after row in one Float64Array (made by `matrix`); a vector is a
+//   Float64Array. IDs are one sequence of T, as in model.py (train.js averages the windows of a batch).
 // - Every function that adds numbers takes `sums`: EXACT rounds each sum once, like math.fsum (Shewchuk's partials,
 //   ported from CPython), so no result depends on the order of the terms and the order facts hold bit for bit, as
-//   in model.py; PLAIN keeps four running sums in turn and adds them at the end, several times faster, and is what
-//   training uses (its results agree with NumPy's to about 1e-15 relative, not bit for bit).
+//   in model.py; PLAIN adds in plain float64, left to right (dot and sum: in four running sums), many times faster,
+//   and is what training uses (its results agree with NumPy's to about 1e-15 relative, not bit for bit). The loops
+//   of the plain sums that training spends its time in are in fast.js, apart from the maths: each of its tricks
+//   names the plain loop it replaces, adds in the same order, and says what it bought.
 // - Blocks: block 0's tensors have model.py's names, block k's the same names after "block{k}." (oneblock/sizes.py),
 //   so a one-block dict is model.py's. The number of blocks is in the names; the heads are not (no tensor's shape
 //   shows them), so forward takes them, as numpy_model.forward does.
@@ -29,6 +31,7 @@
 //     T = positions in the sequence, d = model width, H = hidden width of the MLP, V = vocabulary size,
 //     L = max_len, the number of learned positions, nh = heads, dh = d / nh, the width of one head.
 
+import { pooled, products_plain, rows_dots_plain, weighted_rows_plain } from "./fast.js";
 import { Random } from "./random.js";
 
 export const EPS = 1e-5; // layer norm's guard against dividing by zero; it keeps the normalised variance just below 1
@@ -186,37 +189,11 @@ export function sum(sums, a, n = a.length) {
 // loop reads them in order and making one costs one allocation. Every product is rows times rows (matmul_bt): the
 // sums then read both operands in order, and a product with a matrix b is one with b's transpose, made first.
 
-/** A rows x cols matrix of 0.0 (inside `reusing`, in a buffer of its pool).
+/** A rows x cols matrix of 0.0 (inside fast.js's `reusing`, in a buffer of its pool).
  *
  *     matrix(2, 3)   // {rows: 2, cols: 3, data: Float64Array [0, 0, 0, 0, 0, 0]} */
 export function matrix(rows, cols) {
-  const n = rows * cols;
-  if (scratch === null) return { rows, cols, data: new Float64Array(n) }; // (rows, cols)
-  let data = scratch.buffers[scratch.next];
-  if (data === undefined || data.length !== n) data = scratch.buffers[scratch.next] = new Float64Array(n);
-  else data.fill(0.0);
-  scratch.next += 1;
-  return { rows, cols, data };
-}
-
-let scratch = null; // the pool of buffers that matrix takes from while `reusing` runs, else null
-
-/** fn(), with every matrix it makes in a buffer of pool ({buffers: []} to start with) that the call before left:
- * a training step's windows make the same matrices in the same order, so after the first window nothing new is
- * allocated (and nothing is left for the garbage collector). What fn returns lives in the pool, until the next
- * call with it overwrites it: copy out what must last.
- *
- *     const pool = {buffers: []};
- *     reusing(pool, () => loss_and_grads(p, x, y))   // the gradients: add them up before the next call */
-export function reusing(pool, fn) {
-  if (scratch !== null) throw new Error("reusing: already inside a call of reusing; pools do not nest");
-  scratch = pool;
-  pool.next = 0;
-  try {
-    return fn();
-  } finally {
-    scratch = null;
-  }
+  return { rows, cols, data: pooled(rows * cols) ?? new Float64Array(rows * cols) }; // (rows, cols)
 }
 
 /** A matrix from a list of equally long rows (arrays of numbers).
@@ -288,20 +265,6 @@ function exact_dot_at(A, a, B, b, n, extra) {
   return acc.value();
 }
 
-/** The same with plain sums, as plain_dot: four running sums in turn. */
-function plain_dot_at(A, a, B, b, n, extra) {
-  let s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-  let i = 0;
-  for (; i + 3 < n; i += 4) {
-    s0 += A[a + i] * B[b + i];
-    s1 += A[a + i + 1] * B[b + i + 1];
-    s2 += A[a + i + 2] * B[b + i + 2];
-    s3 += A[a + i + 3] * B[b + i + 3];
-  }
-  for (; i < n; i++) s0 += A[a + i] * B[b + i];
-  return s0 + s1 + (s2 + s3) + extra;
-}
-
 /** The one loop behind matmul, matmul_bt and matmul_at, which differ only in how they walk their operands:
  * out (n, m) with out[i][j] = sum_{t<k} a(i, t) b(j, t) + bias[j], where a(i, t) = A[i ai + t at] and
  * b(j, t) = B[j bj + t bt]. EXACT rounds each entry once; PLAIN adds each left to right, the bias last. */
@@ -318,54 +281,10 @@ function products(A, ai, at, B, bj, bt, n, m, k, bias, sums) {
       }
     }
   } else {
-    plain_products(A, ai, at, B, bj, bt, O, n, m, k);
+    products_plain(A, ai, at, B, bj, bt, O, n, m, k); // fast.js: each entry summed left to right, the bias last
     if (bias !== null) for (let i = 0; i < n; i++) for (let j = 0; j < m; j++) O[i * m + j] += bias[j];
   }
   return out;
-}
-
-/** products' plain loop: two rows i of a meet four rows j of b at a time, so that the 8 sums run side by side and
- * each number read is used 2 or 4 times. Otherwise the same as, for every i and j,
- *     let s = 0.0; for (let t = 0; t < k; t++) s += A[i * ai + t * at] * B[j * bj + t * bt]; O[i * m + j] = s;
- * (which the rows and columns left over at the edges run), and about twice as fast. */
-function plain_products(A, ai, at, B, bj, bt, O, n, m, k) {
-  const n2 = n - (n % 2), m4 = m - (m % 4);
-  for (let i = 0; i < n2; i += 2) {
-    for (let j = 0; j < m4; j += 4) {
-      let pa = i * ai, pb = j * bj;
-      let s00 = 0.0, s01 = 0.0, s02 = 0.0, s03 = 0.0, s10 = 0.0, s11 = 0.0, s12 = 0.0, s13 = 0.0;
-      for (let t = 0; t < k; t++) {
-        const x0 = A[pa], x1 = A[pa + ai];
-        const y0 = B[pb], y1 = B[pb + bj], y2 = B[pb + 2 * bj], y3 = B[pb + 3 * bj];
-        s00 += x0 * y0;
-        s01 += x0 * y1;
-        s02 += x0 * y2;
-        s03 += x0 * y3;
-        s10 += x1 * y0;
-        s11 += x1 * y1;
-        s12 += x1 * y2;
-        s13 += x1 * y3;
-        pa += at;
-        pb += bt;
-      }
-      const o0 = i * m + j, o1 = o0 + m;
-      O[o0] = s00;
-      O[o0 + 1] = s01;
-      O[o0 + 2] = s02;
-      O[o0 + 3] = s03;
-      O[o1] = s10;
-      O[o1 + 1] = s11;
-      O[o1 + 2] = s12;
-      O[o1 + 3] = s13;
-    }
-  }
-  for (let i = 0; i < n; i++) {
-    for (let j = i < n2 ? m4 : 0; j < m; j++) {
-      let s = 0.0;
-      for (let t = 0; t < k; t++) s += A[i * ai + t * at] * B[j * bj + t * bt];
-      O[i * m + j] = s;
-    }
-  }
 }
 
 /** a times b transposed, plus a bias as one more term of each sum: a (n, k), b (m, k), bias (m,) or null -> (n, m).
@@ -740,38 +659,17 @@ export function layernorm_backward(dy, g, cache, sums) {
 // Causal self-attention, heads of width d / heads: position i reads positions 0..i only
 
 /** out[n] = sum_{c<width} X[x + c] Y[y + n step + c] for n < count: one row of X against count rows of Y (a row of
- * scores: q_i against the keys j <= i). PLAIN takes four rows of Y at a time, each sum left to right. */
+ * scores: q_i against the keys j <= i). PLAIN adds each sum left to right. */
 function dots_with_rows(sums, X, x, Y, y, step, count, width, out) {
   if (sums === EXACT) {
     for (let n = 0; n < count; n++) out[n] = exact_dot_at(X, x, Y, y + n * step, width, 0.0);
-    return;
-  }
-  let n = 0;
-  for (; n + 3 < count; n += 4) {
-    const y0 = y + n * step, y1 = y0 + step, y2 = y1 + step, y3 = y2 + step;
-    let s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-    for (let c = 0; c < width; c++) {
-      const a = X[x + c];
-      s0 += a * Y[y0 + c];
-      s1 += a * Y[y1 + c];
-      s2 += a * Y[y2 + c];
-      s3 += a * Y[y3 + c];
-    }
-    out[n] = s0;
-    out[n + 1] = s1;
-    out[n + 2] = s2;
-    out[n + 3] = s3;
-  }
-  for (; n < count; n++) {
-    let s = 0.0;
-    for (let c = 0; c < width; c++) s += X[x + c] * Y[y + n * step + c];
-    out[n] = s;
+  } else {
+    rows_dots_plain(X, x, Y, y, step, count, width, out); // fast.js: each sum left to right over c
   }
 }
 
 /** O[o + c] = sum_{n<count} W[w + n w_step] X[x + n x_step + c] for c < width: count rows of X mixed by count weights
- * (a row of the context: the weights of query i times the values j <= i). PLAIN takes four columns at a time, each
- * sum left to right over n. */
+ * (a row of the context: the weights of query i times the values j <= i). PLAIN adds each sum left to right over n. */
 function weighted_rows(sums, W, w, w_step, count, X, x, x_step, width, O, o) {
   if (sums === EXACT) {
     for (let c = 0; c < width; c++) {
@@ -779,30 +677,8 @@ function weighted_rows(sums, W, w, w_step, count, X, x, x_step, width, O, o) {
       for (let n = 0; n < count; n++) acc.add(W[w + n * w_step] * X[x + n * x_step + c]);
       O[o + c] = acc.value();
     }
-    return;
-  }
-  let c = 0;
-  for (; c + 3 < width; c += 4) {
-    let s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-    let pw = w, px = x + c;
-    for (let n = 0; n < count; n++) {
-      const a = W[pw];
-      s0 += a * X[px];
-      s1 += a * X[px + 1];
-      s2 += a * X[px + 2];
-      s3 += a * X[px + 3];
-      pw += w_step;
-      px += x_step;
-    }
-    O[o + c] = s0;
-    O[o + c + 1] = s1;
-    O[o + c + 2] = s2;
-    O[o + c + 3] = s3;
-  }
-  for (; c < width; c++) {
-    let s = 0.0;
-    for (let n = 0; n < count; n++) s += W[w + n * w_step] * X[x + n * x_step + c];
-    O[o + c] = s;
+  } else {
+    weighted_rows_plain(W, w, w_step, count, X, x, x_step, width, O, o); // fast.js: each sum left to right over n
   }
 }
 

@@ -9,6 +9,7 @@ import * as bpe from "./bpe.js";
 import * as checkpoint from "./checkpoint.js";
 import { blues, diverging, heatmap, line_chart, surprise } from "./draw.js";
 import * as experiments from "./experiments.js";
+import * as fast from "./fast.js";
 import * as induction from "./induction.js";
 import * as model from "./model.js";
 import { EXACT, forward } from "./model.js";
@@ -838,5 +839,5 @@ window.addEventListener("error", (e) => say("page-message", `Something went wron
 window.addEventListener("unhandledrejection", (e) => say("page-message", `Something went wrong: ${e.reason?.message ?? e.reason}. The rest of the page still works.`));
 
 // for the tests and for anyone curious: the modules and the state, from the browser's console
-window.explorer = { modules: { bpe, checkpoint, experiments, induction, model, positions, random, sample, train, trace_block }, state, run_check, render_all };
+window.explorer = { modules: { bpe, checkpoint, experiments, fast, induction, model, positions, random, sample, train, trace_block }, state, run_check, render_all };
 load();

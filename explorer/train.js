@@ -11,6 +11,7 @@
 //     const state = fresh_state(init_params(96, 16, 64, 64, 3), 3);
 //     const {loss} = train_step(state, draw_windows(state.rng, stream, s), s);
 
+import * as fast from "./fast.js";
 import * as model from "./model.js";
 import { PLAIN, sequence_loss } from "./model.js";
 import { Random } from "./random.js";
@@ -113,7 +114,7 @@ export function loss_and_grads(params, windows, s, sums = PLAIN) {
   let total_loss = 0.0;
   const grads = zeros_like(params);
   for (const window of windows) {
-    const [loss, g] = model.reusing(pool, () => model.loss_and_grads(params, window.slice(0, -1), window.slice(1), s.positions, s.heads, sums));
+    const [loss, g] = fast.reusing(pool, () => model.loss_and_grads(params, window.slice(0, -1), window.slice(1), s.positions, s.heads, sums));
     total_loss += loss;
     add_into(grads, g); // (g is in the pool, which the next window reuses)
   }

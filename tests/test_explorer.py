@@ -277,6 +277,57 @@ def test_js_backward_matches_the_numpy_path_per_tensor(open_page, sites, site):
         print(f"\n{site} {sums}: worst relative gradient error {errors[worst]:.2e} ({worst})")
 
 
+TRICKS_AGREE = """() => {
+  const {fast, model, random} = explorer.modules;
+  const rng = new random.Random(5);
+  const filled = (n) => Float64Array.from({length: n}, () => rng.gauss(0.0, 1.0));
+  const same = (a, b) => a.length === b.length && a.every((x, i) => Object.is(x, b[i]));
+  const out = [];
+  for (const [n, m, k] of [[1, 1, 1], [2, 4, 3], [5, 7, 16], [64, 96, 16], [16, 64, 65]]) {
+    const A = filled(n * k), B = filled(m * k);
+    for (const [ai, at, bj, bt] of [[k, 1, k, 1], [1, n, 1, m], [k, 1, 1, m]]) {
+      const [P, Q] = [new Float64Array(n * m), new Float64Array(n * m)];
+      fast.PLAIN_LINES.products(A, ai, at, B, bj, bt, P, n, m, k);
+      fast.TRICKS.products(A, ai, at, B, bj, bt, Q, n, m, k);
+      out.push(["products", n, m, k, same(P, Q)]);
+    }
+  }
+  for (const [count, width, step] of [[1, 1, 1], [3, 4, 4], [7, 5, 6], [64, 16, 16]]) {
+    const X = filled(width + 3), Y = filled(count * step + width), W = filled(count * step + 1);
+    const [P, Q] = [new Float64Array(count), new Float64Array(count)];
+    fast.PLAIN_LINES.rows_dots(X, 2, Y, 1, step, count, width, P);
+    fast.TRICKS.rows_dots(X, 2, Y, 1, step, count, width, Q);
+    out.push(["rows_dots", count, width, step, same(P, Q)]);
+    const [R, S] = [new Float64Array(width + 2), new Float64Array(width + 2)];
+    fast.PLAIN_LINES.weighted_rows(W, 1, step, count, Y, 0, step, width, R, 2);
+    fast.TRICKS.weighted_rows(W, 1, step, count, Y, 0, step, width, S, 2);
+    out.push(["weighted_rows", count, width, step, same(R, S)]);
+  }
+  // the pool: two windows through it give what fresh matrices give, bit for bit (the second reuses the buffers)
+  const params = model.init_params(96, 16, 64, 64, 3, 2);
+  const pool = {buffers: []};
+  for (const start of [0, 7]) {
+    const ids = Array.from({length: 65}, (_, i) => (i * 37 + start) % 96);
+    const pass = () => model.to_lists(model.loss_and_grads(params, ids.slice(0, -1), ids.slice(1), "rope", 4,
+                                                           model.PLAIN)[1]);
+    const fresh = JSON.stringify(pass()), pooled = JSON.stringify(fast.reusing(pool, pass));
+    out.push(["pool", start, pool.buffers.length, 0, fresh === pooled]);
+  }
+  return out;
+}"""
+
+
+def test_the_tricks_of_fast_js_add_in_the_order_of_the_plain_lines_they_replace(open_page):
+    """Each trick gives its plain line's numbers to the last bit, at the edges too (sizes not a multiple of its
+    blocking), and a window through the pool gives what fresh matrices give."""
+    page = open_page()
+    results = page.js(TRICKS_AGREE)
+    assert [r for r in results if not r[-1]] == []
+    assert {r[0] for r in results} == {"products", "rows_dots", "weighted_rows", "pool"}
+    assert results[-1][2] > 100  # the pool holds the matrices of a pass
+    assert page.errors == []
+
+
 def test_the_pages_gradient_check_passes_and_fails_a_broken_backward(open_page):
     page = open_page()
     page.page.click("#check-go")
@@ -408,6 +459,19 @@ def test_a_grown_rope_checkpoint_of_train_py_loads_and_samples_what_sample_py_do
     assert proc.stdout == greedy + "\n" and len(TOK.encode(greedy)) > 64
     page.shot("sample-panel")
 
+    # training at the loaded sizes, from the loaded weights and from fresh ones of another scheme
+    assert page.page.locator("#inside-block option").count() == 2
+    for source, scheme in (("loaded", "rope"), ("scratch", "sinusoidal")):
+        page.page.check(f"input[name='train-from'][value='{source}']")
+        if source == "scratch":
+            page.page.select_option("#train-positions", scheme)
+        page.page.fill("#train-steps", "5")
+        page.page.click("#train-start")
+        page.page.wait_for_function("explorer.state.training?.done === true", timeout=120_000)
+        m = page.js("() => { const m = explorer.state.model; return [m.config.blocks, m.heads, m.positions, m.step,"
+                    " m.val_loss]; }")
+        assert m[:4] == [2, 2, scheme, 5] and m[4] < (4.0 if source == "loaded" else 4.7), (source, m)
+
     init = open_page()  # the untrained page, and the grown file through its Load weights button
     init.page.set_input_files("#weights-file", str(grown_ckpt))
     message = init.wait_text("#load-message", "Loaded")
@@ -479,6 +543,45 @@ def test_the_second_block_experiment_copies_with_two_blocks_and_not_with_one(ope
           f" {100 * max(e[1] for e in one['evals']):.1f}%); scores {two['scores']}, {one['scores']}")
     assert best > max(h["induction"] for h in one["scores"][0])  # the second block's head copies; one block's cannot
     page.shot("depth-panel")
+    assert page.errors == []
+
+
+def test_the_positions_experiment_reads_every_scheme_past_position_64(open_page):
+    """positions.js's loss by position is experiments/positions.py's (within 1e-12 relative, learned refused past 64
+    in the same words), and a short run of the panel trains the four schemes and shows each one's loss out to 128."""
+    from experiments import positions
+
+    page = open_page()
+    stories = data.load_data(TOK, export.VAL_STORIES, 64)[1]  # the held-out stories, as texts
+    inputs, targets = positions.windows(TOK, stories, positions.WINDOW)  # (W, 128) each
+    assert page.js("() => explorer.modules.positions.windows(explorer.state.tok.encode('\\n' +"
+                   " explorer.state.split.val.map((s) => s + '\\n').join(''))).inputs.length") == len(inputs)
+    params = spread_params(1, seed=11)
+    lists = {name: t.tolist() for name, t in params.items()}
+    for scheme in positions.SCHEMES:
+        want, refusal = positions.loss_by_position(params, scheme, inputs[:6], targets[:6])
+        got = page.js("([lists, scheme, x, y]) => { const {positions, model} = explorer.modules;"
+                      " return positions.loss_by_position(model.from_lists(lists), scheme, 1, x, y); }",
+                      [lists, scheme, inputs[:6].tolist(), targets[:6].tolist()])
+        assert rel_err(got["losses"], want) <= 1e-12 and got["refusal"] == refusal, scheme
+        assert len(got["losses"]) == (64 if scheme == "learned" else 128)
+
+    page.page.fill("#positions-steps", "40")
+    page.page.click("#positions-start")
+    page.page.wait_for_function("explorer.modules.experiments.runs.positions?.ended === true", timeout=600_000,
+                                polling=1000)
+    models = page.js("() => explorer.modules.experiments.runs.positions.models.map((m) => ({scheme: m.scheme,"
+                     " done: m.done, vals: m.vals, losses: m.by_position.losses, refusal: m.by_position.refusal}))")
+    assert [m["scheme"] for m in models] == list(positions.SCHEMES) and all(m["done"] for m in models)
+    for m in models:
+        assert [v[0] for v in m["vals"]] == [0, 40] and m["vals"][1][1] < m["vals"][0][1] - 0.5, m["scheme"]
+        assert len(m["losses"]) == (64 if m["scheme"] == "learned" else 128)
+        assert (m["refusal"] is not None) == (m["scheme"] == "learned")
+    rows = {row.split("\t")[0]: row.split("\t") for row in page.text("#positions-table tbody").splitlines()}
+    assert sorted(rows) == sorted(positions.SCHEMES) and rows["learned"][4] == "cannot read them"
+    assert all(float(rows[scheme][4]) > 0 for scheme in ("none", "sinusoidal", "rope"))
+    assert "learned has no row past 63" in page.text("#positions-note")
+    page.shot("positions-panel")
     assert page.errors == []
 
 
@@ -724,6 +827,9 @@ def test_bad_input_gives_messages_and_the_rest_keeps_working(open_page, trained_
     page.page.fill("#sample-prompt", "Ben")
     page.page.click("#sample-go")
     assert "Prompt: unknown character 'B' at position 0" in page.wait_text("#sample-message", "Prompt")
+    page.page.fill("#sample-prompt", "ben")  # fixed: the old error goes at once, before any sampling
+    page.page.wait_for_function("document.querySelector('#sample-message').hidden")
+    assert page.text("#sample-message") == ""
 
     page.page.fill("#train-lr", "0")
     page.page.click("#train-start")
@@ -746,6 +852,56 @@ def test_bad_input_gives_messages_and_the_rest_keeps_working(open_page, trained_
                                 arg=len(TOK.encode("zoe has a ball.")) + 1)
     assert page.text("#token-message") == ""
     assert page.errors == []
+
+
+def test_fresh_weights_say_before_start_that_they_replace_the_loaded_model_and_it_comes_back(open_page):
+    page = open_page("trained")
+    status = page.text("#model-status")
+    note = page.page.locator("#train-replace-note")
+    assert note.is_visible() and "Start replaces the trained weights in every panel" in note.inner_text()
+    assert "step 300" in note.inner_text()
+    page.page.check("input[name='train-from'][value='loaded']")
+    assert not note.is_visible()
+    page.page.check("input[name='train-from'][value='scratch']")
+    assert note.is_visible()
+
+    page.page.fill("#train-steps", "5")
+    page.page.click("#train-start")
+    page.page.wait_for_function("explorer.state.training?.done === true", timeout=120_000)
+    assert "The loaded weights" in page.text("#model-status") and "are not shown" in page.text("#model-status")
+    assert page.page.is_visible("#restore")
+    page.page.click("#restore")
+    assert page.text("#model-status") == status and not page.page.is_visible("#restore")
+    assert "Back to the loaded weights" in page.text("#load-message")
+    assert page.errors == []
+
+
+def test_bench_explorer_runs_another_version_in_turns_and_the_second_block_experiment(browser, tmp_path):
+    """dev/bench_explorer.py --against: the page of a git revision (here HEAD's) and this one take turns, and the
+    report has both medians, their ratio and the experiment's run; a revision that is not one is exit 2."""
+    if subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True).returncode != 0:
+        pytest.skip("not a git checkout")
+    bench = [sys.executable, "-m", "dev.bench_explorer"]
+    proc = subprocess.run([*bench, "--against", "HEAD", "--steps", "20", "--rounds", "2", "--depth-steps", "20",
+                           "--json", str(tmp_path / "bench.json"), "--depth-screenshot", str(tmp_path / "depth.png")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    assert "this page against the page of HEAD, 2 runs each in turns: median" in proc.stdout
+    assert "second-block experiment, 20 steps of 32 periodic sequences" in proc.stdout
+    record = json.loads((tmp_path / "bench.json").read_text())
+    assert len(record["rounds"]["page"]) == len(record["rounds"]["before"]) == 2
+    assert record["runs"]["before"]["tokens_per_s"] > 0 and set(record["depth"]["final"]) == {"1", "2"}
+    assert (tmp_path / "depth.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    bad = subprocess.run([*bench, "--against", "no-such-revision"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert bad.returncode == 2 and "--against 'no-such-revision' is neither a folder" in bad.stderr, bad.stderr
+
+
+def test_gitignore_covers_the_export_folder_the_docs_show():
+    proc = subprocess.run(["git", "check-ignore", "-q", "site/index.html"], cwd=ROOT)
+    if proc.returncode == 128:
+        pytest.skip("not a git checkout")
+    assert proc.returncode == 0  # explore.py --export site/ leaves nothing for git status to show
 
 
 def test_a_worker_that_fails_is_a_message_and_the_rest_keeps_working(open_page):
