@@ -43,7 +43,7 @@ from pathlib import Path
 from atomic import write_atomic
 from oneblock import data as data_files, machine, training
 from oneblock.data import ROOT
-from oneblock.export import PAGE_SUFFIXES, export_site, read_weights
+from oneblock.export import PAGE_SUFFIXES, UNTRAINED_SEED, export_site, read_weights
 from oneblock.server import make_server
 from oneblock.settings import Settings, checked
 
@@ -63,7 +63,8 @@ def served_page(page_files=None):
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as tmp:
-        export_site(tmp, *read_weights(Path(tmp) / "none.safetensors", explicit=False))
+        weights, fields = read_weights(Path(tmp) / "none.safetensors", explicit=False)
+        export_site(tmp, weights, {**fields, "source": f"The seed-{UNTRAINED_SEED} initial weights"})  # (no path)
         if page_files is not None:
             for path in Path(tmp).iterdir():
                 if path.is_file():

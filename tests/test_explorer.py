@@ -486,6 +486,45 @@ def test_a_grown_rope_checkpoint_of_train_py_loads_and_samples_what_sample_py_do
     assert page.errors == [] and init.errors == []
 
 
+KINDS = {  # train.py's flags -> a kind of checkpoint it writes (besides the fixtures' 1x1, own-text and 2x2 rope)
+    "narrow-sinusoidal": ["--width", "8", "--max-len", "48", "--positions", "sinusoidal", "--heads", "2"],
+    "deep-none-float64": ["--blocks", "3", "--heads", "4", "--positions", "none", "--dtype", "float64"],
+    "torch-rope": ["--backend", "torch", "--device", "cpu", "--blocks", "2", "--positions", "rope"],
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_explore_py_and_the_page_read_every_kind_of_checkpoint_train_py_writes(open_page, tmp_path, kind):
+    """Other widths and max-lens, float64, the PyTorch backend: explore.py exports each, and the page's Load weights
+    button reads it and computes numpy_model's logits (within 1e-12 relative)."""
+    from oneblock import numpy_model
+
+    if kind.startswith("torch") and subprocess.run([sys.executable, "-c", "import torch"]).returncode != 0:
+        pytest.skip("PyTorch is not installed (tests/requirements-torch.txt)")
+    path = tmp_path / f"{kind}.safetensors"
+    subprocess.run([sys.executable, str(ROOT / "train.py"), "--out", str(path), "--steps", "5", "--batch", "2",
+                    "--val-stories", "20", "--eval-every", "5", "--quiet", *KINDS[kind]], check=True,
+                   capture_output=True, cwd=tmp_path, timeout=300)
+    proc = run_explore("--ckpt", path, "--export", tmp_path / "site")
+    assert proc.returncode == 0, proc.stderr
+    ckpt = checkpoint.load_checkpoint(path)
+    blocks, heads = checkpoint.sizes_of(ckpt["config"])
+    scheme = checkpoint.positions_of(ckpt["config"])
+    params = {name: np.asarray(values, dtype=np.float64).reshape(shape)
+              for name, (_, shape, values) in ckpt["params"].items()}  # float64
+
+    page = open_page()
+    page.page.set_input_files("#weights-file", str(path))
+    assert f"Loaded {path.name}: step 5" in page.wait_text("#load-message", "Loaded")
+    window = corpus_windows(1, ckpt["config"]["max_len"], seed=5)[0]
+    want, _ = numpy_model.forward(params, np.array([window]), scheme, heads=heads)  # (1, T, V)
+    got = page.js("([ids]) => { const {model} = explorer.modules, m = explorer.state.model;"
+                  " return [m.config.blocks, m.heads, m.positions, model.to_lists({l: model.forward(m.params, ids,"
+                  " m.positions, m.heads, model.EXACT)[0]}).l]; }", [window])
+    assert got[:3] == [blocks, heads, scheme] and rel_err(got[3], want[0]) <= 1e-12
+    assert page.errors == []
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # The experiments: induction.js against experiments/induction.py, and the second-block experiment run in the page
 
