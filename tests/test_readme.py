@@ -38,6 +38,8 @@ LONG = {  # a command exactly -> why this test does not run it
                                         " on the same page, run its reduced versions",
     "python3 -m experiments.depth": "the full experiment takes about 20 minutes; `--check` and `--rerun`, on the same"
                                     " page, run its reduced versions",
+    "python3 -m dev.bench_explorer --against 0fb4c05 --rounds 3": "reads the page of a git revision, and this copy"
+                                    " has no git history; tests/test_explorer.py runs --against on a short run",
 }
 REDUCED = {  # script or module -> arguments appended to each of its commands here (later arguments win in argparse)
     "train.py": ["--steps", "300"],  # not to commands that set --steps themselves
@@ -47,7 +49,7 @@ REDUCED = {  # script or module -> arguments appended to each of its commands he
                   "--no-torch"],  # (its PyTorch workers take seconds to start: tests/test_bench.py times them)
     "experiments.depth": ["--until", "250"],  # a rerun's shortest check; its others run as written
     "dev.bench_train": ["--steps", "20", "--rounds", "1"],
-    "dev.bench_explorer": ["--steps", "60"],
+    "dev.bench_explorer": ["--steps", "60", "--depth-steps", "25"],
 }
 SERVERS = {  # a command that serves until Ctrl-C -> what this test adds to it (a browser cannot open here)
     "python3 explore.py": ["--no-open"],
