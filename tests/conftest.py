@@ -8,7 +8,7 @@ import os
 from hypothesis import settings
 
 LONGEST_FIRST = ["test_fuzz_checkpoints.py", "test_readme.py", "test_bench.py", "test_torch_train.py",
-                 "test_explorer.py", "test_grown.py"]  # the files whose tests take longest, each a minute or less
+                 "test_explorer.py", "test_grown.py"]  # the files whose tests take longest, each a minute or two
 
 
 def pytest_collection_modifyitems(items):
