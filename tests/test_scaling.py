@@ -9,6 +9,7 @@ from fractions import Fraction
 from math import fsum
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import bpe
@@ -97,3 +98,133 @@ def test_the_longest_story_is_one_the_generator_can_write():
 def test_enough_entropy_that_a_million_stories_hardly_repeat():
     assert chains.entropy() == fsum(math.log(n) for n in [8, 32, 2, 4, 10, 31, 2, 4, 9, 31, 31, 31])
     assert chains.expected_repeats(10 ** 6) < 0.5
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# experiments/scaling.py: the grid, its record, its fits
+
+
+def test_reduced_grid_runs_and_has_the_shape_of_the_full_one(tmp_path, capsys):
+    pytest.importorskip("scipy")
+    from test_positions import reduced_run
+
+    from experiments import scaling
+
+    r = reduced_run(scaling, tmp_path, capsys)
+    assert len(r["runs"]) == scaling.runs_in(scaling.REDUCED) == 3 * 4 * (2 + 2)
+    assert all(s["distinct"] == s["stories"] and s["held_out"] == 0 for s in r["data"]["streams"].values())
+
+
+def scaling_record():
+    pytest.importorskip("scipy")
+    from experiments import scaling
+
+    if not scaling.RECORD_FILE.exists():
+        pytest.fail(f"{scaling.RECORD_FILE.name} is missing; run python3 -m experiments.scaling")
+    import json
+
+    return scaling, json.loads(scaling.RECORD_FILE.read_text(encoding="utf-8"))
+
+
+def test_committed_record_has_the_shape_of_this_code_meets_the_issues_conditions_and_fits_the_budget():
+    scaling, r = scaling_record()
+    scaling.check_record(r, scaling.FULL)
+    assert r["command"] == "python3 -m experiments.scaling" and r["cpu_seconds"] <= 60 * 60  # one core's hour
+    parameters = [r["settings"]["parameters"][scaling.name_of(s)] for s in scaling.FULL["sizes"]]
+    budgets = r["settings"]["budgets"]
+    assert len(parameters) >= 5 and parameters[-1] / parameters[0] >= 20 and len(budgets) >= 4 and (
+        budgets[-1] / budgets[0] >= 16)
+    c = r["conditions"]
+    assert c["frontier_fall"] >= 10 and c["largest_gain_beyond_seeds"] and c["best_validation_error"] <= 0.1
+    front = r["frontier"]  # found again here: the least mean loss of each budget, with NumPy
+    for f in front:
+        means = {size: np.mean(cells[str(f["budget"])]["val"]["by_seed"]) for size, cells in r["cells"].items()}
+        assert f["best_size"] == min(means, key=means.get)
+    assert all(s["distinct"] == s["stories"] and s["held_out"] == 0 for s in r["data"]["streams"].values())
+    for name in ("free_floor", "true_floor"):  # every interval holds its point estimate
+        fit = r["fits"][name]
+        for key in ("alpha", "beta"):
+            assert fit["intervals"][key][0] <= fit[key] <= fit["intervals"][key][1], (name, key)
+
+
+@pytest.mark.parametrize("path, change, where", [
+    (("cells", "16x1", "40000000000", "reducible"), 1e-3, "cells.16x1.40000000000.reducible"),
+    (("fits", "free_floor", "alpha"), 1e-3, "fits.free_floor.alpha"),
+    (("isoflop", "a"), 1e-2, "isoflop.a"),
+    (("runs", -1, "val"), 1e-3, "cells.64x2"),
+])
+def test_check_record_derives_every_summary_again_from_the_runs(path, change, where):
+    scaling, r = scaling_record()
+    target = r
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] += change
+    with pytest.raises(ValueError, match=f"^{where}"):
+        scaling.check_record(r, scaling.FULL)
+
+
+def test_check_record_names_what_is_wrong():
+    scaling, r = scaling_record()
+    r["runs"][5]["flops"] += 1
+    with pytest.raises(ValueError, match="flops are not the formula's"):
+        scaling.check_record(r, scaling.FULL)
+    with pytest.raises(ValueError, match="settings .* are not this code's"):
+        scaling.check_record(scaling_record()[1], scaling.REDUCED)
+
+
+def test_a_cell_reruns_to_the_records_digits(capsys):
+    scaling, r = scaling_record()
+    from oneblock import machine
+
+    largest = scaling.name_of(scaling.FULL["sizes"][-1])  # the fewest steps: 13 at the least budget
+    assert scaling.main(["--rerun", largest, "--budget", str(scaling.FULL["budgets"][0]), "--seed", "4"]) in (0, 1)
+    line = capsys.readouterr().out.strip()
+    if r["machine"] == machine.blas(1):
+        assert line.startswith("OK: ") and "the same digits" in line, line
+    else:
+        assert line.startswith("OTHER MACHINE: "), line
+
+
+@pytest.mark.parametrize("args, phrase", [
+    (["--rerun", "12x1"], "--rerun 12x1: scaling.json has the sizes 8x1, 16x1"),
+    (["--rerun", "16x1", "--budget", "123"], "--budget 123: scaling.json has the budgets 10000000000"),
+    (["--rerun", "16x1", "--seed", "9"], "--seed 9: scaling.json has the seeds"),
+    (["--rerun", "16x1", "--until", "7"], "--until 7: expected a step of the recorded tuning curves"),
+])
+def test_a_bad_rerun_is_refused_before_training_naming_the_value(args, phrase, capsys):
+    scaling, _ = scaling_record()
+    with pytest.raises(SystemExit) as e:
+        scaling.main(args)
+    assert e.value.code == 2 and phrase in capsys.readouterr().err
+
+
+def test_the_grid_costs_what_its_formula_says():
+    """grid_cost counts the FLOPs of every run by formula, as the runs record them."""
+    scaling, r = scaling_record()
+    runs, flops, tokens = scaling.grid_cost(scaling.FULL)
+    assert (runs, flops, tokens) == (len(r["runs"]), sum(x["flops"] for x in r["runs"]),
+                                     sum(x["tokens"] for x in r["runs"]))
+
+
+def test_the_law_fit_recovers_the_law_it_is_given():
+    """Points made by a known law, no noise: both fits find its exponents, the free one its floor."""
+    pytest.importorskip("scipy")
+    from experiments import scaling
+
+    n = np.repeat([1e3, 3e3, 1e4, 3e4, 1e5], 5)
+    d = np.tile([1e5, 4e5, 1.6e6, 6.4e6, 2.56e7], 5)
+    loss = 0.5 + 20 / n ** 0.4 + 300 / d ** 0.3
+    free, _ = scaling.fit_law(n, d, loss)
+    assert free["E"] == pytest.approx(0.5, rel=1e-4) and free["alpha"] == pytest.approx(0.4, rel=1e-4) and (
+        free["beta"] == pytest.approx(0.3, rel=1e-4))
+    known, _ = scaling.fit_law(n, d, loss, floor=0.5)
+    assert known["alpha"] == pytest.approx(0.4, rel=1e-4) and known["B"] == pytest.approx(300, rel=1e-3)
+
+
+def test_the_scaling_page_shows_the_records_tables(capsys):
+    scaling, r = scaling_record()
+    assert scaling.main(["--table"]) == 0
+    tables = capsys.readouterr().out.strip()
+    assert tables == scaling.tables(r)
+    page = ROOT / "docs" / "scaling.md"
+    assert tables in page.read_text(encoding="utf-8"), "docs/scaling.md: paste python3 -m experiments.scaling --table"
