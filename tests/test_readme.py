@@ -38,6 +38,8 @@ LONG = {  # a command exactly -> why this test does not run it
                                         " on the same page, run its reduced versions",
     "python3 -m experiments.depth": "the full experiment takes about 20 minutes; `--check` and `--rerun`, on the same"
                                     " page, run its reduced versions",
+    "python3 -m experiments.scaling": "the full grid takes about 45 minutes of CPU; `--check` and `--rerun`, on the"
+                                      " same page, run its reduced versions",
 }
 REDUCED = {  # script or module -> arguments appended to each of its commands here (later arguments win in argparse)
     "train.py": ["--steps", "300"],  # not to commands that set --steps themselves
