@@ -44,8 +44,8 @@ def paper(width, blocks, heads, vocab, max_len):
     d, T, V = width, max_len, vocab
     parameters = sizes.parameter_count(V, d, 4 * d, T, blocks)  # V d + T d + blocks (12 d^2 + 9 d) + 2 d + d V + V
     activations = sizes.activations_per_token(V, d, 4 * d, blocks, heads, T)  # blocks (18 d + 2 + heads T) + ...
-    forward = blocks * (24 * d * d + 4 * T * d) + 2 * d * V  # FLOPs per token, forward
-    return {"parameters": parameters, "activations_per_token": activations, "flops_per_token": 3 * forward}
+    flops = sizes.flops_per_token(V, d, 4 * d, blocks, T)  # 3 (blocks (24 d^2 + 4 T d) + 2 d V)
+    return {"parameters": parameters, "activations_per_token": activations, "flops_per_token": flops}
 
 
 def human(n, unit):

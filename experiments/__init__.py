@@ -5,6 +5,9 @@ summary derived again from the record) and --rerun (one cell trained again). Run
     depth.py       what a second block buys: 1 or 2 blocks of 1 or 4 heads, on the stories and on copying (depth.json)
     induction.py   the copying task depth.py and plots.py share: periodic sequences and what a model learned of them
     spread.py      how far a training result moves from one machine to another (spread.json)
+    chains.py      harder stories of known probability: a thing handed along a chain, for scaling.py
+    scaling.py     loss against compute: 7 sizes x 7 budgets, the scaling law fitted with the floor unknown and known
+                   (scaling.json)
     recording.py   what every experiment shares: its sweep, its record's text and checks, its command line
     plots.py       the pictures of docs/figures/, from the trained models and the records
 

@@ -52,7 +52,7 @@ with machine.needed_by("python3 -m experiments.depth"):
     from experiments.induction import PERIODS, VOCAB, WINDOW, induction_measures, periodic, train_induction
     from experiments.recording import (TUNE_STORIES, across_seeds, check_provenance, experiment_parser,
                                        first_difference, flags, last_probs, lr_values, need, provenance,
-                                       recorded_settings, rerun_records, rerun_step, rounded, run_or_check,
+                                       recorded_settings, rerun_records, rerun_step, rerun_verdict, rounded, run_or_check,
                                        spread_text, sweep_data, sweep_summary, sweep_text, table_row, trained,
                                        validation_loss)
 
@@ -382,13 +382,7 @@ def rerun(record, task, size, seed, until):
         curve = train_induction(size, lr, seed, plan["induction"], tuning, until=until)[1]
         got = rounded(curve[-1][1])
     cell = f"{task} {name_of(size)} lr {lr:g} seed {seed} at step {until}: tune {got:.6g}, recorded {recorded:.6g}"
-    here = machine.blas(1)
-    if got == recorded:
-        return True, f"OK: {cell}: the same digits ({here})"
-    if here == record["machine"]:
-        return False, f"NOT OK: {cell}: other digits with the kernels and thread count of the record ({here})"
-    return True, (f"OTHER MACHINE: {cell}: {abs(got - recorded):.2g} apart; the record was made with"
-                  f" {record['machine']}, this run with {here}, which add in another order")
+    return rerun_verdict(cell, got, recorded, record)
 
 
 # ----------------------------------------------------------------------------------------------------------------

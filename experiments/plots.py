@@ -1,13 +1,14 @@
 """The pictures in docs/figures/: what the trained model does, and what the position and depth experiments found.
 
-    python3 -m experiments.plots        # trains three models (about a minute), reads positions.json and depth.json
+    python3 -m experiments.plots        # trains three models (about a minute), reads the experiments' records
     python3 -m experiments.plots --steps 50 --out quick-figures    # a quick look: short training, another folder
 
 Training is train.py's default run (the library's train): seed 3 with learned positions, the same weights as
 `python3 train.py` (validation every 100 steps instead of 500, which changes no weight), and the same run with
 --positions none for the order test; and depth.py's two-block, four-head model on periodic sequences (seed 3, at
 the learning rate depth.json chose for it) for the picture of its heads. The experiments' pictures read
-positions.json (positions.py) and depth.json (depth.py), the order test's sentences block-trace.json (the trace's).
+positions.json (positions.py), depth.json (depth.py) and scaling.json (scaling.py), the order test's sentences
+block-trace.json (the trace's).
 Written with matplotlib's Agg backend (no display needed), one PNG per picture:
 
     loss_curves.png            training and validation loss against the entropy floor
@@ -18,6 +19,8 @@ Written with matplotlib's Agg backend (no display needed), one PNG per picture:
                                and each scheme's learning-rate sweep
     depth_experiment.png       what a second block and more heads buy: stories, the repeated colour, copying
     induction_heads.png        every head of a two-block model on a repeated sequence: the induction stripe
+    scaling_experiment.png     IsoFLOP curves of the reducible loss against the true floor, the frontier, the fitted
+                               law, and the compute-optimal size and tokens against compute
 """
 
 import argparse
@@ -44,6 +47,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 FIGURES = ROOT / "docs" / "figures"
 POSITIONS_RECORD, DEPTH_RECORD = HERE / "positions.json", HERE / "depth.json"  # the experiments' records
+SCALING_RECORD = HERE / "scaling.json"
 TRACE = ROOT / "block-trace.json"  # the trace's record: the order test's two sentences
 TRAINED = MODEL["max_len"]  # 64: the positions positions.py's models train on
 TUNE_SEED, TEST_SEED = 1001, 1002  # depth.py's seeds of the tuning and test sequences
@@ -380,6 +384,68 @@ def plot_induction_heads(params, size, sequences, scores, out):
 # Command line
 
 
+def plot_scaling(record, out):
+    """The scaling experiment: left, the IsoFLOP curves (the reducible loss L - E against the true floor E, against
+    non-embedding parameters N, one curve per budget, each seed a dot), the frontier through each budget's least
+    loss, and the law fitted with E fixed at the true floor along each curve (dashed: the fit with E free has its
+    floor below the true one, so its L - E would cross zero); right, N_opt and D_opt against compute with their
+    fitted powers."""
+    settings, floor = record["settings"], record["floor"]["validation_nats_per_token"]
+    budgets, names = settings["budgets"], [f"{w}x{b}" for w, b in settings["sizes"]]
+    n = np.array([settings["parameters"][s] for s in names], dtype=float)  # (sizes,)
+    fit, free = record["fits"]["true_floor"], record["fits"]["free_floor"]
+    colours = matplotlib.colormaps["viridis"](np.linspace(0.0, 0.9, len(budgets)))
+    fig, (ax, right) = subplots(1, 2, figsize=(15, 6.5), constrained_layout=True)
+    for c, colour in zip(budgets, colours):
+        cells = [record["cells"][s][str(c)] for s in names]
+        ax.plot(n, [cell["reducible"] for cell in cells], "-o", color=colour, ms=4, label=f"{c / 1e9:g} GFLOP")
+        for k, cell in enumerate(cells):
+            ax.scatter([n[k]] * len(cell["val"]["by_seed"]), np.array(cell["val"]["by_seed"]) - floor, s=6,
+                       color=colour, alpha=0.5)
+        d = np.array([c / settings["flops_per_token"][s] for s in names])  # (sizes,) tokens at this budget
+        law = fit["E"] + fit["A"] / n ** fit["alpha"] + fit["B"] / d ** fit["beta"]  # (sizes,)
+        ax.plot(n, law - floor, "--", color=colour, lw=1)
+    front = record["frontier"]
+    ax.plot([settings["parameters"][f["best_size"]] for f in front], [f["reducible"] for f in front], "k*-", ms=10,
+            lw=1.5, label="frontier (least loss of each budget)")
+    ax.plot([], [], "k--", lw=1, label=f"fit, E the true floor: {fit['E']:.4f} + {fit['A']:.3g}/N^{fit['alpha']:.2f}"
+                                       f" + {fit['B']:.3g}/D^{fit['beta']:.2f}")
+    ax.plot([], [], " ", label=f"(the fit with E free: E = {free['E']:.3f}, alpha {free['alpha']:.2f}, beta"
+                               f" {free['beta']:.2f})")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xlabel("non-embedding parameters N")
+    ax.set_ylabel(f"reducible loss L - E (nats per token; E = {floor:.4f}, the true floor)")
+    ax.set_title(f"IsoFLOP curves: {len(names)} sizes x {len(budgets)} budgets,\n{len(settings['seeds'])} seeds"
+                 f" (dots), their mean (line), the law fitted with E the true floor (dashed)")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3)
+    iso = record["isoflop"]
+    c = np.array([f["budget"] for f in front], dtype=float)  # (budgets,)
+    used = [f["budget"] in iso["budgets"] for f in front]
+    for key, exponent, marker, what in (("n_opt", iso["a"], "o", "N_opt"), ("d_opt", iso["b"], "s", "D_opt")):
+        y = np.array([f[key] for f in front])  # (budgets,)
+        at = np.array(used)
+        colour = "tab:blue" if key == "n_opt" else "tab:orange"
+        right.plot(c[at], y[at], marker, color=colour, label=f"{what} (parabola through the least cell and its"
+                   f" neighbours)")
+        if not at.all():
+            right.plot(c[~at], y[~at], marker, color=colour, mfc="none", label=f"{what} where the least cell is"
+                       f" the smallest or largest size (left out of the power)")
+        scale = np.exp(np.mean(np.log(y[at]) - exponent * np.log(c[at])))
+        right.plot(c, scale * c ** exponent, "-", color=colour, lw=1, label=f"{what} ~ C^{exponent:.2f}")
+    right.set_xscale("log")
+    right.set_yscale("log")
+    right.set_xlabel("compute C (training FLOPs)")
+    right.set_ylabel("compute-optimal parameters N_opt and tokens D_opt")
+    right.set_title(f"Compute-optimal size: {iso['tokens_per_parameter']:.1f} tokens per parameter (geometric"
+                    f" mean)\nChinchilla: about 20, N_opt ~ C^0.5; Kaplan: N_opt ~ C^0.73")
+    right.legend(fontsize=8)
+    fig.suptitle("Scaling in a teacup: loss against compute, measured against the data's true entropy")
+    return save(fig, out, "scaling_experiment.png")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description="Draw the pictures of docs/figures/ (matplotlib, PNG).",
                                      allow_abbrev=False)
@@ -392,14 +458,17 @@ def main(argv=None):
                         help="the position experiment's record (default: positions.json beside this file)")
     parser.add_argument("--depth-record", default=str(DEPTH_RECORD), metavar="PATH",
                         help="the depth experiment's record (default: depth.json beside this file)")
+    parser.add_argument("--scaling-record", default=str(SCALING_RECORD), metavar="PATH",
+                        help="the scaling experiment's record (default: scaling.json beside this file)")
     args = parser.parse_args(argv)
     if args.steps is not None and args.steps < 1:
         parser.error(f"--steps must be at least 1, got {args.steps}")
-    for path, script in ((args.record, "experiments.positions"), (args.depth_record, "experiments.depth")):
+    paths = (args.record, args.depth_record, args.scaling_record)
+    for path, script in zip(paths, ("experiments.positions", "experiments.depth", "experiments.scaling")):
         if not Path(path).exists():
             print(f"error: no record at {path}; run python3 -m {script} to make it", file=sys.stderr)
             return 2
-    records = [json.loads(Path(path).read_text(encoding="utf-8")) for path in (args.record, args.depth_record)]
+    records = [json.loads(Path(path).read_text(encoding="utf-8")) for path in paths]
     order = json.loads(TRACE.read_text(encoding="utf-8"))["order_test"]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -431,6 +500,7 @@ def main(argv=None):
         plot_experiment(records[0], out),
         plot_depth(records[1], out),
         plot_induction_heads(copier, HEADS_SIZE, test, scores, out),
+        plot_scaling(records[2], out),
     ]
     for path in written:
         print(f"wrote {path} ({path.stat().st_size:,} bytes)")

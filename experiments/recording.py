@@ -386,6 +386,24 @@ def counted(total):
     return report
 
 
+def rerun_verdict(cell, got, recorded, record):
+    """(ok, one line) of a rerun whose number got (cell says what it is) should be the record's: with the record's
+    kernels and thread count the digits must be the same; with others they differ and the line says by how much
+    (spread.py measures how far kernels move the one-block model; the spreads over seeds say what a difference
+    means).
+
+    >>> rerun_verdict("x", 1.5, 1.5, {"machine": "?"})[0]
+    True
+    """
+    here = machine.blas(1)
+    if got == recorded:
+        return True, f"OK: {cell}: the same digits ({here})"
+    if here == record["machine"]:
+        return False, f"NOT OK: {cell}: other digits with the kernels and thread count of the record ({here})"
+    return True, (f"OTHER MACHINE: {cell}: {abs(got - recorded):.2g} apart; the record was made with"
+                  f" {record['machine']}, this run with {here}, which add in another order")
+
+
 def rerun_records(parser, args, files):
     """The records --rerun reads (files: (path, the script that writes it) pairs), after refusing --check beside
     it; None, after saying which record is missing, if one is."""

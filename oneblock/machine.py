@@ -34,6 +34,7 @@ INSTALL = {  # package -> the command that installs it, as the README and docs/t
     "safetensors": DEV,
     "tokenizers": DEV,
     "playwright": DEV,
+    "scipy": DEV,
     "torch": "python3 -m pip install -r tests/requirements-torch.txt (docs/torch.md says how to get the CPU-only"
              " wheel)",
     "numba": "python3 -m pip install numba==0.68.1 (dev/jit_probe.py alone uses it)",

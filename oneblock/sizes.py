@@ -153,6 +153,31 @@ def activations_per_token(vocab, d, hidden, blocks, heads, T):
     return blocks * (10 * d + 2 * hidden + 2 + heads * T) + 3 * d + 1 + 2 * vocab
 
 
+def flops_per_token(vocab, d, hidden, blocks, T):
+    """The floating-point operations of one training step per token (a multiply-add is 2): the forward pass's
+    matrix products, per block Wq, Wk, Wv and Wo (4 d^2 multiply-adds), the MLP's two layers (2 d hidden), every
+    score of the (T, T) attention matrix and the weighted sum of the values (2 T d, as the kernels compute the whole
+    matrix before the causal mask), then the output layer (d V); the backward pass costs twice the forward, a
+    product for the gradient of each of its two inputs. Layer norms, softmaxes, the loss and Adam are left out: they
+    grow with d, not d^2.
+
+    >>> flops_per_token(96, 16, 64, blocks=1, T=64)  # 3 (24 d^2 + 4 T d + 2 d V) for hidden = 4 d
+    39936
+    """
+    forward = blocks * (2 * (4 * d * d + 2 * d * hidden) + 4 * T * d) + 2 * d * vocab
+    return 3 * forward
+
+
+def non_embedding_parameters(d, hidden, blocks):
+    """The parameters of a model's blocks and its final layer norm: every parameter but the token and position
+    tables and the output layer, which scaling laws count apart (Kaplan et al. 2020).
+
+    >>> non_embedding_parameters(16, 64, blocks=1), parameter_count(96, 16, 64, 64) - 96 * 16 - 64 * 16 - 16 * 96 - 96
+    (3248, 3248)
+    """
+    return parameter_count(0, d, hidden, 0, blocks)
+
+
 def step_bytes(vocab, d, hidden, max_len, blocks, heads, batch, seq_len, itemsize):
     """About how many bytes a training step of the NumPy paths holds at once, numbers of itemsize bytes: the
     parameters, their gradients and Adam's two moments (4 numbers a parameter), and the activations of B x T tokens

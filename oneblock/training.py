@@ -7,9 +7,10 @@ stopped early. train.py is the command line on it; the experiments and benchmark
     ([0, 2, 3], (64, 16), 96)
 
 One step: draw B windows of T + 1 consecutive tokens from the training stream (each start drawn by one seeded
-random.Random), predict tokens 1..T of each window from the tokens before them, average the loss over the B * T
-positions, backpropagate, clip the gradient's global norm, and take an Adam step whose learning rate rises linearly
-during the warm-up and then falls along a cosine to its minimum at the last step. Same seed, same settings, same
+random.Random; or the next B of the data's own order of windows, each read once), predict tokens 1..T of each
+window from the tokens before them, average the loss over the B * T positions, backpropagate, clip the gradient's
+global norm, and take an Adam step whose learning rate rises linearly during the warm-up and then falls along a
+cosine to its minimum at the last step. Same seed, same settings, same
 machine: bit-identical weights, also across a kill and a resume from a checkpoint (checkpoint.py holds the state).
 
 The backends are the model files behind one interface (model_functions, the one place that chooses): numpy is
@@ -43,6 +44,28 @@ def draw_starts(rng, stream_len, seq_len, batch):
     [49, 53, 5]
     """
     return [rng.randrange(stream_len - seq_len) for _ in range(batch)]
+
+
+def batch_starts(state, data, s):
+    """The starts of the next step's B windows in data.stream: drawn with the state's seeded rng (draw_starts), or,
+    when data carries an `order` (window starts, each to be read once), the step's B of them in that order, so that
+    a run reads no window twice; a run longer than its order is a ValueError.
+
+    >>> import random
+    >>> batch_starts({"rng": random.Random(0), "step": 1}, SimpleNamespace(stream=range(100)), SimpleNamespace(
+    ...     seq_len=10, batch=3))
+    [49, 53, 5]
+    >>> batch_starts({"step": 1}, SimpleNamespace(order=[40, 0, 20, 30, 10, 50]), SimpleNamespace(batch=3))
+    [30, 10, 50]
+    """
+    order = getattr(data, "order", None)
+    if order is None:
+        return draw_starts(state["rng"], len(data.stream), s.seq_len, s.batch)
+    first = state["step"] * s.batch
+    if first + s.batch > len(order):
+        raise ValueError(f"step {state['step'] + 1} needs windows {first} to {first + s.batch - 1}, but the data's"
+                         f" order has {len(order)}; expected a longer order, or fewer --steps or a smaller --batch")
+    return order[first:first + s.batch]
 
 
 def learning_rate(step, s):
@@ -358,7 +381,7 @@ def fit(state, data, s, functions, save=None, report=print):
     while state["step"] < last:
         # ---- one step on B windows of T + 1 tokens drawn from the training stream
         t0 = time.perf_counter()
-        starts = draw_starts(state["rng"], len(data.stream), s.seq_len, s.batch)
+        starts = batch_starts(state, data, s)
         share = s.batch // s.world  # under torchrun, each rank takes its own share of the B windows, in order
         starts = starts[s.rank * share:(s.rank + 1) * share]
         ids = [data.stream[i:i + s.seq_len] for i in starts]  # (B, T)

@@ -46,6 +46,8 @@ def run_without(blocked, script, *args, cwd=ROOT):
     ({"matplotlib"}, "-m experiments.plots", ["--steps", "2"], "python3 -m experiments.plots"),
     ({"numpy"}, "-m experiments.positions", ["--check"], "python3 -m experiments.positions"),
     ({"numpy"}, "-m experiments.depth", ["--check"], "python3 -m experiments.depth"),
+    ({"numpy"}, "-m experiments.scaling", ["--check"], "python3 -m experiments.scaling"),
+    ({"scipy"}, "-m experiments.scaling", ["--check"], "python3 -m experiments.scaling"),
     ({"numpy"}, "-m dev.bench", ["--sizes", "series-b1", "--no-torch"], "python3 -m dev.bench"),
     ({"numpy"}, "-m dev.bench_explorer", [], "python3 -m dev.bench_explorer"),
     ({"playwright"}, "-m dev.bench_explorer", [], "python3 -m dev.bench_explorer"),

@@ -14,7 +14,7 @@ pytest.importorskip("numpy")
 pytest.importorskip("matplotlib", reason="matplotlib is not installed (pip install matplotlib==3.11.2)")
 
 PICTURES = ["loss_curves.png", "attention.png", "position_similarity.png", "order_test.png",
-            "positions_experiment.png", "depth_experiment.png", "induction_heads.png"]
+            "positions_experiment.png", "depth_experiment.png", "induction_heads.png", "scaling_experiment.png"]
 
 
 def test_plots_run_headless_and_write_every_png(tmp_path):
@@ -32,7 +32,8 @@ def test_plots_run_headless_and_write_every_png(tmp_path):
 
 
 @pytest.mark.parametrize("option, script", [("--record", "experiments.positions"),
-                                            ("--depth-record", "experiments.depth")])
+                                            ("--depth-record", "experiments.depth"),
+                                            ("--scaling-record", "experiments.scaling")])
 def test_a_missing_record_is_a_message(tmp_path, option, script):
     proc = subprocess.run([sys.executable, "-m", "experiments.plots", "--out", str(tmp_path), "--steps", "2",
                            option, str(tmp_path / "none.json")], capture_output=True, text=True, cwd=ROOT,

@@ -1,9 +1,10 @@
-"""scale.py's formulas against the model they describe: its parameter count and the numbers its cache keeps."""
+"""scale.py's formulas against the model they describe: its parameter count, the numbers its cache keeps, and the
+FLOPs of a training step, counted in PyTorch's own operations on the twin of the model."""
 
 import numpy as np
 import pytest
 
-from oneblock import numpy_model
+from oneblock import numpy_model, sizes
 from dev import scale
 
 
@@ -34,6 +35,34 @@ def test_the_formulas_count_the_parameters_and_the_activations_of_the_model(d, v
     logits, cache = numpy_model.forward(params, ids, heads=heads)  # (B, T, V)
     kept = cached_numbers(cache, set()) + 2 * logits.size  # the logits and their gradient
     assert counts["activations_per_token"] == kept / (B * max_len)
+
+
+@pytest.mark.parametrize("d, vocab, T, blocks, heads", [(16, 96, 64, 1, 1), (8, 11, 5, 3, 2), (32, 96, 64, 2, 4),
+                                                      (8, 96, 64, 1, 1), (64, 96, 64, 2, 1)])
+def test_the_flops_formula_counts_the_matrix_products_of_a_training_step(d, vocab, T, blocks, heads):
+    """torch.utils.flop_counter counts every matrix product autograd runs, forward and backward, in torch_model.py's
+    twin of the model: it must be the formula's count, to the FLOP."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from oneblock import torch_model
+
+    params = numpy_model.init_params(vocab, d, 4 * d, T, seed=1, blocks=blocks)
+    p = torch_model.to_torch(params, dtype=torch.float32)
+    B = 3
+    ids = torch.arange(B * T).reshape(B, T) % vocab  # (B, T)
+    with FlopCounterMode(display=False) as counter:
+        torch_model.loss_and_grads(p, ids, (ids + 1) % vocab, heads=heads)
+    assert counter.get_total_flops() == B * T * sizes.flops_per_token(vocab, d, 4 * d, blocks, T)
+    assert scale.paper(width=d, blocks=blocks, heads=heads, vocab=vocab, max_len=T)["flops_per_token"] == (
+        sizes.flops_per_token(vocab, d, 4 * d, blocks, T))
+
+
+def test_non_embedding_parameters_are_the_blocks_and_the_final_layer_norm():
+    params = numpy_model.init_params(96, 16, 64, 64, seed=1, blocks=2)
+    outside = ("tok_emb", "pos_emb", "W_out", "b_out")
+    assert sizes.non_embedding_parameters(16, 64, 2) == sum(p.size for name, p in params.items()
+                                                             if name not in outside)
 
 
 def test_bad_sizes_are_refused_naming_the_value(capsys):

@@ -68,6 +68,23 @@ def test_short_run_learns_far_below_uniform_guessing(tmp_path):
     assert ckpt["step"] == 300 and float(ckpt["metadata"]["val_loss"]) == pytest.approx(val, abs=1e-4)
 
 
+def test_data_with_an_order_of_windows_reads_each_once_in_that_order(monkeypatch):
+    """A run on data that carries an `order` reads its windows step by step in that order, each once, and draws
+    nothing from its sampler; a run longer than its order stops before the step it lacks, naming the numbers."""
+    from oneblock import data as data_files
+
+    data = data_files.prepare(checked(Settings(batch=4, seq_len=32, val_stories=20)))
+    data.order = list(range(0, 32 * 24, 32))[::-1]  # 24 windows that follow each other, read from the end
+    read = []
+    starts = training.batch_starts
+    monkeypatch.setattr(training, "batch_starts", lambda *a: read.append(starts(*a)) or read[-1])
+    run = training.train(Settings(steps=6, batch=4, seq_len=32, val_stories=20, quiet=True), data=data)
+    assert [i for batch in read for i in batch] == data.order and run.state["rng"].random() == (
+        training.fresh_state(lambda seed: {}, 3)["rng"].random())  # the sampler untouched
+    with pytest.raises(ValueError, match="step 7 needs windows 24 to 27, but the data's order has 24"):
+        training.train(Settings(steps=7, batch=4, seq_len=32, val_stories=20, quiet=True), data=data)
+
+
 def test_same_seed_same_bits_other_seed_other_weights(tmp_path):
     paths = [tmp_path / name for name in ("a.safetensors", "b.safetensors", "c.safetensors")]
     for path, seed in zip(paths, (3, 3, 4)):

@@ -1,0 +1,230 @@
+"""experiments/chains.py: a tiny world enumerated whole is a probability distribution whose every story parses back
+to the choices that made it; the full world's stories parse back, are tokenized piece by piece as the tokenizer
+encodes them, and fit the model's positions."""
+
+import itertools
+import math
+import random
+from fractions import Fraction
+from math import fsum
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import bpe
+from experiments import chains
+
+ROOT = Path(__file__).resolve().parent.parent
+TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
+TINY = {"names": ["mia", "tom", "theo"], "things": ["hat", "boat"], "colours": ["red", "blue"],
+        "places": ["park", "garden"], "verbs": ["has", "finds"], "people": 2, "handovers": 2}
+
+
+def every_story(world):
+    """The choices of every story of world, one per combination of option indices."""
+    return [chains.words_of(list(indices), world)
+            for indices in itertools.product(*(range(n) for _, n in chains.options(world)))]
+
+
+def test_a_tiny_world_enumerated_whole_is_a_distribution_of_distinct_stories_that_parse_back():
+    stories = every_story(TINY)
+    texts = [chains.story_text(c) for c in stories]
+    assert len(stories) == chains.stories(TINY) == 2 * (3 * 2 * 2 * 2) * (2 * 2 * 2 * 1) * 2 * 2
+    assert len(set(texts)) == len(texts)  # different choices, different text
+    assert sorted(chains.number(c, TINY) for c in stories) == list(range(len(stories)))
+    assert math.isclose(fsum(math.exp(chains.story_log_prob(t, TINY)) for t in texts), 1.0, rel_tol=1e-12)
+    assert all(chains.parse(t + "\n", TINY) == c for t, c in zip(texts, stories))
+    tokens = [len(TOK.encode(t + "\n")) for t in texts]
+    assert Fraction(sum(tokens), len(tokens)) == chains.expected_tokens(TOK, TINY)
+    assert max(tokens) <= chains.longest_story(TOK, TINY)  # a bound: in TINY the names' longest can't all meet
+
+
+def test_the_givers_and_the_last_sentence_follow_the_thing_along_the_chain():
+    c = chains.parse("at the park, mia has a red hat. theo finds a blue boat. theo gives the boat to tom."
+                     " tom gives the boat to theo. now theo has the blue boat.", TINY)
+    assert c == {"place": "park", "people": [["mia", "has", "red", "hat"], ["theo", "finds", "blue", "boat"]],
+                 "receivers": ["tom", "theo"]}
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("at the park, mia has a red hat. theo finds a blue boat. mia gives the boat to tom. tom gives the boat to theo."
+     " now theo has the blue boat.", "a giver, the thing handed or the last sentence"),
+    ("at the park, mia has a red hat. theo finds a blue boat. theo gives the boat to tom. tom gives the boat to theo."
+     " now theo has the red boat.", "a giver, the thing handed or the last sentence"),
+    ("at the park, mia has a red hat. mia finds a blue boat. mia gives the boat to tom. tom gives the boat to mia."
+     " now mia has the blue boat.", "person 2's name 'mia': expected one of tom, theo"),
+    ("at the zoo, mia has a red hat. theo finds a blue boat. theo gives the boat to tom. tom gives the boat to theo."
+     " now theo has the blue boat.", "the place 'zoo'"),
+    ("at the park, mia has a red hat. theo finds a blue boat. theo gives the boat to theo. theo gives the boat to tom."
+     " now tom has the blue boat.", "hand-over 1's receiver 'theo'"),
+    ("mia has a red hat.", "not a story of this generator"),
+])
+def test_parse_refuses_what_the_generator_cannot_write_saying_why(text, reason):
+    with pytest.raises(ValueError, match=reason.replace("(", r"\(")):
+        chains.parse(text, TINY)
+
+
+def test_draws_parse_back_are_tokenized_piece_by_piece_and_fit_the_positions():
+    rng, pieces = random.Random(5), chains.piece_tokens(TOK)
+    longest = chains.longest_story(TOK)
+    assert longest == 63  # with the newline before it, 64 tokens: the model reads 63 and predicts 63
+    lengths = []
+    for _ in range(2000):
+        c = chains.draw(rng)
+        text = chains.story_text(c)
+        assert chains.parse(text) == c and chains.story_log_prob(text) == -chains.entropy()
+        ids = chains.story_ids(c, pieces)
+        assert ids == TOK.encode(text)
+        lengths.append(len(ids) + 1)
+    assert max(lengths) <= longest
+    assert abs(sum(lengths) / len(lengths) - float(chains.expected_tokens(TOK))) < 0.1  # about 0.9 tokens sd / 45
+
+
+def test_the_longest_story_is_one_the_generator_can_write():
+    """Each word of a list at its longest: a story of the world that is exactly longest_story tokens."""
+    pieces = chains.piece_tokens(TOK)
+    pick = {key: max(chains.WORLD[key], key=lambda w: len(pieces[" " + w])) for key in chains.LISTS}
+    names = sorted(chains.WORLD["names"], key=lambda w: -len(pieces[" " + w]))
+    things = sorted(chains.WORLD["things"], key=lambda w: -len(pieces[" " + w]))
+    c = {"place": pick["places"], "people": [[names[0], pick["verbs"], pick["colours"], things[0]],
+                                             [names[1], pick["verbs"], pick["colours"], things[1]]],
+         "receivers": [names[2], names[1], names[2]]}
+    text = chains.story_text(c)
+    assert chains.parse(text) == c
+    assert len(TOK.encode(text + "\n")) == chains.longest_story(TOK)
+
+
+def test_enough_entropy_that_a_million_stories_hardly_repeat():
+    assert chains.entropy() == fsum(math.log(n) for n in [8, 32, 2, 4, 10, 31, 2, 4, 9, 31, 31, 31])
+    assert chains.expected_repeats(10 ** 6) < 0.5
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# experiments/scaling.py: the grid, its record, its fits
+
+
+def test_reduced_grid_runs_and_has_the_shape_of_the_full_one(tmp_path, capsys):
+    pytest.importorskip("scipy")
+    from test_positions import reduced_run
+
+    from experiments import scaling
+
+    r = reduced_run(scaling, tmp_path, capsys)
+    assert len(r["runs"]) == scaling.runs_in(scaling.REDUCED) == 3 * 4 * (2 + 2)
+    assert all(s["distinct"] == s["stories"] and s["held_out"] == 0 for s in r["data"]["streams"].values())
+
+
+def scaling_record():
+    pytest.importorskip("scipy")
+    from experiments import scaling
+
+    if not scaling.RECORD_FILE.exists():
+        pytest.fail(f"{scaling.RECORD_FILE.name} is missing; run python3 -m experiments.scaling")
+    import json
+
+    return scaling, json.loads(scaling.RECORD_FILE.read_text(encoding="utf-8"))
+
+
+def test_committed_record_has_the_shape_of_this_code_meets_the_issues_conditions_and_fits_the_budget():
+    scaling, r = scaling_record()
+    scaling.check_record(r, scaling.FULL)
+    assert r["command"] == "python3 -m experiments.scaling" and r["cpu_seconds"] <= 60 * 60  # one core's hour
+    parameters = [r["settings"]["parameters"][scaling.name_of(s)] for s in scaling.FULL["sizes"]]
+    budgets = r["settings"]["budgets"]
+    assert len(parameters) >= 5 and parameters[-1] / parameters[0] >= 20 and len(budgets) >= 4 and (
+        budgets[-1] / budgets[0] >= 16)
+    c = r["conditions"]
+    assert c["frontier_fall"] >= 10 and c["largest_gain_beyond_seeds"] and c["best_validation_error"] <= 0.1
+    front = r["frontier"]  # found again here: the least mean loss of each budget, with NumPy
+    for f in front:
+        means = {size: np.mean(cells[str(f["budget"])]["val"]["by_seed"]) for size, cells in r["cells"].items()}
+        assert f["best_size"] == min(means, key=means.get)
+    assert all(s["distinct"] == s["stories"] and s["held_out"] == 0 for s in r["data"]["streams"].values())
+    for name in ("free_floor", "true_floor"):  # every interval holds its point estimate
+        fit = r["fits"][name]
+        for key in ("alpha", "beta"):
+            assert fit["intervals"][key][0] <= fit[key] <= fit["intervals"][key][1], (name, key)
+
+
+@pytest.mark.parametrize("path, change, where", [
+    (("cells", "16x1", "40000000000", "reducible"), 1e-3, "cells.16x1.40000000000.reducible"),
+    (("fits", "free_floor", "alpha"), 1e-3, "fits.free_floor.alpha"),
+    (("isoflop", "a"), 1e-2, "isoflop.a"),
+    (("runs", -1, "val"), 1e-3, "cells.64x2"),
+])
+def test_check_record_derives_every_summary_again_from_the_runs(path, change, where):
+    scaling, r = scaling_record()
+    target = r
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] += change
+    with pytest.raises(ValueError, match=f"^{where}"):
+        scaling.check_record(r, scaling.FULL)
+
+
+def test_check_record_names_what_is_wrong():
+    scaling, r = scaling_record()
+    r["runs"][5]["flops"] += 1
+    with pytest.raises(ValueError, match="flops are not the formula's"):
+        scaling.check_record(r, scaling.FULL)
+    with pytest.raises(ValueError, match="settings .* are not this code's"):
+        scaling.check_record(scaling_record()[1], scaling.REDUCED)
+
+
+def test_a_cell_reruns_to_the_records_digits(capsys):
+    scaling, r = scaling_record()
+    from oneblock import machine
+
+    largest = scaling.name_of(scaling.FULL["sizes"][-1])  # the fewest steps: 13 at the least budget
+    assert scaling.main(["--rerun", largest, "--budget", str(scaling.FULL["budgets"][0]), "--seed", "4"]) in (0, 1)
+    line = capsys.readouterr().out.strip()
+    if r["machine"] == machine.blas(1):
+        assert line.startswith("OK: ") and "the same digits" in line, line
+    else:
+        assert line.startswith("OTHER MACHINE: "), line
+
+
+@pytest.mark.parametrize("args, phrase", [
+    (["--rerun", "12x1"], "--rerun 12x1: scaling.json has the sizes 8x1, 16x1"),
+    (["--rerun", "16x1", "--budget", "123"], "--budget 123: scaling.json has the budgets 10000000000"),
+    (["--rerun", "16x1", "--seed", "9"], "--seed 9: scaling.json has the seeds"),
+    (["--rerun", "16x1", "--until", "7"], "--until 7: expected a step of the recorded tuning curves"),
+])
+def test_a_bad_rerun_is_refused_before_training_naming_the_value(args, phrase, capsys):
+    scaling, _ = scaling_record()
+    with pytest.raises(SystemExit) as e:
+        scaling.main(args)
+    assert e.value.code == 2 and phrase in capsys.readouterr().err
+
+
+def test_the_grid_costs_what_its_formula_says():
+    """grid_cost counts the FLOPs of every run by formula, as the runs record them."""
+    scaling, r = scaling_record()
+    runs, flops, tokens = scaling.grid_cost(scaling.FULL)
+    assert (runs, flops, tokens) == (len(r["runs"]), sum(x["flops"] for x in r["runs"]),
+                                     sum(x["tokens"] for x in r["runs"]))
+
+
+def test_the_law_fit_recovers_the_law_it_is_given():
+    """Points made by a known law, no noise: both fits find its exponents, the free one its floor."""
+    pytest.importorskip("scipy")
+    from experiments import scaling
+
+    n = np.repeat([1e3, 3e3, 1e4, 3e4, 1e5], 5)
+    d = np.tile([1e5, 4e5, 1.6e6, 6.4e6, 2.56e7], 5)
+    loss = 0.5 + 20 / n ** 0.4 + 300 / d ** 0.3
+    free, _ = scaling.fit_law(n, d, loss)
+    assert free["E"] == pytest.approx(0.5, rel=1e-4) and free["alpha"] == pytest.approx(0.4, rel=1e-4) and (
+        free["beta"] == pytest.approx(0.3, rel=1e-4))
+    known, _ = scaling.fit_law(n, d, loss, floor=0.5)
+    assert known["alpha"] == pytest.approx(0.4, rel=1e-4) and known["B"] == pytest.approx(300, rel=1e-3)
+
+
+def test_the_scaling_page_shows_the_records_tables(capsys):
+    scaling, r = scaling_record()
+    assert scaling.main(["--table"]) == 0
+    tables = capsys.readouterr().out.strip()
+    assert tables == scaling.tables(r)
+    page = ROOT / "docs" / "scaling.md"
+    assert tables in page.read_text(encoding="utf-8"), "docs/scaling.md: paste python3 -m experiments.scaling --table"
