@@ -1033,6 +1033,22 @@ def test_export_without_a_checkpoint_is_the_untrained_seed_3_model(tmp_path):
     assert not list(site.rglob("*.tmp"))
 
 
+def test_a_model_too_large_for_the_page_is_refused_naming_it(grown_ckpt, monkeypatch):
+    """read_weights holds every checkpoint to page_fits before anything is exported: with the page's bound set just
+    below what the grown 2 x 2 model needs, it is refused with its sizes and parameter count; at the bound, it loads."""
+    from oneblock import sizes
+
+    config = checkpoint.load_checkpoint(grown_ckpt)["config"]
+    count = sizes.parameter_count(*(config[key] for key in checkpoint.SIZE_KEYS), blocks=2)
+    monkeypatch.setattr(export, "PAGE_BYTES", export.PAGE_COPIES * 8 * count - 1)
+    with pytest.raises(ValueError, match=rf"is a model of 2 blocks x 2 heads, width 16: {count:,} parameters, which"
+                                         r" the explorer does not run: .* sample.py runs it"):
+        export.read_weights(grown_ckpt, explicit=True)
+    monkeypatch.setattr(export, "PAGE_BYTES", export.PAGE_COPIES * 8 * count)
+    raw, fields = export.read_weights(grown_ckpt, explicit=True)
+    assert raw == grown_ckpt.read_bytes() and fields["trained"]
+
+
 def run_explore(*args, cwd=ROOT):
     return subprocess.run([sys.executable, str(ROOT / "explore.py"), *map(str, args)], capture_output=True,
                           text=True, cwd=cwd, timeout=120)
