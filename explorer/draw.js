@@ -174,13 +174,18 @@ export function line_chart(canvas, options) {
     ctx.setLineDash([]);
     if (s.dots) for (const [x, y] of s.points) ctx.fillRect(X(x) - 2, Y(y) - 2, 4, 4);
     drawn += s.points.length;
-    if (s.label) {
-      ctx.textAlign = "left";
-      ctx.textBaseline = "top";
-      ctx.fillRect(legend_x, pad.top + 6, 12, 3);
-      ctx.fillText(s.label, legend_x + 16, pad.top + 1);
-      legend_x += 24 + ctx.measureText(s.label).width;
-    }
+  }
+  // the legend last, on a white ground, so that no curve runs through its labels
+  ctx.textAlign = "left";
+  ctx.textBaseline = "top";
+  for (const s of options.series.filter((s) => s.label)) {
+    const width = 20 + ctx.measureText(s.label).width;
+    ctx.fillStyle = "rgba(255, 255, 255, 0.85)";
+    ctx.fillRect(legend_x - 2, pad.top + 1, width, 12);
+    ctx.fillStyle = s.color;
+    ctx.fillRect(legend_x, pad.top + 6, 12, 3);
+    ctx.fillText(s.label, legend_x + 16, pad.top + 1);
+    legend_x += 4 + width;
   }
   return drawn;
 }
