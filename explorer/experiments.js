@@ -32,12 +32,11 @@ const pending = new Map(); // soon's frames
 /** Wire the two panels to the page's data (page.js calls this once it has loaded). */
 export function setup(loaded) {
   page = loaded;
-  for (const [key, value] of Object.entries({ steps: DEPTH.steps, batch: DEPTH.batch, lr: DEPTH.lr, seed: DEPTH.seed })) $(`depth-${key}`).value = value;
-  for (const [key, value] of Object.entries({ steps: POSITIONS.steps, batch: POSITIONS.batch, lr: POSITIONS.lr, seed: POSITIONS.seed })) $(`positions-${key}`).value = value;
-  $("depth-start").addEventListener("click", start_depth);
-  $("depth-stop").addEventListener("click", () => stop("depth"));
-  $("positions-start").addEventListener("click", start_positions);
-  $("positions-stop").addEventListener("click", () => stop("positions"));
+  for (const [name, defaults, start] of [["depth", DEPTH, start_depth], ["positions", POSITIONS, start_positions]]) {
+    for (const key of ["steps", "batch", "lr", "seed"]) $(`${name}-${key}`).value = defaults[key];
+    $(`${name}-start`).addEventListener("click", start);
+    $(`${name}-stop`).addEventListener("click", () => stop(name));
+  }
   redraw();
 }
 
@@ -77,6 +76,21 @@ function read_fields(prefix) {
   };
 }
 
+/** A panel's Start: its fields read (or null, with the message of the first that is wrong), and its last run
+ * stopped. */
+function begin(name) {
+  say(`${name}-message`, "");
+  let fields;
+  try {
+    fields = read_fields(name);
+  } catch (e) {
+    say(`${name}-message`, `${e.message}.`);
+    return null;
+  }
+  stop(name);
+  return fields;
+}
+
 function stop(name) {
   const run = runs[name];
   if (!run) return;
@@ -109,14 +123,8 @@ function maybe_done(name) {
 // The second block: one block and two on periodic sequences
 
 function start_depth() {
-  say("depth-message", "");
-  let fields;
-  try {
-    fields = read_fields("depth");
-  } catch (e) {
-    return say("depth-message", `${e.message}.`);
-  }
-  stop("depth");
+  const fields = begin("depth");
+  if (!fields) return;
   const run = { fields, started: performance.now(), passed: null, ended: false, models: [] };
   runs.depth = run;
   for (const blocks of DEPTH.blocks) {
@@ -219,14 +227,8 @@ function validation_stream() {
 }
 
 function start_positions() {
-  say("positions-message", "");
-  let fields;
-  try {
-    fields = read_fields("positions");
-  } catch (e) {
-    return say("positions-message", `${e.message}.`);
-  }
-  stop("positions");
+  const fields = begin("positions");
+  if (!fields) return;
   const long = positions.windows(validation_stream(), positions.WINDOW);
   const run = { fields, started: performance.now(), ended: false, windows: long.inputs.length, models: [] };
   runs.positions = run;
