@@ -585,6 +585,25 @@ def test_the_second_block_experiment_copies_with_two_blocks_and_not_with_one(ope
     assert page.errors == []
 
 
+def test_the_experiments_refuse_a_bad_field_naming_it_and_start_nothing(open_page):
+    """Start with a field out of range: the panel's message names the field, its value and what it allows, and no
+    run starts; fixed, the message goes and the run starts."""
+    page = open_page()
+    cases = (("depth", "steps", "0", "Steps is \"0\"; expected a whole number from 1 to 100000.", 1),
+             ("positions", "lr", "2", "Learning rate is \"2\"; expected a number between 0 and 1.", 0.01))
+    for name, field, value, expected, good in cases:
+        page.page.fill(f"#{name}-{field}", value)
+        page.page.click(f"#{name}-start")
+        assert page.text(f"#{name}-message") == expected
+        assert page.js(f"() => explorer.modules.experiments.runs.{name}") is None
+        page.page.fill(f"#{name}-{field}", str(good))
+        page.page.click(f"#{name}-start")
+        assert page.page.locator(f"#{name}-message").is_hidden()
+        assert page.js(f"() => explorer.modules.experiments.runs.{name}.fields.{field}") == good
+        page.page.click(f"#{name}-stop")
+    assert page.errors == []
+
+
 def test_the_positions_experiment_reads_every_scheme_past_position_64(open_page):
     """positions.js's loss by position is experiments/positions.py's (within 1e-12 relative, learned refused past 64
     in the same words), and a short run of the panel trains the four schemes and shows each one's loss out to 128."""
