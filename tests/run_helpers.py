@@ -1,7 +1,9 @@
 """Helpers shared by the tests that run the lab's commands in a subprocess: kill a train.py run with a real SIGKILL
-once its checkpoint has reached a step, start explore.py's server, and a text of one's own."""
+once its checkpoint has reached a step, start explore.py's server, assert that a run failed as a bad input should, and
+a text of one's own."""
 
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -41,6 +43,19 @@ def serving_explorer(cwd):
         proc.kill()
         raise AssertionError(f"explore.py did not serve: {line!r} {proc.communicate()[1][-2000:]}")
     return proc, line.split()[4]
+
+
+def one_line_error(proc, *phrases):
+    """Assert that a run failed as every bad input should: exit 2, one line on stderr starting with "error:" (or
+    argparse's usage and one line), naming each phrase, and no traceback."""
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert re.match(r"(error:|[\w.-]+\.py: error:)", last), proc.stderr  # ours, or argparse's "train.py: error:"
+    if last.startswith("error:"):
+        assert proc.stderr.count("\n") == 1, proc.stderr
+    for phrase in phrases:
+        assert phrase in last, (phrase, proc.stderr)
 
 
 def own_text(lines=120, seed=0):

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from run_helpers import own_text
+from run_helpers import one_line_error, own_text
 
 import bpe
 from oneblock import checkpoint
@@ -46,19 +46,6 @@ def run(script, *args, cwd, limit=None, timeout=300):
     """One of the scripts in a subprocess, optionally under a resource limit (a function run in the child)."""
     return subprocess.run([sys.executable, str(ROOT / script), *map(str, args)], capture_output=True, text=True,
                           cwd=cwd, timeout=timeout, preexec_fn=limit)
-
-
-def one_line_error(proc, *phrases):
-    """Assert that a run failed as every bad input should: exit 2, one line on stderr starting with "error:" (or
-    argparse's usage and one line), naming each phrase, and no traceback."""
-    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith(("error:", "train.py: error:", "bpe.py: error:")), proc.stderr
-    if last.startswith("error:"):
-        assert proc.stderr.count("\n") == 1, proc.stderr
-    for phrase in phrases:
-        assert phrase in last, (phrase, proc.stderr)
 
 
 def files_under(folder):
