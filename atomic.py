@@ -1,7 +1,9 @@
 """Files that survive crashes and concurrent runs: write a file so that a crash at any moment leaves either the old
-file or the new one, never half of one (`write_atomic`; several, all or none: `write_together`), and read one whole
-with a clear message when it cannot be (`read_whole`); own a path while a run writes it, so that a second run cannot
-silently replace the first one's results (`hold`).
+file or the new one, never half of one (`write_atomic`; several, all or none: `write_together`), and remove only the
+temporary files that a killed writer left (`remove_leftovers`); read one whole with a clear message when it cannot be
+(`read_whole`); refuse a name the file system cannot take before anything is made (`name_problem`); and own a path
+while a run writes it, so that a second run cannot silently replace the first one's results, with a lock that
+follows no link and opens nothing already at its name (`hold`).
 
     >>> import tempfile, pathlib
     >>> with tempfile.TemporaryDirectory() as d:
@@ -12,6 +14,7 @@ silently replace the first one's results (`hold`).
 """
 
 import os
+import re
 import stat
 import tempfile
 from contextlib import contextmanager, suppress
@@ -23,59 +26,137 @@ LOCK_OFFSET = 1 << 20  # Windows locks a byte range: one byte here, far past the
 # Writing a file whole
 
 
-def write_atomic(path, data):
+def write_atomic(path, data, mode=0o644):
     """Write data (str as UTF-8 with "\\n" line ends, or bytes) to a temporary file beside path, flush it to disk,
-    then rename it over path in one step."""
-    write_together({path: data})
+    then rename it over path in one step; the file gets the permissions mode (0o600: for its owner only)."""
+    write_together({path: data}, {path: mode})
 
 
-def write_together(files):
+def write_together(files, modes=None):
     """Write files {path: data} all or none, each as write_atomic writes one: every file to a temporary file beside
-    it first, and only once all are on disk, each renamed over its path. A write that fails (a full disk, a file too
-    large, a folder that cannot be written) removes the temporary files and leaves every path as it was; it is an
-    OSError whose filename is the path that could not be written. (Only a rename that fails, after all the data is
+    it first, and only once all are on disk, each renamed over its path. modes: {path: permissions} for the files
+    that are not to be 0o644 (readable by all, as open() would make them). A write that fails (a full disk, a file
+    too large, a folder that cannot be written) removes the temporary files and leaves every path as it was; it is
+    an OSError whose filename is the path that could not be written. (Only a rename that fails, after all the data is
     written, could leave the paths before it new.)
+
+    A temporary file is named after its path, the writer's process ID and a random part (path.PID.RANDOM.tmp), and
+    its writer holds the operating system's lock on it until it is renamed, so that a later run can tell one that a
+    killed writer left (remove_leftovers) from one that is being written.
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as d:
-    ...     write_together({Path(d) / "a.txt": "one\\n", Path(d) / "b.bin": b"two"})
-    ...     sorted(p.name for p in Path(d).iterdir())
-    ['a.txt', 'b.bin']
+    ...     write_together({Path(d) / "a.txt": "one\\n", Path(d) / "b.bin": b"two"}, {Path(d) / "b.bin": 0o600})
+    ...     sorted((p.name, oct(p.stat().st_mode & 0o777)) for p in Path(d).iterdir())
+    [('a.txt', '0o644'), ('b.bin', '0o600')]
     """
-    staged = []
+    modes = {Path(path): mode for path, mode in (modes or {}).items()}
+    staged = []  # (fd, temporary name, path), the fd open and locked until the rename
     try:
         for path, data in files.items():
             path = Path(path)
             try:
-                staged.append((_staged(path, data), path))
+                staged.append((*_staged(path, data, modes.get(path, 0o644)), path))
             except OSError as e:
                 raise OSError(e.errno, e.strerror, str(path)) from None
         while staged:
-            tmp, path = staged[0]
+            fd, tmp, path = staged[0]
+            if os.name == "nt":  # Windows renames no open file
+                os.close(fd)
+                fd = None
             os.replace(tmp, path)
             staged.pop(0)
+            if fd is not None:
+                os.close(fd)
     except BaseException:
-        for tmp, _ in staged:
+        for fd, tmp, _ in staged:
             with suppress(OSError):
                 os.unlink(tmp)
+            with suppress(OSError, TypeError):
+                os.close(fd)
         raise
 
 
-def _staged(path, data):
-    """The name of a temporary file beside path holding data, flushed to disk and readable by all; nothing is left
-    behind when it cannot be written."""
+def _staged(path, data, mode):
+    """(an open file descriptor, locked, and the name) of a temporary file beside path holding data, flushed to disk,
+    with the permissions mode; nothing is left behind when it cannot be written."""
     raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.{os.getpid()}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as f:
+        if os.name != "nt":
+            _try_lock(fd)  # (a fresh file of a random name: nobody else holds it)
+        with open(fd, "wb", closefd=False) as f:
             f.write(raw)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # an ordinary readable file, as open() would make
+        os.chmod(tmp, mode)
     except BaseException:
         os.unlink(tmp)
+        os.close(fd)
         raise
-    return tmp
+    return fd, tmp
+
+
+def remove_leftovers(path):
+    """Remove the temporary files beside path that a writer of it left when it was killed (a SIGKILL, a power cut):
+    those named as write_together names them (path.PID.RANDOM.tmp), regular files of one name, whose process is no
+    longer running and on which nobody holds the lock its writer held. Anything else is left as it is: another run's
+    save in progress, a file of yours that looks like one. Returns the names removed. (Windows: none is removed.)
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     dead = Path(d) / "c.bin.999999999.abcd1234.tmp"  # no process has that ID
+    ...     _ = dead.write_bytes(b"half a file")
+    ...     _ = (Path(d) / "c.bin.mine.tmp").write_bytes(b"yours")
+    ...     remove_leftovers(Path(d) / "c.bin"), sorted(p.name for p in Path(d).iterdir())
+    (['c.bin.999999999.abcd1234.tmp'], ['c.bin.mine.tmp'])
+    """
+    path = Path(path)
+    if os.name == "nt":
+        return []
+    pattern = re.compile(re.escape(path.name) + r"\.([0-9]+)\.[a-z0-9_]{8}\.tmp")
+    removed = []
+    try:
+        names = sorted(os.listdir(path.parent or "."))
+    except OSError:
+        return []
+    for name in names:
+        found = pattern.fullmatch(name)
+        if found is None or _running(int(found.group(1))):
+            continue
+        leftover = path.parent / name
+        try:
+            fd = os.open(leftover, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:  # a link, or gone
+            continue
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and _try_lock(fd):
+                if os.path.samestat(st, os.lstat(leftover)):
+                    os.unlink(leftover)
+                    removed.append(name)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return removed
+
+
+def _running(pid):
+    """Whether a process with this ID runs on this machine (one of another user's counts: it may be a writer).
+
+    >>> _running(os.getpid()), _running(999999999)
+    (True, False)
+    """
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OverflowError:  # no process ID is that large
+        return False
+    except OSError:  # PermissionError: another user's process
+        return True
+    return True
 
 
 @contextmanager
@@ -92,9 +173,17 @@ def folder_for(path):
     (True, False)
     """
     path = Path(path)
-    made = [folder for folder in (path.parent, *path.parent.parents) if not folder.exists()]  # deepest first
+    missing = [folder for folder in (path.parent, *path.parent.parents) if not folder.exists()]  # deepest first
+    made = []
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        for folder in reversed(missing):  # one at a time, from the top: no recursion, however deep the path
+            try:
+                os.mkdir(folder)
+            except FileExistsError:
+                if not folder.is_dir():
+                    raise
+                continue
+            made.insert(0, folder)
     except OSError as e:
         for folder in made:
             with suppress(OSError):
@@ -106,6 +195,47 @@ def folder_for(path):
         for folder in made:
             with suppress(OSError):  # not empty: something was written there, which stays
                 folder.rmdir()
+
+
+TEMPORARY_ENDING = len(".4294967295.abcdefgh.tmp")  # the most write_together adds to a name: PID, random, ".tmp"
+
+
+def name_problem(path, endings=(".lock",)):
+    """Why path cannot be written by this module, judged from its name alone, in one line, or None: a name in it
+    longer than its file system allows (NAME_MAX, 255 bytes on most) once the longest of endings (the names the
+    writer makes beside it, such as its lock) and a temporary file's ending are added, or the whole path longer
+    than the system allows (PATH_MAX, 4,096 bytes on Linux). Checked before anything is made, so that a name too
+    long is a message at the start, not an error at the first save.
+
+    >>> print(name_problem("x" * 300))
+    a name of 300 bytes, and 329 with the endings of the files written beside it, more than the 255 bytes this file \
+system allows in a name
+    """
+    path = Path(os.path.abspath(path))
+    there = next(folder for folder in path.parents if os.path.isdir(folder))
+    name_max, path_max = _limit(there, "PC_NAME_MAX", 255), _limit(there, "PC_PATH_MAX", 4096)
+    extra = max(len(os.fsencode(ending)) for ending in endings) + TEMPORARY_ENDING
+    size = len(os.fsencode(str(path)))
+    if size + extra >= path_max:
+        return (f"a path of {size:,} bytes, and {size + extra:,} with the endings of the files written beside it,"
+                f" more than the {path_max - 1:,} bytes this system allows in a path")
+    for part in path.parts[1:-1]:
+        if len(os.fsencode(part)) > name_max:
+            return (f"a folder name of {len(os.fsencode(part)):,} bytes, more than the {name_max:,} bytes this file"
+                    f" system allows in a name")
+    size = len(os.fsencode(path.name))
+    if size + extra > name_max:
+        return (f"a name of {size:,} bytes, and {size + extra:,} with the endings of the files written beside it,"
+                f" more than the {name_max:,} bytes this file system allows in a name")
+    return None
+
+
+def _limit(folder, name, default):
+    """A limit of the file system of folder (os.pathconf's name), or default where the system does not say."""
+    try:
+        return os.pathconf(folder, name)
+    except (AttributeError, ValueError, OSError):
+        return default
 
 
 def read_whole(path, what, most=None):
@@ -154,8 +284,9 @@ def kind_of(mode):
     >>> kind_of(stat.S_IFIFO), kind_of(stat.S_IFCHR)
     ('a FIFO (a named pipe)', 'a character device')
     """
-    kinds = [(stat.S_ISFIFO, "a FIFO (a named pipe)"), (stat.S_ISCHR, "a character device"),
-             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder")]
+    kinds = [(stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO (a named pipe)"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISDIR, "a folder")]
     return next((name for test, name in kinds if test(mode)), "not an ordinary file")
 
 
@@ -181,64 +312,134 @@ def _try_lock(fd):
     return True
 
 
+def resolved(path):
+    """The file that writing path writes: path with every link followed (a link's target is written, never the
+    link replaced). A ValueError names a link that leads nowhere (to nothing, or round in a loop): a name that could
+    be made to point anywhere, so nothing is written through it.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     (Path(d) / "real").mkdir()
+    ...     (Path(d) / "link").symlink_to("real", target_is_directory=True)
+    ...     resolved(Path(d) / "link" / "c.bin") == Path(d).resolve() / "real" / "c.bin"
+    True
+    """
+    path = Path(path)
+    for name in (path, *path.parents):
+        if os.path.islink(name) and not os.path.exists(name):
+            raise ValueError(f"{path}: {name} is a link to {os.readlink(name)}, which does not exist (or is a loop);"
+                             f" expected a file or folder there, or no link")
+    return Path(os.path.realpath(path))
+
+
 @contextmanager
 def hold(path, note):
-    """Own path for the duration of a with-block: create its folder (removed again at the end if the block left
-    nothing in it, as folder_for does), and take the lock file path + ".lock" beside it, recording note (who holds
-    it) there. A ValueError, before anything else is done, names the path and what stops it: another process
-    holding it (with that holder's note), or a folder that cannot be made or written.
+    """Own path for the duration of a with-block, and give the file to write: path with its links followed
+    (resolved), so that a run on a file and a run on a link to it own one thing. It creates that file's folder
+    (removed again at the end if the block left nothing in it, as folder_for does), and makes its lock file,
+    resolved path + ".lock", recording note (who holds it) there. A ValueError, before anything else is done, names
+    the path and what stops it: another process holding it (with that holder's note), a folder that cannot be made
+    or written, or a file at the lock's name that is not a lock of this lab (a link, a folder, a file of yours):
+    such a file is never opened for writing, followed or removed.
 
-    The lock is the operating system's, tied to the open file, so a process that is killed leaves no stale lock:
-    the next run takes over the file it left. On a normal exit the lock file is removed.
+    The lock is the operating system's, tied to the open file, so a process that is killed leaves no lock that
+    counts: the next run finds the file nobody holds, sees this lab's mark in it, and takes over. On a normal exit
+    the lock file is removed.
 
     >>> import tempfile, pathlib
     >>> with tempfile.TemporaryDirectory() as d:
     ...     path = pathlib.Path(d) / "runs" / "ckpt.bin"
-    ...     with hold(path, "first run"):
+    ...     with hold(path, "first run") as target:
     ...         try:
     ...             with hold(path, "second run"):
     ...                 pass
     ...         except ValueError as e:
-    ...             print(str(e).replace(d, "D"))
+    ...             print(str(e).replace(str(target.parent), "D"))
     ...     path.parent.exists()  # the lock file is gone, and so is the folder hold made for it
-    D/runs/ckpt.bin is in use by another run (first run)
+    D/ckpt.bin is in use by another run (first run)
     False
     """
-    path = Path(path)
-    lock = path.with_name(path.name + ".lock")
-    with folder_for(path):
-        fd = _take(path, lock)
+    target = resolved(path)
+    lock = target.with_name(target.name + ".lock")
+    with folder_for(target):
+        fd = _take(target, lock, (LOCK_MARK + note).encode("utf-8"))
         try:
-            os.ftruncate(fd, 0)
-            os.lseek(fd, 0, os.SEEK_SET)
-            os.write(fd, note.encode("utf-8"))
-            yield
+            yield target
         finally:
             if os.name == "nt":  # Windows cannot remove an open file
                 os.close(fd)
                 with suppress(OSError):
                     os.unlink(lock)
             else:  # removed while still locked, so no other process can be holding this very file
-                os.unlink(lock)
+                with suppress(OSError):
+                    if os.path.samestat(os.fstat(fd), os.lstat(lock)):
+                        os.unlink(lock)
                 os.close(fd)
 
 
-def _take(path, lock):
-    """The open, locked file descriptor of the lock file for path; a ValueError if another process holds it."""
-    while True:
+LOCK_MARK = "one-block lock, held by "  # the first words of every lock file hold makes
+CREATE_NEW = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+OPEN_THERE = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+TRIES = 100  # lock files taken over or made in a race before hold gives up
+
+
+def _take(path, lock, note):
+    """The open, locked file descriptor of a new lock file for path, holding note. The file is made new, never
+    opened if something is there (O_CREAT | O_EXCL, and O_NOFOLLOW: a link there is not followed either); what is
+    there is judged by _judge, which removes only a dead run's lock."""
+    for _ in range(TRIES):
         try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(lock, CREATE_NEW, 0o644)
+        except FileExistsError:
+            _judge(path, lock)  # a ValueError unless what was there was a dead run's lock, now gone: try again
+            continue
         except OSError as e:
             raise ValueError(f"{path}: cannot write in the folder {path.parent} ({e.strerror or e})") from None
-        if not _try_lock(fd):
-            os.lseek(fd, 0, os.SEEK_SET)
-            holder = os.read(fd, 1000).decode("utf-8", "replace").strip()
-            os.close(fd)
-            raise ValueError(f"{path} is in use by another run ({holder or 'its holder wrote no note yet'})")
         try:
-            if os.path.samestat(os.fstat(fd), os.stat(lock)):
-                break
-        except FileNotFoundError:
-            pass
-        os.close(fd)  # the previous holder removed this lock file as we opened it: take the new one
-    return fd
+            locked = _try_lock(fd) and os.path.samestat(os.fstat(fd), os.lstat(lock))
+        except OSError:  # removed as it was made, by a run that took it for a dead one's: try again
+            locked = False
+        if locked:
+            os.lseek(fd, 0, os.SEEK_SET)  # (Windows's lock moved it)
+            os.write(fd, note)
+            return fd
+        os.close(fd)
+    raise ValueError(f"{path}: other runs keep taking its lock {lock.name}; try again")
+
+
+def _judge(path, lock):
+    """What to do about the file that is already at lock (the lock file of path): return once it is gone (it was
+    the lock of a run that is no longer running, which this removes, or someone else removed it meanwhile); else a
+    ValueError naming it: another run holds it, or it is not a lock this lab made (a link, a folder, a device, a file
+    without the mark, one with other names), which is never removed."""
+    never = (f"; it is never opened for writing or removed: remove it yourself if it is yours, or choose another"
+             f" path than {path}")
+    try:
+        there = os.lstat(lock)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(there.st_mode) or not stat.S_ISREG(there.st_mode):
+        raise ValueError(f"{lock}, the name of {path.name}'s lock, is {kind_of(there.st_mode)}, not a lock{never}")
+    try:
+        fd = os.open(lock, OPEN_THERE)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise ValueError(f"{lock}, the name of {path.name}'s lock, cannot be read ({e.strerror or e}){never}") from None
+    try:
+        st = os.fstat(fd)
+        if not os.path.samestat(st, there):  # replaced as it was looked at: look again
+            return
+        text = os.read(fd, 4096).decode("utf-8", "replace") if st.st_size <= 4096 else None
+        ours = text is not None and st.st_nlink == 1 and (text.startswith(LOCK_MARK) or text == "")
+        if not ours:
+            why = "has other names (hard links)" if st.st_nlink > 1 else "does not hold this lab's mark"
+            raise ValueError(f"{lock}, the name of {path.name}'s lock, is a file that {why}, not a lock{never}")
+        if not _try_lock(fd):
+            holder = text[len(LOCK_MARK):].strip()
+            raise ValueError(f"{path} is in use by another run ({holder or 'its holder wrote no note yet'})")
+        with suppress(FileNotFoundError):  # nobody holds it: its run ended without removing it (a kill)
+            if os.path.samestat(st, os.lstat(lock)):
+                os.unlink(lock)  # (an empty one: a run killed between making its lock and writing its note)
+    finally:
+        os.close(fd)

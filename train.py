@@ -22,7 +22,6 @@ the same path is refused while the first one lives, and what a finished run left
 
 import argparse
 import dataclasses
-import glob
 import math
 import os
 import platform
@@ -32,7 +31,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from types import SimpleNamespace  # noqa: F401  (path_problem's example)
 
-from atomic import hold, write_atomic
+from atomic import hold, name_problem, remove_leftovers, write_atomic
 import bpe
 from oneblock import checkpoint, data as data_files, machine, settings, sizes, training
 from oneblock.settings import SIZES, Settings, model_size, training_settings
@@ -152,8 +151,25 @@ def settings_from(args):
         raise ValueError(f"--no-positions and --positions {args.positions} contradict each other; pick one")
     values = {name: value for name, value in vars(args).items() if name not in COMMAND_ONLY}
     values["positions"] = "none" if args.no_positions else args.positions or "learned"
-    values["rank"], values["world"] = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    values["rank"], values["world"] = torchrun_number("RANK", 0), torchrun_number("WORLD_SIZE", 1)
     return Settings(**values)
+
+
+def torchrun_number(name, default):
+    """The whole number in the environment variable name (torchrun's RANK or WORLD_SIZE), or default when it is not
+    set; a ValueError names a value that is not a whole number.
+
+    >>> torchrun_number("NO_SUCH_VARIABLE_HERE", 1)
+    1
+    """
+    text = os.environ.get(name)
+    if text is None:
+        return default
+    try:
+        return int(text.strip(), 10)
+    except ValueError:
+        raise ValueError(f"the environment variable {name} is {text!r}; expected a whole number (torchrun sets it)"
+                         ) from None
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -175,6 +191,10 @@ def path_problem(args):
     if out.endswith(("/", os.sep)):
         return (f"--out {out} ends with a slash, so it names a folder; expected a checkpoint file such as"
                 f" {path / 'ckpt.safetensors'}")
+    problem = name_problem(path, (".lock", ".tokenizer.json"))  # (a name too long cannot even be looked up)
+    if problem:
+        shown = out if len(out) <= 100 else f"{out[:48]}...{out[-48:]}"
+        return f"--out {shown}: {problem}; choose a shorter one"
     for folder in reversed(path.parents):
         if folder.exists() and not folder.is_dir():
             return f"--out {out}: {folder} is a file, not a folder"
@@ -290,8 +310,9 @@ def main(argv=None):
         if args.resume and args.overwrite:
             raise ValueError("--resume and --overwrite contradict each other; pick one")
     except ValueError as e:
-        if int(os.environ.get("RANK", "0")) != 0:  # under torchrun every rank checks, and rank 0 alone says so
-            return quietly(2)
+        rank, world = (os.environ.get(name, "").strip() for name in ("RANK", "WORLD_SIZE"))
+        if all(n.isascii() and n.isdigit() for n in (rank, world)) and 0 < int(rank) < int(world):
+            return quietly(2)  # under torchrun every rank checks, and rank 0 alone says what is wrong
         parser.error(str(e))
     if s.backend != "python":  # (train sets the run's BLAS threads when it runs: no import order can change them)
         default = " (the default; --backend python needs nothing)" if s.backend == "numpy" else ""
@@ -309,7 +330,10 @@ def main(argv=None):
         data, resumed, problem = None, None, path_problem(args)
         if problem is None and s.rank == 0:
             try:  # owned first, so that what is on disk is judged by the run that will write there and no other
-                owned.enter_context(hold(out, holder))  # released when the run ends, however it ends
+                target = owned.enter_context(hold(out, holder))  # the file itself, links followed; released at the end
+                if target != Path(os.path.abspath(out)):  # through a link: its target is written, the link stays
+                    print(f"--out {args.out} leads to {target}: this run writes there", flush=True)
+                    out = target
             except ValueError as e:  # another run holds the path, or its folder cannot be made or written
                 problem = f"--out: {e}"
         if problem is None:
@@ -340,12 +364,11 @@ def run(s, resumed, out, data):
     say = print if s.rank == 0 else (lambda *args, **kwargs: None)
     s = dataclasses.replace(s, quiet=s.quiet or s.rank != 0)
 
-    # a save that a kill interrupted leaves its temporary file beside the checkpoint (never in its place)
-    leftovers = sorted(out.parent.glob(glob.escape(out.name) + ".*.tmp")) if s.rank == 0 else []
-    for path in leftovers:
-        path.unlink()
+    # a save that a kill interrupted leaves its temporary file beside the checkpoint (never in its place); only the
+    # ones whose writer is provably dead are removed, never another run's save in progress or a file of yours
+    leftovers = remove_leftovers(out) + remove_leftovers(tokenizer_beside(out)) if s.rank == 0 else []
     if leftovers:
-        say(f"removed {len(leftovers)} temporary file(s) of an interrupted save beside {out}", file=sys.stderr)
+        say(f"removed {len(leftovers)} temporary file(s) that a killed run left beside {out}", file=sys.stderr)
 
     # use_positions: model.py's switch (whether the learned rows are added); positions: the scheme
     grown = {name: recorded[name] for name in SIZES if name in recorded}  # blocks and heads, for a grown model

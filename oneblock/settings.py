@@ -130,6 +130,12 @@ def _problem(given, s):
         return f"--positions {s.positions!r}: expected one of {', '.join(SCHEMES)}"
     if s.dtype not in ("float32", "float64"):
         return f"--dtype {s.dtype!r}: expected float32 or float64"
+    if s.world < 1:
+        return f"world {s.world}: expected at least 1 process (torchrun's WORLD_SIZE)"
+    if not 0 <= s.rank < s.world:
+        return (f"rank {s.rank}: expected " + ("0, the only process" if s.world == 1 else
+                                               f"0 to {s.world - 1}, one for each of the {s.world} processes")
+                + " (torchrun's RANK and WORLD_SIZE)")
     for name in SIZES:
         if getattr(s, name) < 1:
             return f"--{name} must be at least 1, got {getattr(s, name)}"

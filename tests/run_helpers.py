@@ -1,6 +1,6 @@
-"""Helpers shared by the tests that run the lab's commands in a subprocess: kill a train.py run with a real SIGKILL
-once its checkpoint has reached a step, start explore.py's server, assert that a run failed as a bad input should, and
-a text of one's own."""
+"""Helpers shared by the tests that run the lab's commands in a subprocess: hold a train.py run in its data
+preparation, kill one with a real SIGKILL once its checkpoint has reached a step, start explore.py's server, assert
+that a run failed as a bad input should, and a text of one's own."""
 
 import random
 import re
@@ -11,6 +11,25 @@ import time
 from pathlib import Path
 
 from oneblock import checkpoint
+
+# train.py with its data preparation held: it touches the file argv[1] when it gets there, and goes on once the
+# file argv[2] exists (the hook is the test's, on the library's prepare; train.py has none)
+HELD = """
+import pathlib, runpy, sys, time
+sys.path.insert(0, sys.argv[3])
+from oneblock import data
+waiting, go = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+prepare = data.prepare
+def held(*args, **kwargs):
+    waiting.touch()
+    while not go.exists():
+        time.sleep(0.01)
+    return prepare(*args, **kwargs)
+data.prepare = held
+script = str(pathlib.Path(sys.argv[3]) / "train.py")
+sys.argv = [script, *sys.argv[4:]]
+runpy.run_path(script, run_name="__main__")  # train.py as its command line runs it
+"""
 
 
 def kill_at(cmd, path, cwd, at_least, timeout=120):

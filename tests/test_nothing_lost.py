@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from run_helpers import one_line_error, own_text
+from run_helpers import HELD, one_line_error, own_text
 
 import bpe
 from oneblock import checkpoint
@@ -21,26 +21,6 @@ from oneblock import checkpoint
 ROOT = Path(__file__).resolve().parent.parent
 SHORT = ["--steps", "4", "--batch", "2", "--seq-len", "16", "--val-stories", "20", "--eval-every", "4", "--quiet"]
 MEMORY_LIMIT = 4 * 2**30  # RLIMIT_AS of the runs that are asked for too much: a regression fails, it cannot swap
-
-# train.py with its data preparation held: it touches the file argv[1] when it gets there, and goes on once the
-# file argv[2] exists (the hook is the test's, on the library's prepare; train.py has none)
-HELD = """
-import pathlib, runpy, sys, time
-sys.path.insert(0, sys.argv[3])
-from oneblock import data
-waiting, go = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
-prepare = data.prepare
-def held(*args, **kwargs):
-    waiting.touch()
-    while not go.exists():
-        time.sleep(0.01)
-    return prepare(*args, **kwargs)
-data.prepare = held
-script = str(pathlib.Path(sys.argv[3]) / "train.py")
-sys.argv = [script, *sys.argv[4:]]
-runpy.run_path(script, run_name="__main__")  # train.py as its command line runs it
-"""
-
 
 def run(script, *args, cwd, limit=None, timeout=300):
     """One of the scripts in a subprocess, optionally under a resource limit (a function run in the child)."""

@@ -152,7 +152,9 @@ def test_sigkill_then_resume_gives_bit_identical_weights(tmp_path, grown):
     at_kill = kill_at(cmd, killed, killed.parent, 300)
     assert 300 <= at_kill < 2000
 
-    (killed.parent / f"{killed.name}.x1y2z3.tmp").write_bytes(b"half a save")  # as a kill mid-save leaves
+    gone = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout)  # the process ID of a writer that is no longer running
+    (killed.parent / f"{killed.name}.{gone}.x1y2z3ab.tmp").write_bytes(b"half a save")  # as a kill mid-save leaves
     proc = run_train(killed, *KILL_RUN, *grown, "--resume")
     assert f"resuming {killed} at step {at_kill}" in proc.stdout
     assert killed.read_bytes() == straight.read_bytes()
