@@ -1,9 +1,9 @@
-"""Files that survive crashes and concurrent runs: write a file so that a crash at any moment leaves either the old
-file or the new one, never half of one (`write_atomic`; several, all or none: `write_together`), and remove only the
+"""Files that survive crashes and concurrent runs: write a file so that a crash at any moment leaves either the old file
+or the new one, never half of one (`write_atomic`; several, all or none: `write_together`), and remove only the
 temporary files that a killed writer left (`remove_leftovers`); read one whole with a clear message when it cannot be
-(`read_whole`); refuse a name the file system cannot take before anything is made (`name_problem`); and own a path
-while a run writes it, so that a second run cannot silently replace the first one's results, with a lock that
-follows no link and opens nothing already at its name (`hold`).
+(`read_whole`); refuse a name the file system cannot take, or a file that is not of a writer's kind, before any work
+(`name_problem`, `output_problem`); and own a path while a run writes it, so that a second run cannot silently
+replace the first one's results, with a lock that follows no link and opens nothing already at its name (`hold`).
 
     >>> import tempfile, pathlib
     >>> with tempfile.TemporaryDirectory() as d:
@@ -227,6 +227,46 @@ system allows in a name
     if size + extra > name_max:
         return (f"a name of {size:,} bytes, and {size + extra:,} with the endings of the files written beside it,"
                 f" more than the {name_max:,} bytes this file system allows in a name")
+    return None
+
+
+def output_problem(path, what, ours, most=1 << 26):
+    """Why a command cannot write what (such as "a benchmark's JSON") to the file at path, in one line, or None,
+    judged before any work starts, so that a long run never ends on an error it could have seen at its start. path
+    must name a file (not a folder, not a path through a file, not a name too long), no link on the way may lead
+    nowhere, and what is there already, if anything, must be a regular file (of at most most bytes) that ours(its
+    bytes) says is of its kind: anything else (a file of yours, a FIFO, a device) is never replaced. Write it
+    with write_atomic(resolved(path), ...): through a link, to the file the link leads to.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     notes = Path(d) / "notes.txt"
+    ...     _ = notes.write_text("mine")
+    ...     print(output_problem(notes, "a JSON record", lambda raw: raw.startswith(b"{")).replace(d, "D"))
+    D/notes.txt exists and is not a JSON record; it is never replaced: choose another path, or remove the file yourself
+    """
+    text, path = str(path), Path(path)
+    problem = name_problem(path)  # first: a name too long cannot even be looked up
+    if problem:
+        return f"{text if len(text) <= 100 else text[:48] + '...' + text[-48:]}: {problem}"
+    if text.endswith(("/", os.sep)) or path.is_dir():
+        return f"{text} is a folder; expected a file for {what}"
+    for folder in reversed(path.parents):
+        if folder.exists() and not folder.is_dir():
+            return f"{text}: {folder} is a file, not a folder"
+    try:
+        target = resolved(path)
+    except ValueError as e:
+        return str(e)
+    if not os.path.lexists(target):
+        return None
+    try:
+        raw = read_whole(target, what, most)
+    except ValueError as e:
+        return f"{e}; it is never replaced"
+    if not ours(raw):
+        return (f"{text} exists and is not {what}; it is never replaced: choose another path, or remove the file"
+                f" yourself")
     return None
 
 

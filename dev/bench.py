@@ -48,6 +48,7 @@ import subprocess
 import sys
 import time
 
+from atomic import output_problem, resolved, write_atomic
 from oneblock import machine, sizes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the lab's folder, where workers start
@@ -649,11 +650,23 @@ def report_tricks(args):
         print(f"{r['name']:23s} {r['shape']:16s} {r['plain_us']:10.1f} {r['tuned_us']:10.1f} "
               f"{r['plain_us'] / r['tuned_us']:6.2f}x")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"command": " ".join(["python3", "-m", "dev.bench", *sys.argv[1:]]), "tricks": rows}, f,
-                      indent=2)
+        write_atomic(resolved(args.json), json.dumps({"command": " ".join(["python3", "-m", "dev.bench",
+                                                                            *sys.argv[1:]]), "tricks": rows}, indent=2))
         print(f"\nwrote {args.json}")
     return 0
+
+
+def figures_json(raw):
+    """Whether raw (the bytes of a file) is a JSON of this benchmark's figures, which --json may replace.
+
+    >>> figures_json(b'{"info": {}, "rows": []}'), figures_json(b"my notes")
+    (True, False)
+    """
+    try:
+        figures = json.loads(raw)
+    except ValueError:
+        return False
+    return isinstance(figures, dict) and ({"info", "rows"} <= figures.keys() or {"command", "tricks"} <= figures.keys())
 
 
 TARGETS = [  # (size, what is measured, its peer or "ceiling", at least, what it is)
@@ -742,6 +755,9 @@ def main(argv=None):
                                                                                                 ("bench.py",))):
         parser.error(f"--against {args.against}: expected a folder holding another checkout (its dev/bench.py, or"
                      f" the bench.py at the root of a checkout from before the lab had folders)")
+    problem = args.json and output_problem(args.json, "a JSON of dev.bench's figures", figures_json)
+    if problem:  # judged before minutes of timing, never after them
+        parser.error(f"--json {problem}")
     if args.tricks:
         return report_tricks(args)
     if args.profile:
@@ -773,8 +789,8 @@ def main(argv=None):
 
         info = {"python": platform.python_version(), "numpy": numpy.__version__, "machine": platform.machine(),
                 "cpus": os.cpu_count(), "command": " ".join(["python3", "-m", "dev.bench", *(argv or sys.argv[1:])])}
-        with open(args.json, "w") as f:
-            json.dump({"info": info, "ceiling_gflops": ceiling, "rows": rows, "targets": checks}, f, indent=2)
+        write_atomic(resolved(args.json), json.dumps({"info": info, "ceiling_gflops": ceiling, "rows": rows,
+                                                      "targets": checks}, indent=2))
         print(f"\nwrote {args.json}")
     return 0
 

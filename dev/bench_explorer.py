@@ -40,7 +40,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from atomic import write_atomic
+from atomic import output_problem, resolved, write_atomic
 from oneblock import data as data_files, machine, training
 from oneblock.data import ROOT
 from oneblock.export import PAGE_SUFFIXES, UNTRAINED_SEED, export_site, read_weights
@@ -129,7 +129,7 @@ def depth_run(steps, timeout, screenshot=None):
                             " tokens_per_s: m.tokens_per_s, scores: m.latest?.measures.scores}))}; }")
         if screenshot:
             page.locator("#depth-panel").scroll_into_view_if_needed()
-            write_atomic(screenshot, palette_png(page.locator("#depth-panel").screenshot()))
+            write_atomic(resolved(screenshot), palette_png(page.locator("#depth-panel").screenshot()))
     if not all(m["done"] for m in run["models"]):
         raise RuntimeError(f"the second-block experiment did not finish: {run['message']}")
     by_blocks = {m["blocks"]: m for m in run["models"]}
@@ -221,7 +221,7 @@ def show_off(page, path):
     page.wait_for_function("document.querySelector('#check-status').textContent.includes('numbers checked')",
                            timeout=120_000)
     page.click("#chips .chip[data-position='25']")  # "... now leo has the": the colour, said 24 tokens earlier?
-    write_atomic(path, palette_png(page.screenshot(full_page=True)))
+    write_atomic(resolved(path), palette_png(page.screenshot(full_page=True)))
 
 
 def palette_png(raw):
@@ -307,6 +307,13 @@ def main(argv=None):
         p.error(f"--steps, --batch and --rounds must be at least 1, got {args.steps}, {args.batch} and {args.rounds}")
     if args.depth_steps is not None and args.depth_steps < 1:
         p.error(f"--depth-steps must be at least 1, got {args.depth_steps}")
+    outputs = (("--json", args.json, "a JSON of dev.bench_explorer's figures", figures_json),
+               ("--screenshot", args.screenshot, "a PNG picture", is_png),
+               ("--depth-screenshot", args.depth_screenshot, "a PNG picture", is_png))
+    for flag, path, what, ours in outputs:  # judged before minutes of page runs, never after them
+        problem = path and output_problem(path, what, ours)
+        if problem:
+            p.error(f"{flag} {problem}")
     machine.need("numpy", "python3 -m dev.bench_explorer")  # for train.py's runs beside the page's
     machine.need("playwright", "python3 -m dev.bench_explorer")
     if machine.find_chromium() is None:
@@ -375,10 +382,32 @@ def main(argv=None):
           + (f" ({hit[0]:.1f} s)" if hit else ""))
     print(depth_report(depth))
     if args.json:
-        write_atomic(args.json, json.dumps({"settings": PAGE_DEFAULTS | {"steps": args.steps, "batch": args.batch},
-                                            "load_average": load, "runs": runs, "rounds": {"page": pages, "before":
-                                            befores}, "against": args.against, "depth": depth}, indent=2) + "\n")
+        figures = {"settings": PAGE_DEFAULTS | {"steps": args.steps, "batch": args.batch}, "load_average": load,
+                   "runs": runs, "rounds": {"page": pages, "before": befores}, "against": args.against, "depth": depth}
+        write_atomic(resolved(args.json), json.dumps(figures, indent=2) + "\n")
     return 0
+
+
+def figures_json(raw):
+    """Whether raw (the bytes of a file) is a JSON of this benchmark's figures, which --json may replace.
+
+    >>> figures_json(b'{"settings": {}, "runs": {}}'), figures_json(b"[1, 2]")
+    (True, False)
+    """
+    try:
+        figures = json.loads(raw)
+    except ValueError:
+        return False
+    return isinstance(figures, dict) and {"settings", "runs"} <= figures.keys()
+
+
+def is_png(raw):
+    """Whether raw (the bytes of a file) is a PNG picture, which a screenshot may replace.
+
+    >>> is_png(b"\\x89PNG\\r\\n\\x1a\\n..."), is_png(b"GIF89a")
+    (True, False)
+    """
+    return raw.startswith(b"\x89PNG\r\n\x1a\n")
 
 
 def speeds(runs):
