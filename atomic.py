@@ -89,7 +89,10 @@ def _staged(path, data, mode):
             f.write(raw)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, mode)
+        if hasattr(os, "fchmod"):  # the open file itself, not whatever its name holds by now
+            os.fchmod(fd, mode)
+        else:
+            os.chmod(tmp, mode)
     except BaseException:
         os.unlink(tmp)
         os.close(fd)

@@ -3,13 +3,16 @@
     python3 explore.py                   # export into explorer/data/, serve explorer/ on 127.0.0.1, open the browser
     python3 explore.py --no-open --port 8000
     python3 explore.py --ckpt other.safetensors
+    python3 explore.py --ckpt runs/notes.safetensors --data texts/notes.txt   # a model of your own text, its text
     python3 explore.py --export site/    # write a self-contained folder for any static host, and stop
 
 Standard library only. This file is the command line: what the export holds is oneblock/export.py's, how the server
-serves it oneblock/server.py's. The server binds 127.0.0.1 only, on a free port unless --port, and stops cleanly on
-Ctrl-C. A missing or bad checkpoint, a port that is taken or a bad option exits with status 2 before anything is
-written; so does an export that cannot be written (a full disk, a folder that cannot be made or written), and it
-writes nothing: an old export stays as it was.
+serves it oneblock/server.py's. The server binds 127.0.0.1 only, on a free port unless --port, answers only requests
+for its own names (127.0.0.1, localhost, [::1] with its port), and stops cleanly on Ctrl-C. A missing or bad
+checkpoint, a text that is not the one the model learned, a port that is taken or a bad option exits with status 2
+before anything is written; so does an export that cannot be written (a full disk, a folder that cannot be made or
+written) or must not be (a folder of other files, a link in the way), and it writes nothing: an old export stays as
+it was.
 """
 
 import argparse
@@ -32,6 +35,10 @@ def build_parser():
     p.add_argument("--ckpt", default=None, metavar="PATH",
                    help="the checkpoint to explore (default: out/ckpt.safetensors, as train.py writes it; without"
                         " one, the untrained seed-3 weights)")
+    p.add_argument("--data", default=None, metavar="FILE",
+                   help="for a model of your own text: the text it learned, checked against the SHA-256 the"
+                        " checkpoint recorded (default: the file of the name it recorded, beside the checkpoint or"
+                        " in the current folder)")
     p.add_argument("--port", type=int, default=0, metavar="N",
                    help="the port to serve on (default: a free one)")
     p.add_argument("--no-open", action="store_true", help="do not open a browser; just print the URL")
@@ -48,7 +55,7 @@ def main(argv=None):
     if args.export is not None and Path(args.export).exists() and not Path(args.export).is_dir():
         parser.error(f"--export {args.export} is a file; expected a folder (it is made if missing)")
     try:
-        weights, fields = read_weights(args.ckpt or DEFAULT_CKPT, explicit=args.ckpt is not None)
+        weights, fields = read_weights(args.ckpt or DEFAULT_CKPT, explicit=args.ckpt is not None, data=args.data)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

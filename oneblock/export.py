@@ -7,8 +7,13 @@ order test's two sentences (the trace's, block-trace.json). Its files are writte
 failed export leaves an old one as it was.
 
 A model of your own text (train.py --data FILE) brings its own tokenizer in its checkpoint; the split is FILE's, read
-again from where train.py read it (run explore.py in the same folder) and checked against the hash the checkpoint
-recorded, and there is no floor.
+again and held to the SHA-256 the checkpoint recorded, and there is no floor. FILE is the one the user names (explore.py
+--data), or else the file of the recorded name's last part beside the checkpoint or in the current folder: never a
+path with folders read from the checkpoint, which could name any file.
+
+What is written is the export's alone: into a folder that is missing, empty or an earlier export (its manifest.json
+says so), never through a link, its data as private as the checkpoint and the text it was made from, and naming no
+path of this machine (the checkpoint and the text by their file names only).
 
     >>> manifest = export_data(tempfile.mkdtemp(), *read_weights("no-such.safetensors", explicit=False))
     >>> manifest["trained"], manifest["order"]["a"]
@@ -16,15 +21,19 @@ recorded, and there is no floor.
 """
 
 import json
+import os
 import random
+import re
+import stat
 import tempfile  # noqa: F401  (the example above)
+import time
 from pathlib import Path
 
-from atomic import folder_for, write_together
+from atomic import folder_for, hold, kind_of, read_whole, remove_leftovers, write_together
 import bpe
 import model
 from oneblock import checkpoint, floor, machine, settings, sizes
-from oneblock.data import CORPUS_FILE, ROOT, TOKENIZER_FILE, split_text
+from oneblock.data import CORPUS_FILE, ROOT, TOKENIZER_FILE, read_data, split_text
 
 EXPLORER = ROOT / "explorer"  # the page: index.html, style.css and the ES modules
 PAGE_SUFFIXES = (".html", ".css", ".js")  # the page's files; everything it reads besides them is in data/
@@ -36,6 +45,10 @@ PAGE_COPIES = 8  # float64 copies of the weights the page holds at once while it
 PAGE_BYTES = 1 << 30  # what the page keeps to: a browser tab's memory is a few GiB at most
 ORDER = tuple(json.loads((ROOT / "block-trace.json").read_text(encoding="utf-8"))["order_test"][key]
               for key in ("a", "b"))  # the order test's two sentences, as the trace records them
+SHOWN = ("trained", "step", "val_loss", "source")  # the fields of read_weights that manifest.json shows
+DATA_FILES = ("manifest.json", WEIGHTS_FILE, "tokenizer.json", "split.json")  # in data/, renamed in this order
+MOST_MANIFEST = 1 << 20  # bytes of an earlier export's manifest.json read, at most, to recognise it
+LEFTOVER = r"\.lock|\.[0-9]+\.[a-z0-9_]{8}\.tmp"  # beside a file: hold's lock, a killed write_together's file
 
 # ----------------------------------------------------------------------------------------------------------------
 # The export
@@ -60,28 +73,87 @@ def untrained_checkpoint(tok):
     return checkpoint.encode(tensors, metadata)
 
 
-def read_weights(ckpt_path, explicit):
-    """(checkpoint bytes, manifest fields) for the page, which runs every checkpoint train.py writes: any blocks,
-    heads, position scheme, width and max_len, float32 or float64, from any backend, of the stories or of your own
-    text. A checkpoint that is missing (when asked for by name) or bad is a ValueError with checkpoint.py's message;
-    so is one too large for the page to hold (page_fits), and one of your own text whose text is gone or changed."""
+def read_weights(ckpt_path, explicit, data=None):
+    """(checkpoint bytes, fields) for the page, which runs every checkpoint train.py writes: any blocks, heads,
+    position scheme, width and max_len, float32 or float64, from any backend, of the stories or of your own text.
+    fields: what manifest.json shows (SHOWN: the checkpoint by its file name), the text's path for a model of your
+    own text (text_file: data, the --data FILE the user names, or the one text_file finds) and the permissions of
+    what was read (modes). A checkpoint that is missing (when asked for by name) or bad is a ValueError with
+    checkpoint.py's message; so is one too large for the page to hold (page_fits), one of your own text whose text
+    is not found or changed, and data given for a model of the stories."""
     path = Path(ckpt_path)
     tok = bpe.Tokenizer.load(TOKENIZER_FILE)
     if not path.exists():
         if explicit:
             raise ValueError(f"no checkpoint at {path}; train one with python3 train.py, or leave out --ckpt to"
                              f" explore the untrained model")
-        return untrained_checkpoint(tok), {"trained": False, "step": 0, "val_loss": None,
-                                           "source": f"The seed-{UNTRAINED_SEED} initial weights (no checkpoint at"
-                                                     f" {path}; train one with python3 train.py)"}
+        source = f"The seed-{UNTRAINED_SEED} initial weights"
+        if data is not None:
+            raise ValueError(f"--data {data}: without a checkpoint (none at {path}) the page shows {source.lower()},"
+                             f" a model of the stories; --data goes with a model of your own text (--ckpt)")
+        return untrained_checkpoint(tok), {"trained": False, "step": 0, "val_loss": None, "text_file": None,
+                                           "modes": [], "source": f"{source} (no checkpoint {path.name} yet;"
+                                                                  f" train one with python3 train.py)"}
     raw = checkpoint.read_bytes(path)  # read once: the bytes exported are the bytes checked
+    modes = [os.stat(path).st_mode]
     ckpt = checkpoint.load_bytes(raw, path)
     checkpoint.tokenizer_of(ckpt, TOKENIZER_FILE, path)  # the one it carries, or the shipped one unchanged
     page_fits(ckpt["config"], path)
-    page_data(ckpt["metadata"], ckpt["training"], path)  # a model of your own text: its text is still there
+    text = text_file(ckpt["metadata"], path, data)
+    if text is not None:
+        page_data(ckpt["metadata"], ckpt["training"], path, text)  # (the split, the order sentences)
+        modes.append(os.stat(text).st_mode)
     val = ckpt["metadata"].get("val_loss")  # (checked: a finite number, when there)
-    return raw, {"trained": ckpt["step"] > 0, "step": ckpt["step"],
-                 "val_loss": float(val) if val is not None else None, "source": f"Checkpoint {path}"}
+    return raw, {"trained": ckpt["step"] > 0, "step": ckpt["step"], "val_loss": float(val) if val is not None else None,
+                 "source": f"Checkpoint {path.name}", "text_file": text, "modes": modes}
+
+
+def text_file(metadata, where, data=None):
+    """The path of the text that the checkpoint at where learned, as its metadata records (None for the stories).
+    data, when given, is the file the user names; else it is the file named as the last part of the recorded name
+    (never a path with folders read from the checkpoint, which could name any file), beside the checkpoint or, next,
+    in the current folder: the first whose bytes have the SHA-256 the checkpoint recorded, so that a checkpoint can
+    only ever bring a text that its own hash binds. A ValueError says what is wrong: data for a model of the stories,
+    data or the files found not the text (changed), unreadable, or no such file where it looked.
+
+    >>> text_file({"tokenizer_sha256": "0" * 64}, "ckpt.safetensors") is None  # a model of the stories
+    True
+    """
+    if checkpoint.TOKENIZER_KEY not in metadata:
+        if data is not None:
+            raise ValueError(f"--data {data}: {where} is a model of the stories, not of a text of your own; leave"
+                             f" out --data")
+        return None
+    recorded = metadata["text"]
+    if data is not None:
+        try:
+            sha256 = read_data(data)[1]
+        except ValueError as e:
+            raise ValueError(f"--data {e}") from None  # (the message starts with the file's path)
+        if sha256 != metadata["text_sha256"]:
+            raise ValueError(f"--data {data} is not the text {where} learned: its SHA-256 differs from the one the"
+                             f" checkpoint recorded; expected the file train.py --data read, unchanged")
+        return Path(data)
+    name = re.split(r"[/\\]", recorded)[-1]  # (a name recorded on Windows has backslashes)
+    places = [] if name in ("", ".", "..") or "\0" in name else [Path(where).parent / name]
+    if places and os.path.abspath(name) != os.path.abspath(places[0]):
+        places.append(Path(name))  # in the current folder, when that is not the checkpoint's
+    problems = []
+    for place in places:
+        if not place.exists():
+            continue
+        try:
+            if read_data(place)[1] == metadata["text_sha256"]:
+                return place
+            problems.append(f"and that file has changed since ({place}: its SHA-256 differs from the one recorded)")
+        except ValueError as e:
+            problems.append(f"which cannot be read here ({e})")
+    if len(places) == 2 and not problems:
+        problems.append(f"which is neither beside it ({places[0]}) nor in the current folder ({places[1]})")
+    elif not problems:
+        problems.append(f"which is not beside it ({places[0]})" if places else "which names no file")
+    raise ValueError(f"{where} learned the text of {recorded!r}, {problems[0]}; the page needs the text the model"
+                     f" learned: name it with --data FILE")
 
 
 def page_fits(config, where):
@@ -106,11 +178,12 @@ def page_fits(config, where):
                          f" sample.py runs it")
 
 
-def page_data(metadata, training, where):
+def page_data(metadata, training, where, text_path=None):
     """What the page reads besides the weights, for a checkpoint's metadata and training settings: {tokenizer (the
     tokenizer.json text), split, floor, val_floor, order}. For the stories: the shipped tokenizer, train.py's split
-    of corpus.txt and the floors. For a model of your own text: the tokenizer it carries, and its text, split as
-    train.py split it (a text that is missing or changed is a ValueError), with no floor (None)."""
+    of corpus.txt and the floors. For a model of your own text: the tokenizer it carries, and its text (the file at
+    text_path, as text_file found it), split as train.py split it (a text that is unreadable or changed since is a
+    ValueError), named by its file name alone, with no floor (None)."""
     carried = metadata.get(checkpoint.TOKENIZER_KEY)
     if carried is None:
         tok = bpe.Tokenizer.load(TOKENIZER_FILE)
@@ -120,18 +193,17 @@ def page_data(metadata, training, where):
         return {"tokenizer": TOKENIZER_FILE.read_text(encoding="utf-8"), "split": split,
                 "floor": floor.load_floor(), "val_floor": val_nats / val_tokens,
                 "order": dict(zip("ab", ORDER))}
-    name = metadata["text"]
+    path = Path(text_path if text_path is not None else re.split(r"[/\\]", metadata["text"])[-1])
     try:
-        text = bpe.read_text(name)
-        same = checkpoint.sha256_file(name) == metadata["text_sha256"]
+        text, sha256 = read_data(path)
     except ValueError as e:
-        raise ValueError(f"{where} learned the text of {name!r}, which cannot be read here ({e}); run explore.py in"
-                         f" the folder train.py ran in") from None
-    if not same:
-        raise ValueError(f"{where} learned the text of {name!r}, and that file has changed since (its SHA-256"
-                         f" differs); the page needs the text the model learned")
+        raise ValueError(f"{where} learned the text of {metadata['text']!r}, which cannot be read here ({e}); name it"
+                         f" with --data FILE") from None
+    if sha256 != metadata["text_sha256"]:
+        raise ValueError(f"{where} learned the text of {metadata['text']!r}, and that file has changed since ({path}:"
+                         f" its SHA-256 differs); the page needs the text the model learned")
     cut, unit, _, _ = split_text(text, training["val_fraction"])
-    return {"tokenizer": carried, "split": {"text": name, "unit": unit, "seq_len": training["seq_len"],
+    return {"tokenizer": carried, "split": {"text": path.name, "unit": unit, "seq_len": training["seq_len"],
                                             "train": text[:cut], "val": text[cut:]},
             "floor": None, "val_floor": None, "order": order_sentences(bpe.Tokenizer.from_json(carried, where))}
 
@@ -146,34 +218,65 @@ def order_sentences(tok):
 
 
 def data_files(folder, weights, fields):
-    """(files, manifest): what export_data writes into folder, {path: contents}, and the manifest among them."""
+    """(files, manifest, modes): what export_data writes into folder, {path: contents} with manifest.json first
+    (the mark of an export, once any file of it is in place), the manifest, and the files' permissions {path:
+    mode}, as private as what they were made from (data_mode)."""
     tensors, metadata = checkpoint.decode(weights)
     _, training = checkpoint.check_checkpoint(tensors, metadata)  # (read_weights checked them: this cannot fail)
-    page = page_data(metadata, training, WEIGHTS_FILE)
+    page = page_data(metadata, training, WEIGHTS_FILE, fields.get("text_file"))
     manifest = {
         "format": DATA_FORMAT,
         "weights": WEIGHTS_FILE,
-        **fields,
+        **{key: fields[key] for key in SHOWN},
         "tokenizer_sha256": checkpoint.sha256_text(page["tokenizer"]),
         "corpus_sha256": checkpoint.sha256_file(CORPUS_FILE),
         "floor": page["floor"],  # nats per token over the whole corpus (corpus-entropy.json); None for your text
         "val_floor": page["val_floor"],  # the same over the validation stories, as train.py prints it
-        "text": page["split"].get("text"),  # the --data FILE a model of your own text learned; None for the stories
+        "text": page["split"].get("text"),  # the file name of the text a model of your own text learned, or None
         "order": page["order"],
     }
-    files = {folder / WEIGHTS_FILE: weights, folder / "tokenizer.json": page["tokenizer"],
-             folder / "split.json": json.dumps(page["split"]) + "\n",
-             folder / "manifest.json": json.dumps(manifest, indent=2) + "\n"}
-    return files, manifest
+    contents = {"manifest.json": json.dumps(manifest, indent=2) + "\n", WEIGHTS_FILE: page_weights(weights, metadata),
+                "tokenizer.json": page["tokenizer"], "split.json": json.dumps(page["split"]) + "\n"}
+    files = {folder / name: contents[name] for name in DATA_FILES}
+    return files, manifest, dict.fromkeys(files, data_mode(fields.get("modes", [])))
+
+
+def page_weights(weights, metadata):
+    """The checkpoint's bytes as the page gets them: as they are, unless its metadata names its text with folders
+    (a path of this machine, as train.py --data was given it), which the copy names by its file name alone, its
+    metadata's hash made anew for a grown model's file. The tensors are the same bytes either way."""
+    name = re.split(r"[/\\]", metadata.get("text", ""))[-1]
+    if metadata.get("text", name) == name:
+        return weights
+    renamed = {key: value for key, value in metadata.items() if key != checkpoint.DATA_HASH_KEY}
+    renamed["text"] = name
+    if checkpoint.METADATA_HASH_KEY in renamed:
+        renamed[checkpoint.METADATA_HASH_KEY] = checkpoint.metadata_digest(renamed)
+    return checkpoint.encode(checkpoint.decode(weights)[0], renamed)
+
+
+def data_mode(modes):
+    """The permissions of the data an export writes, for the st_modes of the files it was made from (the checkpoint
+    and your text): its owner reads and writes it; the group and others may read it only where every one of those
+    files lets them, and never write it; 0o644 when it was made from none (the untrained weights).
+
+    >>> oct(data_mode([0o100640, 0o100644])), oct(data_mode([0o100600, 0o100644])), oct(data_mode([]))
+    ('0o640', '0o600', '0o644')
+    """
+    readers = 0o044
+    for mode in modes:
+        readers &= mode
+    return 0o600 | readers
 
 
 def export_data(folder, weights, fields):
-    """Write the page's data into folder (made if needed): the weights, tokenizer.json, the split, and manifest.json
-    with the floors and the trace's sentences, all or none (write_together). Returns the manifest; a ValueError
-    says what could not be written."""
+    """Write the page's data into folder (made if needed): manifest.json with the floors and the trace's sentences,
+    the weights, tokenizer.json and the split, all or none (write_together), into a folder that is missing, empty or
+    an earlier export's data (written). Returns the manifest; a ValueError says what could not be written, or why
+    it was not."""
     folder = Path(folder)
-    files, manifest = data_files(folder, weights, fields)
-    written(files, folder)
+    files, manifest, modes = data_files(folder, weights, fields)
+    written(files, folder, folder / "manifest.json", modes)
     return manifest
 
 
@@ -188,20 +291,97 @@ def page_files():
 
 def export_site(dest, weights, fields):
     """A self-contained copy of the explorer in dest: the page's files and data/, written all or none (a failure
-    leaves an old export's files as they were, and removes the folders it made). Returns the manifest; a ValueError
-    says what could not be written."""
+    leaves an old export's files as they were, and removes the folders it made), into a folder that is missing,
+    empty or an earlier export (written), while no other export writes there (hold). Returns the manifest; a
+    ValueError says what could not be written, or why it was not."""
     dest = Path(dest)
-    files, manifest = data_files(dest / "data", weights, fields)
+    files, manifest, modes = data_files(dest / "data", weights, fields)
     files.update({dest / path.name: path.read_bytes() for path in page_files()})
-    written(files, dest / "data")
+    written(files, dest, dest / "data" / "manifest.json", modes, lock=True)
     return manifest
 
 
-def written(files, folder):
-    """Write files {path: data} into folder (made if missing, and removed again if the writing fails), all or
-    none (atomic.write_together); a ValueError names what could not be made or written, and why."""
-    with folder_for(folder / WEIGHTS_FILE):
+# ----------------------------------------------------------------------------------------------------------------
+# Writing an export: into a folder of its own, never through a link
+
+
+def written(files, place, mark, modes, lock=False):
+    """Write files {path: data}, each inside the folder place, all or none (atomic.write_together), with the
+    permissions modes {path: mode} (0o644 for the rest). place must be missing, empty or hold an earlier export
+    (recognised by mark, its manifest.json: foreign), and nothing on the way to a file may be a link or other than
+    a folder, nor the file other than a regular file (through_link), checked once before anything is made and again
+    just before the writing. lock: hold mark while writing, so that two exports into place never mix (the serve
+    path's explorer/data is every explore.py's of the checkout, and not held). What a killed export left there is
+    cleared first. A ValueError names what is in the way, or what could not be made or written, and why."""
+    through_link(place, files)
+    note = f"pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}: explore.py exporting"
+    with hold(mark, note) if lock else folder_for(mark):
+        through_link(place, files)
+        strangers = foreign(place, mark, [path.relative_to(place).as_posix() for path in files])
+        if strangers:
+            shown = ", ".join(strangers[:3]) + (", ..." if len(strangers) > 3 else "")
+            raise ValueError(f"{place} holds files that are not an explorer export ({shown}); expected a folder that"
+                             f" is missing, empty, or written by an earlier export (its {mark.relative_to(place)}"
+                             f" says so): choose another folder, or empty this one")
+        for path in files:
+            remove_leftovers(path)
         try:
-            write_together(files)
+            write_together(files, modes)
         except OSError as e:
-            raise ValueError(f"cannot write {e.filename or folder} ({e.strerror or e})") from None
+            raise ValueError(f"cannot write {e.filename or place} ({e.strerror or e})") from None
+
+
+def through_link(place, files):
+    """Raise a ValueError naming the first of place, the folders on the way to each of files inside it, and the
+    files themselves, that is a symbolic link (which would write elsewhere, or replace what it leads to), or that is
+    there but not a folder (on the way) or not a regular file (at the end). What is missing is made by the export."""
+    for path in files:
+        chain = [path, *path.parents[:len(path.relative_to(place).parts)]]  # the file, its folders up to place
+        for here in reversed(chain):
+            try:
+                mode = os.lstat(here).st_mode
+            except (FileNotFoundError, NotADirectoryError):
+                break
+            if stat.S_ISLNK(mode):
+                raise ValueError(f"{here} is a symbolic link; an export writes only into folders and files of its"
+                                 f" own, never through a link: remove it, or choose another folder")
+            want, kind = (stat.S_ISREG, "a file") if here == path else (stat.S_ISDIR, "a folder")
+            if not want(mode):
+                raise ValueError(f"{here} is {'a file' if stat.S_ISREG(mode) else kind_of(mode)}, where the export"
+                                 f" writes {kind}: choose another folder")
+
+
+def foreign(place, mark, names):
+    """What in the folder place is not an export's, as paths relative to it (none when place holds an earlier
+    export: mark, its manifest.json, a regular file whose format is DATA_FORMAT). names: the paths the export
+    writes, relative to place; what writing them leaves (LEFTOVER: a lock, a killed writer's temporary file) is an
+    export's too, as is a folder on the way to them that holds nothing else.
+
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     _ = (Path(d) / "index.html.999999999.abcd1234.tmp").write_bytes(b"half a page")
+    ...     _ = (Path(d) / "notes.md").write_text("mine")
+    ...     foreign(Path(d), Path(d) / "data" / "manifest.json", ["index.html", "data/manifest.json"])
+    ['notes.md']
+    """
+    if not os.path.isdir(place):
+        return []
+    try:
+        if json.loads(read_whole(mark, "an explorer export's manifest.json", MOST_MANIFEST))["format"] == DATA_FORMAT:
+            return []
+    except (ValueError, TypeError, KeyError, RecursionError):  # missing, unreadable, not JSON, or not an export's
+        pass
+
+    def strangers(folder, prefix):
+        found = []
+        for entry in sorted(os.listdir(folder)):
+            name = prefix + entry
+            if any(re.fullmatch(re.escape(ours) + f"(?:{LEFTOVER})", name) for ours in names):
+                continue
+            inner = folder / entry
+            if any(ours.startswith(name + "/") for ours in names) and inner.is_dir() and not inner.is_symlink():
+                found += strangers(inner, name + "/")
+            else:
+                found.append(name)
+        return found
+
+    return strangers(Path(place), "")

@@ -1,9 +1,10 @@
 """The explorer's web server: the regular files of one folder, on 127.0.0.1 only, and nothing else.
 
-It serves only regular files inside its folder, after resolving links (a link out of it is a 404), never lists a
-folder, answers every malformed request with its status (400, 404, 414, 431, 501, 505) in one short escaped log line,
-tells the browser not to cache (a new export shows on reload), serves .js as JavaScript on every OS, and closes
-connections that stay idle.
+It answers only requests whose Host header names it (127.0.0.1, localhost or [::1], with its port), so that a page
+elsewhere on the web cannot read the folder by DNS rebinding; serves only regular files inside its folder, after
+resolving links (a link out of it is a 404), never lists a folder, answers every malformed request with its status
+(400, 404, 414, 421, 431, 501, 505) in one short escaped log line, tells the browser not to cache (a new export shows
+on reload), serves .js as JavaScript on every OS, and closes connections that stay idle.
 
     >>> served_file(".", "/%00"), served_file(".", "/..%2fetc%2fpasswd"), served_file(".", "/no-such-file")
     (400, 400, 404)
@@ -26,10 +27,39 @@ MIME_TYPES = {".js": "text/javascript", ".mjs": "text/javascript", ".css": "text
 IDLE_TIMEOUT = 15  # seconds a connection may send nothing (or stop mid-request) before the server hangs up
 LINGER_SECONDS = 2  # the most a closing connection waits for the client to stop sending (see Server)
 LOG_CHARS = 120  # the most of a request that a log line shows
+OWN_NAMES = ("127.0.0.1", "localhost", "[::1]")  # what a Host header may name, with the server's port
+HOST_SYNTAX = re.compile(r"(\[[0-9a-f:.]+\]|[a-z0-9._~-]+)(?::([0-9]*))?")  # a name or [address], and a port
+HOST_REFUSED = {400: "Bad request: expected one Host header naming this server",
+                421: "Misdirected request: this server answers only to its own names"}
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Which file a request names
+# Whom a request is for, and which file it names
+
+
+def host_status(hosts, port):
+    """None if hosts, the values of a request's Host header lines, name the server at 127.0.0.1:port, else the
+    status that refuses the request, before anything of the folder is looked at. 400 (as RFC 9112, section 3.2,
+    asks of a server) for no Host, an empty one, more than one, or one that is no host and port at all; 421
+    (Misdirected Request: this server cannot answer for that name) for any other name than OWN_NAMES, or another
+    port. The name's case is ignored and so is one trailing dot (LOCALHOST and localhost. are localhost); a Host
+    without a port means port 80 (RFC 9110, section 4.2.1), so a bare name is accepted only when port is 80.
+
+    >>> host_status(["127.0.0.1:8765"], 8765), host_status(["LocalHost.:8765"], 8765), host_status(["[::1]:80"], 80)
+    (None, None, None)
+    >>> host_status(["evil.example:8765"], 8765), host_status(["localhost"], 8765), host_status(["localhost"], 80)
+    (421, 421, None)
+    >>> host_status([], 8765), host_status([""], 8765), host_status(["a:1", "a:1"], 8765)
+    (400, 400, 400)
+    """
+    if len(hosts) != 1:
+        return 400
+    found = HOST_SYNTAX.fullmatch(hosts[0].strip(" \t").lower())
+    if found is None:
+        return 400
+    name, given = found.groups()
+    same_port = (given or "80").lstrip("0") == str(port)  # (compared as text: a port of 5,000 digits is no int)
+    return None if name.removesuffix(".") in OWN_NAMES and same_port else 421
 
 
 def served_file(directory, target):
@@ -88,10 +118,10 @@ def printable(text, limit=LOG_CHARS):
 class Handler(http.server.SimpleHTTPRequestHandler):
     """Regular files of the folder with the right types on every OS, never cached, and only failed requests logged,
     each in one short line; a connection idle for timeout seconds is closed, quietly (browsers open some ahead that
-    they never use). Every request that cannot be served gets its status: 400 for a bad request line or a bad path
-    (and for a TLS hello: this server speaks plain HTTP), 404 for what is not a file of the folder, 414 for a request
-    line over 64 KiB, 431 for a header line over 64 KiB, 501 for a method other than GET and HEAD, 505 for
-    HTTP/2 and later."""
+    they never use). Every request that cannot be served gets its status: 400 for a bad request line, a bad path or
+    a missing or bad Host (and for a TLS hello: this server speaks plain HTTP), 404 for what is not a file of the
+    folder, 414 for a request line over 64 KiB, 421 for a Host that names another server, 431 for a header line
+    over 64 KiB, 501 for a method other than GET and HEAD, 505 for HTTP/2 and later."""
 
     extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, **MIME_TYPES}
     default_request_version = "HTTP/1.0"  # a reply to a request line without a version still has a status line
@@ -102,6 +132,7 @@ class Handler(http.server.SimpleHTTPRequestHandler):
 
     def handle_one_request(self):
         self.command = self.path = None  # until the request line is read: the log line shows what was
+        self.host_said = None  # what the log line says of a Host that was refused
         self.raw_requestline = b""
         self.request_version = self.default_request_version
         try:
@@ -116,6 +147,13 @@ class Handler(http.server.SimpleHTTPRequestHandler):
         super().handle_one_request()
 
     def send_head(self):
+        hosts = self.headers.get_all("Host") or []
+        refused = host_status(hosts, self.server.server_address[1])
+        if refused is not None:  # before the path is looked at: nothing of the folder, not even what exists
+            self.host_said = (f"Host {hosts[0]!r}" if len(hosts) == 1 else f"{len(hosts)} Host lines" if hosts
+                              else "no Host")
+            self.send_error(refused, HOST_REFUSED[refused])
+            return None
         found = served_file(self.directory, self.path)
         if found == HTTPStatus.MOVED_PERMANENTLY:
             parts = urllib.parse.urlsplit(self.path)
@@ -158,6 +196,7 @@ class Handler(http.server.SimpleHTTPRequestHandler):
         if str(code)[:1] in ("4", "5"):
             what = (f"{self.command} {self.path}" if self.command and self.path
                     else str(self.raw_requestline, "iso-8859-1").rstrip("\r\n"))  # a request line that failed
+            what += f" ({self.host_said})" if self.host_said else ""
             print(f"{printable(what)}: HTTP {code}", file=sys.stderr, flush=True)
 
 

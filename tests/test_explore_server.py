@@ -1,12 +1,15 @@
 """The explorer's server (oneblock/server.py, which explore.py serves with) against bad and hostile requests: links out
-of the folder, folders, bad paths, malformed request lines, a TLS hello sent to the plain-HTTP port, and idle
-connections.
+of the folder, folders, bad paths, malformed request lines, a TLS hello sent to the plain-HTTP port, idle
+connections, and Host headers that name another server (DNS rebinding) or none; and explore.py --export against a
+hostile neighbour: a checkpoint that names another file as its text, links and other files in the export's folder,
+a second export at once, and an export that must keep the privacy of its inputs and name no path of the machine.
 
-Each case is sent over a raw socket to the real server (serving.make_server on a temporary folder), run in its own
-process with its stderr in a file, so that every reply's status and body and every log line it wrote are checked,
-and no case may leave a traceback there."""
+Each request is sent over a raw socket to the real server (serving.make_server on a temporary folder), run in its
+own process with its stderr in a file, so that every reply's status and body and every log line it wrote are
+checked, and no case may leave a traceback there. Each export is a run of python3 explore.py."""
 
 import inspect
+import json
 import os
 import re
 import signal
@@ -20,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from oneblock import server as serving
-from run_helpers import serving_explorer
+from run_helpers import one_line_error, serving_explorer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,6 +31,7 @@ TIMEOUT = 2.0  # the idle timeout of the server under test, in seconds (serving.
 SECRET = "a file outside the served folder: never sent"
 PAGE = "<!doctype html><title>the page</title>\n"
 MODULE = "export const answer = 42;\n"
+HERE = b"{here}"  # in a request sent by Served.exchange: the host and port of the server under test
 SERVE = ("import sys\nfrom oneblock.server import make_server\n"
          "server = make_server(sys.argv[1], 0, timeout=float(sys.argv[2]))\n"
          "print(server.server_port, flush=True)\n"
@@ -81,16 +85,17 @@ class Served:
         self.port = int(line)
 
     def exchange(self, request, wait=10):
-        """(the whole reply, what the server logged meanwhile): request sent at once, then read until the server
-        closes the connection. The server logs before it replies, so the log is complete when the reply is."""
+        """(the whole reply, what the server logged meanwhile): request sent at once (with HERE replaced by this
+        server's host and port), then read until the server closes the connection. The server logs before it
+        replies, so the log is complete when the reply is."""
         mark = self.log.stat().st_size
         with socket.create_connection(("127.0.0.1", self.port), timeout=wait) as sock:
-            sock.sendall(request)
+            sock.sendall(request.replace(HERE, b"127.0.0.1:%d" % self.port))
             reply = read_all(sock)
         return reply, self.log.read_bytes()[mark:].decode("ascii")  # ascii: a log line escapes what it shows
 
-    def get(self, path):
-        return self.exchange(b"GET " + path.encode("latin-1") + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    def get(self, path, host=HERE):
+        return self.exchange(b"GET " + path.encode("latin-1") + b" HTTP/1.1\r\nHost: " + host + b"\r\n\r\n")
 
     def stop(self):
         """End the server (it is this test module's own child) and give its whole stderr."""
@@ -166,7 +171,7 @@ def test_a_page_file_is_served_with_its_type_uncached_and_not_logged(server):
     assert status(reply) == 200 and body(reply) == MODULE.encode()
     assert header(reply, "Content-Type") == "text/javascript" and header(reply, "Cache-Control") == "no-store"
     assert log == ""  # successes are quiet
-    reply, log = server.exchange(b"HEAD /index.html HTTP/1.0\r\n\r\n")
+    reply, log = server.exchange(b"HEAD /index.html HTTP/1.0\r\nHost: " + HERE + b"\r\n\r\n")
     assert status(reply) == 200 and body(reply) == b"" and header(reply, "Content-Length") == str(len(PAGE))
     assert header(reply, "Content-Type") == "text/html" and log == ""
 
@@ -256,7 +261,7 @@ def tls_client_hello():
     pytest.param(b"GET /" + b"a" * 16_000_000 + b" HTTP/1.0\r\n\r\n", 414,
                  id="a 16 MB URL, more than the socket buffers hold: the reply is not lost to a reset"),
     pytest.param(b"GET / HTTP/1.0\r\nX: " + b"a" * 100_000 + b"\r\n\r\n", 431, id="a header line too long"),
-    pytest.param(b"GET /\x1b[2J\x00\x07 HTTP/1.0\r\n\r\n", 400, id="control characters"),
+    pytest.param(b"GET /\x1b[2J\x00\x07 HTTP/1.0\r\nHost: " + HERE + b"\r\n\r\n", 400, id="control characters"),
 ])
 def test_a_malformed_request_is_its_status_and_one_short_log_line(server, request_bytes, code):
     reply, log = server.exchange(request_bytes)
@@ -266,7 +271,7 @@ def test_a_malformed_request_is_its_status_and_one_short_log_line(server, reques
 
 
 def test_a_log_line_escapes_the_control_characters_of_the_request(server):
-    _, log = server.exchange(b"GET /\x1b[2J\x00 HTTP/1.0\r\n\r\n")
+    _, log = server.exchange(b"GET /\x1b[2J\x00 HTTP/1.0\r\nHost: " + HERE + b"\r\n\r\n")
     assert one_log_line(log, 400) == r"GET /\x1b[2J\x00: HTTP 400"
     _, log = server.exchange(b"\x1b]0;owned\x07 / HTTP/1.0\r\n\r\n")  # a terminal title, as a method
     assert one_log_line(log, 400).startswith(r"\x1b]0;owned\x07")
@@ -318,11 +323,12 @@ def test_explore_py_answers_bad_requests_with_their_status_and_stops_cleanly(tmp
     proc, url = serving_explorer(tmp_path)
     try:
         port = int(url.split(":")[2].split("/")[0])
+        host = b"\r\nHost: 127.0.0.1:%d\r\n\r\n" % port
         replies = []
-        for request in (b"GARBAGE\r\n\r\n", b"GET / HTTP/9.9\r\n\r\n", b"GET /%00 HTTP/1.0\r\n\r\n",
-                        b"GET /..%2fexplore.py HTTP/1.0\r\n\r\n", b"GET /data/ HTTP/1.0\r\n\r\n",
+        for request in (b"GARBAGE\r\n\r\n", b"GET / HTTP/9.9\r\n\r\n", b"GET /%00 HTTP/1.0" + host,
+                        b"GET /..%2fexplore.py HTTP/1.0" + host, b"GET /data/ HTTP/1.0" + host,
                         b"GET /" + b"a" * 100_000 + b" HTTP/1.0\r\n\r\n", tls_client_hello(),
-                        b"GET /index.html HTTP/1.0\r\n\r\n"):
+                        b"GET /index.html HTTP/1.0" + host):
             with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
                 sock.sendall(request)
                 replies.append(read_all(sock))
@@ -346,3 +352,375 @@ def test_the_server_binds_127_0_0_1_only(tmp_path):
         assert served.server_address[0] == "127.0.0.1"
     finally:
         served.server_close()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The Host header: only this server's own names, with its port (DNS rebinding)
+
+
+def foreign_hosts(port):
+    """Host values that do not name the server at 127.0.0.1:port, each as a page elsewhere on the web (or a proxy)
+    could send it: the rebinding page's own name, names and addresses that lead to this machine, another port, the
+    bare name (which means port 80), and names that merely start or end like a local one."""
+    return [b"evil.example:%d" % port, b"127.0.0.1.nip.io:%d" % port, b"localhost:%d" % (port + 1),
+            b"127.0.0.1:%d" % (port + 1), b"0.0.0.0:%d" % port, b"[::2]:%d" % port, b"localhost", b"127.0.0.1",
+            b"localhost..:%d" % port, b"localhost.evil.example:%d" % port, b"evil.localhost:%d" % port,
+            b"127.0.0.2:%d" % port, b"[::ffff:127.0.0.1]:%d" % port, b"localhost:%d0" % port,
+            b"localhost:0%d0" % port, b"localhost:99999999", b"localhost:"]
+
+
+def own_hosts(port):
+    """The Host values that name the server at 127.0.0.1:port: its three names with its port, in any case,
+    localhost written fully qualified (with its trailing dot), and the port with a leading zero (the same number)."""
+    return [b"127.0.0.1:%d" % port, b"localhost:%d" % port, b"[::1]:%d" % port, b"LOCALHOST:%d" % port,
+            b"LocalHost.:%d" % port, b"localhost.:%d" % port, b"localhost:0%d" % port]
+
+
+FILES = ["/index.html", "/page.js", "/data/manifest.json", "/alias.js", "/sub/", "/sub", "/data/", "/no-such.js",
+         "/leak.txt"]  # files, folders, a link in and a link out, and nothing at all: one answer for all of them
+
+
+def test_a_host_that_names_another_server_is_421_and_nothing_of_the_folder(server):
+    """Every foreign Host is refused with 421 before the path is looked at: the same reply whatever the path names
+    (a file, a folder, a link, nothing), so that no byte of a file and not even which files exist is told."""
+    for host in foreign_hosts(server.port):
+        replies = set()
+        for path in FILES:
+            reply, log = server.get(path, host=host)
+            assert status(reply) == 421, (host, path, reply[:200])
+            assert PAGE.encode() not in reply and MODULE.encode() not in reply and b"format" not in reply
+            assert SECRET.encode() not in reply and b"sub" not in reply and header(reply, "Location") is None
+            assert one_log_line(log, 421) == f"GET {path} (Host {host.decode()!r}): HTTP 421"
+            replies.add(body(reply))
+        assert len(replies) == 1, (host, replies)
+    reply, _ = server.exchange(b"HEAD /index.html HTTP/1.1\r\nHost: evil.example:%d\r\n\r\n" % server.port)
+    assert status(reply) == 421 and body(reply) == b"" and header(reply, "Content-Length") != str(len(PAGE))
+    reply, log = server.get("/index.html", host=b"localhost:" + b"9" * 5000)  # a port no int holds: one short line
+    assert status(reply) == 421 and one_log_line(log, 421).startswith("GET /index.html (Host 'localhost:999")
+
+
+@pytest.mark.parametrize("request_bytes", [
+    pytest.param(b"GET /index.html HTTP/1.0\r\n\r\n", id="HTTP/1.0 without Host"),
+    pytest.param(b"GET /index.html HTTP/1.1\r\n\r\n", id="HTTP/1.1 without Host"),
+    pytest.param(b"GET /index.html HTTP/1.1\r\nHost:\r\n\r\n", id="an empty Host"),
+    pytest.param(b"GET /index.html HTTP/1.1\r\nHost:   \r\n\r\n", id="a Host of spaces"),
+    pytest.param(b"GET /index.html HTTP/1.1\r\nHost: " + HERE + b"\r\nHost: evil.example\r\n\r\n", id="two Hosts"),
+    pytest.param(b"GET /index.html HTTP/1.1\r\nHost: " + HERE + b"\r\nHost: " + HERE + b"\r\n\r\n",
+                 id="the same Host twice"),
+    pytest.param(b"GET /index.html HTTP/1.1\r\nHost: me@" + HERE + b"\r\n\r\n", id="a Host with a user"),
+    pytest.param(b"GET /index.html HTTP/1.1\r\nHost: " + HERE + b" x\r\n\r\n", id="a Host of two words"),
+    pytest.param(b"GET /index.html HTTP/1.1\r\nHost: localh\xc3\xb6st\r\n\r\n", id="a Host past ASCII"),
+])
+def test_a_request_without_one_good_host_is_400_and_nothing_of_the_folder(server, request_bytes):
+    """No Host, an empty one, more than one, or one that is no host name at all: 400, as HTTP/1.1 asks of a server
+    (RFC 9112, section 3.2), and for HTTP/1.0 too: a browser always sends one."""
+    reply, log = server.exchange(request_bytes)
+    assert status(reply) == 400 and PAGE.encode() not in reply and b"Error code: 400" in body(reply)
+    assert header(reply, "Connection") == "close"
+    assert re.fullmatch(r"GET /index\.html \((no Host|2 Host lines|Host '.*')\): HTTP 400",
+                        one_log_line(log, 400)), log
+
+
+def test_the_names_of_this_server_are_served(server):
+    for host in own_hosts(server.port):
+        reply, log = server.get("/index.html", host=host)
+        assert status(reply) == 200 and body(reply) == PAGE.encode() and log == "", host
+    reply, _ = server.get("/sub", host=b"LOCALHOST:%d" % server.port)  # a redirect stays on the name it was asked
+    assert status(reply) == 301 and header(reply, "Location") == "/sub/"
+
+
+def test_explore_py_refuses_a_rebinding_page_and_serves_its_own_names(tmp_path):
+    """python3 explore.py --no-open, asked for its data as a page elsewhere on the web asks after DNS rebinding
+    (curl -H "Host: evil.example:PORT" http://127.0.0.1:PORT/data/split.json): 421 and not a byte of the split,
+    while the URL it prints, and localhost, serve it."""
+    proc, url = serving_explorer(tmp_path)
+    try:
+        port = int(url.split(":")[2].split("/")[0])
+        replies = {}
+        for host in [*foreign_hosts(port), b"", None, *own_hosts(port)]:
+            line = b"" if host is None else b"Host: " + host + b"\r\n"
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                sock.sendall(b"GET /data/split.json HTTP/1.%d\r\n%s\r\n" % (host is not None, line))
+                replies[host] = read_all(sock)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    split = (ROOT / "explorer" / "data" / "split.json").read_bytes()
+    for host, reply in replies.items():
+        if host in own_hosts(port):
+            assert status(reply) == 200 and body(reply) == split, host
+        else:
+            assert status(reply) == (421 if host else 400) and b"mia" not in reply and len(body(reply)) < 1000, host
+    lines = [x for x in err.splitlines() if not x.startswith("note: ")]
+    assert len(lines) == len(foreign_hosts(port)) + 2 and all(x.endswith(("HTTP 421", "HTTP 400")) for x in lines)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# explore.py --export against a hostile neighbour: which text, which folder, which permissions, no path of the machine
+
+
+def explore(*args, cwd):
+    """python3 explore.py with args, in cwd: the CompletedProcess (text)."""
+    return subprocess.run([sys.executable, str(ROOT / "explore.py"), *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd, timeout=300)
+
+
+def files_under(folder):
+    """{relative path: bytes} of every file under folder, and every link as its target: to see what changed."""
+    folder = Path(folder)
+    return {p.relative_to(folder).as_posix(): (os.readlink(p) if p.is_symlink() else p.read_bytes())
+            for p in sorted(folder.rglob("*")) if p.is_symlink() or p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A folder with notes.txt (two_documents) and three small checkpoints train.py wrote there: own.safetensors of
+    --data notes.txt, whole.safetensors of --data given as its whole path, and stories.safetensors of the stories."""
+    from checkpoint_edits import RUNS, two_documents
+
+    folder = tmp_path_factory.mktemp("explore-runs")
+    (folder / "notes.txt").write_text(two_documents(), encoding="utf-8")
+    whole = [str(folder / "notes.txt") if arg == "notes.txt" else arg for arg in RUNS["own-text"]]
+    runs = {"own": RUNS["own-text"], "whole": whole, "stories": RUNS["one-block"]}
+    procs = [subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args, "--out", f"{name}.safetensors"],
+                              cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+             for name, args in runs.items()]
+    for proc in procs:
+        assert proc.wait(timeout=300) == 0, proc.stderr.read()
+        proc.stderr.close()
+    return folder
+
+
+def placed(runs, folder, name, text=None, text_name="notes.txt"):
+    """A copy of the checkpoint runs/name.safetensors in folder (made), and of notes.txt as text_name there if text;
+    the copy's path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    ckpt = folder / f"{name}.safetensors"
+    ckpt.write_bytes((runs / f"{name}.safetensors").read_bytes())
+    if text:
+        (folder / text_name).write_bytes((runs / "notes.txt").read_bytes())
+    return ckpt
+
+
+def with_metadata(path, **changes):
+    """The checkpoint at path rewritten with these metadata entries changed (its data hash made right again)."""
+    from oneblock import checkpoint
+
+    tensors, metadata = checkpoint.load_file(path)
+    metadata.pop(checkpoint.DATA_HASH_KEY)
+    metadata.update(changes)
+    path.write_bytes(checkpoint.encode(tensors, metadata))
+
+
+def test_the_export_holds_no_path_of_the_machine(runs, tmp_path):
+    """A checkpoint named by its whole path, of a text train.py was given by its whole path: the export names both
+    by their file names alone, the weights included, and is still the model (tensors and checks as before)."""
+    from oneblock import checkpoint
+
+    site, elsewhere = tmp_path / "site", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    assert checkpoint.load_checkpoint(runs / "whole.safetensors")["metadata"]["text"] == str(runs / "notes.txt")
+    proc = explore("--ckpt", runs / "whole.safetensors", "--export", site, cwd=elsewhere)
+    assert proc.returncode == 0, proc.stderr
+    exported = files_under(site)
+    for name, data in exported.items():
+        for path in {str(runs), str(runs.resolve()), str(tmp_path), str(ROOT)}:
+            assert path.encode() not in data, (name, path)
+    manifest = json.loads(exported["data/manifest.json"])
+    split = json.loads(exported["data/split.json"])
+    assert manifest["text"] == split["text"] == "notes.txt" and manifest["source"] == "Checkpoint whole.safetensors"
+    assert split["train"] + split["val"] == (runs / "notes.txt").read_text(encoding="utf-8")
+    weights = checkpoint.load_checkpoint(site / "data" / "weights.safetensors")
+    before = checkpoint.load_checkpoint(runs / "whole.safetensors")
+    assert weights["metadata"]["text"] == "notes.txt"
+    assert checkpoint.reference_params(weights) == checkpoint.reference_params(before)
+    assert {k: v for k, v in weights["metadata"].items() if k not in ("text", checkpoint.DATA_HASH_KEY)} == {
+        k: v for k, v in before["metadata"].items() if k not in ("text", checkpoint.DATA_HASH_KEY)}
+    # and a checkpoint that names its text without folders is exported byte for byte
+    assert explore("--ckpt", "own.safetensors", "--export", site, cwd=runs).returncode == 0
+    assert (site / "data" / "weights.safetensors").read_bytes() == (runs / "own.safetensors").read_bytes()
+
+
+@pytest.mark.skipif(os.name == "nt", reason="Windows has no owner, group and others' permission bits")
+@pytest.mark.parametrize("ckpt_mode, text_mode, data_mode", [
+    (0o600, 0o600, 0o600), (0o600, 0o644, 0o600), (0o644, 0o600, 0o600), (0o640, 0o644, 0o640),
+    (0o644, 0o644, 0o644), (0o400, 0o444, 0o600), (0o666, 0o604, 0o604)])
+def test_the_export_keeps_the_privacy_of_what_it_was_made_from(runs, tmp_path, ckpt_mode, text_mode, data_mode):
+    """The data an export writes is as private as the checkpoint and the text it was made from (the owner may read
+    and write it; the group and others may read it only where both let them, and never write it); the page's own
+    files are readable by all."""
+    ckpt = placed(runs, tmp_path / "work", "own", text=True)
+    ckpt.chmod(ckpt_mode)
+    (ckpt.parent / "notes.txt").chmod(text_mode)
+    proc = explore("--ckpt", ckpt, "--export", tmp_path / "site", cwd=ckpt.parent)
+    assert proc.returncode == 0, proc.stderr
+    modes = {p.relative_to(tmp_path / "site").as_posix(): p.stat().st_mode & 0o777
+             for p in (tmp_path / "site").rglob("*") if p.is_file()}
+    data = {name: mode for name, mode in modes.items() if name.startswith("data/")}
+    assert sorted(data) == ["data/manifest.json", "data/split.json", "data/tokenizer.json",
+                            "data/weights.safetensors"]
+    assert set(data.values()) == {data_mode}, oct(data_mode)
+    assert {mode for name, mode in modes.items() if name not in data} == {0o644}
+    # the stories: the checkpoint's privacy alone
+    stories = placed(runs, tmp_path / "work", "stories")
+    stories.chmod(ckpt_mode)
+    assert explore("--ckpt", stories, "--export", tmp_path / "site", cwd=tmp_path).returncode == 0
+    want = 0o600 | (ckpt_mode & 0o044)
+    assert {(tmp_path / "site" / "data" / name).stat().st_mode & 0o777 for name in data_names()} == {want}
+
+
+def data_names():
+    return ["manifest.json", "split.json", "tokenizer.json", "weights.safetensors"]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Which text a model of your own text exports
+
+
+def test_a_checkpoint_cannot_export_a_file_it_names_elsewhere(runs, tmp_path):
+    """A crafted checkpoint that names another file, by its whole path or through folders, with that file's right
+    SHA-256: nothing is read from there, the export is refused in one line, and nothing is written."""
+    from oneblock import checkpoint
+
+    secret = tmp_path / "outside" / "secret.txt"
+    secret.parent.mkdir()
+    secret.write_text("a secret line one\n" * 30 + "\n" + "a secret line two\n" * 4, encoding="utf-8")
+    work = tmp_path / "work"
+    for name in (str(secret), "../outside/secret.txt", "outside/secret.txt"):
+        ckpt = placed(runs, work, "own")
+        with_metadata(ckpt, text=name, text_sha256=checkpoint.sha256_file(secret))
+        for cwd in (work, tmp_path):
+            proc = explore("--ckpt", ckpt, "--export", tmp_path / "site", cwd=cwd)
+            one_line_error(proc, "learned the text of", "secret.txt", "--data FILE")
+            assert not (tmp_path / "site").exists()
+
+
+def test_the_text_beside_the_checkpoint_is_found_wherever_explore_runs(runs, tmp_path):
+    ckpt = placed(runs, tmp_path / "runs", "own", text=True)
+    (tmp_path / "other").mkdir()
+    proc = explore("--ckpt", ckpt, "--export", tmp_path / "site", cwd=tmp_path / "other")
+    assert proc.returncode == 0, proc.stderr
+    split = json.loads((tmp_path / "site" / "data" / "split.json").read_text(encoding="utf-8"))
+    assert split["train"] + split["val"] == (runs / "notes.txt").read_text(encoding="utf-8")
+    # a changed copy beside it, the right one in the current folder: the one the checkpoint's hash binds is taken
+    (tmp_path / "runs" / "notes.txt").write_text("another text\n\nof two documents\n", encoding="utf-8")
+    (tmp_path / "other" / "notes.txt").write_bytes((runs / "notes.txt").read_bytes())
+    assert explore("--ckpt", ckpt, "--export", tmp_path / "site", cwd=tmp_path / "other").returncode == 0
+    # the changed one alone: refused, naming it
+    (tmp_path / "other" / "notes.txt").unlink()
+    proc = explore("--ckpt", ckpt, "--export", tmp_path / "site2", cwd=tmp_path / "other")
+    one_line_error(proc, "that file has changed since", str(tmp_path / "runs" / "notes.txt"))
+    assert not (tmp_path / "site2").exists()
+
+
+def test_data_names_the_text_and_is_checked_against_the_checkpoint(runs, tmp_path):
+    """--data FILE: the text the model learned, wherever it is now and whatever its name, held to the SHA-256 the
+    checkpoint recorded; a wrong file, a folder, a FIFO or a missing one is one line and nothing written, as is
+    --data with a model of the stories."""
+    ckpt = placed(runs, tmp_path / "runs", "own")
+    moved = tmp_path / "texts" / "renamed.txt"
+    moved.parent.mkdir()
+    moved.write_bytes((runs / "notes.txt").read_bytes())
+    site = tmp_path / "site"
+    proc = explore("--ckpt", ckpt, "--export", site, cwd=tmp_path)  # not beside it, not here: say how to name it
+    one_line_error(proc, "learned the text of 'notes.txt'", str(tmp_path / "runs" / "notes.txt"), "--data FILE")
+    proc = explore("--ckpt", ckpt, "--data", moved, "--export", site, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    manifest = json.loads((site / "data" / "manifest.json").read_text(encoding="utf-8"))
+    split = json.loads((site / "data" / "split.json").read_text(encoding="utf-8"))
+    assert manifest["text"] == split["text"] == "renamed.txt"
+    assert split["train"] + split["val"] == moved.read_text(encoding="utf-8")
+    other = tmp_path / "other.txt"
+    other.write_text(moved.read_text(encoding="utf-8") + "one more line\n", encoding="utf-8")
+    (tmp_path / "folder").mkdir()
+    refusals = [(["--ckpt", ckpt, "--data", other], [str(other), "SHA-256"]),
+                (["--ckpt", ckpt, "--data", tmp_path / "missing.txt"], ["missing.txt", "No such file"]),
+                (["--ckpt", ckpt, "--data", tmp_path / "folder"], ["folder is a folder"]),
+                (["--ckpt", placed(runs, tmp_path / "runs", "stories"), "--data", moved],
+                 ["--data", "the stories"]),
+                (["--data", moved], ["--data", "the stories"])]  # the untrained model learned nothing else
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(tmp_path / "fifo")
+        refusals.append((["--ckpt", ckpt, "--data", tmp_path / "fifo"], ["fifo is a FIFO"]))
+    for args, phrases in refusals:
+        proc = explore(*args, "--export", tmp_path / "site2", cwd=tmp_path)
+        one_line_error(proc, *phrases)
+        assert not (tmp_path / "site2").exists()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Which folder an export writes: one of its own, and nothing through a link
+
+
+def test_an_export_never_writes_through_a_link(runs, tmp_path):
+    """A link placed in the export's folder, where the export writes (data/, index.html, data/manifest.json), or
+    the folder itself a link: refused in one line naming it; what the links lead to, and the folder, as they were."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "mine.html").write_text("my own page\n", encoding="utf-8")
+    assert explore("--ckpt", "stories.safetensors", "--export", tmp_path / "old", cwd=runs).returncode == 0
+    cases = {"data": lambda site: (site / "data").symlink_to(outside, target_is_directory=True),
+             "index.html": lambda site: (site / "index.html").symlink_to(outside / "mine.html"),
+             "data/manifest.json": lambda site: ((site / "data").mkdir(),
+                                                 (site / "data" / "manifest.json").symlink_to(
+                                                     tmp_path / "old" / "data" / "manifest.json")),
+             "": lambda site: site.symlink_to(outside, target_is_directory=True)}
+    for where, make in cases.items():
+        site = tmp_path / f"site-{len(where)}"
+        if where:
+            site.mkdir()
+        make(site)
+        before, there = files_under(tmp_path / "outside"), files_under(site)
+        proc = explore("--ckpt", "stories.safetensors", "--export", site, cwd=runs)
+        one_line_error(proc, f"{site / where if where else site} is a symbolic link")
+        assert files_under(tmp_path / "outside") == before and files_under(site) == there, where
+        assert files_under(tmp_path / "old")  # (the link's target export is still there)
+
+
+def test_an_export_replaces_only_an_export(runs, tmp_path):
+    """The folder must be missing, empty, or hold an earlier export (its data/manifest.json says so): a folder of
+    your own files, or one whose manifest is not an export's, is refused and left as it was; what a killed export
+    left (its temporary files) does not count, and is cleared."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").write_text("<!doctype html><title>my own page</title>\n", encoding="utf-8")
+    (site / "notes.md").write_text("mine\n", encoding="utf-8")
+    mine = tmp_path / "mine"
+    (mine / "data").mkdir(parents=True)
+    (mine / "data" / "manifest.json").write_text('{"format": "my own manifest"}\n', encoding="utf-8")
+    for folder in (site, mine):
+        before = files_under(folder)
+        proc = explore("--ckpt", "stories.safetensors", "--export", folder, cwd=runs)
+        one_line_error(proc, f"{folder} holds files that are not an explorer export", "missing, empty")
+        assert files_under(folder) == before
+    # empty, and then an earlier export: both written
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for _ in range(2):
+        proc = explore("--ckpt", "stories.safetensors", "--export", empty, cwd=runs)
+        assert proc.returncode == 0, proc.stderr
+    # a folder that a killed export left: the temporary files of its names, and an empty data/
+    killed = tmp_path / "killed"
+    (killed / "data").mkdir(parents=True)
+    (killed / "data" / "weights.safetensors.999999999.abcd1234.tmp").write_bytes(b"half a file")
+    (killed / "index.html.999999999.abcd1234.tmp").write_bytes(b"half a page")
+    proc = explore("--ckpt", "stories.safetensors", "--export", killed, cwd=runs)
+    assert proc.returncode == 0, proc.stderr
+    assert not list(killed.rglob("*.tmp")) and sorted(files_under(killed)) == sorted(files_under(empty))
+
+
+def test_two_exports_into_one_folder_do_not_mix(runs, tmp_path):
+    """While another export writes a folder (it holds data/manifest.json's lock), a second is refused in one line,
+    and writes nothing."""
+    from atomic import hold
+
+    site = tmp_path / "site"
+    with hold(site / "data" / "manifest.json", "another export"):
+        proc = explore("--ckpt", "stories.safetensors", "--export", site, cwd=runs)
+        one_line_error(proc, "in use by another run (another export)")
+        assert sorted(p.name for p in (site / "data").iterdir()) == ["manifest.json.lock"]
+    assert not site.exists()
