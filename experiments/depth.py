@@ -1,7 +1,8 @@
 """What a second block buys, and what more heads do: the model grown to (blocks, heads) = (1, 1), (1, 4), (2, 1) and
 (2, 4), over three seeds, on two tasks, every size with its own small learning-rate sweep.
 
-    python3 -m experiments.depth            # the full experiment (the record says how long it took): depth.json
+    python3 -m experiments.depth            # the full experiment (the record says how long it took): out/depth.json
+    python3 -m experiments.depth --out experiments/depth.json   # the same, replacing the committed record
     python3 -m experiments.depth --check    # a reduced run (seconds), a shape check of depth.json, its summaries
     python3 -m experiments.depth --rerun induction --blocks 2 --heads 1 --seed 3   # one cell trained again, checked
 
@@ -50,17 +51,18 @@ with machine.needed_by("python3 -m experiments.depth"):
 
     import make_corpus
     from experiments.induction import PERIODS, VOCAB, WINDOW, induction_measures, periodic, train_induction
-    from experiments.recording import (TUNE_STORIES, across_seeds, check_provenance, experiment_parser,
-                                       first_difference, flags, last_probs, lr_values, need, provenance,
-                                       recorded_settings, rerun_records, rerun_step, rerun_verdict, rounded, run_or_check,
-                                       spread_text, sweep_data, sweep_summary, sweep_text, table_row, trained,
-                                       validation_loss)
+    from experiments.recording import (TUNE_STORIES, across_seeds, check_provenance, experiment_parser, field,
+                                       first_difference, flags, interruptible, last_probs, lr_values, need, parsed,
+                                       provenance, reading, recorded_settings, rerun_records, rerun_step,
+                                       rerun_verdict, rounded, run_or_check, spread_text, stopped, sweep_data,
+                                       sweep_summary, sweep_text, table_row, trained, validation_loss, writes)
 
 # ----------------------------------------------------------------------------------------------------------------
 # Settings
 
 HERE = Path(__file__).resolve().parent
 RECORD_FILE = HERE / "depth.json"
+SCRIPT = "python3 -m experiments.depth"  # this experiment's command, from the lab's folder
 FORMAT = "depth experiment v1"  # the record's "format" field
 SIZES = [(1, 1), (1, 4), (2, 1), (2, 4)]  # (blocks, heads)
 TASKS = ("stories", "induction")
@@ -283,8 +285,8 @@ def summarise_induction(runs, plan):
 
 
 def tables(record):
-    """The two tables of depth.json that docs/depth.md shows: per size, the sweep and the runs at its chosen learning rate, on the
-    stories and on the induction task."""
+    """The two tables of depth.json that docs/depth.md shows: per size, the sweep and the runs at its chosen learning
+    rate, on the stories and on the induction task."""
     settings, floor = record["settings"], record["floor"]
     lrs = {task: " / ".join(f"{lr:g}" for lr in settings[task]["lrs"]) for task in TASKS}
     stories = [table_row(["blocks x heads", f"tuning loss at lr {lrs['stories']}", "validation loss, mean ± sd"
@@ -367,11 +369,15 @@ def rerun(record, task, size, seed, until):
     compare the tuning loss there with the record's curve. Returns (ok, one line saying so): with the recording's
     kernels and thread count the digits must be the same; with others they differ and the line says by how much
     (spread.py measures how far kernels move the one-block model; the spreads over seeds say what a
-    difference means)."""
+    difference means). Every field of the record it needs is read before it trains: a damaged record is a
+    ValueError naming it (recording.reading)."""
     plan = FULL
-    lr = record[task]["sizes"][name_of(size)]["sweep"]["chosen"]
-    run = {(r["lr"], r["seed"]): r for r in record[task]["runs"][name_of(size)]}[lr, seed]
-    recorded = dict(run["tune_curve"])[until]
+    with reading(RECORD_FILE, writes(SCRIPT, RECORD_FILE), also=(ValueError,)):
+        lr = field(record[task]["sizes"][name_of(size)]["sweep"]["chosen"], "a number",
+                   f"{task}.sizes.{name_of(size)}.sweep.chosen")
+        run = {(r["lr"], r["seed"]): r for r in record[task]["runs"][name_of(size)]}[lr, seed]
+        recorded = field(dict(run["tune_curve"])[until], "a number", f"the tuning loss at step {until}")
+        field(record["machine"], "a string", "machine")
     if task == "stories":
         tuning, _ = sweep_data(plan["stories"]["train"], TUNE_STORIES)
         values = {**plan["stories"]["train"], **lr_values(lr), "blocks": size[0], "heads": size[1], "seed": seed}
@@ -397,27 +403,37 @@ def main(argv=None):
                               "help": "train one cell of depth.json again (stories or induction, with --blocks,"
                                       " --heads and --seed, at the learning rate the record chose, up to --until)"
                                       " and compare its tuning loss with the record's"})
-    parser.add_argument("--blocks", type=int, default=2, help="the blocks of --rerun (default: %(default)s)")
-    parser.add_argument("--heads", type=int, default=1, help="the heads of --rerun (default: %(default)s)")
-    args = parser.parse_args(argv)
-    if args.rerun:
+    parser.add_argument("--blocks", type=int, default=None, help="the blocks of --rerun (default: 2)")
+    parser.add_argument("--heads", type=int, default=None, help="the heads of --rerun (default: 1)")
+    args = parsed(parser, argv, blocks=2, heads=1)
+    if args.rerun is not None:
         return main_rerun(parser, args)
-    return run_or_check(sys.modules[__name__], args)
+    return run_or_check(sys.modules[__name__], args, argv)
 
 
 def main_rerun(parser, args):
-    """depth.py --rerun: check the arguments against the record before training, then rerun the cell."""
-    machine.use_threads(1, "python3 -m experiments.depth")  # as the record was made
-    records = rerun_records(parser, args, ((RECORD_FILE, "python3 -m experiments.depth"),))
+    """depth.py --rerun: read the record and check the arguments against it before training, then rerun the cell;
+    a record that cannot be read, or lacks what the rerun reads, is one line and exit 2."""
+    machine.use_threads(1, SCRIPT)  # as the record was made
+    script = writes(SCRIPT, RECORD_FILE)
+    records = rerun_records([(RECORD_FILE, FORMAT, script)])
     if records is None:
         return 2
     record, size = records[0], (args.blocks, args.heads)
     if size not in SIZES:
         parser.error(f"--blocks {args.blocks} --heads {args.heads}: {RECORD_FILE.name} has the sizes"
                      f" {', '.join(name_of(s) for s in SIZES)} (blocks x heads)")
-    until = rerun_step(parser, args.until, record[args.rerun]["runs"][name_of(size)][0]["tune_curve"],
-                                 args.seed, record["settings"]["seeds"], RECORD_FILE.name)
-    ok, line = rerun(record, args.rerun, size, args.seed, until)
+    try:
+        with reading(RECORD_FILE, script, also=(ValueError,)):
+            until = rerun_step(parser, args.until, record[args.rerun]["runs"][name_of(size)][0]["tune_curve"],
+                               args.seed, record["settings"]["seeds"], RECORD_FILE.name)
+        with interruptible():
+            ok, line = rerun(record, args.rerun, size, args.seed, until)
+    except ValueError as e:
+        print(f"error: --rerun: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as e:
+        return stopped(e, None)
     print(line)
     return 0 if ok else 1
 

@@ -24,11 +24,13 @@ Written with matplotlib's Agg backend (no display needed), one PNG per picture:
 """
 
 import argparse
-import json
 import random
 import sys
+import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 
+from atomic import folder_for, hold, name_problem, output_problem, resolved, write_together
 from oneblock import machine
 
 with machine.needed_by("python3 -m experiments.plots"):
@@ -39,6 +41,7 @@ with machine.needed_by("python3 -m experiments.plots"):
     import bpe
     import model
     from experiments.induction import induction_measures, periodic, train_induction
+    from experiments.recording import given, holder, interruptible, read_record, reading, stopped, writes
     from oneblock import numpy_model, sizes, training
     from oneblock.data import CORPUS_FILE, TOKENIZER_FILE
     from oneblock.settings import MODEL, Settings
@@ -54,6 +57,8 @@ TUNE_SEED, TEST_SEED = 1001, 1002  # depth.py's seeds of the tuning and test seq
 STYLE = {"learned": "tab:blue", "none": "tab:gray", "sinusoidal": "tab:orange", "rope": "tab:green"}  # a colour each
 SIZE_STYLE = {"1x1": "tab:gray", "1x4": "tab:purple", "2x1": "tab:blue", "2x4": "tab:red"}  # depth.py's sizes
 HEADS_SIZE = (2, 4)  # the model whose heads induction_heads.png shows
+PICTURES = ["loss_curves.png", "attention.png", "position_similarity.png", "order_test.png",
+            "positions_experiment.png", "depth_experiment.png", "induction_heads.png", "scaling_experiment.png"]
 DPI = 120
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -449,30 +454,89 @@ def plot_scaling(record, out):
 def main(argv=None):
     parser = argparse.ArgumentParser(description="Draw the pictures of docs/figures/ (matplotlib, PNG).",
                                      allow_abbrev=False)
-    parser.add_argument("--out", default=str(FIGURES), metavar="DIR", help="folder for the PNGs (default:"
-                                                                           " docs/figures/)")
+    parser.add_argument("--out", default=str(FIGURES), metavar="DIR", type=given("a folder"),
+                        help="folder for the PNGs (default: docs/figures/); made if it is missing, and every picture"
+                             " in it replaced at the end, all or none (a file there that is not a PNG never is)")
     parser.add_argument("--steps", type=int, default=None, metavar="N",
                         help="training steps of every model (default: train.py's 12000, and depth.py's 2000 for the"
                              " two-block model); fewer for a quick look")
-    parser.add_argument("--record", default=str(POSITIONS_RECORD), metavar="PATH",
+    parser.add_argument("--record", default=str(POSITIONS_RECORD), metavar="PATH", type=given("a record file"),
                         help="the position experiment's record (default: positions.json beside this file)")
-    parser.add_argument("--depth-record", default=str(DEPTH_RECORD), metavar="PATH",
+    parser.add_argument("--depth-record", default=str(DEPTH_RECORD), metavar="PATH", type=given("a record file"),
                         help="the depth experiment's record (default: depth.json beside this file)")
-    parser.add_argument("--scaling-record", default=str(SCALING_RECORD), metavar="PATH",
+    parser.add_argument("--scaling-record", default=str(SCALING_RECORD), metavar="PATH", type=given("a record file"),
                         help="the scaling experiment's record (default: scaling.json beside this file)")
     args = parser.parse_args(argv)
     if args.steps is not None and args.steps < 1:
         parser.error(f"--steps must be at least 1, got {args.steps}")
-    paths = (args.record, args.depth_record, args.scaling_record)
-    for path, script in zip(paths, ("experiments.positions", "experiments.depth", "experiments.scaling")):
-        if not Path(path).exists():
-            print(f"error: no record at {path}; run python3 -m {script} to make it", file=sys.stderr)
-            return 2
-    records = [json.loads(Path(path).read_text(encoding="utf-8")) for path in paths]
-    order = json.loads(TRACE.read_text(encoding="utf-8"))["order_test"]
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    problem = folder_problem(args.out)
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     machine.use_threads(1, "python3 -m experiments.plots")  # one BLAS thread, as train.py's default --threads
+    note = holder("python3 -m experiments.plots", sys.argv[1:] if argv is None else argv)
+    try:
+        with interruptible(), ExitStack() as owned:
+            staging = Path(owned.enter_context(tempfile.TemporaryDirectory(prefix="plots-")))
+            return drawn(args, owned, staging, note)
+    except KeyboardInterrupt as e:
+        return stopped(e, args.out)
+
+
+def folder_problem(typed):
+    """Why --out (as typed) cannot be the pictures' folder, in one line, judged from the path alone; None if it can:
+    a file, a path through a file, or a name too long for a picture in it."""
+    path = Path(typed)
+    if path.exists() and not path.is_dir():
+        return f"--out {typed} is a file; expected a folder for the pictures"
+    for folder in reversed(path.parents):
+        if folder.exists() and not folder.is_dir():
+            return f"--out {typed}: {folder} is a file, not a folder"
+    problem = name_problem(path / max(PICTURES, key=len))
+    return f"--out {typed}: {problem}; choose a shorter one" if problem else None
+
+
+def cannot_write(e, out, what):
+    """Exit status 2, after one line saying that this run could not do what (e: the OSError or ValueError why) and
+    that the pictures in out are as they were."""
+    why = e.strerror if isinstance(e, OSError) and e.strerror else e
+    print(f"error: cannot {what} ({why}); the pictures in {out} are as they were", file=sys.stderr)
+    return 2
+
+
+def drawn(args, owned, staging, note):
+    """The run of main, once its arguments are checked: own --out until owned closes (atomic.hold), read the
+    records and draw their pictures first (a damaged one is one line before any training), train, draw the rest,
+    all in staging (a temporary folder), then write every picture into --out at once; the exit status."""
+    try:
+        out = owned.enter_context(hold(Path(args.out), note))  # the folder, links followed
+    except (ValueError, OSError) as e:
+        print(f"error: --out: {e}", file=sys.stderr)
+        return 2
+    for name in PICTURES:  # judged while this run owns the folder: what is there is replaced only by a picture
+        problem = output_problem(out / name, "a PNG picture", lambda raw: raw.startswith(b"\x89PNG"))
+        if problem is not None:
+            print(f"error: --out {args.out}: {problem}", file=sys.stderr)
+            return 2
+    paths = (args.record, args.depth_record, args.scaling_record)
+    scripts = [writes(f"python3 -m experiments.{name}", f"{name}.json") for name in ("positions", "depth", "scaling")]
+    pictures = {}
+    try:
+        records = [read_record(path, script) for path, script in zip(paths, scripts)]
+        with reading(TRACE, "python3 trace_block.py --write"):
+            order = read_record(TRACE, "python3 trace_block.py --write")["order_test"]
+            sentences = (order["a"], order["b"])
+        for record, path, script, draw in zip(records, paths, scripts, (plot_experiment, plot_depth, plot_scaling)):
+            with reading(path, script, also=(ValueError,)):  # every field a picture reads, before any training
+                pictures[draw] = draw(record, staging)
+        with reading(paths[1], scripts[1], also=(ValueError,)):
+            plan = {**records[1]["settings"]["induction"], **({"steps": args.steps} if args.steps else {})}
+            lr = records[1]["induction"]["sizes"][f"{HEADS_SIZE[0]}x{HEADS_SIZE[1]}"]["sweep"]["chosen"]
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # a picture that cannot be drawn to the temporary folder: a full disk there
+        return cannot_write(e, args.out, "draw the pictures in a temporary folder")
 
     steps = {"steps": args.steps} if args.steps else {}
     print("1/3: train.py's default training (seed 3, learned positions)", flush=True)
@@ -482,8 +546,6 @@ def main(argv=None):
     without = training.train(Settings(eval_every=100, positions="none", quiet=True, **steps),
                              data=run.data).state["params"]
     start = numpy_model.init_params(run.data.vocab, MODEL["d"], MODEL["hidden"], MODEL["max_len"], 3)
-    plan = {**records[1]["settings"]["induction"], **steps}
-    lr = records[1]["induction"]["sizes"][f"{HEADS_SIZE[0]}x{HEADS_SIZE[1]}"]["sweep"]["chosen"]
     print(f"3/3: the {sizes.describe(*HEADS_SIZE)} model on periodic sequences (lr {lr:g}), for its heads",
           flush=True)
     tuning = periodic(random.Random(TUNE_SEED), plan["tune_sequences"])
@@ -491,19 +553,26 @@ def main(argv=None):
     test = periodic(random.Random(TEST_SEED), plan["test_sequences"])
     measures, scores = induction_measures(copier, HEADS_SIZE[1], test)
     tok = bpe.Tokenizer.load(TOKENIZER_FILE)
-    written = [
-        plot_loss_curves(history, run.data.val_floor, history[-1]["step"], out),
-        plot_attention(learned, tok, out),
-        plot_position_similarity(start["pos_emb"], learned["pos_emb"], out),
-        plot_order_test(numpy_model.to_lists(learned), numpy_model.to_lists(without), tok,
-                        (order["a"], order["b"]), out),
-        plot_experiment(records[0], out),
-        plot_depth(records[1], out),
-        plot_induction_heads(copier, HEADS_SIZE, test, scores, out),
-        plot_scaling(records[2], out),
-    ]
-    for path in written:
-        print(f"wrote {path} ({path.stat().st_size:,} bytes)")
+    try:
+        staged = [
+            plot_loss_curves(history, run.data.val_floor, history[-1]["step"], staging),
+            plot_attention(learned, tok, staging),
+            plot_position_similarity(start["pos_emb"], learned["pos_emb"], staging),
+            plot_order_test(numpy_model.to_lists(learned), numpy_model.to_lists(without), tok, sentences, staging),
+            pictures[plot_experiment],
+            pictures[plot_depth],
+            plot_induction_heads(copier, HEADS_SIZE, test, scores, staging),
+            pictures[plot_scaling],
+        ]
+    except OSError as e:
+        return cannot_write(e, args.out, "draw the pictures in a temporary folder")
+    try:
+        with folder_for(out / PICTURES[0]):  # made if missing, removed again if nothing lands in it
+            write_together({resolved(out / path.name): path.read_bytes() for path in staged})  # (through a link)
+    except (ValueError, OSError) as e:
+        return cannot_write(e, args.out, f"write the pictures in {args.out}")
+    for path in staged:
+        print(f"wrote {Path(args.out) / path.name} ({path.stat().st_size:,} bytes)")
     near = similarity_by_distance(learned["pos_emb"])
     print("trained position rows, mean cosine similarity by distance: "
           + ", ".join(f"{v:+.2f} at {k}" for k, v in near.items()) + f" (computing with {machine.blas(1)})")

@@ -1,7 +1,8 @@
 """What positions are for: the same model trained with each position scheme, over several seeds and a small sweep of
 learning rates, measured three ways.
 
-    python3 -m experiments.positions            # the full experiment (the record says how long): positions.json
+    python3 -m experiments.positions            # the full experiment (the record says how long): out/positions.json
+    python3 -m experiments.positions --out experiments/positions.json   # the same, replacing the committed record
     python3 -m experiments.positions --check    # a reduced run (seconds) of the same shape, and positions.json's
 
 Each run is train.py's default training (oneblock/training.py's train, 12,000 steps of 16 x 64 tokens) with only
@@ -43,11 +44,12 @@ with machine.needed_by("python3 -m experiments.positions"):
     import numpy as np
 
     import make_corpus
-    from experiments.recording import (SPREAD_FILE, SPREAD_SEED, TUNE_STORIES, across_seeds, check_provenance,
-                                       experiment_parser, first_difference, flags, last_probs, lr_values, need,
-                                       provenance, recorded_settings, rerun_records, rerun_step, rounded,
-                                       run_or_check, spread_text, sweep_data, sweep_summary, sweep_text, table_row,
-                                       tolerance, trained, validation_loss)
+    from experiments.recording import (SPREAD_FILE, SPREAD_FORMAT, SPREAD_SEED, TUNE_STORIES, across_seeds,
+                                       check_provenance, experiment_parser, field, first_difference, flags,
+                                       interruptible, last_probs, lr_values, need, parsed, provenance, reading,
+                                       recorded_settings, rerun_records, rerun_step, rounded, run_or_check,
+                                       spread_text, stopped, sweep_data, sweep_summary, sweep_text, table_row,
+                                       tolerance, trained, validation_loss, writes)
     from oneblock import numpy_fast, numpy_model
     from oneblock.settings import MODEL
 
@@ -56,6 +58,8 @@ with machine.needed_by("python3 -m experiments.positions"):
 
 HERE = Path(__file__).resolve().parent
 RECORD_FILE = HERE / "positions.json"
+SCRIPT = "python3 -m experiments.positions"  # this experiment's command, from the lab's folder
+RERUN_UNTIL = 1000  # the step --rerun stops at unless told
 FORMAT = "one-block positions experiment v3"  # the record's "format" field
 SCHEMES = numpy_model.SCHEMES  # learned, none, sinusoidal, rope
 FULL = {"seeds": [3, 4, 5, 6, 7], "train": {}}  # train.py's defaults, but the learning rate
@@ -239,7 +243,8 @@ def summarise(runs, floor):
 
 
 def tables(record):
-    """The table of positions.json that docs/positions.md shows: per scheme, the sweep and the runs at its chosen learning rate."""
+    """The table of positions.json that docs/positions.md shows: per scheme, the sweep and the runs at its chosen
+    learning rate."""
     lrs = " / ".join(f"{lr:g}" for lr in record["settings"]["sweep"]["lrs"])
     lines = [table_row(["scheme", f"tuning loss at lr {lrs}", "validation loss, mean ± sd (min to max)",
                         "gap to floor", "probe accuracy, % (min to max)", "mean probability of the right name",
@@ -308,10 +313,14 @@ def rerun(record, kernel_spread, scheme, seed, until, lr):
 
     The same machine, kernels and threads give the recorded digits exactly; another machine, a loss within the
     spread that spread.json measured for this scheme at this step across OpenBLAS kernel families (for train.py's
-    own run, on all the training stories at the learning rate 0.01: a yardstick of how far kernels move a run)."""
-    run = {(r["lr"], r["seed"]): r for r in record["runs"][scheme]}[lr, seed]
-    recorded = dict(run["tune_curve"])[until]
-    allowed = tolerance(kernel_spread, scheme, until)
+    own run, on all the training stories at the learning rate 0.01: a yardstick of how far kernels move a run).
+    Every field of the records it needs is read before it trains: a damaged record is a ValueError naming it
+    (recording.reading)."""
+    with reading(RECORD_FILE, writes(SCRIPT, RECORD_FILE), also=(ValueError,)):
+        run = {(r["lr"], r["seed"]): r for r in record["runs"][scheme]}[lr, seed]
+        recorded = field(dict(run["tune_curve"])[until], "a number", f"the tuning loss at step {until}")
+    with reading(SPREAD_FILE, writes("python3 -m experiments.spread", SPREAD_FILE)):
+        allowed = field(tolerance(kernel_spread, scheme, until), "a number", f"the spread of {scheme} at {until}")
     tuning, _ = sweep_data(FULL["train"], SWEEP["tune_stories"])
     _, history = trained({**FULL["train"], **lr_values(lr), "positions": scheme, "seed": seed}, data=tuning,
                          until=until)
@@ -336,31 +345,41 @@ def main(argv=None):
         {"choices": SCHEMES, "metavar": "SCHEME",
          "help": "train one cell of positions.json again (with --seed and --lr, up to --until) and check its loss on"
                  " the tuning stories against the record, within the spread across machines that spread.json"
-                 " records; exit 1 if it is outside"}, until=1000)
+                 " records; exit 1 if it is outside"}, until=RERUN_UNTIL)
     parser.add_argument("--lr", type=float, default=None,
                         help="the peak learning rate of --rerun, one of the sweep's (default: the one the record"
                              " chose for the scheme)")
-    args = parser.parse_args(argv)
-    if args.rerun:
+    args = parsed(parser, argv, until=RERUN_UNTIL, lr=None)
+    if args.rerun is not None:
         return main_rerun(parser, args)
-    return run_or_check(sys.modules[__name__], args)
+    return run_or_check(sys.modules[__name__], args, argv)
 
 
 def main_rerun(parser, args):
-    """positions.py --rerun: check the arguments against the records before training, then rerun the cell."""
-    machine.use_threads(1, "python3 -m experiments.positions")  # as the record was made
-    records = rerun_records(parser, args, ((RECORD_FILE, "python3 -m experiments.positions"),
-                                           (SPREAD_FILE, "python3 -m experiments.spread")))
+    """positions.py --rerun: read the records and check the arguments against them before training, then rerun the
+    cell; a record that cannot be read, or lacks what the rerun reads, is one line and exit 2."""
+    machine.use_threads(1, SCRIPT)  # as the record was made
+    script = writes(SCRIPT, RECORD_FILE)
+    records = rerun_records([(RECORD_FILE, FORMAT, script),
+                             (SPREAD_FILE, SPREAD_FORMAT, writes("python3 -m experiments.spread", SPREAD_FILE))])
     if records is None:
         return 2
     record, kernel_spread = records
-    lr = record["schemes"][args.rerun]["sweep"]["chosen"] if args.lr is None else args.lr
-    if lr not in record["settings"]["sweep"]["lrs"]:
-        parser.error(f"--lr {args.lr:g}: {RECORD_FILE.name} has the learning rates"
-                     f" {record['settings']['sweep']['lrs']}")
-    until = rerun_step(parser, args.until, record["runs"][args.rerun][0]["tune_curve"], args.seed,
-                       record["settings"]["seeds"], RECORD_FILE.name)
-    ok, line = rerun(record, kernel_spread, args.rerun, args.seed, until, lr)
+    try:
+        with reading(RECORD_FILE, script, also=(ValueError,)):
+            lr = record["schemes"][args.rerun]["sweep"]["chosen"] if args.lr is None else args.lr
+            if lr not in record["settings"]["sweep"]["lrs"]:
+                parser.error(f"--lr {args.lr:g}: {RECORD_FILE.name} has the learning rates"
+                             f" {record['settings']['sweep']['lrs']}")
+            until = rerun_step(parser, args.until, record["runs"][args.rerun][0]["tune_curve"], args.seed,
+                               record["settings"]["seeds"], RECORD_FILE.name)
+        with interruptible():
+            ok, line = rerun(record, kernel_spread, args.rerun, args.seed, until, lr)
+    except ValueError as e:
+        print(f"error: --rerun: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as e:
+        return stopped(e, None)
     print(line)
     return 0 if ok else 1
 

@@ -1,26 +1,37 @@
 """What every experiment here shares: the settings of its runs as plain values, the learning-rate sweep that chooses
 each one's rate on held-out data, the numbers across seeds, where its record came from, its record's text and
-checks, and its command line (--check, --rerun, --table).
+checks, and its command line (--check, --rerun, --table, and owning the --out it writes).
 
 A plan's training settings are values of oneblock.settings.Settings ({"steps": 6000, "eval_every": 1000}); a record
 keeps them as the train.py flags that give the same training (`flags`), so that a reader can run one cell by hand:
 
     >>> flags({"steps": 6000, "eval_every": 1000})
     ['--steps', '6000', '--eval-every', '1000']
+
+The command line's exit statuses: 0 for a run or a check that is OK; 1 for a check whose answer is NOT OK (a record
+that reads, but is not what this code gives: another format or settings, a run missing or out of place, a summary its
+runs do not give); 2, with one line "error: ...", for what cannot be done at all: a bad option, an --out that cannot
+be written, and a record that cannot be read as one (missing, not a regular file, too large, not UTF-8, not JSON, or
+a field missing or of another type than the code writes).
 """
 
 import argparse
 import json
+import os
+import platform
+import signal
+import stat
 import statistics
 import sys
 import time
+from contextlib import ExitStack, contextmanager
 from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 
-from atomic import write_atomic
+from atomic import hold, kind_of, name_problem, read_whole, remove_leftovers, write_atomic
 from oneblock import checkpoint
 from oneblock import data as data_files, floor, machine, numpy_fast, training
 from oneblock.settings import TRAINING_SETTINGS, Settings, checked
@@ -175,6 +186,7 @@ def check_provenance(record):
 
 
 SPREAD_FILE = Path(__file__).resolve().parent / "spread.json"  # spread.py's record
+SPREAD_FORMAT = "one-block kernel spread v1"  # its "format" field
 SPREAD_SEED = 3  # the seed of its runs: train.py's default
 
 
@@ -229,23 +241,49 @@ def need(ok, what):
 
 
 def first_difference(derived, recorded, path):
-    """Raise a ValueError naming the first place (a path like schemes.rope.val_loss.mean) where recorded differs
-    from derived.
+    """Raise an error naming the first place (a path like schemes.rope.val_loss.mean) where recorded differs from
+    derived: a ValueError where the values differ, a TypeError where the record has another shape there (other
+    fields, another number of items, a value of another kind: text for a number, nothing for a table).
 
     >>> first_difference({"a": [1.0, 2.0]}, {"a": [1.0, 2.5]}, "x")
     Traceback (most recent call last):
     ...
     ValueError: x.a.1 is 2.5 in the record, but its runs give 2.0
+    >>> first_difference({"a": [1.0, 2.0]}, {"a": "two"}, "x")
+    Traceback (most recent call last):
+    ...
+    TypeError: x.a is a string in the record, where its runs give an array
     """
-    if isinstance(derived, dict) and isinstance(recorded, dict) and list(derived) == list(recorded):
+    if isinstance(derived, dict) and isinstance(recorded, dict):
+        if list(derived) != list(recorded):
+            raise TypeError(f"{path} has the fields {', '.join(recorded)[:80] or 'none'} in the record, where its"
+                            f" runs give {', '.join(derived)[:80]}")
         for key in derived:
             first_difference(derived[key], recorded[key], f"{path}.{key}")
-    elif isinstance(derived, list) and isinstance(recorded, list) and len(derived) == len(recorded):
+    elif isinstance(derived, list) and isinstance(recorded, list):
+        if len(derived) != len(recorded):
+            raise TypeError(f"{path} has {len(recorded)} items in the record, where its runs give {len(derived)}")
         for i, (a, b) in enumerate(zip(derived, recorded)):
             first_difference(a, b, f"{path}.{i}")
+    elif json_kind(derived) != json_kind(recorded):
+        raise TypeError(f"{path} is {json_kind(recorded)} in the record, where its runs give {json_kind(derived)}")
     elif derived != recorded or type(derived) is not type(recorded):
         raise ValueError(f"{path} is {json.dumps(recorded)[:80]} in the record, but its runs give"
                          f" {json.dumps(derived)[:80]}")
+
+
+def json_kind(x):
+    """What a value read from JSON is, in JSON's words.
+
+    >>> json_kind(0.5), json_kind(3), json_kind(True), json_kind(None), json_kind({}), json_kind("x")
+    ('a number', 'a number', 'true or false', 'null', 'an object', 'a string')
+    """
+    if isinstance(x, bool):
+        return "true or false"
+    if isinstance(x, (int, float)):
+        return "a number"
+    kinds = {dict: "an object", list: "an array", str: "a string", type(None): "null"}
+    return kinds.get(type(x), type(x).__name__)
 
 
 def rounded(x):
@@ -291,6 +329,10 @@ def json_text(record):
 # ----------------------------------------------------------------------------------------------------------------
 # The command line an experiment shares
 
+MOST_RECORD = 16 * 2**20  # bytes: the most read as a record (the committed ones are 20 to 140 KB)
+OUT_FOLDER = Path("out")  # where a full run writes its record unless --out names a path: train.py's folder
+RERUN_SEED = 3  # --rerun's default seed: train.py's
+
 
 def command(experiment):
     """The command that runs an experiment's module (its __main__ too), from the lab's folder.
@@ -301,50 +343,369 @@ def command(experiment):
     return f"python3 -m {experiment.__spec__.name}"
 
 
+def writes(script, record):
+    """The command that rewrites the committed record (a path of experiments/) with script: the full run, told its
+    path.
+
+    >>> writes("python3 -m experiments.depth", Path("experiments/depth.json"))
+    'python3 -m experiments.depth --out experiments/depth.json'
+    """
+    return f"{script} --out experiments/{Path(record).name}"
+
+
+def given(what):
+    """An argparse type: the value as typed, unless it is empty or blank, which is a usage error saying what was
+    expected (an empty --out is not "no --out").
+
+    >>> given("a file path")("out/x.json")
+    'out/x.json'
+    """
+    def value(text):
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return text
+
+    return value
+
+
 def experiment_parser(description, record, reduced, rerun, until=None):
     """The command line every experiment shares: --check (reduced says what it runs), --out,
-    --quiet, and --rerun (its choices and help given) with --seed and --until (until: its default, or None for the
-    record's first curve point). The experiment adds the rest of its --rerun's options."""
+    --quiet, --table, and --rerun (its choices and help given) with --seed and --until (until: its default, or None
+    for the record's first curve point). The experiment adds the rest of its --rerun's options, each with the
+    default None (parsed fills their defaults in)."""
     parser = argparse.ArgumentParser(description=description, allow_abbrev=False)
     parser.add_argument("--check", action="store_true",
                         help=f"run a reduced experiment ({reduced}: seconds) and check its shape; check the shape of"
                              f" the committed {record} and re-derive every summary in it from its per-run numbers;"
-                             f" exit 1 with a one-line reason if anything is wrong")
-    parser.add_argument("--rerun", default=None, **rerun)
-    parser.add_argument("--seed", type=int, default=3, help="the seed of --rerun (default: %(default)s)")
-    parser.add_argument("--until", type=int, default=until, metavar="STEP",
+                             f" exit 1 (NOT OK) with a one-line reason if a record is not what this code gives, 2 if"
+                             f" one cannot be read as a record")
+    parser.add_argument("--rerun", default=None, type=given(f"a {rerun['metavar'].lower()} of {record}"), **rerun)
+    parser.add_argument("--seed", type=int, default=None, help=f"the seed of --rerun (default: {RERUN_SEED})")
+    parser.add_argument("--until", type=int, default=None, metavar="STEP",
                         help="the step --rerun stops at: a step of the record's tuning curves (default: "
-                             + ("%(default)s" if until else "the curve's first point after step 0")
+                             + (f"{until}" if until else "the curve's first point after step 0")
                              + ", seconds of training)")
-    parser.add_argument("--out", default=None, metavar="PATH",
-                        help=f"where to write the record (default: {record} next to this script for the full run;"
-                             f" nothing for --check)")
+    parser.add_argument("--out", default=None, metavar="PATH", type=given("a file path"),
+                        help=f"where to write the record (default: {OUT_FOLDER / record} for the full run, nothing for"
+                             f" --check). The committed experiments/{record} is replaced only when --out names it,"
+                             f" and a file that is not a record of this experiment never is; the run owns the path"
+                             f" from its start, so a second run on it is refused")
     parser.add_argument("--quiet", action="store_true", help="no line per run")
     parser.add_argument("--table", action="store_true",
-                        help=f"print the tables of the committed {record} that its docs page shows (no training), and exit")
+                        help=f"print the tables of the committed {record} that its docs page shows (no training),"
+                             f" and exit")
     return parser
 
 
-def run_or_check(experiment, args):
-    """The body of an experiment's main (experiment is its module, with FULL, REDUCED,
-    RECORD_FILE, run_experiment and check_record): run the full plan and write its record; or with --check run the
-    reduced plan and check the shape of its record, then the committed record's shape, deriving every summary in
-    it again from its runs. Returns the exit status."""
+def parsed(parser, argv, **rerun):
+    """The arguments of an experiment's command line (argv, or sys.argv), checked as a whole before anything runs:
+    at most one of --check, --rerun and --table; no option of --rerun without --rerun (it would be ignored: in a
+    full run, the whole experiment run instead); no --out where nothing is written. rerun: the options that only --rerun reads besides --seed and --until, each with its default (and
+    --until's, when it has one), filled in where not given."""
+    args = parser.parse_args(argv)
+    modes = [flag for flag, on in (("--check", args.check), ("--rerun", args.rerun is not None),
+                                   ("--table", args.table)) if on]
+    if len(modes) > 1:
+        parser.error(f"{modes[0]} and {modes[1]} are separate commands; pick one")
+    defaults = {"seed": RERUN_SEED, "until": None, **rerun}
+    for name in defaults:
+        flag, value = f"--{name.replace('_', '-')}", getattr(args, name)
+        if value is not None and args.rerun is None:
+            parser.error(f"{flag} {value} is an option of --rerun, which is not given"
+                         + ("" if modes else ": without it this is the full experiment")
+                         + f"; pass --rerun too, or leave {flag} out")
+    if args.out is not None and modes and modes[0] != "--check":
+        parser.error(f"--out {args.out}: {modes[0]} writes no record; leave --out out")
+    for name, default in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+    return args
+
+
+def shown(path):
+    """path as a message shows it: relative to the current folder when it lies inside it (experiments/depth.json,
+    run from the lab's folder), else as it is.
+
+    >>> shown(Path.cwd() / "experiments" / "depth.json") == str(Path("experiments", "depth.json"))
+    True
+    """
+    path, here = Path(os.path.abspath(path)), Path(os.path.abspath(os.getcwd()))
+    return str(path.relative_to(here)) if path.is_relative_to(here) else str(path)
+
+
+def same_file(a, b):
+    """Whether paths a and b name the same file: the same file on disk when both exist (a link or a hard link to it
+    included), else the same path once resolved."""
+    a, b = Path(a), Path(b)
+    if a.exists() and b.exists():
+        return os.path.samefile(a, b)
+    return a.resolve() == b.resolve()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Reading a record
+
+
+MALFORMED = (KeyError, IndexError, TypeError, AttributeError, StopIteration)  # a field missing or of another kind
+
+
+def read_record(path, script=None, form=None):
+    """The record at path, a JSON object, read once and whole through atomic.read_whole (only a regular file, and at
+    most MOST_RECORD bytes); a ValueError in one line that names path and says what is wrong: missing, not a regular
+    file, too large, not UTF-8, not JSON, not an object, or (form given) a record of another format. script: the
+    command that writes it, for the hint that ends the line.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     _ = (Path(d) / "r.json").write_bytes(b'{"format": "x v1"')
+    ...     try:
+    ...         read_record(Path(d) / "r.json", "x.py")
+    ...     except ValueError as e:
+    ...         print(str(e).replace(d, "D"))
+    D/r.json is not JSON (cut short or edited? Expecting ',' delimiter at line 1, column 18); run x.py to rewrite it
+    """
+    path = Path(path)
+    hint = f"; run {script} to rewrite it" if script else ""
+    if not os.path.lexists(path):
+        raise ValueError(f"there is no {shown(path)}" + (f"; run {script} to make it" if script else ""))
+    try:
+        raw = read_whole(path, "a record (a JSON file)", most=MOST_RECORD)
+    except ValueError as e:
+        raise ValueError(f"{e}{hint}") from None
+    try:
+        record = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        where = f"byte {raw[e.start]:#04x} at offset {e.start}"
+        raise ValueError(f"{shown(path)} is not UTF-8 text ({where}){hint}") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{shown(path)} is not JSON (cut short or edited? {e.msg} at line {e.lineno}, column"
+                         f" {e.colno}){hint}") from None
+    except RecursionError:
+        raise ValueError(f"{shown(path)} is not a record: JSON nested too deeply to read{hint}") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"{shown(path)} holds {json_kind(record)}, not a record (a JSON object){hint}")
+    if form is not None and record.get("format") != form:
+        raise ValueError(f"{shown(path)} is not a record of this code: its format is"
+                         f" {str(record.get('format'))[:60]!r}, expected {form!r}{hint}")
+    return record
+
+
+def malformed(path, e, script):
+    """The line that refuses the record at path, which lacks a field its reader needs or has it of another kind (e:
+    the exception reading it raised, one of MALFORMED).
+
+    >>> malformed(Path("r.json"), KeyError("runs"), "x.py")
+    "r.json does not have the shape of this code's record (no field 'runs'); run x.py to rewrite it"
+    """
+    if isinstance(e, KeyError) and e.args:
+        what = f"no field {e.args[0]!r}"
+    elif isinstance(e, StopIteration):
+        what = "a run it should hold is not there"
+    else:
+        what = str(e) or type(e).__name__
+    return f"{shown(path)} does not have the shape of this code's record ({what[:160]}); run {script} to rewrite it"
+
+
+@contextmanager
+def reading(path, script, also=()):
+    """For a with-block that reads fields of the record at path: a field that is missing or of another kind than the
+    code writes (MALFORMED, and the exceptions of also) becomes a ValueError in one line naming the record (malformed).
+    Read every field a run needs this way before it trains, so that a damaged record stops it before any work."""
+    try:
+        yield
+    except (*MALFORMED, *also) as e:
+        raise ValueError(malformed(path, e, script)) from None
+
+
+def field(x, kind, what):
+    """x, when it is of kind, in JSON's words (json_kind: "a number", "a string", "an object", "an array"); else a
+    TypeError naming what it is.
+
+    >>> field(0.5, "a number", "tune")
+    0.5
+    >>> field("0.5", "a number", "tune")
+    Traceback (most recent call last):
+    ...
+    TypeError: tune is a string, not a number
+    """
+    if json_kind(x) != kind:
+        raise TypeError(f"{what} is {json_kind(x)}, not {kind}")
+    return x
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Owning --out, and writing the record
+
+
+def out_problem(typed, example):
+    """Why --out (as typed) cannot name a record file, in one line, judged from the path alone before anything is
+    made on disk; None if it can. It must name a file: not a folder, not a path through a file. example: a record's
+    name, for the hint.
+
+    >>> print(out_problem("runs/", "depth.json"))
+    --out runs/ ends with a slash, so it names a folder; expected a record file such as runs/depth.json
+    """
+    path = Path(typed)
+    if typed.endswith(("/", os.sep)):
+        return f"--out {typed} ends with a slash, so it names a folder; expected a record file such as {path / example}"
+    problem = name_problem(path)  # (a name too long cannot even be looked up)
+    if problem:
+        short = typed if len(typed) <= 100 else f"{typed[:48]}...{typed[-48:]}"
+        return f"--out {short}: {problem}; choose a shorter one"
+    for folder in reversed(path.parents):
+        if folder.exists() and not folder.is_dir():
+            return f"--out {typed}: {folder} is a file, not a folder"
+    if path.is_dir():
+        return f"--out {typed} is a folder; expected a record file such as {path / example}"
+    if path.exists() and not path.is_file():  # (before any lock is made beside what a link leads to)
+        return (f"--out {typed} is {kind_of(os.stat(path).st_mode)}, not a record file; it is never replaced: choose"
+                f" another --out")
+    return None
+
+
+def out_holds(out, typed, named, form):
+    """Why the file at out cannot take this run's record, in one line, or None if it can: there is none, or it is a
+    record of this experiment (its format, form) and --out named it (named). Judged while the run owns out, so that
+    no other run changes it between this look and the write. So a record is replaced only by a run of its
+    experiment that was told its path (the committed one never by a run that was not), and a file that is not such
+    a record (text, a FIFO, a device, another experiment's record) never is."""
+    if not os.path.lexists(out):
+        return None
+    never = "; it is never replaced: choose another --out, or remove the file yourself"
+    try:
+        mode = os.stat(out).st_mode
+    except OSError as e:
+        return f"--out {typed}: cannot look at what is there ({e.strerror or e}){never}"
+    if not stat.S_ISREG(mode):
+        return f"--out {typed} is {kind_of(mode)}, not a record file{never}"
+    try:
+        record = read_record(out)
+    except ValueError as e:
+        return f"--out {typed} is not a record: {e}{never}"
+    if record.get("format") != form:
+        return (f"--out {typed} holds a record of another experiment or version ({str(record.get('format'))[:60]!r},"
+                f" not {form!r}){never}")
+    if not named:
+        return (f"{typed} already holds a record of this experiment, an earlier run's; name it (--out {typed}) to"
+                f" replace it, or give another --out to keep it")
+    return None
+
+
+def holder(script, argv):
+    """The note a run leaves in the lock of its --out: its process, machine and start, and its command."""
+    return (f"pid {os.getpid()} on {platform.node()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}: "
+            + " ".join([script, *argv]))
+
+
+def own(stack, typed, named, form, note, example, reads=()):
+    """Make this run the owner of its record file, --out typed (named: whether the user gave it), until stack (an
+    ExitStack) closes: check the path (out_problem, and none of reads, (path, what it is) pairs of the files the run
+    reads), hold it (atomic.hold: a second run on it, or on a link to it, is refused while this one lives; its folder
+    is made if it is missing), judge what is there (out_holds), and remove the temporary files that killed writers
+    of it left (atomic.remove_leftovers). A ValueError, before anything is trained or written, says what is wrong;
+    what hold made is removed again when stack closes. Returns the file to write: --out with its links followed."""
+    out = Path(typed)
+    problem = out_problem(typed, example)
+    for path, what in reads:
+        if problem is None and same_file(out, path):
+            problem = f"--out {typed} is {what}; choose another --out"
+    if problem is not None:
+        raise ValueError(problem)
+    try:
+        target = stack.enter_context(hold(out, note))  # the file itself, links followed
+    except ValueError as e:  # another run holds it, or its folder cannot be made or written
+        raise ValueError(f"--out: {e}") from None
+    except OSError as e:  # the lock itself cannot be written: a full disk
+        raise ValueError(f"--out {typed}: cannot write there ({e.strerror or e})") from None
+    if target != Path(os.path.abspath(out)):  # through a link: its target is written, the link stays
+        print(f"--out {typed} leads to {target}: this run writes there", flush=True)
+    problem = out_holds(target, typed, named, form)
+    if problem is not None:
+        raise ValueError(problem)
+    removed = remove_leftovers(target)
+    if removed:
+        print(f"removed {len(removed)} temporary file(s) that a killed run left beside {typed}", file=sys.stderr)
+    return target
+
+
+def write_record(out, typed, record):
+    """Write record's text (json_text) to out in one step (atomic.write_atomic: the file there is replaced whole, or
+    kept as it was); a ValueError in one line when it cannot be written (a full disk, a folder made read-only
+    meanwhile)."""
+    try:
+        write_atomic(out, json_text(record) + "\n")
+    except OSError as e:
+        raise ValueError(f"cannot write {typed} ({e.strerror or e}); what was there is as it was, and this run's"
+                         f" record is lost: make room or fix the folder, then run again") from None
+
+
+@contextmanager
+def interruptible():
+    """For the with-block of a run: SIGTERM (what kill sends, and a machine that shuts down) and SIGHUP (a terminal
+    closed) stop it as Ctrl-C does, with a KeyboardInterrupt that carries the signal, so that every clean-up on the
+    way out runs: the lock of --out is removed, and so is a temporary file half written."""
+    def stop(signum, frame):
+        raise KeyboardInterrupt(signum)
+
+    caught = [getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
+    previous = {signum: signal.signal(signum, stop) for signum in caught}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def stopped(e, typed):
+    """The exit status of a run that the KeyboardInterrupt e stopped (Ctrl-C, or a signal that interruptible turned
+    into one): 128 + the signal's number, after one line saying so and what was kept (typed: --out, or None)."""
+    signum = e.args[0] if e.args and isinstance(e.args[0], int) else signal.SIGINT
+    kept = f"; {typed} is as it was" if typed else ""
+    print(f"interrupted ({signal.Signals(signum).name}): this run wrote nothing{kept}", file=sys.stderr)
+    return 128 + signum
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# An experiment's main
+
+
+def run_or_check(experiment, args, argv=None):
+    """The body of an experiment's main (experiment is its module, with FULL, REDUCED, FORMAT, RECORD_FILE,
+    run_experiment, check_record and tables; argv: its arguments, for the note in the lock): print the tables of the
+    committed record (--table); or run the full plan and write its record to --out (out/NAME.json when --out is not
+    given: the committed record is replaced only when --out names it); or with --check read and check the committed
+    record, run the reduced plan, check the shape of its record (written to --out if given), and say what each
+    check found. A run owns its --out from its start (own). Returns the exit status."""
     script, committed = command(experiment), experiment.RECORD_FILE
     machine.use_threads(1, script)  # one BLAS thread, as train.py's default --threads: the records' bits
     if args.table:
-        if not committed.exists():
-            print(f"error: --table needs {committed.name}; run {script} to make it", file=sys.stderr)
-            return 2
-        print(experiment.tables(json.loads(committed.read_text(encoding="utf-8"))))
-        return 0
+        return print_tables(experiment)
+    typed = args.out if args.out is not None else (None if args.check else str(OUT_FOLDER / committed.name))
     plan = experiment.REDUCED if args.check else experiment.FULL
-    report = (lambda line: None) if args.quiet else counted(experiment.runs_in(plan))  # noqa: E731
-    record = experiment.run_experiment(plan, report=report)
-    out = Path(args.out) if args.out else (None if args.check else committed)
-    if out is not None:
-        write_atomic(out, json_text(record) + "\n")
-        print(f"wrote {out} ({record['seconds']:.0f} s, {record['cpu_seconds']:.0f} s of CPU)")
+    try:
+        with interruptible(), ExitStack() as owned:
+            try:
+                if typed is not None:
+                    reads = [(committed, "the committed record, which --check reads")] if args.check else []
+                    out = own(owned, typed, args.out is not None, experiment.FORMAT,
+                              holder(script, sys.argv[1:] if argv is None else argv), committed.name, reads)
+                verdict = committed_verdict(experiment) if args.check else None
+            except ValueError as e:
+                print(f"error: {e}", file=sys.stderr)
+                return 2
+            report = (lambda line: None) if args.quiet else counted(experiment.runs_in(plan))  # noqa: E731
+            record = experiment.run_experiment(plan, report=report)
+            if typed is not None:
+                try:
+                    write_record(out, typed, record)
+                except ValueError as e:
+                    print(f"error: {e}", file=sys.stderr)
+                    return 2
+                told = "" if args.check or args.out is not None else (
+                    f"; {shown(committed)}, the committed record, is as it was: --out {shown(committed)} replaces it")
+                print(f"wrote {typed} ({record['seconds']:.0f} s, {record['cpu_seconds']:.0f} s of CPU){told}")
+    except KeyboardInterrupt as e:
+        return stopped(e, typed)
     if not args.check:
         return 0
     try:
@@ -352,17 +713,45 @@ def run_or_check(experiment, args):
     except ValueError as e:
         print(f"NOT OK: the reduced run's record: {e}")
         return 1
-    if not committed.exists():
-        print(f"NOT OK: {committed.name} is missing; run {script} to write it")
-        return 1
-    try:
-        experiment.check_record(json.loads(committed.read_text(encoding="utf-8")), experiment.FULL)
-    except (ValueError, KeyError, TypeError) as e:
-        reason = str(e) if isinstance(e, ValueError) else f"a missing or malformed field ({e!r})"
-        print(f"NOT OK: {committed.name}: {reason}; run {script} to rewrite it")
+    ok, line = verdict
+    if not ok:
+        print(line)
         return 1
     print(f"OK: the reduced run has the shape of the full one, and so has {committed.name}, whose every summary its"
           f" runs give again ({record['seconds']:.0f} s)")
+    return 0
+
+
+def committed_verdict(experiment):
+    """(ok, the NOT OK line or None) of --check on the committed record, read and checked before the reduced run:
+    a record that reads but is not what this code gives is NOT OK (exit 1, a check's answer); one that cannot be
+    read as a record, or lacks a field the check reads or has it of another kind, is a ValueError (exit 2) before
+    anything is trained."""
+    committed = experiment.RECORD_FILE
+    script = writes(command(experiment), committed)
+    record = read_record(committed, script)
+    try:
+        experiment.check_record(record, experiment.FULL)
+    except ValueError as e:
+        return False, f"NOT OK: {committed.name}: {e}; run {script} to rewrite it"
+    except MALFORMED as e:
+        raise ValueError(malformed(committed, e, script)) from None
+    return True, None
+
+
+def print_tables(experiment):
+    """--table: print the tables of the committed record (its module's tables); the exit status (2, after one line,
+    when the record cannot be read as one)."""
+    committed = experiment.RECORD_FILE
+    script = writes(command(experiment), committed)
+    try:
+        record = read_record(committed, script, experiment.FORMAT)
+        with reading(committed, script, also=(ValueError,)):  # (a format code refusing a value of another kind)
+            text = experiment.tables(record)
+    except ValueError as e:
+        print(f"error: --table: {e}", file=sys.stderr)
+        return 2
+    print(text)
     return 0
 
 
@@ -404,16 +793,14 @@ def rerun_verdict(cell, got, recorded, record):
                   f" {record['machine']}, this run with {here}, which add in another order")
 
 
-def rerun_records(parser, args, files):
-    """The records --rerun reads (files: (path, the script that writes it) pairs), after refusing --check beside
-    it; None, after saying which record is missing, if one is."""
-    if args.check:
-        parser.error("--rerun and --check are separate checks; pick one")
-    for path, script in files:
-        if not path.exists():
-            print(f"error: --rerun needs {path.name}; run {script} to make it", file=sys.stderr)
-            return None
-    return [json.loads(path.read_text(encoding="utf-8")) for path, _ in files]
+def rerun_records(files):
+    """The records --rerun reads (files: (path, its format, the command that writes it) triples), each read whole and
+    checked to be a record of its format; None, after saying in one line what is wrong with one, if one is not."""
+    try:
+        return [read_record(path, script, form) for path, form, script in files]
+    except ValueError as e:
+        print(f"error: --rerun: {e}", file=sys.stderr)
+        return None
 
 
 def rerun_step(parser, until, curve, seed, seeds, name):

@@ -1,7 +1,8 @@
 """Scaling in a teacup: the loss of models of seven sizes, each trained at seven compute budgets, against the true
 entropy floor of its data, and the scaling law fitted to them with that floor unknown and known.
 
-    python3 -m experiments.scaling            # the full grid (the record says how long it took): scaling.json
+    python3 -m experiments.scaling            # the full grid (the record says how long it took): out/scaling.json
+    python3 -m experiments.scaling --out experiments/scaling.json   # the same, replacing the committed record
     python3 -m experiments.scaling --check    # a reduced grid (seconds), scaling.json's shape, every summary again
     python3 -m experiments.scaling --rerun 16x1 --budget 10000000000 --seed 4   # one cell trained again, checked
 
@@ -53,9 +54,9 @@ with machine.needed_by("python3 -m experiments.scaling"):
 
     import bpe
     from experiments import chains
-    from experiments.recording import (across_seeds, check_provenance, experiment_parser, first_difference, need,
-                                       provenance, rerun_records, rerun_step, rerun_verdict, rounded, run_or_check,
-                                       table_row, trained)
+    from experiments.recording import (across_seeds, check_provenance, experiment_parser, field, first_difference,
+                                       interruptible, need, parsed, provenance, reading, rerun_records, rerun_step,
+                                       rerun_verdict, rounded, run_or_check, stopped, table_row, trained, writes)
     from oneblock import numpy_fast, sizes
     from oneblock.data import TOKENIZER_FILE
     from oneblock.settings import MODEL
@@ -65,6 +66,7 @@ with machine.needed_by("python3 -m experiments.scaling"):
 
 HERE = Path(__file__).resolve().parent
 RECORD_FILE = HERE / "scaling.json"
+SCRIPT = "python3 -m experiments.scaling"  # this experiment's command, from the lab's folder
 FORMAT = "scaling experiment v1"  # the record's "format" field
 VOCAB, T = 96, MODEL["max_len"]  # the tokenizer's tokens; the window of every run, 64 tokens
 FULL = {  # the recorded grid: about half an hour of one core
@@ -608,12 +610,16 @@ def check_record(record, plan):
 
 def rerun(record, size, budget, seed, until):
     """Train one cell of the record (size, budget, seed, at the rate the record chose) up to step until and compare
-    its tuning loss there with the record's curve. Returns (ok, one line saying so)."""
+    its tuning loss there with the record's curve. Returns (ok, one line saying so). Every field of the record it
+    needs is read before it trains: a damaged record is a ValueError naming it (recording.reading)."""
     plan = FULL
+    with reading(RECORD_FILE, writes(SCRIPT, RECORD_FILE), also=(ValueError,)):
+        lr = field(record["cells"][size][str(budget)]["lr"], "a number", f"cells.{size}.{budget}.lr")
+        run = next(r for r in record["runs"] if (r["size"], r["budget"], r["lr"], r["seed"]) == (size, budget, lr,
+                                                                                               seed))
+        recorded = field(dict(run["tune_curve"])[until], "a number", f"the tuning loss at step {until}")
+        field(record["machine"], "a string", "machine")
     tok = bpe.Tokenizer.load(TOKENIZER_FILE)
-    lr = record["cells"][size][str(budget)]["lr"]
-    run = next(r for r in record["runs"] if (r["size"], r["budget"], r["lr"], r["seed"]) == (size, budget, lr, seed))
-    recorded = dict(run["tune_curve"])[until]
     width, blocks = (int(v) for v in size.split("x"))
     steps = steps_for([width, blocks], budget, plan["batch"])
     data, _ = run_data(tok, plan, seed, steps * plan["batch"] * T, held_out(tok, TUNE_SEED, plan["tune_stories"]), ())
@@ -635,32 +641,43 @@ def main(argv=None):
         {"metavar": "SIZE", "help": "train one cell of scaling.json again (a size, WIDTHxBLOCKS such as 16x1, with"
                                     " --budget and --seed, at the learning rate the record chose, up to --until) and"
                                     " compare its tuning loss with the record's"})
-    parser.add_argument("--budget", type=int, default=FULL["budgets"][0],
-                        help="the compute budget of --rerun in FLOPs (default: %(default)s)")
-    args = parser.parse_args(argv)
-    if args.rerun:
+    parser.add_argument("--budget", type=int, default=None,
+                        help=f"the compute budget of --rerun in FLOPs (default: {FULL['budgets'][0]})")
+    args = parsed(parser, argv, budget=FULL["budgets"][0])
+    if args.rerun is not None:
         return main_rerun(parser, args)
-    return run_or_check(sys.modules[__name__], args)
+    return run_or_check(sys.modules[__name__], args, argv)
 
 
 def main_rerun(parser, args):
-    """scaling.py --rerun: check the arguments against the record before training, then rerun the cell."""
-    machine.use_threads(1, "python3 -m experiments.scaling")  # as the record was made
-    records = rerun_records(parser, args, ((RECORD_FILE, "python3 -m experiments.scaling"),))
+    """scaling.py --rerun: read the record and check the arguments against it before training, then rerun the
+    cell; a record that cannot be read, or lacks what the rerun reads, is one line and exit 2."""
+    machine.use_threads(1, SCRIPT)  # as the record was made
+    script = writes(SCRIPT, RECORD_FILE)
+    records = rerun_records([(RECORD_FILE, FORMAT, script)])
     if records is None:
         return 2
     record = records[0]
-    if args.rerun not in record["cells"]:
-        parser.error(f"--rerun {args.rerun}: {RECORD_FILE.name} has the sizes {', '.join(record['cells'])}"
-                     f" (width x blocks)")
-    if str(args.budget) not in record["cells"][args.rerun]:
-        parser.error(f"--budget {args.budget}: {RECORD_FILE.name} has the budgets"
-                     f" {', '.join(map(str, record['settings']['budgets']))}")
-    lr = record["cells"][args.rerun][str(args.budget)]["lr"]
-    run = next(r for r in record["runs"] if (r["size"], r["budget"], r["lr"]) == (args.rerun, args.budget, lr))
-    until = rerun_step(parser, args.until, run["tune_curve"], args.seed, record["settings"]["seeds"],
-                       RECORD_FILE.name)
-    ok, line = rerun(record, args.rerun, args.budget, args.seed, until)
+    try:
+        with reading(RECORD_FILE, script, also=(ValueError,)):
+            cells = field(record["cells"], "an object", "cells")
+            if args.rerun not in cells:
+                parser.error(f"--rerun {args.rerun}: {RECORD_FILE.name} has the sizes {', '.join(cells)}"
+                             f" (width x blocks)")
+            if str(args.budget) not in field(cells[args.rerun], "an object", f"cells.{args.rerun}"):
+                parser.error(f"--budget {args.budget}: {RECORD_FILE.name} has the budgets"
+                             f" {', '.join(map(str, record['settings']['budgets']))}")
+            lr = cells[args.rerun][str(args.budget)]["lr"]
+            run = next(r for r in record["runs"] if (r["size"], r["budget"], r["lr"]) == (args.rerun, args.budget, lr))
+            until = rerun_step(parser, args.until, run["tune_curve"], args.seed, record["settings"]["seeds"],
+                               RECORD_FILE.name)
+        with interruptible():
+            ok, line = rerun(record, args.rerun, args.budget, args.seed, until)
+    except ValueError as e:
+        print(f"error: --rerun: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as e:
+        return stopped(e, None)
     print(line)
     return 0 if ok else 1
 

@@ -2,7 +2,8 @@
 
     python3 -m experiments.spread     # every position scheme, seed 3, train.py's full run, under each family of
                                       # kernels this CPU can execute, with 1 and 2 threads (the longest of the
-                                      # experiments: its record says how long it took); writes spread.json
+                                      # experiments: its record says how long it took); writes out/spread.json
+    python3 -m experiments.spread --out experiments/spread.json    # the same, replacing the committed record
     python3 -m experiments.spread --schemes learned --steps 1000 --out quick-spread.json     # a quicker look
 
 NumPy's matrix products go through OpenBLAS, which picks a family of kernels for the CPU it runs on: SkylakeX on
@@ -28,18 +29,19 @@ import os
 import subprocess
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
-from atomic import write_atomic
 from oneblock import machine
 from oneblock.settings import SCHEMES
 
 with machine.needed_by("python3 -m experiments.spread"):
-    from experiments.recording import (SPREAD_FILE as RECORD_FILE, SPREAD_SEED as SEED, counted, flags, json_text,
-                                       trained)
+    from experiments.recording import (OUT_FOLDER, SPREAD_FILE as RECORD_FILE, SPREAD_FORMAT as FORMAT,
+                                       SPREAD_SEED as SEED, counted, flags, given, holder, interruptible, own, shown,
+                                       stopped, trained, write_record)
 
 ROOT = Path(__file__).resolve().parent.parent  # where the workers run: python3 -m experiments.spread --worker
-FORMAT = "one-block kernel spread v1"  # the record's "format" field
+SCRIPT = "python3 -m experiments.spread"  # this experiment's command, from the lab's folder
 FAMILIES = ("SkylakeX", "Haswell", "Sandybridge", "Nehalem")  # OpenBLAS kernel families, newest first
 THREADS = (1, 2)
 
@@ -111,27 +113,51 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description="Train one seed of each position scheme under each OpenBLAS kernel"
                                                  " family this CPU can run, with 1 and 2 threads, and record how far"
                                                  " the validation loss moves.", allow_abbrev=False)
-    parser.add_argument("--schemes", default=",".join(SCHEMES), help=f"comma-separated, from {', '.join(SCHEMES)}")
+    parser.add_argument("--schemes", default=",".join(SCHEMES), type=given(f"schemes from {', '.join(SCHEMES)}"),
+                        help=f"comma-separated, each once, from {', '.join(SCHEMES)} (default: all)")
     parser.add_argument("--steps", type=int, default=None, help="training steps (default: train.py's, 12000)")
     parser.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                         help="train.py's --dtype (default: %(default)s)")
-    parser.add_argument("--out", default=None, metavar="PATH",
-                        help="where to write the record (default: spread.json next to this script)")
+    parser.add_argument("--out", default=None, metavar="PATH", type=given("a file path"),
+                        help=f"where to write the record (default: {OUT_FOLDER / RECORD_FILE.name}). The committed"
+                             f" experiments/{RECORD_FILE.name} is replaced only when --out names it, and a file that"
+                             f" is not a spread record never is; the run owns the path from its start, so a second"
+                             f" run on it is refused")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # JSON: {"scheme", "threads", "values"}
     args = parser.parse_args(argv)
-    if args.worker:
-        worker(**json.loads(args.worker))
+    if args.worker is not None:
+        try:
+            job = json.loads(args.worker)
+            scheme, threads, values = job["scheme"], job["threads"], job["values"]
+        except (ValueError, TypeError, KeyError) as e:
+            parser.error(f"--worker: expected the JSON of a job, {{\"scheme\", \"threads\", \"values\"}} ({e})")
+        worker(scheme, threads, values)
         return 0
     schemes = args.schemes.split(",")
     unknown = [s for s in schemes if s not in SCHEMES]
     if unknown:
         parser.error(f"--schemes: unknown {unknown}; choose from {list(SCHEMES)}")
+    twice = sorted({s for s in schemes if schemes.count(s) > 1})
+    if twice:
+        parser.error(f"--schemes {args.schemes}: {', '.join(twice)} more than once; name each scheme once")
     if args.steps is not None and args.steps < 1:
         parser.error(f"--steps must be at least 1, got {args.steps}")
-    out = Path(args.out) if args.out else RECORD_FILE
-    if out.is_dir() or not out.parent.is_dir():
-        parser.error(f"--out {out}: expected a file in an existing folder")
+    typed = args.out if args.out is not None else str(OUT_FOLDER / RECORD_FILE.name)
+    try:
+        with interruptible(), ExitStack() as owned:
+            return measured(args, schemes, owned, typed, sys.argv[1:] if argv is None else argv)
+    except KeyboardInterrupt as e:
+        return stopped(e, typed)
 
+
+def measured(args, schemes, owned, typed, argv):
+    """The run of main, once its arguments are checked: own --out (recording.own) until owned closes, find the
+    kernel families, measure, write the record; the exit status."""
+    try:
+        out = own(owned, typed, args.out is not None, FORMAT, holder(SCRIPT, argv), RECORD_FILE.name)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     families = [f for f in FAMILIES if probe(f)]
     if not families:
         print("error: NumPy here does not compute with OpenBLAS kernels that OPENBLAS_CORETYPE can choose, so"
@@ -141,11 +167,18 @@ def main(argv=None):
           flush=True)
     values = {"dtype": args.dtype, **({"steps": args.steps} if args.steps else {})}
     record = measure(schemes, families, values, report=counted(len(schemes) * len(families) * len(THREADS)))
-    write_atomic(out, json_text(record) + "\n")
+    try:
+        write_record(out, typed, record)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     for scheme, s in record["spread"].items():
         print(f"{scheme:>10}: final validation loss from {s['min'][-1]:.4f} to {s['max'][-1]:.4f}"
               f" (spread {s['width'][-1]:.2g})")
-    print(f"wrote {out} ({record['seconds']:.0f} s)")
+    committed = shown(RECORD_FILE)
+    told = "" if args.out is not None else (f"; {committed}, the committed record, is as it was: --out {committed}"
+                                            f" replaces it")
+    print(f"wrote {typed} ({record['seconds']:.0f} s){told}")
     return 0
 
 

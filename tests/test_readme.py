@@ -49,7 +49,7 @@ REDUCED = {  # script or module -> arguments appended to each of its commands he
     "experiments.spread": ["--schemes", "learned", "--steps", "20", "--out", "quick-spread.json"],
     "dev.bench": ["--sizes", "series-b1", "--rounds", "1", "--reference-rounds", "1", "--round-seconds", "0.02",
                   "--no-torch"],  # (its PyTorch workers take seconds to start: tests/test_bench.py times them)
-    "experiments.depth": ["--until", "250"],  # a rerun's shortest check; its others run as written
+    "experiments.depth": ["--until", "250"],  # a rerun's shortest check, to its --rerun commands; others as written
     "dev.bench_train": ["--steps", "20", "--rounds", "1"],
     "dev.bench_explorer": ["--steps", "60", "--depth-steps", "25"],
 }
@@ -150,7 +150,8 @@ def plan(command):
     if words != shlex.split(command):  # a shell comment ends it: the reduction goes before the comment
         command = command[:command.index(" #")].rstrip()
     extra = REDUCED.get(program(words), [])
-    if program(words) == "train.py" and "--steps" in words:
+    if program(words) == "train.py" and "--steps" in words or program(words) == "experiments.depth" and (
+            "--rerun" not in words):  # (--until is an option of --rerun alone)
         extra = []
     return command + "".join(" " + shlex.quote(a) for a in extra), None
 

@@ -1,0 +1,448 @@
+"""The experiments' command lines as careful as train.py's, each case a real subprocess on a copy of the lab (so that no
+committed record is ever damaged or replaced): a run owns its --out from its start (a second run is refused at once,
+naming the path and its holder), Ctrl-C and SIGTERM leave nothing behind, and a killed writer's temporary file is
+removed by the next run; an empty or stray option is a usage error, and no run replaces a committed record unless
+--out names it; an --out that cannot take the record is one line before any training, a write that fails at the end
+one line that keeps the old record; and a damaged record (not UTF-8, not JSON, of another shape, a FIFO, a device, a
+folder, too large, missing) is one line and exit 2 through --table, --check and --rerun, for positions.json,
+depth.json, scaling.json and spread.json, while --check's NOT OK (exit 1) stays the answer for a record whose numbers
+its runs do not give."""
+
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from run_helpers import one_line_error
+
+from experiments import recording
+
+ROOT = Path(__file__).resolve().parent.parent
+POSIX = pytest.mark.skipif(os.name != "posix", reason="FIFOs, signals and resource limits are POSIX's")
+MEMORY_LIMIT = 4 * 2**30  # RLIMIT_AS of every run here: a record read without end fails, it cannot swap
+FORMATS = {name: json.loads((ROOT / "experiments" / f"{name}.json").read_text(encoding="utf-8"))["format"]
+           for name in ("positions", "depth", "scaling", "spread")}  # each record's "format" field
+
+
+def copy_lab(dest):
+    """What the experiments read and run, copied to dest: the root's scripts and data, oneblock/ and experiments/
+    with their records. Returns dest."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for path in ROOT.iterdir():
+        if path.is_file() and path.suffix in (".py", ".json", ".txt"):
+            shutil.copy2(path, dest / path.name)
+    for folder in ("oneblock", "experiments"):
+        shutil.copytree(ROOT / folder, dest / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    return dest
+
+
+@pytest.fixture
+def lab(tmp_path_factory):
+    return copy_lab(tmp_path_factory.mktemp("lab"))
+
+
+def limits(fsize=None):
+    """A preexec_fn: the memory limit, SIGINT as a terminal sends it (a background pytest starts its children with it
+    ignored), and with fsize files of at most fsize bytes, a write past that failing with EFBIG as on a full disk."""
+    def limit():
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+        if fsize is not None:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+    return limit
+
+
+def started(module, *args, cwd, fsize=None, prefix=()):
+    """python3 -m experiments.<module> args (or prefix, a python3 -c hook, and then the module), started in cwd in a
+    session of its own, so that a run that goes on too long is stopped with every process it started."""
+    cmd = [sys.executable, *prefix, *(() if prefix else ("-m",)), f"experiments.{module}", *map(str, args)]
+    return subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=limits(fsize))
+
+
+def finished(proc, timeout):
+    """The run's CompletedProcess once it ends; one still going after timeout seconds (a full experiment started,
+    a read that never ends) is stopped with its whole session and fails the test."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"still running after {timeout} s (an experiment started, or a read without end): {err[-2000:]}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def run(module, *args, cwd, timeout=60, fsize=None):
+    return finished(started(module, *args, cwd=cwd, fsize=fsize), timeout)
+
+
+def files_under(folder):
+    return sorted(str(p.relative_to(folder)) for p in Path(folder).rglob("*") if "__pycache__" not in p.parts)
+
+
+def waiting_for(path, proc, timeout=60):
+    """Wait until path exists (a lock, a hook's sign) while proc runs; fail, stopping it, if it never does."""
+    deadline = time.monotonic() + timeout
+    while not os.path.lexists(path) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if not os.path.lexists(path):
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"{path.name} never appeared: {out[-1000:]} {err[-2000:]}")
+
+
+# an experiment's command line held at a point of its run, until a signal stops it: argv[1] is touched when it gets
+# there; argv[2] says where: "training" (its first training run) or "rename" (its record written to a temporary
+# file, about to be renamed over --out); then the module and its arguments
+HELD = """
+import os, pathlib, runpy, sys, time
+sys.path.insert(0, os.getcwd())
+sign, where, module = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+def held(*args, **kwargs):
+    sign.touch()
+    while True:
+        time.sleep(0.05)
+if where == "training":
+    from oneblock import training
+    training.train = held
+else:
+    replace = os.replace
+    os.replace = lambda a, b, *rest, **kw: held() if str(b).endswith(".json") else replace(a, b, *rest, **kw)
+sys.argv = [module, *sys.argv[4:]]
+runpy.run_module(module, run_name="__main__", alter_sys=True)
+"""
+
+
+def held(module, where, sign, *args, cwd):
+    return started(module, *args, cwd=cwd, prefix=("-c", HELD, sign, where))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 1. A run owns its --out from its start, and leaves nothing behind
+
+
+@POSIX
+def test_a_second_run_on_one_out_is_refused_at_once_naming_the_path_and_its_holder(lab, tmp_path):
+    out, sign = tmp_path / "runs" / "reduced.json", tmp_path / "training"
+    first = held("depth", "training", sign, "--check", "--out", out, "--quiet", cwd=lab)
+    try:
+        waiting_for(sign, first)  # the first run is training: it owns out, and has written nothing yet
+        second = run("depth", "--check", "--out", out, "--quiet", cwd=lab)  # before the fix: both said "wrote"
+        one_line_error(second, str(out), "is in use by another run", f"pid {first.pid}",
+                       "python3 -m experiments.depth --check --out")
+        assert second.stdout == "" and not out.exists()  # refused before it trained or wrote anything
+    finally:
+        first.send_signal(signal.SIGTERM)
+    stopped = finished(first, 60)
+    assert stopped.returncode == 128 + signal.SIGTERM and "Traceback" not in stopped.stderr, stopped.stderr
+    assert stopped.stderr.strip() == f"interrupted (SIGTERM): this run wrote nothing; {out} is as it was"
+    assert files_under(tmp_path) == ["training"]  # no lock, and no folder the run made for it
+
+
+@POSIX
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_run_stopped_while_it_writes_its_record_leaves_the_old_one_and_nothing_else(lab, tmp_path, signum):
+    out, sign = tmp_path / "reduced.json", tmp_path / "renaming"
+    old = json.dumps({"format": FORMATS["depth"], "note": "an earlier run's record"}) + "\n"
+    out.write_text(old, encoding="utf-8")
+    proc = held("depth", "rename", sign, "--check", "--out", out, "--quiet", cwd=lab)
+    waiting_for(sign, proc)  # the new record is on disk in a temporary file beside out
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")], files_under(tmp_path)
+    proc.send_signal(signum)  # before the fix: SIGTERM left the temporary file, Ctrl-C a traceback
+    done = finished(proc, 60)
+    assert done.returncode == 128 + signum and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip() == (f"interrupted ({signal.Signals(signum).name}): this run wrote nothing; {out} is"
+                                   f" as it was")
+    assert out.read_text(encoding="utf-8") == old
+    assert files_under(tmp_path) == ["reduced.json", "renaming"]  # no temporary file, no lock
+
+
+@POSIX
+@pytest.mark.parametrize("args, owned", [(["--out", "experiments/depth.json"], "experiments/depth.json"),
+                                         ([], "out/depth.json")])
+def test_a_full_run_owns_its_out_from_the_start_and_sigterm_leaves_the_committed_record(lab, args, owned):
+    committed = (lab / "experiments" / "depth.json").read_bytes()
+    before = files_under(lab)
+    proc = started("depth", *args, "--quiet", cwd=lab)
+    waiting_for(lab / f"{owned}.lock", proc, timeout=30)  # before the fix: no lock, ever
+    proc.send_signal(signal.SIGTERM)
+    done = finished(proc, 60)
+    assert done.returncode == 128 + signal.SIGTERM and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip() == f"interrupted (SIGTERM): this run wrote nothing; {owned} is as it was"
+    assert (lab / "experiments" / "depth.json").read_bytes() == committed
+    assert files_under(lab) == before  # no lock, no out/ folder left
+
+
+# a writer of path argv[1] killed in the middle of its write: its temporary file is on disk
+KILLED_WRITER = """
+import os, signal, sys
+sys.path.insert(0, sys.argv[2])
+import atomic
+os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGKILL)
+atomic.write_atomic(sys.argv[1], b'{"format": "half of a record')
+"""
+
+
+@POSIX
+def test_the_temporary_file_of_a_killed_writer_is_removed_by_the_next_run(tmp_path):
+    out = tmp_path / "reduced.json"
+    killed = subprocess.run([sys.executable, "-c", KILLED_WRITER, out, ROOT], capture_output=True, timeout=60)
+    assert killed.returncode == -signal.SIGKILL
+    (left,) = [p.name for p in tmp_path.iterdir()]
+    assert left.startswith("reduced.json.") and left.endswith(".tmp")
+    proc = run("depth", "--check", "--out", out, "--quiet", cwd=ROOT)  # before the fix: the file stayed
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip() == f"removed 1 temporary file(s) that a killed run left beside {out}"
+    assert files_under(tmp_path) == ["reduced.json"]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 2. Options: an empty or stray one is a usage error, and a committed record is replaced only when named
+
+
+@pytest.mark.parametrize("module, args, phrase", [
+    ("scaling", ["--rerun", ""], "--rerun"),  # before the fix: the whole 245-run grid, then scaling.json rewritten
+    ("positions", ["--rerun", ""], "--rerun"),
+    ("depth", ["--rerun", ""], "--rerun"),
+    ("positions", ["--out", ""], "--out"),  # before the fix: "" was no --out, and the full run started
+    ("depth", ["--out", ""], "--out"),
+    ("scaling", ["--check", "--out", " "], "--out"),
+    ("scaling", ["--seed", "4"], "--seed 4 is an option of --rerun"),  # before the fix: ignored, the grid started
+    ("depth", ["--until", "250"], "--until 250 is an option of --rerun"),
+    ("depth", ["--heads", "4"], "--heads 4 is an option of --rerun"),
+    ("positions", ["--lr", "0.01"], "--lr 0.01 is an option of --rerun"),
+    ("scaling", ["--budget", "10000000000"], "--budget 10000000000 is an option of --rerun"),
+    ("depth", ["--check", "--table"], "--check and --table are separate commands"),
+    ("positions", ["--table", "--out", "t.json"], "--out t.json: --table writes no record"),
+    ("scaling", ["--rerun", "64x2", "--out", "t.json"], "--out t.json: --rerun writes no record"),
+    ("spread", ["--out", ""], "--out"),  # before the fix: the full measurement, then spread.json rewritten
+    ("spread", ["--schemes", ""], "--schemes"),
+    ("spread", ["--schemes", "learned,learned", "--steps", "1"], "learned more than once"),
+    ("spread", ["--worker", ""], "--worker"),
+    ("plots", ["--out", "", "--steps", "2"], "--out"),  # before the fix: the pictures in the current folder
+    ("plots", ["--record", "", "--steps", "2"], "--record"),
+])
+def test_an_empty_or_stray_option_is_a_usage_error_before_any_work(lab, module, args, phrase):
+    before = {name: (lab / "experiments" / name).read_bytes() for name in ("scaling.json", "spread.json")}
+    proc = run(module, *args, cwd=lab, timeout=30)
+    one_line_error(proc, phrase)
+    assert proc.stdout == ""  # nothing trained, nothing measured
+    assert not (lab / "out").exists() and not (lab / "t.json").exists()
+    assert all((lab / "experiments" / name).read_bytes() == raw for name, raw in before.items())
+
+
+@POSIX
+def test_a_full_run_writes_the_committed_record_only_when_its_path_is_named(lab):
+    from oneblock import machine
+
+    if machine.openblas_core() is None:
+        pytest.skip("NumPy here does not use OpenBLAS kernels that OPENBLAS_CORETYPE can choose")
+    committed = (lab / "experiments" / "spread.json").read_bytes()
+    proc = run("spread", "--schemes", "learned", "--steps", "1", cwd=lab, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert (lab / "experiments" / "spread.json").read_bytes() == committed  # before the fix: rewritten
+    record = json.loads((lab / "out" / "spread.json").read_text(encoding="utf-8"))
+    assert record["format"] == FORMATS["spread"] and list(record["runs"]) == ["learned"]
+    assert proc.stdout.splitlines()[-1].startswith("wrote out/spread.json (") and proc.stdout.rstrip().endswith(
+        "; experiments/spread.json, the committed record, is as it was: --out experiments/spread.json replaces it")
+
+    again = run("spread", "--schemes", "learned", "--steps", "1", cwd=lab)  # an earlier record is not lost either
+    one_line_error(again, "out/spread.json already holds a record of this experiment", "--out out/spread.json")
+    assert again.stdout == "" and json.loads((lab / "out" / "spread.json").read_text(encoding="utf-8")) == record
+
+
+@pytest.mark.parametrize("args, phrases", [
+    ([], ["out/depth.json already holds a record of this experiment", "name it (--out out/depth.json)"]),
+    (["--out", "notes.txt"], ["--out notes.txt is not a record", "is not JSON", "never replaced"]),
+    (["--out", "experiments/scaling.json"], ["holds a record of another experiment", "never replaced"]),
+])
+def test_a_full_run_refuses_at_once_what_it_would_replace_without_being_told(lab, args, phrases):
+    (lab / "out").mkdir()
+    (lab / "out" / "depth.json").write_text(json.dumps({"format": FORMATS["depth"]}), encoding="utf-8")
+    (lab / "notes.txt").write_text("my notes\n", encoding="utf-8")
+    before = {path: (lab / path).read_bytes() for path in ("out/depth.json", "notes.txt", "experiments/scaling.json")}
+    proc = run("depth", *args, "--quiet", cwd=lab, timeout=30)  # before the fix: the full experiment started
+    one_line_error(proc, *phrases)
+    assert all((lab / path).read_bytes() == raw for path, raw in before.items())
+    assert not [p for p in lab.rglob("*.lock")]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 3. --out checked before any training, and a write that fails at the end
+
+
+@POSIX
+@pytest.mark.parametrize("case", ["folder", "slash", "under a file", "fifo", "text", "another's record", "committed",
+                                  "too long", "unwritable"])
+def test_an_out_that_cannot_take_the_record_is_one_line_before_any_training(lab, tmp_path, case):
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "notes.txt").write_text("my notes\n", encoding="utf-8")
+    os.mkfifo(tmp_path / "fifo")
+    shutil.copy(lab / "experiments" / "scaling.json", tmp_path / "scaling.json")
+    out, phrase = {"folder": (tmp_path / "runs", "is a folder; expected a record file"),
+                   "slash": (f"{tmp_path / 'new'}/", "ends with a slash"),
+                   "under a file": (tmp_path / "notes.txt" / "r.json", "notes.txt is a file, not a folder"),
+                   "fifo": (tmp_path / "fifo", "is a FIFO (a named pipe), not a record file"),
+                   "text": (tmp_path / "notes.txt", "is not a record"),
+                   "another's record": (tmp_path / "scaling.json", "holds a record of another experiment"),
+                   "committed": ("experiments/depth.json", "is the committed record, which --check reads"),
+                   "too long": (tmp_path / ("r" * 300 + ".json"), "choose a shorter one"),
+                   "unwritable": ("/sys/one-block-test/r.json", "cannot")}[case]
+    if case == "unwritable" and not Path("/sys/kernel").is_dir():
+        pytest.skip("no /sys here: no folder that root cannot write in")
+    before = files_under(tmp_path), (tmp_path / "scaling.json").read_bytes()
+    committed = (lab / "experiments" / "depth.json").read_bytes()
+    proc = run("depth", "--check", "--out", out, cwd=lab)  # before the fix: a traceback after the run, or replaced
+    one_line_error(proc, phrase)
+    assert proc.stdout == ""  # refused before its first run
+    assert (files_under(tmp_path), (tmp_path / "scaling.json").read_bytes()) == before
+    assert (lab / "experiments" / "depth.json").read_bytes() == committed
+
+
+def test_an_out_in_a_missing_folder_gets_its_folder_and_the_record(tmp_path):
+    from experiments import depth
+
+    out = tmp_path / "new" / "sub" / "reduced.json"
+    proc = run("depth", "--check", "--out", out, "--quiet", cwd=ROOT)  # before the fix: a traceback after the run
+    assert proc.returncode == 0, proc.stderr
+    depth.check_record(json.loads(out.read_text(encoding="utf-8")), depth.REDUCED)
+    assert files_under(tmp_path) == ["new", "new/sub", "new/sub/reduced.json"]
+
+
+@POSIX
+def test_a_write_that_fails_at_the_end_is_one_line_and_keeps_the_old_record(tmp_path):
+    out = tmp_path / "reduced.json"
+    old = json.dumps({"format": FORMATS["depth"], "note": "an earlier run's record"}) + "\n"
+    out.write_text(old, encoding="utf-8")
+    proc = run("depth", "--check", "--out", out, "--quiet", cwd=ROOT, fsize=4096)  # the record is about 47 KB
+    one_line_error(proc, f"cannot write {out}", "File too large", "is as it was")  # before the fix: a traceback
+    assert out.read_text(encoding="utf-8") == old
+    assert files_under(tmp_path) == ["reduced.json"]  # no temporary file, no lock
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 4. A damaged record: one line, exit 2, through --table, --check and --rerun
+
+
+def damage(path, how, key):
+    """Damage the record at path as how says (key: a field that every reader of it reads); the phrase its refusal
+    must hold."""
+    text = path.read_text(encoding="utf-8")
+    if path.exists():
+        path.unlink()
+    if how == "not UTF-8":
+        path.write_bytes(b"\xff\xfe" + text.encode("utf-8"))
+        return "is not UTF-8 text"
+    if how == "not JSON":
+        path.write_text(text[:len(text) // 2], encoding="utf-8")
+        return "is not JSON"
+    if how == "an array":
+        path.write_text("[1, 2, 3]\n", encoding="utf-8")
+        return "holds an array, not a record"
+    if how in ("a field missing", "a field of another kind"):
+        record = json.loads(text)
+        if how == "a field missing":
+            del record[key]
+        else:
+            record[key] = "x"
+        path.write_text(json.dumps(record), encoding="utf-8")
+        return "does not have the shape of this code's record"
+    if how == "a FIFO":
+        os.mkfifo(path)
+        return "a FIFO (a named pipe), not a regular file"
+    if how == "a link to /dev/zero":
+        path.symlink_to("/dev/zero")
+        return "a character device, not a regular file"
+    if how == "a folder":
+        path.mkdir()
+        return "is a folder"
+    if how == "too large":
+        with open(path, "wb") as f:  # a sparse file: no disk or memory spent on it
+            f.truncate(recording.MOST_RECORD + 1)
+        return f"more than the {recording.MOST_RECORD:,} bytes"
+    assert how == "missing"
+    return "to make it"
+
+
+DAMAGES = ["not UTF-8", "not JSON", "an array", "a field missing", "a field of another kind", "a FIFO",
+           "a link to /dev/zero", "a folder", "too large", "missing"]
+READERS = {  # a record -> (a field every reader reads, the runs that read it)
+    "positions": ("schemes", [("positions", ["--table"]), ("positions", ["--check", "--quiet"]),
+                              ("positions", ["--rerun", "rope", "--seed", "3", "--until", "500"])]),
+    "depth": ("induction", [("depth", ["--table"]), ("depth", ["--check", "--quiet"]),
+                            ("depth", ["--rerun", "induction", "--blocks", "2", "--heads", "1", "--until", "250"])]),
+    "scaling": ("cells", [("scaling", ["--table"]), ("scaling", ["--check", "--quiet"]),
+                          ("scaling", ["--rerun", "64x2", "--budget", "10000000000", "--seed", "4"])]),
+    "spread": ("spread", [("positions", ["--rerun", "rope", "--seed", "3", "--until", "500"])]),
+}
+
+
+@POSIX
+@pytest.mark.parametrize("how", DAMAGES)
+@pytest.mark.parametrize("name", list(READERS))
+def test_a_damaged_record_is_one_line_through_every_command_that_reads_it(lab, name, how):
+    key, readers = READERS[name]
+    path = lab / "experiments" / f"{name}.json"
+    phrase = damage(path, how, key)
+    for module, args in readers:  # before the fix: tracebacks, a hang on the FIFO, /dev/zero read until memory ran out
+        proc = run(module, *args, cwd=lab, timeout=40)
+        one_line_error(proc, f"{name}.json", phrase)
+        assert proc.stdout == "" and "NOT OK" not in proc.stderr  # refused before any training
+    assert not (lab / "out").exists()
+
+
+def test_a_record_whose_numbers_its_runs_do_not_give_stays_not_ok_exit_1(lab):
+    """The distinction: a record that reads but is not what the code gives is --check's answer, NOT OK (exit 1);
+    one that cannot be read as a record is refused (exit 2, above)."""
+    path = lab / "experiments" / "depth.json"
+    record = json.loads(path.read_text(encoding="utf-8"))
+    summary = record["stories"]["sizes"]["2x4"]["colour_loss"]
+    derived, summary["mean"] = summary["mean"], summary["mean"] + 1e-3
+    path.write_text(json.dumps(record), encoding="utf-8")
+    proc = run("depth", "--check", "--quiet", cwd=lab)
+    assert proc.returncode == 1 and proc.stderr == "", proc.stderr
+    assert proc.stdout.strip() == (f"NOT OK: depth.json: stories.sizes.2x4.colour_loss.mean is {summary['mean']} in"
+                                   f" the record, but its runs give {derived}; run python3 -m experiments.depth --out"
+                                   f" experiments/depth.json to rewrite it")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 5. plots.py: its records read before any training, its folder checked, its pictures written all or none
+
+
+@POSIX
+@pytest.mark.parametrize("option, name, how", [("--record", "positions", "not JSON"),
+                                               ("--depth-record", "depth", "a field of another kind"),
+                                               ("--scaling-record", "scaling", "a field missing"),
+                                               ("--record", "positions", "a FIFO")])
+def test_plots_refuses_a_damaged_record_before_training(tmp_path, option, name, how):
+    path = tmp_path / f"{name}.json"
+    shutil.copy(ROOT / "experiments" / f"{name}.json", path)
+    phrase = damage(path, how, READERS[name][0])
+    proc = run("plots", "--out", tmp_path / "figures", "--steps", "2", option, path, cwd=ROOT)
+    one_line_error(proc, f"{name}.json", phrase)  # before the fix: a traceback, after the training for a shape
+    assert proc.stdout == "" and not (tmp_path / "figures").exists()
+
+
+@POSIX
+def test_plots_refuses_a_file_as_its_folder_and_keeps_its_pictures_when_a_write_fails(tmp_path):
+    (tmp_path / "notes.txt").write_text("my notes\n", encoding="utf-8")
+    proc = run("plots", "--out", tmp_path / "notes.txt", "--steps", "2", cwd=ROOT)  # before: a traceback
+    one_line_error(proc, "notes.txt is a file; expected a folder for the pictures")
+    assert proc.stdout == ""
+
+    figures = tmp_path / "figures"
+    figures.mkdir()
+    old = (ROOT / "docs" / "figures" / "attention.png").read_bytes()
+    (figures / "attention.png").write_bytes(old)
+    proc = run("plots", "--out", figures, "--steps", "2", cwd=ROOT, fsize=5000)  # every picture is larger
+    one_line_error(proc, "File too large", "are as they were")  # before the fix: a traceback
+    assert files_under(figures) == ["attention.png"] and (figures / "attention.png").read_bytes() == old
