@@ -298,8 +298,11 @@ def read_whole(path, what, most=None):
     D/notes.txt is 100 bytes, more than the 64 bytes read as a text file
     """
     path = Path(path)
-    if path.is_dir():
-        raise ValueError(f"{path} is a folder, not {what}")
+    try:
+        if path.is_dir():
+            raise ValueError(f"{path} is a folder, not {what}")
+    except OSError as e:  # a name too long even to look up
+        raise ValueError(f"{path}: cannot read it ({e.strerror or e})") from None
     try:  # without waiting: opening a FIFO that nobody writes to would block until someone does
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     except OSError as e:

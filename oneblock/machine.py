@@ -26,6 +26,8 @@ import shutil
 import sys
 from contextlib import contextmanager
 
+import bpe
+
 DEV = "python3 -m pip install -r tests/requirements.txt"  # the pinned test requirements: numpy, matplotlib, ...
 INSTALL = {  # package -> the command that installs it, as the README and docs/torch.md give it
     "numpy": DEV,
@@ -97,42 +99,13 @@ def memory_available():
     """The bytes this process can still take, as far as the system says: the least of the memory the kernel counts
     as available (Linux's MemAvailable; elsewhere all of the physical memory), the room left under this process's
     address-space limit (RLIMIT_AS, which `ulimit -v` sets), and the room left in its cgroup (a container's
-    memory.max). None where none of them can be read.
+    memory.max). None where none of them can be read. (Read as bpe.memory_room reads it: the tokenizer, standard
+    library only, prices its training with it.)
 
     >>> memory_available() is None or memory_available() > 0
     True
     """
-    room = []
-    meminfo = _read_text("/proc/meminfo")
-    available = [line.split()[1] for line in meminfo.splitlines() if line.startswith("MemAvailable:")]
-    if available:
-        room.append(int(available[0]) * 1024)
-    elif hasattr(os, "sysconf"):
-        try:
-            room.append(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-        except (ValueError, OSError):
-            pass
-    try:
-        import resource
-    except ImportError:  # Windows
-        resource = None
-    if resource is not None:
-        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-        mapped = _read_text("/proc/self/statm").split()[:1]  # pages of address space mapped now
-        if soft != resource.RLIM_INFINITY:
-            room.append(max(0, soft - (int(mapped[0]) * os.sysconf("SC_PAGE_SIZE") if mapped else 0)))
-    for line in _read_text("/proc/self/cgroup").splitlines():  # "0::/its/path" (cgroup v2), "4:memory:/..." (v1)
-        _, controllers, where = (line.split(":", 2) + ["", ""])[:3]
-        if controllers in ("", "memory") and where.startswith("/"):
-            v2 = controllers == ""
-            mount = "/sys/fs/cgroup" + ("" if v2 else "/memory")
-            for root in (mount + where.rstrip("/"), mount):  # its own folder, or the container's root
-                most = _read_text(root + ("/memory.max" if v2 else "/memory.limit_in_bytes")).strip()
-                used = _read_text(root + ("/memory.current" if v2 else "/memory.usage_in_bytes")).strip()
-                if most.isdigit() and used.isdigit():
-                    room.append(max(0, int(most) - int(used)))
-                    break
-    return min(room) if room else None
+    return bpe.memory_room()
 
 
 def check_memory(need, what):
@@ -151,25 +124,7 @@ def check_memory(need, what):
                          f" process can still take here")
 
 
-def in_bytes(n):
-    """A number of bytes in words, with a binary prefix.
-
-    >>> in_bytes(512), in_bytes(3 * 2**30), in_bytes(10**30)
-    ('512 bytes', '3.0 GiB', '1e+30 bytes')
-    """
-    for power, prefix in ((50, "PiB"), (40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")):
-        if n >= 2 ** power:
-            return f"{n / 2 ** power:.1f} {prefix}" if n < 2 ** (power + 10) else f"{n:.3g} bytes"
-    return f"{n} bytes"
-
-
-def _read_text(path):
-    """The text of a small system file, or "" where it does not exist or cannot be read (another OS)."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-    except OSError:
-        return ""
+in_bytes = bpe.in_bytes  # a number of bytes in words: in_bytes(3 * 2**30) is '3.0 GiB'
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -264,7 +264,7 @@ def test_bpe_py_write_errors_are_one_line_and_leave_the_old_file(notes):
     out = notes / "t.json"
     assert run("bpe.py", "--data", "notes.txt", "--vocab-size", "100", "--out", out, cwd=notes).returncode == 0
     old = out.read_bytes()
-    proc = run("bpe.py", "--data", "notes.txt", "--vocab-size", "120", "--out", out, cwd=notes,
+    proc = run("bpe.py", "--data", "notes.txt", "--vocab-size", "120", "--out", out, "--overwrite", cwd=notes,
                limit=file_size_limit(len(old) // 2))
     one_line_error(proc, f"cannot write {out}", "File too large")
     assert out.read_bytes() == old and files_under(notes) == ["notes.txt", "t.json"]

@@ -1,0 +1,336 @@
+"""bpe.py's --out and its memory, each case a real bpe.py (or train.py) in a subprocess. --out replaces nothing that
+is not a tokenizer, a tokenizer only with --overwrite, and never --data itself by any name; a path that is not a
+regular file is refused; a run owns its --out while it runs (one held in its reading by a hook, so that the race
+happens every time). The training of a tokenizer is priced from the text before its memory is spent, and a text
+whose training will not fit is refused in one line at once, under an address-space limit (RLIMIT_AS, so that a
+regression cannot take the machine down); the training is the same as before, merge for merge, and the ordinary
+runs still work under the same limit."""
+
+import os
+import re
+import resource
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings, strategies as st
+from run_helpers import one_line_error, own_text
+
+import bpe
+
+ROOT = Path(__file__).resolve().parent.parent
+MB = 10**6
+
+# bpe.py with its reading of --data held: it touches the file argv[1] when it gets there, and goes on once the file
+# argv[2] exists (the hook is the test's, on atomic's read_whole, which bpe.py imports; bpe.py has none)
+HELD = """
+import pathlib, runpy, sys, time
+sys.path.insert(0, sys.argv[3])
+import atomic
+waiting, go = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+read_whole = atomic.read_whole
+def held(path, what, *args, **kwargs):
+    if what == "a UTF-8 text file":
+        waiting.touch()
+        while not go.exists():
+            time.sleep(0.01)
+    return read_whole(path, what, *args, **kwargs)
+atomic.read_whole = held
+script = str(pathlib.Path(sys.argv[3]) / "bpe.py")
+sys.argv = [script, *sys.argv[4:]]
+runpy.run_path(script, run_name="__main__")  # bpe.py as its command line runs it
+"""
+
+
+def run(script, *args, cwd, limit=None, timeout=300):
+    """One of the scripts in a subprocess, optionally under a resource limit (a function run in the child)."""
+    return subprocess.run([sys.executable, str(ROOT / script), *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, timeout=timeout, preexec_fn=limit)
+
+
+def files_under(folder):
+    return sorted(str(p.relative_to(folder)) for p in Path(folder).rglob("*"))
+
+
+def memory_limit(n):
+    """A preexec_fn: at most n bytes of address space (RLIMIT_AS), so that a run that would take more fails."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (n, n))
+    return limit
+
+
+def kinds_under(folder):
+    """Each path under folder (links not followed) with what it is: a file's bytes, a link's target, or its kind."""
+    found = {}
+    for path in sorted(Path(folder).rglob("*")):
+        mode = os.lstat(path).st_mode
+        found[path.name] = (path.read_bytes() if stat.S_ISREG(mode) else os.readlink(path) if stat.S_ISLNK(mode)
+                            else stat.S_IFMT(mode))
+    return found
+
+
+@pytest.fixture
+def notes(tmp_path):
+    (tmp_path / "notes.txt").write_text(own_text(), encoding="utf-8")
+    return tmp_path
+
+
+TRAIN = ["--data", "notes.txt", "--vocab-size", "100"]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 1. --out: never its own input, never a file that is not a tokenizer, a tokenizer only with --overwrite
+
+
+def test_the_data_is_never_its_own_out_by_any_name(notes):
+    (notes / "link.txt").symlink_to("notes.txt")
+    os.link(notes / "notes.txt", notes / "hard.txt")
+    (notes / "t.json.lock").write_text(own_text(), encoding="utf-8")  # a text named like --out t.json's lock
+    before = kinds_under(notes)
+    for data, out, phrase in [("notes.txt", "notes.txt", "--data notes.txt is --out notes.txt itself"),
+                              ("notes.txt", notes / "notes.txt", "itself"),
+                              ("notes.txt", "link.txt", "--data notes.txt is --out link.txt itself"),
+                              ("link.txt", "notes.txt", "--data link.txt is --out notes.txt itself"),
+                              ("notes.txt", "hard.txt", "--data notes.txt is --out hard.txt itself"),
+                              ("t.json.lock", "t.json", "--data t.json.lock is the name of the lock that owns")]:
+        for extra in ([], ["--overwrite"]):  # before the fix: the text was replaced by the tokenizer's JSON
+            proc = run("bpe.py", "--data", data, "--out", out, "--vocab-size", "100", *extra, cwd=notes)
+            one_line_error(proc, phrase, "choose another --out")
+            assert kinds_under(notes) == before
+
+
+def test_a_file_that_is_not_a_tokenizer_is_never_replaced(notes):
+    cases = {"story.json": own_text().encode(), "record.json": b'{"model": {"vocab": {}, "merges": 3}}\n',
+             "ckpt.safetensors": (ROOT / "tokenizer.json").read_bytes()[:100] + b"\x00\xff"}
+    for name, content in cases.items():
+        (notes / name).write_bytes(content)
+        for extra in ([], ["--overwrite"]):  # before the fix: replaced, with the flag or without
+            proc = run("bpe.py", *TRAIN, "--out", name, *extra, cwd=notes)
+            one_line_error(proc, f"--out {name} exists but is not a tokenizer.json", "it is never replaced")
+            assert (notes / name).read_bytes() == content
+    assert files_under(notes) == sorted(["notes.txt", *cases])  # no lock, no temporary file
+
+
+def test_a_tokenizer_is_replaced_only_with_overwrite_and_through_a_link_its_file(notes):
+    out = notes / "t.json"
+    bpe.Tokenizer.train(own_text(), 90).save(out)  # an earlier run's tokenizer
+    earlier = out.read_bytes()
+    proc = run("bpe.py", *TRAIN, "--out", "t.json", cwd=notes)  # before the fix: replaced without a word
+    one_line_error(proc, "--out t.json already holds a tokenizer (90 tokens)", "pass --overwrite to replace it")
+    assert out.read_bytes() == earlier
+    proc = run("bpe.py", *TRAIN, "--out", "t.json", "--overwrite", cwd=notes)
+    assert proc.returncode == 0 and proc.stdout.startswith("wrote t.json: 55 characters + 45 merges"), proc.stderr
+    assert out.read_text(encoding="utf-8") == bpe.Tokenizer.train(own_text(), 100).to_json()
+
+    (notes / "link.json").symlink_to("t.json")  # a link to a tokenizer: the file it leads to is written, not the link
+    proc = run("bpe.py", "--data", "notes.txt", "--vocab-size", "110", "--out", "link.json", "--overwrite", cwd=notes)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"wrote link.json (a link: the file it leads to, {out.resolve()}): ")
+    assert os.readlink(notes / "link.json") == "t.json"
+    assert out.read_text(encoding="utf-8") == bpe.Tokenizer.train(own_text(), 110).to_json()
+    assert files_under(notes) == ["link.json", "notes.txt", "t.json"]
+
+    proc = run("bpe.py", "--overwrite", cwd=notes)  # the flag belongs to --data's tokenizer
+    one_line_error(proc, "--overwrite go with --data")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
+def test_a_path_that_is_not_a_regular_file_is_refused_and_left_as_it_is(notes):
+    os.mkfifo(notes / "fifo")
+    (notes / "to-fifo").symlink_to("fifo")
+    (notes / "nowhere.json").symlink_to("missing.json")
+    (notes / "folder").mkdir()
+    (notes / "to-folder").symlink_to("folder")
+    server = socket.socket(socket.AF_UNIX)
+    cases = [("fifo", "is a FIFO (a named pipe), not a regular file"),
+             ("to-fifo", "is a link to a FIFO (a named pipe), not a regular file"),
+             ("nowhere.json", "is a link to missing.json, which does not exist"),
+             ("folder", "names a folder"), ("to-folder", "names a folder")]
+    try:
+        server.bind(str(notes / "socket"))
+        cases.append(("socket", "is a socket, not a regular file"))
+    except OSError:  # (a path too long for a socket's address)
+        pass
+    try:  # a device node of its own (root only): /dev/null itself is never put at risk
+        os.mknod(notes / "device", 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+        cases.append(("device", "is a character device, not a regular file"))
+    except (OSError, AttributeError):
+        pass
+    before = kinds_under(notes)
+    try:
+        for name, phrase in cases:
+            for extra in ([], ["--overwrite"]):  # before the fix: the FIFO, the device, the link were replaced
+                proc = run("bpe.py", *TRAIN, "--out", name, *extra, cwd=notes, timeout=60)
+                one_line_error(proc, f"--out {name} {phrase}")
+                assert kinds_under(notes) == before, name
+    finally:
+        server.close()
+
+
+def test_a_second_run_on_the_same_out_is_refused_while_the_first_holds_it(notes):
+    out, waiting, go = notes / "t.json", notes / "waiting", notes / "go"
+    slow = subprocess.Popen([sys.executable, "-c", HELD, waiting, go, ROOT, *TRAIN, "--out", out], cwd=notes,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not waiting.exists() and slow.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert waiting.exists(), slow.communicate()
+        fast = run("bpe.py", "--data", "notes.txt", "--vocab-size", "120", "--out", out, cwd=notes)
+        one_line_error(fast, "is in use by another run", "bpe.py")  # before the fix: it wrote its tokenizer
+        assert not out.exists()
+        go.touch()
+        stdout, stderr = slow.communicate(timeout=300)
+    finally:
+        if slow.poll() is None:
+            slow.kill()
+            slow.wait()
+    assert slow.returncode == 0, stderr
+    assert out.read_text(encoding="utf-8") == bpe.Tokenizer.train(own_text(), 100).to_json()  # the slow run's
+    later = run("bpe.py", "--data", "notes.txt", "--vocab-size", "120", "--out", out, cwd=notes)
+    one_line_error(later, "already holds a tokenizer (100 tokens)")
+    assert files_under(notes) == ["go", "notes.txt", "t.json", "waiting"]  # no lock left
+
+
+def test_the_default_command_still_rewrites_the_shipped_tokenizer(tmp_path):
+    for name in ("bpe.py", "atomic.py", "corpus.txt", "tokenizer.json"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    (tmp_path / "tokenizer.json").write_text("stale\n", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "bpe.py"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.startswith("wrote tokenizer.json: 26 characters + 70 merges")
+    assert (tmp_path / "tokenizer.json").read_bytes() == (ROOT / "tokenizer.json").read_bytes()
+    proc = subprocess.run([sys.executable, "bpe.py", "--check"], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.startswith("OK: tokenizer.json matches"), proc.stdout
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 2. The training is priced before its memory is spent
+
+
+def reference_train(text, vocab_size):
+    """The merges of the training as it was before it was priced: every piece in one list, and each merge's string
+    made anew at each place it occurs (the counts and the tie-break are the same rule)."""
+    pattern = bpe.pattern_for(sorted(set(text)))
+    words = [(list(piece), n) for piece, n in sorted(Counter(re.findall(pattern, text)).items())]
+    merges, tokens = [], set(text)
+    while len(set(text)) + len(merges) < vocab_size:
+        counts = Counter()
+        for symbols, n in words:
+            for pair in zip(symbols, symbols[1:]):
+                counts[pair] += n
+        candidates = [(-n, pair) for pair, n in counts.items() if pair[0] + pair[1] not in tokens]
+        if not candidates:
+            break
+        best = min(candidates)[1]
+        merges.append(best)
+        tokens.add(best[0] + best[1])
+        for k, (symbols, n) in enumerate(words):
+            out, i = [], 0
+            while i < len(symbols):
+                if tuple(symbols[i:i + 2]) == best:
+                    out.append(symbols[i] + symbols[i + 1])
+                    i += 2
+                else:
+                    out.append(symbols[i])
+                    i += 1
+            words[k] = (out, n)
+    return merges
+
+
+texts = st.text(alphabet="ab AΩé.\n2𝔘", max_size=120)
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts, st.integers(1, 8))
+def test_stretches_split_as_pretokenize_does_and_training_is_unchanged(text, size):
+    alphabet = sorted(set(text))
+    pieces = [piece for part in bpe.stretches(text, alphabet, size) for piece in part]
+    assert pieces == bpe.pretokenize(text, bpe.pattern_for(alphabet))
+    if text:
+        vocab_size = len(alphabet) + 6
+        try:
+            merges = bpe.Tokenizer.train(text, vocab_size).merges
+        except ValueError as e:
+            assert "no pairs are left" in str(e)
+            merges = reference_train(text, vocab_size)
+            assert len(merges) < 6
+        else:
+            assert merges == reference_train(text, vocab_size)
+        tok = bpe.Tokenizer(alphabet, merges)
+        assert tok.count(text) == len(tok.encode(text)) and tok.decode(tok.encode(text)) == text
+
+
+def test_the_price_is_at_least_what_training_takes():
+    """The price of training_bytes against Python's own count of the memory training allocates (tracemalloc), on a
+    text of one letter, of a few words, of many different words and of letters past U+00FF: never below it, and
+    for one long piece not far above it either."""
+    import tracemalloc
+
+    many = " ".join(f"{a}{b}{c}{d}" for a in "abcdefgh" for b in "ijklmnop" for c in "qrstuvwx" for d in "yzab")
+    for text in ("a" * 300_000, own_text() * 20, many * 4 + "\n", "Ωμέγα " * 20_000 + "\n", "𝔘𝔫𝔦" * 30_000):
+        vocab_size = len(set(text)) + 4
+        alphabet = sorted(set(text))
+        counts = bpe.piece_counts(text, alphabet, vocab_size)
+        kind = 1 if alphabet[-1] <= "\xff" else 2 if alphabet[-1] <= "\uffff" else 4
+        wide = sum(len(p) - len(p.encode("latin-1", "ignore")) for p in counts)
+        price = bpe.training_bytes(len(counts), sum(map(len, counts)), wide, max(map(len, counts)), kind,
+                                   vocab_size)
+        tracemalloc.start()
+        try:
+            tok = bpe.Tokenizer.train(text, vocab_size)
+            tok.count(text)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert peak <= price, (text[:20], peak, price)
+        if len(counts) == 1:  # one long piece: past what is the same for every text, within twice the peak
+            assert price - bpe.training_bytes(0, 0, 0, 0, kind, vocab_size) < 2 * peak, (text[:20], peak, price)
+
+
+# 60 MB of one character: past U+00FF (each an object of its own in a list) under 2 GiB, or a letter under 768 MiB
+@pytest.mark.parametrize("char, chars, cap", [("Ω", 30 * MB, 2 * 2**30), ("a", 60 * MB, 3 * 2**28)])
+def test_a_training_that_will_not_fit_is_refused_at_once_naming_the_memory(tmp_path, char, chars, cap):
+    (tmp_path / "one.txt").write_bytes(char.encode() * chars)
+    started = time.monotonic()
+    proc = run("bpe.py", "--data", "one.txt", "--out", "t.json", cwd=tmp_path, limit=memory_limit(cap), timeout=120)
+    one_line_error(proc, f"one.txt: training on its {chars:,} characters needs about", "of memory (1 different piece,",
+                   "more than the", "this process can still take here")  # before the fix: a MemoryError
+    assert time.monotonic() - started < 30
+    assert files_under(tmp_path) == ["one.txt"]
+
+
+def test_train_py_refuses_a_text_whose_tokenizer_will_not_fit(tmp_path):
+    (tmp_path / "one.txt").write_bytes("Ω".encode() * (30 * MB) + "\nΩ Ω\n".encode())
+    started = time.monotonic()
+    proc = run("train.py", "--data", "one.txt", "--vocab-size", "4", "--out", "c.safetensors", "--steps", "4",
+               cwd=tmp_path, limit=memory_limit(2 * 2**30), timeout=120)
+    one_line_error(proc, f"one.txt: training on its {30 * MB + 5:,} characters needs at least", "of memory")
+    assert time.monotonic() - started < 60
+    assert files_under(tmp_path) == ["one.txt"]
+
+
+def test_sixty_megabytes_of_words_train_under_one_gigabyte(tmp_path):
+    reps = 60 * MB // len(own_text().encode())
+    (tmp_path / "words.txt").write_text(own_text() * reps, encoding="utf-8")
+    proc = run("bpe.py", "--data", "words.txt", "--vocab-size", "60", "--out", "t.json", cwd=tmp_path,
+               limit=memory_limit(2**30), timeout=300)  # before the fix: a MemoryError, all pieces in one list
+    once = bpe.Tokenizer.train(own_text(), 60)  # the same text over and over: the same merges
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"wrote t.json: 55 characters + 5 merges = 60 tokens; words.txt is"
+                                  f" {reps * len(once.encode(own_text())):,} tokens")
+    assert (tmp_path / "t.json").read_text(encoding="utf-8") == once.to_json()
+
+
+def test_the_ordinary_runs_still_work_under_the_limit(notes):
+    proc = run("bpe.py", *TRAIN, "--out", "t.json", cwd=notes, limit=memory_limit(2**30))
+    assert proc.returncode == 0, proc.stderr
+    proc = run("train.py", *TRAIN, "--steps", "20", "--batch", "8", "--seq-len", "32", "--quiet", "--out",
+               "runs/notes.safetensors", cwd=notes, limit=memory_limit(2 * 2**30))
+    assert proc.returncode == 0, proc.stderr
+    assert "tokenizer: trained on notes.txt, 100 tokens (55 characters + 45 merges)" in proc.stdout
