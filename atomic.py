@@ -2,7 +2,7 @@
 or the new one, never half of one (`write_atomic`; several, all or none: `write_together`), and remove only the
 temporary files that a killed writer left (`remove_leftovers`); read one whole with a clear message when it cannot be
 (`read_whole`); refuse a name the file system cannot take, or a file that is not of a writer's kind, before any work
-(`name_problem`, `output_problem`); and own a path while a run writes it, so that a second run cannot silently
+(`path_problem`, `output_problem`); and own a path while a run writes it, so that a second run cannot silently
 replace the first one's results, with a lock that follows no link and opens nothing already at its name (`hold`).
 
     >>> import tempfile, pathlib
@@ -233,43 +233,65 @@ system allows in a name
     return None
 
 
-def output_problem(path, what, ours, most=1 << 26):
-    """Why a command cannot write what (such as "a benchmark's JSON") to the file at path, in one line, or None,
-    judged before any work starts, so that a long run never ends on an error it could have seen at its start. path
-    must name a file (not a folder, not a path through a file, not a name too long), no link on the way may lead
-    nowhere, and what is there already, if anything, must be a regular file (of at most most bytes) that ours(its
-    bytes) says is of its kind: anything else (a file of yours, a FIFO, a device) is never replaced. Write it
-    with write_atomic(resolved(path), ...): through a link, to the file the link leads to.
+def path_problem(typed, flag, what, example, endings=(".lock",)):
+    """Why the path typed (the value of flag, as given) cannot name the file a command writes, what (such as "a
+    checkpoint file"; example: a name for the hint), in one line, judged from the path alone before anything is
+    made on disk; None if it can. It must not end with a slash or be a folder, pass through a file, or hold a name
+    too long for the file system once endings (the files written beside it) are added (name_problem).
+
+    >>> print(path_problem("runs/", "--out", "a checkpoint file", "ckpt.safetensors"))
+    --out runs/ ends with a slash, so it names a folder; expected a checkpoint file such as runs/ckpt.safetensors
+    >>> print(path_problem("atomic.py/x.json", "--json", "a JSON file", "x.json"))
+    --json atomic.py/x.json: atomic.py is a file, not a folder
+    """
+    path = Path(typed)
+    if typed.endswith(("/", os.sep)):
+        return f"{flag} {typed} ends with a slash, so it names a folder; expected {what} such as {path / example}"
+    problem = name_problem(path, endings)  # first: a name too long cannot even be looked up
+    if problem:
+        shown = typed if len(typed) <= 100 else f"{typed[:48]}...{typed[-48:]}"
+        return f"{flag} {shown}: {problem}; choose a shorter one"
+    for folder in reversed(path.parents):
+        if folder.exists() and not folder.is_dir():
+            return f"{flag} {typed}: {folder} is a file, not a folder"
+    if path.is_dir():
+        return f"{flag} {typed} is a folder; expected {what} such as {path / example}"
+    return None
+
+
+def output_problem(path, flag, what, ours, example, most=1 << 26):
+    """Why a command cannot write what (such as "a JSON of figures") to the file at path (the value of flag, as
+    given; example: a file name for the hint), in one line, or None, judged before any work starts, so that a long
+    run never ends on an error it could have seen at its start. path must name a file (path_problem), no link on the way may lead nowhere, and what is
+    there already, if anything, must be a regular file (of at most most bytes) that ours(its bytes) says is of its
+    kind: anything else (a file of yours, a FIFO, a device) is never replaced. Write it with
+    write_atomic(resolved(path), ...): through a link, to the file the link leads to.
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as d:
     ...     notes = Path(d) / "notes.txt"
     ...     _ = notes.write_text("mine")
-    ...     print(output_problem(notes, "a JSON record", lambda raw: raw.startswith(b"{")).replace(d, "D"))
-    D/notes.txt exists and is not a JSON record; it is never replaced: choose another path, or remove the file yourself
+    ...     print(output_problem(notes, "--json", "a JSON record", lambda raw: raw[:1] == b"{", "r.json").replace(d, "D"))
+    --json D/notes.txt exists and is not a JSON record; it is never replaced: choose another path, or remove the file \
+yourself
     """
-    text, path = str(path), Path(path)
-    problem = name_problem(path)  # first: a name too long cannot even be looked up
+    text = str(path)
+    problem = path_problem(text, flag, what, example)
     if problem:
-        return f"{text if len(text) <= 100 else text[:48] + '...' + text[-48:]}: {problem}"
-    if text.endswith(("/", os.sep)) or path.is_dir():
-        return f"{text} is a folder; expected a file for {what}"
-    for folder in reversed(path.parents):
-        if folder.exists() and not folder.is_dir():
-            return f"{text}: {folder} is a file, not a folder"
+        return problem
     try:
         target = resolved(path)
     except ValueError as e:
-        return str(e)
+        return f"{flag} {e}"
     if not os.path.lexists(target):
         return None
     try:
         raw = read_whole(target, what, most)
     except ValueError as e:
-        return f"{e}; it is never replaced"
+        return f"{flag} {e}; it is never replaced"
     if not ours(raw):
-        return (f"{text} exists and is not {what}; it is never replaced: choose another path, or remove the file"
-                f" yourself")
+        return (f"{flag} {text} exists and is not {what}; it is never replaced: choose another path, or remove the"
+                f" file yourself")
     return None
 
 

@@ -55,7 +55,7 @@ from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
 
-from atomic import hold, kind_of, name_problem, read_whole, write_atomic
+from atomic import hold, kind_of, path_problem, read_whole, write_atomic
 
 # ----------------------------------------------------------------------------
 # settings
@@ -623,16 +623,9 @@ def out_problem(out, data):
     --data corpus.txt is --out corpus.txt itself: its text would be replaced by the tokenizer; choose another --out
     """
     path = Path(out)
-    if out.endswith(("/", os.sep)):
-        return f"--out {out} names a folder; expected a file such as {path / 'tokenizer.json'}"
-    problem = name_problem(path)  # (a name too long cannot even be looked up)
+    problem = path_problem(out, "--out", "a tokenizer file", "tokenizer.json")
     if problem:
-        return f"--out {out if len(out) <= 100 else out[:48] + '...' + out[-48:]}: {problem}; choose a shorter one"
-    for folder in reversed(path.parents):
-        if folder.exists() and not folder.is_dir():
-            return f"--out {out}: {folder} is a file, not a folder"
-    if path.is_dir():
-        return f"--out {out} names a folder; expected a file such as {path / 'tokenizer.json'}"
+        return problem
     problem = not_a_file(path)
     if problem:
         return f"--out {out} is {problem}; it is never replaced: choose another --out"

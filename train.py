@@ -31,7 +31,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from types import SimpleNamespace  # noqa: F401  (path_problem's example)
 
-from atomic import hold, name_problem, remove_leftovers, write_atomic
+import atomic
+from atomic import hold, remove_leftovers, write_atomic
 import bpe
 from oneblock import checkpoint, data as data_files, machine, settings, sizes, training
 from oneblock.settings import SIZES, Settings, model_size, training_settings
@@ -187,19 +188,11 @@ def path_problem(args):
     >>> print(path_problem(SimpleNamespace(out="n.safetensors", data="n.safetensors.tokenizer.json", tokenizer=None)))
     --data n.safetensors.tokenizer.json is where this run writes the copy of its tokenizer; choose another --out
     """
-    out, path = args.out, Path(args.out)
-    if out.endswith(("/", os.sep)):
-        return (f"--out {out} ends with a slash, so it names a folder; expected a checkpoint file such as"
-                f" {path / 'ckpt.safetensors'}")
-    problem = name_problem(path, (".lock", ".tokenizer.json"))  # (a name too long cannot even be looked up)
+    path = Path(args.out)
+    problem = atomic.path_problem(args.out, "--out", "a checkpoint file", "ckpt.safetensors",
+                                  (".lock", ".tokenizer.json"))  # (the lock and the tokenizer's copy beside it)
     if problem:
-        shown = out if len(out) <= 100 else f"{out[:48]}...{out[-48:]}"
-        return f"--out {shown}: {problem}; choose a shorter one"
-    for folder in reversed(path.parents):
-        if folder.exists() and not folder.is_dir():
-            return f"--out {out}: {folder} is a file, not a folder"
-    if path.is_dir():
-        return f"--out {out} is a folder; expected a checkpoint file such as {path / 'ckpt.safetensors'}"
+        return problem
     written = {"the checkpoint": path, "the lock that owns it": path.with_name(path.name + ".lock"),
                "the copy of its tokenizer": tokenizer_beside(path)}
     for flag, given in (("--data", args.data), ("--tokenizer", args.tokenizer)):

@@ -755,9 +755,10 @@ def main(argv=None):
                                                                                                 ("bench.py",))):
         parser.error(f"--against {args.against}: expected a folder holding another checkout (its dev/bench.py, or"
                      f" the bench.py at the root of a checkout from before the lab had folders)")
-    problem = args.json and output_problem(args.json, "a JSON of dev.bench's figures", figures_json)
+    problem = args.json and output_problem(args.json, "--json", "a JSON of dev.bench's figures", figures_json,
+                                           "bench.json")
     if problem:  # judged before minutes of timing, never after them
-        parser.error(f"--json {problem}")
+        parser.error(problem)
     if args.tricks:
         return report_tricks(args)
     if args.profile:

@@ -307,13 +307,13 @@ def main(argv=None):
         p.error(f"--steps, --batch and --rounds must be at least 1, got {args.steps}, {args.batch} and {args.rounds}")
     if args.depth_steps is not None and args.depth_steps < 1:
         p.error(f"--depth-steps must be at least 1, got {args.depth_steps}")
-    outputs = (("--json", args.json, "a JSON of dev.bench_explorer's figures", figures_json),
-               ("--screenshot", args.screenshot, "a PNG picture", is_png),
-               ("--depth-screenshot", args.depth_screenshot, "a PNG picture", is_png))
-    for flag, path, what, ours in outputs:  # judged before minutes of page runs, never after them
-        problem = path and output_problem(path, what, ours)
+    outputs = (("--json", args.json, "a JSON of dev.bench_explorer's figures", figures_json, "bench.json"),
+               ("--screenshot", args.screenshot, "a PNG picture", is_png, "explorer.png"),
+               ("--depth-screenshot", args.depth_screenshot, "a PNG picture", is_png, "explorer-depth.png"))
+    for flag, path, *kind in outputs:  # judged before minutes of page runs, never after them
+        problem = path and output_problem(path, flag, *kind)
         if problem:
-            p.error(f"{flag} {problem}")
+            p.error(problem)
     machine.need("numpy", "python3 -m dev.bench_explorer")  # for train.py's runs beside the page's
     machine.need("playwright", "python3 -m dev.bench_explorer")
     if machine.find_chromium() is None:

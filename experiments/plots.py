@@ -514,9 +514,10 @@ def drawn(args, owned, staging, note):
         print(f"error: --out: {e}", file=sys.stderr)
         return 2
     for name in PICTURES:  # judged while this run owns the folder: what is there is replaced only by a picture
-        problem = output_problem(out / name, "a PNG picture", lambda raw: raw.startswith(b"\x89PNG"))
+        problem = output_problem(out / name, f"--out {args.out}:", "a PNG picture", lambda raw: raw[:4] == b"\x89PNG",
+                                 name)
         if problem is not None:
-            print(f"error: --out {args.out}: {problem}", file=sys.stderr)
+            print(f"error: {problem}", file=sys.stderr)
             return 2
     paths = (args.record, args.depth_record, args.scaling_record)
     scripts = [writes(f"python3 -m experiments.{name}", f"{name}.json") for name in ("positions", "depth", "scaling")]

@@ -31,7 +31,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from atomic import hold, kind_of, name_problem, read_whole, remove_leftovers, write_atomic
+from atomic import hold, kind_of, path_problem, read_whole, remove_leftovers, write_atomic
 from oneblock import checkpoint
 from oneblock import data as data_files, floor, machine, numpy_fast, training
 from oneblock.settings import TRAINING_SETTINGS, Settings, checked
@@ -539,28 +539,16 @@ def field(x, kind, what):
 
 def out_problem(typed, example):
     """Why --out (as typed) cannot name a record file, in one line, judged from the path alone before anything is
-    made on disk; None if it can. It must name a file: not a folder, not a path through a file. example: a record's
-    name, for the hint.
+    made on disk (atomic.path_problem); None if it can. example: a record's name, for the hint.
 
     >>> print(out_problem("runs/", "depth.json"))
     --out runs/ ends with a slash, so it names a folder; expected a record file such as runs/depth.json
     """
-    path = Path(typed)
-    if typed.endswith(("/", os.sep)):
-        return f"--out {typed} ends with a slash, so it names a folder; expected a record file such as {path / example}"
-    problem = name_problem(path)  # (a name too long cannot even be looked up)
-    if problem:
-        short = typed if len(typed) <= 100 else f"{typed[:48]}...{typed[-48:]}"
-        return f"--out {short}: {problem}; choose a shorter one"
-    for folder in reversed(path.parents):
-        if folder.exists() and not folder.is_dir():
-            return f"--out {typed}: {folder} is a file, not a folder"
-    if path.is_dir():
-        return f"--out {typed} is a folder; expected a record file such as {path / example}"
-    if path.exists() and not path.is_file():  # (before any lock is made beside what a link leads to)
-        return (f"--out {typed} is {kind_of(os.stat(path).st_mode)}, not a record file; it is never replaced: choose"
-                f" another --out")
-    return None
+    problem = path_problem(typed, "--out", "a record file", example)
+    if problem is None and Path(typed).exists() and not Path(typed).is_file():  # (before a lock is made beside it)
+        problem = (f"--out {typed} is {kind_of(os.stat(typed).st_mode)}, not a record file; it is never replaced:"
+                   f" choose another --out")
+    return problem
 
 
 def out_holds(out, typed, named, form):

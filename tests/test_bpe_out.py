@@ -151,7 +151,7 @@ def test_a_path_that_is_not_a_regular_file_is_refused_and_left_as_it_is(notes):
     cases = [("fifo", "is a FIFO (a named pipe), not a regular file"),
              ("to-fifo", "is a link to a FIFO (a named pipe), not a regular file"),
              ("nowhere.json", "is a link to missing.json, which does not exist"),
-             ("folder", "names a folder"), ("to-folder", "names a folder")]
+             ("folder", "is a folder; expected a tokenizer file"), ("to-folder", "is a folder; expected a tokenizer")]
     try:
         server.bind(str(notes / "socket"))
         cases.append(("socket", "is a socket, not a regular file"))

@@ -75,8 +75,9 @@ def test_dev_bench_explorer_refuses_outputs_it_does_not_own_before_it_starts_a_b
 
 def test_output_problem_lets_a_missing_file_or_one_of_its_kind_be_written(tmp_path):
     ours = lambda raw: raw.startswith(b"{")  # noqa: E731
-    assert output_problem(tmp_path / "new" / "deeper" / "t.json", "a record", ours) is None
+    assert output_problem(tmp_path / "new" / "deeper" / "t.json", "--out", "a record", ours, "t.json") is None
     (tmp_path / "t.json").write_text("{}", encoding="utf-8")
-    assert output_problem(tmp_path / "t.json", "a record", ours) is None
+    assert output_problem(tmp_path / "t.json", "--out", "a record", ours, "t.json") is None
     (tmp_path / "big.json").write_bytes(b"{" + b" " * 100)
-    assert "more than the 10 bytes" in output_problem(tmp_path / "big.json", "a record", ours, most=10)
+    too_big = output_problem(tmp_path / "big.json", "--out", "a record", ours, "t.json", most=10)
+    assert "more than the 10 bytes" in too_big
