@@ -430,19 +430,26 @@ def hold(path, note):
     target = resolved(path)
     lock = target.with_name(target.name + ".lock")
     with folder_for(target):
-        fd = _take(target, lock, (LOCK_MARK + note).encode("utf-8"))
-        try:
+        fd = None
+        try:  # (an interrupt at any moment, even inside _take, leaves no lock behind)
+            fd = _take(target, lock, (LOCK_MARK + note).encode("utf-8"))
             yield target
         finally:
-            if os.name == "nt":  # Windows cannot remove an open file
-                os.close(fd)
-                with suppress(OSError):
-                    os.unlink(lock)
-            else:  # removed while still locked, so no other process can be holding this very file
-                with suppress(OSError):
-                    if os.path.samestat(os.fstat(fd), os.lstat(lock)):
-                        os.unlink(lock)
-                os.close(fd)
+            if fd is not None:
+                _drop(fd, lock)
+
+
+def _drop(fd, lock):
+    """Remove the lock file of the open file fd, if it is still the file at lock, and close fd."""
+    if os.name == "nt":  # Windows cannot remove an open file
+        os.close(fd)
+        with suppress(OSError):
+            os.unlink(lock)
+    else:  # removed while still locked, so no other process can be holding this very file
+        with suppress(OSError):
+            if os.path.samestat(os.fstat(fd), os.lstat(lock)):
+                os.unlink(lock)
+        os.close(fd)
 
 
 LOCK_MARK = "one-block lock, held by "  # the first words of every lock file hold makes
@@ -464,13 +471,17 @@ def _take(path, lock, note):
         except OSError as e:
             raise ValueError(f"{path}: cannot write in the folder {path.parent} ({e.strerror or e})") from None
         try:
-            locked = _try_lock(fd) and os.path.samestat(os.fstat(fd), os.lstat(lock))
-        except OSError:  # removed as it was made, by a run that took it for a dead one's: try again
-            locked = False
-        if locked:
-            os.lseek(fd, 0, os.SEEK_SET)  # (Windows's lock moved it)
-            os.write(fd, note)
-            return fd
+            try:
+                locked = _try_lock(fd) and os.path.samestat(os.fstat(fd), os.lstat(lock))
+            except OSError:  # removed as it was made, by a run that took it for a dead one's: try again
+                locked = False
+            if locked:
+                os.lseek(fd, 0, os.SEEK_SET)  # (Windows's lock moved it)
+                os.write(fd, note)
+                return fd
+        except BaseException:  # an interrupt as it is made: nothing of it stays
+            _drop(fd, lock)
+            raise
         os.close(fd)
     raise ValueError(f"{path}: other runs keep taking its lock {lock.name}; try again")
 

@@ -33,6 +33,8 @@ const state = {
   view: { block: 0, head: 0, inside: 0 }, // the attention panel's block and head, the inside panel's block
   training: null, // the live run: see the Train section
   worker: null,
+  loader: null, // the worker that reads weights files (Load weights)
+  files_chosen: 0, // Load weights: the files chosen so far (the last one chosen is the one loaded)
   run_id: 0,
   sampling: null, // {stop: bool} while the sample panel generates
 };
@@ -74,7 +76,8 @@ async function load() {
     state.tok = bpe.Tokenizer.from_json(await fetch_data("tokenizer.json", "json"));
     state.split = await fetch_data("split.json", "json");
     state.data = train.load_data(state.tok, state.split);
-    const ckpt = checkpoint.load_checkpoint(await fetch_data(state.manifest.weights, "bytes"), state.manifest.tokenizer_sha256);
+    const bytes = await fetch_data(state.manifest.weights, "bytes"), where = `data/${state.manifest.weights}`;
+    const ckpt = checkpoint.load_checkpoint(bytes, where, state.manifest.tokenizer_sha256, state.tok.vocab.length);
     set_model(ckpt, { source: state.manifest.source, trained: state.manifest.trained });
   } catch (e) {
     say("page-message", `The explorer could not load its data: ${e.message}. Run python3 explore.py, which exports the data and serves this page.`);
@@ -108,11 +111,11 @@ function describe_text() {
 // ----------------------------------------------------------------------------------------------------------------
 // The model: which weights the panels show, and the weights file
 
-/** Make a loaded checkpoint ({params, positions, heads, step, metadata}) the model every panel shows, and the one
- * "Back to the loaded weights" returns to. */
+/** Make a loaded checkpoint ({params, positions, heads, step, val_loss}, as checkpoint.load_checkpoint gives) the
+ * model every panel shows, and the one "Back to the loaded weights" returns to. */
 function set_model(ckpt, { source, trained }) {
-  const val = ckpt.metadata?.val_loss;
-  state.model = { params: ckpt.params, config: model.config_of(ckpt.params), heads: ckpt.heads, positions: ckpt.positions, source, trained, step: ckpt.step, val_loss: val === undefined ? null : Number(val) };
+  const val = ckpt.val_loss;
+  state.model = { params: ckpt.params, config: model.config_of(ckpt.params), heads: ckpt.heads, positions: ckpt.positions, source, trained, step: ckpt.step, val_loss: val === null ? null : Number(val) };
   state.loaded = state.model;
   state.view = { block: 0, head: 0, inside: 0 };
   describe_model();
@@ -160,16 +163,63 @@ function show_model_status() {
   show_replace_note();
 }
 
+// ----------------------------------------------------------------------------------------------------------------
+// Load weights: a file read and checked in a worker of its own (checkpoint.read_weights), so that the page keeps
+// working while a large one takes seconds; a file larger than any the page runs is refused before it is read
+
+/** The worker that reads weights files: its module is worker.js, which answers "load" (see there). */
+function get_loader() {
+  if (!state.loader) {
+    const loader = new Worker(new URL("worker.js", import.meta.url), { type: "module" });
+    loader.pending = new Map(); // id -> {name, resolve, reject} of each file it reads
+    loader.asked = 0;
+    loader.onmessage = (e) => {
+      const asked = loader.pending.get(e.data.id);
+      loader.pending.delete(e.data.id);
+      if (e.data.type === "loaded") asked?.resolve(e.data.ckpt);
+      else asked?.reject(new Error(e.data.message));
+    };
+    loader.onerror = (e) => {
+      e.preventDefault();
+      const why = e.message || "worker.js did not load or threw";
+      for (const asked of loader.pending.values()) {
+        asked.reject(new Error(`${asked.name}: the worker that reads weights files failed (${why})`));
+      }
+      loader.terminate();
+      if (state.loader === loader) state.loader = null;
+    };
+    state.loader = loader;
+  }
+  return state.loader;
+}
+
+/** The page's reading of a weights file (a File): what Load weights shows, {config, positions, blocks, heads, step,
+ * val_loss, params (model.js tensors)}, or an Error that starts with the file's name and says what is wrong. A file
+ * larger than any checkpoint the page runs is refused by its size, before a byte of it is read. */
+async function read_weights_file(file) {
+  checkpoint.check_file_size(file.size, file.name);
+  const loader = get_loader();
+  const id = ++loader.asked;
+  const ckpt = await new Promise((resolve, reject) => {
+    loader.pending.set(id, { name: file.name, resolve, reject });
+    const { tokenizer_sha256 } = state.manifest, vocab = state.tok.vocab.length;
+    loader.postMessage({ type: "load", id, file, tokenizer_sha256, vocab });
+  });
+  return { ...ckpt, params: checkpoint.unflat_tensors(ckpt.params) };
+}
+
+/** Load weights: the file's model in every panel, or a message saying why the file is refused. */
 async function load_weights_file(file) {
-  say("load-message", "");
+  say("load-message", "Reading the weights file...", "note");
+  const chosen = ++state.files_chosen;
   let ckpt;
   try {
-    const bytes = new Uint8Array(await file.arrayBuffer());
-    ckpt = checkpoint.load_checkpoint(bytes, state.manifest.tokenizer_sha256);
+    ckpt = await read_weights_file(file);
   } catch (e) {
-    say("load-message", `${file.name}: ${e.message}. The model is unchanged.`);
+    if (chosen === state.files_chosen) say("load-message", `${e.message}. The model is unchanged.`);
     return;
   }
+  if (chosen !== state.files_chosen) return; // another file was chosen meanwhile: that one is shown
   stop_training();
   state.training = null; // the worker's run belongs to the weights before these
   set_model(ckpt, { source: `Weights from the file ${file.name}`, trained: ckpt.step > 0 });
@@ -839,5 +889,5 @@ window.addEventListener("error", (e) => say("page-message", `Something went wron
 window.addEventListener("unhandledrejection", (e) => say("page-message", `Something went wrong: ${e.reason?.message ?? e.reason}. The rest of the page still works.`));
 
 // for the tests and for anyone curious: the modules and the state, from the browser's console
-window.explorer = { modules: { bpe, checkpoint, experiments, fast, induction, model, positions, random, sample, train, trace_block }, state, run_check, render_all };
+window.explorer = { modules: { bpe, checkpoint, experiments, fast, induction, model, positions, random, sample, train, trace_block }, state, run_check, render_all, read_weights_file };
 load();

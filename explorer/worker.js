@@ -1,5 +1,7 @@
 // worker.js: the training loop of train.py's `fit`, in a Web Worker, so that the page never freezes while it trains.
-// One worker trains one model; the experiments start one worker per model and run them side by side.
+// One worker trains one model; the experiments start one worker per model and run them side by side. The page's
+// "Load weights" reads and checks a file in a worker of its own too (a large file takes seconds), which answers
+// "load" only.
 //
 // Messages from the page:
 //   {type: "start", run, task, params | null, config, seed, settings, data, follow}
@@ -9,6 +11,7 @@
 //         drawn from seed. follow: send the weights now and then, for the panels that follow them.
 //   {type: "pause"}, {type: "resume"}, {type: "stop"}
 //   {type: "snapshot"}                     ask for the whole state (weights, Adam's moments, step, sampler state)
+//   {type: "load", id, file, tokenizer_sha256, vocab}   read a checkpoint File and check it (checkpoint.read_weights)
 // Messages to the page (each carries the run number it belongs to):
 //   {type: "progress", step, losses: [[step, loss], ...], tokens_per_s}   about every 100 ms
 //   {type: "eval", step, seconds, ...}     at the start, every eval_every steps and at the end: val (and
@@ -17,8 +20,10 @@
 //   {type: "done", step, stopped}          the run finished, or was stopped
 //   {type: "failed", message}              the run diverged or the code threw; the page says so
 //   {type: "snapshot", ...}                the answer to "snapshot"
+//   {type: "loaded", id, ckpt}             the answer to "load": read_weights' result, its tensors' buffers moved
+//   {type: "refused", id, message}         ... or why the file is refused (read_weights' message)
 
-import { flat_tensors, unflat_tensors } from "./checkpoint.js";
+import { flat_tensors, read_weights, unflat_tensors } from "./checkpoint.js";
 import * as induction from "./induction.js";
 import { init_params } from "./model.js";
 import { loss_by_position } from "./positions.js";
@@ -136,6 +141,22 @@ const handlers = {
       run.paused = false;
       run.wake?.();
     }
+  },
+  async load(msg) {
+    let bytes;
+    try {
+      bytes = new Uint8Array(await msg.file.arrayBuffer());
+    } catch (e) {
+      const message = `${msg.file.name} could not be read (${e.message})`;
+      return postMessage({ type: "refused", id: msg.id, message });
+    }
+    let ckpt;
+    try {
+      ckpt = read_weights(bytes, msg.file.name, msg.tokenizer_sha256, msg.vocab);
+    } catch (e) {
+      return postMessage({ type: "refused", id: msg.id, message: e.message });
+    }
+    postMessage({ type: "loaded", id: msg.id, ckpt }, Object.values(ckpt.params).map((t) => t.values.buffer));
   },
   snapshot() {
     if (!run) return postMessage({ type: "snapshot", run: null });

@@ -36,6 +36,7 @@ Its tensors are every parameter (F32 or F64, one dtype for all, named as sizes.p
     metadata_sha256          version 2 (required): the SHA-256 of every other metadata entry but data_sha256, as
                              metadata_digest writes them, so that a changed size no tensor shows (heads) is caught
     corpus_sha256, val_loss, floor_nats_per_token, val_floor_nats_per_token   the stories' hash, and finite numbers
+                             of nats, at least 0, in digits (as repr writes a float)
     text, text_sha256, split, tokenizer   a model of your own text (train.py --data): all four, or none
     explorer_source          the explorer page's downloads say where their weights came from
 
@@ -51,6 +52,7 @@ import json
 import math
 import os
 import random
+import re
 import stat
 import sys
 from pathlib import Path
@@ -67,6 +69,7 @@ HEADER_ALIGN = 8  # the header is padded with spaces to a multiple of this, as t
 MAX_HEADER = 100 * 1024 * 1024  # a longer header means a corrupt file (the safetensors library has the same limit)
 DATA_HASH_KEY = "data_sha256"  # metadata key: SHA-256 of the data part, checked on reading to catch corrupt bytes
 MAX_DIGITS = 4300  # the longest whole number read from JSON: Python's own default limit (since 3.11, 3.10.7)
+MAX_RANK = 64  # the most dimensions a tensor may have (NumPy's own limit; the lab writes 0, 1 or 2)
 READ_COST = 2  # reading a file holds its bytes and the arrays decoded from them: about twice its size in memory
 
 
@@ -139,6 +142,8 @@ def said(value, most=80):
     >>> said("heads"), said("x" * 100, 10)
     ("'heads'", "'xxxxxx...")
     """
+    if isinstance(value, (list, tuple)) and len(value) > most:  # (the first items begin the same text)
+        value = value[:most]
     text = repr(value)
     return text if len(text) <= most else text[:most - 3] + "..."
 
@@ -162,6 +167,18 @@ def _whole_number(text):
     return int(text)
 
 
+def _may_hold_long_numbers(text):
+    """Whether text may hold a whole number of more than MAX_DIGITS digits. Such a run of digits covers one of the
+    stretches of half that length that start at a multiple of it, so only those are looked at: a few thousand
+    slices of a long header, where a search for the run itself would try every digit.
+
+    >>> _may_hold_long_numbers("[1, 2]"), _may_hold_long_numbers(" " + "7" * (MAX_DIGITS + 1))
+    (False, True)
+    """
+    half = (MAX_DIGITS + 1) // 2
+    return any(text[i:i + half].isdigit() for i in range(0, len(text), half))
+
+
 def parse_json(text, what):
     """The value of the JSON text; a ValueError that starts with what when it is not JSON, repeats a key in an
     object, holds a whole number too long to read, or nests deeper than Python's JSON reader goes (a RecursionError
@@ -174,8 +191,9 @@ def parse_json(text, what):
     ...
     ValueError: metadata config nests deeper than Python's JSON reader goes (maximum recursion depth exceeded ...)
     """
+    hook = _whole_number if _may_hold_long_numbers(text) else None  # (a call for every number: only when needed)
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicates, parse_int=_whole_number)
+        return json.loads(text, object_pairs_hook=_no_duplicates, parse_int=hook)
     except json.JSONDecodeError as e:
         raise ValueError(f"{what} is not valid JSON ({e.msg} at character {e.pos})") from None
     except RecursionError as e:
@@ -198,11 +216,30 @@ def _is_text(s):
     return True
 
 
+def _count(shape, most):
+    """The number of values of a tensor of this shape (the product of its sizes), or None once it is past most: the
+    product stops growing there, so that a shape of a million twos costs a million small multiplications, not one
+    number of a million bits.
+
+    >>> _count([2, 3], 100), _count([], 100), _count([10 ** 30, 0], 100), _count([2] * 1000, 100)
+    (6, 1, 0, None)
+    """
+    if 0 in shape:
+        return 0
+    count = 1
+    for size in shape:
+        count *= size
+        if count > most:
+            return None
+    return count
+
+
 def decode(raw):
     """(tensors, metadata) from the bytes of a safetensors file; anything malformed is a ValueError naming it.
 
-    Checked: the header's length and JSON, every tensor's dtype, shape and byte range, that the ranges tile the data
-    part exactly (no gaps, no overlaps, nothing after), and the data's SHA-256 when the metadata records one.
+    Checked: the header's length and JSON, every tensor's dtype, shape (at most MAX_RANK sizes, whose product must
+    fit in the data) and byte range, that the ranges tile the data part exactly (no gaps, no overlaps, nothing after),
+    and the data's SHA-256 when the metadata records one.
 
     >>> decode(encode({"x": ("F64", (1,), [0.5])}))[0]["x"][2].tolist()
     [0.5]
@@ -250,13 +287,21 @@ def decode(raw):
         dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
         if not isinstance(dtype, str) or dtype not in DTYPES:
             raise ValueError(f"tensor {said(name)} has dtype {said(dtype)}; this reader knows {sorted(DTYPES)}")
+        if isinstance(shape, list) and len(shape) > MAX_RANK:  # (before anything is done with each size)
+            raise ValueError(f"tensor {said(name)} has a shape of {len(shape):,} sizes, more than the {MAX_RANK} this"
+                             f" reader takes: the file is corrupt")
         if not isinstance(shape, list) or any(type(s) is not int or s < 0 for s in shape):
             raise ValueError(f"tensor {said(name)} has shape {said(shape)}; expected a list of non-negative ints")
         if (not isinstance(offsets, list) or len(offsets) != 2 or any(type(o) is not int for o in offsets)
                 or not 0 <= offsets[0] <= offsets[1]):
             raise ValueError(f"tensor {said(name)} has data_offsets {said(offsets)}; expected [begin, end], 0 <="
                              f" begin <= end")
-        size = math.prod(shape) * array.array(DTYPES[dtype]).itemsize
+        itemsize = array.array(DTYPES[dtype]).itemsize
+        count = _count(shape, len(data) // itemsize)
+        if count is None:
+            raise ValueError(f"tensor {said(name)} is {dtype} of shape {said(tuple(shape))}, more values than the"
+                             f" {len(data)} bytes of data hold: the file is corrupt")
+        size = count * itemsize
         if offsets[1] - offsets[0] != size:
             raise ValueError(f"tensor {said(name)} covers {offsets[1] - offsets[0]} bytes, but {dtype} of shape"
                              f" {said(tuple(shape))} needs {said(size)}: the file is corrupt")
@@ -367,7 +412,7 @@ METADATA_KEYS = ("format", "format_version", "config", "training", "tokenizer_sh
 TOKENIZER_KEY = "tokenizer"  # optional: the tokenizer.json text of a model of your own text (train.py --data)
 TEXT_KEYS = ("text", "text_sha256", "split", TOKENIZER_KEY)  # your own text: all four; the stories: none
 HASH_KEYS = ("tokenizer_sha256", "corpus_sha256", "text_sha256", DATA_HASH_KEY, METADATA_HASH_KEY)  # SHA-256s, in hex
-NUMBER_KEYS = ("val_loss", "floor_nats_per_token", "val_floor_nats_per_token")  # finite numbers, as text
+NUMBER_KEYS = ("val_loss", "floor_nats_per_token", "val_floor_nats_per_token")  # nats (at least 0), as text
 KNOWN_KEYS = (*METADATA_KEYS, "corpus_sha256", *NUMBER_KEYS, *TEXT_KEYS, "explorer_source", DATA_HASH_KEY,
               METADATA_HASH_KEY)  # every metadata key a checkpoint of this model may have
 SPLITS = ("line", "document")  # metadata "split": the units of your own text (train.split_text)
@@ -602,24 +647,28 @@ def _is_hash(v):
     return len(v) == 64 and all(c in "0123456789abcdef" for c in v)
 
 
-def _is_finite_text(v):
-    """Whether the text v reads as a finite number (as val_loss and the floors are written).
+NATS = re.compile(r"[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?")  # a number of nats as repr writes a float: no sign
 
-    >>> _is_finite_text("0.3306"), _is_finite_text("nan"), _is_finite_text("abc")
-    (True, False, False)
+
+def _is_nats_text(v):
+    """Whether the text v is a finite number of at least 0 in plain digits, as val_loss and the floors are written
+    (repr of a float): a loss and an entropy are never negative, and float() alone would also read "1_000", " 2",
+    "+3" and "infinity".
+
+    >>> _is_nats_text("0.3306"), _is_nats_text("1e-05"), _is_nats_text("nan"), _is_nats_text("1_000")
+    (True, True, False, False)
+    >>> _is_nats_text("-3"), _is_nats_text("1e999"), _is_nats_text("abc")
+    (False, False, False)
     """
-    try:
-        return math.isfinite(float(v))
-    except ValueError:
-        return False
+    return NATS.fullmatch(v) is not None and math.isfinite(float(v))
 
 
 def check_metadata(metadata):
     """Raise a ValueError naming the first bad metadata entry of a checkpoint (its strings, before config and
     training are read); return its format version. Checked: the format and its version, the required keys and
     data_sha256 (a file without it cannot show that its data is whole), no key this model's files never have, every
-    hash 64 hexadecimal digits, val_loss and the floors finite numbers, your own text's four keys all there or none,
-    its split a known unit, and the tokenizer it carries JSON with the SHA-256 recorded."""
+    hash 64 hexadecimal digits, val_loss and the floors finite numbers of at least 0 in digits, your own text's four
+    keys all there or none, its split a known unit, and the tokenizer it carries JSON with the SHA-256 recorded."""
     if metadata.get("format") != FORMAT:
         raise ValueError(f"format is {said(metadata.get('format'))}, expected {FORMAT!r}: not a checkpoint of this"
                          f" model")
@@ -641,8 +690,9 @@ def check_metadata(metadata):
         if key in metadata and not _is_hash(metadata[key]):
             raise ValueError(f"metadata {key} is {said(metadata[key])}, expected a SHA-256: 64 hexadecimal digits")
     for key in NUMBER_KEYS:
-        if key in metadata and not _is_finite_text(metadata[key]):
-            raise ValueError(f"metadata {key} is {said(metadata[key])}, expected a finite number")
+        if key in metadata and not _is_nats_text(metadata[key]):
+            raise ValueError(f"metadata {key} is {said(metadata[key])}, expected a finite number of at least 0 in"
+                             f" digits, such as 0.3306")
     present = [key for key in TEXT_KEYS if key in metadata]
     if present and len(present) != len(TEXT_KEYS):
         raise ValueError(f"metadata has {present} but not {[key for key in TEXT_KEYS if key not in present]}: a"
@@ -688,6 +738,20 @@ def check_config(config, version):
     return config
 
 
+def _many(n):
+    """A count for a message: n with commas between thousands, or, for a number longer than Python prints
+    (MAX_DIGITS digits), the power of ten it reaches.
+
+    >>> _many(10 ** 7), _many(36 * 10 ** 5000)
+    ('10,000,000', 'at least 10^5,001')
+    """
+    if n < 10 ** MAX_DIGITS:
+        return f"{n:,}"
+    power = int(math.log10(n))
+    power += (10 ** (power + 1) <= n) - (10 ** power > n)  # (exact where the float is not)
+    return f"at least 10^{power:,}"
+
+
 def check_fits(config, tensors):
     """Raise a ValueError when the config's sizes ask for more tensors, or more numbers, than the file holds, before
     any name is made for them (a header that says blocks = 10^12 is refused at once, by arithmetic); the message
@@ -700,10 +764,10 @@ def check_fits(config, tensors):
     missing = list(itertools.islice((name for name, _ in each_expected(config) if name not in tensors), 6))
     if need_tensors > len(tensors):
         what = (f"config blocks is {blocks:,}: a checkpoint of {blocks:,} block{'s' * (blocks != 1)} holds"
-                f" {need_tensors:,} tensors, but this file holds {len(tensors):,}")
+                f" {_many(need_tensors)} tensors, but this file holds {len(tensors):,}")
     else:
         asked = ", ".join(f"{key} {config[key]:,}" for key in (*SIZE_KEYS, "blocks") if key in config)
-        what = (f"the config's sizes ({asked}) make {need_numbers:,} numbers, but the tensors of this file hold"
+        what = (f"the config's sizes ({asked}) make {_many(need_numbers)} numbers, but the tensors of this file hold"
                 f" {have_numbers:,}")
     if missing:
         raise ValueError(f"{what}; missing tensors: {missing[:5]}{' ...' if len(missing) > 5 else ''}")

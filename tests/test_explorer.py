@@ -869,7 +869,7 @@ def test_bad_input_gives_messages_and_the_rest_keeps_working(open_page, trained_
         ("half-rope.safetensors", edited_checkpoint(trained_ckpt, lambda t, m: m.update(
             config=json.dumps({**json.loads(m["config"]), "positions": "rope", "use_positions": False}))),
          "training positions is 'learned', but the config's scheme is 'rope'"),
-        ("no-w1.safetensors", edited_checkpoint(trained_ckpt, lambda t, m: t.pop("W1")), "missing tensors: W1"),
+        ("no-w1.safetensors", edited_checkpoint(trained_ckpt, lambda t, m: t.pop("W1")), "missing tensors: ['W1']"),
     ]
     for name, content, phrase in bad_files:
         page.page.set_input_files("#weights-file", files=[weights_file(name, content)])

@@ -1,0 +1,357 @@
+"""The explorer page's "Load weights" holds a file to checkpoint.py's rules, in a real headless Chromium (driven by
+Playwright): the damaged files of tests/test_fuzz_checkpoints.py (checkpoint_edits.mutations, every one) go through
+the page's own reading of a file (read_weights_file, what the button calls) and through Python's, and the two must
+refuse the same files with the same message and read the others; and the hostile files of the defect report are
+refused at once by arithmetic, naming the sizes, a file too large for the page is refused by its size before it is read,
+and a large valid file is read off the page's main thread, which keeps drawing frames meanwhile.
+
+Python's reading of a file for the page is what explore.py holds a checkpoint to before it exports it
+(export.read_weights): checkpoint.load_bytes, with the SHA-256 of the page's tokenizer, then a vocabulary of that
+tokenizer's size (checkpoint.tokenizer_of) and a model small enough for the page (export.page_fits). The page is
+served twice, with the stories' tokenizer and with that of the text of your own, by explore.py's own server on
+127.0.0.1. Outside CI the tests skip with a one-line reason when Chromium or Playwright is missing; under CI=true
+that is a failure."""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from oneblock import checkpoint, export, machine
+from oneblock.server import make_server
+from checkpoint_edits import edit_json, join_file, mutations, split_file, write_bases
+
+ROOT = Path(__file__).resolve().parent.parent
+IN_CI = os.environ.get("CI", "").lower() in ("true", "1")
+SITES = {"one-block": "stories", "grown": "stories", "own-text": "own-text"}  # base -> the page whose tokenizer it has
+# Bounds that tell a refusal by arithmetic from the freezes before (7 to 140 s, or a crashed tab) and a read off the
+# main thread from one on it (a 13.5 s freeze), with room for a busy shared machine: the figures themselves, well
+# under a second and tens of ms, are what the tests print (pytest -s)
+REFUSE_S = 5.0  # the longest the page may take to refuse a hostile file, from choosing it to the message
+STALL_MS = 1000  # the longest the page's main thread may go without running a timer while a large file is read
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The browser, the checkpoints, and the page served with each tokenizer
+
+
+@pytest.fixture(scope="module")
+def browser():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        reason = "Playwright is not installed (python3 -m pip install -r tests/requirements.txt)"
+    else:
+        reason = None if machine.find_chromium() else ("no Chromium found (chromium, chromium-browser or"
+                                                       " google-chrome on PATH; .ci/run installs it with apt-get)")
+    if reason:
+        if IN_CI:
+            pytest.fail(f"CI=true and the browser tests cannot run: {reason}")
+        pytest.skip(reason)
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=machine.find_chromium(), args=["--no-sandbox"])
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    """A folder with notes.txt and the three small checkpoints of checkpoint_edits.RUNS; returns (folder, bytes)."""
+    folder = tmp_path_factory.mktemp("page-loader")
+    return folder, write_bases(folder)
+
+
+@pytest.fixture(scope="module")
+def served(work):
+    """The page twice, under one server on 127.0.0.1: stories/ (the untrained export, the stories' tokenizer) and
+    own-text/ (the export of the own-text checkpoint, its tokenizer), and files/ for the files the tests give it.
+    Yields (the served folder, its URL)."""
+    folder, _ = work
+    root = folder / "served"
+    export.export_site(root / "stories", *export.read_weights(folder / "no-such.safetensors", explicit=False))
+    cwd = os.getcwd()
+    os.chdir(folder)  # (explore.py reads the text of your own where train.py read it)
+    try:
+        export.export_site(root / "own-text", *export.read_weights(folder / "own-text.safetensors", explicit=True))
+    finally:
+        os.chdir(cwd)
+    (root / "files").mkdir()
+    server = make_server(root, 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield root, f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def open_page(browser, url, site):
+    """A page of the served site, loaded and ready, and the console errors and page errors it collects."""
+    errors = []
+    page = browser.new_page()
+    page.on("console", lambda m: m.type == "error" and errors.append(f"console: {m.text}"))
+    page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+    page.goto(f"{url}/{site}/index.html")
+    page.wait_for_function("window.ready === true")
+    return page, errors
+
+
+def python_reading(raw, where, site_dir):
+    """None if the page's file raw is one that explore.py would export for the page served from site_dir (with its
+    tokenizer), else checkpoint.py's message: the rules the page must follow."""
+    manifest = json.loads((site_dir / "data" / "manifest.json").read_text(encoding="utf-8"))
+    try:
+        ckpt = checkpoint.load_bytes(raw, where, manifest["tokenizer_sha256"])
+        checkpoint.tokenizer_of(ckpt, export.TOKENIZER_FILE, where)
+        export.page_fits(ckpt["config"], where)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+READ_ALL = """async (names) => {
+  const out = [];
+  for (const name of names) {
+    const file = new File([await (await fetch(`../files/${name}`)).blob()], name);
+    try {
+      await explorer.read_weights_file(file);
+      out.push(null);
+    } catch (e) {
+      out.push(e.message);
+    }
+  }
+  return out;
+}"""
+
+
+def page_readings(browser, url, site, names):
+    """The page's reading of each served file in names (the page at site): None when it loads, else its message."""
+    page, errors = open_page(browser, url, site)
+    try:
+        got = page.evaluate(READ_ALL, names)
+    finally:
+        page.close()
+    assert errors == [], errors
+    return got
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# One set of rules: the page refuses what Python refuses, in the same words
+
+
+def valid_edits(bases):
+    """Edits that Python reads (the page must too) and one that only the vocabulary check refuses: (label, bytes).
+    A clip of Infinity (JSON that JSON.parse refuses), a step and a run of 2^53 + 1 (past what a Number holds), and
+    a model of 95 tokens for the page's 96 (every tensor cut to fit, the hashes made right)."""
+    grown = bases["grown"]
+    out = [("grown: training clip = Infinity", edit_json(grown, "training", lambda t: t.update(clip=float("inf"))))]
+    header, data = split_file(edit_json(grown, "training", lambda t: t.update(steps=2 ** 53 + 1)))
+    begin = header[checkpoint.STEP]["data_offsets"][0]
+    data = data[:begin] + (2 ** 53 + 1).to_bytes(8, "little") + data[begin + 8:]
+    out.append(("grown: adam_step and training steps 2^53 + 1", join_file(header, data, resign=True)))
+    tensors, metadata = checkpoint.decode(bases["one-block"])
+    for name, (dtype, shape, values) in list(tensors.items()):
+        kind = name.rpartition(".")[2]
+        if kind in ("tok_emb", "W_out", "b_out"):
+            rows = [values[i:i + shape[-1]] for i in range(0, len(values), shape[-1])]
+            cut = rows[:-1] if kind == "tok_emb" else [row[:-1] for row in rows]
+            tensors[name] = (dtype, (shape[0] - 1, shape[1]) if kind == "tok_emb" else (*shape[:-1], shape[-1] - 1),
+                             [x for row in cut for x in row])
+    metadata.pop(checkpoint.DATA_HASH_KEY)
+    metadata["config"] = json.dumps({**json.loads(metadata["config"]), "vocab": 95})
+    out.append(("one-block: a vocabulary of 95 tokens, its tensors cut to fit", checkpoint.encode(tensors, metadata)))
+    return out
+
+
+def test_the_page_refuses_what_python_refuses_in_the_same_words(browser, work, served):
+    """Every damaged file of the fuzz corpus, and the valid edits: the page loads a file exactly when Python does,
+    and where both refuse it they say the same."""
+    _, bases = work
+    root, url = served
+    cases = mutations(bases) + valid_edits(bases)
+    by_site = {site: [] for site in SITES.values()}
+    for k, (label, raw) in enumerate(cases):
+        name = f"case-{k}.safetensors"
+        (root / "files" / name).write_bytes(raw)
+        site = SITES[label.split(":")[0]]
+        by_site[site].append((name, label, python_reading(raw, name, root / site)))
+    disagree, differ, refused = [], [], 0
+    for site, files in by_site.items():
+        started = time.monotonic()
+        got = page_readings(browser, url, site, [name for name, _, _ in files])
+        seconds = time.monotonic() - started
+        print(f"\n{site}: {len(files)} files through the page's read_weights_file in {seconds:.1f} s")
+        for (name, label, want), said in zip(files, got):
+            refused += want is not None
+            if (said is None) != (want is None):
+                disagree.append(f"{label}: the page {'loads it' if said is None else 'says ' + said[:300]!r}; Python"
+                                f" {'loads it' if want is None else 'says ' + want[:300]!r}")
+            elif said != want:
+                differ.append(f"{label}:\n  page:   {said[:300]!r}\n  Python: {want[:300]!r}")
+    print(f"{len(cases)} files: {refused} refused by Python, {len(cases) - refused} read; the page disagrees on"
+          f" {len(disagree)}, and words {len(differ)} of the refusals otherwise")
+    assert disagree == [], f"{len(disagree)} of {len(cases)} files:\n" + "\n".join(disagree[:20])
+    assert differ == [], f"{len(differ)} of {refused} refusals in other words:\n" + "\n".join(differ[:10])
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Hostile files: refused at once, by arithmetic, and a file too large by its size
+
+
+def hostile(bases):
+    """The defect report's files that cost the page its time: (name, bytes, phrases its refusal must hold). The
+    blocks are in the training settings too, so that the two agree and only the arithmetic can refuse them."""
+    grown = bases["grown"]
+    header, data = split_file(bases["one-block"])
+    header["W1"]["shape"] = [2] * 3_000_000
+
+    def blocks(n):
+        return edit_json(edit_json(grown, "config", lambda c: c.update(blocks=n)), "training",
+                         lambda t: t.update(blocks=n))
+
+    return [
+        ("blocks-1e7.safetensors", blocks(10 ** 7), ["config blocks is 10,000,000", "360,000,020 tensors, but this"
+                                                     " file holds 92"]),
+        ("blocks-1e9.safetensors", blocks(10 ** 9), ["config blocks is 1,000,000,000", "tensors, but this file"
+                                                     " holds 92"]),
+        ("width.safetensors", edit_json(grown, "config", lambda c: c.update(d=300_000_001)),
+         ["d 300,000,001", "numbers, but the tensors of this file hold"]),
+        ("shape.safetensors", join_file(header, data),
+         ["tensor 'W1' has a shape of 3,000,000 sizes, more than the 64"]),
+    ]
+
+
+WATCH = """() => {
+  window.watch = {ticks: [], said: null};
+  const tick = () => { window.watch.ticks.push(performance.now()); window.watch.timer = setTimeout(tick, 5); };
+  tick();
+  const input = document.querySelector('#weights-file');
+  input.addEventListener('change', () => { window.watch.chosen = performance.now(); });
+  new MutationObserver(() => {
+    const text = document.querySelector('#load-message').textContent;
+    if (text.includes('The model is unchanged') || text.startsWith('Loaded')) {
+      window.watch.said ??= performance.now();
+    }
+  }).observe(document.querySelector('#load-message'), {childList: true, characterData: true, subtree: true});
+}"""
+
+WATCHED = """() => {
+  clearTimeout(window.watch.timer);
+  const {ticks, chosen, said} = window.watch;
+  const gaps = ticks.slice(1).map((t, k) => t - ticks[k]).filter((_, k) => ticks[k + 1] > chosen);
+  return {seconds: (said - chosen) / 1000, stall_ms: Math.max(0, ...gaps)};
+}"""
+
+
+def chosen(page, path):
+    """Choose the file at path with Load weights; (its message, seconds from the choice to the message, the longest
+    the page went without running a timer meanwhile, in ms)."""
+    page.evaluate(WATCH)
+    page.set_input_files("#weights-file", str(path))
+    page.wait_for_function("window.watch.said !== null", timeout=30_000)
+    watched = page.evaluate(WATCHED)
+    return page.inner_text("#load-message"), watched["seconds"], watched["stall_ms"]
+
+
+def test_hostile_headers_are_refused_at_once_naming_the_sizes(browser, work, served, tmp_path):
+    """10^7 and 10^9 blocks, a width of 300,000,001 and a shape of 3,000,000 twos, through the Load weights
+    button: each refused in one message that names what is wrong, within REFUSE_S of choosing it; the model is
+    unchanged and the page works on."""
+    _, bases = work
+    root, url = served
+    page, errors = open_page(browser, url, "stories")
+    try:
+        status = page.inner_text("#model-status")
+        worst = {}
+        for name, raw, phrases in hostile(bases):
+            path = tmp_path / name
+            path.write_bytes(raw)
+            message, seconds, stall = chosen(page, path)
+            want = python_reading(raw, name, root / "stories")
+            assert message == f"{want}. The model is unchanged.", message[:600]
+            for phrase in phrases:
+                assert phrase in message, (phrase, message[:600])
+            worst[name] = round(seconds, 3)
+            assert seconds < REFUSE_S, (name, seconds)
+            assert page.inner_text("#model-status") == status
+        print(f"\nseconds from choosing each file to its refusal: {worst}")
+        page.fill("#text", "zoe has a ball.")
+        page.wait_for_function("document.querySelectorAll('#chips .chip').length > 1")
+    finally:
+        page.close()
+    assert errors == [], errors
+
+
+def test_a_file_larger_than_any_the_page_runs_is_refused_by_its_size_before_it_is_read(browser, served, tmp_path):
+    """A 2 GiB file (sparse: no disk is spent on it) is refused by its size, named, before a byte is read: not as a
+    file the browser could not read ("permission problems")."""
+    root, url = served
+    path = tmp_path / "huge.safetensors"
+    with open(path, "wb") as f:
+        f.truncate(2 << 30)
+    page, errors = open_page(browser, url, "stories")
+    try:
+        message, seconds, _ = chosen(page, path)
+        most = page.evaluate("explorer.modules.checkpoint.MOST_FILE_BYTES")
+    finally:
+        page.close()
+    assert message.startswith("huge.safetensors is 2.0 GiB, more than the 484.0 MiB of the largest checkpoint the"
+                              " explorer runs"), message
+    assert "The model is unchanged" in message and "permission" not in message, message
+    assert most == 8 + checkpoint.MAX_HEADER + 3 * 8 * export.PAGE_BYTES // (8 * export.PAGE_COPIES) + 8 * 626
+    assert seconds < REFUSE_S, seconds
+    assert errors == [], errors
+    print(f"\n2 GiB file refused in {max(seconds, 0.0):.3f} s: {message}")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# A large valid file: read off the main thread
+
+
+@pytest.fixture(scope="module")
+def large_ckpt(tmp_path_factory):
+    """A real checkpoint of about 115 MB: train.py at width 512, 3 blocks x 8 heads, float32, one step."""
+    folder = tmp_path_factory.mktemp("page-loader-large")
+    subprocess.run([sys.executable, str(ROOT / "train.py"), "--width", "512", "--blocks", "3", "--heads", "8",
+                    "--steps", "1", "--batch", "1", "--seq-len", "8", "--val-stories", "5", "--eval-every", "1",
+                    "--out", "large.safetensors", "--quiet"], check=True, capture_output=True, cwd=folder, timeout=600)
+    return folder / "large.safetensors"
+
+
+READ_ONE = """async (name) => {
+  const file = new File([await (await fetch(`../files/${name}`)).blob()], name);
+  const ticks = [performance.now()];
+  let timer;
+  const tick = () => { ticks.push(performance.now()); timer = setTimeout(tick, 5); };
+  tick();
+  const started = performance.now();
+  const ckpt = await explorer.read_weights_file(file);
+  const seconds = (performance.now() - started) / 1000;
+  clearTimeout(timer);
+  const gaps = ticks.slice(1).map((t, k) => t - ticks[k]);
+  return {seconds, stall_ms: Math.max(...gaps), ticks: ticks.length, step: ckpt.step, blocks: ckpt.blocks,
+          heads: ckpt.heads, params: explorer.modules.model.count_params(ckpt.params)};
+}"""
+
+
+def test_a_large_valid_file_is_read_while_the_page_keeps_running(browser, served, large_ckpt):
+    """The 115 MB checkpoint is read and checked in the page's worker: read_weights_file gives its model while a
+    timer on the page's main thread keeps running, never held up for more than STALL_MS."""
+    root, url = served
+    (root / "files" / "large.safetensors").write_bytes(large_ckpt.read_bytes())
+    page, errors = open_page(browser, url, "stories")
+    try:
+        got = page.evaluate(READ_ONE, "large.safetensors")
+    finally:
+        page.close()
+    params = sum(len(values) for _, _, values in checkpoint.load_checkpoint(large_ckpt)["params"].values())
+    print(f"\n{large_ckpt.stat().st_size / 1e6:.0f} MB read in {got['seconds']:.2f} s; the longest the main thread"
+          f" was held up: {got['stall_ms']:.0f} ms ({got['ticks']} timer ticks)")
+    assert (got["step"], got["blocks"], got["heads"], got["params"]) == (1, 3, 8, params)
+    assert got["stall_ms"] < STALL_MS, got
+    assert errors == [], errors
