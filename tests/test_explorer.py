@@ -1106,8 +1106,9 @@ def test_server_serves_the_page_with_the_right_types_and_stops_on_ctrl_c(tmp_pat
             urllib.request.urlopen(f"{base}/nothing-here.js", timeout=10)
         assert missing.value.code == 404
         for _ in range(5):  # clients that hang up mid-reply (a reset, as a closed tab does): no traceback
-            hang_up = socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1])), timeout=10)
-            hang_up.sendall(b"GET /page.js HTTP/1.0\r\n\r\n")
+            port = int(base.rsplit(":", 1)[1])
+            hang_up = socket.create_connection(("127.0.0.1", port), timeout=10)
+            hang_up.sendall(b"GET /page.js HTTP/1.0\r\nHost: 127.0.0.1:%d\r\n\r\n" % port)  # (served: a reply to cut)
             hang_up.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             hang_up.close()
 
