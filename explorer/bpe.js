@@ -64,11 +64,11 @@ export function merge(symbols, pair) {
 
 const NOT_PRINTABLE = /^[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}\p{Zs}]$/u; // what Python's str.isprintable rejects
 
-/** A string as Python's repr() writes it, so that messages read exactly as bpe.py's.
+/** A string as Python's repr() writes it, so that messages read exactly as bpe.py's (quote: the quotes repr would
+ * choose for it, or for a longer string it begins).
  *
  *     py_repr("\n ,.ab")   // "'\\n ,.ab'";   py_repr("it's")   // "\"it's\"";   py_repr("\u200b")   // "'\\u200b'" */
-export function py_repr(s) {
-  const quote = s.includes("'") && !s.includes('"') ? '"' : "'";
+export function py_repr(s, quote = s.includes("'") && !s.includes('"') ? '"' : "'") {
   let out = quote;
   for (const ch of s) {
     const c = ch.codePointAt(0);

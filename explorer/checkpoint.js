@@ -20,7 +20,7 @@
 //     const bytes = encode({w: {dtype: "F64", shape: [2], values: [1, 2]}}, {note: "hi"});
 //     decode(bytes).tensors.get("w").values   // Float64Array [1, 2]
 
-import { by_code_point } from "./bpe.js";
+import { by_code_point, py_repr as string_py_repr } from "./bpe.js";
 import { BLOCK_NAMES, OUTSIDE, PARAM_SHAPES, SCHEMES, check_sizes, matrix, param_names } from "./model.js";
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -268,8 +268,6 @@ export function commas(n) {
   return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
 }
 
-const NOT_PRINTABLE = /^[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}\p{Zs}]$/u; // what Python's str.isprintable rejects
-
 /** A JSON value (as parse_json gives it) as Python's repr writes it; strings, lists and objects cut after their first
  * most characters or items (enough for said, which keeps fewer).
  *
@@ -292,21 +290,7 @@ export function py_repr(v, most = Infinity) {
 /** A string as Python's repr writes it (its first most characters, in the quotes the whole string would get). */
 function string_repr(s, most) {
   const quote = s.includes("'") && !s.includes('"') ? '"' : "'";
-  let out = quote;
-  for (const ch of most < s.length ? s.slice(0, 2 * most) : s) {
-    const c = ch.codePointAt(0);
-    const hex = (width) => c.toString(16).padStart(width, "0");
-    if (ch === quote || ch === "\\") out += "\\" + ch;
-    else if (ch === "\t") out += "\\t";
-    else if (ch === "\n") out += "\\n";
-    else if (ch === "\r") out += "\\r";
-    else if (c < 0x20 || c === 0x7f) out += "\\x" + hex(2);
-    else if (c < 0x7f || (ch !== " " && !NOT_PRINTABLE.test(ch))) out += ch;
-    else if (c <= 0xff) out += "\\x" + hex(2);
-    else if (c <= 0xffff) out += "\\u" + hex(4);
-    else out += "\\U" + hex(8);
-  }
-  return out + quote;
+  return string_py_repr(most < s.length ? s.slice(0, 2 * most) : s, quote);
 }
 
 /** A float as Python's repr writes it: the shortest digits that read back as it, in e-notation below 1e-4 and from

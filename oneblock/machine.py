@@ -21,7 +21,6 @@ is set while the program runs (`use_threads`, through threadpoolctl), so no orde
 
 import ctypes
 import importlib
-import os
 import shutil
 import sys
 from contextlib import contextmanager

@@ -1,11 +1,15 @@
 """Shared pytest settings: under CI (the CI environment variable set), hypothesis runs a fixed, derandomised set
 of examples so that a run can be repeated exactly; elsewhere every run explores new random examples. And the
 longest tests start first, so that when the suite runs on several cores (pytest-xdist) no core is left with one
-long test at the end while the others wait."""
+long test at the end while the others wait. The browser tests share one fixture, the system's Chromium driven by
+Playwright: without either the tests skip with a one-line reason, and under CI=true that is a failure."""
 
 import os
 
+import pytest
 from hypothesis import settings
+
+from oneblock import machine
 
 LONGEST_FIRST = ["test_fuzz_checkpoints.py", "test_readme.py", "test_bench.py", "test_torch_train.py",
                  "test_explorer.py", "test_grown.py"]  # the files whose tests take longest, each a minute or two
@@ -19,3 +23,25 @@ def pytest_collection_modifyitems(items):
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+IN_CI = os.environ.get("CI", "").lower() in ("true", "1")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """The system's Chromium, headless, driven by Playwright, for one test module's tests."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        reason = "Playwright is not installed (python3 -m pip install -r tests/requirements.txt)"
+    else:
+        reason = None if machine.find_chromium() else ("no Chromium found (chromium, chromium-browser or"
+                                                       " google-chrome on PATH; .ci/run installs it with apt-get)")
+    if reason:
+        if IN_CI:
+            pytest.fail(f"CI=true and the browser tests cannot run: {reason}")
+        pytest.skip(reason)
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=machine.find_chromium(), args=["--no-sandbox"])
+        yield chromium
+        chromium.close()

@@ -8,7 +8,6 @@ seed-3 export, a trained checkpoint's export, a copy whose worker.js throws, the
 with a one-line reason when Chromium or Playwright is missing; under CI=true that is a failure."""
 
 import json
-import os
 import random
 import shutil
 import signal
@@ -28,7 +27,7 @@ import pytest
 import bpe
 import model
 from fastpath_helpers import rel_err
-from oneblock import checkpoint, data, export, machine, training
+from oneblock import checkpoint, data, export, training
 from oneblock.server import make_server
 from oneblock.settings import Settings, checked
 from run_helpers import own_text, serving_explorer
@@ -38,31 +37,11 @@ ROOT = Path(__file__).resolve().parent.parent
 TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
 ORDER_A, ORDER_B = export.ORDER  # the trace's two sentences (block-trace.json)
 TINY = json.loads((ROOT / "block-trace.json").read_text(encoding="utf-8"))["gradient_check"]["config"]
-IN_CI = os.environ.get("CI", "").lower() in ("true", "1")
 SITES = ("init", "trained")  # the untrained seed-3 export and a trained checkpoint's
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # The browser, the served copies of the page, and pages with their console errors
-
-
-@pytest.fixture(scope="module")
-def browser():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        reason = "Playwright is not installed (python3 -m pip install -r tests/requirements.txt)"
-    else:
-        reason = None if machine.find_chromium() else ("no Chromium found (chromium, chromium-browser or"
-                                                       " google-chrome on PATH; .ci/run installs it with apt-get)")
-    if reason:
-        if IN_CI:
-            pytest.fail(f"CI=true and the browser tests cannot run: {reason}")
-        pytest.skip(reason)
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=machine.find_chromium(), args=["--no-sandbox"])
-        yield chromium
-        chromium.close()
 
 
 @pytest.fixture(scope="module")

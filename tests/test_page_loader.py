@@ -22,12 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from oneblock import checkpoint, export, machine
+from oneblock import checkpoint, export
 from oneblock.server import make_server
 from checkpoint_edits import edit_json, join_file, mutations, split_file, write_bases
 
 ROOT = Path(__file__).resolve().parent.parent
-IN_CI = os.environ.get("CI", "").lower() in ("true", "1")
 SITES = {"one-block": "stories", "grown": "stories", "own-text": "own-text"}  # base -> the page whose tokenizer it has
 # Bounds that tell a refusal by arithmetic from the freezes before (7 to 140 s, or a crashed tab) and a read off the
 # main thread from one on it (a 13.5 s freeze), with room for a busy shared machine: the figures themselves, well
@@ -38,25 +37,6 @@ STALL_MS = 1000  # the longest the page's main thread may go without running a t
 
 # ----------------------------------------------------------------------------------------------------------------
 # The browser, the checkpoints, and the page served with each tokenizer
-
-
-@pytest.fixture(scope="module")
-def browser():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        reason = "Playwright is not installed (python3 -m pip install -r tests/requirements.txt)"
-    else:
-        reason = None if machine.find_chromium() else ("no Chromium found (chromium, chromium-browser or"
-                                                       " google-chrome on PATH; .ci/run installs it with apt-get)")
-    if reason:
-        if IN_CI:
-            pytest.fail(f"CI=true and the browser tests cannot run: {reason}")
-        pytest.skip(reason)
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=machine.find_chromium(), args=["--no-sandbox"])
-        yield chromium
-        chromium.close()
 
 
 @pytest.fixture(scope="module")
