@@ -1,5 +1,5 @@
 """Helpers shared by the tests that run the lab's commands in a subprocess: hold a train.py run in its data
-preparation, kill one with a real SIGKILL once its checkpoint has reached a step, start explore.py's server, assert
+preparation (held), kill one with a real SIGKILL once its checkpoint has reached a step, start explore.py's server, assert
 that a run failed as a bad input should, and a text of one's own."""
 
 import random
@@ -8,7 +8,9 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 from oneblock import checkpoint
 
@@ -30,6 +32,31 @@ script = str(pathlib.Path(sys.argv[3]) / "train.py")
 sys.argv = [script, *sys.argv[4:]]
 runpy.run_path(script, run_name="__main__")  # train.py as its command line runs it
 """
+
+
+@contextmanager
+def held(script, waiting, go, *args, cwd):
+    """Run script (a held command line such as HELD: argv is waiting, go, the lab's folder, then args) in cwd; once it
+    is held (it made the file waiting), the with-block runs; at its end the file go lets it go on, and the run is
+    waited for. Yields a namespace whose returncode, stdout and stderr are the run's after the block; a run that
+    never gets held fails the test, and one still running when the block fails is killed."""
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.Popen([sys.executable, "-c", script, str(waiting), str(go), str(root), *map(str, args)], cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    done = SimpleNamespace(returncode=None, stdout=None, stderr=None)
+    try:
+        deadline = time.monotonic() + 120
+        while not Path(waiting).exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert Path(waiting).exists(), proc.communicate()
+        yield done
+        Path(go).touch()
+        done.stdout, done.stderr = proc.communicate(timeout=300)
+        done.returncode = proc.returncode
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def kill_at(cmd, path, cwd, at_least, timeout=120):

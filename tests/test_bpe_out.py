@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
-from run_helpers import one_line_error, own_text
+from run_helpers import held, one_line_error, own_text
 
 import bpe
 
@@ -175,23 +175,11 @@ def test_a_path_that_is_not_a_regular_file_is_refused_and_left_as_it_is(notes):
 
 def test_a_second_run_on_the_same_out_is_refused_while_the_first_holds_it(notes):
     out, waiting, go = notes / "t.json", notes / "waiting", notes / "go"
-    slow = subprocess.Popen([sys.executable, "-c", HELD, waiting, go, ROOT, *TRAIN, "--out", out], cwd=notes,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while not waiting.exists() and slow.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert waiting.exists(), slow.communicate()
+    with held(HELD, waiting, go, *TRAIN, "--out", out, cwd=notes) as slow:
         fast = run("bpe.py", "--data", "notes.txt", "--vocab-size", "120", "--out", out, cwd=notes)
         one_line_error(fast, "is in use by another run", "bpe.py")  # before the fix: it wrote its tokenizer
         assert not out.exists()
-        go.touch()
-        stdout, stderr = slow.communicate(timeout=300)
-    finally:
-        if slow.poll() is None:
-            slow.kill()
-            slow.wait()
-    assert slow.returncode == 0, stderr
+    assert slow.returncode == 0, slow.stderr
     assert out.read_text(encoding="utf-8") == bpe.Tokenizer.train(own_text(), 100).to_json()  # the slow run's
     later = run("bpe.py", "--data", "notes.txt", "--vocab-size", "120", "--out", out, cwd=notes)
     one_line_error(later, "already holds a tokenizer (100 tokens)")

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from run_helpers import HELD, kill_at, one_line_error
+from run_helpers import HELD, held, kill_at, one_line_error
 
 from oneblock import checkpoint, settings
 
@@ -171,23 +171,11 @@ def test_a_run_on_a_link_and_a_run_on_its_file_are_one_out(tmp_path):
     assert train("--out", out, *SHORT, "--seed", "2", cwd=tmp_path).returncode == 0  # (a link to nothing is refused)
     link.symlink_to(out)
     waiting, go = tmp_path / "waiting", tmp_path / "go"
-    slow = subprocess.Popen([sys.executable, "-c", HELD, waiting, go, ROOT, "--out", out, *SHORT, "--seed", "3",
-                             "--overwrite"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while not waiting.exists() and slow.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert waiting.exists(), slow.communicate()
+    with held(HELD, waiting, go, "--out", out, *SHORT, "--seed", "3", "--overwrite", cwd=tmp_path) as slow:
         for other in (link, tmp_path / "real" / ".." / "real" / "ck.safetensors"):
             proc = train("--out", other, *SHORT, "--seed", "4", "--overwrite", cwd=tmp_path)  # before: it went
             one_line_error(proc, "is in use by another run", "train.py")
-        go.touch()
-        _, stderr = slow.communicate(timeout=300)
-    finally:
-        if slow.poll() is None:
-            slow.kill()
-            slow.wait()
-    assert slow.returncode == 0, stderr
+    assert slow.returncode == 0, slow.stderr
     assert checkpoint.load_checkpoint(out)["training"]["seed"] == 3 and link.is_symlink()
 
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from run_helpers import HELD, one_line_error, own_text
+from run_helpers import HELD, held, one_line_error, own_text
 
 import bpe
 from oneblock import checkpoint
@@ -51,23 +51,11 @@ def file_size_limit(n):
 
 def test_a_run_held_in_preparation_owns_its_out_so_a_faster_run_cannot_finish_under_it(tmp_path):
     out, waiting, go = tmp_path / "ckpt.safetensors", tmp_path / "waiting", tmp_path / "go"
-    slow = subprocess.Popen([sys.executable, "-c", HELD, waiting, go, ROOT, "--out", out, *SHORT, "--seed", "3"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while not waiting.exists() and slow.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert waiting.exists(), slow.communicate()
+    with held(HELD, waiting, go, "--out", out, *SHORT, "--seed", "3", cwd=tmp_path) as slow:
         fast = run("train.py", "--out", out, *SHORT, "--seed", "4", cwd=tmp_path)  # before the fix: it finished
         one_line_error(fast, "is in use by another run", "train.py")
         assert not out.exists()
-        go.touch()
-        stdout, stderr = slow.communicate(timeout=300)
-    finally:
-        if slow.poll() is None:
-            slow.kill()
-            slow.wait()
-    assert slow.returncode == 0, stderr
+    assert slow.returncode == 0, slow.stderr
     assert checkpoint.load_checkpoint(out)["training"]["seed"] == 3  # the slow run's, written once, whole
     kept = out.read_bytes()
 
