@@ -31,7 +31,6 @@ import argparse
 import io
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile

@@ -13,7 +13,7 @@ model runs on the numpy and torch backends (model.py has one block and one head)
 """
 
 import math
-import random
+import random  # noqa: F401  (choose's example)
 
 import model
 from oneblock import checkpoint, sizes

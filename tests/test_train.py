@@ -5,7 +5,6 @@ train is called with values, as the experiments call it."""
 import dataclasses
 import json
 import math
-import os
 import random
 import re
 import subprocess
