@@ -262,16 +262,17 @@ def path_problem(typed, flag, what, example, endings=(".lock",)):
 def output_problem(path, flag, what, ours, example, most=1 << 26):
     """Why a command cannot write what (such as "a JSON of figures") to the file at path (the value of flag, as
     given; example: a file name for the hint), in one line, or None, judged before any work starts, so that a long
-    run never ends on an error it could have seen at its start. path must name a file (path_problem), no link on the way may lead nowhere, and what is
-    there already, if anything, must be a regular file (of at most most bytes) that ours(its bytes) says is of its
-    kind: anything else (a file of yours, a FIFO, a device) is never replaced. Write it with
-    write_atomic(resolved(path), ...): through a link, to the file the link leads to.
+    run never ends on an error it could have seen at its start. path must name a file (path_problem), no link on
+    the way may lead nowhere, and what is there already, if anything, must be a regular file (of at most most
+    bytes) that ours(its bytes) says is of its kind: anything else (a file of yours, a FIFO, a device) is never
+    replaced. Write it with write_atomic(resolved(path), ...): through a link, to the file the link leads to.
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as d:
     ...     notes = Path(d) / "notes.txt"
     ...     _ = notes.write_text("mine")
-    ...     print(output_problem(notes, "--json", "a JSON record", lambda raw: raw[:1] == b"{", "r.json").replace(d, "D"))
+    ...     said = output_problem(notes, "--json", "a JSON record", lambda raw: raw[:1] == b"{", "r.json")
+    ...     print(said.replace(d, "D"))
     --json D/notes.txt exists and is not a JSON record; it is never replaced: choose another path, or remove the file \
 yourself
     """

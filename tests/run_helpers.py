@@ -1,6 +1,6 @@
 """Helpers shared by the tests that run the lab's commands in a subprocess: hold a train.py run in its data
-preparation (held), kill one with a real SIGKILL once its checkpoint has reached a step, start explore.py's server, assert
-that a run failed as a bad input should, and a text of one's own."""
+preparation (held), kill one with a real SIGKILL once its checkpoint has reached a step, start explore.py's server,
+assert that a run failed as a bad input should, and a text of one's own."""
 
 import random
 import re
