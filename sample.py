@@ -96,15 +96,16 @@ def main(argv=None):
         print(f"error: --prompt is empty, and the text {args.ckpt} learned has no newline to start a line after;"
               f" expected a prompt", file=sys.stderr)
         return 2
-    if args.top_k > ckpt["config"]["vocab"]:
-        parser.error(f"--top-k {args.top_k} is more than the {ckpt['config']['vocab']} tokens of the vocabulary")
+    config = ckpt["config"]  # the model's ModelConfig
+    if args.top_k > config.vocab:
+        parser.error(f"--top-k {args.top_k} is more than the {config.vocab} tokens of the vocabulary")
 
     val = ckpt["metadata"].get("val_loss")
-    grown = checkpoint.sizes_of(ckpt["config"])
-    print(f"{args.ckpt}: step {ckpt['step']}" + (f", {sizes.describe(*grown)}" if grown != (1, 1) else "")
+    print(f"{args.ckpt}: step {ckpt['step']}"
+          + (f", {sizes.describe(config.blocks, config.heads)}" if config.grown else "")
           + (f", val loss {float(val):.4f}" if val is not None else ""), file=sys.stderr)
     context = start + prompt_ids  # the prompt starts a line, as every story in the corpus does
-    new = generate(next_logits, context, args.tokens, ckpt["config"]["max_len"], args.temperature, args.top_k,
+    new = generate(next_logits, context, args.tokens, config.max_len, args.temperature, args.top_k,
                    random.Random(args.seed))
     try:
         print(args.prompt + tok.decode(new), flush=True)

@@ -35,108 +35,129 @@ import atomic
 from atomic import hold, remove_leftovers, write_atomic
 import bpe
 from oneblock import checkpoint, data as data_files, machine, settings, sizes, training
-from oneblock.settings import SIZES, Settings, model_size, training_settings
+from oneblock.config import SCHEMES
+from oneblock.settings import Settings, training_settings
 
 DEFAULT_OUT = "out/ckpt.safetensors"  # relative to where you run it; sample.py reads the same path by default
-COMMAND_ONLY = ("out", "resume", "overwrite", "no_positions")  # the flags that are the command's, not settings
+COMMAND_ONLY = ("out", "resume", "overwrite", "no_positions", "typed")  # the command's own, not settings
 
 # ----------------------------------------------------------------------------------------------------------------
 # The command line
 
 
+class Typed(argparse.Action):
+    """An option that stores its value and notes in the namespace's `typed` that it was given: for a flag whose
+    default may also be typed (--positions learned), so that what was typed is told apart from what was left out."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        namespace.typed = (*namespace.typed, self.dest)
+
+
+def defaults():
+    """Every setting's default, as Settings declares it (None: the one that follows from the others, which
+    settings.checked fills in): the parser's defaults, written nowhere else.
+
+    >>> defaults()["steps"], defaults()["seq_len"], defaults()["positions"]
+    (12000, None, 'learned')
+    """
+    return {field.name: field.default for field in dataclasses.fields(Settings)}
+
+
 def build_parser():
-    """The command line: every setting with its default and what it does."""
+    """The command line: every setting with its default (Settings') and what it does."""
     p = argparse.ArgumentParser(
         allow_abbrev=False,  # a typo such as --step is an error, never a run with a setting the user did not mean
         description="Train the one-block transformer (or a grown one, with --blocks and --heads) on corpus.txt"
                     " or your own text, write checkpoints, and report the validation loss next to the corpus's"
                     " entropy floor (floor.py).")
-    p.add_argument("--backend", choices=settings.BACKENDS, default="numpy",
-                   help="numpy: numpy_fast.py, the tuned batched path (default). numpy-plain: numpy_model.py, the"
-                        " plain mirror of model.py, the same maths written as formulas, slower. python: model.py,"
-                        " one sequence at a time, standard library only, hundreds of times slower: for reading"
-                        " along with a few steps (one block and one head only). torch: torch_model.py on --device,"
-                        " in one process or data-parallel under torchrun (torch_train.py)")
-    p.add_argument("--device", choices=("cpu", "cuda", "mps", "auto"), default=None,
-                   help="where --backend torch computes (default: auto, CUDA when there is one, else the CPU)")
-    p.add_argument("--threads", type=int, default=1, metavar="N",
-                   help="BLAS threads of the numpy backends, and of numpy's loss over a large vocabulary (default:"
-                        " %(default)s). At this model size one thread is"
-                        " as fast as two on a quiet machine and several times faster on a busy one")
-    p.add_argument("--dtype", choices=("float32", "float64"), default=None,
-                   help="floating-point type of the weights and of Adam's moments (default: float32 for numpy;"
-                        " the python backend computes in float64 only)")
-    p.add_argument("--steps", type=int, default=12000, metavar="N",
-                   help="optimiser steps in the whole run (default: %(default)s)")
-    p.add_argument("--stop-at", type=int, default=None, metavar="STEP",
-                   help="stop after this step, with the learning-rate schedule of the whole run, and save: a later"
-                        " --resume (with the same settings) finishes the run as if it had never stopped")
-    p.add_argument("--batch", type=int, default=16, metavar="B", help="windows per step (default: %(default)s)")
-    p.add_argument("--seq-len", type=int, default=None, metavar="T",
-                   help="tokens per window, at most the model's positions (default: --max-len, 64)")
-    p.add_argument("--lr", type=float, default=1e-2,
-                   help="peak learning rate, reached at the end of the warm-up (default: %(default)s)")
-    p.add_argument("--min-lr", type=float, default=1e-3,
-                   help="learning rate at the last step, where the cosine decay ends (default: %(default)s)")
-    p.add_argument("--warmup", type=int, default=None, metavar="N",
-                   help="steps of linear warm-up from lr/N to lr (default: 100, or the whole run if it is shorter)")
-    p.add_argument("--beta1", type=float, default=0.9,
-                   help="Adam: decay rate of the running mean of the gradient (default: %(default)s)")
-    p.add_argument("--beta2", type=float, default=0.99,
-                   help="Adam: decay rate of the running mean of its square (default: %(default)s)")
-    p.add_argument("--eps", type=float, default=1e-8,
-                   help="Adam: added to the root of the second moment (default: %(default)s)")
-    p.add_argument("--clip", type=float, default=1.0,
-                   help="largest global gradient norm; longer gradients are scaled down to it; inf switches"
-                        " clipping off (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=3,
-                   help="seeds the initial weights (as model.init_params) and the batch sampler (default:"
-                        " %(default)s)")
-    p.add_argument("--val-stories", type=int, default=None, metavar="N",
-                   help=f"the last N stories of corpus.txt are the validation set (default: {settings.VAL_STORIES})")
-    p.add_argument("--data", default=None, metavar="FILE",
-                   help="learn this UTF-8 text file instead of the stories of corpus.txt: split by lines, or by"
-                        " documents if blank lines separate it; no floor is known for it, so none is printed")
-    p.add_argument("--tokenizer", default=None, metavar="PATH",
-                   help="with --data: this tokenizer.json (its characters must cover FILE) instead of one trained"
-                        " on FILE")
-    p.add_argument("--vocab-size", type=int, default=None, metavar="N",
-                   help=f"with --data: the tokens of the tokenizer trained on FILE, at least its number of different"
-                        f" characters (default: {bpe.TEXT_VOCAB_SIZE})")
-    p.add_argument("--val-fraction", type=float, default=None, metavar="F",
-                   help=f"with --data: the share of FILE's lines or documents, its last ones, that validate"
-                        f" (default: {settings.VAL_FRACTION})")
-    p.add_argument("--width", type=int, default=settings.MODEL["d"], metavar="D",
-                   help=f"the model's width d; its MLP has {settings.HIDDEN_PER_WIDTH} x D hidden units (default:"
-                        f" %(default)s)")
-    p.add_argument("--max-len", type=int, default=settings.MODEL["max_len"], metavar="L",
-                   help="the most positions the model reads, and the rows of learned positions (default:"
-                        " %(default)s)")
-    p.add_argument("--positions", choices=settings.SCHEMES, default=None,
-                   help="how the model knows where a token is: learned (a trained row per position, default),"
-                        " none (a bag of tokens), sinusoidal (a fixed sine/cosine table added to the embeddings) or"
-                        " rope (q and k rotated by position inside attention); the python backend has learned and"
-                        " none only")
-    p.add_argument("--blocks", type=int, default=1, metavar="N",
-                   help="transformer blocks, each with its own layer norms, attention and MLP (default: %(default)s,"
-                        " model.py's model)")
-    p.add_argument("--heads", type=int, default=1, metavar="N",
-                   help="attention heads in each block, each of width 16 / N, so N must divide 16 (and leave an even"
-                        " width with --positions rope) (default: %(default)s, model.py's model)")
+    default = defaults()
+
+    def setting(flag, **options):  # a setting's flag: its default is Settings', so none is written here
+        p.add_argument(flag, default=default[flag.removeprefix("--").replace("-", "_")], **options)
+
+    setting("--backend", choices=settings.BACKENDS,
+            help="numpy: numpy_fast.py, the tuned batched path. numpy-plain: numpy_model.py, the plain mirror of"
+                 " model.py, the same maths written as formulas, slower. python: model.py, one sequence at a time,"
+                 " standard library only, hundreds of times slower: for reading along with a few steps (one block"
+                 " and one head only). torch: torch_model.py on --device, in one process or data-parallel under"
+                 " torchrun (torch_train.py) (default: %(default)s)")
+    setting("--device", choices=("cpu", "cuda", "mps", "auto"),
+            help="where --backend torch computes (default: auto, CUDA when there is one, else the CPU)")
+    setting("--threads", type=int, metavar="N",
+            help="BLAS threads of the numpy backends, and of numpy's loss over a large vocabulary (default:"
+                 " %(default)s). At this model size one thread is"
+                 " as fast as two on a quiet machine and several times faster on a busy one")
+    setting("--dtype", choices=("float32", "float64"),
+            help="floating-point type of the weights and of Adam's moments (default: float32 for numpy;"
+                 " the python backend computes in float64 only)")
+    setting("--steps", type=int, metavar="N", help="optimiser steps in the whole run (default: %(default)s)")
+    setting("--stop-at", type=int, metavar="STEP",
+            help="stop after this step, with the learning-rate schedule of the whole run, and save: a later"
+                 " --resume (with the same settings) finishes the run as if it had never stopped")
+    setting("--batch", type=int, metavar="B", help="windows per step (default: %(default)s)")
+    setting("--seq-len", type=int, metavar="T",
+            help=f"tokens per window, at most the model's positions (default: --max-len, {default['max_len']})")
+    setting("--lr", type=float, help="peak learning rate, reached at the end of the warm-up (default: %(default)s)")
+    setting("--min-lr", type=float,
+            help="learning rate at the last step, where the cosine decay ends (default: %(default)s)")
+    setting("--warmup", type=int, metavar="N",
+            help=f"steps of linear warm-up from lr/N to lr (default: {settings.WARMUP}, or the whole run if it is"
+                 f" shorter)")
+    setting("--beta1", type=float,
+            help="Adam: decay rate of the running mean of the gradient (default: %(default)s)")
+    setting("--beta2", type=float, help="Adam: decay rate of the running mean of its square (default: %(default)s)")
+    setting("--eps", type=float, help="Adam: added to the root of the second moment (default: %(default)s)")
+    setting("--clip", type=float,
+            help="largest global gradient norm; longer gradients are scaled down to it; inf switches"
+                 " clipping off (default: %(default)s)")
+    setting("--seed", type=int,
+            help="seeds the initial weights (as model.init_params) and the batch sampler (default: %(default)s)")
+    setting("--val-stories", type=int, metavar="N",
+            help=f"the last N stories of corpus.txt are the validation set (default: {settings.VAL_STORIES})")
+    setting("--data", metavar="FILE",
+            help="learn this UTF-8 text file instead of the stories of corpus.txt: split by lines, or by"
+                 " documents if blank lines separate it; no floor is known for it, so none is printed")
+    setting("--tokenizer", metavar="PATH",
+            help="with --data: this tokenizer.json (its characters must cover FILE) instead of one trained on FILE")
+    setting("--vocab-size", type=int, metavar="N",
+            help=f"with --data: the tokens of the tokenizer trained on FILE, at least its number of different"
+                 f" characters (default: {bpe.TEXT_VOCAB_SIZE})")
+    setting("--val-fraction", type=float, metavar="F",
+            help=f"with --data: the share of FILE's lines or documents, its last ones, that validate"
+                 f" (default: {settings.VAL_FRACTION})")
+    setting("--width", type=int, metavar="D",
+            help=f"the model's width d; its MLP has {settings.HIDDEN_PER_WIDTH} x D hidden units (default:"
+                 f" %(default)s)")
+    setting("--max-len", type=int, metavar="L",
+            help="the most positions the model reads, and the rows of learned positions (default: %(default)s)")
+    setting("--positions", choices=SCHEMES, action=Typed,
+            help="how the model knows where a token is: learned (a trained row per position), none (a bag of"
+                 " tokens), sinusoidal (a fixed sine/cosine table added to the embeddings) or rope (q and k rotated"
+                 " by position inside attention); the python backend has learned and none only (default:"
+                 " %(default)s)")
+    setting("--blocks", type=int, metavar="N",
+            help="transformer blocks, each with its own layer norms, attention and MLP (default: %(default)s,"
+                 " model.py's model)")
+    setting("--heads", type=int, metavar="N",
+            help=f"attention heads in each block, each of width D / N, so N must divide the width D (--width,"
+                 f" {default['width']} by default) and leave an even head width with --positions rope (default:"
+                 f" %(default)s, model.py's model)")
     p.add_argument("--no-positions", action="store_true",
                    help="the same as --positions none: switch the learned position embeddings off (the model then"
                         " sees a bag of tokens)")
-    p.add_argument("--eval-every", type=int, default=500, metavar="N",
-                   help="steps between validation losses; also at the end (default: %(default)s)")
-    p.add_argument("--ckpt-every", type=int, default=500, metavar="N",
-                   help="steps between checkpoints; also at the end (default: %(default)s)")
+    setting("--eval-every", type=int, metavar="N",
+            help="steps between validation losses; also at the end (default: %(default)s)")
+    setting("--ckpt-every", type=int, metavar="N",
+            help="steps between checkpoints; also at the end (default: %(default)s)")
     p.add_argument("--out", default=DEFAULT_OUT, metavar="PATH",
                    help="checkpoint file, replaced atomically at each save; its folder is created (default:"
                         " %(default)s)")
     p.add_argument("--resume", action="store_true",
                    help="continue the checkpoint at --out; pass the same settings as the run that wrote it")
     p.add_argument("--overwrite", action="store_true", help="start afresh even if --out already holds a checkpoint")
-    p.add_argument("--quiet", action="store_true", help="no progress bar (the loss lines and the summary remain)")
+    setting("--quiet", action="store_true", help="no progress bar (the loss lines and the summary remain)")
+    p.set_defaults(typed=())  # the flags of Typed that were given
     return p
 
 
@@ -148,11 +169,13 @@ def settings_from(args):
     >>> settings_from(build_parser().parse_args(["--no-positions", "--steps", "5"])).positions
     'none'
     """
-    if args.no_positions and args.positions not in (None, "none"):
+    if args.no_positions and "positions" in args.typed and args.positions != "none":
         raise ValueError(f"--no-positions and --positions {args.positions} contradict each other; pick one")
     values = {name: value for name, value in vars(args).items() if name not in COMMAND_ONLY}
-    values["positions"] = "none" if args.no_positions else args.positions or "learned"
-    values["rank"], values["world"] = torchrun_number("RANK", 0), torchrun_number("WORLD_SIZE", 1)
+    values["positions"] = "none" if args.no_positions else args.positions
+    default = defaults()  # (torchrun's, when it does not say: one process)
+    values["rank"] = torchrun_number("RANK", default["rank"])
+    values["world"] = torchrun_number("WORLD_SIZE", default["world"])
     return Settings(**values)
 
 
@@ -363,10 +386,7 @@ def run(s, resumed, out, data):
     if leftovers:
         say(f"removed {len(leftovers)} temporary file(s) that a killed run left beside {out}", file=sys.stderr)
 
-    # use_positions: model.py's switch (whether the learned rows are added); positions: the scheme
-    grown = {name: recorded[name] for name in SIZES if name in recorded}  # blocks and heads, for a grown model
-    config = {"vocab": data.vocab, **model_size(s), **grown, "use_positions": s.positions == "learned",
-              "positions": s.positions}
+    config = settings.model_config(s, data.vocab)  # the model's sizes and position scheme, as its checkpoint records
 
     # ---- the state to start from: the checkpoint's, or (filled in by train) the seed's initial weights
     state = None
@@ -407,7 +427,7 @@ def run(s, resumed, out, data):
     elif s.backend != "python":
         say(f"computing with {machine.blas(s.threads)}: the same run elsewhere gives other last bits"
             f" (experiments/spread.py)")
-    where = f", {sizes.describe(s.blocks, s.heads)}" if grown else ""
+    where = f", {sizes.describe(config.blocks, config.heads)}" if config.grown else ""
     say(f"{s.backend} {s.dtype}{where}, {len(data.stream):,} training tokens, {s.steps} steps of {s.batch} x"
         f" {s.seq_len} tokens, lr {s.lr:g} -> {s.min_lr:g}"
         + (f", positions {s.positions}" if s.positions != "learned" else "")

@@ -7,14 +7,15 @@
     python3 -m dev.compare --ckpt out/ckpt.safetensors      # at a checkpoint's weights, of any backend and size
 
 The NumPy paths are numpy_model.py, the plain mirror of model.py, and numpy_fast.py, the same maths tuned for
-training. All run on the same parameters and token IDs, and each gets its own table. One row per tensor: every
-intermediate of the forward pass (x0, h1, attention weights, x1, h2, ReLU output, x2, logits), the loss, and every
-gradient, with the largest absolute difference and the relative error = largest absolute difference / largest
-absolute value of the reference tensor (for an all-zero reference tensor, the absolute difference itself). A row is
-OK when the relative error is within the tolerance; the exit status is 1 if any row is NOT OK. The position schemes
-model.py does not have (sinusoidal and rope, see numpy_model.py) are compared between each NumPy path and PyTorch
-only, with the PyTorch tolerance, and may run past 64 tokens. So is a grown model (--blocks, --heads): the
-intermediates of block k >= 1 are named like its parameters, "block1.x1".
+training. All run on the same parameters and token IDs and are given the same ModelConfig (oneblock/config.py;
+model.py its switch, config.seed_switch), and each gets its own table. One row per tensor: every intermediate of the
+forward pass (x0, h1, attention weights, x1, h2, ReLU output, x2, logits), the loss, and every gradient, with the
+largest absolute difference and the relative error = largest absolute difference / largest absolute value of the
+reference tensor (for an all-zero reference tensor, the absolute difference itself). A row is OK when the relative
+error is within the tolerance; the exit status is 1 if any row is NOT OK. The position schemes model.py does not
+have (sinusoidal and rope, see numpy_model.py) are compared between each NumPy path and PyTorch only, with the
+PyTorch tolerance, and may run past 64 tokens. So is a grown model (--blocks, --heads): the intermediates of
+block k >= 1 are named like its parameters, "block1.x1".
 
 The parameters are the reference's seed-3 initial values plus seeded noise, so that no layer-norm gain is exactly
 1 and no bias exactly 0 (a bug that drops a gain or a bias would hide behind those values). With --ckpt they are a
@@ -32,10 +33,12 @@ Shape legend: B = sequences, T = positions, d = width, H = hidden width, V = voc
 """
 
 import argparse
+import dataclasses
 import random
 import sys
 
 from oneblock import machine
+from oneblock.config import SCHEMES, ModelConfig, seed_switch
 
 with machine.needed_by("python3 -m dev.compare"):
     import numpy as np
@@ -44,7 +47,8 @@ with machine.needed_by("python3 -m dev.compare"):
     from oneblock import checkpoint, numpy_fast, numpy_model, sizes
     from oneblock.data import TOKENIZER_FILE
 
-SERIES = {"vocab": 96, "d": 16, "hidden": 64, "max_len": 64, "seed": 3}  # the series config
+SERIES = ModelConfig(vocab=96, d=16, hidden=64, max_len=64)  # the series config
+SEED = 3  # the seed of the reference's initial weights, under the noise
 INTERMEDIATES = ["x0", "h1", "weights", "x1", "h2", "act", "x2", "logits"]  # in forward order, of one block
 IN_BLOCK = INTERMEDIATES[1:-1]  # the intermediates each block has
 NUMPY_PATHS = {"numpy_model": numpy_model, "numpy_fast": numpy_fast}  # name -> module, each compared in turn
@@ -64,15 +68,15 @@ def intermediate_names(blocks):
     return ["x0", *(sizes.prefix(b) + name for b in range(blocks) for name in IN_BLOCK), "logits"]
 
 
-def jittered_params(seed, blocks=1):
-    """The series parameters (dict of lists, of this many blocks) with gauss(0, 0.05) added to every matrix entry and
-    gauss(0, 0.1) to every gain and bias.
+def jittered_params(config, seed):
+    """The seed-SEED initial parameters of config (dict of lists) with gauss(0, 0.05) added to every matrix entry and
+    gauss(0, 0.1) to every gain and bias, drawn from seed.
 
-    >>> p = jittered_params(1)
+    >>> p = jittered_params(SERIES, 1)
     >>> p["ln1_g"][0] != 1.0, len(p["W1"]), len(p["W1"][0])
     (True, 16, 64)
     """
-    params = sizes.init_params(**SERIES, blocks=blocks)
+    params = config.init_params(SEED)
     rng = random.Random(seed)
     for name, t in params.items():
         if isinstance(t[0], list):
@@ -98,12 +102,14 @@ def random_batch(seed, batch, length, vocab):
 # The three runs; each returns ({intermediate name: (B, T, ...) array}, loss, {parameter name: gradient array})
 
 
-def reference_run(params, ids, targets, use_positions=True):
-    """The reference, one sequence at a time; intermediates stacked, loss and gradients averaged over sequences."""
+def reference_run(params, ids, targets, config):
+    """The reference, one sequence at a time (told config's scheme by seed_switch); intermediates stacked, loss and
+    gradients averaged over sequences."""
     inter = {name: [] for name in INTERMEDIATES}
     losses, grads = [], []
+    switch = seed_switch(config)
     for x, y in zip(ids, targets):
-        logits, cache = model.forward(params, x, use_positions)
+        logits, cache = model.forward(params, x, switch)
         loss, dlogits = model.loss_and_dlogits(logits, y)
         grads.append(model.backward(params, cache, dlogits))
         losses.append(loss)
@@ -115,29 +121,29 @@ def reference_run(params, ids, targets, use_positions=True):
     return {name: np.array(v) for name, v in inter.items()}, sum(losses) / B, mean_grads
 
 
-def numpy_run(params, ids, targets, positions="learned", path=numpy_model, heads=1):
-    """A NumPy path (the module numpy_model or numpy_fast) in float64 on the whole batch at once (positions: a
-    scheme, or True / False): the intermediates from its forward, the loss and gradients from its loss_and_grads."""
+def numpy_run(params, ids, targets, config, path=numpy_model):
+    """A NumPy path (the module numpy_model or numpy_fast) in float64 on the whole batch at once, for the model of
+    config: the intermediates from its forward, the loss and gradients from its loss_and_grads."""
     p = numpy_model.from_lists(params, np.float64)
-    logits, cache = path.forward(p, np.array(ids), positions, heads=heads)
+    logits, cache = path.forward(p, np.array(ids), config)
     inter = {"x0": np.array(cache["x0"])}
     for b, block in enumerate(cache["blocks"]):
         values = {**block, "weights": block["att"]["weights"]}
         inter.update({sizes.prefix(b) + name: np.array(values[name]) for name in IN_BLOCK})
     inter["logits"] = np.array(logits)
-    loss, grads = path.loss_and_grads(p, np.array(ids), np.array(targets), positions, heads=heads)
+    loss, grads = path.loss_and_grads(p, np.array(ids), np.array(targets), config)
     return inter, loss, grads
 
 
-def torch_run(params, ids, targets, positions="learned", heads=1):
-    """PyTorch autograd in float64 on the whole batch (imports torch; positions: a scheme, or True / False)."""
+def torch_run(params, ids, targets, config):
+    """PyTorch autograd in float64 on the whole batch, for the model of config (imports torch)."""
     import torch
 
     from oneblock import torch_model
 
     p = torch_model.to_torch(params, torch.float64)
     loss, grads, inter = torch_model.loss_and_grads(p, torch_model.as_ids(ids), torch_model.as_ids(targets),
-                                                    positions, heads=heads)
+                                                    config)
     return ({n: t.numpy() for n, t in inter.items()}, loss, {n: g.numpy() for n, g in grads.items()})
 
 
@@ -188,7 +194,7 @@ def main(argv=None):
                         help=f"tokens per sequence, 1 to 64 (to {numpy_model.LONGEST} for sinusoidal and rope;"
                              f" default 63, or with --ckpt the model's positions up to 63)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the parameter noise and the token IDs")
-    parser.add_argument("--positions", choices=numpy_model.SCHEMES, default=None,
+    parser.add_argument("--positions", choices=SCHEMES, default=None,
                         help="the position scheme (default: learned); sinusoidal and rope, which model.py does not"
                              " have, are compared between NumPy and PyTorch only")
     parser.add_argument("--no-positions", action="store_true", help="switch the position embeddings off (the same"
@@ -207,37 +213,55 @@ def main(argv=None):
     if args.no_positions and args.positions not in (None, "none"):
         parser.error(f"--no-positions and --positions {args.positions} contradict each other; pick one")
     scheme = "none" if args.no_positions else args.positions or "learned"
+    config = dataclasses.replace(SERIES, blocks=args.blocks, heads=args.heads, positions=scheme)
     try:
-        sizes.check_sizes(SERIES["d"], args.blocks, args.heads, scheme)
+        config.checked()
     except ValueError as e:
         parser.error(f"--blocks {args.blocks} --heads {args.heads}: {e}")
-    grown = (args.blocks, args.heads) != (1, 1)
-    longest = SERIES["max_len"] if scheme in ("learned", "none") else numpy_model.LONGEST
+    longest = config.max_len if has_reference_scheme(config) else numpy_model.LONGEST
     args.length = 63 if args.length is None else args.length
     if args.batch < 1 or not 1 <= args.length <= longest:
         parser.error(f"need --batch >= 1 and 1 <= --length <= {longest}")
-    reference = scheme in ("learned", "none") and not grown
-    problem = priced(SERIES, args.blocks, args.heads, args.batch, args.length, reference,
+    problem = priced(config, args.batch, args.length, runs_reference(config),
                      f"--batch {args.batch} --length {args.length} --blocks {args.blocks} --heads {args.heads}")
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
 
-    params = jittered_params(args.seed, args.blocks)
-    ids, targets = random_batch(args.seed, args.batch, args.length, SERIES["vocab"])
+    params = jittered_params(config, args.seed)
+    ids, targets = random_batch(args.seed, args.batch, args.length, config.vocab)
     print(f"series config, seed {args.seed}: B = {args.batch}, T = {args.length}, positions {scheme}"
-          + (f", {sizes.describe(args.blocks, args.heads)}" if grown else "") + "\n")
-    if scheme not in ("learned", "none") or grown:
-        return compare_without_reference(params, ids, targets, scheme, args.no_torch, args.heads)
-    return compare_all(params, ids, targets, scheme == "learned", args.no_torch)
+          + (f", {sizes.describe(config.blocks, config.heads)}" if config.grown else "") + "\n")
+    if not runs_reference(config):
+        return compare_without_reference(params, ids, targets, config, args.no_torch)
+    return compare_all(params, ids, targets, config, args.no_torch)
 
 
-def compare_all(params, ids, targets, use_positions, no_torch):
-    """Both NumPy paths and PyTorch (when installed and not no_torch) against the reference; the exit status."""
-    ref = reference_run(params, ids, targets, use_positions)
+def has_reference_scheme(config):
+    """Whether model.py has config's position scheme (learned or none; it has no sinusoidal or rope).
+
+    >>> has_reference_scheme(SERIES), has_reference_scheme(dataclasses.replace(SERIES, positions="rope"))
+    (True, False)
+    """
+    return config.positions in ("learned", "none")
+
+
+def runs_reference(config):
+    """Whether model.py runs the model of config: its scheme, one block and one head.
+
+    >>> runs_reference(SERIES), runs_reference(dataclasses.replace(SERIES, blocks=2))
+    (True, False)
+    """
+    return has_reference_scheme(config) and not config.grown
+
+
+def compare_all(params, ids, targets, config, no_torch):
+    """Both NumPy paths and PyTorch (when installed and not no_torch) against the reference, for a model of config
+    that model.py runs (runs_reference); the exit status."""
+    ref = reference_run(params, ids, targets, config)
     ok = True
     for name, path in NUMPY_PATHS.items():
-        rows = compare(ref, numpy_run(params, ids, targets, use_positions, path), TOLERANCE)
+        rows = compare(ref, numpy_run(params, ids, targets, config, path), TOLERANCE)
         ok = print_table(f"{name} float64 vs reference", rows, TOLERANCE) and ok
     if no_torch:
         print("PyTorch: skipped (--no-torch)")
@@ -247,7 +271,7 @@ def compare_all(params, ids, targets, use_positions, no_torch):
         except ImportError:
             print("PyTorch: skipped (torch is not installed)")
         else:
-            rows = compare(ref, torch_run(params, ids, targets, use_positions), TORCH_TOLERANCE)
+            rows = compare(ref, torch_run(params, ids, targets, config), TORCH_TOLERANCE)
             ok = print_table("PyTorch float64 autograd vs reference", rows, TORCH_TOLERANCE) and ok
     print("all OK" if ok else "NOT OK")
     return 0 if ok else 1
@@ -267,29 +291,30 @@ def checkpoint_params(ckpt):
             for name, (_, shape, values) in ckpt["params"].items()}
 
 
-def memory_needed(config, blocks, heads, batch, length, reference):
-    """About how many bytes a comparison of a model of config's sizes (and these blocks and heads) on batch sequences
-    of length tokens holds at once: the parameters, token IDs and targets as Python lists (LIST_NUMBER_BYTES a
-    number, as checkpoint.py counts them), when the reference runs (reference) every sequence's intermediates and
-    gradients as lists too, and a training step's float64 arrays (sizes.step_bytes) for each NumPy path and PyTorch.
+def memory_needed(config, batch, length, reference):
+    """About how many bytes a comparison of a model of config on batch sequences of length tokens holds at once: the
+    parameters, token IDs and targets as Python lists (LIST_NUMBER_BYTES a number, as checkpoint.py counts them),
+    when the reference runs (reference) every sequence's intermediates and gradients as lists too, and a training
+    step's float64 arrays (sizes.step_bytes) for each NumPy path and PyTorch.
 
-    >>> memory_needed(SERIES, 1, 1, 2, 63, True) < 10 * 2**20 < memory_needed(SERIES, 1, 1, 10**9, 63, True)
+    >>> memory_needed(SERIES, 2, 63, True) < 10 * 2**20 < memory_needed(SERIES, 10**9, 63, True)
     True
     """
-    vocab, d, hidden, max_len = (config[key] for key in checkpoint.SIZE_KEYS)
-    params = sizes.parameter_count(vocab, d, hidden, max_len, blocks)
-    per_token = sizes.activations_per_token(vocab, d, hidden, blocks, heads, length)
+    c = config
+    params = c.parameter_count()
+    per_token = sizes.activations_per_token(c.vocab, c.d, c.hidden, c.blocks, c.heads, length)
     lists = checkpoint.LIST_NUMBER_BYTES * (params + 2 * batch * length)
     if reference:
         lists += checkpoint.LIST_NUMBER_BYTES * batch * (params + length * per_token)
-    arrays = (len(NUMPY_PATHS) + 1) * sizes.step_bytes(vocab, d, hidden, max_len, blocks, heads, batch, length, 8)
+    step = sizes.step_bytes(c.vocab, c.d, c.hidden, c.max_len, c.blocks, c.heads, batch, length, 8)  # one path's
+    arrays = (len(NUMPY_PATHS) + 1) * step
     return lists + arrays
 
 
-def priced(config, blocks, heads, batch, length, reference, what):
+def priced(config, batch, length, reference, what):
     """None if the comparison fits in memory (memory_needed), else the one-line reason, naming what asked for it."""
     try:
-        machine.check_memory(memory_needed(config, blocks, heads, batch, length, reference), what)
+        machine.check_memory(memory_needed(config, batch, length, reference), what)
     except ValueError as e:
         return str(e)
     return None
@@ -307,35 +332,32 @@ def main_checkpoint(parser, args):
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    config = ckpt["config"]
-    (blocks, heads), scheme = checkpoint.sizes_of(config), checkpoint.positions_of(config)
-    longest = config["max_len"] if scheme in ("learned", "none") else numpy_model.LONGEST
-    args.length = min(63, config["max_len"]) if args.length is None else args.length
+    config = ckpt["config"]  # the model's ModelConfig: its sizes, blocks, heads and scheme
+    longest = config.max_len if has_reference_scheme(config) else numpy_model.LONGEST
+    args.length = min(63, config.max_len) if args.length is None else args.length
     if args.batch < 1 or not 1 <= args.length <= longest:
         parser.error(f"need --batch >= 1 and 1 <= --length <= {longest} (the checkpoint's model)")
-    grown = (blocks, heads) != (1, 1)
-    reference = scheme in ("learned", "none") and not grown
-    problem = priced(config, blocks, heads, args.batch, args.length, reference,
+    problem = priced(config, args.batch, args.length, runs_reference(config),
                      f"--batch {args.batch} --length {args.length} at the weights of {args.ckpt}"
-                     f" ({sizes.describe(blocks, heads)})")
+                     f" ({sizes.describe(config.blocks, config.heads)})")
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     params = checkpoint_params(ckpt)
-    ids, targets = random_batch(args.seed, args.batch, args.length, config["vocab"])
-    print(f"{args.ckpt}: d = {config['d']}, V = {config['vocab']}, B = {args.batch}, T = {args.length}, positions"
-          f" {scheme}" + (f", {sizes.describe(blocks, heads)}" if grown else "") + "\n")
-    if scheme not in ("learned", "none") or grown:
-        return compare_without_reference(params, ids, targets, scheme, args.no_torch, heads)
-    return compare_all(params, ids, targets, scheme == "learned", args.no_torch)
+    ids, targets = random_batch(args.seed, args.batch, args.length, config.vocab)
+    print(f"{args.ckpt}: d = {config.d}, V = {config.vocab}, B = {args.batch}, T = {args.length}, positions"
+          f" {config.positions}" + (f", {sizes.describe(config.blocks, config.heads)}" if config.grown else "")
+          + "\n")
+    if not runs_reference(config):
+        return compare_without_reference(params, ids, targets, config, args.no_torch)
+    return compare_all(params, ids, targets, config, args.no_torch)
 
 
-def compare_without_reference(params, ids, targets, scheme, no_torch, heads=1):
-    """PyTorch against each NumPy path that runs the model, for a scheme or sizes that model.py does not have;
-    exit status 2 if torch is missing."""
-    blocks = sizes.blocks_of(params)
-    grown = (blocks, heads) != (1, 1)
-    what = f"a model of {sizes.describe(blocks, heads)}" if grown else f"positions {scheme}"
+def compare_without_reference(params, ids, targets, config, no_torch):
+    """PyTorch against each NumPy path that runs the model, for a model of config that model.py does not have (its
+    scheme, or its blocks and heads); exit status 2 if torch is missing."""
+    scheme, grown = config.positions, config.grown
+    what = f"a model of {sizes.describe(config.blocks, config.heads)}" if grown else f"positions {scheme}"
     try:
         if no_torch:
             raise ImportError("--no-torch")
@@ -344,11 +366,11 @@ def compare_without_reference(params, ids, targets, scheme, no_torch, heads=1):
         print(f"NOT OK: {what} has no reference in model.py; its check is NumPy against PyTorch, which is"
               f" unavailable here ({e})")
         return 2
-    twin = torch_run(params, ids, targets, scheme, heads)
+    twin = torch_run(params, ids, targets, config)
     ok = True
     for name, path in NUMPY_PATHS.items():
-        rows = compare(twin, numpy_run(params, ids, targets, scheme, path, heads), TORCH_TOLERANCE)
-        setting = f"{scheme}, {sizes.describe(blocks, heads)}" if grown else scheme
+        rows = compare(twin, numpy_run(params, ids, targets, config, path), TORCH_TOLERANCE)
+        setting = f"{scheme}, {sizes.describe(config.blocks, config.heads)}" if grown else scheme
         title = f"{name} float64 vs PyTorch float64 autograd ({setting})"
         ok = print_table(title, rows, TORCH_TOLERANCE) and ok
     print("all OK" if ok else "NOT OK")

@@ -25,6 +25,7 @@ import sys
 import time
 
 from oneblock import machine
+from oneblock.config import ModelConfig
 
 with machine.needed_by("python3 -m dev.jit_probe"):
     import numpy as np
@@ -32,7 +33,8 @@ with machine.needed_by("python3 -m dev.jit_probe"):
     from model import EPS
     from oneblock import numpy_fast, numpy_model
 
-VOCAB, WIDTH, HIDDEN, MAX_LEN = 96, 16, 64, 64  # the series size
+SERIES = ModelConfig(vocab=96, d=16, hidden=64, max_len=64)  # the series size
+VOCAB, WIDTH = SERIES.vocab, SERIES.d
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -98,8 +100,8 @@ def passes(dtype, B, T, jits):
     """{pass name: {way: function}} for one dtype: each function runs one pass over fresh copies of the same
     inputs; and {pass name: the outputs of each way, to compare}."""
     rng = np.random.default_rng(0)
-    params = numpy_model.init_params(VOCAB, WIDTH, HIDDEN, MAX_LEN, 3, dtype=dtype)
-    ws = numpy_fast.Workspace(params, B, T)
+    params = numpy_model.init_params(SERIES, 3, dtype=dtype)
+    ws = numpy_fast.Workspace(params, SERIES, B, T)
     N = B * T
     x = rng.standard_normal((N, WIDTH)).astype(dtype)  # (N, d)
     g, b = (1.0 + 0.1 * rng.standard_normal(WIDTH)).astype(dtype), (0.1 * rng.standard_normal(WIDTH)).astype(dtype)

@@ -22,7 +22,7 @@ default dtype: 4 bytes a number.
 - tokens per second per GPU = sustained FLOP/s / FLOPs per token
 - gradient all-reduce over n ranks (a ring): each rank sends and receives 2 (n - 1) / n x 4 N bytes a step
 
->>> counts = paper(width=16, blocks=1, heads=1, vocab=96, max_len=64)
+>>> counts = paper(ModelConfig(vocab=96, d=16, hidden=64, max_len=64))
 >>> counts["parameters"]  # the lab's 7,440
 7440
 """
@@ -31,21 +31,28 @@ import argparse
 import sys
 
 from oneblock import sizes
+from oneblock.config import ModelConfig
 
 BYTES = 4  # float32
 
 
-def paper(width, blocks, heads, vocab, max_len):
-    """The per-model and per-token counts of a model of these sizes (see the module's docstring for each formula).
+def paper(config):
+    """The per-model and per-token counts of the model a ModelConfig describes, with windows of its max_len tokens
+    (see the module's docstring for each formula).
 
-    >>> paper(width=768, blocks=12, heads=12, vocab=50257, max_len=1024)["parameters"]
+    >>> paper(ModelConfig(vocab=50257, d=768, hidden=4 * 768, max_len=1024, blocks=12, heads=12))["parameters"]
     163050577
     """
-    d, T, V = width, max_len, vocab
-    parameters = sizes.parameter_count(V, d, 4 * d, T, blocks)  # V d + T d + blocks (12 d^2 + 9 d) + 2 d + d V + V
-    activations = sizes.activations_per_token(V, d, 4 * d, blocks, heads, T)  # blocks (18 d + 2 + heads T) + ...
-    flops = sizes.flops_per_token(V, d, 4 * d, blocks, T)  # 3 (blocks (24 d^2 + 4 T d) + 2 d V)
+    V, d, H, T, blocks = config.vocab, config.d, config.hidden, config.max_len, config.blocks
+    parameters = config.parameter_count()  # V d + T d + blocks (12 d^2 + 9 d) + 2 d + d V + V, for H = 4 d
+    activations = sizes.activations_per_token(V, d, H, blocks, config.heads, T)  # blocks (18 d + 2 + heads T) + ...
+    flops = sizes.flops_per_token(V, d, H, blocks, T)  # 3 (blocks (24 d^2 + 4 T d) + 2 d V), for H = 4 d
     return {"parameters": parameters, "activations_per_token": activations, "flops_per_token": flops}
+
+
+def config_from(args):
+    """The ModelConfig of the parsed arguments: the lab's layers, an MLP of 4 d hidden units."""
+    return ModelConfig(args.vocab, args.width, 4 * args.width, args.max_len, args.blocks, args.heads)
 
 
 def human(n, unit):
@@ -62,7 +69,7 @@ def human(n, unit):
 
 def report(args):
     """The lines scale.py prints for the parsed arguments."""
-    c = paper(args.width, args.blocks, args.heads, args.vocab, args.max_len)
+    c = paper(config_from(args))
     n, tokens = c["parameters"], args.batch * args.max_len  # tokens per GPU per step
     state = 16 * n + (4 * n if args.gpus > 1 else 0)
     acts = c["activations_per_token"] * BYTES * tokens

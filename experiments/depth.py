@@ -50,12 +50,13 @@ with machine.needed_by("python3 -m experiments.depth"):
     import numpy as np
 
     import make_corpus
-    from experiments.induction import PERIODS, VOCAB, WINDOW, induction_measures, periodic, train_induction
+    from experiments.induction import (PERIODS, VOCAB, WINDOW, induction_config, induction_measures, periodic,
+                                       train_induction)
     from experiments.recording import (TUNE_STORIES, across_seeds, check_provenance, experiment_parser, field,
-                                       first_difference, flags, interruptible, last_probs, lr_values, need, parsed,
-                                       provenance, reading, recorded_settings, rerun_records, rerun_step,
-                                       rerun_verdict, rounded, run_or_check, spread_text, stopped, sweep_data,
-                                       sweep_summary, sweep_text, table_row, trained, validation_loss, writes)
+                                       first_difference, flags, last_probs, lr_values, need, parsed, provenance,
+                                       reading, recorded_settings, rerun_main, rerun_verdict, rounded, run_config,
+                                       run_or_check, spread_text, sweep_data, sweep_summary, sweep_text, table_row,
+                                       trained, validation_loss, writes)
 
 # ----------------------------------------------------------------------------------------------------------------
 # Settings
@@ -132,11 +133,11 @@ def colour_items(tok, val_texts):
     return inputs, answers
 
 
-def colour_measures(params, heads, items):
+def colour_measures(params, config, items):
     """{"loss", "accuracy"} of the repeated colour: the mean -log p of its token, and the share of stories where it
-    is the most likely next token."""
+    is the most likely next token, under the model of params and config."""
     inputs, answers = items
-    p = last_probs(params, inputs, "learned", heads)  # (S, V)
+    p = last_probs(params, inputs, config)  # (S, V)
     picked = p[np.arange(len(answers)), answers]  # (S,)
     return {"loss": float(-np.log(picked).mean()), "accuracy": float((p.argmax(axis=1) == answers).mean())}
 
@@ -149,10 +150,11 @@ def story_runs(plan, size, tuning, full, items, report):
             t0 = time.perf_counter()
             values = {**plan["stories"]["train"], **lr_values(lr), "blocks": size[0], "heads": size[1], "seed": seed}
             params, history = trained(values, data=tuning)
+            config = run_config(values, full.vocab)
             run = rounded({"lr": lr, "seed": seed, "tune": history[-1]["val"],
                            "tune_curve": [[h["step"], h["val"]] for h in history],
-                           "val": validation_loss(params, full, "learned", size[1]),
-                           "colour": colour_measures(params, size[1], items),
+                           "val": validation_loss(params, full, config),
+                           "colour": colour_measures(params, config, items),
                            "seconds": round(time.perf_counter() - t0, 1)})
             runs.append(run)
             report(f"stories   {name_of(size)} lr {lr:<6g} seed {seed}: tune {run['tune']:.4f} | val {run['val']:.4f}"
@@ -167,7 +169,7 @@ def induction_runs(plan, size, tuning, test, report):
         for seed in plan["seeds"]:
             t0 = time.perf_counter()
             params, curve = train_induction(size, lr, seed, plan["induction"], tuning)
-            measures, scores = induction_measures(params, size[1], test)
+            measures, scores = induction_measures(params, induction_config(size), test)
             run = rounded({"lr": lr, "seed": seed, "tune": curve[-1][1], "tune_curve": curve, "test": measures,
                            "head_scores": scores, "seconds": round(time.perf_counter() - t0, 1)})
             runs.append(run)
@@ -407,35 +409,18 @@ def main(argv=None):
     parser.add_argument("--heads", type=int, default=None, help="the heads of --rerun (default: 1)")
     args = parsed(parser, argv, blocks=2, heads=1)
     if args.rerun is not None:
-        return main_rerun(parser, args)
+        return rerun_main(parser, args, SCRIPT, (RECORD_FILE, FORMAT), rerun_cell, rerun)
     return run_or_check(sys.modules[__name__], args, argv)
 
 
-def main_rerun(parser, args):
-    """depth.py --rerun: read the record and check the arguments against it before training, then rerun the cell;
-    a record that cannot be read, or lacks what the rerun reads, is one line and exit 2."""
-    machine.use_threads(1, SCRIPT)  # as the record was made
-    script = writes(SCRIPT, RECORD_FILE)
-    records = rerun_records([(RECORD_FILE, FORMAT, script)])
-    if records is None:
-        return 2
+def rerun_cell(parser, args, records):
+    """The cell depth.py --rerun trains, its arguments checked against the record (recording.rerun_main): rerun's
+    task and size, and the tuning curve whose steps --until may name."""
     record, size = records[0], (args.blocks, args.heads)
     if size not in SIZES:
         parser.error(f"--blocks {args.blocks} --heads {args.heads}: {RECORD_FILE.name} has the sizes"
                      f" {', '.join(name_of(s) for s in SIZES)} (blocks x heads)")
-    try:
-        with reading(RECORD_FILE, script, also=(ValueError,)):
-            until = rerun_step(parser, args.until, record[args.rerun]["runs"][name_of(size)][0]["tune_curve"],
-                               args.seed, record["settings"]["seeds"], RECORD_FILE.name)
-        with interruptible():
-            ok, line = rerun(record, args.rerun, size, args.seed, until)
-    except ValueError as e:
-        print(f"error: --rerun: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt as e:
-        return stopped(e, None)
-    print(line)
-    return 0 if ok else 1
+    return {"task": args.rerun, "size": size}, record[args.rerun]["runs"][name_of(size)][0]["tune_curve"]
 
 
 if __name__ == "__main__":

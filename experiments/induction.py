@@ -20,11 +20,21 @@ import numpy as np
 
 from experiments.recording import lr_values
 from oneblock import numpy_fast, training
-from oneblock.settings import MODEL, Settings, checked
+from oneblock.settings import Settings, checked, model_config
 
 PERIODS = (4, 16)  # the shortest and longest repeated segment of an induction sequence
-WINDOW = MODEL["max_len"]  # 64: tokens an induction sequence is read in
+WINDOW = Settings().max_len  # 64: tokens an induction sequence is read in (train.py's max_len)
 VOCAB = 96  # the tokenizer's vocabulary: induction sequences are IDs 0..95
+
+
+def induction_config(size):
+    """The ModelConfig of an induction model of size (blocks, heads): train.py's width and positions, over the
+    VOCAB tokens.
+
+    >>> induction_config((2, 4)).describe()
+    '2 blocks x 4 heads, width 16, learned positions'
+    """
+    return model_config(Settings(blocks=size[0], heads=size[1]), VOCAB)
 
 # ----------------------------------------------------------------------------------------------------------------
 # Periodic sequences, and where copying can work
@@ -98,14 +108,16 @@ def head_scores(weights, periods):
     return {"induction": float(induction.mean()), "previous_token": float(previous.mean())}
 
 
-def induction_measures(params, heads, sequences, chunk=100):
+def induction_measures(params, config, sequences, chunk=100):
     """{"loss", "copy_loss", "copy_accuracy", "first_period_loss"} on sequences = (ids, targets, periods), and each
-    head's scores (`head_scores`) as [[{...} for each head] for each block], through numpy_fast.py in chunks."""
+    head's scores (`head_scores`) as [[{...} for each head] for each block], of the model of params and config,
+    through numpy_fast.py in chunks."""
     ids, targets, periods = sequences
+    heads = config.heads
     losses, right, scores = [], [], []
     for start in range(0, len(ids), chunk):
         part = slice(start, start + chunk)
-        logits, cache = numpy_fast.forward(params, ids[part], "learned", heads=heads)  # (s, T, V)
+        logits, cache = numpy_fast.forward(params, ids[part], config)  # (s, T, V)
         logits = np.asarray(logits, dtype=np.float64)
         top = logits.max(axis=2, keepdims=True)
         log_z = np.log(np.exp(logits - top).sum(axis=2)) + top[:, :, 0]  # (s, T)
@@ -133,7 +145,7 @@ def train_induction(size, lr, seed, settings, tuning, until=None):
     return (params, tuning curve [[step, mean loss on the tuning sequences], ...])."""
     s = checked(Settings(steps=settings["steps"], batch=settings["batch"], seq_len=WINDOW, **lr_values(lr),
                          blocks=size[0], heads=size[1], seed=seed))
-    init, loss_and_grads, loss = training.model_functions(s, VOCAB)
+    init, loss_and_grads, loss = training.model_functions(s, model_config(s, VOCAB))
     state = training.fresh_state(init, s.seed)  # the weights, and state["rng"] draws the sequences
     curve = [[0, loss(state["params"], *tuning[:2])]]
     last = s.steps if until is None else until

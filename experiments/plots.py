@@ -40,11 +40,12 @@ with machine.needed_by("python3 -m experiments.plots"):
 
     import bpe
     import model
-    from experiments.induction import induction_measures, periodic, train_induction
+    from experiments.induction import induction_config, induction_measures, periodic, train_induction
     from experiments.recording import given, holder, interruptible, read_record, reading, stopped, writes
     from oneblock import numpy_model, sizes, training
+    from oneblock.config import seed_switch
     from oneblock.data import CORPUS_FILE, TOKENIZER_FILE
-    from oneblock.settings import MODEL, Settings
+    from oneblock.settings import Settings, model_config
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -52,7 +53,7 @@ FIGURES = ROOT / "docs" / "figures"
 POSITIONS_RECORD, DEPTH_RECORD = HERE / "positions.json", HERE / "depth.json"  # the experiments' records
 SCALING_RECORD = HERE / "scaling.json"
 TRACE = ROOT / "block-trace.json"  # the trace's record: the order test's two sentences
-TRAINED = MODEL["max_len"]  # 64: the positions positions.py's models train on
+TRAINED = Settings().max_len  # 64: the positions positions.py's models train on
 TUNE_SEED, TEST_SEED = 1001, 1002  # depth.py's seeds of the tuning and test sequences
 STYLE = {"learned": "tab:blue", "none": "tab:gray", "sinusoidal": "tab:orange", "rope": "tab:green"}  # a colour each
 SIZE_STYLE = {"1x1": "tab:gray", "1x4": "tab:purple", "2x1": "tab:blue", "2x4": "tab:red"}  # depth.py's sizes
@@ -140,10 +141,10 @@ def plot_loss_curves(history, floor, steps, out):
     return save(fig, out, "loss_curves.png")
 
 
-def plot_attention(params, tok, out):
+def plot_attention(params, config, tok, out):
     story = CORPUS_FILE.read_text(encoding="utf-8").split("\n", 1)[0]
     ids = tok.encode("\n" + story)  # (T,) the newline before it, as the model reads every story
-    _, cache = numpy_model.forward(params, np.array(ids))
+    _, cache = numpy_model.forward(params, np.array(ids), config)
     weights = np.array(cache["att"]["weights"])  # (T, T)
     labels = [label(tok.vocab[i]) for i in ids]
     fig, ax = subplots(figsize=(10, 9))
@@ -172,17 +173,19 @@ def plot_position_similarity(before, after, out):
     return save(fig, out, "position_similarity.png")
 
 
-def order_gaps(params, tok, use_positions, sentences):
+def order_gaps(params, config, tok, sentences):
     """The largest logit difference between the two sentences at each position, by model.py (whose exact sums give
-    a bag of tokens exactly the same last logits), rounded to 4 places, as the trace records them."""
-    a, b = (model.forward(params, tok.encode(text), use_positions)[0] for text in sentences)
+    a bag of tokens exactly the same last logits; told config's scheme by seed_switch), rounded to 4 places, as the
+    trace records them."""
+    a, b = (model.forward(params, tok.encode(text), seed_switch(config))[0] for text in sentences)
     return [round(max(abs(x - y) for x, y in zip(ra, rb)), 4) for ra, rb in zip(a, b)]
 
 
 def plot_order_test(with_positions, without_positions, tok, sentences, out):
+    """with_positions, without_positions: each (params as lists, its ModelConfig)."""
     a, b = tok.tokens(sentences[0]), tok.tokens(sentences[1])
-    gaps = {"learned positions": order_gaps(with_positions, tok, True, sentences),
-            "no positions": order_gaps(without_positions, tok, False, sentences)}
+    gaps = {"learned positions": order_gaps(*with_positions, tok, sentences),
+            "no positions": order_gaps(*without_positions, tok, sentences)}
     x = np.arange(len(a))
     fig, ax = subplots(figsize=(9, 4.5))
     for k, (name, values) in enumerate(gaps.items()):
@@ -354,13 +357,13 @@ def plot_depth(record, out):
     return save(fig, out, "depth_experiment.png")
 
 
-def plot_induction_heads(params, size, sequences, scores, out):
-    """Every head of a model of size on the first test sequence with a period of 6 to 9, each titled with its
-    scores on all the test sequences."""
+def plot_induction_heads(params, config, sequences, scores, out):
+    """Every head of a model (params, config) on the first test sequence with a period of 6 to 9, each titled with
+    its scores on all the test sequences."""
     ids, _, periods = sequences
     row = next(i for i, p in enumerate(periods) if 6 <= p <= 9)
-    _, cache = numpy_model.forward(params, ids[row], "learned", heads=size[1])
-    blocks, heads, p = size[0], size[1], int(periods[row])
+    _, cache = numpy_model.forward(params, ids[row], config)
+    blocks, heads, p = config.blocks, config.heads, int(periods[row])
     fig, axes = subplots(blocks, heads, figsize=(3.6 * heads, 3.8 * blocks), squeeze=False,
                              constrained_layout=True)
     for b in range(blocks):
@@ -378,10 +381,11 @@ def plot_induction_heads(params, size, sequences, scores, out):
                 ax.set_xlabel("key: position read")
             if h == 0:
                 ax.set_ylabel("query: position reading")
-    fig.suptitle(f"Every head of the {sizes.describe(*size)} model on one test sequence of period {p}: an induction"
-                 f" head reads the diagonals {p - 1}, {2 * p - 1}, {3 * p - 1}, ... below the main one\n(the tokens"
-                 f" after the current token's earlier occurrences), a previous-token head the diagonal just below"
-                 f" it; each title gives the head's mean scores on all {len(ids)} test sequences", fontsize=10)
+    fig.suptitle(f"Every head of the {sizes.describe(blocks, heads)} model on one test sequence of period {p}: an"
+                 f" induction head reads the diagonals {p - 1}, {2 * p - 1}, {3 * p - 1}, ... below the main one"
+                 f"\n(the tokens after the current token's earlier occurrences), a previous-token head the diagonal"
+                 f" just below it; each title gives the head's mean scores on all {len(ids)} test sequences",
+                 fontsize=10)
     return save(fig, out, "induction_heads.png")
 
 
@@ -541,28 +545,32 @@ def drawn(args, owned, staging, note):
 
     steps = {"steps": args.steps} if args.steps else {}
     print("1/3: train.py's default training (seed 3, learned positions)", flush=True)
-    run = training.train(Settings(eval_every=100, quiet=True, **steps))
+    learned_settings, none_settings = (Settings(eval_every=100, positions=scheme, quiet=True, **steps)
+                                       for scheme in ("learned", "none"))
+    run = training.train(learned_settings)
     learned, history = run.state["params"], run.history
+    config, config_none = model_config(learned_settings, run.data.vocab), model_config(none_settings, run.data.vocab)
     print("2/3: the same without positions, for the order test", flush=True)
-    without = training.train(Settings(eval_every=100, positions="none", quiet=True, **steps),
-                             data=run.data).state["params"]
-    start = numpy_model.init_params(run.data.vocab, MODEL["d"], MODEL["hidden"], MODEL["max_len"], 3)
+    without = training.train(none_settings, data=run.data).state["params"]
+    start = numpy_model.init_params(config, 3)
     print(f"3/3: the {sizes.describe(*HEADS_SIZE)} model on periodic sequences (lr {lr:g}), for its heads",
           flush=True)
     tuning = periodic(random.Random(TUNE_SEED), plan["tune_sequences"])
     copier, _ = train_induction(HEADS_SIZE, lr, 3, plan, tuning)
     test = periodic(random.Random(TEST_SEED), plan["test_sequences"])
-    measures, scores = induction_measures(copier, HEADS_SIZE[1], test)
+    copier_config = induction_config(HEADS_SIZE)
+    measures, scores = induction_measures(copier, copier_config, test)
     tok = bpe.Tokenizer.load(TOKENIZER_FILE)
     try:
         staged = [
             plot_loss_curves(history, run.data.val_floor, history[-1]["step"], staging),
-            plot_attention(learned, tok, staging),
+            plot_attention(learned, config, tok, staging),
             plot_position_similarity(start["pos_emb"], learned["pos_emb"], staging),
-            plot_order_test(numpy_model.to_lists(learned), numpy_model.to_lists(without), tok, sentences, staging),
+            plot_order_test((numpy_model.to_lists(learned), config), (numpy_model.to_lists(without), config_none), tok,
+                            sentences, staging),
             pictures[plot_experiment],
             pictures[plot_depth],
-            plot_induction_heads(copier, HEADS_SIZE, test, scores, staging),
+            plot_induction_heads(copier, copier_config, test, scores, staging),
             pictures[plot_scaling],
         ]
     except OSError as e:

@@ -46,12 +46,13 @@ with machine.needed_by("python3 -m experiments.positions"):
     import make_corpus
     from experiments.recording import (SPREAD_FILE, SPREAD_FORMAT, SPREAD_SEED, TUNE_STORIES, across_seeds,
                                        check_provenance, experiment_parser, field, first_difference, flags,
-                                       interruptible, last_probs, lr_values, need, parsed, provenance, reading,
-                                       recorded_settings, rerun_records, rerun_step, rounded, run_or_check,
-                                       spread_text, stopped, sweep_data, sweep_summary, sweep_text, table_row,
-                                       tolerance, trained, validation_loss, writes)
-    from oneblock import numpy_fast, numpy_model
-    from oneblock.settings import MODEL
+                                       last_probs, lr_values, need, parsed, provenance, reading, recorded_settings,
+                                       rerun_main, rounded, run_config, run_or_check, spread_text, sweep_data,
+                                       sweep_summary, sweep_text, table_row, tolerance, trained, validation_loss,
+                                       writes)
+    from oneblock import numpy_fast
+    from oneblock.config import SCHEMES  # learned, none, sinusoidal, rope
+    from oneblock.settings import Settings
 
 # ----------------------------------------------------------------------------------------------------------------
 # Settings
@@ -61,12 +62,11 @@ RECORD_FILE = HERE / "positions.json"
 SCRIPT = "python3 -m experiments.positions"  # this experiment's command, from the lab's folder
 RERUN_UNTIL = 1000  # the step --rerun stops at unless told
 FORMAT = "one-block positions experiment v3"  # the record's "format" field
-SCHEMES = numpy_model.SCHEMES  # learned, none, sinusoidal, rope
 FULL = {"seeds": [3, 4, 5, 6, 7], "train": {}}  # train.py's defaults, but the learning rate
 REDUCED = {"seeds": [3, 4], "train": {"steps": 150, "batch": 8, "warmup": 20}}  # --check: seconds
 SWEEP = {"lrs": [0.003, 0.01, 0.03], "tune_stories": TUNE_STORIES}  # peak learning rates; the stories that choose one
 WINDOW = 128  # tokens per extrapolation window: twice the 64 positions the models train on
-TRAINED = MODEL["max_len"]  # 64: the positions every run trains on, and the rows learned has
+TRAINED = Settings().max_len  # 64: the positions every run trains on, and the rows learned has
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -102,11 +102,11 @@ def probe_items(tok, val_texts):
     return inputs, answers, shapes
 
 
-def probe(params, scheme, items):
+def probe(params, config, items):
     """{"accuracy", "mean_probability", "accuracy_by_shape"}: the share of stories where the right name is the most
-    likely next token, and the mean probability it gets."""
+    likely next token, and the mean probability it gets, under the model of params and config."""
     inputs, answers, shapes = items
-    p = last_probs(params, inputs, scheme)  # (S, V)
+    p = last_probs(params, inputs, config)  # (S, V)
     answers = np.array(answers)  # (S,)
     right = p.argmax(axis=1) == answers  # (S,)
     by_shape = {shape: float(np.mean([r for r, s in zip(right, shapes) if s == shape]))
@@ -130,16 +130,17 @@ def windows(tok, val_texts, length):
     return stream[starts], stream[starts + 1]
 
 
-def loss_by_position(params, scheme, inputs, targets):
-    """The mean -log p of the target at each position over the windows, (T,) float64; for learned only the first
-    64 positions, after recording that the model refuses the whole window. Returns (losses, refusal or None)."""
+def loss_by_position(params, config, inputs, targets):
+    """The mean -log p of the target at each position over the windows, (T,) float64, under the model of params
+    and config; for learned only the first 64 positions, after recording that the model refuses the whole window.
+    Returns (losses, refusal or None)."""
     refusal = None
     try:
-        numpy_fast.forward(params, inputs[:1], scheme)
+        numpy_fast.forward(params, inputs[:1], config)
     except ValueError as e:  # learned: no row past 64
         refusal = str(e)
         inputs, targets = inputs[:, :TRAINED], targets[:, :TRAINED]
-    logits, _ = numpy_fast.forward(params, inputs, scheme)  # (W, T, V)
+    logits, _ = numpy_fast.forward(params, inputs, config)  # (W, T, V)
     logits = np.asarray(logits, dtype=np.float64)
     top = logits.max(axis=2, keepdims=True)  # (W, T, 1)
     log_z = np.log(np.exp(logits - top).sum(axis=2)) + top[:, :, 0]  # (W, T)
@@ -177,12 +178,13 @@ def run_experiment(plan, report=print):
         for lr in SWEEP["lrs"]:
             for seed in plan["seeds"]:
                 t0 = time.perf_counter()
-                params, history = trained({**plan["train"], **lr_values(lr), "positions": scheme, "seed": seed},
-                                          data=tuning)
-                by_position, refusal = loss_by_position(params, scheme, inputs, targets)
+                values = {**plan["train"], **lr_values(lr), "positions": scheme, "seed": seed}
+                params, history = trained(values, data=tuning)
+                config = run_config(values, full.vocab)
+                by_position, refusal = loss_by_position(params, config, inputs, targets)
                 run = rounded({"lr": lr, "seed": seed, "tune": history[-1]["val"],
                                "tune_curve": [[h["step"], h["val"]] for h in history],
-                               "val": validation_loss(params, full, scheme), "probe": probe(params, scheme, items),
+                               "val": validation_loss(params, full, config), "probe": probe(params, config, items),
                                "loss_by_position": by_position.tolist(), "refusal": refusal})
                 runs[scheme].append(run)
                 report(f"{scheme:>10} lr {lr:<6g} seed {seed}: tune {run['tune']:.4f} | val {run['val']:.4f} |"
@@ -351,37 +353,21 @@ def main(argv=None):
                              " chose for the scheme)")
     args = parsed(parser, argv, until=RERUN_UNTIL, lr=None)
     if args.rerun is not None:
-        return main_rerun(parser, args)
+        spread = (SPREAD_FILE, SPREAD_FORMAT, writes("python3 -m experiments.spread", SPREAD_FILE))
+        return rerun_main(parser, args, SCRIPT, (RECORD_FILE, FORMAT), rerun_cell, rerun, also=[spread])
     return run_or_check(sys.modules[__name__], args, argv)
 
 
-def main_rerun(parser, args):
-    """positions.py --rerun: read the records and check the arguments against them before training, then rerun the
-    cell; a record that cannot be read, or lacks what the rerun reads, is one line and exit 2."""
-    machine.use_threads(1, SCRIPT)  # as the record was made
-    script = writes(SCRIPT, RECORD_FILE)
-    records = rerun_records([(RECORD_FILE, FORMAT, script),
-                             (SPREAD_FILE, SPREAD_FORMAT, writes("python3 -m experiments.spread", SPREAD_FILE))])
-    if records is None:
-        return 2
-    record, kernel_spread = records
-    try:
-        with reading(RECORD_FILE, script, also=(ValueError,)):
-            lr = record["schemes"][args.rerun]["sweep"]["chosen"] if args.lr is None else args.lr
-            if lr not in record["settings"]["sweep"]["lrs"]:
-                parser.error(f"--lr {args.lr:g}: {RECORD_FILE.name} has the learning rates"
-                             f" {record['settings']['sweep']['lrs']}")
-            until = rerun_step(parser, args.until, record["runs"][args.rerun][0]["tune_curve"], args.seed,
-                               record["settings"]["seeds"], RECORD_FILE.name)
-        with interruptible():
-            ok, line = rerun(record, kernel_spread, args.rerun, args.seed, until, lr)
-    except ValueError as e:
-        print(f"error: --rerun: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt as e:
-        return stopped(e, None)
-    print(line)
-    return 0 if ok else 1
+def rerun_cell(parser, args, records):
+    """The cell positions.py --rerun trains, its arguments checked against the records (recording.rerun_main):
+    rerun's scheme and learning rate (the record's choice unless --lr is given), and the tuning curve whose steps
+    --until may name."""
+    record = records[0]
+    lr = record["schemes"][args.rerun]["sweep"]["chosen"] if args.lr is None else args.lr
+    if lr not in record["settings"]["sweep"]["lrs"]:
+        parser.error(f"--lr {args.lr:g}: {RECORD_FILE.name} has the learning rates"
+                     f" {record['settings']['sweep']['lrs']}")
+    return {"scheme": args.rerun, "lr": lr}, record["runs"][args.rerun][0]["tune_curve"]
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ import numpy as np
 from atomic import hold, kind_of, path_problem, read_whole, remove_leftovers, write_atomic
 from oneblock import checkpoint
 from oneblock import data as data_files, floor, machine, numpy_fast, training
-from oneblock.settings import TRAINING_SETTINGS, Settings, checked
+from oneblock.settings import TRAINING_SETTINGS, Settings, checked, model_config
 
 TUNE_STORIES = 300  # the last training stories, held out of every sweep's training to choose its learning rate
 
@@ -65,6 +65,15 @@ def trained(values, data=None, until=None):
     if run.failure is not None:
         raise RuntimeError(run.failure[0])
     return run.state["params"], run.history
+
+
+def run_config(values, vocab):
+    """The ModelConfig of the model that training with the settings values trains, over vocab tokens.
+
+    >>> run_config({"blocks": 2, "positions": "rope"}, 96).describe()
+    '2 blocks x 1 head, width 16, rope positions'
+    """
+    return model_config(checked(Settings(**values)), vocab)
 
 
 def recorded_settings(values):
@@ -98,10 +107,10 @@ def sweep_data(values, tune_stories):
     return tuning, full
 
 
-def validation_loss(params, data, positions, heads=1):
-    """The validation loss of trained weights as train.py computes it (each validation story of data from its
-    start), through numpy_fast.py."""
-    loss = partial(numpy_fast.sequence_loss, positions=positions, heads=heads)
+def validation_loss(params, data, config):
+    """The validation loss of trained weights (of the model config describes) as train.py computes it (each
+    validation story of data from its start), through numpy_fast.py."""
+    loss = partial(numpy_fast.sequence_loss, config=config)
     return training.story_nats(loss, params, data.val_ids) / data.val_tokens
 
 
@@ -134,13 +143,13 @@ def sweep_summary(runs, lrs, measures):
 # Measures
 
 
-def last_probs(params, inputs, scheme, heads=1):
-    """The next-token probabilities (len(inputs), V) at the last position of each input, in float64; inputs of
-    equal length go through the model as one batch."""
-    out = np.empty((len(inputs), params["tok_emb"].shape[0]))  # (S, V)
+def last_probs(params, inputs, config):
+    """The next-token probabilities (len(inputs), V) at the last position of each input, in float64, of the model
+    of params and config; inputs of equal length go through the model as one batch."""
+    out = np.empty((len(inputs), config.vocab))  # (S, V)
     for n in sorted({len(ids) for ids in inputs}):
         rows = [i for i, ids in enumerate(inputs) if len(ids) == n]
-        logits, _ = numpy_fast.forward(params, np.array([inputs[i] for i in rows]), scheme, heads=heads)  # (b, n, V)
+        logits, _ = numpy_fast.forward(params, np.array([inputs[i] for i in rows]), config)  # (b, n, V)
         last = np.asarray(logits[:, -1], dtype=np.float64)  # (b, V)
         last -= last.max(axis=1, keepdims=True)
         p = np.exp(last)  # (b, V)
@@ -331,7 +340,7 @@ def json_text(record):
 
 MOST_RECORD = 16 * 2**20  # bytes: the most read as a record (the committed ones are 20 to 140 KB)
 OUT_FOLDER = Path("out")  # where a full run writes its record unless --out names a path: train.py's folder
-RERUN_SEED = 3  # --rerun's default seed: train.py's
+RERUN_SEED = Settings.seed  # --rerun's default seed: train.py's, 3
 
 
 def command(experiment):
@@ -400,8 +409,9 @@ def experiment_parser(description, record, reduced, rerun, until=None):
 def parsed(parser, argv, **rerun):
     """The arguments of an experiment's command line (argv, or sys.argv), checked as a whole before anything runs:
     at most one of --check, --rerun and --table; no option of --rerun without --rerun (it would be ignored: in a
-    full run, the whole experiment run instead); no --out where nothing is written. rerun: the options that only --rerun reads besides --seed and --until, each with its default (and
-    --until's, when it has one), filled in where not given."""
+    full run, the whole experiment run instead); no --out where nothing is written. rerun: the options that only
+    --rerun reads besides --seed and --until, each with its default (and --until's, when it has one), filled in
+    where not given."""
     args = parser.parse_args(argv)
     modes = [flag for flag, on in (("--check", args.check), ("--rerun", args.rerun is not None),
                                    ("--table", args.table)) if on]
@@ -802,3 +812,32 @@ def rerun_step(parser, until, curve, seed, seeds, name):
         parser.error(f"--until {until}: expected a step of the recorded tuning curves, {steps[0]} to {steps[-1]} in"
                      f" steps of {steps[1] - steps[0]}")
     return until
+
+
+def rerun_main(parser, args, script, record, cell, rerun, also=()):
+    """The body of an experiment's --rerun: read its record (record: its path and format; also: the other records
+    its rerun reads, (path, format, the command that writes it) triples) whole, check the arguments against them
+    before any training, then train the cell again and print the verdict's line. What differs from one experiment
+    to another is given: script, its command; cell(parser, args, records), which reads the records (the
+    experiment's first) and returns (rerun's keyword arguments besides seed and until, the recorded tuning curve
+    whose steps --until may name), a bad argument being parser.error; and rerun(*records, seed, until, **those), which
+    trains and returns (ok, one line). A record that cannot be read, or lacks what the rerun reads, is one line and
+    exit 2; the exit status is else 0 for OK and 1 for NOT OK."""
+    machine.use_threads(1, script)  # as the record was made
+    path, writer = record[0], writes(script, record[0])
+    records = rerun_records([(*record, writer), *also])
+    if records is None:
+        return 2
+    try:
+        with reading(path, writer, also=(ValueError,)):
+            arguments, curve = cell(parser, args, records)
+            until = rerun_step(parser, args.until, curve, args.seed, records[0]["settings"]["seeds"], path.name)
+        with interruptible():
+            ok, line = rerun(*records, seed=args.seed, until=until, **arguments)
+    except ValueError as e:
+        print(f"error: --rerun: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as e:
+        return stopped(e, None)
+    print(line)
+    return 0 if ok else 1

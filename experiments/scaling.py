@@ -55,11 +55,11 @@ with machine.needed_by("python3 -m experiments.scaling"):
     import bpe
     from experiments import chains
     from experiments.recording import (across_seeds, check_provenance, experiment_parser, field, first_difference,
-                                       interruptible, need, parsed, provenance, reading, rerun_records, rerun_step,
-                                       rerun_verdict, rounded, run_or_check, stopped, table_row, trained, writes)
+                                       need, parsed, provenance, reading, rerun_main, rerun_verdict, rounded,
+                                       run_or_check, table_row, trained, writes)
     from oneblock import numpy_fast, sizes
     from oneblock.data import TOKENIZER_FILE
-    from oneblock.settings import MODEL
+    from oneblock.settings import Settings, model_config
 
 # ----------------------------------------------------------------------------------------------------------------
 # Settings
@@ -68,7 +68,7 @@ HERE = Path(__file__).resolve().parent
 RECORD_FILE = HERE / "scaling.json"
 SCRIPT = "python3 -m experiments.scaling"  # this experiment's command, from the lab's folder
 FORMAT = "scaling experiment v1"  # the record's "format" field
-VOCAB, T = 96, MODEL["max_len"]  # the tokenizer's tokens; the window of every run, 64 tokens
+VOCAB, T = 96, Settings().max_len  # the tokenizer's tokens; the window of every run, 64 tokens (train.py's)
 FULL = {  # the recorded grid: about half an hour of one core
     "sizes": [[8, 1], [16, 1], [16, 2], [32, 1], [32, 2], [64, 1], [64, 2]],  # [width, blocks]
     "budgets": [10_000_000_000 * 2 ** k for k in range(7)],  # FLOPs of a run: 10 to 640 GFLOP
@@ -97,13 +97,24 @@ def name_of(size):
     return f"{size[0]}x{size[1]}"
 
 
+def size_config(size):
+    """The ModelConfig of a size [width, blocks]: train.py's model of that width (4 d hidden units, one head, learned
+    positions) and blocks, over the VOCAB tokens.
+
+    >>> size_config([64, 2]).describe(), size_config([64, 2]).hidden
+    ('2 blocks x 1 head, width 64, learned positions', 256)
+    """
+    return model_config(Settings(width=size[0], blocks=size[1]), VOCAB)
+
+
 def flops_per_token(size):
     """A size's FLOPs per training token (sizes.flops_per_token, 4 d hidden units, 64 positions).
 
     >>> flops_per_token([16, 1])
     39936
     """
-    return sizes.flops_per_token(VOCAB, size[0], 4 * size[0], size[1], T)
+    config = size_config(size)
+    return sizes.flops_per_token(config.vocab, config.d, config.hidden, config.blocks, T)
 
 
 def parameters(size):
@@ -112,7 +123,8 @@ def parameters(size):
     >>> parameters([8, 1]), parameters([64, 2])
     (856, 99584)
     """
-    return sizes.non_embedding_parameters(size[0], 4 * size[0], size[1])
+    config = size_config(size)
+    return sizes.non_embedding_parameters(config.d, config.hidden, config.blocks)
 
 
 def steps_for(size, budget, batch):
@@ -178,14 +190,14 @@ def held_keys(seed, count):
     return {story_key(chains.draw(rng)) for _ in range(count)}
 
 
-def story_nats(params, heads, stories):
-    """Each story's -log p in nats under the model (float64), predicting its tokens after the first; stories of
-    equal length go through numpy_fast.forward as one batch."""
+def story_nats(params, config, stories):
+    """Each story's -log p in nats under the model of params and config (float64), predicting its tokens after the
+    first; stories of equal length go through numpy_fast.forward as one batch."""
     out = np.empty(len(stories))  # (S,)
     for n in sorted({len(ids) for ids in stories}):
         rows = [i for i, ids in enumerate(stories) if len(ids) == n]
         batch = np.array([stories[i] for i in rows])  # (b, n)
-        logits, _ = numpy_fast.forward(params, batch[:, :-1], "learned", heads=heads)  # (b, n - 1, V)
+        logits, _ = numpy_fast.forward(params, batch[:, :-1], config)  # (b, n - 1, V)
         z = np.asarray(logits, dtype=np.float64)  # (b, n - 1, V)
         z -= z.max(axis=2, keepdims=True)
         logp = z - np.log(np.exp(z).sum(axis=2, keepdims=True))  # (b, n - 1, V)
@@ -236,10 +248,10 @@ def run_cell(plan, size, budget, lr, seed, data):
                             "seconds": round(time.perf_counter() - t0, 1)})
 
 
-def validate(run, params, validation):
-    """The run with its validation loss and that loss's standard error, from the weights it trained; validation:
-    (stories, their tokens each)."""
-    val, error = mean_and_error(story_nats(params, 1, validation[0]), validation[1])
+def validate(run, params, config, validation):
+    """The run with its validation loss and that loss's standard error, from the weights it trained (of the model
+    config describes); validation: (stories, their tokens each)."""
+    val, error = mean_and_error(story_nats(params, config, validation[0]), validation[1])
     return {**run, "val": rounded(val), "val_error": rounded(error)}
 
 
@@ -286,7 +298,7 @@ def run_experiment(plan, report=print):
             best = min(range(len(trials)), key=lambda k: trials[k][1]["tune"])  # the first of equal ones
             chosen[name_of(size), budget] = trials[best][1]["lr"]
             for k, (params, run) in enumerate(trials):
-                run = validate(run, params, val_each) if k == best else run
+                run = validate(run, params, size_config(size), val_each) if k == best else run
                 runs.append(run)
                 val = (f"val {run['val']:.4f} ± {run['val_error']:.4f} (floor {validation[2]:.4f})" if k == best
                        else "not chosen")
@@ -645,41 +657,23 @@ def main(argv=None):
                         help=f"the compute budget of --rerun in FLOPs (default: {FULL['budgets'][0]})")
     args = parsed(parser, argv, budget=FULL["budgets"][0])
     if args.rerun is not None:
-        return main_rerun(parser, args)
+        return rerun_main(parser, args, SCRIPT, (RECORD_FILE, FORMAT), rerun_cell, rerun)
     return run_or_check(sys.modules[__name__], args, argv)
 
 
-def main_rerun(parser, args):
-    """scaling.py --rerun: read the record and check the arguments against it before training, then rerun the
-    cell; a record that cannot be read, or lacks what the rerun reads, is one line and exit 2."""
-    machine.use_threads(1, SCRIPT)  # as the record was made
-    script = writes(SCRIPT, RECORD_FILE)
-    records = rerun_records([(RECORD_FILE, FORMAT, script)])
-    if records is None:
-        return 2
+def rerun_cell(parser, args, records):
+    """The cell scaling.py --rerun trains, its arguments checked against the record (recording.rerun_main): rerun's
+    size and budget, and the tuning curve whose steps --until may name (that of the rate the record chose)."""
     record = records[0]
-    try:
-        with reading(RECORD_FILE, script, also=(ValueError,)):
-            cells = field(record["cells"], "an object", "cells")
-            if args.rerun not in cells:
-                parser.error(f"--rerun {args.rerun}: {RECORD_FILE.name} has the sizes {', '.join(cells)}"
-                             f" (width x blocks)")
-            if str(args.budget) not in field(cells[args.rerun], "an object", f"cells.{args.rerun}"):
-                parser.error(f"--budget {args.budget}: {RECORD_FILE.name} has the budgets"
-                             f" {', '.join(map(str, record['settings']['budgets']))}")
-            lr = cells[args.rerun][str(args.budget)]["lr"]
-            run = next(r for r in record["runs"] if (r["size"], r["budget"], r["lr"]) == (args.rerun, args.budget, lr))
-            until = rerun_step(parser, args.until, run["tune_curve"], args.seed, record["settings"]["seeds"],
-                               RECORD_FILE.name)
-        with interruptible():
-            ok, line = rerun(record, args.rerun, args.budget, args.seed, until)
-    except ValueError as e:
-        print(f"error: --rerun: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt as e:
-        return stopped(e, None)
-    print(line)
-    return 0 if ok else 1
+    cells = field(record["cells"], "an object", "cells")
+    if args.rerun not in cells:
+        parser.error(f"--rerun {args.rerun}: {RECORD_FILE.name} has the sizes {', '.join(cells)} (width x blocks)")
+    if str(args.budget) not in field(cells[args.rerun], "an object", f"cells.{args.rerun}"):
+        parser.error(f"--budget {args.budget}: {RECORD_FILE.name} has the budgets"
+                     f" {', '.join(map(str, record['settings']['budgets']))}")
+    lr = cells[args.rerun][str(args.budget)]["lr"]
+    run = next(r for r in record["runs"] if (r["size"], r["budget"], r["lr"]) == (args.rerun, args.budget, lr))
+    return {"size": args.rerun, "budget": args.budget}, run["tune_curve"]
 
 
 if __name__ == "__main__":

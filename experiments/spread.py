@@ -33,7 +33,8 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from oneblock import machine
-from oneblock.settings import SCHEMES
+from oneblock.config import SCHEMES
+from oneblock.settings import Settings
 
 with machine.needed_by("python3 -m experiments.spread"):
     from experiments.recording import (OUT_FOLDER, SPREAD_FILE as RECORD_FILE, SPREAD_FORMAT as FORMAT,
@@ -115,7 +116,8 @@ def main(argv=None):
                                                  " the validation loss moves.", allow_abbrev=False)
     parser.add_argument("--schemes", default=",".join(SCHEMES), type=given(f"schemes from {', '.join(SCHEMES)}"),
                         help=f"comma-separated, each once, from {', '.join(SCHEMES)} (default: all)")
-    parser.add_argument("--steps", type=int, default=None, help="training steps (default: train.py's, 12000)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help=f"training steps (default: train.py's, {Settings.steps})")
     parser.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                         help="train.py's --dtype (default: %(default)s)")
     parser.add_argument("--out", default=None, metavar="PATH", type=given("a file path"),

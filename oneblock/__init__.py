@@ -1,6 +1,7 @@
 """The library that every command, experiment and benchmark of this lab shares (model.py, the seed's reference,
 and the other files of the seed's lab stay at the root, standard library only, as the seed ships them):
 
+    config        ModelConfig: the one description of a model (sizes, blocks, heads, scheme) beside its weights
     numpy_model   the batched NumPy mirror of model.py, each layer as its formula; any blocks, heads and positions
     numpy_fast    the same maths tuned for a training loop: every array of a step in one Workspace
     torch_model   an independent PyTorch twin, for cross-checks and export
@@ -8,7 +9,8 @@ and the other files of the seed's lab stay at the root, standard library only, a
     settings      the settings of a training run, as plain values, checked in one place
     data          what a run reads: the stories or a text of your own, split, with its tokenizer and floors
     training      the step, the loop and train(settings): a model trained from plain values
-    checkpoint    safetensors checkpoints, written and read with the standard library, every field checked
+    tensorfile    the safetensors container, written and read with the standard library
+    checkpoint    training checkpoints in it: weights, Adam, the sampler's state and metadata, every field checked
     sampling      text from a trained model, one token at a time
     export        what the browser explorer reads, exported beside its page
     server        the explorer's web server: one folder's regular files, on 127.0.0.1 only

@@ -1,413 +1,57 @@
-"""Checkpoints in the safetensors format, written and read with the standard library only.
+"""The training checkpoint of this model, in the safetensors container of tensorfile.py (standard library only):
+what it holds, `save_checkpoint`, and `load_checkpoint`, which refuses a bad file with a message naming the problem
+(explorer/checkpoint.js gives the page the same checks, message for message).
 
-A safetensors file is three parts:
-    8 bytes   N, the length of the header, an unsigned little-endian 64-bit integer
-    N bytes   the header: UTF-8 JSON starting with "{", padded with spaces at the end (here to a multiple of 8, so
-              every tensor starts 8-byte aligned). It maps each tensor name to {"dtype", "shape", "data_offsets":
-              [begin, end]}, offsets into the data part; the optional key "__metadata__" maps strings to strings.
-    the rest  the data: every tensor's values, little-endian, row-major, one after another with no gaps.
-So `safetensors.numpy.load_file` and `safetensors.torch.load_file` read what `save_file` writes, and the reference
-model can load a checkpoint without NumPy.
-
-Here a tensor is a plain triple (dtype, shape, values): dtype a safetensors name ("F32", "F64" or "I64"), shape a
-tuple of ints, values a flat sequence of numbers in row-major order (a list, or the array.array that reading gives).
-
-    >>> raw = encode({"w": ("F32", (2, 2), [1.0, 2.0, 3.0, 4.0])}, {"note": "hi"})
-    >>> tensors, meta = decode(raw)
-    >>> tensors["w"][0], tensors["w"][1], tensors["w"][2].tolist(), meta["note"]
-    ('F32', (2, 2), [1.0, 2.0, 3.0, 4.0], 'hi')
-
-The second half of the file is the training checkpoint built on that container: which tensors and metadata a
-checkpoint of this model holds, and `load_checkpoint`, which rejects a bad file with a message naming the problem.
 Its tensors are every parameter (F32 or F64, one dtype for all, named as sizes.py names them), "adam_m.NAME" and
 "adam_v.NAME" (Adam's moments, of the same dtype and shapes), "adam_step" (I64, the steps taken) and "rng_state"
 (I64, 625 numbers: the batch sampler's Mersenne Twister state). Its metadata strings are
 
-    format, format_version   "one-block checkpoint"; "1" for one block and one head, whose sizes are all in the
-                             tensors' shapes (its bytes are what they were before models could grow), "2" for a grown
-                             model, whose config has blocks and heads
-    config                   a JSON object: vocab, d, hidden, max_len, use_positions, positions (absent in files
-                             from before the position schemes) and, in version 2 only, blocks and heads
-    training                 a JSON object of the run's settings (train.py's, or the explorer page's), see
-                             TRAINING_RULES; a file of your own text has at least val_fraction and seq_len
+    format, format_version   "one-block checkpoint"; "1" for one block and one head (its bytes are what they were
+                             before models could grow), "2" for a grown model, whose config has blocks and heads
+    config                   the ModelConfig as JSON (to_json): vocab, d, hidden, max_len, model.py's switch,
+                             positions (absent in files from before the schemes), in version 2 blocks and heads
+    training                 the run's settings (train.py's, or the explorer page's), held to TRAINING_RULES
     tokenizer_sha256         the SHA-256 of the tokenizer.json its token IDs belong to
-    data_sha256              the SHA-256 of the data part: a file without it is refused (it cannot show its data
-                             is whole)
-    metadata_sha256          version 2 (required): the SHA-256 of every other metadata entry but data_sha256, as
-                             metadata_digest writes them, so that a changed size no tensor shows (heads) is caught
+    data_sha256              the SHA-256 of the data part: a file without it cannot show its data is whole
+    metadata_sha256          version 2 (required): the SHA-256 of the rest of the metadata (metadata_digest), so
+                             that a changed size no tensor shows (heads) is caught
     corpus_sha256, val_loss, floor_nats_per_token, val_floor_nats_per_token   the stories' hash, and finite numbers
                              of nats, at least 0, in digits (as repr writes a float)
     text, text_sha256, split, tokenizer   a model of your own text (train.py --data): all four, or none
     explorer_source          the explorer page's downloads say where their weights came from
 
-and `check_checkpoint` checks each of them, in one place. A version 1 file's metadata has no hash of its own: its
-sizes are all in its tensors' shapes, but a changed val_loss goes unnoticed there, and so would use_positions and
-positions changed together (one of them alone is caught: they must agree).
+and `check_checkpoint` checks each of them, in one place. A version 1 file's metadata has no hash of its own: a
+changed val_loss goes unnoticed there, and so would model.py's switch and the scheme changed together.
+
+    >>> shapes = dict(each_expected(ModelConfig(96, 16, 64, 64)))
+    >>> len(shapes), shapes["adam_v.W1"], shapes[STEP], sum(math.prod(shape) for shape in shapes.values())
+    (56, (16, 64), (), 22946)
 """
 
-import array
-import hashlib
 import itertools
 import json
 import math
-import os
-import random
 import re
-import stat
-import sys
-from pathlib import Path
 
-from atomic import read_whole, write_atomic
+import bpe
 import model
-from oneblock import machine, sizes
+from oneblock import settings, sizes
+from oneblock.config import GROWN_KEYS, GROWN_VERSION, ONE_BLOCK_VERSION, SCHEMES, SIZE_KEYS, SWITCH_KEY, ModelConfig
+from oneblock.config import said, seed_switch
+from oneblock.tensorfile import (DATA_HASH_KEY, MAX_DIGITS, METADATA_HASH_KEY, RNG_STATE_LEN, as_lists, decode,
+                                 metadata_digest, parse_json, read_bytes, rng_from_tensor, rng_tensor, save_file,
+                                 sha256_file, sha256_text)
+from oneblock.tensorfile import (DTYPES, HEADER_ALIGN, LIST_NUMBER_BYTES, MAX_HEADER, encode, flat,  # noqa: F401
+                                 load_file, nested)  # noqa: F401 (the container's names, read as checkpoint.NAME)
 
 # ----------------------------------------------------------------------------------------------------------------
-# The safetensors container
-
-DTYPES = {"F32": "f", "F64": "d", "I64": "q"}  # safetensors dtype -> array.array typecode (4, 8 and 8 bytes)
-HEADER_ALIGN = 8  # the header is padded with spaces to a multiple of this, as the safetensors library does
-MAX_HEADER = 100 * 1024 * 1024  # a longer header means a corrupt file (the safetensors library has the same limit)
-DATA_HASH_KEY = "data_sha256"  # metadata key: SHA-256 of the data part, checked on reading to catch corrupt bytes
-MAX_DIGITS = 4300  # the longest whole number read from JSON: Python's own default limit (since 3.11, 3.10.7)
-MAX_RANK = 64  # the most dimensions a tensor may have (NumPy's own limit; the lab writes 0, 1 or 2)
-READ_COST = 2  # reading a file holds its bytes and the arrays decoded from them: about twice its size in memory
-
-
-def _packed(dtype, values):
-    """The little-endian bytes of a flat sequence of numbers as dtype.
-
-    >>> _packed("I64", [1, 2]).hex()
-    '01000000000000000200000000000000'
-    """
-    a = array.array(DTYPES[dtype], values)
-    if sys.byteorder == "big":
-        a.byteswap()
-    return a.tobytes()
-
-
-def _unpacked(dtype, raw):
-    """A flat array.array of the numbers in little-endian bytes raw.
-
-    >>> _unpacked("F64", bytes(8)).tolist()
-    [0.0]
-    """
-    a = array.array(DTYPES[dtype])
-    a.frombytes(raw)
-    if sys.byteorder == "big":
-        a.byteswap()
-    return a
-
-
-def encode(tensors, metadata=None):
-    """The bytes of a safetensors file holding tensors {name: (dtype, shape, values)} in the given order.
-
-    metadata (str -> str) goes into "__metadata__", with DATA_HASH_KEY added.
-
-    >>> raw = encode({"s": ("I64", (), [7])})
-    >>> int.from_bytes(raw[:8], "little") % 8, raw[8:9], len(raw) % 8
-    (0, b'{', 0)
-    """
-    metadata = dict(metadata or {})
-    for key, value in metadata.items():
-        if not isinstance(key, str) or not isinstance(value, str):
-            raise ValueError(f"metadata must map strings to strings; got {key!r}: {value!r}")
-    if DATA_HASH_KEY in metadata:
-        raise ValueError(f"metadata key {DATA_HASH_KEY!r} is reserved: encode adds it")
-    header, chunks, offset = {}, [], 0
-    for name, (dtype, shape, values) in tensors.items():
-        if name == "__metadata__" or not isinstance(name, str) or not name:
-            raise ValueError(f"tensor name {name!r} is not allowed; expected a non-empty string other than"
-                             f" '__metadata__'")
-        if dtype not in DTYPES:
-            raise ValueError(f"tensor {name!r} has dtype {dtype!r}; expected one of {sorted(DTYPES)}")
-        shape = tuple(shape)
-        if any(type(n) is not int or n < 0 for n in shape):
-            raise ValueError(f"tensor {name!r} has shape {shape}; expected a tuple of non-negative ints")
-        if len(values) != math.prod(shape):
-            raise ValueError(f"tensor {name!r} has {len(values)} values but shape {shape} needs {math.prod(shape)}")
-        raw = _packed(dtype, values)
-        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + len(raw)]}
-        chunks.append(raw)
-        offset += len(raw)
-    data = b"".join(chunks)
-    metadata[DATA_HASH_KEY] = hashlib.sha256(data).hexdigest()
-    text = json.dumps({"__metadata__": metadata, **header}, separators=(",", ":")).encode("utf-8")
-    text += b" " * (-(8 + len(text)) % HEADER_ALIGN)  # so that the data starts at a multiple of 8
-    return len(text).to_bytes(8, "little") + text + data
-
-
-def said(value, most=80):
-    """repr(value) for a message, cut to most characters: what a file holds may be any length.
-
-    >>> said("heads"), said("x" * 100, 10)
-    ("'heads'", "'xxxxxx...")
-    """
-    if isinstance(value, (list, tuple)) and len(value) > most:  # (the first items begin the same text)
-        value = value[:most]
-    text = repr(value)
-    return text if len(text) <= most else text[:most - 3] + "..."
-
-
-def _no_duplicates(pairs):
-    """object_pairs_hook for json.loads: a dict, but a key that occurs twice is an error (safetensors forbids it)."""
-    out = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"has the key {said(key)} twice")
-        out[key] = value
-    return out
-
-
-def _whole_number(text):
-    """parse_int for json.loads: the int, or a ValueError past MAX_DIGITS digits (where Python's own message would
-    be about lifting its limit)."""
-    digits = len(text.lstrip("-"))
-    if digits > MAX_DIGITS:
-        raise ValueError(f"has a number of {digits:,} digits, more than the {MAX_DIGITS:,} Python reads")
-    return int(text)
-
-
-def _may_hold_long_numbers(text):
-    """Whether text may hold a whole number of more than MAX_DIGITS digits. Such a run of digits covers one of the
-    stretches of half that length that start at a multiple of it, so only those are looked at: a few thousand
-    slices of a long header, where a search for the run itself would try every digit.
-
-    >>> _may_hold_long_numbers("[1, 2]"), _may_hold_long_numbers(" " + "7" * (MAX_DIGITS + 1))
-    (False, True)
-    """
-    half = (MAX_DIGITS + 1) // 2
-    return any(text[i:i + half].isdigit() for i in range(0, len(text), half))
-
-
-def parse_json(text, what):
-    """The value of the JSON text; a ValueError that starts with what when it is not JSON, repeats a key in an
-    object, holds a whole number too long to read, or nests deeper than Python's JSON reader goes (a RecursionError
-    there).
-
-    >>> parse_json('{"a": [1, 2.5]}', "the header")
-    {'a': [1, 2.5]}
-    >>> parse_json("[" * 5000 + "]" * 5000, "metadata config")
-    Traceback (most recent call last):
-    ...
-    ValueError: metadata config nests deeper than Python's JSON reader goes (maximum recursion depth exceeded ...)
-    """
-    hook = _whole_number if _may_hold_long_numbers(text) else None  # (a call for every number: only when needed)
-    try:
-        return json.loads(text, object_pairs_hook=_no_duplicates, parse_int=hook)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{what} is not valid JSON ({e.msg} at character {e.pos})") from None
-    except RecursionError as e:
-        raise ValueError(f"{what} nests deeper than Python's JSON reader goes ({e})") from None
-    except ValueError as e:  # from the two hooks
-        raise ValueError(f"{what} {e}") from None
-
-
-def _is_text(s):
-    """Whether a string decoded from JSON is text that can be written as UTF-8: JSON can spell half of a character
-    (a lone surrogate such as \\ud800), which no file name or tokenizer holds.
-
-    >>> _is_text("Zoë"), _is_text("\\ud800")
-    (True, False)
-    """
-    try:
-        s.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _count(shape, most):
-    """The number of values of a tensor of this shape (the product of its sizes), or None once it is past most: the
-    product stops growing there, so that a shape of a million twos costs a million small multiplications, not one
-    number of a million bits.
-
-    >>> _count([2, 3], 100), _count([], 100), _count([10 ** 30, 0], 100), _count([2] * 1000, 100)
-    (6, 1, 0, None)
-    """
-    if 0 in shape:
-        return 0
-    count = 1
-    for size in shape:
-        count *= size
-        if count > most:
-            return None
-    return count
-
-
-def decode(raw):
-    """(tensors, metadata) from the bytes of a safetensors file; anything malformed is a ValueError naming it.
-
-    Checked: the header's length and JSON, every tensor's dtype, shape (at most MAX_RANK sizes, whose product must
-    fit in the data) and byte range, that the ranges tile the data part exactly (no gaps, no overlaps, nothing after),
-    and the data's SHA-256 when the metadata records one.
-
-    >>> decode(encode({"x": ("F64", (1,), [0.5])}))[0]["x"][2].tolist()
-    [0.5]
-    >>> decode(b"\\x10\\x00")
-    Traceback (most recent call last):
-    ...
-    ValueError: the file is 2 bytes, shorter than the 8-byte header length: it is truncated or not a safetensors file
-    """
-    raw = memoryview(raw)
-    if len(raw) < 8:
-        raise ValueError(f"the file is {len(raw)} bytes, shorter than the 8-byte header length:"
-                         f" it is truncated or not a safetensors file")
-    n = int.from_bytes(raw[:8], "little")
-    if n > MAX_HEADER:
-        raise ValueError(f"the header length reads {n} bytes, more than the {MAX_HEADER} allowed:"
-                         f" the file is corrupt or not a safetensors file")
-    if 8 + n > len(raw):
-        raise ValueError(f"the header length reads {n} bytes but only {len(raw) - 8} follow: the file is truncated")
-    text = bytes(raw[8:8 + n])
-    if not text.startswith(b"{"):
-        raise ValueError(f"the header starts with {text[:10]!r}, expected '{{': the file is corrupt or not a"
-                         f" safetensors file")
-    try:
-        header = parse_json(text.decode("utf-8"), "the header")
-    except UnicodeDecodeError as e:
-        raise ValueError(f"the header is not UTF-8 ({e.reason} at byte {e.start}): the file is corrupt") from None
-    except ValueError as e:
-        raise ValueError(f"{e}: the file is corrupt") from None
-    if not isinstance(header, dict):
-        raise ValueError(f"the header is a JSON {type(header).__name__}, expected an object: the file is corrupt")
-
-    metadata = header.pop("__metadata__", {})
-    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
-        raise ValueError("__metadata__ must map strings to strings: the file is corrupt")
-    broken = next((key for key, value in metadata.items() if not (_is_text(key) and _is_text(value))), None)
-    if broken is not None:
-        raise ValueError(f"__metadata__ {said(broken)} holds half of a character (a lone surrogate), which is not"
-                         f" text: the file is corrupt")
-    data = raw[8 + n:]
-    spans, tensors = [], {}
-    for name, info in header.items():
-        if not isinstance(info, dict) or sorted(info) != ["data_offsets", "dtype", "shape"]:
-            raise ValueError(f"tensor {said(name)}: expected exactly the fields dtype, shape and data_offsets, got"
-                             f" {said(info)}")
-        dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
-        if not isinstance(dtype, str) or dtype not in DTYPES:
-            raise ValueError(f"tensor {said(name)} has dtype {said(dtype)}; this reader knows {sorted(DTYPES)}")
-        if isinstance(shape, list) and len(shape) > MAX_RANK:  # (before anything is done with each size)
-            raise ValueError(f"tensor {said(name)} has a shape of {len(shape):,} sizes, more than the {MAX_RANK} this"
-                             f" reader takes: the file is corrupt")
-        if not isinstance(shape, list) or any(type(s) is not int or s < 0 for s in shape):
-            raise ValueError(f"tensor {said(name)} has shape {said(shape)}; expected a list of non-negative ints")
-        if (not isinstance(offsets, list) or len(offsets) != 2 or any(type(o) is not int for o in offsets)
-                or not 0 <= offsets[0] <= offsets[1]):
-            raise ValueError(f"tensor {said(name)} has data_offsets {said(offsets)}; expected [begin, end], 0 <="
-                             f" begin <= end")
-        itemsize = array.array(DTYPES[dtype]).itemsize
-        count = _count(shape, len(data) // itemsize)
-        if count is None:
-            raise ValueError(f"tensor {said(name)} is {dtype} of shape {said(tuple(shape))}, more values than the"
-                             f" {len(data)} bytes of data hold: the file is corrupt")
-        size = count * itemsize
-        if offsets[1] - offsets[0] != size:
-            raise ValueError(f"tensor {said(name)} covers {offsets[1] - offsets[0]} bytes, but {dtype} of shape"
-                             f" {said(tuple(shape))} needs {said(size)}: the file is corrupt")
-        if offsets[1] > len(data):
-            raise ValueError(f"tensor {said(name)} ends at byte {offsets[1]} of the data, but the file holds only"
-                             f" {len(data)} bytes of data: the file is truncated")
-        spans.append((offsets[0], offsets[1], name))
-        tensors[name] = (dtype, tuple(shape), _unpacked(dtype, data[offsets[0]:offsets[1]]))
-    end = 0
-    for begin, stop, name in sorted(spans):
-        if begin != end:
-            raise ValueError(f"tensor {said(name)} starts at byte {begin} of the data, expected {end}: the tensors"
-                             f" must follow each other without gaps or overlaps")
-        end = stop
-    if end != len(data):
-        raise ValueError(f"the data part has {len(data)} bytes but the tensors cover {end}: the file is corrupt")
-    want = metadata.get(DATA_HASH_KEY)
-    if want is not None and hashlib.sha256(data).hexdigest() != want:
-        raise ValueError("the data's SHA-256 differs from the one recorded in the header: the file is corrupt")
-    return tensors, metadata
-
-
-def save_file(path, tensors, metadata=None):
-    """Write a safetensors file atomically: a crash at any moment leaves the old file or the new one, whole."""
-    write_atomic(path, encode(tensors, metadata))
-
-
-def read_bytes(path):
-    """The bytes of the file at path, read once. Refused first, with a ValueError that starts with the path: a
-    folder, anything but a regular file (atomic.read_whole), and a file that reading and decoding would not fit in
-    the memory this process can still take (READ_COST times its size), a message that names both.
-
-    >>> import tempfile
-    >>> with tempfile.TemporaryDirectory() as d:
-    ...     read_bytes(d)
-    Traceback (most recent call last):
-    ...
-    ValueError: ... is a folder, not a checkpoint file
-    """
-    try:
-        st = os.stat(path)
-    except (OSError, ValueError):  # read_whole says why it cannot be read
-        st = None
-    have = machine.memory_available()
-    if st is not None and stat.S_ISREG(st.st_mode):
-        try:
-            machine.check_memory(READ_COST * st.st_size, f"reading it ({machine.in_bytes(st.st_size)})")
-        except ValueError as e:
-            raise ValueError(f"{path}: {e}") from None
-    return read_whole(path, "a checkpoint file", None if have is None else have // READ_COST)
-
-
-def load_file(path):
-    """(tensors, metadata) of a safetensors file; a bad or unreadable file is a ValueError that starts with its path.
-
-    >>> import tempfile
-    >>> with tempfile.TemporaryDirectory() as d:
-    ...     load_file(d)
-    Traceback (most recent call last):
-    ...
-    ValueError: ... is a folder, not a checkpoint file
-    """
-    raw = read_bytes(path)
-    try:
-        return decode(raw)
-    except ValueError as e:
-        raise ValueError(f"{path}: {e}") from None
-
-
-def nested(values, shape):
-    """Flat row-major values as nested lists of the given shape (the reference model's layout).
-
-    >>> nested([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], (2, 3))
-    [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
-    >>> nested([7], ())
-    7
-    """
-    values = list(values)
-    if not shape:
-        return values[0]
-    if len(shape) == 1:
-        return values
-    step = len(values) // shape[0]
-    return [nested(values[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])]
-
-
-def flat(t):
-    """Nested lists flattened in row-major order (the inverse of `nested`).
-
-    >>> flat([[1.0, 2.0], [3.0, 4.0]])
-    [1.0, 2.0, 3.0, 4.0]
-    """
-    return [x for row in t for x in flat(row)] if isinstance(t, list) else [t]
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# The training checkpoint: parameters, Adam's moments and step, the batch sampler's random state, and metadata
+# What a training checkpoint holds: parameters, Adam's moments and step, the batch sampler's random state, metadata
 
 FORMAT = "one-block checkpoint"  # metadata "format"
-FORMAT_VERSION = "1"  # metadata "format_version" of a model of one block and one head, as before models could grow
-GROWN_VERSION = "2"  # ... of a grown model: its config has blocks and heads, which code from before refuses to read
-METADATA_HASH_KEY = "metadata_sha256"  # a grown model's file: SHA-256 of the rest of its metadata (metadata_digest)
+FORMAT_VERSION = ONE_BLOCK_VERSION  # metadata "format_version" of one block and one head ("2": GROWN_VERSION)
 MOMENT_PREFIXES = ("adam_m.", "adam_v.")  # Adam's first and second moments, one tensor per parameter
 STEP = "adam_step"  # I64 scalar: the number of optimiser steps taken
-RNG = "rng_state"  # I64 (625,): the Mersenne Twister state of the batch sampler (random.Random.getstate()[1])
-RNG_STATE_LEN = 625
+RNG = "rng_state"  # I64 (625,): the batch sampler's Mersenne Twister state (tensorfile.rng_tensor)
 METADATA_KEYS = ("format", "format_version", "config", "training", "tokenizer_sha256")  # required
 TOKENIZER_KEY = "tokenizer"  # optional: the tokenizer.json text of a model of your own text (train.py --data)
 TEXT_KEYS = ("text", "text_sha256", "split", TOKENIZER_KEY)  # your own text: all four; the stories: none
@@ -415,131 +59,18 @@ HASH_KEYS = ("tokenizer_sha256", "corpus_sha256", "text_sha256", DATA_HASH_KEY, 
 NUMBER_KEYS = ("val_loss", "floor_nats_per_token", "val_floor_nats_per_token")  # nats (at least 0), as text
 KNOWN_KEYS = (*METADATA_KEYS, "corpus_sha256", *NUMBER_KEYS, *TEXT_KEYS, "explorer_source", DATA_HASH_KEY,
               METADATA_HASH_KEY)  # every metadata key a checkpoint of this model may have
-SPLITS = ("line", "document")  # metadata "split": the units of your own text (train.split_text)
-POSITION_SCHEMES = ("learned", "none", "sinusoidal", "rope")  # config "positions" (numpy_model.SCHEMES)
-SIZE_KEYS = ("vocab", "d", "hidden", "max_len")  # config: the sizes every model has
-GROWN_KEYS = ("blocks", "heads")  # config: the sizes of a grown model (version 2 only)
-CONFIG_KEYS = (*SIZE_KEYS, *GROWN_KEYS, "use_positions", "positions")  # "positions" is absent in files from before
-BACKENDS = ("numpy", "numpy-plain", "python", "torch", "explorer")  # training "backend": train.py's, or the page's
-DTYPE_NAMES = {"float32": "F32", "float64": "F64"}  # training "dtype" -> the parameters' safetensors dtype
-
-
-def _whole(v, low):
-    """Whether v is a JSON whole number of at least low (true and false are not numbers here).
-
-    >>> _whole(3, 1), _whole(True, 1), _whole(2.0, 1)
-    (True, False, False)
-    """
-    return type(v) is int and v >= low
-
-
-def _number(v):
-    """Whether v is a JSON number: an int or a float, not true or false."""
-    return type(v) in (int, float)
-
-
-def _finite(v):
-    """Whether v is a JSON number that is not Infinity or NaN (a whole number is, however long)."""
-    return _number(v) and (type(v) is int or math.isfinite(v))
-
-
-# Every setting a checkpoint's training may record: train.py's (its TRAINING_SETTINGS and, with --data,
-# TEXT_SETTINGS, each checked there by check_settings) and the explorer page's downloads (use_positions, eval_every);
-# name -> (test, what is expected, in words). Older files may lack the settings added later.
-TRAINING_RULES = {
-    "backend": (lambda v: isinstance(v, str) and v in BACKENDS, f"one of {list(BACKENDS)}"),
-    "threads": (lambda v: _whole(v, 1), "a whole number of at least 1"),
-    "dtype": (lambda v: isinstance(v, str) and v in DTYPE_NAMES, f"one of {list(DTYPE_NAMES)}"),
-    "steps": (lambda v: _whole(v, 0), "a whole number of at least 0"),  # (explore.py's untrained weights: 0)
-    "batch": (lambda v: _whole(v, 1), "a whole number of at least 1"),
-    "seq_len": (lambda v: _whole(v, 1), "a whole number of at least 1"),
-    "lr": (lambda v: _finite(v) and v > 0, "a positive finite number"),
-    "min_lr": (lambda v: _finite(v) and v >= 0, "a finite number of at least 0"),
-    "warmup": (lambda v: _whole(v, 0), "a whole number of at least 0"),
-    "beta1": (lambda v: _number(v) and 0 <= v < 1, "a number in [0, 1)"),
-    "beta2": (lambda v: _number(v) and 0 <= v < 1, "a number in [0, 1)"),
-    "eps": (lambda v: _finite(v) and v > 0, "a positive finite number"),
-    "clip": (lambda v: _number(v) and v > 0, "a positive number (Infinity: no clipping)"),
-    "seed": (lambda v: v is None or _whole(v, 0), "a whole number of at least 0, or null (weights from elsewhere)"),
-    "val_stories": (lambda v: v is None or _whole(v, 1), "a whole number of at least 1, or null (your own text)"),
-    "positions": (lambda v: type(v) is bool or (isinstance(v, str) and v in POSITION_SCHEMES),
-                  f"one of {list(POSITION_SCHEMES)}, or true or false (from before the schemes)"),
-    "blocks": (lambda v: _whole(v, 1), "a whole number of at least 1"),
-    "heads": (lambda v: _whole(v, 1), "a whole number of at least 1"),
-    "val_fraction": (lambda v: _number(v) and 0 < v < 1, "a number between 0 and 1"),
-    "vocab_size": (lambda v: v is None or _whole(v, 1), "a whole number of at least 1, or null (a given tokenizer)"),
-    "use_positions": (lambda v: type(v) is bool, "true or false"),
-    "eval_every": (lambda v: _whole(v, 1), "a whole number of at least 1"),
-}
-TEXT_NEEDS = ("val_fraction", "seq_len")  # the settings a model of your own text needs to split it again
-
-
-def sha256_file(path):
-    """Hex SHA-256 of a file's bytes (a tokenizer.json, a corpus)."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def sizes_of(config):
-    """(blocks, heads) of a model config: a config of one block and one head has neither (so that its file is byte
-    for byte what it was before models could grow), a grown one has both.
-
-    >>> sizes_of({"d": 16}), sizes_of({"d": 16, "blocks": 2, "heads": 4})
-    ((1, 1), (2, 4))
-    """
-    return config.get("blocks", 1), config.get("heads", 1)
-
-
-def param_shapes(config):
-    """The parameters' names and shapes, in order, for a model config (vocab, d, hidden, max_len and, if grown,
-    blocks and heads).
-
-    >>> list(param_shapes({"vocab": 96, "d": 4, "hidden": 8, "max_len": 8, "blocks": 2, "heads": 2}))[14]
-    'block1.ln1_g'
-    """
-    blocks = sizes_of(config)[0]
-    return sizes.param_shapes(config["vocab"], config["d"], config["hidden"], config["max_len"], blocks)
-
-
-def sha256_text(text):
-    """Hex SHA-256 of a text's UTF-8 bytes: the hash of the file that text is written to.
-
-    >>> sha256_text("")[:16]
-    'e3b0c44298fc1c14'
-    """
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def expected_shapes(config):
-    """Every tensor a training checkpoint holds, name -> shape, for a model config (see param_shapes).
-
-    >>> shapes = expected_shapes({"vocab": 96, "d": 16, "hidden": 64, "max_len": 64})
-    >>> len(shapes), shapes["adam_v.W1"], shapes[STEP]
-    (56, (16, 64), ())
-    """
-    params = param_shapes(config)
-    shapes = dict(params)
-    for prefix in MOMENT_PREFIXES:
-        shapes.update({prefix + name: shape for name, shape in params.items()})
-    shapes[STEP] = ()
-    shapes[RNG] = (RNG_STATE_LEN,)
-    return shapes
 
 
 def each_expected(config):
-    """(name, shape) of every tensor a training checkpoint of config holds, in expected_shapes' order, one at a time:
-    a config of 10^12 blocks costs nothing until its names are read.
+    """(name, shape) of every tensor a training checkpoint of a ModelConfig holds, in order, one at a time (a config
+    of 10^12 blocks costs nothing until its names are read): the parameters, their moments, the step, the rng state.
 
-    >>> list(each_expected({"vocab": 96, "d": 16, "hidden": 64, "max_len": 64})) == list(expected_shapes(
-    ...     {"vocab": 96, "d": 16, "hidden": 64, "max_len": 64}).items())
-    True
-    >>> next(itertools.islice(each_expected({"vocab": 9, "d": 4, "hidden": 8, "max_len": 8, "blocks": 10**12}), 14,
-    ...                       None))
+    >>> next(itertools.islice(each_expected(ModelConfig(9, 4, 8, 8, blocks=10 ** 12)), 14, None))
     ('block1.ln1_g', (4,))
     """
-    one = model.param_shapes(config["vocab"], config["d"], config["hidden"], config["max_len"])
-    blocks = sizes_of(config)[0]
+    one = model.param_shapes(config.vocab, config.d, config.hidden, config.max_len)
     for prefix in ("", *MOMENT_PREFIXES):
-        names = itertools.chain(sizes.OUTSIDE[:2], (sizes.prefix(b) + name for b in range(blocks)
+        names = itertools.chain(sizes.OUTSIDE[:2], (sizes.prefix(b) + name for b in range(config.blocks)
                                                     for name in sizes.BLOCK_NAMES), sizes.OUTSIDE[2:])
         for name in names:
             yield prefix + name, one[name.rpartition(".")[2]]
@@ -547,89 +78,33 @@ def each_expected(config):
     yield RNG, (RNG_STATE_LEN,)
 
 
-def tensor_count(blocks):
-    """How many tensors a training checkpoint of this many blocks holds: each parameter three times (itself and its
-    two moments), the step and the random state.
+def positions_of(recorded):
+    """The position scheme of a config's JSON as a file records it (one from before the schemes: by the switch).
 
-    >>> tensor_count(1), tensor_count(2)
-    (56, 92)
+    >>> positions_of({"vocab": 96, "d": 16, "hidden": 64, "max_len": 64, SWITCH_KEY: False})
+    'none'
     """
-    return (1 + len(MOMENT_PREFIXES)) * (len(sizes.OUTSIDE) + blocks * len(sizes.BLOCK_NAMES)) + 2
-
-
-def number_count(config):
-    """How many numbers the tensors of a training checkpoint of config hold, worked out by arithmetic.
-
-    >>> number_count({"vocab": 96, "d": 16, "hidden": 64, "max_len": 64})  # 3 x 7440 + 1 + 625
-    22946
-    """
-    params = sizes.parameter_count(*(config[key] for key in SIZE_KEYS), blocks=sizes_of(config)[0])
-    return (1 + len(MOMENT_PREFIXES)) * params + 1 + RNG_STATE_LEN
-
-
-def positions_of(config):
-    """The position scheme of a model config: its "positions", or for a file written before there were schemes,
-    "learned" or "none" from its "use_positions" (model.py's switch, true exactly for "learned").
-
-    >>> positions_of({"use_positions": False}), positions_of({"use_positions": False, "positions": "rope"})
-    ('none', 'rope')
-    """
-    return config.get("positions", "learned" if config["use_positions"] else "none")
-
-
-def rng_tensor(rng):
-    """The state of a random.Random as an I64 tensor (its 624 Mersenne Twister words and the position in them)."""
-    version, words, gauss_next = rng.getstate()
-    if version != 3 or len(words) != RNG_STATE_LEN or gauss_next is not None:
-        raise ValueError(f"cannot store this random.Random state (version {version}, {len(words)} words,"
-                         f" gauss_next {gauss_next!r}); expected version 3, {RNG_STATE_LEN} words, no pending gauss")
-    return ("I64", (RNG_STATE_LEN,), list(words))
-
-
-def rng_from_tensor(values):
-    """A random.Random in the state that rng_tensor recorded."""
-    rng = random.Random()
-    rng.setstate((3, tuple(int(v) for v in values), None))
-    return rng
-
-
-def metadata_digest(metadata):
-    """The SHA-256 that metadata_sha256 records: of every metadata entry but data_sha256 and metadata_sha256 itself,
-    written as one JSON object with its keys sorted, no spaces and every character past ASCII escaped (so that the
-    same entries always give the same bytes).
-
-    >>> metadata_digest({"b": "2", "a": "ü", DATA_HASH_KEY: "0"}) == sha256_text('{"a":"\\\\u00fc","b":"2"}')
-    True
-    """
-    covered = {key: value for key, value in metadata.items() if key not in (DATA_HASH_KEY, METADATA_HASH_KEY)}
-    return hashlib.sha256(json.dumps(covered, sort_keys=True, separators=(",", ":")).encode("ascii")).hexdigest()
+    return ModelConfig.from_json(recorded).positions
 
 
 def save_checkpoint(path, params, moments, step, rng, config, training, tokenizer_sha256, extra=None):
-    """Write a training checkpoint atomically.
-
-    params and each of moments = (m, v): {name: (dtype, shape, flat values)} in the model's order; step: int;
-    rng: the batch sampler's random.Random; config: the model config dict (vocab, d, hidden, max_len, for a grown
-    model blocks and heads, use_positions, positions); training: the training settings dict; extra: more metadata
-    strings (for people reading it). A grown model's file is format version GROWN_VERSION, and its metadata carries
-    METADATA_HASH_KEY, so that a changed size (heads, which no tensor's shape shows) is caught on reading; a model
-    of one block and one head is written byte for byte as before models could grow.
-    """
+    """Write a training checkpoint atomically: params and each of moments (m, v) {name: (dtype, shape, flat values)}
+    in the model's order, step an int, rng the batch sampler's random.Random, config the ModelConfig, training the
+    settings dict, extra more metadata strings. A grown model's file is version 2, its metadata hashed."""
     tensors = dict(params)
     for prefix, moment in zip(MOMENT_PREFIXES, moments):
         tensors.update({prefix + name: t for name, t in moment.items()})
     tensors[STEP] = ("I64", (), [step])
     tensors[RNG] = rng_tensor(rng)
-    grown = "blocks" in config or "heads" in config
     metadata = {
         "format": FORMAT,
-        "format_version": GROWN_VERSION if grown else FORMAT_VERSION,
-        "config": json.dumps(config),
+        "format_version": GROWN_VERSION if config.grown else FORMAT_VERSION,
+        "config": json.dumps(config.to_json()),
         "training": json.dumps(training),
         "tokenizer_sha256": tokenizer_sha256,
         **(extra or {}),
     }
-    if grown:
+    if config.grown:
         metadata[METADATA_HASH_KEY] = metadata_digest(metadata)
     save_file(path, tensors, metadata)
 
@@ -637,38 +112,80 @@ def save_checkpoint(path, params, moments, step, rng, config, training, tokenize
 # ----------------------------------------------------------------------------------------------------------------
 # Checking a decoded checkpoint: every metadata field's type and range, the sizes against the tensors, the tensors
 
-
-def _is_hash(v):
-    """Whether v is a SHA-256 as hexdigest writes it: 64 lower-case hexadecimal digits.
-
-    >>> _is_hash("0" * 64), _is_hash("0" * 63), _is_hash("A" * 64)
-    (True, False, False)
-    """
-    return len(v) == 64 and all(c in "0123456789abcdef" for c in v)
-
-
+SPLITS = ("line", "document")  # metadata "split": the units of your own text (train.split_text)
+BACKENDS = (*settings.BACKENDS, "explorer")  # training "backend": train.py's, or the page's
+DTYPE_NAMES = {"float32": "F32", "float64": "F64"}  # training "dtype" -> the parameters' safetensors dtype
+SHA256 = re.compile(r"[0-9a-f]{64}")  # a SHA-256 as hexdigest writes it
 NATS = re.compile(r"[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?")  # a number of nats as repr writes a float: no sign
+
+
+def _at_least(low, null=None):
+    """The rule (test, what is expected in words) of a setting that is a JSON whole number of at least low (true
+    and false are no numbers here), or null when null says what that means."""
+    words = f"a whole number of at least {low}" + (f", or null ({null})" if null else "")
+    return (lambda v: (null is not None and v is None) or (type(v) is int and v >= low)), words
+
+
+def _within(low, high, words, from_low=False, to_high=False):
+    """The rule of a setting that is a JSON number between low and high (from_low, to_high: the ends taken in),
+    compared exactly: an end of Infinity leaves Infinity out unless taken in, and NaN is never within.
+
+    >>> [TRAINING_RULES["lr"][0](v) for v in (1e-3, 10 ** 400, math.inf, math.nan, 0, True, None)]
+    [True, True, False, False, False, False, False]
+    """
+    return (lambda v: type(v) in (int, float) and (low <= v if from_low else low < v)
+            and (v <= high if to_high else v < high)), words
+
+
+def _one_of(choices):
+    """The rule of a setting that names one of choices (a tuple, or a dict's keys)."""
+    return (lambda v: isinstance(v, str) and v in choices), f"one of {list(choices)}"
+
+
+# Every setting a checkpoint's training may record: train.py's (settings.TRAINING_SETTINGS and, with --data,
+# TEXT_SETTINGS) and the explorer page's downloads (model.py's switch, eval_every); name -> (test, what is expected,
+# in words), in the order the messages list them. Older files may lack the settings added later.
+TRAINING_RULES = {
+    "backend": _one_of(BACKENDS),
+    "threads": _at_least(1),
+    "dtype": _one_of(DTYPE_NAMES),
+    "steps": _at_least(0),  # (explore.py's untrained weights: 0)
+    "batch": _at_least(1),
+    "seq_len": _at_least(1),
+    "lr": _within(0, math.inf, "a positive finite number"),
+    "min_lr": _within(0, math.inf, "a finite number of at least 0", from_low=True),
+    "warmup": _at_least(0),
+    "beta1": _within(0, 1, "a number in [0, 1)", from_low=True),
+    "beta2": _within(0, 1, "a number in [0, 1)", from_low=True),
+    "eps": _within(0, math.inf, "a positive finite number"),
+    "clip": _within(0, math.inf, "a positive number (Infinity: no clipping)", to_high=True),
+    "seed": _at_least(0, "weights from elsewhere"),
+    "val_stories": _at_least(1, "your own text"),
+    "positions": (lambda v: type(v) is bool or (isinstance(v, str) and v in SCHEMES),
+                  f"one of {list(SCHEMES)}, or true or false (from before the schemes)"),
+    "blocks": _at_least(1),
+    "heads": _at_least(1),
+    "val_fraction": _within(0, 1, "a number between 0 and 1"),
+    "vocab_size": _at_least(1, "a given tokenizer"),
+    SWITCH_KEY: (lambda v: type(v) is bool, "true or false"),
+    "eval_every": _at_least(1),
+}
+TEXT_NEEDS = ("val_fraction", "seq_len")  # the settings a model of your own text needs to split it again
 
 
 def _is_nats_text(v):
     """Whether the text v is a finite number of at least 0 in plain digits, as val_loss and the floors are written
-    (repr of a float): a loss and an entropy are never negative, and float() alone would also read "1_000", " 2",
-    "+3" and "infinity".
+    (repr of a float): float() alone would also read "1_000", " 2", "+3", "-3" and "infinity".
 
-    >>> _is_nats_text("0.3306"), _is_nats_text("1e-05"), _is_nats_text("nan"), _is_nats_text("1_000")
-    (True, True, False, False)
-    >>> _is_nats_text("-3"), _is_nats_text("1e999"), _is_nats_text("abc")
-    (False, False, False)
+    >>> [_is_nats_text(v) for v in ("0.3306", "1e-05", "nan", "1_000", "-3", "1e999", "abc")]
+    [True, True, False, False, False, False, False]
     """
     return NATS.fullmatch(v) is not None and math.isfinite(float(v))
 
 
 def check_metadata(metadata):
     """Raise a ValueError naming the first bad metadata entry of a checkpoint (its strings, before config and
-    training are read); return its format version. Checked: the format and its version, the required keys and
-    data_sha256 (a file without it cannot show that its data is whole), no key this model's files never have, every
-    hash 64 hexadecimal digits, val_loss and the floors finite numbers of at least 0 in digits, your own text's four
-    keys all there or none, its split a known unit, and the tokenizer it carries JSON with the SHA-256 recorded."""
+    training are read); return its format version."""
     if metadata.get("format") != FORMAT:
         raise ValueError(f"format is {said(metadata.get('format'))}, expected {FORMAT!r}: not a checkpoint of this"
                          f" model")
@@ -687,7 +204,7 @@ def check_metadata(metadata):
         raise ValueError(f"metadata has the key {said(unknown)}, which no checkpoint of this model has; expected"
                          f" some of {list(KNOWN_KEYS)}")
     for key in HASH_KEYS:
-        if key in metadata and not _is_hash(metadata[key]):
+        if key in metadata and not SHA256.fullmatch(metadata[key]):
             raise ValueError(f"metadata {key} is {said(metadata[key])}, expected a SHA-256: 64 hexadecimal digits")
     for key in NUMBER_KEYS:
         if key in metadata and not _is_nats_text(metadata[key]):
@@ -709,38 +226,9 @@ def check_metadata(metadata):
     return version
 
 
-def check_config(config, version):
-    """Raise a ValueError naming the first bad entry of a parsed config; return it if it is good. Checked: a JSON
-    object of known keys only, the sizes positive whole numbers (blocks and heads exactly in a version 2 file),
-    use_positions true or false, and the position scheme, which must agree with it."""
-    if not isinstance(config, dict):
-        raise ValueError(f"metadata config is a JSON {type(config).__name__}, expected an object")
-    unknown = next((key for key in config if key not in CONFIG_KEYS), None)
-    if unknown is not None:
-        raise ValueError(f"config has the key {said(unknown)}, which no model config has; expected some of"
-                         f" {list(CONFIG_KEYS)}")
-    grown = version == GROWN_VERSION
-    for key in (*SIZE_KEYS, *(GROWN_KEYS if grown else ())):
-        if not _whole(config.get(key), 1):
-            raise ValueError(f"config {key} is {said(config.get(key))}, expected a positive int")
-    if not grown and any(key in config for key in GROWN_KEYS):
-        raise ValueError(f"config has blocks or heads, but format version {FORMAT_VERSION!r} is of one block and one"
-                         f" head: a grown model's file is version {GROWN_VERSION!r}")
-    if type(config.get("use_positions")) is not bool:
-        raise ValueError(f"config use_positions is {said(config.get('use_positions'))}, expected true or false")
-    if "positions" in config:  # (files written before the position schemes have use_positions only)
-        if not isinstance(config["positions"], str) or config["positions"] not in POSITION_SCHEMES:
-            raise ValueError(f"config positions is {said(config['positions'])}, expected one of"
-                             f" {list(POSITION_SCHEMES)}")
-        if config["use_positions"] != (config["positions"] == "learned"):
-            raise ValueError(f"config use_positions is {str(config['use_positions']).lower()} but positions is"
-                             f" {config['positions']!r}: use_positions is true exactly for 'learned'")
-    return config
-
-
 def _many(n):
-    """A count for a message: n with commas between thousands, or, for a number longer than Python prints
-    (MAX_DIGITS digits), the power of ten it reaches.
+    """A count for a message: n with commas between thousands, or, past the MAX_DIGITS digits Python prints, the
+    power of ten it reaches.
 
     >>> _many(10 ** 7), _many(36 * 10 ** 5000)
     ('10,000,000', 'at least 10^5,001')
@@ -752,21 +240,23 @@ def _many(n):
     return f"at least 10^{power:,}"
 
 
-def check_fits(config, tensors):
-    """Raise a ValueError when the config's sizes ask for more tensors, or more numbers, than the file holds, before
-    any name is made for them (a header that says blocks = 10^12 is refused at once, by arithmetic); the message
-    names the sizes and the first tensors that are missing or of another shape."""
-    blocks = sizes_of(config)[0]
-    need_tensors, need_numbers = tensor_count(blocks), number_count(config)
+def check_fits(config, tensors, version):
+    """Raise a ValueError, by arithmetic before any name is made, when the config's sizes (blocks = 10^12) ask for
+    more tensors or numbers than the file holds, naming the sizes and the first tensors missing or misshapen."""
+    per = 1 + len(MOMENT_PREFIXES)  # each parameter and its two moments; then the step and the random state
+    need_tensors = per * (len(sizes.OUTSIDE) + config.blocks * len(sizes.BLOCK_NAMES)) + 2
+    need_numbers = per * config.parameter_count() + 1 + RNG_STATE_LEN
     have_numbers = sum(math.prod(shape) for _, shape, _ in tensors.values())
     if need_tensors <= len(tensors) and need_numbers <= have_numbers:
         return
     missing = list(itertools.islice((name for name, _ in each_expected(config) if name not in tensors), 6))
     if need_tensors > len(tensors):
-        what = (f"config blocks is {blocks:,}: a checkpoint of {blocks:,} block{'s' * (blocks != 1)} holds"
-                f" {_many(need_tensors)} tensors, but this file holds {len(tensors):,}")
+        what = (f"config blocks is {config.blocks:,}: a checkpoint of {config.blocks:,} block"
+                f"{'s' * (config.blocks != 1)} holds {_many(need_tensors)} tensors, but this file holds"
+                f" {len(tensors):,}")
     else:
-        asked = ", ".join(f"{key} {config[key]:,}" for key in (*SIZE_KEYS, "blocks") if key in config)
+        named = (*SIZE_KEYS, *GROWN_KEYS[:1] * (version == GROWN_VERSION))  # (a version 1 file has no blocks)
+        asked = ", ".join(f"{key} {getattr(config, key):,}" for key in named)
         what = (f"the config's sizes ({asked}) make {_many(need_numbers)} numbers, but the tensors of this file hold"
                 f" {have_numbers:,}")
     if missing:
@@ -776,11 +266,9 @@ def check_fits(config, tensors):
 
 
 def check_training(training, config, metadata):
-    """Raise a ValueError naming the first bad setting of a parsed training dict; return it if it is good. Checked:
-    a JSON object of known settings only (TRAINING_RULES), each of its type and range; the settings a model of your
-    own text needs to split its text again; and that the settings agree with the config and with each other
-    (seq_len within the model's positions, min_lr at most lr, warmup within the steps, the same position scheme and
-    sizes)."""
+    """Raise a ValueError naming the first bad setting of a parsed training dict; return it if it is good: known
+    settings only, each held to its rule (TRAINING_RULES), the settings your own text needs to split it again, and
+    agreement with each other and with the ModelConfig (seq_len, min_lr, warmup, the scheme and the sizes)."""
     if not isinstance(training, dict):
         raise ValueError(f"metadata training is a JSON {type(training).__name__}, expected an object of settings")
     for name, value in training.items():
@@ -790,13 +278,12 @@ def check_training(training, config, metadata):
         test, expected = TRAINING_RULES[name]
         if not test(value):
             raise ValueError(f"training {name} is {said(value)}, expected {expected}")
-    if "text" in metadata:
-        lacks = [name for name in TEXT_NEEDS if name not in training]
-        if lacks:
-            raise ValueError(f"training lacks {lacks}, which a model of your own text (metadata text) needs to split"
-                             f" its text as it was split")
-    if training.get("seq_len", 0) > config["max_len"]:
-        raise ValueError(f"training seq_len is {training['seq_len']}, more than the {config['max_len']} positions of"
+    lacks = [name for name in TEXT_NEEDS if name not in training]
+    if "text" in metadata and lacks:
+        raise ValueError(f"training lacks {lacks}, which a model of your own text (metadata text) needs to split its"
+                         f" text as it was split")
+    if training.get("seq_len", 0) > config.max_len:
+        raise ValueError(f"training seq_len is {training['seq_len']}, more than the {config.max_len} positions of"
                          f" the model (config max_len)")
     if "lr" in training and training.get("min_lr", 0) > training["lr"]:
         raise ValueError(f"training min_lr is {training['min_lr']}, more than lr {training['lr']}: expected a"
@@ -804,28 +291,27 @@ def check_training(training, config, metadata):
     if "steps" in training and training.get("warmup", 0) > training["steps"]:
         raise ValueError(f"training warmup is {training['warmup']}, longer than the run (steps"
                          f" {training['steps']})")
-    scheme = positions_of(config)
-    if "positions" in training:
-        recorded = training["positions"]
-        if isinstance(recorded, bool):  # before the schemes: whether the learned positions were on
-            recorded = "learned" if recorded else "none"
-        if recorded != scheme:
-            raise ValueError(f"training positions is {said(training['positions'])}, but the config's scheme is"
-                             f" {scheme!r}")
-    if "use_positions" in training and training["use_positions"] != config["use_positions"]:
-        raise ValueError(f"training use_positions is {str(training['use_positions']).lower()}, but config"
-                         f" use_positions is {str(config['use_positions']).lower()}")
-    for name, size in zip(GROWN_KEYS, sizes_of(config)):
-        if training.get(name, size) != size:
-            raise ValueError(f"training {name} is {training[name]}, but the config's {name} is {size}")
+    scheme = training.get("positions", config.positions)
+    if isinstance(scheme, bool):  # before the schemes: whether the learned positions were on
+        scheme = "learned" if scheme else "none"
+    if scheme != config.positions:
+        raise ValueError(f"training positions is {said(training['positions'])}, but the config's scheme is"
+                         f" {config.positions!r}")
+    if training.get(SWITCH_KEY, seed_switch(config)) != seed_switch(config):
+        raise ValueError(f"training {SWITCH_KEY} is {str(training[SWITCH_KEY]).lower()}, but config {SWITCH_KEY} is"
+                         f" {str(seed_switch(config)).lower()}")
+    for name in GROWN_KEYS:
+        if training.get(name, getattr(config, name)) != getattr(config, name):
+            raise ValueError(f"training {name} is {training[name]}, but the config's {name} is"
+                             f" {getattr(config, name)}")
     return training
 
 
-def check_tensors(tensors, config, training):
+def check_tensors(tensors, config, training, recorded):
     """Raise a ValueError naming the first bad tensor: every expected tensor there with its shape and no others, one
-    float dtype for the parameters and moments (the training dtype's, when recorded), every value finite, a step
-    from 0 to the run's steps, and a Mersenne Twister state that random.Random can have reached."""
-    shapes = expected_shapes(config)
+    float dtype (the training dtype's, when recorded), every value finite, a step from 0 to the run's steps, and a
+    Mersenne Twister state random.Random can reach. recorded: the config as the file's JSON has it, for messages."""
+    shapes = dict(each_expected(config))
     missing = [name for name in shapes if name not in tensors]
     if missing:
         raise ValueError(f"missing tensors: {missing[:5]}{' ...' if len(missing) > 5 else ''}")
@@ -841,7 +327,7 @@ def check_tensors(tensors, config, training):
     for name, want in shapes.items():
         dtype, shape, values = tensors[name]
         if shape != want:
-            raise ValueError(f"tensor {name!r} has shape {said(shape)}, expected {want} for config {config}")
+            raise ValueError(f"tensor {name!r} has shape {said(shape)}, expected {want} for config {recorded}")
         want_dtype = "I64" if name in (STEP, RNG) else float_dtype
         if dtype != want_dtype:
             raise ValueError(f"tensor {name!r} has dtype {dtype}, expected {want_dtype}")
@@ -879,42 +365,34 @@ def check_metadata_hash(metadata, version):
 
 
 def check_checkpoint(tensors, metadata, tokenizer_sha256=None):
-    """Raise a ValueError naming the first problem of a decoded checkpoint; return (config, training) if it is good.
-
-    The one place where a checkpoint is checked: its metadata strings (check_metadata), the config and training
-    JSON (parse_json, check_config, check_training), the sizes against what the file holds (check_fits, before any
-    per-block name is made, then sizes.check_sizes), the tokenizer's hash (when given), the tensors (check_tensors)
-    and, last, the metadata's own hash (check_metadata_hash).
-    """
+    """Raise a ValueError naming the first problem of a decoded checkpoint; return (config, training), the config a
+    ModelConfig. The one place a checkpoint is checked, in this order: the metadata strings, the config's JSON, its
+    sizes against what the file holds (check_fits, before any per-block name is made), ModelConfig.checked, the
+    training settings, the tokenizer's hash (when given), the tensors and, last, the metadata's own hash."""
     version = check_metadata(metadata)
-    config = check_config(parse_json(metadata["config"], "metadata config"), version)
-    check_fits(config, tensors)
-    blocks, heads = sizes_of(config)
-    scheme = positions_of(config)
+    recorded = parse_json(metadata["config"], "metadata config")
+    config = ModelConfig.from_json(recorded, grown=version == GROWN_VERSION)
+    check_fits(config, tensors, version)
     try:
-        sizes.check_sizes(config["d"], blocks, heads, scheme)
+        config.checked()
     except ValueError as e:
         raise ValueError(f"config {e}") from None
-    if scheme == "rope" and (config["d"] // heads) % 2:  # (check_sizes says so only for several heads)
-        raise ValueError(f"config positions is 'rope', which turns pairs of channels, but the head width d / heads ="
-                         f" {config['d'] // heads} is odd")
     training = check_training(parse_json(metadata["training"], "metadata training"), config, metadata)
     if tokenizer_sha256 is not None and metadata["tokenizer_sha256"] != tokenizer_sha256:
         raise ValueError(tokenizer_mismatch(metadata["tokenizer_sha256"], tokenizer_sha256))
-    check_tensors(tensors, config, training)
+    check_tensors(tensors, config, training, recorded)
     check_metadata_hash(metadata, version)
     return config, training
 
 
 def load_bytes(raw, where, tokenizer_sha256=None):
-    """Decode and check the bytes of a training checkpoint (where names it in messages: a bad file is a ValueError
-    that starts with where); see load_checkpoint."""
+    """load_checkpoint of a file's bytes raw, read already: a bad file is a ValueError that starts with where."""
     try:
         tensors, metadata = decode(raw)
         config, training = check_checkpoint(tensors, metadata, tokenizer_sha256)
     except ValueError as e:
         raise ValueError(f"{where}: {e}") from None
-    names = list(param_shapes(config))
+    names = config.param_names()
     return {
         "config": config,
         "training": training,
@@ -927,29 +405,19 @@ def load_bytes(raw, where, tokenizer_sha256=None):
 
 
 def load_checkpoint(path, tokenizer_sha256=None):
-    """Read and check a training checkpoint; a bad file is a ValueError that starts with its path.
-
-    Returns a dict: config, training (settings), params and moments ({name: (dtype, shape, values)} each, the
-    moments as a pair (m, v)), step (int), rng (a random.Random in the saved state), metadata (all of it).
-    """
+    """Read and check a training checkpoint; a bad file is a ValueError that starts with its path. Returns a dict:
+    config (a ModelConfig), training (settings), params and moments ({name: (dtype, shape, values)} each, the
+    moments a pair (m, v)), step (int), rng (a random.Random in the saved state), metadata (all of it)."""
     return load_bytes(read_bytes(path), path, tokenizer_sha256)
 
 
-LIST_NUMBER_BYTES = 32  # a number in a Python list: the float object (24 bytes) and the list's pointer to it (8)
+# ----------------------------------------------------------------------------------------------------------------
+# What reads a loaded checkpoint: the reference model's lists, the tokenizer its token IDs belong to
 
 
 def reference_params(ckpt):
-    """The parameters of a loaded checkpoint as the reference model's dict of lists (Python floats); a ValueError,
-    before they are made, when they would not fit in memory (LIST_NUMBER_BYTES a number).
-
-    >>> import model
-    >>> ckpt = {"params": {"b": ("F32", (2,), [0.5, 1.5]), "w": ("F64", (1, 2), [1.0, 2.0])}}
-    >>> reference_params(ckpt)
-    {'b': [0.5, 1.5], 'w': [[1.0, 2.0]]}
-    """
-    count = sum(len(values) for _, _, values in ckpt["params"].values())
-    machine.check_memory(LIST_NUMBER_BYTES * count, f"the {count:,} parameters as Python lists")
-    return {name: nested(values, shape) for name, (dtype, shape, values) in ckpt["params"].items()}
+    """The parameters of a loaded checkpoint as the reference model's dict of lists, if they fit in memory."""
+    return as_lists(ckpt["params"], "parameters")
 
 
 def tokenizer_mismatch(recorded, have):
@@ -959,28 +427,22 @@ def tokenizer_mismatch(recorded, have):
 
 
 def carried_tokenizer(metadata, where):
-    """The tokenizer a checkpoint's metadata carries (a model of your own text), or None (a model of the stories);
-    where names the checkpoint in messages."""
-    import bpe
-
+    """The tokenizer a checkpoint's metadata carries (a model of your own text), or None; where names the file."""
     text = metadata.get(TOKENIZER_KEY)
     return None if text is None else bpe.Tokenizer.from_json(text, f"{where}: the tokenizer it carries")
 
 
 def tokenizer_of(ckpt, shipped, where):
     """The tokenizer whose token IDs a loaded checkpoint reads and writes: the one it carries (train.py --data), or
-    else the tokenizer.json at the path shipped (the stories' tokenizer), which must have the SHA-256 the checkpoint
-    recorded. Either way its size must be the model's vocabulary. A ValueError, starting with where (the
-    checkpoint's path), says what does not match."""
-    import bpe
-
+    else the tokenizer.json at the path shipped (the stories'), which must have the SHA-256 the checkpoint recorded.
+    Either way its size must be the model's vocabulary; a ValueError, starting with where, says what does not match."""
     tok = carried_tokenizer(ckpt["metadata"], where)
     if tok is None:
         recorded, have = ckpt["metadata"]["tokenizer_sha256"], sha256_file(shipped)
         if recorded != have:
             raise ValueError(f"{where}: {tokenizer_mismatch(recorded, have)}")
         tok = bpe.Tokenizer.load(shipped)
-    if len(tok.vocab) != ckpt["config"]["vocab"]:
+    if len(tok.vocab) != ckpt["config"].vocab:
         raise ValueError(f"{where}: its tokenizer has {len(tok.vocab)} tokens, but the model's vocabulary is"
-                         f" {ckpt['config']['vocab']}")
+                         f" {ckpt['config'].vocab}")
     return tok

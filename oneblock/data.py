@@ -30,7 +30,7 @@ from types import SimpleNamespace
 from atomic import read_whole
 import bpe
 from oneblock import checkpoint, floor
-from oneblock.settings import MODEL, VAL_BATCH, Settings, checked  # noqa: F401  (Settings: the example above)
+from oneblock.settings import VAL_BATCH, Settings, checked  # noqa: F401  (checked: the example above)
 
 ROOT = Path(__file__).resolve().parent.parent  # the lab's folder
 CORPUS_FILE = ROOT / "corpus.txt"
@@ -40,7 +40,7 @@ TOKENIZER_FILE = ROOT / "tokenizer.json"
 # The stories: a split by whole stories
 
 
-def load_data(tok, val_stories, seq_len, max_len=MODEL["max_len"]):
+def load_data(tok, val_stories, seq_len, max_len=Settings.max_len):
     """(training token stream, validation stories as texts, validation stories as token lists).
 
     Each validation story's tokens are the newline before it, the story, and its newline: the model reads the first

@@ -31,7 +31,6 @@ from pathlib import Path
 
 from atomic import folder_for, hold, kind_of, read_whole, remove_leftovers, write_together
 import bpe
-import model
 from oneblock import checkpoint, floor, machine, settings, sizes
 from oneblock.data import CORPUS_FILE, ROOT, TOKENIZER_FILE, read_data, split_text
 
@@ -57,17 +56,17 @@ LEFTOVER = r"\.lock|\.[0-9]+\.[a-z0-9_]{8}\.tmp"  # beside a file: hold's lock, 
 def untrained_checkpoint(tok):
     """The bytes of a checkpoint of the seed-3 initial weights (float64, zero moments, step 0): what a fresh
     train.py run starts from, for when there is no trained checkpoint yet."""
-    vocab = len(tok.vocab)
-    params = model.init_params(vocab, **settings.MODEL, seed=UNTRAINED_SEED)
-    shapes = model.param_shapes(vocab, settings.MODEL["d"], settings.MODEL["hidden"], settings.MODEL["max_len"])
+    config = settings.model_config(settings.Settings(), len(tok.vocab))  # the model of train.py's defaults
+    params = config.init_params(UNTRAINED_SEED)  # model.py's draws
+    shapes = config.param_shapes()
     tensors = {name: ("F64", shapes[name], checkpoint.flat(t)) for name, t in params.items()}
     zeros = {name: ("F64", shape, [0.0] * len(tensors[name][2])) for name, shape in shapes.items()}
     for prefix in checkpoint.MOMENT_PREFIXES:
         tensors.update({prefix + name: t for name, t in zeros.items()})
     tensors[checkpoint.STEP] = ("I64", (), [0])
     tensors[checkpoint.RNG] = checkpoint.rng_tensor(random.Random(UNTRAINED_SEED))  # the batch sampler's start
-    config = {"vocab": vocab, **settings.MODEL, "use_positions": True, "positions": "learned"}
-    metadata = {"format": checkpoint.FORMAT, "format_version": checkpoint.FORMAT_VERSION, "config": json.dumps(config),
+    metadata = {"format": checkpoint.FORMAT, "format_version": checkpoint.FORMAT_VERSION,
+                "config": json.dumps(config.to_json()),
                 "training": json.dumps({"seed": UNTRAINED_SEED, "steps": 0}),
                 "tokenizer_sha256": checkpoint.sha256_file(TOKENIZER_FILE)}
     return checkpoint.encode(tensors, metadata)
@@ -157,23 +156,23 @@ def text_file(metadata, where, data=None):
 
 
 def page_fits(config, where):
-    """Raise a ValueError, naming the model and why, unless the page can hold a model of config: it keeps about
-    PAGE_COPIES float64 copies of the weights (the weights, Adam's two moments, the gradients, and the copies that
-    pass between the page and its training worker), which must fit in PAGE_BYTES.
+    """Raise a ValueError, naming the model and why, unless the page can hold a model of config (a ModelConfig): it
+    keeps about PAGE_COPIES float64 copies of the weights (the weights, Adam's two moments, the gradients, and the
+    copies that pass between the page and its training worker), which must fit in PAGE_BYTES.
 
-    >>> page_fits({"vocab": 96, "d": 16, "hidden": 64, "max_len": 64}, "x.safetensors")
-    >>> page_fits({"vocab": 96, "d": 4096, "hidden": 16384, "max_len": 64, "blocks": 2, "heads": 4}, "x.safetensors")
+    >>> from oneblock.config import ModelConfig
+    >>> page_fits(ModelConfig(vocab=96, d=16, hidden=64, max_len=64), "x.safetensors")
+    >>> page_fits(ModelConfig(vocab=96, d=4096, hidden=16384, max_len=64, blocks=2, heads=4), "x.safetensors")
     Traceback (most recent call last):
     ...
     ValueError: x.safetensors is a model of 2 blocks x 4 heads, width 4096: 403,783,776 parameters, which the ...
     """
-    blocks, heads = checkpoint.sizes_of(config)
-    count = sizes.parameter_count(*(config[key] for key in checkpoint.SIZE_KEYS), blocks=blocks)
+    count = config.parameter_count()
     need = PAGE_COPIES * 8 * count
     if need > PAGE_BYTES:
-        raise ValueError(f"{where} is a model of {sizes.describe(blocks, heads)}, width {config['d']}: {count:,}"
-                         f" parameters, which the explorer does not run: the page holds about {PAGE_COPIES} float64"
-                         f" copies of the weights ({machine.in_bytes(need)} here) and keeps to"
+        raise ValueError(f"{where} is a model of {sizes.describe(config.blocks, config.heads)}, width {config.d}:"
+                         f" {count:,} parameters, which the explorer does not run: the page holds about {PAGE_COPIES}"
+                         f" float64 copies of the weights ({machine.in_bytes(need)} here) and keeps to"
                          f" {machine.in_bytes(PAGE_BYTES)} (at most {PAGE_BYTES // (8 * PAGE_COPIES):,} parameters);"
                          f" sample.py runs it")
 

@@ -6,8 +6,9 @@ ActivationTensors struct does), and each layer writes into those arrays with `ou
 workspace and calls its step:
 
     >>> from oneblock import numpy_model
-    >>> params = numpy_model.init_params(vocab=96, d=16, hidden=64, max_len=64, seed=3, dtype=np.float32)
-    >>> ws = Workspace(params, B=16, T=64)  # once, before the loop: every array of a step
+    >>> config = ModelConfig(vocab=96, d=16, hidden=64, max_len=64)  # the sizes, blocks, heads, position scheme
+    >>> params = numpy_model.init_params(config, seed=3, dtype=np.float32)
+    >>> ws = Workspace(params, config, B=16, T=64)  # once, before the loop: every array of a step
     >>> ids, targets = np.zeros((16, 64), dtype=int), np.ones((16, 64), dtype=int)  # each step's batch, (B, T)
     >>> for step in range(3):
     ...     loss, grads = ws.loss_and_grads(params, ids, targets)  # grads live in ws until its next call
@@ -22,7 +23,8 @@ of a step again each time.
 Much of what it buys is the workspace itself: the plain mirror's fresh arrays of a few hundred KB are mapped and
 unmapped by the allocator on every call, page faults on every step, and a workspace step takes none
 (tests/test_numpy_fast.py counts them). Each trick is marked `trick:` with the plain line of numpy_model.py it
-replaces and what it bought: the trick against that line on the same float32 arrays, series size with B = 32 unless
+replaces and what it bought: numpy_fast's own function (the trick's, or the smallest one holding it) against the
+same function with the plain line in the trick's place, on the same float32 arrays, series size with B = 32 unless
 said otherwise, medians of three runs of `python3 -m dev.bench --tricks --threads 1` (which measures each again) on
 a 2-vCPU AMD EPYC with OpenBLAS's SkylakeX kernels and one BLAS thread; what a whole step costs, here and on each
 path, is docs/numpy-paths.md's table, with the command that measures it.
@@ -44,6 +46,7 @@ import numpy as np
 
 from model import EPS
 from oneblock import numpy_model, sizes
+from oneblock.config import ModelConfig  # noqa: F401  (the examples)
 
 VOCAB_MAJOR_BELOW = 512  # logits are stored (V, N) for a smaller vocabulary, (N, V) from this size on
 LOSS_BLOCK_BYTES = 1 << 19  # row-major logits go through the loss in blocks of this size, which stay in cache
@@ -59,31 +62,31 @@ class Workspace:
     """Every array of a training step (forward, loss, backward) for B sequences of T tokens, made once. (What a step
     still allocates is small: the checks' masks over the IDs, and the index arrays of `token_rows_sum`.)
 
-    params is read for its shapes and dtype only (the values come with each call), and with them the number of
-    blocks; positions is the scheme and heads the heads of every block, as in numpy_model.forward. threads: how
-    many threads share the loss's passes over large row-major logits (LOSS_SPLIT_FROM), for the same bits; the
-    workspace makes the others once and keeps them. The same checks of
-    sizes and lengths as numpy_model.forward apply, with the same errors. Each block's arrays are in `block` (see
-    `BlockArrays`), the rest are the workspace's own, shared by the blocks where a block uses them only while it
-    runs.
+    params is read for its shapes and dtype only (the values come with each call); config is its ModelConfig,
+    whose blocks, heads and position scheme every step follows, as in numpy_model.forward. threads: how many
+    threads share the loss's passes over large row-major logits (LOSS_SPLIT_FROM), for the same bits; the
+    workspace makes the others once and keeps them. The same checks of sizes and lengths as numpy_model.forward
+    apply, with the same errors. Each block's arrays are in `block` (see `BlockArrays`), the rest are the
+    workspace's own, shared by the blocks where a block uses them only while it runs.
 
-    >>> ws = Workspace(numpy_model.init_params(96, 4, 8, 8, 3), B=2, T=5)
+    >>> config = ModelConfig(96, 4, 8, 8)
+    >>> ws = Workspace(numpy_model.init_params(config, 3), config, B=2, T=5)
     >>> ws.x0.shape, ws.block[0].scores.shape, ws.logits.shape
     ((2, 5, 4), (5, 2, 5), (2, 5, 96))
-    >>> len(Workspace(numpy_model.init_params(96, 4, 8, 8, 3, blocks=3), B=2, T=5, heads=2).block)
+    >>> grown = ModelConfig(96, 4, 8, 8, blocks=3, heads=2)
+    >>> len(Workspace(numpy_model.init_params(grown, 3), grown, B=2, T=5).block)
     3
     """
 
-    def __init__(self, params, B, T, positions="learned", heads=1, threads=1):
-        V, d, H, L = self.config = numpy_model.config_of(params)
-        self.positions = numpy_model.position_scheme(positions)
-        blocks = sizes.blocks_of(params)
-        sizes.check_sizes(d, blocks, heads, self.positions)
-        numpy_model.check_length((B, T), self.positions, L)
+    def __init__(self, params, config, B, T, threads=1):
+        numpy_model.check_params(params, config)
+        numpy_model.check_length((B, T), config.positions, config.max_len)
+        V, d, H, blocks, heads = config.vocab, config.d, config.hidden, config.blocks, config.heads
+        self.config, self.positions, self.heads = config, config.positions, heads  # (read by every layer)
         N, dt, nh, rope = B * T, params["tok_emb"].dtype, heads, self.positions == "rope"
-        self.B, self.T, self.dtype, self.heads = B, T, dt, heads
-        self.shapes = {name: t.shape for name, t in params.items()}
-        self.order = sizes.param_names(blocks)  # the parameters' order, as numpy_model returns gradients
+        self.B, self.T, self.dtype = B, T, dt
+        self.shapes = config.param_shapes()  # {name: shape}, in the parameters' order
+        self.order = list(self.shapes)  # the parameters' order, as numpy_model returns gradients
         # each block's tensors: (the name inside the block, the name in params), see `sizes.block_params`
         self.block_names = [[(name, sizes.prefix(b) + name) for name in sizes.BLOCK_NAMES] for b in range(blocks)]
 
@@ -163,8 +166,7 @@ class Workspace:
         caches = [{"h1": blk.h1, "x1": blk.x1, "h2": blk.h2, "pre": blk.pre.reshape(B, T, H),
                    "act": blk.act.reshape(B, T, H), "x2": blk.x2,
                    "att": {"weights": by_query(blk.scores, B, heads)}} for blk in self.block]
-        self.cache = {"ids": self.ids, "positions": self.positions, "heads": heads, "x0": self.x0, **caches[0],
-                      "blocks": caches, "hf": self.hf}
+        self.cache = {"ids": self.ids, "config": config, "x0": self.x0, **caches[0], "blocks": caches, "hf": self.hf}
 
     # ------------------------------------------------------------------------------------------------------------
     # The step, and its parts for the checks
@@ -173,8 +175,9 @@ class Workspace:
         """The mean loss over the B * T positions and one gradient per parameter, like numpy_model.loss_and_grads.
         The gradients are this workspace's arrays: valid until its next call.
 
-        >>> p = numpy_model.init_params(96, 4, 8, 8, 3)
-        >>> loss, grads = Workspace(p, B=1, T=2).loss_and_grads(p, [[1, 2]], [[2, 3]])
+        >>> config = ModelConfig(96, 4, 8, 8)
+        >>> p = numpy_model.init_params(config, 3)
+        >>> loss, grads = Workspace(p, config, B=1, T=2).loss_and_grads(p, [[1, 2]], [[2, 3]])
         >>> round(loss, 2), grads["tok_emb"].shape
         (4.55, (96, 4))
         """
@@ -185,8 +188,9 @@ class Workspace:
     def loss(self, params, ids, targets):
         """The mean loss over the B * T positions, as one float (the backward pass is not run).
 
-        >>> p = numpy_model.init_params(96, 4, 8, 8, 3)
-        >>> round(Workspace(p, B=1, T=2).loss(p, [[1, 2]], [[2, 3]]), 2)
+        >>> config = ModelConfig(96, 4, 8, 8)
+        >>> p = numpy_model.init_params(config, 3)
+        >>> round(Workspace(p, config, B=1, T=2).loss(p, [[1, 2]], [[2, 3]]), 2)
         4.55
         """
         logits, _ = self.forward(params, ids)
@@ -195,30 +199,34 @@ class Workspace:
     def check(self, params):
         """Raise a ValueError unless params have the shapes and dtype this workspace was made for.
 
-        >>> p = numpy_model.init_params(96, 4, 8, 8, 3)
-        >>> Workspace(p, B=1, T=2).check(p)
+        >>> config = ModelConfig(96, 4, 8, 8)
+        >>> p = numpy_model.init_params(config, 3)
+        >>> Workspace(p, config, B=1, T=2).check(p)
         """
-        # trick: numpy_model.config_of(params) once, in the constructor, and here only a comparison of shapes and
-        # dtype: 4 us instead of 13 (dev/bench.py --tricks: parameter check)
+        # trick: numpy_model.check_params(params, config) once, in the constructor, and here only a comparison of
+        # shapes and dtype: 5 us instead of 9 (dev/bench.py --tricks: parameter check)
         if params.keys() != self.shapes.keys() or any(
                 type(t) is not np.ndarray or t.shape != self.shapes[name] or t.dtype != self.dtype
                 for name, t in params.items()):
-            config = numpy_model.config_of(params)  # names what is wrong, if anything
-            raise ValueError(f"this workspace was made for config {self.config} in {self.dtype}, but the"
-                             f" parameters have config {config} in {params['tok_emb'].dtype}")
+            numpy_model.check_params(params, self.config)  # names what is wrong, if anything; else it is the dtype
+            name, t = next((name, t) for name, t in params.items()
+                           if type(t) is not np.ndarray or t.dtype != self.dtype)
+            raise ValueError(f"this workspace was made for NumPy arrays in {self.dtype}, but parameter {name} is a"
+                             f" {type(t).__name__} in {t.dtype}: make one for those")
 
     def forward(self, params, ids):
         """Logits (B, T, V) for ids (B, T), and a cache of the intermediates by numpy_model's names (views of
         this workspace's arrays, in the same dict every call): each block's under "blocks", the first block's also at
         the top.
 
-        >>> p = numpy_model.init_params(96, 4, 8, 8, 3)
-        >>> logits, cache = Workspace(p, B=1, T=3).forward(p, [[1, 2, 3]])
+        >>> config = ModelConfig(96, 4, 8, 8)
+        >>> p = numpy_model.init_params(config, 3)
+        >>> logits, cache = Workspace(p, config, B=1, T=3).forward(p, [[1, 2, 3]])
         >>> logits.shape, cache["att"]["weights"].shape, cache["act"].shape
         ((1, 3, 96), (1, 3, 3), (1, 3, 8))
         """
         self.check(params)
-        V, d, H, L = self.config
+        V, d = self.config.vocab, self.config.d
         B, T, N = self.B, self.T, self.B * self.T
         ids = numpy_model.check_ids(ids, V)
         if ids.shape != (B, T):
@@ -226,7 +234,8 @@ class Workspace:
         self.ids[...] = ids
 
         # trick: mode="clip", as the IDs are checked already: the default mode="raise" goes through a temporary
-        # copy, 13 us instead of 6 (dev/bench.py --tricks: take clip)
+        # copy; within the whole forward pass it is not measurable, 1,069 us against 1,081 (dev/bench.py --tricks:
+        # take clip)
         x0 = np.take(params["tok_emb"], ids, axis=0, out=self.x0, mode="clip")  # (B, T, d)
         if self.positions == "learned":
             x0 += params["pos_emb"][:T]  # (B, T, d)
@@ -238,13 +247,13 @@ class Workspace:
         hf = layernorm_forward(x, params["lnf_g"], params["lnf_b"], self.hf, self.lnf_xhat, self.lnf_rstd, self)
         # trick: replaces `hf @ params["W_out"] + params["b_out"]`: the bias rides in the product as a column of
         # ones, [hf | 1] @ [W_out; b_out], so it costs no pass of its own over the N x V logits, and its gradient
-        # comes out of the weight gradient's product as the last row; 190 us instead of 250 in the forward pass
-        # (dev/bench.py --tricks: output bias)
+        # comes out of the weight gradient's product as the last row; the forward pass takes 955 us instead
+        # of 983 (dev/bench.py --tricks: output bias)
         self.hf_ones[:, :d] = hf.reshape(N, d)
         self.w_out_b_out[:d] = params["W_out"]
         self.w_out_b_out[d] = params["b_out"]
         # trick: for a small vocabulary the logits are stored vocabulary-major, (V, N), so that the loss reduces
-        # along the long N axis: its max and sums take 300 us instead of 520 (dev/bench.py --tricks: loss layout).
+        # along the long N axis: the loss takes 238 us instead of 383 (dev/bench.py --tricks: loss layout).
         # self.logits is the (B, T, V) view either way
         if self.vocab_major:
             np.matmul(self.w_out_b_out.T, self.hf_ones.T, out=self.logits_memory)  # (V, N)
@@ -256,8 +265,9 @@ class Workspace:
         """Mean over the B * T positions of -log softmax(logits)[target], and its gradient (softmax - onehot) / N,
         written over this workspace's logits (logits from elsewhere are copied in first).
 
-        >>> p = numpy_model.init_params(96, 4, 8, 8, 3)
-        >>> ws = Workspace(p, B=1, T=1)
+        >>> config = ModelConfig(96, 4, 8, 8)
+        >>> p = numpy_model.init_params(config, 3)
+        >>> ws = Workspace(p, config, B=1, T=1)
         >>> loss, dlogits = ws.loss_and_dlogits(np.zeros((1, 1, 96)), [[5]])
         >>> round(loss, 4), round(float(dlogits[0, 0, 5]), 4), round(float(dlogits[0, 0, 6]), 4)
         (4.5643, -0.9896, 0.0104)
@@ -267,10 +277,10 @@ class Workspace:
             raise ValueError(f"this workspace is for logits of shape {self.logits.shape}, got {logits.shape}")
         if logits is not self.logits:
             self.logits[...] = logits
-        V, N = self.config[0], self.B * self.T
+        V, N = self.config.vocab, self.B * self.T
         lg = self.logits.reshape(N, V)  # (N, V) a view, the gradient's memory too
         # trick: each target's logit by one 1-D index into the logits' memory, replaces
-        # `np.take_along_axis(logits, targets[..., None], -1)`: 12 us instead of 20 (dev/bench.py --tricks: picked)
+        # `np.take_along_axis(logits, targets[..., None], -1)`: 231 us instead of 247 (dev/bench.py --tricks: picked)
         index = self.target_index
         if self.vocab_major:  # position n, token t is at t N + n
             np.multiply(targets.reshape(N), N, out=index)
@@ -281,7 +291,7 @@ class Workspace:
         memory = self.logits_memory.reshape(N * V)  # (N V,) a view
         np.take(memory, index, out=self.picked)  # (N,)
         # trick: row-major logits go through in blocks of positions small enough to stay in cache through all
-        # five passes: at the large size the loss takes 21 ms instead of 28 (dev/bench.py --tricks: large: loss
+        # five passes: at the large size the loss takes 19.7 ms instead of 26.4 (dev/bench.py --tricks: large: loss
         # blocks). Vocabulary-major ones go in one block (a block of them would be a strided view, on which NumPy
         # is slower)
         step = N if self.vocab_major else max(1, LOSS_BLOCK_BYTES // (V * self.dtype.itemsize))
@@ -291,8 +301,8 @@ class Workspace:
         else:
             # trick: the blocks shared by the threads, one run of them each, the first on this thread and the
             # others on the workspace's own (NumPy lets go of the GIL inside each pass), replacing the one loop over
-            # them: the same blocks and the same bits; at the large size, with two threads, 13.0 ms instead of 18.3
-            # while the second core was free, and nothing (18.7 against 18.4) while another process held it
+            # them: the same blocks and the same bits; at the large size, with two threads, 15.8 ms instead of 19.9
+            # (1.24x to 1.73x over the three runs: it gains only while the second core is free)
             # (dev/bench.py --tricks: large: loss threads)
             n = self.threads
             runs = [blocks[i * len(blocks) // n:(i + 1) * len(blocks) // n] for i in range(n)]
@@ -312,8 +322,9 @@ class Workspace:
         (B, T, V) = d loss / d logits, after this workspace's forward. check=False skips the check of params,
         for a caller whose forward just checked the same ones.
 
-        >>> p = numpy_model.init_params(96, 4, 8, 8, 3)
-        >>> ws = Workspace(p, B=1, T=2)
+        >>> config = ModelConfig(96, 4, 8, 8)
+        >>> p = numpy_model.init_params(config, 3)
+        >>> ws = Workspace(p, config, B=1, T=2)
         >>> logits, _ = ws.forward(p, [[1, 2]])
         >>> _, dlogits = ws.loss_and_dlogits(logits, [[2, 3]])
         >>> g = ws.backward(p, dlogits)
@@ -322,7 +333,7 @@ class Workspace:
         """
         if check:
             self.check(params)
-        V, d, H, L = self.config
+        V, d = self.config.vocab, self.config.d
         B, T, N = self.B, self.T, self.B * self.T
         dlg = np.asarray(dlogits).reshape(N, V)  # (N, V) a view when dlogits came from loss_and_dlogits
         g = self.grads
@@ -358,7 +369,8 @@ def softmax_blocks(lg, blocks, ws):
     """For each block of rows of the logits lg (N, V), in place: softmax / N, the loss's gradient before its -1 / N
     at the target; each row's largest logit into ws.top, its sum of exponentials into ws.z.
 
-    >>> ws = Workspace(numpy_model.init_params(2, 2, 2, 2, 3), B=1, T=2)
+    >>> config = ModelConfig(2, 2, 2, 2)
+    >>> ws = Workspace(numpy_model.init_params(config, 3), config, B=1, T=2)
     >>> lg = np.zeros((2, 2))
     >>> softmax_blocks(lg, [slice(0, 1), slice(1, 2)], ws); lg, ws.z
     (array([[0.25, 0.25],
@@ -380,8 +392,9 @@ def column_sums(x, ones, out):
     """x.sum(0) for x (M, n), written into out (n,).
 
     trick: replaces `.sum(0)` over rows of numpy_model.py (e.g. `dy.reshape(-1, n).sum(0)`): one BLAS
-    matrix-vector product with a vector of ones, 7 us instead of 88 at (2048, 16) (dev/bench.py --tricks: column sums).
-    The same product with a vector of 1 / n takes a mean along rows, 13 us instead of 88 (row means).
+    matrix-vector product with a vector of ones, 3 us instead of 45 at (2048, 16) (dev/bench.py --tricks: column
+    sums). The same product with a vector of 1 / n takes a mean along rows: layernorm_forward takes 52 us instead of
+    96 (row means).
 
     >>> column_sums(np.array([[1.0, 2.0], [3.0, 4.0]]), np.ones(2), np.empty(2))
     array([4., 6.])
@@ -394,8 +407,8 @@ def weight_grad(x, dy, out, out_t):
 
     trick: replaces `x.reshape(-1, k).T @ dy.reshape(-1, m)`: for k < m and N >= TRANSPOSE_PRODUCT_FROM the
     product is formed as (m, k) in out_t and copied transposed into out, which OpenBLAS was found to run faster
-    with two threads. With one thread it buys nothing: 163 us instead of 147 for the output layer's (17, 96), and
-    9.3 ms instead of 9.5 for the large size's (128, 512) (dev/bench.py --tricks: weight gradient); with two threads
+    with two threads. With one thread it buys nothing: 108 us against 106 for the output layer's (17, 96), and
+    6.3 ms against 6.3 for the large size's (128, 512) (dev/bench.py --tricks: weight gradient); with two threads
     on the busy machine the figures were too noisy to quote. Both orientations give the same bits here.
 
     >>> weight_grad(np.ones((3, 1)), np.ones((3, 2)), np.empty((1, 2)), np.empty((2, 1)))
@@ -411,8 +424,9 @@ def joined(M, n):
     """The shape (M / k, k n) to view an (M, n) array in, for broadcasting a length-n vector along long rows.
 
     trick: NumPy broadcasts with one inner loop per row; for rows of 16 floats the loop costs more than the
-    arithmetic, and viewing (M, n) as (M / k, k n) against the vector tiled k times takes `xhat * g + b` 30 us
-    instead of 54 (dev/bench.py --tricks: joined rows). k divides M, and k n stays at most about 1024 floats. Where
+    arithmetic, and viewing (M, n) as (M / k, k n) against the vector tiled k times for `xhat * g + b`, the
+    layer norm takes 50 us instead of 64 (dev/bench.py --tricks: joined rows), add_bias at (2048, 64) 23 us
+    instead of 29 (bias rows). k divides M, and k n stays at most about 1024 floats. Where
     k = 1 (M = 63 at B = 1) the vector is used as it is: filling a tile would be a NumPy call for nothing. With
     one parameter check fewer per step (see `Workspace.backward`), a step at B = 1 took 249 us instead of 260
     with the same bits, both taking turns in one process (one thread, a busy phase of the machine).
@@ -467,7 +481,8 @@ def layernorm_forward(x, g, b, out, xhat, rstd, ws):
     """out = g * xhat + b for each row of x (..., n), xhat = (x - mean) / sqrt(var + EPS), written into out (..., n);
     xhat (M, n) and rstd (M,) = 1 / sqrt(var + EPS) are kept for the backward pass. ws lends constants and scratch.
 
-    >>> ws = Workspace(numpy_model.init_params(96, 2, 2, 2, 3), B=1, T=1)
+    >>> config = ModelConfig(96, 2, 2, 2)
+    >>> ws = Workspace(numpy_model.init_params(config, 3), config, B=1, T=1)
     >>> layernorm_forward(np.array([[1.0, 3.0]]), np.ones(2), np.zeros(2), np.empty((1, 2)), np.empty((1, 2)),
     ...                   np.empty(1), ws).round(4)
     array([[-1.,  1.]])
@@ -475,14 +490,15 @@ def layernorm_forward(x, g, b, out, xhat, rstd, ws):
     n = x.shape[-1]
     rows = x.reshape(-1, n)  # (M, n)
     # trick: replaces `x - x.mean(-1, keepdims=True)` by one small product with the centering matrix I - 1/n:
-    # 18 us instead of 92 (dev/bench.py --tricks: centring); the variance is a product too (row means)
+    # the layer norm takes 51 us instead of 102 (dev/bench.py --tricks: centring); the variance is a product too
+    # (row means)
     np.matmul(rows, ws.centering, out=xhat)  # (M, n) centred, for now
     squares = np.multiply(xhat, xhat, out=ws.squares)  # (M, n)
     np.matmul(squares, ws.mean_d, out=rstd)  # (M,) the variance, for a moment
     rstd += EPS
     np.sqrt(rstd, out=rstd)
     # trick: one division per row, then products, in place of `centred / std`. It buys nothing measurable here
-    # (21 us against 19: bench.py --tricks: reciprocal), but it decides the rounding, and with it the bits of
+    # (53 us against 55: dev/bench.py --tricks: reciprocal), but it decides the rounding, and with it the bits of
     # train.py's checkpoints; it stays, here and in both softmaxes, so that those come out as they always have
     np.divide(1.0, rstd, out=rstd)  # (M,) 1 / sqrt(var + EPS)
     xhat *= rstd[:, None]  # (M, n) normalised
@@ -499,7 +515,8 @@ def layernorm_backward(dy, g, xhat, rstd, ws, out):
     With u = dy * g, each row's dx = (u - mean(u) - xhat * mean(u * xhat)) * rstd. Here u - mean(u) is one
     product, dy (g C) with the centering matrix C, and mean(u * xhat) = (dy * xhat) g / n.
 
-    >>> ws = Workspace(numpy_model.init_params(96, 2, 2, 2, 3), B=1, T=1)
+    >>> config = ModelConfig(96, 2, 2, 2)
+    >>> ws = Workspace(numpy_model.init_params(config, 3), config, B=1, T=1)
     >>> xhat, rstd = np.empty((1, 2)), np.empty(1)
     >>> _ = layernorm_forward(np.array([[1.0, 3.0]]), np.ones(2), np.zeros(2), np.empty((1, 2)), xhat, rstd, ws)
     >>> dx, dg, db = layernorm_backward(np.array([[1.0, 1.0]]), np.ones(2), xhat, rstd, ws,
@@ -555,8 +572,9 @@ def block_forward(params, x, blk, ws):
     """One block (params: its tensors by model.py's names) on the stream x (B, T, d); returns the stream after it,
     blk.x2.
 
-    >>> p = numpy_model.init_params(96, 4, 8, 8, 3)
-    >>> ws = Workspace(p, B=1, T=2)
+    >>> config = ModelConfig(96, 4, 8, 8)
+    >>> p = numpy_model.init_params(config, 3)
+    >>> ws = Workspace(p, config, B=1, T=2)
     >>> block_forward(p, np.ones((1, 2, 4)), ws.block[0], ws) is ws.block[0].x2
     True
     """
@@ -569,7 +587,7 @@ def block_forward(params, x, blk, ws):
     pre = np.matmul(h2.reshape(N, d), params["W1"], out=blk.pre)  # (N, H)
     add_bias(pre, params["b1"], ws.joined_H, ws.tile_H)
     # trick: replaces `np.maximum(pre, 0.0)`: NumPy's fast loop wants two arrays, and a scalar 0.0 takes a
-    # slower one; 40 us instead of 108 (dev/bench.py --tricks: relu)
+    # slower one; within the block it is hardly measurable, 638 us instead of 658 (dev/bench.py --tricks: relu)
     act = np.maximum(pre, ws.zeros_NH, out=blk.act)  # (N, H)
     m = np.matmul(act, params["W2"], out=ws.m)  # (N, d)
     add_bias(m, params["b2"], ws.joined_d, ws.tile_d)
@@ -580,8 +598,9 @@ def block_backward(params, dx2, blk, ws, g):
     """Gradients of one block, given dx2 (N, d) = d loss / d (the stream after it): (its gradients by model.py's
     names, written into the arrays of g; the gradient of the stream before it, written into ws.dx0).
 
-    >>> p = numpy_model.init_params(96, 4, 8, 8, 3)
-    >>> ws = Workspace(p, B=1, T=2)
+    >>> config = ModelConfig(96, 4, 8, 8)
+    >>> p = numpy_model.init_params(config, 3)
+    >>> ws = Workspace(p, config, B=1, T=2)
     >>> _ = block_forward(p, np.ones((1, 2, 4)), ws.block[0], ws)
     >>> grads, dx = block_backward(p, np.ones((2, 4)), ws.block[0], ws, {name: ws.grads[name] for name in p})
     >>> grads["W1"] is ws.grads["W1"], dx is ws.dx0
@@ -651,8 +670,9 @@ def attention_forward(params, x, blk, ws):
     """Causal attention of x (B, T, d) with ws.heads heads into ws.att_out, returned as (B, T, d); the weights stay
     in blk.scores, key-major.
 
-    >>> p = numpy_model.init_params(96, 4, 8, 8, 3)
-    >>> ws = Workspace(p, B=1, T=2)
+    >>> config = ModelConfig(96, 4, 8, 8)
+    >>> p = numpy_model.init_params(config, 3)
+    >>> ws = Workspace(p, config, B=1, T=2)
     >>> _ = attention_forward(p, np.array([[[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]]]), ws.block[0], ws)
     >>> ws.block[0].scores[:, 0, 0]  # the weights of query 0
     array([1., 0.])
@@ -661,8 +681,8 @@ def attention_forward(params, x, blk, ws):
     N, nh = B * T, ws.heads
     dh = d // nh
     # trick: q, k and v from one product with [Wq / sqrt(dh) | Wk | Wv], replacing the three products
-    # `x @ params["Wq"]`, ... and the division `/ math.sqrt(width)` of the scores: 78 us instead of 97 (bench.py
-    # --tricks: fused qkv)
+    # `x @ params["Wq"]`, ... and the division `/ math.sqrt(width)` of the scores: the attention takes 345 us
+    # against 349, no gain measurable at this size (dev/bench.py --tricks: fused qkv)
     np.multiply(params["Wq"], 1.0 / math.sqrt(dh), out=blk.w_qkv[:, :d])
     blk.w_qkv[:, d:2 * d] = params["Wk"]
     blk.w_qkv[:, 2 * d:] = params["Wv"]
@@ -675,8 +695,8 @@ def attention_forward(params, x, blk, ws):
         q, k = turned[:, :, :d], turned[:, :, d:]  # (B, T, d) each, views
     q, k, v = by_head(q, nh), by_head(k, nh), by_head(v, nh)  # (B, nh, T, dh) each, views
     # trick: for a batch (or several heads) q is copied transposed, because the batched product runs slower on a
-    # transposed view than on a contiguous copy: copy and product 87 us instead of 185 (dev/bench.py --tricks: q
-    # transposed)
+    # transposed view than on a contiguous copy: the attention takes 342 us instead of 395 (dev/bench.py --tricks:
+    # q transposed)
     q_t = q.swapaxes(-1, -2)  # (B, nh, dh, T) a view
     if B > 1 or nh > 1:
         q_t = ws.q_t if nh > 1 else ws.q_t[:, 0]  # (B, nh, dh, T)
@@ -684,11 +704,11 @@ def attention_forward(params, x, blk, ws):
 
     # trick: the scores are stored key-major, st[j, b nh + h, i] = q_bhi . k_bhj, so that the softmax's max and sum
     # run along the long axis, replacing `q @ k.swapaxes(-1, -2)` and its reductions over the last axis: the
-    # softmax takes 200 us instead of 443 (dev/bench.py --tricks: key-major softmax)
+    # attention takes 346 us instead of 917 (dev/bench.py --tricks: key-major softmax)
     st = blk.scores  # (T_key, B nh, T_query)
     np.matmul(k, q_t, out=by_key(st, B, nh))  # (B, nh, T_key, T_query) written key-major
     # trick: the mask is kept at full size, (T, B nh, T): adding a (T, 1, T) one broadcasts in B nh short loops,
-    # 43 us instead of 20 (dev/bench.py --tricks: full mask)
+    # but within the attention it is not measurable, 348 us against 346 (dev/bench.py --tricks: full mask)
     st += ws.mask  # (T, B nh, T) -inf where the key comes later: exp gives exactly 0 there
     st2 = st.reshape(T, N * nh)  # (T_key, N nh) one column per query of each head
     top = np.maximum.reduce(st2, axis=0, out=ws.att_top)  # (N nh,)
@@ -711,8 +731,9 @@ def attention_backward(params, dout, blk, ws, g):
     is cheaper but rounds differently: where one key has all the weight, as the first query always does, it
     leaves noise where the exact answer is 0.)
 
-    >>> p = numpy_model.init_params(96, 4, 8, 8, 3)
-    >>> ws = Workspace(p, B=1, T=1)
+    >>> config = ModelConfig(96, 4, 8, 8)
+    >>> p = numpy_model.init_params(config, 3)
+    >>> ws = Workspace(p, config, B=1, T=1)
     >>> _ = attention_forward(p, np.array([[[1.0, 0.0, 0.0, 0.0]]]), ws.block[0], ws)
     >>> grads, dx = attention_backward(p, np.array([[[1.0, 0.0, 0.0, 0.0]]]), ws.block[0], ws, ws.grads)
     >>> sorted(grads), dx.shape
@@ -772,11 +793,12 @@ def token_rows_sum(ids, dx0, out, ws):
     """out (V, d) = for each token, the sum of the rows of dx0 (N, d) at the positions holding it.
 
     trick: replaces `np.add.at(d_tok, ids, dx0)`, which is slow. For a short input, one bincount over the flat
-    index id * d + column (in float64, then rounded): 8 us instead of 11 with B = 1 (dev/bench.py --tricks: token rows
+    index id * d + column (in float64, then rounded): 8 us instead of 13 with B = 1 (dev/bench.py --tricks: token rows
     B 1); for a long one, the positions sorted by token (a radix sort of 16-bit keys) and each token's run of rows
-    added up by reduceat: 48 us instead of 330 (token rows).
+    added up by reduceat: 50 us instead of 324 (token rows).
 
-    >>> ws = Workspace(numpy_model.init_params(3, 2, 2, 2, 3), B=1, T=2)
+    >>> config = ModelConfig(3, 2, 2, 2)
+    >>> ws = Workspace(numpy_model.init_params(config, 3), config, B=1, T=2)
     >>> token_rows_sum(np.array([2, 2]), np.array([[1.0, 2.0], [3.0, 4.0]]), np.empty((3, 2)), ws)
     array([[0., 0.],
            [0., 0.],
@@ -804,15 +826,16 @@ def token_rows_sum(ids, dx0, out, ws):
 # One call with a fresh workspace, by numpy_model's names: for checks and one-off use
 
 
-def forward(params, ids, positions="learned", *, heads=1, use_positions=None):
+def forward(params, ids, config):
     """numpy_model.forward through a fresh workspace: logits (T, V) or (B, T, V), and the cache of intermediates.
     For one-off use: in a loop, make one `Workspace` and call its `forward` (see the top of this file).
 
-    >>> logits, cache = forward(numpy_model.init_params(96, 4, 8, 8, 3), [1, 2, 3])
+    >>> config = ModelConfig(96, 4, 8, 8)
+    >>> logits, cache = forward(numpy_model.init_params(config, 3), [1, 2, 3], config)
     >>> logits.shape, cache["att"]["weights"].shape
     ((3, 96), (3, 3))
     """
-    ws, ids = one_off(params, ids, positions, use_positions, heads)
+    ws, ids = one_off(params, ids, config)
     logits, cache = ws.forward(params, ids.reshape(ws.B, ws.T))
     if ids.ndim == 2:
         return logits, cache
@@ -834,45 +857,46 @@ def first_row(x):
     return x
 
 
-def loss_and_grads(params, ids, targets, positions="learned", *, heads=1, use_positions=None):
+def loss_and_grads(params, ids, targets, config):
     """numpy_model.loss_and_grads through a fresh workspace: the mean loss over every position of ids (T,) or
     (B, T), and one gradient per parameter. For one-off use: a training loop that calls this pays for every array
     of a step on every call; make one `Workspace` and call its `loss_and_grads` instead (see the top of this file).
 
-    >>> loss, grads = loss_and_grads(numpy_model.init_params(96, 4, 8, 8, 3), [[1, 2]], [[2, 3]])
+    >>> config = ModelConfig(96, 4, 8, 8)
+    >>> loss, grads = loss_and_grads(numpy_model.init_params(config, 3), [[1, 2]], [[2, 3]], config)
     >>> round(loss, 2), grads["tok_emb"].shape
     (4.55, (96, 4))
     """
-    ws, ids = one_off(params, ids, positions, use_positions, heads)
+    ws, ids = one_off(params, ids, config)
     logits, _ = ws.forward(params, ids.reshape(ws.B, ws.T))
     targets = numpy_model.check_targets(targets, logits if ids.ndim == 2 else logits[0])
     loss, dlogits = ws.loss_and_dlogits(logits, targets.reshape(ws.B, ws.T))
     return loss, ws.backward(params, dlogits)
 
 
-def sequence_loss(params, ids, targets, positions="learned", *, heads=1, use_positions=None):
+def sequence_loss(params, ids, targets, config):
     """numpy_model.sequence_loss through a fresh workspace: the loss of predicting targets from ids, one float.
     For one-off use: in a loop, make one `Workspace` and call its `loss`.
 
-    >>> round(sequence_loss(numpy_model.init_params(96, 4, 8, 8, 3), [1, 2], [2, 3]), 2)
+    >>> config = ModelConfig(96, 4, 8, 8)
+    >>> round(sequence_loss(numpy_model.init_params(config, 3), [1, 2], [2, 3], config), 2)
     4.55
     """
-    ws, ids = one_off(params, ids, positions, use_positions, heads)
+    ws, ids = one_off(params, ids, config)
     logits, _ = ws.forward(params, ids.reshape(ws.B, ws.T))
     targets = numpy_model.check_targets(targets, logits if ids.ndim == 2 else logits[0])
     return ws.loss_and_dlogits(logits, targets.reshape(ws.B, ws.T))[0]
 
 
-def one_off(params, ids, positions, use_positions, heads=1):
+def one_off(params, ids, config):
     """(a fresh Workspace for ids of shape (T,) or (B, T), ids as an array), after numpy_model.forward's checks.
 
-    >>> ws, ids = one_off(numpy_model.init_params(96, 4, 8, 8, 3), [1, 2], "rope", None)
+    >>> config = ModelConfig(96, 4, 8, 8, positions="rope")
+    >>> ws, ids = one_off(numpy_model.init_params(config, 3), [1, 2], config)
     >>> ws.B, ws.T, ws.positions
     (1, 2, 'rope')
     """
-    scheme = numpy_model.position_scheme(positions, use_positions)
-    vocab, d, hidden, max_len = numpy_model.config_of(params)
-    sizes.check_sizes(d, sizes.blocks_of(params), heads, scheme)
-    ids = numpy_model.check_ids(ids, vocab)
-    numpy_model.check_length(ids.shape, scheme, max_len)
-    return Workspace(params, *((1, *ids.shape) if ids.ndim == 1 else ids.shape), scheme, heads), ids
+    numpy_model.check_params(params, config)
+    ids = numpy_model.check_ids(ids, config.vocab)
+    numpy_model.check_length(ids.shape, config.positions, config.max_len)
+    return Workspace(params, config, *((1, *ids.shape) if ids.ndim == 1 else ids.shape)), ids

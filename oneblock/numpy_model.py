@@ -4,14 +4,17 @@ It mirrors `model.py` section by section and name by name, each layer written as
 number of blocks, each with its own layer norms, attention and MLP, and attention with several heads (see
 `sizes.py` for the names of the other blocks' parameters). With one block and one head it is model.py's model, bit
 for bit the same computation as before it could grow. Differences from model.py:
+- The model's description is a `ModelConfig` (config.py), passed beside the weights to every call: the sizes
+  (vocab V, width d, hidden H, max_len L), the blocks, the heads and the position scheme.
 - IDs are an int array of shape (T,) or (B, T), and every tensor has the same leading axes; the loss is the mean
   over all B * T positions. Parameters are a dict of arrays, all float64 or all float32 (`from_lists`, `to_lists`).
 - Sums are NumPy's, not `math.fsum`: in float64 the results agree with the reference to about 1e-15 relative.
-- Positions come in four schemes (the reference has the first two): "learned" (the pos_emb rows, at most max_len
-  positions), "none", "sinusoidal" (a fixed sine/cosine table added to the token embeddings) and "rope" (q and k
-  turned by position-dependent angles). The last three read up to LONGEST positions; pos_emb gets gradient 0.
-- Blocks and heads: `init_params(..., blocks=n)` makes n blocks; `forward(..., heads=h)` splits each attention
-  into h heads of width d / h (h must divide d), each with its own softmax, scaled by 1 / sqrt(d / h).
+- Positions come in four schemes, config.positions (the reference has the first two): "learned" (the pos_emb rows,
+  at most max_len positions), "none", "sinusoidal" (a fixed sine/cosine table added to the token embeddings) and
+  "rope" (q and k turned by position-dependent angles). The last three read up to LONGEST positions; pos_emb gets
+  gradient 0.
+- Blocks and heads: config.blocks blocks, one after another; config.heads splits each attention into heads of
+  width d / heads (heads must divide d), each with its own softmax, scaled by 1 / sqrt(d / heads).
 Every call returns new arrays. `numpy_fast.py` computes the same, tuned for a training loop.
 
 Shape legend, used in the comments on every line that makes a tensor:
@@ -19,12 +22,12 @@ Shape legend, used in the comments on every line that makes a tensor:
     the MLP, V = vocabulary size, L = max_len, the number of learned positions, nh = heads and dh = d / nh, the
     width of one head (with one head there is no nh axis: the shapes are model.py's).
 
-    >>> p = init_params(vocab=96, d=16, hidden=64, max_len=64, seed=3)
-    >>> logits, cache = forward(p, np.array([[5, 17, 42], [1, 2, 3]]))
+    >>> config = ModelConfig(vocab=96, d=16, hidden=64, max_len=64)
+    >>> logits, cache = forward(init_params(config, seed=3), np.array([[5, 17, 42], [1, 2, 3]]), config)
     >>> logits.shape, cache["att"]["weights"].shape
     ((2, 3, 96), (2, 3, 3))
-    >>> grown = init_params(vocab=96, d=16, hidden=64, max_len=64, seed=3, blocks=2)
-    >>> logits, cache = forward(grown, np.array([[5, 17, 42], [1, 2, 3]]), heads=4)
+    >>> grown = ModelConfig(vocab=96, d=16, hidden=64, max_len=64, blocks=2, heads=4)
+    >>> logits, cache = forward(init_params(grown, seed=3), np.array([[5, 17, 42], [1, 2, 3]]), grown)
     >>> len(cache["blocks"]), cache["blocks"][1]["att"]["weights"].shape
     (2, (2, 4, 3, 3))
 """
@@ -34,11 +37,10 @@ import math
 import numpy as np
 
 from model import EPS
-from oneblock import sizes
+from oneblock.config import ModelConfig, said
 from oneblock.sizes import block_params, prefix
 
 DTYPES = (np.float32, np.float64)  # the parameter dtypes this path runs in
-SCHEMES = ("learned", "none", "sinusoidal", "rope")  # forward's `positions`
 LONGEST = 1024  # the most positions "none", "sinusoidal" and "rope" read (they have no table of learned rows)
 ROPE_BASE = 10000.0  # pair i turns by pos / ROPE_BASE^(2i/d) radians; also the sinusoid table's wavelengths
 
@@ -67,13 +69,14 @@ def to_lists(arrays):
     return {name: np.asarray(t, dtype=np.float64).tolist() for name, t in arrays.items()}
 
 
-def init_params(vocab, d, hidden, max_len, seed, dtype=np.float64, blocks=1):
-    """The reference's initial parameters (the same random draws), as arrays; with more blocks, sizes.init_params's.
+def init_params(config, seed, dtype=np.float64):
+    """The reference's initial parameters (the same random draws) of a ModelConfig, as arrays; with more blocks,
+    sizes.init_params's.
 
-    >>> init_params(vocab=96, d=4, hidden=8, max_len=8, seed=3, dtype=np.float32)["ln1_g"]
+    >>> init_params(ModelConfig(vocab=96, d=4, hidden=8, max_len=8), seed=3, dtype=np.float32)["ln1_g"]
     array([1., 1., 1., 1.], dtype=float32)
     """
-    return from_lists(sizes.init_params(vocab, d, hidden, max_len, seed, blocks), dtype)
+    return from_lists(checked_config(config).init_params(seed), dtype)
 
 
 def count_params(params):
@@ -85,39 +88,48 @@ def count_params(params):
     return sum(int(np.size(t)) for t in params.values())
 
 
-def config_of(params):
-    """Read (vocab, d, hidden, max_len) off a dict of arrays; check every tensor's type, dtype and shape. (The
-    number of blocks is in the names: sizes.blocks_of.)
+def checked_config(config):
+    """config, after checking that it is a ModelConfig whose values make sense (ModelConfig.checked's messages).
 
-    >>> config_of(init_params(vocab=96, d=4, hidden=8, max_len=8, seed=3))
-    (96, 4, 8, 8)
+    >>> checked_config((96, 4, 8, 8))
+    Traceback (most recent call last):
+    ...
+    TypeError: the model's description should be a ModelConfig, got tuple (96, 4, 8, 8)
     """
-    blocks = sizes.blocks_of(params)
-    names = sizes.param_names(blocks)
-    if params.keys() != set(names):
-        missing = [name for name in names if name not in params]
-        if missing:
-            raise ValueError(f"parameter dict is missing tensors: {missing}")
-        raise ValueError(f"parameter dict has unknown tensors: {[n for n in params if n not in names]}")
+    if not isinstance(config, ModelConfig):
+        raise TypeError(f"the model's description should be a ModelConfig, got {type(config).__name__}"
+                        f" {said(config)}")
+    return config.checked()
+
+
+def check_params(params, config):
+    """Raise a ValueError unless params are the parameters of the model config describes: a dict of NumPy arrays,
+    all float32 or all float64, with exactly the names and shapes of config.param_shapes().
+
+    >>> config = ModelConfig(vocab=96, d=4, hidden=8, max_len=8)
+    >>> p = init_params(config, seed=3)
+    >>> check_params(p, config)
+    >>> check_params({**p, "W1": np.zeros((4, 9))}, config)
+    Traceback (most recent call last):
+    ...
+    ValueError: parameter W1 has shape (4, 9), expected (4, 8)
+    """
+    checked_config(config)
     for name, t in params.items():
         if not isinstance(t, np.ndarray):
             raise ValueError(f"parameter {name} should be a NumPy array, got {type(t).__name__} "
                              "(HINT: from_lists(params) converts the reference's dict of lists)")
         if t.ndim == 0:
             raise ValueError(f"parameter {name} is a scalar, expected an array")
-    tok = params["tok_emb"]
-    if tok.ndim != 2:
-        raise ValueError(f"parameter tok_emb has shape {tok.shape}, expected (V, d)")
-    if tok.dtype not in DTYPES:
-        raise ValueError(f"parameters must be float32 or float64, got {tok.dtype} for tok_emb")
-    config = (*tok.shape, len(params["b1"]), len(params["pos_emb"]))  # (V, d, H, L)
-    for name, want in sizes.param_shapes(*config, blocks).items():
-        if params[name].shape != want:
-            raise ValueError(f"parameter {name} has shape {params[name].shape}, expected {want}")
-        if params[name].dtype != tok.dtype:
-            raise ValueError(f"parameter {name} has dtype {params[name].dtype}, but tok_emb has {tok.dtype}: use one"
-                             " dtype")
-    return config
+    problem = config.shape_problem({name: t.shape for name, t in params.items()})
+    if problem is not None:
+        raise ValueError(problem)
+    dtype = params["tok_emb"].dtype
+    if dtype not in DTYPES:
+        raise ValueError(f"parameters must be float32 or float64, got {dtype} for tok_emb")
+    for name, t in params.items():
+        if t.dtype != dtype:
+            raise ValueError(f"parameter {name} has dtype {t.dtype}, but tok_emb has {dtype}: use one dtype")
 
 
 def check_ids(ids, vocab, what="token IDs"):
@@ -180,26 +192,7 @@ def check_targets(targets, logits):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Positions: the scheme's name, the sinusoid table, and the rotary turn of channel pairs
-
-
-def position_scheme(positions="learned", use_positions=None):
-    """The scheme name for forward's `positions` argument: one of SCHEMES, or a bool as in the reference
-    (True is "learned", False is "none"). The reference's keyword `use_positions` is accepted too.
-
-    >>> position_scheme("rope"), position_scheme(False), position_scheme(use_positions=True)
-    ('rope', 'none', 'learned')
-    """
-    if use_positions is not None:  # the reference's name for the switch, as a keyword
-        if positions not in ("learned", True):
-            raise ValueError(f"give positions={positions!r} or use_positions={use_positions!r}, not both")
-        positions = use_positions
-    if isinstance(positions, (bool, np.bool_)):
-        return "learned" if positions else "none"
-    if positions not in SCHEMES:
-        raise ValueError(f"positions={positions!r} is no position scheme; expected one of {list(SCHEMES)}"
-                         f" (or True / False, meaning 'learned' / 'none')")
-    return positions
+# Positions: the sinusoid table, and the rotary turn of channel pairs
 
 
 def sinusoid_table(T, d):
@@ -333,29 +326,31 @@ def merge_heads(x, heads):
     return x.swapaxes(-2, -3).reshape(*lead, T, nh * dh)  # (..., T, d)
 
 
-def attention_forward(params, x, rope=False, heads=1):
-    """Causal attention of x (..., T, d) with heads heads; return ((attn v) Wo, cache). cache["weights"] is
+def attention_forward(params, x, config):
+    """Causal attention of x (..., T, d) with config.heads heads; return ((attn v) Wo, cache). cache["weights"] is
     (..., T, T) for one head, (..., heads, T, T) for more.
 
     Each head h reads its own columns of q, k and v (see `split_heads`) and has its own softmax, scaled by
-    1 / sqrt(d / heads); Wo mixes the heads' outputs, set side by side. With rope=True, q and k are turned after
-    the projections, each head's channel pairs by the angles of its width (see `rope_forward`), so that a score
-    q_i . k_j depends on the offset i - j.
+    1 / sqrt(d / heads); Wo mixes the heads' outputs, set side by side. With the "rope" scheme, q and k are turned
+    after the projections, each head's channel pairs by the angles of its width (see `rope_forward`), so that a
+    score q_i . k_j depends on the offset i - j.
 
-    >>> p = init_params(vocab=96, d=4, hidden=8, max_len=8, seed=3)
-    >>> out, c = attention_forward(p, np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]]))
+    >>> config = ModelConfig(vocab=96, d=4, hidden=8, max_len=8)
+    >>> p = init_params(config, seed=3)
+    >>> out, c = attention_forward(p, np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]]), config)
     >>> c["weights"][0]
     array([1., 0.])
-    >>> attention_forward(p, np.zeros((3, 5, 4)), heads=2)[1]["weights"].shape
+    >>> attention_forward(p, np.zeros((3, 5, 4)), ModelConfig(96, 4, 8, 8, heads=2))[1]["weights"].shape
     (3, 2, 5, 5)
     """
+    heads = config.heads
     T, d = x.shape[-2:]
     width = d // heads  # dh, the width of one head
     q = split_heads(x @ params["Wq"], heads)  # (B, nh, T, dh)
     k = split_heads(x @ params["Wk"], heads)  # (B, nh, T, dh)
     v = split_heads(x @ params["Wv"], heads)  # (B, nh, T, dh)
     turn = None
-    if rope:
+    if config.positions == "rope":
         turn = [t.astype(x.dtype) for t in rope_tables(T, width)]  # (T, dh) cos and (T, dh) sin
         q, k = rope_forward(q, *turn), rope_forward(k, *turn)  # (B, nh, T, dh) each
     scores = q @ k.swapaxes(-1, -2) / math.sqrt(width)  # (B, nh, T, T)
@@ -371,8 +366,9 @@ def attention_forward(params, x, rope=False, heads=1):
 def attention_backward(params, cache, dout):
     """Gradients of attention: dout (..., T, d) -> ({"Wq", "Wk", "Wv", "Wo"}, dx (..., T, d)).
 
-    >>> p = init_params(vocab=96, d=4, hidden=8, max_len=8, seed=3)
-    >>> _, c = attention_forward(p, np.array([[1.0, 0.0, 0.0, 0.0]]))
+    >>> config = ModelConfig(vocab=96, d=4, hidden=8, max_len=8)
+    >>> p = init_params(config, seed=3)
+    >>> _, c = attention_forward(p, np.array([[1.0, 0.0, 0.0, 0.0]]), config)
     >>> grads, dx = attention_backward(p, c, np.array([[1.0, 0.0, 0.0, 0.0]]))
     >>> sorted(grads), dx.shape
     (['Wk', 'Wo', 'Wq', 'Wv'], (1, 4))
@@ -407,17 +403,17 @@ def attention_backward(params, cache, dout):
 # One pre-norm block: attention and MLP, each with a skip path
 
 
-def block_forward(params, x, scheme, heads):
+def block_forward(params, x, config):
     """One block on the stream x (..., T, d), with params its tensors by model.py's names (`sizes.block_params`):
     return (the stream after it, cache).
 
-    >>> p = init_params(vocab=96, d=4, hidden=8, max_len=8, seed=3)
-    >>> x2, c = block_forward(p, np.ones((2, 4)), "learned", 1)
+    >>> config = ModelConfig(vocab=96, d=4, hidden=8, max_len=8)
+    >>> x2, c = block_forward(init_params(config, seed=3), np.ones((2, 4)), config)
     >>> x2.shape, sorted(c)
     ((2, 4), ['act', 'att', 'h1', 'h2', 'ln1', 'ln2', 'pre', 'x1', 'x2'])
     """
     h1, ln1 = layernorm_forward(x, params["ln1_g"], params["ln1_b"])  # (B, T, d)
-    a, att = attention_forward(params, h1, rope=scheme == "rope", heads=heads)  # (B, T, d)
+    a, att = attention_forward(params, h1, config)  # (B, T, d)
     x1 = x + a  # (B, T, d) skip path 1
     h2, ln2 = layernorm_forward(x1, params["ln2_g"], params["ln2_b"])  # (B, T, d)
     pre = h2 @ params["W1"] + params["b1"]  # (B, T, H)
@@ -431,10 +427,12 @@ def block_backward(params, cache, dx2):
     """Gradients of one block, given dx2 (..., T, d) = d loss / d (the stream after it): (its gradients by
     model.py's names, the gradient of the stream before it).
 
-    >>> p = init_params(vocab=96, d=4, hidden=8, max_len=8, seed=3)
-    >>> _, c = block_forward(p, np.ones((2, 4)), "learned", 1)
+    >>> config = ModelConfig(vocab=96, d=4, hidden=8, max_len=8)
+    >>> p = init_params(config, seed=3)
+    >>> _, c = block_forward(p, np.ones((2, 4)), config)
     >>> g, dx = block_backward(p, c, np.ones((2, 4)))
-    >>> sorted(g) == sorted(sizes.BLOCK_NAMES), dx.shape
+    >>> from oneblock.sizes import BLOCK_NAMES
+    >>> sorted(g) == sorted(BLOCK_NAMES), dx.shape
     (True, (2, 4))
     """
     d, hidden = dx2.shape[-1], params["b1"].shape[0]
@@ -462,43 +460,39 @@ def block_backward(params, cache, dx2):
 # The model: embeddings, the blocks, final layer norm, logits
 
 
-def forward(params, ids, positions="learned", *, heads=1, use_positions=None):
+def forward(params, ids, config):
     """Logits (T, V) or (B, T, V) for token IDs of shape (T,) or (B, T), and the cache the backward pass needs.
 
-    positions: the scheme, one of SCHEMES (see `position_scheme`; True and False, or the keyword use_positions, work
-    as in the reference). "learned" reads at most max_len positions, the others at most LONGEST. heads: the heads
-    of every block's attention (the number of blocks is in the parameters' names).
+    config: the ModelConfig of params, whose blocks, heads and position scheme the pass follows. "learned" reads at
+    most max_len positions, the other schemes at most LONGEST.
 
-    The cache holds x0, hf, lnf, "blocks" (one cache per block, see `block_forward`) and, under model.py's names
-    (h1, att, x1, h2, act, x2, ...), the first block's: with one block, model.py's cache.
+    The cache holds the config, x0, hf, lnf, "blocks" (one cache per block, see `block_forward`) and, under
+    model.py's names (h1, att, x1, h2, act, x2, ...), the first block's: with one block, model.py's cache.
 
-    >>> p = init_params(vocab=96, d=4, hidden=8, max_len=8, seed=3)
-    >>> logits, cache = forward(p, np.array([1, 2, 3]))
+    >>> config = ModelConfig(vocab=96, d=4, hidden=8, max_len=8)
+    >>> logits, cache = forward(init_params(config, seed=3), np.array([1, 2, 3]), config)
     >>> logits.shape, cache["att"]["weights"].shape, cache["act"].shape
     ((3, 96), (3, 3), (3, 8))
     """
-    scheme = position_scheme(positions, use_positions)
-    vocab, d, hidden, max_len = config_of(params)
-    blocks = sizes.blocks_of(params)
-    sizes.check_sizes(d, blocks, heads, scheme)
-    ids = check_ids(ids, vocab)
-    check_length(ids.shape, scheme, max_len)
+    check_params(params, config)
+    scheme = config.positions
+    ids = check_ids(ids, config.vocab)
+    check_length(ids.shape, scheme, config.max_len)
     T = ids.shape[-1]
 
     x0 = params["tok_emb"][ids]  # (B, T, d)
     if scheme == "learned":
         x0 = x0 + params["pos_emb"][:T]  # (B, T, d)
     elif scheme == "sinusoidal":
-        x0 = x0 + sinusoid_table(T, d).astype(x0.dtype)  # (B, T, d) a fixed table, no parameters
+        x0 = x0 + sinusoid_table(T, config.d).astype(x0.dtype)  # (B, T, d) a fixed table, no parameters
     x, caches = x0, []
-    for block in range(blocks):
-        x, block_cache = block_forward(block_params(params, block), x, scheme, heads)  # (B, T, d)
+    for block in range(config.blocks):
+        x, block_cache = block_forward(block_params(params, block), x, config)  # (B, T, d)
         caches.append(block_cache)
     hf, lnf = layernorm_forward(x, params["lnf_g"], params["lnf_b"])  # (B, T, d)
     logits = hf @ params["W_out"] + params["b_out"]  # (B, T, V)
 
-    cache = {"ids": ids, "positions": scheme, "heads": heads, "x0": x0, **caches[0], "blocks": caches, "hf": hf,
-             "lnf": lnf}
+    cache = {"ids": ids, "config": config, "x0": x0, **caches[0], "blocks": caches, "hf": hf, "lnf": lnf}
     return logits, cache
 
 
@@ -525,14 +519,14 @@ def loss_and_dlogits(logits, targets):
     return loss, (e / z - onehot) / N  # (B, T, V)
 
 
-def sequence_loss(params, ids, targets, positions="learned", *, heads=1, use_positions=None):
-    """The loss of predicting targets from ids, as one float (positions and heads as in `forward`).
+def sequence_loss(params, ids, targets, config):
+    """The loss of predicting targets from ids, as one float (config as in `forward`).
 
-    >>> p = init_params(vocab=96, d=4, hidden=8, max_len=8, seed=3)
-    >>> round(sequence_loss(p, np.array([1, 2]), np.array([2, 3])), 2)
+    >>> config = ModelConfig(vocab=96, d=4, hidden=8, max_len=8)
+    >>> round(sequence_loss(init_params(config, seed=3), np.array([1, 2]), np.array([2, 3]), config), 2)
     4.55
     """
-    logits, _ = forward(params, ids, positions, heads=heads, use_positions=use_positions)
+    logits, _ = forward(params, ids, config)
     return loss_and_dlogits(logits, targets)[0]
 
 
@@ -541,20 +535,24 @@ def sequence_loss(params, ids, targets, positions="learned", *, heads=1, use_pos
 
 
 def backward(params, cache, dlogits):
-    """One gradient per parameter (same names, shapes and dtype), given dlogits = d loss / d logits.
+    """One gradient per parameter (same names, shapes and dtype), given dlogits = d loss / d logits, after a forward
+    pass whose cache holds the config.
 
-    >>> p = init_params(vocab=96, d=4, hidden=8, max_len=8, seed=3)
-    >>> logits, cache = forward(p, np.array([1, 2]))
+    >>> config = ModelConfig(vocab=96, d=4, hidden=8, max_len=8)
+    >>> p = init_params(config, seed=3)
+    >>> logits, cache = forward(p, np.array([1, 2]), config)
     >>> _, dlogits = loss_and_dlogits(logits, np.array([2, 3]))
     >>> g = backward(p, cache, dlogits)
     >>> list(g) == list(p), g["W1"].shape
     (True, (4, 8))
     """
-    vocab, d, hidden, max_len = config_of(params)
-    blocks = sizes.blocks_of(params)
-    if len(cache["blocks"]) != blocks:
-        raise ValueError(f"the cache is of a forward pass through {len(cache['blocks'])} blocks, but the parameters"
-                         f" have {blocks}")
+    config = cache["config"]
+    try:
+        check_params(params, config)
+    except ValueError as e:
+        raise ValueError(f"the parameters are not those of the cache's forward pass, of {config.describe()}: {e}"
+                         ) from None
+    vocab, d, max_len = config.vocab, config.d, config.max_len
     ids = cache["ids"]  # (B, T)
     dlogits = np.asarray(dlogits)
     if dlogits.shape[-1:] != (vocab,) or dlogits.size != ids.size * vocab:
@@ -570,7 +568,7 @@ def backward(params, cache, dlogits):
     dx, g["lnf_g"], g["lnf_b"] = layernorm_backward(dhf, params["lnf_g"], cache["lnf"])  # (B, T, d)
 
     # the blocks, last first: each takes the gradient of the stream after it and gives the one before it
-    for block in reversed(range(blocks)):
+    for block in reversed(range(config.blocks)):
         block_grads, dx = block_backward(block_params(params, block), cache["blocks"][block], dx)  # (B, T, d)
         g.update({prefix(block) + name: t for name, t in block_grads.items()})
     dx0 = dx  # (B, T, d)
@@ -580,23 +578,23 @@ def backward(params, cache, dlogits):
     d_tok = np.zeros((vocab, d), dtype=dx0.dtype)  # (V, d)
     np.add.at(d_tok, ids, dx0)  # row ids[b, t] += dx0[b, t], once for every position
     d_pos = np.zeros((max_len, d), dtype=dx0.dtype)  # (L, d) rows past T stay exactly zero
-    if cache["positions"] == "learned":
+    if config.positions == "learned":
         d_pos[:T] = dx0.reshape(-1, T, d).sum(0)  # (T, d) summed over the sequences
 
     grads = {"tok_emb": d_tok, "pos_emb": d_pos, **g}
     return {name: grads[name] for name in params}  # same order as the parameters
 
 
-def loss_and_grads(params, ids, targets, positions="learned", *, heads=1, use_positions=None):
+def loss_and_grads(params, ids, targets, config):
     """The mean loss over every position of ids (T,) or (B, T), and one gradient per parameter: what a training step
-    needs (positions and heads as in `forward`). Every call makes new arrays; for a training loop,
-    `numpy_fast.Workspace(params, B, T).loss_and_grads` computes the same into arrays made once.
+    needs (config as in `forward`). Every call makes new arrays; for a training loop,
+    `numpy_fast.Workspace(params, config, B, T).loss_and_grads` computes the same into arrays made once.
 
-    >>> p = init_params(vocab=96, d=4, hidden=8, max_len=8, seed=3)
-    >>> loss, grads = loss_and_grads(p, np.array([[1, 2]]), np.array([[2, 3]]))
+    >>> config = ModelConfig(vocab=96, d=4, hidden=8, max_len=8)
+    >>> loss, grads = loss_and_grads(init_params(config, seed=3), np.array([[1, 2]]), np.array([[2, 3]]), config)
     >>> round(loss, 2), grads["tok_emb"].shape
     (4.55, (96, 4))
     """
-    logits, cache = forward(params, ids, positions, heads=heads, use_positions=use_positions)
+    logits, cache = forward(params, ids, config)
     loss, dlogits = loss_and_dlogits(logits, targets)
     return loss, backward(params, cache, dlogits)

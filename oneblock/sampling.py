@@ -17,6 +17,7 @@ import random  # noqa: F401  (choose's example)
 
 import model
 from oneblock import checkpoint, sizes
+from oneblock.config import seed_switch
 
 TOKEN_BYTES = 64  # memory a generated token takes: its ID in the context list, and its share of the printed text
 
@@ -69,28 +70,28 @@ def generate(next_logits, context, n_tokens, max_len, temperature, top_k, rng):
 
 
 def load_logits_fn(path, backend, tokenizer_sha256=None):
-    """(next_logits, ckpt) for a checkpoint: next_logits(ids) -> list of V floats, computed in float64."""
+    """(next_logits, ckpt) for a checkpoint: next_logits(ids) -> list of V floats, computed in float64, by the model
+    the checkpoint's ModelConfig (ckpt["config"]) describes."""
     ckpt = checkpoint.load_checkpoint(path, tokenizer_sha256)  # the checks: format, hash, shapes, finite values
-    positions = checkpoint.positions_of(ckpt["config"])  # the scheme; older files: from use_positions
-    blocks, heads = checkpoint.sizes_of(ckpt["config"])  # 1 and 1 in a file that does not say
+    config = ckpt["config"]  # sizes, blocks, heads and position scheme (an older file's read as it meant them)
     if backend == "python":
-        if positions not in ("learned", "none"):
-            raise ValueError(f"{path} has positions {positions!r}, which model.py does not have (it has learned"
-                             f" and none); use --backend numpy or torch")
-        if (blocks, heads) != (1, 1):
-            raise ValueError(f"{path} is a model of {sizes.describe(blocks, heads)}, and model.py has one block and"
-                             f" one head; use --backend numpy or torch")
-        params = checkpoint.reference_params(ckpt)
+        if config.positions not in ("learned", "none"):
+            raise ValueError(f"{path} has positions {config.positions!r}, which model.py does not have (it has"
+                             f" learned and none); use --backend numpy or torch")
+        if config.grown:
+            raise ValueError(f"{path} is a model of {sizes.describe(config.blocks, config.heads)}, and model.py has"
+                             f" one block and one head; use --backend numpy or torch")
+        params, switch = checkpoint.reference_params(ckpt), seed_switch(config)
 
         def next_logits(ids):
-            return model.forward(params, ids, positions == "learned")[0][-1]
+            return model.forward(params, ids, switch)[0][-1]
     elif backend == "numpy":
         from oneblock import numpy_model
 
         params = numpy_model.from_lists(checkpoint.reference_params(ckpt))  # float64
 
         def next_logits(ids):
-            logits, _ = numpy_model.forward(params, ids, positions, heads=heads)  # (T, V)
+            logits, _ = numpy_model.forward(params, ids, config)  # (T, V)
             return logits[-1].tolist()
     else:
         import safetensors.torch
@@ -103,6 +104,6 @@ def load_logits_fn(path, backend, tokenizer_sha256=None):
 
         def next_logits(ids):
             with torch.no_grad():
-                logits, _ = torch_model.forward(params, torch_model.as_ids(ids), positions, heads=heads)  # (1, T, V)
+                logits, _ = torch_model.forward(params, torch_model.as_ids(ids), config)  # (1, T, V)
             return logits[0, -1].tolist()
     return next_logits, ckpt

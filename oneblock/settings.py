@@ -23,11 +23,9 @@ import typing
 from dataclasses import dataclass
 
 import bpe
-from oneblock import machine, sizes
+from oneblock import config, machine, sizes
 
-SCHEMES = ("learned", "none", "sinusoidal", "rope")  # how the model knows where a token is (numpy_model.SCHEMES)
 BACKENDS = ("numpy", "numpy-plain", "python", "torch")  # which model file computes (training.model_functions)
-MODEL = {"d": 16, "hidden": 64, "max_len": 64}  # the series size (the vocabulary comes from the tokenizer)
 HIDDEN_PER_WIDTH = 4  # the MLP's hidden units per unit of width: 64 at the series width 16
 WARMUP = 100  # default warm-up steps (capped at the length of the run)
 VAL_STORIES = 300  # default val_stories: the last 300 stories of corpus.txt validate
@@ -47,8 +45,9 @@ HOW_RUN = ("backend", "threads")  # where the same run computes: a checkpoint re
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything that decides a training run, with train.py's defaults. None means "the default that follows from
-    the other settings", which `checked` fills in."""
+    """Everything that decides a training run, with its defaults: the one place they are written (train.py's flags
+    take theirs from here). None means "the default that follows from the other settings", which `checked` fills
+    in."""
 
     backend: str = "numpy"  # numpy (numpy_fast.py, tuned), numpy-plain (numpy_model.py), python (model.py), torch
     device: str | None = None  # where the torch backend computes: cpu, cuda, mps or auto (default auto)
@@ -71,9 +70,9 @@ class Settings:
     tokenizer: str | None = None  # with data: this tokenizer.json instead of one trained on the text
     vocab_size: int | None = None  # with data: the tokens of the tokenizer trained on it (default 256)
     val_fraction: float | None = None  # with data: the share of its lines or documents, its last, that validate
-    width: int = MODEL["d"]  # the model's width d; its MLP has HIDDEN_PER_WIDTH x d hidden units
-    max_len: int = MODEL["max_len"]  # the most positions the model reads, and the rows of learned positions
-    positions: str = "learned"  # learned, none, sinusoidal or rope
+    width: int = 16  # the model's width d; its MLP has HIDDEN_PER_WIDTH x d hidden units
+    max_len: int = 64  # the most positions the model reads, and the rows of learned positions
+    positions: str = "learned"  # one of config.SCHEMES: learned, none, sinusoidal or rope
     blocks: int = 1  # transformer blocks
     heads: int = 1  # attention heads in each block, each of width d / heads
     eval_every: int = 500  # steps between validation losses (also at the end)
@@ -126,8 +125,8 @@ def _problem(given, s):
     """The first thing wrong with the settings s (given: as they came, before the defaults), in one line, or None."""
     if s.backend not in BACKENDS:
         return f"--backend {s.backend!r}: expected one of {', '.join(BACKENDS)}"
-    if s.positions not in SCHEMES:
-        return f"--positions {s.positions!r}: expected one of {', '.join(SCHEMES)}"
+    if s.positions not in config.SCHEMES:
+        return f"--positions {s.positions!r}: expected one of {', '.join(config.SCHEMES)}"
     if s.dtype not in ("float32", "float64"):
         return f"--dtype {s.dtype!r}: expected float32 or float64"
     if s.world < 1:
@@ -156,8 +155,8 @@ def _problem(given, s):
     for name, low in at_least.items():
         if getattr(s, name) is not None and getattr(s, name) < low:
             return f"--{name.replace('_', '-')} must be at least {low}, got {getattr(s, name)}"
-    try:
-        sizes.check_sizes(s.width, s.blocks, s.heads, s.positions)
+    try:  # the model's own checks (the flags above have said what is not a size): heads, and rope's even width
+        model_config(s, s.vocab_size or bpe.VOCAB_SIZE).checked()
     except ValueError as e:  # (one head divides every width: then it is rope's, on an odd width)
         return f"{'--width' if s.heads == 1 else '--heads'} {s.width if s.heads == 1 else s.heads}: {e}"
     if s.seq_len > s.max_len:
@@ -262,23 +261,23 @@ def step_memory(s):
     >>> f"{step_memory(lab) / 2**20:.0f} MiB", f"{step_memory(dataclasses.replace(lab, width=10**5)):.1e}"
     ('87 MiB', '2.2e+12')
     """
-    vocab, d, hidden = s.vocab_size or bpe.VOCAB_SIZE, s.width, HIDDEN_PER_WIDTH * s.width
+    m = model_config(s, s.vocab_size or bpe.VOCAB_SIZE)
     if s.backend == "python":
-        n = sizes.parameter_count(vocab, d, hidden, s.max_len)
-        return 32 * ((4 + s.batch) * n + 2 * s.seq_len * sizes.activations_per_token(vocab, d, hidden, 1, 1,
-                                                                                        s.seq_len))
+        return 32 * ((4 + s.batch) * m.parameter_count()
+                     + 2 * s.seq_len * sizes.activations_per_token(m.vocab, m.d, m.hidden, 1, 1, s.seq_len))
     rows = max(s.batch, VAL_BATCH if s.data is not None else s.val_stories)  # (rows, T) the most at once
-    return sizes.step_bytes(vocab, d, hidden, s.max_len, s.blocks, s.heads, rows, s.seq_len,
+    return sizes.step_bytes(m.vocab, m.d, m.hidden, m.max_len, m.blocks, m.heads, rows, s.seq_len,
                             4 if s.dtype == "float32" else 8)
 
 
-def model_size(s):
-    """The model's sizes besides its vocabulary, from width and max_len.
+def model_config(s, vocab):
+    """The model the settings s train, over a vocabulary of vocab tokens: width d, HIDDEN_PER_WIDTH x d hidden
+    units, max_len, blocks, heads and the position scheme (unchecked: `.checked()` says what does not fit).
 
-    >>> model_size(Settings()) == MODEL
-    True
+    >>> model_config(Settings(blocks=2, positions="rope"), 96)
+    ModelConfig(vocab=96, d=16, hidden=64, max_len=64, blocks=2, heads=1, positions='rope')
     """
-    return {"d": s.width, "hidden": HIDDEN_PER_WIDTH * s.width, "max_len": s.max_len}
+    return config.ModelConfig(vocab, s.width, HIDDEN_PER_WIDTH * s.width, s.max_len, s.blocks, s.heads, s.positions)
 
 
 def training_settings(s):

@@ -22,13 +22,11 @@ tell; checkpoints record it.
 import functools
 import math
 import random
-import re
 
 from model import PARAM_SHAPES, param_shapes as one_block_shapes
 
 OUTSIDE = ("tok_emb", "pos_emb", "lnf_g", "lnf_b", "W_out", "b_out")  # the tensors that are no block's
 BLOCK_NAMES = tuple(name for name in PARAM_SHAPES if name not in OUTSIDE)  # ln1_g, ..., b2: one block's, in order
-PREFIX = re.compile(r"block([1-9][0-9]*)\.")  # the prefix of block k >= 1
 
 
 def prefix(block):
@@ -60,9 +58,10 @@ def param_shapes(vocab, d, hidden, max_len, blocks=1):
     return dict(shape_table(vocab, d, hidden, max_len, blocks))
 
 
-# Every forward and backward pass of numpy_model.py checks its parameters against these tables and reads the blocks
-# off the names. Worked out once per size (functools.cache) instead of on every call, the plain mirror's step at
-# series size, B = 1, is as fast as before models could grow (python3 bench.py --sizes series-b1 --against DIR).
+# Every forward and backward pass of numpy_model.py checks its parameters against the table of its config
+# (config.ModelConfig.param_shapes). Worked out once per size (functools.cache) instead of on every call, the plain
+# mirror's step at series size, B = 1, is as fast as before models could grow
+# (python3 -m dev.bench --sizes series-b1 --against DIR).
 
 
 @functools.cache
@@ -90,23 +89,6 @@ def init_params(vocab, d, hidden, max_len, seed, blocks=1):
         else:
             params[name] = [1.0 if name.endswith("_g") else 0.0] * rows
     return params
-
-
-def blocks_of(names):
-    """The number of blocks that parameter names (a dict's keys, in any order) make: 1 plus the largest k of a
-    "block{k}." prefix. Whether every name a model of that many blocks needs is there is the caller's check.
-
-    >>> blocks_of(["tok_emb", "Wq", "block1.Wq", "block2.Wq"]), blocks_of(["tok_emb"])
-    (3, 1)
-    """
-    return blocks_in(tuple(names))
-
-
-@functools.cache
-def blocks_in(names):
-    """blocks_of for a tuple of names, worked out once for each set of names."""
-    found = [PREFIX.match(name) for name in names]
-    return 1 + max((int(m.group(1)) for m in found if m), default=0)
 
 
 def block_params(params, block):

@@ -2,20 +2,21 @@
 
 Same architecture, parameter names and shapes, built from standard `torch.nn.functional` pieces where they fit
 (`F.embedding`, `F.layer_norm`, `F.linear`, a masked softmax, `F.cross_entropy`), and the same four position schemes
-as `numpy_model.py`, written independently, down to parsing the scheme names: the sinusoid table from torch ops, and
-rope as a product of complex numbers (each channel pair of q and k as x[2i] + i x[2i + 1], times e^(i angle)), where
-numpy_model.py uses real sines and cosines with a hand-written inverse rotation for the backward pass. It grows as
-numpy_model.py does (the other blocks' names are sizes.py's), but its attention always has a heads axis, made by
-`view` and `transpose`, where numpy_model.py has none for one head. The reference
+as `numpy_model.py`, written independently: the sinusoid table from torch ops, and rope as a product of complex
+numbers (each channel pair of q and k as x[2i] + i x[2i + 1], times e^(i angle)), where numpy_model.py uses real
+sines and cosines with a hand-written inverse rotation for the backward pass. Every function takes the model's
+`ModelConfig` (oneblock/config.py) beside the weights: its blocks, heads and position scheme. It grows as
+numpy_model.py does (the other blocks' names are sizes.py's), but its attention has a heads axis whenever there is
+more than one head, made by `view` and `transpose`. The reference
 stores a weight as (in, out) and computes x W; `F.linear` wants (out, in), so it gets the transposed view `W.T` (no
 copy). Importing this module imports torch; `model.py` and `numpy_model.py` never do.
 
 Shape legend: B = sequences in the batch, T = positions, d = model width, H = hidden width, V = vocabulary size,
 L = max_len, nh = heads, dh = d / nh.
 
-    >>> import model
-    >>> p = to_torch(model.init_params(96, 4, 8, 8, 3))
-    >>> loss, grads, inter = loss_and_grads(p, torch.tensor([[1, 2, 3]]), torch.tensor([[2, 3, 4]]))
+    >>> cfg = ModelConfig(vocab=96, d=4, hidden=8, max_len=8)
+    >>> p = to_torch(cfg.init_params(3))
+    >>> loss, grads, inter = loss_and_grads(p, torch.tensor([[1, 2, 3]]), torch.tensor([[2, 3, 4]]), cfg)
     >>> grads["W1"].shape, inter["weights"].shape
     (torch.Size([4, 8]), torch.Size([1, 3, 3]))
 """
@@ -28,8 +29,8 @@ import torch.nn.functional as F
 
 from model import EPS
 from oneblock import sizes
+from oneblock.config import SCHEMES, ModelConfig  # noqa: F401  (ModelConfig: the examples)
 
-SCHEMES = ("learned", "none", "sinusoidal", "rope")  # how positions enter the model; see forward
 ROPE_BASE = 10000.0  # channel pair i turns by pos / ROPE_BASE^(2i/d) radians; also the sinusoids' wavelengths
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -57,25 +58,7 @@ def as_ids(ids):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Positions: the scheme's name, and the two schemes without parameters (the sinusoid table and the rotary turn)
-
-
-def scheme_name(positions="learned", use_positions=None):
-    """One of SCHEMES, from forward's arguments: a scheme's name, or the reference's switch (True means learned
-    rows, False none), given as positions or as the keyword use_positions.
-
-    >>> scheme_name("rope"), scheme_name(False), scheme_name(use_positions=True)
-    ('rope', 'none', 'learned')
-    """
-    if use_positions is not None and positions not in ("learned", True):
-        raise ValueError(f"positions={positions!r} and use_positions={use_positions!r} contradict each other")
-    if use_positions is not None:
-        return "learned" if use_positions else "none"
-    if isinstance(positions, (bool, np.bool_)):
-        return "learned" if positions else "none"
-    if positions not in SCHEMES:
-        raise ValueError(f"unknown position scheme {positions!r}; the schemes are {', '.join(SCHEMES)}")
-    return positions
+# Positions: the two schemes without parameters (the sinusoid table and the rotary turn)
 
 
 def sinusoids(T, d, dtype=torch.float64):
@@ -138,22 +121,23 @@ def merge_heads(x, heads):
 # The model
 
 
-def forward(p, ids, positions="learned", *, heads=1, use_positions=None):
+def forward(p, ids, config):
     """Logits (B, T, V) for ids (B, T), and the intermediates the comparison tool checks, by the reference's names;
     those of block k >= 1 after sizes.prefix(k), like its parameters ("block1.x1").
 
-    positions: "learned", "none", "sinusoidal" or "rope" (True and False, or the keyword use_positions, as in the
-    reference). heads: the heads of every block (the blocks are counted from the parameters' names). "weights" is
-    (B, T, T) for one head and (B, nh, T, T) for more, as in numpy_model.py.
+    config: the model's ModelConfig, whose blocks, heads and positions ("learned", "none", "sinusoidal" or "rope")
+    say what to compute. "weights" is (B, T, T) for one head and (B, nh, T, T) for more, as in numpy_model.py.
 
-    >>> import model
-    >>> logits, inter = forward(to_torch(model.init_params(96, 4, 8, 8, 3)), as_ids([1, 2]))
+    >>> cfg = ModelConfig(96, 4, 8, 8)
+    >>> logits, inter = forward(to_torch(cfg.init_params(3)), as_ids([1, 2]), cfg)
     >>> tuple(logits.shape), tuple(inter["act"].shape)
     ((1, 2, 96), (1, 2, 8))
     """
-    scheme = scheme_name(positions, use_positions)
+    scheme, heads = config.positions, config.heads
+    if scheme not in SCHEMES:  # (one that is not a scheme must not run as "none")
+        raise ValueError(f"unknown position scheme {scheme!r}; the schemes are {', '.join(SCHEMES)}")
     B, T = ids.shape
-    d = p["tok_emb"].shape[1]
+    d = config.d
     dh = d // heads
     x = F.embedding(ids, p["tok_emb"])  # (B, T, d)
     if scheme == "learned":
@@ -162,10 +146,7 @@ def forward(p, ids, positions="learned", *, heads=1, use_positions=None):
         x = x + sinusoids(T, d, x.dtype)  # (B, T, d)
     inter = {"x0": x}
     future = torch.ones(T, T, dtype=torch.bool).triu(1)  # (T, T) True where key j > query i
-    # one Wq in every block ("Wq", "block1.Wq", ...): counted here, not by sizes.blocks_of, whose cache torch.compile
-    # would warn about while tracing through it
-    blocks = sum(name.rpartition(".")[2] == "Wq" for name in p)
-    for block in range(blocks):
+    for block in range(config.blocks):
         name = sizes.prefix(block)  # "" for the first block, "block1." for the second, ...
         w = sizes.block_params(p, block)  # this block's tensors by the reference's names
         h1 = F.layer_norm(x, (d,), w["ln1_g"], w["ln1_b"], eps=EPS)  # (B, T, d)
@@ -198,21 +179,30 @@ def loss_fn(logits, targets):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
-def loss_and_grads(p, ids, targets, positions="learned", *, heads=1, use_positions=None):
-    """(loss, gradients by name, detached intermediates) for one batch, through autograd.
+def loss_and_grads(p, ids, targets, config):
+    """(loss, gradients by name, detached intermediates) for one batch, through autograd. Weights whose names or
+    shapes are not config's are a ValueError (config.shape_problem's), before any work.
 
     >>> import model
-    >>> loss, grads, _ = loss_and_grads(to_torch(model.init_params(96, 4, 8, 8, 3)), as_ids([1]), as_ids([2]))
+    >>> cfg = ModelConfig(96, 4, 8, 8)
+    >>> loss, grads, _ = loss_and_grads(to_torch(cfg.init_params(3)), as_ids([1]), as_ids([2]), cfg)
     >>> list(grads) == list(model.PARAM_SHAPES)
     True
-    >>> _, grads, inter = loss_and_grads(to_torch(sizes.init_params(96, 4, 8, 8, 3, blocks=2)), as_ids([1]),
-    ...                                  as_ids([2]), heads=2)
+    >>> grown = ModelConfig(96, 4, 8, 8, blocks=2, heads=2)
+    >>> _, grads, inter = loss_and_grads(to_torch(grown.init_params(3)), as_ids([1]), as_ids([2]), grown)
     >>> list(grads)[14], tuple(inter["block1.weights"].shape)
     ('block1.ln1_g', (1, 2, 1, 1))
+    >>> loss_and_grads(to_torch(cfg.init_params(3)), as_ids([1]), as_ids([2]), ModelConfig(96, 4, 9, 8))
+    Traceback (most recent call last):
+    ...
+    ValueError: parameter W1 has shape (4, 8), expected (4, 9)
     """
+    problem = config.shape_problem({name: tuple(t.shape) for name, t in p.items()})
+    if problem is not None:
+        raise ValueError(problem)
     for t in p.values():
         t.grad = None
-    logits, inter = forward(p, ids, positions, heads=heads, use_positions=use_positions)
+    logits, inter = forward(p, ids, config)
     loss = loss_fn(logits, targets)
     loss.backward()
     # a tensor the graph did not use (pos_emb with any scheme but "learned") has no .grad; its gradient is zero

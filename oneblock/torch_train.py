@@ -18,9 +18,10 @@ needs:
   takes the same Adam step, and the run equals a one-process run of the same global batch up to the order of
   floating-point sums. Rank 0 alone checks and owns --out, evaluates out loud, and writes checkpoints.
 
+    >>> from oneblock.config import ModelConfig
     >>> from oneblock.settings import Settings, checked
     >>> s = checked(Settings(backend="torch", batch=2, seq_len=4, dtype="float64"))
-    >>> init, loss_and_grads, loss = model_functions(s, (96, 16, 64, 64))
+    >>> init, loss_and_grads, loss = model_functions(s, ModelConfig(vocab=96, d=16, hidden=64, max_len=64))
     >>> params = init(3)
     >>> l, grads = loss_and_grads(params, [[1, 2, 3, 4], [5, 6, 7, 8]], [[2, 3, 4, 5], [6, 7, 8, 9]])
     >>> round(l, 4), tuple(grads["W1"].shape), grads["W1"].dtype
@@ -34,7 +35,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from oneblock import numpy_model, torch_model
+from oneblock import torch_model
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -128,27 +129,27 @@ def share(value):
 class Twin(torch.nn.Module):
     """torch_model's parameters held by a module, whose forward returns the mean loss of a batch: the form
     DistributedDataParallel needs. The parameters keep the twin's names (a dot, which modules do not allow in a
-    parameter name, is written as a double underscore)."""
+    parameter name, is written as a double underscore); config is the model's ModelConfig."""
 
-    def __init__(self, params, positions, heads):
+    def __init__(self, params, config):
         super().__init__()
         self.names = list(params)
         self.weights = torch.nn.ParameterDict(
             {name.replace(".", "__"): torch.nn.Parameter(t.detach().clone()) for name, t in params.items()})
-        self.positions, self.heads = positions, heads
+        self.config = config
 
     def tensors(self):
         """The parameters by the twin's names."""
         return {name: self.weights[name.replace(".", "__")] for name in self.names}
 
     def forward(self, ids, targets):
-        logits, _ = torch_model.forward(self.tensors(), ids, self.positions, heads=self.heads)  # (B, T, V)
+        logits, _ = torch_model.forward(self.tensors(), ids, self.config)  # (B, T, V)
         return torch_model.loss_fn(logits, targets)
 
 
-def model_functions(s, shape):
-    """(init, loss_and_grads, loss) of the torch backend for s, with the model shape (vocab, d, hidden, max_len):
-    the same interface as train.model_functions. Weights and gradients are dicts of tensors on this rank's device."""
+def model_functions(s, config):
+    """(init, loss_and_grads, loss) of the torch backend for s and the model's ModelConfig: the same interface as
+    training.model_functions. Weights and gradients are dicts of tensors on this rank's device."""
     device, dtype = device_of(s), DTYPES[s.dtype]
     rank, size = world()
     torch.set_num_threads(s.threads)
@@ -158,16 +159,16 @@ def model_functions(s, shape):
         return torch.as_tensor(np.asarray(x), dtype=kind, device=device)
 
     def init(seed):
-        # numpy_model draws model.py's numbers for block 0 (as float64) and the other blocks' after them
-        return {name: tensor(t) for name, t in numpy_model.init_params(*shape, seed, blocks=s.blocks).items()}
+        # model.py's numbers for block 0 (float64, then this run's dtype) and the other blocks' after them
+        return {name: tensor(t) for name, t in config.init_params(seed).items()}
 
     def loss_and_grads(params, ids, targets):
         nonlocal twin
         if twin is None:
-            module = Twin(params, s.positions, s.heads).to(device)
+            module = Twin(params, config).to(device)
             # pos_emb takes no part in the loss without learned positions, and DDP must be told a parameter may not
             twin = module if size == 1 else torch.nn.parallel.DistributedDataParallel(
-                module, find_unused_parameters=s.positions != "learned")
+                module, find_unused_parameters=config.positions != "learned")
         weights = (twin.module if size > 1 else twin).tensors()
         with torch.no_grad():
             for name, p in weights.items():
@@ -184,7 +185,7 @@ def model_functions(s, shape):
 
     def loss(params, ids, targets):
         with torch.no_grad():
-            logits, _ = torch_model.forward(params, tensor(ids, torch.int64), s.positions, heads=s.heads)  # (B, T, V)
+            logits, _ = torch_model.forward(params, tensor(ids, torch.int64), config)  # (B, T, V)
             return float(torch_model.loss_fn(logits, tensor(targets, torch.int64)))
 
     return init, loss_and_grads, loss

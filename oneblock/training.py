@@ -28,9 +28,10 @@ from math import fsum
 from types import SimpleNamespace
 
 import model
-from oneblock import checkpoint
+from oneblock import checkpoint, settings
 from oneblock import data as data_files, machine
-from oneblock.settings import HOW_RUN, SIZES, Settings, checked, model_size  # noqa: F401  (Settings: the example)
+from oneblock.config import seed_switch
+from oneblock.settings import HOW_RUN, SIZES, Settings, checked  # noqa: F401  (Settings: the example)
 
 # ----------------------------------------------------------------------------------------------------------------
 # The batches and the schedule
@@ -147,12 +148,13 @@ def finite(t):
 # gradients); loss(params, ids, targets) -> mean loss. ids and targets: B rows of T token IDs.
 
 
-def python_loss_and_grads(params, ids, targets, positions):
+def python_loss_and_grads(params, ids, targets, switch):
     """model.py reads one sequence at a time: the mean of the B rows' losses and of their gradients, which is the
-    mean over all B * T positions that the NumPy files compute, since every row has T positions."""
+    mean over all B * T positions that the NumPy files compute, since every row has T positions. switch: model.py's
+    own third argument (config.seed_switch)."""
     rows = []
     for x, y in zip(ids, targets):
-        logits, cache = model.forward(params, x, positions == "learned")  # (T, V)
+        logits, cache = model.forward(params, x, switch)  # (T, V)
         loss, dlogits = model.loss_and_dlogits(logits, y)
         rows.append((loss, model.backward(params, cache, dlogits)))
     B = len(rows)
@@ -160,37 +162,38 @@ def python_loss_and_grads(params, ids, targets, positions):
     return fsum(loss for loss, _ in rows) / B, grads
 
 
-def python_loss(params, ids, targets, positions):
-    """The mean loss over the B rows, with model.py."""
-    return fsum(model.sequence_loss(params, x, y, positions == "learned") for x, y in zip(ids, targets)) / len(ids)
+def python_loss(params, ids, targets, switch):
+    """The mean loss over the B rows, with model.py (switch: its third argument)."""
+    return fsum(model.sequence_loss(params, x, y, switch) for x, y in zip(ids, targets)) / len(ids)
 
 
-def model_functions(s, vocab):
-    """(init, loss_and_grads, loss) of the model file --backend names, for this run's settings.
+def model_functions(s, config):
+    """(init, loss_and_grads, loss) of the model file --backend names, for this run's settings s and the model's
+    ModelConfig (settings.model_config(s, vocab)).
 
     numpy (the default) is numpy_fast.py, whose Workspace holds every array of a step (its gradients live there
-    until the next step); numpy-plain is numpy_model.py, the plain mirror; both grow (s.blocks, s.heads). python is
-    model.py itself; torch is torch_model.py through torch_train.py, in one process or one rank of a data-parallel
-    run.
+    until the next step); numpy-plain is numpy_model.py, the plain mirror; both grow (config.blocks, config.heads).
+    python is model.py itself, told config's scheme by seed_switch; torch is torch_model.py through torch_train.py,
+    in one process or one rank of a data-parallel run.
     """
-    shape = (vocab, *model_size(s).values())  # (V, d, hidden, max_len)
     if s.backend == "torch":
         from oneblock import torch_train
 
-        return torch_train.model_functions(s, shape)
+        return torch_train.model_functions(s, config)
     if s.backend == "python":
-        return (partial(model.init_params, *shape), partial(python_loss_and_grads, positions=s.positions),
-                partial(python_loss, positions=s.positions))
+        switch = seed_switch(config)  # (settings.checked lets only "learned" and "none" through to model.py)
+        return (partial(model.init_params, config.vocab, config.d, config.hidden, config.max_len),
+                partial(python_loss_and_grads, switch=switch), partial(python_loss, switch=switch))
     import numpy as np
 
     from oneblock import numpy_fast, numpy_model
 
-    init = partial(numpy_model.init_params, *shape, dtype=np.dtype(s.dtype), blocks=s.blocks)
+    init = partial(numpy_model.init_params, config, dtype=np.dtype(s.dtype))
     if s.backend == "numpy-plain":
-        return (init, partial(numpy_model.loss_and_grads, positions=s.positions, heads=s.heads),
-                partial(numpy_model.sequence_loss, positions=s.positions, heads=s.heads))
-    workspace = numpy_fast.Workspace(init(0), s.batch, s.seq_len, s.positions, s.heads, s.threads)  # (shapes, dtype)
-    return init, workspace.loss_and_grads, partial(numpy_fast.sequence_loss, positions=s.positions, heads=s.heads)
+        return (init, partial(numpy_model.loss_and_grads, config=config),
+                partial(numpy_model.sequence_loss, config=config))
+    workspace = numpy_fast.Workspace(init(0), config, s.batch, s.seq_len, s.threads)  # (init(0): shapes, dtype)
+    return init, workspace.loss_and_grads, partial(numpy_fast.sequence_loss, config=config)
 
 
 def story_nats(loss, params, stories, most=None):
@@ -300,14 +303,15 @@ def fresh_state(init, seed):
 
 def resumed_state(s, ckpt, path, training, config, data):
     """The state a loaded checkpoint (checkpoint.load_checkpoint's, of the file at path) saved, for a run with the
-    settings s, the recorded settings training and the model config that reads data; a ValueError says why it
+    settings s, the recorded settings training and the ModelConfig that reads data; a ValueError says why it
     cannot be resumed (other data, other tokenizer, other model size, other settings)."""
     recorded = ckpt["metadata"]["tokenizer_sha256"]
     if recorded != data.tokenizer_sha:
         raise ValueError(f"{path}: {checkpoint.tokenizer_mismatch(recorded, data.tokenizer_sha)}")
     if ckpt["metadata"].get("corpus_sha256") != data.metadata.get("corpus_sha256"):
         raise ValueError(f"{path} was trained on another corpus.txt; it cannot be resumed on this one")
-    other = {key: (ckpt["config"][key], config[key]) for key in ("d", "max_len") if ckpt["config"][key] != config[key]}
+    other = {key: (getattr(ckpt["config"], key), getattr(config, key)) for key in ("d", "max_len")
+             if getattr(ckpt["config"], key) != getattr(config, key)}
     if other:
         raise ValueError(f"{path} is a model of another size: " + "; ".join(
             f"--{'width' if key == 'd' else 'max-len'} {there} there, {here} here" for key, (there, here) in
@@ -431,7 +435,7 @@ def train(s, data=None, state=None, save=None, report=None):
     s = checked(s)
     data = data_files.prepare(s) if data is None else data
     with use_threads(s):  # the run's BLAS threads, whatever the caller's are
-        functions = model_functions(s, data.vocab)
+        functions = model_functions(s, settings.model_config(s, data.vocab))
         state = {} if state is None else state
         if not state:
             state.update(fresh_state(functions[0], s.seed))

@@ -8,11 +8,13 @@ from hypothesis import strategies as st
 
 import model
 from oneblock import numpy_fast, numpy_model, sizes
+from oneblock.config import ModelConfig
 
 SERIES = (96, 16, 64, 64, 3)  # vocab, d, hidden, max_len, seed
+SERIES_CONFIG = ModelConfig(*SERIES[:4])  # the series model: one block, one head, learned positions
 
 # The two NumPy implementations of the model, each with forward, loss_and_grads and sequence_loss under the same
-# names and signatures; a test that takes `path` runs once for each.
+# names and signatures (params, ids[, targets], config); a test that takes `path` runs once for each.
 PATHS = [pytest.param(numpy_model, id="numpy_model"), pytest.param(numpy_fast, id="numpy_fast")]
 
 
@@ -33,11 +35,21 @@ def jittered(vocab, d, hidden, max_len, seed, scale, blocks=1):
     return {name: (np.array(t) + rng.normal(0.0, scale, np.shape(t))).tolist() for name, t in p.items()}
 
 
-def reference(params, ids, targets, use_positions):
-    """Reference logits (B, T, V), mean loss and mean gradients over the rows of ids (B, T)."""
+def config_for(vocab, d, hidden, max_len, *_, **given):
+    """The ModelConfig of these sizes (a seed after them is ignored), with any of blocks, heads and positions.
+
+    >>> config_for(*SERIES, positions="rope").positions
+    'rope'
+    """
+    return ModelConfig(vocab, d, hidden, max_len, **given)
+
+
+def reference(params, ids, targets, switch):
+    """Reference logits (B, T, V), mean loss and mean gradients over the rows of ids (B, T), by model.py with its
+    own switch (True for learned positions, False for none: seed_switch of a config)."""
     logits, losses, grads = [], [], []
     for x, y in zip(ids.tolist(), targets.tolist()):
-        lg, cache = model.forward(params, x, use_positions)
+        lg, cache = model.forward(params, x, switch)
         loss, dlogits = model.loss_and_dlogits(lg, y)
         logits.append(lg)
         losses.append(loss)
@@ -67,10 +79,10 @@ def draw_batch(rng, vocab, batch, length):
     return ids, rng.integers(0, vocab, (batch, length))
 
 
-def numpy_run(path, params, ids, targets, positions="learned"):
+def numpy_run(path, params, ids, targets, config):
     """(logits, loss, grads) through a NumPy path: the logits from its forward, the rest from its loss_and_grads."""
-    logits, _ = path.forward(params, ids, positions)
-    return (logits, *path.loss_and_grads(params, ids, targets, positions))
+    logits, _ = path.forward(params, ids, config)
+    return (logits, *path.loss_and_grads(params, ids, targets, config))
 
 
 def assert_close(got, want, tol):
@@ -111,18 +123,17 @@ def central_differences(params, loss, step=1e-6):
     return numeric
 
 
-def assert_central_differences_match(path, params, ids, targets, scheme, heads=1):
+def assert_central_differences_match(path, params, ids, targets, config):
     """Every parameter, float64, step 1e-6: max |central difference - gradient| < 1e-8 (the rounding noise of the
     loss differences is about 1e-9). The loss differentiated is the tests' own cross-entropy of the path's logits.
     No step may move a ReLU input across 0 (in any block): a central difference across the kink measures the kink,
-    not the derivative, so a test whose sequence does that must pick another. heads: for a grown model
-    (numpy_model only). Returns (numeric, grads, the worst error of each tensor)."""
-    grown = {"heads": heads} if heads != 1 else {}
-    _, grads = path.loss_and_grads(params, ids, targets, scheme, **grown)
+    not the derivative, so a test whose sequence does that must pick another. config: the params' ModelConfig.
+    Returns (numeric, grads, the worst error of each tensor)."""
+    _, grads = path.loss_and_grads(params, ids, targets, config)
     grads = {name: np.array(g) for name, g in grads.items()}
 
     def relu_inputs():
-        logits, cache = path.forward(params, ids, scheme, **grown)
+        logits, cache = path.forward(params, ids, config)
         return logits, np.concatenate([block["pre"].ravel() for block in cache.get("blocks", [cache])]) > 0.0
 
     relu_on = relu_inputs()[1]

@@ -2,6 +2,7 @@
 of bad checkpoint rejected with a message that names the problem."""
 
 import array
+import dataclasses
 import json
 import math
 import random
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from oneblock import checkpoint, sizes
+from oneblock.config import SWITCH_KEY, ModelConfig
 import model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -18,13 +20,13 @@ ROOT = Path(__file__).resolve().parent.parent
 np = pytest.importorskip("numpy")
 
 TOKENIZER_SHA = checkpoint.sha256_file(ROOT / "tokenizer.json")
-CONFIG = {"vocab": 96, "d": 4, "hidden": 8, "max_len": 8, "use_positions": True}  # the tiny copy: small files
+CONFIG = ModelConfig(vocab=96, d=4, hidden=8, max_len=8)  # the tiny copy: small files
 
 
 def tiny_state(dtype="F32", seed=3, blocks=1):
     """(params, moments) of the tiny config (of this many blocks) as {name: (dtype, shape, flat values)}, with
     non-zero moments."""
-    ref = sizes.init_params(CONFIG["vocab"], CONFIG["d"], CONFIG["hidden"], CONFIG["max_len"], seed, blocks)
+    ref = dataclasses.replace(CONFIG, blocks=blocks).init_params(seed)
     rng = random.Random(seed)
 
     def tensors(fn):
@@ -309,17 +311,30 @@ def test_broken_rng_state_is_rejected(tmp_path):
 # The position scheme in the config
 
 
+def with_config(path, config):
+    """Rewrite the checkpoint at path with config (a dict) as its metadata config."""
+    rewrite(path, metadata=lambda m: {**m, "config": json.dumps(config)})
+
+
 def test_position_scheme_in_the_config(tmp_path):
-    """A config may name its scheme; use_positions (model.py's switch) must then be true exactly for learned. A
-    config without one (files from before the schemes) reads as learned or none from use_positions."""
+    """A config may name its scheme; model.py's switch must then be true exactly for learned. A config without one
+    (files from before the schemes) reads as learned or none from the switch."""
     path = tmp_path / "ckpt.safetensors"
-    write_tiny(path, config={**CONFIG, "use_positions": False, "positions": "rope"})
-    assert checkpoint.positions_of(checkpoint.load_checkpoint(path)["config"]) == "rope"
-    assert checkpoint.positions_of(CONFIG) == "learned"
-    assert checkpoint.positions_of({**CONFIG, "use_positions": False}) == "none"
-    write_tiny(path, config={**CONFIG, "positions": "sinusoidal"})
-    expect_rejected(path, "use_positions is true but positions is 'sinusoidal'", "exactly for 'learned'")
-    write_tiny(path, config={**CONFIG, "positions": "alibi"})
+    write_tiny(path, config=dataclasses.replace(CONFIG, positions="rope"))
+    assert checkpoint.load_checkpoint(path)["config"].positions == "rope"
+    assert json.loads(checkpoint.load_file(path)[1]["config"])[SWITCH_KEY] is False
+    before = {key: value for key, value in CONFIG.to_json().items() if key != "positions"}
+    assert checkpoint.positions_of(CONFIG.to_json()) == "learned" == checkpoint.positions_of(before)
+    assert checkpoint.positions_of({**before, SWITCH_KEY: False}) == "none"
+    for switch, scheme in ((True, "learned"), (False, "none")):
+        write_tiny(path)
+        with_config(path, {**before, SWITCH_KEY: switch})
+        assert checkpoint.load_checkpoint(path)["config"] == dataclasses.replace(CONFIG, positions=scheme)
+    write_tiny(path)
+    with_config(path, {**CONFIG.to_json(), "positions": "sinusoidal"})
+    expect_rejected(path, f"{SWITCH_KEY} is true but positions is 'sinusoidal'", "exactly for 'learned'")
+    write_tiny(path)
+    with_config(path, {**CONFIG.to_json(), "positions": "alibi"})
     expect_rejected(path, "config positions is 'alibi', expected one of ['learned', 'none', 'sinusoidal', 'rope']")
 
 
@@ -327,7 +342,7 @@ def test_position_scheme_in_the_config(tmp_path):
 # A grown model's checkpoint: its sizes in the config, format version 2
 
 
-GROWN = {**CONFIG, "blocks": 2, "heads": 2}
+GROWN = dataclasses.replace(CONFIG, blocks=2, heads=2)
 
 
 def test_a_grown_checkpoint_records_its_sizes_as_version_2_and_a_one_block_one_stays_version_1(tmp_path):
@@ -335,21 +350,22 @@ def test_a_grown_checkpoint_records_its_sizes_as_version_2_and_a_one_block_one_s
     args = write_tiny(path, blocks=2, config=GROWN)
     ckpt = checkpoint.load_checkpoint(path, TOKENIZER_SHA)
     assert ckpt["metadata"]["format_version"] == checkpoint.GROWN_VERSION == "2"
-    assert ckpt["config"] == GROWN and checkpoint.sizes_of(ckpt["config"]) == (2, 2)
+    assert ckpt["config"] == GROWN and (ckpt["config"].blocks, ckpt["config"].heads) == (2, 2)
+    assert json.loads(ckpt["metadata"]["config"]) == GROWN.to_json() and "blocks" in GROWN.to_json()
     assert list(ckpt["params"]) == sizes.param_names(2) == list(args["params"])
     write_tiny(path)
     ckpt = checkpoint.load_checkpoint(path, TOKENIZER_SHA)
-    assert ckpt["metadata"]["format_version"] == "1" and "blocks" not in ckpt["config"]
-    assert checkpoint.sizes_of(ckpt["config"]) == (1, 1)
+    assert ckpt["metadata"]["format_version"] == "1" and "blocks" not in json.loads(ckpt["metadata"]["config"])
+    assert ckpt["config"] == CONFIG and (ckpt["config"].blocks, ckpt["config"].heads) == (1, 1)
 
 
 @pytest.mark.parametrize("config, version, phrases", [
-    (GROWN, "1", ["config has blocks or heads, but format version '1' is of one block and one head"]),
-    (CONFIG, "2", ["config blocks is None, expected a positive int"]),
-    ({**GROWN, "heads": 0}, "2", ["config heads is 0, expected a positive int"]),
-    ({**GROWN, "heads": 3}, "2", ["config heads = 3 does not divide the width d = 4"]),
-    ({**GROWN, "blocks": 3}, "2", ["missing tensors", "block2.ln1_g"]),
-    ({**GROWN, "blocks": 1}, "2", ["unexpected tensors", "block1.ln1_g"]),
+    (GROWN.to_json(), "1", ["config has blocks or heads, but format version '1' is of one block and one head"]),
+    (CONFIG.to_json(), "2", ["config blocks is None, expected a positive int"]),
+    ({**GROWN.to_json(), "heads": 0}, "2", ["config heads is 0, expected a positive int"]),
+    ({**GROWN.to_json(), "heads": 3}, "2", ["config heads = 3 does not divide the width d = 4"]),
+    ({**GROWN.to_json(), "blocks": 3}, "2", ["missing tensors", "block2.ln1_g"]),
+    ({**GROWN.to_json(), "blocks": 1}, "2", ["unexpected tensors", "block1.ln1_g"]),
 ])
 def test_bad_sizes_in_a_checkpoint_are_rejected_naming_them(tmp_path, config, version, phrases):
     path = tmp_path / "grown.safetensors"

@@ -12,7 +12,8 @@ import pytest
 import model
 from oneblock import numpy_model as nm
 from oneblock import sizes
-from fastpath_helpers import PATHS, assert_central_differences_match, jittered, rel_err
+from oneblock.config import SCHEMES
+from fastpath_helpers import PATHS, assert_central_differences_match, config_for, jittered, rel_err
 
 GROWN = (20, 8, 8, 12, 7)  # vocab, d, hidden, max_len, seed: small enough for every parameter by central differences
 WORST = {}  # (blocks, heads, scheme) -> the worst |central difference - gradient|, printed by the last test
@@ -28,7 +29,8 @@ def test_every_gradient_of_a_grown_model_matches_central_differences(path, block
     assert nm.count_params(params) == {2: 1316, 3: 1748}[blocks]
     rng = np.random.default_rng(blocks * 10 + heads)
     ids, targets = rng.integers(0, 20, (2, T)), rng.integers(0, 20, (2, T))
-    numeric, grads, worst = assert_central_differences_match(path, params, ids, targets, scheme, heads)
+    config = config_for(*GROWN, blocks=blocks, heads=heads, positions=scheme)
+    numeric, grads, worst = assert_central_differences_match(path, params, ids, targets, config)
     WORST[path.__name__, blocks, heads, scheme] = max(worst.values())
     assert list(grads) == sizes.param_names(blocks)
     for name in grads:  # every block's tensors learn: no gradient is all zero but pos_emb's where it is unread
@@ -69,7 +71,8 @@ def one_head_at_a_time(params, x, heads, rope):
 def test_heads_are_independent_attentions_on_slices_of_the_channels(heads, rope):
     params = nm.from_lists(jittered(96, 16, 8, 8, 3, scale=0.3))
     x = np.random.default_rng(heads).normal(size=(2, 20, 16))  # (B, T, d)
-    out, cache = nm.attention_forward(params, x, rope=rope, heads=heads)
+    config = config_for(96, 16, 8, 8, heads=heads, positions="rope" if rope else "learned")
+    out, cache = nm.attention_forward(params, x, config)
     assert cache["weights"].shape == ((2, 20, 20) if heads == 1 else (2, heads, 20, 20))
     for b in range(2):
         assert rel_err(out[b], one_head_at_a_time(params, x[b], heads, rope)) <= 1e-13
@@ -94,12 +97,13 @@ def test_split_and_merge_heads_are_inverses_that_keep_one_head_as_it_is():
 @pytest.mark.parametrize("scheme", ["learned", "rope"])
 def test_a_later_token_never_moves_an_earlier_logit_in_a_grown_model(path, blocks, heads, scheme):
     p = nm.from_lists(jittered(96, 16, 64, 64, 5, scale=0.05, blocks=blocks))
+    config = config_for(96, 16, 64, 64, blocks=blocks, heads=heads, positions=scheme)
     ids = np.random.default_rng(5).integers(0, 96, (3, 40))
-    base = path.forward(p, ids, scheme, heads=heads)[0]
+    base = path.forward(p, ids, config)[0]
     for t in (0, 17, 39):
         changed = ids.copy()
         changed[:, t] = (changed[:, t] + 1) % 96
-        logits = path.forward(p, changed, scheme, heads=heads)[0]
+        logits = path.forward(p, changed, config)[0]
         assert np.max(np.abs(logits[:, :t] - base[:, :t]), initial=0.0) <= 1e-15
         assert np.max(np.abs(logits[:, t] - base[:, t])) > 0.0
 
@@ -118,7 +122,8 @@ def test_without_positions_one_block_of_several_heads_sees_a_bag_of_tokens(path,
     ones with each scheme that has positions: every head reads the set of the tokens before it."""
     p = nm.from_lists(jittered(96, 16, 64, 64, 9, scale=0.05))
     a, b = two_orders(9)
-    last = lambda ids, s: path.forward(p, ids, s, heads=heads)[0][-1]  # noqa: E731
+    config = lambda s: config_for(96, 16, 64, 64, heads=heads, positions=s)  # noqa: E731
+    last = lambda ids, s: path.forward(p, ids, config(s))[0][-1]  # noqa: E731
     assert np.max(np.abs(last(a, "none") - last(b, "none"))) <= 1e-12
     for scheme in ("learned", "sinusoidal", "rope"):
         assert np.max(np.abs(last(a, scheme) - last(b, scheme))) > 1e-6, scheme
@@ -133,7 +138,8 @@ def test_two_blocks_without_positions_tell_the_orders_apart_through_the_causal_m
     without positions learn where they are from the causal mask.)"""
     p = nm.from_lists(jittered(96, 16, 64, 64, 9, scale=0.05, blocks=blocks))
     a, b = two_orders(9)
-    (logits_a, cache_a), (logits_b, cache_b) = (path.forward(p, ids, "none", heads=heads) for ids in (a, b))
+    config = config_for(96, 16, 64, 64, blocks=blocks, heads=heads, positions="none")
+    (logits_a, cache_a), (logits_b, cache_b) = (path.forward(p, ids, config) for ids in (a, b))
     first_a, first_b = cache_a["blocks"][0]["x2"], cache_b["blocks"][0]["x2"]  # (T, d) each
     assert np.max(np.abs(first_a[-1] - first_b[-1])) <= 1e-12
     assert np.max(np.abs(first_a[1:-1] - first_b[1:-1])) > 1e-3  # the prefixes differ: so do these
@@ -141,13 +147,14 @@ def test_two_blocks_without_positions_tell_the_orders_apart_through_the_causal_m
 
 
 @pytest.mark.parametrize("path", PATHS)
-@pytest.mark.parametrize("scheme", nm.SCHEMES)
+@pytest.mark.parametrize("scheme", SCHEMES)
 def test_float32_close_to_float64_in_a_grown_model(path, scheme):
     params = jittered(96, 16, 64, 64, 11, scale=0.05, blocks=2)
+    config = config_for(96, 16, 64, 64, blocks=2, heads=4, positions=scheme)
     rng = np.random.default_rng(11)
     ids, targets = rng.integers(0, 96, (4, 64)), rng.integers(0, 96, (4, 64))
-    loss64, g64 = path.loss_and_grads(nm.from_lists(params, np.float64), ids, targets, scheme, heads=4)
-    loss32, g32 = path.loss_and_grads(nm.from_lists(params, np.float32), ids, targets, scheme, heads=4)
+    loss64, g64 = path.loss_and_grads(nm.from_lists(params, np.float64), ids, targets, config)
+    loss32, g32 = path.loss_and_grads(nm.from_lists(params, np.float32), ids, targets, config)
     assert abs(loss32 - loss64) <= 1e-5 * abs(loss64)
     for name in g64:
         assert g32[name].dtype == np.float32 and rel_err(g32[name], g64[name]) <= 1e-5, name
@@ -166,14 +173,16 @@ def test_names_and_initial_values_of_a_grown_model():
     assert all(grown[name] == one[name] for name in ("tok_emb", "pos_emb", *sizes.BLOCK_NAMES))
     assert grown["block1.Wq"] != grown["Wq"] and grown["block2.ln1_g"] == [1.0] * 16
     assert model.count_params(grown) == 7440 + 2 * 3216
-    assert sizes.init_params(96, 16, 64, 64, 3) == one and list(nm.init_params(96, 16, 64, 64, 3)) == list(one)
+    assert sizes.init_params(96, 16, 64, 64, 3) == one == nm.to_lists(nm.init_params(config_for(96, 16, 64, 64), 3))
+    assert nm.to_lists(nm.init_params(config_for(96, 16, 64, 64, blocks=3), 3)) == grown
 
 
 @pytest.mark.parametrize("path", PATHS)
 def test_the_cache_has_every_block_and_the_first_under_model_pys_names(path):
-    p = nm.init_params(96, 16, 64, 64, 3, blocks=2)
-    logits, cache = path.forward(p, np.array([[1, 2, 3]]), heads=2)
-    assert len(cache["blocks"]) == 2 and cache["x1"] is cache["blocks"][0]["x1"]
+    config = config_for(96, 16, 64, 64, blocks=2, heads=2)
+    p = nm.init_params(config, 3)
+    logits, cache = path.forward(p, np.array([[1, 2, 3]]), config)
+    assert len(cache["blocks"]) == 2 and cache["x1"] is cache["blocks"][0]["x1"] and cache["config"] == config
     assert cache["blocks"][1]["att"]["weights"].shape == (1, 2, 3, 3)
     before_final = cache["blocks"][1]["x2"]
     hf = nm.layernorm_forward(before_final, p["lnf_g"], p["lnf_b"])[0]
@@ -189,30 +198,34 @@ def test_the_cache_has_every_block_and_the_first_under_model_pys_names(path):
 ])
 @pytest.mark.parametrize("path", PATHS)
 def test_bad_heads_are_rejected_naming_the_value(path, heads, scheme, message):
-    p = nm.init_params(96, 16, 64, 64, 3, blocks=2)
+    p = nm.init_params(config_for(96, 16, 64, 64, blocks=2), 3)
+    config = config_for(96, 16, 64, 64, blocks=2, heads=heads, positions=scheme)
     with pytest.raises(ValueError, match=message):
-        path.forward(p, np.array([1, 2]), scheme, heads=heads)
+        path.forward(p, np.array([1, 2]), config)
     with pytest.raises(ValueError, match=message):
-        path.loss_and_grads(p, np.array([1, 2]), np.array([2, 3]), scheme, heads=heads)
+        path.loss_and_grads(p, np.array([1, 2]), np.array([2, 3]), config)
 
 
 @pytest.mark.parametrize("change, message", [
     (lambda p: p.pop("block1.Wq"), r"parameter dict is missing tensors: \['block1.Wq'\]"),
     (lambda p: p.pop("block1.W2"), r"missing tensors: \['block1.W2'\]"),
-    (lambda p: p.update({"block3.b2": np.zeros(16)}), r"missing tensors: \['block2.ln1_g', 'block2.ln1_b'"),
+    (lambda p: p.update({"block3.b2": np.zeros(16)}), r"unknown tensors: \['block3.b2'\]"),
+    (lambda p: [p.pop(name) for name in list(p) if name.startswith("block1.")], r"missing tensors: \['block1.ln1_g',"),
     (lambda p: p.update({"block0.Wq": np.zeros((16, 16))}), r"unknown tensors: \['block0.Wq'\]"),
     (lambda p: p.update({"block1.W1": np.zeros((16, 63))}), r"parameter block1.W1 has shape \(16, 63\), expected"),
 ])
 @pytest.mark.parametrize("path", PATHS)
 def test_a_bad_grown_parameter_dict_names_the_tensor(path, change, message):
-    p = nm.init_params(96, 16, 64, 64, 3, blocks=2)
+    config = config_for(96, 16, 64, 64, blocks=2)
+    p = nm.init_params(config, 3)
     change(p)
     with pytest.raises(ValueError, match=message):
-        path.forward(p, np.array([1, 2]))
+        path.forward(p, np.array([1, 2]), config)
 
 
 def test_the_backward_pass_refuses_a_cache_of_other_blocks():
-    one, two = nm.init_params(96, 16, 64, 64, 3), nm.init_params(96, 16, 64, 64, 3, blocks=2)
-    logits, cache = nm.forward(one, np.array([1, 2]))
-    with pytest.raises(ValueError, match="a forward pass through 1 blocks, but the parameters have 2"):
-        nm.backward(two, cache, np.zeros_like(logits))
+    one, two = config_for(96, 16, 64, 64), config_for(96, 16, 64, 64, blocks=2)
+    logits, cache = nm.forward(nm.init_params(one, 3), np.array([1, 2]), one)
+    with pytest.raises(ValueError, match=r"the parameters are not those of the cache's forward pass, of 1 block x 1"
+                                         r" head, width 16, learned positions: parameter dict has unknown tensors"):
+        nm.backward(nm.init_params(two, 3), cache, np.zeros_like(logits))

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.parametrize("dtype, tol", [(np.float32, 1e-5), (np.float64, 1e-13)])
 def test_the_row_loops_match_the_numpy_passes(dtype, tol):
     rng = np.random.default_rng(1)
-    ws = numpy_fast.Workspace(numpy_model.init_params(96, 16, 64, 64, 3, dtype=dtype), B=2, T=5)
+    ws = numpy_fast.Workspace(numpy_model.init_params(jit_probe.SERIES, 3, dtype=dtype), jit_probe.SERIES, B=2, T=5)
     x = rng.standard_normal((10, 16)).astype(dtype)  # (N, d)
     g, b = rng.standard_normal(16).astype(dtype), rng.standard_normal(16).astype(dtype)
     ways = [[np.empty((10, 16), dtype), np.empty((10, 16), dtype), np.empty(10, dtype)] for _ in range(2)]

@@ -31,9 +31,10 @@ def configs(draw):
 
 @settings(max_examples=60, deadline=None)
 @given(configs(), st.booleans())
-def test_every_gradient_matches_central_differences(case, use_positions):
+def test_every_gradient_matches_central_differences(case, switch):
+    """switch: model.py's own third argument, True for learned positions (config.seed_switch)."""
     params, ids, targets = case
-    logits, cache = model.forward(params, ids, use_positions)
+    logits, cache = model.forward(params, ids, switch)
     _, dlogits = model.loss_and_dlogits(logits, targets)
     grads = model.backward(params, cache, dlogits)
     assert list(grads) == list(params)
@@ -44,9 +45,9 @@ def test_every_gradient_matches_central_differences(case, use_positions):
         for i, (row, grad_row) in enumerate(zip(rows, grad_rows)):
             for j, saved in enumerate(row):
                 row[j] = saved + STEP
-                up = model.sequence_loss(params, ids, targets, use_positions)
+                up = model.sequence_loss(params, ids, targets, switch)
                 row[j] = saved - STEP
-                down = model.sequence_loss(params, ids, targets, use_positions)
+                down = model.sequence_loss(params, ids, targets, switch)
                 row[j] = saved
                 numeric = (up - down) / (2 * STEP)
                 assert abs(numeric - grad_row[j]) < 1e-7, (name, i, j, numeric, grad_row[j])
@@ -60,9 +61,9 @@ def test_a_later_token_never_moves_an_earlier_logit(case, data):
     t = data.draw(st.integers(0, len(ids) - 1))
     changed = list(ids)
     changed[t] = (ids[t] + data.draw(st.integers(1, vocab - 1))) % vocab
-    use_positions = data.draw(st.booleans())
-    before, _ = model.forward(params, ids, use_positions)
-    after, _ = model.forward(params, changed, use_positions)
+    switch = data.draw(st.booleans())
+    before, _ = model.forward(params, ids, switch)
+    after, _ = model.forward(params, changed, switch)
     assert after[:t] == before[:t]  # bit-identical
 
 
@@ -73,6 +74,6 @@ def test_without_positions_the_last_logits_ignore_the_order_before_them(case, rn
     shuffled = ids[:-1]
     rnd.shuffle(shuffled)
     shuffled.append(ids[-1])
-    before, _ = model.forward(params, ids, use_positions=False)
-    after, _ = model.forward(params, shuffled, use_positions=False)
+    before, _ = model.forward(params, ids, False)
+    after, _ = model.forward(params, shuffled, False)
     assert after[-1] == before[-1]  # bit-identical

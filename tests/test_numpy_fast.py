@@ -10,7 +10,8 @@ import pytest
 
 from oneblock import numpy_fast as nf
 from oneblock import numpy_model as nm
-from fastpath_helpers import SERIES, jittered
+from oneblock.config import SCHEMES
+from fastpath_helpers import SERIES, SERIES_CONFIG, config_for, jittered
 
 P = nm.from_lists(jittered(*SERIES, scale=0.05))
 
@@ -23,16 +24,17 @@ def batch(seed, shape, vocab=96):
 GROWN = nm.from_lists(jittered(*SERIES, scale=0.05, blocks=2))  # with 4 heads below
 
 
-@pytest.mark.parametrize("scheme", nm.SCHEMES)
-@pytest.mark.parametrize("params, heads", [(P, 1), (GROWN, 4)], ids=["one-block", "2x4"])
-def test_a_reused_workspace_gives_the_numbers_of_a_fresh_one(scheme, params, heads):
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("params, blocks, heads", [(P, 1, 1), (GROWN, 2, 4)], ids=["one-block", "2x4"])
+def test_a_reused_workspace_gives_the_numbers_of_a_fresh_one(scheme, params, blocks, heads):
     """The same workspace over several batches (and the fresh one of each one-off call): bit-identical losses,
     gradients and intermediates, of every block."""
-    ws = nf.Workspace(params, 4, 50, scheme, heads)
+    config = config_for(*SERIES, blocks=blocks, heads=heads, positions=scheme)
+    ws = nf.Workspace(params, config, 4, 50)
     for seed in range(3):
         ids, targets = batch(seed, (4, 50))
         logits, cache = ws.forward(params, ids)
-        want_logits, want_cache = nf.forward(params, ids, scheme, heads=heads)
+        want_logits, want_cache = nf.forward(params, ids, config)
         np.testing.assert_array_equal(logits, want_logits)
         np.testing.assert_array_equal(cache["x0"], want_cache["x0"])
         np.testing.assert_array_equal(cache["hf"], want_cache["hf"])
@@ -41,9 +43,8 @@ def test_a_reused_workspace_gives_the_numbers_of_a_fresh_one(scheme, params, hea
                 np.testing.assert_array_equal(block[name], want_block[name], err_msg=name)
             np.testing.assert_array_equal(block["att"]["weights"], want_block["att"]["weights"])
         loss, grads = ws.loss_and_grads(params, ids, targets)
-        want_loss, want_grads = nf.loss_and_grads(params, ids, targets, scheme, heads=heads)
-        assert loss == want_loss == ws.loss(params, ids, targets) == nf.sequence_loss(params, ids, targets, scheme,
-                                                                                       heads=heads)
+        want_loss, want_grads = nf.loss_and_grads(params, ids, targets, config)
+        assert loss == want_loss == ws.loss(params, ids, targets) == nf.sequence_loss(params, ids, targets, config)
         for name in want_grads:
             np.testing.assert_array_equal(grads[name], want_grads[name], err_msg=name)
 
@@ -51,7 +52,7 @@ def test_a_reused_workspace_gives_the_numbers_of_a_fresh_one(scheme, params, hea
 def test_results_live_in_the_workspace_until_its_next_call():
     """The gradients a workspace returns are its own arrays, the same ones on every call: the next call overwrites
     them. The one-off functions make a fresh workspace each, so their results stay."""
-    ws = nf.Workspace(P, 2, 10)
+    ws = nf.Workspace(P, SERIES_CONFIG, 2, 10)
     ids, targets = batch(1, (2, 10))
     _, first = ws.loss_and_grads(P, ids, targets)
     kept = {name: g.copy() for name, g in first.items()}
@@ -59,8 +60,8 @@ def test_results_live_in_the_workspace_until_its_next_call():
     assert all(second[name] is first[name] for name in first)
     assert all(g.base is None or g.base is ws.dw_out_b_out for g in first.values())  # owned by ws
     assert not np.array_equal(first["Wq"], kept["Wq"])  # overwritten by the second call
-    _, one_off = nf.loss_and_grads(P, ids, targets)
-    nf.loss_and_grads(P, targets, ids)
+    _, one_off = nf.loss_and_grads(P, ids, targets, SERIES_CONFIG)
+    nf.loss_and_grads(P, targets, ids, SERIES_CONFIG)
     for name in kept:
         np.testing.assert_array_equal(one_off[name], kept[name], err_msg=name)
 
@@ -68,7 +69,7 @@ def test_results_live_in_the_workspace_until_its_next_call():
 def test_the_loss_writes_its_gradient_over_the_logits():
     """dlogits share the logits' memory; loss and dlogits equal the mirror's (computed on a copy of the logits);
     logits from outside the workspace are copied in first."""
-    ws = nf.Workspace(P, 3, 20)
+    ws = nf.Workspace(P, SERIES_CONFIG, 3, 20)
     ids, targets = batch(2, (3, 20))
     logits, _ = ws.forward(P, ids)
     want_loss, want_d = nm.loss_and_dlogits(np.array(logits), targets)
@@ -87,7 +88,8 @@ def test_logits_layout_and_the_loss_in_blocks(vocab, dtype, tol):
     """Below VOCAB_MAJOR_BELOW the logits are stored vocabulary-major, else row-major, and then the loss goes
     through them in blocks of LOSS_BLOCK_BYTES (2 blocks of 3 x 64 positions at V 600 in float64, 6 at V 4096 in
     float32); either way the logits handed out are (B, T, V), and loss and dlogits are the mirror's."""
-    ws = nf.Workspace(nm.init_params(vocab, 8, 12, 64, 3, dtype), 3, 64)
+    config = config_for(vocab, 8, 12, 64)
+    ws = nf.Workspace(nm.init_params(config, 3, dtype), config, 3, 64)
     assert ws.vocab_major == (vocab < 512) and ws.logits.shape == (3, 64, vocab)
     assert ws.logits_memory.shape == ((vocab, 192) if vocab < 512 else (192, vocab))
     rng = np.random.default_rng(vocab)
@@ -107,7 +109,7 @@ def test_the_tricks_compute_the_plain_lines():
     ids = np.random.default_rng(1).integers(0, 96, 2048)  # long enough for the sort-and-add route
     want = np.zeros((96, 16))
     np.add.at(want, ids, np.ones((2048, 16)))
-    ws = nf.Workspace(P, 32, 64)
+    ws = nf.Workspace(P, SERIES_CONFIG, 32, 64)
     np.testing.assert_array_equal(nf.token_rows_sum(ids, np.ones((2048, 16)), np.empty((96, 16)), ws), want)
 
 
@@ -122,7 +124,7 @@ def test_a_step_maps_no_fresh_memory(scheme, dtype, blocks, heads):
 
     p = nm.from_lists(jittered(*SERIES, scale=0.05, blocks=blocks), dtype)
     ids, targets = batch(3, (32, 64))
-    ws = nf.Workspace(p, 32, 64, scheme, heads)
+    ws = nf.Workspace(p, config_for(*SERIES, blocks=blocks, heads=heads, positions=scheme), 32, 64)
     ws.loss_and_grads(p, ids, targets)
     ws.loss_and_grads(p, ids, targets)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -132,20 +134,25 @@ def test_a_step_maps_no_fresh_memory(scheme, dtype, blocks, heads):
 
 
 def test_a_workspace_refuses_other_shapes():
-    ws = nf.Workspace(P, 2, 5)
+    ws = nf.Workspace(P, SERIES_CONFIG, 2, 5)
     ids, targets = batch(4, (2, 5))
     with pytest.raises(ValueError, match=r"this workspace is for IDs of shape \(2, 5\), got \(3, 5\)"):
         ws.forward(P, np.zeros((3, 5), dtype=int))
     with pytest.raises(ValueError, match=r"this workspace is for logits of shape \(2, 5, 96\), got \(1, 5, 96\)"):
         ws.loss_and_dlogits(np.zeros((1, 5, 96)), targets[:1])
-    with pytest.raises(ValueError, match="this workspace was made for config .96, 16, 64, 64. in float64"):
+    with pytest.raises(ValueError, match="this workspace was made for NumPy arrays in float64, but parameter tok_emb"
+                                         " is a ndarray in float32"):
         ws.loss_and_grads(nm.from_lists(jittered(*SERIES, scale=0.05), np.float32), ids, targets)
     with pytest.raises(ValueError, match=r"parameter dict is missing tensors: \['Wq'\]"):
         ws.forward({name: t for name, t in P.items() if name != "Wq"}, ids)
+    with pytest.raises(ValueError, match=r"parameter dict has unknown tensors: \['block1.ln1_g', 'block1.ln1_b'"):
+        ws.forward(GROWN, ids)  # the parameters of another config
     with pytest.raises(ValueError, match="sequence of 65 tokens is longer than the 64 positions the model has$"):
-        nf.Workspace(P, 2, 65)
+        nf.Workspace(P, SERIES_CONFIG, 2, 65)
     with pytest.raises(ValueError, match="empty batch"):
-        nf.Workspace(P, 0, 5)
+        nf.Workspace(P, SERIES_CONFIG, 0, 5)
+    with pytest.raises(ValueError, match="heads = 3 does not divide the width d = 16"):
+        nf.Workspace(P, config_for(*SERIES, heads=3), 2, 5)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -153,14 +160,15 @@ def test_the_loss_on_several_threads_gives_the_bits_of_one(monkeypatch, dtype):
     """Large row-major logits go through the loss's blocks on two or three threads: the same blocks, the same bits
     of the loss and of every gradient as one thread (here with a vocabulary of 600 and small blocks, so that the split
     happens at a small size)."""
-    params = nm.init_params(600, 8, 16, 16, 3, dtype)
+    config = config_for(600, 8, 16, 16)
+    params = nm.init_params(config, 3, dtype)
     ids, targets = batch(4, (3, 16), vocab=600)
     monkeypatch.setattr(nf, "LOSS_BLOCK_BYTES", 5 * 600 * np.dtype(dtype).itemsize)  # 5 rows a block: 10 blocks
     monkeypatch.setattr(nf, "LOSS_SPLIT_FROM", 1)
-    one = nf.Workspace(params, 3, 16)
+    one = nf.Workspace(params, config, 3, 16)
     assert one.pool is None and not one.vocab_major
     for threads in (2, 3):
-        many = nf.Workspace(params, 3, 16, threads=threads)
+        many = nf.Workspace(params, config, 3, 16, threads=threads)
         assert many.pool is not None
         for _ in range(2):  # and again, on the same threads
             loss, grads = one.loss_and_grads(params, ids, targets)

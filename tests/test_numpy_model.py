@@ -9,12 +9,12 @@ import pytest
 
 import model
 from oneblock import numpy_model as nm
-from fastpath_helpers import SERIES, jittered
+from fastpath_helpers import SERIES, SERIES_CONFIG, config_for, jittered
 
 
 def test_init_and_conversion_round_trip():
     ref = model.init_params(*SERIES)
-    p = nm.init_params(*SERIES)
+    p = nm.init_params(SERIES_CONFIG, 3)
     assert list(p) == list(ref) and nm.count_params(p) == model.count_params(ref) == 7440
     assert nm.to_lists(p) == ref  # float64 holds the reference's floats exactly
     assert all(t.dtype == np.float32 for t in nm.from_lists(ref, np.float32).values())
@@ -55,9 +55,9 @@ def test_loss_checks_its_inputs():
         nm.loss_and_dlogits(np.zeros(3), np.array([1, 2, 0]))
     with pytest.raises(ValueError, match="logits should be float32 or float64, got int64"):
         nm.loss_and_dlogits(np.zeros((1, 3), dtype=np.int64), np.array([1]))
-    logits, cache = nm.forward(nm.init_params(*SERIES), np.array([1, 2, 3]))
+    logits, cache = nm.forward(nm.init_params(SERIES_CONFIG, 3), np.array([1, 2, 3]), SERIES_CONFIG)
     with pytest.raises(ValueError, match=r"dlogits of shape \(3, 95\) do not match the 3 positions and 96 tokens"):
-        nm.backward(nm.init_params(*SERIES), cache, np.zeros((3, 95)))
+        nm.backward(nm.init_params(SERIES_CONFIG, 3), cache, np.zeros((3, 95)))
 
 
 def test_no_call_changes_what_an_earlier_call_returned():
@@ -66,12 +66,12 @@ def test_no_call_changes_what_an_earlier_call_returned():
     p = nm.from_lists(jittered(*SERIES, scale=0.05))
     rng = np.random.default_rng(3)
     ids, targets = rng.integers(0, 96, (2, 20)), rng.integers(0, 96, (2, 20))
-    logits, cache = nm.forward(p, ids)
-    loss, grads = nm.loss_and_grads(p, ids, targets)
+    logits, cache = nm.forward(p, ids, SERIES_CONFIG)
+    loss, grads = nm.loss_and_grads(p, ids, targets, SERIES_CONFIG)
     kept = [np.array(a) for a in (logits, cache["x1"], cache["att"]["weights"], *grads.values())]
     q = {name: t * 1.5 for name, t in p.items()}
-    nm.forward(q, ids[:, ::-1])
-    nm.loss_and_grads(q, targets, ids, "rope")
+    nm.forward(q, ids[:, ::-1], SERIES_CONFIG)
+    nm.loss_and_grads(q, targets, ids, config_for(*SERIES, positions="rope"))
     for before, now in zip(kept, (logits, cache["x1"], cache["att"]["weights"], *grads.values())):
         np.testing.assert_array_equal(before, now)
     assert not any(np.shares_memory(g, t) for g in grads.values() for t in p.values())

@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 
 import model
 from oneblock import numpy_model as nm
-from fastpath_helpers import (PATHS, SERIES, assert_central_differences_match, assert_close, configs, draw_batch,
-                              jittered, numpy_run, reference, rel_err)
+from oneblock.config import SCHEMES, ModelConfig, seed_switch
+from fastpath_helpers import (PATHS, SERIES, SERIES_CONFIG, assert_central_differences_match, assert_close,
+                              config_for, configs, draw_batch, jittered, numpy_run, reference, rel_err)
 
 pytestmark = pytest.mark.parametrize("path", PATHS)
 
@@ -32,27 +33,29 @@ def test_float64_matches_reference(path, cfg, length):
     """Logits, loss and every gradient within 1e-12 relative; each row of a batch is its own reference run and
     the batch gradient is the mean over rows (1-D IDs when flat and B = 1)."""
     V, d, H, L = cfg["vocab"], cfg["d"], cfg["hidden"], cfg["max_len"]
+    config = ModelConfig(V, d, H, L, positions="learned" if cfg["positions"] else "none")
     T = min(length, L)
     params = jittered(V, d, H, L, cfg["seed"], cfg["scale"])
     ids, targets = draw_batch(np.random.default_rng(cfg["seed"]), V, cfg["batch"], T)
-    want = reference(params, ids, targets, cfg["positions"])
+    want = reference(params, ids, targets, seed_switch(config))
     p = nm.from_lists(params, np.float64)
     if cfg["flat"] and cfg["batch"] == 1:
-        logits, loss, grads = numpy_run(path, p, ids[0], targets[0], cfg["positions"])
+        logits, loss, grads = numpy_run(path, p, ids[0], targets[0], config)
         assert logits.shape == (T, V)
         assert_close((logits[None], loss, grads), want, 1e-12)
     else:
-        assert_close(numpy_run(path, p, ids, targets, cfg["positions"]), want, 1e-12)
+        assert_close(numpy_run(path, p, ids, targets, config), want, 1e-12)
 
 
-@pytest.mark.parametrize("use_positions", [True, False])
-def test_series_size_batch_rows_and_intermediates(path, use_positions):
+@pytest.mark.parametrize("scheme", ["learned", "none"])
+def test_series_size_batch_rows_and_intermediates(path, scheme):
     """At series size with B = 3: every intermediate of each row matches the reference run on that row alone."""
     params = jittered(*SERIES, scale=0.05)
     ids = np.random.default_rng(7).integers(0, 96, (3, 50))
-    _, cache = path.forward(nm.from_lists(params), ids, use_positions)
+    config = config_for(*SERIES, positions=scheme)
+    _, cache = path.forward(nm.from_lists(params), ids, config)
     for b in range(3):
-        _, ref = model.forward(params, ids[b].tolist(), use_positions)
+        _, ref = model.forward(params, ids[b].tolist(), seed_switch(config))
         for name in ("x0", "h1", "x1", "h2", "act", "x2"):
             assert rel_err(cache[name][b], ref[name]) <= 1e-12, name
         assert rel_err(cache["att"]["weights"][b], ref["att"]["weights"]) <= 1e-12
@@ -63,8 +66,8 @@ def test_series_size_batch_gradients(path):
     params = jittered(*SERIES, scale=0.05)
     rng = np.random.default_rng(4)
     ids, targets = rng.integers(0, 96, (12, 64)), rng.integers(0, 96, (12, 64))
-    assert_close(numpy_run(path, nm.from_lists(params), ids, targets), reference(params, ids, targets, True),
-                             1e-12)
+    assert_close(numpy_run(path, nm.from_lists(params), ids, targets, SERIES_CONFIG),
+                 reference(params, ids, targets, True), 1e-12)
 
 
 @pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-12), (np.float32, 1e-5)])
@@ -74,17 +77,17 @@ def test_large_vocabulary(path, dtype, tol):
     params = jittered(600, 8, 12, 64, 3, scale=0.1)
     rng = np.random.default_rng(6)
     ids, targets = rng.integers(0, 600, (3, 64)), rng.integers(0, 600, (3, 64))
-    assert_close(numpy_run(path, nm.from_lists(params, dtype), ids, targets),
-                             reference(params, ids, targets, True), tol)
+    assert_close(numpy_run(path, nm.from_lists(params, dtype), ids, targets, config_for(600, 8, 12, 64)),
+                 reference(params, ids, targets, True), tol)
 
 
 def test_rows_past_T_and_unused_tokens_get_exact_zeros(path):
-    p = nm.init_params(*SERIES)
+    p = nm.init_params(SERIES_CONFIG, 3)
     ids, targets = np.array([[1, 2, 2, 5]]), np.array([[2, 2, 5, 1]])
-    _, g = path.loss_and_grads(p, ids, targets)
+    _, g = path.loss_and_grads(p, ids, targets, SERIES_CONFIG)
     assert not g["pos_emb"][4:].any() and g["pos_emb"][:4].all()
     assert not g["tok_emb"][np.setdiff1d(np.arange(96), ids)].any()
-    assert not path.loss_and_grads(p, ids, targets, use_positions=False)[1]["pos_emb"].any()
+    assert not path.loss_and_grads(p, ids, targets, config_for(*SERIES, positions="none"))[1]["pos_emb"].any()
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -93,10 +96,10 @@ def test_rows_past_T_and_unused_tokens_get_exact_zeros(path):
 
 def test_full_central_difference_gradient_check_at_series_size(path):
     """All 7,440 parameters at series size, one sequence of T = 63."""
-    params = nm.init_params(*SERIES)
+    params = nm.init_params(SERIES_CONFIG, 3)
     assert nm.count_params(params) == 7440
     seq = np.random.default_rng(7).integers(0, 96, 64)
-    assert_central_differences_match(path, params, seq[:-1], seq[1:], "learned")
+    assert_central_differences_match(path, params, seq[:-1], seq[1:], SERIES_CONFIG)
 
 
 def test_causality_earlier_logits_unchanged(path):
@@ -104,11 +107,11 @@ def test_causality_earlier_logits_unchanged(path):
     computes each row of a product from that row alone, and masked weights are exactly 0)."""
     p = nm.from_lists(jittered(*SERIES, scale=0.05))
     ids = np.random.default_rng(5).integers(0, 96, (3, 40))
-    base = path.forward(p, ids)[0]
+    base = path.forward(p, ids, SERIES_CONFIG)[0]
     for t in (0, 17, 39):
         changed = ids.copy()
         changed[:, t] = (changed[:, t] + 1) % 96
-        logits = path.forward(p, changed)[0]
+        logits = path.forward(p, changed, SERIES_CONFIG)[0]
         assert np.max(np.abs(logits[:, :t] - base[:, :t]), initial=0.0) <= 1e-15
         assert np.max(np.abs(logits[:, t] - base[:, t])) > 0.0
 
@@ -123,7 +126,7 @@ def test_word_order_reaches_the_last_position_only_with_positions(path, scheme):
     a = rng.integers(0, 96, 30)
     b = np.concatenate([rng.permutation(a[:-1]), a[-1:]])  # same tokens, same last token, another order
     assert (a != b).any()
-    last = lambda ids, s: path.forward(p, ids, s)[0][-1]  # noqa: E731
+    last = lambda ids, s: path.forward(p, ids, config_for(*SERIES, positions=s))[0][-1]  # noqa: E731
     assert np.max(np.abs(last(a, "none") - last(b, "none"))) <= 1e-12
     assert np.max(np.abs(last(a, scheme) - last(b, scheme))) > 1e-6
 
@@ -139,19 +142,20 @@ def test_float32_close_to_float64(path, scheme, batch, T):
     params = jittered(*SERIES, scale=0.05)
     rng = np.random.default_rng(11)
     ids, targets = rng.integers(0, 96, (batch, T)), rng.integers(0, 96, (batch, T))
-    loss64, g64 = path.loss_and_grads(nm.from_lists(params, np.float64), ids, targets, scheme)
-    loss32, g32 = path.loss_and_grads(nm.from_lists(params, np.float32), ids, targets, scheme)
+    config = config_for(*SERIES, positions=scheme)
+    loss64, g64 = path.loss_and_grads(nm.from_lists(params, np.float64), ids, targets, config)
+    loss32, g32 = path.loss_and_grads(nm.from_lists(params, np.float32), ids, targets, config)
     assert abs(loss32 - loss64) <= 1e-5 * abs(loss64)
     for name in g64:
         assert g32[name].dtype == np.float32, name
         assert rel_err(g32[name], g64[name]) <= 1e-5, name
-    assert path.forward(nm.from_lists(params, np.float32), ids, scheme)[0].dtype == np.float32
+    assert path.forward(nm.from_lists(params, np.float32), ids, config)[0].dtype == np.float32
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # Validation: the same errors from both paths
 
-P = nm.init_params(*SERIES)
+P = nm.init_params(SERIES_CONFIG, 3)
 
 
 @pytest.mark.parametrize("ids, message", [
@@ -170,13 +174,13 @@ P = nm.init_params(*SERIES)
 ])
 def test_bad_ids_are_rejected(path, ids, message):
     with pytest.raises(ValueError, match=message):
-        path.forward(P, ids)
+        path.forward(P, ids, SERIES_CONFIG)
     with pytest.raises(ValueError, match=message):
-        path.loss_and_grads(P, ids, ids)
+        path.loss_and_grads(P, ids, ids, SERIES_CONFIG)
 
 
 def test_lists_of_ints_are_accepted(path):
-    logits, _ = path.forward(P, [[1, 2, 3]])
+    logits, _ = path.forward(P, [[1, 2, 3]], SERIES_CONFIG)
     assert logits.shape == (1, 3, 96)
 
 
@@ -188,9 +192,9 @@ def test_lists_of_ints_are_accepted(path):
 ])
 def test_bad_targets_are_rejected(path, targets, message):
     with pytest.raises(ValueError, match=message):
-        path.loss_and_grads(P, np.array([1, 2, 3]), targets)
+        path.loss_and_grads(P, np.array([1, 2, 3]), targets, SERIES_CONFIG)
     with pytest.raises(ValueError, match=message):
-        path.sequence_loss(P, np.array([1, 2, 3]), targets)
+        path.sequence_loss(P, np.array([1, 2, 3]), targets, SERIES_CONFIG)
 
 
 @pytest.mark.parametrize("change, message", [
@@ -201,31 +205,32 @@ def test_bad_targets_are_rejected(path, targets, message):
     (lambda p: p.update(W2=[[0.0] * 16] * 64), "parameter W2 should be a NumPy array, got list"),
     (lambda p: p.update(ln1_g=np.ones(16, np.float32)), "parameter ln1_g has dtype float32, but tok_emb has"),
     (lambda p: p.update(tok_emb=np.zeros((96, 16), int)), "parameters must be float32 or float64, got int64"),
-    (lambda p: p.update(tok_emb=np.zeros(96)), r"parameter tok_emb has shape \(96,\), expected \(V, d\)"),
+    (lambda p: p.update(tok_emb=np.zeros(96)), r"parameter tok_emb has shape \(96,\), expected \(96, 16\)"),
     (lambda p: p.update(b1=np.array(0.0)), "parameter b1 is a scalar, expected an array"),
 ])
 def test_bad_parameters_are_rejected(path, change, message):
     p = dict(P)
     change(p)
     with pytest.raises(ValueError, match=message):
-        path.forward(p, np.array([1, 2]))
+        path.forward(p, np.array([1, 2]), SERIES_CONFIG)
     with pytest.raises(ValueError, match=message):
-        path.loss_and_grads(p, np.array([1, 2]), np.array([2, 3]))
+        path.loss_and_grads(p, np.array([1, 2]), np.array([2, 3]), SERIES_CONFIG)
 
 
-def test_the_scheme_argument(path):
-    """Booleans and the reference's keyword keep working; a bad name or two contradicting arguments are errors."""
+def test_the_scheme_is_the_configs(path):
+    """config.positions chooses the scheme: each of SCHEMES gives logits of its own, and sequence_loss is the loss of
+    loss_and_grads; model.py's switch (seed_switch) is True exactly for learned. A scheme that is none of SCHEMES,
+    or a description that is no ModelConfig, is an error naming it."""
     ids = np.array([1, 2, 3])
-    want = {s: path.forward(P, ids, s)[0] for s in ("learned", "none")}
-    np.testing.assert_array_equal(path.forward(P, ids, True)[0], want["learned"])
-    np.testing.assert_array_equal(path.forward(P, ids, False)[0], want["none"])
-    np.testing.assert_array_equal(path.forward(P, ids, use_positions=False)[0], want["none"])
-    assert path.sequence_loss(P, ids, ids, "rope") == path.sequence_loss(P, ids, ids, positions="rope")
-    assert path.sequence_loss(P, ids, ids, "rope") == path.loss_and_grads(P, ids, ids, "rope")[0]
-    with pytest.raises(ValueError, match=r"positions='rotary' is no position scheme; expected one of \['learned',"):
-        path.forward(P, ids, "rotary")
-    with pytest.raises(ValueError, match="not both"):
-        path.forward(P, ids, "rope", use_positions=False)
+    logits = [path.forward(P, ids, config_for(*SERIES, positions=s))[0] for s in SCHEMES]
+    assert all(not np.array_equal(a, b) for i, a in enumerate(logits) for b in logits[i + 1:])
+    assert [seed_switch(config_for(*SERIES, positions=s)) for s in SCHEMES] == [True, False, False, False]
+    rope = config_for(*SERIES, positions="rope")
+    assert path.sequence_loss(P, ids, ids, rope) == path.loss_and_grads(P, ids, ids, rope)[0]
+    with pytest.raises(ValueError, match="positions = 'rotary': expected one of learned, none, sinusoidal, rope"):
+        path.forward(P, ids, config_for(*SERIES, positions="rotary"))
+    with pytest.raises(TypeError, match="the model's description should be a ModelConfig, got str 'rope'"):
+        path.forward(P, ids, "rope")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -242,16 +247,16 @@ def test_each_scheme_passes_central_differences(path, scheme, T):
     params = nm.from_lists(jittered(*MID, scale=0.1))
     rng = np.random.default_rng(3)
     ids, targets = rng.integers(0, 96, (2, T)), rng.integers(0, 96, (2, T))
-    numeric, grads, _ = assert_central_differences_match(path, params, ids, targets, scheme)
+    numeric, grads, _ = assert_central_differences_match(path, params, ids, targets, config_for(*MID, positions=scheme))
     if scheme != "learned":
         assert not numeric["pos_emb"].any() and not grads["pos_emb"].any()
 
 
 def test_sinusoidal_scheme_adds_the_table(path):
     """x0 of the sinusoidal scheme is the token rows plus exactly numpy_model.sinusoid_table."""
-    p = nm.init_params(*SERIES)
+    p = nm.init_params(SERIES_CONFIG, 3)
     ids = np.arange(100) % 96
-    _, cache = path.forward(p, ids, "sinusoidal")
+    _, cache = path.forward(p, ids, config_for(*SERIES, positions="sinusoidal"))
     np.testing.assert_array_equal(cache["x0"], p["tok_emb"][ids] + nm.sinusoid_table(100, 16))
 
 
@@ -263,7 +268,7 @@ def test_rope_scores_depend_on_the_offset_only(path):
     ids = np.full(80, 7)
     logs = {}
     for scheme in ("rope", "sinusoidal", "none"):
-        w = path.forward(p, ids, scheme)[1]["att"]["weights"]  # (T, T)
+        w = path.forward(p, ids, config_for(*SERIES, positions=scheme))[1]["att"]["weights"]  # (T, T)
         logs[scheme] = np.array([[math.log(w[i, i - m] / w[i, i]) for i in range(10, 80)] for m in (1, 5, 9)])
     assert np.ptp(logs["rope"], axis=1).max() <= 1e-12
     assert np.ptp(logs["sinusoidal"], axis=1).min() > 1e-3
@@ -271,8 +276,9 @@ def test_rope_scores_depend_on_the_offset_only(path):
 
 
 def test_rope_needs_an_even_width(path):
+    odd = config_for(96, 7, 8, 8)
     with pytest.raises(ValueError, match="the width d must be even, got d = 7"):
-        path.forward(nm.init_params(96, 7, 8, 8, 3), np.array([1, 2]), "rope")
+        path.forward(nm.init_params(odd, 3), np.array([1, 2]), config_for(96, 7, 8, 8, positions="rope"))
 
 
 @pytest.mark.parametrize("scheme", ["none", "sinusoidal", "rope"])
@@ -280,15 +286,16 @@ def test_schemes_without_rows_read_up_to_their_maximum(path, scheme):
     """none, sinusoidal and rope read up to LONGEST = 1024 positions and reject more with the SPEC's message;
     learned stops at its 64 rows. Causality holds past 64 too."""
     p = nm.from_lists(jittered(*SERIES, scale=0.05))
+    config = config_for(*SERIES, positions=scheme)
     ids = np.random.default_rng(2).integers(0, 96, nm.LONGEST + 1)
-    logits, _ = path.forward(p, ids[:nm.LONGEST], scheme)
+    logits, _ = path.forward(p, ids[:nm.LONGEST], config)
     assert logits.shape == (1024, 96) and np.isfinite(logits).all()
     with pytest.raises(ValueError, match=f"sequence of 1025 tokens is longer than the 1024 positions the model has"
                                          f" with positions='{scheme}'"):
-        path.forward(p, ids, scheme)
+        path.forward(p, ids, config)
     with pytest.raises(ValueError, match="sequence of 65 tokens is longer than the 64 positions the model has$"):
-        path.forward(p, ids[:65], "learned")
+        path.forward(p, ids[:65], SERIES_CONFIG)
     changed = ids[:128].copy()
     changed[100] = (changed[100] + 1) % 96
-    before, after = path.forward(p, ids[:128], scheme)[0], path.forward(p, changed, scheme)[0]
+    before, after = path.forward(p, ids[:128], config)[0], path.forward(p, changed, config)[0]
     assert np.max(np.abs(before[:100] - after[:100])) <= 1e-15 and np.abs(before[100] - after[100]).max() > 0

@@ -47,6 +47,7 @@ def digests():
     import numpy as np
 
     from oneblock import machine, numpy_fast, numpy_model
+    from oneblock.config import ModelConfig
     import model
 
     out = {"machine": machine.blas(1)}
@@ -58,19 +59,20 @@ def digests():
         for dtype in (np.float64, np.float32):
             params = numpy_model.from_lists(jittered, dtype)
             for scheme in SCHEMES:
+                config = ModelConfig(96, 8, 16, 16, positions=scheme)  # (the jittered model's sizes)
                 key = f"{path.__name__.rsplit('.', 1)[-1]}.{np.dtype(dtype).name}.{scheme}"  # (the record's names)
-                logits, cache = path.forward(params, ids, scheme)
+                logits, cache = path.forward(params, ids, config)
                 out[f"{key}.logits"] = digest(logits)
                 for name in ("x0", "h1", "x1", "h2", "act", "x2"):
                     out[f"{key}.{name}"] = digest(cache[name])
                 out[f"{key}.weights"] = digest(cache["att"]["weights"])
-                loss, grads = path.loss_and_grads(params, ids, targets, scheme)
+                loss, grads = path.loss_and_grads(params, ids, targets, config)
                 out[f"{key}.loss"] = digest(loss)
                 out[f"{key}.grad_names"] = " ".join(grads)
                 for name, g in grads.items():
                     out[f"{key}.grad.{name}"] = digest(g)
     out["init_params.float32"] = digest(np.concatenate(
-        [t.ravel() for t in numpy_model.init_params(96, 16, 64, 64, 3, np.float32).values()]))
+        [t.ravel() for t in numpy_model.init_params(ModelConfig(96, 16, 64, 64), 3, np.float32).values()]))
     with tempfile.TemporaryDirectory() as tmp:
         for name, args in TRAIN_RUNS.items():
             path = Path(tmp) / f"{name}.safetensors"

@@ -16,6 +16,7 @@ from run_helpers import kill_at, own_text
 
 import bpe
 from oneblock import checkpoint, export
+from oneblock.config import ModelConfig
 import model
 from oneblock.data import split_text, windows
 
@@ -247,8 +248,7 @@ def test_the_checkpoint_carries_its_tokenizer_and_a_copy_lies_beside_it(run_dir)
     assert (run_dir / "runs" / "notes.safetensors.tokenizer.json").read_text(encoding="utf-8") == carried
     assert ckpt["metadata"]["text"] == "notes.txt" and ckpt["metadata"]["split"] == "line"
     assert ckpt["metadata"]["text_sha256"] == checkpoint.sha256_file(run_dir / "notes.txt")
-    assert ckpt["config"] == {"vocab": 100, "d": 16, "hidden": 64, "max_len": 64, "use_positions": True,
-                              "positions": "learned"}
+    assert ckpt["config"] == ModelConfig(vocab=100, d=16, hidden=64, max_len=64, positions="learned")
     assert ckpt["training"]["val_fraction"] == 0.1 and ckpt["training"]["vocab_size"] == 100
     assert sorted(p.name for p in (run_dir / "runs").iterdir()) == ["notes.safetensors",
                                                                     "notes.safetensors.tokenizer.json"]
@@ -264,7 +264,7 @@ def test_the_recorded_validation_loss_is_the_loss_of_the_held_out_text(run_dir):
     val_text = "".join(own_text().splitlines(keepends=True)[-12:])  # the last 12 of 120 lines
     ids = tok.encode(val_text)
     windows = [ids[i:i + 33] for i in range(0, len(ids) - 1, 32)]  # 33 tokens, overlapping by one
-    nats = sum(numpy_model.sequence_loss(params, w[:-1], w[1:]) * (len(w) - 1) for w in windows)
+    nats = sum(numpy_model.sequence_loss(params, w[:-1], w[1:], ckpt["config"]) * (len(w) - 1) for w in windows)
     assert nats / (len(ids) - 1) == pytest.approx(float(ckpt["metadata"]["val_loss"]), rel=1e-5)
 
 
@@ -313,7 +313,7 @@ def test_a_wrong_tokenizer_is_refused(run_dir, tmp_path):
     proc = run("sample.py", "--ckpt", copy, cwd=tmp_path)
     assert proc.returncode == 2 and "its tokenizer has 101 tokens, but the model's vocabulary is 100" in proc.stderr
     # a checkpoint of the stories, when the shipped tokenizer is not the one it recorded
-    stories = {"metadata": {"tokenizer_sha256": "0" * 64}, "config": {"vocab": 96}}
+    stories = {"metadata": {"tokenizer_sha256": "0" * 64}, "config": ModelConfig(96, 16, 64, 64)}
     with pytest.raises(ValueError, match="token IDs would mean different things"):
         checkpoint.tokenizer_of(stories, ROOT / "tokenizer.json", "stories.safetensors")
 
@@ -356,7 +356,7 @@ def test_width_and_max_len_make_the_model_and_a_given_tokenizer_is_reused(run_di
                "--steps", 20, "--out", "small.safetensors", *SHORT, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     ckpt = checkpoint.load_checkpoint(tmp_path / "small.safetensors")
-    assert ckpt["config"]["d"] == 8 and ckpt["config"]["hidden"] == 32 and ckpt["config"]["max_len"] == 32
+    assert (ckpt["config"].d, ckpt["config"].hidden, ckpt["config"].max_len) == (8, 32, 32)
     assert ckpt["params"]["pos_emb"][1] == (32, 8) and ckpt["params"]["W_out"][1] == (8, 100)
     assert ckpt["metadata"]["tokenizer_sha256"] == checkpoint.sha256_file(tokenizer)
     assert ckpt["training"]["vocab_size"] is None

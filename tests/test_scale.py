@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from oneblock import numpy_model, sizes
+from oneblock.config import ModelConfig
 from dev import scale
 
 
@@ -17,7 +18,7 @@ def cached_numbers(cache, seen):
         elif isinstance(value, list):  # a grown model's blocks
             total += sum(cached_numbers(block, seen) for block in value)
         elif not isinstance(value, np.ndarray):
-            continue  # the scheme's name, the heads, the rotary tables (of positions, not of tokens)
+            continue  # the config, the heads, the rotary tables (of positions, not of tokens)
         elif value.dtype.kind == "f" and id(value) not in seen:
             seen.add(id(value))
             total += value.size
@@ -27,12 +28,13 @@ def cached_numbers(cache, seen):
 @pytest.mark.parametrize("d, vocab, max_len, blocks, heads", [(16, 96, 64, 1, 1), (8, 11, 5, 1, 1),
                                                               (16, 96, 64, 2, 4), (8, 11, 5, 3, 2)])
 def test_the_formulas_count_the_parameters_and_the_activations_of_the_model(d, vocab, max_len, blocks, heads):
-    params = numpy_model.init_params(vocab, d, 4 * d, max_len, seed=1, blocks=blocks)
-    counts = scale.paper(width=d, blocks=blocks, heads=heads, vocab=vocab, max_len=max_len)
+    config = ModelConfig(vocab, d, 4 * d, max_len, blocks, heads)
+    params = numpy_model.init_params(config, seed=1)
+    counts = scale.paper(config)
     assert counts["parameters"] == sum(p.size for p in params.values())
     B = 3
     ids = np.arange(B * max_len).reshape(B, max_len) % vocab  # (B, T)
-    logits, cache = numpy_model.forward(params, ids, heads=heads)  # (B, T, V)
+    logits, cache = numpy_model.forward(params, ids, config)  # (B, T, V)
     kept = cached_numbers(cache, set()) + 2 * logits.size  # the logits and their gradient
     assert counts["activations_per_token"] == kept / (B * max_len)
 
@@ -47,19 +49,19 @@ def test_the_flops_formula_counts_the_matrix_products_of_a_training_step(d, voca
 
     from oneblock import torch_model
 
-    params = numpy_model.init_params(vocab, d, 4 * d, T, seed=1, blocks=blocks)
+    config = ModelConfig(vocab, d, 4 * d, T, blocks, heads)
+    params = numpy_model.init_params(config, seed=1)
     p = torch_model.to_torch(params, dtype=torch.float32)
     B = 3
     ids = torch.arange(B * T).reshape(B, T) % vocab  # (B, T)
     with FlopCounterMode(display=False) as counter:
-        torch_model.loss_and_grads(p, ids, (ids + 1) % vocab, heads=heads)
+        torch_model.loss_and_grads(p, ids, (ids + 1) % vocab, config)
     assert counter.get_total_flops() == B * T * sizes.flops_per_token(vocab, d, 4 * d, blocks, T)
-    assert scale.paper(width=d, blocks=blocks, heads=heads, vocab=vocab, max_len=T)["flops_per_token"] == (
-        sizes.flops_per_token(vocab, d, 4 * d, blocks, T))
+    assert scale.paper(config)["flops_per_token"] == sizes.flops_per_token(vocab, d, 4 * d, blocks, T)
 
 
 def test_non_embedding_parameters_are_the_blocks_and_the_final_layer_norm():
-    params = numpy_model.init_params(96, 16, 64, 64, seed=1, blocks=2)
+    params = numpy_model.init_params(ModelConfig(96, 16, 64, 64, blocks=2), seed=1)
     outside = ("tok_emb", "pos_emb", "W_out", "b_out")
     assert sizes.non_embedding_parameters(16, 64, 2) == sum(p.size for name, p in params.items()
                                                              if name not in outside)

@@ -7,6 +7,7 @@ import pytest
 
 from experiments import recording, spread
 from oneblock import machine
+from oneblock.config import SCHEMES
 
 
 def test_a_short_spread_run_records_every_family_and_the_native_one_matches_training_here(tmp_path, capsys):
@@ -33,7 +34,7 @@ def test_the_committed_record_covers_every_scheme_and_its_spreads_are_its_ranges
     assert record["format"] == spread.FORMAT and record["settings"]["seed"] == spread.SEED
     assert record["settings"]["train_args"] == ["--dtype", "float32"]  # train.py's full run
     assert len(record["settings"]["families"]) >= 2 and record["settings"]["threads"] == list(spread.THREADS)
-    assert list(record["runs"]) == list(spread.SCHEMES)
+    assert list(record["runs"]) == list(SCHEMES)
     for scheme, runs in record["runs"].items():
         s = record["spread"][scheme]
         assert len(runs) == len(record["settings"]["families"]) * len(spread.THREADS)

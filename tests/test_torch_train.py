@@ -131,7 +131,7 @@ def test_a_grown_model_trains_under_ddp_as_in_one_process_and_as_numpy(tmp_path)
     train_py(one, *grown, *TORCH)
     proc = train_py(two, *grown, *TORCH, launcher=TORCHRUN)
     assert "2 blocks x 2 heads" in proc.stdout and "2 processes (gloo)" in proc.stdout
-    assert checkpoint.load_checkpoint(two)["config"]["blocks"] == 2
+    assert checkpoint.load_checkpoint(two)["config"].blocks == 2
     error, name = worst_relative_error(params_of(two), params_of(one))
     assert error <= 1e-12, (name, error)
     numpy_params, _ = trained(steps=10, blocks=2, heads=2, positions="rope", backend="numpy")

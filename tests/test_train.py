@@ -16,6 +16,7 @@ import pytest
 from run_helpers import kill_at
 
 from oneblock import checkpoint, training
+from oneblock.config import SWITCH_KEY
 from oneblock.settings import Settings, checked
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -298,7 +299,7 @@ def test_learning_rate_schedule():
 def test_positions_setting(tmp_path, args, want):
     proc = run_main(*args, *SHORT, "--steps", "1", "--out", "c.safetensors", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert checkpoint.load_checkpoint(tmp_path / "c.safetensors")["config"]["positions"] == want
+    assert checkpoint.load_checkpoint(tmp_path / "c.safetensors")["config"].positions == want
 
 
 @pytest.mark.parametrize("args, phrase", [
@@ -316,7 +317,7 @@ def test_rope_run_records_its_scheme_and_sample_reads_it(tmp_path):
     proc = run_train(out, "--steps", "20", "--positions", "rope")
     assert "positions rope" in proc.stdout
     ckpt = checkpoint.load_checkpoint(out)
-    assert ckpt["config"]["positions"] == "rope" and ckpt["config"]["use_positions"] is False
+    assert ckpt["config"].positions == "rope" and json.loads(ckpt["metadata"]["config"])[SWITCH_KEY] is False
     assert ckpt["training"]["positions"] == "rope"
     proc = run_train(out, "--steps", "20", "--resume", check=False)  # learned here
     assert proc.returncode == 2 and "--positions 'rope' there, 'learned' here" in proc.stderr
@@ -327,7 +328,8 @@ def test_rope_run_records_its_scheme_and_sample_reads_it(tmp_path):
 
 
 def test_a_checkpoint_from_before_the_schemes_still_resumes_and_samples(tmp_path):
-    """Files written before --positions had config use_positions only and training positions true or false."""
+    """Files written before --positions had model.py's switch only in their config (SWITCH_KEY) and training
+    positions true or false."""
     out = tmp_path / "old.safetensors"
     run_train(out, "--steps", "20", "--no-positions")
     tensors, meta = checkpoint.load_file(out)
@@ -432,7 +434,7 @@ def test_a_grown_run_says_its_path_records_its_sizes_and_sample_reads_them(tmp_p
     proc = run_train(out, "--steps", "30", "--blocks", "2", "--heads", "4", "--eval-every", "30")
     assert "numpy float32, 2 blocks x 4 heads, " in proc.stdout
     ckpt = checkpoint.load_checkpoint(out)
-    assert ckpt["metadata"]["format_version"] == "2" and checkpoint.sizes_of(ckpt["config"]) == (2, 4)
+    assert ckpt["metadata"]["format_version"] == "2" and (ckpt["config"].blocks, ckpt["config"].heads) == (2, 4)
     training = ckpt["training"]
     assert (training["backend"], training["blocks"], training["heads"]) == ("numpy", 2, 4)
     proc = run_train(out, "--steps", "30", "--blocks", "2", "--resume", check=False)  # one head here
@@ -465,4 +467,5 @@ def test_a_one_block_one_head_checkpoint_records_no_sizes(tmp_path):
     run_train(b, "--steps", "10", "--blocks", "1", "--heads", "1", "--backend", "numpy")
     assert a.read_bytes() == b.read_bytes()
     ckpt = checkpoint.load_checkpoint(a)
-    assert ckpt["metadata"]["format_version"] == "1" and "heads" not in ckpt["config"] | ckpt["training"]
+    recorded = json.loads(ckpt["metadata"]["config"]) | ckpt["training"]  # what the file says
+    assert ckpt["metadata"]["format_version"] == "1" and "heads" not in recorded and "blocks" not in recorded

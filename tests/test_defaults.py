@@ -1,0 +1,101 @@
+"""One place for the defaults: every default of train.py's command line is the Settings field's, read from Settings
+when the parser is built, so that a default written twice (once in Settings, once typed into the parser) cannot
+drift apart. A Settings whose defaults all differ shows through in every flag's default and in the help that quotes
+them. train.py is a command line, which no test imports (test_layout.py): its parser is built in a subprocess."""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import typing
+from pathlib import Path
+
+from oneblock.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+FLAGLESS = ("rank", "world")  # torchrun's environment, never a flag
+PROBE = """
+import dataclasses, json, sys
+import train
+from oneblock import settings
+
+changed = json.loads(sys.argv[1])  # {setting: another default}, given to Settings where train.py looks it up
+if changed:
+    train.Settings = settings.Settings = dataclasses.make_dataclass("Settings", [
+        (f.name, f.type, dataclasses.field(default=changed.get(f.name, f.default)))
+        for f in dataclasses.fields(settings.Settings)], frozen=True)
+parser = train.build_parser()
+names = {f.name for f in dataclasses.fields(settings.Settings)}
+print(json.dumps({"defaults": {a.dest: parser.get_default(a.dest) for a in parser._actions if a.dest in names},
+                  "help": parser.format_help(),
+                  "same": train.settings_from(parser.parse_args([])) == settings.Settings()}))
+"""
+
+
+def parser_of(changed=None):
+    """What train.py's parser says, built in a subprocess with Settings' defaults changed as changed says: {"defaults":
+    {setting: the parser's default}, "help": its help, one line a flag's text, "same": whether the command line
+    without flags gives the default Settings}."""
+    env = {name: value for name, value in os.environ.items() if name not in ("RANK", "WORLD_SIZE")}
+    done = subprocess.run([sys.executable, "-c", PROBE, json.dumps(changed or {})], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, env={**env, "COLUMNS": "10000"}, check=False)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_every_flag_of_a_setting_has_the_fields_default():
+    got = parser_of()
+    want = {field.name: field.default for field in dataclasses.fields(Settings) if field.name not in FLAGLESS}
+    assert got["defaults"] == want  # every setting has its flag, None-filled defaults included
+    assert len(want) == 29 and want["seq_len"] is None and want["positions"] == "learned"
+    assert got["same"]  # and no flag given is the default settings
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# A changed default shows through
+
+
+CHOICES = {"backend": "torch", "positions": "rope", "device": "cpu", "dtype": "float64"}  # another valid choice
+
+
+def changed(field):
+    """Another default for the field, of its type: what the parser must then show."""
+    if field.name in CHOICES:
+        return CHOICES[field.name]
+    kind = next(k for k in typing.get_args(field.type) or (field.type,) if k is not type(None))
+    if kind is bool:
+        return not field.default
+    if kind is str:
+        return "other.txt"
+    return (field.default or 0) + (7 if kind is int else 0.5)  # (None-filled ones get a number)
+
+
+OTHER = {field.name: changed(field) for field in dataclasses.fields(Settings)}
+
+
+def help_of(text):
+    """{flag: its entry in a parser's help text, on one line}."""
+    entries = {}
+    for line in text.split("\noptions:\n")[1].splitlines():  # (each entry starts "  -")
+        if line.startswith("  -"):
+            flag = line.split()[0]
+            entries[flag] = ""
+        entries[flag] += " " + line.strip()
+    return entries
+
+
+def test_a_changed_default_shows_through_in_every_flag_and_its_help():
+    assert all(OTHER[field.name] != field.default for field in dataclasses.fields(Settings))  # each one changed
+    got = parser_of(OTHER)
+    assert got["defaults"] == {name: value for name, value in OTHER.items() if name not in FLAGLESS}
+    assert got["same"]
+    lines = help_of(got["help"])
+    for flag in ("--steps", "--batch", "--lr", "--min-lr", "--threads", "--width", "--max-len", "--blocks",
+                 "--heads", "--eval-every", "--ckpt-every", "--seed", "--clip", "--beta1", "--beta2"):
+        assert f"(default: {OTHER[flag[2:].replace('-', '_')]}" in lines[flag], lines[flag]
+    assert f"(default: {OTHER['backend']})" in lines["--backend"]
+    assert f"(default: {OTHER['positions']})" in lines["--positions"]
+    assert f"(default: --max-len, {OTHER['max_len']})" in lines["--seq-len"]  # another flag's default, quoted
+    assert f"(--width, {OTHER['width']} by default)" in lines["--heads"]
+    assert f"(default: {Settings.steps})" not in lines["--steps"]
