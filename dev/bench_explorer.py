@@ -147,10 +147,11 @@ TIME_TRICKS = """(rounds) => {
   const hf = filled(T * d), w_out = filled(d * V), O = new Float64Array(T * V); // (T, d), (d, V), (T, V)
   const q = filled(T * d), k = filled(T * d), e = new Float64Array(T); // (T, d) each, (T,)
   const w = filled(T * T), ctx = new Float64Array(T * d); // (T, T), (T, d)
-  const params = model.init_params(V, d, 64, T, 3);
+  const config = model.model_config({vocab: V, d, hidden: 64, max_len: T}); // one block, one head, learned
+  const params = model.init_params(config, 3);
   const ids = Array.from({length: T + 1}, (_, i) => (i * 37 + 11) % V);
   const pool = {buffers: []};
-  const window = () => model.loss_and_grads(params, ids.slice(0, -1), ids.slice(1), "learned", 1, model.PLAIN);
+  const window = () => model.loss_and_grads(params, ids.slice(0, -1), ids.slice(1), config, model.PLAIN);
   const cases = {
     // the logits of a window: hf (T, d) times W_out (d, V), as model.linear calls it
     products: [(f) => f(hf, d, 1, w_out, 1, V, O, T, V, d), fast.PLAIN_LINES.products, fast.TRICKS.products],

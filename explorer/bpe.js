@@ -6,7 +6,8 @@
 // pair present first, at all its places left to right.
 //
 //     const tok = Tokenizer.from_json(await (await fetch("data/tokenizer.json")).json());
-//     tok.tokens("now mia gives the hat to leo.")   // ["n", "ow", " mia", " gives", " the", " hat", " to", " leo", "."]
+//     tok.tokens("now mia gives the hat to leo.")
+//     // ["n", "ow", " mia", " gives", " the", " hat", " to", " leo", "."]
 
 export const PATTERN = " ?[a-z]+|[^a-z]"; // bpe.PATTERN, the stories' pattern; the u flag reads code points, as Python
 
@@ -32,7 +33,8 @@ export function is_letter(ch) {
 export function pattern_for(alphabet) {
   const letters = [...new Set(alphabet)].filter(is_letter).sort(by_code_point);
   const ascii = (ch, lo, hi) => ch >= lo && ch <= hi;
-  const ranges = [["A-Z", "A", "Z"], ["a-z", "a", "z"]].filter(([, lo, hi]) => letters.some((ch) => ascii(ch, lo, hi))).map(([r]) => r);
+  const ranges = [["A-Z", "A", "Z"], ["a-z", "a", "z"]]
+    .filter(([, lo, hi]) => letters.some((ch) => ascii(ch, lo, hi))).map(([r]) => r);
   const word = [...ranges, ...letters.filter((ch) => !ascii(ch, "A", "Z") && !ascii(ch, "a", "z"))].join("");
   return word ? ` ?[${word}]+|[^${word}]` : "[\\s\\S]";
 }
@@ -121,7 +123,8 @@ export class Tokenizer {
     const alphabet = Object.keys(vocab).filter((tok) => [...tok].length === 1).sort(by_code_point);
     const tok = new Tokenizer(alphabet, merges);
     if (doc.pre_tokenizer?.pattern?.Regex !== tok.pattern) {
-      throw new Error(`tokenizer.json: the pre-tokenizer pattern is ${JSON.stringify(doc.pre_tokenizer?.pattern)}, expected ${JSON.stringify({ Regex: tok.pattern })}`);
+      throw new Error(`tokenizer.json: the pre-tokenizer pattern is ${JSON.stringify(doc.pre_tokenizer?.pattern)},`
+        + ` expected ${JSON.stringify({ Regex: tok.pattern })}`);
     }
     const wrong = tok.vocab.findIndex((t, i) => vocab[t] !== i);
     if (wrong >= 0 || tok.vocab.length !== Object.keys(vocab).length) {
@@ -157,7 +160,8 @@ export class Tokenizer {
     let index = 0;
     for (const ch of text) {
       if (!this.known.has(ch)) {
-        const message = `unknown character ${py_repr(ch)} at position ${pos}; the tokenizer knows only ${py_repr(this.alphabet.join(""))}`;
+        const message = `unknown character ${py_repr(ch)} at position ${pos}; the tokenizer knows only`
+          + ` ${py_repr(this.alphabet.join(""))}`;
         return { ch, pos, index, message };
       }
       pos += 1;

@@ -10,18 +10,24 @@
 // data_sha256 and, in version 2, metadata_sha256: the hash of the other metadata, which this reader checks as
 // checkpoint.py does (a changed number of heads shows in no tensor's shape).
 //
-// Reading goes as in Python, name for name: decode (the container), check_checkpoint (check_metadata, check_config,
-// check_fits, check_training, check_tensors, check_metadata_hash), load_bytes; then read_weights adds what
-// export.read_weights asks of a file for the page (its tokenizer's vocabulary, page_fits), and the page refuses a
-// file larger than any it runs before reading it (check_file_size). The JSON of the header is read as Python reads
-// it (parse_json, below), so that the page and Python refuse the same files: tests/test_page_loader.py gives both
-// the damaged files of tests/test_fuzz_checkpoints.py and compares, file by file.
+// Reading goes as in Python, name for name: decode (the container), check_checkpoint (check_metadata, the config
+// read by model.js's config_from_json as ModelConfig.from_json reads it, check_fits, check_training, check_tensors,
+// check_metadata_hash), load_bytes; then read_weights adds what export.read_weights asks of a file for the page (its
+// tokenizer's vocabulary, page_fits), and the page refuses a file larger than any it runs before reading it
+// (check_file_size). The JSON of the header is read as Python reads it (parse_json, below), so that the page and
+// Python refuse the same files: tests/test_page_loader.py gives both the damaged files of
+// tests/test_fuzz_checkpoints.py and compares, file by file. Python's words for what a file holds (said, py_repr)
+// are model.js's, as they are config.py's in Python.
 //
 //     const bytes = encode({w: {dtype: "F64", shape: [2], values: [1, 2]}}, {note: "hi"});
 //     decode(bytes).tensors.get("w").values   // Float64Array [1, 2]
 
-import { by_code_point, py_repr as string_py_repr } from "./bpe.js";
-import { BLOCK_NAMES, OUTSIDE, PARAM_SHAPES, SCHEMES, check_sizes, matrix, param_names } from "./model.js";
+import { by_code_point } from "./bpe.js";
+import {
+  BLOCK_NAMES, GROWN_KEYS, GROWN_VERSION, ONE_BLOCK_VERSION, OUTSIDE, PARAM_SHAPES, SCHEMES, SIZE_KEYS, SWITCH_KEY,
+  check_sizes, config_from_json, config_to_json, cut, float_repr, is_grown, matrix, param_names, py_repr, py_type,
+  said, tuple_repr,
+} from "./model.js";
 
 // ----------------------------------------------------------------------------------------------------------------
 // SHA-256 (FIPS 180-4), so that a page served from any static host, where crypto.subtle may be missing, can check
@@ -48,7 +54,8 @@ export function sha256(bytes) {
   const view = new DataView(padded.buffer);
   view.setUint32(padded.length - 8, Math.floor(bytes.length / 2 ** 29));
   view.setUint32(padded.length - 4, (bytes.length * 8) >>> 0);
-  const h = new Uint32Array([0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19]);
+  const h = new Uint32Array([0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab,
+    0x5be0cd19]);
   const w = new Uint32Array(64);
   const rotr = (x, n) => (x >>> n) | (x << (32 - n));
   for (let off = 0; off < padded.length; off += 64) {
@@ -268,78 +275,6 @@ export function commas(n) {
   return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
 }
 
-/** A JSON value (as parse_json gives it) as Python's repr writes it; strings, lists and objects cut after their first
- * most characters or items (enough for said, which keeps fewer).
- *
- *     py_repr(new Map([["d", 16n], ["lr", 1e-5], ["on", true], ["x", [null, "it's"]]]))
- *     // "{'d': 16, 'lr': 1e-05, 'on': True, 'x': [None, \"it's\"]}" */
-export function py_repr(v, most = Infinity) {
-  if (v === null || v === undefined) return "None";
-  if (typeof v === "boolean") return v ? "True" : "False";
-  if (typeof v === "bigint") return String(v);
-  if (typeof v === "number") return float_repr(v);
-  if (typeof v === "string") return string_repr(v, most);
-  const items = [];
-  for (const item of v) {
-    if (items.length >= most) break;
-    items.push(v instanceof Map ? `${py_repr(item[0], most)}: ${py_repr(item[1], most)}` : py_repr(item, most));
-  }
-  return v instanceof Map ? `{${items.join(", ")}}` : `[${items.join(", ")}]`;
-}
-
-/** A string as Python's repr writes it (its first most characters, in the quotes the whole string would get). */
-function string_repr(s, most) {
-  const quote = s.includes("'") && !s.includes('"') ? '"' : "'";
-  return string_py_repr(most < s.length ? s.slice(0, 2 * most) : s, quote);
-}
-
-/** A float as Python's repr writes it: the shortest digits that read back as it, in e-notation below 1e-4 and from
- * 1e16 on, else with a decimal point.
- *
- *     [16, 1e-5, 1e16, 0.1, NaN].map(float_repr)   // ["16.0", "1e-05", "1e+16", "0.1", "nan"] */
-export function float_repr(x) {
-  if (Number.isNaN(x)) return "nan";
-  if (!Number.isFinite(x)) return x > 0 ? "inf" : "-inf";
-  if (x === 0) return Object.is(x, -0) ? "-0.0" : "0.0";
-  const [mantissa, exponent] = Math.abs(x).toExponential().split("e"); // the shortest digits: "1.5e+300"
-  const sign = x < 0 ? "-" : "", digits = mantissa.replace(".", ""), e = Number(exponent);
-  if (e < -4 || e >= 16) {
-    const point = digits.length > 1 ? `.${digits.slice(1)}` : "";
-    return `${sign}${digits[0]}${point}e${e < 0 ? "-" : "+"}${String(Math.abs(e)).padStart(2, "0")}`;
-  }
-  if (e < 0) return `${sign}0.${"0".repeat(-e - 1)}${digits}`;
-  return `${sign}${digits.slice(0, e + 1).padEnd(e + 1, "0")}.${digits.slice(e + 1) || "0"}`;
-}
-
-/** A shape as Python's repr writes a tuple of ints.
- *
- *     tuple_repr([2n, 3n]), tuple_repr([7n]), tuple_repr([])   // "(2, 3)", "(7,)", "()" */
-function tuple_repr(shape) {
-  return shape.length === 1 ? `(${shape[0]},)` : `(${shape.join(", ")})`;
-}
-
-/** py_repr(value) for a message, cut to most characters, as checkpoint.said: what a file holds may be any length.
- *
- *     said("heads"), said("x".repeat(100), 10)   // "'heads'", "'xxxxxx..." */
-export function said(value, most = 80) {
-  return cut(py_repr(value, most), most);
-}
-
-/** text cut to most characters (code points, as Python counts them), ending in "..." when it was longer. */
-function cut(text, most = 80) {
-  const chars = Array.from(text.slice(0, 4 * most));
-  return chars.length <= most ? chars.join("") : chars.slice(0, most - 3).join("") + "...";
-}
-
-/** The name of a JSON value's Python type, for messages.
- *
- *     py_type([]), py_type(3n), py_type(null)   // "list", "int", "NoneType" */
-function py_type(v) {
-  if (v === null) return "NoneType";
-  return { boolean: "bool", bigint: "int", number: "float", string: "str" }[typeof v]
-    ?? (v instanceof Map ? "dict" : "list");
-}
-
 /** Whether a string decoded from JSON is text that can be written as UTF-8, as checkpoint._is_text: JSON can spell
  * half of a character (a lone surrogate such as \ud800), which no file name or tokenizer holds. */
 function is_text(s) {
@@ -403,7 +338,9 @@ export function encode(tensors, metadata = {}) {
   let offset = 0;
   for (const [name, t] of Object.entries(tensors)) {
     const n = t.shape.reduce((a, b) => a * b, 1);
-    if (t.values.length !== n) throw new Error(`tensor '${name}' has ${t.values.length} values but shape [${t.shape}] needs ${n}`);
+    if (t.values.length !== n) {
+      throw new Error(`tensor '${name}' has ${t.values.length} values but shape [${t.shape}] needs ${n}`);
+    }
     header[name] = { dtype: t.dtype, shape: t.shape, data_offsets: [offset, offset + n * DTYPES[t.dtype]] };
     offset += n * DTYPES[t.dtype];
   }
@@ -577,8 +514,8 @@ function said_tuple(shape) {
 // The training checkpoint (checkpoint.py's second half): which tensors and metadata it holds
 
 export const FORMAT = "one-block checkpoint";
-export const FORMAT_VERSION = "1"; // a model of one block and one head, as before models could grow
-export const GROWN_VERSION = "2"; // a grown model: its config has blocks and heads
+export const FORMAT_VERSION = ONE_BLOCK_VERSION; // a model of one block and one head, as before models could grow
+export { GROWN_VERSION }; // a grown model: its config has blocks and heads (model.js: the config's JSON says them)
 export const METADATA_HASH_KEY = "metadata_sha256";
 const MOMENT_PREFIXES = ["adam_m.", "adam_v."];
 const STEP = "adam_step", RNG = "rng_state", RNG_STATE_LEN = 625n;
@@ -590,9 +527,6 @@ const NUMBER_KEYS = ["val_loss", "floor_nats_per_token", "val_floor_nats_per_tok
 const KNOWN_KEYS = [...METADATA_KEYS, "corpus_sha256", ...NUMBER_KEYS, ...TEXT_KEYS, "explorer_source", DATA_HASH_KEY,
   METADATA_HASH_KEY];
 const SPLITS = ["line", "document"];
-const SIZE_KEYS = ["vocab", "d", "hidden", "max_len"];
-const GROWN_KEYS = ["blocks", "heads"];
-const CONFIG_KEYS = [...SIZE_KEYS, ...GROWN_KEYS, "use_positions", "positions"];
 const BACKENDS = ["numpy", "numpy-plain", "python", "torch", "explorer"];
 const DTYPE_NAMES = new Map([["float32", "F32"], ["float64", "F64"]]);
 const NATS = /^[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$/; // checkpoint.NATS: a number of nats as repr writes a float
@@ -628,7 +562,7 @@ const TRAINING_RULES = new Map([
   ["heads", [(v) => whole(v, 1), "a whole number of at least 1"]],
   ["val_fraction", [(v) => number(v) && 0 < v && v < 1, "a number between 0 and 1"]],
   ["vocab_size", [(v) => v === null || whole(v, 1), "a whole number of at least 1, or null (a given tokenizer)"]],
-  ["use_positions", [(v) => typeof v === "boolean", "true or false"]],
+  [SWITCH_KEY, [(v) => typeof v === "boolean", "true or false"]],
   ["eval_every", [(v) => whole(v, 1), "a whole number of at least 1"]],
 ]);
 const TEXT_NEEDS = ["val_fraction", "seq_len"];
@@ -640,7 +574,7 @@ function sizes_of(config) {
 
 /** The position scheme of a config, as checkpoint.positions_of. */
 function positions_of(config) {
-  return config.get("positions") ?? (config.get("use_positions") ? "learned" : "none");
+  return config.get("positions") ?? (config.get(SWITCH_KEY) ? "learned" : "none");
 }
 
 /** (name, shape) of every tensor a training checkpoint of config holds, in checkpoint.expected_shapes' order, one at
@@ -751,39 +685,6 @@ function check_metadata(metadata) {
   return version;
 }
 
-/** An Error naming the first bad entry of a parsed config, as checkpoint.check_config; returns it if it is good. */
-function check_config(config, version) {
-  if (!(config instanceof Map)) throw new Error(`metadata config is a JSON ${py_type(config)}, expected an object`);
-  const unknown = [...config.keys()].find((key) => !CONFIG_KEYS.includes(key));
-  if (unknown !== undefined) {
-    throw new Error(`config has the key ${said(unknown)}, which no model config has; expected some of`
-      + ` ${list(CONFIG_KEYS)}`);
-  }
-  const grown = version === GROWN_VERSION;
-  for (const key of [...SIZE_KEYS, ...(grown ? GROWN_KEYS : [])]) {
-    if (!whole(config.get(key), 1)) {
-      throw new Error(`config ${key} is ${said(config.get(key))}, expected a positive int`);
-    }
-  }
-  if (!grown && GROWN_KEYS.some((key) => config.has(key))) {
-    throw new Error(`config has blocks or heads, but format version '${FORMAT_VERSION}' is of one block and one head:`
-      + ` a grown model's file is version '${GROWN_VERSION}'`);
-  }
-  const use = config.get("use_positions");
-  if (typeof use !== "boolean") throw new Error(`config use_positions is ${said(use)}, expected true or false`);
-  if (config.has("positions")) { // (files written before the position schemes have use_positions only)
-    const scheme = config.get("positions");
-    if (!SCHEMES.includes(scheme)) {
-      throw new Error(`config positions is ${said(scheme)}, expected one of ${list(SCHEMES)}`);
-    }
-    if (use !== (scheme === "learned")) {
-      throw new Error(`config use_positions is ${lower(use)} but positions is ${said(scheme)}: use_positions is true`
-        + " exactly for 'learned'");
-    }
-  }
-  return config;
-}
-
 /** An Error when the config's sizes ask for more tensors, or more numbers, than the file holds, before any name is
  * made for them, as checkpoint.check_fits: a header that says blocks = 10^12 is refused at once, by arithmetic. */
 function check_fits(config, tensors) {
@@ -861,9 +762,9 @@ function check_training(training, config, metadata) {
         + ` '${scheme}'`);
     }
   }
-  if (training.has("use_positions") && training.get("use_positions") !== config.get("use_positions")) {
-    throw new Error(`training use_positions is ${lower(training.get("use_positions"))}, but config use_positions is`
-      + ` ${lower(config.get("use_positions"))}`);
+  if (training.has(SWITCH_KEY) && training.get(SWITCH_KEY) !== config.get(SWITCH_KEY)) {
+    throw new Error(`training ${SWITCH_KEY} is ${lower(training.get(SWITCH_KEY))}, but config ${SWITCH_KEY} is`
+      + ` ${lower(config.get(SWITCH_KEY))}`);
   }
   sizes_of(config).forEach((size, k) => {
     const name = GROWN_KEYS[k];
@@ -962,7 +863,8 @@ function tokenizer_mismatch(recorded, have) {
  * the first problem. */
 export function check_checkpoint(tensors, metadata, tokenizer_sha256) {
   const version = check_metadata(metadata);
-  const config = check_config(parse_json(metadata.get("config"), "metadata config"), version);
+  const config = parse_json(metadata.get("config"), "metadata config"); // a Map: its sizes BigInts, to hold to the file
+  config_from_json(config, version === GROWN_VERSION); // ModelConfig.from_json's checks, in its words
   check_fits(config, tensors);
   const [blocks, heads] = sizes_of(config);
   const scheme = positions_of(config);
@@ -1076,9 +978,10 @@ export function page_fits(config, where) {
 /** The page's reading of a checkpoint file's bytes, held to the rules explore.py holds a file to before it exports
  * it (export.read_weights): checkpoint.py's (load_bytes, with the page's tokenizer's hash), a vocabulary the size
  * of the page's tokenizer (vocab tokens, as checkpoint.tokenizer_of), and a model small enough for the page
- * (page_fits). Returns {config, positions, blocks, heads, step, val_loss, params}: Numbers, val_loss the text
- * recorded or null, and params flat ({name: {shape, values: Float64Array}}, as flat_tensors gives, so that it can
- * cross from a worker); a bad file is an Error that starts with where. */
+ * (page_fits). Returns {config, blocks, heads, step, val_loss, params}: config the model's (model.js's
+ * model_config, as checkpoint.load_bytes gives a ModelConfig), blocks and heads its, the step a Number, val_loss the
+ * text recorded or null, and params flat ({name: {shape, values: Float64Array}}, as flat_tensors gives, so that it
+ * can cross from a worker); a bad file is an Error that starts with where. */
 export function read_weights(bytes, where, tokenizer_sha256, vocab) {
   const ckpt = load_bytes(bytes, where, tokenizer_sha256);
   if (ckpt.config.get("vocab") !== BigInt(vocab)) {
@@ -1086,15 +989,14 @@ export function read_weights(bytes, where, tokenizer_sha256, vocab) {
       + ` ${ckpt.config.get("vocab")}`);
   }
   page_fits(ckpt.config, where);
-  const [blocks, heads] = sizes_of(ckpt.config).map(Number);
-  const config = Object.fromEntries([...ckpt.config].map(([key, v]) => [key, typeof v === "bigint" ? Number(v) : v]));
+  const config = config_from_json(ckpt.config); // (its sizes held to the file's by check_fits: Numbers, exact)
   const params = {};
-  for (const name of param_names(blocks)) {
+  for (const name of param_names(config)) {
     const { shape, values } = ckpt.tensors.get(name);
     const wide = values instanceof Float64Array ? values : Float64Array.from(values); // (F32 widened exactly)
     params[name] = { shape: shape.map(Number), values: wide };
   }
-  return { config, positions: positions_of(ckpt.config), blocks, heads, step: Number(ckpt.step),
+  return { config, blocks: config.blocks, heads: config.heads, step: Number(ckpt.step),
     val_loss: ckpt.metadata.get("val_loss") ?? null, params };
 }
 
@@ -1124,7 +1026,8 @@ export function values_of(t) {
 /** A dict of model.js tensors as {name: {shape, values}} with flat Float64Array values: what crosses between the
  * page and the worker (postMessage copies typed arrays cheaply) and what checkpoint files hold. */
 export function flat_tensors(tensors) {
-  return Object.fromEntries(Object.entries(tensors).map(([name, t]) => [name, { shape: t instanceof Float64Array ? [t.length] : [t.rows, t.cols], values: values_of(t) }]));
+  const flat = (t) => ({ shape: t instanceof Float64Array ? [t.length] : [t.rows, t.cols], values: values_of(t) });
+  return Object.fromEntries(Object.entries(tensors).map(([name, t]) => [name, flat(t)]));
 }
 
 /** The inverse of flat_tensors. */
@@ -1132,23 +1035,26 @@ export function unflat_tensors(flat) {
   return Object.fromEntries(Object.entries(flat).map(([name, t]) => [name, from_values(t.values, t.shape)]));
 }
 
-/** The bytes of a training checkpoint of float64 parameters, as checkpoint.save_checkpoint writes them: moments
- * (m, v) are model.js tensors like params (zeros when none were kept), step the Adam step, rng_words the batch
- * sampler's 625-number state (random.js getstate), extra more metadata strings. A config with blocks or heads is a
- * grown model's: version 2, with the metadata's hash. */
-export function checkpoint_bytes({ params, moments, step, rng_words, config, training, tokenizer_sha256, extra = {} }) {
+/** The bytes of a training checkpoint of float64 parameters, as checkpoint.save_checkpoint writes them: config the
+ * model's (a model_config, recorded as config_to_json gives it), moments (m, v) model.js tensors like params (zeros
+ * when none were kept), step the Adam step, rng_words the batch sampler's 625-number state (random.js getstate),
+ * extra more metadata strings. A grown model's file (is_grown) is version 2, with the metadata's hash. */
+export function checkpoint_bytes({ params, moments, step, rng_words, config, training, tokenizer_sha256,
+  extra = {} }) {
   const tensors = {};
   [params, ...moments].forEach((dict, i) => {
     const flat = flat_tensors(dict);
-    for (const name of Object.keys(params)) tensors[["", ...MOMENT_PREFIXES][i] + name] = { dtype: "F64", ...flat[name] };
+    for (const name of Object.keys(params)) {
+      tensors[["", ...MOMENT_PREFIXES][i] + name] = { dtype: "F64", ...flat[name] };
+    }
   });
   tensors.adam_step = { dtype: "I64", shape: [], values: [step] };
   tensors.rng_state = { dtype: "I64", shape: [625], values: rng_words };
-  const grown = "blocks" in config || "heads" in config;
+  const grown = is_grown(config);
   const metadata = {
     format: FORMAT,
     format_version: grown ? GROWN_VERSION : FORMAT_VERSION,
-    config: JSON.stringify(config),
+    config: JSON.stringify(config_to_json(config)),
     training: JSON.stringify(training),
     tokenizer_sha256,
     ...extra,

@@ -18,7 +18,8 @@ export function diverging(c) {
   c = Math.min(1, Math.max(-1, c));
   const to = c < 0 ? [33, 102, 172] : [178, 24, 43];
   const t = Math.abs(c);
-  return `rgb(${Math.round(255 + (to[0] - 255) * t)}, ${Math.round(255 + (to[1] - 255) * t)}, ${Math.round(255 + (to[2] - 255) * t)})`;
+  const channel = (k) => Math.round(255 + (to[k] - 255) * t);
+  return `rgb(${channel(0)}, ${channel(1)}, ${channel(2)})`;
 }
 
 /** A colour for a loss in nats: green when the model expected the token, through yellow, to red from 4 nats up. */

@@ -10,22 +10,24 @@
 
 import { blues, heatmap, line_chart } from "./draw.js";
 import * as induction from "./induction.js";
-import { rows_of } from "./model.js";
+import { SCHEMES, model_config, rows_of } from "./model.js";
 import * as positions from "./positions.js";
 import * as train from "./train.js";
 import { $, element, read_int, read_number, say, soon } from "./ui.js";
 
 // the second-block experiment's settings: the two-block model passes 90% copy accuracy at step 450 in Chromium
 // (0.9 million tokens), and the one-block model stays below 23% to the end (docs/explorer.md)
-export const DEPTH = { blocks: [1, 2], heads: 1, d: 16, hidden: 64, steps: 800, batch: 32, lr: 0.005, seed: 3, eval_every: 25, test_count: 100 };
+export const DEPTH = { blocks: [1, 2], heads: 1, d: 16, hidden: 64, steps: 800, batch: 32, lr: 0.005, seed: 3,
+  eval_every: 25, test_count: 100 };
 export const PASS = 0.9; // the copy accuracy that counts as copying
 // the positions experiment's settings: 1,000 steps of 8 windows, a twelfth of train.py's default run, show each
 // scheme's behaviour past position 64
-export const POSITIONS = { schemes: ["learned", "none", "sinusoidal", "rope"], steps: 1000, batch: 8, lr: 0.01, seed: 3, eval_every: 250 };
+export const POSITIONS = { schemes: SCHEMES, steps: 1000, batch: 8, lr: 0.01, seed: 3, eval_every: 250 };
 const SCHEME_COLORS = { learned: "#1f5fbf", none: "#444", sinusoidal: "#f57c00", rope: "#d81b60" };
 const BLOCK_COLORS = { 1: "#f57c00", 2: "#1f5fbf" };
 
-export const runs = { depth: null, positions: null }; // the live (or last) run of each experiment, for the page and the tests
+// the live (or last) run of each experiment, for the page and the tests
+export const runs = { depth: null, positions: null };
 let page = null; // {tok, split, data}: what page.js loaded
 const pending = new Map(); // soon's frames
 
@@ -61,9 +63,13 @@ function start_worker(start, on_message, on_fail) {
   return worker;
 }
 
-/** The settings of a run: train.py's schedule with these steps, batch and peak rate (ending at a tenth of it). */
-function settings_of({ steps, batch, lr }, more) {
-  return { ...train.DEFAULTS, steps, batch, lr, min_lr: lr / 10, seq_len: 64, warmup: Math.min(train.DEFAULTS.warmup, steps), ...more };
+/** The settings of a run of the model of config: train.py's schedule with these steps, batch and peak rate (ending at
+ * a tenth of it), and the scheme, blocks and heads the run records. */
+function settings_of({ steps, batch, lr }, config, more) {
+  const { positions, blocks, heads } = config;
+  const warmup = Math.min(train.DEFAULTS.warmup, steps);
+  return { ...train.DEFAULTS, steps, batch, lr, min_lr: lr / 10, seq_len: 64, warmup, positions, blocks, heads,
+    ...more };
 }
 
 /** The fields of a panel (prefix depth or positions), or an Error naming the first that is wrong. */
@@ -129,10 +135,13 @@ function start_depth() {
   runs.depth = run;
   for (const blocks of DEPTH.blocks) {
     const m = { blocks, step: 0, evals: [], latest: null, done: false, tokens_per_s: null };
-    const config = { vocab: induction.VOCAB, d: DEPTH.d, hidden: DEPTH.hidden, max_len: induction.WINDOW, blocks };
-    const settings = settings_of(fields, { eval_every: DEPTH.eval_every, positions: "learned", blocks, heads: DEPTH.heads });
-    m.worker = start_worker({ task: "induction", params: null, config, seed: fields.seed, settings, data: { test_count: DEPTH.test_count } },
-      (msg) => on_depth_message(run, m, msg), (why) => failed("depth", `the ${blocks}-block model`, why));
+    const config = model_config({ vocab: induction.VOCAB, d: DEPTH.d, hidden: DEPTH.hidden, max_len: induction.WINDOW,
+      blocks, heads: DEPTH.heads }); // learned positions
+    const settings = settings_of(fields, config, { eval_every: DEPTH.eval_every });
+    const start = { task: "induction", params: null, config, seed: fields.seed, settings,
+      data: { test_count: DEPTH.test_count } };
+    m.worker = start_worker(start, (msg) => on_depth_message(run, m, msg),
+      (why) => failed("depth", `the ${blocks}-block model`, why));
     run.models.push(m);
   }
   $("depth-start").disabled = true;
@@ -152,7 +161,8 @@ function on_depth_message(run, m, msg) {
     const two = run.models.find((x) => x.blocks === 2);
     if (m === two && run.passed === null && msg.measures.copy_accuracy >= PASS) {
       const one = run.models.find((x) => x.blocks === 1);
-      run.passed = { step: msg.step, seconds: (performance.now() - run.started) / 1000, one_block: one.evals.at(-1)?.[1] ?? null };
+      run.passed = { step: msg.step, seconds: (performance.now() - run.started) / 1000,
+        one_block: one.evals.at(-1)?.[1] ?? null };
     }
   } else if (msg.type === "done") {
     m.done = true;
@@ -165,13 +175,18 @@ function draw_depth() {
   const run = runs.depth;
   const steps = run ? run.fields.steps : DEPTH.steps;
   const models = run ? run.models : [];
-  const series = (column, dots) => models.map((m) => ({ points: m.evals.map((e) => [e[0], e[column]]), color: BLOCK_COLORS[m.blocks], dots, width: 2, label: `${m.blocks} block${m.blocks > 1 ? "s" : ""}` }));
+  const series = (column, dots) => models.map((m) => ({ points: m.evals.map((e) => [e[0], e[column]]),
+    color: BLOCK_COLORS[m.blocks], dots, width: 2, label: `${m.blocks} block${m.blocks > 1 ? "s" : ""}` }));
   const chart = $("depth-chart");
-  chart.dataset.points = line_chart(chart, { series: series(1, false), hlines: [{ y: PASS, color: "#2e7d32", label: "90%" }, { y: 0.4, color: "#999", label: "40%" }], x_max: steps, y_max: 1, x_label: "step", height: 200 });
+  const hlines = [{ y: PASS, color: "#2e7d32", label: "90%" }, { y: 0.4, color: "#999", label: "40%" }];
+  chart.dataset.points = line_chart(chart, { series: series(1, false), hlines, x_max: steps, y_max: 1, x_label: "step",
+    height: 200 });
   const top = Math.max(Math.log(induction.VOCAB), ...models.flatMap((m) => m.evals.map((e) => e[2])));
-  line_chart($("depth-loss-chart"), { series: series(2, false), x_max: steps, y_max: top * 1.05, x_label: "step", height: 160 });
+  line_chart($("depth-loss-chart"), { series: series(2, false), x_max: steps, y_max: top * 1.05, x_label: "step",
+    height: 160 });
   $("depth-summary").textContent = !run ? "Not run yet." : run.passed
-    ? `Two blocks passed ${PASS * 100}% copy accuracy at step ${run.passed.step}, ${run.passed.seconds.toFixed(1)} s after Start, while one block was at ${(100 * run.passed.one_block).toFixed(1)}%.`
+    ? `Two blocks passed ${PASS * 100}% copy accuracy at step ${run.passed.step}, ${run.passed.seconds.toFixed(1)} s`
+      + ` after Start, while one block was at ${(100 * run.passed.one_block).toFixed(1)}%.`
     : run.ended ? "Stopped before two blocks passed 90%." : "Training…";
   for (const blocks of DEPTH.blocks) draw_depth_model(models.find((m) => m.blocks === blocks), blocks);
 }
@@ -204,14 +219,17 @@ function draw_depth_model(m, blocks) {
     const figure = element("figure");
     const canvas = element("canvas");
     canvas.setAttribute("role", "img");
-    canvas.setAttribute("aria-label", `attention of block ${b + 1}, head ${h + 1} on a test sequence of period ${period}`);
+    canvas.setAttribute("aria-label",
+      `attention of block ${b + 1}, head ${h + 1} on a test sequence of period ${period}`);
     figure.append(element("figcaption", "", `block ${b + 1}, head ${h + 1}`), canvas);
     maps.append(figure);
     const values = rows_of({ rows: w.rows, cols: w.cols, data: w.values });
     heatmap(canvas, values, { color: (v) => blues(Math.sqrt(v)), mask: (i, j) => j > i, max_cell: 3 });
     const { induction: ind, previous_token: prev } = measures.scores[b][h];
     const tr = element("tr");
-    for (const [text, cls] of [[`${b + 1}`, ""], [`${h + 1}`, ""], [ind.toFixed(2), ind > 0.5 ? "num strong" : "num"], [prev.toFixed(2), prev > 0.5 ? "num strong" : "num"]]) tr.append(element("td", cls, text));
+    const cells = [[`${b + 1}`, ""], [`${h + 1}`, ""], [ind.toFixed(2), ind > 0.5 ? "num strong" : "num"],
+      [prev.toFixed(2), prev > 0.5 ? "num strong" : "num"]];
+    for (const [text, cls] of cells) tr.append(element("td", cls, text));
     table.append(tr);
   }));
 }
@@ -232,12 +250,13 @@ function start_positions() {
   const long = positions.windows(validation_stream(), positions.WINDOW);
   const run = { fields, started: performance.now(), ended: false, windows: long.inputs.length, models: [] };
   runs.positions = run;
-  const config = { vocab: page.tok.vocab.length, d: 16, hidden: 64, max_len: 64, blocks: 1 };
   for (const scheme of POSITIONS.schemes) {
     const m = { scheme, step: 0, vals: [], by_position: null, done: false };
-    const settings = settings_of(fields, { eval_every: Math.min(POSITIONS.eval_every, fields.steps), positions: scheme, blocks: 1, heads: 1 });
-    m.worker = start_worker({ task: "stories", params: null, config, seed: fields.seed, settings, data: { ...page.data, long } },
-      (msg) => on_positions_message(run, m, msg), (why) => failed("positions", `the ${scheme} model`, why));
+    const config = model_config({ vocab: page.tok.vocab.length, d: 16, hidden: 64, max_len: 64, positions: scheme });
+    const settings = settings_of(fields, config, { eval_every: Math.min(POSITIONS.eval_every, fields.steps) });
+    const start = { task: "stories", params: null, config, seed: fields.seed, settings, data: { ...page.data, long } };
+    m.worker = start_worker(start, (msg) => on_positions_message(run, m, msg),
+      (why) => failed("positions", `the ${scheme} model`, why));
     run.models.push(m);
   }
   $("positions-start").disabled = true;
@@ -266,12 +285,17 @@ function mean_of(values, from, to) {
 function draw_positions() {
   const run = runs.positions;
   const models = run ? run.models : [];
-  const by_position = models.filter((m) => m.by_position).map((m) => ({ points: m.by_position.losses.map((l, t) => [t, l]), color: SCHEME_COLORS[m.scheme], width: 2, label: m.scheme }));
+  const by_position = models.filter((m) => m.by_position).map((m) => ({
+    points: m.by_position.losses.map((l, t) => [t, l]), color: SCHEME_COLORS[m.scheme], width: 2, label: m.scheme }));
   const top = Math.max(2, ...models.flatMap((m) => m.by_position?.losses ?? []));
   const chart = $("positions-chart");
-  chart.dataset.points = line_chart(chart, { series: by_position, vlines: [{ x: 64, color: "#2e7d32", label: "64: the positions trained on" }], x_max: positions.WINDOW - 1, y_max: Math.min(6, top * 1.05), x_label: "position in a 128-token window of held-out text", height: 220 });
-  const vals = models.map((m) => ({ points: m.vals, color: SCHEME_COLORS[m.scheme], dots: true, width: 2, label: m.scheme }));
-  line_chart($("positions-val-chart"), { series: vals, x_max: run ? run.fields.steps : POSITIONS.steps, y_max: Math.log(page?.tok.vocab.length ?? 96) + 0.3, x_label: "step", height: 160 });
+  chart.dataset.points = line_chart(chart, { series: by_position,
+    vlines: [{ x: 64, color: "#2e7d32", label: "64: the positions trained on" }], x_max: positions.WINDOW - 1,
+    y_max: Math.min(6, top * 1.05), x_label: "position in a 128-token window of held-out text", height: 220 });
+  const vals = models.map((m) => ({ points: m.vals, color: SCHEME_COLORS[m.scheme], dots: true, width: 2,
+    label: m.scheme }));
+  line_chart($("positions-val-chart"), { series: vals, x_max: run ? run.fields.steps : POSITIONS.steps,
+    y_max: Math.log(page?.tok.vocab.length ?? 96) + 0.3, x_label: "step", height: 160 });
   const body = $("positions-table").querySelector("tbody");
   body.textContent = "";
   for (const m of models) {
@@ -292,7 +316,8 @@ function draw_positions() {
   const refusal = models.find((m) => m.by_position?.refusal)?.by_position.refusal;
   $("positions-note").textContent = !run ? "Not run yet." : [
     `${run.windows} windows of ${positions.WINDOW} tokens of held-out text.`,
-    refusal ? `learned has no row past 63: the model refuses the whole window ("${refusal}"), so its line stops at 63.` : null,
+    refusal ? `learned has no row past 63: the model refuses the whole window ("${refusal}"), so its line stops at 63.`
+      : null,
     run.ended ? null : "Training…",
   ].filter(Boolean).join(" ");
 }

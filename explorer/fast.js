@@ -173,7 +173,7 @@ export function pooled(n) {
  * must last.
  *
  *     const pool = {buffers: []};
- *     reusing(pool, () => loss_and_grads(p, x, y))   // the gradients: add them up before the next call */
+ *     reusing(pool, () => loss_and_grads(p, x, y, config))   // the gradients: add them up before the next call */
 export function reusing(pool, fn) {
   if (scratch !== null) throw new Error("reusing: already inside a call of reusing; pools do not nest");
   scratch = pool;

@@ -28,7 +28,9 @@ export const TEST_SEED = 1002; // random.Random seed of the test sequences (dept
 export function sample_range(rng, n, k) {
   let setsize = 21; // CPython's random.sample: a set of the drawn indexes unless n is at most this
   if (k > 5) setsize += 4 ** Math.ceil(Math.log(k * 3) / Math.log(4));
-  if (n <= setsize) throw new Error(`sample_range(${n}, ${k}): Python draws from a pool here, which this does not mirror`);
+  if (n <= setsize) {
+    throw new Error(`sample_range(${n}, ${k}): Python draws from a pool here, which this does not mirror`);
+  }
   const chosen = new Set();
   const out = [];
   for (let i = 0; i < k; i++) {
@@ -97,17 +99,17 @@ export function head_sums(weights, p) {
   return { induction, previous_token: previous, copies, positions: T - 1 };
 }
 
-/** What a model of `heads` heads (and the scheme positions) does on sequences {ids, targets, periods}: {loss,
- * copy_loss, copy_accuracy, first_period_loss} over the positions of each kind (induction.induction_measures), and
- * scores: [[{induction, previous_token} for each head] for each block] (induction.head_scores, over all sequences),
- * with plain sums. keep: the index of a sequence whose attention weights to return as `weights` (a list per block of
- * a list per head of (T, T) matrices), or null. */
-export function induction_measures(params, heads, set, positions = "learned", keep = null) {
+/** What the model of config does on sequences {ids, targets, periods}: {loss, copy_loss, copy_accuracy,
+ * first_period_loss} over the positions of each kind (induction.induction_measures), and scores: [[{induction,
+ * previous_token} for each head] for each block] (induction.head_scores, over all sequences), with plain sums. keep:
+ * the index of a sequence whose attention weights to return as `weights` (a list per block of a list per head of
+ * (T, T) matrices), or null. */
+export function induction_measures(params, config, set, keep = null) {
   const totals = { loss: [0, 0], copy_loss: [0, 0], copy_right: [0, 0], first_loss: [0, 0] }; // [sum, count]
   let score_sums = null;
   let weights = null;
   set.ids.forEach((ids, n) => {
-    const [logits, cache] = model.forward(params, ids, positions, heads, PLAIN); // (T, V)
+    const [logits, cache] = model.forward(params, ids, config, PLAIN); // (T, V)
     const p = set.periods[n];
     const { rows: T, cols: V } = logits;
     for (let t = 0; t < T; t++) {
@@ -132,12 +134,13 @@ export function induction_measures(params, heads, set, positions = "learned", ke
     if (n === keep) weights = cache.blocks.map((block) => block.att.weights);
   });
   const mean = ([s, c]) => (c ? s / c : NaN);
+  const score = (h) => ({ induction: h.induction / h.copies, previous_token: h.previous_token / h.positions });
   return {
     loss: mean(totals.loss),
     copy_loss: mean(totals.copy_loss),
     copy_accuracy: mean(totals.copy_right),
     first_period_loss: mean(totals.first_loss),
-    scores: score_sums.map((block) => block.map((h) => ({ induction: h.induction / h.copies, previous_token: h.previous_token / h.positions }))),
+    scores: score_sums.map((block) => block.map(score)),
     weights,
   };
 }

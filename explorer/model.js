@@ -12,9 +12,11 @@
 //   and is what training uses (its results agree with NumPy's to about 1e-15 relative, not bit for bit). The loops
 //   of the plain sums that training spends its time in are in fast.js, apart from the maths: each of its tricks
 //   names the plain loop it replaces, adds in the same order, and says what it bought.
+// - The model's description is one object beside the weights, as in Python: model_config({vocab, d, hidden,
+//   max_len, blocks, heads, positions}) is oneblock/config.py's ModelConfig under the same names (checked,
+//   config_to_json, config_from_json, param_shapes, ...), and every function below that runs the model takes it.
 // - Blocks: block 0's tensors have model.py's names, block k's the same names after "block{k}." (oneblock/sizes.py),
-//   so a one-block dict is model.py's. The number of blocks is in the names; the heads are not (no tensor's shape
-//   shows them), so forward takes them, as numpy_model.forward does.
+//   so a one-block dict is model.py's. The number of blocks, the heads and the scheme are the config's.
 // - Heads: head h of a block reads columns h dh .. (h + 1) dh - 1 of its q, k and v (dh = d / heads), has its own
 //   softmax scaled by 1 / sqrt(dh), and its output goes back to the same columns before Wo. The cache keeps a list
 //   with one (T, T) matrix of weights per head (numpy_model has a heads axis, and none for one head).
@@ -22,20 +24,25 @@
 //   the token rows) and "rope" (each head's q and k turned by angles that grow with the position). The last three
 //   read up to LONGEST positions; pos_emb gets gradient 0.
 //
-//     const p = init_params(96, 16, 64, 64, 3, 2);                // two blocks
-//     count_params(p)                                              // 10656
-//     const [logits, cache] = forward(p, [5, 17, 42], "rope", 4);  // four heads, rotary positions
-//     shape(logits), cache.blocks[1].att.weights.length            // [3, 96], 4
+//     const config = model_config({ vocab: 96, d: 16, hidden: 64, max_len: 64, blocks: 2, heads: 4,
+//       positions: "rope" });                                    // two blocks of four heads, rotary positions
+//     const p = init_params(config, 3);
+//     parameter_count(config), count_params(p)                   // 10656, 10656
+//     const [logits, cache] = forward(p, [5, 17, 42], config);
+//     shape(logits), cache.blocks[1].att.weights.length          // [3, 96], 4
 //
 // Shape legend, used in the comments on every line that makes a tensor:
 //     T = positions in the sequence, d = model width, H = hidden width of the MLP, V = vocabulary size,
 //     L = max_len, the number of learned positions, nh = heads, dh = d / nh, the width of one head.
 
+import { py_repr as string_py_repr } from "./bpe.js";
 import { pooled, products_plain, rows_dots_plain, weighted_rows_plain } from "./fast.js";
 import { Random } from "./random.js";
 
 export const EPS = 1e-5; // layer norm's guard against dividing by zero; it keeps the normalised variance just below 1
-export const SCHEMES = ["learned", "none", "sinusoidal", "rope"]; // forward's `positions` (numpy_model.SCHEMES)
+// where a token is: the one list of position schemes in JavaScript (oneblock/config.py's SCHEMES); every other
+// module imports it
+export const SCHEMES = Object.freeze(["learned", "none", "sinusoidal", "rope"]);
 export const LONGEST = 1024; // the most positions "none", "sinusoidal" and "rope" read (they have no learned rows)
 export const ROPE_BASE = 10000.0; // pair i turns by pos / ROPE_BASE^(2i/dh) radians; also the sinusoids' wavelengths
 
@@ -112,7 +119,7 @@ const acc = new ExactSum(); // one accumulator, reused by every exact sum (JavaS
 
 /** The exactly rounded sum of an array of numbers, as math.fsum.
  *
- *     fsum([0.1, 0.1, 0.1, -0.3])   // 5.551115123125783e-17 is what plain adds give; fsum gives 2.7755575615628914e-17 */
+ *     fsum([0.1, 0.1, 0.1, -0.3])   // 2.7755575615628914e-17 (plain adds give 5.551115123125783e-17) */
 export function fsum(xs) {
   acc.reset();
   for (let i = 0; i < xs.length; i++) acc.add(xs[i]);
@@ -202,7 +209,9 @@ export function matrix(rows, cols) {
 export function from_rows(rows) {
   const m = matrix(rows.length, rows.length ? rows[0].length : 0); // (n, k)
   rows.forEach((r, i) => {
-    if (r.length !== m.cols) throw new Error(`row ${i} has ${r.length} numbers, row 0 has ${m.cols}: a matrix has rows of one length`);
+    if (r.length !== m.cols) {
+      throw new Error(`row ${i} has ${r.length} numbers, row 0 has ${m.cols}: a matrix has rows of one length`);
+    }
     m.data.set(r, i * m.cols);
   });
   return m;
@@ -291,7 +300,10 @@ function products(A, ai, at, B, bj, bt, n, m, k, bias, sums) {
  *
  *     matmul_bt(from_rows([[1, 2]]), from_rows([[3, 4], [5, 6]]), EXACT).data   // [11, 17] */
 export function matmul_bt(a, b, sums, bias = null) {
-  if (b.cols !== a.cols) throw new Error(`matmul_bt: a is (${a.rows}, ${a.cols}) but b is (${b.rows}, ${b.cols}); expected b of ${a.cols} columns`);
+  if (b.cols !== a.cols) {
+    throw new Error(`matmul_bt: a is (${a.rows}, ${a.cols}) but b is (${b.rows}, ${b.cols}); expected b of ${a.cols}`
+      + " columns");
+  }
   return products(a.data, a.cols, 1, b.data, b.cols, 1, a.rows, b.rows, a.cols, bias, sums);
 }
 
@@ -299,7 +311,10 @@ export function matmul_bt(a, b, sums, bias = null) {
  *
  *     matmul(from_rows([[1, 2]]), from_rows([[3], [4]]), EXACT).data   // [11] */
 export function matmul(a, b, sums) {
-  if (b.rows !== a.cols) throw new Error(`matmul: a is (${a.rows}, ${a.cols}) but b is (${b.rows}, ${b.cols}); expected b of ${a.cols} rows`);
+  if (b.rows !== a.cols) {
+    throw new Error(`matmul: a is (${a.rows}, ${a.cols}) but b is (${b.rows}, ${b.cols}); expected b of ${a.cols}`
+      + " rows");
+  }
   return products(a.data, a.cols, 1, b.data, 1, b.cols, a.rows, b.cols, a.cols, null, sums);
 }
 
@@ -307,7 +322,10 @@ export function matmul(a, b, sums) {
  *
  *     matmul_at(from_rows([[1], [2]]), from_rows([[3], [4]]), EXACT).data   // [11] */
 export function matmul_at(a, b, sums) {
-  if (b.rows !== a.rows) throw new Error(`matmul_at: a is (${a.rows}, ${a.cols}) but b is (${b.rows}, ${b.cols}); expected b of ${a.rows} rows`);
+  if (b.rows !== a.rows) {
+    throw new Error(`matmul_at: a is (${a.rows}, ${a.cols}) but b is (${b.rows}, ${b.cols}); expected b of ${a.rows}`
+      + " rows");
+  }
   return products(a.data, 1, a.cols, b.data, 1, b.cols, a.cols, b.cols, a.rows, null, sums);
 }
 
@@ -315,7 +333,10 @@ export function matmul_at(a, b, sums) {
  *
  *     linear(from_rows([[1, 2]]), from_rows([[3], [4]]), [0.5], EXACT).data   // [11.5] */
 export function linear(x, w, b, sums) {
-  if (w.rows !== x.cols) throw new Error(`linear: x is (${x.rows}, ${x.cols}) but w is (${w.rows}, ${w.cols}); expected w of ${x.cols} rows`);
+  if (w.rows !== x.cols) {
+    throw new Error(`linear: x is (${x.rows}, ${x.cols}) but w is (${w.rows}, ${w.cols}); expected w of ${x.cols}`
+      + " rows");
+  }
   return products(x.data, x.cols, 1, w.data, 1, w.cols, x.rows, w.cols, x.cols, b, sums);
 }
 
@@ -347,7 +368,145 @@ export function column_sums(a, sums) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// Parameters: model.py's table for one block, and the names of the other blocks' (oneblock/sizes.py)
+// The model's description: model_config, oneblock/config.py's ModelConfig under the same names
+
+export const SIZE_KEYS = Object.freeze(["vocab", "d", "hidden", "max_len"]); // the sizes every model has, in order
+export const GROWN_KEYS = Object.freeze(["blocks", "heads"]); // a grown model's, in its JSON only when not both 1
+export const SWITCH_KEY = "use_positions"; // model.py's switch, in the JSON beside the scheme (true: "learned")
+export const JSON_KEYS = Object.freeze([...SIZE_KEYS, ...GROWN_KEYS, SWITCH_KEY, "positions"]); // a config's JSON
+export const ONE_BLOCK_VERSION = "1"; // checkpoint format version of a model of one block and one head
+export const GROWN_VERSION = "2"; // ... of a grown model, whose JSON has blocks and heads
+const FIELDS = [...SIZE_KEYS, ...GROWN_KEYS, "positions"]; // a config's fields, in ModelConfig's order
+
+/** A model's description, frozen (a value passed beside its weights, never changed under them): its vocabulary,
+ * width d, the MLP's hidden width, max_len (the rows of learned positions), blocks, heads and position scheme, as
+ * ModelConfig(vocab, d, hidden, max_len, blocks=1, heads=1, positions="learned"). Not checked (see checked); a
+ * field it does not have, or a missing size, is an Error. {...config, heads: 2} with model_config makes another.
+ *
+ *     model_config({ vocab: 96, d: 16, hidden: 64, max_len: 64 }).positions   // "learned" */
+export function model_config(fields) {
+  const unknown = Object.keys(fields).find((key) => !FIELDS.includes(key));
+  if (unknown !== undefined) {
+    throw new Error(`model_config has no field ${string_repr(unknown, 80)}; its fields are ${FIELDS.join(", ")}`);
+  }
+  const missing = SIZE_KEYS.filter((key) => fields[key] === undefined);
+  if (missing.length) throw new Error(`model_config needs ${SIZE_KEYS.join(", ")}; got no ${missing.join(", ")}`);
+  const { vocab, d, hidden, max_len, blocks = 1, heads = 1, positions = "learned" } = fields;
+  return Object.freeze({ vocab, d, hidden, max_len, blocks, heads, positions });
+}
+
+const checked_configs = new WeakSet(); // the frozen configs checked already: forward checks its config at each call
+
+/** config, or an Error naming the first value that makes no sense and what was expected, as ModelConfig.checked.
+ *
+ *     checked(model_config({ vocab: 96, d: 15, hidden: 60, max_len: 64, positions: "rope" }))
+ *     // Error: rope rotates pairs of channels: the width d must be even, got d = 15 */
+export function checked(config) {
+  if (checked_configs.has(config)) return config;
+  if (config === null || typeof config !== "object") {
+    throw new Error(`the model's description should be a model config (model_config), got ${value_repr(config)}`);
+  }
+  for (const name of [...SIZE_KEYS, ...GROWN_KEYS]) {
+    const value = config[name];
+    if (!Number.isInteger(value) || value < 1) {
+      throw new Error(`${name} = ${value_repr(value)}: expected a whole number of at least 1`);
+    }
+  }
+  if (!SCHEMES.includes(config.positions)) {
+    throw new Error(`positions = ${value_repr(config.positions)}: expected one of ${SCHEMES.join(", ")}`);
+  }
+  check_sizes(config.d, config.blocks, config.heads, config.positions);
+  if (Object.isFrozen(config)) checked_configs.add(config);
+  return config;
+}
+
+/** Whether the model has more than one block or one head (ModelConfig.grown): its checkpoint is then version 2.
+ *
+ *     is_grown(model_config({ vocab: 96, d: 16, hidden: 64, max_len: 64, heads: 2 }))   // true */
+export function is_grown(config) {
+  return config.blocks !== 1 || config.heads !== 1;
+}
+
+/** The sizes in words, for headers and titles, as ModelConfig.describe.
+ *
+ *     describe(model_config({ vocab: 96, d: 16, hidden: 64, max_len: 64, blocks: 2, heads: 4, positions: "rope" }))
+ *     // "2 blocks x 4 heads, width 16, rope positions" */
+export function describe(config) {
+  return `${blocks_words(config)}, width ${config.d}, ${config.positions} positions`;
+}
+
+/** "1 block x 1 head", "2 blocks x 4 heads": a config's blocks and heads in words, as sizes.describe. */
+export function blocks_words({ blocks, heads }) {
+  return `${blocks} block${blocks === 1 ? "" : "s"} x ${heads} head${heads === 1 ? "" : "s"}`;
+}
+
+// ---- the checkpoint's JSON
+
+/** The JSON object a checkpoint records (JSON.stringify writes it), as ModelConfig.to_json: the sizes, blocks and
+ * heads only for a grown model (so that a one-block, one-head file is what it was before models could grow),
+ * model.py's switch and the scheme.
+ *
+ *     config_to_json(model_config({ vocab: 96, d: 16, hidden: 64, max_len: 64, positions: "rope" }))
+ *     // {vocab: 96, d: 16, hidden: 64, max_len: 64, use_positions: false, positions: "rope"} */
+export function config_to_json(config) {
+  const json = {};
+  for (const key of [...SIZE_KEYS, ...(is_grown(config) ? GROWN_KEYS : [])]) json[key] = config[key];
+  json[SWITCH_KEY] = config.positions === "learned";
+  json.positions = config.positions;
+  return json;
+}
+
+/** The config of a parsed JSON object (a Map of BigInts, as checkpoint.js's parse_json reads a file's JSON), or an
+ * Error naming its first bad entry, as ModelConfig.from_json, in its words: known keys only, every size a positive
+ * whole number, the switch true or false and the scheme one of SCHEMES that agrees with it (a file from before the
+ * schemes has the switch only). grown: true when the sizes must hold blocks and heads (format version 2), false
+ * when they must not (version 1), null for either. The sizes' fit to each other is checked's, after the caller has
+ * held them to what its file holds (they are read as Numbers here: past 2^53 they are no longer exact).
+ *
+ *     config_from_json(parse_json('{"vocab": 96, "d": 16, "hidden": 64, "max_len": 64, "use_positions": false}'))
+ *     // {vocab: 96, d: 16, hidden: 64, max_len: 64, blocks: 1, heads: 1, positions: "none"}
+ *     config_from_json(parse_json('{"vocab": 96, "d": "16"}'))   // Error: config d is '16', expected a positive int */
+export function config_from_json(value, grown = null) {
+  if (!(value instanceof Map)) throw new Error(`metadata config is a JSON ${py_type(value)}, expected an object`);
+  const unknown = [...value.keys()].find((key) => !JSON_KEYS.includes(key));
+  if (unknown !== undefined) {
+    throw new Error(`config has the key ${said(unknown)}, which no model config has; expected some of`
+      + ` ${py_repr(JSON_KEYS)}`);
+  }
+  const given = GROWN_KEYS.filter((key) => value.has(key)); // (read as sizes when they may be there)
+  const needed = [...SIZE_KEYS, ...(grown ? GROWN_KEYS : grown === null ? given : [])];
+  for (const key of needed) {
+    const size = value.get(key);
+    if (typeof size !== "bigint" || size < 1n) {
+      throw new Error(`config ${key} is ${said(size)}, expected a positive int`);
+    }
+  }
+  if (grown === false && given.length) {
+    throw new Error(`config has blocks or heads, but format version '${ONE_BLOCK_VERSION}' is of one block and one`
+      + ` head: a grown model's file is version '${GROWN_VERSION}'`);
+  }
+  const switch_on = value.get(SWITCH_KEY);
+  if (typeof switch_on !== "boolean") {
+    throw new Error(`config ${SWITCH_KEY} is ${said(switch_on)}, expected true or false`);
+  }
+  const scheme = value.has("positions") ? value.get("positions") : switch_on ? "learned" : "none";
+  if (value.has("positions")) { // (files written before the position schemes have the switch only)
+    if (!SCHEMES.includes(scheme)) {
+      throw new Error(`config positions is ${said(scheme)}, expected one of ${py_repr(SCHEMES)}`);
+    }
+    if (switch_on !== (scheme === "learned")) {
+      throw new Error(`config ${SWITCH_KEY} is ${switch_on} but positions is ${said(scheme)}: ${SWITCH_KEY} is true`
+        + " exactly for 'learned'");
+    }
+  }
+  const size = (key) => (value.has(key) ? Number(value.get(key)) : 1);
+  return model_config({ ...Object.fromEntries(SIZE_KEYS.map((key) => [key, size(key)])), blocks: size("blocks"),
+    heads: size("heads"), positions: scheme });
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// What a config implies: the parameters' names and shapes (model.py's table for one block, the names of the other
+// blocks' after oneblock/sizes.py), fresh weights, and the check that a dict of tensors fits it
 
 // name -> shape of one block's model, in the order of the parameter dict (model.py's PARAM_SHAPES); V, d, H and L
 // come from a config
@@ -374,7 +533,6 @@ export const PARAM_SHAPES = {
 
 export const OUTSIDE = ["tok_emb", "pos_emb", "lnf_g", "lnf_b", "W_out", "b_out"]; // the tensors that are no block's
 export const BLOCK_NAMES = Object.keys(PARAM_SHAPES).filter((name) => !OUTSIDE.includes(name)); // ln1_g, ..., b2
-const PREFIX = /^block([1-9][0-9]*)\./; // the prefix of block k >= 1
 
 /** What goes before a tensor's name in block `block` (counted from 0), as sizes.prefix.
  *
@@ -383,34 +541,57 @@ export function prefix(block) {
   return block ? `block${block}.` : "";
 }
 
-/** The parameter names of a model with this many blocks, in the order of the parameter dict, as sizes.param_names.
- *
- *     param_names(2).slice(12, 16)   // ["W2", "b2", "block1.ln1_g", "block1.ln1_b"] */
-export function param_names(blocks = 1) {
-  const inside = [];
-  for (let b = 0; b < blocks; b++) for (const name of BLOCK_NAMES) inside.push(prefix(b) + name);
-  return [...OUTSIDE.slice(0, 2), ...inside, ...OUTSIDE.slice(2)];
+const shape_tables = new Map(); // "vocab d hidden max_len blocks" -> [[name, shape], ...], worked out once a size
+
+/** [[name, shape], ...] of a config's parameters in dict order, as config._shapes: shared, never written. */
+function shape_table(config) {
+  const { vocab, d, hidden, max_len, blocks } = config;
+  const key = `${vocab} ${d} ${hidden} ${max_len} ${blocks}`;
+  if (!shape_tables.has(key)) {
+    const sizes = { V: vocab, d, H: hidden, L: max_len };
+    const shape = (name) => Object.freeze(PARAM_SHAPES[name].map((s) => sizes[s]));
+    const table = OUTSIDE.slice(0, 2).map((name) => [name, shape(name)]);
+    for (let b = 0; b < blocks; b++) for (const name of BLOCK_NAMES) table.push([prefix(b) + name, shape(name)]);
+    for (const name of OUTSIDE.slice(2)) table.push([name, shape(name)]);
+    shape_tables.set(key, table);
+  }
+  return shape_tables.get(key);
 }
 
-/** Every parameter's shape for a config {vocab, d, hidden, max_len, blocks (default 1)}, in dict order.
+/** The parameter names of a config, in the order of the parameter dict, as ModelConfig.param_names.
  *
- *     param_shapes({vocab: 96, d: 4, hidden: 8, max_len: 8, blocks: 2})["block1.W1"]   // [4, 8] */
+ *     param_names(model_config({ vocab: 96, d: 4, hidden: 8, max_len: 8, blocks: 2 })).slice(12, 16)
+ *     // ["W2", "b2", "block1.ln1_g", "block1.ln1_b"] */
+export function param_names(config) {
+  return shape_table(checked(config)).map(([name]) => name);
+}
+
+/** Every parameter's name and shape of a config, in dict order, as ModelConfig.param_shapes.
+ *
+ *     param_shapes(model_config({ vocab: 96, d: 4, hidden: 8, max_len: 8, blocks: 2 }))["block1.W1"]   // [4, 8] */
 export function param_shapes(config) {
-  const sizes = { V: config.vocab, d: config.d, H: config.hidden, L: config.max_len };
-  return Object.fromEntries(param_names(config.blocks ?? 1).map((name) => {
-    const dims = PARAM_SHAPES[name.replace(PREFIX, "")];
-    return [name, dims.map((s) => sizes[s])];
-  }));
+  return Object.fromEntries(shape_table(checked(config)).map(([name, shape]) => [name, [...shape]]));
 }
 
-/** Fresh parameters, the same numbers as sizes.init_params (and with one block model.init_params): matrices
- * gauss(0, 0.02) drawn in dict order row by row from one Random(seed), gains 1.0, biases 0.0.
+/** How many numbers a config's parameters hold, by arithmetic, as ModelConfig.parameter_count.
  *
- *     init_params(96, 4, 8, 8, 3).ln1_g   // Float64Array [1, 1, 1, 1] */
-export function init_params(vocab, d, hidden, max_len, seed, blocks = 1) {
+ *     parameter_count(model_config({ vocab: 96, d: 16, hidden: 64, max_len: 64 }))   // 7440 */
+export function parameter_count(config) {
+  const { vocab, d, hidden, max_len, blocks } = checked(config);
+  const sizes = { V: vocab, d, H: hidden, L: max_len };
+  const numbers = (names) => names.reduce((n, name) => n + PARAM_SHAPES[name].reduce((p, s) => p * sizes[s], 1), 0);
+  return numbers(OUTSIDE) + blocks * numbers(BLOCK_NAMES);
+}
+
+/** Fresh parameters of a config, the same numbers as ModelConfig.init_params (and with one block
+ * model.init_params): matrices gauss(0, 0.02) drawn in dict order row by row from one Random(seed), gains 1.0,
+ * biases 0.0.
+ *
+ *     init_params(model_config({ vocab: 96, d: 4, hidden: 8, max_len: 8 }), 3).ln1_g   // Float64Array [1, 1, 1, 1] */
+export function init_params(config, seed) {
   const rng = new Random(seed);
   const params = {};
-  for (const [name, dims] of Object.entries(param_shapes({ vocab, d, hidden, max_len, blocks }))) {
+  for (const [name, dims] of shape_table(checked(config))) {
     if (dims.length === 2) {
       const m = matrix(dims[0], dims[1]); // (rows, cols)
       for (let i = 0; i < m.data.length; i++) m.data[i] = rng.gauss(0.0, 0.02);
@@ -424,44 +605,53 @@ export function init_params(vocab, d, hidden, max_len, seed, blocks = 1) {
 
 /** The number of floats in a parameter dict.
  *
- *     count_params(init_params(96, 16, 64, 64, 3))   // 7440 */
+ *     count_params(init_params(model_config({ vocab: 96, d: 16, hidden: 64, max_len: 64 }), 3))   // 7440 */
 export function count_params(params) {
   return Object.values(params).reduce((n, t) => n + shape(t).reduce((a, b) => a * b, 1), 0);
 }
 
-/** The number of blocks that parameter names make: 1 plus the largest k of a "block{k}." prefix, as sizes.blocks_of.
+/** What is wrong with tensors of these shapes ({name: shape}) as a config's parameters, in one line, or null: a
+ * missing or unknown name, or a shape other than the config's, as ModelConfig.shape_problem.
  *
- *     blocks_of(["tok_emb", "Wq", "block1.Wq", "block2.Wq"])   // 3 */
-export function blocks_of(names) {
-  let most = 0;
-  for (const name of names) {
-    const m = PREFIX.exec(name);
-    if (m) most = Math.max(most, Number(m[1]));
+ *     const config = model_config({ vocab: 96, d: 4, hidden: 8, max_len: 8 });
+ *     shape_problem(config, param_shapes(config))                      // null
+ *     shape_problem(config, { ...param_shapes(config), W1: [4, 9] })
+ *     // "parameter W1 has shape (4, 9), expected (4, 8)" */
+export function shape_problem(config, shapes) {
+  const want = shape_table(checked(config));
+  const missing = want.filter(([name]) => !Object.hasOwn(shapes, name)).map(([name]) => name);
+  if (missing.length) {
+    return `parameter dict is missing tensors: ${py_repr(missing.slice(0, 5))}${missing.length > 5 ? " ..." : ""}`;
   }
-  return most + 1;
-}
-
-/** Read the config {vocab, d, hidden, max_len, blocks} off a parameter dict and check that every tensor has the
- * shape it implies; a bad dict is an Error naming the tensor.
- *
- *     config_of(init_params(96, 4, 8, 8, 3))   // {vocab: 96, d: 4, hidden: 8, max_len: 8, blocks: 1} */
-export function config_of(params) {
-  const names = param_names(blocks_of(Object.keys(params)));
-  const missing = names.filter((name) => !(name in params));
-  if (missing.length) throw new Error(`parameter dict is missing tensors: ${missing.join(", ")}`);
-  const extra = Object.keys(params).filter((name) => !names.includes(name));
-  if (extra.length) throw new Error(`parameter dict has unknown tensors: ${extra.join(", ")}`);
-  const { rows: vocab, cols: d } = params.tok_emb;
-  const config = { vocab, d, hidden: params.b1.length, max_len: params.pos_emb.rows, blocks: blocks_of(names) };
-  for (const [name, want] of Object.entries(param_shapes(config))) {
-    const t = params[name];
-    const is_matrix = t && t.data instanceof Float64Array && t.data.length === t.rows * t.cols;
-    const got = want.length === 2 && is_matrix ? [t.rows, t.cols] : want.length === 1 && t instanceof Float64Array ? [t.length] : null;
-    if (got === null || got.join() !== want.join()) {
-      throw new Error(`parameter ${name} has shape (${got ? got.join(", ") : "not a matrix {rows, cols, data} or a Float64Array"}), expected (${want.join(", ")})`);
+  const names = Object.keys(shapes);
+  if (names.length !== want.length) {
+    const known = new Set(want.map(([name]) => name));
+    return `parameter dict has unknown tensors: ${py_repr(names.filter((name) => !known.has(name)).slice(0, 5))}`;
+  }
+  for (const [name, shape] of want) {
+    const got = shapes[name];
+    if (got.length !== shape.length || got.some((s, k) => s !== shape[k])) {
+      return `parameter ${name} has shape ${tuple_repr(got)}, expected ${tuple_repr(shape)}`;
     }
   }
-  return config;
+  return null;
+}
+
+/** An Error unless params are the parameters of the model config describes, as numpy_model.check_params: a dict of
+ * model.js tensors (matrices {rows, cols, data} and Float64Array vectors) with exactly the names and shapes of
+ * param_shapes(config).
+ *
+ *     check_params({ ...p, W1: matrix(4, 9) }, config)   // Error: parameter W1 has shape (4, 9), expected (4, 8) */
+export function check_params(params, config) {
+  checked(config);
+  const shapes = {};
+  for (const [name, t] of Object.entries(params)) {
+    if (t instanceof Float64Array) shapes[name] = [t.length];
+    else if (t && t.data instanceof Float64Array && t.data.length === t.rows * t.cols) shapes[name] = [t.rows, t.cols];
+    else throw new Error(`parameter ${name} should be a matrix {rows, cols, data} or a Float64Array`);
+  }
+  const problem = shape_problem(config, shapes);
+  if (problem !== null) throw new Error(problem);
 }
 
 /** The tensors of one block under model.py's names (without the prefix): block 0's are params itself, as in
@@ -485,16 +675,20 @@ export function check_ids(ids, vocab, what = "token IDs") {
   return ids;
 }
 
-/** An Error unless T tokens fit a model with max_len learned rows and this scheme, as numpy_model.check_length.
+/** An Error unless T tokens fit the model of config (its scheme and, for "learned", its max_len rows), as
+ * numpy_model.check_length.
  *
- *     check_length(100, "rope", 64)   // fine: rope reads up to LONGEST */
-export function check_length(T, scheme, max_len) {
+ *     check_length(100, model_config({ vocab: 96, d: 16, hidden: 64, max_len: 64, positions: "rope" }))
+ *     // fine: rope reads up to LONGEST */
+export function check_length(T, config) {
+  const { positions: scheme, max_len } = config;
   if (T === 0) throw new Error("empty sequence: forward needs at least one token ID");
   if (T > max_len && scheme === "learned") {
     throw new Error(`sequence of ${T} tokens is longer than the ${max_len} positions the model has`);
   }
   if (T > LONGEST) {
-    throw new Error(`sequence of ${T} tokens is longer than the ${LONGEST} positions the model has with positions='${scheme}'`);
+    throw new Error(`sequence of ${T} tokens is longer than the ${LONGEST} positions the model has with`
+      + ` positions='${scheme}'`);
   }
 }
 
@@ -503,30 +697,116 @@ export function check_length(T, scheme, max_len) {
  *     check_sizes(16, 2, 4, "rope")   // fine;  check_sizes(16, 1, 3)   // Error: heads = 3 does not divide ... */
 export function check_sizes(d, blocks, heads, positions = null) {
   for (const [name, value] of [["blocks", blocks], ["heads", heads]]) {
-    if (!Number.isInteger(value) || value < 1) throw new Error(`${name} = ${value}: expected a whole number of at least 1`);
+    if (!Number.isInteger(value) || value < 1) {
+      throw new Error(`${name} = ${value_repr(value)}: expected a whole number of at least 1`);
+    }
   }
-  const divisors = () => Array.from({ length: d }, (_, i) => i + 1).filter((n) => d % n === 0);
-  if (d % heads) throw new Error(`heads = ${heads} does not divide the width d = ${d}; expected one of ${divisors().join(", ")}`);
+  if (d % heads) {
+    throw new Error(`heads = ${heads} does not divide the width d = ${d}; expected one of ${divisors(d).join(", ")}`);
+  }
   if (positions === "rope" && (d / heads) % 2) {
     if (heads === 1) throw new Error(`rope rotates pairs of channels: the width d must be even, got d = ${d}`);
-    const even = divisors().filter((n) => (d / n) % 2 === 0);
-    throw new Error(`heads = ${heads} gives heads of width d / heads = ${d / heads}, but rope turns pairs of channels in each head: the head width must be even; expected one of ${even.join(", ")} heads for d = ${d}`);
+    const even = divisors(d).filter((n) => (d / n) % 2 === 0);
+    throw new Error(`heads = ${heads} gives heads of width d / heads = ${d / heads}, but rope turns pairs of`
+      + ` channels in each head: the head width must be even; expected one of ${even.join(", ")} heads for d = ${d}`);
   }
+}
+
+/** The divisors of n in order, found up to its square root, as sizes.divisors.
+ *
+ *     divisors(16), divisors(7)   // [1, 2, 4, 8, 16], [1, 7] */
+export function divisors(n) {
+  const small = [];
+  for (let k = 1; k * k <= n; k++) if (n % k === 0) small.push(k);
+  return [...small, ...small.filter((k) => k * k !== n).reverse().map((k) => n / k)];
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// Positions: the scheme's name, the sinusoid table, and the rotary turn of channel pairs
+// Python's words: a JSON value as Python's repr writes it, for messages in the words of the Python code (config.said;
+// checkpoint.js says everything a file holds this way)
 
-/** The scheme for forward's `positions`: one of SCHEMES, or a bool as in model.py (true "learned", false "none").
+/** A JSON value (as checkpoint.js's parse_json gives it: a whole number is a BigInt, any other number a float) as
+ * Python's repr writes it; strings, lists and objects cut after their first most characters or items (enough for
+ * said, which keeps fewer).
  *
- *     position_scheme(true), position_scheme("rope")   // "learned", "rope" */
-export function position_scheme(positions = "learned") {
-  if (positions === true || positions === false) return positions ? "learned" : "none";
-  if (!SCHEMES.includes(positions)) {
-    throw new Error(`positions=${JSON.stringify(positions)} is no position scheme; expected one of ${SCHEMES.join(", ")} (or true / false, meaning learned / none)`);
+ *     py_repr(new Map([["d", 16n], ["lr", 1e-5], ["on", true], ["x", [null, "it's"]]]))
+ *     // "{'d': 16, 'lr': 1e-05, 'on': True, 'x': [None, \"it's\"]}" */
+export function py_repr(v, most = Infinity) {
+  if (v === null || v === undefined) return "None";
+  if (typeof v === "boolean") return v ? "True" : "False";
+  if (typeof v === "bigint") return String(v);
+  if (typeof v === "number") return float_repr(v);
+  if (typeof v === "string") return string_repr(v, most);
+  const items = [];
+  for (const item of v) {
+    if (items.length >= most) break;
+    items.push(v instanceof Map ? `${py_repr(item[0], most)}: ${py_repr(item[1], most)}` : py_repr(item, most));
   }
-  return positions;
+  return v instanceof Map ? `{${items.join(", ")}}` : `[${items.join(", ")}]`;
 }
+
+/** A model.js value as Python's repr writes the value of a config field: a whole Number as an int, anything else
+ * as py_repr does. */
+function value_repr(v) {
+  if (Number.isInteger(v)) return String(v);
+  return typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Map) ? "an object" : py_repr(v);
+}
+
+/** A string as Python's repr writes it (its first most characters, in the quotes the whole string would get). */
+function string_repr(s, most) {
+  const quote = s.includes("'") && !s.includes('"') ? '"' : "'";
+  return string_py_repr(most < s.length ? s.slice(0, 2 * most) : s, quote);
+}
+
+/** A float as Python's repr writes it: the shortest digits that read back as it, in e-notation below 1e-4 and from
+ * 1e16 on, else with a decimal point.
+ *
+ *     [16, 1e-5, 1e16, 0.1, NaN].map(float_repr)   // ["16.0", "1e-05", "1e+16", "0.1", "nan"] */
+export function float_repr(x) {
+  if (Number.isNaN(x)) return "nan";
+  if (!Number.isFinite(x)) return x > 0 ? "inf" : "-inf";
+  if (x === 0) return Object.is(x, -0) ? "-0.0" : "0.0";
+  const [mantissa, exponent] = Math.abs(x).toExponential().split("e"); // the shortest digits: "1.5e+300"
+  const sign = x < 0 ? "-" : "", digits = mantissa.replace(".", ""), e = Number(exponent);
+  if (e < -4 || e >= 16) {
+    const point = digits.length > 1 ? `.${digits.slice(1)}` : "";
+    return `${sign}${digits[0]}${point}e${e < 0 ? "-" : "+"}${String(Math.abs(e)).padStart(2, "0")}`;
+  }
+  if (e < 0) return `${sign}0.${"0".repeat(-e - 1)}${digits}`;
+  return `${sign}${digits.slice(0, e + 1).padEnd(e + 1, "0")}.${digits.slice(e + 1) || "0"}`;
+}
+
+/** A shape (Numbers or BigInts) as Python's repr writes a tuple of ints.
+ *
+ *     tuple_repr([2n, 3n]), tuple_repr([7]), tuple_repr([])   // "(2, 3)", "(7,)", "()" */
+export function tuple_repr(shape) {
+  return shape.length === 1 ? `(${shape[0]},)` : `(${shape.join(", ")})`;
+}
+
+/** py_repr(value) for a message, cut to most characters, as config.said: what a file holds may be any length.
+ *
+ *     said("heads"), said("x".repeat(100), 10)   // "'heads'", "'xxxxxx..." */
+export function said(value, most = 80) {
+  return cut(py_repr(value, most), most);
+}
+
+/** text cut to most characters (code points, as Python counts them), ending in "..." when it was longer. */
+export function cut(text, most = 80) {
+  const chars = Array.from(text.slice(0, 4 * most));
+  return chars.length <= most ? chars.join("") : chars.slice(0, most - 3).join("") + "...";
+}
+
+/** The name of a JSON value's Python type, for messages.
+ *
+ *     py_type([]), py_type(3n), py_type(null)   // "list", "int", "NoneType" */
+export function py_type(v) {
+  if (v === null) return "NoneType";
+  return { boolean: "bool", bigint: "int", number: "float", string: "str" }[typeof v]
+    ?? (v instanceof Map ? "dict" : "list");
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// Positions: the sinusoid table, and the rotary turn of channel pairs
 
 const tables = new Map(); // "kind T d" -> the tables below, worked out once for each size (they are never written)
 
@@ -682,14 +962,15 @@ function weighted_rows(sums, W, w, w_step, count, X, x, x_step, width, O, o) {
   }
 }
 
-/** Causal attention of x (T, d) with a block's Wq, Wk, Wv, Wo and `heads` heads; return [(attn v) Wo, cache].
+/** Causal attention of x (T, d) with a block's Wq, Wk, Wv, Wo and config.heads heads; return [(attn v) Wo, cache].
  *
  * Head h reads columns h dh .. (h + 1) dh - 1 of q, k and v (dh = d / heads) and has its own softmax, scaled by
- * 1 / sqrt(dh); Wo mixes the heads' outputs, set side by side in ctx. With rope, each head's q and k are turned after
- * the projections (see rope_forward), so that a score q_i . k_j depends on the offset i - j. cache.weights: one
- * (T, T) matrix per head, zero above the diagonal. */
-export function attention_forward(block, x, rope, heads, sums) {
+ * 1 / sqrt(dh); Wo mixes the heads' outputs, set side by side in ctx. With the "rope" scheme, each head's q and k are
+ * turned after the projections (see rope_forward), so that a score q_i . k_j depends on the offset i - j.
+ * cache.weights: one (T, T) matrix per head, zero above the diagonal. */
+export function attention_forward(block, x, config, sums) {
   const { rows: T, cols: d } = x;
+  const { heads } = config, rope = config.positions === "rope";
   const width = d / heads; // dh
   const scale = 1.0 / Math.sqrt(width);
   let q = matmul(x, block.Wq, sums); // (T, d)
@@ -779,10 +1060,11 @@ export function attention_backward(block, cache, dout, sums) {
 // ----------------------------------------------------------------------------------------------------------------
 // One pre-norm block: attention and MLP, each with a skip path
 
-/** One block on the stream x (T, d) with the block's parameters (block_params); return [the stream after it, cache]. */
-export function block_forward(block, x, scheme, heads, sums) {
+/** One block on the stream x (T, d) with the block's parameters (block_params) and the model's config; return [the
+ * stream after it, cache]. */
+export function block_forward(block, x, config, sums) {
   const [h1, ln1] = layernorm_forward(x, block.ln1_g, block.ln1_b, sums); // (T, d)
-  const [a, att] = attention_forward(block, h1, scheme === "rope", heads, sums); // (T, d)
+  const [a, att] = attention_forward(block, h1, config, sums); // (T, d)
   const x1 = add(x, a); // (T, d) skip path 1
   const [h2, ln2] = layernorm_forward(x1, block.ln2_g, block.ln2_b, sums); // (T, d)
   const pre = linear(h2, block.W1, block.b1, sums); // (T, H)
@@ -824,18 +1106,19 @@ export function block_backward(block, cache, dx2, sums) {
 // ----------------------------------------------------------------------------------------------------------------
 // The model: embeddings, the blocks, final layer norm, logits
 
-/** Logits (T, V) for a list of T token IDs, and the cache the backward pass needs. positions: the scheme (see
- * position_scheme); heads: the heads of every block's attention (the number of blocks is in the names).
+/** Logits (T, V) for a list of T token IDs, and the cache the backward pass needs. config: the model_config of
+ * params, whose blocks, heads and position scheme the pass follows ("learned" reads at most max_len positions, the
+ * other schemes at most LONGEST). The cache holds the config, so that backward needs nothing else.
  *
- *     const [logits, cache] = forward(init_params(96, 4, 8, 8, 3), [1, 2, 3]);
+ *     const config = model_config({ vocab: 96, d: 4, hidden: 8, max_len: 8 });
+ *     const [logits, cache] = forward(init_params(config, 3), [1, 2, 3], config);
  *     shape(logits), shape(cache.blocks[0].att.weights[0])   // [3, 96], [3, 3] */
-export function forward(params, ids, positions = "learned", heads = 1, sums = EXACT) {
-  const scheme = position_scheme(positions);
-  const config = config_of(params);
-  check_sizes(config.d, config.blocks, heads, scheme);
+export function forward(params, ids, config, sums = EXACT) {
+  check_params(params, config);
   check_ids(ids, config.vocab);
   const T = ids.length;
-  check_length(T, scheme, config.max_len);
+  check_length(T, config);
+  const scheme = config.positions;
 
   const { d } = config;
   let x0 = matrix(T, d); // (T, d)
@@ -845,13 +1128,13 @@ export function forward(params, ids, positions = "learned", heads = 1, sums = EX
   let x = x0;
   const blocks = [];
   for (let b = 0; b < config.blocks; b++) {
-    const [out, c] = block_forward(block_params(params, b), x, scheme, heads, sums); // (T, d)
+    const [out, c] = block_forward(block_params(params, b), x, config, sums); // (T, d)
     blocks.push(c);
     x = out;
   }
   const [hf, lnf] = layernorm_forward(x, params.lnf_g, params.lnf_b, sums); // (T, d)
   const logits = linear(hf, params.W_out, params.b_out, sums); // (T, V)
-  return [logits, { ids: Array.from(ids), positions: scheme, heads, config, x0, blocks, hf, lnf }];
+  return [logits, { ids: Array.from(ids), config, x0, blocks, hf, lnf }];
 }
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -882,21 +1165,23 @@ export function loss_and_dlogits(logits, targets, sums = EXACT) {
   return [sum(sums, losses, T) / T, dlogits];
 }
 
-/** The loss of predicting targets from ids, as one number (positions and heads as in forward). */
-export function sequence_loss(params, ids, targets, positions = "learned", heads = 1, sums = EXACT) {
-  const [logits] = forward(params, ids, positions, heads, sums);
+/** The loss of predicting targets from ids, as one number (config as in forward). */
+export function sequence_loss(params, ids, targets, config, sums = EXACT) {
+  const [logits] = forward(params, ids, config, sums);
   return loss_and_dlogits(logits, targets, sums)[0];
 }
 
 // ----------------------------------------------------------------------------------------------------------------
 // The backward pass of the whole model, last layer first
 
-/** One gradient per parameter (same names, shapes and order), given dlogits (T, V) = d loss / d logits. */
+/** One gradient per parameter (same names, shapes and order), given dlogits (T, V) = d loss / d logits, after a
+ * forward pass whose cache holds the config. */
 export function backward(params, cache, dlogits, sums = EXACT) {
-  const { ids, config } = cache; // (forward checked the parameters)
-  const blocks = blocks_of(Object.keys(params));
-  if (cache.blocks.length !== blocks) {
-    throw new Error(`the cache is of a forward pass through ${cache.blocks.length} blocks, but the parameters have ${blocks}`);
+  const { ids, config } = cache;
+  try {
+    check_params(params, config);
+  } catch (e) {
+    throw new Error(`the parameters are not those of the cache's forward pass, of ${describe(config)}: ${e.message}`);
   }
   const T = ids.length, { d } = config;
   const g = {};
@@ -909,7 +1194,7 @@ export function backward(params, cache, dlogits, sums = EXACT) {
   Object.assign(g, { lnf_g, lnf_b });
 
   // the blocks, last first: each takes the gradient of the stream after it and gives the one before it
-  for (let b = blocks - 1; b >= 0; b--) {
+  for (let b = config.blocks - 1; b >= 0; b--) {
     const [block_grads, dx_in] = block_backward(block_params(params, b), cache.blocks[b], dx, sums); // (T, d)
     for (const name of BLOCK_NAMES) g[prefix(b) + name] = block_grads[name];
     dx = dx_in;
@@ -930,14 +1215,14 @@ export function backward(params, cache, dlogits, sums = EXACT) {
     for (let t = 0; t < T; t++) for (let j = 0; j < d; j++) G[ids[t] * d + j] += DX[t * d + j];
   }
   g.pos_emb = matrix(config.max_len, d); // (L, d) rows past T stay exactly zero
-  if (cache.positions === "learned") g.pos_emb.data.set(DX);
+  if (config.positions === "learned") g.pos_emb.data.set(DX);
   return Object.fromEntries(Object.keys(params).map((name) => [name, g[name]])); // the parameters' order
 }
 
-/** The mean loss of one sequence and one gradient per parameter: what a training step needs (positions, heads
- * and sums as in forward). */
-export function loss_and_grads(params, ids, targets, positions = "learned", heads = 1, sums = EXACT) {
-  const [logits, cache] = forward(params, ids, positions, heads, sums);
+/** The mean loss of one sequence and one gradient per parameter: what a training step needs (config and sums as in
+ * forward). */
+export function loss_and_grads(params, ids, targets, config, sums = EXACT) {
+  const [logits, cache] = forward(params, ids, config, sums);
   const [loss, dlogits] = loss_and_dlogits(logits, targets, sums);
   return [loss, backward(params, cache, dlogits, sums)];
 }

@@ -12,7 +12,7 @@ import * as experiments from "./experiments.js";
 import * as fast from "./fast.js";
 import * as induction from "./induction.js";
 import * as model from "./model.js";
-import { EXACT, forward } from "./model.js";
+import { EXACT, SCHEMES, blocks_words, forward, model_config } from "./model.js";
 import * as positions from "./positions.js";
 import * as random from "./random.js";
 import * as sample from "./sample.js";
@@ -25,7 +25,8 @@ const state = {
   tok: null, // the bpe.js Tokenizer
   split: null, // {train, val}: the stories train.py trains and validates on
   data: null, // train.load_data's token IDs of the split
-  model: null, // the weights every panel shows: {params, config, heads, positions, source, trained, step, val_loss}
+  model: null, // the weights every panel shows: {params, config (model.js's model_config), source, trained, step,
+  // val_loss}
   loaded: null, // the model as it was loaded (the export, or a file): what "Back to the loaded weights" restores
   text: null, // the analysis of the text box: see analyse_text
   selected: null, // the position (in the model's window) the next-token and attention panels show
@@ -39,7 +40,8 @@ const state = {
   sampling: null, // {stop: bool} while the sample panel generates
 };
 
-const SCHEME_WORDS = { learned: "learned positions", none: "no positions", sinusoidal: "sinusoidal positions", rope: "rotary positions (rope)" };
+const SCHEME_WORDS = { learned: "learned positions", none: "no positions", sinusoidal: "sinusoidal positions",
+  rope: "rotary positions (rope)" };
 
 // ----------------------------------------------------------------------------------------------------------------
 // Messages: every failure ends as text in the page
@@ -71,6 +73,7 @@ async function fetch_data(name, as) {
 
 async function load() {
   $("no-script").hidden = true;
+  for (const scheme of SCHEMES) $("train-positions").append(new Option(scheme, scheme));
   try {
     state.manifest = await fetch_data("manifest.json", "json");
     state.tok = bpe.Tokenizer.from_json(await fetch_data("tokenizer.json", "json"));
@@ -80,7 +83,8 @@ async function load() {
     const ckpt = checkpoint.load_checkpoint(bytes, where, state.manifest.tokenizer_sha256, state.tok.vocab.length);
     set_model(ckpt, { source: state.manifest.source, trained: state.manifest.trained });
   } catch (e) {
-    say("page-message", `The explorer could not load its data: ${e.message}. Run python3 explore.py, which exports the data and serves this page.`);
+    say("page-message", `The explorer could not load its data: ${e.message}. Run python3 explore.py, which exports`
+      + " the data and serves this page.");
     $("model-status").textContent = "No model loaded.";
     window.ready = true;
     return;
@@ -111,11 +115,13 @@ function describe_text() {
 // ----------------------------------------------------------------------------------------------------------------
 // The model: which weights the panels show, and the weights file
 
-/** Make a loaded checkpoint ({params, positions, heads, step, val_loss}, as checkpoint.load_checkpoint gives) the
- * model every panel shows, and the one "Back to the loaded weights" returns to. */
+/** Make a loaded checkpoint ({params, config, step, val_loss}, as checkpoint.load_checkpoint gives) the model every
+ * panel shows, and the one "Back to the loaded weights" returns to. */
 function set_model(ckpt, { source, trained }) {
   const val = ckpt.val_loss;
-  state.model = { params: ckpt.params, config: model.config_of(ckpt.params), heads: ckpt.heads, positions: ckpt.positions, source, trained, step: ckpt.step, val_loss: val === null ? null : Number(val) };
+  const config = model.checked(model_config(ckpt.config)); // (frozen again: from a worker, a message carries a copy)
+  state.model = { params: ckpt.params, config, source, trained, step: ckpt.step,
+    val_loss: val === null ? null : Number(val) };
   state.loaded = state.model;
   state.view = { block: 0, head: 0, inside: 0 };
   describe_model();
@@ -130,25 +136,23 @@ function describe_model() {
     for (let i = 0; i < count; i++) select.append(new Option(`${noun} ${i + 1} of ${count}`, String(i)));
   };
   fill("attention-block", m.config.blocks, "block");
-  fill("attention-head", m.heads, "head");
+  fill("attention-head", m.config.heads, "head");
   fill("inside-block", m.config.blocks, "block");
   $("attention-block").value = String(state.view.block);
   $("attention-head").value = String(state.view.head);
   $("inside-block").value = String(state.view.inside);
-  $("train-positions").value = m.positions;
+  $("train-positions").value = m.config.positions;
   $("train-sizes").textContent = sizes_words(m);
   const tiny = tiny_params();
-  $("check-count").textContent = model.count_params(tiny.params).toLocaleString("en");
-  $("check-sizes").textContent = `(width ${tiny.config.d}, ${blocks_words(m.config.blocks, m.heads)}, ${SCHEME_WORDS[m.positions]})`;
+  $("check-count").textContent = model.parameter_count(tiny.config).toLocaleString("en");
+  $("check-sizes").textContent = `(width ${tiny.config.d}, ${blocks_words(m.config)},`
+    + ` ${SCHEME_WORDS[m.config.positions]})`;
   show_model_status();
 }
 
-function blocks_words(blocks, heads) {
-  return `${blocks} block${blocks === 1 ? "" : "s"} x ${heads} head${heads === 1 ? "" : "s"}`;
-}
-
 function sizes_words(m) {
-  return `d ${m.config.d}, ${blocks_words(m.config.blocks, m.heads)}, ${m.config.max_len} positions, ${SCHEME_WORDS[m.positions]}`;
+  const { d, max_len, positions } = m.config;
+  return `d ${d}, ${blocks_words(m.config)}, ${max_len} positions, ${SCHEME_WORDS[positions]}`;
 }
 
 function show_model_status() {
@@ -157,8 +161,12 @@ function show_model_status() {
   status.textContent = "";
   if (!m.trained) status.append(element("span", "untrained", "Untrained model: "));
   const val = m.val_loss === null ? "" : `, validation loss ${m.val_loss.toFixed(4)} (${floor_words(4)})`;
-  const replaced = state.loaded && m !== state.loaded && m.params !== state.loaded.params ? ` The loaded weights (${state.loaded.source.replace(/^./, (c) => c.toLowerCase())}) are not shown: "Back to the loaded weights" shows them again.` : "";
-  status.append(`${m.source}; step ${m.step}${val}. ${model.count_params(m.params).toLocaleString("en")} parameters, ${sizes_words(m)}.${replaced}`);
+  const replaced = state.loaded && m !== state.loaded && m.params !== state.loaded.params
+    ? ` The loaded weights (${state.loaded.source.replace(/^./, (c) => c.toLowerCase())}) are not shown: "Back to the`
+      + ' loaded weights" shows them again.'
+    : "";
+  const count = model.count_params(m.params).toLocaleString("en");
+  status.append(`${m.source}; step ${m.step}${val}. ${count} parameters, ${sizes_words(m)}.${replaced}`);
   $("restore").hidden = !replaced;
   show_replace_note();
 }
@@ -193,8 +201,8 @@ function get_loader() {
   return state.loader;
 }
 
-/** The page's reading of a weights file (a File): what Load weights shows, {config, positions, blocks, heads, step,
- * val_loss, params (model.js tensors)}, or an Error that starts with the file's name and says what is wrong. A file
+/** The page's reading of a weights file (a File): what Load weights shows, {config, blocks, heads, step, val_loss,
+ * params (model.js tensors)}, or an Error that starts with the file's name and says what is wrong. A file
  * larger than any checkpoint the page runs is refused by its size, before a byte of it is read. */
 async function read_weights_file(file) {
   checkpoint.check_file_size(file.size, file.name);
@@ -205,7 +213,7 @@ async function read_weights_file(file) {
     const { tokenizer_sha256 } = state.manifest, vocab = state.tok.vocab.length;
     loader.postMessage({ type: "load", id, file, tokenizer_sha256, vocab });
   });
-  return { ...ckpt, params: checkpoint.unflat_tensors(ckpt.params) };
+  return { ...ckpt, config: model_config(ckpt.config), params: checkpoint.unflat_tensors(ckpt.params) };
 }
 
 /** Load weights: the file's model in every panel, or a message saying why the file is refused. */
@@ -223,7 +231,8 @@ async function load_weights_file(file) {
   stop_training();
   state.training = null; // the worker's run belongs to the weights before these
   set_model(ckpt, { source: `Weights from the file ${file.name}`, trained: ckpt.step > 0 });
-  say("load-message", `Loaded ${file.name}: step ${ckpt.step}, ${blocks_words(ckpt.blocks, ckpt.heads)}, ${SCHEME_WORDS[ckpt.positions]}.`, "note");
+  const words = `${blocks_words(ckpt.config)}, ${SCHEME_WORDS[ckpt.config.positions]}`;
+  say("load-message", `Loaded ${file.name}: step ${ckpt.step}, ${words}.`, "note");
   render_all();
 }
 
@@ -242,15 +251,15 @@ async function download_weights() {
   const m = state.model;
   let snap = null;
   if (state.worker && state.training && !state.training.ended) snap = await request_snapshot();
-  const moments = snap ? [snap.m, snap.v].map(checkpoint.unflat_tensors) : [train.zeros_like(m.params), train.zeros_like(m.params)];
+  const moments = snap ? [snap.m, snap.v].map(checkpoint.unflat_tensors)
+    : [train.zeros_like(m.params), train.zeros_like(m.params)];
   const settings = snap ? snap.settings : {};
-  const grown = m.config.blocks !== 1 || m.heads !== 1;
   const bytes = checkpoint.checkpoint_bytes({
     params: snap ? checkpoint.unflat_tensors(snap.params) : m.params,
     moments,
     step: snap ? snap.step : m.step,
     rng_words: snap ? snap.rng_words : new random.Random(Number($("train-seed").value) || 0).getstate(),
-    config: { vocab: m.config.vocab, d: m.config.d, hidden: m.config.hidden, max_len: m.config.max_len, ...(grown ? { blocks: m.config.blocks, heads: m.heads } : {}), use_positions: m.positions === "learned", positions: m.positions },
+    config: m.config,
     training: { backend: "explorer", dtype: "float64", seed: snap ? snap.seed : null, ...settings },
     tokenizer_sha256: state.manifest.tokenizer_sha256,
     extra: { explorer_source: m.source, ...(m.val_loss === null ? {} : { val_loss: String(m.val_loss) }) },
@@ -288,7 +297,7 @@ function analyse_text(text) {
   const ids_all = [...start_ids(), ...state.tok.encode(text)];
   const first = Math.max(0, ids_all.length - m.config.max_len); // tokens before it are not read, as in sample.py
   const ids = ids_all.slice(first); // (T,)
-  const [logits, cache] = forward(m.params, ids, m.positions, m.heads, EXACT); // (T, V)
+  const [logits, cache] = forward(m.params, ids, m.config, EXACT); // (T, V)
   const rows = model.rows_of(logits);
   const losses = ids.map((id, t) => (t === 0 ? null : -log_softmax(rows[t - 1])[id])); // (T,) nats
   return { ids_all, first, ids, tokens: ids_all.map((i) => state.tok.vocab[i]), logits: rows, cache, losses };
@@ -317,9 +326,12 @@ function render_tokens() {
   where.hidden = true;
   const L = state.model.config.max_len;
   if (!text) {
-    say("token-message", "The box is empty: the model reads only the newline that starts every story. The panels show what it expects a story to start with.", "note");
+    say("token-message", "The box is empty: the model reads only the newline that starts every story. The panels"
+      + " show what it expects a story to start with.", "note");
   } else if (a.first > 0) {
-    say("token-message", `The text is ${a.ids_all.length - 1} tokens, ${a.ids_all.length} with the newline the model reads first; the model has ${L} positions, so it reads the last ${L}, as sample.py does. The greyed chips are not read.`, "note");
+    say("token-message", `The text is ${a.ids_all.length - 1} tokens, ${a.ids_all.length} with the newline the model`
+      + ` reads first; the model has ${L} positions, so it reads the last ${L}, as sample.py does. The greyed chips are`
+      + " not read.", "note");
   } else {
     say("token-message", "");
   }
@@ -340,8 +352,11 @@ function draw_chips() {
     chip.type = "button";
     chip.setAttribute("role", "listitem");
     const loss = t > 0 ? a.losses[t] : null;
-    chip.title = t < 0 ? "not read: before the model's window" : loss === null ? "read first: nothing before it to predict it from" : `loss ${loss.toFixed(3)} nats (p = ${Math.exp(-loss).toFixed(3)})`;
-    chip.setAttribute("aria-label", `token ${i}, ${JSON.stringify(a.tokens[i])}, ID ${id}${loss === null ? "" : `, loss ${loss.toFixed(2)} nats`}`);
+    chip.title = t < 0 ? "not read: before the model's window"
+      : loss === null ? "read first: nothing before it to predict it from"
+        : `loss ${loss.toFixed(3)} nats (p = ${Math.exp(-loss).toFixed(3)})`;
+    const said_loss = loss === null ? "" : `, loss ${loss.toFixed(2)} nats`;
+    chip.setAttribute("aria-label", `token ${i}, ${JSON.stringify(a.tokens[i])}, ID ${id}${said_loss}`);
     chip.dataset.position = t;
     const bar = element("span", "loss");
     if (loss !== null) bar.style.background = surprise(loss);
@@ -373,14 +388,16 @@ function render_next() {
   const logp = log_softmax(a.logits[t]);
   const ranked = logp.map((lp, id) => [lp, id]).sort((x, y) => y[0] - x[0] || x[1] - y[1]);
   const next = t + 1 < a.ids.length ? a.ids[t + 1] : null;
-  $("next-caption").textContent = `After position ${t} (${JSON.stringify(show_token(state.tok.vocab[a.ids[t]]))}), the 10 most likely next tokens:`;
+  const token = JSON.stringify(show_token(state.tok.vocab[a.ids[t]]));
+  $("next-caption").textContent = `After position ${t} (${token}), the 10 most likely next tokens:`;
   const list = $("next-list");
   list.textContent = "";
   for (const [lp, id] of ranked.slice(0, 10)) {
     const li = element("li", id === next ? "actual" : "");
     const bar = element("span", "bar");
     bar.style.width = `${Math.max(1, Math.round(Math.exp(lp) * 160))}px`;
-    li.append(`${JSON.stringify(show_token(state.tok.vocab[id])).padEnd(10)}`, bar, `${(Math.exp(lp) * 100).toFixed(1)}%`);
+    li.append(`${JSON.stringify(show_token(state.tok.vocab[id])).padEnd(10)}`, bar,
+      `${(Math.exp(lp) * 100).toFixed(1)}%`);
     list.append(li);
   }
   if (next !== null && !ranked.slice(0, 10).some(([, id]) => id === next)) {
@@ -401,18 +418,21 @@ function render_attention() {
   const maps = $("attention-maps");
   maps.textContent = "";
   const figure = element("figure");
-  const caption = element("figcaption", "", `block ${block + 1} of ${a.cache.blocks.length}, head ${head + 1} of ${state.model.heads}: rows read, columns are read`);
+  const caption = element("figcaption", "", `block ${block + 1} of ${a.cache.blocks.length}, head ${head + 1} of`
+    + ` ${state.model.config.heads}: rows read, columns are read`);
   const canvas = element("canvas");
   canvas.tabIndex = 0;
   canvas.setAttribute("role", "img");
-  canvas.setAttribute("aria-label", `attention weights of block ${block + 1}, head ${head + 1}, ${weights.length} by ${weights.length}; arrow keys move the row`);
+  canvas.setAttribute("aria-label", `attention weights of block ${block + 1}, head ${head + 1}, ${weights.length} by`
+    + ` ${weights.length}; arrow keys move the row`);
   canvas.dataset.rows = weights.length;
   canvas.dataset.block = block;
   canvas.dataset.head = head;
   figure.append(caption, canvas);
   maps.append(figure);
   const labels = a.ids.map((id) => show_token(state.tok.vocab[id]));
-  const grid = heatmap(canvas, weights, { labels, color: blues, mask: (i, j) => j > i, highlight: state.hover ?? state.selected });
+  const grid = heatmap(canvas, weights, { labels, color: blues, mask: (i, j) => j > i,
+    highlight: state.hover ?? state.selected });
   canvas.addEventListener("mousemove", (e) => {
     const cell = grid.cell_at(e);
     if (cell && cell.row !== state.hover) {
@@ -440,7 +460,8 @@ function show_reads(weights, i) {
   if (i === null || i >= weights.length) return;
   const reads = Array.from(weights[i].subarray(0, i + 1), (w, j) => [w, j]).sort((x, y) => y[0] - x[0]).slice(0, 8);
   const name = (j) => `${j} ${JSON.stringify(show_token(state.tok.vocab[a.ids[j]]))}`;
-  $("attention-readout").textContent = `Position ${name(i)} reads: ${reads.map(([w, j]) => `${name(j)} ${w.toFixed(3)}`).join(" · ")}`;
+  const read = reads.map(([w, j]) => `${name(j)} ${w.toFixed(3)}`).join(" · ");
+  $("attention-readout").textContent = `Position ${name(i)} reads: ${read}`;
 }
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -449,7 +470,8 @@ function show_reads(weights, i) {
 /** The scheme "positions on" means in the word-order panel: the model's own (a model without positions: its
  * learned rows, untrained). */
 function order_scheme() {
-  return state.model.positions === "none" ? "learned" : state.model.positions;
+  const { positions } = state.model.config;
+  return positions === "none" ? "learned" : positions;
 }
 
 function render_order() {
@@ -465,32 +487,41 @@ function render_order() {
     const problem = bad ? bad.message : !text ? "it is empty" : null;
     if (problem) return order_problem(`Sentence ${"AB"[n]}: ${problem}.`);
     ids.push(state.tok.encode(text));
-    if (ids[n].length > L) return order_problem(`Sentence ${"AB"[n]} is ${ids[n].length} tokens, longer than the ${L} positions the model has.`);
+    if (ids[n].length > L) {
+      return order_problem(`Sentence ${"AB"[n]} is ${ids[n].length} tokens, longer than the ${L} positions the model`
+        + " has.");
+    }
   }
-  const gaps = trace_block.position_gaps(m.params, ids[0], ids[1], scheme, m.heads);
+  const gaps = trace_block.position_gaps(m.params, ids[0], ids[1], model_config({ ...m.config, positions: scheme }));
   const same_tokens = [...ids[0]].sort().join() === [...ids[1]].sort().join();
   if (ids[0].length !== ids[1].length) {
-    say("order-message", `The sentences are ${ids[0].length} and ${ids[1].length} tokens: their last positions do not line up, so there is no last-position gap. The chart compares the positions they share.`, "note");
+    say("order-message", `The sentences are ${ids[0].length} and ${ids[1].length} tokens: their last positions do not`
+      + " line up, so there is no last-position gap. The chart compares the positions they share.", "note");
     $("order-gap").textContent = "–";
   } else {
-    say("order-message", same_tokens ? "" : "These are not the same tokens in another order, so the last positions can differ even without positions.", "note");
+    say("order-message", same_tokens ? "" : "These are not the same tokens in another order, so the last positions can"
+      + " differ even without positions.", "note");
     const gap = gaps.at(-1);
     $("order-gap").textContent = format_number(gap);
     $("order-gap").dataset.value = String(gap);
     $("order-gap-note").textContent = gap === 0
       ? "bit-identical logits: without positions the last token sees the same set of tokens either way"
       : on ? "the positions tell the two orders apart"
-        : m.config.blocks > 1 && same_tokens ? `even without positions: block 2 reads what block 1 wrote at the earlier positions, and each of those has read a different prefix, so ${m.config.blocks} blocks can tell the orders apart where one cannot` : "";
+        : m.config.blocks > 1 && same_tokens ? "even without positions: block 2 reads what block 1 wrote at the earlier"
+          + " positions, and each of those has read a different prefix, so"
+          + ` ${m.config.blocks} blocks can tell the orders apart where one cannot` : "";
   }
   const labels = ids[0].map((id) => show_token(state.tok.vocab[id]));
   line_chart($("order-chart"), {
-    series: [{ points: gaps.map((g, t) => [t, g]), color: "#1f5fbf", dots: true, label: `gap, positions ${on ? "on" : "off"}` }],
+    series: [{ points: gaps.map((g, t) => [t, g]), color: "#1f5fbf", dots: true,
+      label: `gap, positions ${on ? "on" : "off"}` }],
     x_max: Math.max(1, gaps.length - 1),
     y_max: Math.max(1e-12, ...gaps) * 1.1,
     x_label: "position",
     height: 170,
   });
-  $("order-gaps").textContent = gaps.map((g, t) => `${t} ${JSON.stringify(labels[t] ?? "")} ${format_number(g)}`).join(" · ");
+  $("order-gaps").textContent = gaps.map((g, t) => `${t} ${JSON.stringify(labels[t] ?? "")} ${format_number(g)}`)
+    .join(" · ");
 }
 
 function order_problem(text) {
@@ -518,7 +549,8 @@ function render_inside() {
   const { x0, blocks } = state.text.cache;
   const points = (values) => values.map((v, t) => [t, v]);
   const stream = [{ points: points(row_norms(x0)), color: "#444", label: "|x0|" }];
-  blocks.forEach((block, b) => stream.push({ points: points(row_norms(block.x2)), color: COLORS[b % COLORS.length], label: `after block ${b + 1}` }));
+  blocks.forEach((block, b) => stream.push({ points: points(row_norms(block.x2)), color: COLORS[b % COLORS.length],
+    label: `after block ${b + 1}` }));
   const top = (series) => Math.max(...series.flatMap((s) => s.points.map(([, y]) => y))) * 1.15;
   const x_max = Math.max(1, x0.rows - 1);
   line_chart($("stream-chart"), { series: stream, x_max, y_max: top(stream), x_label: "position", height: 200 });
@@ -541,13 +573,18 @@ function render_inside() {
 function render_position_rows() {
   const m = state.model;
   const canvas = $("position-similarity");
-  const rows = m.positions === "learned" ? m.params.pos_emb : m.positions === "sinusoidal" ? model.sinusoid_table(m.config.max_len, m.config.d) : null;
+  const { positions: scheme, max_len, d } = m.config;
+  const rows = scheme === "learned" ? m.params.pos_emb
+    : scheme === "sinusoidal" ? model.sinusoid_table(max_len, d) : null;
   $("position-note").textContent = {
-    learned: `Cosine similarity of the ${m.config.max_len} learned position rows: random at first; after training, nearby positions end up alike.`,
-    sinusoidal: `Cosine similarity of the first ${m.config.max_len} rows of the fixed sinusoid table: nothing to learn, and the similarity depends on the distance alone.`,
-    rope: "Rotary positions add no rows to the stream: they turn each head's q and k by angles that grow with the position, so that a score depends on the distance between the two positions.",
+    learned: `Cosine similarity of the ${m.config.max_len} learned position rows: random at first; after training,`
+      + " nearby positions end up alike.",
+    sinusoidal: `Cosine similarity of the first ${m.config.max_len} rows of the fixed sinusoid table: nothing to learn,`
+      + " and the similarity depends on the distance alone.",
+    rope: "Rotary positions add no rows to the stream: they turn each head's q and k by angles that grow with the"
+      + " position, so that a score depends on the distance between the two positions.",
     none: "This model adds nothing to say where a token is: attention sees a set of tokens (see the word-order panel).",
-  }[m.positions];
+  }[scheme];
   canvas.hidden = rows === null;
   if (rows === null) return;
   const r = model.rows_of(rows); // (L, d)
@@ -592,10 +629,12 @@ async function run_sample() {
   } catch (e) {
     return say("sample-message", `${e.message}.`);
   }
-  const { params, positions: scheme, heads, config } = state.model; // the weights of this moment, even if training goes on
+  const { params, config } = state.model; // the weights of this moment, even if training goes on
   const rng = new random.Random(settings.seed);
   const context = [...start_ids(), ...state.tok.encode(settings.prompt)];
-  if (!context.length) return say("sample-message", "The prompt is empty, and this text has no newline to start after: type a prompt.");
+  if (!context.length) {
+    return say("sample-message", "The prompt is empty, and this text has no newline to start after: type a prompt.");
+  }
   const ids = [...context];
   const out = $("sample-out");
   out.dataset.done = "false";
@@ -603,8 +642,9 @@ async function run_sample() {
   $("sample-go").disabled = true;
   $("sample-stop").disabled = false;
   for (let n = 0; n < settings.tokens && !state.sampling.stop; n++) {
-    const window_ids = ids.slice(-config.max_len); // (<= L,) the model was trained on max_len positions: the most recent ones
-    const [logits] = forward(params, window_ids, scheme, heads, EXACT); // (T, V)
+    // the model was trained on max_len positions: the most recent ones
+    const window_ids = ids.slice(-config.max_len); // (<= L,)
+    const [logits] = forward(params, window_ids, config, EXACT); // (T, V)
     ids.push(sample.choose(model.row(logits, logits.rows - 1), settings.temperature, settings.top_k, rng));
     out.textContent = settings.prompt + state.tok.decode(ids.slice(context.length));
     await new Promise((resolve) => setTimeout(resolve, 0)); // let the page draw the new token
@@ -624,7 +664,8 @@ function get_worker() {
     state.worker.onmessage = (e) => on_worker_message(e.data);
     state.worker.onerror = (e) => {
       e.preventDefault();
-      training_failed(`the training worker failed (${e.message || "it could not start: worker.js did not load or threw"})`);
+      const why = e.message || "it could not start: worker.js did not load or threw";
+      training_failed(`the training worker failed (${why})`);
       state.worker?.terminate();
       state.worker = null;
     };
@@ -636,7 +677,8 @@ function get_worker() {
 /** A run that failed (the worker broke, or the loss stopped being finite): back to the weights before it. */
 function training_failed(why) {
   if (state.before_run) state.model = state.before_run;
-  say("train-message", `Training stopped: ${why}. The model is back to the weights it had before this run; the other panels still work.`);
+  say("train-message", `Training stopped: ${why}. The model is back to the weights it had before this run; the other`
+    + " panels still work.");
   end_training();
 }
 
@@ -647,18 +689,25 @@ function from_fresh() {
 /** Say, before Start, what a run from fresh weights replaces: trained weights vanish from every panel otherwise. */
 function show_replace_note() {
   const m = state.model;
-  const replaces = from_fresh() && m.trained && !(state.training && !state.training.ended && !state.training.from_loaded);
+  const live_from_fresh = state.training && !state.training.ended && !state.training.from_loaded;
+  const replaces = from_fresh() && m.trained && !live_from_fresh;
   const note = $("train-replace-note");
   note.hidden = !replaces;
-  if (replaces) note.textContent = `Start replaces the trained weights in every panel (${m.source.replace(/^./, (c) => c.toLowerCase())}, step ${m.step}) with fresh ones. Download weights first to keep them, or start from the loaded weights; "Back to the loaded weights" shows them again afterwards.`;
+  if (replaces) {
+    const source = m.source.replace(/^./, (c) => c.toLowerCase());
+    note.textContent = `Start replaces the trained weights in every panel (${source}, step ${m.step}) with fresh ones.`
+      + ' Download weights first to keep them, or start from the loaded weights; "Back to the loaded weights" shows'
+      + " them again afterwards.";
+  }
 }
 
 function start_training() {
   say("train-message", "");
-  let settings, seed;
+  let settings, seed, config;
   const m = state.model;
   const from_loaded = !from_fresh();
   try {
+    const positions = from_loaded ? m.config.positions : $("train-positions").value;
     const lr = read_number("train-lr", "Learning rate", (v) => v > 0, "a positive number");
     const steps = read_int("train-steps", "Steps", 1, 1e6);
     settings = {
@@ -670,24 +719,29 @@ function start_training() {
       min_lr: lr / 10, // as train.py's defaults, 0.01 -> 0.001
       warmup: Math.min(train.DEFAULTS.warmup, steps),
       eval_every: Math.min(train.DEFAULTS.eval_every, steps),
-      positions: from_loaded ? m.positions : $("train-positions").value,
+      positions, // (the run's own record, as a checkpoint's training keeps it)
       blocks: m.config.blocks,
-      heads: m.heads,
+      heads: m.config.heads,
     };
     seed = read_int("train-seed", "Seed", 0, 2 ** 32 - 1);
-    model.check_sizes(m.config.d, m.config.blocks, m.heads, settings.positions);
+    config = model.checked(model_config({ ...m.config, positions })); // the loaded model's sizes, this scheme
   } catch (e) {
     return say("train-message", `${e.message}.`);
   }
   state.run_id += 1;
-  state.training = { id: state.run_id, settings, seed, from_loaded, losses: [], vals: [], step: 0, paused: false, tokens_per_s: null, last_render: 0 };
+  state.training = { id: state.run_id, settings, seed, from_loaded, losses: [], vals: [], step: 0, paused: false,
+    tokens_per_s: null, last_render: 0 };
   try {
-    get_worker().postMessage({ type: "start", run: state.run_id, task: "stories", params: from_loaded ? checkpoint.flat_tensors(m.params) : null, config: m.config, seed, settings, data: state.data, follow: true });
+    const params = from_loaded ? checkpoint.flat_tensors(m.params) : null;
+    get_worker().postMessage({ type: "start", run: state.run_id, task: "stories", params, config, seed, settings,
+      data: state.data, follow: true });
   } catch (e) {
     return training_failed(e.message);
   }
   state.before_run = m;
-  state.model = { ...m, trained: true, positions: settings.positions, step: 0, val_loss: null, source: from_loaded ? "Training in this page from the loaded weights" : `Training in this page from fresh weights (seed ${seed})` };
+  const source = from_loaded ? "Training in this page from the loaded weights"
+    : `Training in this page from fresh weights (seed ${seed})`;
+  state.model = { ...m, config, trained: true, step: 0, val_loss: null, source };
   $("train-start").textContent = "Restart";
   $("train-pause").disabled = false;
   $("train-pause").textContent = "Pause";
@@ -729,12 +783,15 @@ function follow_weights() {
 }
 
 function draw_training() {
-  const run = state.training ?? { settings: { steps: Number($("train-steps").value) || train.DEFAULTS.steps }, losses: [], vals: [], step: 0, idle: true };
+  const run = state.training ?? { settings: { steps: Number($("train-steps").value) || train.DEFAULTS.steps },
+    losses: [], vals: [], step: 0, idle: true };
   const s = run.settings;
   const last = run.losses.slice(-20);
   const recent = last.length ? last.reduce((t, [, l]) => t + l, 0) / last.length : null;
   const val = run.vals.at(-1);
-  $("train-status").textContent = run.idle ? `Not trained in this page yet. ${floor_words(4).replace(/^./, (c) => c.toUpperCase())}${state.manifest.val_floor === null ? "" : " nats/token"}.` : [
+  const floor = floor_words(4).replace(/^./, (c) => c.toUpperCase());
+  const unit = state.manifest.val_floor === null ? "" : " nats/token";
+  $("train-status").textContent = run.idle ? `Not trained in this page yet. ${floor}${unit}.` : [
     `step ${run.step} of ${s.steps}`,
     recent === null ? null : `train ${recent.toFixed(4)} (mean of the last ${last.length} steps)`,
     val ? `val ${val[1].toFixed(4)} at step ${val[0]}` : null,
@@ -748,7 +805,8 @@ function draw_training() {
       { points: run.losses.map(([step, l]) => [step, l]), color: "#9bb7e0", width: 1, label: "train (each step)" },
       { points: run.vals.map(([step, v]) => [step, v]), color: "#d81b60", dots: true, width: 2, label: "validation" },
     ],
-    hlines: state.manifest.val_floor === null ? [] : [{ y: state.manifest.val_floor, color: "#2e7d32", label: floor_words(3) }],
+    hlines: state.manifest.val_floor === null ? []
+      : [{ y: state.manifest.val_floor, color: "#2e7d32", label: floor_words(3) }],
     x_max: s.steps,
     y_max: Math.log(state.model.config.vocab) + 0.3,
     x_label: "step",
@@ -795,15 +853,14 @@ function request_snapshot() {
 /** The tiny copy of the model the check runs on: {config, params} of trace_block.tiny_config for its blocks, heads
  * and scheme, drawn from the seed-3 generator. */
 function tiny_params() {
-  const m = state.model;
-  const tiny = trace_block.tiny_config(m.config.blocks, m.heads, m.positions);
-  return { config: tiny, params: model.init_params(m.config.vocab, tiny.d, tiny.hidden, tiny.max_len, tiny.seed, tiny.blocks) };
+  const config = trace_block.tiny_config(state.model.config);
+  return { config, params: model.init_params(config, trace_block.TINY.seed) };
 }
 
 async function run_check(backward_fn = model.backward) {
   const { config, params: tiny } = tiny_params();
-  const { positions: scheme, heads } = state.model;
-  const ids = Array.from(state.data.stream.subarray(0, config.max_len + 1)); // the first story, as trace_block.py checks it
+  // the first story, as trace_block.py checks it
+  const ids = Array.from(state.data.stream.subarray(0, config.max_len + 1)); // (L + 1,)
   const x = ids.slice(0, config.max_len);
   const y = ids.slice(1, config.max_len + 1);
   const table = $("check-table");
@@ -815,12 +872,14 @@ async function run_check(backward_fn = model.backward) {
   let worst = 0;
   const started = performance.now();
   const count = Object.keys(tiny).length;
-  for (const [name, shape, err] of trace_block.gradient_errors_by_tensor(tiny, x, y, scheme, heads, backward_fn)) {
+  for (const [name, shape, err] of trace_block.gradient_errors_by_tensor(tiny, x, y, config, backward_fn)) {
     results[name] = err;
     worst = Math.max(worst, err);
     const row = document.createElement("tr");
     const ok = err < 1e-7;
-    for (const [text, cls] of [[name, ""], [`(${shape.join(", ")})`, ""], [err.toExponential(3), "num"], [ok ? "OK" : "NOT OK", ok ? "ok" : "bad"]]) {
+    const cells = [[name, ""], [`(${shape.join(", ")})`, ""], [err.toExponential(3), "num"],
+      [ok ? "OK" : "NOT OK", ok ? "ok" : "bad"]];
+    for (const [text, cls] of cells) {
       row.append(element("td", cls, text));
     }
     body.append(row);
@@ -828,7 +887,11 @@ async function run_check(backward_fn = model.backward) {
     await new Promise((resolve) => setTimeout(resolve, 0));
   }
   const n = model.count_params(tiny);
-  $("check-status").textContent = `${n.toLocaleString("en")} numbers checked in ${((performance.now() - started) / 1000).toFixed(1)} s: worst error ${worst.toExponential(3)}, ${worst < 1e-7 ? "below 1e-7: the backward pass agrees with the slopes" : "NOT below 1e-7: the backward pass is wrong"}.`;
+  const seconds = ((performance.now() - started) / 1000).toFixed(1);
+  const verdict = worst < 1e-7 ? "below 1e-7: the backward pass agrees with the slopes"
+    : "NOT below 1e-7: the backward pass is wrong";
+  $("check-status").textContent = `${n.toLocaleString("en")} numbers checked in ${seconds} s: worst error`
+    + ` ${worst.toExponential(3)}, ${verdict}.`;
   $("check-status").dataset.worst = String(worst);
   $("check-go").disabled = false;
   return results;
@@ -853,7 +916,8 @@ const pending = new Map(); // soon's frames
 
 function wire_controls() {
   $("text").addEventListener("input", () => soon(pending, "all", render_all));
-  for (const id of ["order-a", "order-b", "order-positions"]) $(id).addEventListener("input", () => soon(pending, "order", () => guarded("order-message", render_order)));
+  const redraw_order = () => soon(pending, "order", () => guarded("order-message", render_order));
+  for (const id of ["order-a", "order-b", "order-positions"]) $(id).addEventListener("input", redraw_order);
   for (const [id, key] of [["attention-block", "block"], ["attention-head", "head"], ["inside-block", "inside"]]) {
     $(id).addEventListener("change", () => {
       state.view[key] = Number($(id).value);
@@ -865,16 +929,23 @@ function wire_controls() {
     e.target.value = ""; // so that choosing the same file again is a change too
     if (file) load_weights_file(file);
   });
-  $("download").addEventListener("click", () => download_weights().catch((e) => say("load-message", `Could not make the file: ${e.message}`)));
+  $("download").addEventListener("click", () => download_weights()
+    .catch((e) => say("load-message", `Could not make the file: ${e.message}`)));
   $("restore").addEventListener("click", restore_loaded);
-  for (const id of ["sample-prompt", "sample-temperature", "sample-top-k", "sample-seed", "sample-tokens"]) $(id).addEventListener("input", check_sample_fields);
-  $("sample-go").addEventListener("click", () => run_sample().catch((e) => say("sample-message", `Sampling failed: ${e.message}`)));
+  for (const id of ["sample-prompt", "sample-temperature", "sample-top-k", "sample-seed", "sample-tokens"]) {
+    $(id).addEventListener("input", check_sample_fields);
+  }
+  $("sample-go").addEventListener("click", () => run_sample()
+    .catch((e) => say("sample-message", `Sampling failed: ${e.message}`)));
   $("sample-stop").addEventListener("click", () => state.sampling && (state.sampling.stop = true));
-  for (const radio of document.querySelectorAll('input[name="train-from"]')) radio.addEventListener("change", show_replace_note);
+  for (const radio of document.querySelectorAll('input[name="train-from"]')) {
+    radio.addEventListener("change", show_replace_note);
+  }
   $("train-start").addEventListener("click", start_training);
   $("train-pause").addEventListener("click", toggle_pause);
   $("train-stop").addEventListener("click", stop_training);
-  $("check-go").addEventListener("click", () => run_check().catch((e) => say("check-status", `The check failed: ${e.message}`)));
+  $("check-go").addEventListener("click", () => run_check()
+    .catch((e) => say("check-status", `The check failed: ${e.message}`)));
   let resize = null;
   window.addEventListener("resize", () => {
     clearTimeout(resize);
@@ -885,9 +956,14 @@ function wire_controls() {
   });
 }
 
-window.addEventListener("error", (e) => say("page-message", `Something went wrong: ${e.message}. The rest of the page still works.`));
-window.addEventListener("unhandledrejection", (e) => say("page-message", `Something went wrong: ${e.reason?.message ?? e.reason}. The rest of the page still works.`));
+window.addEventListener("error", (e) => say("page-message",
+  `Something went wrong: ${e.message}. The rest of the page still works.`));
+window.addEventListener("unhandledrejection", (e) => say("page-message",
+  `Something went wrong: ${e.reason?.message ?? e.reason}. The rest of the page still works.`));
 
 // for the tests and for anyone curious: the modules and the state, from the browser's console
-window.explorer = { modules: { bpe, checkpoint, experiments, fast, induction, model, positions, random, sample, train, trace_block }, state, run_check, render_all, read_weights_file };
+window.explorer = {
+  modules: { bpe, checkpoint, experiments, fast, induction, model, positions, random, sample, train, trace_block },
+  state, run_check, render_all, read_weights_file,
+};
 load();

@@ -4,7 +4,7 @@
 // refuses the long windows, and is measured on their first max_len positions, with the refusal recorded.
 //
 //     const {inputs, targets} = windows(stream_of_val_ids, 128);
-//     loss_by_position(params, "rope", 1, inputs, targets).losses.length   // 128
+//     loss_by_position(params, config, inputs, targets).losses.length   // 128, for a config of positions "rope"
 
 import * as model from "./model.js";
 import { PLAIN } from "./model.js";
@@ -25,22 +25,21 @@ export function windows(stream, length = WINDOW) {
   return { inputs, targets };
 }
 
-/** {losses, refusal}: the mean -log p of the target at each position over the windows, with plain sums; for a scheme
- * that cannot read the whole window (learned, past its rows), the first max_len positions only, and the message of
- * the refusal (else null), as positions.loss_by_position. */
-export function loss_by_position(params, positions, heads, inputs, targets) {
+/** {losses, refusal}: the mean -log p of the target at each position over the windows for the model of config, with
+ * plain sums; for a scheme that cannot read the whole window (learned, past its rows), the first max_len positions
+ * only, and the message of the refusal (else null), as positions.loss_by_position. */
+export function loss_by_position(params, config, inputs, targets) {
   let refusal = null;
   let T = inputs[0].length;
-  const { max_len } = model.config_of(params);
   try {
-    model.check_length(T, model.position_scheme(positions), max_len);
+    model.check_length(T, config);
   } catch (e) {
     refusal = e.message;
-    T = max_len;
+    T = config.max_len;
   }
   const losses = new Float64Array(T); // (T,)
   inputs.forEach((ids, n) => {
-    const [logits] = model.forward(params, ids.slice(0, T), positions, heads, PLAIN); // (T, V)
+    const [logits] = model.forward(params, ids.slice(0, T), config, PLAIN); // (T, V)
     const V = logits.cols;
     for (let t = 0; t < T; t++) {
       const row = logits.data.subarray(t * V, (t + 1) * V);

@@ -151,7 +151,8 @@ export class Random {
   /** Restore getstate()'s 625 numbers (from a checkpoint's rng_state). */
   setstate(words) {
     if (words.length !== N + 1 || !(words[N] >= 0 && words[N] <= N)) {
-      throw new RangeError(`a Mersenne Twister state is ${N} words and a position from 0 to ${N}; got ${words.length} numbers`);
+      throw new RangeError(`a Mersenne Twister state is ${N} words and a position from 0 to ${N}; got ${words.length}`
+        + " numbers");
     }
     this.mt.set(words.slice(0, N));
     this.index = Number(words[N]);

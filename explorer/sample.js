@@ -16,7 +16,8 @@ export function choose(logits, temperature, top_k, rng) {
     for (let i = 1; i < V; i++) if (logits[i] > logits[best]) best = i;
     return best;
   }
-  const ranked = Array.from({ length: V }, (_, i) => i).sort((i, j) => logits[j] - logits[i] || i - j); // largest first, ties by ID
+  // (V,) IDs, largest first, ties by ID
+  const ranked = Array.from({ length: V }, (_, i) => i).sort((i, j) => logits[j] - logits[i] || i - j);
   const kept = (top_k ? ranked.slice(0, top_k) : ranked.slice()).sort((i, j) => i - j); // (k,) IDs, back in ID order
   const top = logits[ranked[0]];
   const weights = kept.map((i) => Math.exp((logits[i] - top) / temperature)); // (k,) softmax numerators

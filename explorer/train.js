@@ -1,6 +1,6 @@
 // train.js: train.py's training step in JavaScript: the same data split, batch sampler, learning-rate schedule,
 // gradient clipping and Adam, on model.js with plain sums (float64), for a model of any blocks, heads and position
-// scheme. worker.js runs it off the page's thread.
+// scheme (its model_config, passed beside the weights). worker.js runs it off the page's thread.
 //
 // One step, as in train.py: draw B windows of T + 1 consecutive tokens from the training stories (each start drawn
 // by one seeded Random), predict tokens 1..T of each window from the tokens before them, average the loss over the
@@ -8,8 +8,9 @@
 // whose learning rate rises linearly during the warm-up and then falls along a cosine to s.min_lr at the last step.
 //
 //     const s = {...DEFAULTS, steps: 50};
-//     const state = fresh_state(init_params(96, 16, 64, 64, 3), 3);
-//     const {loss} = train_step(state, draw_windows(state.rng, stream, s), s);
+//     const config = model_config({ vocab: 96, d: 16, hidden: 64, max_len: 64 });
+//     const state = fresh_state(init_params(config, 3), 3);
+//     const {loss} = train_step(state, draw_windows(state.rng, stream, s), config, s);
 
 import * as fast from "./fast.js";
 import * as model from "./model.js";
@@ -17,7 +18,8 @@ import { PLAIN, sequence_loss } from "./model.js";
 import { Random } from "./random.js";
 
 // the live run's settings: a couple of minutes on a laptop, and below 0.6 nats/token within about a minute (as
-// docs/explorer.md measures it, with dev/bench_explorer.py); the rest as train.py's defaults
+// docs/explorer.md measures it, with dev/bench_explorer.py); the rest as train.py's defaults. positions, blocks and
+// heads are what a checkpoint's training records of the run: the model's config says them
 export const DEFAULTS = {
   steps: 2000, // optimiser steps in the whole run
   batch: 8, // windows per step
@@ -75,7 +77,8 @@ export function draw_starts(rng, stream_len, seq_len, batch) {
 
 /** The B windows (arrays of T + 1 token IDs) of one step. */
 export function draw_windows(rng, stream, s) {
-  return draw_starts(rng, stream.length, s.seq_len, s.batch).map((start) => Array.from(stream.subarray(start, start + s.seq_len + 1)));
+  const starts = draw_starts(rng, stream.length, s.seq_len, s.batch);
+  return starts.map((start) => Array.from(stream.subarray(start, start + s.seq_len + 1)));
 }
 
 /** The learning rate of step (0-based): linear warm-up to s.lr, then a cosine down to s.min_lr at the last step.
@@ -100,7 +103,8 @@ export function zeros_like(params) {
 
 /** A deep copy of a dict of tensors. */
 export function copy_tensors(params) {
-  const copy = (t) => (t instanceof Float64Array ? Float64Array.from(t) : { rows: t.rows, cols: t.cols, data: Float64Array.from(t.data) });
+  const copy = (t) => (t instanceof Float64Array ? Float64Array.from(t)
+    : { rows: t.rows, cols: t.cols, data: Float64Array.from(t.data) });
   return Object.fromEntries(Object.entries(params).map(([name, t]) => [name, copy(t)]));
 }
 
@@ -108,13 +112,14 @@ export function copy_tensors(params) {
 // One step
 
 /** The mean loss over the B windows and its gradient: the mean of the windows' gradients, which is the gradient of
- * the mean over all B * T positions because every window has T positions. s.positions and s.heads say how the model
- * runs; sums: PLAIN (training) or EXACT. */
-export function loss_and_grads(params, windows, s, sums = PLAIN) {
+ * the mean over all B * T positions because every window has T positions. config: the model's (model_config);
+ * sums: PLAIN (training) or EXACT. */
+export function loss_and_grads(params, windows, config, sums = PLAIN) {
   let total_loss = 0.0;
   const grads = zeros_like(params);
   for (const window of windows) {
-    const [loss, g] = fast.reusing(pool, () => model.loss_and_grads(params, window.slice(0, -1), window.slice(1), s.positions, s.heads, sums));
+    const pass = () => model.loss_and_grads(params, window.slice(0, -1), window.slice(1), config, sums);
+    const [loss, g] = fast.reusing(pool, pass);
     total_loss += loss;
     add_into(grads, g); // (g is in the pool, which the next window reuses)
   }
@@ -167,10 +172,11 @@ export function fresh_state(params, seed) {
   return { params, m: zeros_like(params), v: zeros_like(params), rng: new Random(seed), step: 0 };
 }
 
-/** One optimiser step on state {params, m, v, step} with the given windows; returns {loss, norm}. A non-finite loss
- * or gradient leaves the weights and the moments as they were (the caller stops the run). */
-export function train_step(state, windows, s) {
-  const [loss, grads] = loss_and_grads(state.params, windows, s);
+/** One optimiser step on state {params, m, v, step}, the weights of the model of config, with the given windows;
+ * returns {loss, norm}. A non-finite loss or gradient leaves the weights and the moments as they were (the caller
+ * stops the run). */
+export function train_step(state, windows, config, s) {
+  const [loss, grads] = loss_and_grads(state.params, windows, config);
   const norm = grad_norm(grads);
   if (Number.isFinite(loss) && Number.isFinite(norm)) {
     if (norm > s.clip) scale(grads, s.clip / norm);
@@ -180,10 +186,11 @@ export function train_step(state, windows, s) {
   return { loss, norm };
 }
 
-/** Total -log p (nats) of predicting tokens 1.. of each story from the ones before (s.positions and s.heads as in
- * loss_and_grads). */
-export function story_nats(params, stories, s) {
+/** Total -log p (nats) of predicting tokens 1.. of each story from the ones before, for the model of config. */
+export function story_nats(params, stories, config) {
   let total = 0.0;
-  for (const ids of stories) total += sequence_loss(params, ids.slice(0, -1), ids.slice(1), s.positions, s.heads, PLAIN) * (ids.length - 1);
+  for (const ids of stories) {
+    total += sequence_loss(params, ids.slice(0, -1), ids.slice(1), config, PLAIN) * (ids.length - 1);
+  }
   return total;
 }

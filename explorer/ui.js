@@ -15,7 +15,9 @@ export function say(id, text, kind = "error") {
 export function read_int(id, label, low, high) {
   const raw = $(id).value.trim();
   const v = Number(raw);
-  if (raw === "" || !Number.isInteger(v) || v < low || v > high) throw new Error(`${label} is ${JSON.stringify(raw)}; expected a whole number from ${low} to ${high}`);
+  if (raw === "" || !Number.isInteger(v) || v < low || v > high) {
+    throw new Error(`${label} is ${JSON.stringify(raw)}; expected a whole number from ${low} to ${high}`);
+  }
   return v;
 }
 
@@ -23,7 +25,9 @@ export function read_int(id, label, low, high) {
 export function read_number(id, label, ok, expected) {
   const raw = $(id).value.trim();
   const v = Number(raw);
-  if (raw === "" || !Number.isFinite(v) || !ok(v)) throw new Error(`${label} is ${JSON.stringify(raw)}; expected ${expected}`);
+  if (raw === "" || !Number.isFinite(v) || !ok(v)) {
+    throw new Error(`${label} is ${JSON.stringify(raw)}; expected ${expected}`);
+  }
   return v;
 }
 

@@ -7,8 +7,9 @@
 //   {type: "start", run, task, params | null, config, seed, settings, data, follow}
 //       task "stories": train on data.stream's windows, validate on data.val_ids (and, with data.long, measure the
 //         loss by position on those windows, positions.js); task "induction": train on fresh periodic sequences
-//         (induction.js) and measure copying on data.test_count test sequences. params null: fresh weights of config
-//         drawn from seed. follow: send the weights now and then, for the panels that follow them.
+//         (induction.js) and measure copying on data.test_count test sequences. config: the model's (model.js's
+//         model_config: its sizes, blocks, heads and position scheme); params null: fresh weights of config drawn
+//         from seed. follow: send the weights now and then, for the panels that follow them.
 //   {type: "pause"}, {type: "resume"}, {type: "stop"}
 //   {type: "snapshot"}                     ask for the whole state (weights, Adam's moments, step, sampler state)
 //   {type: "load", id, file, tokenizer_sha256, vocab}   read a checkpoint File and check it (checkpoint.read_weights)
@@ -25,7 +26,7 @@
 
 import { flat_tensors, read_weights, unflat_tensors } from "./checkpoint.js";
 import * as induction from "./induction.js";
-import { init_params } from "./model.js";
+import { checked, init_params, model_config } from "./model.js";
 import { loss_by_position } from "./positions.js";
 import { Random } from "./random.js";
 import { draw_windows, fresh_state, story_nats, train_step } from "./train.js";
@@ -33,7 +34,7 @@ import { draw_windows, fresh_state, story_nats, train_step } from "./train.js";
 const SLICE_MS = 100; // train this long between looks at the message queue (pause, stop, snapshot)
 const WEIGHTS_EVERY_MS = 700; // how often the page gets the weights while training, with follow
 
-let run = null; // {id, seed, task, state, s, data, follow, paused, stopped, wake}
+let run = null; // {id, seed, task, config, state, s, data, follow, paused, stopped, wake}
 
 // ----------------------------------------------------------------------------------------------------------------
 // The tasks: what a step trains on, and what an evaluation measures
@@ -42,8 +43,10 @@ const TASKS = {
   stories: {
     windows: (r) => draw_windows(r.state.rng, r.data.stream, r.s),
     measure(r) {
-      const out = { val: story_nats(r.state.params, r.data.val_ids, r.s) / r.data.val_tokens };
-      if (r.data.long) out.by_position = loss_by_position(r.state.params, r.s.positions, r.s.heads, r.data.long.inputs, r.data.long.targets);
+      const out = { val: story_nats(r.state.params, r.data.val_ids, r.config) / r.data.val_tokens };
+      if (r.data.long) {
+        out.by_position = loss_by_position(r.state.params, r.config, r.data.long.inputs, r.data.long.targets);
+      }
       return out;
     },
   },
@@ -51,8 +54,10 @@ const TASKS = {
     windows: (r) => induction.sequences(r.state.rng, r.s.batch, r.s.seq_len + 1).rows,
     measure(r) {
       r.test ??= induction.periodic(new Random(induction.TEST_SEED), r.data.test_count);
-      const { weights, ...measures } = induction.induction_measures(r.state.params, r.s.heads, r.test, r.s.positions, 0);
-      return { measures, weights: weights.map((block) => block.map((w) => ({ rows: w.rows, cols: w.cols, values: Float64Array.from(w.data) }))), tokens: r.test.ids[0], period: r.test.periods[0] };
+      const { weights, ...measures } = induction.induction_measures(r.state.params, r.config, r.test, 0);
+      const flat = (w) => ({ rows: w.rows, cols: w.cols, values: Float64Array.from(w.data) });
+      return { measures, weights: weights.map((block) => block.map(flat)), tokens: r.test.ids[0],
+        period: r.test.periods[0] };
     },
   },
 };
@@ -86,17 +91,19 @@ async function fit(r) {
     const slice_end = performance.now() + SLICE_MS;
     while (performance.now() < slice_end && state.step < s.steps) {
       const t0 = performance.now();
-      const { loss, norm } = train_step(state, task.windows(r), s);
+      const { loss, norm } = train_step(state, task.windows(r), r.config, s);
       train_ms += performance.now() - t0;
       if (!(Number.isFinite(loss) && Number.isFinite(norm))) {
-        post({ type: "failed", message: `step ${state.step + 1}: the loss is ${loss} and the gradient norm ${norm}: the run diverged and stops, keeping the weights of step ${state.step}. HINT: a lower learning rate` });
+        post({ type: "failed", message: `step ${state.step + 1}: the loss is ${loss} and the gradient norm ${norm}:`
+          + ` the run diverged and stops, keeping the weights of step ${state.step}. HINT: a lower learning rate` });
         return;
       }
       trained_steps += 1;
       losses.push([state.step, loss]);
       if (state.step % s.eval_every === 0 || state.step === s.steps) break;
     }
-    post({ type: "progress", step: state.step, losses, tokens_per_s: (trained_steps * s.batch * s.seq_len) / (train_ms / 1000) });
+    const tokens_per_s = (trained_steps * s.batch * s.seq_len) / (train_ms / 1000);
+    post({ type: "progress", step: state.step, losses, tokens_per_s });
     if (state.step % s.eval_every === 0 || state.step === s.steps) {
       evaluate();
       last_weights = performance.now();
@@ -119,10 +126,13 @@ const handlers = {
       run.stopped = true;
       run.wake?.();
     }
-    if (!(msg.task in TASKS)) throw new Error(`the task ${JSON.stringify(msg.task)} is none of ${Object.keys(TASKS).join(", ")}`);
-    const { vocab, d, hidden, max_len, blocks } = msg.config;
-    const params = msg.params ? unflat_tensors(msg.params) : init_params(vocab, d, hidden, max_len, msg.seed, blocks);
-    run = { id: msg.run, seed: msg.seed, task: msg.task, state: fresh_state(params, msg.seed), s: msg.settings, data: msg.data, follow: msg.follow ?? true, paused: false, stopped: false, wake: null };
+    if (!(msg.task in TASKS)) {
+      throw new Error(`the task ${JSON.stringify(msg.task)} is none of ${Object.keys(TASKS).join(", ")}`);
+    }
+    const config = checked(model_config(msg.config)); // (frozen again: a message carries a copy)
+    const params = msg.params ? unflat_tensors(msg.params) : init_params(config, msg.seed);
+    run = { id: msg.run, seed: msg.seed, task: msg.task, config, state: fresh_state(params, msg.seed), s: msg.settings,
+      data: msg.data, follow: msg.follow ?? true, paused: false, stopped: false, wake: null };
     const r = run;
     fit(r).catch((e) => postMessage({ run: r.id, type: "failed", message: `the training code failed: ${e.message}` }));
   },
@@ -161,18 +171,23 @@ const handlers = {
   snapshot() {
     if (!run) return postMessage({ type: "snapshot", run: null });
     const { state } = run;
-    postMessage({ type: "snapshot", run: run.id, step: state.step, params: flat_tensors(state.params), m: flat_tensors(state.m), v: flat_tensors(state.v), rng_words: state.rng.getstate(), settings: run.s, seed: run.seed });
+    postMessage({ type: "snapshot", run: run.id, step: state.step, params: flat_tensors(state.params),
+      m: flat_tensors(state.m), v: flat_tensors(state.v), rng_words: state.rng.getstate(), settings: run.s,
+      seed: run.seed });
   },
 };
 
 onmessage = (event) => {
   const handler = handlers[event.data?.type];
-  if (!handler) postMessage({ type: "failed", message: `the worker got a message it does not know: ${JSON.stringify(event.data).slice(0, 80)}` });
-  else {
+  if (!handler) {
+    const message = `the worker got a message it does not know: ${JSON.stringify(event.data).slice(0, 80)}`;
+    postMessage({ type: "failed", message });
+  } else {
     try {
       handler(event.data);
     } catch (e) {
-      postMessage({ run: event.data.run, type: "failed", message: `the worker could not ${event.data.type}: ${e.message}` });
+      const message = `the worker could not ${event.data.type}: ${e.message}`;
+      postMessage({ run: event.data.run, type: "failed", message });
     }
   }
 };

@@ -7,12 +7,14 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
 from oneblock import checkpoint
+from oneblock.server import make_server
 
 # train.py with its data preparation held: it touches the file argv[1] when it gets there, and goes on once the
 # file argv[2] exists (the hook is the test's, on the library's prepare; train.py has none)
@@ -89,6 +91,21 @@ def serving_explorer(cwd):
         proc.kill()
         raise AssertionError(f"explore.py did not serve: {line!r} {proc.communicate()[1][-2000:]}")
     return proc, line.split()[4]
+
+
+@contextmanager
+def served(folder):
+    """The URL of folder served by the explorer's own server (oneblock.server, as explore.py serves the page), in a
+    thread of this process, until the block ends."""
+    server = make_server(folder, 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
 
 
 def one_line_error(proc, *phrases):

@@ -7,6 +7,7 @@ seed-3 export, a trained checkpoint's export, a copy whose worker.js throws, the
 (train.py --data) and that of a grown rotary model (2 blocks x 2 heads). Outside CI the browser tests skip
 with a one-line reason when Chromium or Playwright is missing; under CI=true that is a failure."""
 
+import dataclasses
 import json
 import random
 import shutil
@@ -28,14 +29,16 @@ import bpe
 import model
 from fastpath_helpers import rel_err
 from oneblock import checkpoint, data, export, training
+from oneblock.config import SCHEMES, ModelConfig
 from oneblock.server import make_server
-from oneblock.settings import Settings, checked
+from oneblock.settings import Settings, checked, model_config
 from run_helpers import own_text, serving_explorer
 
 ROOT = Path(__file__).resolve().parent.parent
 
 TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
 ORDER_A, ORDER_B = export.ORDER  # the trace's two sentences (block-trace.json)
+SERIES = ModelConfig(vocab=96, d=16, hidden=64, max_len=64)  # the exported models' size: 1 block, 1 head, learned
 TINY = json.loads((ROOT / "block-trace.json").read_text(encoding="utf-8"))["gradient_check"]["config"]
 SITES = ("init", "trained")  # the untrained seed-3 export and a trained checkpoint's
 
@@ -189,8 +192,10 @@ def test_js_tokenizer_gives_bpe_py_ids_on_every_corpus_line_and_the_same_errors(
 # Forward and backward against model.py and the NumPy path
 
 FORWARD = """([windows, sums]) => {
-  const {model} = explorer.modules, {params} = explorer.state.model;
-  return windows.map(([ids, pos]) => model.to_lists({l: model.forward(params, ids, pos, 1, model[sums])[0]}).l);
+  const {model} = explorer.modules, {params, config} = explorer.state.model;
+  const with_positions = (pos) => model.model_config({...config, positions: pos ? "learned" : "none"});
+  return windows.map(([ids, pos]) => model.to_lists({l: model.forward(params, ids, with_positions(pos),
+                                                                       model[sums])[0]}).l);
 }"""
 
 
@@ -215,7 +220,9 @@ def test_js_forward_matches_model_py(open_page, sites, site):
 def test_order_facts_hold_bit_for_bit_in_the_page(open_page, sites):
     recorded = json.loads((ROOT / "block-trace.json").read_text())["order_test"]
     a, b = TOK.encode(ORDER_A), TOK.encode(ORDER_B)
-    gap = "([a, b, pos]) => explorer.modules.trace_block.last_logits_gap(explorer.state.model.params, a, b, pos, 1)"
+    gap = ("([a, b, pos]) => { const {model, trace_block} = explorer.modules, m = explorer.state.model;"
+           " const config = model.model_config({...m.config, positions: pos ? 'learned' : 'none'});"
+           " return trace_block.last_logits_gap(m.params, a, b, config); }")
     for site in SITES:
         page = open_page(site)
         assert page.js(gap, [a, b, False]) == 0.0, site  # exactly: the same set of tokens at the last position
@@ -231,8 +238,9 @@ def test_order_facts_hold_bit_for_bit_in_the_page(open_page, sites):
 
 
 BACKWARD = """([windows, sums]) => {
-  const {train, model} = explorer.modules, {params} = explorer.state.model;
-  const [loss, grads] = train.loss_and_grads(params, windows, {positions: "learned", heads: 1}, model[sums]);
+  const {train, model} = explorer.modules, {params, config} = explorer.state.model;
+  const learned = model.model_config({...config, positions: "learned", heads: 1});
+  const [loss, grads] = train.loss_and_grads(params, windows, learned, model[sums]);
   return [loss, model.to_lists(grads)];
 }"""
 
@@ -244,7 +252,7 @@ def test_js_backward_matches_the_numpy_path_per_tensor(open_page, sites, site):
     page = open_page(site)
     params = numpy_model.from_lists(reference_params(sites / site))  # float64
     windows = np.array(corpus_windows(4, 65, seed=1))  # (B, T + 1)
-    logits, cache = numpy_model.forward(params, windows[:, :-1])  # (B, T, V)
+    logits, cache = numpy_model.forward(params, windows[:, :-1], SERIES)  # (B, T, V)
     loss, dlogits = numpy_model.loss_and_dlogits(logits, windows[:, 1:])
     want = numpy_model.backward(params, cache, dlogits)
     for sums in ("EXACT", "PLAIN"):
@@ -283,11 +291,13 @@ TRICKS_AGREE = """() => {
     out.push(["weighted_rows", count, width, step, same(R, S)]);
   }
   // the pool: two windows through it give what fresh matrices give, bit for bit (the second reuses the buffers)
-  const params = model.init_params(96, 16, 64, 64, 3, 2);
+  const config = model.model_config({vocab: 96, d: 16, hidden: 64, max_len: 64, blocks: 2, heads: 4,
+                                     positions: "rope"});
+  const params = model.init_params(config, 3);
   const pool = {buffers: []};
   for (const start of [0, 7]) {
     const ids = Array.from({length: 65}, (_, i) => (i * 37 + start) % 96);
-    const pass = () => model.to_lists(model.loss_and_grads(params, ids.slice(0, -1), ids.slice(1), "rope", 4,
+    const pass = () => model.to_lists(model.loss_and_grads(params, ids.slice(0, -1), ids.slice(1), config,
                                                            model.PLAIN)[1]);
     const fresh = JSON.stringify(pass()), pooled = JSON.stringify(fast.reusing(pool, pass));
     out.push(["pool", start, pool.buffers.length, 0, fresh === pooled]);
@@ -329,12 +339,12 @@ def test_the_pages_gradient_check_passes_and_fails_a_broken_backward(open_page):
 # ----------------------------------------------------------------------------------------------------------------
 # Grown models: every scheme at 1x1, 2x2 and 3x4 against numpy_model, the tiny check, a checkpoint of train.py's
 
-GROWN_PASS = """([lists, windows, positions, heads, sums]) => {
+GROWN_PASS = """([lists, windows, fields, sums]) => {
   const {train, model} = explorer.modules;
-  const params = model.from_lists(lists);
-  const logits = windows.map((w) => model.to_lists({l: model.forward(params, w.slice(0, -1), positions, heads,
+  const params = model.from_lists(lists), config = model.model_config(fields);
+  const logits = windows.map((w) => model.to_lists({l: model.forward(params, w.slice(0, -1), config,
                                                                    model[sums])[0]}).l);
-  const [loss, grads] = train.loss_and_grads(params, windows, {positions, heads}, model[sums]);
+  const [loss, grads] = train.loss_and_grads(params, windows, config, model[sums]);
   return [logits, loss, model.to_lists(grads)];
 }"""
 
@@ -342,17 +352,15 @@ GROWN_PASS = """([lists, windows, positions, heads, sums]) => {
 def spread_params(blocks, seed):
     """Parameters of the series sizes with every number spread (weights of 0.3, gains and biases near 1 and 0), so
     that attention is far from uniform and every gradient is well away from zero."""
-    from oneblock import sizes
-
     rng = np.random.default_rng(seed)
     params = {}
-    for name, shape in sizes.param_shapes(96, 16, 64, 64, blocks).items():
+    for name, shape in ModelConfig(96, 16, 64, 64, blocks=blocks).param_shapes().items():
         base = 1.0 if name.endswith("_g") else 0.0
         params[name] = base + rng.normal(0.0, 0.3 if len(shape) == 2 else 0.1, size=shape)  # float64
     return params
 
 
-@pytest.mark.parametrize("positions", ["learned", "none", "sinusoidal", "rope"])
+@pytest.mark.parametrize("positions", SCHEMES)
 def test_grown_js_model_matches_numpy_model_for_every_scheme_and_size(open_page, positions):
     """Logits, loss and every gradient of 1x1, 2x2 and 3x4 (blocks x heads) within 1e-12 relative of
     numpy_model.py's in float64, with exact and with plain sums; the schemes without learned rows past position 64."""
@@ -364,13 +372,15 @@ def test_grown_js_model_matches_numpy_model_for_every_scheme_and_size(open_page,
     worst = {}
     for blocks, heads in [(1, 1), (2, 2), (3, 4)]:
         params = spread_params(blocks, seed=blocks * 10 + heads)
-        logits, cache = numpy_model.forward(params, windows[:, :-1], positions, heads=heads)  # (B, T, V)
+        config = ModelConfig(96, 16, 64, 64, blocks=blocks, heads=heads, positions=positions)
+        logits, cache = numpy_model.forward(params, windows[:, :-1], config)  # (B, T, V)
         loss, dlogits = numpy_model.loss_and_dlogits(logits, windows[:, 1:])
         want = numpy_model.backward(params, cache, dlogits)
         assert set(want) == set(params)
         lists = {name: t.tolist() for name, t in params.items()}
         for sums in ("EXACT", "PLAIN"):
-            js_logits, js_loss, grads = page.js(GROWN_PASS, [lists, windows.tolist(), positions, heads, sums])
+            js_logits, js_loss, grads = page.js(GROWN_PASS, [lists, windows.tolist(), dataclasses.asdict(config),
+                                                             sums])
             errors = {"logits": rel_err(js_logits, logits), "loss": abs(js_loss - loss) / loss}
             errors |= {name: rel_err(grads[name], want[name]) for name in params}
             assert list(grads) == list(params)  # every gradient, in the parameters' order
@@ -388,12 +398,10 @@ def test_the_gradient_check_of_a_grown_rope_model_passes_and_fails_a_broken_back
     page.page.click("#check-go")
     status = page.wait_text("#check-status", "numbers checked", timeout=300_000)
     rows = [row.split("\t") for row in page.text("#check-table tbody").splitlines()]
-    from oneblock import sizes
-
-    names = sizes.param_names(2)
-    assert [row[0] for row in rows] == names
+    tiny = ModelConfig(96, 4, 8, 8, blocks=2, heads=2, positions="rope")  # the page's tiny copy of the model
+    assert [row[0] for row in rows] == tiny.param_names()
     errors = {row[0]: float(row[2]) for row in rows}
-    count = sum(int(np.prod(shape)) for shape in sizes.param_shapes(96, 4, 8, 8, 2).values())
+    count = sum(int(np.prod(shape)) for shape in tiny.param_shapes().values())
     assert f"{count:,} numbers checked" in status and "below 1e-7" in status
     assert max(errors.values()) < 1e-7 and all(row[3] == "OK" for row in rows), errors
     assert errors["block1.Wq"] > 0 and errors["block1.Wk"] > 0  # the rotary q and k of the second block are checked
@@ -415,16 +423,16 @@ def test_a_grown_rope_checkpoint_of_train_py_loads_and_samples_what_sample_py_do
     from oneblock import numpy_model
 
     page = open_page("grown")
-    assert page.js("() => [explorer.state.model.config.blocks, explorer.state.model.heads,"
-                   " explorer.state.model.positions]") == [2, 2, "rope"]
+    assert page.js("() => [explorer.state.model.config.blocks, explorer.state.model.config.heads,"
+                   " explorer.state.model.config.positions]") == [2, 2, "rope"]
     ckpt = checkpoint.load_checkpoint(grown_ckpt)
+    assert ckpt["config"] == ModelConfig(96, 16, 64, 64, blocks=2, heads=2, positions="rope")
     params = {name: np.asarray(values, dtype=np.float64).reshape(shape)
               for name, (_, shape, values) in ckpt["params"].items()}  # float64
     window = corpus_windows(1, 64, seed=4)[0]
-    want, _ = numpy_model.forward(params, np.array([window]), "rope", heads=2)  # (1, T, V)
+    want, _ = numpy_model.forward(params, np.array([window]), ckpt["config"])  # (1, T, V)
     js = page.js("([ids]) => { const {model} = explorer.modules, m = explorer.state.model;"
-                 " return model.to_lists({l: model.forward(m.params, ids, m.positions, m.heads, model.EXACT)[0]}).l; }",
-                 [window])
+                 " return model.to_lists({l: model.forward(m.params, ids, m.config, model.EXACT)[0]}).l; }", [window])
     assert rel_err(js, want[0]) <= 1e-12
 
     for field, value in (("prompt", "mia has"), ("temperature", 0), ("top-k", 0), ("seed", 0), ("tokens", 80)):
@@ -447,8 +455,8 @@ def test_a_grown_rope_checkpoint_of_train_py_loads_and_samples_what_sample_py_do
         page.page.fill("#train-steps", "5")
         page.page.click("#train-start")
         page.page.wait_for_function("explorer.state.training?.done === true", timeout=120_000)
-        m = page.js("() => { const m = explorer.state.model; return [m.config.blocks, m.heads, m.positions, m.step,"
-                    " m.val_loss]; }")
+        m = page.js("() => { const m = explorer.state.model; return [m.config.blocks, m.config.heads,"
+                    " m.config.positions, m.step, m.val_loss]; }")
         assert m[:4] == [2, 2, scheme, 5] and m[4] < (4.0 if source == "loaded" else 4.7), (source, m)
 
     init = open_page()  # the untrained page, and the grown file through its Load weights button
@@ -487,20 +495,20 @@ def test_explore_py_and_the_page_read_every_kind_of_checkpoint_train_py_writes(o
     proc = run_explore("--ckpt", path, "--export", tmp_path / "site")
     assert proc.returncode == 0, proc.stderr
     ckpt = checkpoint.load_checkpoint(path)
-    blocks, heads = checkpoint.sizes_of(ckpt["config"])
-    scheme = checkpoint.positions_of(ckpt["config"])
+    config = ckpt["config"]  # a ModelConfig
     params = {name: np.asarray(values, dtype=np.float64).reshape(shape)
               for name, (_, shape, values) in ckpt["params"].items()}  # float64
 
     page = open_page()
     page.page.set_input_files("#weights-file", str(path))
     assert f"Loaded {path.name}: step 5" in page.wait_text("#load-message", "Loaded")
-    window = corpus_windows(1, ckpt["config"]["max_len"], seed=5)[0]
-    want, _ = numpy_model.forward(params, np.array([window]), scheme, heads=heads)  # (1, T, V)
+    window = corpus_windows(1, config.max_len, seed=5)[0]
+    want, _ = numpy_model.forward(params, np.array([window]), config)  # (1, T, V)
     got = page.js("([ids]) => { const {model} = explorer.modules, m = explorer.state.model;"
-                  " return [m.config.blocks, m.heads, m.positions, model.to_lists({l: model.forward(m.params, ids,"
-                  " m.positions, m.heads, model.EXACT)[0]}).l]; }", [window])
-    assert got[:3] == [blocks, heads, scheme] and rel_err(got[3], want[0]) <= 1e-12
+                  " return [Object.entries(m.config), model.to_lists({l: model.forward(m.params, ids, m.config,"
+                  " model.EXACT)[0]}).l]; }", [window])
+    assert [tuple(item) for item in got[0]] == list(dataclasses.asdict(config).items())
+    assert rel_err(got[1], want[0]) <= 1e-12
     assert page.errors == []
 
 
@@ -519,11 +527,12 @@ def test_induction_js_draws_and_measures_as_experiments_induction_does(open_page
     assert js == {"ids": ids.tolist(), "targets": targets.tolist(), "periods": periods.tolist()}
 
     params = spread_params(2, seed=7)
-    want, want_scores = induction.induction_measures(params, 2, (ids, targets, periods))
+    config = ModelConfig(96, 16, 64, 64, blocks=2, heads=2)
+    want, want_scores = induction.induction_measures(params, config, (ids, targets, periods))
     lists = {name: t.tolist() for name, t in params.items()}
-    got = page.js("([lists, set]) => { const {induction, model} = explorer.modules;"
-                  " const {weights, ...m} = induction.induction_measures(model.from_lists(lists), 2, set); return m; }",
-                  [lists, js])
+    got = page.js("([lists, fields, set]) => { const {induction, model} = explorer.modules;"
+                  " const {weights, ...m} = induction.induction_measures(model.from_lists(lists),"
+                  " model.model_config(fields), set); return m; }", [lists, dataclasses.asdict(config), js])
     for key, value in want.items():
         assert got[key] == pytest.approx(value, rel=1e-12, abs=0), key
     for block, want_block in zip(got["scores"], want_scores, strict=True):
@@ -595,11 +604,13 @@ def test_the_positions_experiment_reads_every_scheme_past_position_64(open_page)
                    " explorer.state.split.val.map((s) => s + '\\n').join(''))).inputs.length") == len(inputs)
     params = spread_params(1, seed=11)
     lists = {name: t.tolist() for name, t in params.items()}
-    for scheme in positions.SCHEMES:
-        want, refusal = positions.loss_by_position(params, scheme, inputs[:6], targets[:6])
-        got = page.js("([lists, scheme, x, y]) => { const {positions, model} = explorer.modules;"
-                      " return positions.loss_by_position(model.from_lists(lists), scheme, 1, x, y); }",
-                      [lists, scheme, inputs[:6].tolist(), targets[:6].tolist()])
+    for scheme in SCHEMES:
+        config = ModelConfig(96, 16, 64, 64, positions=scheme)
+        want, refusal = positions.loss_by_position(params, config, inputs[:6], targets[:6])
+        fields = dataclasses.asdict(config)
+        got = page.js("([lists, fields, x, y]) => { const {positions, model} = explorer.modules;"
+                      " return positions.loss_by_position(model.from_lists(lists), model.model_config(fields), x, y);"
+                      " }", [lists, fields, inputs[:6].tolist(), targets[:6].tolist()])
         assert rel_err(got["losses"], want) <= 1e-12 and got["refusal"] == refusal, scheme
         assert len(got["losses"]) == (64 if scheme == "learned" else 128)
 
@@ -609,13 +620,13 @@ def test_the_positions_experiment_reads_every_scheme_past_position_64(open_page)
                                 polling=1000)
     models = page.js("() => explorer.modules.experiments.runs.positions.models.map((m) => ({scheme: m.scheme,"
                      " done: m.done, vals: m.vals, losses: m.by_position.losses, refusal: m.by_position.refusal}))")
-    assert [m["scheme"] for m in models] == list(positions.SCHEMES) and all(m["done"] for m in models)
+    assert [m["scheme"] for m in models] == list(SCHEMES) and all(m["done"] for m in models)
     for m in models:
         assert [v[0] for v in m["vals"]] == [0, 40] and m["vals"][1][1] < m["vals"][0][1] - 0.5, m["scheme"]
         assert len(m["losses"]) == (64 if m["scheme"] == "learned" else 128)
         assert (m["refusal"] is not None) == (m["scheme"] == "learned")
     rows = {row.split("\t")[0]: row.split("\t") for row in page.text("#positions-table tbody").splitlines()}
-    assert sorted(rows) == sorted(positions.SCHEMES) and rows["learned"][4] == "cannot read them"
+    assert sorted(rows) == sorted(SCHEMES) and rows["learned"][4] == "cannot read them"
     assert all(float(rows[scheme][4]) > 0 for scheme in ("none", "sinusoidal", "rope"))
     assert "learned has no row past 63" in page.text("#positions-note")
     page.shot("positions-panel")
@@ -626,9 +637,9 @@ def test_the_positions_experiment_reads_every_scheme_past_position_64(open_page)
 # Training against train.py's NumPy path, and the page's generator against Python's
 
 STEPS = """([windows, s]) => {
-  const {train} = explorer.modules;
-  const state = train.fresh_state(explorer.state.model.params, 3);
-  const out = windows.map((w) => train.train_step(state, w, s));
+  const {train} = explorer.modules, {params, config} = explorer.state.model;
+  const state = train.fresh_state(params, 3);
+  const out = windows.map((w) => train.train_step(state, w, config, s));
   return [out, explorer.modules.model.to_lists(state.params)];
 }"""
 
@@ -636,7 +647,8 @@ STEPS = """([windows, s]) => {
 def test_30_js_training_steps_match_train_pys_numpy_path(open_page):
     s = checked(Settings(steps=30, batch=4, warmup=10, clip=0.75, dtype="float64", quiet=True))
     stream, _, _ = data.load_data(TOK, s.val_stories, s.seq_len)
-    init, loss_and_grads, _ = training.model_functions(s, len(TOK.vocab))
+    assert model_config(s, len(TOK.vocab)) == SERIES  # the model the init page shows
+    init, loss_and_grads, _ = training.model_functions(s, model_config(s, len(TOK.vocab)))
     state = training.fresh_state(init, s.seed)  # the seed-3 weights, as the init page has them
     sampler = random.Random(s.seed)  # the batches of train.py's loop, given explicitly to the page
     windows = [[stream[i:i + s.seq_len + 1] for i in training.draw_starts(sampler, len(stream), s.seq_len, s.batch)]
@@ -663,8 +675,9 @@ def test_30_js_training_steps_match_train_pys_numpy_path(open_page):
                         " return Array.from({length: 30}, () => explorer.modules.train.draw_starts(r, n, 64, 4)); }",
                         len(stream))
     assert js_starts == [training.draw_starts(r, len(stream), 64, 4) for r in [random.Random(3)] for _ in range(30)]
-    js_init = page.js("() => Object.values(explorer.modules.model.init_params(96, 16, 64, 64, 3))"
-                      ".map((t) => Array.from(t instanceof Float64Array ? t : t.data))")
+    js_init = page.js("(fields) => { const {model} = explorer.modules;"
+                      " return Object.values(model.init_params(model.model_config(fields), 3))"
+                      ".map((t) => Array.from(t instanceof Float64Array ? t : t.data)); }", dataclasses.asdict(SERIES))
     want = np.concatenate([np.ravel(t) for t in model.init_params(96, 16, 64, 64, 3).values()])
     got = np.concatenate([np.asarray(t, dtype=np.float64) for t in js_init])
     assert np.all(np.abs(got - want) <= 2 * np.spacing(np.abs(want)))
@@ -774,7 +787,7 @@ def test_downloaded_weights_load_in_sample_py_and_give_the_pages_greedy_text(ope
     download.value.save_as(path)
 
     ckpt = checkpoint.load_checkpoint(path, checkpoint.sha256_file(ROOT / "tokenizer.json"))
-    assert ckpt["step"] == 20 and ckpt["config"]["positions"] == "learned"
+    assert ckpt["step"] == 20 and ckpt["config"] == SERIES  # positions "learned"
 
     def sample_py(*args):
         proc = subprocess.run([sys.executable, str(ROOT / "sample.py"), "--ckpt", str(path), *map(str, args)],
@@ -1034,10 +1047,9 @@ def test_export_without_a_checkpoint_is_the_untrained_seed_3_model(tmp_path):
 def test_a_model_too_large_for_the_page_is_refused_naming_it(grown_ckpt, monkeypatch):
     """read_weights holds every checkpoint to page_fits before anything is exported: with the page's bound set just
     below what the grown 2 x 2 model needs, it is refused with its sizes and parameter count; at the bound, it loads."""
-    from oneblock import sizes
-
     config = checkpoint.load_checkpoint(grown_ckpt)["config"]
-    count = sizes.parameter_count(*(config[key] for key in checkpoint.SIZE_KEYS), blocks=2)
+    assert (config.blocks, config.heads) == (2, 2)
+    count = config.parameter_count()
     monkeypatch.setattr(export, "PAGE_BYTES", export.PAGE_COPIES * 8 * count - 1)
     with pytest.raises(ValueError, match=rf"is a model of 2 blocks x 2 heads, width 16: {count:,} parameters, which"
                                          r" the explorer does not run: .* sample.py runs it"):

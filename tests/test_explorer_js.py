@@ -1,0 +1,249 @@
+"""The explorer's JavaScript as code: every file of explorer/ keeps to lines of at most 120 characters and names the
+position schemes only in model.js (SCHEMES, which the other modules import), every module loads as an ES module in
+a real headless Chromium (a syntax error, an import of a name that no module exports or a module that throws as it
+loads is a failure naming the file), and model.js's model_config is oneblock/config.py's ModelConfig: for configs
+good and bad, checked, config_to_json, config_from_json, the parameters' names and shapes and shape_problem give the
+same results, or the same messages, in both languages. The browser tests skip as tests/test_explorer.py's do when
+there is no Chromium (and fail under CI=true)."""
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+from oneblock import config
+from oneblock.config import ModelConfig
+from run_helpers import served
+
+ROOT = Path(__file__).resolve().parent.parent
+EXPLORER = ROOT / "explorer"
+MODULES = sorted(p.name for p in EXPLORER.glob("*.js"))  # bpe.js, checkpoint.js, ...
+LONGEST_LINE = 120
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The files as text
+
+
+def test_every_line_of_the_explorers_javascript_fits_in_120_characters():
+    long = [f"{name}:{n} ({len(line)} characters)" for name in MODULES
+            for n, line in enumerate((EXPLORER / name).read_text(encoding="utf-8").splitlines(), 1)
+            if len(line) > LONGEST_LINE]
+    assert len(MODULES) >= 15 and long == [], long
+
+
+def test_the_position_schemes_are_listed_once_in_model_js_and_imported_everywhere_else():
+    """The one list of schemes in JavaScript is model.js's SCHEMES, config.SCHEMES in the same order; no other file
+    writes the four names out as a list (experiments.js's POSITIONS.schemes and page.js's picker read SCHEMES)."""
+    listing = re.compile(r"""["']learned["'],\s*["']none["'],\s*["']sinusoidal["'],\s*["']rope["']""")
+    found = {name: len(listing.findall((EXPLORER / name).read_text(encoding="utf-8")))
+             for name in [*MODULES, "index.html"]}
+    assert {name: n for name, n in found.items() if n} == {"model.js": 1}
+    model_js = (EXPLORER / "model.js").read_text(encoding="utf-8")
+    assert f"export const SCHEMES = Object.freeze({json.dumps(list(config.SCHEMES))});" in model_js
+    for name in ("experiments.js", "page.js", "checkpoint.js"):
+        imports = re.search(r'import \{([^}]*)\} from "\./model\.js"', (EXPLORER / name).read_text(encoding="utf-8"))
+        assert imports and "SCHEMES" in imports.group(1), name
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Every module, loaded as an ES module
+
+LOAD = """async (name) => {
+  try {
+    await import(`./${name}`);
+    return null;
+  } catch (e) {
+    return `${e.name}: ${e.message}`;
+  }
+}"""
+
+
+def load_errors(browser, folder):
+    """{module: None, or why it did not load} for every .js file of folder (a copy of explorer/), each imported as an
+    ES module by a fresh page at the folder's address: index.html without its own script, so that page.js finds
+    the page it draws (and, with no data/ to fetch, says so and is ready). An uncaught error of the page while the
+    module loads counts as the module's."""
+    html = re.sub(r'\s*<script type="module" src="page\.js"></script>', "",
+                  (folder / "index.html").read_text(encoding="utf-8"))
+    assert "<script" not in html  # the page has one script, page.js: here every module is imported by hand
+    out = {}
+    with served(folder) as url:
+        for name in sorted(p.name for p in folder.glob("*.js")):
+            page = browser.new_page()
+            errors = []
+            page.on("pageerror", lambda e, errors=errors: errors.append(f"page error: {e}"))
+            page.route(f"{url}/modules.html", lambda route: route.fulfill(status=200, content_type="text/html",
+                                                                          body=html))
+            try:
+                page.goto(f"{url}/modules.html")
+                problem = page.evaluate(LOAD, name)
+                if problem is None and name == "page.js":
+                    page.wait_for_function("window.ready === true", timeout=30_000)
+                out[name] = problem or (" ".join(errors) if errors else None)
+            finally:
+                page.close()
+    return out
+
+
+def test_every_module_of_the_explorer_loads_as_an_es_module(browser):
+    got = load_errors(browser, EXPLORER)
+    assert sorted(got) == MODULES and {name: why for name, why in got.items() if why} == {}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# model.js's config is config.py's ModelConfig
+
+
+def python_checked(fields):
+    """"ok", or ModelConfig.checked's message, for a config of these fields."""
+    try:
+        ModelConfig(**fields).checked()
+    except ValueError as e:
+        return str(e)
+    return "ok"
+
+
+CHECKED_JS = """(cases) => cases.map((fields) => {
+  try {
+    model.checked(model.model_config(fields));
+    return "ok";
+  } catch (e) {
+    return e.message;
+  }
+})"""
+
+SIZES = {"vocab": 96, "d": 16, "hidden": 64, "max_len": 64}
+CHECKED_CASES = [
+    SIZES,
+    {**SIZES, "blocks": 2, "heads": 4, "positions": "rope"},
+    {"vocab": 100, "d": 8, "hidden": 32, "max_len": 48, "heads": 2, "positions": "sinusoidal"},
+    {**SIZES, "blocks": 3, "heads": 16, "positions": "none"},
+    {**SIZES, "heads": 3},  # does not divide d
+    {**SIZES, "d": 15, "hidden": 60, "positions": "rope"},  # an odd width to turn in pairs
+    {**SIZES, "d": 6, "heads": 2, "positions": "rope"},  # heads of an odd width
+    {**SIZES, "heads": 32},
+    {**SIZES, "vocab": 0},
+    {**SIZES, "max_len": -1},
+    {**SIZES, "d": "16"},
+    {**SIZES, "hidden": 2.5},
+    {**SIZES, "blocks": True},
+    {**SIZES, "heads": 0},
+    {**SIZES, "blocks": None},
+    {**SIZES, "positions": "rotary"},
+    {**SIZES, "positions": None},
+    {**SIZES, "positions": True},
+]
+
+
+def test_the_js_config_is_checked_with_model_configs_messages(modules_page):
+    want = [python_checked(fields) for fields in CHECKED_CASES]
+    assert modules_page.evaluate(CHECKED_JS, CHECKED_CASES) == want
+    assert want.count("ok") == 4 and len(set(want)) == len(want) - 3  # every bad case its own message
+
+
+IMPLIED_JS = """(cases) => cases.map((fields) => {
+  const config = model.model_config(fields);
+  return {json: JSON.stringify(model.config_to_json(config)), shapes: Object.entries(model.param_shapes(config)),
+          names: model.param_names(config), count: model.parameter_count(config), grown: model.is_grown(config),
+          describe: model.describe(config), frozen: Object.isFrozen(config), fields: Object.entries(config)};
+})"""
+
+
+def test_the_js_config_implies_what_model_config_implies_and_writes_its_json(modules_page):
+    """config_to_json's keys, order and values (blocks and heads only when grown), the parameters' names, shapes
+    and count, and the words, for every good config; the config itself frozen, with ModelConfig's fields in order."""
+    good = [fields for fields in CHECKED_CASES if python_checked(fields) == "ok"]
+    got = modules_page.evaluate(IMPLIED_JS, good)
+    for fields, js in zip(good, got, strict=True):
+        cfg = ModelConfig(**fields)
+        assert js["json"] == json.dumps(cfg.to_json(), separators=(",", ":")), fields
+        assert [(name, tuple(shape)) for name, shape in js["shapes"]] == list(cfg.param_shapes().items())
+        assert js["names"] == cfg.param_names() and js["count"] == cfg.parameter_count()
+        assert js["grown"] == cfg.grown and js["describe"] == cfg.describe()
+        assert js["frozen"] and [tuple(item) for item in js["fields"]] == list(dataclasses.asdict(cfg).items())
+    assert {js["json"].count("blocks") for js in got} == {0, 1}  # both kinds of JSON are among them
+
+
+FROM_JSON_JS = """(cases) => cases.map(([text, grown]) => {
+  try {
+    const config = model.config_from_json(ckpt.parse_json(text, "metadata config"), grown);
+    return {config: Object.entries(config), frozen: Object.isFrozen(config)};
+  } catch (e) {
+    return {error: e.message};
+  }
+})"""
+
+ONE = '"vocab": 96, "d": 16, "hidden": 64, "max_len": 64'
+FROM_JSON_CASES = [
+    (f'{{{ONE}, "use_positions": true}}', None),  # from before the schemes: the switch says learned
+    (f'{{{ONE}, "use_positions": false}}', False),  # ... and none
+    (f'{{{ONE}, "use_positions": false, "positions": "sinusoidal"}}', None),
+    (f'{{{ONE}, "blocks": 2, "heads": 4, "use_positions": false, "positions": "rope"}}', True),
+    (f'{{{ONE}, "blocks": 2, "heads": 4, "use_positions": false, "positions": "rope"}}', None),
+    (f'{{{ONE}, "blocks": 2, "heads": 4, "use_positions": false, "positions": "rope"}}', False),  # not version 1
+    (f'{{{ONE}, "heads": 2, "use_positions": true}}', True),  # version 2 without blocks
+    (f'{{{ONE}, "heads": 2, "use_positions": true}}', None),
+    ('[1, 2]', None),
+    ('"config"', None),
+    ("null", None),
+    ("3.5", None),
+    ('{"vocab": 96, "layers": 2}', None),
+    ('{"' + "k" * 200 + '": 1}', None),  # a key cut in the message, as said cuts it
+    ('{"vocab": 96, "d": "16"}', None),
+    ('{"vocab": 96, "d": 16.0, "hidden": 64, "max_len": 64, "use_positions": true}', None),
+    ('{"vocab": 0, "d": 16, "hidden": 64, "max_len": 64, "use_positions": true}', None),
+    ('{"vocab": true, "d": 16, "hidden": 64, "max_len": 64, "use_positions": true}', None),
+    ('{"vocab": 96, "d": 16, "max_len": 64, "use_positions": true}', None),
+    (f'{{{ONE}, "blocks": 0, "use_positions": true}}', None),
+    (f'{{{ONE}}}', None),
+    (f'{{{ONE}, "use_positions": "yes"}}', None),
+    (f'{{{ONE}, "use_positions": false, "positions": "rotary"}}', None),
+    (f'{{{ONE}, "use_positions": false, "positions": 3}}', None),
+    (f'{{{ONE}, "use_positions": true, "positions": "none"}}', None),
+    (f'{{{ONE}, "use_positions": false, "positions": "learned"}}', None),
+]
+
+
+def python_from_json(text, grown):
+    """{config: its fields in order} or {error: ModelConfig.from_json's message}, as FROM_JSON_JS reports them."""
+    try:
+        cfg = ModelConfig.from_json(json.loads(text), grown)
+    except ValueError as e:
+        return {"error": str(e)}
+    return {"config": list(dataclasses.asdict(cfg).items()), "frozen": True}
+
+
+def test_the_js_config_reads_a_checkpoints_json_as_model_config_from_json_does(modules_page):
+    """The same configs from the same JSON (a file's JSON read as Python reads it: checkpoint.js's parse_json), and
+    the same message, word for word, for every bad one, with grown true (version 2), false (version 1) or null."""
+    got = modules_page.evaluate(FROM_JSON_JS, FROM_JSON_CASES)
+    for case, js in zip(FROM_JSON_CASES, got, strict=True):
+        if "config" in js:
+            js["config"] = [tuple(item) for item in js["config"]]
+        assert js == python_from_json(*case), case
+    read = [js for js in got if "config" in js]
+    assert len(read) == 6 and {dict(js["config"])["positions"] for js in read} == {"learned", "none", "sinusoidal",
+                                                                                    "rope"}
+    round_trip = modules_page.evaluate(
+        "(cases) => cases.map((fields) => { const c = model.model_config(fields);"
+        " const back = model.config_from_json(ckpt.parse_json(JSON.stringify(model.config_to_json(c)), 'config'),"
+        " model.is_grown(c)); return JSON.stringify(back) === JSON.stringify(c); })", CHECKED_CASES[:4])
+    assert round_trip == [True] * 4  # what the page writes, it reads back
+
+
+SHAPE_PROBLEM_JS = """([fields, cases]) => {
+  const config = model.model_config(fields);
+  return cases.map((shapes) => model.shape_problem(config, shapes));
+}"""
+
+
+def test_a_js_parameter_dict_that_does_not_fit_its_config_is_named_as_shape_problem_names_it(modules_page):
+    cfg = ModelConfig(96, 4, 8, 8, blocks=2)
+    shapes = {name: list(shape) for name, shape in cfg.param_shapes().items()}
+    cases = [shapes, {**shapes, "W1": [4, 9]}, {**shapes, "b1": [8, 1]}, {**shapes, "extra": [1]},
+             {name: s for name, s in shapes.items() if not name.startswith("block1.")},
+             {name: s for name, s in shapes.items() if name != "Wq"}]
+    want = [cfg.shape_problem({name: tuple(s) for name, s in case.items()}) for case in cases]
+    assert modules_page.evaluate(SHAPE_PROBLEM_JS, [dataclasses.asdict(cfg), cases]) == want
+    assert want[0] is None and all(want[1:]) and "..." in want[4]
