@@ -4,7 +4,8 @@ train.py runs it; `plain`: numpy_model.loss_and_grads, the plain mirror, fresh a
 autograd in float32 and float64, and `torch.compile` of the same PyTorch twin in float32 (`compile-f32`: what a user
 who wants PyTorch's speed picks; the compiling happens in its first step, which is timed on its own and reported, not
 counted in its step times). The tail of the output checks the speed targets (NumPy fast against PyTorch eager, and
-as a share of the matmul ceiling). `--tricks` times each trick of numpy_fast.py against the plain line it replaces.
+as a share of the matmul ceiling). `--tricks` times each trick of numpy_fast.py, through numpy_fast.py's own code,
+against the plain line it replaces.
 `--against DIR` also times the same backends of the code in DIR (another checkout, such as the code before a
 change), in the same rounds, so that before and after are measured side by side.
 
@@ -34,12 +35,16 @@ How it measures, and why:
   microsecond a line, so it also prints the untraced time of a step.
 - `--tricks` runs in one torch-free worker: for each trick, the plain line and the trick take turns on the same
   arrays, both writing into arrays made beforehand where NumPy lets them, and the median microseconds per call of
-  each is reported.
+  each is reported. The tuned side is numpy_fast.py's own function: the trick's, or, for a trick of a few lines
+  inside a bigger function, that function (named in brackets), whose plain side is the same function with the
+  plain line in the trick's place (`plain_variant`): a change to a trick changes what its row times. Each row of
+  the JSON also says which functions of numpy_fast.py each side ran.
 
 Shape legend: B = sequences per step, T = positions, d = width, H = hidden width, V = vocabulary, L = max_len.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -49,7 +54,8 @@ import sys
 import time
 
 from atomic import output_problem, resolved, write_atomic
-from oneblock import machine, sizes
+from oneblock import machine
+from oneblock.config import ModelConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the lab's folder, where workers start
 
@@ -80,6 +86,16 @@ def flops_per_token(cfg):
     return 6 * non_embedding + 6 * blocks * cfg["T"] * d
 
 
+def model_config(cfg):
+    """The ModelConfig of a size (learned positions, as every size here has).
+
+    >>> model_config(SIZES["grown-b32"]).describe()
+    '2 blocks x 4 heads, width 16, learned positions'
+    """
+    return ModelConfig(vocab=cfg["V"], d=cfg["d"], hidden=cfg["H"], max_len=cfg["L"], blocks=cfg.get("blocks", 1),
+                       heads=cfg.get("heads", 1)).checked()
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Worker side: one backend, one size; steps on request
 
@@ -90,8 +106,7 @@ def make_inputs(cfg):
 
     rng = np.random.default_rng(SEED)
     params = {}
-    shapes = sizes.param_shapes(cfg["V"], cfg["d"], cfg["H"], cfg["L"], cfg.get("blocks", 1))
-    for name, shape in shapes.items():
+    for name, shape in model_config(cfg).param_shapes().items():
         if len(shape) == 2:
             params[name] = rng.normal(0.0, 0.02, shape)  # (rows, cols)
         else:
@@ -107,6 +122,7 @@ def make_step(backend, cfg):
     if backend.startswith("matmul"):
         return matmul_step(backend), 0
     params, ids, targets = make_inputs(cfg)
+    config = model_config(cfg)
     if backend == "reference":
         import model
 
@@ -126,10 +142,9 @@ def make_step(backend, cfg):
 
         p = numpy_model.from_lists(params, np.float32 if backend.endswith("f32") else np.float64)
         if backend.startswith("plain"):
-            heads = {"heads": cfg["heads"]} if "heads" in cfg else {}  # (a size of one head runs as before)
-            return lambda: numpy_model.loss_and_grads(p, ids, targets, **heads), cfg["B"] * cfg["T"]
+            return lambda: numpy_model.loss_and_grads(p, ids, targets, config), cfg["B"] * cfg["T"]
         threads = int(os.environ.get("OPENBLAS_NUM_THREADS") or os.cpu_count())  # as many as BLAS has
-        ws = numpy_fast.Workspace(p, cfg["B"], cfg["T"], heads=cfg.get("heads", 1), threads=threads)  # once
+        ws = numpy_fast.Workspace(p, config, cfg["B"], cfg["T"], threads=threads)  # once
         return lambda: ws.loss_and_grads(p, ids, targets), cfg["B"] * cfg["T"]
     import torch
 
@@ -138,14 +153,12 @@ def make_step(backend, cfg):
     p = torch_model.to_torch(params, torch.float32 if backend.endswith("f32") else torch.float64)
     x, y = torch_model.as_ids(ids), torch_model.as_ids(targets)
 
-    heads = {"heads": cfg["heads"]} if "heads" in cfg else {}
-
     def loss(x, y):
-        logits, _ = torch_model.forward(p, x, **heads)
+        logits, _ = torch_model.forward(p, x, config)
         return torch_model.loss_fn(logits, y)
 
     if backend.startswith("compile"):  # forward and loss compiled; autograd compiles their backward pass with them
-        loss = torch.compile(loss)  # one graph: the twin counts its blocks with string methods dynamo traces
+        loss = torch.compile(loss)  # one graph: the twin's blocks and heads come from the config
 
     def step():
         for t in p.values():
@@ -203,192 +216,301 @@ def worker(backend, size):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# The tricks of numpy_fast.py, one by one: the plain line of numpy_model.py, then the trick, on the same inputs
+# The tricks of numpy_fast.py, one by one: numpy_fast's own function, against the plain line the trick replaces
 
 
-def trick_cases():
-    """[(name, shape, plain, tuned)]: two functions doing the same work, the plain line and the trick, on float32
-    arrays of the series size with B = 32, T = 64 (N = 2048 positions), or of the large size where the name says
-    so. Both write into arrays made beforehand wherever NumPy lets them, so a row measures the trick alone; what the
-    workspace itself buys is the gap between the plain and fast steps of the main table."""
+def trick_cases(nf=None):
+    """[(name, shape, plain, tuned)]: two functions doing the same work, on float32 arrays of the series-b32 size
+    (N = 2048 positions), or of the large size where the name says so, each returning what it wrote. tuned calls
+    numpy_fast's own code (nf: the module, numpy_fast itself by default): the trick's own function, or, where the
+    trick is a few lines inside a bigger function (named in brackets), that function. plain is the plain line the
+    trick replaces: alone, where the trick is a function of its own; else the same function with that line in place
+    of the trick (see `plain_variant`), or a workspace made with the trick switched off by the module's own
+    constant or argument. Both write into arrays made beforehand wherever NumPy lets them, and a side that writes
+    over its input has arrays of its own; what the workspace itself buys is the gap between the plain and fast
+    steps of the main table (and the row "workspace made once")."""
     import numpy as np
 
-    from oneblock import numpy_fast as nf
     from oneblock import numpy_model as nm
+
+    if nf is None:
+        from oneblock import numpy_fast as nf
 
     f4 = np.float32
     rng = np.random.default_rng(SEED)
-    B, T, d, H, V = 32, 64, 16, 64, 96
+    cfg = SIZES["series-b32"]
+    config = model_config(cfg)
+    B, T, d, H, V = cfg["B"], cfg["T"], config.d, config.hidden, config.vocab
     N = B * T
+    params, ids, targets = make_inputs(cfg)  # ids, targets (B, T)
+    params = nm.from_lists(params, f4)
 
     def normal(*shape):
         return rng.normal(0.0, 1.0, shape).astype(f4)
 
-    x, g, b, C = normal(N, d), normal(d), normal(d), (np.eye(d) - 1.0 / d).astype(f4)
-    out, out_v, ones, mean_d = np.empty((N, d), f4), np.empty(N, f4), np.ones(N, f4), np.full(d, 1.0 / d, f4)
-    sums, shape, tile = np.empty(d, f4), nf.joined(N, d), np.empty(nf.joined(N, d)[1], f4)
-    pre, act, zeros = normal(N, H), np.empty((N, H), f4), np.zeros((N, H), f4)
-    h_ones, w_b, logits = np.ones((N, d + 1), f4), normal(d + 1, V), np.empty((N, V), f4)
+    for t in params.values():  # no gain exactly 1 and no bias exactly 0: a plain line that drops one shows
+        if t.ndim == 1:
+            t += 0.1 * normal(*t.shape)  # (n,)
+
+    def workspace(**switches):
+        """A workspace after one forward pass; switches: numpy_fast's constants, as they are while it is made."""
+        with module_constants(nf, **switches):
+            ws = nf.Workspace(params, config, B, T)
+        ws.forward(params, ids)
+        return ws
+
+    ws = workspace()
+    x, x3, g, b = normal(N, d), normal(B, T, d), normal(d), normal(d)  # (N, d), (B, T, d), (d,), (d,)
+    sums, out, xhat, rstd = np.empty(d, f4), np.empty((N, d), f4), np.empty((N, d), f4), np.empty(N, f4)
+    y_plain = normal(N, H)  # (N, H) the plain side adds the bias to this in place, the tuned side to its copy
+    y_tuned = y_plain.copy()  # (N, H)
     dlogits, dw, dw_t = normal(N, V), np.empty((d + 1, V), f4), np.empty((V, d + 1), f4)
-    lg, lg_vn, e, e_vn, top, z = normal(N, V), normal(V, N), np.empty((N, V), f4), np.empty((V, N), f4), *(
-        np.empty(N, f4) for _ in range(2))
-    targets, index, picked = rng.integers(0, V, N), np.empty(N, np.int64), np.empty(N, f4)
-    wq, wk, wv = normal(d, d), normal(d, d), normal(d, d)
-    w_qkv, qkv = np.empty((d, 3 * d), f4), np.empty((N, 3 * d), f4)
-    q3, k3, q_t = qkv.reshape(B, T, 3 * d)[:, :, :d], qkv.reshape(B, T, 3 * d)[:, :, d:2 * d], np.empty((B, d, T), f4)
-    st, scores = np.empty((T, B, T), f4), normal(B, T, T)
-    sc, st2, m_b, m_n = np.empty((B, T, T), f4), normal(T, N), np.empty((B, T, 1), f4), np.empty(N, f4)
-    future = np.arange(T)[:, None, None] > np.arange(T)[None, None, :]  # (T, 1, T)
-    mask_small, mask_full = np.where(future, -np.inf, 0.0).astype(f4), np.empty((T, B, T), f4)
-    mask_full[...] = mask_small
-    ids, d_tok = rng.integers(0, V, N), np.empty((V, d), f4)
-    ws = nf.Workspace(nm.init_params(V, d, H, 64, SEED, f4), B, T)
-    tok_emb, x0 = normal(V, d), np.empty((B, T, d), f4)
-    params = nm.init_params(V, d, H, 64, SEED, f4)
+    tok_ids, d_tok = ids.reshape(N), np.empty((V, d), f4)  # (N,), (V, d)
+    loss_ws = {side: workspace() for side in ("layout", "picked plain", "picked")}
+    loss_ws["layout plain"] = workspace(VOCAB_MAJOR_BELOW=0)  # the logits (N, V): the plain layout
 
-    def layout_plain():  # the loss's max and row sums along V, for (N, V) logits
-        np.max(lg, axis=1, out=top)
-        np.subtract(lg, top[:, None], out=e)
-        np.exp(e, out=e)
-        np.sum(e, axis=1, out=z)
+    def variant(qualname, *swaps):
+        return plain_variant(nf, qualname, swaps)
 
-    def layout_tuned():  # the same along N, for (V, N) logits
-        np.maximum.reduce(lg_vn, axis=0, out=top)
-        np.subtract(lg_vn, top, out=e_vn)
-        np.exp(e_vn, out=e_vn)
-        np.sum(e_vn, axis=0, out=z)
+    layernorm = {  # the plain lines in layernorm_forward
+        "centring": variant("layernorm_forward", (("np.matmul(rows, ws.centering",),
+                                                  "np.subtract(rows, rows.mean(-1, keepdims=True), out=xhat)")),
+        "row means": variant("layernorm_forward", (("np.matmul(squares, ws.mean_d",),
+                                                   "np.mean(squares, axis=1, out=rstd)")),
+        "joined rows": variant("layernorm_forward", (("shape = ws.joined_d",), "shape = xhat.shape  # rows of n")),
+        "reciprocal": variant("layernorm_forward", (("np.divide(1.0, rstd, out=rstd)", "xhat *= rstd[:, None]"),
+                                                    "xhat /= rstd[:, None]  # centred / std\n"
+                                                    "np.divide(1.0, rstd, out=rstd)  # (1 / std, for the backward)")),
+    }
+    relu = variant("block_forward", (("np.maximum(pre, ws.zeros_NH",), "act = np.maximum(pre, 0.0, out=blk.act)"))
+    attention = {  # the plain lines in attention_forward
+        "fused qkv": variant(
+            "attention_forward",
+            (('np.multiply(params["Wq"]', "qkv = np.matmul(x.reshape(N, d), blk.w_qkv"),
+             "qkv = blk.qkv  # (B, T, 3d): three products, and the scores divided by sqrt(dh)\n"
+             'for part, name in enumerate(("Wq", "Wk", "Wv")):\n'
+             "    np.matmul(x, params[name], out=qkv[:, :, part * d:(part + 1) * d])"),
+            (("st += ws.mask",), "st /= math.sqrt(dh)\nst += ws.mask")),
+        "q transposed": variant("attention_forward", (("if B > 1 or nh > 1:",), "if False:  # q's transposed view")),
+        "key-major softmax": variant(
+            "attention_forward",
+            (("if B > 1 or nh > 1:",), "if False:  # (no copy of q: query-major scores take q as it is)"),
+            (("st = blk.scores", "st2 *= z"),
+             "w = blk.scores.reshape(B, nh, T, T) if nh > 1 else blk.scores.reshape(B, T, T)  # query-major\n"
+             "np.matmul(q, k.swapaxes(-1, -2), out=w)  # (B, nh, T_query, T_key)\n"
+             "w += ws.mask[:, 0].T  # (T_query, T_key) -inf where the key comes later\n"
+             "m = ws.att_top.reshape(*w.shape[:-1], 1)  # (B, nh, T, 1) each query's largest score, then its sum\n"
+             "np.max(w, axis=-1, keepdims=True, out=m)\n"
+             "w -= m\n"
+             "np.exp(w, out=w)\n"
+             "np.sum(w, axis=-1, keepdims=True, out=m)\n"
+             "w /= m"),
+            (("np.matmul(by_query(st, B, nh), v",), "np.matmul(w, v, out=by_head(blk.ctx, nh))")),
+        "full mask": variant("attention_forward", (("st += ws.mask",), "st += ws.mask[:, :1]  # (T, 1, T)")),
+    }
+    forward = {  # the plain lines in Workspace.forward
+        "take clip": variant("Workspace.forward", (('np.take(params["tok_emb"]',),
+                                                    'x0 = np.take(params["tok_emb"], ids, axis=0, out=self.x0)')),
+        "output bias": variant(
+            "Workspace.forward",
+            (("self.hf_ones[:, :d] = hf.reshape(N, d)", 'self.w_out_b_out[d] = params["b_out"]'),
+             "hf2 = hf.reshape(N, d)  # (N, d): hf @ W_out + b_out"),
+            (("np.matmul(self.w_out_b_out.T, self.hf_ones.T",),
+             'np.matmul(params["W_out"].T, hf2.T, out=self.logits_memory)  # (V, N)\n'
+             'self.logits_memory += params["b_out"][:, None]'),
+            (("np.matmul(self.hf_ones, self.w_out_b_out",),
+             'np.matmul(hf2, params["W_out"], out=self.logits_memory)  # (N, V)\n'
+             'self.logits_memory += params["b_out"]')),
+    }
+    picked = variant("Workspace.loss_and_dlogits", (("np.take(memory, index, out=self.picked)",),
+                                                    "self.picked[...] = np.take_along_axis(lg, targets.reshape(N, 1),"
+                                                    " 1)[:, 0]"))
+    ln = (x, g, b, out, xhat, rstd, ws)  # layernorm_forward's arguments
+    blk = ws.block[0]
 
-    def picked_tuned():
-        np.multiply(targets, N, out=index)
-        np.add(index, np.arange(N), out=index)
-        np.take(lg_vn.reshape(N * V), index, out=picked)
+    def loss(name, fn=None):
+        w = loss_ws[name]
+        return lambda: (fn or type(w).loss_and_dlogits)(w, w.logits, targets)
 
-    def qkv_plain():
-        for w, part in ((wq, 0), (wk, 1), (wv, 2)):
-            np.matmul(x, w, out=qkv[:, part * d:(part + 1) * d])
-        np.divide(qkv[:, :d], 4.0, out=qkv[:, :d])
+    def add_bias():
+        nf.add_bias(y_tuned, params["b1"], ws.joined_H, ws.tile_H)
+        return y_tuned
 
-    def qkv_tuned():
-        np.multiply(wq, 0.25, out=w_qkv[:, :d])
-        w_qkv[:, d:2 * d] = wk
-        w_qkv[:, 2 * d:] = wv
-        np.matmul(x, w_qkv, out=qkv)
-
-    def q_transposed_tuned():
-        q_t[...] = q3.transpose(0, 2, 1)
-        np.matmul(k3, q_t, out=st.transpose(1, 0, 2))
-
-    def softmax_plain():  # over the last axis of (B, T_query, T_key)
-        np.max(scores, axis=-1, out=m_b, keepdims=True)
-        np.subtract(scores, m_b, out=sc)
-        np.exp(sc, out=sc)
-        np.sum(sc, axis=-1, out=m_b, keepdims=True)
-        np.divide(sc, m_b, out=sc)
-
-    def softmax_tuned():  # over the first axis of (T_key, N)
-        np.maximum.reduce(st2, axis=0, out=m_n)
-        np.subtract(st2, m_n, out=e_vn[:T])
-        np.exp(e_vn[:T], out=e_vn[:T])
-        np.matmul(ones[:T], e_vn[:T], out=m_n)
-        np.divide(1.0, m_n, out=m_n)
-        np.multiply(e_vn[:T], m_n, out=e_vn[:T])
-
-    def bias_plain():
-        np.matmul(h_ones[:, :d], w_b[:d], out=logits)
-        np.add(logits, w_b[d], out=logits)
-
-    def bias_tuned():
-        h_ones[:, :d] = x
-        np.matmul(h_ones, w_b, out=logits)
-
-    def joined_plain():
-        np.multiply(x, g, out=out)
-        np.add(out, b, out=out)
-
-    def joined_tuned():
-        tile.reshape(-1, d)[...] = g
-        np.multiply(x.reshape(shape), tile, out=out.reshape(shape))
-        tile.reshape(-1, d)[...] = b
-        np.add(out.reshape(shape), tile, out=out.reshape(shape))
-
-    def reciprocal_tuned():
-        np.divide(1.0, out_v, out=z)
-        np.multiply(x, z[:, None], out=out)
-
-    def token_rows_plain():
-        d_tok.fill(0.0)
-        np.add.at(d_tok, ids, x)
+    def token_rows_plain(n):
+        def run():
+            d_tok.fill(0.0)
+            np.add.at(d_tok, tok_ids[:n], x[:n])
+            return d_tok
+        return run
 
     return [
-        ("column sums", f"({N}, {d})", lambda: np.sum(x, axis=0, out=sums), lambda: np.matmul(ones, x, out=sums)),
-        ("row means", f"({N}, {d})", lambda: np.mean(x, axis=1, out=out_v), lambda: np.matmul(x, mean_d, out=out_v)),
-        ("centring", f"({N}, {d})", lambda: np.subtract(x, x.mean(-1, keepdims=True), out=out),
-         lambda: np.matmul(x, C, out=out)),
-        ("joined rows", f"({N}, {d})", joined_plain, joined_tuned),
-        ("reciprocal", f"({N}, {d})", lambda: np.divide(x, out_v[:, None], out=out), reciprocal_tuned),
-        ("relu", f"({N}, {H})", lambda: np.maximum(pre, 0.0, out=act), lambda: np.maximum(pre, zeros, out=act)),
-        ("output bias", f"({N}, {V})", bias_plain, bias_tuned),
-        ("weight gradient", f"({d + 1}, {V})", lambda: np.matmul(h_ones.T, dlogits, out=dw),
-         lambda: nf.weight_grad(h_ones, dlogits, dw, dw_t)),
-        ("loss layout", f"({N}, {V})", layout_plain, layout_tuned),
-        ("picked", f"({N}, {V})", lambda: np.take_along_axis(lg, targets[:, None], 1), picked_tuned),
-        ("fused qkv", f"({N}, {3 * d})", qkv_plain, qkv_tuned),
-        ("q transposed", f"({B}, {T}, {T})", lambda: np.matmul(k3, q3.transpose(0, 2, 1), out=st.transpose(1, 0, 2)),
-         q_transposed_tuned),
-        ("key-major softmax", f"({B}, {T}, {T})", softmax_plain, softmax_tuned),
-        ("full mask", f"({T}, {B}, {T})", lambda: np.add(st, mask_small, out=st),
-         lambda: np.add(st, mask_full, out=st)),
-        ("token rows", f"({N}, {d})", token_rows_plain, lambda: nf.token_rows_sum(ids, x, d_tok, ws)),
-        ("token rows B 1", f"({T - 1}, {d})", lambda: np.add.at(d_tok, ids[:T - 1], x[:T - 1]),
-         lambda: nf.token_rows_sum(ids[:T - 1], x[:T - 1], d_tok, ws)),
-        ("take clip", f"({B}, {T}, {d})", lambda: np.take(tok_emb, ids.reshape(B, T), axis=0, out=x0),
-         lambda: np.take(tok_emb, ids.reshape(B, T), axis=0, out=x0, mode="clip")),
-        ("parameter check", "18 tensors", lambda: nm.config_of(params), lambda: ws.check(params)),
-        ("workspace made once", f"({B}, {T})", lambda: nf.loss_and_grads(params, ids.reshape(B, T), ids.reshape(B, T)),
-         lambda: ws.loss_and_grads(params, ids.reshape(B, T), ids.reshape(B, T))),
-        *large_trick_cases(),
+        ("column sums", f"({N}, {d})", lambda: np.sum(x, axis=0, out=sums),
+         lambda: nf.column_sums(x, ws.ones[N], out=sums)),
+        *((f"{name} (layernorm_forward)", f"({N}, {d})", (lambda fn=fn: fn(*ln)), lambda: nf.layernorm_forward(*ln))
+          for name, fn in layernorm.items()),
+        ("bias rows (add_bias)", f"({N}, {H})", lambda: np.add(y_plain, params["b1"], out=y_plain), add_bias),
+        ("relu (block_forward)", f"({N}, {H})", lambda: relu(params, x3, blk, ws),
+         lambda: nf.block_forward(params, x3, blk, ws)),
+        *((f"{name} (Workspace.forward)", f"({B}, {T})", (lambda fn=fn: fn(ws, params, ids)[0]),
+           lambda: ws.forward(params, ids)[0]) for name, fn in forward.items()),
+        ("weight gradient", f"({d + 1}, {V})", lambda: np.matmul(ws.hf_ones.T, dlogits, out=dw),
+         lambda: nf.weight_grad(ws.hf_ones, dlogits, dw, dw_t)),
+        ("loss layout (loss_and_dlogits)", f"({N}, {V})", loss("layout plain"), loss("layout")),
+        ("picked (loss_and_dlogits)", f"({N}, {V})", loss("picked plain", picked), loss("picked")),
+        *((f"{name} (attention_forward)", f"({B}, {T}, {d})", (lambda fn=fn: fn(params, x3, blk, ws)),
+           lambda: nf.attention_forward(params, x3, blk, ws)) for name, fn in attention.items()),
+        ("token rows", f"({N}, {d})", token_rows_plain(N), lambda: nf.token_rows_sum(tok_ids, x, d_tok, ws)),
+        ("token rows B 1", f"({T - 1}, {d})", token_rows_plain(T - 1),
+         lambda: nf.token_rows_sum(tok_ids[:T - 1], x[:T - 1], d_tok, ws)),
+        ("parameter check", f"{len(params)} tensors", lambda: nm.check_params(params, config),
+         lambda: ws.check(params)),
+        ("workspace made once", f"({B}, {T})", lambda: nf.loss_and_grads(params, ids, targets, config),
+         lambda: ws.loss_and_grads(params, ids, targets)),
+        *large_trick_cases(nf),
     ]
 
 
-def large_trick_cases():
+def large_trick_cases(nf):
     """The tricks whose gain shows at the large size: the loss in blocks and on two threads, and the weight
-    gradient's orientation."""
+    gradient's orientation; each side of a loss has a workspace of its own (the gradient, written over the logits,
+    is its next input)."""
     import numpy as np
 
-    from oneblock import numpy_fast as nf
     from oneblock import numpy_model as nm
 
     cfg = SIZES["large"]
-    N, d, V = cfg["B"] * cfg["T"], cfg["d"], cfg["V"]
-    params = nm.init_params(V, d, cfg["H"], cfg["L"], SEED, np.float32)
-    ws = nf.Workspace(params, cfg["B"], cfg["T"])
-    targets = np.random.default_rng(SEED).integers(0, V, (cfg["B"], cfg["T"]))
-    ws.forward(params, targets)
+    config = model_config(cfg)
+    N, d, H, V = cfg["B"] * cfg["T"], config.d, config.hidden, config.vocab
+    params, ids, targets = make_inputs(cfg)  # ids, targets (B, T)
+    params = nm.from_lists(params, np.float32)
+    whole = nf.Workspace(params, config, cfg["B"], cfg["T"])
+    whole.forward(params, ids)  # (a second at this size: the others copy its logits)
 
-    def loss(block_bytes):
+    def workspace(threads=1):
+        ws = nf.Workspace(params, config, cfg["B"], cfg["T"], threads=threads)
+        ws.logits_memory[...] = whole.logits_memory  # (N, V)
+        return ws
+
+    blocks, one, two = workspace(), workspace(), workspace(threads=2)
+
+    def loss(ws, **switches):
         def run():
-            nf.LOSS_BLOCK_BYTES = block_bytes
-            ws.loss_and_dlogits(ws.logits, targets)  # (the gradient, written over the logits, is the next input)
-            nf.LOSS_BLOCK_BYTES = 1 << 19
+            with module_constants(nf, **switches):
+                return ws.loss_and_dlogits(ws.logits, targets)
         return run
 
-    ws2 = nf.Workspace(params, cfg["B"], cfg["T"], threads=2)
-    ws2.forward(params, targets)
-    dw1, dw1_t, dpre = np.empty((d, cfg["H"]), np.float32), np.empty((cfg["H"], d), np.float32), ws.block[0].pre
-    h2 = ws.block[0].h2.reshape(N, d)
-    return [("large: loss blocks", f"({N}, {V})", loss(1 << 62), loss(1 << 19)),
-            ("large: loss threads", f"({N}, {V})", loss(1 << 19), lambda: ws2.loss_and_dlogits(ws2.logits, targets)),
-            ("large: weight gradient", f"({d}, {cfg['H']})", lambda: np.matmul(h2.T, dpre, out=dw1),
+    dw1, dw1_t, dpre = np.empty((d, H), np.float32), np.empty((H, d), np.float32), whole.block[0].pre
+    h2 = whole.block[0].h2.reshape(N, d)  # (N, d)
+    return [("large: loss blocks (loss_and_dlogits)", f"({N}, {V})", loss(whole, LOSS_BLOCK_BYTES=1 << 62),
+             loss(blocks)),
+            ("large: loss threads (loss_and_dlogits)", f"({N}, {V})", loss(one), loss(two)),
+            ("large: weight gradient", f"({d}, {H})", lambda: np.matmul(h2.T, dpre, out=dw1),
              lambda: nf.weight_grad(h2, dpre, dw1, dw1_t))]
 
 
-def time_tricks(rounds):
-    """Rows {name, shape, plain_us, tuned_us}: the median over rounds of microseconds per call, plain and tuned
-    taking turns, each turn about 20 ms of calls."""
+def plain_variant(module, qualname, swaps):
+    """The function qualname of module ("Class.method" for a method) with lines of its source swapped for plain
+    ones, compiled in a copy of the module's globals, so that it calls the module's own code for everything else.
+    swaps: [(anchors, new)], anchors one or two pieces of text, each on exactly one line of the function: those
+    lines, and the lines between them, become new (its lines indented as the first). A trick that has changed so
+    that an anchor is gone stops the benchmark with a LookupError, naming the function and the anchor.
+
+    >>> me = sys.modules[__name__]
+    >>> plain_variant(me, "flops_per_token", [(("return 6 *",), "return 0")])(SIZES["large"])
+    0
+    >>> plain_variant(me, "flops_per_token", [(("no such line",), "return 0")])
+    Traceback (most recent call last):
+    ...
+    LookupError: dev.bench.flops_per_token has 0 lines with 'no such line', not one: make its trick's row again
+    """
+    import inspect
+    import textwrap
+
+    fn = module
+    for part in qualname.split("."):
+        fn = getattr(fn, part)
+    lines = textwrap.dedent(inspect.getsource(fn)).split("\n")
+    for anchors, new in swaps:
+        found = []
+        for anchor in anchors:
+            at = [i for i, line in enumerate(lines) if anchor in line]
+            if len(at) != 1:
+                raise LookupError(f"{module.__name__}.{qualname} has {len(at)} lines with {anchor!r}, not one:"
+                                  f" make its trick's row again")
+            found += at
+        first, last = found[0], found[-1]
+        indent = lines[first][:len(lines[first]) - len(lines[first].lstrip())]
+        lines[first:last + 1] = [indent + line for line in new.split("\n")]
+    namespace = dict(vars(module))
+    exec(compile("\n".join(lines), f"<{module.__name__}.{qualname}, plain>", "exec"), namespace)
+    return namespace[fn.__name__]
+
+
+@contextlib.contextmanager
+def module_constants(module, **values):
+    """The module's constants set to values inside the block, and back to what they were after it.
+
+    >>> me = sys.modules[__name__]
+    >>> with module_constants(me, SEED=4):
+    ...     me.SEED
+    4
+    >>> me.SEED
+    3
+    """
+    before = {name: getattr(module, name) for name in values}
+    for name, value in values.items():
+        setattr(module, name, value)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            setattr(module, name, value)
+
+
+def traced(fn, module):
+    """(what one call of fn returns, {function: calls}, lines): the functions of module's file that the call runs
+    (by qualified name) and how often, and how many of the file's lines it runs (on this thread).
+
+    >>> traced(lambda: flops_per_token(SIZES["large"]), sys.modules[__name__])
+    (4555008, {'flops_per_token': 1}, 4)
+    """
+    source, calls, lines = module.__file__, {}, [0]
+
+    def on_line(frame, event, arg):
+        lines[0] += event == "line"
+        return on_line
+
+    def on_call(frame, event, arg):
+        code = frame.f_code
+        if code.co_filename != source:
+            return None
+        name = getattr(code, "co_qualname", code.co_name)  # (Python 3.10 has co_name only)
+        calls[name] = calls.get(name, 0) + 1
+        return on_line
+
+    before = sys.gettrace()
+    sys.settrace(on_call)
+    try:
+        result = fn()
+    finally:
+        sys.settrace(before)
+    return result, calls, lines[0]
+
+
+def time_tricks(rounds, nf=None, turn_seconds=0.02):
+    """Rows {name, shape, plain_us, tuned_us, calls, lines, plain_calls}: the median over rounds of microseconds
+    per call, plain and tuned taking turns, each turn about turn_seconds of calls; and what one call of each side
+    runs of numpy_fast.py (nf: the module timed, numpy_fast itself by default), as `traced` reports it: the
+    functions tuned calls and the lines it runs, and the functions plain calls. A change to a trick changes what
+    its rows run."""
+    if nf is None:
+        from oneblock import numpy_fast as nf
+
     rows = []
-    for name, shape, plain, tuned in trick_cases():
-        plain(), tuned()
-        k = {fn: max(1, round(0.02 / max(_timed(fn), 1e-7))) for fn in (plain, tuned)}
+    for name, shape, plain, tuned in trick_cases(nf):
+        _, plain_calls, _ = traced(plain, nf)
+        _, calls, lines = traced(tuned, nf)
+        k = {fn: max(1, round(turn_seconds / max(_timed(fn), 1e-7))) for fn in (plain, tuned)}
         times = {plain: [], tuned: []}
         for _ in range(rounds):
             for fn in (plain, tuned):
@@ -397,7 +519,8 @@ def time_tricks(rounds):
                     fn()
                 times[fn].append((time.perf_counter() - t0) / k[fn] * 1e6)
         rows.append({"name": name, "shape": shape, "plain_us": statistics.median(times[plain]),
-                     "tuned_us": statistics.median(times[tuned])})
+                     "tuned_us": statistics.median(times[tuned]), "calls": calls, "lines": lines,
+                     "plain_calls": plain_calls})
     return rows
 
 
@@ -421,7 +544,7 @@ def profile_step(size, steps=None):
     params, ids, targets = make_inputs(cfg)
     p = numpy_model.from_lists(params, np.float32)
     threads = int(os.environ.get("OPENBLAS_NUM_THREADS") or os.cpu_count())
-    ws = numpy_fast.Workspace(p, cfg["B"], cfg["T"], heads=cfg.get("heads", 1), threads=threads)
+    ws = numpy_fast.Workspace(p, model_config(cfg), cfg["B"], cfg["T"], threads=threads)
 
     def step():
         ws.loss_and_grads(p, ids, targets)
@@ -643,11 +766,13 @@ def report_tricks(args):
     """Time the tricks in a torch-free worker and print one line each: microseconds per call, plain and tuned."""
     proc, rows = start("tricks", str(args.rounds), args.threads)
     proc.wait()
-    print(f"numpy_fast.py's tricks against the plain lines of numpy_model.py, float32, median of {args.rounds} rounds,"
+    print(f"numpy_fast.py's tricks against the plain lines they replace (in brackets: the function of numpy_fast.py"
+          f" both run, the plain one with the plain line), float32, median of {args.rounds} rounds,"
           f" {args.threads or 'default'} BLAS thread(s)")
-    print(f"{'trick':23s} {'shape':16s} {'plain us':>10s} {'tuned us':>10s} {'gain':>7s}")
+    width = max(23, *(len(r["name"]) for r in rows))
+    print(f"{'trick':{width}s} {'shape':16s} {'plain us':>10s} {'tuned us':>10s} {'gain':>7s}")
     for r in rows:
-        print(f"{r['name']:23s} {r['shape']:16s} {r['plain_us']:10.1f} {r['tuned_us']:10.1f} "
+        print(f"{r['name']:{width}s} {r['shape']:16s} {r['plain_us']:10.1f} {r['tuned_us']:10.1f} "
               f"{r['plain_us'] / r['tuned_us']:6.2f}x")
     if args.json:
         write_atomic(resolved(args.json), json.dumps({"command": " ".join(["python3", "-m", "dev.bench",
