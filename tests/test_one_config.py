@@ -1,0 +1,117 @@
+"""One config, every implementation: the same ModelConfig and the same weights through numpy_model.py, numpy_fast.py,
+the PyTorch twin, model.py (where the seed's one block, one head and two schemes reach) and the page's model.js give
+the same logits, loss and gradients, in float64, within 1e-12 relative; and the config the weights travel with is
+the same one everywhere (a checkpoint's JSON read back by checkpoint.py and by the page is the config written).
+
+This is the test a new model option joins: add its values to CONFIGS, and every implementation must agree on them
+(docs/growing.md, "What a new model option touches")."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+import model
+from fastpath_helpers import reference, rel_err
+
+from oneblock import numpy_fast, numpy_model
+from oneblock.config import SCHEMES, ModelConfig, seed_switch
+
+TOL = 1e-12
+SMALL = {"vocab": 20, "d": 8, "hidden": 16, "max_len": 12}  # small enough for model.py's lists to be quick
+CONFIGS = [ModelConfig(**SMALL, blocks=blocks, heads=heads, positions=scheme)
+           for scheme in SCHEMES for blocks, heads in [(1, 1), (2, 2), (3, 4)]]
+
+
+def ids_of(config):
+    """The test's token IDs and targets for config, (2, T) each: past the learned rows where a scheme has none."""
+    rng = np.random.default_rng(CONFIGS.index(config))
+    T = config.max_len if config.positions == "learned" else config.max_len + 4
+    return rng.integers(0, config.vocab, (2, T)), rng.integers(0, config.vocab, (2, T))  # (B, T) each
+
+
+def weights_of(config):
+    """Parameters of config with every number spread (gains near 1, biases near 0), float64, in the config's order."""
+    rng = np.random.default_rng(7 + CONFIGS.index(config))
+    return {name: (1.0 if name.endswith("_g") else 0.0) + rng.normal(0.0, 0.3 if len(shape) == 2 else 0.1, shape)
+            for name, shape in config.param_shapes().items()}  # {name: (shape) float64}
+
+
+def numpy_answer(config):
+    """(logits, loss, grads) of numpy_model.py for config, the answer the others are held to."""
+    params, (ids, targets) = weights_of(config), ids_of(config)
+    logits, _ = numpy_model.forward(params, ids, config)  # (B, T, V)
+    loss, grads = numpy_model.loss_and_grads(params, ids, targets, config)
+    return logits, loss, grads
+
+
+def assert_agrees(got, want, where):
+    """(logits, loss, grads) of one implementation within TOL of numpy_model's, every gradient by name, in order."""
+    (logits, loss, grads), (want_logits, want_loss, want_grads) = got, want
+    assert rel_err(logits, want_logits) <= TOL, (where, "logits")
+    assert abs(loss - want_loss) <= TOL * abs(want_loss), (where, "loss")
+    assert list(grads) == list(want_grads), where
+    for name in grads:
+        assert rel_err(grads[name], want_grads[name]) <= TOL, (where, name)
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"{c.positions}-{c.blocks}x{c.heads}")
+def test_every_python_implementation_computes_the_same_model_from_the_same_config(config):
+    want = numpy_answer(config)
+    params, (ids, targets) = weights_of(config), ids_of(config)
+    logits, _ = numpy_fast.forward(params, ids, config)
+    assert_agrees((logits, *numpy_fast.loss_and_grads(params, ids, targets, config)), want, "numpy_fast")
+    if not config.grown and config.positions in ("learned", "none"):  # what the seed's model.py has
+        ids, targets = ids[:, :config.max_len], targets[:, :config.max_len]  # (B, L) model.py reads at most L
+        lists = {name: t.tolist() for name, t in params.items()}
+        logits, _ = numpy_model.forward(params, ids, config)
+        want = (logits, *numpy_model.loss_and_grads(params, ids, targets, config))
+        assert_agrees(reference(lists, ids, targets, seed_switch(config)), want, "model.py")
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"{c.positions}-{c.blocks}x{c.heads}")
+def test_the_pytorch_twin_computes_the_same_model_from_the_same_config(config):
+    pytest.importorskip("torch", reason="torch is not installed (pip install -r tests/requirements-torch.txt)")
+    from oneblock import torch_model
+
+    params, (ids, targets) = weights_of(config), ids_of(config)
+    loss, grads, inter = torch_model.loss_and_grads(torch_model.to_torch(params), torch_model.as_ids(ids),
+                                                    torch_model.as_ids(targets), config)
+    got = (inter["logits"].numpy(), float(loss), {name: g.numpy() for name, g in grads.items()})
+    assert_agrees(got, numpy_answer(config), "torch_model")
+
+
+def test_model_py_is_the_one_block_one_head_config_through_its_own_switch():
+    """The adapter is one function: model.py's use_positions is seed_switch(config), and model.py's parameters are
+    the config's, name for name and shape for shape."""
+    for scheme in ("learned", "none"):
+        config = ModelConfig(**SMALL, positions=scheme)
+        assert seed_switch(config) is (scheme == "learned")
+        assert config.param_shapes() == model.param_shapes(*SMALL.values())
+
+
+PAGE_PASS = """([fields, json_text, lists, ids, targets]) => {
+  const config = model.model_config(fields);
+  const read = model.config_from_json(ckpt.parse_json(json_text, "metadata config"));  // as a file's
+  const params = model.from_lists(lists);
+  const logits = ids.map((row) => model.to_lists({l: model.forward(params, row, config)[0]}).l);
+  const rows = ids.map((row, i) => model.loss_and_grads(params, row, targets[i], config));
+  const grads = Object.fromEntries(Object.keys(rows[0][1]).map(
+    (name) => [name, rows.map(([, g]) => model.to_lists({g: g[name]}).g)]));  // {name: one gradient per row}
+  return {same: Object.entries(read).join() === Object.entries(config).join(), logits,
+          losses: rows.map(([loss]) => loss), grads, json: JSON.stringify(model.config_to_json(config))};
+}"""
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"{c.positions}-{c.blocks}x{c.heads}")
+def test_the_page_computes_the_same_model_from_the_same_config(modules_page, config):
+    """model.js, given the same config (its fields, and the checkpoint JSON config.py writes) and the same weights,
+    gives numpy_model's logits, loss and gradients (the mean of its per-row losses and gradients), with exact sums."""
+    params, (ids, targets) = weights_of(config), ids_of(config)
+    got = modules_page.evaluate(PAGE_PASS, [dataclasses.asdict(config), json.dumps(config.to_json()),
+                                            {name: t.tolist() for name, t in params.items()}, ids.tolist(),
+                                            targets.tolist()])
+    assert got["same"] and got["json"] == json.dumps(config.to_json(), separators=(",", ":"))
+    grads = {name: np.mean(np.array(rows), axis=0) for name, rows in got["grads"].items()}  # the batch's mean
+    assert_agrees((np.array(got["logits"]), float(np.mean(got["losses"])), grads), numpy_answer(config), "model.js")
