@@ -532,10 +532,10 @@ const DTYPE_NAMES = new Map([["float32", "F32"], ["float64", "F64"]]);
 const NATS = /^[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$/; // checkpoint.NATS: a number of nats as repr writes a float
 
 const list = (names) => py_repr(names); // a list of names as Python prints it: ['a', 'b']
-const whole = (v, low) => typeof v === "bigint" && v >= BigInt(low); // checkpoint._whole: a JSON int of at least low
-const number = (v) => typeof v === "bigint" || typeof v === "number"; // checkpoint._number: an int or a float
+const whole = (v, low) => typeof v === "bigint" && v >= BigInt(low); // a JSON int of at least low
+const number = (v) => typeof v === "bigint" || typeof v === "number"; // an int or a float, not true or false
 const finite = (v) => typeof v === "bigint" || (typeof v === "number" && Number.isFinite(v));
-const is_hash = (v) => /^[0-9a-f]{64}$/.test(v); // checkpoint._is_hash
+const is_hash = (v) => /^[0-9a-f]{64}$/.test(v); // checkpoint.SHA256
 const is_nats_text = (v) => NATS.test(v) && Number.isFinite(Number(v)); // checkpoint._is_nats_text
 const lower = (v) => String(v); // Python's str(bool).lower(): true, false
 
@@ -567,18 +567,19 @@ const TRAINING_RULES = new Map([
 ]);
 const TEXT_NEEDS = ["val_fraction", "seq_len"];
 
-/** (blocks, heads) of a model config (a Map of BigInts), as checkpoint.sizes_of: one and one when it has neither. */
+/** (blocks, heads) of a model config (a Map of BigInts), as a ModelConfig reads them: one and one when it has
+ * neither. */
 function sizes_of(config) {
   return [config.get("blocks") ?? 1n, config.get("heads") ?? 1n];
 }
 
-/** The position scheme of a config, as checkpoint.positions_of. */
+/** The position scheme of a config (a Map), as checkpoint.positions_of. */
 function positions_of(config) {
   return config.get("positions") ?? (config.get(SWITCH_KEY) ? "learned" : "none");
 }
 
-/** (name, shape) of every tensor a training checkpoint of config holds, in checkpoint.expected_shapes' order, one at
- * a time, as checkpoint.each_expected: a config of 10^12 blocks costs nothing until its names are read. */
+/** (name, shape) of every tensor a training checkpoint of config holds, one at a time, as
+ * checkpoint.each_expected: a config of 10^12 blocks costs nothing until its names are read. */
 function* each_expected(config) {
   const size = { V: config.get("vocab"), d: config.get("d"), H: config.get("hidden"), L: config.get("max_len") };
   const blocks = sizes_of(config)[0];
@@ -594,14 +595,14 @@ function* each_expected(config) {
   yield [RNG, [RNG_STATE_LEN]];
 }
 
-/** Every tensor a training checkpoint of config holds, name -> shape (BigInts), as checkpoint.expected_shapes.
+/** Every tensor a training checkpoint of config holds, name -> shape (BigInts): checkpoint.each_expected's, as a Map.
  *
  *     expected_shapes(new Map([["vocab", 96n], ["d", 16n], ["hidden", 64n], ["max_len", 64n]])).size   // 56 */
 export function expected_shapes(config) {
   return new Map(each_expected(config));
 }
 
-/** How many tensors a checkpoint of this many blocks holds (a BigInt), as checkpoint.tensor_count. */
+/** How many tensors a checkpoint of this many blocks holds (a BigInt), as checkpoint.check_fits counts them. */
 function tensor_count(blocks) {
   return BigInt(1 + MOMENT_PREFIXES.length) * (BigInt(OUTSIDE.length) + blocks * BigInt(BLOCK_NAMES.length)) + 2n;
 }
@@ -614,7 +615,7 @@ function parameter_count(config) {
   return numbers(OUTSIDE) + sizes_of(config)[0] * numbers(BLOCK_NAMES);
 }
 
-/** How many numbers the tensors of a checkpoint of config hold, as checkpoint.number_count. */
+/** How many numbers the tensors of a checkpoint of config hold, as checkpoint.check_fits counts them. */
 function number_count(config) {
   return BigInt(1 + MOMENT_PREFIXES.length) * parameter_count(config) + 1n + RNG_STATE_LEN;
 }

@@ -35,7 +35,6 @@ VAL_BATCH = 256  # with data, validation windows go through the model this many 
 # the settings a checkpoint records; a resume must use the same ones as the run it continues, but for HOW_RUN
 TRAINING_SETTINGS = ("backend", "threads", "dtype", "steps", "batch", "seq_len", "lr", "min_lr", "warmup", "beta1",
                      "beta2", "eps", "clip", "seed", "val_stories", "positions", "blocks", "heads")
-SIZES = ("blocks", "heads")  # recorded only when not both 1: a one-block, one-head checkpoint is what it always was
 TEXT_SETTINGS = ("val_fraction", "vocab_size")  # added to those with data (the text and the tokenizer are hashed)
 HOW_RUN = ("backend", "threads")  # where the same run computes: a checkpoint resumes on another backend too
 
@@ -135,7 +134,7 @@ def _problem(given, s):
         return (f"rank {s.rank}: expected " + ("0, the only process" if s.world == 1 else
                                                f"0 to {s.world - 1}, one for each of the {s.world} processes")
                 + " (torchrun's RANK and WORLD_SIZE)")
-    for name in SIZES:
+    for name in config.GROWN_KEYS:
         if getattr(s, name) < 1:
             return f"--{name} must be at least 1, got {getattr(s, name)}"
     if s.backend == "python" and (s.blocks, s.heads) != (1, 1):
@@ -291,6 +290,6 @@ def training_settings(s):
     names = TRAINING_SETTINGS + (TEXT_SETTINGS if s.data is not None else ())
     training = {name: getattr(s, name) for name in names}
     if (s.blocks, s.heads) == (1, 1):
-        for name in SIZES:
+        for name in config.GROWN_KEYS:
             del training[name]
     return training

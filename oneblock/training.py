@@ -30,8 +30,8 @@ from types import SimpleNamespace
 import model
 from oneblock import checkpoint, settings
 from oneblock import data as data_files, machine
-from oneblock.config import seed_switch
-from oneblock.settings import HOW_RUN, SIZES, Settings, checked  # noqa: F401  (Settings: the example)
+from oneblock.config import GROWN_KEYS, seed_switch
+from oneblock.settings import HOW_RUN, Settings, checked  # noqa: F401  (Settings: the example)
 
 # ----------------------------------------------------------------------------------------------------------------
 # The batches and the schedule
@@ -316,10 +316,10 @@ def resumed_state(s, ckpt, path, training, config, data):
         raise ValueError(f"{path} is a model of another size: " + "; ".join(
             f"--{'width' if key == 'd' else 'max-len'} {there} there, {here} here" for key, (there, here) in
             other.items()) + ". HINT: to resume, pass the settings of the run you resume")
-    there = {**dict.fromkeys(SIZES, 1), **ckpt["training"]}  # (a one-block, one-head file records no sizes)
+    there = {**dict.fromkeys(GROWN_KEYS, 1), **ckpt["training"]}  # (a one-block, one-head file records no sizes)
     if isinstance(there.get("positions"), bool):  # written before the schemes, when --no-positions made it false
         there["positions"] = "learned" if there["positions"] else "none"
-    here = {**dict.fromkeys(SIZES, 1), **training}
+    here = {**dict.fromkeys(GROWN_KEYS, 1), **training}
     differ = [f"--{k.replace('_', '-')} {there.get(k)!r} there, {v!r} here"
               for k, v in here.items() if there.get(k) != v and k not in HOW_RUN]
     if differ:
