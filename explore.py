@@ -4,7 +4,7 @@
     python3 explore.py --no-open --port 8000
     python3 explore.py --ckpt other.safetensors
     python3 explore.py --ckpt runs/notes.safetensors --data texts/notes.txt   # a model of your own text, its text
-    python3 explore.py --export site/    # write a self-contained folder for any static host, and stop
+    python3 explore.py --export out/site/    # write a self-contained folder for any static host, and stop
 
 Standard library only. This file is the command line: what the export holds is oneblock/export.py's, how the server
 serves it oneblock/server.py's. The server binds 127.0.0.1 only, on a free port unless --port, answers only requests

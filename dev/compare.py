@@ -17,6 +17,12 @@ have (sinusoidal and rope, see numpy_model.py) are compared between each NumPy p
 PyTorch tolerance, and may run past 64 tokens. So is a grown model (--blocks, --heads): the intermediates of
 block k >= 1 are named like its parameters, "block1.x1".
 
+Where PyTorch is not installed (or with --no-torch), its rows are skipped, in one line that says why and how to
+install it, and the rest is still compared: both NumPy paths against the reference, or, for a model the reference
+does not run, numpy_fast against numpy_model (the tuned path against the plain one, with the NumPy tolerance: a
+check of the tricks, though not of the maths the two share). The exit status is then 0 when every row that ran is
+OK, and the last line says what was skipped.
+
 The parameters are the reference's seed-3 initial values plus seeded noise, so that no layer-norm gain is exactly
 1 and no bias exactly 0 (a bug that drops a gain or a bias would hide behind those values). With --ckpt they are a
 checkpoint's (written by any backend of train.py, widened to float64 exactly), and its sizes, position scheme and
@@ -52,7 +58,7 @@ SEED = 3  # the seed of the reference's initial weights, under the noise
 INTERMEDIATES = ["x0", "h1", "weights", "x1", "h2", "act", "x2", "logits"]  # in forward order, of one block
 IN_BLOCK = INTERMEDIATES[1:-1]  # the intermediates each block has
 NUMPY_PATHS = {"numpy_model": numpy_model, "numpy_fast": numpy_fast}  # name -> module, each compared in turn
-TOLERANCE = 1e-12  # NumPy float64 vs the reference, relative to each tensor's largest value
+TOLERANCE = 1e-12  # NumPy float64 vs the reference (or numpy_fast vs numpy_model), relative to the largest value
 TORCH_TOLERANCE = 1e-11  # PyTorch float64 vs the reference
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -203,7 +209,8 @@ def main(argv=None):
                                                                   " compared between numpy_model.py and PyTorch")
     parser.add_argument("--heads", type=int, default=1, help="attention heads per block, dividing the width 16"
                                                              " (default: 1)")
-    parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch comparison")
+    parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch comparison (as where torch is not"
+                                                                " installed: what runs without it is still compared)")
     parser.add_argument("--ckpt", default=None, metavar="PATH",
                         help="compare at the weights of this checkpoint (train.py's, of any backend), with its sizes,"
                              " positions and vocabulary")
@@ -255,25 +262,60 @@ def runs_reference(config):
     return has_reference_scheme(config) and not config.grown
 
 
+def torch_skipped(no_torch):
+    """Why the PyTorch rows are not run, in a few words, or None when they are: torch imports and no_torch is off.
+
+    >>> torch_skipped(True)
+    '--no-torch'
+    """
+    if no_torch:
+        return "--no-torch"
+    try:
+        import torch  # noqa: F401
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] != "torch":  # torch is there, but something it imports is not
+            return f"torch cannot be imported: {e}"
+        return "torch is not installed"
+    except ImportError as e:  # installed but broken
+        return f"torch cannot be imported: {e}"
+    return None
+
+
+def say_skipped(skipped):
+    """Print the one line that says the PyTorch rows are skipped and why (and, when torch is missing, how to install
+    it); nothing when none are.
+
+    >>> say_skipped("--no-torch")
+    PyTorch: skipped (--no-torch)
+    """
+    if skipped is not None:
+        install = "" if skipped == "--no-torch" else f"; the twin's rows need it: {machine.INSTALL['torch']}"
+        print(f"PyTorch: skipped ({skipped}){install}")
+
+
+def verdict(ok, skipped):
+    """The last line: all OK or NOT OK, for the rows that ran, and what was skipped.
+
+    >>> verdict(True, None), verdict(False, "--no-torch")
+    ('all OK', 'NOT OK (PyTorch skipped: --no-torch)')
+    """
+    return ("all OK" if ok else "NOT OK") + (f" (PyTorch skipped: {skipped})" if skipped is not None else "")
+
+
 def compare_all(params, ids, targets, config, no_torch):
-    """Both NumPy paths and PyTorch (when installed and not no_torch) against the reference, for a model of config
-    that model.py runs (runs_reference); the exit status."""
+    """Both NumPy paths and PyTorch (when it imports and not no_torch) against the reference, for a model of config
+    that model.py runs (runs_reference); the exit status, 0 when every row that ran is OK."""
     ref = reference_run(params, ids, targets, config)
     ok = True
     for name, path in NUMPY_PATHS.items():
         rows = compare(ref, numpy_run(params, ids, targets, config, path), TOLERANCE)
         ok = print_table(f"{name} float64 vs reference", rows, TOLERANCE) and ok
-    if no_torch:
-        print("PyTorch: skipped (--no-torch)")
-    else:
-        try:
-            import torch  # noqa: F401
-        except ImportError:
-            print("PyTorch: skipped (torch is not installed)")
-        else:
-            rows = compare(ref, torch_run(params, ids, targets, config), TORCH_TOLERANCE)
-            ok = print_table("PyTorch float64 autograd vs reference", rows, TORCH_TOLERANCE) and ok
-    print("all OK" if ok else "NOT OK")
+    skipped = torch_skipped(no_torch)
+    say_skipped(skipped)
+    if skipped is None:
+        rows = compare(ref, torch_run(params, ids, targets, config), TORCH_TOLERANCE)
+        ok = print_table("PyTorch float64 autograd vs reference", rows, TORCH_TOLERANCE) and ok
+    print(verdict(ok, skipped))
     return 0 if ok else 1
 
 
@@ -355,25 +397,28 @@ def main_checkpoint(parser, args):
 
 def compare_without_reference(params, ids, targets, config, no_torch):
     """PyTorch against each NumPy path that runs the model, for a model of config that model.py does not have (its
-    scheme, or its blocks and heads); exit status 2 if torch is missing."""
+    scheme, or its blocks and heads); without PyTorch (torch_skipped), numpy_fast against numpy_model. The exit
+    status, 0 when every row that ran is OK."""
     scheme, grown = config.positions, config.grown
-    what = f"a model of {sizes.describe(config.blocks, config.heads)}" if grown else f"positions {scheme}"
-    try:
-        if no_torch:
-            raise ImportError("--no-torch")
-        import torch  # noqa: F401
-    except ImportError as e:
-        print(f"NOT OK: {what} has no reference in model.py; its check is NumPy against PyTorch, which is"
-              f" unavailable here ({e})")
-        return 2
+    setting = f"{scheme}, {sizes.describe(config.blocks, config.heads)}" if grown else scheme
+    skipped = torch_skipped(no_torch)
+    if skipped is not None:
+        what = f"a model of {sizes.describe(config.blocks, config.heads)}" if grown else f"positions {scheme}"
+        say_skipped(skipped)
+        print(f"{what} has no reference in model.py, so without the twin numpy_fast is compared with numpy_model:"
+              f" the tuned path against the plain one\n")
+        plain = numpy_run(params, ids, targets, config, numpy_model)
+        rows = compare(plain, numpy_run(params, ids, targets, config, numpy_fast), TOLERANCE)
+        ok = print_table(f"numpy_fast float64 vs numpy_model float64 ({setting})", rows, TOLERANCE)
+        print(verdict(ok, skipped))
+        return 0 if ok else 1
     twin = torch_run(params, ids, targets, config)
     ok = True
     for name, path in NUMPY_PATHS.items():
         rows = compare(twin, numpy_run(params, ids, targets, config, path), TORCH_TOLERANCE)
-        setting = f"{scheme}, {sizes.describe(config.blocks, config.heads)}" if grown else scheme
         title = f"{name} float64 vs PyTorch float64 autograd ({setting})"
         ok = print_table(title, rows, TORCH_TOLERANCE) and ok
-    print("all OK" if ok else "NOT OK")
+    print(verdict(ok, skipped))
     return 0 if ok else 1
 
 

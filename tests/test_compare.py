@@ -1,5 +1,6 @@
 """dev/compare.py: all OK on the real code (exit 0), NOT OK and a non-zero exit when a path is deliberately broken."""
 
+import os
 import re
 import subprocess
 import sys
@@ -8,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dev import compare
-from oneblock import numpy_model, sizes
+from oneblock import machine, numpy_model, sizes
 from fastpath_helpers import PATHS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,7 +40,9 @@ def test_compare_script_exits_0_and_prints_all_ok():
     for title, rows in found.items():
         assert len(rows) == 27, title  # 8 intermediates + loss + 18 gradients
         assert set(rows.values()) == {"OK"}, title
-    assert "NOT OK" not in run.stdout and run.stdout.rstrip().endswith("all OK")
+    last = run.stdout.rstrip().splitlines()[-1]  # and, where torch is not installed, that its rows are skipped
+    assert "NOT OK" not in run.stdout and last == ("all OK" if len(found) == 3 else
+                                                   "all OK (PyTorch skipped: torch is not installed)")
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -60,7 +63,7 @@ def test_broken_backward_fails(path, monkeypatch, capsys):
     assert rows["logits"] == rows["loss"] == "OK"
     assert rows["grad Wq"] == rows["grad tok_emb"] == "NOT OK"
     assert [set(other.values()) for other in found.values()] == [{"OK"}]
-    assert out.rstrip().endswith("NOT OK")
+    assert out.rstrip().splitlines()[-1] == "NOT OK (PyTorch skipped: --no-torch)"
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -118,10 +121,24 @@ def test_schemes_without_a_reference_compare_numpy_with_torch(monkeypatch, capsy
             assert rows["weights"] == rows["logits"] == rows["grad Wq"] == rows["grad tok_emb"] == "NOT OK"
 
 
-def test_a_scheme_without_reference_needs_torch(capsys):
-    assert compare.main(["--positions", "rope", "--no-torch", "--length", "8"]) == 2
-    assert "has no reference in model.py" in capsys.readouterr().out
+@pytest.mark.parametrize("path", PATHS)
+def test_without_the_twin_a_scheme_without_reference_compares_the_numpy_paths(path, monkeypatch, capsys):
+    """rope with --no-torch: no NOT OK for the missing twin, but numpy_fast against numpy_model, all OK and exit 0;
+    either path's layer-norm backward off by 0.1% turns the gradient rows NOT OK and the exit status 1."""
+    assert compare.main(["--positions", "rope", "--no-torch", "--length", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "PyTorch: skipped (--no-torch)" in out and "has no reference in model.py" in out
+    assert tables(out) == {"numpy_fast float64 vs numpy_model float64 (rope)": dict.fromkeys(
+        [*compare.intermediate_names(1), "loss", *("grad " + n for n in sizes.param_names(1))], "OK")}
+    assert out.rstrip().splitlines()[-1] == "all OK (PyTorch skipped: --no-torch)"
 
+    real = path.layernorm_backward
+    monkeypatch.setattr(path, "layernorm_backward", lambda *a, **k: (real(*a, **k)[0] * 1.001, *real(*a, **k)[1:]))
+    assert compare.main(["--positions", "rope", "--no-torch", "--length", "8"]) == 1
+    out = capsys.readouterr().out
+    (rows,) = tables(out).values()
+    assert rows["logits"] == rows["loss"] == "OK" and rows["grad Wq"] == rows["grad tok_emb"] == "NOT OK"
+    assert out.rstrip().splitlines()[-1] == "NOT OK (PyTorch skipped: --no-torch)"
 
 
 PATHS_BY_NAME = list(compare.NUMPY_PATHS)  # numpy_model, numpy_fast
@@ -204,3 +221,72 @@ def test_a_checkpoint_is_compared_at_its_weights_with_its_sizes(tmp_path, backen
     missing = subprocess.run([sys.executable, "-m", "dev.compare", "--ckpt", str(tmp_path / "none")],
                              capture_output=True, text=True, cwd=ROOT)
     assert missing.returncode == 2 and "none" in missing.stderr and "Traceback" not in missing.stderr
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Where PyTorch is not installed: the pages' commands skip the twin's rows, with the reason, and exit 0
+
+NO_TORCH = '''"""Put on PYTHONPATH by tests/test_compare.py: torch cannot be imported, as where it is not installed."""
+import sys
+
+
+class NoTorch:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "torch":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
+sys.meta_path.insert(0, NoTorch())
+'''
+INSTALL_TORCH = machine.INSTALL["torch"]  # the command that installs it, as the pages give it
+PAGES = ["docs/growing.md", "docs/positions.md"]  # the pages whose dev.compare commands need the twin
+
+
+def page_compare_commands():
+    """The dev.compare commands that PAGES show (each after a `$ ` prompt), in order."""
+    return [command for page in PAGES for command in re.findall(r"^    \$ (python3 -m dev\.compare\b.*)$",
+                                                                (ROOT / page).read_text(encoding="utf-8"), re.M)]
+
+
+def without_torch(tmp_path):
+    """The environment of a subprocess in which `import torch` fails as it does where torch is not installed (a
+    sitecustomize on PYTHONPATH, before the lab's folder)."""
+    shim = tmp_path / "no_torch"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(NO_TORCH, encoding="utf-8")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(shim), str(ROOT)])}
+
+
+def test_the_pages_commands_name_what_they_compare():
+    assert page_compare_commands() == ["python3 -m dev.compare --blocks 2 --heads 4",
+                                       "python3 -m dev.compare --ckpt out/grown.safetensors",
+                                       "python3 -m dev.compare --positions rope --length 128"]
+    for page in PAGES:  # and each page says that the twin's rows need PyTorch, and where its pin is
+        assert "tests/requirements-torch.txt" in (ROOT / page).read_text(encoding="utf-8"), page
+
+
+def test_without_torch_every_compare_command_of_the_pages_skips_the_twin_and_exits_0(tmp_path):
+    """Each of the pages' dev.compare commands, and the plain one, as written, where torch cannot be imported: the
+    twin's rows skipped in one line that says why and how to install it, every table that ran all OK, exit 0."""
+    env = without_torch(tmp_path)
+    blocked = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True, text=True, env=env)
+    assert blocked.returncode == 1 and "No module named 'torch'" in blocked.stderr  # (the shim works)
+    trained = subprocess.run([sys.executable, str(ROOT / "train.py"), "--blocks", "2", "--heads", "4", "--steps", "3",
+                              "--batch", "2", "--val-stories", "5", "--quiet", "--out", "out/grown.safetensors"],
+                             capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert trained.returncode == 0, trained.stderr
+    for command in [*page_compare_commands(), "python3 -m dev.compare"]:
+        run = subprocess.run([sys.executable, *command.split()[1:]], capture_output=True, text=True, cwd=tmp_path,
+                             env=env, timeout=300)
+        said = f"{command}:\n{run.stdout}{run.stderr}"
+        assert run.returncode == 0 and "NOT OK" not in run.stdout and run.stderr == "", said
+        skip = [line for line in run.stdout.splitlines() if line.startswith("PyTorch: skipped")]
+        assert skip == [f"PyTorch: skipped (torch is not installed); the twin's rows need it: {INSTALL_TORCH}"], said
+        titles = [line.split(" (")[0] for line in run.stdout.splitlines() if "(OK: relative error" in line]
+        if command == "python3 -m dev.compare":  # the reference runs: both NumPy paths against it
+            assert titles == ["numpy_model float64 vs reference", "numpy_fast float64 vs reference"], said
+        else:  # no reference and no twin: the NumPy paths against each other
+            assert titles == ["numpy_fast float64 vs numpy_model float64"], said
+        for table in run.stdout.split("(OK: relative error")[1:]:
+            assert len(grown_rows(table)) >= 27 and set(grown_rows(table).values()) == {"OK"}, said
+        assert run.stdout.rstrip().splitlines()[-1] == "all OK (PyTorch skipped: torch is not installed)", said

@@ -1,7 +1,9 @@
 """The house: what stands at the root, and who imports whom, read from the code with ast (nothing is imported).
 
 - The root holds the seed's lab, the day-to-day commands, the README and pyproject.toml, and folders whose names say
-  their role: at most 20 entries (dot-files aside), at most 10 of them Python files.
+  their role: at most 20 entries (dot-files aside), at most 10 of them Python files. What git ignores there (out/,
+  where the lab's commands write, and whatever else .gitignore names) is what running the lab made, not the tree's;
+  any other file at the root is a stray that fails the test.
 - No module imports a command-line script: train.py, sample.py, explore.py and trace_block.py are command lines
   over the library, and only the seed's test_model.py imports trace_block, as the seed does (the other tests run
   them as a user does, in subprocesses). The experiments and the benchmarks are commands too: none of the lab's
@@ -11,9 +13,14 @@
 """
 
 import ast
+import fnmatch
+import shutil
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = ["model.py", "trace_block.py", "test_model.py", "bpe.py", "make_corpus.py", "atomic.py", "corpus.txt",
@@ -22,6 +29,51 @@ COMMANDS = ["train.py", "sample.py", "explore.py"]  # the day-to-day command lin
 FOLDERS = ["oneblock", "experiments", "dev", "docs", "explorer", "tests"]  # the library, and a folder for each role
 SCRIPTS = {"train", "sample", "explore", "trace_block"}  # command lines at the root, which nothing may import
 EXCEPTION = ("test_model", "trace_block")  # the seed's own test reads the trace's functions, as the seed does
+
+
+def gitignore_matches(patterns, name, is_dir):
+    """Whether one of .gitignore's patterns ignores the entry name at the root (is_dir: a folder), as git reads them:
+    a pattern ending in / names folders only, a leading / anchors it at the root, and one with a / inside names
+    deeper paths, so never a root entry. Negations (!) and comments are passed over.
+
+    >>> patterns = ["/out/", "*.pyc", "/explorer/data/", "# a comment"]
+    >>> [gitignore_matches(patterns, *entry) for entry in [("out", True), ("out", False), ("a.pyc", False),
+    ...                                                     ("explorer", True)]]
+    [True, False, True, False]
+    """
+    for pattern in patterns:
+        pattern = pattern.strip()
+        if not pattern or pattern.startswith(("#", "!")):
+            continue
+        folders_only = pattern.endswith("/")
+        pattern = pattern.strip("/")
+        if "/" not in pattern and (is_dir or not folders_only) and fnmatch.fnmatchcase(name, pattern):
+            return True
+    return False
+
+
+def ignored(root, names):
+    """The names (a folder's with a trailing /) of entries at root that git ignores there: `git check-ignore`'s
+    answer in a git checkout of root (.gitignore, .git/info/exclude and the user's excludes; a tracked file never
+    is), and elsewhere, or without git, what root's .gitignore ignores (gitignore_matches)."""
+    root = Path(root)
+    if shutil.which("git"):
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=root, capture_output=True, text=True)
+        if top.returncode == 0 and Path(top.stdout.strip()).resolve() == root.resolve():
+            found = subprocess.run(["git", "check-ignore", "--stdin", "-z"], cwd=root, capture_output=True,
+                                   input="\0".join(names).encode())
+            if found.returncode in (0, 1):  # 0: some are ignored, 1: none
+                return set(filter(None, found.stdout.decode().split("\0")))
+    rules = root / ".gitignore"
+    patterns = rules.read_text(encoding="utf-8").splitlines() if rules.is_file() else []
+    return {name for name in names if gitignore_matches(patterns, name.rstrip("/"), name.endswith("/"))}
+
+
+def root_entries(root):
+    """The names of the entries at root that are the tree's, sorted: dot-files aside, and what git ignores (ignored)
+    left out, since running the lab made it."""
+    names = [p.name + "/" * p.is_dir() for p in Path(root).iterdir() if not p.name.startswith(".")]
+    return sorted(name.rstrip("/") for name in set(names) - ignored(root, names))
 
 
 def modules():
@@ -96,14 +148,35 @@ def cycle(edges):
 
 
 def test_the_root_holds_the_seeds_lab_the_commands_and_folders_that_say_their_role():
-    entries = sorted(p.name for p in ROOT.iterdir() if not p.name.startswith(".") and p.name not in (
-        "__pycache__", "out"))  # (what running the lab makes here is not the tree's)
+    entries = root_entries(ROOT)  # (what running the lab makes here, and git ignores, is not the tree's)
     assert set(SEED + COMMANDS + FOLDERS + ["README.md", "pyproject.toml"]) == set(entries), entries
     assert len(entries) <= 20 and len([e for e in entries if e.endswith(".py")]) <= 10
     for folder in ("oneblock", "experiments", "dev"):  # each package says what it holds, file by file
         doc = ast.get_docstring(ast.parse((ROOT / folder / "__init__.py").read_text(encoding="utf-8")))
         for path in (ROOT / folder).glob("*.py"):
             assert path.name == "__init__.py" or path.stem in doc, (folder, path.name)
+
+
+def test_git_ignores_where_the_lab_writes():
+    """out/ (where every page's commands write) and Python's caches are ignored at the root; a new file is not."""
+    names = ["out/", "__pycache__/", "model.pyc", "spread-float64.json", "notes.txt"]
+    assert ignored(ROOT, names) == {"out/", "__pycache__/", "model.pyc"}
+
+
+@pytest.mark.parametrize("checkout", [True, False], ids=["git-checkout", "no-git"])
+def test_what_git_ignores_at_the_root_is_left_out_and_a_stray_file_is_not(tmp_path, checkout):
+    """A user's outputs that .gitignore ignores (out/, site/, a *.tmp) are not the tree's; a file it does not ignore
+    is a stray that the root test sees; in a checkout a tracked file counts even where a pattern names it."""
+    if checkout and not shutil.which("git"):
+        pytest.skip("git is not installed")
+    (tmp_path / ".gitignore").write_text("/out/\n/site/\n*.tmp\n", encoding="utf-8")
+    for name in ("README.md", "kept.tmp", "stray.json", "out/spread-float64.json", "site/index.html", "x.tmp"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text("x\n", encoding="utf-8")
+    if checkout:
+        subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+        subprocess.run(["git", "add", "-f", "README.md", "kept.tmp", ".gitignore"], cwd=tmp_path, check=True)
+    assert root_entries(tmp_path) == ["README.md", *["kept.tmp"] * checkout, "stray.json"]
 
 
 # ----------------------------------------------------------------------------------------------------------------
