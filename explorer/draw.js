@@ -53,7 +53,12 @@ export function fit_canvas(canvas, height = null) {
 /** Draw values (rows x cols, arrays of numbers) as square cells, row labels on the left, column labels on top when
  * the cells are big enough. options: labels (row labels; columns get the same unless col_labels), color (value ->
  * CSS colour), mask (row, col) -> true to leave a cell blank, highlight (a row to outline), max_cell (pixels).
- * Returns {cell_at(mouse event) -> {row, col} | null}. */
+ * The canvas's data-left, data-top and data-cell give where the cells are (CSS pixels), data-highlight the row
+ * outlined ("" for none). Returns {cell_at(mouse event) -> {row, col} | null, outline(row): move the outline to
+ * row (null: none)}.
+ *
+ *     const grid = heatmap(canvas, [[1, 0], [0.5, 0.5]], { highlight: 1 });
+ *     grid.outline(0)   // canvas.dataset.highlight === "0" */
 export function heatmap(canvas, values, options = {}) {
   const rows = values.length;
   const cols = rows ? values[0].length : 0;
@@ -66,39 +71,55 @@ export function heatmap(canvas, values, options = {}) {
   const show_labels = cell >= 9;
   const top = show_labels && col_labels.length ? 56 : 4;
   canvas.style.width = `${margin + cell * cols + 4}px`;
-  const { ctx } = fit_canvas(canvas, top + cell * rows + 4);
-  for (let i = 0; i < rows; i++) {
-    for (let j = 0; j < cols; j++) {
-      if (options.mask?.(i, j)) continue;
-      ctx.fillStyle = color(values[i][j]);
-      ctx.fillRect(margin + j * cell, top + i * cell, cell, cell);
+  const { ctx, width, height } = fit_canvas(canvas, top + cell * rows + 4);
+  Object.assign(canvas.dataset, { left: margin, top, cell });
+
+  /** The whole map again, with row (or none) outlined. */
+  function paint(row) {
+    ctx.clearRect(0, 0, width, height);
+    for (let i = 0; i < rows; i++) {
+      for (let j = 0; j < cols; j++) {
+        if (options.mask?.(i, j)) continue;
+        ctx.fillStyle = color(values[i][j]);
+        ctx.fillRect(margin + j * cell, top + i * cell, cell, cell);
+      }
     }
+    ctx.fillStyle = "#333";
+    ctx.textBaseline = "middle";
+    if (show_labels) {
+      ctx.textAlign = "right";
+      labels.forEach((label, i) => ctx.fillText(label, margin - 4, top + (i + 0.5) * cell, margin - 6));
+      ctx.textAlign = "left";
+      col_labels.forEach((label, j) => {
+        ctx.save();
+        ctx.translate(margin + (j + 0.5) * cell, top - 4);
+        ctx.rotate(-Math.PI / 3);
+        ctx.fillText(label, 0, 0, top);
+        ctx.restore();
+      });
+    }
+    const outlined = row !== undefined && row !== null && row >= 0 && row < rows;
+    if (outlined) {
+      ctx.strokeStyle = "#d81b60";
+      ctx.lineWidth = 2;
+      ctx.strokeRect(margin - 1, top + row * cell - 1, cols * cell + 2, cell + 2);
+    }
+    canvas.dataset.highlight = outlined ? String(row) : "";
   }
-  ctx.fillStyle = "#333";
-  ctx.textBaseline = "middle";
-  if (show_labels) {
-    ctx.textAlign = "right";
-    labels.forEach((label, i) => ctx.fillText(label, margin - 4, top + (i + 0.5) * cell, margin - 6));
-    ctx.textAlign = "left";
-    col_labels.forEach((label, j) => {
-      ctx.save();
-      ctx.translate(margin + (j + 0.5) * cell, top - 4);
-      ctx.rotate(-Math.PI / 3);
-      ctx.fillText(label, 0, 0, top);
-      ctx.restore();
-    });
-  }
-  if (options.highlight !== undefined && options.highlight !== null && options.highlight < rows) {
-    ctx.strokeStyle = "#d81b60";
-    ctx.lineWidth = 2;
-    ctx.strokeRect(margin - 1, top + options.highlight * cell - 1, cols * cell + 2, cell + 2);
-  }
+
+  let shown = options.highlight ?? null;
+  paint(shown);
   return {
     cell_at(event) {
       const rect = canvas.getBoundingClientRect();
       const col = Math.floor((event.clientX - rect.left - margin) / cell);
       const row = Math.floor((event.clientY - rect.top - top) / cell);
       return row >= 0 && row < rows && col >= 0 && col < cols ? { row, col } : null;
+    },
+    outline(row) {
+      if ((row ?? null) === shown) return;
+      shown = row ?? null;
+      paint(shown);
     },
   };
 }

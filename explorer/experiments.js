@@ -160,9 +160,11 @@ function on_depth_message(run, m, msg) {
     m.evals.push([msg.step, msg.measures.copy_accuracy, msg.measures.copy_loss, msg.seconds]);
     const two = run.models.find((x) => x.blocks === 2);
     if (m === two && run.passed === null && msg.measures.copy_accuracy >= PASS) {
-      const one = run.models.find((x) => x.blocks === 1);
-      run.passed = { step: msg.step, seconds: (performance.now() - run.started) / 1000,
-        one_block: one.evals.at(-1)?.[1] ?? null };
+      run.passed = { step: msg.step, seconds: (performance.now() - run.started) / 1000, one_block: null };
+    }
+    // one block's accuracy at the step two blocks passed, not at its latest: the two workers run at their own pace
+    if (run.passed && run.passed.one_block === null) {
+      run.passed.one_block = accuracy_at(run.models.find((x) => x.blocks === 1), run.passed.step);
     }
   } else if (msg.type === "done") {
     m.done = true;
@@ -184,11 +186,28 @@ function draw_depth() {
   const top = Math.max(Math.log(induction.VOCAB), ...models.flatMap((m) => m.evals.map((e) => e[2])));
   line_chart($("depth-loss-chart"), { series: series(2, false), x_max: steps, y_max: top * 1.05, x_label: "step",
     height: 160 });
-  $("depth-summary").textContent = !run ? "Not run yet." : run.passed
-    ? `Two blocks passed ${PASS * 100}% copy accuracy at step ${run.passed.step}, ${run.passed.seconds.toFixed(1)} s`
-      + ` after Start, while one block was at ${(100 * run.passed.one_block).toFixed(1)}%.`
-    : run.ended ? "Stopped before two blocks passed 90%." : "Training…";
+  $("depth-summary").textContent = depth_summary(run);
   for (const blocks of DEPTH.blocks) draw_depth_model(models.find((m) => m.blocks === blocks), blocks);
+}
+
+/** A model's copy accuracy at step (its evals are [step, accuracy, ...]), or null while it has not been measured
+ * there.
+ *
+ *     accuracy_at({ evals: [[25, 0.1, 3.2, 1.5], [50, 0.2, 3.0, 2.9]] }, 25)   // 0.1 */
+export function accuracy_at(m, step) {
+  return m?.evals.find((e) => e[0] === step)?.[1] ?? null;
+}
+
+/** The line above the charts: the step at which two blocks passed PASS, and one block's accuracy at that same step.
+ *
+ *     depth_summary(null)   // "Not run yet." */
+export function depth_summary(run) {
+  if (!run) return "Not run yet.";
+  if (!run.passed) return run.ended ? `Stopped before two blocks passed ${PASS * 100}%.` : "Training…";
+  const { step, seconds, one_block } = run.passed;
+  const passed = `Two blocks passed ${PASS * 100}% copy accuracy at step ${step}, ${seconds.toFixed(1)} s after Start`;
+  if (one_block !== null) return `${passed}, while one block was at ${(100 * one_block).toFixed(1)}% at that step.`;
+  return `${passed}; one block ${run.ended ? "stopped before" : "has not yet reached"} step ${step}.`;
 }
 
 /** One model's column: its status, every head's attention on the first test sequence, and the heads' scores. */

@@ -433,15 +433,18 @@ function render_attention() {
   const labels = a.ids.map((id) => show_token(state.tok.vocab[id]));
   const grid = heatmap(canvas, weights, { labels, color: blues, mask: (i, j) => j > i,
     highlight: state.hover ?? state.selected });
+  // the outline follows the readout: the row under the mouse, and the chosen position again once the mouse leaves
   canvas.addEventListener("mousemove", (e) => {
     const cell = grid.cell_at(e);
     if (cell && cell.row !== state.hover) {
       state.hover = cell.row;
+      grid.outline(cell.row);
       show_reads(weights, cell.row);
     }
   });
   canvas.addEventListener("mouseleave", () => {
     state.hover = null;
+    grid.outline(state.selected);
     show_reads(weights, state.selected);
   });
   canvas.addEventListener("keydown", (e) => {
