@@ -18,6 +18,12 @@ With --data FILE the checkpoint carries the tokenizer the model learned with, an
 checkpoint, named after it (notes.safetensors.tokenizer.json). A run owns its --out from its start: a second run on
 the same path is refused while the first one lives, and what a finished run left there is replaced only with
 --overwrite (never a file that is not a checkpoint or, for the copy, not a tokenizer).
+
+At each validation whose loss is the lowest so far (after step 0, the seed's initial weights), the run also writes
+that checkpoint beside --out, with ".best" before its suffix (out/ckpt.best.safetensors), by the same rules; the last
+one stays at --out, which --resume reads, and a resumed run keeps the best so far. A small text shows why: the model
+learns it by heart, and its validation loss rises again (the run says so on stderr, once, after
+training.RISES_TO_WARN rises in a row; docs/own-text.md).
 """
 
 import argparse
@@ -28,6 +34,7 @@ import platform
 import sys
 import time
 from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace  # noqa: F401  (path_problem's example)
 
@@ -40,6 +47,7 @@ from oneblock.settings import Settings, training_settings
 
 DEFAULT_OUT = "out/ckpt.safetensors"  # relative to where you run it; sample.py reads the same path by default
 COMMAND_ONLY = ("out", "resume", "overwrite", "no_positions", "typed")  # the command's own, not settings
+BEST = ".best"  # before --out's suffix: the checkpoint of the lowest validation loss (best_beside)
 
 # ----------------------------------------------------------------------------------------------------------------
 # The command line
@@ -151,11 +159,13 @@ def build_parser():
     setting("--ckpt-every", type=int, metavar="N",
             help="steps between checkpoints; also at the end (default: %(default)s)")
     p.add_argument("--out", default=DEFAULT_OUT, metavar="PATH",
-                   help="checkpoint file, replaced atomically at each save; its folder is created (default:"
-                        " %(default)s)")
+                   help="checkpoint file, replaced atomically at each save; its folder is created. Beside it, with"
+                        " .best before its suffix (out/ckpt.best.safetensors), the checkpoint of the lowest"
+                        " validation loss so far (default: %(default)s)")
     p.add_argument("--resume", action="store_true",
                    help="continue the checkpoint at --out; pass the same settings as the run that wrote it")
-    p.add_argument("--overwrite", action="store_true", help="start afresh even if --out already holds a checkpoint")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start afresh even if --out (or its best file) already holds a checkpoint")
     setting("--quiet", action="store_true", help="no progress bar (the loss lines and the summary remain)")
     p.set_defaults(typed=())  # the flags of Typed that were given
     return p
@@ -203,8 +213,8 @@ def torchrun_number(name, default):
 def path_problem(args):
     """Why --out (as typed) cannot name this run's checkpoint, in one line, judged from the path alone before
     anything is made on disk; None if it can. It must name a file (not a folder, not a path through a file), and
-    no input of the run (--data, --tokenizer) may be one of the files it writes: the checkpoint, its lock or its
-    tokenizer copy.
+    no input of the run (--data, --tokenizer) may be one of the files it writes: the checkpoint, its lock, its
+    tokenizer copy, the best checkpoint (best_beside) or its lock.
 
     >>> print(path_problem(SimpleNamespace(out="runs/", data=None, tokenizer=None)))
     --out runs/ ends with a slash, so it names a folder; expected a checkpoint file such as runs/ckpt.safetensors
@@ -213,11 +223,12 @@ def path_problem(args):
     """
     path = Path(args.out)
     problem = atomic.path_problem(args.out, "--out", "a checkpoint file", "ckpt.safetensors",
-                                  (".lock", ".tokenizer.json"))  # (the lock and the tokenizer's copy beside it)
+                                  (".lock", ".tokenizer.json", BEST + ".lock"))  # (the files beside it)
     if problem:
         return problem
     written = {"the checkpoint": path, "the lock that owns it": path.with_name(path.name + ".lock"),
-               "the copy of its tokenizer": tokenizer_beside(path)}
+               "the copy of its tokenizer": tokenizer_beside(path), "its best checkpoint": best_beside(path),
+               "the lock of its best checkpoint": best_beside(path).with_name(best_beside(path).name + ".lock")}
     for flag, given in (("--data", args.data), ("--tokenizer", args.tokenizer)):
         for what, target in written.items() if given is not None else ():
             if same_file(given, target) and not (flag == "--tokenizer" and what == "the copy of its tokenizer"):
@@ -280,6 +291,39 @@ def tokenizer_beside(out):
     'out/notes.safetensors.tokenizer.json'
     """
     return out.with_name(out.name + ".tokenizer.json")
+
+
+def best_beside(out):
+    """Where a run keeps the checkpoint of its lowest validation loss: beside the last one, --out's name with BEST
+    before its suffix (after the whole name when it has none), so that it reads as a checkpoint of its own.
+
+    >>> best_beside(Path("out/ckpt.safetensors")).as_posix(), best_beside(Path("runs/model")).as_posix()
+    ('out/ckpt.best.safetensors', 'runs/model.best')
+    """
+    return out.with_name(out.stem + BEST + out.suffix)
+
+
+def best_problem(args, best, resumed):
+    """(why the file at best cannot take this run's best checkpoint, in one line, or None if it can; the (step,
+    val_loss) that a resumed run keeps as its best so far, or None), judged while the run owns best, after
+    disk_problem. What is there must be a checkpoint, or it is never replaced; without --resume it is replaced only
+    with --overwrite; with --resume it must be the best of the run resumed (training.kept_best)."""
+    if not os.path.lexists(best):
+        return None, None
+    try:
+        ckpt = checkpoint.load_checkpoint(best)
+    except ValueError as e:
+        return (f"{best}, where this run keeps its best checkpoint, exists but is not a checkpoint ({e}); it is never"
+                f" replaced: choose another --out, or remove the file yourself"), None
+    if resumed is not None:
+        try:
+            return None, training.kept_best(ckpt, resumed, best)
+        except ValueError as e:
+            return f"cannot resume: {e}", None
+    if not args.overwrite:
+        return (f"{best} already holds a checkpoint (step {ckpt['step']}, the best of an earlier run); pass"
+                f" --overwrite to replace it, or another --out to keep it"), None
+    return None, None
 
 
 def other_text(s, path, metadata, text_sha256):
@@ -352,8 +396,17 @@ def main(argv=None):
                     out = target
             except ValueError as e:  # another run holds the path, or its folder cannot be made or written
                 problem = f"--out: {e}"
+        best, best_so_far = best_beside(out), None
+        if problem is None and s.rank == 0:
+            try:  # the best checkpoint's own lock: a run whose --out is this one's best file waits its turn
+                target = owned.enter_context(hold(best, holder))
+                best = best if target == Path(os.path.abspath(best)) else target  # (a link's target is written)
+            except ValueError as e:
+                problem = f"--out's best checkpoint: {e}"
         if problem is None:
             problem, resumed = disk_problem(args, out)
+        if problem is None:
+            problem, best_so_far = best_problem(args, best, resumed)
         if problem is None:
             try:  # everything about the data is checked before anything is written
                 data = read_inputs(s, resumed, out)
@@ -365,16 +418,17 @@ def main(argv=None):
             if s.rank == 0:
                 print(f"error: {problem}", file=sys.stderr)
             return 2 if s.rank == 0 else quietly(2)
-        status = run(s, resumed, out, data)
+        status = run(s, resumed, out, data, best, best_so_far)
         if s.backend == "torch" and status == 0:
             torch_train.together()
         return status if s.rank == 0 or status == 0 else quietly(status)
 
 
-def run(s, resumed, out, data):
-    """The run of main, while it owns out: clean up, train, save, summarise; the exit status. resumed: the loaded
-    checkpoint the run continues, or None. Under torchrun every rank runs it; rank 0 alone prints, writes and
-    cleans up."""
+def run(s, resumed, out, data, best, best_so_far=None):
+    """The run of main, while it owns out and best: clean up, train, save, summarise; the exit status. resumed: the
+    loaded checkpoint the run continues, or None; best: where the checkpoint of the lowest validation loss goes;
+    best_so_far: the (step, val_loss) of the one a resumed run found there, or None. Under torchrun every rank runs it;
+    rank 0 alone prints, writes and cleans up."""
     resume = resumed is not None
     recorded = training_settings(s)
     say = print if s.rank == 0 else (lambda *args, **kwargs: None)
@@ -382,7 +436,8 @@ def run(s, resumed, out, data):
 
     # a save that a kill interrupted leaves its temporary file beside the checkpoint (never in its place); only the
     # ones whose writer is provably dead are removed, never another run's save in progress or a file of yours
-    leftovers = remove_leftovers(out) + remove_leftovers(tokenizer_beside(out)) if s.rank == 0 else []
+    leftovers = ([name for path in (out, tokenizer_beside(out), best) for name in remove_leftovers(path)]
+                 if s.rank == 0 else [])
     if leftovers:
         say(f"removed {len(leftovers)} temporary file(s) that a killed run left beside {out}", file=sys.stderr)
 
@@ -400,14 +455,17 @@ def run(s, resumed, out, data):
     saved = first if resume else None  # the step the file at out holds, for the messages of a stopped run
     copied = s.data is None  # whether the copy of the tokenizer is beside the checkpoint (written at the first save)
 
-    def save(state, val_loss):
-        nonlocal saved, copied
+    def write(path, state, val_loss):  # a checkpoint of the state, with the validation loss at its step if known
         extra = dict(data.metadata)
         if val_loss is not None:
             extra["val_loss"] = repr(val_loss)
         tensors = [training.tensors_of(state[part], s.dtype) for part in ("params", "m", "v")]
-        checkpoint.save_checkpoint(out, tensors[0], tensors[1:], state["step"], state["rng"], config, recorded,
+        checkpoint.save_checkpoint(path, tensors[0], tensors[1:], state["step"], state["rng"], config, recorded,
                                    data.tokenizer_sha, extra)
+
+    def save(state, val_loss):
+        nonlocal saved, copied
+        write(out, state, val_loss)
         saved = state["step"]
         if not copied:  # the checkpoint carries its tokenizer; the copy beside it is for you
             write_atomic(tokenizer_beside(out), data.tok.to_json())
@@ -441,10 +499,19 @@ def run(s, resumed, out, data):
         kept = f"{out} keeps step {saved}" if saved is not None else f"this run wrote no checkpoint to {out}"
         say(f"{newline}{why}; {kept}. {hint}", file=sys.stderr)
 
+    # ---- the lowest validation loss so far (a resumed run's, from its best file) and its checkpoint beside out
+    recorded_val = resumed["metadata"].get("val_loss") if resume else None  # the loss the resumed checkpoint saw
+    watch = training.Watch(best_so_far, None if recorded_val is None else float(recorded_val))
+    unigram = getattr(data, "unigram", None)  # guessing by token frequency: known for a text of your own
+
+    def warn(watch):
+        say(training.rise_warning(watch, best, unigram), file=sys.stderr, flush=True)  # (after a loss line)
+
     state = {} if state is None else state  # train fills a fresh one in, so that a stop can say its step
     try:
         result = training.train(s, data, state, save=save if s.rank == 0 else None,
-                                report=lambda line: say(line, flush=True))
+                                report=lambda line: say(line, flush=True), watch=watch,
+                                save_best=partial(write, best) if s.rank == 0 else None, warn=warn)
     except KeyboardInterrupt:
         stopped(f"interrupted at step {state.get('step', 0)}", "Continue with the same command plus --resume")
         return 130
@@ -464,8 +531,9 @@ def run(s, resumed, out, data):
     against = (training.versus_floor(val_loss, data.val_floor) if data.val_floor is not None
                else f", {val_loss * data.val_tokens / data.val_chars:.4f} per character | no floor known")
     stopped_early = f" of {s.steps} (--stop-at; --resume finishes the run)" if done < s.steps else ""
+    lowest = f" | best val {result.best[1]:.4f} at step {result.best[0]}: {best}" if result.best is not None else ""
     say(f"done: {done} steps{stopped_early} ({done - first} in this run, {tokens:,} tokens, {elapsed:.1f} s{speed})"
-        f" | val {val_loss:.4f} nats/token{against} | {out}")
+        f" | val {val_loss:.4f} nats/token{against} | {out}{lowest}")
     return 0
 
 

@@ -1,6 +1,7 @@
 """Training as a function of plain values: `train(settings)` trains a model as the settings say (settings.py) and
-returns its run: the state (weights, Adam's moments and step, the batch sampler), the loss history, and whether it
-stopped early. train.py is the command line on it; the experiments and benchmarks call it with values.
+returns its run: the state (weights, Adam's moments and step, the batch sampler), the loss history, the lowest
+validation loss and its step, and whether it stopped early. train.py is the command line on it; the experiments and
+benchmarks call it with values.
 
     >>> run = train(Settings(steps=3, batch=2, seq_len=8, val_stories=20, eval_every=2, quiet=True))
     >>> [h["step"] for h in run.history], run.state["params"]["pos_emb"].shape, run.data.vocab
@@ -301,6 +302,19 @@ def fresh_state(init, seed):
             "v": {name: zeros_like(t) for name, t in params.items()}, "rng": random.Random(seed), "step": 0}
 
 
+def recorded_settings(training):
+    """The training settings a checkpoint records, as today's runs record them: blocks and heads 1 where a one-block,
+    one-head file records none, and positions by name where a file from before the schemes records true or false.
+
+    >>> recorded_settings({"seed": 0, "positions": False})
+    {'blocks': 1, 'heads': 1, 'seed': 0, 'positions': 'none'}
+    """
+    there = {**dict.fromkeys(GROWN_KEYS, 1), **training}
+    if isinstance(there.get("positions"), bool):  # written before the schemes, when --no-positions made it false
+        there["positions"] = "learned" if there["positions"] else "none"
+    return there
+
+
 def resumed_state(s, ckpt, path, training, config, data):
     """The state a loaded checkpoint (checkpoint.load_checkpoint's, of the file at path) saved, for a run with the
     settings s, the recorded settings training and the ModelConfig that reads data; a ValueError says why it
@@ -316,10 +330,7 @@ def resumed_state(s, ckpt, path, training, config, data):
         raise ValueError(f"{path} is a model of another size: " + "; ".join(
             f"--{'width' if key == 'd' else 'max-len'} {there} there, {here} here" for key, (there, here) in
             other.items()) + ". HINT: to resume, pass the settings of the run you resume")
-    there = {**dict.fromkeys(GROWN_KEYS, 1), **ckpt["training"]}  # (a one-block, one-head file records no sizes)
-    if isinstance(there.get("positions"), bool):  # written before the schemes, when --no-positions made it false
-        there["positions"] = "learned" if there["positions"] else "none"
-    here = {**dict.fromkeys(GROWN_KEYS, 1), **training}
+    there, here = recorded_settings(ckpt["training"]), recorded_settings(training)
     differ = [f"--{k.replace('_', '-')} {there.get(k)!r} there, {v!r} here"
               for k, v in here.items() if there.get(k) != v and k not in HOW_RUN]
     if differ:
@@ -327,6 +338,87 @@ def resumed_state(s, ckpt, path, training, config, data):
                          f" settings of the run you resume")
     m, v = (from_tensors(moment, s) for moment in ckpt["moments"])
     return {"params": from_tensors(ckpt["params"], s), "m": m, "v": v, "rng": ckpt["rng"], "step": ckpt["step"]}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The lowest validation loss, and a validation loss that keeps rising
+
+RISES_TO_WARN = 3  # validations in a row, each above the one before, after which a run says that it memorises
+
+
+class Watch:
+    """What a run watches at each validation: the lowest loss so far (best: (step, loss), or None before the first)
+    and how many validations in a row rose above the one before (rises). seen(step, loss) says "lowest" for a new
+    finite lowest loss (the run keeps that checkpoint), "risen" once, at the RISES_TO_WARN-th rise in a row (the run
+    warns), and None otherwise. The loss at step 0 counts for the rises but is never the best: those are the seed's
+    initial weights, which the seed makes again (nanoGPT keeps no checkpoint of them either). A resumed run starts
+    from the best it kept and the loss its checkpoint recorded (previous); a loss that is not a number is never the
+    lowest and never a rise.
+
+    >>> watch = Watch()
+    >>> [watch.seen(step, loss) for step, loss in [(0, 3.0), (10, 2.0), (20, 2.5), (30, 2.6), (40, 2.7), (50, 2.8)]]
+    [None, 'lowest', None, None, 'risen', None]
+    >>> watch.best, watch.latest, watch.rises
+    ((10, 2.0), (50, 2.8), 4)
+    >>> Watch().seen(0, 1.0), Watch().seen(10, float("nan")), Watch(best=(10, 2.0), previous=2.0).seen(20, 1.5)
+    (None, None, 'lowest')
+    """
+
+    def __init__(self, best=None, previous=None):
+        self.best, self.previous, self.latest, self.rises, self.warned = best, previous, None, 0, False
+
+    def seen(self, step, loss):
+        self.rises = self.rises + 1 if self.previous is not None and loss > self.previous else 0
+        self.previous, self.latest = loss, (step, loss)
+        if step > 0 and math.isfinite(loss) and (self.best is None or loss < self.best[1]):
+            self.best = (step, loss)
+            return "lowest"
+        if self.rises >= RISES_TO_WARN and not self.warned:
+            self.warned = True
+            return "risen"
+        return None
+
+
+def rise_warning(watch, kept, unigram=None):
+    """The one line a run prints on stderr when its validation loss has risen RISES_TO_WARN times in a row (a Watch
+    that said "risen"): what happened, against guessing by token frequency where the run knows that loss (unigram,
+    a text of your own; None for the stories), and where the checkpoint of the lowest loss is kept.
+
+    >>> watch = Watch(best=(500, 3.9977))
+    >>> watch.latest, watch.rises = (3000, 4.3698), 3
+    >>> print(rise_warning(watch, "out/gpl.best.safetensors", 5.0523))
+    warning: the validation loss rose at each of the last 3 validations, to 4.3698 at step 3000 (still below the \
+5.0523 of guessing by token frequency): the model is learning its training text by heart, which does not carry \
+over to new text. The lowest, 3.9977 at step 500, is kept in out/gpl.best.safetensors
+    """
+    (step, loss), (best_step, best_loss) = watch.latest, watch.best
+    against = ""
+    if unigram is not None:
+        against = (f" ({'above' if loss > unigram else 'still below'} the {unigram:.4f} of guessing by token"
+                   f" frequency)")
+    return (f"warning: the validation loss rose at each of the last {watch.rises} validations, to {loss:.4f} at step"
+            f" {step}{against}: the model is learning its training text by heart, which does not carry over to new"
+            f" text. The lowest, {best_loss:.4f} at step {best_step}, is kept in {kept}")
+
+
+def kept_best(ckpt, resumed, path):
+    """(step, val_loss) of a best checkpoint (ckpt, loaded from the file at path) for a run that resumes the loaded
+    checkpoint resumed: the best so far, which the resumed run replaces only with a lower loss. It must be of the
+    same run (the same model, tokenizer, data and settings, but for where it computes) and record its val_loss; a
+    ValueError says why not."""
+    meta, there = ckpt["metadata"], resumed["metadata"]
+    runs = [{key: value for key, value in recorded_settings(c["training"]).items() if key not in HOW_RUN}
+            for c in (ckpt, resumed)]
+    hashes = ("tokenizer_sha256", "corpus_sha256", "text_sha256")
+    if ckpt["config"] != resumed["config"] or runs[0] != runs[1] or any(meta.get(k) != there.get(k) for k in hashes):
+        raise ValueError(f"{path}, where this run keeps its best checkpoint, holds a checkpoint of another run (step"
+                         f" {ckpt['step']}) than the one it resumes; it is never replaced by a resume: move it"
+                         f" away, and the resumed run keeps a best of its own from its next validation on")
+    if "val_loss" not in meta:
+        raise ValueError(f"{path}, where this run keeps its best checkpoint, records no val_loss (step"
+                         f" {ckpt['step']}), so no validation loss can be compared with it; move it away, and the"
+                         f" resumed run keeps a best of its own from its next validation on")
+    return ckpt["step"], float(meta["val_loss"])
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -358,28 +450,40 @@ def step(state, ids, targets, loss_and_grads, s):
     return loss, norm
 
 
-def fit(state, data, s, functions, save=None, report=print):
+def fit(state, data, s, functions, save=None, report=print, watch=None, save_best=None, warn=None):
     """Take steps until state["step"] is s.steps (or s.stop_at, to stop a run early on its own schedule), with the
     model's (init, loss_and_grads, loss) functions. The validation loss at step 0 (on a fresh state), every
     s.eval_every steps and at the end goes to report as one line and into the history; every s.ckpt_every steps
     and at the end, save(state, val_loss or None) is called (if given) once the weights are checked to be finite.
+    Each validation loss goes to watch (a Watch: a resumed run's, or a fresh one): at each new lowest,
+    save_best(state, val_loss) is called (if given; the weights checked as for save), and once, when the loss has
+    risen RISES_TO_WARN validations in a row, warn(watch) (if given).
 
-    Returns SimpleNamespace(history, failure, val_loss, train_seconds): history a list of {"step", "train", "val"}
-    (train: the mean training loss since the evaluation before, None at step 0); failure None, or (reason, hint)
-    when the run stopped early because the loss or the weights stopped being finite (state keeps the last good
-    step). A KeyboardInterrupt passes through.
+    Returns SimpleNamespace(history, failure, val_loss, train_seconds, best): history a list of {"step", "train",
+    "val"} (train: the mean training loss since the evaluation before, None at step 0); failure None, or (reason,
+    hint) when the run stopped early because the loss or the weights stopped being finite (state keeps the last
+    good step); best the watch's (step, val_loss) of the lowest validation loss, or None. A KeyboardInterrupt
+    passes through.
     """
     _, loss_and_grads, loss_fn = functions
     first, last = state["step"], s.steps if s.stop_at is None else s.stop_at
     history, failure, val_loss, recent, train_seconds = [], None, None, [], 0.0
+    watch = Watch() if watch is None else watch
 
     def evaluate():
         return story_nats(loss_fn, state["params"], data.val_ids, data.val_batch) / data.val_tokens
+
+    def watched(done, val_loss):  # whether the loss is the lowest so far; a warning once, when it keeps rising
+        said = watch.seen(done, val_loss)
+        if said == "risen" and warn is not None:
+            warn(watch)
+        return said == "lowest"
 
     if first == 0:
         val_loss = evaluate()
         history.append({"step": 0, "train": None, "val": val_loss})
         report(f"step {0:>6} | val {val_loss:.4f}" + versus_floor(val_loss, data.val_floor, gap=False))
+        watched(0, val_loss)  # (counted for the rises; never the best: Watch)
     started = time.perf_counter()
     newline = sys.stderr.isatty() and not s.quiet  # a progress bar drawn in place must end before a loss line
     while state["step"] < last:
@@ -403,7 +507,7 @@ def fit(state, data, s, functions, save=None, report=print):
         if not s.quiet:
             progress(done, s.steps, loss, (done - first) * s.batch * s.seq_len / train_seconds, started,
                      final=done == last)
-        evaluated = done % s.eval_every == 0 or done == last
+        evaluated, lowest = done % s.eval_every == 0 or done == last, False
         if evaluated:
             val_loss = evaluate()
             train_loss = fsum(recent) / len(recent)
@@ -413,25 +517,32 @@ def fit(state, data, s, functions, save=None, report=print):
             report(f"step {done:>6} | train {train_loss:.4f} | val {val_loss:.4f}"
                    + versus_floor(val_loss, data.val_floor))
             recent = []
-        if save is not None and (done % s.ckpt_every == 0 or done == last):
+            lowest = watched(done, val_loss)
+        saving = save is not None and (done % s.ckpt_every == 0 or done == last)
+        if saving or (lowest and save_best is not None):
             if not all(finite(t) for t in state["params"].values()):
                 failure = (f"error: step {done}: the weights are no longer finite and the run stops",
                            "HINT: a lower --lr")
                 break
-            save(state, val_loss if evaluated else None)
+            if saving:
+                save(state, val_loss if evaluated else None)
+            if lowest and save_best is not None:
+                save_best(state, val_loss)
     if val_loss is None and failure is None:  # a resumed run that had nothing left to do
         val_loss = evaluate()
-    return SimpleNamespace(history=history, failure=failure, val_loss=val_loss, train_seconds=train_seconds)
+    return SimpleNamespace(history=history, failure=failure, val_loss=val_loss, train_seconds=train_seconds,
+                           best=watch.best)
 
 
-def train(s, data=None, state=None, save=None, report=None):
+def train(s, data=None, state=None, save=None, report=None, watch=None, save_best=None, warn=None):
     """Train a model as the settings s say (checked here: a bad one is a ValueError naming it) and return the run:
     SimpleNamespace(state, data, history, failure, val_loss, train_seconds), fit's, with the state it changed and
     the data it read. data: data.prepare's for these settings (read here when not given; pass a run's back in to
     skip reading the corpus again). state: where to start, a dict that the run changes in place; None or an empty
     dict start from fresh_state's, the seed's initial weights (filled into the dict given, so that a caller sees
-    the step a KeyboardInterrupt came at). save and report: as fit takes them (default: no checkpoints, no loss
-    lines). A run that diverges ends early with run.failure set; a KeyboardInterrupt passes through."""
+    the step a KeyboardInterrupt came at). save, report, watch, save_best and warn: as fit takes them (default: no
+    checkpoints, no loss lines, no warning; run.best is the lowest validation loss's (step, loss) either way). A run
+    that diverges ends early with run.failure set; a KeyboardInterrupt passes through."""
     s = checked(s)
     data = data_files.prepare(s) if data is None else data
     with use_threads(s):  # the run's BLAS threads, whatever the caller's are
@@ -439,7 +550,8 @@ def train(s, data=None, state=None, save=None, report=None):
         state = {} if state is None else state
         if not state:
             state.update(fresh_state(functions[0], s.seed))
-        result = fit(state, data, s, functions, save=save, report=report or (lambda line: None))
+        result = fit(state, data, s, functions, save=save, report=report or (lambda line: None), watch=watch,
+                     save_best=save_best, warn=warn)
     return SimpleNamespace(state=state, data=data, **vars(result))
 
 

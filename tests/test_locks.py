@@ -190,7 +190,7 @@ def test_resuming_through_a_link_writes_its_target_and_keeps_the_link(tmp_path):
     assert f"--out link.safetensors leads to {out.resolve()}: this run writes there" in proc.stdout
     assert link.is_symlink() and os.readlink(link) == os.path.relpath(out, tmp_path)  # before: replaced by a file
     assert checkpoint.load_checkpoint(out)["step"] == 8
-    assert files_under(tmp_path) == ["link.safetensors", "real", "real/ck.safetensors"]
+    assert files_under(tmp_path) == ["link.safetensors", "real", "real/ck.best.safetensors", "real/ck.safetensors"]
 
 
 @POSIX

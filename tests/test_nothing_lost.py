@@ -65,7 +65,8 @@ def test_a_run_held_in_preparation_owns_its_out_so_a_faster_run_cannot_finish_un
     one_line_error(later, "already holds a checkpoint (step 4)")
     assert not (tmp_path / "waiting2").exists()  # refused before its data preparation
     assert out.read_bytes() == kept
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.safetensors", "go", "waiting"]  # no lock left
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == ["ckpt.best.safetensors", "ckpt.safetensors", "go", "waiting"]  # no lock left
 
 
 def test_a_refused_run_leaves_no_folder_it_made(tmp_path):
@@ -116,7 +117,8 @@ def test_two_checkpoints_in_one_folder_keep_a_copy_each(notes):
     for name in ("ckpt.a", "ckpt.b"):  # before the fix: both wrote run/ckpt.tokenizer.json, b's replacing a's
         carried = checkpoint.load_checkpoint(notes / "run" / name)["metadata"][checkpoint.TOKENIZER_KEY]
         assert (notes / "run" / f"{name}.tokenizer.json").read_text(encoding="utf-8") == carried
-    assert files_under(notes / "run") == ["ckpt.a", "ckpt.a.tokenizer.json", "ckpt.b", "ckpt.b.tokenizer.json"]
+    assert files_under(notes / "run") == ["ckpt.a", "ckpt.a.tokenizer.json", "ckpt.b", "ckpt.b.tokenizer.json",
+                                         "ckpt.best.a", "ckpt.best.b"]
 
 
 def test_the_copy_is_replaced_by_the_checkpoints_rules(notes):
@@ -228,12 +230,12 @@ def test_a_checkpoint_that_cannot_be_written_stops_the_run_keeping_the_last_one(
                limit=file_size_limit(len(kept) // 2))
     one_line_error(proc, f"cannot write {out}", "File too large", "keeps step 4", "--resume")
     assert out.read_bytes() == kept
-    assert files_under(tmp_path) == ["c.safetensors"]  # no temporary file, no lock
+    assert files_under(tmp_path) == ["c.best.safetensors", "c.safetensors"]  # no temporary file, no lock
 
     fresh = tmp_path / "fresh" / "c.safetensors"
     proc = run("train.py", "--out", fresh, *SHORT, cwd=tmp_path, limit=file_size_limit(len(kept) // 2))
     one_line_error(proc, "cannot write", "this run wrote no checkpoint")
-    assert files_under(tmp_path) == ["c.safetensors"]
+    assert files_under(tmp_path) == ["c.best.safetensors", "c.safetensors"]
 
 
 def test_an_out_that_cannot_be_made_is_one_line(tmp_path):

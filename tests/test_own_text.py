@@ -250,7 +250,7 @@ def test_the_checkpoint_carries_its_tokenizer_and_a_copy_lies_beside_it(run_dir)
     assert ckpt["metadata"]["text_sha256"] == checkpoint.sha256_file(run_dir / "notes.txt")
     assert ckpt["config"] == ModelConfig(vocab=100, d=16, hidden=64, max_len=64, positions="learned")
     assert ckpt["training"]["val_fraction"] == 0.1 and ckpt["training"]["vocab_size"] == 100
-    assert sorted(p.name for p in (run_dir / "runs").iterdir()) == ["notes.safetensors",
+    assert sorted(p.name for p in (run_dir / "runs").iterdir()) == ["notes.best.safetensors", "notes.safetensors",
                                                                     "notes.safetensors.tokenizer.json"]
 
 
@@ -332,7 +332,9 @@ def test_sigkill_then_resume_gives_bit_identical_weights(tmp_path):
     assert proc.returncode == 0 and f"resuming {killed} at step {at_kill}" in proc.stdout, proc.stderr
     assert "tokenizer: the one the checkpoint carries" in proc.stdout
     assert killed.read_bytes() == straight.read_bytes()
-    assert sorted(p.name for p in killed.parent.iterdir()) == ["n.safetensors", "n.safetensors.tokenizer.json"]
+    best = "n.best.safetensors"  # the checkpoint of the lowest validation loss, the same one after the resume
+    assert (killed.parent / best).read_bytes() == (straight.parent / best).read_bytes()
+    assert sorted(p.name for p in killed.parent.iterdir()) == [best, "n.safetensors", "n.safetensors.tokenizer.json"]
 
 
 def test_a_resume_refuses_another_text_another_size_and_the_stories(run_dir, tmp_path):
@@ -394,4 +396,4 @@ def test_the_stories_run_carries_no_tokenizer(tmp_path):
                           "floor_nats_per_token", "val_floor_nats_per_token", "val_loss", checkpoint.DATA_HASH_KEY]
     assert meta["tokenizer_sha256"] == checkpoint.sha256_file(ROOT / "tokenizer.json")
     assert not math.isnan(float(meta["val_loss"]))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.safetensors"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.best.safetensors", "ckpt.safetensors"]

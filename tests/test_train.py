@@ -158,7 +158,9 @@ def test_sigkill_then_resume_gives_bit_identical_weights(tmp_path, grown):
     proc = run_train(killed, *KILL_RUN, *grown, "--resume")
     assert f"resuming {killed} at step {at_kill}" in proc.stdout
     assert killed.read_bytes() == straight.read_bytes()
-    assert [p.name for p in killed.parent.iterdir()] == [killed.name]  # no temporary file of a save left behind
+    best = "ckpt.best.safetensors"  # the checkpoint of the lowest validation loss, the same one after the resume
+    assert (killed.parent / best).read_bytes() == (straight.parent / best).read_bytes()
+    assert sorted(p.name for p in killed.parent.iterdir()) == [best, killed.name]  # no temporary file left behind
 
 
 def test_kill_at_random_moments_never_leaves_a_broken_checkpoint(tmp_path):
@@ -386,7 +388,7 @@ def test_a_second_run_on_the_same_out_is_refused_and_a_killed_holder_blocks_noth
     assert lock.exists()
     run_train(out, "--steps", "5")  # the stale file blocks nothing
     assert checkpoint.load_checkpoint(out)["step"] == 5
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.safetensors"]  # a run that ends removes its lock
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.best.safetensors", "ckpt.safetensors"]  # no lock
 
 
 @pytest.mark.parametrize("make, out, extra, phrase", [
