@@ -10,6 +10,8 @@ summary derived again from the record) and --rerun (one cell trained again). Run
                    (scaling.json)
     recording.py   what every experiment shares: its sweep, its record's text and checks, its command line
     plots.py       the pictures of docs/figures/, from the trained models and the records
+    lessons.py     predict, then check: the lessons in the terminal, each answered live (python3 -m experiments.lessons)
+    lessons_trained.py  the lessons that train to answer: the floor, positions past the trained length, a second block
 
     python3 -m experiments.positions --check
 """

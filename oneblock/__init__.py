@@ -12,6 +12,7 @@ and the other files of the seed's lab stay at the root, standard library only, a
     tensorfile    the safetensors container, written and read with the standard library
     checkpoint    training checkpoints in it: weights, Adam, the sampler's state and metadata, every field checked
     sampling      text from a trained model, one token at a time
+    lessons       predict, then check: questions about the model, each answered live by model.py
     export        what the browser explorer reads, exported beside its page
     server        the explorer's web server: one folder's regular files, on 127.0.0.1 only
     sizes         the names and shapes blocks and heads give, and what a size costs in memory

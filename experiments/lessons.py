@@ -1,0 +1,116 @@
+"""Predict, then check: the lab's lessons in the terminal. Each asks a question, waits for your guess, then computes
+the answer live with model.py (or NumPy, for the lessons that train) and shows both.
+
+    python3 -m experiments.lessons                          every lesson, in order
+    python3 -m experiments.lessons --lesson order           one lesson, by its key
+    python3 -m experiments.lessons --list                   the keys and titles
+    python3 -m experiments.lessons --ckpt out/ckpt.safetensors   on a trained checkpoint's weights, not the seed's
+    python3 -m experiments.lessons --lesson tokens --guess 4     one lesson with the guess given, nothing asked
+
+Type q, or end the input (Ctrl-D; Ctrl-Z then Enter on Windows), to stop: the exit status is then 0. A bad --lesson
+names the keys there are, and a bad --ckpt or --guess says what is wrong, each with status 2 and one line on stderr,
+"error: ...". The lessons are oneblock/lessons.py's six (standard library only) and experiments/lessons_trained.py's
+three that train (NumPy): without NumPy those are left out, saying why.
+"""
+
+import argparse
+import importlib
+import sys
+
+from oneblock import lessons
+
+def trained_lessons():
+    """(the lessons of experiments/lessons_trained.py, None), or ([], why they are not here) when that module or
+    NumPy is missing. Any other error in it raises: a broken module is not a missing one."""
+    try:
+        module = importlib.import_module("experiments.lessons_trained")
+    except ModuleNotFoundError as e:
+        if e.name not in ("experiments.lessons_trained", "numpy"):
+            raise
+        why = "NumPy is not installed" if e.name == "numpy" else "experiments/lessons_trained.py is not there"
+        return [], f"the lessons that train are left out: {why}"
+    return list(module.LESSONS), None
+
+
+def all_lessons():
+    """Every lesson in order: these six, then the ones that train, where they can be imported.
+
+    >>> [lesson.key for lesson in all_lessons()][:2]
+    ['tokens', 'init-loss']
+    """
+    return lessons.LESSONS + trained_lessons()[0]
+
+
+
+
+def build_parser():
+    """The command line: every option with what it does."""
+    p = argparse.ArgumentParser(description="Predict, then check: the lessons of the lab, each answered live.",
+                                allow_abbrev=False)
+    p.add_argument("--lesson", metavar="KEY", help="only this lesson (--list shows the keys)")
+    p.add_argument("--list", action="store_true", help="list the lessons, key and title, and exit")
+    p.add_argument("--ckpt", metavar="PATH", help="answer with this trained checkpoint's weights (default: the"
+                                                  " seed's, model.init_params(96, 16, 64, 64, 3))")
+    p.add_argument("--guess", metavar="TEXT", help="with --lesson: the guess, as you would type it, so that nothing"
+                                                   " is asked")
+    return p
+
+
+def scripted(text):
+    """A read function that gives text once (writing it after the prompt, as a terminal would show it), then the end
+    of input.
+
+    >>> read = scripted("4")
+    >>> read("your guess: ")
+    your guess: 4
+    '4'
+    """
+    answers = [text]
+
+    def read(prompt):
+        if not answers:
+            raise EOFError
+        print(prompt + text)
+        return answers.pop()
+
+    return read
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    trained, why_not = trained_lessons()
+    every = lessons.LESSONS + trained
+    if args.list:
+        width = max(len(lesson.key) for lesson in every)
+        for n, lesson in enumerate(every, 1):
+            print(f"{n:2d}. {lesson.key:{width}s}  {lesson.title}" + (" (NumPy)" if lesson.needs == "numpy" else ""))
+        if why_not:
+            print(why_not)
+        return 0
+    try:
+        chosen = [lessons.by_key(args.lesson, every)] if args.lesson is not None else every
+        if args.guess is not None:
+            if args.lesson is None:
+                raise ValueError("--guess goes with --lesson KEY: one lesson, one guess")
+            lessons.parse_guess(chosen[0].guess, args.guess)  # (a bad guess is refused here, not asked again)
+        lab = lessons.build_lab(args.ckpt)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    read = input if args.guess is None else scripted(args.guess)
+    try:
+        for n, lesson in enumerate(chosen, 1):
+            print(f"\n== lesson {n} of {len(chosen)}: {lesson.key} ==")
+            if lessons.ask(lesson, lab, read=read) is None:
+                print("\nstopped; run python3 -m experiments.lessons --lesson KEY to take up one lesson again")
+                return 0
+    except KeyboardInterrupt:
+        print("\nstopped (Ctrl-C)")
+        return 130
+    if why_not and args.lesson is None:
+        print(f"\n{why_not}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

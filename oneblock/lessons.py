@@ -1,0 +1,766 @@
+"""The lessons: predict, then check. Each lesson asks a question about the lab, takes the learner's guess first, then
+computes the answer live from the model's own weights and shows the guess against it, with why and where.
+
+A lesson is a Lesson (below). `lab` is what every answer reads, built once by build_lab: the seed's weights (or a
+trained checkpoint's), its ModelConfig and its tokenizer. `ask` goes through one lesson with injectable read and
+write, so a test can script it. These six run on model.py, standard library only; experiments/lessons_trained.py
+has the ones that train, and `python3 -m experiments.lessons` is the command line that asks them all.
+
+A guess is one of:
+    ("number",)                         one number
+    ("range",)                          two numbers, low high
+    ("pair", ("first", "second"))       two numbers, each named (the order test's without and with)
+    ("choice", ("a", "b", ...))         one of the choices, by its number or its words
+
+    >>> lab = build_lab()
+    >>> [lesson.key for lesson in LESSONS]
+    ['tokens', 'init-loss', 'layernorm-variance', 'order', 'causality', 'finite-difference']
+    >>> answer = LESSONS[0].answer(lab)
+    >>> answer["value"], LESSONS[0].judge(4, answer), LESSONS[0].judge(3, answer)
+    (4, 'right', 'close')
+"""
+
+import importlib
+import importlib.util
+import math
+from dataclasses import dataclass
+from math import fsum
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Callable
+
+import bpe
+import model
+from oneblock import checkpoint, sizes
+from oneblock.config import ModelConfig, seed_switch
+
+ROOT = Path(__file__).resolve().parent.parent
+TOKENIZER = ROOT / "tokenizer.json"
+CORPUS = ROOT / "corpus.txt"
+SEED = (96, 16, 64, 64, 3)  # model.init_params(vocab, d, hidden, max_len, seed): the seed's series model
+VERDICTS = ("right", "close", "off")  # what a judge says
+QUIT = "q"  # typed instead of a guess: the learner stops
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The shape of a lesson
+
+
+@dataclass(frozen=True)
+class Lesson:
+    key: str          # "tokens", "init-loss", ... (unique, kebab-case)
+    title: str        # one line
+    question: str     # what the learner is asked, a few lines
+    guess: tuple      # what the learner enters first: ("number",), ("range",) two numbers low high, or
+                      # ("choice", ("a", "b", ...))
+    answer: Callable  # answer(lab) -> dict {"value": the computed answer (number, pair or choice),
+                      #   "shown": lines of text showing it, "bounds": how exact it is (e.g. "exact", "+-0.01")}
+    judge: Callable   # judge(guess_value, answer_dict) -> "right" / "close" / "off", in words a learner reads
+    explain: str      # a short explanation, a few lines
+    source: str       # where the lab makes it so: "model.py: layernorm_forward" (file and function names)
+    needs: str        # "stdlib" or "numpy" (what answer() imports)
+
+
+class Skip(Exception):
+    """A lesson this lab cannot answer (a checkpoint model.py cannot run, a package not installed): the reason."""
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The lab: the weights every answer reads
+
+
+def build_lab(ckpt_path=None, tokenizer_path=TOKENIZER):
+    """The namespace the answers read: params (model.py's dict of lists), config (a ModelConfig), tokenizer (a
+    bpe.Tokenizer) and ckpt_path (None for the seed's weights, model.init_params(96, 16, 64, 64, 3)). A checkpoint
+    that is missing or bad is a ValueError that names it.
+
+    >>> lab = build_lab()
+    >>> lab.config, lab.ckpt_path, model.count_params(lab.params)
+    (ModelConfig(vocab=96, d=16, hidden=64, max_len=64, blocks=1, heads=1, positions='learned'), None, 7440)
+    """
+    if ckpt_path is None:
+        tokenizer = bpe.Tokenizer.load(tokenizer_path)
+        vocab, d, hidden, max_len, seed = SEED
+        return SimpleNamespace(params=model.init_params(vocab, d, hidden, max_len, seed),
+                               config=ModelConfig(vocab, d, hidden, max_len), tokenizer=tokenizer, ckpt_path=None)
+    path = Path(ckpt_path)
+    if not path.exists():
+        raise ValueError(f"no checkpoint at {ckpt_path}; train one with python3 train.py, or leave out --ckpt for"
+                         f" the seed's weights")
+    if path.is_dir():
+        raise ValueError(f"--ckpt {ckpt_path} is a folder; expected a checkpoint file such as"
+                         f" {path / 'ckpt.safetensors'}")
+    ckpt = checkpoint.load_checkpoint(path)
+    tokenizer = checkpoint.tokenizer_of(ckpt, tokenizer_path, str(ckpt_path))
+    return SimpleNamespace(params=checkpoint.reference_params(ckpt), config=ckpt["config"], tokenizer=tokenizer,
+                           ckpt_path=str(ckpt_path))
+
+
+def weights(lab):
+    """What the seed's one-block lessons say about the lab's weights, in a few words."""
+    return "the seed's weights" if lab.ckpt_path is None else f"the weights of {lab.ckpt_path}"
+
+
+def reference(lab):
+    """(params, use_positions) for model.py, or Skip when the lab's model is not one model.py runs.
+
+    >>> reference(build_lab())[1]
+    True
+    """
+    config = lab.config
+    if config.grown:
+        raise Skip(f"{lab.ckpt_path} is a model of {sizes.describe(config.blocks, config.heads)}, and this lesson"
+                   f" runs model.py, which has one block and one head; leave out --ckpt for the seed's weights")
+    if config.positions not in ("learned", "none"):
+        raise Skip(f"{lab.ckpt_path} has positions {config.positions!r}, which model.py does not have (it has learned"
+                   f" and none); leave out --ckpt for the seed's weights")
+    return lab.params, seed_switch(config)
+
+
+def encode(lab, text, what):
+    """The token IDs of text, or Skip when the lab's tokenizer (a checkpoint's own text's) cannot read it."""
+    try:
+        return lab.tokenizer.encode(text)
+    except ValueError as e:
+        raise Skip(f"the tokenizer of {lab.ckpt_path} cannot read {what}: {e}") from None
+
+
+def pieces(lab, ids):
+    """Token IDs as the pieces of text they stand for, each quoted so that its spaces show.
+
+    >>> pieces(build_lab(), [32, 76])
+    "' g' | 'ar'"
+    """
+    return " | ".join(repr(lab.tokenizer.vocab[i]) for i in ids)
+
+
+def first_story(lab):
+    """The token IDs of the corpus's first story, cut to the model's positions plus the one it predicts last."""
+    with open(CORPUS, encoding="utf-8") as f:
+        story = f.readline()
+    return encode(lab, story, "the corpus's first story")[: lab.config.max_len + 1]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Guesses: what the learner types, read and checked
+
+
+def describe_guess(guess):
+    """What to type for a guess, in words.
+
+    >>> describe_guess(("range",)), describe_guess(("choice", ("yes", "no")))
+    ('two numbers, low high', 'the number or the words of one choice')
+    """
+    return {"number": "a number", "range": "two numbers, low high",
+            "pair": f"two numbers: {' then '.join(guess[1]) if len(guess) > 1 else ''}",
+            "choice": "the number or the words of one choice"}[guess[0]]
+
+
+def number(text):
+    """A finite float from text, or a ValueError that names it.
+
+    >>> number("1e-3"), number(" 4 ")
+    (0.001, 4.0)
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text.strip()!r} is not a number") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{text.strip()!r} is not a finite number")
+    return value
+
+
+def parse_guess(guess, text):
+    """The guess the learner typed, as its value: a float, a (low, high) or (first, second) pair, or the words of a
+    choice. Bad input is a ValueError that names it and says what was expected.
+
+    >>> parse_guess(("range",), "0.9 1"), parse_guess(("choice", ("yes", "no")), "2")
+    ((0.9, 1.0), 'no')
+    >>> parse_guess(("range",), "1 0.9")
+    Traceback (most recent call last):
+    ...
+    ValueError: '1 0.9': low 1 is above high 0.9; expected two numbers, low high
+    """
+    text = text.strip()
+    kind = guess[0]
+    if kind == "number":
+        return number(text)
+    if kind in ("range", "pair"):
+        parts = text.replace(",", " ").split()
+        if len(parts) != 2:
+            raise ValueError(f"{text!r} is {len(parts)} number{'s' if len(parts) != 1 else ''}; expected"
+                             f" {describe_guess(guess)}")
+        low, high = number(parts[0]), number(parts[1])
+        if kind == "range" and low > high:
+            raise ValueError(f"{text!r}: low {low:g} is above high {high:g}; expected {describe_guess(guess)}")
+        return low, high
+    if kind == "choice":
+        choices = guess[1]
+        if text.isdigit() and 1 <= int(text) <= len(choices):
+            return choices[int(text) - 1]
+        for choice in choices:
+            if text.lower() == choice.lower():
+                return choice
+        raise ValueError(f"{text!r} is not one of the choices; expected 1 to {len(choices)}, or the words of one")
+    raise ValueError(f"guess kind {kind!r}: expected number, range, pair or choice")
+
+
+def show(value):
+    """A guess or an answer as a learner reads it.
+
+    >>> show(0.0), show(4), show((0.0, 0.000659043)), show("only k")
+    ('0.0', '4', '0.0 and 0.000659043', 'only k')
+    """
+    if isinstance(value, tuple):
+        return " and ".join(show(v) for v in value)
+    if isinstance(value, float):
+        return "0.0" if value == 0.0 else f"{value:.7g}"
+    return str(value)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Judges: how near a guess is to the answer. Each says its rule, for the learner to read beside the verdict.
+
+
+class Within:
+    """A number right within an absolute distance, close within a wider one.
+
+    >>> judge = Within(0.05, 0.5)
+    >>> judge(4.52, {"value": 4.56}), judge(4.1, {"value": 4.56}), judge(1.0, {"value": 4.56})
+    ('right', 'close', 'off')
+    """
+
+    def __init__(self, right, close):
+        self.right, self.close = right, close
+        self.rule = f"right within {right:g} of the answer, close within {close:g}"
+
+    def __call__(self, guess, answer):
+        miss = abs(guess - answer["value"])
+        return "right" if miss <= self.right else "close" if miss <= self.close else "off"
+
+
+class Factor:
+    """A positive number right within a factor of the answer, close within a wider factor; an exact 0.0 answer is
+    right only for a guess of 0, and close for one below `zero_close`.
+
+    >>> judge = Factor(3, 10)
+    >>> judge(0.001, {"value": 0.00066}), judge(0.005, {"value": 0.00066}), judge(0.0, {"value": 0.00066})
+    ('right', 'close', 'off')
+    >>> judge(0.0, {"value": 0.0}), judge(1e-12, {"value": 0.0}), judge(0.1, {"value": 0.0})
+    ('right', 'close', 'off')
+    """
+
+    def __init__(self, right, close, zero_close=1e-9):
+        self.right, self.close, self.zero_close = right, close, zero_close
+        self.rule = f"right within a factor of {right:g} of the answer, close within {close:g}; exactly 0 only for 0"
+
+    def __call__(self, guess, answer):
+        value = answer["value"]
+        if value == 0.0:
+            return "right" if guess == 0.0 else "close" if abs(guess) < self.zero_close else "off"
+        if guess <= 0.0 or value < 0.0:
+            return "off"
+        ratio = max(guess / value, value / guess)
+        return "right" if ratio <= self.right else "close" if ratio <= self.close else "off"
+
+
+class InRange:
+    """A range right when it holds the answer and is at most `width` wide; close when it holds it but is wider, or
+    misses it by at most `near`.
+
+    >>> judge = InRange(0.1, 0.05)
+    >>> [judge(r, {"value": 0.985}) for r in [(0.95, 1.0), (0.0, 1.0), (0.99, 1.0), (0.5, 0.6)]]
+    ['right', 'close', 'close', 'off']
+    """
+
+    def __init__(self, width, near):
+        self.width, self.near = width, near
+        self.rule = f"right when the range holds the answer and is at most {width:g} wide; close when it is wider, or" \
+                    f" misses by at most {near:g}"
+
+    def __call__(self, guess, answer):
+        low, high, value = guess[0], guess[1], answer["value"]
+        if low <= value <= high:
+            return "right" if high - low <= self.width else "close"
+        return "close" if min(abs(value - low), abs(value - high)) <= self.near else "off"
+
+
+class Pair:
+    """Two judges, one for each number of a pair: right when both are, close when one is and the other is close,
+    off otherwise.
+
+    >>> judge = Pair(Factor(3, 10), Factor(3, 10))
+    >>> answer = {"value": (0.0, 0.00066)}
+    >>> judge((0.0, 0.001), answer), judge((0.0, 0.005), answer), judge((0.001, 0.001), answer)
+    ('right', 'close', 'off')
+    """
+
+    def __init__(self, first, second):
+        self.first, self.second = first, second
+        self.rule = f"each number: {first.rule}"
+
+    def __call__(self, guess, answer):
+        verdicts = sorted(judge(g, {"value": v}) for judge, g, v in zip((self.first, self.second), guess,
+                                                                         answer["value"]))
+        return {("right", "right"): "right", ("close", "right"): "close"}.get(tuple(verdicts), "off")
+
+
+class Exactly:
+    """A choice or a count: right when it is the answer, close when it is one of the near misses (for a number,
+    `off_by_one` makes one away close).
+
+    >>> Exactly(off_by_one=True)(3, {"value": 4}), Exactly()("all", {"value": "k and after"})
+    ('close', 'off')
+    """
+
+    def __init__(self, off_by_one=False):
+        self.off_by_one = off_by_one
+        self.rule = "right only when it is the answer" + (", close when one away" if off_by_one else "")
+
+    def __call__(self, guess, answer):
+        if guess == answer["value"]:
+            return "right"
+        if self.off_by_one and isinstance(guess, (int, float)) and abs(guess - answer["value"]) == 1:
+            return "close"
+        return "off"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 1. tokens: how many pieces is " garden"?
+
+WORD = " garden"  # with the space before it, as it stands in a sentence
+
+
+def corpus_counts(lab):
+    """How often WORD and ' kite' (a token of its own) stand in corpus.txt, the text the shipped tokenizer learned
+    from: nothing for a checkpoint that carries a tokenizer of its own text."""
+    if lab.tokenizer.merges != bpe.Tokenizer.load(TOKENIZER).merges:
+        return []
+    text = CORPUS.read_text(encoding="utf-8")
+    return [f"in corpus.txt: {WORD!r} {text.count(WORD)} times, ' kite' (one token) {text.count(' kite')} times"]
+
+
+def tokens_answer(lab):
+    """How many tokens the lab's tokenizer cuts WORD into, and what each piece is made of."""
+    tok = lab.tokenizer
+    ids = encode(lab, WORD, repr(WORD))
+    first_merge = len(tok.alphabet)
+    made = [f"{tok.vocab[i]!r}: " + ("a character" if i < first_merge else
+                                     f"merge {i - first_merge + 1} of {len(tok.merges)},"
+                                     f" {tok.merges[i - first_merge][0]!r} + {tok.merges[i - first_merge][1]!r}")
+            for i in ids]
+    return {"value": len(ids),
+            "shown": [f"{WORD!r} -> {len(ids)} pieces: {pieces(lab, ids)}"
+                      f" (token IDs {', '.join(map(str, ids))})",
+                      *(f"  {line}" for line in made),
+                      f"the tokenizer: {len(tok.alphabet)} characters + {len(tok.merges)} merges ="
+                      f" {len(tok.vocab)} tokens", *corpus_counts(lab)],
+            "bounds": "exact"}
+
+
+TOKENS = Lesson(
+    key="tokens",
+    title='How many pieces is " garden"?',
+    question='The model reads token IDs, not letters. Its tokenizer (bpe.py) has 96 tokens: the characters of the\n'
+             'stories, then merges of the most frequent neighbouring pairs, learned from corpus.txt. "garden" is in\n'
+             'many stories. Into how many tokens does the tokenizer cut " garden" (with the space before it, as it\n'
+             'stands in a sentence)?',
+    guess=("number",),
+    answer=tokens_answer,
+    judge=Exactly(off_by_one=True),
+    explain="The 96 tokens are the 26 characters of the stories and 70 merges, and BPE spends the merges on the\n"
+            "most frequent pairs first: ' the', ' has', the names, the things the stories hand over (' kite',\n"
+            "' hat', ...). ' garden' is in far fewer places than those, so it never earns a token of its own and\n"
+            "stays in pieces, each a merge that other words paid for. A larger vocabulary would give it fewer\n"
+            "pieces, and the model fewer positions to read for the same text.",
+    source="bpe.py: Tokenizer.train (the merges), Tokenizer.encode_piece (applying them in rank order)",
+    needs="stdlib",
+)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 2. init-loss: the loss before training, against ln 96
+
+
+def init_loss_answer(lab):
+    """The mean next-token loss on the first story, against the loss of the uniform guess ln V."""
+    params, positions = reference(lab)
+    ids = first_story(lab)
+    x, y = ids[:-1], ids[1:]
+    logits, _ = model.forward(params, x, positions)
+    loss, _ = model.loss_and_dlogits(logits, y)
+    uniform = math.log(lab.config.vocab)
+    flat = [v for row in logits for v in row]
+    mean = fsum(flat) / len(flat)
+    spread = math.sqrt(fsum((v - mean) ** 2 for v in flat) / len(flat))
+    return {"value": loss,
+            "shown": [f"loss {loss:.6f} over the {len(y)} next tokens of the first story, with {weights(lab)}",
+                      f"ln {lab.config.vocab} = {uniform:.6f}, the loss of giving every token the same probability",
+                      f"loss - ln {lab.config.vocab} = {loss - uniform:+.6f}",
+                      f"the logits' spread (standard deviation): {spread:.4f}"],
+            "bounds": "exact: every sum is one math.fsum"}
+
+
+INIT_LOSS = Lesson(
+    key="init-loss",
+    title="The loss before training, against ln 96",
+    question="Before any training, every weight of the seed's model is a small random number (gauss(0, 0.02)).\n"
+             "What is its loss, the mean cross-entropy of each next token, on the first story of corpus.txt?\n"
+             "For scale: a model that gives each of the 96 tokens the same probability has loss ln 96 = 4.5643.",
+    guess=("number",),
+    answer=init_loss_answer,
+    judge=Within(0.05, 0.5),
+    explain="The logits are the final layer norm's output (about unit size) times W_out, whose entries are about\n"
+            "0.02: sixteen such products give logits spread by less than 0.1, so the softmax is nearly uniform and\n"
+            "the loss is within a few thousandths of ln 96, above or below it by chance. A loss far above ln 96 at\n"
+            "step 0 would mean an initialisation that is too large; training then brings it far below.",
+    source="model.py: init_params, forward, loss_and_dlogits",
+    needs="stdlib",
+)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 3. layernorm-variance: why not 1?
+
+SMALLER = 1e-3  # the embeddings made 1000 times smaller still
+
+
+def row_variance(row):
+    """The population variance of a row, as one exact-rounded sum.
+
+    >>> row_variance([1.0, 3.0])
+    1.0
+    """
+    mean = fsum(row) / len(row)
+    return fsum((v - mean) ** 2 for v in row) / len(row)
+
+
+def layernorm_answer(lab):
+    """The mean variance of layer norm's normalised rows (before its gain) on the first story's x0, and the same with
+    x0 made SMALLER."""
+    params, positions = reference(lab)
+    x = first_story(lab)[:-1]
+    _, cache = model.forward(params, x, positions)
+    out = [row_variance(row) for row in cache["ln1"]["xhat"]]  # layer norm's rows before the gain and bias
+    before = [row_variance(row) for row in cache["x0"]]
+    mean_out, mean_before = fsum(out) / len(out), fsum(before) / len(before)
+    d = lab.config.d
+    tiny, _ = model.layernorm_forward([[v * SMALLER for v in row] for row in cache["x0"]], [1.0] * d, [0.0] * d)
+    mean_tiny = fsum(row_variance(row) for row in tiny) / len(tiny)
+    return {"value": mean_out,
+            "shown": [f"the variance of layer norm's output rows (before its gain): mean {mean_out:.6f} over the"
+                      f" {len(out)} positions, from {min(out):.6f} to {max(out):.6f}",
+                      f"the variance of its input rows x0 (token + position embeddings): mean {mean_before:.3e}",
+                      f"each row's output variance is var / (var + EPS), with EPS = {model.EPS:g}: for the mean"
+                      f" input, {mean_before / (mean_before + model.EPS):.6f}",
+                      f"with x0 {1 / SMALLER:g} times smaller, the output variance is {mean_tiny:.3e}"],
+            "bounds": "exact: every sum is one math.fsum"}
+
+
+LAYERNORM = Lesson(
+    key="layernorm-variance",
+    title="Layer norm's variance with tiny embeddings: why not 1?",
+    question="The first layer norm (ln1) takes each row of x0, a token's embedding plus its position's, and makes it\n"
+             "mean 0 and variance 1 before its gain and bias. The seed's embeddings are tiny: every number is drawn\n"
+             "with standard deviation 0.02. On the first story, what is the variance of layer norm's output rows\n"
+             "(before the gain)? Give a range, low high.",
+    guess=("range",),
+    answer=layernorm_answer,
+    judge=InRange(0.1, 0.05),
+    explain="Layer norm divides each centred row by sqrt(var + EPS), not by sqrt(var): EPS guards against a row of\n"
+            "equal numbers. So the output's variance is var / (var + EPS), just below 1 when var is large against\n"
+            "EPS = 1e-5. The seed's rows have a variance of well under 1e-3, so EPS takes a visible share: the\n"
+            "variance falls short of 1 by about a percent or two. Make the embeddings smaller still and EPS wins:\n"
+            "layer norm no longer normalises, it shrinks.",
+    source="model.py: layernorm_forward (EPS)",
+    needs="stdlib",
+)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 4. order: the seed's order test, both halves
+
+ORDER_A = "now mia gives the hat to leo."  # the same tokens as ORDER_B, the two names swapped (trace_block.py's)
+ORDER_B = "now leo gives the hat to mia."
+
+
+def largest_gap(a, b):
+    """The largest absolute difference between two rows of scores.
+
+    >>> largest_gap([1.0, 2.0], [1.5, 2.0])
+    0.5
+    """
+    return max(abs(x - y) for x, y in zip(a, b))
+
+
+def order_answer(lab):
+    """The largest difference of the last position's logits between ORDER_A and ORDER_B, without and with the
+    position embeddings."""
+    params, positions = reference(lab)
+    if not positions:
+        raise Skip(f"{lab.ckpt_path} was trained without positions, so it has no second half to this test; leave out"
+                   f" --ckpt for the seed's weights")
+    a, b = encode(lab, ORDER_A, repr(ORDER_A)), encode(lab, ORDER_B, repr(ORDER_B))
+    if sorted(a) != sorted(b):
+        raise Skip(f"the tokenizer of {lab.ckpt_path} does not cut the two sentences into the same tokens")
+    shown = [f"{ORDER_A!r}: {pieces(lab, a)}", f"{ORDER_B!r}: {pieces(lab, b)}"]
+    gaps = []
+    for use in (False, True):
+        la, lb = model.forward(params, a, use)[0], model.forward(params, b, use)[0]
+        gaps.append(largest_gap(la[-1], lb[-1]))
+        each = ", ".join(f"{largest_gap(ra, rb):.3g}" for ra, rb in zip(la, lb))
+        shown.append(f"{'with' if use else 'without'} positions: the last position's largest gap {gaps[-1]!r}"
+                     f" (each position's: {each})")
+    return {"value": tuple(gaps), "shown": shown,
+            "bounds": "exact: 0.0 without positions is bit-exact, on every machine; the gap with them to every digit"}
+
+
+ORDER = Lesson(
+    key="order",
+    title="The order test: does the model see word order?",
+    question=f"The seed's own question. These two sentences are the same tokens, the two names swapped:\n"
+             f"    {ORDER_A!r}\n    {ORDER_B!r}\n"
+             "Run the model on each and take the 96 scores (logits) at the last position. What is the largest\n"
+             "difference between the two sentences' scores, first without the position embeddings\n"
+             "(model.forward(..., use_positions=False)), then with them? Two numbers: without, with.",
+    guess=("pair", ("without positions", "with positions")),
+    answer=order_answer,
+    judge=Pair(Factor(3, 10), Factor(3, 10)),
+    explain="Without positions, the last position's attention is a weighted sum over the same (key, value) pairs,\n"
+            "only listed in another order, and every sum in model.py is one math.fsum, rounded once whatever the\n"
+            "order: the scores are the same floats, a gap of exactly 0.0. Earlier positions see different prefixes\n"
+            "and differ. With positions, each token's vector carries its place, and the last scores tell the two\n"
+            "sentences apart; the seed's position rows are tiny (0.02), so the gap is small until training grows it.",
+    source="model.py: forward (use_positions), attention_forward; trace_block.py: last_logits_gap",
+    needs="stdlib",
+)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 5. causality: change one token, which positions' scores move?
+
+CAUSAL_T, CAUSAL_K = 12, 5  # the first 12 tokens of the first story; the token at position 5 (from 0) changes
+CAUSAL_CHOICES = ("all positions", "position k and after", "only position k", "only positions before k")
+
+
+def causality_answer(lab):
+    """Which positions' logits differ at all when the token at CAUSAL_K changes: model.forward twice, compared
+    exactly."""
+    params, positions = reference(lab)
+    ids = first_story(lab)[:CAUSAL_T]
+    if len(ids) <= CAUSAL_K:
+        raise Skip(f"the first story is only {len(ids)} tokens for the checkpoint's positions")
+    changed = list(ids)
+    changed[CAUSAL_K] = (ids[CAUSAL_K] + 1) % lab.config.vocab
+    before, _ = model.forward(params, ids, positions)
+    after, _ = model.forward(params, changed, positions)
+    moved = [t for t in range(len(ids)) if before[t] != after[t]]
+    value = {tuple(range(len(ids))): CAUSAL_CHOICES[0], tuple(range(CAUSAL_K, len(ids))): CAUSAL_CHOICES[1],
+             (CAUSAL_K,): CAUSAL_CHOICES[2], tuple(range(CAUSAL_K)): CAUSAL_CHOICES[3]}.get(
+        tuple(moved), f"positions {moved}")
+    tok = lab.tokenizer
+    shown = [f"the first {len(ids)} tokens: {pieces(lab, ids)}",
+             f"position k = {CAUSAL_K}: {tok.vocab[ids[CAUSAL_K]]!r} becomes {tok.vocab[changed[CAUSAL_K]]!r}"]
+    for t in range(len(ids)):
+        gap = largest_gap(before[t], after[t])
+        shown.append(f"  position {t:2d}: " + (f"moved, by up to {gap:.3g}" if t in moved else
+                                              "the same floats, bit for bit"))
+    return {"value": value, "shown": shown, "bounds": "exact: the logits compared float for float"}
+
+
+CAUSALITY = Lesson(
+    key="causality",
+    title="Causality: change one token, which scores move?",
+    question=f"Take the first {CAUSAL_T} tokens of the first story and change the token at position k = {CAUSAL_K}\n"
+             "(counting from 0) to another. Run the model on both. Which positions' scores (logits) change at\n"
+             "all, by even one bit?",
+    guess=("choice", CAUSAL_CHOICES),
+    answer=causality_answer,
+    judge=Exactly(),
+    explain="In attention_forward, position i computes scores for j in range(i + 1) only: it reads positions 0..i,\n"
+            "never the future. Layer norm and the MLP work row by row. So every position before k computes exactly\n"
+            "what it computed before, the same floats, not merely close ones; position k changes through its own\n"
+            "token, and every later position reads k through attention. That is what lets one pass train every\n"
+            "position's prediction at once without any of them seeing its answer.",
+    source="model.py: attention_forward (its mask: position i scores j <= i only), forward",
+    needs="stdlib",
+)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 6. finite-difference: the error of a central difference against the step
+
+STEPS = tuple(10.0 ** -e for e in range(2, 11))  # 1e-2 down to 1e-10
+FD_T = 8  # the first 8 tokens predict the next 8
+FD_CHOICES = ("keeps falling", "falls then rises", "flat", "keeps rising")
+ROUND = 2.0 ** -52  # the gap between 1.0 and the next float: a sum rounded once is off by about this much of itself
+
+
+def error_shape(errors, factor=10.0):
+    """The shape of a list of errors, largest step first: whether it falls from the first to its least, and rises
+    from there to the last, each by more than factor.
+
+    >>> error_shape([1e-7, 1e-9, 1e-11, 1e-9, 1e-7]), error_shape([1e-3, 1e-5, 1e-7]), error_shape([1.0, 2.0])
+    ('falls then rises', 'keeps falling', 'flat')
+    """
+    least = min(errors)
+    falls, rises = errors[0] > factor * least, errors[-1] > factor * least
+    return FD_CHOICES[1] if falls and rises else FD_CHOICES[0] if falls else FD_CHOICES[3] if rises else FD_CHOICES[2]
+
+
+def finite_difference_answer(lab):
+    """backward's gradient of one weight, W_out[0][the first target], against central differences at each step."""
+    params, positions = reference(lab)
+    ids = first_story(lab)[: FD_T + 1]
+    x, y = ids[:-1], ids[1:]
+    logits, cache = model.forward(params, x, positions)
+    loss, dlogits = model.loss_and_dlogits(logits, y)
+    grad = model.backward(params, cache, dlogits)["W_out"][0][y[0]]
+    row, j = params["W_out"][0], y[0]
+    saved = row[j]
+    errors, shown = [], []
+    try:
+        for h in STEPS:
+            row[j] = saved + h
+            up = model.sequence_loss(params, x, y, positions)
+            row[j] = saved - h
+            down = model.sequence_loss(params, x, y, positions)
+            row[j] = saved
+            central = (up - down) / (2 * h)
+            errors.append(abs(central - grad))
+            shown.append(f"  h = {h:.0e}: central difference {central:+.15e}, error {errors[-1]:.2e}")
+    finally:
+        row[j] = saved
+    third = 6 * errors[0] / STEPS[0] ** 2  # |L'''| read off the largest step, where truncation rules
+    best = (3 * ROUND * abs(loss) / third) ** (1 / 3) if third > 0 else float("nan")
+    return {"value": error_shape(errors),
+            "shown": [f"the weight W_out[0][{j}], with {weights(lab)}; the loss L = {loss:.6f} on {FD_T} tokens",
+                      f"backward's gradient: {grad:+.15e}", *shown,
+                      f"the two errors: truncation h^2 |L'''| / 6, with |L'''| = {third:.3g} read off h = 1e-2,"
+                      f" and round-off about 2^-52 |L| / h = {ROUND * abs(loss):.2g} / h",
+                      f"they are equal near h = (3 2^-52 |L| / |L'''|)^(1/3) = {best:.1g}; the least error here is at"
+                      f" h = {STEPS[errors.index(min(errors))]:.0e}"],
+            "bounds": "the shape on every machine; the smallest errors are round-off, whose last digits may differ"
+                      " where exp and log round differently"}
+
+
+FINITE_DIFFERENCE = Lesson(
+    key="finite-difference",
+    title="The finite-difference check: how small a step?",
+    question="The tests check every gradient that backward computes against a central difference,\n"
+             "(L(w + h) - L(w - h)) / 2h, for a step h. Take one weight, W_out[0][the first target], and steps\n"
+             "h = 1e-2, 1e-3, ... down to 1e-10. As h shrinks, how does the error |central difference - backward's\n"
+             "gradient| change?",
+    guess=("choice", FD_CHOICES),
+    answer=finite_difference_answer,
+    judge=Exactly(),
+    explain="Two errors pull against each other. The central difference is off by h^2 L''' / 6 (Taylor's next\n"
+            "term), which falls a hundred times with each tenfold smaller step. But L itself is a float, off by\n"
+            "about one rounding, 2^-52 |L|, and dividing the difference of two such numbers by 2h magnifies that as\n"
+            "1/h. The error falls while truncation rules, reaches its least where the two meet, near h = 1e-5, and\n"
+            "rises again as round-off takes over: the gradient check (trace_block.py) uses h = 1e-6, near the bottom.",
+    source="model.py: backward, sequence_loss; trace_block.py: gradient_errors (STEP = 1e-6)",
+    needs="stdlib",
+)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The path
+
+LESSONS = [TOKENS, INIT_LOSS, LAYERNORM, ORDER, CAUSALITY, FINITE_DIFFERENCE]
+
+
+def by_key(key, lessons=None):
+    """The lesson of a key, or a ValueError that names it and every key there is.
+
+    >>> by_key("order").title
+    'The order test: does the model see word order?'
+    """
+    lessons = LESSONS if lessons is None else lessons
+    for lesson in lessons:
+        if lesson.key == key:
+            return lesson
+    raise ValueError(f"no lesson {key!r}; expected one of: {', '.join(lesson.key for lesson in lessons)}")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Asking: the question, the guess first, then the answer computed live
+
+
+def missing_package(lesson):
+    """Why this machine cannot run a lesson (the package it needs is not installed), or None."""
+    if lesson.needs == "numpy" and importlib.util.find_spec("numpy") is None:
+        return "it needs NumPy, which is not installed; install it with: python3 -m pip install numpy"
+    return None
+
+
+def read_guess(lesson, read, write):
+    """The learner's guess as its value, asked again after bad input (which is named), or None at q or the end of
+    input."""
+    if lesson.guess[0] == "choice":
+        for n, choice in enumerate(lesson.guess[1], 1):
+            write(f"  {n}. {choice}")
+    while True:
+        try:
+            text = read(f"your guess ({describe_guess(lesson.guess)}; {QUIT} to stop): ")
+        except EOFError:
+            return None
+        if text.strip().lower() == QUIT:
+            return None
+        try:
+            return parse_guess(lesson.guess, text)
+        except ValueError as e:
+            write(f"not a guess: {e}. Try again.")
+
+
+def answer_lines(answer):
+    """The lines that show an answer: the value and how exact it is, then what the lab computed (docs/lessons.md
+    folds these under each question).
+
+    >>> answer_lines({"value": 4, "shown": ["4 pieces"], "bounds": "exact"})
+    ['the answer: 4 (exact)', '  4 pieces']
+    """
+    return [f"the answer: {show(answer['value'])} ({answer['bounds']})", *(f"  {line}" for line in answer["shown"])]
+
+
+def ask(lesson, lab, read=input, write=print):
+    """Go through one lesson: write its question, read a guess until one parses, compute the answer from lab, write
+    the guess against it with the judge's verdict, the explanation and the source. Returns {"key", "guess", "value",
+    "verdict"}, or {"key", "skipped": why} for a lesson this lab cannot answer, or None when the learner stops (q,
+    or the end of input).
+
+    >>> said = []
+    >>> ask(TOKENS, build_lab(), read=lambda prompt: "4", write=said.append)["verdict"]
+    'right'
+    """
+    write(f"{lesson.title}")
+    write("")
+    write(lesson.question)
+    why = missing_package(lesson)
+    if why:
+        write(f"skipped: {why}")
+        return {"key": lesson.key, "skipped": why}
+    guess = read_guess(lesson, read, write)
+    if guess is None:
+        return None
+    write("")
+    write("the lab computes the answer, live ...")
+    lab.write = write  # (a lesson that trains writes its progress here)
+    try:
+        answer = lesson.answer(lab)
+    except Skip as e:
+        write(f"skipped: {e}")
+        return {"key": lesson.key, "skipped": str(e)}
+    verdict = lesson.judge(guess, answer)
+    if verdict not in VERDICTS:
+        raise ValueError(f"the judge of lesson {lesson.key!r} said {verdict!r}; expected one of {VERDICTS}")
+    write(f"your guess: {show(guess)}")
+    for line in answer_lines(answer):
+        write(line)
+    rule = getattr(lesson.judge, "rule", None)
+    write(f"verdict: {verdict}" + (f" ({rule})" if rule else ""))
+    write("")
+    write(lesson.explain)
+    write(f"source: {lesson.source}")
+    return {"key": lesson.key, "guess": guess, "value": answer["value"], "verdict": verdict}

@@ -1,0 +1,412 @@
+"""The lessons' first six (oneblock/lessons.py) and their command line (python3 -m experiments.lessons): each lesson
+driven with scripted input (a right guess, a wrong one, a bad one that is asked again), each answer equal to what
+this test computes on its own with model.py for the same weights (exactly, where the lab is exact), docs/lessons.md's
+folded answers equal to what the lessons compute, and the command line run as a learner runs it, with its input
+scripted. Standard library only."""
+
+import ast
+import json
+import math
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import bpe
+import model
+from experiments import lessons as command
+from oneblock import checkpoint, lessons
+from oneblock.config import ModelConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
+SEED = model.init_params(96, 16, 64, 64, 3)  # the seed's series model, drawn here on its own
+STORY = (ROOT / "corpus.txt").read_text(encoding="utf-8").splitlines(keepends=True)[0]
+TRACE = json.loads((ROOT / "block-trace.json").read_text(encoding="utf-8"))
+LAB = lessons.build_lab()
+KEYS = ["tokens", "init-loss", "layernorm-variance", "order", "causality", "finite-difference"]
+
+
+def script(*lines):
+    """(read, said): a read function that gives these lines in turn and then the end of input, and the list of what
+    was written, the prompts included."""
+    said, queue = [], list(lines)
+
+    def read(prompt):
+        said.append(prompt)
+        if not queue:
+            raise EOFError
+        return queue.pop(0)
+
+    return read, said
+
+
+def run_ask(lesson, *lines, lab=LAB):
+    """ask() with these lines as the learner's input: (its record, everything it wrote as one text)."""
+    read, said = script(*lines)
+    record = lessons.ask(lesson, lab, read=read, write=said.append)
+    return record, "\n".join(said)
+
+
+def lessons_py(*args, stdin="", cwd=ROOT):
+    """python3 -m experiments.lessons with args and stdin, as a learner runs it."""
+    return subprocess.run([sys.executable, "-m", "experiments.lessons", *args], input=stdin, capture_output=True,
+                          text=True, cwd=cwd, timeout=120)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Each answer, computed here on its own
+
+
+def expected_tokens():
+    return len(TOK.encode(" garden"))
+
+
+def expected_init_loss(params=SEED):
+    ids = TOK.encode(STORY)
+    return model.sequence_loss(params, ids[:-1], ids[1:])
+
+
+def expected_layernorm_variance():
+    """The mean variance of ln1's rows before the gain: x0 built here, normalised by model.layernorm_forward with
+    gain 1 and bias 0 (the seed's own gain and bias), its variance as a plain two-pass sum."""
+    ids = TOK.encode(STORY)[:-1]
+    x0 = [[e + p for e, p in zip(SEED["tok_emb"][i], SEED["pos_emb"][t])] for t, i in enumerate(ids)]
+    out, _ = model.layernorm_forward(x0, [1.0] * 16, [0.0] * 16)
+    variances = []
+    for row in out:
+        mean = math.fsum(row) / len(row)
+        variances.append(math.fsum((v - mean) ** 2 for v in row) / len(row))
+    return math.fsum(variances) / len(variances)
+
+
+def expected_order_gaps():
+    a, b = TOK.encode(TRACE["order_test"]["a"]), TOK.encode(TRACE["order_test"]["b"])
+    gaps = []
+    for use in (False, True):
+        la, lb = model.forward(SEED, a, use)[0][-1], model.forward(SEED, b, use)[0][-1]
+        gaps.append(max(abs(x - y) for x, y in zip(la, lb)))
+    return tuple(gaps)
+
+
+def expected_moved(k=5, n=12):
+    ids = TOK.encode(STORY)[:n]
+    changed = list(ids)
+    changed[k] = (ids[k] + 1) % 96
+    before, after = model.forward(SEED, ids)[0], model.forward(SEED, changed)[0]
+    return [t for t in range(n) if before[t] != after[t]]
+
+
+def expected_fd_errors():
+    params = model.init_params(96, 16, 64, 64, 3)
+    ids = TOK.encode(STORY)[:9]
+    x, y = ids[:-1], ids[1:]
+    logits, cache = model.forward(params, x)
+    grad = model.backward(params, cache, model.loss_and_dlogits(logits, y)[1])["W_out"][0][y[0]]
+    errors = []
+    for e in range(2, 11):
+        h = 10.0 ** -e
+        saved = params["W_out"][0][y[0]]
+        params["W_out"][0][y[0]] = saved + h
+        up = model.sequence_loss(params, x, y)
+        params["W_out"][0][y[0]] = saved - h
+        down = model.sequence_loss(params, x, y)
+        params["W_out"][0][y[0]] = saved
+        errors.append(abs((up - down) / (2 * h) - grad))
+    return errors
+
+
+def test_each_answer_is_what_model_py_computes_for_the_same_weights():
+    answers = {lesson.key: lesson.answer(LAB) for lesson in lessons.LESSONS}
+    assert answers["tokens"]["value"] == expected_tokens() == 4
+    assert answers["init-loss"]["value"] == expected_init_loss() == TRACE["initial_loss"]  # the trace's own figure
+    assert answers["layernorm-variance"]["value"] == expected_layernorm_variance()
+    assert answers["order"]["value"] == expected_order_gaps()
+    assert answers["order"]["value"][0] == 0.0 and answers["order"]["value"][1] > 0.0  # exact: 0.0, and a gap
+    assert answers["order"]["value"] == (TRACE["order_test"]["last_logit_gap_without_positions"],
+                                         TRACE["order_test"]["last_logit_gap_with_positions"])
+    assert expected_moved() == list(range(5, 12)) and answers["causality"]["value"] == "position k and after"
+    errors = expected_fd_errors()
+    least = errors.index(min(errors))
+    assert 0 < least < len(errors) - 1 and errors[0] > 100 * min(errors) < errors[-1] / 100  # falls, then rises
+    assert answers["finite-difference"]["value"] == "falls then rises"
+    for h, err in zip(lessons.STEPS, errors):  # every error the lesson shows is the one computed here
+        assert f"h = {h:.0e}: " in "\n".join(answers["finite-difference"]["shown"])
+        assert f"error {err:.2e}" in "\n".join(answers["finite-difference"]["shown"])
+
+
+def test_the_answers_leave_the_weights_as_they_were():
+    for lesson in lessons.LESSONS:
+        lesson.answer(LAB)
+    assert LAB.params == SEED
+
+
+def test_the_order_sentences_are_the_traces():
+    assert (lessons.ORDER_A, lessons.ORDER_B) == (TRACE["order_test"]["a"], TRACE["order_test"]["b"])
+
+
+def test_the_variance_falls_short_of_one_by_eps_and_far_short_with_smaller_embeddings():
+    value = lessons.LAYERNORM.answer(LAB)["value"]
+    assert 0.9 < value < 1.0  # just below 1: EPS
+    shown = "\n".join(lessons.LAYERNORM.answer(LAB)["shown"])
+    tiny = float(re.search(r"times smaller, the output variance is (\S+)", shown).group(1))
+    assert tiny < 1e-3  # EPS rules: layer norm no longer normalises
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Each lesson driven with scripted input: a bad guess asked again, a right one, a wrong one
+
+RIGHT = {"tokens": "4", "init-loss": "4.56", "layernorm-variance": "0.95 1", "order": "0 0.001",
+         "causality": "2", "finite-difference": "falls then rises"}
+WRONG = {"tokens": "10", "init-loss": "1", "layernorm-variance": "0.2 0.3", "order": "0.5 0.5",
+         "causality": "all positions", "finite-difference": "1"}
+BAD = {"tokens": "many", "init-loss": "", "layernorm-variance": "1 0.5", "order": "0",
+       "causality": "5", "finite-difference": "sideways"}
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_a_bad_guess_is_named_and_asked_again_then_the_right_one_is_right(key):
+    lesson = lessons.by_key(key)
+    record, said = run_ask(lesson, BAD[key], RIGHT[key])
+    assert record["verdict"] == "right", said
+    assert said.count("your guess (") == 2 and "not a guess: " in said, said  # asked again after the bad one
+    assert repr(BAD[key]) in said.split("not a guess: ", 1)[1].splitlines()[0]  # the bad input, named
+    assert lesson.question in said and lesson.explain in said and f"source: {lesson.source}" in said
+    assert record["value"] == lesson.answer(LAB)["value"]
+    assert said.index("your guess (") < said.index("the answer: ")  # the guess first, then the answer
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_a_wrong_guess_is_off(key):
+    record, said = run_ask(lessons.by_key(key), WRONG[key])
+    assert record["verdict"] == "off", said
+    assert "verdict: off" in said
+
+
+def test_near_guesses_are_close():
+    assert run_ask(lessons.TOKENS, "3")[0]["verdict"] == "close"
+    assert run_ask(lessons.INIT_LOSS, "4.2")[0]["verdict"] == "close"
+    assert run_ask(lessons.LAYERNORM, "0 1")[0]["verdict"] == "close"  # holds it, but says little
+    assert run_ask(lessons.ORDER, "0 0.005")[0]["verdict"] == "close"  # the exact half right, the gap within 10x
+    assert run_ask(lessons.ORDER, "0.001 0.001")[0]["verdict"] == "off"  # not 0: the lab is exact
+
+
+def test_q_and_the_end_of_input_stop_the_lesson_before_the_answer():
+    for lines in (("q",), ("Q",), (), ("many", "q")):
+        record, said = run_ask(lessons.TOKENS, *lines)
+        assert record is None and "the answer: " not in said
+
+
+def test_a_choice_is_taken_by_its_number_or_its_words():
+    assert lessons.parse_guess(lessons.CAUSALITY.guess, "2") == "position k and after"
+    assert lessons.parse_guess(lessons.CAUSALITY.guess, " Position K and after ") == "position k and after"
+    for bad, says in (("0", "expected 1 to 4"), ("k", "is not one of the choices")):
+        with pytest.raises(ValueError, match=says):
+            lessons.parse_guess(lessons.CAUSALITY.guess, bad)
+
+
+def test_a_lesson_that_needs_numpy_is_skipped_with_its_reason_where_numpy_is_missing(monkeypatch):
+    calls = []
+    needs_numpy = lessons.Lesson(key="x", title="t", question="q", guess=("number",),
+                                 answer=lambda lab: calls.append(lab), judge=lessons.Within(1, 2), explain="e",
+                                 source="model.py: forward", needs="numpy")
+    real = lessons.importlib.util.find_spec
+    monkeypatch.setattr(lessons.importlib.util, "find_spec", lambda name: None if name == "numpy" else real(name))
+    record, said = run_ask(needs_numpy, "1")
+    assert record == {"key": "x", "skipped": record["skipped"]} and "needs NumPy" in record["skipped"]
+    assert "skipped: " in said and "pip install numpy" in said and calls == []  # nothing asked, nothing computed
+
+
+def test_a_judge_that_says_something_else_is_an_error():
+    odd = lessons.Lesson(key="x", title="t", question="q", guess=("number",), answer=lessons.TOKENS.answer,
+                         judge=lambda guess, answer: "maybe", explain="e", source="bpe.py: Tokenizer", needs="stdlib")
+    with pytest.raises(ValueError, match="said 'maybe'; expected one of"):
+        run_ask(odd, "4")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The lessons as a path: keys, sources, the lessons that train
+
+
+def test_the_six_lessons_in_order_each_well_formed():
+    assert [lesson.key for lesson in lessons.LESSONS] == KEYS
+    for lesson in lessons.LESSONS:
+        assert re.fullmatch(r"[a-z]+(-[a-z]+)*", lesson.key) and "\n" not in lesson.title
+        assert lesson.guess[0] in ("number", "range", "pair", "choice") and lesson.needs == "stdlib"
+        assert all(len(line) <= 120 for line in (lesson.question + "\n" + lesson.explain).splitlines())
+        answer = lesson.answer(LAB)
+        assert set(answer) == {"value", "shown", "bounds"} and answer["shown"] and answer["bounds"]
+        assert lesson.judge(lessons.parse_guess(lesson.guess, RIGHT[lesson.key]), answer) == "right"
+
+
+def test_every_source_names_a_file_and_functions_that_are_there():
+    for lesson in lessons.LESSONS:
+        for part in lesson.source.split("; "):
+            file, names = part.split(": ", 1)
+            tree = ast.parse((ROOT / file).read_text(encoding="utf-8"))
+            defined = {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+            for name in re.sub(r"\([^)]*\)", "", names).split(","):
+                assert name.strip().split(".")[-1] in defined, (lesson.key, file, name)
+
+
+def test_all_lessons_begin_with_the_six_and_have_unique_keys():
+    every = command.all_lessons()
+    assert every[:6] == lessons.LESSONS
+    assert len({lesson.key for lesson in every}) == len(every)
+    trained, why = command.trained_lessons()
+    assert why is None if trained else "the lessons that train are left out: " in why
+
+
+def test_a_missing_lessons_trained_or_numpy_leaves_the_six_and_a_broken_one_raises(monkeypatch):
+    real = command.importlib.import_module
+
+    def missing(name):
+        def fake(module):
+            if module == "experiments.lessons_trained":
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+            return real(module)
+        return fake
+
+    for name, says in (("experiments.lessons_trained", "lessons_trained.py is not there"),
+                       ("numpy", "NumPy is not installed")):
+        monkeypatch.setattr(command.importlib, "import_module", missing(name))
+        assert command.all_lessons() == lessons.LESSONS
+        assert says in command.trained_lessons()[1]
+    monkeypatch.setattr(command.importlib, "import_module", missing("scipy"))  # not what may be missing: a bug
+    with pytest.raises(ModuleNotFoundError):
+        command.all_lessons()
+
+
+def test_a_bad_key_names_every_key():
+    with pytest.raises(ValueError, match="no lesson 'nope'; expected one of: tokens, init-loss"):
+        lessons.by_key("nope")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Checkpoints: a trained one's weights, and one model.py cannot run
+
+
+def write_checkpoint(path, config, seed):
+    """A checkpoint of config with freshly drawn weights (seed), in float64, zero moments."""
+    params = config.init_params(seed)
+    tensors = {name: ("F64", model.shape(t), checkpoint.flat(t)) for name, t in params.items()}
+    zeros = {name: ("F64", shape, [0.0] * len(values)) for name, (_, shape, values) in tensors.items()}
+    checkpoint.save_checkpoint(path, tensors, (zeros, zeros), step=1, rng=random.Random(0), config=config,
+                               training={"steps": 10, "lr": 0.01},
+                               tokenizer_sha256=checkpoint.sha256_file(ROOT / "tokenizer.json"))
+    return params
+
+
+def test_a_checkpoints_weights_are_the_ones_the_answers_read(tmp_path):
+    params = write_checkpoint(tmp_path / "other.safetensors", ModelConfig(96, 16, 64, 64), seed=7)
+    lab = lessons.build_lab(tmp_path / "other.safetensors")
+    assert lab.params == params and lab.ckpt_path == str(tmp_path / "other.safetensors")
+    assert lessons.INIT_LOSS.answer(lab)["value"] == expected_init_loss(params) != expected_init_loss()
+    assert lessons.ORDER.answer(lab)["value"][0] == 0.0
+
+
+def test_a_checkpoint_model_py_cannot_run_skips_the_lessons_saying_why(tmp_path):
+    write_checkpoint(tmp_path / "two.safetensors", ModelConfig(96, 8, 32, 16, blocks=2), seed=3)
+    lab = lessons.build_lab(tmp_path / "two.safetensors")
+    record, said = run_ask(lessons.ORDER, "0 1", lab=lab)
+    assert "2 blocks x 1 head" in record["skipped"] and "model.py" in record["skipped"] and "skipped: " in said
+    assert run_ask(lessons.TOKENS, "4", lab=lab)[0]["verdict"] == "right"  # the tokenizer's lesson still runs
+
+
+def test_a_missing_or_bad_checkpoint_is_named(tmp_path):
+    with pytest.raises(ValueError, match="no checkpoint at"):
+        lessons.build_lab(tmp_path / "missing.safetensors")
+    with pytest.raises(ValueError, match="is a folder"):
+        lessons.build_lab(tmp_path)
+    (tmp_path / "bad.safetensors").write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="bad.safetensors"):
+        lessons.build_lab(tmp_path / "bad.safetensors")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The command line, with scripted input
+
+
+def test_the_whole_path_with_right_guesses():
+    done = lessons_py(stdin="many\n" + "\n".join(RIGHT[key] for key in KEYS) + "\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("verdict: right") == 6 and "not a guess: 'many' is not a number" in done.stdout
+    for n, key in enumerate(KEYS, 1):
+        assert f"lesson {n} of " in done.stdout and f": {key} ==" in done.stdout
+    assert f"loss {TRACE['initial_loss']:.6f} over the 36 next tokens" in done.stdout
+
+
+def test_q_or_the_end_of_input_ends_with_status_0():
+    for stdin in ("q\n", "4\nq\n", "", "4\n4.5\n"):
+        done = lessons_py(stdin=stdin)
+        assert done.returncode == 0 and done.stderr == "", (stdin, done.stderr)
+        assert "stopped" in done.stdout
+    assert "verdict" not in lessons_py(stdin="q\n").stdout
+
+
+def test_one_lesson_by_its_key_and_with_a_guess_given():
+    done = lessons_py("--lesson", "causality", stdin="2\n")
+    assert done.returncode == 0 and "lesson 1 of 1: causality" in done.stdout and "verdict: right" in done.stdout
+    done = lessons_py("--lesson", "order", "--guess", "0 0.001", stdin="")
+    assert done.returncode == 0 and "verdict: right" in done.stdout and "stopped" not in done.stdout
+
+
+def test_list_shows_every_key_and_title():
+    done = lessons_py("--list")
+    assert done.returncode == 0
+    for lesson in command.all_lessons():
+        assert lesson.key in done.stdout and lesson.title in done.stdout
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--lesson", "nope"], "no lesson 'nope'; expected one of: tokens, init-loss, layernorm-variance, order,"),
+    (["--lesson", "tokens", "--guess", "many"], "'many' is not a number"),
+    (["--guess", "4"], "--guess goes with --lesson KEY"),
+    (["--ckpt", "out/no-such.safetensors"], "no checkpoint at out/no-such.safetensors"),
+])
+def test_bad_arguments_are_refused_in_one_line_with_status_2(args, says):
+    done = lessons_py(*args)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1 and says in done.stderr, done.stderr
+
+
+def test_the_command_line_answers_with_a_checkpoints_weights(tmp_path):
+    params = write_checkpoint(tmp_path / "other.safetensors", ModelConfig(96, 16, 64, 64), seed=7)
+    done = lessons_py("--ckpt", str(tmp_path / "other.safetensors"), "--lesson", "init-loss", "--guess", "4.5")
+    assert done.returncode == 0, done.stderr
+    assert f"loss {expected_init_loss(params):.6f} over" in done.stdout and "other.safetensors" in done.stdout
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# docs/lessons.md: each question, its answer folded, the explanation and the source, as the lessons compute them
+
+
+def page_sections():
+    """{key: the text of its section} of docs/lessons.md."""
+    text = (ROOT / "docs" / "lessons.md").read_text(encoding="utf-8")
+    parts = re.split(r"^## \d+\. .*\(`([a-z-]+)`\)$", text, flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
+def flat(text):
+    return " ".join(text.split())
+
+
+def test_the_page_folds_each_answer_as_the_lessons_compute_it():
+    sections = page_sections()
+    assert list(sections) == KEYS
+    for lesson in lessons.LESSONS:
+        section = sections[lesson.key]
+        before, folded = section.split("<details><summary>Answer</summary>", 1)
+        command = f"`python3 -m experiments.lessons --lesson {lesson.key}`"
+        assert flat(lesson.question) in flat(before) and command in flat(before)
+        block = re.search(r"```text\n(.*?)\n```", folded, flags=re.S).group(1)
+        lines = lessons.answer_lines(lesson.answer(LAB))
+        assert block.splitlines() == lines, lesson.key  # every figure, as python3 -m experiments.lessons prints it
+        assert lines[0] not in before  # folded: the answer is not in the open
+        assert flat(lesson.explain) in flat(folded) and "</details>" in folded
+        for file in re.findall(r"(\w+\.py): ", lesson.source):
+            assert f"[{file}](../{file})" in folded, (lesson.key, file)
