@@ -139,10 +139,11 @@ def induction_measures(params, config, sequences, chunk=100):
 # Training on fresh sequences
 
 
-def train_induction(size, lr, seed, settings, tuning, until=None):
+def train_induction(size, lr, seed, settings, tuning, until=None, report=None):
     """Train a model of size (blocks, heads) on fresh periodic sequences with train.py's step (its Adam, clipping
     and schedule) and the settings of a plan's induction task (steps, batch, eval_every) at peak learning rate lr;
-    return (params, tuning curve [[step, mean loss on the tuning sequences], ...])."""
+    return (params, tuning curve [[step, mean loss on the tuning sequences], ...]). report, when given, is called
+    with (step, training loss) after every step (the lessons' progress lines)."""
     s = checked(Settings(steps=settings["steps"], batch=settings["batch"], seq_len=WINDOW, **lr_values(lr),
                          blocks=size[0], heads=size[1], seed=seed))
     init, loss_and_grads, loss = training.model_functions(s, model_config(s, VOCAB))
@@ -155,6 +156,8 @@ def train_induction(size, lr, seed, settings, tuning, until=None):
         if not (math.isfinite(step_loss) and math.isfinite(norm)):
             raise RuntimeError(f"{size[0]}x{size[1]} lr {lr:g} seed {seed}: the loss is {step_loss} at step"
                                f" {state['step'] + 1}: the run diverged")
+        if report is not None:
+            report(state["step"], step_loss)
         if state["step"] % settings["eval_every"] == 0 or state["step"] == last:
             curve.append([state["step"], loss(state["params"], *tuning[:2])])
     return state["params"], curve

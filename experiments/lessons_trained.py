@@ -13,7 +13,6 @@ The times each explanation quotes were measured on a 2-vCPU AMD EPYC (the shared
 """
 
 import importlib.util
-import math
 import random
 import time
 from functools import partial
@@ -309,25 +308,22 @@ def copy_settings(size, steps):
 
 
 def copy_train(size, steps, write):
-    """The weights of a model of size (blocks, heads) trained `steps` steps on fresh periodic sequences: the loop of
-    experiments/induction.py's train_induction (same settings, same draws, the same weights), writing a progress
-    line a quarter of the way at a time."""
-    from experiments.induction import VOCAB, periodic
+    """The weights of a model of size (blocks, heads) trained `steps` steps on fresh periodic sequences by
+    experiments/induction.py's train_induction (this size's learning rate, COPY_BATCH sequences a step), writing a
+    progress line a quarter of the way at a time."""
+    from experiments.induction import periodic, train_induction
 
-    s = copy_settings(size, steps)
-    init, loss_and_grads, _ = training.model_functions(s, model_config(s, VOCAB))
-    state = training.fresh_state(init, s.seed)  # the weights, and state["rng"] draws the sequences
     every = max(1, steps // 4)
-    with training.use_threads(s):  # one BLAS thread, as train.py's default: faster at these sizes than two
-        while state["step"] < steps:
-            ids, targets, _ = periodic(state["rng"], s.batch)
-            loss, norm = training.step(state, ids, targets, loss_and_grads, s)
-            if not (math.isfinite(loss) and math.isfinite(norm)):
-                raise RuntimeError(f"{size[0]} block(s): the loss is {loss} at step {state['step'] + 1}: the run"
-                                   f" diverged")
-            if state["step"] % every == 0 or state["step"] == steps:
-                write(f"  step {state['step']:>5}/{steps}: training loss {loss:.3f}")
-    return state["params"]
+
+    def report(step, loss):
+        if step % every == 0 or step == steps:
+            write(f"  step {step:>5}/{steps}: training loss {loss:.3f}")
+
+    tuning = periodic(random.Random(TEST_SEED), 1)  # (train_induction's tuning curve, read at the start and end only)
+    with training.use_threads(copy_settings(size, steps)):  # one BLAS thread, as train.py's default: faster here
+        params, _ = train_induction(size, COPY_LR[size], COPY_SEED, {"steps": steps, "batch": COPY_BATCH,
+                                                                      "eval_every": steps}, tuning, report=report)
+    return params
 
 
 def second_block_answer(lab, steps=COPY_STEPS):
