@@ -1,0 +1,411 @@
+"""A grid of independent runs on every core: each task (a key, a small name such as "16x2-10000000000-0.01-3", and
+its arguments) goes through one `concurrent.futures` Executor, and each result is written to its own file in a
+results folder the moment it comes back, so that a grid that is killed continues where it stopped and ends with the
+same results.
+
+The executor (`executor`): a local process pool over every core by default, each worker computing with one BLAS
+thread; "serial", every task in this process, for one worker and for debugging; or "dask", an existing Dask
+distributed scheduler (its address) or a local cluster of Dask workers, one thread each, through the Client's
+concurrent.futures executor. The tasks (`run_tasks`): those whose result file is already there are read, not run;
+the others are submitted; a task that needs another's result (the seeds that train at the rate a sweep chose) is
+added by `follow` as the results come in. The function a task calls must be importable by the workers (a
+module-level function of a module that is not run as a program), its arguments and its result plain JSON values.
+A worker keeps what several tasks read, such as a seed's stream of stories, with `kept`.
+
+    >>> import math, tempfile
+    >>> with tempfile.TemporaryDirectory() as d, executor("serial") as pool:
+    ...     run_tasks(pool, math.pow, [("two-ten", [2, 10]), ("three-two", [3, 2])], d, report=None)
+    {'two-ten': 1024.0, 'three-two': 9.0}
+
+The same tasks on the same machine, kernels and thread count give the same results, bit for bit, on every executor
+and in the tasks' order, however the workers were scheduled.
+"""
+
+import functools
+import json
+import logging
+import multiprocessing
+import os
+import re
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import Executor as _Executor
+from contextlib import contextmanager
+from pathlib import Path
+
+from atomic import hold, read_whole, remove_leftovers, write_atomic
+from oneblock import machine
+
+KINDS = ("process", "serial", "dask")  # the executors `executor` makes
+FORMAT = "grid result v1"  # the "format" field of every result file
+KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")  # a task's key, which names its file: key + ".json"
+LARGEST = 1 << 26  # bytes of the largest result file read (64 MiB)
+KEPT = 4  # values `kept` keeps in each process, the least recently used dropped first
+LEFTOVER = re.compile(r"(.+\.json)\.[0-9]+\.[a-z0-9_]{8}\.tmp")  # a temporary file of write_atomic's, of a result
+DASK = ("dask", "distributed")  # the packages of the "dask" executor (tests/requirements.txt pins them)
+
+# ----------------------------------------------------------------------------------------------------------------
+# Making the executor
+
+
+def cores():
+    """The cores this process may run on: os.process_cpu_count() (Python 3.13+), else the CPUs of its affinity mask,
+    else every CPU of the machine.
+
+    >>> cores() >= 1
+    True
+    """
+    if hasattr(os, "process_cpu_count"):
+        count = os.process_cpu_count()
+    elif hasattr(os, "sched_getaffinity"):
+        count = len(os.sched_getaffinity(0))
+    else:
+        count = os.cpu_count()
+    return count or 1
+
+
+@contextmanager
+def executor(kind="process", workers=None, address=None):
+    """For a with-block: a concurrent.futures Executor of kind (KINDS), shut down at its end (the tasks not yet
+    started cancelled, the running ones waited for).
+
+    - "process": a pool of `workers` processes (default: cores()), each started fresh (spawn) and computing with
+      one BLAS thread (one_blas_thread).
+    - "serial": each task run in this process at the moment it is submitted; workers may only be 1.
+    - "dask": distributed.Client(address) for the scheduler at address (its workers are its own: workers must be
+      None), or else a LocalCluster of `workers` processes (default: cores()) of one thread each, on 127.0.0.1, with no
+      dashboard, stopped at the block's end. dask and distributed are imported only here; without them, a
+      RuntimeError names the package and the command that installs it.
+
+    A ValueError names a bad kind, worker count or address before anything starts.
+
+    >>> with executor("serial") as pool:
+    ...     pool.submit(sum, [1, 2, 3]).result()
+    6
+    >>> with executor("threads"):
+    ...     pass
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown executor 'threads'; expected one of process, serial, dask
+    """
+    workers = checked_workers(kind, workers, address)
+    if kind == "serial":
+        yield Serial()
+    elif kind == "process":
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=one_blas_thread)
+        try:
+            yield pool
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+    else:
+        with dask_client(address, workers) as client:
+            yield client.get_executor(pure=False)  # (pure=False: a task submitted twice runs twice)
+
+
+def checked_workers(kind, workers, address):
+    """The worker count an executor of kind gets (workers, or cores() where it is None and the kind makes its
+    workers); a ValueError names what is wrong with kind, workers or address.
+
+    >>> checked_workers("process", None, None) == cores(), checked_workers("dask", 2, None)
+    (True, 2)
+    >>> checked_workers("process", 0, None)
+    Traceback (most recent call last):
+    ...
+    ValueError: workers 0: expected a whole number of at least 1 (or None: every core)
+    """
+    if kind not in KINDS:
+        raise ValueError(f"unknown executor {kind!r}; expected one of {', '.join(KINDS)}")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise ValueError(f"workers {workers!r}: expected a whole number of at least 1 (or None: every core)")
+    if address is not None and kind != "dask":
+        raise ValueError(f"address {address!r} is for the dask executor, not {kind!r}")
+    if kind == "serial" and workers not in (None, 1):
+        raise ValueError(f"workers {workers}: the serial executor runs one task at a time, in this process;"
+                         f" expected 1, or the process executor for {workers} workers")
+    if kind == "dask" and address is not None:
+        if not isinstance(address, str) or not address:
+            raise ValueError(f"address {address!r}: expected a Dask scheduler's address such as"
+                             f" 'tcp://10.0.0.5:8786'")
+        if workers is not None:
+            raise ValueError(f"workers {workers} with address {address!r}: an existing Dask cluster has its own"
+                             f" workers; give one or the other")
+        return None
+    return cores() if workers is None else workers
+
+
+class Serial(_Executor):
+    """The serial executor: submit runs the function in this process at once and returns its finished Future (a
+    class because an Executor is one: the base class gives map, shutdown and the with-block)."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        future = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as e:  # (an interrupt is no task's failure: it passes through)
+            future.set_exception(e)
+        return future
+
+
+def one_blas_thread():
+    """A process pool's initializer: this worker's BLAS computes with one thread, both the libraries loaded already
+    (threadpoolctl, machine.use_threads) and any loaded later (the thread variables they read at load)."""
+    os.environ.update({name: "1" for name in machine.THREAD_VARIABLES})
+    machine.use_threads(1, "experiments.grid's workers")
+
+
+@contextmanager
+def dask_client(address, workers):
+    """For a with-block: a distributed.Client of the scheduler at address, or of a LocalCluster of `workers`
+    processes, one thread each, on 127.0.0.1 only (the scheduler's small HTTP server of health checks too), with
+    no dashboard and only its errors logged, closed at the end."""
+    try:
+        import distributed
+    except ModuleNotFoundError as e:
+        package = (e.name or "distributed").split(".")[0]
+        if package not in DASK:
+            raise
+        raise RuntimeError(f"the dask executor needs {package}, which is not installed; install it with:"
+                           f" {machine.DEV}") from None
+    if address is not None:
+        with distributed.Client(address) as client:
+            yield client
+        return
+    with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None, worker_dashboard_address=None,
+                                  silence_logs=logging.ERROR) as cluster, distributed.Client(cluster) as client:
+        yield client
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Running tasks
+
+
+def run_tasks(pool, fn, tasks, folder, follow=None, report=print):
+    """Run fn(*args) for every task (key, args) of tasks through the executor pool, each result written to
+    folder/KEY.json as it comes back, and return {key: result} in the tasks' order: the tasks given, then those
+    follow added, in the order it added them.
+
+    - A task whose result file is in folder already is not run: its result is read from the file.
+    - follow(key, result), when given, is called once for every task, in the tasks' order (a result that comes back
+      early waits for those before it), whether it was run now or read, and returns the tasks that need it
+      (an empty list for none). So follow sees the same results in the same order on every executor, in a grid run
+      at one go and in one that resumed, and the tasks and their order never depend on which worker finished first.
+    - report(line), unless None: a line for each task run, its key, its seconds and how many tasks are done of
+      those known so far (follow adds to them), and one line first when results were found in folder.
+
+    A key is a name of at most 100 letters, digits and ._+- (a file's name, one per task, distinct even where
+    the file system ignores case); args a list of JSON values (kept in the result file, so that a result of other
+    arguments is never taken for this one's); a result must be JSON too (read back from the file as it was
+    written: a fresh result and a resumed one are the same values). fn must be one the workers can import.
+
+    A ValueError, before anything runs, names a bad task (one of follow's when follow returns it), a folder that is
+    a file or a link, a folder another grid is writing, and a bad result file: one that is not this format's JSON,
+    names another key, or holds other arguments. Such a file is never replaced, nor its task run again:
+    write_atomic never leaves half a file, so a bad one is someone else's or was changed, and a run that silently
+    replaced it would hide that (remove it to run its task again). A task that raises stops the grid: nothing more
+    starts, the results of the tasks already running are still written, and a RuntimeError names the task's key and
+    its error; every result written stays.
+    """
+    folder = results_folder(folder)
+    tasks = [checked_task(task, "tasks") for task in tasks]
+    with hold(folder / "grid", f"experiments.grid, process {os.getpid()}"):
+        for name in os.listdir(folder):  # the temporary files of a grid that was killed as it wrote one
+            leftover = LEFTOVER.fullmatch(name)
+            if leftover:
+                remove_leftovers(folder / leftover.group(1))
+        stored = stored_results(folder)
+        order, args_of, lowered = [], {}, {}  # the keys in order; {key: args}; {key.lower(): key}
+        results, running, failure = {}, {}, []  # {key: result}; {future: key}; the first failure, (key, error)
+        if stored and report:
+            report(f"{len(stored)} results found in {folder}")
+
+        def finish(future):
+            """Write the result of a finished future or, if it failed, keep the failure and cancel what waits."""
+            key = running.pop(future)
+            if future.cancelled():
+                return
+            error = future.exception()
+            if error is None:
+                result, seconds = future.result()
+                try:
+                    results[key] = written(folder, key, args_of[key], result, seconds)
+                except (TypeError, ValueError) as e:
+                    error = ValueError(f"its result cannot be written as JSON ({e})")
+                else:
+                    if report:
+                        report(f"{key}: {seconds:.1f} s, {len(results)} of {len(order)} done")
+            if error is not None and not failure:
+                failure.append((key, error))
+                for waiting in running:
+                    waiting.cancel()  # (only those not started yet; the running ones finish and are written)
+
+        def add(new, origin):
+            """Take new tasks in order: read those whose results are in folder, submit the others."""
+            source = "tasks" if origin is None else f"follow({origin!r}, ...)"
+            if origin is not None:
+                new = [checked_task(task, source) for task in new]
+            for key, args in new:
+                same = lowered.setdefault(key.lower(), key)
+                if key in args_of or same != key:
+                    raise ValueError(f"{source}: task {key!r} comes twice"
+                                     + ("" if same == key else f", as {same!r} (file names may ignore case)"))
+                args_of[key] = args
+                if key in stored and stored[key]["args"] != args:
+                    raise ValueError(f"{folder / (key + '.json')} holds the result of {key} for other arguments"
+                                     f" ({compact(stored[key]['args'])}) than this grid's ({compact(args)}); it is"
+                                     f" never replaced: remove it to run the task again, or choose another folder")
+            order.extend(key for key, _ in new)
+            results.update((key, stored[key]["result"]) for key, _ in new if key in stored)
+            for key, args in new:
+                if key not in stored and not failure:
+                    future = pool.submit(timed, fn, args)
+                    running[future] = key
+                    if future.done():  # the serial executor: run already, written before the next starts
+                        finish(future)
+
+        add(tasks, None)
+        followed = 0  # the first followed tasks of order have been given to follow
+        while True:
+            while not failure and followed < len(order) and order[followed] in results:
+                key = order[followed]
+                followed += 1
+                if follow is not None:
+                    add(follow(key, results[key]) or [], key)
+            if not running:
+                break
+            for future in wait(running, return_when=FIRST_COMPLETED)[0]:
+                finish(future)
+        if failure:
+            key, error = failure[0]
+            raise RuntimeError(f"task {key} failed: {type(error).__name__}: {error}") from error
+        return {key: results[key] for key in order}
+
+
+def timed(fn, args):
+    """(fn(*args), its seconds), computed with one BLAS thread (restored after): what a worker runs for a task."""
+    started = time.perf_counter()
+    with machine.use_threads(1, "experiments.grid's tasks"):
+        result = fn(*args)
+    return result, time.perf_counter() - started
+
+
+def checked_task(task, where):
+    """(key, args as JSON gives them back) of a task (key, args); a ValueError names what is wrong with it.
+
+    >>> checked_task(("16x2-10000000000-0.01-3", ([16, 2], 1e10)), "tasks")
+    ('16x2-10000000000-0.01-3', [[16, 2], 10000000000.0])
+    >>> checked_task(("runs/1", []), "tasks")
+    Traceback (most recent call last):
+    ...
+    ValueError: tasks: key 'runs/1' names a file, so it must be 1 to 100 letters, digits and ._+- (starting with a \
+letter or digit)
+    """
+    if not isinstance(task, (tuple, list)) or len(task) != 2:
+        raise ValueError(f"{where}: task {compact(task)} is not a pair (key, args)")
+    key, args = task
+    if not isinstance(key, str) or not KEY.fullmatch(key):
+        raise ValueError(f"{where}: key {key!r} names a file, so it must be 1 to 100 letters, digits and ._+-"
+                         f" (starting with a letter or digit)")
+    if not isinstance(args, (tuple, list)):
+        raise ValueError(f"{where}: task {key}'s args {compact(args)} are not a list of arguments")
+    try:
+        return key, json.loads(json.dumps(list(args)))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{where}: task {key}'s args are not JSON values ({e})") from None
+
+
+def compact(value, most=120):
+    """A value's repr, cut to most characters.
+
+    >>> compact(list(range(100)), 20)
+    '[0, 1, 2, 3, 4, 5...'
+    """
+    text = repr(value)
+    return text if len(text) <= most else text[:most - 3] + "..."
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The result files
+
+
+def results_folder(folder):
+    """folder as a Path, if it can hold results: a folder, or a name where one can be made (hold makes it); a
+    ValueError names a link or a file in the way.
+
+    >>> results_folder("atomic.py")
+    Traceback (most recent call last):
+    ...
+    ValueError: results folder atomic.py is a file; expected a folder (or a name where one can be made)
+    """
+    path = Path(folder)
+    for name in (path, *path.parents):
+        if os.path.islink(name):
+            raise ValueError(f"results folder {folder}: {name} is a link; expected a folder, not a link to one")
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"results folder {folder} is a file; expected a folder (or a name where one can be made)")
+    for name in path.parents:
+        if name.exists() and not name.is_dir():
+            raise ValueError(f"results folder {folder}: {name} is a file, not a folder")
+    return path
+
+
+def written(folder, key, args, result, seconds):
+    """Write the result file of task key (atomically: whole or not at all) and return the result as it reads back."""
+    text = json.dumps({"format": FORMAT, "key": key, "args": args, "seconds": round(seconds, 3), "result": result},
+                      indent=1) + "\n"
+    write_atomic(folder / f"{key}.json", text)
+    return json.loads(text)["result"]
+
+
+def stored_results(folder):
+    """{key: the contents of its file} of every result file in folder (every *.json there); a ValueError names the
+    first that is not a result file of this format and of the key its name says, and why."""
+    found = {}
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".json"):
+            found[name[:-5]] = read_result(folder / name)
+    return found
+
+
+def read_result(path):
+    """The contents of the result file at path, checked: a ValueError names it and says what is wrong."""
+    never = ("; a result file is written whole or not at all, so this one was changed or is another program's: it"
+             " is never replaced (remove it to run its task again, or choose another folder)")
+    if os.path.islink(path):
+        raise ValueError(f"{path} is a link, not a result file{never}")
+    try:
+        raw = read_whole(path, "a result file", LARGEST)
+    except ValueError as e:
+        raise ValueError(f"{e}{never}") from None
+    try:
+        record = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise ValueError(f"{path} is not JSON ({e}){never}") from None
+    fields = {"format": str, "key": str, "args": list, "seconds": (int, float)}
+    if not isinstance(record, dict) or record.get("format") != FORMAT:
+        raise ValueError(f"{path} is not a {FORMAT!r} file{never}")
+    if "result" not in record or any(not isinstance(record.get(f), kinds) for f, kinds in fields.items()):
+        raise ValueError(f"{path} lacks one of the fields result, {', '.join(fields)} (or one is of another type)"
+                         f"{never}")
+    if record["key"] + ".json" != path.name:
+        raise ValueError(f"{path} holds the result of {record['key']!r}, not of {path.name[:-5]!r}{never}")
+    return record
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# What a worker keeps
+
+
+@functools.lru_cache(maxsize=KEPT)
+def kept(make, *args):
+    """make(*args), made once in this process and kept for the next task that asks for the same: a seed's stream of
+    stories, built in the worker rather than sent to it. make must be a module-level function and args hashable
+    (numbers, strings, tuples). The bound: the last KEPT values asked for, in each worker process (and in this one
+    for the serial executor): with scaling's streams of up to about 50 MB, 200 MB a worker. A value is shared by the
+    tasks that ask for it, so a task must not change it.
+
+    >>> kept(pow, 2, 10), kept(pow, 2, 10) is kept(pow, 2, 10)
+    (1024, True)
+    """
+    return make(*args)

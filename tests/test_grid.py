@@ -1,0 +1,306 @@
+"""experiments/grid.py: a grid of tasks gives the same results, bit for bit and in the tasks' order, in this process,
+on a process pool of two workers and on a local Dask cluster of two (a toy task of NumPy numbers with tasks that
+follow from others' results, and small real training runs); each pool worker computes with one BLAS thread; a grid
+killed with SIGKILL resumes, computing only what is missing, and ends with the results of an unbroken one; a bad
+result file is named and never replaced; a task that raises stops the grid, naming it, with the finished results
+kept; a bad input is named before any work, and a missing Dask is one clear error.
+
+The tasks are tests/grid_tasks.py's (the workers import them). Without dask and distributed the Dask test skips with
+its reason, except under CI=true, where that is a failure."""
+
+import functools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import grid_tasks
+from atomic import hold
+from conftest import IN_CI
+from experiments import grid
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def need_dask():
+    """Skip (fail under CI=true) where dask or distributed is not installed."""
+    try:
+        import dask  # noqa: F401
+        import distributed  # noqa: F401
+    except ImportError:
+        reason = "dask and distributed are not installed (python3 -m pip install -r tests/requirements.txt)"
+        if IN_CI:
+            pytest.fail(f"CI=true and the Dask test cannot run: {reason}")
+        pytest.skip(reason)
+
+
+def toy_grid(pool, folder, marks, count=6, pause=0.0, first_pause=None, report=None):
+    """Run toy_tasks(count) and the tasks chain makes follow from them through pool; return the results."""
+    marks.mkdir(exist_ok=True)
+    return grid.run_tasks(pool, grid_tasks.toy, grid_tasks.toy_tasks(count, marks, pause, first_pause), folder,
+                          follow=functools.partial(grid_tasks.chain, marks, pause), report=report)
+
+
+REAL = [(f"run-{seed}-{lr:g}", [seed, lr, 20]) for seed in (3, 4) for lr in (0.01, 0.03)]  # tiny_run's tasks
+
+
+def every_result(kind, folder):
+    """(toy results, real runs' results, the keys in the order they finished) of both grids on the executor kind."""
+    lines = []
+    with grid.executor(kind, workers=None if kind == "serial" else 2) as pool:
+        if kind != "serial":  # both workers up before a-0 starts, so that it finishes after the others
+            (folder / "up").mkdir()
+            waiting = [pool.submit(grid_tasks.rendezvous, folder / "up", 2) for _ in range(2)]
+            assert len({future.result() for future in waiting}) == 2  # two processes
+        toys = toy_grid(pool, folder / "toy", folder / "marks", first_pause=0.6, report=lines.append)
+        real = grid.run_tasks(pool, grid_tasks.tiny_run, REAL, folder / "real", report=lines.append)
+    return toys, real, [line.split(":")[0] for line in lines]
+
+
+@pytest.fixture(scope="module")
+def serial(tmp_path_factory):
+    """The results of the grids run in this process."""
+    return every_result("serial", tmp_path_factory.mktemp("serial"))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The same results, in the same order, on every executor
+
+
+def test_in_this_process_the_results_come_in_the_tasks_order_and_follow_adds_its_tasks_after_them(serial):
+    toys, real, finished = serial
+    assert list(toys) == [f"a-{k}" for k in range(6)] + [f"b-{k}" for k in range(6)] + ["c"]
+    assert toys["b-2"]["seed"] == int(abs(toys["a-2"]["sum"])) % 1000 and toys["c"]["seed"] == toys["b-1"]["seed"] + 1
+    assert list(real) == [key for key, _ in REAL] and finished[:6] == list(toys)[:6]
+    assert len({json.dumps(run) for run in real.values()}) == 4  # four runs, four different results
+    assert all(run["val"][-1][1] < run["val"][0][1] for run in real.values())  # each learned
+
+
+@pytest.mark.parametrize("kind", ["process", "dask"])
+def test_a_pool_of_two_workers_and_a_dask_cluster_of_two_give_the_serial_results_bit_for_bit(serial, kind, tmp_path):
+    if kind == "dask":
+        need_dask()
+    toys, real, finished = every_result(kind, tmp_path)
+    assert json.dumps(toys) == json.dumps(serial[0]) and list(toys) == list(serial[0])
+    assert json.dumps(real) == json.dumps(serial[1]) and list(real) == list(serial[1])
+    assert finished[0] != "a-0" and finished.index("a-0") > finished.index("a-1")  # a-0 finished after others
+    files = {p.name: json.loads(p.read_text()) for p in (tmp_path / "real").glob("*.json")}
+    assert {name[:-5]: f["result"] for name, f in files.items()} == serial[1]  # what the files hold
+
+
+def test_each_process_pool_worker_computes_with_one_blas_thread(tmp_path):
+    with grid.executor("process", workers=2) as pool:
+        direct = [pool.submit(grid_tasks.blas_threads, 0.3) for _ in range(4)]  # outside run_tasks's own limit
+        through = grid.run_tasks(pool, grid_tasks.blas_threads, [(f"t-{k}", [0.3]) for k in range(4)], tmp_path,
+                                 report=None)
+        direct = [future.result() for future in direct]
+    assert [threads for _, threads in direct] == [[1]] * 4, direct
+    assert [threads for _, threads in through.values()] == [[1]] * 4, through
+    assert os.getpid() not in {pid for pid, _ in direct} | {pid for pid, _ in through.values()}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Resuming after a kill
+
+KILLED = """
+import functools, sys
+sys.path[:0] = [{root!r}, {tests!r}]
+from experiments import grid
+import grid_tasks
+marks, folder = sys.argv[1], sys.argv[2]
+with grid.executor("process", workers=2) as pool:
+    grid.run_tasks(pool, grid_tasks.toy, grid_tasks.toy_tasks(10, marks, 0.15), folder,
+                   follow=functools.partial(grid_tasks.chain, marks, 0.15), report=None)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="kills a process group (POSIX)")
+def test_a_grid_killed_with_sigkill_resumes_computing_only_the_missing_tasks(tmp_path):
+    folder, marks = tmp_path / "results", tmp_path / "marks"
+    marks.mkdir()
+    code = KILLED.format(root=str(ROOT), tests=str(ROOT / "tests"))
+    proc = subprocess.Popen([sys.executable, "-c", code, str(marks), str(folder)], start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(folder.glob("*.json"))) < 4 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.005)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the grid and its workers, at once: no handler, no clean-up
+        _, err = proc.communicate()
+    assert proc.returncode == -signal.SIGKILL, err.decode()
+    kept = {p.name[:-5]: grid.read_result(p)["result"] for p in folder.glob("*.json")}  # each file whole
+    every = {f"a-{k}" for k in range(10)} | {f"b-{k}" for k in range(10)} | {"c"}
+    assert 4 <= len(kept) < len(every)
+    before = Counter(grid_tasks.calls(marks))
+    (folder / "a-9.json.999999999.abcd1234.tmp").write_text('{"half": ')  # a killed writer's, of no process now
+    lines = []
+    with grid.executor("process", workers=2) as pool:
+        resumed = toy_grid(pool, folder, marks, count=10, pause=0.15, report=lines.append)
+        unbroken = toy_grid(pool, tmp_path / "unbroken", tmp_path / "marks2", count=10, pause=0.15)
+    ran = Counter(grid_tasks.calls(marks)) - before
+    assert sorted(ran.elements()) == sorted(every - set(kept))  # each missing task once, no other
+    assert lines[0] == f"{len(kept)} results found in {folder}"
+    assert json.dumps(resumed) == json.dumps(unbroken) and list(resumed) == list(unbroken)
+    assert all(resumed[key] == result for key, result in kept.items())
+    assert sorted(p.name for p in folder.iterdir()) == sorted(f"{key}.json" for key in every)  # no .tmp, no lock
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Bad result files, failing tasks, bad inputs
+
+
+@pytest.mark.parametrize("spoil, said", [
+    (lambda folder: (folder / "a-1.json").write_bytes((folder / "a-1.json").read_bytes()[:40]), "is not JSON"),
+    (lambda folder: (folder / "a-1.json").write_bytes((folder / "a-2.json").read_bytes()),
+     "holds the result of 'a-2', not of 'a-1'"),
+    (lambda folder: (folder / "a-1.json").write_text('{"format": "grid result v0", "key": "a-1"}'),
+     "is not a 'grid result v1' file"),
+    (lambda folder: (folder / "a-1.json").write_text('{"format": "grid result v1", "key": "a-1", "args": []}'),
+     "lacks one of the fields"),
+    (lambda folder: (folder / "x.json").mkdir(), "is a folder"),
+])
+def test_a_bad_result_file_is_named_before_any_work_and_never_replaced(tmp_path, spoil, said):
+    folder, marks = tmp_path / "results", tmp_path / "marks"
+    with grid.executor("serial") as pool:
+        toy_grid(pool, folder, marks, count=3)
+        spoil(folder)
+        spoiled = {p.name: p.read_bytes() for p in folder.glob("*.json") if p.is_file()}
+        calls = grid_tasks.calls(marks)
+        (folder / "a-0.json").unlink()  # a task to run, which must not run
+        with pytest.raises(ValueError, match=said) as caught:
+            toy_grid(pool, folder, marks, count=3)
+    assert str(folder) in str(caught.value) and "never replaced" in str(caught.value)
+    assert grid_tasks.calls(marks) == calls
+    assert {p.name: p.read_bytes() for p in folder.glob("*.json") if p.is_file()} == {
+        name: raw for name, raw in spoiled.items() if name != "a-0.json"}
+
+
+def test_a_result_of_other_arguments_is_named_and_never_replaced(tmp_path):
+    folder, marks = tmp_path / "results", tmp_path / "marks"
+    marks.mkdir()
+    tasks = grid_tasks.toy_tasks(3, marks)
+    with grid.executor("serial") as pool:
+        grid.run_tasks(pool, grid_tasks.toy, tasks, folder, report=None)
+        raw, calls = (folder / "a-1.json").read_bytes(), grid_tasks.calls(marks)
+        tasks[1][1][1] = 99  # another seed for a-1
+        with pytest.raises(ValueError, match=r"a-1.json holds the result of a-1 for other arguments \(.*11.*\) than"
+                                             r" this grid's \(.*99.*\)"):
+            grid.run_tasks(pool, grid_tasks.toy, tasks, folder, report=None)
+    assert (folder / "a-1.json").read_bytes() == raw and grid_tasks.calls(marks) == calls
+
+
+@pytest.mark.parametrize("kind", ["serial", "process"])
+def test_a_task_that_raises_stops_the_grid_naming_it_and_the_finished_results_stay(tmp_path, kind):
+    folder, marks = tmp_path / "results", tmp_path / "marks"
+    marks.mkdir()
+    tasks = grid_tasks.toy_tasks(10, marks, pause=0.2 if kind == "process" else 0.0)
+    failing = 3 if kind == "serial" else 1
+    tasks[failing][1].append(True)  # fail
+    if kind == "process":
+        tasks[0][1][2] = 0.6  # still running when a-1 fails
+    with grid.executor(kind, workers=None if kind == "serial" else 2) as pool:
+        with pytest.raises(RuntimeError, match=f"^task a-{failing} failed: ValueError: no numbers for a-{failing}$"):
+            grid.run_tasks(pool, grid_tasks.toy, tasks, folder, report=None)
+    written = sorted(p.name for p in folder.iterdir())
+    calls = grid_tasks.calls(marks)
+    if kind == "serial":
+        assert calls == ["a-0", "a-1", "a-2", "a-3"] and written == ["a-0.json", "a-1.json", "a-2.json"]
+    else:
+        assert "a-0.json" in written and f"a-{failing}.json" not in written and len(calls) < 10
+        assert written == sorted(f"{key}.json" for key in calls if key != f"a-{failing}")  # every other one written
+    assert all(grid.read_result(folder / name)["key"] == name[:-5] for name in written)
+
+
+def test_a_folder_another_grid_holds_is_refused(tmp_path):
+    with hold(tmp_path / "grid", "another grid"), grid.executor("serial") as pool:
+        with pytest.raises(ValueError, match=r"in use by another run \(another grid\)"):
+            grid.run_tasks(pool, grid_tasks.toy, grid_tasks.toy_tasks(2, tmp_path), tmp_path, report=None)
+
+
+@pytest.mark.parametrize("kind, workers, address, said", [
+    ("threads", None, None, "unknown executor 'threads'; expected one of process, serial, dask"),
+    ("process", 0, None, "workers 0: expected a whole number of at least 1"),
+    ("process", -2, None, "workers -2: expected a whole number"),
+    ("process", True, None, "workers True: expected a whole number"),
+    ("dask", "2", None, "workers '2': expected a whole number"),
+    ("process", 2.0, None, "workers 2.0: expected a whole number"),
+    ("serial", 2, None, "workers 2: the serial executor runs one task at a time"),
+    ("process", None, "tcp://127.0.0.1:8786", "address 'tcp://127.0.0.1:8786' is for the dask executor"),
+    ("dask", 2, "tcp://127.0.0.1:8786", "workers 2 with address 'tcp://127.0.0.1:8786': an existing Dask cluster"),
+    ("dask", None, 8786, "address 8786: expected a Dask scheduler's address"),
+])
+def test_a_bad_executor_is_named_before_anything_starts(kind, workers, address, said):
+    with pytest.raises(ValueError, match="^" + said.replace("(", r"\(").replace(")", r"\)")):
+        with grid.executor(kind, workers, address):
+            pytest.fail("the executor started")
+
+
+@pytest.mark.parametrize("tasks, said", [
+    ([("runs/1", [])], "key 'runs/1' names a file"),
+    ([("", [])], "key '' names a file"),
+    ([(3, [])], "key 3 names a file"),
+    ([("a", [1]), ("a", [2])], "task 'a' comes twice"),
+    ([("Run", [1]), ("run", [2])], "task 'run' comes twice, as 'Run' (file names may ignore case)"),
+    ([("a", {1, 2})], "task a's args {1, 2} are not a list of arguments"),
+    ([("a", [{1, 2}])], "task a's args are not JSON values"),
+    ([("a",)], "task ('a',) is not a pair"),
+])
+def test_a_bad_task_is_named_before_any_work(tmp_path, tasks, said):
+    with grid.executor("serial") as pool:
+        with pytest.raises(ValueError, match=said.replace("(", r"\(").replace(")", r"\)").replace("{", r"\{")):
+            grid.run_tasks(pool, pytest.fail, tasks, tmp_path / "results", report=None)
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_bad_task_from_follow_is_named_with_the_task_it_followed(tmp_path):
+    with grid.executor("serial") as pool:
+        with pytest.raises(ValueError, match=r"^follow\('a-0', \.\.\.\): task 'a-0' comes twice"):
+            grid.run_tasks(pool, grid_tasks.toy, grid_tasks.toy_tasks(1, tmp_path), tmp_path / "results",
+                           follow=lambda key, result: [(key, [])], report=None)
+
+
+def test_a_results_folder_that_is_a_file_or_a_link_is_refused(tmp_path):
+    (tmp_path / "file").write_text("mine")
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real", target_is_directory=True)
+    with grid.executor("serial") as pool:
+        for folder, said in [("file", "is a file; expected a folder"), ("file/results", "file is a file, not a"),
+                             ("link", "is a link; expected a folder"), ("link/results", "link is a link")]:
+            with pytest.raises(ValueError, match=f"^results folder {tmp_path / folder}: .*{said}|"
+                                                 f"^results folder {tmp_path / folder} {said}"):
+                grid.run_tasks(pool, pytest.fail, [("a", [])], tmp_path / folder, report=None)
+    assert (tmp_path / "file").read_text() == "mine" and list((tmp_path / "real").iterdir()) == []
+
+
+def test_without_dask_the_dask_executor_is_one_clear_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "distributed", None)  # as if it were not installed: its import fails
+    with pytest.raises(RuntimeError, match=r"^the dask executor needs distributed, which is not installed; install"
+                                           r" it with: python3 -m pip install -r tests/requirements.txt$"):
+        with grid.executor("dask", workers=2):
+            pytest.fail("the executor started")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# What a worker keeps
+
+MADE = []  # the arguments made() was called with
+
+
+def made(*args):
+    MADE.append(args)
+    return list(args)
+
+
+def test_kept_makes_a_value_once_a_process_and_keeps_the_last_few(tmp_path):
+    first = grid.kept(made, str(tmp_path), 0)
+    assert grid.kept(made, str(tmp_path), 0) is first and MADE.count((str(tmp_path), 0)) == 1
+    for k in range(1, grid.KEPT + 1):  # KEPT others: the first is the least recently used, dropped
+        grid.kept(made, str(tmp_path), k)
+    assert grid.kept(made, str(tmp_path), 0) == first and MADE.count((str(tmp_path), 0)) == 2
