@@ -49,9 +49,9 @@ def nll_per_position(logits, targets):
 # The path
 
 
-def test_the_four_follow_the_six_in_order():
+def test_the_three_follow_the_six_in_order():
     assert [lesson.key for lesson in lt.LESSONS] == ["floor", "positions-past-length", "second-block"]
-    assert [lesson.key for lesson in command.all_lessons()][6:] == [lesson.key for lesson in lt.LESSONS]
+    assert [lesson.key for lesson in command.all_lessons()][6:9] == [lesson.key for lesson in lt.LESSONS]
     for lesson in lt.LESSONS:
         assert isinstance(lesson, lessons.Lesson) and lesson.needs == "numpy"
         assert lesson.guess[0] in ("choice", "range", "number")
@@ -142,8 +142,11 @@ def test_second_block_trains_as_the_experiment_does():
     from experiments.induction import periodic, train_induction
 
     tuning = periodic(random.Random(0), 4)
-    theirs, _ = train_induction((2, 1), lt.COPY_LR[2, 1], lt.COPY_SEED,
-                                {"steps": TEST_STEPS // 2, "batch": lt.COPY_BATCH, "eval_every": TEST_STEPS}, tuning)
+    with training.use_threads(lt.copy_settings((2, 1), TEST_STEPS // 2)):  # the lesson's BLAS threads: another
+        # thread count adds in another order, and the weights may then differ in their last bits
+        theirs, _ = train_induction((2, 1), lt.COPY_LR[2, 1], lt.COPY_SEED,
+                                    {"steps": TEST_STEPS // 2, "batch": lt.COPY_BATCH, "eval_every": TEST_STEPS},
+                                    tuning)
     said = []
     ours = lt.copy_train((2, 1), TEST_STEPS // 2, said.append)
     assert set(ours) == set(theirs) and all(np.array_equal(ours[k], theirs[k]) for k in ours)
