@@ -8,11 +8,13 @@ summary derived again from the record) and --rerun (one cell trained again). Run
     chains.py      harder stories of known probability: a thing handed along a chain, for scaling.py
     scaling.py     loss against compute: 7 sizes x 7 budgets, the scaling law fitted with the floor unknown and known
                    (scaling.json)
+    scaling_law.py the scaling law and how it is fitted: the law, its least-squares fit, the cells it is fitted to
     grid.py        independent runs on every core (or a Dask cluster), each result a file: a killed grid resumes
     recording.py   what every experiment shares: its sweep, its record's text and checks, its command line
     plots.py       the pictures of docs/figures/, from the trained models and the records
     lessons.py     predict, then check: the lessons in the terminal, each answered live (python3 -m experiments.lessons)
     lessons_trained.py  the lessons that train to answer: the floor, positions past the trained length, a second block
+    lessons_scaling.py  the scaling lesson: where is the floor, and does the usual fit of the law find it?
 
     python3 -m experiments.positions --check
 """

@@ -9,8 +9,9 @@ the answer live with model.py (or NumPy, for the lessons that train) and shows b
 
 Type q, or end the input (Ctrl-D; Ctrl-Z then Enter on Windows), to stop: the exit status is then 0. A bad --lesson
 names the keys there are, and a bad --ckpt or --guess says what is wrong, each with status 2 and one line on stderr,
-"error: ...". The lessons are oneblock/lessons.py's six (standard library only) and experiments/lessons_trained.py's
-three that train (NumPy): without NumPy those are left out, saying why.
+"error: ...". The lessons are oneblock/lessons.py's six (standard library only), experiments/lessons_trained.py's
+three that train (NumPy) and experiments/lessons_scaling.py's one that fits the scaling law to scaling.json (NumPy and
+SciPy): without NumPy those four are left out, without SciPy the last, each time saying why.
 """
 
 import argparse
@@ -19,26 +20,48 @@ import sys
 
 from oneblock import lessons
 
-def trained_lessons():
-    """(the lessons of experiments/lessons_trained.py, None), or ([], why they are not here) when that module or
-    NumPy is missing. Any other error in it raises: a broken module is not a missing one."""
+PACKAGES = {"numpy": "NumPy", "scipy": "SciPy"}  # what a module of lessons may need that is not installed
+
+
+def imported_lessons(name, what, packages):
+    """(the LESSONS of module name, None), or ([], why they are not here, in words: what they are) when that module
+    or one of packages is missing. Any other error in it raises: a broken module is not a missing one."""
     try:
-        module = importlib.import_module("experiments.lessons_trained")
+        module = importlib.import_module(name)
     except ModuleNotFoundError as e:
-        if e.name not in ("experiments.lessons_trained", "numpy"):
+        if e.name != name and e.name not in packages:
             raise
-        why = "NumPy is not installed" if e.name == "numpy" else "experiments/lessons_trained.py is not there"
-        return [], f"the lessons that train are left out: {why}"
+        why = f"{PACKAGES[e.name]} is not installed" if e.name in packages else \
+            f"{name.replace('.', '/')}.py is not there"
+        return [], f"{what} left out: {why}"
     return list(module.LESSONS), None
 
 
-def all_lessons():
-    """Every lesson in order: these six, then the ones that train, where they can be imported.
+def trained_lessons():
+    """(the lessons of experiments/lessons_trained.py, None), or ([], why they are not here) when that module or
+    NumPy is missing. Any other error in it raises: a broken module is not a missing one."""
+    return imported_lessons("experiments.lessons_trained", "the lessons that train are", ("numpy",))
 
-    >>> [lesson.key for lesson in all_lessons()][:2]
-    ['tokens', 'init-loss']
+
+def numpy_lessons():
+    """(the lessons after the six, why some are left out, or None): the three that train, then the scaling lesson
+    of experiments/lessons_scaling.py, which needs SciPy too. The path keeps its order, so the scaling lesson comes
+    only after the three (without NumPy, neither imports)."""
+    trained, why = trained_lessons()
+    if why:
+        return [], f"{why} (and the scaling lesson after them)"
+    scaling, why = imported_lessons("experiments.lessons_scaling", "the scaling lesson is", ("numpy", "scipy"))
+    return trained + scaling, why
+
+
+def all_lessons():
+    """Every lesson in order: these six, then the ones that train, then the scaling lesson, where they can be
+    imported.
+
+    >>> [lesson.key for lesson in all_lessons()][:2], all_lessons()[-1].key
+    (['tokens', 'init-loss'], 'scaling')
     """
-    return lessons.LESSONS + trained_lessons()[0]
+    return lessons.LESSONS + numpy_lessons()[0]
 
 
 
@@ -78,8 +101,8 @@ def scripted(text):
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    trained, why_not = trained_lessons()
-    every = lessons.LESSONS + trained
+    more, why_not = numpy_lessons()
+    every = lessons.LESSONS + more
     if args.list:
         width = max(len(lesson.key) for lesson in every)
         for n, lesson in enumerate(every, 1):

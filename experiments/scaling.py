@@ -31,7 +31,7 @@ The summaries, each derived from the runs' raw numbers (so `--check` derives the
 - the law L = E + A / N^alpha + B / D^beta fitted by least squares on log L over every cell (N non-embedding
   parameters, D training tokens), once with E free and once with E fixed at the true floor; and the exponents of
   N_opt ~ C^a and D_opt ~ C^b, fitted on the frontier's budgets whose least cell is neither the smallest nor the
-  largest size (`interior`);
+  largest size (`interior`) (the law, its fit and the cells it reads: experiments/scaling_law.py);
 - their intervals: 2.5th to 97.5th percentiles over 200 bootstrap resamplings, each drawing every cell's three seeds
   with replacement, the cells (for the law) and the budgets (for a and b) with replacement.
 
@@ -50,13 +50,14 @@ from oneblock import machine
 
 with machine.needed_by("python3 -m experiments.scaling"):
     import numpy as np
-    from scipy.optimize import least_squares
 
     import bpe
     from experiments import chains
     from experiments.recording import (across_seeds, check_provenance, experiment_parser, field, first_difference,
                                        need, parsed, provenance, reading, rerun_main, rerun_verdict, rounded,
                                        run_or_check, table_row, trained, writes)
+    from experiments.scaling_law import cell_values, chosen_lr, fit_law, law_summary, name_of, slope
+    from experiments.scaling_law import STARTS, law  # noqa: F401  (scaling.law and scaling.STARTS, as before)
     from oneblock import numpy_fast, sizes
     from oneblock.data import TOKENIZER_FILE
     from oneblock.settings import Settings, model_config
@@ -86,15 +87,6 @@ PUBLISHED = {  # what the papers found, for docs/scaling.md
     "chinchilla": {"alpha": 0.34, "beta": 0.28, "a": 0.5, "b": 0.5, "tokens_per_parameter": 20},
     "kaplan": {"a": 0.73},
 }
-
-
-def name_of(size):
-    """The key of a size in the record: width x blocks.
-
-    >>> name_of([64, 2])
-    '64x2'
-    """
-    return f"{size[0]}x{size[1]}"
 
 
 def size_config(size):
@@ -329,25 +321,7 @@ def plan_settings(plan):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# The summaries: cells, frontier, fits
-
-
-def chosen_lr(runs, plan, size, budget):
-    """The learning rate the first seed's sweep chose in a cell: the lowest final tuning loss (the first of
-    equal ones)."""
-    sweep = [r for r in runs if r["size"] == size and r["budget"] == budget and r["seed"] == plan["seeds"][0]]
-    return min(sweep, key=lambda r: r["tune"])["lr"]
-
-
-def cell_values(runs, plan):
-    """{(size, budget): [validation loss of each seed at the chosen rate]} and the chosen rates."""
-    values, rates = {}, {}
-    for size in map(name_of, plan["sizes"]):
-        for budget in plan["budgets"]:
-            lr = rates[size, budget] = chosen_lr(runs, plan, size, budget)
-            values[size, budget] = [r["val"] for seed in plan["seeds"] for r in runs
-                                    if (r["size"], r["budget"], r["lr"], r["seed"]) == (size, budget, lr, seed)]
-    return values, rates
+# The summaries: frontier, fits (the law, its fit and the cells' values are scaling_law.py's)
 
 
 def parabola_minimum(x, y):
@@ -381,53 +355,6 @@ def frontier(means, plan, floor):
         out.append({"budget": budget, "best_size": name_of(plan["sizes"][k]), "loss": float(loss[k]),
                     "reducible": float(loss[k]) - floor, "interior": inside, "n_opt": math.exp(log_n),
                     "d_opt": math.exp(log_d), "tokens_per_parameter": math.exp(log_d - log_n)})
-    return out
-
-
-def law(x, n, d, floor=None):
-    """log L of the law at (n, d) for parameters x: [log E, log A, alpha, log B, beta], or without log E when the
-    floor is given."""
-    e = floor if floor is not None else math.exp(x[0])
-    log_a, alpha, log_b, beta = x[-4:]
-    return np.log(e + np.exp(log_a - alpha * np.log(n)) + np.exp(log_b - beta * np.log(d)))
-
-
-STARTS = [  # where the fits start: [log E, log A, alpha, log B, beta], the least cost of the three wins
-    [math.log(0.3), 2.0, 0.3, 4.0, 0.3],
-    [math.log(0.3), 4.0, 0.6, 8.0, 0.6],
-    [math.log(0.1), 6.0, 0.9, 10.0, 0.9],
-]
-
-
-def fit_law(n, d, loss, floor=None, starts=STARTS):
-    """The least-squares fit of log L = log(E + A / N^alpha + B / D^beta) to the points, from the start of least
-    cost among starts: {"E", "A", "alpha", "B", "beta"} (E the floor when given) and the parameters as fitted."""
-    best, lower, upper = None, [-10, -20, 0, -20, 0], [5, 40, 3, 40, 3]  # log E, log A, alpha, log B, beta
-    if floor is not None:
-        lower, upper = lower[1:], upper[1:]
-    for x0 in starts:
-        x0 = x0[-len(lower):]  # a start of the free fit, without its log E when the floor is given
-        got = least_squares(lambda x: law(x, n, d, floor) - np.log(loss), x0, bounds=(lower, upper))
-        if best is None or got.cost < best.cost:
-            best = got
-    x = best.x
-    e = floor if floor is not None else math.exp(x[0])
-    return {"E": e, "A": math.exp(x[-4]), "alpha": x[-3], "B": math.exp(x[-2]), "beta": x[-1]}, list(x)
-
-
-def slope(x, y):
-    """The least-squares slope of log y against log x."""
-    return float(np.polyfit(np.log(x), np.log(y), 1)[0])
-
-
-def law_summary(points, floor, starts=STARTS):
-    """The two fits of the law to points (n, d, loss arrays) and what follows from each: the exponents, and a and b
-    as the law implies them when C is proportional to N D (a = beta / (alpha + beta))."""
-    out = {}
-    for name, e in (("free_floor", None), ("true_floor", floor)):
-        fitted, x = fit_law(*points, floor=e, starts=starts)
-        alpha, beta = fitted["alpha"], fitted["beta"]
-        out[name] = {**fitted, "implied_a": beta / (alpha + beta), "implied_b": alpha / (alpha + beta), "x": x}
     return out
 
 

@@ -1,0 +1,184 @@
+"""The scaling law and how it is fitted: L = E + A / N^alpha + B / D^beta (N non-embedding parameters, D training
+tokens, E the loss no model can beat), fitted by least squares on log L from three starts, with E free or fixed at a
+known floor; and the points it is fitted to, read from a record of experiments/scaling.py (its runs' validation
+losses, a cell's mean over its seeds, N and D beside them). experiments/scaling.py fits its record with these, the
+scaling lesson (lessons_scaling.py) fits them live, and explorer/scaling_law.js is the page's copy of the fit.
+
+    >>> n = np.repeat([1e3, 1e4, 1e5], 3)  # (9,): three sizes ...
+    >>> d = np.tile([1e5, 1e6, 1e7], 3)  # (9,): ... each at three token counts
+    >>> fitted, x = fit_law(n, d, 0.5 + 20 / n ** 0.4 + 300 / d ** 0.3)
+    >>> round(fitted["E"], 4), round(float(fitted["alpha"]), 3), round(float(fitted["beta"]), 3)
+    (0.5, 0.4, 0.3)
+"""
+
+import math
+import statistics
+
+import numpy as np
+from scipy.optimize import least_squares
+
+POINTS_FORMAT = "scaling law points v1"  # law_points' "format" field: what the page reads (explorer/scaling_law.js)
+
+# ----------------------------------------------------------------------------------------------------------------
+# The law and its fit
+
+STARTS = [  # where the fits start: [log E, log A, alpha, log B, beta], the least cost of the three wins
+    [math.log(0.3), 2.0, 0.3, 4.0, 0.3],
+    [math.log(0.3), 4.0, 0.6, 8.0, 0.6],
+    [math.log(0.1), 6.0, 0.9, 10.0, 0.9],
+]
+LOWER = [-10, -20, 0, -20, 0]  # the bounds of the fit's parameters: log E, log A, alpha, log B, beta
+UPPER = [5, 40, 3, 40, 3]
+
+
+def law(x, n, d, floor=None):
+    """log L of the law at (n, d) for parameters x: [log E, log A, alpha, log B, beta], or without log E when the
+    floor is given.
+
+    >>> law([math.log(0.5), math.log(20.0), 0.5, math.log(300.0), 0.5], np.array([400.0]), np.array([900.0]))
+    array([2.44234704])
+    >>> round(float(np.exp(law([math.log(20.0), 0.5, math.log(300.0), 0.5], np.array([400.0]), np.array([900.0]),
+    ...                         0.5)[0])), 12)
+    11.5
+    """
+    e = floor if floor is not None else math.exp(x[0])
+    log_a, alpha, log_b, beta = x[-4:]
+    return np.log(e + np.exp(log_a - alpha * np.log(n)) + np.exp(log_b - beta * np.log(d)))  # (points,)
+
+
+def law_cost(x, n, d, loss, floor=None):
+    """What the fit minimises at parameters x: half the sum of squares of log L of the law less log loss over the
+    points (least_squares' cost).
+
+    >>> law_cost([math.log(20.0), 0.5, math.log(300.0), 0.5], np.array([400.0]), np.array([900.0]),
+    ...          np.array([11.5 * math.e]), 0.5)
+    0.5
+    """
+    residual = law(x, n, d, floor) - np.log(loss)  # (points,)
+    return float(0.5 * np.sum(residual ** 2))
+
+
+def fit_law(n, d, loss, floor=None, starts=STARTS):
+    """The least-squares fit of log L = log(E + A / N^alpha + B / D^beta) to the points, from the start of least
+    cost among starts: {"E", "A", "alpha", "B", "beta"} (E the floor when given) and the parameters as fitted.
+
+    >>> n, d = np.repeat([1e3, 1e4, 1e5], 3), np.tile([1e5, 1e6, 1e7], 3)  # (9,), (9,)
+    >>> fitted, x = fit_law(n, d, 0.5 + 20 / n ** 0.4 + 300 / d ** 0.3, floor=0.5)
+    >>> fitted["E"], round(fitted["A"], 2), len(x)
+    (0.5, 20.0, 4)
+    """
+    best, lower, upper = None, LOWER, UPPER  # log E, log A, alpha, log B, beta
+    if floor is not None:
+        lower, upper = lower[1:], upper[1:]
+    for x0 in starts:
+        x0 = x0[-len(lower):]  # a start of the free fit, without its log E when the floor is given
+        got = least_squares(lambda x: law(x, n, d, floor) - np.log(loss), x0, bounds=(lower, upper))
+        if best is None or got.cost < best.cost:
+            best = got
+    x = best.x
+    e = floor if floor is not None else math.exp(x[0])
+    return {"E": e, "A": math.exp(x[-4]), "alpha": x[-3], "B": math.exp(x[-2]), "beta": x[-1]}, list(x)
+
+
+def law_summary(points, floor, starts=STARTS):
+    """The two fits of the law to points (n, d, loss arrays) and what follows from each: the exponents, and a and b
+    as the law implies them when C is proportional to N D (a = beta / (alpha + beta)).
+
+    >>> n, d = np.repeat([1e3, 1e4, 1e5], 3), np.tile([1e5, 1e6, 1e7], 3)  # (9,), (9,)
+    >>> fits = law_summary((n, d, 0.5 + 20 / n ** 0.4 + 300 / d ** 0.3), 0.5)
+    >>> list(fits), round(float(fits["true_floor"]["implied_a"]), 4)
+    (['free_floor', 'true_floor'], 0.4286)
+    """
+    out = {}
+    for name, e in (("free_floor", None), ("true_floor", floor)):
+        fitted, x = fit_law(*points, floor=e, starts=starts)
+        alpha, beta = fitted["alpha"], fitted["beta"]
+        out[name] = {**fitted, "implied_a": beta / (alpha + beta), "implied_b": alpha / (alpha + beta), "x": x}
+    return out
+
+
+def slope(x, y):
+    """The least-squares slope of log y against log x (the IsoFLOP exponents: N_opt ~ C^a).
+
+    >>> round(slope([1.0, 10.0, 100.0], [3.0, 30.0, 300.0]), 9)
+    1.0
+    """
+    return float(np.polyfit(np.log(x), np.log(y), 1)[0])
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The points: a record's cells, each a size at a budget
+
+
+def name_of(size):
+    """The key of a size in the record: width x blocks.
+
+    >>> name_of([64, 2])
+    '64x2'
+    """
+    return f"{size[0]}x{size[1]}"
+
+
+def chosen_lr(runs, plan, size, budget):
+    """The learning rate the first seed's sweep chose in a cell: the lowest final tuning loss (the first of
+    equal ones).
+
+    >>> runs = [{"size": "8x1", "budget": 10, "seed": 3, "lr": lr, "tune": t} for lr, t in [(0.01, 2.0), (0.03, 1.5)]]
+    >>> chosen_lr(runs, {"seeds": [3, 4]}, "8x1", 10)
+    0.03
+    """
+    sweep = [r for r in runs if r["size"] == size and r["budget"] == budget and r["seed"] == plan["seeds"][0]]
+    return min(sweep, key=lambda r: r["tune"])["lr"]
+
+
+def cell_values(runs, plan):
+    """{(size, budget): [validation loss of each seed at the chosen rate]} and the chosen rates.
+
+    >>> runs = [{"size": "8x1", "budget": 10, "seed": s, "lr": 0.01, "tune": 2.0, "val": v} for s, v in [(3, 1.5),
+    ...                                                                                             (4, 1.7)]]
+    >>> cell_values(runs, {"sizes": [[8, 1]], "budgets": [10], "seeds": [3, 4]})
+    ({('8x1', 10): [1.5, 1.7]}, {('8x1', 10): 0.01})
+    """
+    values, rates = {}, {}
+    for size in map(name_of, plan["sizes"]):
+        for budget in plan["budgets"]:
+            lr = rates[size, budget] = chosen_lr(runs, plan, size, budget)
+            values[size, budget] = [r["val"] for seed in plan["seeds"] for r in runs
+                                    if (r["size"], r["budget"], r["lr"], r["seed"]) == (size, budget, lr, seed)]
+    return values, rates
+
+
+def law_points(record):
+    """What the law is fitted to, from a record of experiments/scaling.py, as plain JSON (what the page's
+    explorer/scaling_law.js reads): {"format", "floor": the validation stories' exact floor, "cells": [{"size",
+    "budget", "n": non-embedding parameters, "d": training tokens, "loss": the mean validation loss of its seeds}]},
+    the cells in the record's order (each size, at each budget), as scaling.py fits them.
+
+    >>> record = {"settings": {"sizes": [[8, 1]], "budgets": [10], "seeds": [3, 4], "parameters": {"8x1": 856}},
+    ...           "floor": {"validation_nats_per_token": 0.49},
+    ...           "runs": [{"size": "8x1", "budget": 10, "seed": s, "lr": 0.01, "tune": 2.0, "val": v, "tokens": 64}
+    ...                    for s, v in [(3, 1.5), (4, 1.75)]]}
+    >>> law_points(record)["cells"]
+    [{'size': '8x1', 'budget': 10, 'n': 856, 'd': 64, 'loss': 1.625}]
+    """
+    plan = record["settings"]
+    values, rates = cell_values(record["runs"], plan)
+    tokens = {(r["size"], r["budget"]): r["tokens"] for r in record["runs"]}  # every run of a cell reads as many
+    cells = [{"size": size, "budget": budget, "n": plan["parameters"][size], "d": tokens[size, budget],
+              "loss": statistics.fmean(v)} for (size, budget), v in values.items()]
+    return {"format": POINTS_FORMAT, "floor": record["floor"]["validation_nats_per_token"], "cells": cells}
+
+
+def point_arrays(points, least_budget=0):
+    """(n, d, loss) arrays of law_points' cells whose budget is at least least_budget.
+
+    >>> points = {"cells": [{"budget": 10, "n": 856, "d": 64, "loss": 1.5}, {"budget": 20, "n": 856, "d": 128,
+    ...                                                                     "loss": 1.2}]}
+    >>> point_arrays(points, least_budget=20)
+    (array([856.]), array([128.]), array([1.2]))
+    """
+    cells = [c for c in points["cells"] if c["budget"] >= least_budget]
+    n = np.array([c["n"] for c in cells], dtype=float)  # (cells,)
+    d = np.array([c["d"] for c in cells], dtype=float)  # (cells,)
+    loss = np.array([c["loss"] for c in cells], dtype=float)  # (cells,)
+    return n, d, loss
