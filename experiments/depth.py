@@ -53,10 +53,10 @@ with machine.needed_by("python3 -m experiments.depth"):
     from experiments.induction import (PERIODS, VOCAB, WINDOW, induction_config, induction_measures, periodic,
                                        train_induction)
     from experiments.recording import (TUNE_STORIES, across_seeds, check_provenance, experiment_parser, field,
-                                       first_difference, flags, last_probs, lr_values, need, parsed, provenance,
-                                       reading, recorded_settings, rerun_main, rerun_verdict, rounded, run_config,
-                                       run_or_check, spread_text, sweep_data, sweep_summary, sweep_text, table_row,
-                                       trained, validation_loss, writes)
+                                       first_difference, flags, last_probs, losses_at, lr_values, need, parsed,
+                                       provenance, reading, recorded_settings, rerun_main, rerun_verdict, rounded,
+                                       run_config, run_or_check, spread_text, sweep_data, sweep_summary, sweep_text,
+                                       table_row, trained, validation_loss, writes)
 
 # ----------------------------------------------------------------------------------------------------------------
 # Settings
@@ -368,17 +368,17 @@ def check_record(record, plan):
 
 def rerun(record, task, size, seed, until):
     """Train one cell of the record (task, size, seed, at the learning rate the record chose) up to step until and
-    compare the tuning loss there with the record's curve. Returns (ok, one line saying so): with the recording's
-    kernels and thread count the digits must be the same; with others they differ and the line says by how much
-    (spread.py measures how far kernels move the one-block model; the spreads over seeds say what a
-    difference means). Every field of the record it needs is read before it trains: a damaged record is a
-    ValueError naming it (recording.reading)."""
+    compare the tuning loss there with the record's curve (recording.rerun_verdict): with the record's kernels and
+    thread count the digits must be the same; with others, the loss must lie within the spread of the record's
+    seeds of that task and size at that rate and step. Returns (ok, one line saying so). Every field of the record
+    it needs is read before it trains: a damaged record is a ValueError naming it (recording.reading)."""
     plan = FULL
     with reading(RECORD_FILE, writes(SCRIPT, RECORD_FILE), also=(ValueError,)):
         lr = field(record[task]["sizes"][name_of(size)]["sweep"]["chosen"], "a number",
                    f"{task}.sizes.{name_of(size)}.sweep.chosen")
-        run = {(r["lr"], r["seed"]): r for r in record[task]["runs"][name_of(size)]}[lr, seed]
-        recorded = field(dict(run["tune_curve"])[until], "a number", f"the tuning loss at step {until}")
+        runs = [r for r in record[task]["runs"][name_of(size)] if r["lr"] == lr]
+        run = {r["seed"]: r for r in runs}[seed]
+        recorded, seeds = losses_at([run], until)[0], losses_at(runs, until)
         field(record["machine"], "a string", "machine")
     if task == "stories":
         tuning, _ = sweep_data(plan["stories"]["train"], TUNE_STORIES)
@@ -390,7 +390,7 @@ def rerun(record, task, size, seed, until):
         curve = train_induction(size, lr, seed, plan["induction"], tuning, until=until)[1]
         got = rounded(curve[-1][1])
     cell = f"{task} {name_of(size)} lr {lr:g} seed {seed} at step {until}: tune {got:.6g}, recorded {recorded:.6g}"
-    return rerun_verdict(cell, got, recorded, record)
+    return rerun_verdict(cell, got, recorded, record, seeds)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -404,7 +404,9 @@ def main(argv=None):
         "2 seeds, 20 steps", {"choices": TASKS, "metavar": "TASK",
                               "help": "train one cell of depth.json again (stories or induction, with --blocks,"
                                       " --heads and --seed, at the learning rate the record chose, up to --until)"
-                                      " and compare its tuning loss with the record's"})
+                                      " and check its tuning loss against the record's: the same digits with the"
+                                      " record's kernels and thread count, else within the spread of the record's"
+                                      " seeds at that step; exit 1 if not"})
     parser.add_argument("--blocks", type=int, default=None, help="the blocks of --rerun (default: 2)")
     parser.add_argument("--heads", type=int, default=None, help="the heads of --rerun (default: 1)")
     args = parsed(parser, argv, blocks=2, heads=1)
@@ -413,10 +415,10 @@ def main(argv=None):
     return run_or_check(sys.modules[__name__], args, argv)
 
 
-def rerun_cell(parser, args, records):
+def rerun_cell(parser, args, record):
     """The cell depth.py --rerun trains, its arguments checked against the record (recording.rerun_main): rerun's
     task and size, and the tuning curve whose steps --until may name."""
-    record, size = records[0], (args.blocks, args.heads)
+    size = args.blocks, args.heads
     if size not in SIZES:
         parser.error(f"--blocks {args.blocks} --heads {args.heads}: {RECORD_FILE.name} has the sizes"
                      f" {', '.join(name_of(s) for s in SIZES)} (blocks x heads)")

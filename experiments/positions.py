@@ -44,12 +44,11 @@ with machine.needed_by("python3 -m experiments.positions"):
     import numpy as np
 
     import make_corpus
-    from experiments.recording import (SPREAD_FILE, SPREAD_FORMAT, SPREAD_SEED, TUNE_STORIES, across_seeds,
-                                       check_provenance, experiment_parser, field, first_difference, flags,
-                                       last_probs, lr_values, need, parsed, provenance, reading, recorded_settings,
-                                       rerun_main, rounded, run_config, run_or_check, spread_text, sweep_data,
-                                       sweep_summary, sweep_text, table_row, tolerance, trained, validation_loss,
-                                       writes)
+    from experiments.recording import (TUNE_STORIES, across_seeds, check_provenance, experiment_parser, field,
+                                       first_difference, flags, last_probs, losses_at, lr_values, need, parsed,
+                                       provenance, reading, recorded_settings, rerun_main, rerun_verdict, rounded,
+                                       run_config, run_or_check, spread_text, sweep_data, sweep_summary, sweep_text,
+                                       table_row, trained, validation_loss, writes)
     from oneblock import numpy_fast
     from oneblock.config import SCHEMES  # learned, none, sinusoidal, rope
     from oneblock.settings import Settings
@@ -308,32 +307,24 @@ def check_record(record, plan):
 # A partial rerun: one cell of the record, trained again
 
 
-def rerun(record, kernel_spread, scheme, seed, until, lr):
+def rerun(record, scheme, seed, until, lr):
     """Train scheme with seed, learning rate lr and the full settings on the tuning split up to step until (the
     same schedule as the full run, stopped early) and compare the loss on the tuning stories there with the record's
-    curve. Returns (ok, one line saying so).
-
-    The same machine, kernels and threads give the recorded digits exactly; another machine, a loss within the
-    spread that spread.json measured for this scheme at this step across OpenBLAS kernel families (for train.py's
-    own run, on all the training stories at the learning rate 0.01: a yardstick of how far kernels move a run).
-    Every field of the records it needs is read before it trains: a damaged record is a ValueError naming it
+    curve (recording.rerun_verdict): with the record's kernels and thread count, the same digits; with others, a
+    loss within the spread of the record's seeds of scheme at lr at that step. Returns (ok, one line saying so).
+    Every field of the record it needs is read before it trains: a damaged record is a ValueError naming it
     (recording.reading)."""
     with reading(RECORD_FILE, writes(SCRIPT, RECORD_FILE), also=(ValueError,)):
-        run = {(r["lr"], r["seed"]): r for r in record["runs"][scheme]}[lr, seed]
-        recorded = field(dict(run["tune_curve"])[until], "a number", f"the tuning loss at step {until}")
-    with reading(SPREAD_FILE, writes("python3 -m experiments.spread", SPREAD_FILE)):
-        allowed = field(tolerance(kernel_spread, scheme, until), "a number", f"the spread of {scheme} at {until}")
+        runs = [r for r in record["runs"][scheme] if r["lr"] == lr]
+        run = {r["seed"]: r for r in runs}[seed]
+        recorded, seeds = losses_at([run], until)[0], losses_at(runs, until)
+        field(record["machine"], "a string", "machine")
     tuning, _ = sweep_data(FULL["train"], SWEEP["tune_stories"])
     _, history = trained({**FULL["train"], **lr_values(lr), "positions": scheme, "seed": seed}, data=tuning,
                          until=until)
     got = rounded(history[-1]["val"])
     cell = f"{scheme} lr {lr:g} seed {seed} at step {until}: tune {got:.6g}, recorded {recorded:.6g}"
-    if got == recorded:
-        return True, f"OK: {cell}: the same digits (the kernels and thread count of the record)"
-    within = abs(got - recorded) <= allowed
-    measured = (f"the spread across kernel families at this step is {allowed:.2g} (spread.json, seed"
-                f" {SPREAD_SEED})")
-    return within, f"{'OK' if within else 'NOT OK'}: {cell}: {'within' if within else 'outside'} {measured}"
+    return rerun_verdict(cell, got, recorded, record, seeds)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -346,23 +337,21 @@ def main(argv=None):
         " validation loss, an order probe and length extrapolation.", RECORD_FILE.name, "2 seeds, 150 steps",
         {"choices": SCHEMES, "metavar": "SCHEME",
          "help": "train one cell of positions.json again (with --seed and --lr, up to --until) and check its loss on"
-                 " the tuning stories against the record, within the spread across machines that spread.json"
-                 " records; exit 1 if it is outside"}, until=RERUN_UNTIL)
+                 " the tuning stories against the record: the same digits with the record's kernels and thread"
+                 " count, else within the spread of the record's seeds at that step; exit 1 if not"}, until=RERUN_UNTIL)
     parser.add_argument("--lr", type=float, default=None,
                         help="the peak learning rate of --rerun, one of the sweep's (default: the one the record"
                              " chose for the scheme)")
     args = parsed(parser, argv, until=RERUN_UNTIL, lr=None)
     if args.rerun is not None:
-        spread = (SPREAD_FILE, SPREAD_FORMAT, writes("python3 -m experiments.spread", SPREAD_FILE))
-        return rerun_main(parser, args, SCRIPT, (RECORD_FILE, FORMAT), rerun_cell, rerun, also=[spread])
+        return rerun_main(parser, args, SCRIPT, (RECORD_FILE, FORMAT), rerun_cell, rerun)
     return run_or_check(sys.modules[__name__], args, argv)
 
 
-def rerun_cell(parser, args, records):
-    """The cell positions.py --rerun trains, its arguments checked against the records (recording.rerun_main):
+def rerun_cell(parser, args, record):
+    """The cell positions.py --rerun trains, its arguments checked against the record (recording.rerun_main):
     rerun's scheme and learning rate (the record's choice unless --lr is given), and the tuning curve whose steps
     --until may name."""
-    record = records[0]
     lr = record["schemes"][args.rerun]["sweep"]["chosen"] if args.lr is None else args.lr
     if lr not in record["settings"]["sweep"]["lrs"]:
         parser.error(f"--lr {args.lr:g}: {RECORD_FILE.name} has the learning rates"

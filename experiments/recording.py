@@ -191,24 +191,12 @@ def check_provenance(record):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# How far another machine may move a result: the spread across kernel families that spread.py records
+# spread.py's record: how far kernel families move train.py's own run
 
 
 SPREAD_FILE = Path(__file__).resolve().parent / "spread.json"  # spread.py's record
 SPREAD_FORMAT = "one-block kernel spread v1"  # its "format" field
 SPREAD_SEED = 3  # the seed of its runs: train.py's default
-
-
-def tolerance(record, scheme, step):
-    """The spread of scheme's validation loss at step over the recorded runs (largest minus smallest).
-
-    >>> tolerance({"spread": {"rope": {"steps": [0, 500], "width": [0.0, 0.25]}}}, "rope", 500)
-    0.25
-    """
-    s = record["spread"][scheme]
-    if step not in s["steps"]:
-        raise ValueError(f"spread.json has no spread for {scheme} at step {step}; it has steps {s['steps']}")
-    return s["width"][s["steps"].index(step)]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -773,32 +761,45 @@ def counted(total):
     return report
 
 
-def rerun_verdict(cell, got, recorded, record):
-    """(ok, one line) of a rerun whose number got (cell says what it is) should be the record's: with the record's
-    kernels and thread count the digits must be the same; with others they differ and the line says by how much
-    (spread.py measures how far kernels move the one-block model; the spreads over seeds say what a difference
-    means).
+def losses_at(runs, step):
+    """The tuning loss at step of each of runs (a record's runs, each with its tune_curve of [step, loss] pairs); a
+    run without that step is a KeyError, a loss that is not a number a TypeError (recording.reading names the record).
 
-    >>> rerun_verdict("x", 1.5, 1.5, {"machine": "?"})[0]
-    True
+    >>> losses_at([{"tune_curve": [[0, 4.6], [250, 4.3]]}, {"tune_curve": [[0, 4.5], [250, 4.2]]}], 250)
+    [4.3, 4.2]
     """
-    here = machine.blas(1)
+    return [field(dict(r["tune_curve"])[step], "a number", f"the tuning loss at step {step}") for r in runs]
+
+
+def rerun_verdict(cell, got, recorded, record, seeds):
+    """(ok, one line) of a rerun whose number got (cell says what it is) should be the record's, recorded; seeds:
+    the record's values of that number for each of its seeds (the same cell, step and learning rate but the seed).
+
+    With the record's kernels and thread count the digits must be the same. With others they differ, and another
+    machine's kernels move a run as a change of seed does at most (docs/reproducibility.md measures it): OK when got
+    lies within the seeds' spread (largest minus smallest) of recorded, NOT OK when further. The line says which,
+    the distance, the seeds' spread and how many seeds, and the record's kernels and this run's.
+
+    >>> rerun_verdict("x", 1.5, 1.5, {"machine": "?"}, [1.5, 1.6])[0]
+    True
+    >>> print(rerun_verdict("x", 1.55, 1.5, {"machine": "kernels K"}, [1.5, 1.7, 1.6])[1])  # doctest: +ELLIPSIS
+    OK: x: 0.05 from the record, within the spread of its 3 seeds at this step (0.2: 1.5 to 1.7); the record ...
+    >>> rerun_verdict("x", 1.75, 1.5, {"machine": "kernels K"}, [1.5, 1.7, 1.6])[0]
+    False
+    """
+    here = machine.blas(machine.blas_threads())  # (1 thread under --rerun: rerun_main sets it)
     if got == recorded:
         return True, f"OK: {cell}: the same digits ({here})"
     if here == record["machine"]:
         return False, f"NOT OK: {cell}: other digits with the kernels and thread count of the record ({here})"
-    return True, (f"OTHER MACHINE: {cell}: {abs(got - recorded):.2g} apart; the record was made with"
-                  f" {record['machine']}, this run with {here}, which add in another order")
-
-
-def rerun_records(files):
-    """The records --rerun reads (files: (path, its format, the command that writes it) triples), each read whole and
-    checked to be a record of its format; None, after saying in one line what is wrong with one, if one is not."""
-    try:
-        return [read_record(path, script, form) for path, form, script in files]
-    except ValueError as e:
-        print(f"error: --rerun: {e}", file=sys.stderr)
-        return None
+    lo, hi = min(seeds), max(seeds)
+    distance, spread = abs(got - recorded), hi - lo
+    ok = distance <= spread
+    where = "within" if ok else "further than"
+    many = f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''}"
+    return ok, (f"{'OK' if ok else 'NOT OK'}: {cell}: {distance:.2g} from the record, {where} the spread of its"
+                f" {many} at this step ({spread:.2g}: {lo:.6g} to {hi:.6g}); the record was made with"
+                f" {record['machine']}, this run with {here}")
 
 
 def rerun_step(parser, until, curve, seed, seeds, name):
@@ -814,26 +815,23 @@ def rerun_step(parser, until, curve, seed, seeds, name):
     return until
 
 
-def rerun_main(parser, args, script, record, cell, rerun, also=()):
-    """The body of an experiment's --rerun: read its record (record: its path and format; also: the other records
-    its rerun reads, (path, format, the command that writes it) triples) whole, check the arguments against them
-    before any training, then train the cell again and print the verdict's line. What differs from one experiment
-    to another is given: script, its command; cell(parser, args, records), which reads the records (the
-    experiment's first) and returns (rerun's keyword arguments besides seed and until, the recorded tuning curve
-    whose steps --until may name), a bad argument being parser.error; and rerun(*records, seed, until, **those), which
-    trains and returns (ok, one line). A record that cannot be read, or lacks what the rerun reads, is one line and
-    exit 2; the exit status is else 0 for OK and 1 for NOT OK."""
+def rerun_main(parser, args, script, record, cell, rerun):
+    """The body of an experiment's --rerun: read its record (record: its path and format) whole, check the arguments
+    against it before any training, then train the cell again and print the verdict's line (rerun_verdict). What
+    differs from one experiment to another is given: script, its command; cell(parser, args, record), which reads
+    the record and returns (rerun's keyword arguments besides seed and until, the recorded tuning curve whose steps
+    --until may name), a bad argument being parser.error; and rerun(record, seed, until, **those), which trains and
+    returns (ok, one line). A record that cannot be read, or lacks what the rerun reads, is one line and exit 2; the
+    exit status is else 0 for OK and 1 for NOT OK."""
     machine.use_threads(1, script)  # as the record was made
-    path, writer = record[0], writes(script, record[0])
-    records = rerun_records([(*record, writer), *also])
-    if records is None:
-        return 2
+    (path, form), writer = record, writes(script, record[0])
     try:
+        record = read_record(path, writer, form)
         with reading(path, writer, also=(ValueError,)):
-            arguments, curve = cell(parser, args, records)
-            until = rerun_step(parser, args.until, curve, args.seed, records[0]["settings"]["seeds"], path.name)
+            arguments, curve = cell(parser, args, record)
+            until = rerun_step(parser, args.until, curve, args.seed, record["settings"]["seeds"], path.name)
         with interruptible():
-            ok, line = rerun(*records, seed=args.seed, until=until, **arguments)
+            ok, line = rerun(record, seed=args.seed, until=until, **arguments)
     except ValueError as e:
         print(f"error: --rerun: {e}", file=sys.stderr)
         return 2

@@ -54,8 +54,8 @@ with machine.needed_by("python3 -m experiments.scaling"):
     import bpe
     from experiments import chains
     from experiments.recording import (across_seeds, check_provenance, experiment_parser, field, first_difference,
-                                       need, parsed, provenance, reading, rerun_main, rerun_verdict, rounded,
-                                       run_or_check, table_row, trained, writes)
+                                       losses_at, need, parsed, provenance, reading, rerun_main, rerun_verdict,
+                                       rounded, run_or_check, table_row, trained, writes)
     from experiments.scaling_law import cell_values, chosen_lr, fit_law, law_summary, name_of, slope
     from experiments.scaling_law import STARTS, law  # noqa: F401  (scaling.law and scaling.STARTS, as before)
     from oneblock import numpy_fast, sizes
@@ -549,14 +549,16 @@ def check_record(record, plan):
 
 def rerun(record, size, budget, seed, until):
     """Train one cell of the record (size, budget, seed, at the rate the record chose) up to step until and compare
-    its tuning loss there with the record's curve. Returns (ok, one line saying so). Every field of the record it
-    needs is read before it trains: a damaged record is a ValueError naming it (recording.reading)."""
+    its tuning loss there with the record's curve (recording.rerun_verdict): with the record's kernels and thread
+    count the digits must be the same; with others, the loss must lie within the spread of the record's seeds of
+    that size, budget and rate at that step. Returns (ok, one line saying so). Every field of the record it needs is
+    read before it trains: a damaged record is a ValueError naming it (recording.reading)."""
     plan = FULL
     with reading(RECORD_FILE, writes(SCRIPT, RECORD_FILE), also=(ValueError,)):
         lr = field(record["cells"][size][str(budget)]["lr"], "a number", f"cells.{size}.{budget}.lr")
-        run = next(r for r in record["runs"] if (r["size"], r["budget"], r["lr"], r["seed"]) == (size, budget, lr,
-                                                                                               seed))
-        recorded = field(dict(run["tune_curve"])[until], "a number", f"the tuning loss at step {until}")
+        runs = [r for r in record["runs"] if (r["size"], r["budget"], r["lr"]) == (size, budget, lr)]
+        run = next(r for r in runs if r["seed"] == seed)
+        recorded, seeds = losses_at([run], until)[0], losses_at(runs, until)
         field(record["machine"], "a string", "machine")
     tok = bpe.Tokenizer.load(TOKENIZER_FILE)
     width, blocks = (int(v) for v in size.split("x"))
@@ -566,7 +568,7 @@ def rerun(record, size, budget, seed, until):
     got = rounded(history[-1]["val"])
     cell = f"{size} at {budget / 1e9:g} GFLOP lr {lr:g} seed {seed} at step {until}: tune {got:.6g}, recorded" \
            f" {recorded:.6g}"
-    return rerun_verdict(cell, got, recorded, record)
+    return rerun_verdict(cell, got, recorded, record, seeds)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -579,7 +581,9 @@ def main(argv=None):
         " to their losses with the floor unknown and known.", RECORD_FILE.name, "3 sizes, 4 budgets",
         {"metavar": "SIZE", "help": "train one cell of scaling.json again (a size, WIDTHxBLOCKS such as 16x1, with"
                                     " --budget and --seed, at the learning rate the record chose, up to --until) and"
-                                    " compare its tuning loss with the record's"})
+                                    " check its tuning loss against the record's: the same digits with the record's"
+                                    " kernels and thread count, else within the spread of the record's seeds at that"
+                                    " step; exit 1 if not"})
     parser.add_argument("--budget", type=int, default=None,
                         help=f"the compute budget of --rerun in FLOPs (default: {FULL['budgets'][0]})")
     args = parsed(parser, argv, budget=FULL["budgets"][0])
@@ -588,10 +592,9 @@ def main(argv=None):
     return run_or_check(sys.modules[__name__], args, argv)
 
 
-def rerun_cell(parser, args, records):
+def rerun_cell(parser, args, record):
     """The cell scaling.py --rerun trains, its arguments checked against the record (recording.rerun_main): rerun's
     size and budget, and the tuning curve whose steps --until may name (that of the rate the record chose)."""
-    record = records[0]
     cells = field(record["cells"], "an object", "cells")
     if args.rerun not in cells:
         parser.error(f"--rerun {args.rerun}: {RECORD_FILE.name} has the sizes {', '.join(cells)} (width x blocks)")

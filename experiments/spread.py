@@ -19,8 +19,8 @@ It trains with the library's train (oneblock/training.py) in a fresh process per
 OPENBLAS_CORETYPE forcing the family (read when OpenBLAS loads, so it must be set for a new process):
 how another CPU would compute, on this one. Families this CPU cannot execute are skipped (OpenBLAS then falls back
 to another, which the worker reports). The record keeps every run's validation curve and, per scheme and step, the
-smallest and largest validation loss over the runs (their difference is the spread that a rerun of positions.py
-accepts: recording.tolerance).
+smallest and largest validation loss over the runs (their difference: how far kernel families and thread counts
+move train.py's own run).
 """
 
 import argparse

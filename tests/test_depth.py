@@ -14,7 +14,7 @@ import bpe
 import make_corpus
 from experiments import depth, induction
 from oneblock import machine
-from test_positions import reduced_run
+from test_positions import reduced_run, verdicts_on_made_up_records
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -131,14 +131,30 @@ def test_rerun_of_a_cell_gives_the_recorded_digits_and_a_stale_record_fails():
     r = record()
     if r["machine"] != machine.blas(1):
         pytest.skip(f"depth.json was made with {r['machine']}; here NumPy computes with {machine.blas(1)}")
-    ok, line = depth.rerun(r, "induction", (2, 1), 3, 250)
-    assert ok and line.startswith("OK: induction 2x1 lr ") and "at step 250" in line, line
-    chosen = r["induction"]["sizes"]["2x1"]["sweep"]["chosen"]
-    for run in r["induction"]["runs"]["2x1"]:
-        if run["seed"] == 3 and run["lr"] == chosen:
-            run["tune_curve"][1][1] += 1e-4  # a record the code no longer reproduces
-    ok, line = depth.rerun(r, "induction", (2, 1), 3, 250)
+    with machine.use_threads(1):  # as --rerun computes
+        ok, line = depth.rerun(r, "induction", (2, 1), 3, 250)
+        assert ok and line.startswith("OK: induction 2x1 lr ") and "at step 250" in line, line
+        chosen = r["induction"]["sizes"]["2x1"]["sweep"]["chosen"]
+        for run in r["induction"]["runs"]["2x1"]:
+            if run["seed"] == 3 and run["lr"] == chosen:
+                run["tune_curve"][1][1] += 1e-4  # a record the code no longer reproduces
+        ok, line = depth.rerun(r, "induction", (2, 1), 3, 250)
     assert not ok and line.startswith("NOT OK: induction 2x1"), line
+
+
+def test_rerun_gives_each_verdict_on_records_made_up_around_its_loss():
+    r = record()
+    chosen = r["induction"]["sizes"]["2x1"]["sweep"]["chosen"]
+    runs = [run for run in r["induction"]["runs"]["2x1"] if run["lr"] == chosen]
+    verdicts_on_made_up_records(lambda rec: depth.rerun(rec, "induction", (2, 1), 3, 250), r, runs, 3, 250)
+
+
+def test_rerun_of_the_committed_record_is_ok_here():
+    """The same digits with the record's kernels, within its seeds' spread with others (docs/reproducibility.md
+    measures how far each kernel family moves this cell)."""
+    with machine.use_threads(1):
+        ok, line = depth.rerun(record(), "induction", (2, 1), 3, 250)
+    assert ok and line.startswith("OK: induction 2x1 lr 0.003 seed 3 at step 250: tune "), line
 
 
 def usage_error(capsys, *args):

@@ -5,8 +5,9 @@ removed by the next run; an empty or stray option is a usage error, and no run r
 --out names it; an --out that cannot take the record is one line before any training, a write that fails at the end
 one line that keeps the old record; and a damaged record (not UTF-8, not JSON, of another shape, a FIFO, a device, a
 folder, too large, missing) is one line and exit 2 through --table, --check and --rerun, for positions.json,
-depth.json, scaling.json and spread.json, while --check's NOT OK (exit 1) stays the answer for a record whose numbers
-its runs do not give."""
+depth.json and scaling.json, while --check's NOT OK (exit 1) stays the answer for a record whose numbers its runs do
+not give; and a rerun's verdict is the same digits with the record's kernels and thread count, else a loss within the
+spread of the record's seeds (no --rerun reads spread.json)."""
 
 import json
 import os
@@ -381,7 +382,6 @@ READERS = {  # a record -> (a field every reader reads, the runs that read it)
                             ("depth", ["--rerun", "induction", "--blocks", "2", "--heads", "1", "--until", "250"])]),
     "scaling": ("cells", [("scaling", ["--table"]), ("scaling", ["--check", "--quiet"]),
                           ("scaling", ["--rerun", "64x2", "--budget", "10000000000", "--seed", "4"])]),
-    "spread": ("spread", [("positions", ["--rerun", "rope", "--seed", "3", "--until", "500"])]),
 }
 
 
@@ -414,8 +414,69 @@ def test_a_record_whose_numbers_its_runs_do_not_give_stays_not_ok_exit_1(lab):
                                    f" experiments/depth.json to rewrite it")
 
 
+@POSIX
+def test_a_rerun_does_not_read_spread_json(lab):
+    """spread.json measures train.py's own run, and once judged positions.py's reruns, as a bound that kernels break
+    on other cells (docs/reproducibility.md); a rerun is judged by the spread of its record's own seeds."""
+    phrase = damage(lab / "experiments" / "spread.json", "not JSON", "spread")
+    assert phrase == "is not JSON"
+    proc = run("positions", "--rerun", "learned", "--seed", "3", "--until", "500", cwd=lab)
+    assert proc.returncode == 0 and proc.stderr == "", (proc.stdout, proc.stderr)  # before: exit 2, spread.json
+    assert proc.stdout.startswith("OK: learned lr 0.003 seed 3 at step 500: tune ") and "spread.json" not in proc.stdout
+
+
+@POSIX
+def test_a_rerun_further_from_the_record_than_its_seeds_spread_is_not_ok_exit_1(lab):
+    path = lab / "experiments" / "positions.json"
+    record = json.loads(path.read_text(encoding="utf-8"))
+    for seed_run in record["runs"]["learned"]:
+        if seed_run["lr"] == 0.003:
+            seed_run["tune_curve"][1][1] += 1.0  # every seed a nat higher at step 500: their spread as it was
+    path.write_text(json.dumps(record), encoding="utf-8")
+    proc = run("positions", "--rerun", "learned", "--seed", "3", "--until", "500", cwd=lab)
+    assert proc.returncode == 1 and proc.stderr == "", (proc.stdout, proc.stderr)
+    assert proc.stdout.startswith("NOT OK: learned lr 0.003 seed 3 at step 500: tune ") and proc.stdout.count("\n") == 1
+
+
 # ----------------------------------------------------------------------------------------------------------------
-# 5. plots.py: its records read before any training, its folder checked, its pictures written all or none
+# 5. A rerun's verdict (recording.rerun_verdict), on records made up here
+
+
+OTHER_KERNELS = "NumPy 0.0, OpenBLAS Elsewhere kernels, 1 thread"  # not this machine's
+
+
+@pytest.mark.parametrize("kernels, got, recorded, seeds, ok, said", [
+    ("here", 0.5, 0.5, [0.5, 0.6], True, "OK: c: the same digits (HERE)"),
+    ("here", 0.500001, 0.5, [0.5, 0.6], False, "NOT OK: c: other digits with the kernels and thread count of the"
+                                               " record (HERE)"),
+    ("here", 0.5, 0.5, [0.5], True, "OK: c: the same digits (HERE)"),
+    ("other", 0.5, 0.5, [0.5], True, "OK: c: the same digits (HERE)"),
+    ("other", 0.55, 0.5, [0.45, 0.5, 0.6], True, "OK: c: 0.05 from the record, within the spread of its 3 seeds at"
+                                                 " this step (0.15: 0.45 to 0.6); the record was made with OTHER,"
+                                                 " this run with HERE"),
+    ("other", 0.25, 0.5, [0.5, 0.75], True, "OK: c: 0.25 from the record, within the spread of its 2 seeds at this"
+                                            " step (0.25: 0.5 to 0.75); the record was made with OTHER, this run"
+                                            " with HERE"),  # at the bound: exactly the seeds' spread
+    ("other", 0.7, 0.5, [0.45, 0.5, 0.6], False, "NOT OK: c: 0.2 from the record, further than the spread of its 3"
+                                                 " seeds at this step (0.15: 0.45 to 0.6); the record was made with"
+                                                 " OTHER, this run with HERE"),
+    ("other", 0.500001, 0.5, [0.5], False, "NOT OK: c: 1e-06 from the record, further than the spread of its 1"
+                                           " seed at this step (0: 0.5 to 0.5); the record was made with OTHER,"
+                                           " this run with HERE"),
+    ("other", float("nan"), 0.5, [0.45, 0.5, 0.6], False, "NOT OK: c: nan from the record, further than"),
+])
+def test_a_reruns_verdict(kernels, got, recorded, seeds, ok, said):
+    from oneblock import machine
+
+    with machine.use_threads(1):
+        here = machine.blas(1)
+        record = {"machine": here if kernels == "here" else OTHER_KERNELS}
+        verdict, line = recording.rerun_verdict("c", got, recorded, record, seeds)
+    assert verdict is ok and line.startswith(said.replace("HERE", here).replace("OTHER", OTHER_KERNELS)), line
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 6. plots.py: its records read before any training, its folder checked, its pictures written all or none
 
 
 @POSIX

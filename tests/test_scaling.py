@@ -14,6 +14,7 @@ import pytest
 
 import bpe
 from experiments import chains
+from test_positions import verdicts_on_made_up_records
 
 ROOT = Path(__file__).resolve().parent.parent
 TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
@@ -177,12 +178,21 @@ def test_a_cell_reruns_to_the_records_digits(capsys):
     from oneblock import machine
 
     largest = scaling.name_of(scaling.FULL["sizes"][-1])  # the fewest steps: 13 at the least budget
-    assert scaling.main(["--rerun", largest, "--budget", str(scaling.FULL["budgets"][0]), "--seed", "4"]) in (0, 1)
+    assert scaling.main(["--rerun", largest, "--budget", str(scaling.FULL["budgets"][0]), "--seed", "4"]) == 0
     line = capsys.readouterr().out.strip()
     if r["machine"] == machine.blas(1):
         assert line.startswith("OK: ") and "the same digits" in line, line
-    else:
-        assert line.startswith("OTHER MACHINE: "), line
+    else:  # other kernels add in another order: the same printed digits, or within the spread of the record's seeds
+        assert line.startswith("OK: ") and ("the same digits" in line or "within the spread of its 3 seeds" in line)
+
+
+def test_a_rerun_gives_each_verdict_on_records_made_up_around_its_loss():
+    scaling, r = scaling_record()
+    size, budget = scaling.name_of(scaling.FULL["sizes"][-1]), scaling.FULL["budgets"][0]
+    lr = r["cells"][size][str(budget)]["lr"]
+    runs = [run for run in r["runs"] if (run["size"], run["budget"], run["lr"]) == (size, budget, lr)]
+    step = runs[0]["tune_curve"][1][0]  # the first point after step 0, as --rerun's default
+    verdicts_on_made_up_records(lambda rec: scaling.rerun(rec, size, budget, 4, step), r, runs, 4, step)
 
 
 @pytest.mark.parametrize("args, phrase", [
