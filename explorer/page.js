@@ -1,7 +1,8 @@
 // page.js: the explorer page. It loads what explore.py exported into data/, runs model.js on the text you type
 // (every view with exact sums, so the order facts hold bit for bit), draws the panels, samples, trains in
 // worker.js and runs the gradient check, for a model of any blocks, heads and position scheme; experiments.js runs
-// the two experiments. Every failure ends as a message in the page; the other panels keep working.
+// the two experiments, lessons.js the lessons. Every failure ends as a message in the page; the other panels keep
+// working.
 //
 // Shape legend as in model.js: T positions, d width, V vocabulary, L learned positions.
 
@@ -11,6 +12,7 @@ import { blues, diverging, heatmap, line_chart, surprise } from "./draw.js";
 import * as experiments from "./experiments.js";
 import * as fast from "./fast.js";
 import * as induction from "./induction.js";
+import * as lessons from "./lessons.js";
 import * as model from "./model.js";
 import { EXACT, SCHEMES, blocks_words, forward, model_config } from "./model.js";
 import * as positions from "./positions.js";
@@ -97,6 +99,8 @@ async function load() {
   $("train-lr").value = train.DEFAULTS.lr;
   wire_controls();
   experiments.setup({ tok: state.tok, split: state.split, data: state.data });
+  lessons.setup({ tok: state.tok, split: state.split, data: state.data, manifest: state.manifest,
+    model: () => state.model });
   render_all();
   window.ready = true;
 }
@@ -966,7 +970,8 @@ window.addEventListener("unhandledrejection", (e) => say("page-message",
 
 // for the tests and for anyone curious: the modules and the state, from the browser's console
 window.explorer = {
-  modules: { bpe, checkpoint, experiments, fast, induction, model, positions, random, sample, train, trace_block },
+  modules: { bpe, checkpoint, experiments, fast, induction, lessons, model, positions, random, sample, train,
+    trace_block },
   state, run_check, render_all, read_weights_file,
 };
 load();

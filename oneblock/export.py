@@ -2,9 +2,10 @@
 server.py). The page (explorer/index.html and its ES modules) runs the model in JavaScript, any model train.py
 writes (any blocks, heads and position scheme), so the export is all it needs: the weights (a checkpoint, or
 without one the seed-3 initial weights, and the page says plainly that the model is untrained), tokenizer.json,
-the split of corpus.txt into the stories train.py trains and validates on, the entropy floors (floor.py) and the
-order test's two sentences (the trace's, block-trace.json). Its files are written all together or not at all, so a
-failed export leaves an old one as it was.
+the split of corpus.txt into the stories train.py trains and validates on, the entropy floors (floor.py), the
+order test's two sentences (the trace's, block-trace.json) and the scaling experiment's record
+(experiments/scaling.json, which the scaling lesson fits live: explorer/scaling_law.js). Its files are written all
+together or not at all, so a failed export leaves an old one as it was.
 
 A model of your own text (train.py --data FILE) brings its own tokenizer in its checkpoint; the split is FILE's, read
 again and held to the SHA-256 the checkpoint recorded, and there is no floor. FILE is the one the user names (explore.py
@@ -45,7 +46,11 @@ PAGE_BYTES = 1 << 30  # what the page keeps to: a browser tab's memory is a few 
 ORDER = tuple(json.loads((ROOT / "block-trace.json").read_text(encoding="utf-8"))["order_test"][key]
               for key in ("a", "b"))  # the order test's two sentences, as the trace records them
 SHOWN = ("trained", "step", "val_loss", "source")  # the fields of read_weights that manifest.json shows
-DATA_FILES = ("manifest.json", WEIGHTS_FILE, "tokenizer.json", "split.json")  # in data/, renamed in this order
+SCALING_RECORD = ROOT / "experiments" / "scaling.json"  # the scaling experiment's record: the scaling lesson's data
+SCALING_FORMAT = "scaling experiment v1"  # its "format" field (experiments/scaling.py's FORMAT)
+MOST_SCALING = 1 << 24  # bytes of the scaling record read, at most (it is about 110 KB)
+DATA_FILES = ("manifest.json", WEIGHTS_FILE, "tokenizer.json", "split.json", "scaling.json")  # in data/, renamed in
+# this order
 MOST_MANIFEST = 1 << 20  # bytes of an earlier export's manifest.json read, at most, to recognise it
 LEFTOVER = r"\.lock|\.[0-9]+\.[a-z0-9_]{8}\.tmp"  # beside a file: hold's lock, a killed write_together's file
 
@@ -235,9 +240,31 @@ def data_files(folder, weights, fields):
         "order": page["order"],
     }
     contents = {"manifest.json": json.dumps(manifest, indent=2) + "\n", WEIGHTS_FILE: page_weights(weights, metadata),
-                "tokenizer.json": page["tokenizer"], "split.json": json.dumps(page["split"]) + "\n"}
+                "tokenizer.json": page["tokenizer"], "split.json": json.dumps(page["split"]) + "\n",
+                "scaling.json": scaling_record()}
     files = {folder / name: contents[name] for name in DATA_FILES}
     return files, manifest, dict.fromkeys(files, data_mode(fields.get("modes", [])))
+
+
+def scaling_record(path=SCALING_RECORD):
+    """The bytes of the scaling experiment's record as the page gets them: the file as it is, after checking that
+    it is one (JSON of its format), or the JSON null when it is missing (the scaling lesson then says so). A
+    ValueError names a record that is there but is not one.
+
+    >>> json.loads(scaling_record())["format"], scaling_record(Path("no-such.json"))
+    ('scaling experiment v1', b'null\\n')
+    """
+    if not Path(path).exists():
+        return b"null\n"
+    data = read_whole(path, "the scaling experiment's record", most=MOST_SCALING)
+    try:
+        form = json.loads(data).get("format")
+    except (ValueError, AttributeError):
+        form = None
+    if form != SCALING_FORMAT:
+        raise ValueError(f"{path} is not a record of the scaling experiment (expected JSON of the format"
+                         f" {SCALING_FORMAT!r}); run python3 -m experiments.scaling --out {path}")
+    return data
 
 
 def page_weights(weights, metadata):

@@ -52,6 +52,7 @@ REDUCED = {  # script or module -> arguments appended to each of its commands he
     "experiments.depth": ["--until", "250"],  # a rerun's shortest check, to its --rerun commands; others as written
     "dev.bench_train": ["--steps", "20", "--rounds", "1"],
     "dev.bench_explorer": ["--steps", "60", "--depth-steps", "25"],
+    "dev.lessons_page": ["--lesson", "tokens"],  # one lesson timed (and the pictured one, with --screenshot)
 }
 SERVERS = {  # a command that serves until Ctrl-C -> what this test adds to it (a browser cannot open here)
     "python3 explore.py": ["--no-open"],
@@ -67,7 +68,8 @@ NEEDS = {  # a command containing this -> the module it needs; where that is mis
     "dev.jit_probe": "numba",  # not a requirement of the lab; dev/jit_probe.py alone uses it
 }
 NEEDS_CUDA = "--device cuda"  # run only where PyTorch sees a CUDA device (never on the machines CI uses)
-NEEDS_CHROMIUM = "dev.bench_explorer"  # run where there is a Chromium, as tests/test_explorer.py; always in CI
+NEEDS_CHROMIUM = ("dev.bench_explorer", "dev.lessons_page")  # run where there is a Chromium, as
+# tests/test_explorer.py does; always in CI
 ELSEWHERE = {  # a command starting with this -> why it cannot run on one machine
     "torchrun --nnodes 2": "needs two hosts",
 }
@@ -246,7 +248,7 @@ def missing(text):
         import torch
         if not torch.cuda.is_available():
             return "needs a CUDA device"
-    if NEEDS_CHROMIUM in text and not os.environ.get("CI"):
+    if any(name in text for name in NEEDS_CHROMIUM) and not os.environ.get("CI"):
         from oneblock import machine
         if not machine.find_chromium():
             return "needs a Chromium"

@@ -1,0 +1,172 @@
+"""Drive the explorer's lessons view (explorer/lessons.js) in headless Chromium: time every lesson at the settings the
+page offers, and draw the picture of one reveal.
+
+    python3 -m dev.lessons_page                    # each lesson, a guess entered and Checked: seconds to its answer
+    python3 -m dev.lessons_page --lesson floor     # only these lessons (the flag again for each)
+    python3 -m dev.lessons_page --screenshot docs/figures/lessons-reveal.png   # and the picture of one reveal
+    python3 -m dev.lessons_page --shot-lesson order --screenshot PATH          # ... of this lesson's reveal
+
+Not a test: it measures and reports. The page is an export of the untrained seed-3 model (explore.py without a
+checkpoint), served on 127.0.0.1 by the explorer's own server; each lesson gets a guess and Check, exactly as a
+learner does it, and the time is the page's own, from Check to the reveal (the lesson's record in localStorage). The
+lessons that train run with their live settings (floor 600 steps, positions 400 steps of each scheme, the second
+block the page's experiment's 800 steps) in the page's workers, which share the machine's cores: the times move with
+its load, whose average is printed beside them. The picture is the card of one lesson after its Check (the guess
+beside the answer, the verdict, the explanation), as a PNG of a 256-colour palette.
+
+Needs what the browser tests need: Playwright (tests/requirements.txt) and a system Chromium; Pillow (which comes
+with matplotlib) for the picture.
+"""
+
+import argparse
+import io
+import os
+import sys
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from atomic import output_problem, resolved, write_atomic
+from oneblock import machine
+from oneblock.export import export_site, read_weights
+from oneblock.server import make_server
+
+# a guess for each lesson, as a learner types it (a choice by its number); a lesson of the page that is not here
+# gets the first choice, or 1
+GUESSES = {"tokens": "3", "init-loss": "4.5", "layernorm-variance": "0.95 1", "order": "0 0.001", "causality": "2",
+           "finite-difference": "2", "floor": "2", "positions-past-length": "3", "second-block": "1",
+           "scaling": "0.4"}
+SHOT_LESSON = "layernorm-variance"  # the reveal docs/figures/lessons-reveal.png shows
+WIDTH = 1280  # the page's viewport, in CSS pixels
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The page
+
+
+@contextmanager
+def lessons_page():
+    """A Chromium page of an export of the seed-3 model, served on 127.0.0.1, at its lessons: yields (page,
+    Chromium's version)."""
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as tmp:
+        export_site(tmp, *read_weights(Path(tmp) / "none.safetensors", explicit=False))
+        server = make_server(tmp, 0)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=machine.find_chromium(), args=["--no-sandbox"])
+                page = browser.new_page(viewport={"width": WIDTH, "height": 900})
+                page.goto(f"http://127.0.0.1:{server.server_port}/index.html#lessons")
+                page.wait_for_function("window.ready === true")
+                yield page, browser.version
+                browser.close()
+        finally:
+            server.shutdown()
+            server.server_close()
+            thread.join()
+
+
+def run_lesson(page, key, timeout):
+    """Enter the lesson's guess, Check, and wait for the reveal: its record {verdict, value, seconds, ...}."""
+    card = f"#lesson-{key}"
+    kind = page.evaluate("(k) => explorer.modules.lessons.by_key(k).guess[0]", key)
+    guess = GUESSES.get(key, "1")
+    if kind == "choice":
+        page.check(f"{card} input[type=radio][value='{guess}']")
+    else:
+        page.fill(f"{card} .guess-text", guess)
+    page.click(f"{card} button.check")
+    page.wait_for_function("(s) => ['revealed', 'skipped'].includes(document.querySelector(s).dataset.state)",
+                           arg=card, timeout=timeout * 1000, polling=500)
+    return page.evaluate("(k) => JSON.parse(localStorage.getItem(explorer.modules.lessons.STORE))[k]", key)
+
+
+def picture(page, key, path):
+    """Write the card of the lesson (after its Check) to path, as a palette PNG."""
+    card = page.locator(f"#lesson-{key}")
+    card.scroll_into_view_if_needed()
+    write_atomic(resolved(path), palette_png(card.screenshot()))
+
+
+def palette_png(raw):
+    """A PNG with a 256-colour palette: as sharp for a card of flat colours and text, at about a third of the
+    bytes."""
+    from PIL import Image
+
+    out = io.BytesIO()
+    image = Image.open(io.BytesIO(raw)).convert("RGB")
+    image.quantize(colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE).save(out, "PNG",
+                                                                                                optimize=True)
+    return out.getvalue()
+
+
+def is_png(raw):
+    """Whether raw (a file's bytes) is a PNG picture, which --screenshot may replace.
+
+    >>> is_png(b"\\x89PNG\\r\\n\\x1a\\n..."), is_png(b"notes")
+    (True, False)
+    """
+    return raw.startswith(b"\x89PNG\r\n\x1a\n")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The command line
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description="Time every lesson of the explorer's lessons view in headless Chromium,"
+                                            " and draw the picture of one reveal.", allow_abbrev=False)
+    p.add_argument("--lesson", metavar="KEY", action="append",
+                   help="only this lesson (again for more; default: every lesson of the page, in order)")
+    p.add_argument("--screenshot", metavar="PATH", help="also write a picture of one lesson's reveal (PNG)")
+    p.add_argument("--shot-lesson", metavar="KEY", default=SHOT_LESSON,
+                   help="the lesson whose reveal --screenshot pictures (default: %(default)s)")
+    p.add_argument("--timeout", type=float, default=600,
+                   help="give up on a lesson after this many seconds (default: %(default)s)")
+    args = p.parse_args(argv)
+    if args.timeout <= 0:
+        p.error(f"--timeout must be above 0, got {args.timeout:g}")
+    problem = args.screenshot and output_problem(args.screenshot, "--screenshot", "a PNG picture", is_png,
+                                                 "lessons-reveal.png")
+    if problem:
+        p.error(problem)
+    machine.need("playwright", "python3 -m dev.lessons_page")
+    if args.screenshot:
+        machine.need("PIL", "python3 -m dev.lessons_page --screenshot")
+    if machine.find_chromium() is None:
+        print("error: no Chromium found (chromium, chromium-browser or google-chrome on PATH)", file=sys.stderr)
+        return 2
+    with lessons_page() as (page, version):
+        keys = page.evaluate("() => explorer.modules.lessons.LESSONS.map((l) => l.key)")
+        wanted = args.lesson or keys
+        unknown = [key for key in wanted + ([args.shot_lesson] if args.screenshot else []) if key not in keys]
+        if unknown:
+            print(f"error: no lesson {unknown[0]!r} in the page; expected one of: {', '.join(keys)}", file=sys.stderr)
+            return 2
+        if args.screenshot and args.shot_lesson not in wanted:
+            wanted = [*wanted, args.shot_lesson]
+        print(f"the explorer's lessons in headless Chromium {version}, the seed-3 weights; {os.cpu_count()} CPUs,"
+              f" load average {os.getloadavg()[0]:.1f} at the start")
+        print(f"{'lesson':<24}{'guess':>8}  {'verdict':<8}{'seconds':>9}  answer")
+        started = time.perf_counter()
+        for key in wanted:
+            record = run_lesson(page, key, args.timeout)
+            answer = record.get("skipped") or record["value"]
+            seconds = record.get("seconds")
+            print(f"{key:<24}{record['text']:>8}  {record.get('verdict', 'skipped'):<8}"
+                  f"{'' if seconds is None else f'{seconds:9.2f}'}  {answer}")
+        print(f"all {len(wanted)} in {time.perf_counter() - started:.1f} s; load average {os.getloadavg()[0]:.1f} at"
+              f" the end")
+        if args.screenshot:
+            picture(page, args.shot_lesson, args.screenshot)
+            print(f"wrote {args.screenshot} ({Path(args.screenshot).stat().st_size:,} bytes)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

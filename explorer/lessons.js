@@ -1,0 +1,1288 @@
+// lessons.js: the lab's lessons, "predict, then check", in the page: oneblock/lessons.py's six (which read the
+// model), experiments/lessons_trained.py's three (which train) and experiments/lessons_scaling.py's one (which fits
+// the scaling law to the scaling experiment's record, scaling_law.js), in the order, with the keys and the questions
+// of `python3 -m experiments.lessons`. Each asks its question, takes the learner's guess first (a number, a range, a
+// pair or a choice, read and refused as parse_guess reads and refuses it), then computes the answer live, on the
+// page's current weights with model.js (the trained lessons train in worker.js, as the experiments do), and sets
+// the guess beside it with the verdict of the same judge as the Python (Within, Factor, InRange, Pair, Exactly,
+// SchemesOff, under those names), an explanation and the lines of the page's own code that make it so.
+//
+// A lesson is one entry of LESSONS: {key, title, question, guess, judge, explain, source (the lab's files, as the
+// Python says it), code ([file, function] pairs of this page's modules, shown from the served file), trains (the
+// live settings of a lesson that trains, else null), answer(lab, report) -> {value, shown, bounds, ...}}. The view
+// is drawn from the list, so a new lesson joins as one more entry.
+//
+// Predictions and answers are kept in localStorage (STORE) and shown again on reload; "Clear my progress" forgets
+// them. For the tests, the page's address can cut every trained lesson's steps: index.html?lesson-steps=40 runs
+// each with 40 steps (the page says so beside the lesson); without it, the lessons run with their live settings.
+//
+//     parse_guess(["range"], "0.9 1")                          // [0.9, 1]
+//     Within(0.05, 0.5)(4.52, { value: 4.56 })                 // "right"
+//     LESSONS.map((lesson) => lesson.key).slice(0, 2)          // ["tokens", "init-loss"]
+//
+// Shape legend as in model.js: T positions, d width, V vocabulary, L learned positions.
+
+import { py_repr } from "./bpe.js";
+import { DEPTH } from "./experiments.js";
+import * as induction from "./induction.js";
+import * as model from "./model.js";
+import { EXACT, SCHEMES, float_repr, forward, fsum, model_config } from "./model.js";
+import * as positions from "./positions.js";
+import * as scaling_law from "./scaling_law.js";
+import * as train from "./train.js";
+import { $, element, say } from "./ui.js";
+
+export const STORE = "oneblock-lessons-v1"; // the localStorage key of the learner's progress
+export const VERDICTS = ["right", "close", "off"]; // what a judge says
+
+// ----------------------------------------------------------------------------------------------------------------
+// Numbers written as Python's format specs write them (the answers' lines read as the terminal's)
+
+/** x formatted as Python's format(x, spec) for the specs the lessons use: "g", ".Ng", ".Nf", ".Ne", "+.Ne", "+.Nf"
+ * (fixed-point for |x| below 1e21, as JavaScript's toFixed writes it).
+ *
+ *     py_format(0.000659043, ".7g"), py_format(1.49e-7, ".2e"), py_format(0.01, ".0e")   // "0.000659043", "1.49e-07",
+ *     // "1e-02" */
+export function py_format(x, spec) {
+  const m = /^(\+?)(?:\.(\d+))?([gef])$/.exec(spec);
+  if (!m) throw new Error(`format spec ${JSON.stringify(spec)}: expected g, .Ng, .Nf or .Ne, with an optional +`);
+  const [, plus, digits, kind] = m;
+  const sign = (text) => (plus && !text.startsWith("-") ? "+" + text : text);
+  if (Number.isNaN(x)) return "nan";
+  if (!Number.isFinite(x)) return sign(x > 0 ? "inf" : "-inf");
+  const exp_form = (text) => text.replace(/e([+-])(\d)$/, "e$10$2"); // Python's exponent has at least two digits
+  let p = digits === undefined ? 6 : Number(digits);
+  if (kind === "f") return sign(to_fixed(x, p));
+  if (kind === "e") return sign(exp_form(to_exponential(x, p)));
+  p = Math.max(p, 1);
+  if (x === 0) return sign(Object.is(x, -0) ? "-0" : "0");
+  const e = Number(to_exponential(x, p - 1).split("e")[1]);
+  const strip = (text) => (text.includes(".") ? text.replace(/\.?0+$/, "") : text);
+  if (e >= -4 && e < p) return sign(strip(to_fixed(x, p - 1 - e)));
+  const [mantissa, exponent] = to_exponential(x, p - 1).split("e");
+  return sign(exp_form(`${strip(mantissa)}e${exponent}`));
+}
+
+/** x.toExponential(digits), but an exact tie rounded to the even digit, as Python rounds it (JavaScript rounds a tie
+ * away from zero): 2.5e16 to no digits after the point is "2e+16". */
+function to_exponential(x, digits) {
+  const [exact, exponent] = Math.abs(x).toExponential(100).split("e"); // (exact for any number the lessons show)
+  const kept = exact.replace(".", "").slice(0, digits + 1);
+  const tie = /^50*$/.test(exact.replace(".", "").slice(digits + 1));
+  if (!tie || Number(kept.at(-1)) % 2) return x.toExponential(digits);
+  return `${x < 0 ? "-" : ""}${kept[0]}${digits ? "." + kept.slice(1) : ""}e${exponent}`;
+}
+
+/** x.toFixed(digits), with an exact tie rounded to the even digit, as Python rounds it. */
+function to_fixed(x, digits) {
+  if (Math.abs(x) >= 1e21) return x.toFixed(digits);
+  const exact = Math.abs(x).toFixed(100);
+  const point = exact.indexOf(".");
+  const kept = exact.slice(0, point + 1 + digits).replace(/\.$/, "");
+  if (!/^50*$/.test(exact.slice(point + 1 + digits)) || Number(kept.at(-1)) % 2) return x.toFixed(digits);
+  return `${x < 0 ? "-" : ""}${kept}`;
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// Guesses: what the learner types, read and checked as oneblock/lessons.py reads them
+
+/** What to type for a guess, in words.
+ *
+ *     describe_guess(["range"]), describe_guess(["choice", ["yes", "no"]])   // "two numbers, low high", "the number
+ *     // or the words of one choice" */
+export function describe_guess(guess) {
+  return {
+    number: "a number",
+    range: "two numbers, low high",
+    pair: `two numbers: ${guess.length > 1 ? guess[1].join(" then ") : ""}`,
+    choice: "the number or the words of one choice",
+  }[guess[0]];
+}
+
+const FLOAT = /^[+-]?(?:(?:\d(?:_?\d)*)?\.\d(?:_?\d)*|\d(?:_?\d)*\.?)(?:[eE][+-]?\d(?:_?\d)*)?$/; // Python's float()
+const NOT_FINITE = /^[+-]?(?:inf|infinity|nan)$/i;
+
+/** A finite number from text, or an Error that names it, as lessons.number.
+ *
+ *     number("1e-3"), number(" 4 ")   // 0.001, 4 */
+export function number(text) {
+  const t = text.trim();
+  if (NOT_FINITE.test(t)) throw new Error(`${py_repr(t)} is not a finite number`);
+  if (!FLOAT.test(t)) throw new Error(`${py_repr(t)} is not a number`);
+  return Number(t.replaceAll("_", ""));
+}
+
+/** The guess the learner typed, as its value: a number, a [low, high] or [first, second] pair, or the words of a
+ * choice. Bad input is an Error with parse_guess's message: it names the input and says what was expected.
+ *
+ *     parse_guess(["range"], "1 0.9")   // Error: '1 0.9': low 1 is above high 0.9; expected two numbers, low high */
+export function parse_guess(guess, text) {
+  text = text.trim();
+  const kind = guess[0];
+  if (kind === "number") return number(text);
+  if (kind === "range" || kind === "pair") {
+    const parts = text.replaceAll(",", " ").split(/\s+/).filter(Boolean);
+    if (parts.length !== 2) {
+      throw new Error(`${py_repr(text)} is ${parts.length} number${parts.length !== 1 ? "s" : ""}; expected`
+        + ` ${describe_guess(guess)}`);
+    }
+    const [low, high] = [number(parts[0]), number(parts[1])];
+    if (kind === "range" && low > high) {
+      throw new Error(`${py_repr(text)}: low ${py_format(low, "g")} is above high ${py_format(high, "g")}; expected`
+        + ` ${describe_guess(guess)}`);
+    }
+    return [low, high];
+  }
+  if (kind === "choice") {
+    const choices = guess[1];
+    if (/^\d+$/.test(text) && Number(text) >= 1 && Number(text) <= choices.length) return choices[Number(text) - 1];
+    const found = choices.find((choice) => choice.toLowerCase() === text.toLowerCase());
+    if (found !== undefined) return found;
+    throw new Error(`${py_repr(text)} is not one of the choices; expected 1 to ${choices.length}, or the words of one`);
+  }
+  throw new Error(`guess kind ${py_repr(String(kind))}: expected number, range, pair or choice`);
+}
+
+/** A guess or an answer as a learner reads it, as lessons.show.
+ *
+ *     show(0), show(4), show([0, 0.000659043]), show("only k")   // "0.0", "4", "0.0 and 0.000659043", "only k" */
+export function show(value) {
+  if (Array.isArray(value)) return value.map(show).join(" and ");
+  if (typeof value === "number") return value === 0 ? "0.0" : py_format(value, ".7g");
+  return String(value);
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// Judges: how near a guess is to the answer, each with its rule for the learner to read beside the verdict
+
+/** A number right within an absolute distance, close within a wider one.
+ *
+ *     Within(0.05, 0.5)(4.1, { value: 4.56 })   // "close" */
+export function Within(right, close) {
+  const judge = (guess, answer) => {
+    const miss = Math.abs(guess - answer.value);
+    return miss <= right ? "right" : miss <= close ? "close" : "off";
+  };
+  judge.rule = `right within ${py_format(right, "g")} of the answer, close within ${py_format(close, "g")}`;
+  return judge;
+}
+
+/** A positive number right within a factor of the answer, close within a wider factor; an exact 0.0 answer is
+ * right only for a guess of 0, and close for one below zero_close.
+ *
+ *     Factor(3, 10)(0.001, { value: 0.00066 }), Factor(3, 10)(1e-12, { value: 0 })   // "right", "close" */
+export function Factor(right, close, zero_close = 1e-9) {
+  const judge = (guess, answer) => {
+    const value = answer.value;
+    if (value === 0) return guess === 0 ? "right" : Math.abs(guess) < zero_close ? "close" : "off";
+    if (guess <= 0 || value < 0) return "off";
+    const ratio = Math.max(guess / value, value / guess);
+    return ratio <= right ? "right" : ratio <= close ? "close" : "off";
+  };
+  judge.rule = `right within a factor of ${py_format(right, "g")} of the answer, close within`
+    + ` ${py_format(close, "g")}; exactly 0 only for 0`;
+  return judge;
+}
+
+/** A range right when it holds the answer and is at most width wide; close when it holds it but is wider, or
+ * misses it by at most near.
+ *
+ *     InRange(0.1, 0.05)([0.95, 1.0], { value: 0.985 })   // "right" */
+export function InRange(width, near) {
+  const judge = ([low, high], answer) => {
+    const value = answer.value;
+    if (low <= value && value <= high) return high - low <= width ? "right" : "close";
+    return Math.min(Math.abs(value - low), Math.abs(value - high)) <= near ? "close" : "off";
+  };
+  judge.rule = `right when the range holds the answer and is at most ${py_format(width, "g")} wide; close when it`
+    + ` is wider, or misses by at most ${py_format(near, "g")}`;
+  return judge;
+}
+
+/** Two judges, one for each number of a pair: right when both are, close when one is and the other is close.
+ *
+ *     Pair(Factor(3, 10), Factor(3, 10))([0, 0.005], { value: [0, 0.00066] })   // "close" */
+export function Pair(first, second) {
+  const judge = (guess, answer) => {
+    const verdicts = [first, second].map((j, i) => j(guess[i], { value: answer.value[i] })).sort();
+    const key = verdicts.join(" ");
+    return key === "right right" ? "right" : key === "close right" ? "close" : "off";
+  };
+  judge.rule = `each number: ${first.rule}`;
+  return judge;
+}
+
+/** A choice or a count: right when it is the answer; with off_by_one, a number one away is close.
+ *
+ *     Exactly(true)(3, { value: 4 }), Exactly()("all", { value: "k and after" })   // "close", "off" */
+export function Exactly(off_by_one = false) {
+  const judge = (guess, answer) => {
+    if (guess === answer.value) return "right";
+    if (off_by_one && typeof guess === "number" && Math.abs(guess - answer.value) === 1) return "close";
+    return "off";
+  };
+  judge.rule = "right only when it is the answer" + (off_by_one ? ", close when one away" : "");
+  return judge;
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// The lab: what every answer reads (the page's current weights, its tokenizer and its data)
+
+/** A lesson this page cannot answer (a model model.py does not run, a text that is not the stories): the reason. */
+function skip(why) {
+  const e = new Error(why);
+  e.name = "Skip";
+  return e;
+}
+
+/** The page's weights in a few words, as lessons.weights says them. */
+export function weights(lab) {
+  const m = lab.model;
+  return m.trained ? `the page's weights (${m.source.replace(/^./, (c) => c.toLowerCase())}, step ${m.step})`
+    : "the seed's weights";
+}
+
+/** [params, config] for model.js as model.py would run them, or a Skip, as lessons.reference. */
+function reference(lab) {
+  const { params, config } = lab.model;
+  if (config.blocks !== 1 || config.heads !== 1) {
+    throw skip(`the page's model is a model of ${model.blocks_words(config)}, and this lesson runs model.py's model,`
+      + " which has one block and one head; open the page with the seed's weights (python3 explore.py without"
+      + " --ckpt)");
+  }
+  if (config.positions !== "learned" && config.positions !== "none") {
+    throw skip(`the page's model has positions ${py_repr(config.positions)}, which model.py does not have (it has`
+      + " learned and none); open the page with the seed's weights (python3 explore.py without --ckpt)");
+  }
+  return [params, config];
+}
+
+/** The same model without its position rows: model.py's forward(..., use_positions=False). */
+function without_positions(config) {
+  return model.checked(model_config({ ...config, positions: "none" }));
+}
+
+/** Whether the page's text is the stories (not a text of one's own, whose tokenizer is its own). */
+function stories(lab) {
+  return lab.split.text === undefined;
+}
+
+/** The token IDs of text, or a Skip when the page's tokenizer cannot read it. */
+function encode(lab, text, what) {
+  try {
+    return lab.tok.encode(text);
+  } catch (e) {
+    throw skip(`the page's tokenizer cannot read ${what}: ${e.message}`);
+  }
+}
+
+/** Token IDs as the pieces of text they stand for, each quoted so that its spaces show. */
+function pieces(lab, ids) {
+  return ids.map((i) => py_repr(lab.tok.vocab[i])).join(" | ");
+}
+
+/** The token IDs of the corpus's first story (and its newline), cut to the model's positions plus one. */
+function first_story(lab) {
+  if (!stories(lab)) throw skip(`the page's model learned ${lab.manifest.text}, not the stories of corpus.txt`);
+  return encode(lab, lab.split.train[0] + "\n", "the corpus's first story").slice(0, lab.model.config.max_len + 1);
+}
+
+/** The largest absolute difference between two rows of scores.
+ *
+ *     largest_gap([1, 2], [1.5, 2])   // 0.5 */
+export function largest_gap(a, b) {
+  let most = 0;
+  for (let j = 0; j < a.length; j++) most = Math.max(most, Math.abs(a[j] - b[j]));
+  return most;
+}
+
+/** The population variance of a row, as one exact-rounded sum (lessons.row_variance).
+ *
+ *     row_variance([1, 3])   // 1 */
+export function row_variance(row) {
+  const mean = fsum(row) / row.length;
+  return fsum(Array.from(row, (v) => (v - mean) ** 2)) / row.length;
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// 1. tokens: how many pieces is " garden"?
+
+const WORD = " garden"; // with the space before it, as it stands in a sentence
+
+function tokens_answer(lab) {
+  const tok = lab.tok;
+  const ids = encode(lab, WORD, py_repr(WORD));
+  const first_merge = tok.alphabet.length;
+  const made = ids.map((i) => `${py_repr(tok.vocab[i])}: ` + (i < first_merge ? "a character"
+    : `merge ${i - first_merge + 1} of ${tok.merges.length}, ${py_repr(tok.merges[i - first_merge][0])} +`
+      + ` ${py_repr(tok.merges[i - first_merge][1])}`));
+  const count = (text) => lab.split.train.concat(lab.split.val).reduce((n, s) => n + s.split(text).length - 1, 0);
+  const counts = stories(lab) ? [`in corpus.txt: ${py_repr(WORD)} ${count(WORD)} times, ' kite' (one token)`
+    + ` ${count(" kite")} times`] : [];
+  return {
+    value: ids.length,
+    shown: [`${py_repr(WORD)} -> ${ids.length} pieces: ${pieces(lab, ids)} (token IDs ${ids.join(", ")})`,
+      ...made.map((line) => `  ${line}`),
+      `the tokenizer: ${tok.alphabet.length} characters + ${tok.merges.length} merges = ${tok.vocab.length} tokens`,
+      ...counts],
+    bounds: "exact",
+  };
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// 2. init-loss: the loss before training, against ln 96
+
+function init_loss_answer(lab) {
+  const [params, config] = reference(lab);
+  const ids = first_story(lab);
+  const x = ids.slice(0, -1), y = ids.slice(1); // (T,), (T,)
+  const [logits] = forward(params, x, config, EXACT); // (T, V)
+  const [loss] = model.loss_and_dlogits(logits, y, EXACT);
+  const uniform = Math.log(config.vocab);
+  const flat = logits.data; // (T V,)
+  const mean = fsum(flat) / flat.length;
+  const spread = Math.sqrt(fsum(Array.from(flat, (v) => (v - mean) ** 2)) / flat.length);
+  return {
+    value: loss,
+    shown: [`loss ${py_format(loss, ".6f")} over the ${y.length} next tokens of the first story, with ${weights(lab)}`,
+      `ln ${config.vocab} = ${py_format(uniform, ".6f")}, the loss of giving every token the same probability`,
+      `loss - ln ${config.vocab} = ${py_format(loss - uniform, "+.6f")}`,
+      `the logits' spread (standard deviation): ${py_format(spread, ".4f")}`],
+    bounds: "exact: every sum is one exact sum (model.js's fsum, as math.fsum)",
+  };
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// 3. layernorm-variance: why not 1?
+
+const SMALLER = 1e-3; // the embeddings made 1000 times smaller still
+
+function layernorm_answer(lab) {
+  const [params, config] = reference(lab);
+  const x = first_story(lab).slice(0, -1); // (T,)
+  const [, cache] = forward(params, x, config, EXACT);
+  const out = model.rows_of(cache.blocks[0].ln1.xhat).map(row_variance); // (T,) layer norm's rows before the gain
+  const before = model.rows_of(cache.x0).map(row_variance); // (T,)
+  const mean_out = fsum(out) / out.length, mean_before = fsum(before) / before.length;
+  const { d } = config;
+  const small = model.from_rows(model.rows_of(cache.x0).map((row) => row.map((v) => v * SMALLER))); // (T, d)
+  const [tiny] = model.layernorm_forward(small, new Float64Array(d).fill(1.0), new Float64Array(d), EXACT); // (T, d)
+  const mean_tiny = fsum(model.rows_of(tiny).map(row_variance)) / tiny.rows;
+  return {
+    value: mean_out,
+    shown: [`the variance of layer norm's output rows (before its gain): mean ${py_format(mean_out, ".6f")} over the`
+      + ` ${out.length} positions, from ${py_format(Math.min(...out), ".6f")} to ${py_format(Math.max(...out), ".6f")}`,
+    `the variance of its input rows x0 (token + position embeddings): mean ${py_format(mean_before, ".3e")}`,
+    `each row's output variance is var / (var + EPS), with EPS = ${py_format(model.EPS, "g")}: for the mean input,`
+      + ` ${py_format(mean_before / (mean_before + model.EPS), ".6f")}`,
+    `with x0 ${py_format(1 / SMALLER, "g")} times smaller, the output variance is ${py_format(mean_tiny, ".3e")}`],
+    bounds: "exact: every sum is one exact sum (model.js's fsum, as math.fsum)",
+  };
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// 4. order: the seed's order test, both halves
+
+const ORDER_A = "now mia gives the hat to leo."; // the same tokens as ORDER_B, the two names swapped
+const ORDER_B = "now leo gives the hat to mia.";
+
+function order_answer(lab) {
+  const [params, config] = reference(lab);
+  if (config.positions === "none") {
+    throw skip("the page's model was trained without positions, so it has no second half to this test; open the"
+      + " page with the seed's weights (python3 explore.py without --ckpt)");
+  }
+  const a = encode(lab, ORDER_A, py_repr(ORDER_A)), b = encode(lab, ORDER_B, py_repr(ORDER_B));
+  if ([...a].sort().join() !== [...b].sort().join()) {
+    throw skip("the page's tokenizer does not cut the two sentences into the same tokens");
+  }
+  const shown = [`${py_repr(ORDER_A)}: ${pieces(lab, a)}`, `${py_repr(ORDER_B)}: ${pieces(lab, b)}`];
+  const gaps = [];
+  for (const use of [false, true]) {
+    const c = use ? config : without_positions(config);
+    const la = model.rows_of(forward(params, a, c, EXACT)[0]), lb = model.rows_of(forward(params, b, c, EXACT)[0]);
+    gaps.push(largest_gap(la.at(-1), lb.at(-1)));
+    const each = la.map((ra, t) => py_format(largest_gap(ra, lb[t]), ".3g")).join(", ");
+    shown.push(`${use ? "with" : "without"} positions: the last position's largest gap ${float_repr(gaps.at(-1))}`
+      + ` (each position's: ${each})`);
+  }
+  return { value: gaps, shown,
+    bounds: "exact: 0.0 without positions is bit-exact, on every machine; the gap with them to every digit" };
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// 5. causality: change one token, which positions' scores move?
+
+const CAUSAL_T = 12, CAUSAL_K = 5; // the first 12 tokens of the first story; the token at position 5 changes
+const CAUSAL_CHOICES = ["all positions", "position k and after", "only position k", "only positions before k"];
+
+function causality_answer(lab) {
+  const [params, config] = reference(lab);
+  const ids = first_story(lab).slice(0, CAUSAL_T); // (T,)
+  if (ids.length <= CAUSAL_K) throw skip(`the first story is only ${ids.length} tokens for the model's positions`);
+  const changed = [...ids];
+  changed[CAUSAL_K] = (ids[CAUSAL_K] + 1) % config.vocab;
+  const before = model.rows_of(forward(params, ids, config, EXACT)[0]); // (T, V)
+  const after = model.rows_of(forward(params, changed, config, EXACT)[0]); // (T, V)
+  const moved = ids.flatMap((_, t) => (before[t].some((v, j) => v !== after[t][j]) ? [t] : []));
+  const range = (from, to) => Array.from({ length: to - from }, (_, i) => from + i).join();
+  const value = { [range(0, ids.length)]: CAUSAL_CHOICES[0], [range(CAUSAL_K, ids.length)]: CAUSAL_CHOICES[1],
+    [String(CAUSAL_K)]: CAUSAL_CHOICES[2], [range(0, CAUSAL_K)]: CAUSAL_CHOICES[3] }[moved.join()]
+    ?? `positions [${moved.join(", ")}]`;
+  const tok = lab.tok;
+  const shown = [`the first ${ids.length} tokens: ${pieces(lab, ids)}`,
+    `position k = ${CAUSAL_K}: ${py_repr(tok.vocab[ids[CAUSAL_K]])} becomes ${py_repr(tok.vocab[changed[CAUSAL_K]])}`,
+    ...ids.map((_, t) => `  position ${String(t).padStart(2)}: ` + (moved.includes(t)
+      ? `moved, by up to ${py_format(largest_gap(before[t], after[t]), ".3g")}` : "the same floats, bit for bit"))];
+  return { value, moved, shown, bounds: "exact: the logits compared float for float" };
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// 6. finite-difference: the error of a central difference against the step
+
+export const STEPS = [1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10]; // lessons.STEPS, 1e-2 down to 1e-10
+const FD_T = 8; // the first 8 tokens predict the next 8
+const FD_CHOICES = ["keeps falling", "falls then rises", "flat", "keeps rising"];
+const ROUND = 2 ** -52; // the gap between 1.0 and the next float
+
+/** The shape of a list of errors, largest step first (lessons.error_shape).
+ *
+ *     error_shape([1e-7, 1e-9, 1e-11, 1e-9, 1e-7]), error_shape([1e-3, 1e-5, 1e-7])   // "falls then rises",
+ *     // "keeps falling" */
+export function error_shape(errors, factor = 10.0) {
+  const least = Math.min(...errors);
+  const falls = errors[0] > factor * least, rises = errors.at(-1) > factor * least;
+  return FD_CHOICES[falls && rises ? 1 : falls ? 0 : rises ? 3 : 2];
+}
+
+function finite_difference_answer(lab) {
+  const [params, config] = reference(lab);
+  const ids = first_story(lab).slice(0, FD_T + 1);
+  const x = ids.slice(0, -1), y = ids.slice(1); // (T,), (T,)
+  const [logits, cache] = forward(params, x, config, EXACT); // (T, V)
+  const [loss, dlogits] = model.loss_and_dlogits(logits, y, EXACT);
+  const j = y[0]; // W_out[0][j]: row 0 of W_out (d, V) is its first V numbers
+  const grad = model.backward(params, cache, dlogits, EXACT).W_out.data[j];
+  const W = params.W_out;
+  const nudged = { ...params, W_out: { rows: W.rows, cols: W.cols, data: Float64Array.from(W.data) } }; // a copy
+  const saved = W.data[j];
+  const errors = [], shown = [];
+  for (const h of STEPS) {
+    nudged.W_out.data[j] = saved + h;
+    const up = model.sequence_loss(nudged, x, y, config, EXACT);
+    nudged.W_out.data[j] = saved - h;
+    const down = model.sequence_loss(nudged, x, y, config, EXACT);
+    const central = (up - down) / (2 * h);
+    errors.push(Math.abs(central - grad));
+    shown.push(`  h = ${py_format(h, ".0e")}: central difference ${py_format(central, "+.15e")}, error`
+      + ` ${py_format(errors.at(-1), ".2e")}`);
+  }
+  const third = (6 * errors[0]) / STEPS[0] ** 2; // |L'''| read off the largest step, where truncation rules
+  const best = third > 0 ? ((3 * ROUND * Math.abs(loss)) / third) ** (1 / 3) : NaN;
+  return {
+    value: error_shape(errors),
+    errors,
+    grad,
+    shown: [`the weight W_out[0][${j}], with ${weights(lab)}; the loss L = ${py_format(loss, ".6f")} on ${FD_T} tokens`,
+      `backward's gradient: ${py_format(grad, "+.15e")}`, ...shown,
+      `the two errors: truncation h^2 |L'''| / 6, with |L'''| = ${py_format(third, ".3g")} read off h = 1e-2, and`
+        + ` round-off about 2^-52 |L| / h = ${py_format(ROUND * Math.abs(loss), ".2g")} / h`,
+      `they are equal near h = (3 2^-52 |L| / |L'''|)^(1/3) = ${py_format(best, ".1g")}; the least error here is at`
+        + ` h = ${py_format(STEPS[errors.indexOf(Math.min(...errors))], ".0e")}`],
+    bounds: "the shape on every machine; the smallest errors are round-off, whose last digits may differ where exp"
+      + " and log round differently",
+  };
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// Training in the page's worker (worker.js), one worker a model, as experiments.js and the Train panel do
+
+const workers = new Map(); // worker -> its run's reject: the lessons' workers training now (stop_training ends them)
+
+/** Train one model in a worker of its own: resolves with its evaluations (worker.js's "eval" messages) when it is
+ * done; report(msg) gets each "progress" and "eval" message as it comes. */
+function train_in_worker(start, report) {
+  return new Promise((resolve, reject) => {
+    const worker = new Worker(new URL("worker.js", import.meta.url), { type: "module" });
+    workers.set(worker, reject);
+    const evals = [];
+    const end = () => {
+      worker.terminate();
+      workers.delete(worker);
+    };
+    worker.onmessage = (e) => {
+      const msg = e.data;
+      if (msg.type === "eval") evals.push(msg);
+      if (msg.type === "progress" || msg.type === "eval") report(msg);
+      else if (msg.type === "failed") {
+        end();
+        reject(new Error(msg.message));
+      } else if (msg.type === "done") {
+        end();
+        resolve(evals);
+      }
+    };
+    worker.onerror = (e) => {
+      e.preventDefault();
+      end();
+      reject(new Error(`the training worker failed (${e.message || "it could not start"})`));
+    };
+    worker.postMessage({ type: "start", run: 1, follow: false, ...start });
+  });
+}
+
+/** End every lesson's training now: each run's answer is an Error that says so. */
+export function stop_training() {
+  for (const [worker, reject] of workers) {
+    worker.terminate();
+    reject(new Error("its training was stopped"));
+  }
+  workers.clear();
+}
+
+/** train.py's settings (train.js DEFAULTS, with train.py's batch of 16) for a run of the lesson of config. */
+function lesson_settings(config, { steps, batch = 16, lr = 0.01, eval_every = steps }) {
+  return { ...train.DEFAULTS, steps, batch, lr, min_lr: lr / 10, seq_len: 64, warmup: Math.min(100, steps),
+    eval_every: Math.min(eval_every, steps), positions: config.positions, blocks: config.blocks,
+    heads: config.heads };
+}
+
+/** The series model of train.py's defaults (width 16, 64 hidden, 64 positions) with these positions. */
+function series_config(lab, scheme = "learned") {
+  return model.checked(model_config({ vocab: lab.tok.vocab.length, d: 16, hidden: 64, max_len: 64,
+    positions: scheme }));
+}
+
+/** The mean of values[from..to). */
+function mean_of(values, from = 0, to = values.length) {
+  let total = 0;
+  for (let i = from; i < to; i++) total += values[i];
+  return total / (to - from);
+}
+
+/** A progress line of a model's run: its step of steps and its last training loss. */
+function progress_line(name, msg, steps) {
+  const loss = msg.losses?.length ? `, training loss ${msg.losses.at(-1)[1].toFixed(3)}` : "";
+  return `${name}: step ${msg.step} of ${steps}${loss}`;
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// 7. floor: can training go below the entropy floor?
+
+const FLOOR = { steps: 600, batch: 16, lr: 0.01, eval_every: 100, seed: 3 }; // lessons_trained's FLOOR_STEPS run
+
+async function floor_answer(lab, report) {
+  if (lab.manifest.val_floor === null) throw skip(`no floor is known for ${lab.manifest.text}: it is not the stories`);
+  const s = lab.trained_settings(FLOOR);
+  const config = series_config(lab);
+  const started = performance.now();
+  const evals = await train_in_worker({ task: "stories", params: null, config, seed: s.seed,
+    settings: lesson_settings(config, s), data: lab.data }, (msg) => report(
+    msg.type === "eval" ? `validation loss ${msg.val.toFixed(4)} at step ${msg.step}` : progress_line("the run", msg,
+      s.steps), msg.step / s.steps));
+  const seconds = (performance.now() - started) / 1000;
+  const val = evals.at(-1).val, floor = lab.manifest.val_floor, gap = val - floor;
+  const m = lab.model;
+  const fits = m.config.positions !== "learned" || m.config.max_len >= Math.max(...lab.data.val_ids.map((ids) =>
+    ids.length - 1));
+  const page = fits ? train.story_nats(m.params, lab.data.val_ids, m.config) / lab.data.val_tokens : null;
+  return {
+    value: gap > 0 ? "no" : "yes",
+    shown: [`the floor of corpus.txt (corpus-entropy.json): ${py_format(lab.manifest.floor, ".4f")} nats per token`,
+      `the floor of the ${lab.data.val_ids.length} validation stories (floor.story_floor): ${py_format(floor, ".4f")}`,
+      `a fresh run of ${s.steps} steps of ${s.batch} windows, trained here in ${seconds.toFixed(1)} s: validation loss`
+        + ` ${py_format(val, ".4f")}`,
+      `${gap > 0 ? "above" : "below"} the floor by ${py_format(Math.abs(gap), ".4f")} nats per token`,
+      `the page's model (${weights(lab)}): ` + (page === null ? "not measured: it has fewer positions than a"
+        + " validation story needs" : `validation loss ${py_format(page, ".4f")}, the floor`
+        + ` ${py_format(page - floor, "+.4f")}`)],
+    bounds: `trained live, ${s.steps} steps: ${gap > 0 ? "above" : "below"} the floor by`
+      + ` ${py_format(Math.abs(gap), ".4f")}`,
+    steps: s.steps, val_loss: val, val_floor: floor, gap, page_val_loss: page, seconds,
+  };
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// 8. positions-past-length: what each scheme does at position 100
+
+const TRAINED_LEN = 64, PAST_POSITION = 100; // trained on windows of 64; read a window of 101 (positions 0..100)
+const PAST = { steps: 400, batch: 16, lr: 0.01, seed: 3 }; // each scheme's run (lessons_trained's PAST_STEPS)
+const PAST_CHOICES = ["no scheme", "learned only", "every scheme but learned", "all four"];
+const PAST_SETS = { "no scheme": [], "learned only": ["learned"],
+  "every scheme but learned": SCHEMES.filter((s) => s !== "learned"), "all four": [...SCHEMES] };
+
+/** The choice that names a set of schemes that read position 100 (lessons_trained.scheme_choice).
+ *
+ *     scheme_choice([]), scheme_choice(["none", "sinusoidal", "rope"])   // "no scheme", "every scheme but learned" */
+export function scheme_choice(reads) {
+  const key = [...reads].sort().join();
+  const found = Object.entries(PAST_SETS).find(([, schemes]) => [...schemes].sort().join() === key);
+  return found ? found[0] : `these: ${[...reads].sort().join(", ")}`;
+}
+
+/** A choice of schemes: right when it is the answer, close when it names one scheme too many or too few.
+ *
+ *     SchemesOff()("all four", { value: "every scheme but learned" })   // "close" */
+export function SchemesOff() {
+  const judge = (guess, answer) => {
+    if (guess === answer.value) return "right";
+    const a = PAST_SETS[guess], b = PAST_SETS[answer.value];
+    if (!a || !b) return "off";
+    const differ = a.filter((s) => !b.includes(s)).length + b.filter((s) => !a.includes(s)).length;
+    return differ === 1 ? "close" : "off";
+  };
+  judge.rule = "right only when it is the answer, close when it is one scheme off";
+  return judge;
+}
+
+/** {refused} or {before, after, at}: a loss_by_position result read as lessons_trained.reads_past reads it. */
+function reads_past({ losses, refusal }) {
+  if (refusal !== null) return { refused: refusal, within: mean_of(losses) };
+  return { before: mean_of(losses, 0, TRAINED_LEN), after: mean_of(losses, TRAINED_LEN), at: losses[PAST_POSITION] };
+}
+
+function reading_line(name, got) {
+  if ("refused" in got) return `${name}: refused: ${got.refused}`;
+  return `${name}: reads it; loss ${py_format(got.before, ".3f")} at positions 0-${TRAINED_LEN - 1},`
+    + ` ${py_format(got.after, ".3f")} at ${TRAINED_LEN}-${PAST_POSITION}, ${py_format(got.at, ".3f")} at`
+    + ` ${PAST_POSITION}`;
+}
+
+async function past_length_answer(lab, report) {
+  if (!stories(lab)) throw skip(`the page's text is ${lab.manifest.text}, not the stories these runs train on`);
+  const s = lab.trained_settings(PAST);
+  const stream = lab.tok.encode("\n" + lab.split.val.map((story) => story + "\n").join(""));
+  const long = positions.windows(stream, PAST_POSITION + 1); // (n, 101) each
+  const steps = Object.fromEntries(SCHEMES.map((scheme) => [scheme, 0]));
+  const started = performance.now();
+  const runs = await Promise.all(SCHEMES.map((scheme) => {
+    const config = series_config(lab, scheme);
+    return train_in_worker({ task: "stories", params: null, config, seed: s.seed, settings: lesson_settings(config, s),
+      data: { ...lab.data, long } }, (msg) => {
+      steps[scheme] = msg.step;
+      const done = Object.values(steps).reduce((a, b) => a + b, 0) / (SCHEMES.length * s.steps);
+      report(SCHEMES.map((name) => `${name} ${steps[name]}`).join(", ") + ` of ${s.steps} steps`, done);
+    });
+  }));
+  const seconds = (performance.now() - started) / 1000;
+  const got = Object.fromEntries(SCHEMES.map((scheme, i) => [scheme, reads_past(runs[i].at(-1).by_position)]));
+  const shown = [`${long.inputs.length} windows of ${PAST_POSITION + 1} tokens of the validation stories; each scheme`
+    + ` trained ${s.steps} steps here on windows of ${TRAINED_LEN} (${seconds.toFixed(1)} s for the four)`,
+  ...SCHEMES.map((scheme) => reading_line(scheme, got[scheme])),
+  ...SCHEMES.filter((scheme) => "refused" in got[scheme]).map((scheme) => `(${scheme} at positions`
+    + ` 0-${TRAINED_LEN - 1}, in windows of ${TRAINED_LEN}: loss ${py_format(got[scheme].within, ".3f")})`)];
+  const m = lab.model;
+  const page = reads_past(positions.loss_by_position(m.params, m.config, long.inputs, long.targets));
+  shown.push(`the page's model (${weights(lab)}, ${m.config.positions} positions): `
+    + reading_line("it", page).replace(/^it: /, ""));
+  const reads = SCHEMES.filter((scheme) => !("refused" in got[scheme]));
+  return { value: scheme_choice(reads), shown,
+    bounds: `which schemes run is exact; the losses are of runs of ${s.steps} steps trained here`,
+    steps: s.steps, runs: got, page, windows: long.inputs.length, seconds };
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// 9. second-block: one block against two on the copying task
+
+const COPY_MARGIN = 0.2; // copied-token accuracies further apart than this are "far better"
+const COPY_CHOICES = ["two blocks copy far better", "about the same", "one block copies far better"];
+// the page's second-block experiment's settings (experiments.js DEPTH): two blocks pass 90% and one stays near 23%
+const COPY = { steps: DEPTH.steps, batch: DEPTH.batch, lr: DEPTH.lr, seed: DEPTH.seed };
+
+/** The choice that the two models' copied-token accuracies make (lessons_trained.copy_choice).
+ *
+ *     copy_choice(0.3, 0.98), copy_choice(0.3, 0.35)   // "two blocks copy far better", "about the same" */
+export function copy_choice(one, two, margin = COPY_MARGIN) {
+  return COPY_CHOICES[two - one > margin ? 0 : one - two > margin ? 2 : 1];
+}
+
+async function second_block_answer(lab, report) {
+  const s = lab.trained_settings(COPY);
+  const steps = { 1: 0, 2: 0 };
+  const started = performance.now();
+  const runs = await Promise.all(DEPTH.blocks.map((blocks) => {
+    const config = model.checked(model_config({ vocab: induction.VOCAB, d: DEPTH.d, hidden: DEPTH.hidden,
+      max_len: induction.WINDOW, blocks, heads: DEPTH.heads })); // learned positions
+    return train_in_worker({ task: "induction", params: null, config, seed: s.seed,
+      settings: lesson_settings(config, s), data: { test_count: DEPTH.test_count } }, (msg) => {
+      steps[blocks] = msg.step;
+      const done = (steps[1] + steps[2]) / (2 * s.steps);
+      report(`one block ${steps[1]}, two blocks ${steps[2]} of ${s.steps} steps`, done);
+    });
+  }));
+  const seconds = (performance.now() - started) / 1000;
+  const measured = Object.fromEntries(DEPTH.blocks.map((blocks, i) => [blocks, runs[i].at(-1).measures]));
+  const shown = [`${DEPTH.test_count} test sequences (seed ${induction.TEST_SEED}), each a segment of 4 to 16 tokens`
+    + " repeated to fill 64; a token is copyable once its segment has been seen"];
+  for (const blocks of DEPTH.blocks) {
+    const m = measured[blocks];
+    shown.push(`${blocks === 1 ? "one block" : "two blocks"}: copies ${(100 * m.copy_accuracy).toFixed(1)}% of the`
+      + ` copyable tokens right; copy loss ${py_format(m.copy_loss, ".3f")} nats (first period`
+      + ` ${py_format(m.first_period_loss, ".3f")})`);
+  }
+  const [one, two] = [measured[1].copy_accuracy, measured[2].copy_accuracy];
+  shown.push(`two blocks minus one: ${py_format(100 * (two - one), "+.1f")} points of copied-token accuracy`
+    + ` (${s.steps} steps of ${s.batch} sequences each, lr ${py_format(s.lr, "g")}, ${seconds.toFixed(1)} s for both)`);
+  return { value: copy_choice(one, two), shown,
+    bounds: `trained live, ${s.steps} steps each; 'far' means more than ${(100 * COPY_MARGIN).toFixed(0)} points apart`,
+    steps: s.steps, measures: { one: measured[1], two: measured[2] }, seconds };
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// 10. scaling: the law fitted to the scaling experiment's record (explorer/scaling_law.js), training nothing
+
+/** A budget in GFLOP, as lessons_scaling.gflop writes it: "160 GFLOP". */
+function gflop(budget) {
+  return `${py_format(budget / 1e9, "g")} GFLOP`;
+}
+
+/** How far E is from the floor, and on which side (lessons_scaling.side). */
+function side(e, floor) {
+  return `${py_format(Math.abs(e - floor), ".4f")} ${e < floor ? "below" : "above"} the floor`;
+}
+
+/** The scaling record the export put beside the page (data/scaling.json, experiments/scaling.json's copy), or a
+ * Skip when the export had none. */
+async function scaling_record() {
+  const response = await fetch("data/scaling.json", { cache: "no-store" });
+  if (!response.ok) throw new Error(`could not fetch data/scaling.json (HTTP ${response.status})`);
+  const record = await response.json();
+  if (record === null) {
+    throw skip("the page was exported without experiments/scaling.json; run python3 -m experiments.scaling --out"
+      + " experiments/scaling.json, then python3 explore.py again");
+  }
+  return record;
+}
+
+async function scaling_answer() {
+  const numbers = scaling_law.scaling_numbers(scaling_law.law_points(await scaling_record()));
+  const { floor, free, fixed } = numbers;
+  const fit_line = (name, f) => `  ${name}E ${py_format(f.E, ".4f")}, A ${py_format(f.A, ".3g")}, alpha`
+    + ` ${py_format(f.alpha, ".3f")}, B ${py_format(f.B, ".3g")}, beta ${py_format(f.beta, ".3f")}; cost`
+    + ` ${py_format(f.cost, ".4g")}`;
+  const shown = [`the floor of the validation stories: ${py_format(floor, ".4f")} nats per token (exact: stories x`
+    + " entropy / tokens)",
+  `the law fitted by least squares on log L to the ${numbers.cells} cells (each the mean of its seeds):`,
+  fit_line("E free:   ", free), fit_line("E fixed:  ", fixed),
+  `  forcing E to the floor costs ${py_format(numbers.cost_ratio, ".2f")}x the free fit's cost (half the sum of`
+    + " squares of the misses in log L)",
+  "E free, refitted on the budgets from a cut up:"];
+  for (const row of numbers.cuts) {
+    shown.push(`  budgets >= ${gflop(row.budget).padStart(9)}: ${String(row.cells).padStart(2)} cells, E`
+      + ` ${py_format(row.E, ".4f")} (${side(row.E, floor)}), alpha ${py_format(row.alpha, ".3f")}, beta`
+      + ` ${py_format(row.beta, ".3f")}`);
+  }
+  return { value: free.E, shown, numbers,
+    bounds: "fitted live in this page from scaling.json's runs, to the least cost itself (the terminal's SciPy fit"
+      + " stops a few parts in 10,000 of A and B short of it)" };
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// The lessons, in the order of python3 -m experiments.lessons
+
+export const LESSONS = [
+  {
+    key: "tokens",
+    title: 'How many pieces is " garden"?',
+    question: "The model reads token IDs, not letters. Its tokenizer (bpe.py) has 96 tokens: the characters of the\n"
+      + "stories, then merges of the most frequent neighbouring pairs, learned from corpus.txt. \"garden\" is in\n"
+      + "many stories. Into how many tokens does the tokenizer cut \" garden\" (with the space before it, as it\n"
+      + "stands in a sentence)?",
+    guess: ["number"],
+    answer: tokens_answer,
+    judge: Exactly(true),
+    explain: "The 96 tokens are the 26 characters of the stories and 70 merges, and BPE spends the merges on the\n"
+      + "most frequent pairs first: ' the', ' has', the names, the things the stories hand over (' kite',\n"
+      + "' hat', ...). ' garden' is in far fewer places than those, so it never earns a token of its own and\n"
+      + "stays in pieces, each a merge that other words paid for. A larger vocabulary would give it fewer\n"
+      + "pieces, and the model fewer positions to read for the same text.",
+    source: "bpe.py: Tokenizer.train (the merges), Tokenizer.encode_piece (applying them in rank order)",
+    code: [["bpe.js", "encode_piece"]],
+    trains: null,
+  },
+  {
+    key: "init-loss",
+    title: "The loss before training, against ln 96",
+    question: "Before any training, every weight of the seed's model is a small random number (gauss(0, 0.02)).\n"
+      + "What is its loss, the mean cross-entropy of each next token, on the first story of corpus.txt?\n"
+      + "For scale: a model that gives each of the 96 tokens the same probability has loss ln 96 = 4.5643.",
+    guess: ["number"],
+    answer: init_loss_answer,
+    judge: Within(0.05, 0.5),
+    explain: "The logits are the final layer norm's output (about unit size) times W_out, whose entries are about\n"
+      + "0.02: sixteen such products give logits spread by less than 0.1, so the softmax is nearly uniform and\n"
+      + "the loss is within a few thousandths of ln 96, above or below it by chance. A loss far above ln 96 at\n"
+      + "step 0 would mean an initialisation that is too large; training then brings it far below.",
+    source: "model.py: init_params, forward, loss_and_dlogits",
+    code: [["model.js", "init_params"], ["model.js", "loss_and_dlogits"]],
+    trains: null,
+  },
+  {
+    key: "layernorm-variance",
+    title: "Layer norm's variance with tiny embeddings: why not 1?",
+    question: "The first layer norm (ln1) takes each row of x0, a token's embedding plus its position's, and makes it\n"
+      + "mean 0 and variance 1 before its gain and bias. The seed's embeddings are tiny: every number is drawn\n"
+      + "with standard deviation 0.02. On the first story, what is the variance of layer norm's output rows\n"
+      + "(before the gain)? Give a range, low high.",
+    guess: ["range"],
+    answer: layernorm_answer,
+    judge: InRange(0.1, 0.05),
+    explain: "Layer norm divides each centred row by sqrt(var + EPS), not by sqrt(var): EPS guards against a row of\n"
+      + "equal numbers. So the output's variance is var / (var + EPS), just below 1 when var is large against\n"
+      + "EPS = 1e-5. The seed's rows have a variance of well under 1e-3, so EPS takes a visible share: the\n"
+      + "variance falls short of 1 by about a percent or two. Make the embeddings smaller still and EPS wins:\n"
+      + "layer norm no longer normalises, it shrinks.",
+    source: "model.py: layernorm_forward (EPS)",
+    code: [["model.js", "layernorm_forward"]],
+    trains: null,
+  },
+  {
+    key: "order",
+    title: "The order test: does the model see word order?",
+    question: "The seed's own question. These two sentences are the same tokens, the two names swapped:\n"
+      + `    ${py_repr(ORDER_A)}\n    ${py_repr(ORDER_B)}\n`
+      + "Run the model on each and take the 96 scores (logits) at the last position. What is the largest\n"
+      + "difference between the two sentences' scores, first without the position embeddings\n"
+      + "(model.forward(..., use_positions=False)), then with them? Two numbers: without, with.",
+    guess: ["pair", ["without positions", "with positions"]],
+    answer: order_answer,
+    judge: Pair(Factor(3, 10), Factor(3, 10)),
+    explain: "Without positions, the last position's attention is a weighted sum over the same (key, value) pairs,\n"
+      + "only listed in another order, and every sum in model.py is one math.fsum, rounded once whatever the\n"
+      + "order: the scores are the same floats, a gap of exactly 0.0. Earlier positions see different prefixes\n"
+      + "and differ. With positions, each token's vector carries its place, and the last scores tell the two\n"
+      + "sentences apart; the seed's position rows are tiny (0.02), so the gap is small until training grows it.",
+    source: "model.py: forward (use_positions), attention_forward; trace_block.py: last_logits_gap",
+    code: [["model.js", "forward"], ["model.js", "attention_forward"]],
+    trains: null,
+  },
+  {
+    key: "causality",
+    title: "Causality: change one token, which scores move?",
+    question: `Take the first ${CAUSAL_T} tokens of the first story and change the token at position k = ${CAUSAL_K}\n`
+      + "(counting from 0) to another. Run the model on both. Which positions' scores (logits) change at\n"
+      + "all, by even one bit?",
+    guess: ["choice", CAUSAL_CHOICES],
+    answer: causality_answer,
+    judge: Exactly(),
+    explain: "In attention_forward, position i computes scores for j in range(i + 1) only: it reads positions 0..i,\n"
+      + "never the future. Layer norm and the MLP work row by row. So every position before k computes exactly\n"
+      + "what it computed before, the same floats, not merely close ones; position k changes through its own\n"
+      + "token, and every later position reads k through attention. That is what lets one pass train every\n"
+      + "position's prediction at once without any of them seeing its answer.",
+    source: "model.py: attention_forward (its mask: position i scores j <= i only), forward",
+    code: [["model.js", "attention_forward"]],
+    trains: null,
+  },
+  {
+    key: "finite-difference",
+    title: "The finite-difference check: how small a step?",
+    question: "The tests check every gradient that backward computes against a central difference,\n"
+      + "(L(w + h) - L(w - h)) / 2h, for a step h. Take one weight, W_out[0][the first target], and steps\n"
+      + "h = 1e-2, 1e-3, ... down to 1e-10. As h shrinks, how does the error |central difference - backward's\n"
+      + "gradient| change?",
+    guess: ["choice", FD_CHOICES],
+    answer: finite_difference_answer,
+    judge: Exactly(),
+    explain: "Two errors pull against each other. The central difference is off by h^2 L''' / 6 (Taylor's next\n"
+      + "term), which falls a hundred times with each tenfold smaller step. But L itself is a float, off by\n"
+      + "about one rounding, 2^-52 |L|, and dividing the difference of two such numbers by 2h magnifies that as\n"
+      + "1/h. The error falls while truncation rules, reaches its least where the two meet, near h = 1e-5, and\n"
+      + "rises again as round-off takes over: the gradient check (trace_block.py) uses h = 1e-6, near the bottom.",
+    source: "model.py: backward, sequence_loss; trace_block.py: gradient_errors (STEP = 1e-6)",
+    code: [["model.js", "sequence_loss"], ["trace_block.js", "gradient_errors_by_tensor"]],
+    trains: null,
+  },
+  {
+    key: "floor",
+    title: "The floor: can training go below it?",
+    question: "make_corpus.py knows the probability of every story it writes, so the loss no model can beat on\n"
+      + "average is known exactly: the generator's own -log p per token, the floor (oneblock/floor.py writes it\n"
+      + "to oneblock/corpus-entropy.json). Train a model on the stories and read its validation loss: can it\n"
+      + "go below the floor?",
+    guess: ["choice", ["yes", "no"]],
+    answer: floor_answer,
+    judge: Exactly(),
+    explain: "The floor is what the generator itself pays: the cross-entropy of the stories under their true\n"
+      + "probabilities. Any model's expected loss is that entropy plus the KL divergence from the true\n"
+      + "distribution to the model's, and a KL divergence is never negative, so no model can expect to go\n"
+      + "below it; a finite validation set could dip under it by luck only by a hair. The run here (600 steps of\n"
+      + "16 windows from the seed's initial weights, train.py's settings otherwise, in this page's worker) stops\n"
+      + "far above it, and python3 train.py's 12,000 steps still end a few hundredths above it.",
+    source: "oneblock/floor.py: story_floor, load_floor; oneblock/training.py: fit (the floor and the gap)",
+    code: [["train.js", "train_step"], ["train.js", "story_nats"]],
+    trains: FLOOR,
+  },
+  {
+    key: "positions-past-length",
+    title: "Positions past the trained length: what happens at position 100?",
+    question: "Four models, one for each position scheme (learned, none, sinusoidal, rope), each trained on windows\n"
+      + `of ${TRAINED_LEN} tokens: none of them has seen a position past ${TRAINED_LEN - 1}. Now give each a window`
+      + ` of ${PAST_POSITION + 1}\ntokens, so that it must read position ${PAST_POSITION}. Which schemes can read it at`
+      + " all?",
+    guess: ["choice", PAST_CHOICES],
+    answer: past_length_answer,
+    judge: SchemesOff(),
+    explain: "Learned positions are a table, pos_emb, with one row per position: there is no row 100, so\n"
+      + "model.js refuses the window (check_length) rather than invent one. The other three have no table\n"
+      + "to run out of: none adds nothing, sinusoidal computes its sine and cosine for any position, and rope\n"
+      + "turns q and k by an angle that any position has. Running is not the same as working: the loss past\n"
+      + "64 shows what each makes of positions it never trained on (none cannot tell them apart at all).\n"
+      + "The four runs (400 steps of 16 windows each) train side by side, one worker each.",
+    source: "oneblock/numpy_model.py: check_length (the refusal), forward, sinusoid_table, rope_tables",
+    code: [["model.js", "check_length"], ["positions.js", "loss_by_position"]],
+    trains: PAST,
+  },
+  {
+    key: "second-block",
+    title: "What a second block buys: copying a repeated sequence",
+    question: "The copying task (experiments/induction.py): a segment of 4 to 16 random tokens, repeated to fill 64.\n"
+      + "After the first period every token can be copied from one period back, but the period changes from\n"
+      + "sequence to sequence, so the model must find where the current token stood before and read the token\n"
+      + "after it. Train one block and two blocks (one head each) the same number of steps: how do their\n"
+      + "copied-token accuracies compare?",
+    guess: ["choice", COPY_CHOICES],
+    answer: second_block_answer,
+    judge: Exactly(),
+    explain: "Copying needs two steps in turn: one attention marks each position with the token before it, and a\n"
+      + "later one looks for the position whose marked token is the current one and reads what stands there\n"
+      + "(an induction head). One block has one attention, whose keys hold only each position's own token, so\n"
+      + "it can learn which tokens tend to follow but not where to copy from; its accuracy stays near that\n"
+      + "guess. Two blocks compose the two steps and copy nearly every token. The runs here are the page's\n"
+      + "second-block experiment's (800 steps of 32 sequences, lr 0.005, seed 3; one worker each).",
+    source: "experiments/induction.py: periodic, induction_measures; oneblock/numpy_model.py: block_forward,"
+      + " attention_forward",
+    code: [["induction.js", "induction_measures"], ["model.js", "block_forward"]],
+    trains: COPY,
+  },
+  {
+    key: "scaling",
+    title: "The scaling law's floor: does the usual fit find it?",
+    question: "experiments/scaling.py trained 7 sizes (856 to 99,584 non-embedding parameters N) at 7 compute\n"
+      + "budgets (10 to 640 GFLOP), 3 seeds each, on stories of known probability: no model can beat 0.4912\n"
+      + "nats per token on its validation stories, the floor, known exactly. The usual way to find a floor is\n"
+      + "to fit L = E + A / N^alpha + B / D^beta (D training tokens) to the losses by least squares on log L,\n"
+      + "with E free (Chinchilla's approach 3). Fitted to all 49 cells, what E does the fit find?",
+    guess: ["number"],
+    answer: scaling_answer,
+    judge: Within(0.03, 0.08),
+    explain: "The fit misses the floor, by about 0.14 below it, and forcing E to the truth makes it fit worse (1.7\n"
+      + "times the cost). Every cell counts the same in the least squares, and the smallest budgets are far from\n"
+      + "any floor: their runs end on the plateau that training crosses before the loss drops, or partway down\n"
+      + "the drop, a shape no sum of two power laws draws, and the fit bends E down to follow them. The largest\n"
+      + "models never near their limit (at 640 GFLOP the largest, 64x2, is 0.036 above the floor, worse than\n"
+      + "32x2 at a quarter of its size), so nothing pins A / N^alpha, and E trades against it. Refitted on the\n"
+      + "larger budgets only, E climbs to the floor and past it as the points thin out (21 cells at 160 GFLOP\n"
+      + "and up). A fitted E is a parameter of the curve, not a measurement of the floor. The page fits the\n"
+      + "record's cells here, training nothing: a fraction of a second; longer on a busy machine.",
+    source: "experiments/scaling_law.py: fit_law, law, law_cost, law_points; experiments/lessons_scaling.py:"
+      + " scaling_numbers",
+    code: [["scaling_law.js", "fit_law"], ["scaling_law.js", "law_points"]],
+    trains: null,
+  },
+];
+
+/** The lesson of a key, or an Error that names it and every key there is (lessons.by_key). */
+export function by_key(key) {
+  const lesson = LESSONS.find((l) => l.key === key);
+  if (!lesson) throw new Error(`no lesson ${py_repr(key)}; expected one of: ${LESSONS.map((l) => l.key).join(", ")}`);
+  return lesson;
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// Progress: the learner's guesses and answers, kept in localStorage
+
+/** {key: {text, guess, value, shown, bounds, verdict, skipped, weights, seconds, when}} of the lessons done. */
+export function load_progress() {
+  try {
+    const kept = JSON.parse(localStorage.getItem(STORE) ?? "{}");
+    return kept && typeof kept === "object" && !Array.isArray(kept) ? kept : {};
+  } catch {
+    return {}; // storage off, or not ours: start afresh
+  }
+}
+
+function save_progress(progress) {
+  try {
+    localStorage.setItem(STORE, JSON.stringify(progress));
+  } catch (e) {
+    say("lessons-message", `Your progress could not be kept (${e.message}); the lessons still work.`);
+  }
+}
+
+export function clear_progress() {
+  try {
+    localStorage.removeItem(STORE);
+  } catch {
+    // storage off: nothing was kept
+  }
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// The view: a card a lesson, drawn from LESSONS
+
+let lab = null; // {model (the page's current model), tok, split, data, manifest, steps, trained_settings}
+export const last_answers = {}; // key -> the whole answer of the lesson's last Check (for the tests, and the curious)
+let progress = {};
+let training = null; // the key of the lesson training now
+const sources = new Map(); // file -> the served file's text, fetched once
+
+/** Draw the lessons into #lesson-list (page.js calls this once the data has loaded). page: {tok, split, data,
+ * manifest, model() (the model every panel shows now)}. */
+export function setup(page) {
+  const cut = Number(new URLSearchParams(location.search).get("lesson-steps"));
+  const steps = Number.isInteger(cut) && cut > 0 ? cut : null; // the tests' hook: fewer steps
+  lab = {
+    tok: page.tok, split: page.split, data: page.data, manifest: page.manifest, steps,
+    trained_settings: (live) => (steps === null ? live : { ...live, steps, eval_every: steps }),
+    get model() { return page.model(); },
+  };
+  progress = load_progress();
+  const list = $("lesson-list");
+  list.textContent = "";
+  LESSONS.forEach((lesson, n) => list.append(card(lesson, n)));
+  $("lessons-clear").addEventListener("click", () => {
+    stop_training();
+    clear_progress();
+    progress = {};
+    LESSONS.forEach((lesson, n) => $(`lesson-${lesson.key}`).replaceWith(card(lesson, n)));
+    say("lessons-message", "Your guesses and answers are cleared.", "note");
+  });
+  const kept = Object.keys(progress).filter((key) => LESSONS.some((l) => l.key === key)).length;
+  if (kept) say("lessons-message", `Restored ${kept} of your lessons from this browser.`, "note");
+}
+
+/** The steps the page's address cuts every trained lesson to (?lesson-steps=N, the tests' hook), or null. */
+export function lesson_steps() {
+  return lab.steps;
+}
+
+/** One lesson's card: question, guess, Check, and its reveal (kept from before, or made by Check). */
+function card(lesson, n) {
+  const box = element("li", "lesson");
+  box.id = `lesson-${lesson.key}`;
+  box.dataset.key = lesson.key;
+  box.dataset.state = "idle";
+  box.append(element("h3", "", `${n + 1}. ${lesson.title} `), element("p", "question", flow(lesson.question)));
+  box.querySelector("h3").append(element("code", "", lesson.key));
+  const form = element("div", "guess");
+  const kind = lesson.guess[0];
+  const check = element("button", "", lesson.trains ? "Check (trains live)" : "Check");
+  check.type = "button";
+  check.className = "check";
+  check.disabled = true;
+  const message = element("p", "message");
+  message.hidden = true;
+  message.setAttribute("role", "alert");
+  let read;
+  if (kind === "choice") {
+    const group = element("fieldset", "choices");
+    group.append(element("legend", "", "Your guess"));
+    lesson.guess[1].forEach((choice, i) => {
+      const label = element("label", "inline");
+      const radio = element("input");
+      Object.assign(radio, { type: "radio", name: `guess-${lesson.key}`, value: String(i + 1) });
+      label.append(radio, choice);
+      group.append(label);
+    });
+    form.append(group);
+    read = () => group.querySelector("input:checked")?.value ?? "";
+    group.addEventListener("change", () => validate());
+  } else {
+    const label = element("label", "", `Your guess (${describe_guess(lesson.guess)})`);
+    const input = element("input");
+    Object.assign(input, { type: "text", className: "guess-text", spellcheck: false,
+      placeholder: { number: "e.g. 3", range: "low high", pair: "without with" }[kind] });
+    label.append(input);
+    form.append(label);
+    read = () => input.value;
+    input.addEventListener("input", () => validate());
+    input.addEventListener("keydown", (e) => e.key === "Enter" && !check.disabled && check.click());
+  }
+  const steps_note = lesson.trains && lab.steps !== null
+    ? element("p", "small", `The page's address cuts this lesson to ${lab.steps} steps (?lesson-steps=${lab.steps}),`
+      + ` as the tests run it; without it the lesson trains ${lesson.trains.steps} steps.`) : null;
+  const status = element("p", "status small");
+  status.setAttribute("aria-live", "polite");
+  const bar = element("progress");
+  bar.max = 1;
+  bar.value = 0;
+  bar.hidden = true;
+  const reveal = element("div", "reveal");
+  reveal.hidden = true;
+  form.append(check);
+  box.append(form, message, ...(steps_note ? [steps_note] : []), status, bar, reveal);
+
+  /** Whether the guess as typed parses: Check is enabled only then, and a bad one is named beside it. */
+  function validate() {
+    const text = read();
+    if (!text.trim()) {
+      check.disabled = true;
+      message.hidden = true;
+      return null;
+    }
+    try {
+      const guess = parse_guess(lesson.guess, text);
+      message.hidden = true;
+      check.disabled = box.dataset.state === "running";
+      return guess;
+    } catch (e) {
+      message.textContent = `Not a guess yet: ${e.message}${kind === "number" ? "; expected a number" : ""}.`;
+      message.className = "message error";
+      message.hidden = false;
+      check.disabled = true;
+      return null;
+    }
+  }
+
+  /** Lock the guess: it is kept as it was when the answer was computed. */
+  function lock(text) {
+    for (const input of form.querySelectorAll("input")) {
+      input.disabled = true;
+      if (input.type === "radio") input.checked = input.value === text.trim();
+      else input.value = text;
+    }
+  }
+
+  check.addEventListener("click", async () => {
+    const text = read();
+    const guess = validate();
+    if (guess === null) return;
+    if (lesson.trains && training !== null && training !== lesson.key) {
+      message.textContent = `The lesson ${training} is training now; Check this one when it is done.`;
+      message.className = "message";
+      message.hidden = false;
+      return;
+    }
+    lock(text);
+    box.dataset.state = "running";
+    check.disabled = true;
+    status.textContent = "The page computes the answer, live…";
+    if (lesson.trains) {
+      training = lesson.key;
+      bar.hidden = false;
+      bar.value = 0;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 0)); // let the page say so before the work starts
+    const started = performance.now();
+    let record;
+    try {
+      const answer = await lesson.answer(lab, (line, done) => {
+        status.textContent = line;
+        bar.value = Math.min(1, done ?? bar.value);
+      });
+      last_answers[lesson.key] = answer;
+      const verdict = lesson.judge(guess, answer);
+      if (!VERDICTS.includes(verdict)) throw new Error(`the judge said ${JSON.stringify(verdict)}`);
+      const { value, shown, bounds } = answer;
+      record = { text, guess, value, shown, bounds, verdict, weights: weights(lab),
+        seconds: (performance.now() - started) / 1000, when: new Date().toISOString() };
+    } catch (e) {
+      if (e.name !== "Skip") {
+        status.textContent = "";
+        message.textContent = `The lesson could not compute its answer: ${e.message}. The rest of the page still`
+          + " works.";
+        message.className = "message error";
+        message.hidden = false;
+        box.dataset.state = "idle";
+        for (const input of form.querySelectorAll("input")) input.disabled = false;
+        check.disabled = false;
+        return;
+      }
+      record = { text, guess, skipped: e.message, weights: weights(lab), when: new Date().toISOString() };
+    } finally {
+      if (training === lesson.key) training = null;
+      bar.hidden = true;
+    }
+    progress[lesson.key] = record;
+    save_progress(progress);
+    status.textContent = "";
+    draw_reveal(lesson, box, reveal, record, false);
+    check.textContent = "Check again (the same guess)";
+    check.disabled = false;
+  });
+
+  const kept = progress[lesson.key];
+  if (kept && typeof kept.text === "string") {
+    lock(kept.text);
+    draw_reveal(lesson, box, reveal, kept, true);
+    check.textContent = "Check again (the same guess)";
+    check.disabled = false;
+  }
+  return box;
+}
+
+/** The reveal: the guess beside the answer, the verdict and its rule, the lines computed, why, and where. */
+function draw_reveal(lesson, box, reveal, record, restored) {
+  reveal.textContent = "";
+  reveal.hidden = false;
+  box.dataset.state = record.skipped ? "skipped" : "revealed";
+  box.dataset.verdict = record.verdict ?? "";
+  if (restored) {
+    reveal.append(element("p", "small", `Kept from before (${record.when.slice(0, 16).replace("T", " ")} UTC,`
+      + ` ${record.weights}). Check again computes it anew with the page's weights now.`));
+  }
+  if (record.skipped) {
+    reveal.append(element("p", "message", `Your guess: ${show(record.guess)}. Skipped: ${record.skipped}.`));
+    return;
+  }
+  const table = element("dl", "versus");
+  table.append(element("dt", "", "Your guess"), element("dd", "guess-value", show(record.guess)),
+    element("dt", "", "The answer"), element("dd", "answer-value", show(record.value)));
+  table.querySelector(".answer-value").dataset.value = JSON.stringify(record.value);
+  const verdict = element("p", `verdict ${record.verdict}`);
+  verdict.append(element("strong", "", record.verdict), ` (${lesson.judge.rule})`);
+  const seconds = record.seconds === undefined ? ""
+    : `, in ${record.seconds.toFixed(record.seconds < 1 ? 2 : 1)} s`;
+  reveal.append(table, verdict, element("p", "small", `How exact: ${record.bounds}. Computed with`
+    + ` ${record.weights}${seconds}.`), element("pre", "shown", record.shown.join("\n")),
+  element("p", "explain", flow(lesson.explain)), where(lesson));
+}
+
+/** Where the lab makes it so (the Python, by file and function), and this page's own lines of it, read from the
+ * served files. */
+function where(lesson) {
+  const box = element("div", "where-code");
+  box.append(element("p", "small", `In the lab: ${lesson.source}.`));
+  for (const [file, name] of lesson.code) {
+    const details = element("details");
+    const summary = element("summary");
+    const link = element("a", "", file);
+    link.href = file;
+    link.target = "_blank";
+    summary.append("In this page: ", element("code", "", name), " in ", link);
+    const pre = element("pre", "code");
+    details.append(summary, pre);
+    details.addEventListener("toggle", () => {
+      if (details.open && !pre.textContent) {
+        function_lines(file, name).then(({ from, lines }) => {
+          summary.append(`, lines ${from} to ${from + lines.length - 1}`);
+          pre.textContent = lines.map((line, i) => `${String(from + i).padStart(4)}  ${line}`).join("\n");
+        }).catch((e) => (pre.textContent = `could not read ${file}: ${e.message}`));
+      }
+    });
+    box.append(details);
+  }
+  return box;
+}
+
+/** {from (1-based), lines} of the function (or method) name in the served file: from its first line to the brace
+ * that closes it at its own indentation. */
+export async function function_lines(file, name) {
+  if (!sources.has(file)) {
+    const response = await fetch(file);
+    if (!response.ok) throw new Error(`HTTP ${response.status}`);
+    sources.set(file, (await response.text()).split("\n"));
+  }
+  const all = sources.get(file);
+  const start = all.findIndex((line) => new RegExp(`^(\\s*)(export )?(async )?(function\\*? )?${name}\\(`).test(line));
+  if (start < 0) throw new Error(`no function ${name} in it`);
+  const indent = /^\s*/.exec(all[start])[0];
+  const end = all.findIndex((line, i) => i > start && line === `${indent}}`);
+  return { from: start + 1, lines: all.slice(start, end + 1) };
+}
+
+/** A question or an explanation as running text: the terminal's line breaks as spaces. */
+function flow(text) {
+  return text.replace(/\n\s*/g, " ");
+}

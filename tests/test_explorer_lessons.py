@@ -1,0 +1,525 @@
+"""The explorer's lessons view (explorer/lessons.js), driven end to end in a real headless Chromium (Playwright, as
+tests/test_explorer.py drives the page): the nine lessons of `python3 -m experiments.lessons`, in its order, with its
+keys, questions and guesses; each one answered in the page (a guess entered, Check, the answer and the verdict read
+back) and set against what the Python computes on the same weights; the judges and the reading of a guess against
+oneblock/lessons.py's, word for word; a bad guess refused, naming it; and the learner's progress kept over a reload
+and cleared by its button.
+
+What is exact: the tokens count, the layer-norm variances, the order gap of 0.0 without positions, and which
+positions move in the causality lesson are model.js's exact sums and IEEE operations, and equal oneblock/lessons.py's
+model.py answers bit for bit. The init loss and the gap with positions also pass through exp and log, which V8 and
+the C library may round differently: within 1e-13 relative (bit-equal in Chromium here). The finite-difference
+lesson's shape is exact; its errors at the steps where truncation rules within 1e-6 relative, the rest (round-off)
+within a factor of 10. The lessons that train run here with a few steps, through the page's test hook
+(index.html?lesson-steps=N), and are set against the NumPy float64 library trained at the same settings from the
+same seed: within 1e-9 relative (the page's float64 training mirrors train.py's; see tests/test_explorer.py), the
+choices equal. The page's own settings (what a learner gets without the hook) are checked to be the live ones.
+
+The page is an export of the untrained seed-3 model (model.init_params(96, 16, 64, 64, 3)), served by the explorer's
+own server. Outside CI the tests skip with a one-line reason when Chromium or Playwright is missing; under CI=true
+that is a failure (tests/conftest.py's browser fixture)."""
+
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from oneblock import export
+from oneblock import lessons as py_lessons
+from run_helpers import served
+
+ROOT = Path(__file__).resolve().parent.parent
+TEST_STEPS = 40  # the steps of each trained lesson here, through ?lesson-steps
+# the lessons of oneblock/lessons.py and experiments/lessons_trained.py
+NINE = ["tokens", "init-loss", "layernorm-variance", "order", "causality", "finite-difference", "floor",
+        "positions-past-length", "second-block"]
+GUESSES = {"tokens": "3", "init-loss": "4.5", "layernorm-variance": "0.95 1", "order": "0 0.001", "causality": "2",
+           "finite-difference": "2", "floor": "2", "positions-past-length": "3", "second-block": "2"}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The served page, and pages of it
+
+
+@pytest.fixture(scope="module")
+def site_url(tmp_path_factory):
+    """The address of an export of the untrained seed-3 model, served."""
+    folder = tmp_path_factory.mktemp("explorer-lessons") / "site"
+    export.export_site(folder, *export.read_weights(folder.parent / "no-such.safetensors", explicit=False))
+    with served(folder) as url:
+        yield url
+
+
+def open_page(browser, url, query=""):
+    """A new page (a context of its own, so an empty localStorage) of the served export, loaded and ready, and the
+    list its console and page errors go to."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors = []
+    page.on("console", lambda m: m.type == "error" and errors.append(f"console: {m.text}"))
+    page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+    page.goto(f"{url}/index.html{query}")
+    page.wait_for_function("window.ready === true")
+    return page, errors
+
+
+def enter_guess(page, key, text):
+    """Type text into the lesson's guess box, or pick its choice of that number."""
+    kind = page.evaluate("(k) => explorer.modules.lessons.by_key(k).guess[0]", key)
+    if kind == "choice":
+        page.check(f"#lesson-{key} input[type=radio][value='{text}']")
+    else:
+        page.fill(f"#lesson-{key} .guess-text", text)
+
+
+def check(page, key, timeout=120_000):
+    """Click the lesson's Check and wait for its reveal: {state, verdict, value, guess} as the page shows them."""
+    card = f"#lesson-{key}"
+    page.click(f"{card} button.check")
+    page.wait_for_function("(s) => ['revealed', 'skipped'].includes(document.querySelector(s).dataset.state)",
+                           arg=card, timeout=timeout)
+    return read_card(page, key)
+
+
+def read_card(page, key):
+    return page.evaluate("""(s) => {
+      const card = document.querySelector(s), value = card.querySelector('.answer-value');
+      return {state: card.dataset.state, verdict: card.dataset.verdict, value: value && JSON.parse(value.dataset.value),
+              guess: card.querySelector('.guess-value')?.textContent ?? null,
+              locked: [...card.querySelectorAll('.guess input')].every((i) => i.disabled),
+              text: card.querySelector('.reveal').innerText};
+    }""", f"#lesson-{key}")
+
+
+def answer_of(page, key):
+    """The whole answer of the lesson's last Check in the page (with the numbers the reveal does not keep)."""
+    return page.evaluate("(k) => explorer.modules.lessons.last_answers[k]", key)
+
+
+def all_lessons():
+    from experiments import lessons as cli
+
+    return cli.all_lessons()
+
+
+def flow(text):
+    return re.sub(r"\n\s*", " ", text)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The list: the command line's lessons, questions and guesses
+
+
+def test_the_pages_lessons_are_the_command_lines_in_its_order_with_its_questions(browser, site_url):
+    """Keys, titles, questions (the terminal's line breaks as spaces), guesses and the judges' rules, in order; the
+    first screen has the link, and the link brings the lessons into view."""
+    page, errors = open_page(browser, site_url)
+    got = page.evaluate("() => explorer.modules.lessons.LESSONS.map((l) => ({key: l.key, title: l.title,"
+                        " question: l.question, guess: l.guess, rule: l.judge.rule}))")
+    want = [{"key": lesson.key, "title": lesson.title, "question": lesson.question,
+             "guess": [lesson.guess[0], *([list(lesson.guess[1])] if len(lesson.guess) > 1 else [])],
+             "rule": lesson.judge.rule} for lesson in all_lessons()]
+    assert len(got) >= 9 and got == want[:len(got)]  # the nine, and whichever join them later, in the CLI's order
+    assert [lesson["key"] for lesson in got[:9]] == NINE
+    shown = page.locator("#lesson-list > li").all()
+    assert [li.get_attribute("data-key") for li in shown] == [lesson["key"] for lesson in got]
+    for li, lesson in zip(shown, got):
+        assert li.locator(".question").inner_text() == flow(lesson["question"])
+    link = page.locator("#lessons-link").bounding_box()
+    assert link is not None and 0 <= link["y"] and link["y"] + link["height"] <= 900  # seen without scrolling
+    page.click("#lessons-link")
+    page.wait_for_function("() => Math.abs(document.querySelector('#lessons').getBoundingClientRect().top) < 5")
+    page.close()
+    assert errors == []
+
+
+def test_the_trained_lessons_offer_their_live_settings_without_the_test_hook(browser, site_url):
+    """Without ?lesson-steps: floor 600 steps of 16 windows, positions 400 steps of 16 for each scheme, the second
+    block the page's experiment's settings (experiments.js DEPTH: 800 steps of 32); and no word of fewer steps."""
+    page, errors = open_page(browser, site_url)
+    trains = page.evaluate("() => Object.fromEntries(explorer.modules.lessons.LESSONS.map((l) => [l.key, l.trains]))")
+    depth = page.evaluate("() => explorer.modules.experiments.DEPTH")
+    assert trains["floor"] == {"steps": 600, "batch": 16, "lr": 0.01, "eval_every": 100, "seed": 3}
+    assert trains["positions-past-length"] == {"steps": 400, "batch": 16, "lr": 0.01, "seed": 3}
+    assert trains["second-block"] == {key: depth[key] for key in ("steps", "batch", "lr", "seed")}
+    assert depth["steps"] == 800 and depth["batch"] == 32
+    assert [key for key in NINE if trains[key] is None] == [lesson.key for lesson in py_lessons.LESSONS]
+    assert "lesson-steps" not in page.inner_text("#lessons")
+    page.close()
+    page, errors2 = open_page(browser, site_url, f"?lesson-steps={TEST_STEPS}")
+    assert page.evaluate("() => explorer.modules.lessons.lesson_steps()") == TEST_STEPS
+    assert page.locator("#lessons .lesson p.small", has_text="lesson-steps").count() == 3
+    page.close()
+    assert errors == errors2 == []
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Reading a guess, the judges and the numbers, against oneblock/lessons.py
+
+
+def python_parse(guess, text):
+    try:
+        value = py_lessons.parse_guess(guess, text)
+    except ValueError as e:
+        return {"error": str(e)}
+    return {"value": list(value) if isinstance(value, tuple) else value}
+
+
+PARSE_CASES = [
+    (("number",), ["4", " 4 ", "1e-3", "-2.5", ".5", "5.", "1_000", "abc", "", "inf", "-nan", "0x10", "1e", "4 5"]),
+    (("range",), ["0.9 1", "0.9, 1", "1 0.9", "1", "1 2 3", "a b", "0 inf", "2 2"]),
+    (("pair", ("without positions", "with positions")), ["0 0.001", "0.001 0", "0", "x 1"]),
+    (("choice", ("all positions", "position k and after", "only position k", "only positions before k")),
+     ["2", "4", "0", "5", "Position K and after", "k and after", "02", "-1"]),
+]
+
+
+def test_a_guess_is_read_and_refused_as_parse_guess_reads_and_refuses_it(modules_page):
+    """The same value, or the same message word for word, for good and bad input of every kind."""
+    modules_page.evaluate("async () => { window.lessons = await import('./lessons.js'); }")
+    for guess, texts in PARSE_CASES:
+        want = [python_parse(guess, text) for text in texts]
+        got = modules_page.evaluate("""([guess, texts]) => texts.map((text) => {
+          try { return {value: lessons.parse_guess(guess, text)}; } catch (e) { return {error: e.message}; }
+        })""", [[guess[0], *([list(guess[1])] if len(guess) > 1 else [])], texts])
+        assert got == want, guess
+        assert any("error" in w for w in want) and any("value" in w for w in want)
+
+
+JUDGE_CASES = {
+    "tokens": ([4], [4, 3, 5, 2, 4.5]),
+    "init-loss": ([4.56], [4.52, 4.1, 1.0, 5.06, 4.61]),
+    "layernorm-variance": ([0.985], [[0.95, 1.0], [0.0, 1.0], [0.99, 1.0], [0.5, 0.6], [0.9, 0.95]]),
+    "order": ([[0.0, 0.00066]], [[0.0, 0.001], [0.0, 0.005], [0.001, 0.001], [1e-12, 0.0007], [0.0, 0.0]]),
+    "causality": (["position k and after"], ["position k and after", "all positions"]),
+    "positions-past-length": (["every scheme but learned", "all four"],
+                              ["every scheme but learned", "all four", "learned only", "no scheme"]),
+    "second-block": (["two blocks copy far better"], ["two blocks copy far better", "about the same"]),
+}
+
+
+def test_every_judge_gives_the_python_judges_verdict(modules_page):
+    modules_page.evaluate("async () => { window.lessons = await import('./lessons.js'); }")
+    by_key = {lesson.key: lesson for lesson in all_lessons()}
+    seen = set()
+    for key, (answers, guesses) in JUDGE_CASES.items():
+        for value in answers:
+            want = [by_key[key].judge(tuple(g) if isinstance(g, list) else g,
+                                      {"value": tuple(value) if isinstance(value, list) else value}) for g in guesses]
+            got = modules_page.evaluate("([k, v, gs]) => gs.map((g) => lessons.by_key(k).judge(g, {value: v}))",
+                                        [key, value, guesses])
+            assert got == want, (key, value)
+            seen.update(want)
+    assert seen == {"right", "close", "off"}
+
+
+FORMATS = [(x, spec) for x in (0.0, 4.0, 0.000659043, 0.0006590429381321261, 1.49e-7, -0.004349, 7.614e-05, 1234567.0,
+                               0.9846683798056824, 1e-10, 100.0, 2.5e16, 3.5e16, 0.5, 0.125, -0.375, 2.5)
+           for spec in ("g", ".7g", ".3g", ".1g", ".2g", ".6f", "+.6f", ".4f", ".2f", ".0f", ".3e", ".2e", ".0e",
+                        "+.15e")]  # (2.5e16, 0.125, -0.375, 2.5: exact ties, which Python rounds to even)
+
+
+def test_numbers_are_written_as_pythons_format_writes_them(modules_page):
+    modules_page.evaluate("async () => { window.lessons = await import('./lessons.js'); }")
+    got = modules_page.evaluate("(cases) => cases.map(([x, s]) => lessons.py_format(x, s))", FORMATS)
+    assert got == [format(x, spec) for x, spec in FORMATS]
+    shows = [0.0, 4.0, 0.000659043, [0.0, 0.0006590429381321261], "only k"]
+    assert modules_page.evaluate("(vs) => vs.map(lessons.show)", shows) == [
+        py_lessons.show(tuple(v) if isinstance(v, list) else v) for v in shows]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The six lessons of model.py, each end to end in the page, against oneblock/lessons.py on the same weights
+
+
+def test_the_six_model_lessons_in_the_page_answer_as_model_py_does(browser, site_url):
+    """A guess entered, Check, the reveal read: the verdict is the Python judge's on the Python answer, and each
+    answer is model.py's on the seed's weights: bit for bit where the sums are exact, as the module says."""
+    lab = py_lessons.build_lab()
+    page, errors = open_page(browser, site_url)
+    for lesson in py_lessons.LESSONS:
+        enter_guess(page, lesson.key, GUESSES[lesson.key])
+        shown = check(page, lesson.key)
+        want = lesson.answer(lab)
+        guess = py_lessons.parse_guess(lesson.guess, GUESSES[lesson.key])
+        assert shown["state"] == "revealed" and shown["locked"], lesson.key
+        assert shown["verdict"] == lesson.judge(guess, want), lesson.key
+        assert shown["guess"] == py_lessons.show(guess)
+        assert flow(lesson.explain) in shown["text"] and lesson.source in shown["text"]
+        page_lines = page.inner_text(f"#lesson-{lesson.key} pre.shown").splitlines()
+        assert len(page_lines) == len(want["shown"]), lesson.key
+        value, wanted = shown["value"], want["value"]
+        if lesson.key in ("tokens", "causality", "layernorm-variance"):
+            assert value == wanted, lesson.key  # exact: a count, a set of positions, IEEE operations and exact sums
+            assert page_lines == want["shown"], lesson.key  # and so every line the terminal shows
+        elif lesson.key == "init-loss":
+            assert value == pytest.approx(wanted, rel=1e-13, abs=0)
+        elif lesson.key == "order":
+            assert value[0] == wanted[0] == 0.0  # bit-exact, on every machine
+            assert value[1] == pytest.approx(wanted[1], rel=1e-13, abs=0) and value[1] > 0
+        else:  # finite-difference
+            assert value == wanted == "falls then rises"
+    verdicts = {lesson.key: read_card(page, lesson.key)["verdict"] for lesson in py_lessons.LESSONS}
+    assert set(verdicts.values()) >= {"right", "close"}, verdicts  # the guesses above get different verdicts
+
+    # the numbers behind the finite-difference shape, and the layer norm's, from the answer functions themselves
+    fd = answer_of(page, "finite-difference")
+    want = py_lessons.FINITE_DIFFERENCE.answer(lab)
+    py_errors = [float(line.split("error ")[1]) for line in want["shown"] if line.strip().startswith("h = ")]
+    assert page.evaluate("() => explorer.modules.lessons.STEPS") == list(py_lessons.STEPS)
+    for h, got, printed in zip(py_lessons.STEPS, fd["errors"], py_errors):
+        if h >= 1e-4:  # truncation rules: the same to the 3 digits printed, and far finer
+            assert got == pytest.approx(printed, rel=6e-3), h
+        else:  # round-off: within a factor of 10
+            assert printed / 10 <= got <= printed * 10, h
+    page.close()
+    assert errors == []
+
+
+def test_the_code_of_a_lesson_is_read_from_the_served_file(browser, site_url):
+    """The reveal's "In this page" shows the function's own lines of the served model.js, with their numbers."""
+    page, errors = open_page(browser, site_url)
+    enter_guess(page, "layernorm-variance", "0.9 1")
+    check(page, "layernorm-variance")
+    details = page.locator("#lesson-layernorm-variance details").first
+    details.locator("summary").click(position={"x": 4, "y": 4})  # (its start: not the link in it)
+    page.wait_for_function("() => document.querySelector('#lesson-layernorm-variance pre.code').textContent")
+    code = details.locator("pre.code").inner_text().splitlines()
+    lines = (ROOT / "explorer" / "model.js").read_text(encoding="utf-8").splitlines()
+    start = next(n for n, line in enumerate(lines, 1) if line.startswith("export function layernorm_forward("))
+    assert code[0].split(None, 1) == [str(start), lines[start - 1]] and code[-1].split() == [str(start + len(code) - 1),
+                                                                                             "}"]
+    assert f"lines {start} to {start + len(code) - 1}" in details.locator("summary").inner_text()
+    assert details.locator("a").get_attribute("href") == "model.js"
+    page.close()
+    assert errors == []
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# A bad guess, and the learner's progress
+
+
+def test_a_bad_guess_is_refused_naming_it_and_check_waits_for_a_good_one(browser, site_url):
+    page, errors = open_page(browser, site_url)
+    button = "#lesson-{} button.check"
+    assert page.is_disabled(button.format("init-loss"))  # nothing entered yet
+    for key, bad, good in (("init-loss", "four", "4.5"), ("layernorm-variance", "1 0.9", "0.9 1"),
+                           ("order", "0", "0 0.001")):
+        lesson = py_lessons.by_key(key)
+        enter_guess(page, key, bad)
+        message = page.inner_text(f"#lesson-{key} .message")
+        with pytest.raises(ValueError) as refused:
+            py_lessons.parse_guess(lesson.guess, bad)
+        assert str(refused.value) in message and "expected" in message, message
+        assert page.is_disabled(button.format(key))
+        page.press(f"#lesson-{key} .guess-text", "Enter")  # Enter does nothing either
+        assert page.get_attribute(f"#lesson-{key}", "data-state") == "idle"
+        enter_guess(page, key, good)
+        assert page.locator(f"#lesson-{key} .message").is_hidden() and page.is_enabled(button.format(key))
+    assert page.is_disabled(button.format("causality"))  # a choice: waits for one to be picked
+    enter_guess(page, "causality", "1")
+    assert page.is_enabled(button.format("causality"))
+    page.close()
+    assert errors == []
+
+
+def test_progress_survives_a_reload_and_the_clear_button_forgets_it(browser, site_url):
+    page, errors = open_page(browser, site_url)
+    enter_guess(page, "tokens", "4")
+    first = check(page, "tokens")
+    enter_guess(page, "causality", "3")
+    second = check(page, "causality")
+    assert (first["verdict"], second["verdict"]) == ("right", "off")
+    page.reload()
+    page.wait_for_function("window.ready === true")
+    for key, before in (("tokens", first), ("causality", second)):
+        after = read_card(page, key)
+        assert {k: after[k] for k in ("state", "verdict", "value", "guess", "locked")} == {
+            k: before[k] for k in ("state", "verdict", "value", "guess", "locked")}, key
+        assert "Kept from before" in after["text"]
+    assert page.input_value("#lesson-tokens .guess-text") == "4"
+    assert page.is_checked("#lesson-causality input[value='3']")
+    assert page.get_attribute("#lesson-order", "data-state") == "idle"
+    assert "Restored 2 of your lessons" in page.inner_text("#lessons-message")
+
+    page.click("#lessons-clear")
+    assert page.evaluate("(k) => localStorage.getItem(k)", "oneblock-lessons-v1") is None
+    for key in ("tokens", "causality"):
+        assert page.get_attribute(f"#lesson-{key}", "data-state") == "idle"
+        assert page.locator(f"#lesson-{key} .reveal").is_hidden() and page.is_enabled(f"#lesson-{key} .guess-text"
+                                                                                      if key == "tokens" else
+                                                                                      f"#lesson-{key} input[value='3']")
+    page.reload()
+    page.wait_for_function("window.ready === true")
+    assert page.get_attribute("#lesson-tokens", "data-state") == "idle"
+    assert page.input_value("#lesson-tokens .guess-text") == ""
+    page.close()
+    assert errors == []
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The three lessons that train, in the page's workers, against the NumPy float64 library at the same settings
+
+
+def python_floor(steps):
+    from oneblock import training
+    from oneblock.settings import Settings
+
+    run = training.train(Settings(steps=steps, eval_every=steps, dtype="float64", quiet=True))
+    return run
+
+
+def python_positions(steps, data):
+    from experiments.lessons_trained import long_windows, reads_past
+    from oneblock import training
+    from oneblock.config import SCHEMES
+    from oneblock.settings import Settings, checked, model_config
+
+    got = {}
+    for scheme in SCHEMES:
+        run = training.train(Settings(steps=steps, eval_every=steps, positions=scheme, dtype="float64", quiet=True),
+                             data=data)
+        config = model_config(checked(Settings(positions=scheme)), data.vocab)
+        ids, targets = long_windows(data)
+        got[scheme] = reads_past(run.state["params"], config, ids, targets)
+    return got
+
+
+def python_copy(steps, depth):
+    """experiments/induction.py's train_induction at the page's DEPTH settings, in float64: each size's copy
+    measures on the worker's test sequences."""
+    from experiments.induction import VOCAB, WINDOW, induction_config, induction_measures, periodic
+    from oneblock import training
+    from oneblock.settings import Settings, checked, model_config
+
+    test = periodic(random.Random(1002), depth["test_count"])
+    out = {}
+    for blocks in depth["blocks"]:
+        s = checked(Settings(steps=steps, batch=depth["batch"], seq_len=WINDOW, lr=depth["lr"],
+                             min_lr=depth["lr"] / 10, blocks=blocks, heads=depth["heads"], seed=depth["seed"],
+                             dtype="float64"))
+        init, loss_and_grads, _ = training.model_functions(s, model_config(s, VOCAB))
+        state = training.fresh_state(init, s.seed)
+        with training.use_threads(s):
+            while state["step"] < steps:
+                ids, targets, _ = periodic(state["rng"], s.batch)
+                training.step(state, ids, targets, loss_and_grads, s)
+            out[blocks] = induction_measures(state["params"], induction_config((blocks, 1)), test)[0]
+    return out
+
+
+def test_the_three_trained_lessons_train_in_the_page_as_numpy_float64_does(browser, site_url):
+    """Each with TEST_STEPS steps (the test hook): the reveal's choice is the one the Python's numbers make, and the
+    numbers agree within 1e-9 relative: the floor run's validation loss (and the floor, and the page's model's
+    loss), each scheme's losses before and past position 64 and at 100 (learned refused, in the same words), and
+    the copy accuracy and loss of one block and two."""
+    from experiments.lessons_trained import copy_choice, page_val_loss, scheme_choice
+
+    page, errors = open_page(browser, site_url, f"?lesson-steps={TEST_STEPS}")
+    for key in ("floor", "positions-past-length", "second-block"):
+        enter_guess(page, key, GUESSES[key])
+        assert check(page, key, timeout=300_000)["state"] == "revealed", key
+    answers = page.evaluate("() => JSON.parse(localStorage.getItem('oneblock-lessons-v1'))")
+    stats = {key: answer_of(page, key) for key in ("floor", "positions-past-length", "second-block")}
+
+    run = python_floor(TEST_STEPS)
+    floor = stats["floor"]
+    assert floor["steps"] == TEST_STEPS and floor["val_floor"] == run.data.val_floor
+    assert floor["val_loss"] == pytest.approx(run.val_loss, rel=1e-9, abs=0)
+    assert answers["floor"]["value"] == ("no" if run.val_loss > run.data.val_floor else "yes")
+    lab = py_lessons.build_lab()
+    assert floor["page_val_loss"] == pytest.approx(page_val_loss(lab, run.data)[0], rel=1e-12, abs=0)
+
+    want = python_positions(TEST_STEPS, run.data)
+    got = stats["positions-past-length"]["runs"]
+    for scheme, reading in want.items():
+        if "refused" in reading:
+            assert got[scheme]["refused"] == reading["refused"], scheme
+        else:
+            for part in ("before", "after", "at"):
+                assert got[scheme][part] == pytest.approx(reading[part], rel=1e-9, abs=0), (scheme, part)
+    reads = {scheme for scheme, reading in want.items() if "refused" not in reading}
+    assert answers["positions-past-length"]["value"] == scheme_choice(reads) == "every scheme but learned"
+
+    depth = page.evaluate("() => explorer.modules.experiments.DEPTH")
+    copies = python_copy(TEST_STEPS, depth)
+    got = stats["second-block"]["measures"]
+    for blocks, name in ((1, "one"), (2, "two")):
+        assert got[name]["copy_accuracy"] == copies[blocks]["copy_accuracy"], blocks
+        assert got[name]["copy_loss"] == pytest.approx(copies[blocks]["copy_loss"], rel=1e-9, abs=0), blocks
+    assert answers["second-block"]["value"] == copy_choice(copies[1]["copy_accuracy"], copies[2]["copy_accuracy"])
+    page.close()
+    assert errors == []
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 10. scaling: the law fitted in the page to the record the export copied
+
+
+NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
+
+
+def same_but_digits(page_line, python_line, relative):
+    """Whether two answer lines say the same words with numbers within relative of each other (or one unit of the
+    last digit printed): the page fits to the least cost itself, SciPy's least_squares stops a little short of it."""
+    if NUMBER.sub("#", page_line) != NUMBER.sub("#", python_line):
+        return False
+    for a, b in zip(NUMBER.findall(page_line), NUMBER.findall(python_line)):
+        x, y = float(a.replace(",", "")), float(b.replace(",", ""))
+        mantissa = b.replace(",", "").split("e")[0]
+        unit = 10.0 ** -len(mantissa.split(".")[1]) if "." in mantissa else 1.0
+        unit *= 10.0 ** int(b.split("e")[1]) if "e" in b else 1.0
+        if abs(x - y) > max(relative * abs(y), unit):
+            return False
+    return True
+
+
+def test_the_page_reads_the_records_cells_as_law_points_does(modules_page):
+    """law_points of experiments/scaling.json in the page: the same cells, and each cell's mean loss the same
+    float as Python's statistics.fmean."""
+    import json
+
+    from experiments.scaling_law import law_points
+
+    record = json.loads(export.SCALING_RECORD.read_text(encoding="utf-8"))
+    got = modules_page.evaluate("async (record) => (await import('./scaling_law.js')).law_points(record)", record)
+    assert got == law_points(record)
+    bad = modules_page.evaluate("async (record) => { try { (await import('./scaling_law.js')).law_points(record); }"
+                                " catch (e) { return e.message; } }", {**record, "format": "other"})
+    assert bad == 'scaling record: the format is "other", expected "scaling experiment v1"'
+
+
+def test_the_scaling_lesson_in_the_page_answers_as_the_terminal_does(browser, site_url):
+    """The guess, Check, and the answer the Python computes from the same record: E free within 1e-4 of it, every
+    line the same words with numbers within 1e-3 (or a unit of the digit printed), the same verdict."""
+    pytest.importorskip("scipy")
+    from experiments.lessons_scaling import SCALING
+
+    page, errors = open_page(browser, site_url)
+    enter_guess(page, "scaling", "0.35")
+    card = check(page, "scaling")
+    ours = SCALING.answer(None)
+    assert card["state"] == "revealed" and card["verdict"] == SCALING.judge(0.35, ours) == "right"
+    assert abs(card["value"] - ours["value"]) < 1e-4 * ours["value"]
+    shown = answer_of(page, "scaling")["shown"]
+    assert len(shown) == len(ours["shown"])
+    for a, b in zip(shown, ours["shown"]):
+        assert same_but_digits(a, b, 1e-3), (a, b)
+    enter_guess(page, "tokens", "4")  # (another card: the scaling one is locked)
+    page.close()
+    assert errors == []
+
+
+def test_an_export_without_the_scaling_record_skips_the_lesson_saying_why(browser, tmp_path):
+    """The export writes the JSON null for a missing record; the lesson then says what to run instead of failing."""
+    site = tmp_path / "site"
+    export.export_site(site, *export.read_weights(tmp_path / "no-such.safetensors", explicit=False))
+    assert (site / "data" / "scaling.json").read_bytes() == export.SCALING_RECORD.read_bytes()
+    (site / "data" / "scaling.json").write_text("null\n")
+    with served(site) as url:
+        page, errors = open_page(browser, url)
+        enter_guess(page, "scaling", "0.4")
+        card = check(page, "scaling")
+        assert card["state"] == "skipped" and "exported without experiments/scaling.json" in card["text"]
+        page.close()
+    assert errors == []
