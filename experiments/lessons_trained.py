@@ -122,7 +122,7 @@ FLOOR = Lesson(
             "distribution to the model's, and a KL divergence is never negative, so no model can expect to go\n"
             "below it; a finite validation set could dip under it by luck only by a hair. The run here (600 steps,\n"
             "about 2 s on a 2-vCPU machine; longer on a busy one) stops far above it, and python3 train.py's 12,000\n"
-            "steps still end a few hundredths above it (val loss 0.3306 against 0.3074, in the README).",
+            "steps still end a few hundredths above it (val loss 0.3306 against 0.3074, in docs/training.md).",
     source="oneblock/floor.py: story_floor, load_floor; oneblock/training.py: fit (the floor and the gap)",
     needs="numpy",
 )

@@ -397,7 +397,7 @@ def flat(text):
 
 def test_the_page_folds_each_answer_as_the_lessons_compute_it():
     sections = page_sections()
-    assert list(sections) == KEYS
+    assert list(sections)[:len(KEYS)] == KEYS  # the six first; the lessons that train after them (below)
     for lesson in lessons.LESSONS:
         section = sections[lesson.key]
         before, folded = section.split("<details><summary>Answer</summary>", 1)
@@ -409,4 +409,93 @@ def test_the_page_folds_each_answer_as_the_lessons_compute_it():
         assert lines[0] not in before  # folded: the answer is not in the open
         assert flat(lesson.explain) in flat(folded) and "</details>" in folded
         for file in re.findall(r"(\w+\.py): ", lesson.source):
+            assert f"[{file}](../{file})" in folded, (lesson.key, file)
+
+
+def test_the_page_has_a_section_for_every_lesson_of_the_path_in_its_order():
+    assert list(page_sections()) == [lesson.key for lesson in command.all_lessons()]
+
+
+# The lessons that train: the page folds one machine's output, labelled with its NumPy, kernels and threads. What
+# does not depend on the machine (the settings, the counts, the floors, the refusal, the verdict, every word) is held
+# to the digit; the figures that NumPy float32 training gives are held to the digit where the kernels are the page's,
+# and elsewhere within how far each moved over the four kernel families of the lab's machine (OPENBLAS_CORETYPE=
+# Haswell, SkylakeX, Sandybridge and Nehalem, 1 thread: the spread of the printed figures, plus one unit of their
+# last digit for the rounding); the times (seconds) are the machine's at its load, and only their place is held.
+# Each answer is computed with the lessons' own settings: about 12 s for the three on that machine.
+
+MOVES = {  # lesson -> [(a pattern of an answer line, with a group for each figure that moves, how far each moved)]
+    "floor": [(r"above the floor by (\d+\.\d+)", (0.0566,)),
+              (r"a fresh run of \d+ steps, .*: validation loss (\d+\.\d+)$", (0.0566,))],
+    "positions-past-length": [
+        (r"none: reads it; loss (\S+) at positions 0-63, (\S+) at 64-100, (\S+) at 100$", (0.013, 0.023, 0.014)),
+        (r"sinusoidal: reads it; loss (\S+) at positions 0-63, (\S+) at 64-100, (\S+) at 100$", (0.0, 0.013, 0.039)),
+        (r"rope: reads it; loss (\S+) at positions 0-63, (\S+) at 64-100, (\S+) at 100$", (0.011, 0.022, 0.049)),
+        (r"\(learned at positions 0-63, in windows of 64: loss (\S+)\)$", (0.008,))],
+    "second-block": [
+        (r"one block: copies (\S+)% .*; copy loss (\S+) nats \(first period (\S+)\)", (0.4, 0.007, 0.002)),
+        (r"two blocks: copies (\S+)% .*; copy loss (\S+) nats \(first period (\S+)\)", (2.9, 0.252, 0.033)),
+        (r"two blocks minus one: \+(\S+) points", (3.2,))],
+}
+SECONDS = r"(\d+\.\d+) s\b"  # a time in an answer line: "trained here in 0.9 s", "(7.3 s for both)"
+
+
+def figures_that_move(key, line):
+    """(the line with each figure that moves and each time as ~, [(figure, how far it may move; None: a time)]).
+
+    >>> figures_that_move("floor", "  above the floor by 0.2805 nats per token, in 0.9 s")
+    ('  above the floor by ~ nats per token, in ~ s', [('0.2805', 0.0566), ('0.9', None)])
+    """
+    spans = [(m.start(g), m.end(g), tol) for pattern, tols in MOVES[key] for m in [re.search(pattern, line)] if m
+             for g, tol in enumerate(tols, 1)]
+    spans += [(m.start(1), m.end(1), None) for m in re.finditer(SECONDS, line)]
+    spans.sort()
+    found = [(line[a:b], tol) for a, b, tol in spans]
+    for a, b, _ in reversed(spans):
+        line = line[:a] + "~" + line[b:]
+    return line, found
+
+
+def test_the_page_folds_the_answers_that_train_as_this_machine_prints_them_within_the_kernels_spread():
+    pytest.importorskip("numpy", reason="the lessons that train need NumPy")
+    pytest.importorskip("threadpoolctl", reason="the lessons that train set their BLAS threads with threadpoolctl")
+    from experiments import lessons_trained
+    from oneblock import machine
+
+    sections = page_sections()
+    trained = [lesson.key for lesson in lessons_trained.LESSONS]
+    assert list(sections)[len(KEYS):len(KEYS) + len(trained)] == trained  # right after the six, in order
+    lab = lessons.build_lab()
+    lab.write = [].append  # (the progress lines)
+    for lesson in lessons_trained.LESSONS:
+        section = sections[lesson.key]
+        before, folded = section.split("<details><summary>Answer</summary>", 1)
+        assert flat(lesson.question) in flat(before)
+        assert f"`python3 -m experiments.lessons --lesson {lesson.key}`" in flat(before)
+        label = re.search(r"This machine's output: `python3 -m experiments.lessons --lesson (\S+) --guess (\S+)` on"
+                          r" the shared 2-vCPU AMD EPYC, computed with (NumPy \S+, OpenBLAS \w+ kernels, 1 thread)\.",
+                          flat(folded))
+        assert label and label.group(1) == lesson.key, lesson.key
+        guess = lessons.parse_guess(lesson.guess, label.group(2))
+        block = re.search(r"```text\n(.*?)\n```", folded, flags=re.S).group(1).splitlines()
+        answer = lesson.answer(lab)  # trained here, with the lesson's own settings
+        lines = lessons.answer_lines(answer)
+        assert lesson.judge(guess, answer) == "right"  # the guess the label names is the answer
+        assert len(block) == len(lines), (lesson.key, block, lines)
+        same_kernels = label.group(3) == machine.blas(1)
+        for shown, computed in zip(block, lines):
+            (text, figures), (want_text, want) = figures_that_move(lesson.key, shown), figures_that_move(lesson.key,
+                                                                                                           computed)
+            assert text == want_text, (lesson.key, shown, computed)  # every word and every figure that cannot move
+            for (figure, tol), (value, _) in zip(figures, want):
+                if tol is None:
+                    assert float(figure) > 0, shown  # a time: the machine's, at its load
+                elif same_kernels:
+                    assert figure == value, (lesson.key, shown, computed)  # the same bits on the same kernels
+                else:
+                    last = 10.0 ** -len(figure.partition(".")[2])  # one unit of the printed last digit
+                    assert abs(float(figure) - float(value)) <= tol + last, (lesson.key, shown, computed)
+        assert lines[0] not in before  # folded: the answer is not in the open
+        assert flat(lesson.explain) in flat(folded) and "</details>" in folded
+        for file in re.findall(r"([\w/]+\.py): ", lesson.source):
             assert f"[{file}](../{file})" in folded, (lesson.key, file)
