@@ -15,8 +15,10 @@ replace the first one's results, with a lock that follows no link and opens noth
 
 import os
 import re
+import signal
 import stat
 import tempfile
+import threading
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -81,8 +83,10 @@ def _staged(path, data, mode):
     """(an open file descriptor, locked, and the name) of a temporary file beside path holding data, flushed to disk,
     with the permissions mode; nothing is left behind when it cannot be written."""
     raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.{os.getpid()}.", suffix=".tmp")
+    fd = tmp = None
     try:
+        with signals_held():  # (a signal as the file is made would lose its name before the clean-up below knows it)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.{os.getpid()}.", suffix=".tmp")
         if os.name != "nt":
             _try_lock(fd)  # (a fresh file of a random name: nobody else holds it)
         with open(fd, "wb", closefd=False) as f:
@@ -94,8 +98,9 @@ def _staged(path, data, mode):
         else:
             os.chmod(tmp, mode)
     except BaseException:
-        os.unlink(tmp)
-        os.close(fd)
+        if tmp is not None:
+            os.unlink(tmp)
+            os.close(fd)
         raise
     return fd, tmp
 
@@ -433,11 +438,37 @@ def hold(path, note):
     with folder_for(target):
         fd = None
         try:  # (an interrupt at any moment, even inside _take, leaves no lock behind)
-            fd = _take(target, lock, (LOCK_MARK + note).encode("utf-8"))
+            with signals_held():  # until fd is kept: a signal as os.open returns would lose the file it made
+                fd = _take(target, lock, (LOCK_MARK + note).encode("utf-8"))
             yield target
         finally:
             if fd is not None:
                 _drop(fd, lock)
+
+
+STOPPING = ("SIGINT", "SIGTERM", "SIGHUP")  # the signals a run turns into an interrupt, held back by signals_held
+
+
+@contextmanager
+def signals_held():
+    """For a with-block that must not be cut between two steps (a file made, and its descriptor kept): SIGINT,
+    SIGTERM and SIGHUP are held back by the operating system while it runs and delivered at its end, where their
+    handlers run as usual. Only where the system can hold signals (POSIX) and in the main thread, which is the one
+    Python's handlers run in; elsewhere the block runs as it is.
+
+    >>> with signals_held():
+    ...     "not cut"
+    'not cut'
+    """
+    held = {getattr(signal, name) for name in STOPPING if hasattr(signal, name)}
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def _drop(fd, lock):

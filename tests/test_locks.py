@@ -262,3 +262,45 @@ def test_settings_refuse_a_world_of_no_processes_and_a_rank_outside_it():
                            ({"rank": 2, "world": 2}, "rank 2: expected 0 to 1")):
         with pytest.raises(ValueError, match=phrase):  # before the fix: accepted, then ZeroDivisionError
             settings.checked(settings.Settings(**values))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 4. A signal the moment the lock file is made
+
+# a run whose SIGTERM arrives the instant os.open has made its lock file (the moment a test or a user who waits for
+# the lock to appear sends it), turned into a KeyboardInterrupt as the experiments' interruptible() does
+SIGNAL_AT_OPEN = """
+import os, signal, sys
+sys.path.insert(0, sys.argv[2])
+import atomic
+
+def stop(signum, frame):
+    raise KeyboardInterrupt(signum)
+
+signal.signal(signal.SIGTERM, stop)
+real_open = os.open
+
+def open_then_signalled(path, flags, mode=0o777):
+    fd = real_open(path, flags, mode)
+    if str(path).endswith(".lock"):
+        os.kill(os.getpid(), signal.SIGTERM)  # delivered as this call returns, before its caller stores fd
+    return fd
+
+atomic.os.open = open_then_signalled
+try:
+    with atomic.hold(sys.argv[1], "a run stopped as it starts"):
+        print("held", flush=True)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+"""
+
+
+@POSIX
+def test_a_signal_as_the_lock_file_is_made_leaves_no_lock_behind(tmp_path):
+    """SIGTERM between the lock file's creation and the moment hold keeps its descriptor: the interrupt is held
+    back until hold can clean up, so nothing stays (before: the lock file, and the folder made for it)."""
+    out = tmp_path / "runs" / "ck.safetensors"
+    proc = subprocess.run([sys.executable, "-c", SIGNAL_AT_OPEN, str(out), str(ROOT)], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.split() in (["interrupted"], ["held", "interrupted"]), proc.stderr
+    assert files_under(tmp_path) == [], files_under(tmp_path)
