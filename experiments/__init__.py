@@ -9,6 +9,7 @@ summary derived again from the record) and --rerun (one cell trained again). Run
     scaling.py     loss against compute: 7 sizes x 7 budgets, the scaling law fitted with the floor unknown and known
                    (scaling.json)
     scaling_law.py the scaling law and how it is fitted: the law, its least-squares fit, the cells it is fitted to
+    scaling_runs.py the scaling grid's runs: a size's cost, its stories, one run trained, one run as a grid task
     grid.py        independent runs on every core (or a Dask cluster), each result a file: a killed grid resumes
     recording.py   what every experiment shares: its sweep, its record's text and checks, its command line
     plots.py       the pictures of docs/figures/, from the trained models and the records

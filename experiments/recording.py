@@ -655,13 +655,16 @@ def stopped(e, typed):
 # An experiment's main
 
 
-def run_or_check(experiment, args, argv=None):
+def run_or_check(experiment, args, argv=None, grid=None):
     """The body of an experiment's main (experiment is its module, with FULL, REDUCED, FORMAT, RECORD_FILE,
     run_experiment, check_record and tables; argv: its arguments, for the note in the lock): print the tables of the
     committed record (--table); or run the full plan and write its record to --out (out/NAME.json when --out is not
     given: the committed record is replaced only when --out names it); or with --check read and check the committed
     record, run the reduced plan, check the shape of its record (written to --out if given), and say what each
-    check found. A run owns its --out from its start (own). Returns the exit status."""
+    check found. A run owns its --out from its start (own). grid, for an experiment whose runs go through
+    experiments/grid.py: a function of the path the record is written to (None for none) that gives the options
+    run_experiment takes besides the plan and the report (whose lines then count the grid's tasks themselves).
+    Returns the exit status."""
     script, committed = command(experiment), experiment.RECORD_FILE
     machine.use_threads(1, script)  # one BLAS thread, as train.py's default --threads: the records' bits
     if args.table:
@@ -679,8 +682,8 @@ def run_or_check(experiment, args, argv=None):
             except ValueError as e:
                 print(f"error: {e}", file=sys.stderr)
                 return 2
-            report = (lambda line: None) if args.quiet else counted(experiment.runs_in(plan))  # noqa: E731
-            record = experiment.run_experiment(plan, report=report)
+            report = (lambda line: None) if args.quiet else print if grid else counted(experiment.runs_in(plan))
+            record = experiment.run_experiment(plan, report=report, **(grid(typed) if grid else {}))
             if typed is not None:
                 try:
                     write_record(out, typed, record)

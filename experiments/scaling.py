@@ -4,6 +4,7 @@ entropy floor of its data, and the scaling law fitted to them with that floor un
     python3 -m experiments.scaling            # the full grid (the record says how long it took): out/scaling.json
     python3 -m experiments.scaling --out experiments/scaling.json   # the same, replacing the committed record
     python3 -m experiments.scaling --check    # a reduced grid (seconds), scaling.json's shape, every summary again
+    python3 -m experiments.scaling --check --executor dask --workers 2   # the same on a local Dask cluster of two
     python3 -m experiments.scaling --rerun 16x1 --budget 10000000000 --seed 4   # one cell trained again, checked
 
 The data: chains.py's stories (a thing handed along a chain of three hand-overs; 27.94 nats a story, every story as
@@ -35,16 +36,23 @@ The summaries, each derived from the runs' raw numbers (so `--check` derives the
 - their intervals: 2.5th to 97.5th percentiles over 200 bootstrap resamplings, each drawing every cell's three seeds
   with replacement, the cells (for the law) and the budgets (for a and b) with replacement.
 
-Same code, same machine, kernels and thread count: the same record, bit for bit, but the "seconds" fields.
+The runs are scaling_runs.py's, trained through one executor of grid.py's: a process pool of every core by default
+(--workers), each worker with one BLAS thread; --executor serial, or dask (a local cluster, or --scheduler's). Each
+run's result is a file in --runs-dir (out/scaling-runs/ beside out/scaling.json), so that a stopped grid resumes
+where it stopped when the same command runs again. Same code, same machine, kernels and thread count: the same
+record, bit for bit, on every executor and worker count, but the "seconds" fields.
 """
 
+import argparse
+import importlib.util
 import math
-import random
+import os
 import statistics
 import sys
+import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
-from types import SimpleNamespace
 
 from oneblock import machine
 
@@ -52,15 +60,18 @@ with machine.needed_by("python3 -m experiments.scaling"):
     import numpy as np
 
     import bpe
-    from experiments import chains
+    from experiments import chains, grid
     from experiments.recording import (across_seeds, check_provenance, experiment_parser, field, first_difference,
-                                       losses_at, need, parsed, provenance, reading, rerun_main, rerun_verdict,
+                                       given, losses_at, need, parsed, provenance, reading, rerun_main, rerun_verdict,
                                        rounded, run_or_check, table_row, trained, writes)
     from experiments.scaling_law import cell_values, chosen_lr, fit_law, law_summary, name_of, slope
     from experiments.scaling_law import STARTS, law  # noqa: F401  (scaling.law and scaling.STARTS, as before)
-    from oneblock import numpy_fast, sizes
+    from experiments.scaling_runs import (FULL, REDUCED, T, TUNE_SEED, VALIDATION_SEED, VOCAB, flops_per_token,
+                                          grid_run, held_out, parameters, run_data, run_values, steps_for,
+                                          sweep_tasks, task_key)
+    from experiments.scaling_runs import (held_keys, mean_and_error, run_cell, size_config, story_key,  # noqa: F401
+                                          story_nats, training_stream, validate)  # (scaling.run_cell, as before)
     from oneblock.data import TOKENIZER_FILE
-    from oneblock.settings import Settings, model_config
 
 # ----------------------------------------------------------------------------------------------------------------
 # Settings
@@ -69,63 +80,11 @@ HERE = Path(__file__).resolve().parent
 RECORD_FILE = HERE / "scaling.json"
 SCRIPT = "python3 -m experiments.scaling"  # this experiment's command, from the lab's folder
 FORMAT = "scaling experiment v1"  # the record's "format" field
-VOCAB, T = 96, Settings().max_len  # the tokenizer's tokens; the window of every run, 64 tokens (train.py's)
-FULL = {  # the recorded grid: about half an hour of one core
-    "sizes": [[8, 1], [16, 1], [16, 2], [32, 1], [32, 2], [64, 1], [64, 2]],  # [width, blocks]
-    "budgets": [10_000_000_000 * 2 ** k for k in range(7)],  # FLOPs of a run: 10 to 640 GFLOP
-    "lrs": [0.003, 0.01, 0.03], "seeds": [3, 4, 5], "batch": 16,
-    "tune_stories": 300, "validation_stories": 8000, "curve_points": 4, "bootstrap": 200,
-}
-REDUCED = {  # --check: the same shape in seconds
-    "sizes": [[8, 1], [16, 1], [32, 1]], "budgets": [300_000_000, 600_000_000, 1_200_000_000, 2_400_000_000],
-    "lrs": [0.01, 0.03], "seeds": [3, 4, 5], "batch": 4,
-    "tune_stories": 20, "validation_stories": 40, "curve_points": 2, "bootstrap": 10,
-}
-TUNE_SEED, VALIDATION_SEED = 1001, 1002  # random.Random seeds of the held-out stories (a run's: its own seed)
 BOOTSTRAP_SEED = 0  # numpy.random.default_rng's seed of the resamplings
 PUBLISHED = {  # what the papers found, for docs/scaling.md
     "chinchilla": {"alpha": 0.34, "beta": 0.28, "a": 0.5, "b": 0.5, "tokens_per_parameter": 20},
     "kaplan": {"a": 0.73},
 }
-
-
-def size_config(size):
-    """The ModelConfig of a size [width, blocks]: train.py's model of that width (4 d hidden units, one head, learned
-    positions) and blocks, over the VOCAB tokens.
-
-    >>> size_config([64, 2]).describe(), size_config([64, 2]).hidden
-    ('2 blocks x 1 head, width 64, learned positions', 256)
-    """
-    return model_config(Settings(width=size[0], blocks=size[1]), VOCAB)
-
-
-def flops_per_token(size):
-    """A size's FLOPs per training token (sizes.flops_per_token, 4 d hidden units, 64 positions).
-
-    >>> flops_per_token([16, 1])
-    39936
-    """
-    config = size_config(size)
-    return sizes.flops_per_token(config.vocab, config.d, config.hidden, config.blocks, T)
-
-
-def parameters(size):
-    """A size's non-embedding parameters (sizes.non_embedding_parameters).
-
-    >>> parameters([8, 1]), parameters([64, 2])
-    (856, 99584)
-    """
-    config = size_config(size)
-    return sizes.non_embedding_parameters(config.d, config.hidden, config.blocks)
-
-
-def steps_for(size, budget, batch):
-    """The steps of batch windows of 64 tokens that spend about budget FLOPs (at least one).
-
-    >>> steps_for([8, 1], 10_000_000_000, 16), steps_for([64, 2], 10_000_000_000, 16)
-    (636, 13)
-    """
-    return max(1, round(budget / (flops_per_token(size) * batch * T)))
 
 
 def grid_cost(plan):
@@ -144,120 +103,6 @@ def grid_cost(plan):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# The data: fresh stories, read once
-
-
-def held_out(tok, seed, count):
-    """(stories as token IDs, each the newline before it, the story and its newline; their tokens predicted; their
-    floor in nats per token) of count stories drawn with random.Random(seed)."""
-    rng, pieces, newline = random.Random(seed), chains.piece_tokens(tok), tok.encode("\n")
-    ids = [newline + chains.story_ids(chains.draw(rng), pieces) + newline for _ in range(count)]
-    tokens = sum(len(x) - 1 for x in ids)
-    return ids, tokens, count * chains.entropy() / tokens
-
-
-def story_key(choices):
-    """A story's choices as a tuple, to count equal stories."""
-    return choices["place"], *(tuple(p) for p in choices["people"]), *choices["receivers"]
-
-
-def training_stream(tok, seed, tokens, held=()):
-    """(stream, counts): at least tokens + 1 token IDs of stories drawn with random.Random(seed), each with its
-    newline (an int32 array), and {"stories", "distinct", "held_out"}: how many stories it holds, how many of them
-    differ, and how many are among the held-out stories' keys held."""
-    rng, pieces, newline = random.Random(seed), chains.piece_tokens(tok), tok.encode("\n")
-    stream, seen, count = [], set(), 0
-    while len(stream) < tokens + 1:
-        choices = chains.draw(rng)
-        stream += chains.story_ids(choices, pieces) + newline
-        seen.add(story_key(choices))
-        count += 1
-    return np.array(stream, dtype=np.int32), {"stories": count, "distinct": len(seen),
-                                               "held_out": len(seen & set(held))}
-
-
-def held_keys(seed, count):
-    """The keys of the count stories random.Random(seed) draws first (held_out's stories)."""
-    rng = random.Random(seed)
-    return {story_key(chains.draw(rng)) for _ in range(count)}
-
-
-def story_nats(params, config, stories):
-    """Each story's -log p in nats under the model of params and config (float64), predicting its tokens after the
-    first; stories of equal length go through numpy_fast.forward as one batch."""
-    out = np.empty(len(stories))  # (S,)
-    for n in sorted({len(ids) for ids in stories}):
-        rows = [i for i, ids in enumerate(stories) if len(ids) == n]
-        batch = np.array([stories[i] for i in rows])  # (b, n)
-        logits, _ = numpy_fast.forward(params, batch[:, :-1], config)  # (b, n - 1, V)
-        z = np.asarray(logits, dtype=np.float64)  # (b, n - 1, V)
-        z -= z.max(axis=2, keepdims=True)
-        logp = z - np.log(np.exp(z).sum(axis=2, keepdims=True))  # (b, n - 1, V)
-        picked = np.take_along_axis(logp, batch[:, 1:, None], axis=2)[:, :, 0]  # (b, n - 1)
-        out[rows] = -picked.sum(axis=1)
-    return out
-
-
-def mean_and_error(nats, tokens_each):
-    """(loss in nats per token, its standard error): the ratio of the stories' total nats to their total tokens,
-    and the ratio estimator's error over the stories (each story's residual nats - tokens x loss).
-
-    >>> mean_and_error(np.array([2.0, 4.0]), np.array([2, 2]))
-    (1.5, 0.5)
-    """
-    loss = float(nats.sum() / tokens_each.sum())
-    residual = nats - tokens_each * loss  # (S,)
-    error = float(residual.std(ddof=1) / math.sqrt(len(nats)) / tokens_each.mean())
-    return loss, error
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# One run
-
-
-def run_values(plan, size, steps, lr, seed):
-    """The training settings of one run: the size, its steps of the plan's batch, the peak rate lr decaying to a
-    tenth of itself, a warm-up of a tenth of the run (at most 100 steps), the tuning loss curve_points times.
-
-    >>> run_values(FULL, [64, 2], 13, 0.01, 4)["warmup"], run_values(FULL, [8, 1], 40690, 0.03, 3)["eval_every"]
-    (1, 10172)
-    """
-    return {"width": size[0], "blocks": size[1], "steps": steps, "batch": plan["batch"], "lr": lr, "min_lr": lr / 10,
-            "warmup": min(100, steps // 10), "seed": seed, "eval_every": max(1, steps // plan["curve_points"])}
-
-
-def run_cell(plan, size, budget, lr, seed, data):
-    """Train one size at one budget, learning rate and seed on data (its seed's stream, the tuning stories in the
-    place of validation stories); return (the trained weights, the run's raw numbers, its validation loss still
-    None: only the runs the sweep chooses read the validation stories, `validate`)."""
-    t0 = time.perf_counter()
-    steps = steps_for(size, budget, plan["batch"])
-    params, history = trained(run_values(plan, size, steps, lr, seed), data=data)
-    tokens = steps * plan["batch"] * T
-    return params, rounded({"size": name_of(size), "budget": budget, "lr": lr, "seed": seed, "steps": steps,
-                            "tokens": tokens, "flops": tokens * flops_per_token(size), "tune": history[-1]["val"],
-                            "tune_curve": [[h["step"], h["val"]] for h in history], "val": None, "val_error": None,
-                            "seconds": round(time.perf_counter() - t0, 1)})
-
-
-def validate(run, params, config, validation):
-    """The run with its validation loss and that loss's standard error, from the weights it trained (of the model
-    config describes); validation: (stories, their tokens each)."""
-    val, error = mean_and_error(story_nats(params, config, validation[0]), validation[1])
-    return {**run, "val": rounded(val), "val_error": rounded(error)}
-
-
-def run_data(tok, plan, seed, tokens, tuning, held):
-    """The data a run of seed reads: the stream of its stories (enough for tokens), its windows in order, and the
-    tuning stories to judge it by; with the counts of its stories."""
-    stream, counts = training_stream(tok, seed, tokens, held)
-    windows = (len(stream) - 1) // T  # windows of T + 1 tokens that share their ends
-    data = SimpleNamespace(tok=tok, vocab=VOCAB, stream=stream, order=range(0, windows * T, T), val_ids=tuning[0],
-                           val_tokens=tuning[1], val_batch=None, val_floor=tuning[2])
-    return data, counts
-
-
-# ----------------------------------------------------------------------------------------------------------------
 # The experiment
 
 
@@ -270,36 +115,41 @@ def runs_in(plan):
     return grid_cost(plan)[0]
 
 
-def run_experiment(plan, report=print):
-    """Train the grid of plan: every cell at every learning rate with the first seed, then with the others at the
-    rate it chose; return the record (a dict)."""
-    started, cpu = time.perf_counter(), time.process_time()
+def run_experiment(plan, report=print, kind="process", workers=None, address=None, runs_dir=None):
+    """Train the grid of plan (scaling_runs.sweep_tasks: the sweep of every cell, then its chosen run validated and
+    the other seeds at its rate) through one executor of grid.py's (kind, workers and address) and return the
+    record (a dict). Each run's result is a file in runs_dir (a temporary folder when None), so that a grid stopped
+    part-way resumes from those already written. report: a line for each run (grid.run_tasks's), or None.
+
+    The record holds the runs one seed after another, each cell's rates in the plan's order, and its numbers are the
+    same bit for bit on every executor and worker count (each run computes with one BLAS thread), but "seconds" and
+    "cpu_seconds" (this process's CPU and that of the workers it started)."""
+    started, cpu, children = time.perf_counter(), time.process_time(), children_cpu()
     tok = bpe.Tokenizer.load(TOKENIZER_FILE)
     tuning = held_out(tok, TUNE_SEED, plan["tune_stories"])
     validation = held_out(tok, VALIDATION_SEED, plan["validation_stories"])
-    val_each = (validation[0], np.array([len(x) - 1 for x in validation[0]]))
-    held = held_keys(TUNE_SEED, plan["tune_stories"]) | held_keys(VALIDATION_SEED, plan["validation_stories"])
-    cells = [(size, budget) for size in plan["sizes"] for budget in plan["budgets"]]
-    longest = max(steps_for(size, budget, plan["batch"]) for size, budget in cells) * plan["batch"] * T
-    runs, streams, chosen = [], {}, {}
+    tasks, follow, chosen = sweep_tasks(plan)
+    with ExitStack() as stack:
+        folder = runs_dir if runs_dir is not None else stack.enter_context(tempfile.TemporaryDirectory())
+        pool = stack.enter_context(grid.executor(kind, workers, address))
+        results = grid.run_tasks(pool, grid_run, tasks, folder, follow=follow, report=report)
+    runs, streams, first = [], {}, plan["seeds"][0]
     for seed in plan["seeds"]:
-        data, streams[str(seed)] = run_data(tok, plan, seed, longest, tuning, held)
-        for size, budget in cells:
-            lrs = plan["lrs"] if seed == plan["seeds"][0] else [chosen[name_of(size), budget]]
-            trials = [run_cell(plan, size, budget, lr, seed, data) for lr in lrs]
-            best = min(range(len(trials)), key=lambda k: trials[k][1]["tune"])  # the first of equal ones
-            chosen[name_of(size), budget] = trials[best][1]["lr"]
-            for k, (params, run) in enumerate(trials):
-                run = validate(run, params, size_config(size), val_each) if k == best else run
+        for size, budget in [(size, budget) for size in plan["sizes"] for budget in plan["budgets"]]:
+            rate = chosen[name_of(size), budget]
+            for lr in plan["lrs"] if seed == first else [rate]:
+                result = results[task_key(size, budget, lr, seed)]
+                streams.setdefault(str(seed), result["stream"])
+                run = result["run"]
+                if seed == first and lr == rate:
+                    again = results[task_key(size, budget, lr, seed, "-chosen")]["run"]
+                    need(again["tune_curve"] == run["tune_curve"], f"{task_key(size, budget, lr, seed)} trained"
+                         f" again to validate it gave another tuning curve: the runs are not deterministic here")
+                    run = {**run, "val": again["val"], "val_error": again["val_error"]}
                 runs.append(run)
-                val = (f"val {run['val']:.4f} ± {run['val_error']:.4f} (floor {validation[2]:.4f})" if k == best
-                       else "not chosen")
-                report(f"{run['size']:>4} at {budget / 1e9:g} GFLOP, lr {run['lr']:<5g} seed {seed}:"
-                       f" {run['steps']} steps, tune {run['tune']:.4f} | {val} | {run['seconds']} s")
-        del data
     floor = rounded({"validation_nats_per_token": validation[2], "tuning_nats_per_token": tuning[2],
                      "entropy_nats_per_story": chains.entropy(), "uniform_nats_per_token": math.log(VOCAB)})
-    made, sources = provenance(started, cpu)
+    made, sources = provenance(started, cpu - (children_cpu() - children))  # (the workers' CPU counted too)
     record = {
         "format": FORMAT,
         "command": "python3 -m experiments.scaling" + (" --check" if plan is REDUCED else ""),
@@ -307,11 +157,17 @@ def run_experiment(plan, report=print):
         "settings": plan_settings(plan),
         **sources,
         "floor": floor,
-        "data": {"validation_tokens": int(val_each[1].sum()), "tuning_tokens": tuning[1],
+        "data": {"validation_tokens": sum(len(x) - 1 for x in validation[0]), "tuning_tokens": tuning[1],
                  "stories_in_the_world": chains.stories(), "streams": streams},
         "runs": runs,
     }
     return {**record, **summarise(runs, plan, floor)}
+
+
+def children_cpu():
+    """The CPU seconds of this process's children that have ended (a process pool's workers, once shut down)."""
+    times = os.times()
+    return times.children_user + times.children_system
 
 
 def plan_settings(plan):
@@ -586,10 +442,86 @@ def main(argv=None):
                                     " step; exit 1 if not"})
     parser.add_argument("--budget", type=int, default=None,
                         help=f"the compute budget of --rerun in FLOPs (default: {FULL['budgets'][0]})")
+    grid_options(parser)
     args = parsed(parser, argv, budget=FULL["budgets"][0])
+    checked_grid(parser, args)
     if args.rerun is not None:
         return rerun_main(parser, args, SCRIPT, (RECORD_FILE, FORMAT), rerun_cell, rerun)
-    return run_or_check(sys.modules[__name__], args, argv)
+    return run_or_check(sys.modules[__name__], args, argv, grid=lambda out: {
+        "kind": args.executor, "workers": args.workers, "address": args.scheduler,
+        "runs_dir": args.runs_dir if args.runs_dir is not None else None if out is None else runs_beside(out)})
+
+
+def grid_options(parser):
+    """The options of the grid's executor and its results folder (experiments/grid.py)."""
+    parser.add_argument("--workers", type=whole, default=None, metavar="N",
+                        help=f"the runs trained at once, each in its own process with one BLAS thread (default: every"
+                             f" core, here {grid.cores()}); the record is the same for any N")
+    parser.add_argument("--executor", default="process", choices=grid.KINDS,
+                        help="where the runs train: a process pool on this machine (the default), this process alone"
+                             " (serial), or Dask distributed (dask: a local cluster of --workers processes, or the"
+                             " scheduler at --scheduler)")
+    parser.add_argument("--scheduler", default=None, metavar="ADDRESS", type=given("a Dask scheduler's address"),
+                        help="with --executor dask: the address of a running Dask scheduler (tcp://HOST:8786), whose"
+                             " workers train the runs (each must be able to import this lab; the results come back"
+                             " to this process, which alone writes --runs-dir)")
+    parser.add_argument("--runs-dir", default=None, metavar="DIR", type=given("a folder"),
+                        help="the folder of the per-run results, one file a run written as it finishes (default: beside"
+                             " the record, out/scaling-runs/ for out/scaling.json; none kept for --check without"
+                             " --out). The same command run again reads the results there and trains only the missing"
+                             " runs: a stopped grid resumes and ends with the same record. A result there of another"
+                             " plan (other settings of the same run) is refused, naming its file, and never replaced:"
+                             " give each plan a folder of its own")
+
+
+def whole(text):
+    """An argparse type: a whole number of at least 1.
+
+    >>> whole("2")
+    2
+    """
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return int(text)
+
+
+def checked_grid(parser, args):
+    """Refuse, before any work, grid options that nothing reads (--rerun and --table train no grid) or that do not
+    go together; and a --runs-dir that cannot be a folder."""
+    given_options = [f"{flag} {value}" for flag, value in (("--workers", args.workers), ("--scheduler", args.scheduler),
+                                                           ("--runs-dir", args.runs_dir)) if value is not None]
+    if args.executor != "process":
+        given_options.insert(0, f"--executor {args.executor}")
+    mode = "--rerun" if args.rerun is not None else "--table" if args.table else None
+    if mode and given_options:
+        parser.error(f"{given_options[0]}: {mode} trains no grid (a rerun trains its one cell in this process); leave"
+                     f" it out")
+    if args.scheduler is not None and args.executor != "dask":
+        parser.error(f"--scheduler {args.scheduler} is the dask executor's; pass --executor dask too")
+    if args.scheduler is not None and args.workers is not None:
+        parser.error(f"--workers {args.workers} with --scheduler {args.scheduler}: a running Dask cluster has its own"
+                     f" workers; give one or the other")
+    if args.executor == "serial" and args.workers not in (None, 1):
+        parser.error(f"--workers {args.workers} with --executor serial, which trains one run at a time in this"
+                     f" process; leave --workers out, or use --executor process")
+    if args.executor == "dask" and importlib.util.find_spec("distributed") is None:
+        parser.error(f"--executor dask needs dask and distributed, which are not installed; install them with:"
+                     f" {machine.DEV}")
+    try:
+        grid.checked_workers(args.executor, args.workers, args.scheduler)
+        if args.runs_dir is not None:
+            grid.results_folder(args.runs_dir)
+    except ValueError as e:
+        parser.error(f"--runs-dir {args.runs_dir}: {e}" if "results folder" in str(e) else str(e))
+
+
+def runs_beside(out):
+    """The folder of per-run results beside the record written to out.
+
+    >>> runs_beside("out/scaling.json")
+    'out/scaling-runs'
+    """
+    return str(Path(out).with_name(Path(out).stem + "-runs"))
 
 
 def rerun_cell(parser, args, record):

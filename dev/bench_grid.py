@@ -1,0 +1,145 @@
+"""Benchmark (not a test): the scaling grid's wall-clock per run with one worker and with every core, side by side.
+
+    python3 -m dev.bench_grid                    # the reduced grid (--check's), 3 rounds: out/bench-grid.json
+    python3 -m dev.bench_grid --rounds 5 --scale 4 --out out/bench-grid-x4.json
+
+Each round trains the grid's runs (experiments/scaling_runs.sweep_tasks: every run of the plan, the chosen ones
+trained again to validate them) through a process pool of one worker, then through one of every core
+(experiments/grid.py, each worker one BLAS thread), each into a fresh results folder, taking turns round by round so
+that a busy phase of the machine hits both alike. Timed: from the pool's start to its last result, the workers'
+start-up included (what a user waits for), not the record's fits. Reported: the median over rounds of the seconds
+per run of each, and their ratio, the speed-up; both must give the same results, bit for bit, but their seconds.
+--scale multiplies the plan's budgets (so each run's steps), to see the speed-up of longer runs. The machine's load
+average (/proc/loadavg, where there is one) is printed and written beside the figures, and so is the CPU the pool
+got (its CPU seconds over its wall-clock, in cores): on a shared machine other work takes cores from the pool, and
+the speed-up falls with it.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from atomic import output_problem, resolved, write_atomic
+from oneblock import machine
+
+OUT = Path("out") / "bench-grid.json"  # where the figures go unless --out names a path
+FORM = "grid benchmark v1"  # the "format" field of the figures' file
+
+
+def load():
+    """The machine's load averages over 1, 5 and 15 minutes (/proc/loadavg), or None where there is none.
+
+    >>> load() is None or len(load()) == 3
+    True
+    """
+    try:
+        return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+    except (OSError, ValueError):
+        return None
+
+
+def without_seconds(results):
+    """The results of a grid, the seconds of each run and task left out: what must be the same on any pool.
+
+    >>> without_seconds({"a": {"run": {"tune": 1.5, "seconds": 0.2}, "cpu_seconds": 0.19}})
+    {'a': {'run': {'tune': 1.5}}}
+    """
+    return {key: {**{k: v for k, v in r.items() if k != "cpu_seconds"},
+                  "run": {k: v for k, v in r["run"].items() if k != "seconds"}} for key, r in results.items()}
+
+
+def cpu_now():
+    """The CPU seconds of this process and of its children that have ended (a pool's workers, once shut down)."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
+def timed_grid(plan, workers):
+    """(wall-clock seconds, CPU seconds of this process and the pool's workers, results) of the plan's runs through
+    a fresh process pool of workers."""
+    from experiments import grid
+    from experiments.scaling_runs import grid_run, sweep_tasks
+
+    tasks, follow, _ = sweep_tasks(plan)
+    with tempfile.TemporaryDirectory() as folder:
+        started, cpu = time.perf_counter(), cpu_now()
+        with grid.executor("process", workers) as pool:
+            results = grid.run_tasks(pool, grid_run, tasks, folder, follow=follow, report=None)
+        return time.perf_counter() - started, cpu_now() - cpu, results
+
+
+def ours(raw):
+    """Whether raw (a file's bytes) is this benchmark's figures, which --out may replace.
+
+    >>> ours(b'{"format": "grid benchmark v1"}'), ours(b"my notes")
+    (True, False)
+    """
+    try:
+        return json.loads(raw).get("format") == FORM
+    except (ValueError, AttributeError):
+        return False
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    p.add_argument("--rounds", type=int, default=3, help="rounds; the medians are reported (default: %(default)s)")
+    p.add_argument("--scale", type=float, default=1.0,
+                   help="multiply the reduced grid's budgets by this (default: %(default)s, the grid of --check)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="the workers of the wide pool (default: every core)")
+    p.add_argument("--out", default=str(OUT), metavar="PATH", help="where the figures go (default: %(default)s)")
+    args = p.parse_args(argv)
+    machine.need("numpy", "python3 -m dev.bench_grid")
+    from experiments import grid
+    from experiments.scaling_runs import REDUCED, sweep_tasks
+
+    wide = grid.cores() if args.workers is None else args.workers
+    if args.rounds < 1 or args.scale <= 0 or wide < 2:
+        p.error(f"--rounds must be at least 1, --scale above 0 and the wide pool at least 2 workers; got"
+                f" {args.rounds}, {args.scale:g} and {wide} (cores here: {grid.cores()})")
+    problem = output_problem(args.out, "--out", "a JSON of dev.bench_grid's figures", ours, OUT.name)
+    if problem:  # judged before the timing, never after it
+        p.error(problem)
+    plan = {**REDUCED, "budgets": [round(c * args.scale) for c in REDUCED["budgets"]]}
+    tasks, follow, _ = sweep_tasks(plan)
+    runs = len(tasks) + len(plan["sizes"]) * len(plan["budgets"]) * len(plan["seeds"])
+    before = load()
+    print(f"{runs} runs of the reduced grid (budgets x {args.scale:g}), {args.rounds} round(s); load average"
+          f" {before}", flush=True)
+    seconds, cores, first = {1: [], wide: []}, {1: [], wide: []}, {}  # {workers: per round}
+    for r in range(args.rounds):
+        for workers in seconds:
+            wall, cpu, results = timed_grid(plan, workers)
+            seconds[workers].append(wall)
+            cores[workers].append(cpu / wall)
+            first.setdefault(workers, without_seconds(results))
+            print(f"round {r + 1}: {workers:>2} worker(s) {wall:8.2f} s, {wall / runs:6.3f} s a run, the CPU of"
+                  f" {cpu / wall:.2f} cores", flush=True)
+    same = first[1] == first[wide]
+    one, many = statistics.median(seconds[1]), statistics.median(seconds[wide])
+    after = load()
+    print(f"\nmedians over {args.rounds} round(s), {runs} runs, one BLAS thread a worker (cores: the CPU seconds"
+          f" the pool got a second of wall-clock):")
+    print(f"  1 worker    {one / runs:6.3f} s a run   cores {statistics.median(cores[1]):.2f}")
+    print(f"  {wide} workers  {many / runs:6.3f} s a run   cores {statistics.median(cores[wide]):.2f}"
+          f"   speed-up {one / many:.2f}x")
+    print(f"  the same results, bit for bit: {'yes' if same else 'NO'}; load average before {before}, after {after}")
+    figures = {"format": FORM, "command": " ".join(["python3 -m dev.bench_grid", *sys.argv[1:]]),
+               "machine": machine.blas(1), "cores": grid.cores(), "cpus": os.cpu_count(), "runs": runs,
+               "plan": plan, "seconds": {str(k): v for k, v in seconds.items()},
+               "seconds_per_run": {"1": one / runs, str(wide): many / runs}, "speed_up": one / many,
+               "cores_used": {str(k): v for k, v in cores.items()},
+               "same_results": same, "load_before": before, "load_after": after}
+    Path(resolved(args.out)).parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(resolved(args.out), json.dumps(figures, indent=1) + "\n")
+    print(f"wrote {args.out}")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,297 @@
+"""The runs of the scaling grid (experiments/scaling.py, its command line and record): a size's model and cost, the
+fresh stories a run reads, one run trained and validated, and `grid_run`, one run as a task of experiments/grid.py,
+which the workers of a process pool or a Dask cluster import (so this module has no command line of its own).
+
+A worker builds a seed's stream of stories once and the held-out stories once (grid.kept), for every run of that
+seed it trains; the task's arguments are plain values (the plan, the size, the budget, the rate, the seed), so that
+its result file says what it is the result of.
+
+    >>> flops_per_token([8, 1]), steps_for([8, 1], 300_000_000, 4)
+    (15360, 76)
+"""
+
+import functools
+import json
+import math
+import random
+import time
+from types import SimpleNamespace
+
+import numpy as np
+
+import bpe
+from experiments import chains, grid
+from experiments.recording import rounded, trained
+from experiments.scaling_law import name_of
+from oneblock import numpy_fast, sizes
+from oneblock.data import TOKENIZER_FILE
+from oneblock.settings import Settings, model_config
+
+# ----------------------------------------------------------------------------------------------------------------
+# Settings
+
+VOCAB, T = 96, Settings().max_len  # the tokenizer's tokens; the window of every run, 64 tokens (train.py's)
+FULL = {  # the recorded grid: about half an hour of one core
+    "sizes": [[8, 1], [16, 1], [16, 2], [32, 1], [32, 2], [64, 1], [64, 2]],  # [width, blocks]
+    "budgets": [10_000_000_000 * 2 ** k for k in range(7)],  # FLOPs of a run: 10 to 640 GFLOP
+    "lrs": [0.003, 0.01, 0.03], "seeds": [3, 4, 5], "batch": 16,
+    "tune_stories": 300, "validation_stories": 8000, "curve_points": 4, "bootstrap": 200,
+}
+REDUCED = {  # --check: the same shape in seconds
+    "sizes": [[8, 1], [16, 1], [32, 1]], "budgets": [300_000_000, 600_000_000, 1_200_000_000, 2_400_000_000],
+    "lrs": [0.01, 0.03], "seeds": [3, 4, 5], "batch": 4,
+    "tune_stories": 20, "validation_stories": 40, "curve_points": 2, "bootstrap": 10,
+}
+TUNE_SEED, VALIDATION_SEED = 1001, 1002  # random.Random seeds of the held-out stories (a run's: its own seed)
+
+# ----------------------------------------------------------------------------------------------------------------
+# A size's model and cost
+
+
+def size_config(size):
+    """The ModelConfig of a size [width, blocks]: train.py's model of that width (4 d hidden units, one head, learned
+    positions) and blocks, over the VOCAB tokens.
+
+    >>> size_config([64, 2]).describe(), size_config([64, 2]).hidden
+    ('2 blocks x 1 head, width 64, learned positions', 256)
+    """
+    return model_config(Settings(width=size[0], blocks=size[1]), VOCAB)
+
+
+def flops_per_token(size):
+    """A size's FLOPs per training token (sizes.flops_per_token, 4 d hidden units, 64 positions).
+
+    >>> flops_per_token([16, 1])
+    39936
+    """
+    config = size_config(size)
+    return sizes.flops_per_token(config.vocab, config.d, config.hidden, config.blocks, T)
+
+
+def parameters(size):
+    """A size's non-embedding parameters (sizes.non_embedding_parameters).
+
+    >>> parameters([8, 1]), parameters([64, 2])
+    (856, 99584)
+    """
+    config = size_config(size)
+    return sizes.non_embedding_parameters(config.d, config.hidden, config.blocks)
+
+
+def steps_for(size, budget, batch):
+    """The steps of batch windows of 64 tokens that spend about budget FLOPs (at least one).
+
+    >>> steps_for([8, 1], 10_000_000_000, 16), steps_for([64, 2], 10_000_000_000, 16)
+    (636, 13)
+    """
+    return max(1, round(budget / (flops_per_token(size) * batch * T)))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The data: fresh stories, read once
+
+
+def held_out(tok, seed, count):
+    """(stories as token IDs, each the newline before it, the story and its newline; their tokens predicted; their
+    floor in nats per token) of count stories drawn with random.Random(seed)."""
+    rng, pieces, newline = random.Random(seed), chains.piece_tokens(tok), tok.encode("\n")
+    ids = [newline + chains.story_ids(chains.draw(rng), pieces) + newline for _ in range(count)]
+    tokens = sum(len(x) - 1 for x in ids)
+    return ids, tokens, count * chains.entropy() / tokens
+
+
+def story_key(choices):
+    """A story's choices as a tuple, to count equal stories."""
+    return choices["place"], *(tuple(p) for p in choices["people"]), *choices["receivers"]
+
+
+def training_stream(tok, seed, tokens, held=()):
+    """(stream, counts): at least tokens + 1 token IDs of stories drawn with random.Random(seed), each with its
+    newline (an int32 array), and {"stories", "distinct", "held_out"}: how many stories it holds, how many of them
+    differ, and how many are among the held-out stories' keys held."""
+    rng, pieces, newline = random.Random(seed), chains.piece_tokens(tok), tok.encode("\n")
+    stream, seen, count = [], set(), 0
+    while len(stream) < tokens + 1:
+        choices = chains.draw(rng)
+        stream += chains.story_ids(choices, pieces) + newline
+        seen.add(story_key(choices))
+        count += 1
+    return np.array(stream, dtype=np.int32), {"stories": count, "distinct": len(seen),
+                                               "held_out": len(seen & set(held))}
+
+
+def held_keys(seed, count):
+    """The keys of the count stories random.Random(seed) draws first (held_out's stories)."""
+    rng = random.Random(seed)
+    return {story_key(chains.draw(rng)) for _ in range(count)}
+
+
+def story_nats(params, config, stories):
+    """Each story's -log p in nats under the model of params and config (float64), predicting its tokens after the
+    first; stories of equal length go through numpy_fast.forward as one batch."""
+    out = np.empty(len(stories))  # (S,)
+    for n in sorted({len(ids) for ids in stories}):
+        rows = [i for i, ids in enumerate(stories) if len(ids) == n]
+        batch = np.array([stories[i] for i in rows])  # (b, n)
+        logits, _ = numpy_fast.forward(params, batch[:, :-1], config)  # (b, n - 1, V)
+        z = np.asarray(logits, dtype=np.float64)  # (b, n - 1, V)
+        z -= z.max(axis=2, keepdims=True)
+        logp = z - np.log(np.exp(z).sum(axis=2, keepdims=True))  # (b, n - 1, V)
+        picked = np.take_along_axis(logp, batch[:, 1:, None], axis=2)[:, :, 0]  # (b, n - 1)
+        out[rows] = -picked.sum(axis=1)
+    return out
+
+
+def mean_and_error(nats, tokens_each):
+    """(loss in nats per token, its standard error): the ratio of the stories' total nats to their total tokens,
+    and the ratio estimator's error over the stories (each story's residual nats - tokens x loss).
+
+    >>> mean_and_error(np.array([2.0, 4.0]), np.array([2, 2]))
+    (1.5, 0.5)
+    """
+    loss = float(nats.sum() / tokens_each.sum())
+    residual = nats - tokens_each * loss  # (S,)
+    error = float(residual.std(ddof=1) / math.sqrt(len(nats)) / tokens_each.mean())
+    return loss, error
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# One run
+
+
+def run_values(plan, size, steps, lr, seed):
+    """The training settings of one run: the size, its steps of the plan's batch, the peak rate lr decaying to a
+    tenth of itself, a warm-up of a tenth of the run (at most 100 steps), the tuning loss curve_points times.
+
+    >>> plan = {"batch": 16, "curve_points": 4}  # (the settings of a plan it reads)
+    >>> run_values(plan, [64, 2], 13, 0.01, 4)["warmup"], run_values(plan, [8, 1], 40690, 0.03, 3)["eval_every"]
+    (1, 10172)
+    """
+    return {"width": size[0], "blocks": size[1], "steps": steps, "batch": plan["batch"], "lr": lr, "min_lr": lr / 10,
+            "warmup": min(100, steps // 10), "seed": seed, "eval_every": max(1, steps // plan["curve_points"])}
+
+
+def run_cell(plan, size, budget, lr, seed, data):
+    """Train one size at one budget, learning rate and seed on data (its seed's stream, the tuning stories in the
+    place of validation stories); return (the trained weights, the run's raw numbers, its validation loss still
+    None: only the runs the sweep chooses read the validation stories, `validate`)."""
+    t0 = time.perf_counter()
+    steps = steps_for(size, budget, plan["batch"])
+    params, history = trained(run_values(plan, size, steps, lr, seed), data=data)
+    tokens = steps * plan["batch"] * T
+    return params, rounded({"size": name_of(size), "budget": budget, "lr": lr, "seed": seed, "steps": steps,
+                            "tokens": tokens, "flops": tokens * flops_per_token(size), "tune": history[-1]["val"],
+                            "tune_curve": [[h["step"], h["val"]] for h in history], "val": None, "val_error": None,
+                            "seconds": round(time.perf_counter() - t0, 1)})
+
+
+def validate(run, params, config, validation):
+    """The run with its validation loss and that loss's standard error, from the weights it trained (of the model
+    config describes); validation: (stories, their tokens each)."""
+    val, error = mean_and_error(story_nats(params, config, validation[0]), validation[1])
+    return {**run, "val": rounded(val), "val_error": rounded(error)}
+
+
+def run_data(tok, plan, seed, tokens, tuning, held):
+    """The data a run of seed reads: the stream of its stories (enough for tokens), its windows in order, and the
+    tuning stories to judge it by; with the counts of its stories."""
+    stream, counts = training_stream(tok, seed, tokens, held)
+    windows = (len(stream) - 1) // T  # windows of T + 1 tokens that share their ends
+    data = SimpleNamespace(tok=tok, vocab=VOCAB, stream=stream, order=range(0, windows * T, T), val_ids=tuning[0],
+                           val_tokens=tuning[1], val_batch=None, val_floor=tuning[2])
+    return data, counts
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# One run as a grid task
+
+
+def longest_run(plan):
+    """The training tokens of the plan's longest run: what each seed's stream must hold.
+
+    >>> longest_run({"sizes": [[8, 1], [16, 1]], "budgets": [300_000_000, 600_000_000], "batch": 4})
+    39168
+    """
+    return max(steps_for(size, budget, plan["batch"]) for size in plan["sizes"]
+               for budget in plan["budgets"]) * plan["batch"] * T
+
+
+def held_every(plan):
+    """The keys of every held-out story of the plan: the tuning and the validation stories."""
+    return held_keys(TUNE_SEED, plan["tune_stories"]) | held_keys(VALIDATION_SEED, plan["validation_stories"])
+
+
+@functools.lru_cache(maxsize=1)
+def tokenizer():
+    """The lab's tokenizer (tokenizer.json), loaded once a process (not through grid.kept, whose KEPT places are
+    the streams' and the validation stories')."""
+    return bpe.Tokenizer.load(TOKENIZER_FILE)
+
+
+def seed_data(plan_text, seed):
+    """(run_data's data, the counts of its stories) of seed under the plan (as JSON text, so that grid.kept can key
+    it): the stream long enough for the plan's longest run, the tuning stories to judge a run by."""
+    plan, tok = json.loads(plan_text), tokenizer()
+    tuning = held_out(tok, TUNE_SEED, plan["tune_stories"])
+    return run_data(tok, plan, seed, longest_run(plan), tuning, held_every(plan))
+
+
+def validation_data(count):
+    """(the count validation stories, their tokens each): what `validate` reads."""
+    stories, _, _ = held_out(tokenizer(), VALIDATION_SEED, count)
+    return stories, np.array([len(x) - 1 for x in stories])  # (S,)
+
+
+def grid_run(plan, size, budget, lr, seed, validated):
+    """One run of the grid as a task (experiments/grid.py): train size at budget, rate lr and seed, validated or
+    not, and return {"run": its raw numbers, "stream": the counts of its seed's stories, "cpu_seconds": the CPU
+    seconds of this task in the process that ran it}. Its seed's stream and the validation stories come from
+    grid.kept, made once a worker."""
+    cpu = time.process_time()
+    data, counts = grid.kept(seed_data, json.dumps(plan, sort_keys=True), seed)
+    params, run = run_cell(plan, size, budget, lr, seed, data)
+    if validated:
+        run = validate(run, params, size_config(size), grid.kept(validation_data, plan["validation_stories"]))
+    return {"run": run, "stream": counts, "cpu_seconds": round(time.process_time() - cpu, 3)}
+
+
+def task_key(size, budget, lr, seed, suffix=""):
+    """The grid key of a run (the name of its result file).
+
+    >>> task_key([16, 2], 10_000_000_000, 0.01, 3), task_key([8, 1], 300_000_000, 0.03, 3, "-chosen")
+    ('16x2-10000000000-0.01-3', '8x1-300000000-0.03-3-chosen')
+    """
+    return f"{name_of(size)}-{budget}-{lr:g}-{seed}{suffix}"
+
+
+def sweep_tasks(plan):
+    """(tasks, follow, chosen) of the plan's grid for grid.run_tasks(pool, grid_run, tasks, folder, follow): the
+    tasks, the first seed's run of every cell at every learning rate; follow, which after the last rate of a cell
+    (follow sees the tasks in order) adds the run of the rate of least tuning loss trained again and validated (key
+    "-chosen": the sweep's runs keep no weights, so one run more a cell) and each other seed's run at that rate,
+    validated; chosen, {(size name, budget): that rate}, filled in as follow goes.
+
+    >>> tasks, follow, chosen = sweep_tasks(REDUCED)
+    >>> len(tasks), tasks[0][0], [key for key, _ in follow(tasks[0][0], {"run": {"tune": 2.0}})]
+    (24, '8x1-300000000-0.01-3', [])
+    >>> [key for key, _ in follow(tasks[1][0], {"run": {"tune": 1.0}})], chosen
+    (['8x1-300000000-0.03-3-chosen', '8x1-300000000-0.03-4', '8x1-300000000-0.03-5'], {('8x1', 300000000): 0.03})
+    """
+    first, others = plan["seeds"][0], plan["seeds"][1:]
+    cells = [(size, budget) for size in plan["sizes"] for budget in plan["budgets"]]
+    tasks = [(task_key(size, budget, lr, first), [plan, size, budget, lr, first, False])
+             for size, budget in cells for lr in plan["lrs"]]
+    last = {task_key(size, budget, plan["lrs"][-1], first): (size, budget) for size, budget in cells}
+    tunes, chosen = {}, {}  # {sweep key: its tuning loss}; {(size name, budget): the rate its sweep chose}
+
+    def follow(key, result):
+        tunes[key] = result["run"]["tune"]
+        if key not in last:
+            return []
+        size, budget = last[key]
+        lr = min(plan["lrs"], key=lambda rate: tunes[task_key(size, budget, rate, first)])  # the first of equal ones
+        chosen[name_of(size), budget] = lr
+        return [(task_key(size, budget, lr, seed, "-chosen" if seed == first else ""),
+                 [plan, size, budget, lr, seed, True]) for seed in (first, *others)]
+
+    return tasks, follow, chosen

@@ -1,0 +1,160 @@
+"""experiments/scaling.py on every core: the reduced grid (--check's plan) gives the same record, bit for bit but its
+seconds, in this process, on a process pool of two workers and on a local Dask cluster of two; a --check killed with
+SIGKILL part-way resumes from the per-run results it wrote and ends with that record; the grid's options are checked
+before any work; and dev/bench_grid.py runs briefly.
+
+Without dask and distributed the Dask case skips with its reason, except under CI=true, where that is a failure."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from test_grid import need_dask
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytest.importorskip("scipy")
+
+
+def scaling():
+    from experiments import scaling as module
+
+    return module
+
+
+def without_seconds(record):
+    """The record, its "seconds" and "cpu_seconds" fields and each run's "seconds" left out, as JSON text."""
+    runs = [{k: v for k, v in run.items() if k != "seconds"} for run in record["runs"]]
+    return json.dumps({**{k: v for k, v in record.items() if k not in ("seconds", "cpu_seconds")}, "runs": runs})
+
+
+@pytest.fixture(scope="module")
+def serial(tmp_path_factory):
+    """The reduced grid's record, trained in this process, and the folder of its per-run results."""
+    folder = tmp_path_factory.mktemp("serial") / "runs"
+    s = scaling()
+    return s.run_experiment(s.REDUCED, report=None, kind="serial", runs_dir=folder), folder
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The same record on every executor
+
+
+def test_in_this_process_the_grid_writes_a_result_per_run_and_a_record_of_the_reduced_shape(serial):
+    s = scaling()
+    record, folder = serial
+    s.check_record(json.loads(json.dumps(record)), s.REDUCED)
+    cells = len(s.REDUCED["sizes"]) * len(s.REDUCED["budgets"])
+    files = sorted(p.name for p in folder.glob("*.json"))
+    assert len(files) == s.runs_in(s.REDUCED) + cells and sum(name.endswith("-chosen.json") for name in files) == cells
+    chosen = [r for r in record["runs"] if r["val"] is not None and r["seed"] == s.REDUCED["seeds"][0]]
+    for run in chosen:  # the validation is the retrained run's, whose tuning curve is the sweep's, bit for bit
+        key = f"{run['size']}-{run['budget']}-{run['lr']:g}-{run['seed']}"
+        again = json.loads((folder / f"{key}-chosen.json").read_text())["result"]["run"]
+        swept = json.loads((folder / f"{key}.json").read_text())["result"]["run"]
+        assert again["tune_curve"] == swept["tune_curve"] and swept["val"] is None
+        assert (again["val"], again["val_error"]) == (run["val"], run["val_error"])
+
+
+@pytest.mark.parametrize("kind", ["process", "dask"])
+def test_a_pool_of_two_and_a_dask_cluster_of_two_write_the_serial_record(serial, kind, tmp_path):
+    if kind == "dask":
+        need_dask()
+    s = scaling()
+    record = s.run_experiment(s.REDUCED, report=None, kind=kind, workers=2, runs_dir=tmp_path / "runs")
+    assert without_seconds(record) == without_seconds(serial[0])
+    assert [(r["size"], r["budget"], r["lr"], r["seed"]) for r in record["runs"]] == [
+        (r["size"], r["budget"], r["lr"], r["seed"]) for r in serial[0]["runs"]]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Resuming after a kill
+
+
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="kills a process group (POSIX)")
+def test_a_check_killed_with_sigkill_resumes_from_its_runs_and_ends_with_the_same_record(serial, tmp_path):
+    out, runs = tmp_path / "reduced.json", tmp_path / "reduced-runs"  # (the runs' folder beside --out, by default)
+    command = [sys.executable, "-m", "experiments.scaling", "--check", "--out", str(out), "--workers", "2"]
+    proc = subprocess.Popen([*command, "--quiet"], cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(runs.glob("*.json"))) < 12 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.005)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the grid and its workers, at once: no handler, no clean-up
+        _, err = proc.communicate()
+    assert proc.returncode == -signal.SIGKILL, err.decode()
+    kept = len(list(runs.glob("*.json")))
+    total = len(list(serial[1].glob("*.json")))
+    assert 12 <= kept < total and not out.exists()
+    again = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    lines = again.stdout.splitlines()
+    assert lines[0] == f"{kept} results found in {runs}"
+    assert sum(line.endswith(" done") for line in lines) == total - kept  # only the missing runs trained
+    assert lines[-1].startswith("OK: the reduced run has the shape of the full one")
+    assert without_seconds(json.loads(out.read_text())) == without_seconds(serial[0])
+    assert len(list(runs.glob("*.json"))) == total
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The grid's options, checked before any work
+
+
+@pytest.mark.parametrize("args, phrase", [
+    (["--workers", "0"], "--workers: expected a whole number of at least 1, got '0'"),
+    (["--workers", "two"], "--workers: expected a whole number of at least 1, got 'two'"),
+    (["--executor", "threads"], "--executor: invalid choice: 'threads'"),
+    (["--scheduler", "tcp://127.0.0.1:8786"], "--scheduler tcp://127.0.0.1:8786 is the dask executor's; pass"
+                                              " --executor dask too"),
+    (["--executor", "dask", "--scheduler", "tcp://127.0.0.1:8786", "--workers", "2"],
+     "--workers 2 with --scheduler tcp://127.0.0.1:8786: a running Dask cluster has its own workers"),
+    (["--executor", "serial", "--workers", "2"], "--workers 2 with --executor serial, which trains one run at a time"),
+    (["--check", "--runs-dir", "README.md"], "--runs-dir README.md: results folder README.md is a file"),
+    (["--table", "--workers", "2"], "--workers 2: --table trains no grid"),
+    (["--rerun", "16x1", "--executor", "serial"], "--executor serial: --rerun trains no grid"),
+])
+def test_a_bad_grid_option_is_refused_before_any_work_naming_it(args, phrase, capsys, monkeypatch):
+    s = scaling()
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(s, "run_experiment", lambda *a, **k: pytest.fail("the grid started"))
+    with pytest.raises(SystemExit) as e:
+        s.main(args)
+    assert e.value.code == 2 and phrase in capsys.readouterr().err
+
+
+def test_without_dask_the_dask_executor_is_refused_naming_the_packages(capsys, monkeypatch):
+    s = scaling()
+    monkeypatch.setattr(s.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(SystemExit) as e:
+        s.main(["--check", "--executor", "dask"])
+    assert e.value.code == 2 and "--executor dask needs dask and distributed, which are not installed" in (
+        capsys.readouterr().err)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The benchmark
+
+
+def test_the_grid_benchmark_times_one_worker_and_two_and_writes_the_speed_up(tmp_path):
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, "-m", "dev.bench_grid", "--rounds", "1", "--scale", "0.25", "--workers",
+                           "2", "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    figures = json.loads(out.read_text())
+    assert sorted(figures["seconds"]) == ["1", "2"] and figures["same_results"] is True
+    per_run = figures["seconds_per_run"]
+    assert figures["speed_up"] == pytest.approx(per_run["1"] / per_run["2"]) and all(v > 0 for v in per_run.values())
+    assert f"speed-up {figures['speed_up']:.2f}x" in proc.stdout and f"wrote {out}" in proc.stdout
+    (tmp_path / "notes.json").write_text("mine")
+    refused = subprocess.run([sys.executable, "-m", "dev.bench_grid", "--out", str(tmp_path / "notes.json")],
+                             cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "is never replaced" in refused.stderr
+    assert (tmp_path / "notes.json").read_text() == "mine"
