@@ -140,3 +140,17 @@ def own_text(lines=120, seed=0):
         else:
             out.append(f"{a} finds {n} {thing}: “{b}, take it!”")
     return "".join(line + "\n" for line in out)
+
+
+def script(*lines):
+    """(read, said): a read function that gives these lines in turn and then the end of input, and the list of what
+    was written, the prompts included (the lessons' tests type a learner's input with it)."""
+    said, queue = [], list(lines)
+
+    def read(prompt):
+        said.append(prompt)
+        if not queue:
+            raise EOFError
+        return queue.pop(0)
+
+    return read, said

@@ -20,6 +20,7 @@ import model
 from experiments import lessons as command
 from oneblock import checkpoint, lessons
 from oneblock.config import ModelConfig
+from run_helpers import script
 
 ROOT = Path(__file__).resolve().parent.parent
 TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
@@ -29,19 +30,6 @@ TRACE = json.loads((ROOT / "block-trace.json").read_text(encoding="utf-8"))
 LAB = lessons.build_lab()
 KEYS = ["tokens", "init-loss", "layernorm-variance", "order", "causality", "finite-difference"]
 
-
-def script(*lines):
-    """(read, said): a read function that gives these lines in turn and then the end of input, and the list of what
-    was written, the prompts included."""
-    said, queue = [], list(lines)
-
-    def read(prompt):
-        said.append(prompt)
-        if not queue:
-            raise EOFError
-        return queue.pop(0)
-
-    return read, said
 
 
 def run_ask(lesson, *lines, lab=LAB):

@@ -29,6 +29,7 @@ pytest.importorskip("scipy", reason="the scaling lesson fits with SciPy")
 from experiments import lessons as command, lessons_scaling as ls, scaling, scaling_law  # noqa: E402
 from experiments.recording import rounded  # noqa: E402
 from oneblock import lessons  # noqa: E402
+from run_helpers import script  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORD = json.loads((ROOT / "experiments" / "scaling.json").read_text(encoding="utf-8"))
@@ -36,19 +37,6 @@ FLOOR = RECORD["floor"]["validation_nats_per_token"]
 PARAMS = ("E", "A", "alpha", "B", "beta")
 LAB = lessons.build_lab()
 
-
-def script(*lines):
-    """(read, said): a read function that gives these lines in turn and then the end of input, and what was
-    written, the prompts included."""
-    said, queue = [], list(lines)
-
-    def read(prompt):
-        said.append(prompt)
-        if not queue:
-            raise EOFError
-        return queue.pop(0)
-
-    return read, said
 
 
 def run_ask(*lines):
