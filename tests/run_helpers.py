@@ -2,6 +2,7 @@
 preparation (held), kill one with a real SIGKILL once its checkpoint has reached a step, start explore.py's server,
 assert that a run failed as a bad input should, and a text of one's own."""
 
+import os
 import random
 import re
 import signal
@@ -77,6 +78,21 @@ def kill_at(cmd, path, cwd, at_least, timeout=120):
         proc.wait()
     assert proc.returncode == (-signal.SIGKILL if hasattr(signal, "SIGKILL") else 1), "the run ended by itself"
     return checkpoint.load_checkpoint(path)["step"]
+
+
+def killed_once_written(cmd, folder, count, timeout, cwd=None):
+    """Start cmd in a session of its own, SIGKILL its whole process group (a grid and its workers at once: no
+    handler, no clean-up) once folder holds at least count result files (*.json), and return its stderr. POSIX."""
+    proc = subprocess.Popen(cmd, cwd=cwd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + timeout
+        while len(list(Path(folder).glob("*.json"))) < count and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.005)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        _, err = proc.communicate()
+    assert proc.returncode == -signal.SIGKILL, err.decode()
+    return err.decode()
 
 
 def serving_explorer(cwd):

@@ -11,10 +11,7 @@ its reason, except under CI=true, where that is a failure."""
 import functools
 import json
 import os
-import signal
-import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -24,6 +21,7 @@ import grid_tasks
 from atomic import hold
 from conftest import IN_CI
 from experiments import grid
+from run_helpers import killed_once_written
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -125,16 +123,7 @@ def test_a_grid_killed_with_sigkill_resumes_computing_only_the_missing_tasks(tmp
     folder, marks = tmp_path / "results", tmp_path / "marks"
     marks.mkdir()
     code = KILLED.format(root=str(ROOT), tests=str(ROOT / "tests"))
-    proc = subprocess.Popen([sys.executable, "-c", code, str(marks), str(folder)], start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 60
-        while len(list(folder.glob("*.json"))) < 4 and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.005)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the grid and its workers, at once: no handler, no clean-up
-        _, err = proc.communicate()
-    assert proc.returncode == -signal.SIGKILL, err.decode()
+    killed_once_written([sys.executable, "-c", code, str(marks), str(folder)], folder, 4, timeout=60)
     kept = {p.name[:-5]: grid.read_result(p)["result"] for p in folder.glob("*.json")}  # each file whole
     every = {f"a-{k}" for k in range(10)} | {f"b-{k}" for k in range(10)} | {"c"}
     assert 4 <= len(kept) < len(every)

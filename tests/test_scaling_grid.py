@@ -7,14 +7,13 @@ Without dask and distributed the Dask case skips with its reason, except under C
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from run_helpers import killed_once_written
 from test_grid import need_dask
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,16 +80,7 @@ def test_a_pool_of_two_and_a_dask_cluster_of_two_write_the_serial_record(serial,
 def test_a_check_killed_with_sigkill_resumes_from_its_runs_and_ends_with_the_same_record(serial, tmp_path):
     out, runs = tmp_path / "reduced.json", tmp_path / "reduced-runs"  # (the runs' folder beside --out, by default)
     command = [sys.executable, "-m", "experiments.scaling", "--check", "--out", str(out), "--workers", "2"]
-    proc = subprocess.Popen([*command, "--quiet"], cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 120
-        while len(list(runs.glob("*.json"))) < 12 and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.005)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the grid and its workers, at once: no handler, no clean-up
-        _, err = proc.communicate()
-    assert proc.returncode == -signal.SIGKILL, err.decode()
+    killed_once_written([*command, "--quiet"], runs, 12, timeout=120, cwd=ROOT)
     kept = len(list(runs.glob("*.json")))
     total = len(list(serial[1].glob("*.json")))
     assert 12 <= kept < total and not out.exists()
