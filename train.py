@@ -385,7 +385,7 @@ def main(argv=None):
         if s.backend == "torch":  # under torchrun: join the other ranks; rank 0 alone owns --out
             from oneblock import torch_train
 
-            torch_train.start(s)
+            store = torch_train.start(s)  # (None in one process)
             owned.callback(torch_train.finish)
         data, resumed, problem = None, None, path_problem(args)
         if problem is None and s.rank == 0:
@@ -420,7 +420,7 @@ def main(argv=None):
             return 2 if s.rank == 0 else quietly(2)
         status = run(s, resumed, out, data, best, best_so_far)
         if s.backend == "torch" and status == 0:
-            torch_train.together()
+            torch_train.together(store)
         return status if s.rank == 0 or status == 0 else quietly(status)
 
 

@@ -64,7 +64,7 @@ def main(argv=None):
                 proc = subprocess.run([*launcher, str(ROOT / "train.py"), *common, *extra, "--out", str(out)],
                                       capture_output=True, text=True)
                 if proc.returncode != 0:
-                    print(f"error: {name} failed:\n{proc.stderr[:3000]}", file=sys.stderr)
+                    print(f"error: {name} failed:\n{proc.stderr}", file=sys.stderr)  # whole: each rank's own words too
                     return 1
                 speeds[name].append(tokens_per_second(proc.stdout))
                 print(f"round {r + 1}: {name:<28} {speeds[name][-1]:>12,.0f} tokens/s", flush=True)

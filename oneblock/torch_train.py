@@ -38,6 +38,8 @@ import torch.distributed as dist
 from oneblock import torch_model
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
+TIMEOUT = datetime.timedelta(minutes=10)  # the longest a rank waits for the others (to join, in a collective)
+ARRIVED, ALL_ARRIVED = "oneblock/arrived", "oneblock/all arrived"  # the store's keys of `together`
 
 # ----------------------------------------------------------------------------------------------------------------
 # Where this process runs: its rank among the processes torchrun started, and its device
@@ -88,19 +90,29 @@ def describe(s):
 
 
 def start(s):
-    """Join torchrun's process group when there is more than one rank (gloo on CPU, NCCL on CUDA)."""
+    """Join torchrun's process group when there is more than one rank (gloo on CPU, NCCL on CUDA), and return the
+    store the ranks met at (torchrun's, a key-value server of its own beside the group's connections) for
+    `together`; None in one process."""
     rank, size = world()
-    if size > 1 and not dist.is_initialized():
-        backend = "nccl" if device_of(s).type == "cuda" else "gloo"
-        dist.init_process_group(backend, timeout=datetime.timedelta(minutes=10))
+    if size == 1 or dist.is_initialized():
+        return None
+    backend = "nccl" if device_of(s).type == "cuda" else "gloo"
+    store, rank, size = next(dist.rendezvous("env://", timeout=TIMEOUT))
+    dist.init_process_group(backend, store=store, rank=rank, world_size=size, timeout=TIMEOUT)
+    return store
 
 
-def together():
+def together(store):
     """Wait until every rank has come this far: called once a run has ended well on every rank, before each leaves
-    the process group, so that none tears its connections down while another still uses them (a rank that left
-    early was once seen to abort in gloo's teardown, under load)."""
-    if dist.is_initialized():
-        dist.barrier()
+    the process group, so that none tears its connections down while another still has a message on them. The ranks
+    meet at the store, not through the group: a barrier of the group is itself a message that a rank done with it
+    may leave before its peer has read it (a rank that left early was once seen to abort in gloo's teardown, under
+    load), whereas a rank counts itself in at the store only once its own last message has arrived."""
+    if store is None:
+        return
+    if store.add(ARRIVED, 1) == world()[1]:  # the last to arrive tells the others
+        store.set(ALL_ARRIVED, "yes")
+    store.wait([ALL_ARRIVED])
 
 
 def finish():
