@@ -8,7 +8,10 @@ summary derived again from the record) and --rerun (one cell trained again). Run
     chains.py      harder stories of known probability: a thing handed along a chain, for scaling.py
     scaling.py     loss against compute: 7 sizes x 7 budgets, the scaling law fitted with the floor unknown and known
                    (scaling.json)
-    scaling_law.py the scaling law and how it is fitted: the law, its least-squares fit, the cells it is fitted to
+    scaling_law.py the scaling law and how it is fitted: the law, its least-squares and Huber fits, the cells it is
+                   fitted to
+    scaling_judged.py  the fits judged: the floor by the least budget fitted, predictions of held-out budgets, the
+                   IsoFLOP minimum located three ways, the law's exponents with FLOPs as they are
     scaling_runs.py the scaling grid's runs: a size's cost, its stories, one run trained, one run as a grid task
     grid.py        independent runs on every core (or a Dask cluster), each result a file: a killed grid resumes
     recording.py   what every experiment shares: its sweep, its record's text and checks, its command line

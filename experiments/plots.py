@@ -20,7 +20,8 @@ Written with matplotlib's Agg backend (no display needed), one PNG per picture:
     depth_experiment.png       what a second block and more heads buy: stories, the repeated colour, copying
     induction_heads.png        every head of a two-block model on a repeated sequence: the induction stripe
     scaling_experiment.png     IsoFLOP curves of the reducible loss against the true floor, the frontier, the fitted
-                               law, and the compute-optimal size and tokens against compute
+                               law, the compute-optimal size and tokens against compute; and the fits judged: E free
+                               by the least budget fitted, and the law's predictions of budgets it never saw
 """
 
 import argparse
@@ -404,7 +405,7 @@ def plot_scaling(record, out):
     n = np.array([settings["parameters"][s] for s in names], dtype=float)  # (sizes,)
     fit, free = record["fits"]["true_floor"], record["fits"]["free_floor"]
     colours = matplotlib.colormaps["viridis"](np.linspace(0.0, 0.9, len(budgets)))
-    fig, (ax, right) = subplots(1, 2, figsize=(15, 6.5), constrained_layout=True)
+    fig, ((ax, right), (cuts, held)) = subplots(2, 2, figsize=(15, 13), constrained_layout=True)
     for c, colour in zip(budgets, colours):
         cells = [record["cells"][s][str(c)] for s in names]
         ax.plot(n, [cell["reducible"] for cell in cells], "-o", color=colour, ms=4, label=f"{c / 1e9:g} GFLOP")
@@ -451,8 +452,46 @@ def plot_scaling(record, out):
     right.set_title(f"Compute-optimal size: {iso['tokens_per_parameter']:.1f} tokens per parameter (geometric"
                     f" mean)\nChinchilla: about 20, N_opt ~ C^0.5; Kaplan: N_opt ~ C^0.73")
     right.legend(fontsize=8)
+    plot_judged(record, cuts, held)
     fig.suptitle("Scaling in a teacup: loss against compute, measured against the data's true entropy")
     return save(fig, out, "scaling_experiment.png")
+
+
+def plot_judged(record, cuts, held):
+    """The scaling record's fits judged (its "judged", experiments/scaling_judged.py): on cuts, E fitted free on the
+    budgets from a least one up, by least squares and by the Huber fit, with their intervals, against the true
+    floor; on held, the law fitted on all but the top two budgets, its predictions of the cells it never saw
+    against their measured losses."""
+    j, floor = record["judged"], record["floor"]["validation_nats_per_token"]
+    least = np.array([cut["least_budget"] for cut in j["floors_by_cut"]], dtype=float)  # (cuts,)
+    for shift, name, colour in ((0.95, "least_squares", "tab:blue"), (1.05, "huber", "tab:red")):
+        e = np.array([cut[name]["E"] for cut in j["floors_by_cut"]])  # (cuts,)
+        lo, hi = (np.array([cut[name]["interval"][k] for cut in j["floors_by_cut"]]) for k in (0, 1))  # (cuts,)
+        cuts.errorbar(least * shift, e, yerr=[e - lo, hi - e], fmt="o", color=colour, capsize=3,
+                      label=f"E free, {name.replace('_', ' ')} (95% interval)")
+    cuts.axhline(floor, color="k", ls="--", lw=1, label=f"the true floor, {floor:.4f}")
+    cuts.set_xscale("log")
+    cuts.set_xlabel("the least budget fitted (FLOPs): every budget from it up")
+    cuts.set_ylabel("fitted floor E (nats per token)")
+    cuts.set_title("E free, fitted without the smallest budgets")
+    cuts.legend(fontsize=8)
+    cut = next(c for c in j["held_out"] if len(c["held_budgets"]) == 2)
+    measured = np.array([c["measured"] for c in cut["cells"]])  # (held cells,)
+    for name, marker, colour in (("least_squares", "o", "tab:blue"), ("huber", "s", "tab:red"),
+                                 ("true_floor", "^", "tab:green")):
+        fitted = cut["fits"][name]
+        held.plot(measured, [c[name] for c in cut["cells"]], marker, color=colour, mfc="none",
+                  label=f"{name.replace('_', ' ')} (E {fitted['E']:.3f}): rms error {fitted['rms_error']:.1%}")
+    every = [*measured, *(c[name] for c in cut["cells"] for name in ("least_squares", "huber", "true_floor"))]
+    span = [min(every) * 0.98, max(every) * 1.02]
+    held.plot(span, span, "k-", lw=1, label="prediction = measurement")
+    held.axvline(floor, color="k", ls="--", lw=1)
+    held.set_xlabel("measured loss of a held-out cell (nats per token; dashed: the true floor)")
+    held.set_ylabel("the law's prediction")
+    held.set_title(f"Fitted on {cut['fitted_budgets'][0] / 1e9:g} to {cut['fitted_budgets'][-1] / 1e9:g} GFLOP,"
+                   f" predicting {' and '.join(f'{c / 1e9:g}' for c in cut['held_budgets'])} GFLOP\n(the seeds"
+                   f" measure these cells to {cut['seed_error']:.2%})")
+    held.legend(fontsize=8)
 
 
 def main(argv=None):

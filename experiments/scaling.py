@@ -34,7 +34,10 @@ The summaries, each derived from the runs' raw numbers (so `--check` derives the
   N_opt ~ C^a and D_opt ~ C^b, fitted on the frontier's budgets whose least cell is neither the smallest nor the
   largest size (`interior`) (the law, its fit and the cells it reads: experiments/scaling_law.py);
 - their intervals: 2.5th to 97.5th percentiles over 200 bootstrap resamplings, each drawing every cell's three seeds
-  with replacement, the cells (for the law) and the budgets (for a and b) with replacement.
+  with replacement, the cells (for the law) and the budgets (for a and b) with replacement;
+- the fits judged (experiments/scaling_judged.py): E free by the least budget fitted, by least squares and by
+  Chinchilla's Huber fit, with intervals; the law fitted up to a cut predicting the budgets above it; the IsoFLOP
+  exponents by the way a budget's minimum is located; the law's own exponents with FLOPs as they are.
 
 The runs are scaling_runs.py's, trained through one executor of grid.py's: a process pool of every core by default
 (--workers), each worker with one BLAS thread; --executor serial, or dask (a local cluster, or --scheduler's). Each
@@ -44,7 +47,9 @@ record, bit for bit, on every executor and worker count, but the "seconds" field
 """
 
 import argparse
+import functools
 import importlib.util
+import json
 import math
 import os
 import statistics
@@ -64,6 +69,7 @@ with machine.needed_by("python3 -m experiments.scaling"):
     from experiments.recording import (across_seeds, check_provenance, experiment_parser, field, first_difference,
                                        given, losses_at, need, parsed, provenance, reading, rerun_main, rerun_verdict,
                                        rounded, run_or_check, table_row, trained, writes)
+    from experiments.scaling_judged import judged
     from experiments.scaling_law import cell_values, chosen_lr, fit_law, law_summary, name_of, slope
     from experiments.scaling_law import STARTS, law  # noqa: F401  (scaling.law and scaling.STARTS, as before)
     from experiments.scaling_runs import (FULL, REDUCED, T, TUNE_SEED, VALIDATION_SEED, VOCAB, flops_per_token,
@@ -81,6 +87,7 @@ RECORD_FILE = HERE / "scaling.json"
 SCRIPT = "python3 -m experiments.scaling"  # this experiment's command, from the lab's folder
 FORMAT = "scaling experiment v1"  # the record's "format" field
 BOOTSTRAP_SEED = 0  # numpy.random.default_rng's seed of the resamplings
+JUDGED_SEED = 1  # and of those of scaling_judged.py's floors by cut
 PUBLISHED = {  # what the papers found, for docs/scaling.md
     "chinchilla": {"alpha": 0.34, "beta": 0.28, "a": 0.5, "b": 0.5, "tokens_per_parameter": 20},
     "kaplan": {"a": 0.73},
@@ -279,7 +286,16 @@ def interval(values):
 
 
 def summarise(runs, plan, floor):
-    """Every summary of the record, from the runs: {"cells", "frontier", "fits", "isoflop", "conditions"}."""
+    """Every summary of the record, from the runs: {"cells", "frontier", "fits", "isoflop", "conditions", "judged"}
+    (scaling_judged.py's), as JSON reads them back. A pure function of its arguments, so the last few are kept:
+    a record checked again, or changed only in its summaries, is not fitted again."""
+    return json.loads(summarised(json.dumps([runs, plan, floor], sort_keys=True)))
+
+
+@functools.lru_cache(maxsize=4)
+def summarised(arguments):
+    """summarise's summaries as JSON text, of its arguments as JSON text."""
+    runs, plan, floor = json.loads(arguments)
     values, rates = cell_values(runs, plan)
     e = floor["validation_nats_per_token"]
     front, fits, iso, where = summaries_of(values, plan, e)
@@ -304,7 +320,9 @@ def summarise(runs, plan, floor):
                                                 and r["budget"] == plan["budgets"][-1]),
                                                key=lambda r: r["val"] or math.inf)["val_error"]
                   / front[-1]["reducible"]}
-    return rounded({"cells": cells, "frontier": front, "fits": fits, "isoflop": isoflop, "conditions": conditions})
+    judgement = judged(values, plan, e, fits, iso["budgets"], np.random.default_rng(JUDGED_SEED))
+    return json.dumps(rounded({"cells": cells, "frontier": front, "fits": fits, "isoflop": isoflop,
+                               "conditions": conditions, "judged": judgement}))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -332,26 +350,58 @@ def tables(record):
         return f"{fit[key]:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
 
     fits, iso, paper = record["fits"], record["isoflop"], PUBLISHED
+    powers = record["judged"]["flops"]["exponents"]  # the law's, with FLOPs as they are
     law = [table_row(["", "E", "alpha", "beta", "N_opt ~ C^a", "D_opt ~ C^b", "tokens per parameter"]),
            table_row(["---"] * 7),
            table_row(["fit with E free", value(fits["free_floor"], "E", 4), value(fits["free_floor"], "alpha"),
-                      value(fits["free_floor"], "beta"), f"{fits['free_floor']['implied_a']:.2f} (law)",
-                      f"{fits['free_floor']['implied_b']:.2f} (law)", ""]),
+                      value(fits["free_floor"], "beta"), f"{powers['free_floor']['a']:.2f} (law)",
+                      f"{powers['free_floor']['b']:.2f} (law)", ""]),
            table_row(["fit with E the true floor", f"{fits['true_floor']['E']:.4f}",
                       value(fits["true_floor"], "alpha"), value(fits["true_floor"], "beta"),
-                      f"{fits['true_floor']['implied_a']:.2f} (law)", f"{fits['true_floor']['implied_b']:.2f} (law)",
-                      ""]),
+                      f"{powers['true_floor']['a']:.2f} (law)", f"{powers['true_floor']['b']:.2f} (law)", ""]),
            table_row(["IsoFLOP minima", "", "", "", value(iso, "a", 2), value(iso, "b", 2),
                       value(iso, "tokens_per_parameter", 1)]),
            table_row(["Chinchilla (Hoffmann et al. 2022)", "", f"{paper['chinchilla']['alpha']}",
                       f"{paper['chinchilla']['beta']}", f"{paper['chinchilla']['a']}", f"{paper['chinchilla']['b']}",
                       f"about {paper['chinchilla']['tokens_per_parameter']}"]),
            table_row(["Kaplan et al. 2020", "", "", "", f"{paper['kaplan']['a']}", "", ""])]
-    c = record["conditions"]
+    c, flops = record["conditions"], record["judged"]["flops"]
     return "\n".join([*rows, "", *front, "", *law, "",
                       f"(true floor {record['floor']['validation_nats_per_token']:.4f} nats/token; the frontier's"
                       f" reducible loss falls {c['frontier_fall']:.1f}x; the best model's standard error is"
-                      f" {c['best_validation_error']:.1%} of its reducible loss)"])
+                      f" {c['best_validation_error']:.1%} of its reducible loss; (law): the fit's optimum with C ="
+                      f" {flops['k']:.1f} N^{flops['gamma']:.3f} D, the FLOPs per token of the sizes within"
+                      f" {flops['worst']:.1%})", "", *judged_tables(record)])
+
+
+def judged_tables(record):
+    """The tables of scaling.json's "judged" (scaling_judged.py) that docs/scaling.md shows: E free by the least
+    budget fitted, the held-out predictions, and the IsoFLOP exponents by the way the minimum is located."""
+    j, floor = record["judged"], record["floor"]["validation_nats_per_token"]
+
+    def e(fit):
+        lo, hi = fit["interval"]
+        return f"{fit['E']:.3f} [{lo:.3f}, {hi:.3f}]"
+
+    floors = [table_row(["budgets fitted", "cells", f"E free, least squares (truth {floor:.4f})", "E free, Huber",
+                         "cost of E at the truth"]), table_row(["---"] * 5)]
+    for cut in j["floors_by_cut"]:
+        floors.append(table_row([f">= {cut['least_budget'] / 1e9:g} GFLOP", str(cut["cells"]),
+                                 e(cut["least_squares"]), e(cut["huber"]), f"{cut['true_floor_cost']:.2f}x"]))
+    held = [table_row(["held out", "seed error", "fit", "E", "rms error", "mean error", "worst error"]),
+            table_row(["---"] * 7)]
+    for cut in j["held_out"]:
+        for k, (name, fit) in enumerate(cut["fits"].items()):
+            held.append(table_row([", ".join(f"{c / 1e9:g}" for c in cut["held_budgets"]) + " GFLOP" if k == 0
+                                   else "", f"{cut['seed_error']:.2%}" if k == 0 else "", name.replace("_", " "),
+                                   f"{fit['E']:.3f}", f"{fit['rms_error']:.1%}", f"{fit['mean_error']:+.1%}",
+                                   f"{fit['worst_error']:.1%}"]))
+    iso = j["isoflop_methods"]
+    methods = [table_row(["the minimum of a budget", "N_opt ~ C^a", "D_opt ~ C^b"]), table_row(["---"] * 3)]
+    for name, what in (("three_point", "parabola through the least cell and its neighbours"),
+                       ("all_sizes", "parabola through every size"), ("least_cell", "the least cell itself")):
+        methods.append(table_row([what, f"{iso[name]['a']:.2f}", f"{iso[name]['b']:.2f}"]))
+    return [*floors, "", *held, "", *methods]
 
 
 # ----------------------------------------------------------------------------------------------------------------

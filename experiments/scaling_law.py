@@ -1,8 +1,9 @@
 """The scaling law and how it is fitted: L = E + A / N^alpha + B / D^beta (N non-embedding parameters, D training
-tokens, E the loss no model can beat), fitted by least squares on log L from three starts, with E free or fixed at a
-known floor; and the points it is fitted to, read from a record of experiments/scaling.py (its runs' validation
-losses, a cell's mean over its seeds, N and D beside them). experiments/scaling.py fits its record with these, the
-scaling lesson (lessons_scaling.py) fits them live, and explorer/scaling_law.js is the page's copy of the fit.
+tokens, E the loss no model can beat), fitted by least squares on log L from three starts, or by Chinchilla's
+Huber loss from a grid of starts, with E free or fixed at a known floor; and the points it is fitted to, read from
+a record of experiments/scaling.py (its runs' validation losses, a cell's mean over its seeds, N and D beside them).
+experiments/scaling.py fits its record with these, the scaling lesson (lessons_scaling.py) fits them live, and
+explorer/scaling_law.js is the page's copy of the least-squares fit.
 
     >>> n = np.repeat([1e3, 1e4, 1e5], 3)  # (9,): three sizes ...
     >>> d = np.tile([1e5, 1e6, 1e7], 3)  # (9,): ... each at three token counts
@@ -58,9 +59,10 @@ def law_cost(x, n, d, loss, floor=None):
     return float(0.5 * np.sum(residual ** 2))
 
 
-def fit_law(n, d, loss, floor=None, starts=STARTS):
+def fit_law(n, d, loss, floor=None, starts=STARTS, **solver):
     """The least-squares fit of log L = log(E + A / N^alpha + B / D^beta) to the points, from the start of least
     cost among starts: {"E", "A", "alpha", "B", "beta"} (E the floor when given) and the parameters as fitted.
+    solver: least_squares' options (TIGHT, to converge where a fit hardly pins its parameters).
 
     >>> n, d = np.repeat([1e3, 1e4, 1e5], 3), np.tile([1e5, 1e6, 1e7], 3)  # (9,), (9,)
     >>> fitted, x = fit_law(n, d, 0.5 + 20 / n ** 0.4 + 300 / d ** 0.3, floor=0.5)
@@ -72,7 +74,72 @@ def fit_law(n, d, loss, floor=None, starts=STARTS):
         lower, upper = lower[1:], upper[1:]
     for x0 in starts:
         x0 = x0[-len(lower):]  # a start of the free fit, without its log E when the floor is given
-        got = least_squares(lambda x: law(x, n, d, floor) - np.log(loss), x0, bounds=(lower, upper))
+        got = least_squares(lambda x: law(x, n, d, floor) - np.log(loss), x0, bounds=(lower, upper), **solver)
+        if best is None or got.cost < best.cost:
+            best = got
+    x = best.x
+    e = floor if floor is not None else math.exp(x[0])
+    return {"E": e, "A": math.exp(x[-4]), "alpha": x[-3], "B": math.exp(x[-2]), "beta": x[-1]}, list(x)
+
+
+HUBER_DELTA = 1e-3  # Chinchilla's robust fit: the residual in log L beyond which the cost grows linearly
+INIT_GRID = [[log_e, log_a, alpha, log_b, beta]  # its grid of starts (the KEEP of least cost are polished)
+             for log_e in (-1.0, -0.5, 0.0) for log_a in (0.0, 5.0, 10.0) for alpha in (0.25, 0.5, 1.0)
+             for log_b in (0.0, 5.0, 10.0, 15.0) for beta in (0.25, 0.5, 1.0)]
+KEEP = 8
+TIGHT = {"xtol": 1e-14, "ftol": 1e-14, "gtol": 1e-14, "max_nfev": 20000}  # least_squares' options to converge fully:
+# a fit that hardly pins its parameters (a bootstrap's resampled cells, E near nothing) otherwise stops where its
+# path through a flat valley happens to be, and that path moves with the BLAS kernels' rounding
+
+
+def huber_cost(x, n, d, loss, floor=None, delta=HUBER_DELTA):
+    """What Chinchilla's fit minimises at parameters x: the Huber loss of log L of the law less log loss, summed over
+    the points (half the square within delta of zero, linear beyond: least_squares' loss="huber" at f_scale delta).
+
+    >>> x = [math.log(20.0), 0.5, math.log(300.0), 0.5]  # the law of law_cost's example, E the floor 0.5
+    >>> round(huber_cost(x, np.array([400.0]), np.array([900.0]), np.array([11.5 * math.e]), 0.5), 12)
+    0.0009995
+    """
+    r = np.abs(law(x, n, d, floor) - np.log(loss))  # (points,)
+    return float(np.sum(np.where(r <= delta, 0.5 * r ** 2, delta * (r - delta / 2))))
+
+
+def law_jacobian(x, n, d, floor=None):
+    """d log L / d x at each point: (points, 5) for x = [log E, log A, alpha, log B, beta], (points, 4) without log E
+    when the floor is given. With L = E + A N^-alpha + B D^-beta, d log L / d log A = A N^-alpha / L, d / d alpha =
+    -log N A N^-alpha / L, and alike for B and beta, E / L for log E.
+
+    >>> law_jacobian([0.0, 0.0, 1.0, 0.0, 1.0], np.array([1.0]), np.array([1.0]))  # E = A = B = 1 at N = D = 1
+    array([[ 0.33333333,  0.33333333, -0.        ,  0.33333333, -0.        ]])
+    """
+    e = floor if floor is not None else math.exp(x[0])
+    log_a, alpha, log_b, beta = x[-4:]
+    by_n, by_d = np.exp(log_a - alpha * np.log(n)), np.exp(log_b - beta * np.log(d))  # (points,), (points,)
+    total = e + by_n + by_d  # (points,)
+    columns = [by_n / total, -np.log(n) * by_n / total, by_d / total, -np.log(d) * by_d / total]
+    return np.stack(([np.full_like(total, e) / total] if floor is None else []) + columns, axis=1)  # (points, 5|4)
+
+
+def fit_huber(n, d, loss, floor=None, starts=None, **solver):
+    """Chinchilla's fit (Hoffmann et al. 2022, approach 3): the Huber loss (HUBER_DELTA) of log(E + A / N^alpha +
+    B / D^beta), written as log-sum-exp, against log L, minimised from a grid of starts: of INIT_GRID the KEEP of
+    least cost are polished (or the given starts, each polished) and the least cost wins. Returns what fit_law does;
+    solver: least_squares' options, as there.
+
+    >>> n, d = np.repeat([1e3, 1e4, 1e5], 3), np.tile([1e5, 1e6, 1e7], 3)  # (9,), (9,)
+    >>> fitted, x = fit_huber(n, d, 0.5 + 20 / n ** 0.4 + 300 / d ** 0.3)
+    >>> round(fitted["E"], 4), round(float(fitted["alpha"]), 3), round(float(fitted["beta"]), 3)
+    (0.5, 0.4, 0.3)
+    """
+    lower, upper = (LOWER, UPPER) if floor is None else (LOWER[1:], UPPER[1:])
+    if starts is None:
+        grid = [x0[-len(lower):] for x0 in INIT_GRID]
+        starts = sorted(grid, key=lambda x0: huber_cost(x0, n, d, loss, floor))[:KEEP]
+    best = None
+    for x0 in starts:
+        got = least_squares(lambda x: law(x, n, d, floor) - np.log(loss), x0[-len(lower):],
+                            jac=lambda x: law_jacobian(x, n, d, floor), bounds=(lower, upper), loss="huber",
+                            f_scale=HUBER_DELTA, **solver)
         if best is None or got.cost < best.cost:
             best = got
     x = best.x
@@ -81,19 +148,19 @@ def fit_law(n, d, loss, floor=None, starts=STARTS):
 
 
 def law_summary(points, floor, starts=STARTS):
-    """The two fits of the law to points (n, d, loss arrays) and what follows from each: the exponents, and a and b
-    as the law implies them when C is proportional to N D (a = beta / (alpha + beta)).
+    """The two least-squares fits of the law to points (n, d, loss arrays), with E free and with E the floor, each
+    with its parameters as fitted ("x", to warm-start the bootstrap's fits). (The exponents of the compute-optimal
+    size that each implies, with FLOPs as they are: scaling_judged.law_exponents.)
 
     >>> n, d = np.repeat([1e3, 1e4, 1e5], 3), np.tile([1e5, 1e6, 1e7], 3)  # (9,), (9,)
     >>> fits = law_summary((n, d, 0.5 + 20 / n ** 0.4 + 300 / d ** 0.3), 0.5)
-    >>> list(fits), round(float(fits["true_floor"]["implied_a"]), 4)
-    (['free_floor', 'true_floor'], 0.4286)
+    >>> list(fits), round(float(fits["true_floor"]["alpha"]), 4)
+    (['free_floor', 'true_floor'], 0.4)
     """
     out = {}
     for name, e in (("free_floor", None), ("true_floor", floor)):
         fitted, x = fit_law(*points, floor=e, starts=starts)
-        alpha, beta = fitted["alpha"], fitted["beta"]
-        out[name] = {**fitted, "implied_a": beta / (alpha + beta), "implied_b": alpha / (alpha + beta), "x": x}
+        out[name] = {**fitted, "x": x}
     return out
 
 

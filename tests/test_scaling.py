@@ -152,6 +152,8 @@ def test_committed_record_has_the_shape_of_this_code_meets_the_issues_conditions
     (("cells", "16x1", "40000000000", "reducible"), 1e-3, "cells.16x1.40000000000.reducible"),
     (("fits", "free_floor", "alpha"), 1e-3, "fits.free_floor.alpha"),
     (("isoflop", "a"), 1e-2, "isoflop.a"),
+    (("judged", "floors_by_cut", 3, "huber", "E"), 1e-3, "judged.floors_by_cut.3.huber.E"),
+    (("judged", "held_out", 1, "fits", "true_floor", "rms_error"), 1e-3, "judged.held_out.1.fits.true_floor"),
     (("runs", -1, "val"), 1e-3, "cells.64x2"),
 ])
 def test_check_record_derives_every_summary_again_from_the_runs(path, change, where):
