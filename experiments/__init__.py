@@ -13,6 +13,8 @@ summary derived again from the record) and --rerun (one cell trained again). Run
     scaling_judged.py  the fits judged: the floor by the least budget fitted, predictions of held-out budgets, the
                    IsoFLOP minimum located three ways, the law's exponents with FLOPs as they are
     scaling_runs.py the scaling grid's runs: a size's cost, its stories, one run trained, one run as a grid task
+    drops.py       when a model learns to follow the chain: each size trained the same steps, followed closely
+                   (drops.json)
     grid.py        independent runs on every core (or a Dask cluster), each result a file: a killed grid resumes
     recording.py   what every experiment shares: its sweep, its record's text and checks, its command line
     plots.py       the pictures of docs/figures/, from the trained models and the records

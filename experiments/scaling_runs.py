@@ -1,6 +1,7 @@
 """The runs of the scaling grid (experiments/scaling.py, its command line and record): a size's model and cost, the
 fresh stories a run reads, one run trained and validated, and `grid_run`, one run as a task of experiments/grid.py,
-which the workers of a process pool or a Dask cluster import (so this module has no command line of its own).
+which the workers of a process pool or a Dask cluster import (so this module has no command line of its own); and
+`drop_run`, a run of experiments/drops.py, one size followed closely over a fixed number of steps.
 
 A worker builds a seed's stream of stories once and the held-out stories once (grid.kept), for every run of that
 seed it trains; the task's arguments are plain values (the plan, the size, the budget, the rate, the seed), so that
@@ -295,3 +296,32 @@ def sweep_tasks(plan):
                  [plan, size, budget, lr, seed, True]) for seed in (first, *others)]
 
     return tasks, follow, chosen
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The drop: one size trained for a fixed number of steps, its tuning loss followed closely (experiments/drops.py)
+
+
+def drop_data(plan_text, seed):
+    """(run_data's data, the counts of its stories) of seed under a drop plan (experiments/drops.py, as JSON text):
+    the stream for plan["steps"] steps of plan["batch"] windows, and the tuning stories to follow the run by."""
+    plan, tok = json.loads(plan_text), tokenizer()
+    tuning = held_out(tok, TUNE_SEED, plan["tune_stories"])
+    return run_data(tok, plan, seed, plan["steps"] * plan["batch"] * T, tuning,
+                    held_keys(TUNE_SEED, plan["tune_stories"]))
+
+
+def drop_run(plan, size, seed):
+    """One run of a drop plan as a grid task: size trained for plan["steps"] steps of plan["batch"] windows at the
+    peak rate plan["lr"] (run_values' schedule), its tuning loss every plan["eval_every"] steps; {"run": its raw
+    numbers, "stream": the counts of its seed's stories, "cpu_seconds": the CPU seconds of the task}."""
+    cpu, started = time.process_time(), time.perf_counter()
+    data, counts = grid.kept(drop_data, json.dumps(plan, sort_keys=True), seed)
+    values = {**run_values({"batch": plan["batch"], "curve_points": 1}, size, plan["steps"], plan["lr"], seed),
+              "eval_every": plan["eval_every"]}
+    _, history = trained(values, data=data)
+    tokens = plan["steps"] * plan["batch"] * T
+    run = rounded({"size": name_of(size), "seed": seed, "lr": plan["lr"], "steps": plan["steps"], "tokens": tokens,
+                   "flops": tokens * flops_per_token(size), "tune_curve": [[h["step"], h["val"]] for h in history],
+                   "seconds": round(time.perf_counter() - started, 1)})
+    return {"run": run, "stream": counts, "cpu_seconds": round(time.process_time() - cpu, 3)}

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 POSIX = pytest.mark.skipif(os.name != "posix", reason="FIFOs, signals and resource limits are POSIX's")
 MEMORY_LIMIT = 4 * 2**30  # RLIMIT_AS of every run here: a record read without end fails, it cannot swap
 FORMATS = {name: json.loads((ROOT / "experiments" / f"{name}.json").read_text(encoding="utf-8"))["format"]
-           for name in ("positions", "depth", "scaling", "spread")}  # each record's "format" field
+           for name in ("positions", "depth", "scaling", "spread", "drops")}  # each record's "format" field
 
 
 def copy_lab(dest):
@@ -221,6 +221,9 @@ def test_the_temporary_file_of_a_killed_writer_is_removed_by_the_next_run(tmp_pa
     ("depth", ["--heads", "4"], "--heads 4 is an option of --rerun"),
     ("positions", ["--lr", "0.01"], "--lr 0.01 is an option of --rerun"),
     ("scaling", ["--budget", "10000000000"], "--budget 10000000000 is an option of --rerun"),
+    ("drops", ["--rerun", ""], "--rerun"),
+    ("drops", ["--seed", "4"], "--seed 4 is an option of --rerun"),
+    ("drops", ["--rerun", "8x1", "--out", "t.json"], "--out t.json: --rerun writes no record"),
     ("depth", ["--check", "--table"], "--check and --table are separate commands"),
     ("positions", ["--table", "--out", "t.json"], "--out t.json: --table writes no record"),
     ("scaling", ["--rerun", "64x2", "--out", "t.json"], "--out t.json: --rerun writes no record"),
@@ -382,6 +385,8 @@ READERS = {  # a record -> (a field every reader reads, the runs that read it)
                             ("depth", ["--rerun", "induction", "--blocks", "2", "--heads", "1", "--until", "250"])]),
     "scaling": ("cells", [("scaling", ["--table"]), ("scaling", ["--check", "--quiet"]),
                           ("scaling", ["--rerun", "64x2", "--budget", "10000000000", "--seed", "4"])]),
+    "drops": ("sizes", [("drops", ["--table"]), ("drops", ["--check", "--quiet"]),
+                        ("drops", ["--rerun", "8x1", "--seed", "4", "--until", "50"])]),
 }
 
 

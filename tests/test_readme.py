@@ -42,6 +42,8 @@ LONG = {  # a command exactly -> why this test does not run it
                                     " has no git history; tests/test_explorer.py runs --against on a short run",
     "python3 -m experiments.scaling": "the full grid takes about 33 minutes of one core's CPU; `--check` and"
                                       " `--rerun`, on the same page, run its reduced versions",
+    "python3 -m experiments.drops": "the full experiment takes minutes of both cores; `--check` and `--rerun`, on"
+                                    " the same page, run its reduced versions",
 }
 REDUCED = {  # script or module -> arguments appended to each of its commands here (later arguments win in argparse)
     "train.py": ["--steps", "300"],  # not to commands that set --steps themselves

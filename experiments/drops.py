@@ -1,0 +1,259 @@
+"""When a model learns to follow the chain: each size of the scaling grid trained for the same steps, its tuning loss
+followed closely, and the steps at which it comes within each of LEVELS of the floor.
+
+    python3 -m experiments.drops              # 7 sizes x 3 seeds, 8,000 steps each (minutes): out/drops.json
+    python3 -m experiments.drops --out experiments/drops.json   # the same, replacing the committed record
+    python3 -m experiments.drops --check      # a reduced plan (seconds), drops.json's shape, every summary again
+    python3 -m experiments.drops --rerun 32x2 --seed 4 --until 400   # one run trained again up to a step, checked
+
+The scaling grid's loss curves are not power laws near the top: a run sits on a plateau and then drops, once, when it
+learns to follow the chain of hand-overs (experiments/chains.py's stories), and its seeds split by whether they did
+(docs/scaling.md). The grid's runs say too little to see it (four points a curve, each budget its own schedule), so
+here every size trains the same 8,000 steps of 16 windows at one peak learning rate (0.01, the grid's most chosen),
+each on its seed's fresh stories as the grid's runs read them (scaling_runs.drop_run), the tuning loss every 50
+steps. A run reaches a level at the first evaluation at which its tuning loss is within that many nats per token
+of the tuning stories' exact floor; LEVELS are 0.3 (past the plateau every size sits on near step 200, 0.36 to
+0.85 above the floor), 0.1, and 0.02 (between where one block ends in the grid, 0.03 to 0.035 above the floor at 640
+GFLOP, and where two blocks that learned the chain end, 0.008). The summaries (derived from the runs, so --check
+derives them again): for each size and level, the steps by seed, their median and the tokens read by then when every
+seed reached it; each size's loss at the end; and for each level, over the sizes whose every seed reached it, the
+power of N the median step goes as (when there are two or more).
+
+    >>> drop_step([[0, 4.5], [50, 0.6], [100, 0.505], [150, 0.5]], 0.49, 0.02)
+    100
+"""
+
+import statistics
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+from oneblock import machine
+
+with machine.needed_by("python3 -m experiments.drops"):
+    import numpy as np
+
+    import bpe
+    from experiments import chains, grid
+    from experiments.recording import (check_provenance, experiment_parser, field, first_difference, losses_at, need,
+                                       parsed, provenance, reading, rerun_main, rerun_verdict, rounded, run_or_check,
+                                       table_row, trained, writes)
+    from experiments.scaling_law import name_of
+    from experiments.scaling_runs import (FULL as GRID, T, TUNE_SEED, drop_run, flops_per_token, held_out,
+                                          parameters, run_data, run_values)
+    from oneblock.data import TOKENIZER_FILE
+
+# ----------------------------------------------------------------------------------------------------------------
+# Settings
+
+HERE = Path(__file__).resolve().parent
+RECORD_FILE = HERE / "drops.json"
+SCRIPT = "python3 -m experiments.drops"
+FORMAT = "drops experiment v1"
+LEVELS = [0.3, 0.1, 0.02]  # nats per token above the tuning floor that a run comes within, step by step
+FULL = {"sizes": GRID["sizes"], "steps": 8000, "lr": 0.01, "seeds": [3, 4, 5], "batch": 16, "tune_stories": 300,
+        "eval_every": 50, "levels": LEVELS}
+REDUCED = {"sizes": [[8, 1], [16, 1], [16, 2]], "steps": 80, "lr": 0.03, "seeds": [3, 4], "batch": 4,
+           "tune_stories": 20, "eval_every": 20, "levels": [2.0, 1.2]}  # (levels a short run reaches)
+
+
+def runs_in(plan):
+    """How many runs plan trains.
+
+    >>> runs_in(FULL), runs_in(REDUCED)
+    (21, 6)
+    """
+    return len(plan["sizes"]) * len(plan["seeds"])
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The experiment
+
+
+def run_experiment(plan, report=print, kind="process", workers=None, address=None, runs_dir=None):
+    """Train every size of plan at each of its seeds (scaling_runs.drop_run) through one executor of grid.py's and
+    return the record (a dict): the runs one seed after another, each size in the plan's order."""
+    started, cpu = time.perf_counter(), time.process_time()
+    tuning = held_out(bpe.Tokenizer.load(TOKENIZER_FILE), TUNE_SEED, plan["tune_stories"])
+    tasks = [(f"{name_of(size)}-{seed}", [plan, size, seed]) for seed in plan["seeds"] for size in plan["sizes"]]
+    with ExitStack() as stack:
+        folder = runs_dir if runs_dir is not None else stack.enter_context(tempfile.TemporaryDirectory())
+        pool = stack.enter_context(grid.executor(kind, workers, address))
+        results = grid.run_tasks(pool, drop_run, tasks, folder, report=report)
+    runs = [results[key]["run"] for key, _ in tasks]
+    streams = {str(seed): results[f"{name_of(plan['sizes'][0])}-{seed}"]["stream"] for seed in plan["seeds"]}
+    made, sources = provenance(started, cpu - sum(results[key]["cpu_seconds"] for key, _ in tasks))  # (theirs too)
+    floor = rounded(tuning[2])
+    record = {"format": FORMAT, "command": SCRIPT + (" --check" if plan is REDUCED else ""), **made,
+              "settings": settings_of(plan), **sources, "floor": {"tuning_nats_per_token": floor,
+                                                                  "entropy_nats_per_story": rounded(chains.entropy())},
+              "data": {"streams": streams}, "runs": runs}
+    return {**record, **summarise(runs, plan, floor)}
+
+
+def settings_of(plan):
+    """The plan as the record keeps it, with each size's non-embedding parameters and FLOPs per token."""
+    return {**plan, "parameters": {name_of(s): parameters(s) for s in plan["sizes"]},
+            "flops_per_token": {name_of(s): flops_per_token(s) for s in plan["sizes"]}}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The summaries
+
+
+def drop_step(curve, floor, level):
+    """The first step of a tuning curve ([step, loss] pairs) at which the loss is within level of floor; None if it
+    never is."""
+    return next((step for step, loss in curve if loss - floor <= level), None)
+
+
+def summarise(runs, plan, floor):
+    """Every summary of the record, from the runs: {"sizes": per size its non-embedding parameters, its mean loss above
+    the floor at the end, and per level (its text, "0.1") the steps by seed at which it came within the level, their
+    median and the tokens read by then (None unless every seed did); "powers": per level, the least-squares slope of
+    log median step against log N over the sizes whose every seed reached it, and which they are (None for fewer than
+    two)}."""
+    sizes, powers = {}, {}
+    for size in map(name_of, plan["sizes"]):
+        own = [r for r in runs if r["size"] == size]
+        sizes[size] = {"parameters": parameters([int(v) for v in size.split("x")]),
+                       "final": statistics.fmean(r["tune_curve"][-1][1] for r in own) - floor, "levels": {}}
+        for level in plan["levels"]:
+            steps = [drop_step(r["tune_curve"], floor, level) for r in own]
+            median = statistics.median(steps) if None not in steps else None
+            sizes[size]["levels"][f"{level:g}"] = {"steps": steps, "median": median,
+                                                   "tokens": None if median is None else
+                                                   median * plan["batch"] * T}
+    for level in map("{:g}".format, plan["levels"]):
+        reached = [size for size, s in sizes.items() if s["levels"][level]["median"] is not None]
+        powers[level] = None
+        if len(reached) >= 2:
+            n = np.log([sizes[s]["parameters"] for s in reached])  # (reached,)
+            step = np.log([sizes[s]["levels"][level]["median"] for s in reached])  # (reached,)
+            powers[level] = {"sizes": reached, "exponent": float(np.polyfit(n, step, 1)[0])}
+    return rounded({"sizes": sizes, "powers": powers})
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The table of docs/scaling.md
+
+
+def tables(record):
+    """The table of drops.json that docs/scaling.md shows: for each size the median step (of its seeds) at which it
+    came within each level of the floor, how many seeds did, and its loss above the floor at the end; and the power
+    of N the median step goes as, per level."""
+    settings, levels = record["settings"], [f"{level:g}" for level in record["settings"]["levels"]]
+    seeds = len(settings["seeds"])
+    rows = [table_row(["size (N)", *[f"within {level} (seeds)" for level in levels],
+                       f"L - E at step {settings['steps']:,}"]), table_row(["---"] * (2 + len(levels)))]
+    for size, s in record["sizes"].items():
+        cells = []
+        for level in levels:
+            at = s["levels"][level]
+            reached = sum(x is not None for x in at["steps"])
+            cells.append(f"{at['median']:,.0f} ({reached}/{seeds})" if at["median"] is not None else
+                         f"- ({reached}/{seeds}" + (f": {', '.join(f'{x:,}' for x in at['steps'] if x)})"
+                                                    if reached else ")"))
+        rows.append(table_row([f"{size} ({s['parameters']:,})", *cells, f"{s['final']:.4f}"]))
+    said = []
+    for level in levels:
+        power = record["powers"][level]
+        said.append(f"within {level}: " + ("fewer than two sizes with every seed there" if power is None else
+                                           f"N^{power['exponent']:.2f} over {', '.join(power['sizes'])}"))
+    return "\n".join([*rows, "", f"(the median step goes as {'; '.join(said)}; a level is reached at the first"
+                                 f" evaluation within it of the floor, {record['floor']['tuning_nats_per_token']:.4f},"
+                                 f" every {settings['eval_every']} steps at the peak rate {settings['lr']:g})"])
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The record's shape
+
+
+def check_record(record, plan):
+    """Raise a ValueError naming the first field that does not have the shape a run of plan gives, or the first
+    summary that differs from the one derived again from the record's runs."""
+    need(record.get("format") == FORMAT, f"format is {record.get('format')!r}, expected {FORMAT!r}")
+    need(record.get("settings") == settings_of(plan), f"settings {str(record.get('settings'))[:80]} are not this"
+         f" code's")
+    check_provenance(record)
+    need(record["floor"]["entropy_nats_per_story"] == rounded(chains.entropy()), "the entropy is not chains.py's")
+    runs, tokens = record["runs"], plan["steps"] * plan["batch"] * T
+    want = [(name_of(size), seed) for seed in plan["seeds"] for size in plan["sizes"]]
+    need([(r["size"], r["seed"]) for r in runs] == want, f"expected one run of every size for each seed of"
+         f" {plan['seeds']}, one seed after another")
+    last = plan["steps"] - plan["steps"] % plan["eval_every"]  # the last evaluation of the schedule
+    evaluated = list(range(0, last + 1, plan["eval_every"])) + ([plan["steps"]] if last != plan["steps"] else [])
+    for r in runs:
+        name = f"{r['size']} seed {r['seed']}"
+        size = [int(v) for v in r["size"].split("x")]
+        need(r["lr"] == plan["lr"] and r["steps"] == plan["steps"] and r["tokens"] == tokens, f"{name}: its rate,"
+             f" steps or tokens are not the plan's")
+        need(r["flops"] == tokens * flops_per_token(size), f"{name}: flops are not the formula's")
+        need([step for step, _ in r["tune_curve"]] == evaluated, f"{name}: the tuning curve is not evaluated every"
+             f" {plan['eval_every']} steps and at the end")
+        need(min(loss for _, loss in r["tune_curve"]) > record["floor"]["tuning_nats_per_token"] - 0.05,
+             f"{name}: a tuning loss far below the floor")
+    for seed, counts in record["data"]["streams"].items():
+        need(counts["held_out"] == 0, f"seed {seed}'s training stories include {counts['held_out']} tuning ones")
+    derived = summarise(runs, plan, record["floor"]["tuning_nats_per_token"])
+    for key in derived:
+        first_difference(derived[key], record.get(key), key)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# A rerun of one run
+
+
+def rerun(record, size, seed, until):
+    """Train one run of the record (size, seed) again up to step until and compare its tuning loss there with the
+    record's curve (recording.rerun_verdict). Returns (ok, one line saying so)."""
+    plan = FULL
+    with reading(RECORD_FILE, writes(SCRIPT, RECORD_FILE), also=(ValueError,)):
+        runs = [r for r in record["runs"] if r["size"] == size]
+        run = next(r for r in runs if r["seed"] == seed)
+        recorded, seeds = losses_at([run], until)[0], losses_at(runs, until)
+        field(record["machine"], "a string", "machine")
+    tok = bpe.Tokenizer.load(TOKENIZER_FILE)
+    shape = [int(v) for v in size.split("x")]
+    data, _ = run_data(tok, plan, seed, plan["steps"] * plan["batch"] * T,
+                       held_out(tok, TUNE_SEED, plan["tune_stories"]), ())
+    values = {**run_values({"batch": plan["batch"], "curve_points": 1}, shape, plan["steps"], plan["lr"], seed),
+              "eval_every": plan["eval_every"]}
+    _, history = trained(values, data=data, until=until)
+    got = rounded(history[-1]["val"])
+    return rerun_verdict(f"{size} seed {seed} at step {until}: tune {got:.6g}, recorded {recorded:.6g}", got,
+                         recorded, record, seeds)
+
+
+def rerun_cell(parser, args, record):
+    """The run --rerun trains, its size checked against the record (recording.rerun_main), and the tuning curve
+    whose steps --until may name."""
+    sizes = field(record["sizes"], "an object", "sizes")
+    if args.rerun not in sizes:
+        parser.error(f"--rerun {args.rerun}: {RECORD_FILE.name} has the sizes {', '.join(sizes)} (width x blocks)")
+    run = next(r for r in record["runs"] if r["size"] == args.rerun)
+    return {"size": args.rerun}, run["tune_curve"]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Command line
+
+
+def main(argv=None):
+    parser = experiment_parser(
+        "Train each size of the scaling grid for the same steps and find the step at which it learns to follow the"
+        " chain.", RECORD_FILE.name, "3 sizes, 2 seeds, 80 steps",
+        {"metavar": "SIZE", "help": "train one run of drops.json again (a size, WIDTHxBLOCKS such as 32x2, with"
+                                    " --seed, up to --until) and check its tuning loss against the record's: the same"
+                                    " digits with the record's kernels and thread count, else within the spread of"
+                                    " the record's seeds at that step; exit 1 if not"})
+    args = parsed(parser, argv)
+    if args.rerun is not None:
+        return rerun_main(parser, args, SCRIPT, (RECORD_FILE, FORMAT), rerun_cell, rerun)
+    return run_or_check(sys.modules[__name__], args, argv, grid=lambda out: {})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""experiments/drops.py: when each size learns to follow the chain. The reduced plan runs and has the full one's
+shape, the committed record's summaries come again from its runs, a drop is what its definition says, and a run
+reruns to the record's digits."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numpy")
+
+from experiments import drops  # noqa: E402
+
+
+def committed():
+    if not drops.RECORD_FILE.exists():
+        pytest.fail(f"{drops.RECORD_FILE.name} is missing; run python3 -m experiments.drops --out"
+                    f" experiments/drops.json")
+    return json.loads(drops.RECORD_FILE.read_text(encoding="utf-8"))
+
+
+def test_reduced_plan_runs_and_has_the_shape_of_the_full_one(tmp_path, capsys):
+    from test_positions import reduced_run
+
+    r = reduced_run(drops, tmp_path, capsys)
+    assert len(r["runs"]) == drops.runs_in(drops.REDUCED) == 6
+    assert all(s["held_out"] == 0 and s["distinct"] <= s["stories"] for s in r["data"]["streams"].values())
+    for run in r["runs"]:  # every eval_every steps, and at the end
+        assert [step for step, _ in run["tune_curve"]] == list(range(0, 81, 20))
+
+
+def test_a_drop_is_the_first_evaluation_within_the_level_of_the_floor():
+    curve = [[0, 4.5], [50, 0.6], [100, 0.52], [150, 0.509], [200, 0.53]]
+    assert drops.drop_step(curve, 0.49, 0.02) == 150  # 0.019 above: within; the rise after it does not matter
+    assert drops.drop_step(curve, 0.49, 0.01) is None
+    assert drops.drop_step(curve, 0.49, 5.0) == 0
+
+
+def test_the_summaries_of_runs_made_up_around_a_known_drop():
+    plan = {**drops.REDUCED, "levels": [0.02], "seeds": [3, 4]}
+    floor = 0.5
+
+    def run(size, seed, drop):
+        return {"size": size, "seed": seed, "tune_curve": [[0, 4.5], *[[s, floor + (0.01 if s >= drop else 0.3)]
+                                                                         for s in range(20, 81, 20)]]}
+
+    runs = [run("8x1", 3, 999), run("16x1", 3, 40), run("16x2", 3, 20), run("8x1", 4, 999), run("16x1", 4, 80),
+            run("16x2", 4, 40)]
+    s = drops.summarise(runs, plan, floor)
+    at = {size: s["sizes"][size]["levels"]["0.02"] for size in ("8x1", "16x1", "16x2")}
+    assert at["8x1"]["steps"] == [None, None] and at["8x1"]["median"] is None and at["8x1"]["tokens"] is None
+    assert at["16x1"]["steps"] == [40, 80] and at["16x1"]["median"] == 60
+    assert at["16x1"]["tokens"] == 60 * plan["batch"] * 64
+    assert s["sizes"]["16x2"]["final"] == pytest.approx(0.01)
+    n = [s["sizes"][k]["parameters"] for k in ("16x1", "16x2")]
+    assert s["powers"]["0.02"]["sizes"] == ["16x1", "16x2"]
+    assert s["powers"]["0.02"]["exponent"] == pytest.approx(math.log(30 / 60) / math.log(n[1] / n[0]), rel=1e-5)
+    assert drops.summarise(runs[:1] + runs[3:4], {**plan, "sizes": [[8, 1]]}, floor)["powers"]["0.02"] is None
+
+
+def test_committed_record_has_the_shape_of_this_code_and_its_summaries_come_from_its_runs():
+    r = committed()
+    drops.check_record(r, drops.FULL)
+    floor = r["floor"]["tuning_nats_per_token"]
+    for size, s in r["sizes"].items():  # found again here, from the curves
+        runs = [x for x in r["runs"] if x["size"] == size]
+        for level in drops.LEVELS:
+            for run, step in zip(runs, s["levels"][f"{level:g}"]["steps"]):
+                within = [t for t, loss in run["tune_curve"] if loss - floor <= level]
+                assert step == (within[0] if within else None)
+    changed = json.loads(json.dumps(r))
+    size = next(iter(changed["sizes"]))
+    changed["sizes"][size]["final"] += 1e-3
+    with pytest.raises(ValueError, match=f"^sizes.{size}.final"):
+        drops.check_record(changed, drops.FULL)
+    changed = json.loads(json.dumps(r))
+    changed["runs"][-1]["tune_curve"][-1][1] -= 0.001  # a run's number: the summaries follow it
+    with pytest.raises(ValueError, match="^sizes"):
+        drops.check_record(changed, drops.FULL)
+
+
+def test_check_record_names_what_is_wrong():
+    r = committed()
+    r["runs"][2]["flops"] += 1
+    with pytest.raises(ValueError, match="flops are not the formula's"):
+        drops.check_record(r, drops.FULL)
+    r = committed()
+    r["runs"][0]["tune_curve"] = r["runs"][0]["tune_curve"][::2]
+    with pytest.raises(ValueError, match="not evaluated every 50 steps"):
+        drops.check_record(r, drops.FULL)
+    with pytest.raises(ValueError, match="settings .* are not this code's"):
+        drops.check_record(committed(), drops.REDUCED)
+
+
+def test_a_run_reruns_to_the_records_digits(capsys):
+    r = committed()
+    assert drops.main(["--rerun", "8x1", "--seed", "4", "--until", "100"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("OK: 8x1 seed 4 at step 100") and (
+        "the same digits" in line or "within the spread" in line), line
+    run = next(x for x in r["runs"] if (x["size"], x["seed"]) == ("8x1", 4))
+    assert dict(map(tuple, run["tune_curve"]))[100] == pytest.approx(float(line.split("recorded ")[1].split(":")[0]))
+
+
+@pytest.mark.parametrize("args, phrase", [
+    (["--rerun", "8x3", "--seed", "4"], "--rerun 8x3: drops.json has the sizes"),
+    (["--rerun", "8x1", "--seed", "9"], "--seed 9: drops.json has the seeds"),
+    (["--rerun", "8x1", "--until", "75"], "--until 75: expected a step of the recorded tuning curves"),
+])
+def test_a_bad_rerun_is_refused_before_training_naming_the_value(args, phrase, capsys):
+    with pytest.raises(SystemExit) as stop:
+        drops.main(args)
+    assert stop.value.code == 2 and phrase in capsys.readouterr().err
+
+
+def test_the_scaling_page_shows_the_drops_table(capsys):
+    from pathlib import Path
+
+    r = committed()
+    assert drops.main(["--table"]) == 0
+    table = capsys.readouterr().out.strip()
+    assert table == drops.tables(r)
+    page = Path(__file__).resolve().parent.parent / "docs" / "scaling.md"
+    assert table in page.read_text(encoding="utf-8"), "docs/scaling.md: paste python3 -m experiments.drops --table"
+    assert np.isfinite([s["final"] for s in r["sizes"].values()]).all()
