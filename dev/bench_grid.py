@@ -2,6 +2,7 @@
 
     python3 -m dev.bench_grid                    # the reduced grid (--check's), 3 rounds: out/bench-grid.json
     python3 -m dev.bench_grid --rounds 5 --scale 4 --out out/bench-grid-x4.json
+    python3 -m dev.bench_grid --rounds 3 --full 2 --out out/bench-grid-full.json   # the recorded grid's own runs
 
 Each round trains the grid's runs (experiments/scaling_runs.sweep_tasks: every run of the plan, the chosen ones
 trained again to validate them) through a process pool of one worker, then through one of every core
@@ -9,10 +10,11 @@ trained again to validate them) through a process pool of one worker, then throu
 that a busy phase of the machine hits both alike. Timed: from the pool's start to its last result, the workers'
 start-up included (what a user waits for), not the record's fits. Reported: the median over rounds of the seconds
 per run of each, and their ratio, the speed-up; both must give the same results, bit for bit, but their seconds.
---scale multiplies the plan's budgets (so each run's steps), to see the speed-up of longer runs. The machine's load
-average (/proc/loadavg, where there is one) is printed and written beside the figures, and so is the CPU the pool
-got (its CPU seconds over its wall-clock, in cores): on a shared machine other work takes cores from the pool, and
-the speed-up falls with it.
+--full K times the recorded grid's own runs instead of the reduced grid's (experiments/scaling.py's full plan, its K
+smallest budgets: runs of seconds); --scale multiplies the plan's budgets (so each run's steps). The
+machine's load average (/proc/loadavg, where there is one) is printed and written beside the figures, and so is the
+CPU the pool got (its CPU seconds over its wall-clock, in cores): on a shared machine other work takes cores from the
+pool, and the speed-up falls with it.
 """
 
 import argparse
@@ -89,28 +91,36 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     p.add_argument("--rounds", type=int, default=3, help="rounds; the medians are reported (default: %(default)s)")
     p.add_argument("--scale", type=float, default=1.0,
-                   help="multiply the reduced grid's budgets by this (default: %(default)s, the grid of --check)")
+                   help="multiply the grid's budgets by this (default: %(default)s: the reduced grid of --check, or"
+                        " the full one's budgets)")
+    p.add_argument("--full", type=int, default=None, metavar="K",
+                   help="time the recorded grid's own runs (experiments/scaling.py's full plan) at its K smallest"
+                        " budgets instead of the reduced grid")
     p.add_argument("--workers", type=int, default=None,
                    help="the workers of the wide pool (default: every core)")
     p.add_argument("--out", default=str(OUT), metavar="PATH", help="where the figures go (default: %(default)s)")
     args = p.parse_args(argv)
     machine.need("numpy", "python3 -m dev.bench_grid")
     from experiments import grid
-    from experiments.scaling_runs import REDUCED, sweep_tasks
+    from experiments.scaling_runs import FULL, REDUCED, sweep_tasks
 
     wide = grid.cores() if args.workers is None else args.workers
     if args.rounds < 1 or args.scale <= 0 or wide < 2:
         p.error(f"--rounds must be at least 1, --scale above 0 and the wide pool at least 2 workers; got"
                 f" {args.rounds}, {args.scale:g} and {wide} (cores here: {grid.cores()})")
+    if args.full is not None and not 1 <= args.full <= len(FULL["budgets"]):
+        p.error(f"--full {args.full}: expected 1 to {len(FULL['budgets'])} of the full grid's budgets")
     problem = output_problem(args.out, "--out", "a JSON of dev.bench_grid's figures", ours, OUT.name)
     if problem:  # judged before the timing, never after it
         p.error(problem)
-    plan = {**REDUCED, "budgets": [round(c * args.scale) for c in REDUCED["budgets"]]}
+    grid_plan = REDUCED if args.full is None else {**FULL, "budgets": FULL["budgets"][:args.full]}
+    plan = {**grid_plan, "budgets": [round(c * args.scale) for c in grid_plan["budgets"]]}
+    what = ("the reduced grid" if args.full is None else f"the full grid at its {args.full} smallest budget(s)") + (
+        f" (budgets x {args.scale:g})" if args.scale != 1.0 else "")
     tasks, follow, _ = sweep_tasks(plan)
     runs = len(tasks) + len(plan["sizes"]) * len(plan["budgets"]) * len(plan["seeds"])
     before = load()
-    print(f"{runs} runs of the reduced grid (budgets x {args.scale:g}), {args.rounds} round(s); load average"
-          f" {before}", flush=True)
+    print(f"{runs} runs of {what}, {args.rounds} round(s); load average {before}", flush=True)
     seconds, cores, first = {1: [], wide: []}, {1: [], wide: []}, {}  # {workers: per round}
     for r in range(args.rounds):
         for workers in seconds:

@@ -44,6 +44,8 @@ LONG = {  # a command exactly -> why this test does not run it
                                       " `--rerun`, on the same page, run its reduced versions",
     "python3 -m experiments.drops": "the full experiment takes minutes of both cores; `--check` and `--rerun`, on"
                                     " the same page, run its reduced versions",
+    "python3 -m dev.bench_grid --rounds 3 --full 2 --out out/bench-grid-full.json": "times the recorded grid's own"
+        " runs, about 12 minutes; the page's other dev.bench_grid commands time the reduced grid",
 }
 REDUCED = {  # script or module -> arguments appended to each of its commands here (later arguments win in argparse)
     "train.py": ["--steps", "300"],  # not to commands that set --steps themselves
