@@ -111,14 +111,16 @@ def training_stream(tok, seed, tokens, held=()):
     newline (an int32 array), and {"stories", "distinct", "held_out"}: how many stories it holds, how many of them
     differ, and how many are among the held-out stories' keys held."""
     rng, pieces, newline = random.Random(seed), chains.piece_tokens(tok), tok.encode("\n")
-    stream, seen, count = [], set(), 0
-    while len(stream) < tokens + 1:
+    stream = np.empty(tokens + 1 + T, dtype=np.int32)  # (tokens + 1 + T,): room for the last story (at most T)
+    filled, seen, count = 0, set(), 0
+    while filled < tokens + 1:
         choices = chains.draw(rng)
-        stream += chains.story_ids(choices, pieces) + newline
+        ids = chains.story_ids(choices, pieces) + newline
+        stream[filled:filled + len(ids)] = ids  # (in place: a list of ints, then the array, held three times the
+        filled += len(ids)  # array's memory at once)
         seen.add(story_key(choices))
         count += 1
-    return np.array(stream, dtype=np.int32), {"stories": count, "distinct": len(seen),
-                                               "held_out": len(seen & set(held))}
+    return stream[:filled], {"stories": count, "distinct": len(seen), "held_out": len(seen & set(held))}
 
 
 def held_keys(seed, count):
