@@ -147,7 +147,16 @@ def indices_of(choices, world=WORLD):
 
 def draw(rng, world=WORLD):
     """One story's choices, every option of every choice alike, drawn with rng."""
-    return words_of([rng.randrange(n) for _, n in options(world)], world)
+    return words_of(draw_indices(rng, world), world)
+
+
+def draw_indices(rng, world=WORLD):
+    """One story's option indices (words_of's), drawn with rng: each choice's index uniform below its count.
+
+    >>> draw_indices(random.Random(0))
+    [6, 26, 0, 2, 8, 15, 1, 2, 7, 11, 18, 28]
+    """
+    return [rng.randrange(n) for _, n in options(world)]
 
 
 def number(choices, world=WORLD):
@@ -158,8 +167,17 @@ def number(choices, world=WORLD):
     >>> number(words_of([0] * 12)), number(words_of([0] * 11 + [1])), number(words_of([1] + [0] * 11))
     (0, 1, 170223390720)
     """
+    return index_number(indices_of(choices, world), world)
+
+
+def index_number(indices, world=WORLD):
+    """The number of the story of these option indices (`number`'s, without the words).
+
+    >>> index_number([0] * 11 + [1]), index_number([1] + [0] * 11)
+    (1, 170223390720)
+    """
     n = 0
-    for (_, count), i in zip(options(world), indices_of(choices, world)):
+    for (_, count), i in zip(options(world), indices):
         n = n * count + i
     return n
 

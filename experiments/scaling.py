@@ -75,7 +75,7 @@ with machine.needed_by("python3 -m experiments.scaling"):
     from experiments.scaling_runs import (FULL, REDUCED, T, TUNE_SEED, VALIDATION_SEED, VOCAB, flops_per_token,
                                           grid_run, held_out, parameters, run_data, run_values, steps_for,
                                           sweep_tasks, task_key)
-    from experiments.scaling_runs import (held_keys, mean_and_error, run_cell, size_config, story_key,  # noqa: F401
+    from experiments.scaling_runs import (held_numbers, mean_and_error, run_cell, size_config,  # noqa: F401
                                           story_nats, training_stream, validate)  # (scaling.run_cell, as before)
     from oneblock.data import TOKENIZER_FILE
 

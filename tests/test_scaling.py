@@ -96,6 +96,35 @@ def test_the_longest_story_is_one_the_generator_can_write():
     assert len(TOK.encode(text + "\n")) == chains.longest_story(TOK)
 
 
+def test_a_story_read_straight_from_its_indices_is_the_story_its_words_make():
+    """scaling_runs.story_tokens, the stream's fast path, against chains.story_ids(chains.words_of(...))."""
+    from experiments import scaling_runs
+
+    rng, pieces, table = random.Random(11), chains.piece_tokens(TOK), scaling_runs.story_table(TOK)
+    for _ in range(20000):
+        indices = chains.draw_indices(rng)
+        assert scaling_runs.story_tokens(indices, table) == chains.story_ids(chains.words_of(indices), pieces)
+        assert chains.index_number(indices) == chains.number(chains.words_of(indices))
+    tiny = scaling_runs.story_table(TOK, TINY)  # (a world of its own: the lists' lengths are not WORLD's)
+    for choices in every_story(TINY):
+        indices = chains.indices_of(choices, TINY)
+        assert scaling_runs.story_tokens(indices, tiny) == chains.story_ids(choices, chains.piece_tokens(TOK, TINY))
+
+
+def test_a_training_stream_counts_its_stories_and_those_held_out_by_number():
+    from experiments import scaling_runs
+
+    newline = TOK.encode("\n")
+    stream, counts = scaling_runs.training_stream(TOK, 7, 5000, held=scaling_runs.held_numbers(7, 10))
+    rng, ids = random.Random(7), []
+    while len(ids) < 5001:
+        ids += chains.story_ids(chains.draw(rng), chains.piece_tokens(TOK)) + newline
+    assert stream.dtype == np.int32 and stream.tolist() == ids
+    assert counts == {"stories": ids.count(newline[0]), "distinct": counts["stories"], "held_out": 10}
+    _, again = scaling_runs.training_stream(TOK, 8, 5000, held=scaling_runs.held_numbers(7, 10))
+    assert again["held_out"] == 0
+
+
 def test_enough_entropy_that_a_million_stories_hardly_repeat():
     assert chains.entropy() == fsum(math.log(n) for n in [8, 32, 2, 4, 10, 31, 2, 4, 9, 31, 31, 31])
     assert chains.expected_repeats(10 ** 6) < 0.5
