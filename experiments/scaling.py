@@ -69,7 +69,7 @@ with machine.needed_by("python3 -m experiments.scaling"):
     from experiments.recording import (across_seeds, check_provenance, experiment_parser, field, first_difference,
                                        given, losses_at, need, parsed, provenance, reading, rerun_main, rerun_verdict,
                                        rounded, run_or_check, table_row, trained, writes)
-    from experiments.scaling_judged import judged
+    from experiments.scaling_judged import judged, minimum
     from experiments.scaling_law import cell_values, chosen_lr, fit_law, law_summary, name_of, slope
     from experiments.scaling_law import STARTS, law  # noqa: F401  (scaling.law and scaling.STARTS, as before)
     from experiments.scaling_runs import (FULL, REDUCED, T, TUNE_SEED, VALIDATION_SEED, VOCAB, flops_per_token,
@@ -189,19 +189,14 @@ def plan_settings(plan):
 
 def parabola_minimum(x, y):
     """The x of the least y of points (x, y) (x increasing), from the parabola through the least point and its
-    neighbours (the three at an end, when the least is there), and whether the least point is interior.
+    neighbours (scaling_judged.minimum's "three_point"), and whether the least point is interior.
 
     >>> x, interior = parabola_minimum([0.0, 1.0, 2.0, 3.0], [3.0, 1.0, 1.0, 3.0])
     >>> round(x, 9), interior
     (1.5, True)
     """
     k = int(np.argmin(y))
-    lo = min(max(k - 1, 0), len(x) - 3)
-    c2, c1, _ = np.polyfit(x[lo:lo + 3], y[lo:lo + 3], 2)
-    interior = 0 < k < len(x) - 1
-    if c2 <= 0:  # no minimum: the least point itself
-        return float(x[k]), interior
-    return float(-c1 / (2 * c2)), interior
+    return minimum(x, y, "three_point"), 0 < k < len(x) - 1
 
 
 def frontier(means, plan, floor):

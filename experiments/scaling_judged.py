@@ -147,10 +147,14 @@ def held_out(values, plan, floor):
 def minimum(x, y, how):
     """The x of the least y of a budget's points (x increasing), located how: "three_point", the parabola through the
     least point and its neighbours (the three at an end when the least is there); "all_sizes", the parabola through
-    every point; "least_cell", the least point itself. A parabola that opens downwards gives the least point.
+    every point; "least_cell", the least point itself. A parabola that opens downwards gives the least point; a
+    vertex beyond the points the parabola runs through (the least at an end) gives the nearest of them: nothing
+    was measured there.
 
     >>> [round(minimum([0.0, 1.0, 2.0, 3.0], [3.0, 1.0, 1.0, 3.0], how), 9) for how in METHODS]
     [1.5, 1.5, 1.0]
+    >>> minimum([0.0, 1.0, 2.0], [1.0, 1.1, 1.3], "three_point")  # (the vertex, -1.5, lies outside)
+    0.0
     """
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     k = int(np.argmin(y))
@@ -159,7 +163,7 @@ def minimum(x, y, how):
     lo = min(max(k - 1, 0), len(x) - 3) if how == "three_point" else 0
     hi = lo + 3 if how == "three_point" else len(x)
     c2, c1, _ = np.polyfit(x[lo:hi], y[lo:hi], 2)
-    return float(-c1 / (2 * c2)) if c2 > 0 else float(x[k])
+    return float(np.clip(-c1 / (2 * c2), x[lo], x[hi - 1])) if c2 > 0 else float(x[k])
 
 
 METHODS = ("three_point", "all_sizes", "least_cell")
