@@ -4,8 +4,8 @@
     python3 -m dev.bench_grid --rounds 5 --scale 4 --out out/bench-grid-x4.json
     python3 -m dev.bench_grid --rounds 3 --full 2 --out out/bench-grid-full.json   # the recorded grid's own runs
 
-Each round trains the grid's runs (experiments/scaling_runs.sweep_tasks: every run of the plan, the chosen ones
-trained again to validate them) through a process pool of one worker, then through one of every core
+Each round trains the grid's runs (experiments/scaling_runs.sweep_tasks: every run of the plan, and the validation
+of the weights of each cell's chosen one) through a process pool of one worker, then through one of every core
 (experiments/grid.py, each worker one BLAS thread), each into a fresh results folder, taking turns round by round so
 that a busy phase of the machine hits both alike. Timed: from the pool's start to its last result, the workers'
 start-up included (what a user waits for), not the record's fits. Reported: the median over rounds of the seconds
@@ -75,6 +75,15 @@ def timed_grid(plan, workers):
         return time.perf_counter() - started, cpu_now() - cpu, results
 
 
+def trained(results):
+    """How many of a grid's tasks trained a run (those that only validated a sweep run's weights did not).
+
+    >>> trained({"a": {"run": {}, "stream": {}}, "a-chosen": {"run": {}}})
+    1
+    """
+    return sum("stream" in result for result in results.values())
+
+
 def ours(raw):
     """Whether raw (a file's bytes) is this benchmark's figures, which --out may replace.
 
@@ -102,7 +111,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     machine.need("numpy", "python3 -m dev.bench_grid")
     from experiments import grid
-    from experiments.scaling_runs import FULL, REDUCED, sweep_tasks
+    from experiments.scaling_runs import FULL, REDUCED
 
     wide = grid.cores() if args.workers is None else args.workers
     if args.rounds < 1 or args.scale <= 0 or wide < 2:
@@ -117,14 +126,13 @@ def main(argv=None):
     plan = {**grid_plan, "budgets": [round(c * args.scale) for c in grid_plan["budgets"]]}
     what = ("the reduced grid" if args.full is None else f"the full grid at its {args.full} smallest budget(s)") + (
         f" (budgets x {args.scale:g})" if args.scale != 1.0 else "")
-    tasks, follow, _ = sweep_tasks(plan)
-    runs = len(tasks) + len(plan["sizes"]) * len(plan["budgets"]) * len(plan["seeds"])
     before = load()
-    print(f"{runs} runs of {what}, {args.rounds} round(s); load average {before}", flush=True)
+    print(f"{what}, {args.rounds} round(s); load average {before}", flush=True)
     seconds, cores, first = {1: [], wide: []}, {1: [], wide: []}, {}  # {workers: per round}
     for r in range(args.rounds):
         for workers in seconds:
             wall, cpu, results = timed_grid(plan, workers)
+            runs = trained(results)
             seconds[workers].append(wall)
             cores[workers].append(cpu / wall)
             first.setdefault(workers, without_seconds(results))

@@ -40,7 +40,7 @@ KINDS = ("process", "serial", "dask")  # the executors `executor` makes
 FORMAT = "grid result v1"  # the "format" field of every result file
 KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")  # a task's key, which names its file: key + ".json"
 LARGEST = 1 << 26  # bytes of the largest result file read (64 MiB)
-KEPT = 4  # values `kept` keeps in each process, the least recently used dropped first
+KEPT = 6  # values `kept` keeps in each process, the least recently used dropped first
 LEFTOVER = re.compile(r"(.+\.json)\.[0-9]+\.[a-z0-9_]{8}\.tmp")  # a temporary file of write_atomic's, of a result
 DASK = ("dask", "distributed")  # the packages of the "dask" executor (tests/requirements.txt pins them)
 
@@ -402,8 +402,10 @@ def kept(make, *args):
     """make(*args), made once in this process and kept for the next task that asks for the same: a seed's stream of
     stories, built in the worker rather than sent to it. make must be a module-level function and args hashable
     (numbers, strings, tuples). The bound: the last KEPT values asked for, in each worker process (and in this one
-    for the serial executor): with scaling's streams of up to about 50 MB, 200 MB a worker. A value is shared by the
-    tasks that ask for it, so a task must not change it.
+    for the serial executor): scaling's seeds' streams (five where a plan has split seeds) and its validation
+    stories. A stream holds the plan's longest run, 4 bytes a token: 167 MB for the recorded grid's 8x1 runs at 640
+    GFLOP, four times that for a grid to 2,560 GFLOP. A value is shared by the tasks that ask for it, so a task must
+    not change it.
 
     >>> kept(pow, 2, 10), kept(pow, 2, 10) is kept(pow, 2, 10)
     (1024, True)

@@ -832,7 +832,9 @@ def rerun_main(parser, args, script, record, cell, rerun):
         record = read_record(path, writer, form)
         with reading(path, writer, also=(ValueError,)):
             arguments, curve = cell(parser, args, record)
-            until = rerun_step(parser, args.until, curve, args.seed, record["settings"]["seeds"], path.name)
+            settings = record["settings"]
+            seeds = [*settings["seeds"], *settings.get("split_seeds", [])]  # (scaling.py's: more where seeds split)
+            until = rerun_step(parser, args.until, curve, args.seed, seeds, path.name)
         with interruptible():
             ok, line = rerun(record, seed=args.seed, until=until, **arguments)
     except ValueError as e:

@@ -23,7 +23,10 @@ of 16 windows that spend C by sizes.flops_per_token (Chinchilla's approach 2: Is
 library's training (training.train: numpy_fast.py, float32, Adam, clipping, a warm-up of a tenth of the run up to
 100 steps and a cosine to a tenth of the peak learning rate). The sweep: in every cell (size, budget) the first seed
 trains at each learning rate of the plan (0.003, 0.01, 0.03) and the lowest loss on the tuning stories chooses the
-rate; the two other seeds train at the chosen one, so every point the fits rest on has three seeds.
+rate; the two other seeds train at the chosen one, so every point the fits rest on has three seeds. A plan may
+name split seeds: a cell whose three seeds' validation losses span more than the plan's split (some runs have
+learned to follow the chain and some not) trains those seeds too (the reduced grid: more than 0.1 nats, two more;
+the recorded grid has none).
 
 The summaries, each derived from the runs' raw numbers (so `--check` derives them again):
 - each cell's validation loss across seeds, and its reducible loss L - E with E the true floor;
@@ -73,8 +76,8 @@ with machine.needed_by("python3 -m experiments.scaling"):
     from experiments.scaling_law import cell_values, chosen_lr, fit_law, law_summary, name_of, slope
     from experiments.scaling_law import STARTS, law  # noqa: F401  (scaling.law and scaling.STARTS, as before)
     from experiments.scaling_runs import (FULL, REDUCED, T, TUNE_SEED, VALIDATION_SEED, VOCAB, flops_per_token,
-                                          grid_run, held_out, parameters, run_data, run_values, steps_for,
-                                          sweep_tasks, task_key)
+                                          grid_run, held_out, parameters, run_data, run_values, splits,
+                                          steps_for, sweep_tasks, task_key)
     from experiments.scaling_runs import (held_numbers, mean_and_error, run_cell, size_config,  # noqa: F401
                                           story_nats, training_stream, validate)  # (scaling.run_cell, as before)
     from oneblock.data import TOKENIZER_FILE
@@ -96,7 +99,7 @@ PUBLISHED = {  # what the papers found, for docs/scaling.md
 
 def grid_cost(plan):
     """(runs, training FLOPs, training tokens) of a plan, by formula: every cell once per learning rate (the first
-    seed) and once per other seed.
+    seed) and once per other seed; a cell whose seeds split trains its split_seeds too, on top of these.
 
     >>> runs, flops, tokens = grid_cost(FULL)
     >>> runs, f"{flops:.3g}", f"{tokens:.3g}"
@@ -114,7 +117,7 @@ def grid_cost(plan):
 
 
 def runs_in(plan):
-    """How many runs plan trains.
+    """How many runs plan trains where no cell's seeds split (grid_cost's).
 
     >>> runs_in(FULL), runs_in(REDUCED)
     (245, 48)
@@ -141,18 +144,17 @@ def run_experiment(plan, report=print, kind="process", workers=None, address=Non
         pool = stack.enter_context(grid.executor(kind, workers, address))
         results = grid.run_tasks(pool, grid_run, tasks, folder, follow=follow, report=report)
     runs, streams, first = [], {}, plan["seeds"][0]
-    for seed in plan["seeds"]:
+    for seed in [*plan["seeds"], *plan["split_seeds"]]:
         for size, budget in [(size, budget) for size in plan["sizes"] for budget in plan["budgets"]]:
             rate = chosen[name_of(size), budget]
             for lr in plan["lrs"] if seed == first else [rate]:
+                if task_key(size, budget, lr, seed) not in results:  # (a split seed of a cell that did not split)
+                    continue
                 result = results[task_key(size, budget, lr, seed)]
                 streams.setdefault(str(seed), result["stream"])
                 run = result["run"]
-                if seed == first and lr == rate:
-                    again = results[task_key(size, budget, lr, seed, "-chosen")]["run"]
-                    need(again["tune_curve"] == run["tune_curve"], f"{task_key(size, budget, lr, seed)} trained"
-                         f" again to validate it gave another tuning curve: the runs are not deterministic here")
-                    run = {**run, "val": again["val"], "val_error": again["val_error"]}
+                if seed == first and lr == rate:  # (its weights, validated)
+                    run = {**run, **results[task_key(size, budget, lr, seed, "-chosen")]["run"]}
                 runs.append(run)
     floor = rounded({"validation_nats_per_token": validation[2], "tuning_nats_per_token": tuning[2],
                      "entropy_nats_per_story": chains.entropy(), "uniform_nats_per_token": math.log(VOCAB)})
@@ -417,7 +419,10 @@ def check_record(record, plan):
     runs = record["runs"]
     need([(r["size"], r["budget"], r["lr"], r["seed"]) for r in runs[:len(keys)]] == keys,
          f"expected the first seed's run of every cell at each learning rate of {plan['lrs']} first")
-    need(len(runs) == runs_in(plan), f"{len(runs)} runs, expected {runs_in(plan)}")
+    values, _ = cell_values([r for r in runs if r["seed"] in plan["seeds"]], plan)
+    split = [cell for cell in cells if splits(values[cell], plan)]
+    need(len(runs) == runs_in(plan) + len(split) * len(plan["split_seeds"]), f"{len(runs)} runs, expected"
+         f" {runs_in(plan)} and {len(plan['split_seeds'])} more for each of the {len(split)} cells whose seeds split")
     sizes_of = {name_of(s): s for s in plan["sizes"]}
     for r in runs:
         name = f"{r['size']} at {r['budget']} FLOPs lr {r['lr']:g} seed {r['seed']}"
@@ -437,6 +442,10 @@ def check_record(record, plan):
         got = [(r["size"], r["budget"], r["lr"]) for r in runs if r["seed"] == seed]
         want = [(size, c, chosen_lr(runs, plan, size, c)) for size, c in cells]
         need(got == want, f"seed {seed}: expected one run of every cell at the rate the first seed chose")
+    for seed in plan["split_seeds"]:
+        got = [(r["size"], r["budget"], r["lr"]) for r in runs if r["seed"] == seed]
+        want = [(size, c, chosen_lr(runs, plan, size, c)) for size, c in split]
+        need(got == want, f"seed {seed}: expected one run of each cell whose seeds split, at its chosen rate")
     for seed, counts in record["data"]["streams"].items():
         need(counts["held_out"] == 0, f"seed {seed}'s training stories include {counts['held_out']} held-out ones")
     derived = summarise(runs, plan, floor)
@@ -579,7 +588,12 @@ def rerun_cell(parser, args, record):
         parser.error(f"--budget {args.budget}: {RECORD_FILE.name} has the budgets"
                      f" {', '.join(map(str, record['settings']['budgets']))}")
     lr = cells[args.rerun][str(args.budget)]["lr"]
-    run = next(r for r in record["runs"] if (r["size"], r["budget"], r["lr"]) == (args.rerun, args.budget, lr))
+    runs = [r for r in record["runs"] if (r["size"], r["budget"], r["lr"]) == (args.rerun, args.budget, lr)]
+    seeds = [r["seed"] for r in runs]
+    if args.seed in record["settings"]["split_seeds"] and args.seed not in seeds:
+        parser.error(f"--seed {args.seed}: {args.rerun} at {args.budget} FLOPs has the seeds {seeds} (its seeds did"
+                     f" not split, so it trained no more)")
+    run = runs[0]
     return {"size": args.rerun, "budget": args.budget}, run["tune_curve"]
 
 

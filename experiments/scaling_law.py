@@ -199,7 +199,8 @@ def chosen_lr(runs, plan, size, budget):
 
 
 def cell_values(runs, plan):
-    """{(size, budget): [validation loss of each seed at the chosen rate]} and the chosen rates.
+    """{(size, budget): [validation loss of each seed at the chosen rate]} and the chosen rates: the plan's seeds,
+    then its split_seeds where the cell trained them (scaling_runs.splits).
 
     >>> runs = [{"size": "8x1", "budget": 10, "seed": s, "lr": 0.01, "tune": 2.0, "val": v} for s, v in [(3, 1.5),
     ...                                                                                             (4, 1.7)]]
@@ -210,7 +211,7 @@ def cell_values(runs, plan):
     for size in map(name_of, plan["sizes"]):
         for budget in plan["budgets"]:
             lr = rates[size, budget] = chosen_lr(runs, plan, size, budget)
-            values[size, budget] = [r["val"] for seed in plan["seeds"] for r in runs
+            values[size, budget] = [r["val"] for seed in [*plan["seeds"], *plan.get("split_seeds", [])] for r in runs
                                     if (r["size"], r["budget"], r["lr"], r["seed"]) == (size, budget, lr, seed)]
     return values, rates
 

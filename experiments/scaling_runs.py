@@ -12,6 +12,7 @@ its result file says what it is the result of.
 """
 
 import array
+import base64
 import functools
 import json
 import math
@@ -37,11 +38,12 @@ FULL = {  # the recorded grid: about half an hour of one core
     "sizes": [[8, 1], [16, 1], [16, 2], [32, 1], [32, 2], [64, 1], [64, 2]],  # [width, blocks]
     "budgets": [10_000_000_000 * 2 ** k for k in range(7)],  # FLOPs of a run: 10 to 640 GFLOP
     "lrs": [0.003, 0.01, 0.03], "seeds": [3, 4, 5], "batch": 16,
+    "split": None, "split_seeds": [],  # (splits: no cell trains more seeds than these three)
     "tune_stories": 300, "validation_stories": 8000, "curve_points": 4, "bootstrap": 200,
 }
-REDUCED = {  # --check: the same shape in seconds
+REDUCED = {  # --check: the same shape in seconds; a cell whose seeds span more than 0.1 nats trains two more
     "sizes": [[8, 1], [16, 1], [32, 1]], "budgets": [300_000_000, 600_000_000, 1_200_000_000, 2_400_000_000],
-    "lrs": [0.01, 0.03], "seeds": [3, 4, 5], "batch": 4,
+    "lrs": [0.01, 0.03], "seeds": [3, 4, 5], "batch": 4, "split": 0.1, "split_seeds": [6, 7],
     "tune_stories": 20, "validation_stories": 40, "curve_points": 2, "bootstrap": 10,
 }
 TUNE_SEED, VALIDATION_SEED = 1001, 1002  # random.Random seeds of the held-out stories (a run's: its own seed)
@@ -292,17 +294,40 @@ def validation_data(count):
     return stories, np.array([len(x) - 1 for x in stories])  # (S,)
 
 
-def grid_run(plan, size, budget, lr, seed, validated):
+def grid_run(plan, size, budget, lr, seed, validated, weights=None):
     """One run of the grid as a task (experiments/grid.py): train size at budget, rate lr and seed, validated or
     not, and return {"run": its raw numbers, "stream": the counts of its seed's stories, "cpu_seconds": the CPU
-    seconds of this task in the process that ran it}. Its seed's stream and the validation stories come from
-    grid.kept, made once a worker."""
+    seconds of this task in the process that ran it}, and for a run not validated (the sweep's) "weights": its
+    trained weights (packed), so that the run the sweep chooses is validated without training it again. Given
+    weights (a sweep run's), it trains nothing: {"run": {"val", "val_error"} of those weights, "cpu_seconds"}. Its
+    seed's stream and the validation stories come from grid.kept, made once a worker."""
     cpu = time.process_time()
+    validation = grid.kept(validation_data, plan["validation_stories"]) if validated else None
+    if weights is not None:
+        run = validate({}, unpacked(weights), size_config(size), validation)
+        return {"run": run, "cpu_seconds": round(time.process_time() - cpu, 3)}
     data, counts = grid.kept(seed_data, json.dumps(plan, sort_keys=True), seed)
     params, run = run_cell(plan, size, budget, lr, seed, data)
     if validated:
-        run = validate(run, params, size_config(size), grid.kept(validation_data, plan["validation_stories"]))
-    return {"run": run, "stream": counts, "cpu_seconds": round(time.process_time() - cpu, 3)}
+        run = validate(run, params, size_config(size), validation)
+    kept = {} if validated else {"weights": packed(params)}
+    return {"run": run, "stream": counts, **kept, "cpu_seconds": round(time.process_time() - cpu, 3)}
+
+
+def packed(params):
+    """Weights as JSON values: {name: [its shape, its float32 bytes (little-endian) in base64]}, exactly.
+
+    >>> unpacked(packed({"b": np.array([0.1, -2.0], dtype=np.float32)}))["b"].tolist() == [np.float32(0.1), -2.0]
+    True
+    """
+    return {name: [list(w.shape), base64.b64encode(np.asarray(w, dtype="<f4").tobytes()).decode("ascii")]
+            for name, w in params.items()}
+
+
+def unpacked(weights):
+    """packed's weights back as float32 arrays, bit for bit."""
+    return {name: np.frombuffer(base64.b64decode(text), dtype="<f4").reshape(shape).astype(np.float32)
+            for name, (shape, text) in weights.items()}
 
 
 def task_key(size, budget, lr, seed, suffix=""):
@@ -314,35 +339,73 @@ def task_key(size, budget, lr, seed, suffix=""):
     return f"{name_of(size)}-{budget}-{lr:g}-{seed}{suffix}"
 
 
+def splits(losses, plan):
+    """Whether a cell's seeds split: their validation losses (one a seed of the plan) span more than plan["split"]
+    nats per token (None: never), so that some have learned to follow the chain and some not (the cell trains
+    plan["split_seeds"] too).
+
+    >>> splits([1.0, 1.05, 1.2], {"split": 0.1}), splits([1.0, 1.05, 1.09], {"split": 0.1})
+    (True, False)
+    """
+    return plan["split"] is not None and max(losses) - min(losses) > plan["split"]
+
+
 def sweep_tasks(plan):
     """(tasks, follow, chosen) of the plan's grid for grid.run_tasks(pool, grid_run, tasks, folder, follow): the
     tasks, the first seed's run of every cell at every learning rate; follow, which after the last rate of a cell
-    (follow sees the tasks in order) adds the run of the rate of least tuning loss trained again and validated (key
-    "-chosen": the sweep's runs keep no weights, so one run more a cell) and each other seed's run at that rate,
-    validated; chosen, {(size name, budget): that rate}, filled in as follow goes.
+    (follow sees the tasks in order) adds the validation of the weights of the rate of least tuning loss (key
+    "-chosen"), each other seed's run at that rate, validated, and after the last of those the runs of the plan's
+    split_seeds where the seeds split (`splits`); chosen, {(size name, budget): that rate}, filled in as follow
+    goes.
 
     >>> tasks, follow, chosen = sweep_tasks(REDUCED)
-    >>> len(tasks), tasks[0][0], [key for key, _ in follow(tasks[0][0], {"run": {"tune": 2.0}})]
+    >>> len(tasks), tasks[0][0], [key for key, _ in follow(tasks[0][0], {"run": {"tune": 2.0}, "weights": "W"})]
     (24, '8x1-300000000-0.01-3', [])
-    >>> [key for key, _ in follow(tasks[1][0], {"run": {"tune": 1.0}})], chosen
-    (['8x1-300000000-0.03-3-chosen', '8x1-300000000-0.03-4', '8x1-300000000-0.03-5'], {('8x1', 300000000): 0.03})
+    >>> added = follow(tasks[1][0], {"run": {"tune": 1.0}, "weights": "W'"})
+    >>> [key for key, _ in added], added[0][1][-1], chosen
+    (['8x1-300000000-0.03-3-chosen', '8x1-300000000-0.03-4', '8x1-300000000-0.03-5'], "W'", {('8x1', 300000000): 0.03})
+    >>> [follow(key, {"run": {"val": v}}) for key, v in [('8x1-300000000-0.03-3-chosen', 1.0),
+    ...                                                  ('8x1-300000000-0.03-4', 1.5)]]
+    [[], []]
+    >>> [key for key, _ in follow('8x1-300000000-0.03-5', {"run": {"tune": 1.0, "val": 1.2}})]
+    ['8x1-300000000-0.03-6', '8x1-300000000-0.03-7']
+    >>> follow('8x1-300000000-0.03-6', {"run": {"tune": 1.0, "val": 1.1}})
+    []
     """
     first, others = plan["seeds"][0], plan["seeds"][1:]
     cells = [(size, budget) for size in plan["sizes"] for budget in plan["budgets"]]
     tasks = [(task_key(size, budget, lr, first), [plan, size, budget, lr, first, False])
              for size, budget in cells for lr in plan["lrs"]]
+    sweep = {key for key, _ in tasks}
     last = {task_key(size, budget, plan["lrs"][-1], first): (size, budget) for size, budget in cells}
-    tunes, chosen = {}, {}  # {sweep key: its tuning loss}; {(size name, budget): the rate its sweep chose}
+    swept, chosen = {}, {}  # {sweep key: (its tuning loss, its weights)}; {(size name, budget): the rate chosen}
+    validated = {}  # {key of a plan seed's validated run: (its cell's size, budget, its rate, the cell's losses)}
 
     def follow(key, result):
-        tunes[key] = result["run"]["tune"]
+        if key in validated:
+            size, budget, lr, losses = validated[key]
+            losses.append(result["run"]["val"])
+            if len(losses) < len(plan["seeds"]) or not splits(losses, plan):
+                return []
+            return [(task_key(size, budget, lr, seed), [plan, size, budget, lr, seed, True])
+                    for seed in plan["split_seeds"]]
+        if key not in sweep:  # (a split seed's run)
+            return []
+        swept[key] = result["run"]["tune"], result["weights"]
         if key not in last:
             return []
         size, budget = last[key]
-        lr = min(plan["lrs"], key=lambda rate: tunes[task_key(size, budget, rate, first)])  # the first of equal ones
+        lr = min(plan["lrs"], key=lambda rate: swept[task_key(size, budget, rate, first)][0])  # the first of equals
         chosen[name_of(size), budget] = lr
-        return [(task_key(size, budget, lr, seed, "-chosen" if seed == first else ""),
-                 [plan, size, budget, lr, seed, True]) for seed in (first, *others)]
+        weights = swept[task_key(size, budget, lr, first)][1]
+        for rate in plan["lrs"]:  # (the others' weights are not needed again)
+            del swept[task_key(size, budget, rate, first)]
+        new, losses = [(task_key(size, budget, lr, first, "-chosen"), [plan, size, budget, lr, first, True,
+                                                                       weights])], []
+        new += [(task_key(size, budget, lr, seed), [plan, size, budget, lr, seed, True]) for seed in others]
+        for k, _ in new:
+            validated[k] = size, budget, lr, losses  # (the cell's seeds' losses, as follow sees them)
+        return new
 
     return tasks, follow, chosen
 

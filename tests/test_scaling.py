@@ -141,8 +141,42 @@ def test_reduced_grid_runs_and_has_the_shape_of_the_full_one(tmp_path, capsys):
     from experiments import scaling
 
     r = reduced_run(scaling, tmp_path, capsys)
-    assert len(r["runs"]) == scaling.runs_in(scaling.REDUCED) == 3 * 4 * (2 + 2)
+    assert scaling.runs_in(scaling.REDUCED) == 3 * 4 * (2 + 2)
+    split = split_cells(r, scaling.REDUCED)
+    assert split and len(r["runs"]) == scaling.runs_in(scaling.REDUCED) + 2 * len(split)  # (the reduced grid splits)
+    for (size, budget), cell in ((key, r["cells"][key[0]][str(key[1])]) for key in split):
+        assert sorted(run["seed"] for run in r["runs"] if (run["size"], run["budget"], run["lr"]) == (
+            size, budget, cell["lr"])) == [3, 4, 5, 6, 7] and len(cell["val"]["by_seed"]) == 5
     assert all(s["distinct"] == s["stories"] and s["held_out"] == 0 for s in r["data"]["streams"].values())
+    assert sorted(r["data"]["streams"]) == ["3", "4", "5", "6", "7"]
+    less = {**r, "runs": [run for run in r["runs"] if (run["size"], run["budget"], run["seed"]) != (*split[0], 7)]}
+    with pytest.raises(ValueError, match=f"runs, expected 48 and 2 more for each of the {len(split)} cells whose"):
+        scaling.check_record(less, scaling.REDUCED)
+    moved = {**r, "runs": [{**run, "seed": 6} if (run["size"], run["budget"], run["seed"]) == (*split[0], 7) else run
+                           for run in r["runs"]]}
+    with pytest.raises(ValueError, match="seed 6: expected one run of each cell whose seeds split"):
+        scaling.check_record(moved, scaling.REDUCED)
+    import argparse  # --rerun of a split seed where the cell did not split: refused, naming the cell's seeds
+
+    whole = next((size, budget) for size in r["cells"] for budget in r["cells"][size]
+                 if (size, int(budget)) not in split)
+    args = argparse.Namespace(rerun=whole[0], budget=int(whole[1]), seed=6)
+    with pytest.raises(SystemExit):
+        scaling.rerun_cell(argparse.ArgumentParser(prog="scaling"), args, r)
+    assert f"--seed 6: {whole[0]} at {whole[1]} FLOPs has the seeds [3, 4, 5] (its seeds did not split" in (
+        capsys.readouterr().err)
+    args.rerun, args.budget = split[0][0], split[0][1]
+    assert scaling.rerun_cell(argparse.ArgumentParser(), args, r)[0] == {"size": split[0][0], "budget": split[0][1]}
+
+
+def split_cells(record, plan):
+    """The cells (size, budget) whose three seeds span more than the plan's split, found again here."""
+    first = {}
+    for run in record["runs"]:
+        cell = record["cells"][run["size"]][str(run["budget"])]
+        if run["lr"] == cell["lr"] and run["seed"] in plan["seeds"]:
+            first.setdefault((run["size"], run["budget"]), []).append(run["val"])
+    return [key for key, v in first.items() if max(v) - min(v) > plan["split"]]
 
 
 def scaling_record():
@@ -243,8 +277,8 @@ def test_the_grid_costs_what_its_formula_says():
     """grid_cost counts the FLOPs of every run by formula, as the runs record them."""
     scaling, r = scaling_record()
     runs, flops, tokens = scaling.grid_cost(scaling.FULL)
-    assert (runs, flops, tokens) == (len(r["runs"]), sum(x["flops"] for x in r["runs"]),
-                                     sum(x["tokens"] for x in r["runs"]))
+    fixed = [x for x in r["runs"] if x["seed"] in scaling.FULL["seeds"]]  # (the split seeds' runs come on top)
+    assert (runs, flops, tokens) == (len(fixed), sum(x["flops"] for x in fixed), sum(x["tokens"] for x in fixed))
 
 
 def test_the_law_fit_recovers_the_law_it_is_given():

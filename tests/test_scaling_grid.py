@@ -20,12 +20,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 pytest.importorskip("scipy")
 
+from experiments import scaling_runs as runs  # noqa: E402  (after the skip: scaling's runs need scipy's fits)
+
 
 def scaling():
     from experiments import scaling as module
 
     return module
-
 
 def without_seconds(record):
     """The record, its "seconds" and "cpu_seconds" fields and each run's "seconds" left out, as JSON text."""
@@ -51,14 +52,22 @@ def test_in_this_process_the_grid_writes_a_result_per_run_and_a_record_of_the_re
     s.check_record(json.loads(json.dumps(record)), s.REDUCED)
     cells = len(s.REDUCED["sizes"]) * len(s.REDUCED["budgets"])
     files = sorted(p.name for p in folder.glob("*.json"))
-    assert len(files) == s.runs_in(s.REDUCED) + cells and sum(name.endswith("-chosen.json") for name in files) == cells
+    split = sum(r["seed"] in s.REDUCED["split_seeds"] for r in record["runs"])  # (the runs of cells whose seeds split)
+    assert split and len(files) == s.runs_in(s.REDUCED) + split + cells
+    assert sum(name.endswith("-chosen.json") for name in files) == cells
     chosen = [r for r in record["runs"] if r["val"] is not None and r["seed"] == s.REDUCED["seeds"][0]]
-    for run in chosen:  # the validation is the retrained run's, whose tuning curve is the sweep's, bit for bit
+    for run in chosen:  # the validation is that of the sweep run's own weights, kept in its result
         key = f"{run['size']}-{run['budget']}-{run['lr']:g}-{run['seed']}"
-        again = json.loads((folder / f"{key}-chosen.json").read_text())["result"]["run"]
-        swept = json.loads((folder / f"{key}.json").read_text())["result"]["run"]
-        assert again["tune_curve"] == swept["tune_curve"] and swept["val"] is None
-        assert (again["val"], again["val_error"]) == (run["val"], run["val_error"])
+        validated = json.loads((folder / f"{key}-chosen.json").read_text())
+        swept = json.loads((folder / f"{key}.json").read_text())["result"]
+        assert swept["run"]["val"] is None and validated["args"][-1] == swept["weights"]
+        assert validated["result"]["run"] == {"val": run["val"], "val_error": run["val_error"]}
+    run = chosen[0]
+    size = [int(v) for v in run["size"].split("x")]
+    weights = runs.unpacked(json.loads((folder / f"{run['size']}-{run['budget']}-{run['lr']:g}-3.json").read_text())
+                            ["result"]["weights"])  # (validated again here, in this process)
+    assert runs.validate({}, weights, runs.size_config(size), runs.validation_data(s.REDUCED["validation_stories"])) \
+        == {"val": run["val"], "val_error": run["val_error"]}
 
 
 @pytest.mark.parametrize("kind", ["process", "dask"])
