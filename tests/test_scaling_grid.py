@@ -81,6 +81,28 @@ def test_a_pool_of_two_and_a_dask_cluster_of_two_write_the_serial_record(serial,
         (r["size"], r["budget"], r["lr"], r["seed"]) for r in serial[0]["runs"]]
 
 
+def test_the_command_line_on_a_running_dask_scheduler_writes_the_serial_record(serial, tmp_path):
+    """--executor dask --scheduler ADDRESS: a cluster started apart (here, on 127.0.0.1, by this test), whose
+    workers train the runs while the command alone writes the record and the per-run results."""
+    need_dask()
+    import logging
+
+    import distributed
+
+    out = tmp_path / "reduced.json"
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None, worker_dashboard_address=None,
+                                  silence_logs=logging.ERROR) as cluster:
+        done = subprocess.run([sys.executable, "-m", "experiments.scaling", "--check", "--out", str(out), "--quiet",
+                               "--executor", "dask", "--scheduler", cluster.scheduler_address],
+                              cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert len(cluster.scheduler.workers) == 2  # (its own workers: the command started none)
+    assert done.stdout.splitlines()[-1].startswith("OK: the reduced run has the shape of the full one")
+    assert without_seconds(json.loads(out.read_text())) == without_seconds(serial[0])
+    assert len(list((tmp_path / "reduced-runs").glob("*.json"))) == len(list(serial[1].glob("*.json")))
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Resuming after a kill
 
