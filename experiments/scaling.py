@@ -72,7 +72,7 @@ with machine.needed_by("python3 -m experiments.scaling"):
     from experiments.recording import (across_seeds, check_provenance, experiment_parser, field, first_difference,
                                        given, losses_at, need, parsed, provenance, reading, rerun_main, rerun_verdict,
                                        rounded, run_or_check, table_row, trained, writes)
-    from experiments.scaling_judged import judged, minimum
+    from experiments.scaling_judged import JUDGED_SEED, judged, minimum
     from experiments.scaling_law import cell_values, chosen_lr, fit_law, law_summary, name_of, slope
     from experiments.scaling_law import STARTS, law  # noqa: F401  (scaling.law and scaling.STARTS, as before)
     from experiments.scaling_runs import (FULL, REDUCED, T, TUNE_SEED, VALIDATION_SEED, VOCAB, flops_per_token,
@@ -90,7 +90,6 @@ RECORD_FILE = HERE / "scaling.json"
 SCRIPT = "python3 -m experiments.scaling"  # this experiment's command, from the lab's folder
 FORMAT = "scaling experiment v1"  # the record's "format" field
 BOOTSTRAP_SEED = 0  # numpy.random.default_rng's seed of the resamplings
-JUDGED_SEED = 1  # and of those of scaling_judged.py's floors by cut
 PUBLISHED = {  # what the papers found, for docs/scaling.md
     "chinchilla": {"alpha": 0.34, "beta": 0.28, "a": 0.5, "b": 0.5, "tokens_per_parameter": 20},
     "kaplan": {"a": 0.73},

@@ -21,10 +21,13 @@ import statistics
 
 import numpy as np
 
+from experiments import grid
 from experiments.scaling_law import TIGHT, fit_huber, fit_law, law, law_cost, name_of
 from experiments.scaling_runs import T, flops_per_token, parameters, steps_for
 
 LEFT = 4  # the fewest budgets a floor by cut is fitted on (on three, five parameters are not pinned)
+JUDGED_SEED = 1  # numpy.random.default_rng's seed of floors_by_cut's resamplings (scaling.py's summaries)
+PARALLEL_FROM = 200  # floors_by_cut's bootstrap fits from which they go through a pool (below, its start costs more)
 HELD = (1, 2, 3)  # the top budgets each held-out fit leaves out (where at least two budgets stay to fit)
 FITS = {  # the held-out fits: name -> (fit, with the floor given)
     "least_squares": (fit_law, False),
@@ -71,19 +74,44 @@ def floors_by_cut(values, plan, floor, rng):
         cuts.append({"least_budget": least, "cells": int(at.sum()), "least_squares": {"E": free["E"], "x": x_free},
                      "huber": {"E": huber["E"], "x": x_huber}, "true_floor_cost": ratio})
     replicas = {(k, name): [] for k in range(len(cuts)) for name in ("least_squares", "huber")}
+    jobs = []  # (cut, name, the fit's arguments): every resampling drawn first, then fitted (refit_floors)
     for _ in range(plan["bootstrap"]):
         drawn = np.array([float(np.mean(np.array(values[k])[rng.integers(0, len(values[k]), len(values[k]))]))
                           for k in keys])  # (cells,): each cell's seeds drawn again
         for k, cut in enumerate(cuts):
             inside = np.flatnonzero(c >= cut["least_budget"])
             pick = inside[rng.integers(0, len(inside), len(inside))]  # the cut's cells drawn again
-            for name, fit in (("least_squares", fit_law), ("huber", fit_huber)):
-                fitted, _ = fit(n[pick], d[pick], drawn[pick], starts=[cut[name]["x"]], **TIGHT)
-                replicas[k, name].append(fitted["E"])
+            jobs += [(k, name, (name, n[pick], d[pick], drawn[pick], cut[name]["x"]))
+                     for name in ("least_squares", "huber")]
+    for (k, name, _), e in zip(jobs, refit_floors([job for _, _, job in jobs])):
+        replicas[k, name].append(e)
     for k, cut in enumerate(cuts):
         for name in ("least_squares", "huber"):
             cut[name] = {"E": nats(cut[name]["E"]), "interval": [nats(e) for e in percentiles(replicas[k, name])]}
     return cuts
+
+
+def refit_floor(job):
+    """The E of one bootstrap fit of floors_by_cut: job (the fit's name, n, d, loss, its start), warm-started there.
+
+    >>> n, d = np.repeat([1e3, 1e4, 1e5], 3), np.tile([1e5, 1e6, 1e7], 3)  # (9,), (9,)
+    >>> round(refit_floor(("huber", n, d, 0.5 + 20 / n ** 0.4 + 300 / d ** 0.3, [-0.7, 3.0, 0.4, 5.7, 0.3])), 4)
+    0.5
+    """
+    name, n, d, loss, start = job
+    fitted, _ = (fit_law if name == "least_squares" else fit_huber)(n, d, loss, starts=[start], **TIGHT)
+    return fitted["E"]
+
+
+def refit_floors(jobs):
+    """refit_floor of each job, in order: through a process pool of every core (experiments/grid.py's, one BLAS
+    thread a worker) where there are PARALLEL_FROM jobs or more, else here. Each fit is the same wherever it runs:
+    it converges fully (TIGHT) from its own start. The pool replaces `[refit_floor(job) for job in jobs]`; what it
+    gains on the record's 1,600 fits: `python3 -m dev.bench_fits` (its figures are in docs/developers.md)."""
+    if len(jobs) < PARALLEL_FROM:
+        return [refit_floor(job) for job in jobs]
+    with grid.executor("process") as pool:
+        return list(pool.map(refit_floor, jobs, chunksize=max(1, len(jobs) // (8 * grid.cores()))))
 
 
 def nats(e):

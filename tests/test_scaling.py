@@ -162,11 +162,12 @@ def test_reduced_grid_runs_and_has_the_shape_of_the_full_one(tmp_path, capsys):
                  if (size, int(budget)) not in split)
     args = argparse.Namespace(rerun=whole[0], budget=int(whole[1]), seed=6)
     with pytest.raises(SystemExit):
-        scaling.rerun_cell(argparse.ArgumentParser(prog="scaling"), args, r)
+        scaling.rerun_cell(argparse.ArgumentParser(prog="scaling", allow_abbrev=False), args, r)
     assert f"--seed 6: {whole[0]} at {whole[1]} FLOPs has the seeds [3, 4, 5] (its seeds did not split" in (
         capsys.readouterr().err)
     args.rerun, args.budget = split[0][0], split[0][1]
-    assert scaling.rerun_cell(argparse.ArgumentParser(), args, r)[0] == {"size": split[0][0], "budget": split[0][1]}
+    kept = scaling.rerun_cell(argparse.ArgumentParser(allow_abbrev=False), args, r)[0]
+    assert kept == {"size": split[0][0], "budget": split[0][1]}
 
 
 def split_cells(record, plan):
