@@ -90,6 +90,7 @@ RECORD_FILE = HERE / "scaling.json"
 SCRIPT = "python3 -m experiments.scaling"  # this experiment's command, from the lab's folder
 FORMAT = "scaling experiment v1"  # the record's "format" field
 BOOTSTRAP_SEED = 0  # numpy.random.default_rng's seed of the resamplings
+SUMMARIES = {"cells": dict, "frontier": list, "fits": dict, "isoflop": dict, "conditions": dict, "judged": dict}
 PUBLISHED = {  # what the papers found, for docs/scaling.md
     "chinchilla": {"alpha": 0.34, "beta": 0.28, "a": 0.5, "b": 0.5, "tokens_per_parameter": 20},
     "kaplan": {"a": 0.73},
@@ -411,6 +412,9 @@ def check_record(record, plan):
     need(record.get("settings") == plan_settings(plan), f"settings {str(record.get('settings'))[:80]} are not this"
          f" code's")
     check_provenance(record)
+    for key, kind in SUMMARIES.items():  # (their kinds first: deriving them again takes a minute)
+        if not isinstance(record.get(key), kind):
+            raise TypeError(f"{key} is missing or not {'an object' if kind is dict else 'an array'} in the record")
     floor = record["floor"]
     need(floor["entropy_nats_per_story"] == rounded(chains.entropy()), "the entropy is not chains.py's")
     cells = [(name_of(s), c) for s in plan["sizes"] for c in plan["budgets"]]
