@@ -6,7 +6,7 @@ summary derived again from the record) and --rerun (one cell trained again). Run
     induction.py   the copying task depth.py and plots.py share: periodic sequences and what a model learned of them
     spread.py      how far a training result moves from one machine to another (spread.json)
     chains.py      harder stories of known probability: a thing handed along a chain, for scaling.py
-    scaling.py     loss against compute: 7 sizes x 7 budgets, the scaling law fitted with the floor unknown and known
+    scaling.py     loss against compute: 7 sizes x 9 budgets, the scaling law fitted with the floor unknown and known
                    (scaling.json)
     scaling_law.py the scaling law and how it is fitted: the law, its least-squares and Huber fits, the cells it is
                    fitted to

@@ -428,7 +428,9 @@ def plot_scaling(record, out):
     ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("non-embedding parameters N")
     ax.set_ylabel(f"reducible loss L - E (nats per token; E = {floor:.4f}, the true floor)")
-    ax.set_title(f"IsoFLOP curves: {len(names)} sizes x {len(budgets)} budgets,\n{len(settings['seeds'])} seeds"
+    seeds, more = len(settings["seeds"]), len(settings["split_seeds"])
+    counts = f"{seeds} seeds, or {seeds + more} where they split" if more else f"{seeds} seeds"
+    ax.set_title(f"IsoFLOP curves: {len(names)} sizes x {len(budgets)} budgets,\n{counts}"
                  f" (dots), their mean (line), the law fitted with E the true floor (dashed)")
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3)
     iso = record["isoflop"]

@@ -1,4 +1,4 @@
-"""Scaling in a teacup: the loss of models of seven sizes, each trained at seven compute budgets, against the true
+"""Scaling in a teacup: the loss of models of seven sizes, each trained at nine compute budgets, against the true
 entropy floor of its data, and the scaling law fitted to them with that floor unknown and known.
 
     python3 -m experiments.scaling            # the full grid (the record says how long it took): out/scaling.json
@@ -18,15 +18,15 @@ validation stories. Their floor is exact: every story's -log p is the generator'
 entropy / tokens.
 
 The grid: widths 8, 16, 32 and 64 (4 d hidden units, one head) with one or two blocks (sizes: from 856 to 99,584
-non-embedding parameters, 116x), each at every compute budget C (10 to 640 GFLOP, 64x): a size trains for the steps
+non-embedding parameters, 116x), each at every compute budget C (10 to 2,560 GFLOP, 256x): a size trains for the steps
 of 16 windows that spend C by sizes.flops_per_token (Chinchilla's approach 2: IsoFLOP curves). Every run is the
 library's training (training.train: numpy_fast.py, float32, Adam, clipping, a warm-up of a tenth of the run up to
 100 steps and a cosine to a tenth of the peak learning rate). The sweep: in every cell (size, budget) the first seed
 trains at each learning rate of the plan (0.003, 0.01, 0.03) and the lowest loss on the tuning stories chooses the
 rate; the two other seeds train at the chosen one, so every point the fits rest on has three seeds. A plan may
 name split seeds: a cell whose three seeds' validation losses span more than the plan's split (some runs have
-learned to follow the chain and some not) trains those seeds too (the reduced grid: more than 0.1 nats, two more;
-the recorded grid has none).
+learned to follow the chain and some not) trains those seeds too (the recorded grid and the reduced one: more
+than 0.1 nats, two more).
 
 The summaries, each derived from the runs' raw numbers (so `--check` derives them again):
 - each cell's validation loss across seeds, and its reducible loss L - E with E the true floor;
@@ -103,7 +103,7 @@ def grid_cost(plan):
 
     >>> runs, flops, tokens = grid_cost(FULL)
     >>> runs, f"{flops:.3g}", f"{tokens:.3g}"
-    (245, '4.45e+13', '7.72e+08')
+    (315, '1.79e+14', '3.1e+09')
     """
     per_cell = len(plan["lrs"]) + len(plan["seeds"]) - 1
     cells = [(size, steps_for(size, c, plan["batch"]) * plan["batch"] * T) for size in plan["sizes"]
@@ -120,7 +120,7 @@ def runs_in(plan):
     """How many runs plan trains where no cell's seeds split (grid_cost's).
 
     >>> runs_in(FULL), runs_in(REDUCED)
-    (245, 48)
+    (315, 48)
     """
     return grid_cost(plan)[0]
 
@@ -490,7 +490,7 @@ def rerun(record, size, budget, seed, until):
 
 def main(argv=None):
     parser = experiment_parser(
-        "Train models of seven sizes at seven compute budgets on stories of known entropy, and fit the scaling law"
+        "Train models of seven sizes at nine compute budgets on stories of known entropy, and fit the scaling law"
         " to their losses with the floor unknown and known.", RECORD_FILE.name, "3 sizes, 4 budgets",
         {"metavar": "SIZE", "help": "train one cell of scaling.json again (a size, WIDTHxBLOCKS such as 16x1, with"
                                     " --budget and --seed, at the learning rate the record chose, up to --until) and"

@@ -9,7 +9,7 @@
 // default tolerances stop short of by up to a few parts in 10^4 of A and B where the valley is long.
 //
 //     const [fitted, x] = fit_law([1e3, 1e4, 1e5], [1e5, 1e6, 1e7], [0.95, 0.7, 0.6], 0.5);  // E fixed at 0.5
-//     scaling_numbers(points).free.E   // about 0.347 for experiments/scaling.json's cells, as the lesson says
+//     scaling_numbers(points).free.E   // about 0.430 for experiments/scaling.json's cells, as the lesson says
 
 import { fsum } from "./model.js";
 
@@ -21,7 +21,7 @@ export const STARTS = Object.freeze([ // where the fits start: [log E, log A, al
 ]);
 export const LOWER = Object.freeze([-10, -20, 0, -20, 0]); // the bounds of log E, log A, alpha, log B, beta
 export const UPPER = Object.freeze([5, 40, 3, 40, 3]);
-export const LEAST_BUDGETS = 3; // a refit keeps at least three budgets (lessons_scaling.py's LEAST_BUDGETS)
+export const LEAST_BUDGETS = 4; // a refit keeps at least four budgets (lessons_scaling.py's LEAST_BUDGETS)
 const FITTED = ["E", "A", "alpha", "B", "beta"]; // what fit_law returns, in its order
 const MOST_STEPS = 2000; // Levenberg-Marquardt steps of one start, at most (the lesson's fits take tens)
 const POLISH_STEPS = 50; // Gauss-Newton steps after it, at most (each one shrinks the last; a few suffice)
@@ -204,7 +204,7 @@ export function chosen_lr(runs, plan, size, budget) {
  * writes it: each cell's n, d and its seeds' mean validation loss at the chosen rate (one rounding: model.js's
  * fsum, then the division, as Python's statistics.fmean), in the record's order; an Error names what is missing.
  *
- *     law_points(record).cells.length   // 49 for experiments/scaling.json */
+ *     law_points(record).cells.length   // 63 for experiments/scaling.json */
 export function law_points(record) {
   if (record?.format !== RECORD_FORMAT) {
     throw new Error(`scaling record: the format is ${JSON.stringify(record?.format)}, expected "${RECORD_FORMAT}"`);
@@ -214,7 +214,8 @@ export function law_points(record) {
   for (const size of plan.sizes.map(name_of)) {
     for (const budget of plan.budgets) {
       const lr = chosen_lr(record.runs, plan, size, budget);
-      const values = plan.seeds.flatMap((seed) => record.runs.filter((r) => r.size === size && r.budget === budget
+      const seeds = [...plan.seeds, ...(plan.split_seeds ?? [])]; // the split seeds where the cell trained them
+      const values = seeds.flatMap((seed) => record.runs.filter((r) => r.size === size && r.budget === budget
         && r.lr === lr && r.seed === seed).map((r) => r.val)); // (seeds,)
       const run = record.runs.findLast((r) => r.size === size && r.budget === budget);
       cells.push({ size, budget, n: plan.parameters[size], d: run.tokens, loss: fsum(values) / values.length });

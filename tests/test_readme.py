@@ -40,8 +40,8 @@ LONG = {  # a command exactly -> why this test does not run it
                                     " page, run its reduced versions",
     "python3 -m dev.bench_explorer --against 0fb4c05 --rounds 3": "reads the page of a git revision, and this copy"
                                     " has no git history; tests/test_explorer.py runs --against on a short run",
-    "python3 -m experiments.scaling": "the full grid takes about 33 minutes of one core's CPU; `--check` and"
-                                      " `--rerun`, on the same page, run its reduced versions",
+    "python3 -m experiments.scaling": "the full grid takes about an hour and a half of both cores; `--check`"
+                                      " and `--rerun`, on the same page, run its reduced versions",
     "python3 -m experiments.drops": "the full experiment takes minutes of both cores; `--check` and `--rerun`, on"
                                     " the same page, run its reduced versions",
     "python3 -m dev.bench_grid --rounds 3 --full 2 --out out/bench-grid-full.json": "times the recorded grid's own"

@@ -134,6 +134,15 @@ def test_enough_entropy_that_a_million_stories_hardly_repeat():
 # experiments/scaling.py: the grid, its record, its fits
 
 
+def assert_fresh(streams):
+    """Each seed's stream of stories: none held out, and repeats only as often as chance allows (Poisson's chance of
+    that many or more, with chains.expected_repeats's mean, above one in a million)."""
+    for s in streams.values():
+        repeats, expected = s["stories"] - s["distinct"], chains.expected_repeats(s["stories"])
+        at_least = 1 - fsum(math.exp(-expected) * expected ** k / math.factorial(k) for k in range(repeats))
+        assert s["held_out"] == 0 and at_least > 1e-6, (s, expected)
+
+
 def test_reduced_grid_runs_and_has_the_shape_of_the_full_one(tmp_path, capsys):
     pytest.importorskip("scipy")
     from test_positions import reduced_run
@@ -147,7 +156,7 @@ def test_reduced_grid_runs_and_has_the_shape_of_the_full_one(tmp_path, capsys):
     for (size, budget), cell in ((key, r["cells"][key[0]][str(key[1])]) for key in split):
         assert sorted(run["seed"] for run in r["runs"] if (run["size"], run["budget"], run["lr"]) == (
             size, budget, cell["lr"])) == [3, 4, 5, 6, 7] and len(cell["val"]["by_seed"]) == 5
-    assert all(s["distinct"] == s["stories"] and s["held_out"] == 0 for s in r["data"]["streams"].values())
+    assert_fresh(r["data"]["streams"])
     assert sorted(r["data"]["streams"]) == ["3", "4", "5", "6", "7"]
     less = {**r, "runs": [run for run in r["runs"] if (run["size"], run["budget"], run["seed"]) != (*split[0], 7)]}
     with pytest.raises(ValueError, match=f"runs, expected 48 and 2 more for each of the {len(split)} cells whose"):
@@ -194,7 +203,7 @@ def scaling_record():
 def test_committed_record_has_the_shape_of_this_code_meets_the_issues_conditions_and_fits_the_budget():
     scaling, r = scaling_record()
     scaling.check_record(r, scaling.FULL)
-    assert r["command"] == "python3 -m experiments.scaling" and r["cpu_seconds"] <= 60 * 60  # one core's hour
+    assert r["command"] == "python3 -m experiments.scaling" and r["seconds"] <= 3 * 60 * 60  # three hours, every core
     parameters = [r["settings"]["parameters"][scaling.name_of(s)] for s in scaling.FULL["sizes"]]
     budgets = r["settings"]["budgets"]
     assert len(parameters) >= 5 and parameters[-1] / parameters[0] >= 20 and len(budgets) >= 4 and (
@@ -205,7 +214,7 @@ def test_committed_record_has_the_shape_of_this_code_meets_the_issues_conditions
     for f in front:
         means = {size: np.mean(cells[str(f["budget"])]["val"]["by_seed"]) for size, cells in r["cells"].items()}
         assert f["best_size"] == min(means, key=means.get)
-    assert all(s["distinct"] == s["stories"] and s["held_out"] == 0 for s in r["data"]["streams"].values())
+    assert_fresh(r["data"]["streams"])
     for name in ("free_floor", "true_floor"):  # every interval holds its point estimate
         fit = r["fits"][name]
         for key in ("alpha", "beta"):
@@ -272,6 +281,20 @@ def test_a_bad_rerun_is_refused_before_training_naming_the_value(args, phrase, c
     with pytest.raises(SystemExit) as e:
         scaling.main(args)
     assert e.value.code == 2 and phrase in capsys.readouterr().err
+
+
+def test_the_committed_grid_trained_more_seeds_where_its_seeds_split_and_reruns_only_those(capsys):
+    scaling, r = scaling_record()
+    split = split_cells(r, scaling.FULL)
+    assert split and len(r["runs"]) == scaling.runs_in(scaling.FULL) + 2 * len(split)
+    for size, budget in split:
+        assert len(r["cells"][size][str(budget)]["val"]["by_seed"]) == 5
+    whole = next((size, budget) for size in r["cells"] for budget in r["cells"][size]
+                 if (size, int(budget)) not in split)
+    with pytest.raises(SystemExit) as e:  # refused before training, naming the seeds the cell has
+        scaling.main(["--rerun", whole[0], "--budget", whole[1], "--seed", "7"])
+    assert e.value.code == 2 and f"--seed 7: {whole[0]} at {whole[1]} FLOPs has the seeds [3, 4, 5] (its seeds" in (
+        capsys.readouterr().err)
 
 
 def test_the_grid_costs_what_its_formula_says():
