@@ -107,7 +107,7 @@ def refit_floors(jobs):
     """refit_floor of each job, in order: through a process pool of every core (experiments/grid.py's, one BLAS
     thread a worker) where there are PARALLEL_FROM jobs or more, else here. Each fit is the same wherever it runs:
     it converges fully (TIGHT) from its own start. The pool replaces `[refit_floor(job) for job in jobs]`; what it
-    gains on the record's 1,600 fits: `python3 -m dev.bench_fits` (its figures are in docs/developers.md)."""
+    gains on the record's 2,400 fits: `python3 -m dev.bench_fits` (its figures are in docs/developers.md)."""
     if len(jobs) < PARALLEL_FROM:
         return [refit_floor(job) for job in jobs]
     with grid.executor("process") as pool:
