@@ -23,6 +23,7 @@ power of N the median step goes as (when there are two or more).
     100
 """
 
+import json
 import statistics
 import sys
 import tempfile
@@ -41,8 +42,8 @@ with machine.needed_by("python3 -m experiments.drops"):
                                        parsed, provenance, reading, rerun_main, rerun_verdict, rounded, run_or_check,
                                        table_row, trained, writes)
     from experiments.scaling_law import name_of
-    from experiments.scaling_runs import (FULL as GRID, T, TUNE_SEED, drop_run, flops_per_token, held_out,
-                                          parameters, run_data, run_values)
+    from experiments.scaling_runs import (FULL as GRID, T, TUNE_SEED, drop_data, drop_run, drop_values,
+                                          flops_per_token, held_out, parameters)
     from oneblock.data import TOKENIZER_FILE
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -215,13 +216,9 @@ def rerun(record, size, seed, until):
         run = next(r for r in runs if r["seed"] == seed)
         recorded, seeds = losses_at([run], until)[0], losses_at(runs, until)
         field(record["machine"], "a string", "machine")
-    tok = bpe.Tokenizer.load(TOKENIZER_FILE)
     shape = [int(v) for v in size.split("x")]
-    data, _ = run_data(tok, plan, seed, plan["steps"] * plan["batch"] * T,
-                       held_out(tok, TUNE_SEED, plan["tune_stories"]), ())
-    values = {**run_values({"batch": plan["batch"], "curve_points": 1}, shape, plan["steps"], plan["lr"], seed),
-              "eval_every": plan["eval_every"]}
-    _, history = trained(values, data=data, until=until)
+    data, _ = drop_data(json.dumps(plan, sort_keys=True), seed)  # (the counts of its stories are the record's)
+    _, history = trained(drop_values(plan, shape, seed), data=data, until=until)
     got = rounded(history[-1]["val"])
     return rerun_verdict(f"{size} seed {seed} at step {until}: tune {got:.6g}, recorded {recorded:.6g}", got,
                          recorded, record, seeds)

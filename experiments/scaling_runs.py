@@ -423,15 +423,20 @@ def drop_data(plan_text, seed):
                     held_numbers(TUNE_SEED, plan["tune_stories"]))
 
 
+def drop_values(plan, size, seed):
+    """The run settings of size under a drop plan: plan["steps"] steps of plan["batch"] windows at the peak rate
+    plan["lr"] (run_values' schedule), the tuning loss every plan["eval_every"] steps."""
+    return {**run_values({"batch": plan["batch"], "curve_points": 1}, size, plan["steps"], plan["lr"], seed),
+            "eval_every": plan["eval_every"]}
+
+
 def drop_run(plan, size, seed):
     """One run of a drop plan as a grid task: size trained for plan["steps"] steps of plan["batch"] windows at the
     peak rate plan["lr"] (run_values' schedule), its tuning loss every plan["eval_every"] steps; {"run": its raw
     numbers, "stream": the counts of its seed's stories, "cpu_seconds": the CPU seconds of the task}."""
     cpu, started = time.process_time(), time.perf_counter()
     data, counts = grid.kept(drop_data, json.dumps(plan, sort_keys=True), seed)
-    values = {**run_values({"batch": plan["batch"], "curve_points": 1}, size, plan["steps"], plan["lr"], seed),
-              "eval_every": plan["eval_every"]}
-    _, history = trained(values, data=data)
+    _, history = trained(drop_values(plan, size, seed), data=data)
     tokens = plan["steps"] * plan["batch"] * T
     run = rounded({"size": name_of(size), "seed": seed, "lr": plan["lr"], "steps": plan["steps"], "tokens": tokens,
                    "flops": tokens * flops_per_token(size), "tune_curve": [[h["step"], h["val"]] for h in history],
