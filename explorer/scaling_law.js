@@ -211,10 +211,10 @@ export function law_points(record) {
   }
   const plan = record.settings;
   const cells = [];
+  const seeds = [...plan.seeds, ...(plan.split_seeds ?? [])]; // the split seeds count where a cell trained them
   for (const size of plan.sizes.map(name_of)) {
     for (const budget of plan.budgets) {
       const lr = chosen_lr(record.runs, plan, size, budget);
-      const seeds = [...plan.seeds, ...(plan.split_seeds ?? [])]; // the split seeds where the cell trained them
       const values = seeds.flatMap((seed) => record.runs.filter((r) => r.size === size && r.budget === budget
         && r.lr === lr && r.seed === seed).map((r) => r.val)); // (seeds,)
       const run = record.runs.findLast((r) => r.size === size && r.budget === budget);
