@@ -30,14 +30,18 @@ LOCK_OFFSET = 1 << 20  # Windows locks a byte range: one byte here, far past the
 
 def write_atomic(path, data, mode=0o644):
     """Write data (str as UTF-8 with "\\n" line ends, or bytes) to a temporary file beside path, flush it to disk,
-    then rename it over path in one step; the file gets the permissions mode (0o600: for its owner only)."""
+    then rename it over path in one step; the file gets the permissions mode as the umask leaves them (0o644: readable
+    by all where the umask lets them be; 0o600: for its owner only; private_mode: as private as what it is made
+    from)."""
     write_together({path: data}, {path: mode})
 
 
 def write_together(files, modes=None):
     """Write files {path: data} all or none, each as write_atomic writes one: every file to a temporary file beside
     it first, and only once all are on disk, each renamed over its path. modes: {path: permissions} for the files
-    that are not to be 0o644 (readable by all, as open() would make them). A write that fails (a full disk, a file
+    that are not to be 0o644; every file gets its permissions with the process's umask taken off them (mode &
+    ~umask), as open() would make them, so that nothing written is more open than the user's umask allows (umask
+    0o022: 0o644 stays 0o644; umask 0o077: every file is its owner's alone). A write that fails (a full disk, a file
     too large, a folder that cannot be written) removes the temporary files and leaves every path as it was; it is
     an OSError whose filename is the path that could not be written. (Only a rename that fails, after all the data is
     written, could leave the paths before it new.)
@@ -47,18 +51,23 @@ def write_together(files, modes=None):
     killed writer left (remove_leftovers) from one that is being written.
 
     >>> import tempfile
-    >>> with tempfile.TemporaryDirectory() as d:
-    ...     write_together({Path(d) / "a.txt": "one\\n", Path(d) / "b.bin": b"two"}, {Path(d) / "b.bin": 0o600})
-    ...     sorted((p.name, oct(p.stat().st_mode & 0o777)) for p in Path(d).iterdir())
-    [('a.txt', '0o644'), ('b.bin', '0o600')]
+    >>> before = os.umask(0o027)  # a user's umask: the group may read, others nothing
+    >>> try:
+    ...     with tempfile.TemporaryDirectory() as d:
+    ...         write_together({Path(d) / "a.txt": "one\\n", Path(d) / "b.bin": b"two"}, {Path(d) / "b.bin": 0o600})
+    ...         print(sorted((p.name, oct(p.stat().st_mode & 0o777)) for p in Path(d).iterdir()))
+    ... finally:
+    ...     _ = os.umask(before)
+    [('a.txt', '0o640'), ('b.bin', '0o600')]
     """
-    modes = {Path(path): mode for path, mode in (modes or {}).items()}
+    masked = ~umask()
+    modes = {Path(path): mode & masked for path, mode in (modes or {}).items()}
     staged = []  # (fd, temporary name, path), the fd open and locked until the rename
     try:
         for path, data in files.items():
             path = Path(path)
             try:
-                staged.append((*_staged(path, data, modes.get(path, 0o644)), path))
+                staged.append((*_staged(path, data, modes.get(path, 0o644 & masked)), path))
             except OSError as e:
                 raise OSError(e.errno, e.strerror, str(path)) from None
         while staged:
@@ -103,6 +112,42 @@ def _staged(path, data, mode):
             os.close(fd)
         raise
     return fd, tmp
+
+
+def umask():
+    """The process's umask (the permission bits that files it makes never get), read without changing it where the
+    system says it (Linux: the "Umask:" line of /proc/self/status), else set and put back at once.
+
+    >>> before = os.umask(0o027)
+    >>> oct(umask()), oct(umask())
+    ('0o27', '0o27')
+    >>> _ = os.umask(before)
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # (the only portable way to read it is to set it)
+    os.umask(mask)
+    return mask
+
+
+def private_mode(modes):
+    """The permissions of a file made from files of the st_modes modes (a checkpoint from your text, a tokenizer
+    trained on it): as private as they are. Its owner reads and writes it; the group and others may read it only
+    where every one of those files lets them, and never write it; 0o644 when it was made from none (the lab's own
+    files). write_together takes the umask off it too.
+
+    >>> oct(private_mode([0o100640, 0o100644])), oct(private_mode([0o100600, 0o100644])), oct(private_mode([]))
+    ('0o640', '0o600', '0o644')
+    """
+    readers = 0o044
+    for mode in modes:
+        readers &= mode
+    return 0o600 | readers
 
 
 def remove_leftovers(path):

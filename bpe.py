@@ -39,7 +39,9 @@ says clearly what is wrong with one that is not UTF-8 text, and train_on_text tr
 from the text's pieces (training_bytes), refusing a training that will not fit before the memory is spent. The text
 is split a stretch at a time (stretches), so that no list of all its pieces is ever made. bpe.py --data owns its
 --out while it runs (atomic.hold: a second run on it is refused), never writes over --data, and replaces what is
-there only when it is a tokenizer and --overwrite says so.
+there only when it is a tokenizer and --overwrite says so. The tokenizer it writes is as private as --data (its
+merges spell the text's words; atomic.private_mode): from a text only you can read (mode 0600), it is 0600 too, and
+no file is more open than your umask allows.
 """
 
 import argparse
@@ -55,7 +57,7 @@ from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
 
-from atomic import hold, kind_of, path_problem, read_whole, write_atomic
+from atomic import hold, kind_of, path_problem, private_mode, read_whole, write_atomic
 
 # ----------------------------------------------------------------------------
 # settings
@@ -494,9 +496,9 @@ class Tokenizer:
         """tokenizer.json as text: fixed key order, 2-space indent, final newline."""
         return json.dumps(self.to_dict(), indent=2) + "\n"
 
-    def save(self, path):
-        """Write tokenizer.json to path atomically."""
-        write_atomic(path, self.to_json())
+    def save(self, path, mode=0o644):
+        """Write tokenizer.json to path atomically, with the permissions mode less the umask (atomic.write_atomic)."""
+        write_atomic(path, self.to_json(), mode)
 
     @classmethod
     def load(cls, path):
@@ -738,10 +740,11 @@ def main(argv=None):
 
 
 def train_on_file(data, vocab_size, out, overwrite=False, argv=None):
-    """bpe.py --data: train on a text file and write the tokenizer to out, owning out for the length of the run
-    (atomic.hold: a second run on it is refused while this one lives) and judging what is there while it owns it;
-    exit status 2 with one line on stderr, and nothing written (a file already at out stays as it was), when the
-    file, the size, the memory it needs or the path is wrong, or the tokenizer cannot be written."""
+    """bpe.py --data: train on a text file and write the tokenizer to out, as private as the text
+    (atomic.private_mode), owning out for the length of the run (atomic.hold: a second run on it is refused while
+    this one lives) and judging what is there while it owns it; exit status 2 with one line on stderr, and nothing
+    written (a file already at out stays as it was), when the file, the size, the memory it needs or the path is
+    wrong, or the tokenizer cannot be written."""
     holder = f"pid {os.getpid()} on {platform.node()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}: " + " ".join(
         ["bpe.py", *(sys.argv[1:] if argv is None else argv)])
     try:
@@ -757,9 +760,13 @@ def train_on_file(data, vocab_size, out, overwrite=False, argv=None):
             if problem:
                 raise ValueError(problem)
             text = read_text(data)
+            try:  # its merges spell the text's words: as private as the text
+                mode = private_mode([os.stat(data).st_mode])
+            except OSError as e:
+                raise ValueError(f"--data {data}: cannot read its permissions ({e.strerror or e})") from None
             tok = train_on_text(text, vocab_size, data)
             try:
-                tok.save(target)
+                tok.save(target, mode)
             except OSError as e:  # a full disk, a folder that cannot be written
                 raise ValueError(f"cannot write {out} ({e.strerror or e})") from None
     except ValueError as e:

@@ -17,7 +17,9 @@ and its loop, is the library's: experiments and benchmarks call the same functio
 With --data FILE the checkpoint carries the tokenizer the model learned with, and a copy of it lies beside the
 checkpoint, named after it (notes.safetensors.tokenizer.json). A run owns its --out from its start: a second run on
 the same path is refused while the first one lives, and what a finished run left there is replaced only with
---overwrite (never a file that is not a checkpoint or, for the copy, not a tokenizer).
+--overwrite (never a file that is not a checkpoint or, for the copy, not a tokenizer). What it writes is as private
+as what it is made from (written_mode): from a text only you can read (mode 0600), the checkpoints and the copy are
+0600 too, and no file is more open than your umask allows.
 
 At each validation whose loss is the lowest so far (after step 0, the seed's initial weights), the run also writes
 that checkpoint beside --out, with ".best" before its suffix (out/ckpt.best.safetensors), by the same rules; the last
@@ -351,6 +353,21 @@ def read_inputs(s, resumed, out):
     return data_files.prepare(s, carried, text)
 
 
+def written_mode(s, out, resume):
+    """The permissions of what the run with settings s writes (the checkpoint at out, the best one and the copy of
+    the tokenizer): as private as what they are made from (atomic.private_mode), that is its --data FILE, its
+    --tokenizer FILE and, when it resumes, the checkpoint at out, each as it is now; 0o644 for a fresh run on the
+    stories. write_atomic takes the umask off it too. A ValueError names a file whose permissions cannot be read."""
+    modes = []
+    for path in (s.data, s.tokenizer, out if resume else None):
+        if path is not None:
+            try:
+                modes.append(os.stat(path).st_mode)
+            except OSError as e:
+                raise ValueError(f"{path}: cannot read its permissions ({e.strerror or e})") from None
+    return atomic.private_mode(modes)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # The run
 
@@ -410,6 +427,7 @@ def main(argv=None):
         if problem is None:
             try:  # everything about the data is checked before anything is written
                 data = read_inputs(s, resumed, out)
+                mode = written_mode(s, out, resumed is not None)
             except ValueError as e:
                 problem = f"{'cannot resume: ' if args.resume else ''}{e}"
         if s.backend == "torch":
@@ -418,17 +436,17 @@ def main(argv=None):
             if s.rank == 0:
                 print(f"error: {problem}", file=sys.stderr)
             return 2 if s.rank == 0 else quietly(2)
-        status = run(s, resumed, out, data, best, best_so_far)
+        status = run(s, resumed, out, data, best, best_so_far, mode)
         if s.backend == "torch" and status == 0:
             torch_train.together(store)
         return status if s.rank == 0 or status == 0 else quietly(status)
 
 
-def run(s, resumed, out, data, best, best_so_far=None):
+def run(s, resumed, out, data, best, best_so_far=None, mode=0o644):
     """The run of main, while it owns out and best: clean up, train, save, summarise; the exit status. resumed: the
     loaded checkpoint the run continues, or None; best: where the checkpoint of the lowest validation loss goes;
-    best_so_far: the (step, val_loss) of the one a resumed run found there, or None. Under torchrun every rank runs it;
-    rank 0 alone prints, writes and cleans up."""
+    best_so_far: the (step, val_loss) of the one a resumed run found there, or None; mode: the permissions of every
+    file written (written_mode). Under torchrun every rank runs it; rank 0 alone prints, writes and cleans up."""
     resume = resumed is not None
     recorded = training_settings(s)
     say = print if s.rank == 0 else (lambda *args, **kwargs: None)
@@ -461,14 +479,14 @@ def run(s, resumed, out, data, best, best_so_far=None):
             extra["val_loss"] = repr(val_loss)
         tensors = [training.tensors_of(state[part], s.dtype) for part in ("params", "m", "v")]
         checkpoint.save_checkpoint(path, tensors[0], tensors[1:], state["step"], state["rng"], config, recorded,
-                                   data.tokenizer_sha, extra)
+                                   data.tokenizer_sha, extra, mode=mode)
 
     def save(state, val_loss):
         nonlocal saved, copied
         write(out, state, val_loss)
         saved = state["step"]
         if not copied:  # the checkpoint carries its tokenizer; the copy beside it is for you
-            write_atomic(tokenizer_beside(out), data.tok.to_json())
+            write_atomic(tokenizer_beside(out), data.tok.to_json(), mode)
             copied = True
 
     if data.val_floor is not None:

@@ -87,10 +87,11 @@ def positions_of(recorded):
     return ModelConfig.from_json(recorded).positions
 
 
-def save_checkpoint(path, params, moments, step, rng, config, training, tokenizer_sha256, extra=None):
+def save_checkpoint(path, params, moments, step, rng, config, training, tokenizer_sha256, extra=None, mode=0o644):
     """Write a training checkpoint atomically: params and each of moments (m, v) {name: (dtype, shape, flat values)}
     in the model's order, step an int, rng the batch sampler's random.Random, config the ModelConfig, training the
-    settings dict, extra more metadata strings. A grown model's file is version 2, its metadata hashed."""
+    settings dict, extra more metadata strings, with the permissions mode less the umask (save_file). A grown
+    model's file is version 2, its metadata hashed."""
     tensors = dict(params)
     for prefix, moment in zip(MOMENT_PREFIXES, moments):
         tensors.update({prefix + name: t for name, t in moment.items()})
@@ -106,7 +107,7 @@ def save_checkpoint(path, params, moments, step, rng, config, training, tokenize
     }
     if config.grown:
         metadata[METADATA_HASH_KEY] = metadata_digest(metadata)
-    save_file(path, tensors, metadata)
+    save_file(path, tensors, metadata, mode)
 
 
 # ----------------------------------------------------------------------------------------------------------------

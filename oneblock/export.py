@@ -13,8 +13,9 @@ again and held to the SHA-256 the checkpoint recorded, and there is no floor. FI
 path with folders read from the checkpoint, which could name any file.
 
 What is written is the export's alone: into a folder that is missing, empty or an earlier export (its manifest.json
-says so), never through a link, its data as private as the checkpoint and the text it was made from, and naming no
-path of this machine (the checkpoint and the text by their file names only).
+says so), never through a link, its data as private as the checkpoint and the text it was made from (and no file
+more open than the umask allows), and naming no path of this machine (the checkpoint and the text by their file
+names only).
 
     >>> manifest = export_data(tempfile.mkdtemp(), *read_weights("no-such.safetensors", explicit=False))
     >>> manifest["trained"], manifest["order"]["a"]
@@ -30,7 +31,7 @@ import tempfile  # noqa: F401  (the example above)
 import time
 from pathlib import Path
 
-from atomic import folder_for, hold, kind_of, read_whole, remove_leftovers, write_together
+from atomic import folder_for, hold, kind_of, private_mode, read_whole, remove_leftovers, write_together
 import bpe
 from oneblock import checkpoint, floor, machine, settings, sizes
 from oneblock.data import CORPUS_FILE, ROOT, TOKENIZER_FILE, read_data, split_text
@@ -224,7 +225,9 @@ def order_sentences(tok):
 def data_files(folder, weights, fields):
     """(files, manifest, modes): what export_data writes into folder, {path: contents} with manifest.json first
     (the mark of an export, once any file of it is in place), the manifest, and the files' permissions {path:
-    mode}, as private as what they were made from (data_mode)."""
+    mode}, as private as what they were made from: the checkpoint and your text (atomic.private_mode: its owner
+    reads and writes it, the group and others may read it only where all of those let them; 0o644 for the untrained
+    weights), less the umask (write_together)."""
     tensors, metadata = checkpoint.decode(weights)
     _, training = checkpoint.check_checkpoint(tensors, metadata)  # (read_weights checked them: this cannot fail)
     page = page_data(metadata, training, WEIGHTS_FILE, fields.get("text_file"))
@@ -243,7 +246,7 @@ def data_files(folder, weights, fields):
                 "tokenizer.json": page["tokenizer"], "split.json": json.dumps(page["split"]) + "\n",
                 "scaling.json": scaling_record()}
     files = {folder / name: contents[name] for name in DATA_FILES}
-    return files, manifest, dict.fromkeys(files, data_mode(fields.get("modes", [])))
+    return files, manifest, dict.fromkeys(files, private_mode(fields.get("modes", [])))
 
 
 def scaling_record(path=SCALING_RECORD):
@@ -279,20 +282,6 @@ def page_weights(weights, metadata):
     if checkpoint.METADATA_HASH_KEY in renamed:
         renamed[checkpoint.METADATA_HASH_KEY] = checkpoint.metadata_digest(renamed)
     return checkpoint.encode(checkpoint.decode(weights)[0], renamed)
-
-
-def data_mode(modes):
-    """The permissions of the data an export writes, for the st_modes of the files it was made from (the checkpoint
-    and your text): its owner reads and writes it; the group and others may read it only where every one of those
-    files lets them, and never write it; 0o644 when it was made from none (the untrained weights).
-
-    >>> oct(data_mode([0o100640, 0o100644])), oct(data_mode([0o100600, 0o100644])), oct(data_mode([]))
-    ('0o640', '0o600', '0o644')
-    """
-    readers = 0o044
-    for mode in modes:
-        readers &= mode
-    return 0o600 | readers
 
 
 def export_data(folder, weights, fields):
@@ -333,12 +322,12 @@ def export_site(dest, weights, fields):
 
 def written(files, place, mark, modes, lock=False):
     """Write files {path: data}, each inside the folder place, all or none (atomic.write_together), with the
-    permissions modes {path: mode} (0o644 for the rest). place must be missing, empty or hold an earlier export
-    (recognised by mark, its manifest.json: foreign), and nothing on the way to a file may be a link or other than
-    a folder, nor the file other than a regular file (through_link), checked once before anything is made and again
-    just before the writing. lock: hold mark while writing, so that two exports into place never mix (the serve
-    path's explorer/data is every explore.py's of the checkout, and not held). What a killed export left there is
-    cleared first. A ValueError names what is in the way, or what could not be made or written, and why."""
+    permissions modes {path: mode} (0o644 for the rest), less the umask. place must be missing, empty or hold an
+    earlier export (recognised by mark, its manifest.json: foreign), and nothing on the way to a file may be a link
+    or other than a folder, nor the file other than a regular file (through_link), checked once before anything is
+    made and again just before the writing. lock: hold mark while writing, so that two exports into place never mix
+    (the serve path's explorer/data is every explore.py's of the checkout, and not held). What a killed export left
+    there is cleared first. A ValueError names what is in the way, or what could not be made or written, and why."""
     through_link(place, files)
     note = f"pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}: explore.py exporting"
     with hold(mark, note) if lock else folder_for(mark):

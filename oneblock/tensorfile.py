@@ -318,9 +318,10 @@ def metadata_digest(metadata):
     return hashlib.sha256(json.dumps(covered, sort_keys=True, separators=(",", ":")).encode("ascii")).hexdigest()
 
 
-def save_file(path, tensors, metadata=None):
-    """Write a safetensors file atomically: a crash at any moment leaves the old file or the new one, whole."""
-    write_atomic(path, encode(tensors, metadata))
+def save_file(path, tensors, metadata=None, mode=0o644):
+    """Write a safetensors file atomically: a crash at any moment leaves the old file or the new one, whole, with
+    the permissions mode less the umask (atomic.write_atomic; atomic.private_mode for one made from a private text)."""
+    write_atomic(path, encode(tensors, metadata), mode)
 
 
 def read_bytes(path):

@@ -1,6 +1,6 @@
 """Helpers shared by the tests that run the lab's commands in a subprocess: hold a train.py run in its data
 preparation (held), kill one with a real SIGKILL once its checkpoint has reached a step, start explore.py's server,
-assert that a run failed as a bad input should, and a text of one's own."""
+assert that a run failed as a bad input should, a text of one's own, and the cases of a private one (PRIVACY)."""
 
 import os
 import random
@@ -156,6 +156,19 @@ def own_text(lines=120, seed=0):
         else:
             out.append(f"{a} finds {n} {thing}: “{b}, take it!”")
     return "".join(line + "\n" for line in out)
+
+
+# (umask, mode of the text, mode of every file made from it): the umask takes bits off, and so does a private text
+PRIVACY = [(0o077, 0o600, 0o600), (0o022, 0o600, 0o600), (0o022, 0o644, 0o644), (0o027, 0o644, 0o640)]
+
+
+def privacy_id(value):
+    """A value of a PRIVACY case as the test's ID shows it: its octal digits.
+
+    >>> privacy_id(0o77), privacy_id(0o644)
+    ('077', '644')
+    """
+    return f"{value:03o}"
 
 
 def script(*lines):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
-from run_helpers import held, one_line_error, own_text
+from run_helpers import PRIVACY, held, one_line_error, own_text, privacy_id
 
 import bpe
 
@@ -48,10 +48,11 @@ runpy.run_path(script, run_name="__main__")  # bpe.py as its command line runs i
 """
 
 
-def run(script, *args, cwd, limit=None, timeout=300):
-    """One of the scripts in a subprocess, optionally under a resource limit (a function run in the child)."""
+def run(script, *args, cwd, limit=None, timeout=300, umask=-1):
+    """One of the scripts in a subprocess, optionally under a resource limit (a function run in the child) and a
+    umask (-1: this process's)."""
     return subprocess.run([sys.executable, str(ROOT / script), *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=timeout, preexec_fn=limit)
+                          cwd=cwd, timeout=timeout, preexec_fn=limit, umask=umask)
 
 
 def files_under(folder):
@@ -138,6 +139,22 @@ def test_a_tokenizer_is_replaced_only_with_overwrite_and_through_a_link_its_file
 
     proc = run("bpe.py", "--overwrite", cwd=notes)  # the flag belongs to --data's tokenizer
     one_line_error(proc, "--overwrite go with --data")
+
+
+@pytest.mark.skipif(os.name == "nt", reason="Windows has no owner, group and others' permission bits")
+@pytest.mark.parametrize("umask, text_mode, written", PRIVACY, ids=privacy_id)
+def test_the_tokenizer_is_as_private_as_the_text_and_the_umask(notes, umask, text_mode, written):
+    """The tokenizer trained on a text is readable by no one the umask or the text leaves out (its merges spell the
+    text's words); before the fix: 0o644 whatever the umask and the text. Replacing one gives the new one the rule's
+    mode, whatever the old one had."""
+    (notes / "notes.txt").chmod(text_mode)
+    (notes / "old.json").write_text(bpe.Tokenizer.train(own_text(), 90).to_json(), encoding="utf-8")
+    (notes / "old.json").chmod(0o666)
+    for out, extra in (("t.json", []), ("old.json", ["--overwrite"])):
+        proc = run("bpe.py", *TRAIN, "--out", out, *extra, cwd=notes, umask=umask)
+        assert proc.returncode == 0, proc.stderr
+        assert (notes / out).stat().st_mode & 0o777 == written, (out, oct((notes / out).stat().st_mode))
+    assert files_under(notes) == ["notes.txt", "old.json", "t.json"]  # no temporary file, no lock
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
-from run_helpers import kill_at, own_text
+from run_helpers import PRIVACY, kill_at, own_text, privacy_id
 
 import bpe
 from oneblock import checkpoint, export
@@ -33,12 +33,12 @@ EXOTIC = ("Ωμέγα 𝔘𝔫𝔦 漢字 and cafe\u0301 🙂 naïve — “quot
 SHORT = ["--batch", "8", "--seq-len", "32", "--quiet"]
 
 
-def run(script, *args, cwd):
+def run(script, *args, cwd, umask=-1):
     """Run one of the scripts in a subprocess (a file of the lab's folder, or "-m module" with the lab's folder on
-    the module path); the CompletedProcess (text)."""
+    the module path), under the umask given (-1: this process's); the CompletedProcess (text)."""
     command = ["-m", script[3:]] if script.startswith("-m ") else [str(ROOT / script)]
     return subprocess.run([sys.executable, *command, *map(str, args)], capture_output=True, text=True, cwd=cwd,
-                          timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)}, umask=umask)
 
 
 def files_under(folder):
@@ -397,3 +397,47 @@ def test_the_stories_run_carries_no_tokenizer(tmp_path):
     assert meta["tokenizer_sha256"] == checkpoint.sha256_file(ROOT / "tokenizer.json")
     assert not math.isnan(float(meta["val_loss"]))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.best.safetensors", "ckpt.safetensors"]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# What a run writes is as private as your text and your umask
+
+
+def modes_under(folder):
+    """{name: permission bits} of every file under folder, relative."""
+    return {str(p.relative_to(folder)): p.stat().st_mode & 0o777 for p in Path(folder).rglob("*") if p.is_file()}
+
+
+PRIVATE_RUN = ["--data", "notes.txt", "--vocab-size", 100, "--steps", 8, "--eval-every", 4, "--out",
+               "runs/notes.safetensors", *SHORT]  # a tiny run that writes every file at step 4 and again at 8
+PRIVATE_FILES = ["notes.best.safetensors", "notes.safetensors", "notes.safetensors.tokenizer.json"]
+
+
+@pytest.mark.skipif(os.name == "nt", reason="Windows has no owner, group and others' permission bits")
+@pytest.mark.parametrize("umask, text_mode, written", PRIVACY, ids=privacy_id)
+def test_the_checkpoints_and_the_copy_are_as_private_as_the_text_and_the_umask(tmp_path, umask, text_mode, written):
+    """train.py --data: the checkpoint, the best one and the copy of the tokenizer are readable by no one the
+    umask or the text leaves out (before the fix: 0o644 whatever the umask and the text), and a resume keeps the
+    privacy of the checkpoint it resumes."""
+    text = tmp_path / "notes.txt"
+    text.write_text(own_text(), encoding="utf-8")
+    text.chmod(text_mode)
+    proc = run("train.py", *PRIVATE_RUN, "--stop-at", 4, cwd=tmp_path, umask=umask)
+    assert proc.returncode == 0, proc.stderr
+    assert modes_under(tmp_path / "runs") == dict.fromkeys(PRIVATE_FILES, written)
+    if written == 0o644:
+        (tmp_path / "runs" / "notes.safetensors").chmod(0o600)  # made private since: the resume keeps it so
+        written = 0o600
+    proc = run("train.py", *PRIVATE_RUN, "--resume", cwd=tmp_path, umask=umask)
+    assert proc.returncode == 0 and "resuming runs/notes.safetensors at step 4" in proc.stdout, proc.stderr
+    assert "best val" in proc.stdout and "at step 8" in proc.stdout  # the best one was written again too
+    assert modes_under(tmp_path / "runs") == dict.fromkeys(PRIVATE_FILES, written)
+
+
+@pytest.mark.skipif(os.name == "nt", reason="Windows has no owner, group and others' permission bits")
+def test_the_stories_run_writes_as_the_umask_allows(tmp_path):
+    """Without --data the lab's own stories: 0o644, less what the umask takes (before the fix: 0o644 under 0o077)."""
+    proc = run("train.py", "--steps", 4, "--eval-every", 4, "--out", "ckpt.safetensors", *SHORT, cwd=tmp_path,
+               umask=0o077)
+    assert proc.returncode == 0, proc.stderr
+    assert modes_under(tmp_path) == {"ckpt.best.safetensors": 0o600, "ckpt.safetensors": 0o600}
