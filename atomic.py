@@ -452,14 +452,16 @@ def resolved(path):
 
 
 @contextmanager
-def hold(path, note):
+def hold(path, note, follow=True):
     """Own path for the duration of a with-block, and give the file to write: path with its links followed
-    (resolved), so that a run on a file and a run on a link to it own one thing. It creates that file's folder
-    (removed again at the end if the block left nothing in it, as folder_for does), and makes its lock file,
-    resolved path + ".lock", recording note (who holds it) there. A ValueError, before anything else is done, names
-    the path and what stops it: another process holding it (with that holder's note), a folder that cannot be made
-    or written, or a file at the lock's name that is not a lock of this lab (a link, a folder, a file of yours):
-    such a file is never opened for writing, followed or removed.
+    (resolved), so that a run on a file and a run on a link to it own one thing; with follow=False, path as it is
+    named (made absolute), its last name never followed: for a lock that guards a folder rather than a file written
+    (a link at that name, put there by anyone who can write the folder, must not move the lock to where it
+    points). It creates that file's folder (removed again at the end if the block left nothing in it, as folder_for
+    does), and makes its lock file, that path + ".lock", recording note (who holds it) there. A ValueError, before
+    anything else is done, names the path and what stops it: another process holding it (with that holder's note), a
+    folder that cannot be made or written, or a file at the lock's name that is not a lock of this lab (a link, a
+    folder, a file of yours): such a file is never opened for writing, followed or removed.
 
     The lock is the operating system's, tied to the open file, so a process that is killed leaves no lock that
     counts: the next run finds the file nobody holds, sees this lab's mark in it, and takes over. On a normal exit
@@ -478,7 +480,7 @@ def hold(path, note):
     D/ckpt.bin is in use by another run (first run)
     False
     """
-    target = resolved(path)
+    target = resolved(path) if follow else Path(os.path.abspath(path))
     lock = target.with_name(target.name + ".lock")
     with folder_for(target):
         fd = None

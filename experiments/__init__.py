@@ -16,6 +16,7 @@ summary derived again from the record) and --rerun (one cell trained again). Run
     drops.py       when a model learns to follow the chain: each size trained the same steps, followed closely
                    (drops.json)
     grid.py        independent runs on every core (or a Dask cluster), each result a file: a killed grid resumes
+    grid_dask.py   the grid's own Dask cluster, closed to other users: TLS with its own certificate, no HTTP
     recording.py   what every experiment shares: its sweep, its record's text and checks, its command line
     plots.py       the pictures of docs/figures/, from the trained models and the records
     lessons.py     predict, then check: the lessons in the terminal, each answered live (python3 -m experiments.lessons)

@@ -5,8 +5,9 @@ same results.
 
 The executor (`executor`): a local process pool over every core by default, each worker computing with one BLAS
 thread; "serial", every task in this process, for one worker and for debugging; or "dask", an existing Dask
-distributed scheduler (its address) or a local cluster of Dask workers, one thread each, through the Client's
-concurrent.futures executor. The tasks (`run_tasks`): those whose result file is already there are read, not run;
+distributed scheduler (its address) or a local cluster of Dask workers, one thread each, closed to every other
+client (grid_dask.py: TLS with a certificate of its own, no HTTP server), through the Client's concurrent.futures
+executor. The tasks (`run_tasks`): those whose result file is already there are read, not run;
 the others are submitted; a task that needs another's result (the seeds that train at the rate a sweep chose) is
 added by `follow` as the results come in. The function a task calls must be importable by the workers (a
 module-level function of a module that is not run as a program), its arguments and its result plain JSON values.
@@ -22,8 +23,8 @@ and in the tasks' order, however the workers were scheduled.
 """
 
 import functools
+import importlib.util
 import json
-import logging
 import multiprocessing
 import os
 import re
@@ -156,9 +157,9 @@ def one_blas_thread():
 
 @contextmanager
 def dask_client(address, workers):
-    """For a with-block: a distributed.Client of the scheduler at address, or of a LocalCluster of `workers`
-    processes, one thread each, on 127.0.0.1 only (the scheduler's small HTTP server of health checks too), with
-    no dashboard and only its errors logged, closed at the end."""
+    """For a with-block: a distributed.Client of the scheduler at address, or of a local cluster of `workers`
+    processes, one thread each, that only this client can reach (grid_dask.local_cluster: TLS on 127.0.0.1 with a
+    certificate of its own, no HTTP server), only its errors logged, closed at the end."""
     try:
         import distributed
     except ModuleNotFoundError as e:
@@ -171,10 +172,22 @@ def dask_client(address, workers):
         with distributed.Client(address) as client:
             yield client
         return
-    with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=None, worker_dashboard_address=None,
-                                  silence_logs=logging.ERROR) as cluster, distributed.Client(cluster) as client:
+    if no_certificate():
+        raise RuntimeError(no_certificate())
+    from experiments.grid_dask import local_cluster
+
+    cluster, security = local_cluster(workers)
+    with cluster, distributed.Client(cluster, security=security) as client:
         yield client
+
+
+def no_certificate():
+    """Why the dask executor cannot start its own local cluster, in one line, or None: the package that makes its
+    certificate (cryptography, for Dask's Security.temporary) is not installed."""
+    if importlib.util.find_spec("cryptography") is None:
+        return (f"the dask executor's local cluster needs cryptography (for the certificate that closes it to other"
+                f" users), which is not installed; install it with: {machine.DEV}")
+    return None
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -209,7 +222,7 @@ def run_tasks(pool, fn, tasks, folder, follow=None, report=print):
     """
     folder = results_folder(folder)
     tasks = [checked_task(task, "tasks") for task in tasks]
-    with hold(folder / "grid", f"experiments.grid, process {os.getpid()}"):
+    with hold(folder / "grid", f"experiments.grid, process {os.getpid()}", follow=False):  # (grid.lock, in folder)
         for name in os.listdir(folder):  # the temporary files of a grid that was killed as it wrote one
             leftover = LEFTOVER.fullmatch(name)
             if leftover:

@@ -564,6 +564,8 @@ def checked_grid(parser, args):
     if args.executor == "dask" and importlib.util.find_spec("distributed") is None:
         parser.error(f"--executor dask needs dask and distributed, which are not installed; install them with:"
                      f" {machine.DEV}")
+    if args.executor == "dask" and args.scheduler is None and grid.no_certificate():
+        parser.error(f"--executor dask: {grid.no_certificate()}")
     try:
         grid.checked_workers(args.executor, args.workers, args.scheduler)
         if args.runs_dir is not None:

@@ -66,6 +66,11 @@ def blas_threads(pause=0.0):
     return os.getpid(), [pool["num_threads"] for pool in threadpoolctl.threadpool_info() if pool["user_api"] == "blas"]
 
 
+def there(*paths):
+    """Which of paths name something at the moment the task runs (a link counts, whatever it leads to)."""
+    return [os.path.lexists(path) for path in paths]
+
+
 def rendezvous(folder, count):
     """Note this process in folder and wait until count processes have (at most 60 s): count of these at once
     return only once count workers are running, so that a test's timing starts with every worker up."""

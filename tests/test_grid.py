@@ -11,6 +11,7 @@ its reason, except under CI=true, where that is a failure."""
 import functools
 import json
 import os
+import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -101,6 +102,91 @@ def test_each_process_pool_worker_computes_with_one_blas_thread(tmp_path):
     assert [threads for _, threads in direct] == [[1]] * 4, direct
     assert [threads for _, threads in through.values()] == [[1]] * 4, through
     assert os.getpid() not in {pid for pid, _ in direct} | {pid for pid, _ in through.values()}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The local Dask cluster is the grid's alone
+
+STRANGER = """
+import asyncio, json, os, socket, sys
+import dask, distributed
+from distributed.core import rpc
+dask.config.set({"distributed.comm.timeouts.connect": "3s"})
+own = distributed.Security.temporary()  # a certificate of the stranger's own
+if os.getuid() == 0:  # root: become another user (nobody), everything needed already imported
+    os.setgroups([])
+    os.setgid(65534)
+    os.setuid(65534)
+ports, mark = json.loads(sys.stdin.readline())
+
+async def identity(address, security):
+    async with rpc(address, connection_args=security.get_connection_args("client")) as node:
+        await node.identity()
+
+async def attack(address, security):  # a client that makes the workers write a file as the grid's user
+    async with distributed.Client(address, security=security, asynchronous=True, timeout=3) as client:
+        await client.run(lambda: open(mark, "w").close())
+
+async def tried(how, address, security):
+    try:
+        await asyncio.wait_for(how(address, security), 8)
+        return "admitted"
+    except Exception as e:
+        return "refused: " + type(e).__name__
+
+def http(port):  # what a page of a stranger's would get: a GET with a foreign Host
+    with socket.create_connection(("127.0.0.1", port), timeout=3) as s:
+        s.sendall(b"GET /json/identity.json HTTP/1.1\\r\\nHost: evil.example\\r\\n\\r\\n")
+        try:
+            return s.recv(5).decode("latin-1")
+        except OSError as e:
+            return type(e).__name__
+
+async def main():
+    ways = [(scheme, own if scheme == "tls" else distributed.Security()) for scheme in ("tcp", "tls")]
+    return await asyncio.gather(*[tried(identity, f"{scheme}://127.0.0.1:{port}", security)
+                                  for port in ports for scheme, security in ways],
+                                *[tried(attack, f"{scheme}://127.0.0.1:{ports[0]}", security)
+                                  for scheme, security in ways])
+
+print(json.dumps({"uid": os.getuid(), "rpc": asyncio.run(main()), "http": [http(port) for port in ports]}))
+"""
+
+
+def listening(processes):
+    """The TCP ports the processes listen on."""
+    return {c.laddr.port for p in processes for c in p.net_connections(kind="tcp") if c.status == "LISTEN"}
+
+
+def test_a_local_dask_cluster_admits_no_other_client_and_serves_no_http(tmp_path):
+    """A client of another user (nobody, where the test runs as root), with no certificate or one of its own, is
+    refused by the scheduler, the nannies and the workers, and cannot make a worker write a file; nothing of the
+    cluster answers HTTP, to any Host: its only ports are its five TLS comms (scheduler, two nannies, two workers)."""
+    need_dask()
+    import psutil
+
+    mark = tmp_path / "written-by-a-stranger"
+    tmp_path.chmod(0o777)  # (so that only the cluster's refusal keeps the stranger from writing there)
+    stranger = subprocess.Popen([sys.executable, "-c", STRANGER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    try:
+        me = psutil.Process()
+        before = listening([me])
+        with grid.executor("dask", workers=2) as pool:
+            assert pool.submit(os.getpid).result() != os.getpid()  # (the cluster works for its own client)
+            ports = sorted(listening([me, *me.children(recursive=True)]) - before)
+            scheduler = pool._client.scheduler.address  # (the stranger tries it first as a client)
+            ports.sort(key=lambda port: not scheduler.endswith(f":{port}"))
+            out, err = stranger.communicate(json.dumps([ports, str(mark)]) + "\n", timeout=60)
+    finally:
+        stranger.kill()
+    assert stranger.returncode == 0, err
+    seen = json.loads(out)
+    assert seen["uid"] == (65534 if os.getuid() == 0 else os.getuid())
+    assert len(ports) == 5 and scheduler.startswith("tls://127.0.0.1:"), (ports, scheduler)
+    assert all(verdict.startswith("refused") for verdict in seen["rpc"]), seen
+    assert not mark.exists()
+    assert not any(reply.startswith("HTTP") for reply in seen["http"]), seen
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -213,6 +299,36 @@ def test_a_folder_another_grid_holds_is_refused(tmp_path):
             grid.run_tasks(pool, grid_tasks.toy, grid_tasks.toy_tasks(2, tmp_path), tmp_path, report=None)
 
 
+LINKED = """
+import sys
+sys.path[:0] = [{root!r}, {tests!r}]
+from experiments import grid
+import grid_tasks
+folder, outside = sys.argv[1], sys.argv[2]
+with grid.executor("serial") as pool:
+    print(grid.run_tasks(pool, grid_tasks.there, [("t", [outside + ".lock", folder + "/grid.lock"])], folder,
+                         report=None)["t"])
+"""
+
+
+def test_a_link_at_the_grids_lock_name_is_never_followed(tmp_path):
+    """Whoever can write the results folder can put a link at the name the grid's lock is made beside (grid): the
+    lock stays in the folder, nothing is made where the link points, and the link is left as it is."""
+    folder, outside = tmp_path / "results", tmp_path / "etc" / "passwd"
+    folder.mkdir()
+    outside.parent.mkdir()
+    outside.write_text("root:x:0:0:root:/root:/bin/sh\n")
+    (folder / "grid").symlink_to(outside)
+    code = LINKED.format(root=str(ROOT), tests=str(ROOT / "tests"))
+    done = subprocess.run([sys.executable, "-c", code, str(folder), str(outside)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[False, True]"  # (while the grid ran: no lock beside passwd, one in the folder)
+    assert sorted(p.name for p in outside.parent.iterdir()) == ["passwd"] and outside.read_text().startswith("root")
+    assert os.readlink(folder / "grid") == str(outside) and sorted(p.name for p in folder.iterdir()) == ["grid",
+                                                                                                        "t.json"]
+
+
 @pytest.mark.parametrize("kind, workers, address, said", [
     ("threads", None, None, "unknown executor 'threads'; expected one of process, serial, dask"),
     ("process", 0, None, "workers 0: expected a whole number of at least 1"),
@@ -272,6 +388,18 @@ def test_without_dask_the_dask_executor_is_one_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)  # as if it were not installed: its import fails
     with pytest.raises(RuntimeError, match=r"^the dask executor needs distributed, which is not installed; install"
                                            r" it with: python3 -m pip install -r tests/requirements.txt$"):
+        with grid.executor("dask", workers=2):
+            pytest.fail("the executor started")
+
+
+def test_without_cryptography_the_local_dask_cluster_is_one_clear_error(monkeypatch):
+    need_dask()
+    real = grid.importlib.util.find_spec
+    monkeypatch.setattr(grid.importlib.util, "find_spec", lambda name, *a: None if name == "cryptography" else
+                        real(name, *a))
+    with pytest.raises(RuntimeError, match=r"^the dask executor's local cluster needs cryptography \(for the"
+                                           r" certificate .*\), which is not installed; install it with: python3 -m"
+                                           r" pip install -r tests/requirements.txt$"):
         with grid.executor("dask", workers=2):
             pytest.fail("the executor started")
 
