@@ -42,8 +42,8 @@ with machine.needed_by("python3 -m experiments.drops"):
                                        parsed, provenance, reading, rerun_main, rerun_verdict, rounded, run_or_check,
                                        table_row, trained, writes)
     from experiments.scaling_law import name_of
-    from experiments.scaling_runs import (FULL as GRID, T, TUNE_SEED, drop_data, drop_run, drop_values,
-                                          flops_per_token, held_out, parameters)
+    from experiments.scaling_runs import (FULL as GRID, T, TUNE_SEED, drop_data, drop_problem, drop_result_problem,
+                                          drop_run, drop_values, flops_per_token, held_out, parameters)
     from oneblock.data import TOKENIZER_FILE
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -79,10 +79,12 @@ def run_experiment(plan, report=print, kind="process", workers=None, address=Non
     started, cpu = time.perf_counter(), time.process_time()
     tuning = held_out(bpe.Tokenizer.load(TOKENIZER_FILE), TUNE_SEED, plan["tune_stories"])
     tasks = [(f"{name_of(size)}-{seed}", [plan, size, seed]) for seed in plan["seeds"] for size in plan["sizes"]]
+    read_back = []  # (the results read from runs_dir, each checked for what its run can give, not computed)
     with ExitStack() as stack:
         folder = runs_dir if runs_dir is not None else stack.enter_context(tempfile.TemporaryDirectory())
         pool = stack.enter_context(grid.executor(kind, workers, address))
-        results = grid.run_tasks(pool, drop_run, tasks, folder, report=report)
+        results = grid.run_tasks(pool, drop_run, tasks, folder, report=report, read_back=read_back,
+                                 check=lambda args, result: drop_result_problem(args, result, tuning[2]))
     runs = [results[key]["run"] for key, _ in tasks]
     streams = {str(seed): results[f"{name_of(plan['sizes'][0])}-{seed}"]["stream"] for seed in plan["seeds"]}
     made, sources = provenance(started, cpu - sum(results[key]["cpu_seconds"] for key, _ in tasks))  # (theirs too)
@@ -90,7 +92,7 @@ def run_experiment(plan, report=print, kind="process", workers=None, address=Non
     record = {"format": FORMAT, "command": SCRIPT + (" --check" if plan is REDUCED else ""), **made,
               "settings": settings_of(plan), **sources, "floor": {"tuning_nats_per_token": floor,
                                                                   "entropy_nats_per_story": rounded(chains.entropy())},
-              "data": {"streams": streams}, "runs": runs}
+              "data": {"streams": streams}, "runs": runs, **({"read_back": read_back} if read_back else {})}
     return {**record, **summarise(runs, plan, floor)}
 
 
@@ -180,22 +182,13 @@ def check_record(record, plan):
          f" code's")
     check_provenance(record)
     need(record["floor"]["entropy_nats_per_story"] == rounded(chains.entropy()), "the entropy is not chains.py's")
-    runs, tokens = record["runs"], plan["steps"] * plan["batch"] * T
+    runs = record["runs"]
     want = [(name_of(size), seed) for seed in plan["seeds"] for size in plan["sizes"]]
     need([(r["size"], r["seed"]) for r in runs] == want, f"expected one run of every size for each seed of"
          f" {plan['seeds']}, one seed after another")
-    last = plan["steps"] - plan["steps"] % plan["eval_every"]  # the last evaluation of the schedule
-    evaluated = list(range(0, last + 1, plan["eval_every"])) + ([plan["steps"]] if last != plan["steps"] else [])
-    for r in runs:
-        name = f"{r['size']} seed {r['seed']}"
-        size = [int(v) for v in r["size"].split("x")]
-        need(r["lr"] == plan["lr"] and r["steps"] == plan["steps"] and r["tokens"] == tokens, f"{name}: its rate,"
-             f" steps or tokens are not the plan's")
-        need(r["flops"] == tokens * flops_per_token(size), f"{name}: flops are not the formula's")
-        need([step for step, _ in r["tune_curve"]] == evaluated, f"{name}: the tuning curve is not evaluated every"
-             f" {plan['eval_every']} steps and at the end")
-        need(min(loss for _, loss in r["tune_curve"]) > record["floor"]["tuning_nats_per_token"] - 0.05,
-             f"{name}: a tuning loss far below the floor")
+    for r in runs:  # (each what a run of its own settings can give, as a result file is checked)
+        problem = drop_problem(r, plan, record["floor"]["tuning_nats_per_token"])
+        need(problem is None, problem)
     for seed, counts in record["data"]["streams"].items():
         need(counts["held_out"] == 0, f"seed {seed}'s training stories include {counts['held_out']} tuning ones")
     derived = summarise(runs, plan, record["floor"]["tuning_nats_per_token"])

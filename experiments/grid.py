@@ -194,7 +194,7 @@ def no_certificate():
 # Running tasks
 
 
-def run_tasks(pool, fn, tasks, folder, follow=None, report=print):
+def run_tasks(pool, fn, tasks, folder, follow=None, report=print, check=None, read_back=None):
     """Run fn(*args) for every task (key, args) of tasks through the executor pool, each result written to
     folder/KEY.json as it comes back, and return {key: result} in the tasks' order: the tasks given, then those
     follow added, in the order it added them.
@@ -206,6 +206,11 @@ def run_tasks(pool, fn, tasks, folder, follow=None, report=print):
       at one go and in one that resumed, and the tasks and their order never depend on which worker finished first.
     - report(line), unless None: a line for each task run, its key, its seconds and how many tasks are done of
       those known so far (follow adds to them), and one line first when results were found in folder.
+    - check(args, result), when given, says in one line why result (as JSON gives it back) is not one that
+      fn(*args) can return, or None: every result, read from its file or fresh from a worker, is checked before it
+      is believed, so that a file that parses but was edited (a loss made lower, a NaN) never reaches the record.
+    - read_back, when given, is a list to which the keys of the results read from folder are added, in the
+      tasks' order: what a record says it did not compute itself.
 
     A key is a name of at most 100 letters, digits and ._+- (a file's name, one per task, distinct even where
     the file system ignores case); args a list of JSON values (kept in the result file, so that a result of other
@@ -213,12 +218,14 @@ def run_tasks(pool, fn, tasks, folder, follow=None, report=print):
     written: a fresh result and a resumed one are the same values). fn must be one the workers can import.
 
     A ValueError, before anything runs, names a bad task (one of follow's when follow returns it), a folder that is
-    a file or a link, a folder another grid is writing, and a bad result file: one that is not this format's JSON,
-    names another key, or holds other arguments. Such a file is never replaced, nor its task run again:
+    a file or a link, a folder another grid is writing, and a bad result file: one that is not this format's strict
+    JSON (no NaN or infinity), names another key, holds other arguments, or a result that check refuses (a task
+    follow adds is judged as it is added). Such a file is never replaced, nor its task run again:
     write_atomic never leaves half a file, so a bad one is someone else's or was changed, and a run that silently
-    replaced it would hide that (remove it to run its task again). A task that raises stops the grid: nothing more
-    starts, the results of the tasks already running are still written, and a RuntimeError names the task's key and
-    its error; every result written stays.
+    replaced it would hide that (remove it to run its task again). A task that raises, or returns a result that
+    is not strict JSON or that check refuses (never written), stops the grid: nothing more starts, the results of
+    the tasks already running are still written, and a RuntimeError names the task's key and its error; every
+    result written stays.
     """
     folder = results_folder(folder)
     tasks = [checked_task(task, "tasks") for task in tasks]
@@ -242,9 +249,9 @@ def run_tasks(pool, fn, tasks, folder, follow=None, report=print):
             if error is None:
                 result, seconds = future.result()
                 try:
-                    results[key] = written(folder, key, args_of[key], result, seconds)
+                    results[key] = written(folder, key, args_of[key], result, seconds, check)
                 except (TypeError, ValueError) as e:
-                    error = ValueError(f"its result cannot be written as JSON ({e})")
+                    error = ValueError(f"its result cannot be written ({e})")
                 else:
                     if report:
                         report(f"{key}: {seconds:.1f} s, {len(results)} of {len(order)} done")
@@ -268,7 +275,14 @@ def run_tasks(pool, fn, tasks, folder, follow=None, report=print):
                     raise ValueError(f"{folder / (key + '.json')} holds the result of {key} for other arguments"
                                      f" ({compact(stored[key]['args'])}) than this grid's ({compact(args)}); it is"
                                      f" never replaced: remove it to run the task again, or choose another folder")
+                problem = check(args, stored[key]["result"]) if key in stored and check else None
+                if problem:
+                    raise ValueError(f"{folder / (key + '.json')} holds a result that {key} cannot give: {problem};"
+                                     f" it is never replaced: remove it to run the task again, or choose another"
+                                     f" folder")
             order.extend(key for key, _ in new)
+            if read_back is not None:
+                read_back.extend(key for key, _ in new if key in stored)
             results.update((key, stored[key]["result"]) for key, _ in new if key in stored)
             for key, args in new:
                 if key not in stored and not failure:
@@ -363,12 +377,18 @@ def results_folder(folder):
     return path
 
 
-def written(folder, key, args, result, seconds):
-    """Write the result file of task key (atomically: whole or not at all) and return the result as it reads back."""
+def written(folder, key, args, result, seconds, check=None):
+    """Write the result file of task key (atomically: whole or not at all) and return the result as it reads back;
+    a ValueError, and nothing written, for a result that is not strict JSON (a NaN or an infinity) or that
+    check(args, result) refuses."""
     text = json.dumps({"format": FORMAT, "key": key, "args": args, "seconds": round(seconds, 3), "result": result},
-                      indent=1) + "\n"
+                      indent=1, allow_nan=False) + "\n"
+    back = json.loads(text)["result"]
+    problem = check(args, back) if check else None
+    if problem:
+        raise ValueError(f"it is not one the task can give: {problem}")
     write_atomic(folder / f"{key}.json", text)
-    return json.loads(text)["result"]
+    return back
 
 
 def stored_results(folder):
@@ -392,9 +412,9 @@ def read_result(path):
     except ValueError as e:
         raise ValueError(f"{e}{never}") from None
     try:
-        record = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
-        raise ValueError(f"{path} is not JSON ({e}){never}") from None
+        record = json.loads(raw.decode("utf-8"), parse_constant=not_a_number)
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise ValueError(f"{path} is not strict JSON ({str(e) or type(e).__name__}){never}") from None
     fields = {"format": str, "key": str, "args": list, "seconds": (int, float)}
     if not isinstance(record, dict) or record.get("format") != FORMAT:
         raise ValueError(f"{path} is not a {FORMAT!r} file{never}")
@@ -404,6 +424,17 @@ def read_result(path):
     if record["key"] + ".json" != path.name:
         raise ValueError(f"{path} holds the result of {record['key']!r}, not of {path.name[:-5]!r}{never}")
     return record
+
+
+def not_a_number(name):
+    """json.loads's parse_constant: NaN, Infinity and -Infinity are no JSON numbers, and no result holds one.
+
+    >>> json.loads("[NaN]", parse_constant=not_a_number)
+    Traceback (most recent call last):
+    ...
+    ValueError: NaN is not a JSON number
+    """
+    raise ValueError(f"{name} is not a JSON number")
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ a field missing or of another type than the code writes).
 
 import argparse
 import json
+import math
 import os
 import platform
 import signal
@@ -299,7 +300,8 @@ def rounded(x):
 
 
 def json_text(record):
-    """JSON with two-space indentation, but each list of plain numbers on one line.
+    """JSON with two-space indentation, but each list of plain numbers on one line; strict JSON, so a ValueError
+    names the first number that is NaN or infinite (no record is ever written with one).
 
     >>> print(json_text({"a": [1, 2.5], "b": {"c": None}}))
     {
@@ -308,19 +310,31 @@ def json_text(record):
         "c": null
       }
     }
+    >>> json_text({"runs": [{"val": float("nan")}]})
+    Traceback (most recent call last):
+    ...
+    ValueError: runs[0].val is nan: a record holds finite numbers only
     """
-    def dump(x, indent):
+    def dump(x, indent, path):
         pad = "  " * (indent + 1)
         if isinstance(x, dict) and x:
-            items = [f"{pad}{json.dumps(k)}: {dump(v, indent + 1)}" for k, v in x.items()]
+            items = [f"{pad}{json.dumps(k)}: {dump(v, indent + 1, f'{path}.{k}' if path else str(k))}"
+                     for k, v in x.items()]
             return "{\n" + ",\n".join(items) + "\n" + "  " * indent + "}"
         if isinstance(x, list) and any(isinstance(v, (dict, list)) for v in x):
             if all(isinstance(v, list) and all(not isinstance(w, (dict, list)) for w in v) for v in x):
-                return "[" + ", ".join(json.dumps(v, separators=(", ", ": ")) for v in x) + "]"
-            return "[\n" + ",\n".join(pad + dump(v, indent + 1) for v in x) + "\n" + "  " * indent + "]"
-        return json.dumps(x, separators=(", ", ": "))
+                return "[" + ", ".join(dump(v, indent, f"{path}[{k}]") for k, v in enumerate(x)) + "]"
+            return "[\n" + ",\n".join(pad + dump(v, indent + 1, f"{path}[{k}]") for k, v in enumerate(x)) + "\n" \
+                + "  " * indent + "]"
+        try:
+            return json.dumps(x, separators=(", ", ": "), allow_nan=False)
+        except ValueError:  # (a NaN or an infinity in x: name the first)
+            bad = next((k, v) for k, v in enumerate(x if isinstance(x, list) else [x])
+                       if isinstance(v, float) and not math.isfinite(v))
+            where = f"{path}[{bad[0]}]" if isinstance(x, list) else path
+            raise ValueError(f"{where} is {bad[1]}: a record holds finite numbers only") from None
 
-    return dump(rounded(record), 0)
+    return dump(rounded(record), 0, "")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -619,7 +633,11 @@ def write_record(out, typed, record):
     kept as it was); a ValueError in one line when it cannot be written (a full disk, a folder made read-only
     meanwhile)."""
     try:
-        write_atomic(out, json_text(record) + "\n")
+        text = json_text(record)
+    except ValueError as e:
+        raise ValueError(f"cannot write {typed}: {e}; this run's record is lost, and what was there is as it was")
+    try:
+        write_atomic(out, text + "\n")
     except OSError as e:
         raise ValueError(f"cannot write {typed} ({e.strerror or e}); what was there is as it was, and this run's"
                          f" record is lost: make room or fix the folder, then run again") from None
@@ -683,7 +701,11 @@ def run_or_check(experiment, args, argv=None, grid=None):
                 print(f"error: {e}", file=sys.stderr)
                 return 2
             report = (lambda line: None) if args.quiet else print if grid else counted(experiment.runs_in(plan))
-            record = experiment.run_experiment(plan, report=report, **(grid(typed) if grid else {}))
+            try:  # (a results folder the grid refuses: a foreign or edited result, another grid's folder)
+                record = experiment.run_experiment(plan, report=report, **(grid(typed) if grid else {}))
+            except ValueError as e:
+                print(f"error: {e}", file=sys.stderr)
+                return 2
             if typed is not None:
                 try:
                     write_record(out, typed, record)

@@ -76,8 +76,8 @@ with machine.needed_by("python3 -m experiments.scaling"):
     from experiments.scaling_law import cell_values, chosen_lr, fit_law, law_summary, name_of, slope
     from experiments.scaling_law import STARTS, law  # noqa: F401  (scaling.law and scaling.STARTS, as before)
     from experiments.scaling_runs import (FULL, REDUCED, T, TUNE_SEED, VALIDATION_SEED, VOCAB, flops_per_token,
-                                          grid_run, held_out, parameters, run_data, run_values, splits,
-                                          steps_for, sweep_tasks, task_key)
+                                          grid_run, held_out, parameters, result_problem, run_data, run_problem,
+                                          run_values, splits, steps_for, sweep_tasks, task_key)
     from experiments.scaling_runs import (held_numbers, mean_and_error, run_cell, size_config,  # noqa: F401
                                           story_nats, training_stream, validate)  # (scaling.run_cell, as before)
     from oneblock.data import TOKENIZER_FILE
@@ -129,7 +129,9 @@ def run_experiment(plan, report=print, kind="process", workers=None, address=Non
     """Train the grid of plan (scaling_runs.sweep_tasks: the sweep of every cell, then its chosen run validated and
     the other seeds at its rate) through one executor of grid.py's (kind, workers and address) and return the
     record (a dict). Each run's result is a file in runs_dir (a temporary folder when None), so that a grid stopped
-    part-way resumes from those already written. report: a line for each run (grid.run_tasks's), or None.
+    part-way resumes from those already written: each is checked for what its run can give (result_problem: its
+    own settings, finite losses above the floor) before it is believed, and the record names those it read back
+    ("read_back", absent when it computed every run). report: a line for each run (grid.run_tasks's), or None.
 
     The record holds the runs one seed after another, each cell's rates in the plan's order, and its numbers are the
     same bit for bit on every executor and worker count (each run computes with one BLAS thread), but "seconds" and
@@ -139,10 +141,12 @@ def run_experiment(plan, report=print, kind="process", workers=None, address=Non
     tuning = held_out(tok, TUNE_SEED, plan["tune_stories"])
     validation = held_out(tok, VALIDATION_SEED, plan["validation_stories"])
     tasks, follow, chosen = sweep_tasks(plan)
+    floors, read_back = {"tuning": tuning[2], "validation": validation[2]}, []
     with ExitStack() as stack:
         folder = runs_dir if runs_dir is not None else stack.enter_context(tempfile.TemporaryDirectory())
         pool = stack.enter_context(grid.executor(kind, workers, address))
-        results = grid.run_tasks(pool, grid_run, tasks, folder, follow=follow, report=report)
+        results = grid.run_tasks(pool, grid_run, tasks, folder, follow=follow, report=report, read_back=read_back,
+                                 check=lambda args, result: result_problem(args, result, floors))
     runs, streams, first = [], {}, plan["seeds"][0]
     for seed in [*plan["seeds"], *plan["split_seeds"]]:
         for size, budget in [(size, budget) for size in plan["sizes"] for budget in plan["budgets"]]:
@@ -169,6 +173,7 @@ def run_experiment(plan, report=print, kind="process", workers=None, address=Non
         "data": {"validation_tokens": sum(len(x) - 1 for x in validation[0]), "tuning_tokens": tuning[1],
                  "stories_in_the_world": chains.stories(), "streams": streams},
         "runs": runs,
+        **({"read_back": read_back} if read_back else {}),  # (the results read from runs_dir, not computed)
     }
     return {**record, **summarise(runs, plan, floor)}
 
@@ -426,21 +431,10 @@ def check_record(record, plan):
     split = [cell for cell in cells if splits(values[cell], plan)]
     need(len(runs) == runs_in(plan) + len(split) * len(plan["split_seeds"]), f"{len(runs)} runs, expected"
          f" {runs_in(plan)} and {len(plan['split_seeds'])} more for each of the {len(split)} cells whose seeds split")
-    sizes_of = {name_of(s): s for s in plan["sizes"]}
-    for r in runs:
-        name = f"{r['size']} at {r['budget']} FLOPs lr {r['lr']:g} seed {r['seed']}"
-        steps = steps_for(sizes_of[r["size"]], r["budget"], plan["batch"])
-        need(r["steps"] == steps and r["tokens"] == steps * plan["batch"] * T, f"{name}: steps or tokens are not"
-             f" the budget's")
-        need(r["flops"] == r["tokens"] * flops_per_token(sizes_of[r["size"]]), f"{name}: flops are not the formula's")
-        need(r["tune_curve"][-1] == [steps, r["tune"]], f"{name}: the tuning curve does not end at the last step")
-        if r["lr"] == chosen_lr(runs, plan, r["size"], r["budget"]):
-            need(r["val"] > floor["validation_nats_per_token"] - 5 * r["val_error"] - 1e-6, f"{name}: val"
-                 f" {r['val']} is below the floor")
-        else:
-            need(r["val"] is None and r["val_error"] is None, f"{name}: a run the sweep did not choose has read"
-                 f" the validation stories")
-        need(r["tune"] > floor["tuning_nats_per_token"] - 0.05, f"{name}: tune {r['tune']} is far below the floor")
+    floors = {"tuning": floor["tuning_nats_per_token"], "validation": floor["validation_nats_per_token"]}
+    for r in runs:  # (each what a run of its own settings can give, as a result file is checked)
+        problem = run_problem(r, plan, floors, r["lr"] == chosen_lr(runs, plan, r["size"], r["budget"]))
+        need(problem is None, problem)
     for seed in plan["seeds"][1:]:
         got = [(r["size"], r["budget"], r["lr"]) for r in runs if r["seed"] == seed]
         want = [(size, c, chosen_lr(runs, plan, size, c)) for size, c in cells]

@@ -314,6 +314,123 @@ def grid_run(plan, size, budget, lr, seed, validated, weights=None):
     return {"run": run, "stream": counts, **kept, "cpu_seconds": round(time.process_time() - cpu, 3)}
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# What a run can produce: a result file, or a record's run, checked against its own settings
+
+BELOW = 0.05  # nats a tuning loss may lie below its stories' floor (300 stories' sampling error, never a model's gain)
+
+
+def run_problem(run, plan, floors, validated):
+    """Why run (a run's raw numbers, as grid_run returns them and the record keeps them) is not what a run of its own
+    settings under plan can give, in one line that starts with the run's name, or None: its steps, tokens and FLOPs
+    are its budget's; its tuning curve holds finite losses from step 0 up to its last step, ending with its tuning
+    loss; no loss lies further below its stories' floor (floors: {"tuning", "validation"}, nats per token) than
+    their sampling error (BELOW; the validation loss, five of its standard errors); a validated run has a finite
+    validation loss and error, any other neither.
+
+    >>> floors = {"tuning": 0.5, "validation": 0.5}
+    >>> run = {"size": "8x1", "budget": 300_000_000, "lr": 0.03, "seed": 3, "steps": 76, "tokens": 19456,
+    ...        "flops": 298844160, "tune": 1.5, "tune_curve": [[0, 4.6], [76, 1.5]], "val": None, "val_error": None}
+    >>> run_problem(run, REDUCED, floors, False) is None
+    True
+    >>> run_problem({**run, "tune": 0.001, "tune_curve": [[0, 4.6], [76, 0.001]]}, REDUCED, floors, False)
+    '8x1 at 300000000 FLOPs lr 0.03 seed 3: tune 0.001 is far below the floor of its stories (0.5)'
+    """
+    name = f"{run['size']} at {run['budget']} FLOPs lr {run['lr']:g} seed {run['seed']}"
+    size = next((s for s in plan["sizes"] if name_of(s) == run["size"]), None)
+    if size is None or run["budget"] not in plan["budgets"]:
+        return f"{name}: not a size and budget of the plan"
+    steps = steps_for(size, run["budget"], plan["batch"])
+    curve = run["tune_curve"]
+    problems = [
+        (run["steps"] == steps and run["tokens"] == steps * plan["batch"] * T, "steps or tokens are not the budget's"),
+        (run["flops"] == run["tokens"] * flops_per_token(size), "flops are not the formula's"),
+        (isinstance(curve, list) and len(curve) >= 2 and all(isinstance(point, list) and len(point) == 2
+                                                             for point in curve), "its tuning curve is not pairs"),
+    ]
+    for ok, what in problems:
+        if not ok:
+            return f"{name}: {what}"
+    if curve[0][0] != 0 or curve[-1] != [steps, run["tune"]] or any(a[0] >= b[0] for a, b in zip(curve, curve[1:])):
+        return f"{name}: the tuning curve does not run from step 0 to the last step, ending at its tuning loss"
+    if not all(finite(loss) for _, loss in curve):
+        return f"{name}: its tuning curve holds a loss that is not a finite number"
+    if min(loss for _, loss in curve) <= floors["tuning"] - BELOW:
+        return (f"{name}: tune {min(loss for _, loss in curve)} is far below the floor of its stories"
+                f" ({floors['tuning']})")
+    return val_problem(name, run, floors, validated)
+
+
+def val_problem(name, run, floors, validated):
+    """Why a run's validation loss and its error (run["val"], run["val_error"]) are not what a run validated or
+    not can give, in one line that starts with name, or None (run_problem's rule)."""
+    val, error = run["val"], run["val_error"]
+    if not validated:
+        return None if val is None and error is None else f"{name}: a run the sweep did not choose has read the" \
+                                                            f" validation stories"
+    if not (finite(val) and finite(error) and error >= 0):
+        return f"{name}: its validation loss and error are not finite numbers ({val!r}, {error!r})"
+    if val <= floors["validation"] - 5 * error - 1e-6:
+        return f"{name}: val {val} is below the floor of the validation stories ({floors['validation']})"
+    return None
+
+
+def finite(x):
+    """Whether x is a finite number (not a bool, NaN or infinity).
+
+    >>> finite(1.5), finite(float("nan")), finite(True), finite(None)
+    (True, False, False, False)
+    """
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def result_problem(args, result, floors):
+    """Why result, read from a result file of grid_run(*args), is not what that task can return, in one line, or
+    None: the fields it returns and no others; the run's size, budget, rate and seed its arguments'; the run's
+    numbers possible (run_problem; for a sweep run's weights validated, val_problem); its stream's counts whole
+    numbers with no held-out story; a sweep run's weights of its size's names and shapes, finite."""
+    plan, size, budget, lr, seed, validated = args[:6]
+    name = f"{name_of(size)} at {budget} FLOPs lr {lr:g} seed {seed}"
+    if not isinstance(result, dict) or not isinstance(result.get("run"), dict):
+        return f"{name}: not an object with a run"
+    if len(args) == 7:  # (the weights of a sweep run, validated)
+        if set(result) != {"run", "cpu_seconds"} or set(result["run"]) != {"val", "val_error"}:
+            return f"{name}: a validation of a sweep run's weights holds other fields than run's val and val_error"
+        return val_problem(name, result["run"], floors, True)
+    fields = {"run", "stream", "cpu_seconds"} | (set() if validated else {"weights"})
+    if set(result) != fields:
+        return f"{name}: its fields are {sorted(result)}, expected {sorted(fields)}"
+    run, stream = result["run"], result["stream"]
+    if not isinstance(run, dict) or set(run) != RUN_FIELDS:
+        return f"{name}: its run's fields are {sorted(run)}, expected {sorted(RUN_FIELDS)}"
+    if [run["size"], run["budget"], run["lr"], run["seed"]] != [name_of(size), budget, lr, seed]:
+        return (f"{name}: it holds the run of {run['size']} at {run['budget']} FLOPs lr {run['lr']} seed"
+                f" {run['seed']}")
+    problem = stream_problem(name, stream) or run_problem(run, plan, floors, validated)
+    if problem or validated:
+        return problem
+    return weights_problem(name, result["weights"], size_config(size).param_shapes())
+
+
+RUN_FIELDS = {"size", "budget", "lr", "seed", "steps", "tokens", "flops", "tune", "tune_curve", "val", "val_error",
+              "seconds"}  # the fields of a run's raw numbers (run_cell's)
+
+
+def weights_problem(name, weights, shapes):
+    """Why weights (packed's) are not finite float32 weights of these names and shapes, in one line, or None."""
+    if not isinstance(weights, dict) or list(weights) != list(shapes):
+        return f"{name}: its weights are not the parameters {', '.join(shapes)}"
+    for key, shape in shapes.items():
+        try:
+            stored, text = weights[key]
+            w = np.frombuffer(base64.b64decode(text, validate=True), dtype="<f4")  # (its numbers,)
+        except (TypeError, ValueError):
+            return f"{name}: its weights {key} are not a shape and base64 text"
+        if stored != list(shape) or w.size != math.prod(shape) or not np.isfinite(w).all():
+            return f"{name}: its weights {key} are not {len(shape)}-dimensional {shape} and finite"
+    return None
+
+
 def packed(params):
     """Weights as JSON values: {name: [its shape, its float32 bytes (little-endian) in base64]}, exactly.
 
@@ -442,3 +559,60 @@ def drop_run(plan, size, seed):
                    "flops": tokens * flops_per_token(size), "tune_curve": [[h["step"], h["val"]] for h in history],
                    "seconds": round(time.perf_counter() - started, 1)})
     return {"run": run, "stream": counts, "cpu_seconds": round(time.process_time() - cpu, 3)}
+
+
+def drop_problem(run, plan, floor):
+    """Why run (a drop run's raw numbers, drop_run's and the record's) is not what a run of its own settings under
+    the drop plan can give, in one line that starts with its name, or None: its rate, steps, tokens and FLOPs the
+    plan's; its tuning curve evaluated every plan["eval_every"] steps and at the end, every loss a finite number no
+    further below its stories' floor (nats per token) than their sampling error (BELOW)."""
+    name = f"{run['size']} seed {run['seed']}"
+    size = next((s for s in plan["sizes"] if name_of(s) == run["size"]), None)
+    tokens = plan["steps"] * plan["batch"] * T
+    if size is None:
+        return f"{name}: not a size of the plan"
+    if not (run["lr"] == plan["lr"] and run["steps"] == plan["steps"] and run["tokens"] == tokens):
+        return f"{name}: its rate, steps or tokens are not the plan's"
+    if run["flops"] != tokens * flops_per_token(size):
+        return f"{name}: flops are not the formula's"
+    last = plan["steps"] - plan["steps"] % plan["eval_every"]  # the last evaluation of the schedule
+    evaluated = list(range(0, last + 1, plan["eval_every"])) + ([plan["steps"]] if last != plan["steps"] else [])
+    curve = run["tune_curve"]
+    if not (isinstance(curve, list) and all(isinstance(p, list) and len(p) == 2 for p in curve)
+            and [step for step, _ in curve] == evaluated):
+        return f"{name}: the tuning curve is not evaluated every {plan['eval_every']} steps and at the end"
+    if not all(finite(loss) for _, loss in curve):
+        return f"{name}: its tuning curve holds a loss that is not a finite number"
+    if min(loss for _, loss in curve) <= floor - BELOW:
+        return f"{name}: a tuning loss far below the floor"
+    return None
+
+
+def drop_result_problem(args, result, floor):
+    """Why result, read from a result file of drop_run(*args), is not what that task can return, in one line, or
+    None: its fields, its run's size and seed its arguments', its numbers possible (drop_problem), its stream's
+    counts whole numbers with no held-out story."""
+    plan, size, seed = args
+    name = f"{name_of(size)} seed {seed}"
+    if not isinstance(result, dict) or set(result) != {"run", "stream", "cpu_seconds"}:
+        return f"{name}: its fields are not run, stream and cpu_seconds"
+    run = result["run"]
+    fields = {"size", "seed", "lr", "steps", "tokens", "flops", "tune_curve", "seconds"}
+    if not isinstance(run, dict) or set(run) != fields:
+        return f"{name}: its run's fields are not {', '.join(sorted(fields))}"
+    if [run["size"], run["seed"]] != [name_of(size), seed]:
+        return f"{name}: it holds the run of {run['size']} seed {run['seed']}"
+    return stream_problem(name, result["stream"]) or drop_problem(run, plan, floor)
+
+
+def stream_problem(name, stream):
+    """Why stream is not the counts of a seed's stories (training_stream's), none held out, in one line, or None.
+
+    >>> stream_problem("8x1", {"stories": 9, "distinct": 9, "held_out": 1})
+    "8x1: its stream's counts are not whole numbers of stories, none of them held out"
+    """
+    if isinstance(stream, dict) and set(stream) == {"stories", "distinct", "held_out"} and all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in stream.values()) \
+            and stream["held_out"] == 0:
+        return None
+    return f"{name}: its stream's counts are not whole numbers of stories, none of them held out"

@@ -232,7 +232,11 @@ def test_a_grid_killed_with_sigkill_resumes_computing_only_the_missing_tasks(tmp
 
 
 @pytest.mark.parametrize("spoil, said", [
-    (lambda folder: (folder / "a-1.json").write_bytes((folder / "a-1.json").read_bytes()[:40]), "is not JSON"),
+    (lambda folder: (folder / "a-1.json").write_bytes((folder / "a-1.json").read_bytes()[:40]), "is not strict JSON"),
+    (lambda folder: (folder / "a-1.json").write_text((folder / "a-1.json").read_text().replace('"trace": ',
+                                                                                               '"trace": NaN, "t": ')),
+     r"is not strict JSON \(NaN is not a JSON number\)"),
+    (lambda folder: (folder / "a-1.json").write_text("[" * 100_000), r"is not strict JSON \(maximum recursion"),
     (lambda folder: (folder / "a-1.json").write_bytes((folder / "a-2.json").read_bytes()),
      "holds the result of 'a-2', not of 'a-1'"),
     (lambda folder: (folder / "a-1.json").write_text('{"format": "grid result v0", "key": "a-1"}'),
@@ -255,6 +259,30 @@ def test_a_bad_result_file_is_named_before_any_work_and_never_replaced(tmp_path,
     assert grid_tasks.calls(marks) == calls
     assert {p.name: p.read_bytes() for p in folder.glob("*.json") if p.is_file()} == {
         name: raw for name, raw in spoiled.items() if name != "a-0.json"}
+
+
+def test_a_result_that_is_not_strict_json_or_that_check_refuses_is_never_written_and_stops_the_grid(tmp_path):
+    with grid.executor("serial") as pool:
+        with pytest.raises(RuntimeError, match=r"^task n failed: ValueError: its result cannot be written \(Out of"
+                                               r" range float values are not JSON compliant"):
+            grid.run_tasks(pool, float, [("n", ["nan"])], tmp_path, report=None)
+        with pytest.raises(RuntimeError, match=r"^task a failed: ValueError: its result cannot be written \(it is not"
+                                               r" one the task can give: 2 is not above 2\)$"):
+            grid.run_tasks(pool, abs, [("a", [-2]), ("b", [3])], tmp_path, report=None,
+                           check=lambda args, result: f"{result} is not above 2" if result <= 2 else None)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_the_keys_read_back_are_named_in_the_tasks_order_and_each_is_checked(tmp_path):
+    tasks = [(f"t-{k}", [k]) for k in range(4)]
+    with grid.executor("serial") as pool:
+        grid.run_tasks(pool, abs, tasks, tmp_path, report=None)
+        (tmp_path / "t-1.json").unlink()
+        seen, read_back = [], []
+        got = grid.run_tasks(pool, abs, tasks, tmp_path, report=None, read_back=read_back,
+                             check=lambda args, result: seen.append(args[0]))
+    assert got == {"t-0": 0, "t-1": 1, "t-2": 2, "t-3": 3} and read_back == ["t-0", "t-2", "t-3"]
+    assert seen == [0, 2, 3, 1]  # (those read first, as they are added; then the one computed)
 
 
 def test_a_result_of_other_arguments_is_named_and_never_replaced(tmp_path):

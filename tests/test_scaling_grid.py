@@ -7,6 +7,7 @@ Without dask and distributed the Dask case skips with its reason, except under C
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -112,7 +113,8 @@ def test_a_check_killed_with_sigkill_resumes_from_its_runs_and_ends_with_the_sam
     out, runs = tmp_path / "reduced.json", tmp_path / "reduced-runs"  # (the runs' folder beside --out, by default)
     command = [sys.executable, "-m", "experiments.scaling", "--check", "--out", str(out), "--workers", "2"]
     killed_once_written([*command, "--quiet"], runs, 12, timeout=120, cwd=ROOT)
-    kept = len(list(runs.glob("*.json")))
+    names = sorted(p.name[:-5] for p in runs.glob("*.json"))
+    kept = len(names)
     total = len(list(serial[1].glob("*.json")))
     assert 12 <= kept < total and not out.exists()
     again = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -121,8 +123,77 @@ def test_a_check_killed_with_sigkill_resumes_from_its_runs_and_ends_with_the_sam
     assert lines[0] == f"{kept} results found in {runs}"
     assert sum(line.endswith(" done") for line in lines) == total - kept  # only the missing runs trained
     assert lines[-1].startswith("OK: the reduced run has the shape of the full one")
-    assert without_seconds(json.loads(out.read_text())) == without_seconds(serial[0])
+    record = json.loads(out.read_text())
+    assert sorted(record.pop("read_back")) == names  # (the record names the results it did not compute)
+    assert without_seconds(record) == without_seconds(serial[0])
     assert len(list(runs.glob("*.json"))) == total
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# A result read back is believed only if its run could have given it
+
+
+def tampered(serial, tmp_path, key, edit):
+    """A copy of the serial grid's results folder in which edit(the text of key's result file) replaced that file."""
+    folder = tmp_path / "runs"
+    shutil.copytree(serial[1], folder)
+    path = folder / f"{key}.json"
+    path.write_text(edit(path.read_text()))
+    return folder
+
+
+def lower_tune(text):
+    """A result file whose sweep run's tuning loss (and the end of its curve) says 0.001."""
+    result = json.loads(text)
+    run = result["result"]["run"]
+    run["tune"], run["tune_curve"][-1][1] = 0.001, 0.001
+    return json.dumps(result)
+
+
+@pytest.mark.parametrize("key, edit, said", [
+    ("8x1-300000000-0.01-3", lower_tune, r"holds a result that 8x1-300000000-0\.01-3 cannot give: 8x1 at 300000000"
+                                         r" FLOPs lr 0\.01 seed 3: tune 0\.001 is far below the floor"),
+    ("8x1-300000000-0.01-3", lambda text: text.replace('"tune": ', '"tune": NaN, "was": ', 1),
+     r"is not strict JSON \(NaN is not a JSON number\)"),
+    ("16x1-600000000-0.03-3", lambda text: text.replace('"seed": 3', '"seed": 4', 1), r"holds the run of 16x1"),
+    ("8x1-300000000-0.01-3", lambda text: text.replace('"held_out": 0', '"held_out": 2', 1),
+     r"its stream's counts are not whole numbers of stories, none of them held out"),
+])
+def test_a_result_file_edited_to_what_no_run_gives_is_refused_before_any_work(serial, tmp_path, key, edit, said):
+    s = scaling()
+    folder = tampered(serial, tmp_path, key, edit)
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    with pytest.raises(ValueError, match=said + ".*it is never replaced"):
+        s.run_experiment(s.REDUCED, report=None, kind="serial", runs_dir=folder)
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before  # (nothing trained, nothing replaced)
+
+
+def test_the_command_refuses_an_edited_result_in_one_line_and_writes_no_record(serial, tmp_path, capsys,
+                                                                               monkeypatch):
+    from experiments import recording
+
+    s = scaling()
+    folder = tampered(serial, tmp_path, "8x1-300000000-0.01-3", lower_tune)
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(recording, "committed_verdict", lambda experiment: (True, None))  # (its minute, not needed)
+    status = s.main(["--check", "--runs-dir", str(folder), "--out", str(tmp_path / "r.json"), "--quiet",
+                     "--executor", "serial"])
+    err = capsys.readouterr().err
+    assert status == 2 and len(err.splitlines()) == 1 and err.startswith(f"error: {folder}/8x1-300000000-0.01-3.json"
+                                                                         f" holds a result that")
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_a_record_names_the_results_it_read_back_and_none_when_it_computed_all(serial, tmp_path):
+    s = scaling()
+    folder = tmp_path / "runs"
+    shutil.copytree(serial[1], folder)
+    kept = sorted(p.name[:-5] for p in folder.glob("*.json"))
+    for name in kept[::2]:
+        (folder / f"{name}.json").unlink()
+    record = s.run_experiment(s.REDUCED, report=None, kind="serial", runs_dir=folder)
+    assert sorted(record["read_back"]) == kept[1::2] and "read_back" not in serial[0]
+    assert without_seconds({k: v for k, v in record.items() if k != "read_back"}) == without_seconds(serial[0])
 
 
 # ----------------------------------------------------------------------------------------------------------------
