@@ -341,20 +341,19 @@ def run_problem(run, plan, floors, validated):
     if size is None or run["budget"] not in plan["budgets"]:
         return f"{name}: not a size and budget of the plan"
     steps = steps_for(size, run["budget"], plan["batch"])
+    tokens = steps * plan["batch"] * T
     curve = run["tune_curve"]
-    problems = [
-        (run["steps"] == steps and run["tokens"] == steps * plan["batch"] * T, "steps or tokens are not the budget's"),
-        (run["flops"] == run["tokens"] * flops_per_token(size), "flops are not the formula's"),
-        (isinstance(curve, list) and len(curve) >= 2 and all(isinstance(point, list) and len(point) == 2
-                                                             for point in curve), "its tuning curve is not pairs"),
-    ]
-    for ok, what in problems:
-        if not ok:
-            return f"{name}: {what}"
-    if curve[0][0] != 0 or curve[-1] != [steps, run["tune"]] or any(a[0] >= b[0] for a, b in zip(curve, curve[1:])):
-        return f"{name}: the tuning curve does not run from step 0 to the last step, ending at its tuning loss"
+    if run["steps"] != steps or run["tokens"] != tokens:  # (whole numbers compared, never computed with)
+        return f"{name}: steps or tokens are not the budget's"
+    if run["flops"] != tokens * flops_per_token(size):
+        return f"{name}: flops are not the formula's"
+    if not (isinstance(curve, list) and len(curve) >= 2 and all(
+            isinstance(point, list) and len(point) == 2 and isinstance(point[0], int) for point in curve)):
+        return f"{name}: its tuning curve is not pairs of a step and a loss"
     if not all(finite(loss) for _, loss in curve):
         return f"{name}: its tuning curve holds a loss that is not a finite number"
+    if curve[0][0] != 0 or curve[-1] != [steps, run["tune"]] or any(a[0] >= b[0] for a, b in zip(curve, curve[1:])):
+        return f"{name}: the tuning curve does not run from step 0 to the last step, ending at its tuning loss"
     if min(loss for _, loss in curve) <= floors["tuning"] - BELOW:
         return (f"{name}: tune {min(loss for _, loss in curve)} is far below the floor of its stories"
                 f" ({floors['tuning']})")
@@ -573,13 +572,13 @@ def drop_problem(run, plan, floor):
         return f"{name}: not a size of the plan"
     if not (run["lr"] == plan["lr"] and run["steps"] == plan["steps"] and run["tokens"] == tokens):
         return f"{name}: its rate, steps or tokens are not the plan's"
-    if run["flops"] != tokens * flops_per_token(size):
+    if run["flops"] != tokens * flops_per_token(size):  # (the plan's numbers computed with, never the run's)
         return f"{name}: flops are not the formula's"
     last = plan["steps"] - plan["steps"] % plan["eval_every"]  # the last evaluation of the schedule
     evaluated = list(range(0, last + 1, plan["eval_every"])) + ([plan["steps"]] if last != plan["steps"] else [])
     curve = run["tune_curve"]
     if not (isinstance(curve, list) and all(isinstance(p, list) and len(p) == 2 for p in curve)
-            and [step for step, _ in curve] == evaluated):
+            and [step for step, _ in curve] == evaluated):  # (a list compared: a step of another type differs)
         return f"{name}: the tuning curve is not evaluated every {plan['eval_every']} steps and at the end"
     if not all(finite(loss) for _, loss in curve):
         return f"{name}: its tuning curve holds a loss that is not a finite number"
