@@ -67,7 +67,7 @@ def write_together(files, modes=None):
         for path, data in files.items():
             path = Path(path)
             try:
-                staged.append((*_staged(path, data, modes.get(path, 0o644 & masked)), path))
+                _staged(path, data, modes.get(path, 0o644 & masked), staged)
             except OSError as e:
                 raise OSError(e.errno, e.strerror, str(path)) from None
         while staged:
@@ -88,30 +88,24 @@ def write_together(files, modes=None):
         raise
 
 
-def _staged(path, data, mode):
-    """(an open file descriptor, locked, and the name) of a temporary file beside path holding data, flushed to disk,
-    with the permissions mode; nothing is left behind when it cannot be written."""
+def _staged(path, data, mode, staged):
+    """Make a temporary file beside path, add (its open file descriptor, locked, its name, path) to the list staged
+    the moment it exists, so that the caller's clean-up removes it whatever stops the write from then on (an error,
+    an interrupt), and write data to it, flushed to disk, with the permissions mode."""
     raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
-    fd = tmp = None
-    try:
-        with signals_held():  # (a signal as the file is made would lose its name before the clean-up below knows it)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.{os.getpid()}.", suffix=".tmp")
-        if os.name != "nt":
-            _try_lock(fd)  # (a fresh file of a random name: nobody else holds it)
-        with open(fd, "wb", closefd=False) as f:
-            f.write(raw)
-            f.flush()
-            os.fsync(f.fileno())
-        if hasattr(os, "fchmod"):  # the open file itself, not whatever its name holds by now
-            os.fchmod(fd, mode)
-        else:
-            os.chmod(tmp, mode)
-    except BaseException:
-        if tmp is not None:
-            os.unlink(tmp)
-            os.close(fd)
-        raise
-    return fd, tmp
+    with signals_held():  # (a signal as the file is made would lose its name before the clean-up knows it)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.{os.getpid()}.", suffix=".tmp")
+        staged.append((fd, tmp, path))
+    if os.name != "nt":
+        _try_lock(fd)  # (a fresh file of a random name: nobody else holds it)
+    with open(fd, "wb", closefd=False) as f:
+        f.write(raw)
+        f.flush()
+        os.fsync(f.fileno())
+    if hasattr(os, "fchmod"):  # the open file itself, not whatever its name holds by now
+        os.fchmod(fd, mode)
+    else:
+        os.chmod(tmp, mode)
 
 
 def umask():
@@ -494,6 +488,48 @@ def hold(path, note, follow=True):
 
 
 STOPPING = ("SIGINT", "SIGTERM", "SIGHUP")  # the signals a run turns into an interrupt, held back by signals_held
+
+
+@contextmanager
+def interruptible():
+    """For the with-block of a run: SIGTERM (what kill sends, and a machine that shuts down) and SIGHUP (a terminal
+    closed) stop it as Ctrl-C does, with a KeyboardInterrupt that carries the signal, so that every clean-up on the
+    way out runs: the lock of its output is removed, and so is a temporary file half written (interruption says
+    which signal it was, and the exit status that reports it). Only in the main thread, where Python's handlers
+    run; elsewhere the block runs as it is.
+
+    >>> with interruptible():
+    ...     try:
+    ...         os.kill(os.getpid(), signal.SIGTERM)
+    ...     except KeyboardInterrupt as e:
+    ...         print(interruption(e))
+    ('SIGTERM', 143)
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt(signum)
+
+    caught = [getattr(signal, name) for name in STOPPING[1:] if hasattr(signal, name)]
+    previous = {signum: signal.signal(signum, stop) for signum in caught}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def interruption(e):
+    """(the signal's name, the exit status that reports it: 128 + its number) of the KeyboardInterrupt e: Ctrl-C's
+    SIGINT, or the signal interruptible turned into one.
+
+    >>> interruption(KeyboardInterrupt()), interruption(KeyboardInterrupt(signal.SIGTERM))
+    (('SIGINT', 130), ('SIGTERM', 143))
+    """
+    signum = e.args[0] if e.args and isinstance(e.args[0], int) else signal.SIGINT
+    return signal.Signals(signum).name, 128 + signum
 
 
 @contextmanager

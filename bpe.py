@@ -57,7 +57,7 @@ from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
 
-from atomic import hold, kind_of, path_problem, private_mode, read_whole, write_atomic
+from atomic import hold, interruptible, interruption, kind_of, path_problem, private_mode, read_whole, write_atomic
 
 # ----------------------------------------------------------------------------
 # settings
@@ -714,6 +714,18 @@ def main(argv=None):
     if args.data is not None and (args.check or args.out is None):
         parser.error("--data needs --out PATH, where its tokenizer goes (and --check compares only the shipped"
                      " tokenizer.json)")
+    try:  # (SIGTERM and SIGHUP stop it as Ctrl-C does: the lock and any temporary file are removed on the way out)
+        with interruptible():
+            return run(args, argv)
+    except KeyboardInterrupt as e:
+        name, status = interruption(e)
+        kept = f"{args.out} is as it was" if args.data is not None else f"{TOKENIZER_FILE} is as it was"
+        print(f"interrupted ({name}): nothing written, {kept}", file=sys.stderr)
+        return status
+
+
+def run(args, argv):
+    """main's work once its arguments are checked: train and write (or --check) a tokenizer; the exit status."""
     here = Path(__file__).resolve().parent
     if args.data is not None:
         vocab_size = TEXT_VOCAB_SIZE if args.vocab_size is None else args.vocab_size

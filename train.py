@@ -41,7 +41,7 @@ from pathlib import Path
 from types import SimpleNamespace  # noqa: F401  (path_problem's example)
 
 import atomic
-from atomic import hold, remove_leftovers, write_atomic
+from atomic import hold, interruptible, interruption, remove_leftovers, write_atomic
 import bpe
 from oneblock import checkpoint, data as data_files, machine, settings, sizes, training
 from oneblock.config import SCHEMES
@@ -398,6 +398,19 @@ def main(argv=None):
     out = Path(args.out)
     holder = f"pid {os.getpid()} on {platform.node()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}: " + " ".join(
         ["train.py", *(sys.argv[1:] if argv is None else argv)])
+    try:  # (SIGTERM and SIGHUP stop it as Ctrl-C does: the locks and any temporary file are removed on the way out)
+        with interruptible():
+            return owned_run(s, args, out, holder)
+    except KeyboardInterrupt as e:  # (before training began: the loop says the step it stopped at)
+        name, status = interruption(e)
+        if s.rank == 0:
+            print(f"interrupted ({name}) before training began: this run wrote nothing", file=sys.stderr)
+        return status
+
+
+def owned_run(s, args, out, holder):
+    """main's work once the settings are checked: own --out and its best checkpoint (rank 0), judge what is on disk
+    and the data, then run; the exit status."""
     with ExitStack() as owned:
         if s.backend == "torch":  # under torchrun: join the other ranks; rank 0 alone owns --out
             from oneblock import torch_train
@@ -530,9 +543,10 @@ def run(s, resumed, out, data, best, best_so_far=None, mode=0o644):
         result = training.train(s, data, state, save=save if s.rank == 0 else None,
                                 report=lambda line: say(line, flush=True), watch=watch,
                                 save_best=partial(write, best) if s.rank == 0 else None, warn=warn)
-    except KeyboardInterrupt:
-        stopped(f"interrupted at step {state.get('step', 0)}", "Continue with the same command plus --resume")
-        return 130
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM or SIGHUP (main's interruptible)
+        name, status = interruption(e)
+        stopped(f"interrupted ({name}) at step {state.get('step', 0)}", "Continue with the same command plus --resume")
+        return status
     except OSError as e:  # a save that could not be written: a full disk, a folder made read-only meanwhile
         stopped(f"error: cannot write {e.filename or out} at step {state.get('step', 0)} ({e.strerror or e})",
                 "HINT: make room or fix the folder, then continue with the same command plus --resume")

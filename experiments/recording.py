@@ -20,7 +20,6 @@ import json
 import math
 import os
 import platform
-import signal
 import stat
 import statistics
 import sys
@@ -32,7 +31,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from atomic import hold, kind_of, path_problem, read_whole, remove_leftovers, write_atomic
+from atomic import (hold, interruptible, interruption, kind_of, path_problem, read_whole,  # noqa: F401
+                    remove_leftovers, write_atomic)  # (interruptible: the experiments' too)
 from oneblock import checkpoint
 from oneblock import data as data_files, floor, machine, numpy_fast, training
 from oneblock.settings import TRAINING_SETTINGS, Settings, checked, model_config
@@ -643,30 +643,18 @@ def write_record(out, typed, record):
                          f" record is lost: make room or fix the folder, then run again") from None
 
 
-@contextmanager
-def interruptible():
-    """For the with-block of a run: SIGTERM (what kill sends, and a machine that shuts down) and SIGHUP (a terminal
-    closed) stop it as Ctrl-C does, with a KeyboardInterrupt that carries the signal, so that every clean-up on the
-    way out runs: the lock of --out is removed, and so is a temporary file half written."""
-    def stop(signum, frame):
-        raise KeyboardInterrupt(signum)
-
-    caught = [getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
-    previous = {signum: signal.signal(signum, stop) for signum in caught}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-
-def stopped(e, typed):
-    """The exit status of a run that the KeyboardInterrupt e stopped (Ctrl-C, or a signal that interruptible turned
-    into one): 128 + the signal's number, after one line saying so and what was kept (typed: --out, or None)."""
-    signum = e.args[0] if e.args and isinstance(e.args[0], int) else signal.SIGINT
+def stopped(e, typed, runs=None):
+    """The exit status of a run that the KeyboardInterrupt e stopped (Ctrl-C, or a signal that atomic.interruptible
+    turned into one): 128 + the signal's number, after one line saying so and what was kept (typed: --out, or None;
+    runs: the folder of a grid's results, which stay, or None)."""
+    name, status = interruption(e)
     kept = f"; {typed} is as it was" if typed else ""
-    print(f"interrupted ({signal.Signals(signum).name}): this run wrote nothing{kept}", file=sys.stderr)
-    return 128 + signum
+    if runs is not None:
+        print(f"interrupted ({name}): no record written{kept}; the results of the runs that finished stay in"
+              f" {shown(runs)}, and the same command continues from them", file=sys.stderr)
+    else:
+        print(f"interrupted ({name}): this run wrote nothing{kept}", file=sys.stderr)
+    return status
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -689,6 +677,7 @@ def run_or_check(experiment, args, argv=None, grid=None):
         return print_tables(experiment)
     typed = args.out if args.out is not None else (None if args.check else str(OUT_FOLDER / committed.name))
     plan = experiment.REDUCED if args.check else experiment.FULL
+    options = grid(typed) if grid else {}  # (a grid's executor and the folder its results stay in)
     try:
         with interruptible(), ExitStack() as owned:
             try:
@@ -702,7 +691,7 @@ def run_or_check(experiment, args, argv=None, grid=None):
                 return 2
             report = (lambda line: None) if args.quiet else print if grid else counted(experiment.runs_in(plan))
             try:  # (a results folder the grid refuses: a foreign or edited result, another grid's folder)
-                record = experiment.run_experiment(plan, report=report, **(grid(typed) if grid else {}))
+                record = experiment.run_experiment(plan, report=report, **options)
             except ValueError as e:
                 print(f"error: {e}", file=sys.stderr)
                 return 2
@@ -716,7 +705,7 @@ def run_or_check(experiment, args, argv=None, grid=None):
                     f"; {shown(committed)}, the committed record, is as it was: --out {shown(committed)} replaces it")
                 print(f"wrote {typed} ({record['seconds']:.0f} s, {record['cpu_seconds']:.0f} s of CPU){told}")
     except KeyboardInterrupt as e:
-        return stopped(e, typed)
+        return stopped(e, typed, options.get("runs_dir"))
     if not args.check:
         return 0
     try:

@@ -166,6 +166,15 @@ def test_a_run_stopped_while_it_writes_its_record_leaves_the_old_one_and_nothing
     assert files_under(tmp_path) == ["reduced.json", "renaming"]  # no temporary file, no lock
 
 
+def test_a_stopped_grid_says_that_the_results_of_its_finished_runs_stay(tmp_path, capsys):
+    """Before: "this run wrote nothing", after 25 result files had been written to the grid's folder."""
+    status = recording.stopped(KeyboardInterrupt(signal.SIGTERM), "r.json", tmp_path / "runs")
+    assert status == 143 and capsys.readouterr().err == (f"interrupted (SIGTERM): no record written; r.json is as it"
+                                                         f" was; the results of the runs that finished stay in"
+                                                         f" {tmp_path / 'runs'}, and the same command continues from"
+                                                         f" them\n")
+
+
 @POSIX
 @pytest.mark.parametrize("args, owned", [(["--out", "experiments/depth.json"], "experiments/depth.json"),
                                          ([], "out/depth.json")])

@@ -12,6 +12,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from run_helpers import HELD, held, kill_at, one_line_error
@@ -304,3 +305,67 @@ def test_a_signal_as_the_lock_file_is_made_leaves_no_lock_behind(tmp_path):
                           text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.split() in (["interrupted"], ["held", "interrupted"]), proc.stderr
     assert files_under(tmp_path) == [], files_under(tmp_path)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 5. SIGTERM, SIGHUP and Ctrl-C stop train.py and bpe.py in one line, leaving nothing behind
+
+
+def signalled(cmd, cwd, sign, ready, *, at=0.0):
+    """Start cmd in cwd, send it sign once ready() holds (and at seconds more), and return the finished process."""
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not ready() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert proc.poll() is None, proc.communicate()  # (still running: the signal meets a live run)
+        time.sleep(at)
+        proc.send_signal(sign)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return SimpleNamespace(returncode=proc.returncode, stdout=out, stderr=err)
+
+
+@POSIX
+@pytest.mark.parametrize("sign, at", [(signal.SIGTERM, 0.0), (signal.SIGTERM, 0.013), (signal.SIGHUP, 0.029),
+                                      (signal.SIGINT, 0.041)])
+def test_a_signalled_training_run_says_so_in_one_line_and_leaves_only_whole_checkpoints(tmp_path, sign, at):
+    """Before: SIGTERM ended train.py with no message, its lock files left behind (and now and then a .tmp)."""
+    out = tmp_path / "ck.safetensors"
+    cmd = [sys.executable, str(ROOT / "train.py"), "--out", str(out), "--steps", "3000", "--batch", "2",
+           "--seq-len", "16", "--val-stories", "20", "--eval-every", "10", "--ckpt-every", "1", "--quiet"]
+    proc = signalled(cmd, tmp_path, sign, out.exists, at=at)  # (a save every step: the signal may meet one)
+    name = signal.Signals(sign).name
+    assert proc.returncode == 128 + sign, proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(f"interrupted ({name}) at step "), proc.stderr
+    assert set(files_under(tmp_path)) <= {"ck.safetensors", "ck.best.safetensors"}, files_under(tmp_path)
+    assert checkpoint.load_checkpoint(out)["step"] >= 1  # (whole)
+
+
+@POSIX
+def test_a_training_run_signalled_before_it_trains_writes_nothing_and_says_so(tmp_path):
+    out = tmp_path / "runs" / "ck.safetensors"
+    with held(HELD, tmp_path / "waiting", tmp_path / "go", "--out", out, *SHORT, cwd=tmp_path) as done:
+        pid = int(next(p for p in (tmp_path / "runs" / "ck.safetensors.lock").read_text().split() if p.isdigit()))
+        os.kill(pid, signal.SIGTERM)
+    assert done.returncode == 143 and done.stderr == ("interrupted (SIGTERM) before training began: this run wrote"
+                                                      " nothing\n"), done.stderr
+    assert files_under(tmp_path) == ["go", "waiting"]
+
+
+@POSIX
+@pytest.mark.parametrize("sign", [signal.SIGINT, signal.SIGTERM])
+def test_a_signalled_tokenizer_training_says_so_in_one_line_and_leaves_nothing(tmp_path, sign):
+    """Before: Ctrl-C was a KeyboardInterrupt traceback, and SIGTERM left the lock beside --out."""
+    text = tmp_path / "notes.txt"
+    text.write_text("".join(f"note {k} of the {k % 97}th kind, with words {k * 7919 % 10007}\n" for k in range(40000)))
+    out = tmp_path / "tok" / "notes.json"
+    cmd = [sys.executable, str(ROOT / "bpe.py"), "--data", str(text), "--out", str(out), "--vocab-size", "3000"]
+    proc = signalled(cmd, tmp_path, sign, lambda: (tmp_path / "tok" / "notes.json.lock").exists(), at=0.3)
+    name = signal.Signals(sign).name
+    assert proc.returncode == 128 + sign and proc.stderr == f"interrupted ({name}): nothing written, {out} is as it" \
+                                                             f" was\n", proc.stderr
+    assert files_under(tmp_path) == ["notes.txt"]
