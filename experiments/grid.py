@@ -28,6 +28,7 @@ import json
 import multiprocessing
 import os
 import re
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures import Executor as _Executor
@@ -70,8 +71,8 @@ def executor(kind="process", workers=None, address=None):
     """For a with-block: a concurrent.futures Executor of kind (KINDS), shut down at its end (the tasks not yet
     started cancelled, the running ones waited for).
 
-    - "process": a pool of `workers` processes (default: cores()), each started fresh (spawn) and computing with
-      one BLAS thread (one_blas_thread).
+    - "process": a pool of `workers` processes (default: cores()), each started fresh (spawn), computing with
+      one BLAS thread and ending with this process however it ends (one_blas_thread).
     - "serial": each task run in this process at the moment it is submitted; workers may only be 1.
     - "dask": distributed.Client(address) for the scheduler at address (its workers are its own: workers must be
       None), or else a LocalCluster of `workers` processes (default: cores()) of one thread each, on 127.0.0.1, with no
@@ -94,7 +95,7 @@ def executor(kind="process", workers=None, address=None):
         yield Serial()
     elif kind == "process":
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=one_blas_thread)
+                                   initializer=one_blas_thread, initargs=(os.getpid(),))
         try:
             yield pool
         finally:
@@ -148,11 +149,24 @@ class Serial(_Executor):
         return future
 
 
-def one_blas_thread():
+def one_blas_thread(parent=None):
     """A process pool's initializer: this worker's BLAS computes with one thread, both the libraries loaded already
-    (threadpoolctl, machine.use_threads) and any loaded later (the thread variables they read at load)."""
+    (threadpoolctl, machine.use_threads) and any loaded later (the thread variables they read at load); and, given
+    the process ID of the grid that started it, the worker ends with that grid (ending_with)."""
     os.environ.update({name: "1" for name in machine.THREAD_VARIABLES})
     machine.use_threads(1, "experiments.grid's workers")
+    if parent is not None:
+        threading.Thread(target=ending_with, args=(parent,), daemon=True, name="ending with the grid").start()
+
+
+def ending_with(parent, every=0.5):
+    """End this process at once (os._exit) when its parent, the process parent, is gone: a grid killed with SIGKILL
+    runs no clean-up, and its pool's workers would otherwise wait for tasks forever, and with them the
+    resource tracker they share and its semaphores. Checked every `every` seconds (POSIX: a process whose parent
+    ends is adopted by another, so its parent ID changes)."""
+    while os.getppid() == parent:
+        time.sleep(every)
+    os._exit(1)
 
 
 @contextmanager

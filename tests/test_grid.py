@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -225,6 +226,41 @@ def test_a_grid_killed_with_sigkill_resumes_computing_only_the_missing_tasks(tmp
     assert json.dumps(resumed) == json.dumps(unbroken) and list(resumed) == list(unbroken)
     assert all(resumed[key] == result for key, result in kept.items())
     assert sorted(p.name for p in folder.iterdir()) == sorted(f"{key}.json" for key in every)  # no .tmp, no lock
+
+
+ORPHANED = """
+import sys
+sys.path[:0] = [{root!r}, {tests!r}]
+from experiments import grid
+import grid_tasks
+with grid.executor("process", workers=2) as pool:
+    grid.run_tasks(pool, grid_tasks.toy, grid_tasks.toy_tasks(4, sys.argv[1], 60), sys.argv[2], report=None)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "getppid") or os.name != "posix", reason="a parent killed with SIGKILL (POSIX)")
+def test_the_workers_of_a_grid_killed_with_sigkill_end_with_it(tmp_path):
+    """Before: the pool's workers and the resource tracker ran on (one set 19 minutes later), holding semaphores."""
+    import psutil
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    code = ORPHANED.format(root=str(ROOT), tests=str(ROOT / "tests"))
+    proc = subprocess.Popen([sys.executable, "-c", code, str(marks), str(tmp_path / "results")])
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(marks.iterdir())) < 2 and time.monotonic() < deadline:  # both workers in a task
+            time.sleep(0.01)
+        children = psutil.Process(proc.pid).children(recursive=True)
+        assert len(children) >= 3, children  # (two workers and the resource tracker)
+        proc.kill()  # the grid alone, as kill -9 PID does
+        proc.wait()
+        gone, alive = psutil.wait_procs(children, timeout=10)
+    finally:
+        proc.kill()
+    for child in alive:
+        child.kill()
+    assert alive == [], [child.pid for child in alive]
 
 
 # ----------------------------------------------------------------------------------------------------------------
