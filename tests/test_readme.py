@@ -267,9 +267,10 @@ def test_every_command_of_the_page_runs_as_written_in_order(page, tmp_path):
     pytest.importorskip("numpy")
     repo = tmp_path / "repo"
     fresh_copy(repo)
-    bin_dir = tmp_path / "bin"  # `python3` in the commands is this interpreter
+    bin_dir = tmp_path / "bin"  # `python3` in the commands is this interpreter, in its virtual environment if any
     bin_dir.mkdir()
-    (bin_dir / "python3").symlink_to(sys.executable)
+    (bin_dir / "python3").write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')  # (not a link: a
+    (bin_dir / "python3").chmod(0o755)  # venv's python is known by its own path, a link to it would run without it)
     scripts = Path(sys.executable).parent  # where pip put torchrun beside this interpreter
     env = {**os.environ, "PATH": os.pathsep.join([str(bin_dir), str(scripts), os.environ["PATH"]])}
     ran, cannot = [], []
