@@ -14,6 +14,7 @@
 
 import ast
 import fnmatch
+import re
 import shutil
 import subprocess
 import sys
@@ -240,9 +241,49 @@ def test_every_command_line_refuses_an_abbreviated_flag():
 
 
 def pins(path):
-    """The requirement lines of a requirements file, without comments."""
+    """The requirement lines of a requirements file, without comments and options (such as -c constraints.txt)."""
     lines = (line.split("#", 1)[0].strip() for line in path.read_text(encoding="utf-8").splitlines())
-    return sorted(line for line in lines if line)
+    return sorted(line for line in lines if line and not line.startswith("-"))
+
+
+def normal(name):
+    """A package's name as PyPI compares them (PEP 503).
+
+    >>> normal("Jinja2"), normal("typing_extensions")
+    ('jinja2', 'typing-extensions')
+    """
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_the_constraints_pin_every_package_the_install_brings_and_agree_with_the_named_pins():
+    """tests/constraints.txt pins, at one version each, every package the named pins pull in (as this environment
+    installed them, through each one's own requirements), so that a fresh clone installs the same set."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    folder = ROOT / "tests"
+    named = [Requirement(pin) for pin in pins(folder / "requirements.txt") + pins(folder / "requirements-torch.txt")]
+    constraints = {normal(Requirement(pin).name): str(Requirement(pin).specifier)
+                   for pin in pins(folder / "constraints.txt")}
+    for name in ("requirements.txt", "requirements-torch.txt"):
+        assert "-c constraints.txt" in (folder / name).read_text(encoding="utf-8"), name
+    assert all(constraints[normal(r.name)] == str(r.specifier) for r in named if normal(r.name) != "torch")
+    assert all(spec.startswith("==") for spec in constraints.values())
+    missing, seen, todo = [], set(), [r.name for r in named]
+    while todo:  # (every installed package a pin requires, and what those require, for this Python and machine)
+        name = normal(todo.pop())
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            requires = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            continue  # (torch, where it is not installed)
+        if name != "torch" and name not in constraints:
+            missing.append(name)
+        todo += [r.name for r in map(Requirement, requires) if r.marker is None or r.marker.evaluate({"extra": ""})]
+    assert missing == [], f"pin these in tests/constraints.txt: {missing}"
 
 
 def test_the_pins_of_the_requirements_files_are_pyprojects():
