@@ -18,8 +18,94 @@ LONGEST_FIRST = ["test_fuzz_checkpoints.py", "test_readme.py", "test_bench.py", 
                  "test_explorer.py", "test_grown.py"]  # the files whose tests take longest, each a minute or two
 
 
+# The tiers. `python3 -m pytest` (the README's command) runs the fast one, whatever is neither slow nor browser:
+# pyproject.toml's addopts deselect the others; `-m slow`, `-m browser`, or `-m "slow or browser"` runs them
+# (.ci/run runs every tier). A test is slow when it takes a second and a half or more (pytest --durations=0 on the
+# lab's 2-vCPU machine): it trains for seconds, runs the lab's commands in subprocesses, or drives a grid. A
+# browser test is one that uses the browser fixture (Chromium), found by its fixtures.
+SLOW_FILES = [
+    "test_bench.py", "test_compare.py", "test_depth.py", "test_drops.py", "test_explorer_fixes.py",
+    "test_fresh_clone.py", "test_fuzz_checkpoints.py", "test_grown.py", "test_layout.py", "test_model_props.py",
+    "test_one_block_fixture.py", "test_one_config.py", "test_outputs.py", "test_page_loader.py",
+    "test_positions.py", "test_readme.py", "test_scale.py", "test_scaling_grid.py", "test_spread.py",
+    "test_torch_train.py",
+]  # every test of these files
+SLOW_TESTS = {  # and these tests of the others (each parametrized case of them)
+    "test_bench_tricks.py": ["test_both_sides_of_every_row_compute_the_same_numbers",
+                             "test_every_row_runs_the_numpy_fast_function_it_names_and_its_plain_side_does_not"],
+    "test_bpe_out.py": ["test_a_training_that_will_not_fit_is_refused_at_once_naming_the_memory",
+                        "test_sixty_megabytes_of_words_train_under_one_gigabyte",
+                        "test_the_price_is_at_least_what_training_takes",
+                        "test_train_py_refuses_a_text_whose_tokenizer_will_not_fit"],
+    "test_checkpoint_shapes.py": ["test_a_shape_of_three_million_twos_is_refused_at_once"],
+    "test_experiment_cli.py": ["test_a_damaged_record_is_one_line_through_every_command_that_reads_it",
+                               "test_a_full_run_writes_the_committed_record_only_when_its_path_is_named",
+                               "test_a_record_whose_numbers_its_runs_do_not_give_stays_not_ok_exit_1",
+                               "test_a_rerun_does_not_read_spread_json",
+                               "test_a_rerun_further_from_the_record_than_its_seeds_spread_is_not_ok_exit_1",
+                               "test_a_run_stopped_while_it_writes_its_record_leaves_the_old_one_and_nothing_else",
+                               "test_a_write_that_fails_at_the_end_is_one_line_and_keeps_the_old_record",
+                               "test_an_out_in_a_missing_folder_gets_its_folder_and_the_record",
+                               "test_plots_refuses_a_damaged_record_before_training",
+                               "test_plots_refuses_a_file_as_its_folder_and_keeps_its_pictures_when_a_write_fails",
+                               "test_the_temporary_file_of_a_killed_writer_is_removed_by_the_next_run"],
+    "test_explore_server.py": ["test_an_idle_connection_is_closed_after_the_timeout",
+                               "test_data_names_the_text_and_is_checked_against_the_checkpoint",
+                               "test_the_export_holds_no_path_of_the_machine"],
+    "test_grid.py": ["test_a_grid_killed_with_sigkill_resumes_computing_only_the_missing_tasks",
+                     "test_a_local_dask_cluster_admits_no_other_client_and_serves_no_http",
+                     "test_a_pool_of_two_workers_and_a_dask_cluster_of_two_give_the_serial_results_bit_for_bit",
+                     "test_each_process_pool_worker_computes_with_one_blas_thread",
+                     "test_the_workers_of_a_grid_killed_with_sigkill_end_with_it"],
+    "test_lessons.py": ["test_bad_arguments_are_refused_in_one_line_with_status_2",
+                        "test_one_lesson_by_its_key_and_with_a_guess_given",
+                        "test_q_or_the_end_of_input_ends_with_status_0",
+                        "test_the_command_line_answers_with_a_checkpoints_weights",
+                        "test_the_page_folds_the_answers_that_train_as_this_machine_prints_them_within_the_kernels_spread",
+                        "test_the_whole_path_with_right_guesses"],
+    "test_lessons_scaling.py": ["test_the_command_line_asks_it_by_its_key",
+                                "test_the_js_fit_finds_the_pythons_minimum_in_every_fit"],
+    "test_locks.py": ["test_a_deep_path_is_made_without_recursion_and_one_past_the_systems_limit_is_refused",
+                      "test_a_signalled_training_run_says_so_in_one_line_and_leaves_only_whole_checkpoints",
+                      "test_a_training_run_signalled_before_it_trains_writes_nothing_and_says_so",
+                      "test_a_signalled_tokenizer_training_says_so_in_one_line_and_leaves_nothing"],
+    "test_missing_packages.py": ["test_the_standard_library_paths_need_no_package"],
+    "test_nothing_lost.py": ["test_a_fifo_or_a_device_is_refused_at_once_not_read"],
+    "test_numpy_paths.py": ["test_each_scheme_passes_central_differences",
+                            "test_full_central_difference_gradient_check_at_series_size",
+                            "test_series_size_batch_gradients"],
+    "test_own_text.py": ["test_sample_reads_the_checkpoint_with_no_tokenizer_flag",
+                         "test_sigkill_then_resume_gives_bit_identical_weights"],
+    "test_plots.py": ["test_plots_run_headless_and_write_every_png"],
+    "test_sample.py": ["test_greedy_follows_the_reference_models_argmax",
+                       "test_same_seed_same_text_other_seed_other_text",
+                       "test_torch_backend_of_sample_matches_numpy"],
+    "test_scaling.py": ["test_a_rerun_gives_each_verdict_on_records_made_up_around_its_loss",
+                        "test_a_story_read_straight_from_its_indices_is_the_story_its_words_make",
+                        "test_check_record_derives_every_summary_again_from_the_runs",
+                        "test_committed_record_has_the_shape_of_this_code_meets_the_issues_conditions_and_fits_the_budget",
+                        "test_reduced_grid_runs_and_has_the_shape_of_the_full_one"],
+    "test_scaling_judged.py": ["test_floors_by_cut_find_the_floor_of_a_law_that_holds_with_both_fits",
+                               "test_held_out_errors_are_the_predictions_against_the_measurements"],
+    "test_torch_model.py": ["test_grown_numpy_paths_match_the_twin_in_every_intermediate_and_gradient",
+                            "test_the_twin_is_independent_of_the_numpy_path"],
+    "test_train.py": ["test_a_grown_run_says_its_path_records_its_sizes_and_sample_reads_them",
+                      "test_a_second_run_on_the_same_out_is_refused_and_a_killed_holder_blocks_nothing",
+                      "test_kill_at_random_moments_never_leaves_a_broken_checkpoint",
+                      "test_sigkill_then_resume_gives_bit_identical_weights",
+                      "test_the_three_backends_take_the_same_steps"],
+}
+
+
 def pytest_collection_modifyitems(items):
-    """Run the tests of LONGEST_FIRST's files first, in its order, and the others after them as collected."""
+    """Mark each test with its tier (slow, browser; the fast tier is the rest), then run the tests of
+    LONGEST_FIRST's files first, in its order, and the others after them as collected."""
+    for item in items:
+        name = getattr(item, "originalname", None) or item.name.split("[")[0]
+        if item.path.name in SLOW_FILES or name in SLOW_TESTS.get(item.path.name, ()):
+            item.add_marker(pytest.mark.slow)
+        if "browser" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.browser)
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # (a stable sort: each file keeps its order)
 

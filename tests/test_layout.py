@@ -293,3 +293,16 @@ def test_the_pins_of_the_requirements_files_are_pyprojects():
     assert sorted(extras["torch"]) == pins(ROOT / "tests" / "requirements-torch.txt") == ["torch==2.13.0"]
     assert all("==" in pin for pin in extras["test"] + extras["torch"])  # every version pinned
     assert project["dependencies"] == [] and sys.version_info >= (3, 11)  # (tomllib: the tests' Python)
+
+
+def test_every_test_the_slow_tier_names_is_a_test_of_its_file():
+    """tests/conftest.py's tiers name files and tests: each name is there, so that a renamed test never drops out of
+    the slow tier unseen (it would slow the fast one)."""
+    import conftest
+
+    assert all((ROOT / "tests" / name).is_file() for name in conftest.SLOW_FILES), conftest.SLOW_FILES
+    for name, tests in conftest.SLOW_TESTS.items():
+        tree = ast.parse((ROOT / "tests" / name).read_text(encoding="utf-8"))
+        defined = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+        assert set(tests) <= defined, (name, sorted(set(tests) - defined))
+        assert name not in conftest.SLOW_FILES
