@@ -39,6 +39,8 @@ from atomic import hold, read_whole, remove_leftovers, write_atomic
 from oneblock import machine
 
 KINDS = ("process", "serial", "dask")  # the executors `executor` makes
+MOST_A_CORE = 4  # workers a core at the most: each run computes with one thread, so more only share the cores
+WORKER_BYTES = 100 << 20  # the least a worker takes: a Python with NumPy and the lab, before its stories
 FORMAT = "grid result v1"  # the "format" field of every result file
 KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")  # a task's key, which names its file: key + ".json"
 LARGEST = 1 << 26  # bytes of the largest result file read (64 MiB)
@@ -107,7 +109,8 @@ def executor(kind="process", workers=None, address=None):
 
 def checked_workers(kind, workers, address):
     """The worker count an executor of kind gets (workers, or cores() where it is None and the kind makes its
-    workers); a ValueError names what is wrong with kind, workers or address.
+    workers); a ValueError names what is wrong with kind, workers or address: a count of workers this machine makes
+    must be at most MOST_A_CORE a core and fit in memory at WORKER_BYTES each, checked before any starts.
 
     >>> checked_workers("process", None, None) == cores(), checked_workers("dask", 2, None)
     (True, 2)
@@ -125,6 +128,12 @@ def checked_workers(kind, workers, address):
     if kind == "serial" and workers not in (None, 1):
         raise ValueError(f"workers {workers}: the serial executor runs one task at a time, in this process;"
                          f" expected 1, or the process executor for {workers} workers")
+    most = MOST_A_CORE * cores()
+    if workers is not None and workers > most and address is None:
+        raise ValueError(f"workers {workers}: more than {MOST_A_CORE} a core (this process may run on {cores()}) only"
+                         f" share the cores, each a process of its own in memory; expected at most {most}")
+    if workers is not None and address is None:
+        machine.check_memory(workers * WORKER_BYTES, f"workers {workers} (about {WORKER_BYTES >> 20} MiB each)")
     if kind == "dask" and address is not None:
         if not isinstance(address, str) or not address:
             raise ValueError(f"address {address!r}: expected a Dask scheduler's address such as"

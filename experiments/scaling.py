@@ -507,7 +507,8 @@ def grid_options(parser):
     """The options of the grid's executor and its results folder (experiments/grid.py)."""
     parser.add_argument("--workers", type=whole, default=None, metavar="N",
                         help=f"the runs trained at once, each in its own process with one BLAS thread (default: every"
-                             f" core, here {grid.cores()}); the record is the same for any N")
+                             f" core, here {grid.cores()}; at most {grid.MOST_A_CORE} a core); the record is the"
+                             f" same for any N")
     parser.add_argument("--executor", default="process", choices=grid.KINDS,
                         help="where the runs train: a process pool on this machine (the default), this process alone"
                              " (serial), or Dask distributed (dask: a local cluster of --workers processes, or the"
