@@ -14,9 +14,9 @@ The time the explanation quotes was measured on a 2-vCPU AMD EPYC (the shared ma
 `time python3 -m experiments.lessons --lesson scaling --guess 0.43`; a busy machine takes longer.
 """
 
-import json
 from pathlib import Path
 
+from experiments.recording import read_record, reading
 from experiments.scaling_judged import LEFT
 from experiments.scaling_law import TIGHT, fit_law, law_cost, law_points, point_arrays
 from oneblock.lessons import Lesson, Skip, Within
@@ -33,14 +33,23 @@ FITTED = ("E", "A", "alpha", "B", "beta")  # what fit_law returns, in its order
 
 
 def read_points(path=RECORD_FILE):
-    """law_points of the record at path, or Skip saying what to run when it is missing or not scaling.py's."""
-    path = Path(path)
-    if not path.is_file():
-        raise Skip(f"{path.name} is missing; run python3 -m experiments.scaling --out experiments/scaling.json")
-    record = json.loads(path.read_text(encoding="utf-8"))
-    if record.get("format") != RECORD_FORMAT:
-        raise Skip(f"{path.name} has the format {record.get('format')!r}, expected {RECORD_FORMAT!r}")
-    return law_points(record)
+    """law_points of the record at path, read as the experiments read their records (recording.read_record: a
+    regular file of bounded size, UTF-8 JSON of scaling.py's format, each field the law needs of its kind), or Skip
+    in one line saying what is wrong and what to run: missing, a FIFO or a device, too large, damaged.
+
+    >>> read_points(Path("no-such.json"))
+    Traceback (most recent call last):
+    ...
+    oneblock.lessons.Skip: there is no no-such.json; run python3 -m experiments.scaling --out experiments/scaling.json \
+to make it
+    """
+    script = "python3 -m experiments.scaling --out experiments/scaling.json"
+    try:
+        record = read_record(path, script, RECORD_FORMAT)
+        with reading(path, script, also=(ValueError, ZeroDivisionError, OverflowError, RecursionError)):
+            return law_points(record)
+    except ValueError as e:
+        raise Skip(str(e)) from None
 
 
 def cuts(points):

@@ -262,7 +262,7 @@ def scaling_record(path=SCALING_RECORD):
     data = read_whole(path, "the scaling experiment's record", most=MOST_SCALING)
     try:
         form = json.loads(data).get("format")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):  # (not JSON, not an object, nested past Python's stack)
         form = None
     if form != SCALING_FORMAT:
         raise ValueError(f"{path} is not a record of the scaling experiment (expected JSON of the format"

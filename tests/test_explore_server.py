@@ -724,3 +724,13 @@ def test_two_exports_into_one_folder_do_not_mix(runs, tmp_path):
         one_line_error(proc, "in use by another run (another export)")
         assert sorted(p.name for p in (site / "data").iterdir()) == ["manifest.json.lock"]
     assert not site.exists()
+
+
+def test_a_scaling_record_nested_past_pythons_stack_is_refused_in_one_line(tmp_path):
+    """Before: explore.py --export gave a RecursionError on a deeply nested record."""
+    from oneblock import export
+
+    path = tmp_path / "scaling.json"
+    path.write_bytes(b"[" * 100_000)
+    with pytest.raises(ValueError, match="is not a record of the scaling experiment"):
+        export.scaling_record(path)

@@ -16,6 +16,7 @@ within 6e-7), and the JavaScript's cost is never above SciPy's.
 import ast
 import json
 import math
+import os
 import re
 import statistics
 import subprocess
@@ -27,7 +28,7 @@ import pytest
 np = pytest.importorskip("numpy", reason="the scaling lesson needs NumPy")
 pytest.importorskip("scipy", reason="the scaling lesson fits with SciPy")
 
-from experiments import lessons as command, lessons_scaling as ls, scaling, scaling_law  # noqa: E402
+from experiments import lessons as command, lessons_scaling as ls, recording, scaling, scaling_law  # noqa: E402
 from experiments.recording import rounded  # noqa: E402
 from oneblock import lessons  # noqa: E402
 from run_helpers import script  # noqa: E402
@@ -152,12 +153,49 @@ def test_what_the_explanation_says_holds_in_the_record(numbers):
 
 
 def test_a_missing_or_foreign_record_is_a_skip_that_says_what_to_run(tmp_path):
-    with pytest.raises(lessons.Skip, match=r"none\.json is missing; run python3 -m experiments\.scaling"):
+    with pytest.raises(lessons.Skip, match=r"^there is no .*none\.json; run python3 -m experiments\.scaling"):
         ls.read_points(tmp_path / "none.json")
     (tmp_path / "other.json").write_text(json.dumps({"format": "depth experiment v1"}), encoding="utf-8")
-    with pytest.raises(lessons.Skip, match="has the format 'depth experiment v1', expected 'scaling experiment v1'"):
+    with pytest.raises(lessons.Skip, match="its format is 'depth experiment v1', expected 'scaling experiment v1'"):
         ls.read_points(tmp_path / "other.json")
     assert ls.RECORD_FORMAT == scaling.FORMAT
+
+
+def spoiled(path, how):
+    """Put a damaged scaling record at path, spoiled as how says."""
+    record = json.loads(ls.RECORD_FILE.read_text(encoding="utf-8"))
+    if how == "a FIFO":
+        os.mkfifo(path)
+    elif how == "a link to /dev/zero":
+        path.symlink_to("/dev/zero")
+    elif how == "too large":
+        with open(path, "wb") as f:  # (sparse: no disk spent)
+            f.truncate(recording.MOST_RECORD + 1)
+    else:
+        text = {"not UTF-8": lambda: b"\xff\xfe{}", "nested": lambda: b"[" * 100_000,
+                "runs of another kind": lambda: json.dumps({**record, "runs": "x"}).encode(),
+                "a loss of another kind": lambda: json.dumps({**record, "runs": [{**r, "val": "low"} for r in
+                                                                                  record["runs"]]}).encode(),
+                "no floor": lambda: json.dumps({k: v for k, v in record.items() if k != "floor"}).encode()}[how]()
+        path.write_bytes(text)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="FIFOs and /dev/zero are POSIX's")
+@pytest.mark.parametrize("how, said", [
+    ("a FIFO", "a FIFO (a named pipe), not a regular file"), ("a link to /dev/zero", "a character device"),
+    ("too large", "bytes, more than the"), ("not UTF-8", "is not UTF-8 text"),
+    ("nested", "JSON nested too deeply to read"), ("runs of another kind", "does not have the shape"),
+    ("a loss of another kind", "does not have the shape"), ("no floor", "no field 'floor'"),
+])
+def test_a_damaged_record_is_a_skip_in_one_line_read_as_the_experiments_read_theirs(tmp_path, how, said):
+    """Before: tracebacks (JSONDecodeError, UnicodeDecodeError, RecursionError, ...), a FIFO called missing, and no
+    bound on the size read."""
+    path = tmp_path / "scaling.json"
+    spoiled(path, how)
+    with pytest.raises(lessons.Skip) as skipped:
+        ls.read_points(path)
+    line = str(skipped.value)
+    assert said in line and "\n" not in line and "run python3 -m experiments.scaling" in line, line
 
 
 def test_the_moved_functions_are_the_ones_scaling_py_uses():
