@@ -28,6 +28,7 @@ import json
 import multiprocessing
 import os
 import re
+import socket
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -39,6 +40,10 @@ from atomic import hold, read_whole, remove_leftovers, write_atomic
 from oneblock import machine
 
 KINDS = ("process", "serial", "dask")  # the executors `executor` makes
+ADDRESS = re.compile(r"(tcp|tls)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):([0-9]{1,5})")  # scheme, host, port
+ANSWER_SECONDS = 10  # how long a scheduler may take to accept a connection and greet it
+WORKERS_SECONDS = 60  # how long a scheduler may take to have a worker for the grid
+GREETING = (16, 1 << 20)  # the least and most bytes a Dask comm's first message (its handshake) announces
 MOST_A_CORE = 4  # workers a core at the most: each run computes with one thread, so more only share the cores
 WORKER_BYTES = 100 << 20  # the least a worker takes: a Python with NumPy and the lab, before its stories
 FORMAT = "grid result v1"  # the "format" field of every result file
@@ -135,9 +140,10 @@ def checked_workers(kind, workers, address):
     if workers is not None and address is None:
         machine.check_memory(workers * WORKER_BYTES, f"workers {workers} (about {WORKER_BYTES >> 20} MiB each)")
     if kind == "dask" and address is not None:
-        if not isinstance(address, str) or not address:
-            raise ValueError(f"address {address!r}: expected a Dask scheduler's address such as"
-                             f" 'tcp://10.0.0.5:8786'")
+        found = ADDRESS.fullmatch(address) if isinstance(address, str) else None
+        if found is None or not 1 <= int(found.group(3)) <= 65535:
+            raise ValueError(f"address {compact(address, 80)}: expected a Dask scheduler's address such as"
+                             f" 'tcp://10.0.0.5:8786' (tcp:// or tls://, a host, a port from 1 to 65535)")
         if workers is not None:
             raise ValueError(f"workers {workers} with address {address!r}: an existing Dask cluster has its own"
                              f" workers; give one or the other")
@@ -192,7 +198,20 @@ def dask_client(address, workers):
         raise RuntimeError(f"the dask executor needs {package}, which is not installed; install it with:"
                            f" {machine.DEV}") from None
     if address is not None:
-        with distributed.Client(address) as client:
+        problem = scheduler_problem(address)
+        if problem:
+            raise ValueError(problem)
+        try:
+            client = distributed.Client(address, timeout=ANSWER_SECONDS)
+        except (OSError, TimeoutError) as e:
+            raise ValueError(f"--scheduler {address}: cannot connect a Dask client to it"
+                             f" ({compact(str(e) or type(e).__name__, 160)})") from None
+        with client:
+            try:
+                client.wait_for_workers(1, timeout=WORKERS_SECONDS)
+            except TimeoutError:
+                raise ValueError(f"--scheduler {address} has no workers (none came in {WORKERS_SECONDS} s); start"
+                                 f" some with: dask worker {address}") from None
             yield client
         return
     if no_certificate():
@@ -202,6 +221,41 @@ def dask_client(address, workers):
     cluster, security = local_cluster(workers)
     with cluster, distributed.Client(cluster, security=security) as client:
         yield client
+
+
+def scheduler_problem(address, seconds=None):
+    """Why address (checked_workers's form) is not a Dask scheduler that answers, in one line, or None: judged with a
+    plain socket, within seconds (ANSWER_SECONDS) for each step, before a Dask client reads anything from it (a
+    client reads the length of the first message and makes room for it: an HTTP server's reply announces exabytes).
+    A closed port, a listener that never greets (a Dask comm greets first), and a first message of a length no
+    handshake has are each refused. Over tls:// the greeting comes after TLS's own handshake, which the client's
+    certificates do: only the connection is tried.
+
+    >>> print(scheduler_problem("tcp://127.0.0.1:1", 1))
+    --scheduler tcp://127.0.0.1:1: cannot connect to it (Connection refused)
+    """
+    seconds = ANSWER_SECONDS if seconds is None else seconds
+    scheme, host, port = ADDRESS.fullmatch(address).groups()
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=seconds) as s:
+            if scheme == "tls":
+                return None
+            head = b""
+            while len(head) < 8:
+                more = s.recv(8 - len(head))
+                if not more:
+                    return f"--scheduler {address} closed the connection without a word: not a Dask scheduler"
+                head += more
+    except TimeoutError:
+        return (f"--scheduler {address} did not greet a connection in {seconds} s, as a Dask scheduler does at"
+                f" once: is it one?")
+    except OSError as e:
+        return f"--scheduler {address}: cannot connect to it ({e.strerror or e})"
+    size = int.from_bytes(head, "little")
+    if not GREETING[0] <= size <= GREETING[1]:
+        return (f"--scheduler {address} does not speak Dask's protocol: its first message announces {size:,} bytes,"
+                f" and a scheduler's greeting is {GREETING[0]} to {GREETING[1]:,}")
+    return None
 
 
 def no_certificate():

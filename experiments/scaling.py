@@ -567,6 +567,8 @@ def checked_grid(parser, args):
             grid.results_folder(args.runs_dir)
     except ValueError as e:
         parser.error(f"--runs-dir {args.runs_dir}: {e}" if "results folder" in str(e) else str(e))
+    if args.scheduler is not None and grid.scheduler_problem(args.scheduler):  # (before the record's long check)
+        parser.error(grid.scheduler_problem(args.scheduler))
 
 
 def runs_beside(out):

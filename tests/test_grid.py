@@ -11,10 +11,14 @@ its reason, except under CI=true, where that is a failure."""
 import functools
 import json
 import os
+import re
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import pytest
@@ -470,6 +474,69 @@ def test_without_cryptography_the_local_dask_cluster_is_one_clear_error(monkeypa
                                            r" pip install -r tests/requirements.txt$"):
         with grid.executor("dask", workers=2):
             pytest.fail("the executor started")
+
+
+@contextmanager
+def listener(greeting=None):
+    """The address of a TCP listener on 127.0.0.1 for a with-block: one that never accepts (greeting None), or
+    accepts each connection and sends greeting."""
+    server = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve():
+        server.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.sendall(greeting)
+                stop.wait(2)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    if greeting is not None:
+        thread.start()
+    try:
+        yield f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        stop.set()
+        if greeting is not None:
+            thread.join()
+        server.close()
+
+
+def test_a_scheduler_address_that_is_no_scheduler_is_one_line_within_its_time_limit(monkeypatch):
+    """Before: a listener that never answers hung with no output, a closed port was a traceback after 30 s, and an
+    HTTP server's reply made the client allocate 3.07 EiB."""
+    need_dask()
+    monkeypatch.setattr(grid, "ANSWER_SECONDS", 1)
+    with socket.create_server(("127.0.0.1", 0)) as closed:
+        port = closed.getsockname()[1]
+    cases = [(listener(), "did not greet a connection in 1 s, as a Dask scheduler does at once"),
+             (listener(b"HTTP/1.1 400 Bad Request\r\n\r\n"), "does not speak Dask's protocol: its first message"
+                                                                " announces 3,543,824,036,068,086,856 bytes"),
+             (nullcontext(f"tcp://127.0.0.1:{port}"), "cannot connect to it (Connection refused)")]
+    for place, said in cases:
+        with place as address:
+            started = time.monotonic()
+            with pytest.raises(ValueError, match=f"^--scheduler {address}:? " + re.escape(said)):
+                with grid.executor("dask", address=address):
+                    pytest.fail("the executor started")
+            assert time.monotonic() - started < 5
+
+
+def test_a_scheduler_without_workers_is_one_line_after_its_time_limit(monkeypatch):
+    need_dask()
+    import distributed
+
+    monkeypatch.setattr(grid, "WORKERS_SECONDS", 1)
+    with distributed.LocalCluster(n_workers=0, processes=False, protocol="tcp://", host="127.0.0.1",
+                                  dashboard_address=None) as cluster:
+        with pytest.raises(ValueError, match=f"^--scheduler {cluster.scheduler_address} has no workers \\(none came"
+                                             f" in 1 s\\); start some with: dask worker"):
+            with grid.executor("dask", address=cluster.scheduler_address):
+                pytest.fail("the executor started")
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -204,6 +204,9 @@ def test_a_record_names_the_results_it_read_back_and_none_when_it_computed_all(s
     (["--workers", "0"], "--workers: expected a whole number of at least 1, got '0'"),
     (["--workers", "two"], "--workers: expected a whole number of at least 1, got 'two'"),
     (["--check", "--workers", "100000"], "workers 100000: more than 4 a core"),
+    (["--executor", "dask", "--scheduler", "http://127.0.0.1:8787"], "address 'http://127.0.0.1:8787': expected a Dask"
+                                                                      " scheduler's address"),
+    (["--executor", "dask", "--scheduler", "tcp://127.0.0.1:1"], "--scheduler tcp://127.0.0.1:1: cannot connect to it"),
     (["--executor", "threads"], "--executor: invalid choice: 'threads'"),
     (["--scheduler", "tcp://127.0.0.1:8786"], "--scheduler tcp://127.0.0.1:8786 is the dask executor's; pass"
                                               " --executor dask too"),
