@@ -470,10 +470,15 @@ def written(folder, key, args, result, seconds, check=None):
 
 def stored_results(folder):
     """{key: the contents of its file} of every result file in folder (every *.json there); a ValueError names the
-    first that is not a result file of this format and of the key its name says, and why."""
+    first that is not a result file of this format and of the key its name says, and why: first of all a name that
+    no key gives, shown with its characters escaped (a name can hold a terminal's control sequences)."""
     found = {}
     for name in sorted(os.listdir(folder)):
         if name.endswith(".json"):
+            if not KEY.fullmatch(name[:-5]):
+                raise ValueError(f"{folder} holds {ascii(name)}, which is no result file's name (a key of letters,"
+                                 f" digits and ._+-, then .json): it is never replaced; move it out of the folder,"
+                                 f" or choose another folder")
             found[name[:-5]] = read_result(folder / name)
     return found
 

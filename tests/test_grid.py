@@ -284,6 +284,8 @@ def test_the_workers_of_a_grid_killed_with_sigkill_end_with_it(tmp_path):
     (lambda folder: (folder / "a-1.json").write_text('{"format": "grid result v1", "key": "a-1", "args": []}'),
      "lacks one of the fields"),
     (lambda folder: (folder / "x.json").mkdir(), "is a folder"),
+    (lambda folder: (folder / "\x1b]0;owned\x07\x1b[2J.json").write_text("{}"),
+     r"holds '\\x1b\]0;owned\\x07\\x1b\[2J\.json', which is no result file's name"),
 ])
 def test_a_bad_result_file_is_named_before_any_work_and_never_replaced(tmp_path, spoil, said):
     folder, marks = tmp_path / "results", tmp_path / "marks"
