@@ -302,7 +302,8 @@ def run_tasks(pool, fn, tasks, folder, follow=None, report=print, check=None, re
     replaced it would hide that (remove it to run its task again). A task that raises, or returns a result that
     is not strict JSON or that check refuses (never written), stops the grid: nothing more starts, the results of
     the tasks already running are still written, and a RuntimeError names the task's key and its error; every
-    result written stays.
+    result written stays. A result that cannot be written (a full disk, a folder made read-only) stops it the
+    same way, with a ValueError that names the file and why.
     """
     folder = results_folder(folder)
     tasks = [checked_task(task, "tasks") for task in tasks]
@@ -314,6 +315,7 @@ def run_tasks(pool, fn, tasks, folder, follow=None, report=print, check=None, re
         stored = stored_results(folder)
         order, args_of, lowered = [], {}, {}  # the keys in order; {key: args}; {key.lower(): key}
         results, running, failure = {}, {}, []  # {key: result}; {future: key}; the first failure, (key, error)
+        unwritable = []  # the errors of results that could not be written (the folder's, not the task's)
         if stored and report:
             report(f"{len(stored)} results found in {folder}")
 
@@ -329,6 +331,11 @@ def run_tasks(pool, fn, tasks, folder, follow=None, report=print, check=None, re
                     results[key] = written(folder, key, args_of[key], result, seconds, check)
                 except (TypeError, ValueError) as e:
                     error = ValueError(f"its result cannot be written ({e})")
+                except OSError as e:  # (a full disk, a folder made read-only: the folder's failure, not the task's)
+                    error = ValueError(f"cannot write {folder / (key + '.json')} ({e.strerror or e}); the results"
+                                       f" written so far stay: make room or fix the folder, then run the same command"
+                                       f" again to continue")
+                    unwritable.append(error)
                 else:
                     if report:
                         report(f"{key}: {seconds:.1f} s, {len(results)} of {len(order)} done")
@@ -382,6 +389,8 @@ def run_tasks(pool, fn, tasks, folder, follow=None, report=print, check=None, re
                 finish(future)
         if failure:
             key, error = failure[0]
+            if error in unwritable:  # (the folder's failure: a ValueError, one line for the command)
+                raise error
             raise RuntimeError(f"task {key} failed: {type(error).__name__}: {error}") from error
         return {key: results[key] for key in order}
 

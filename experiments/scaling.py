@@ -71,7 +71,7 @@ with machine.needed_by("python3 -m experiments.scaling"):
     from experiments import chains, grid
     from experiments.recording import (across_seeds, check_provenance, experiment_parser, field, first_difference,
                                        given, losses_at, need, parsed, provenance, reading, rerun_main, rerun_verdict,
-                                       rounded, run_or_check, table_row, trained, writes)
+                                       rounded, run_or_check, same_file, table_row, trained, writes)
     from experiments.scaling_judged import JUDGED_SEED, judged, minimum
     from experiments.scaling_law import cell_values, chosen_lr, fit_law, law_summary, name_of, slope
     from experiments.scaling_law import STARTS, law  # noqa: F401  (scaling.law and scaling.STARTS, as before)
@@ -567,6 +567,9 @@ def checked_grid(parser, args):
             grid.results_folder(args.runs_dir)
     except ValueError as e:
         parser.error(f"--runs-dir {args.runs_dir}: {e}" if "results folder" in str(e) else str(e))
+    if args.runs_dir is not None and args.out is not None and same_file(args.runs_dir, Path(args.out).parent):
+        parser.error(f"--runs-dir {args.runs_dir} is the folder of --out {args.out}, where the record would lie among"
+                     f" the results and be taken for one; give the runs a folder of their own")
     if args.scheduler is not None and grid.scheduler_problem(args.scheduler):  # (before the record's long check)
         parser.error(grid.scheduler_problem(args.scheduler))
 

@@ -315,6 +315,25 @@ def test_a_result_that_is_not_strict_json_or_that_check_refuses_is_never_written
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
+def test_a_result_that_cannot_be_written_stops_the_grid_in_one_line_and_the_written_ones_stay(tmp_path,
+                                                                                                monkeypatch):
+    """Before: a full or read-only folder was an OSError's traceback."""
+    real, writes = grid.write_atomic, []
+
+    def full_at_the_third(path, data):
+        writes.append(path)
+        if len(writes) == 3:
+            raise OSError(28, "No space left on device", str(path))
+        real(path, data)
+
+    monkeypatch.setattr(grid, "write_atomic", full_at_the_third)
+    with grid.executor("serial") as pool:
+        with pytest.raises(ValueError, match=r"^cannot write .*t-2\.json \(No space left on device\); the results"
+                                             r" written so far stay: make room or fix the folder"):
+            grid.run_tasks(pool, abs, [(f"t-{k}", [k]) for k in range(5)], tmp_path, report=None)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t-0.json", "t-1.json"]
+
+
 def test_the_keys_read_back_are_named_in_the_tasks_order_and_each_is_checked(tmp_path):
     tasks = [(f"t-{k}", [k]) for k in range(4)]
     with grid.executor("serial") as pool:

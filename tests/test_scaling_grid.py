@@ -207,6 +207,7 @@ def test_a_record_names_the_results_it_read_back_and_none_when_it_computed_all(s
     (["--executor", "dask", "--scheduler", "http://127.0.0.1:8787"], "address 'http://127.0.0.1:8787': expected a Dask"
                                                                       " scheduler's address"),
     (["--executor", "dask", "--scheduler", "tcp://127.0.0.1:1"], "--scheduler tcp://127.0.0.1:1: cannot connect to it"),
+    (["--check", "--out", "out/r.json", "--runs-dir", "out"], "--runs-dir out is the folder of --out out/r.json"),
     (["--executor", "threads"], "--executor: invalid choice: 'threads'"),
     (["--scheduler", "tcp://127.0.0.1:8786"], "--scheduler tcp://127.0.0.1:8786 is the dask executor's; pass"
                                               " --executor dask too"),
