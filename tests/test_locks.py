@@ -6,7 +6,9 @@ link to it and the file itself are one --out, and a run through a link writes it
 file system cannot take, or torchrun numbers that make no sense, are one line before anything is made."""
 
 import os
+import random
 import signal
+import string
 import subprocess
 import sys
 import textwrap
@@ -360,8 +362,10 @@ def test_a_training_run_signalled_before_it_trains_writes_nothing_and_says_so(tm
 @pytest.mark.parametrize("sign", [signal.SIGINT, signal.SIGTERM])
 def test_a_signalled_tokenizer_training_says_so_in_one_line_and_leaves_nothing(tmp_path, sign):
     """Before: Ctrl-C was a KeyboardInterrupt traceback, and SIGTERM left the lock beside --out."""
+    rng = random.Random(0)  # 20,000 words of random letters: pairs to merge for many seconds, never too few
+    words = ["".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 9))) for _ in range(20000)]
     text = tmp_path / "notes.txt"
-    text.write_text("".join(f"note {k} of the {k % 97}th kind, with words {k * 7919 % 10007}\n" for k in range(40000)))
+    text.write_text("".join(" ".join(words[k:k + 12]) + "\n" for k in range(0, len(words), 12)))
     out = tmp_path / "tok" / "notes.json"
     cmd = [sys.executable, str(ROOT / "bpe.py"), "--data", str(text), "--out", str(out), "--vocab-size", "3000"]
     proc = signalled(cmd, tmp_path, sign, lambda: (tmp_path / "tok" / "notes.json.lock").exists(), at=0.3)
