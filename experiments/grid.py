@@ -214,8 +214,9 @@ def dask_client(address, workers):
                                  f" some with: dask worker {address}") from None
             yield client
         return
-    if no_certificate():
-        raise RuntimeError(no_certificate())
+    missing = no_certificate()
+    if missing:
+        raise RuntimeError(missing)
     from experiments.grid_dask import local_cluster
 
     cluster, security = local_cluster(workers)

@@ -559,8 +559,9 @@ def checked_grid(parser, args):
     if args.executor == "dask" and importlib.util.find_spec("distributed") is None:
         parser.error(f"--executor dask needs dask and distributed, which are not installed; install them with:"
                      f" {machine.DEV}")
-    if args.executor == "dask" and args.scheduler is None and grid.no_certificate():
-        parser.error(f"--executor dask: {grid.no_certificate()}")
+    missing = grid.no_certificate() if args.executor == "dask" and args.scheduler is None else None
+    if missing:
+        parser.error(f"--executor dask: {missing}")
     try:
         grid.checked_workers(args.executor, args.workers, args.scheduler)
         if args.runs_dir is not None:
@@ -570,8 +571,9 @@ def checked_grid(parser, args):
     if args.runs_dir is not None and args.out is not None and same_file(args.runs_dir, Path(args.out).parent):
         parser.error(f"--runs-dir {args.runs_dir} is the folder of --out {args.out}, where the record would lie among"
                      f" the results and be taken for one; give the runs a folder of their own")
-    if args.scheduler is not None and grid.scheduler_problem(args.scheduler):  # (before the record's long check)
-        parser.error(grid.scheduler_problem(args.scheduler))
+    problem = grid.scheduler_problem(args.scheduler) if args.scheduler is not None else None
+    if problem:  # (tried once, before the record's long check: a silent listener takes its whole time limit)
+        parser.error(problem)
 
 
 def runs_beside(out):
