@@ -464,6 +464,28 @@ def results_folder(folder):
     return path
 
 
+def judged_folder(folder):
+    """results_folder(folder), and if it is there already, what run_tasks would refuse in it judged now, before a
+    command's long work: another grid holding it (its lock, taken and given back at once), a file that is no
+    result file of this format. A ValueError names the first. A result's content (does its run give it?) is judged
+    by run_tasks's check, which knows the tasks.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     _ = (Path(d) / "x.json").write_text("{")
+    ...     try:
+    ...         judged_folder(d)
+    ...     except ValueError as e:
+    ...         print(str(e).replace(d, "D").split(" (")[0])
+    D/x.json is not strict JSON
+    """
+    folder = results_folder(folder)
+    if folder.is_dir():
+        with hold(folder / "grid", f"experiments.grid, process {os.getpid()}, judging the folder", follow=False):
+            stored_results(folder)
+    return folder
+
+
 def written(folder, key, args, result, seconds, check=None):
     """Write the result file of task key (atomically: whole or not at all) and return the result as it reads back;
     a ValueError, and nothing written, for a result that is not strict JSON (a NaN or an infinity) or that

@@ -677,10 +677,11 @@ def run_or_check(experiment, args, argv=None, grid=None):
         return print_tables(experiment)
     typed = args.out if args.out is not None else (None if args.check else str(OUT_FOLDER / committed.name))
     plan = experiment.REDUCED if args.check else experiment.FULL
-    options = grid(typed) if grid else {}  # (a grid's executor and the folder its results stay in)
+    options = {}
     try:
         with interruptible(), ExitStack() as owned:
             try:
+                options = grid(typed) if grid else {}  # (a grid's executor and the folder its results stay in)
                 if typed is not None:
                     reads = [(committed, "the committed record, which --check reads")] if args.check else []
                     out = own(owned, typed, args.out is not None, experiment.FORMAT,

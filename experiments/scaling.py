@@ -498,9 +498,17 @@ def main(argv=None):
     checked_grid(parser, args)
     if args.rerun is not None:
         return rerun_main(parser, args, SCRIPT, (RECORD_FILE, FORMAT), rerun_cell, rerun)
-    return run_or_check(sys.modules[__name__], args, argv, grid=lambda out: {
-        "kind": args.executor, "workers": args.workers, "address": args.scheduler,
-        "runs_dir": args.runs_dir if args.runs_dir is not None else None if out is None else runs_beside(out)})
+    return run_or_check(sys.modules[__name__], args, argv, grid=lambda out: grid_settings(args, out))
+
+
+def grid_settings(args, out):
+    """run_experiment's grid options for a record written to out (None for none), the results folder judged at once
+    (grid.judged_folder: another grid holding it, a file there that is no result), before the committed record's
+    long check; a ValueError names what it refuses."""
+    runs_dir = args.runs_dir if args.runs_dir is not None else None if out is None else runs_beside(out)
+    if runs_dir is not None:
+        grid.judged_folder(runs_dir)
+    return {"kind": args.executor, "workers": args.workers, "address": args.scheduler, "runs_dir": runs_dir}
 
 
 def grid_options(parser):

@@ -5,6 +5,7 @@ before any work; and dev/bench_grid.py runs briefly.
 
 Without dask and distributed the Dask case skips with its reason, except under CI=true, where that is a failure."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -181,6 +182,28 @@ def test_the_command_refuses_an_edited_result_in_one_line_and_writes_no_record(s
     err = capsys.readouterr().err
     assert status == 2 and len(err.splitlines()) == 1 and err.startswith(f"error: {folder}/8x1-300000000-0.01-3.json"
                                                                          f" holds a result that")
+    assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize("case", ["damaged", "held"])
+def test_a_damaged_result_or_another_grids_lock_is_refused_before_the_committed_records_check(case, tmp_path,
+                                                                                               capsys, monkeypatch):
+    from atomic import hold
+    from experiments import recording
+
+    s = scaling()
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    if case == "damaged":
+        (folder / "8x1-300000000-0.01-3.json").write_text('{"format": ')  # (half a file)
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(recording, "committed_verdict", lambda experiment: pytest.fail("the long check started"))
+    monkeypatch.setattr(s, "run_experiment", lambda *a, **k: pytest.fail("the grid started"))
+    with hold(folder / "grid", "another grid", follow=False) if case == "held" else contextlib.nullcontext():
+        status = s.main(["--check", "--runs-dir", str(folder), "--out", str(tmp_path / "r.json"), "--quiet"])
+    err = capsys.readouterr().err
+    said = "is in use by another run (another grid)" if case == "held" else "is not strict JSON"
+    assert status == 2 and len(err.splitlines()) == 1 and said in err, err
     assert not (tmp_path / "r.json").exists()
 
 
