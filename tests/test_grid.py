@@ -237,19 +237,23 @@ import sys
 sys.path[:0] = [{root!r}, {tests!r}]
 from experiments import grid
 import grid_tasks
-with grid.executor("process", workers=2) as pool:
+with grid.executor({kind!r}, workers=2) as pool:
     grid.run_tasks(pool, grid_tasks.toy, grid_tasks.toy_tasks(4, sys.argv[1], 60), sys.argv[2], report=None)
 """
 
 
 @pytest.mark.skipif(not hasattr(os, "getppid") or os.name != "posix", reason="a parent killed with SIGKILL (POSIX)")
-def test_the_workers_of_a_grid_killed_with_sigkill_end_with_it(tmp_path):
-    """Before: the pool's workers and the resource tracker ran on (one set 19 minutes later), holding semaphores."""
+@pytest.mark.parametrize("kind", ["process", "dask"])
+def test_the_workers_of_a_grid_killed_with_sigkill_end_with_it(tmp_path, kind):
+    """Before: the pool's workers and the resource tracker ran on (one set 19 minutes later), holding semaphores.
+    A local Dask cluster's worker processes (its nannies live in the grid's process) end the same way."""
     import psutil
 
+    if kind == "dask":
+        need_dask()
     marks = tmp_path / "marks"
     marks.mkdir()
-    code = ORPHANED.format(root=str(ROOT), tests=str(ROOT / "tests"))
+    code = ORPHANED.format(root=str(ROOT), tests=str(ROOT / "tests"), kind=kind)
     proc = subprocess.Popen([sys.executable, "-c", code, str(marks), str(tmp_path / "results")])
     try:
         deadline = time.monotonic() + 60
