@@ -237,33 +237,6 @@ def test_order_facts_hold_bit_for_bit_in_the_page(open_page, sites):
         assert page.errors == []
 
 
-BACKWARD = """([windows, sums]) => {
-  const {train, model} = explorer.modules, {params, config} = explorer.state.model;
-  const learned = model.model_config({...config, positions: "learned", heads: 1});
-  const [loss, grads] = train.loss_and_grads(params, windows, learned, model[sums]);
-  return [loss, model.to_lists(grads)];
-}"""
-
-
-@pytest.mark.parametrize("site", SITES)
-def test_js_backward_matches_the_numpy_path_per_tensor(open_page, sites, site):
-    from oneblock import numpy_model
-
-    page = open_page(site)
-    params = numpy_model.from_lists(reference_params(sites / site))  # float64
-    windows = np.array(corpus_windows(4, 65, seed=1))  # (B, T + 1)
-    logits, cache = numpy_model.forward(params, windows[:, :-1], SERIES)  # (B, T, V)
-    loss, dlogits = numpy_model.loss_and_dlogits(logits, windows[:, 1:])
-    want = numpy_model.backward(params, cache, dlogits)
-    for sums in ("EXACT", "PLAIN"):
-        js_loss, grads = page.js(BACKWARD, [windows.tolist(), sums])
-        assert js_loss == pytest.approx(loss, rel=1e-12)
-        errors = {name: rel_err(grads[name], want[name]) for name in model.PARAM_SHAPES}
-        worst = max(errors, key=errors.get)
-        assert errors[worst] <= 1e-10, (sums, errors)
-        print(f"\n{site} {sums}: worst relative gradient error {errors[worst]:.2e} ({worst})")
-
-
 TRICKS_AGREE = """() => {
   const {fast, model, random} = explorer.modules;
   const rng = new random.Random(5);
@@ -337,16 +310,7 @@ def test_the_pages_gradient_check_passes_and_fails_a_broken_backward(open_page):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Grown models: every scheme at 1x1, 2x2 and 3x4 against numpy_model, the tiny check, a checkpoint of train.py's
-
-GROWN_PASS = """([lists, windows, fields, sums]) => {
-  const {train, model} = explorer.modules;
-  const params = model.from_lists(lists), config = model.model_config(fields);
-  const logits = windows.map((w) => model.to_lists({l: model.forward(params, w.slice(0, -1), config,
-                                                                   model[sums])[0]}).l);
-  const [loss, grads] = train.loss_and_grads(params, windows, config, model[sums]);
-  return [logits, loss, model.to_lists(grads)];
-}"""
+# Grown models (their maths against numpy_model: tests/test_one_config.py): the tiny check, a checkpoint of train.py's
 
 
 def spread_params(blocks, seed):
@@ -358,37 +322,6 @@ def spread_params(blocks, seed):
         base = 1.0 if name.endswith("_g") else 0.0
         params[name] = base + rng.normal(0.0, 0.3 if len(shape) == 2 else 0.1, size=shape)  # float64
     return params
-
-
-@pytest.mark.parametrize("positions", SCHEMES)
-def test_grown_js_model_matches_numpy_model_for_every_scheme_and_size(open_page, positions):
-    """Logits, loss and every gradient of 1x1, 2x2 and 3x4 (blocks x heads) within 1e-12 relative of
-    numpy_model.py's in float64, with exact and with plain sums; the schemes without learned rows past position 64."""
-    from oneblock import numpy_model
-
-    page = open_page()
-    T = 64 if positions == "learned" else 80
-    windows = np.array(corpus_windows(2, T + 1, seed=2))  # (B, T + 1)
-    worst = {}
-    for blocks, heads in [(1, 1), (2, 2), (3, 4)]:
-        params = spread_params(blocks, seed=blocks * 10 + heads)
-        config = ModelConfig(96, 16, 64, 64, blocks=blocks, heads=heads, positions=positions)
-        logits, cache = numpy_model.forward(params, windows[:, :-1], config)  # (B, T, V)
-        loss, dlogits = numpy_model.loss_and_dlogits(logits, windows[:, 1:])
-        want = numpy_model.backward(params, cache, dlogits)
-        assert set(want) == set(params)
-        lists = {name: t.tolist() for name, t in params.items()}
-        for sums in ("EXACT", "PLAIN"):
-            js_logits, js_loss, grads = page.js(GROWN_PASS, [lists, windows.tolist(), dataclasses.asdict(config),
-                                                             sums])
-            errors = {"logits": rel_err(js_logits, logits), "loss": abs(js_loss - loss) / loss}
-            errors |= {name: rel_err(grads[name], want[name]) for name in params}
-            assert list(grads) == list(params)  # every gradient, in the parameters' order
-            name = max(errors, key=errors.get)
-            assert errors[name] <= 1e-12, (blocks, heads, sums, name, errors[name])
-            worst[f"{blocks}x{heads} {sums.lower()}"] = f"{errors[name]:.1e} ({name})"
-    print(f"\n{positions}: worst relative error {worst}")
-    assert page.errors == []
 
 
 def test_the_gradient_check_of_a_grown_rope_model_passes_and_fails_a_broken_backward(open_page):

@@ -91,12 +91,12 @@ def test_model_py_is_the_one_block_one_head_config_through_its_own_switch():
         assert config.param_shapes() == model.param_shapes(*SMALL.values())
 
 
-PAGE_PASS = """([fields, json_text, lists, ids, targets]) => {
+PAGE_PASS = """([fields, json_text, lists, ids, targets, sums]) => {
   const config = model.model_config(fields);
   const read = model.config_from_json(ckpt.parse_json(json_text, "metadata config"));  // as a file's
   const params = model.from_lists(lists);
-  const logits = ids.map((row) => model.to_lists({l: model.forward(params, row, config)[0]}).l);
-  const rows = ids.map((row, i) => model.loss_and_grads(params, row, targets[i], config));
+  const logits = ids.map((row) => model.to_lists({l: model.forward(params, row, config, model[sums])[0]}).l);
+  const rows = ids.map((row, i) => model.loss_and_grads(params, row, targets[i], config, model[sums]));
   const grads = Object.fromEntries(Object.keys(rows[0][1]).map(
     (name) => [name, rows.map(([, g]) => model.to_lists({g: g[name]}).g)]));  // {name: one gradient per row}
   return {same: Object.entries(read).join() === Object.entries(config).join(), logits,
@@ -105,13 +105,15 @@ PAGE_PASS = """([fields, json_text, lists, ids, targets]) => {
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"{c.positions}-{c.blocks}x{c.heads}")
-def test_the_page_computes_the_same_model_from_the_same_config(modules_page, config):
+@pytest.mark.parametrize("sums", ["EXACT", "PLAIN"])
+def test_the_page_computes_the_same_model_from_the_same_config(modules_page, config, sums):
     """model.js, given the same config (its fields, and the checkpoint JSON config.py writes) and the same weights,
-    gives numpy_model's logits, loss and gradients (the mean of its per-row losses and gradients), with exact sums."""
+    gives numpy_model's logits, loss and gradients (the mean of its per-row losses and gradients), with exact sums
+    and with the plain sums the page trains with."""
     params, (ids, targets) = weights_of(config), ids_of(config)
     got = modules_page.evaluate(PAGE_PASS, [dataclasses.asdict(config), json.dumps(config.to_json()),
                                             {name: t.tolist() for name, t in params.items()}, ids.tolist(),
-                                            targets.tolist()])
+                                            targets.tolist(), sums])
     assert got["same"] and got["json"] == json.dumps(config.to_json(), separators=(",", ":"))
     grads = {name: np.mean(np.array(rows), axis=0) for name, rows in got["grads"].items()}  # the batch's mean
     assert_agrees((np.array(got["logits"]), float(np.mean(got["losses"])), grads), numpy_answer(config), "model.js")
