@@ -13,6 +13,9 @@ and the other files of the seed's lab stay at the root, standard library only, a
     checkpoint    training checkpoints in it: weights, Adam, the sampler's state and metadata, every field checked
     sampling      text from a trained model, one token at a time
     lessons       predict, then check: questions about the model, each answered live by model.py
+    workbook      build it yourself: model.py with the build's functions blank, and its command line
+    grade         the grader of a learner's model.py, step by step, the first wrong number placed
+    mistakes      the catalogue of named mistakes the grader recognises, each a small change of model.py
     export        what the browser explorer reads, exported beside its page
     server        the explorer's web server: one folder's regular files, on 127.0.0.1 only
     sizes         the names and shapes blocks and heads give, and what a size costs in memory

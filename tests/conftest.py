@@ -114,6 +114,8 @@ SLOW_TESTS = {  # and these tests of the others (each parametrized case of them)
                       "test_same_seed_same_bits_other_seed_other_weights",
                       "test_sigkill_then_resume_gives_bit_identical_weights",
                       "test_the_three_backends_take_the_same_steps"],
+    "test_workbook.py": ["test_a_step_that_never_returns_is_stopped_and_the_others_are_graded",
+                         "test_the_learners_path_write_check_then_a_planted_bug_and_a_guess"],
 }
 
 

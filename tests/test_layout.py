@@ -207,6 +207,9 @@ def test_the_library_imports_nothing_above_it():
             assert above == [], (name, above)
     for name in ("model", "bpe", "atomic", "make_corpus", "trace_block"):  # the seed's lab: standard library only
         assert all(not t.startswith(("oneblock", "experiments", "dev")) for t in edges[name]), (name, edges[name])
+    build = ("oneblock.workbook", "oneblock.grade", "oneblock.mistakes")  # the build's grader: on model.py alone
+    for name in build:
+        assert all(t in build or t == "model" for t in edges[name]), (name, edges[name])
 
 
 def test_no_import_cycle():
