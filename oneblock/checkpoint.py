@@ -2,7 +2,7 @@
 what it holds, `save_checkpoint`, and `load_checkpoint`, which refuses a bad file with a message naming the problem
 (explorer/checkpoint.js gives the page the same checks, message for message).
 
-Its tensors are every parameter (F32 or F64, one dtype for all, named as sizes.py names them), "adam_m.NAME" and
+Its tensors are every parameter (F32 or F64, one dtype for all, named as config.py names them), "adam_m.NAME" and
 "adam_v.NAME" (Adam's moments, of the same dtype and shapes), "adam_step" (I64, the steps taken) and "rng_state"
 (I64, 625 numbers: the batch sampler's Mersenne Twister state). Its metadata strings are
 
@@ -35,9 +35,9 @@ import re
 
 import bpe
 import model
-from oneblock import settings, sizes
+from oneblock import settings
 from oneblock.config import GROWN_KEYS, GROWN_VERSION, ONE_BLOCK_VERSION, SCHEMES, SIZE_KEYS, SWITCH_KEY, ModelConfig
-from oneblock.config import said, seed_switch
+from oneblock.config import BLOCK_NAMES, OUTSIDE, each_param_name, said, seed_switch
 from oneblock.tensorfile import (DATA_HASH_KEY, MAX_DIGITS, METADATA_HASH_KEY, RNG_STATE_LEN, as_lists, decode,
                                  metadata_digest, parse_json, read_bytes, rng_from_tensor, rng_tensor, save_file,
                                  sha256_file, sha256_text)
@@ -70,9 +70,7 @@ def each_expected(config):
     """
     one = model.param_shapes(config.vocab, config.d, config.hidden, config.max_len)
     for prefix in ("", *MOMENT_PREFIXES):
-        names = itertools.chain(sizes.OUTSIDE[:2], (sizes.prefix(b) + name for b in range(config.blocks)
-                                                    for name in sizes.BLOCK_NAMES), sizes.OUTSIDE[2:])
-        for name in names:
+        for name in each_param_name(config.blocks):
             yield prefix + name, one[name.rpartition(".")[2]]
     yield STEP, ()
     yield RNG, (RNG_STATE_LEN,)
@@ -245,7 +243,7 @@ def check_fits(config, tensors, version):
     """Raise a ValueError, by arithmetic before any name is made, when the config's sizes (blocks = 10^12) ask for
     more tensors or numbers than the file holds, naming the sizes and the first tensors missing or misshapen."""
     per = 1 + len(MOMENT_PREFIXES)  # each parameter and its two moments; then the step and the random state
-    need_tensors = per * (len(sizes.OUTSIDE) + config.blocks * len(sizes.BLOCK_NAMES)) + 2
+    need_tensors = per * (len(OUTSIDE) + config.blocks * len(BLOCK_NAMES)) + 2
     need_numbers = per * config.parameter_count() + 1 + RNG_STATE_LEN
     have_numbers = sum(math.prod(shape) for _, shape, _ in tensors.values())
     if need_tensors <= len(tensors) and need_numbers <= have_numbers:

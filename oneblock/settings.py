@@ -14,7 +14,7 @@ command line's flags) and their defaults filled in.
     ...
     ValueError: --steps 'ten': expected a whole number
 
-Standard library only: what a setting costs in memory is priced by formula (sizes.py) before any of it is spent.
+Standard library only: what a setting costs in memory is priced by formula (config.py) before any of it is spent.
 """
 
 import dataclasses
@@ -23,7 +23,7 @@ import typing
 from dataclasses import dataclass
 
 import bpe
-from oneblock import config, machine, sizes
+from oneblock import config, machine
 
 BACKENDS = ("numpy", "numpy-plain", "python", "torch")  # which model file computes (training.model_functions)
 HIDDEN_PER_WIDTH = 4  # the MLP's hidden units per unit of width: 64 at the series width 16
@@ -137,12 +137,10 @@ def _problem(given, s):
     for name in config.GROWN_KEYS:
         if getattr(s, name) < 1:
             return f"--{name} must be at least 1, got {getattr(s, name)}"
-    if s.backend == "python" and (s.blocks, s.heads) != (1, 1):
-        return (f"--blocks {s.blocks} --heads {s.heads}: the python backend is model.py, which has one block and one"
-                f" head; use --backend numpy, numpy-plain or torch")
-    if s.backend == "python" and s.positions not in ("learned", "none"):
-        return (f"--positions {s.positions}: the python backend (model.py) has learned positions and none only; use"
-                f" --backend numpy")
+    seed_problem = model_config(s, s.vocab_size or bpe.VOCAB_SIZE).seed_problem()
+    if s.backend == "python" and seed_problem:
+        return (f"--backend python runs model.py: this run's model {seed_problem}; use --backend numpy, numpy-plain"
+                f" or torch")
     if s.backend == "python" and s.dtype != "float64":
         return (f"--dtype {s.dtype}: the python backend computes in Python floats, which are float64; drop --dtype or"
                 f" use --backend numpy")
@@ -250,8 +248,8 @@ def _memory_problem(s):
 
 
 def step_memory(s):
-    """About the bytes a step of a run with the checked settings s holds at once (sizes.step_bytes), before its data:
-    the NumPy paths and torch hold numbers of s.dtype, and validate up to VAL_BATCH windows or all val_stories at
+    """About the bytes a step of a run with the checked settings s holds at once (ModelConfig.step_bytes), before its
+    data: the NumPy paths and torch hold numbers of s.dtype, and validate up to VAL_BATCH windows or all val_stories at
     once; model.py holds Python floats in lists (about 32 bytes each, the float and the list's pointer to it) and
     every row's gradients until their mean. The vocabulary is vocab_size, or the stories' 96 (a given tokenizer's own
     is not read yet).
@@ -263,10 +261,9 @@ def step_memory(s):
     m = model_config(s, s.vocab_size or bpe.VOCAB_SIZE)
     if s.backend == "python":
         return 32 * ((4 + s.batch) * m.parameter_count()
-                     + 2 * s.seq_len * sizes.activations_per_token(m.vocab, m.d, m.hidden, 1, 1, s.seq_len))
+                     + 2 * s.seq_len * m.activations_per_token(s.seq_len))
     rows = max(s.batch, VAL_BATCH if s.data is not None else s.val_stories)  # (rows, T) the most at once
-    return sizes.step_bytes(m.vocab, m.d, m.hidden, m.max_len, m.blocks, m.heads, rows, s.seq_len,
-                            4 if s.dtype == "float32" else 8)
+    return m.step_bytes(rows, s.seq_len, 4 if s.dtype == "float32" else 8)
 
 
 def model_config(s, vocab):
