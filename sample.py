@@ -25,7 +25,7 @@ import random
 import sys
 from pathlib import Path
 
-from oneblock import checkpoint, machine, sizes
+from oneblock import checkpoint, machine
 from oneblock.data import TOKENIZER_FILE
 from oneblock.sampling import TOKEN_BYTES, generate, load_logits_fn
 
@@ -102,7 +102,7 @@ def main(argv=None):
 
     val = ckpt["metadata"].get("val_loss")
     print(f"{args.ckpt}: step {ckpt['step']}"
-          + (f", {sizes.describe(config.blocks, config.heads)}" if config.grown else "")
+          + (f", {config.blocks_and_heads()}" if config.grown else "")
           + (f", val loss {float(val):.4f}" if val is not None else ""), file=sys.stderr)
     context = start + prompt_ids  # the prompt starts a line, as every story in the corpus does
     new = generate(next_logits, context, args.tokens, config.max_len, args.temperature, args.top_k,

@@ -43,7 +43,7 @@ from types import SimpleNamespace  # noqa: F401  (path_problem's example)
 import atomic
 from atomic import hold, interruptible, interruption, remove_leftovers, write_atomic
 import bpe
-from oneblock import checkpoint, data as data_files, machine, settings, sizes, training
+from oneblock import checkpoint, data as data_files, machine, settings, training
 from oneblock.config import SCHEMES
 from oneblock.settings import Settings, training_settings
 
@@ -516,7 +516,7 @@ def run(s, resumed, out, data, best, best_so_far=None, mode=0o644):
     elif s.backend != "python":
         say(f"computing with {machine.blas(s.threads)}: the same run elsewhere gives other last bits"
             f" (experiments/spread.py)")
-    where = f", {sizes.describe(config.blocks, config.heads)}" if config.grown else ""
+    where = f", {config.blocks_and_heads()}" if config.grown else ""
     say(f"{s.backend} {s.dtype}{where}, {len(data.stream):,} training tokens, {s.steps} steps of {s.batch} x"
         f" {s.seq_len} tokens, lr {s.lr:g} -> {s.min_lr:g}"
         + (f", positions {s.positions}" if s.positions != "learned" else "")

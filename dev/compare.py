@@ -44,13 +44,13 @@ import random
 import sys
 
 from oneblock import machine
-from oneblock.config import SCHEMES, ModelConfig, seed_switch
+from oneblock.config import SCHEMES, SEED_SCHEMES, ModelConfig, prefix, seed_switch
 
 with machine.needed_by("python3 -m dev.compare"):
     import numpy as np
 
     import model
-    from oneblock import checkpoint, numpy_fast, numpy_model, sizes
+    from oneblock import checkpoint, numpy_fast, numpy_model
     from oneblock.data import TOKENIZER_FILE
 
 SERIES = ModelConfig(vocab=96, d=16, hidden=64, max_len=64)  # the series config
@@ -71,7 +71,7 @@ def intermediate_names(blocks):
     >>> intermediate_names(2)[:3], intermediate_names(2)[7:9]
     (['x0', 'h1', 'weights'], ['block1.h1', 'block1.weights'])
     """
-    return ["x0", *(sizes.prefix(b) + name for b in range(blocks) for name in IN_BLOCK), "logits"]
+    return ["x0", *(prefix(b) + name for b in range(blocks) for name in IN_BLOCK), "logits"]
 
 
 def jittered_params(config, seed):
@@ -135,7 +135,7 @@ def numpy_run(params, ids, targets, config, path=numpy_model):
     inter = {"x0": np.array(cache["x0"])}
     for b, block in enumerate(cache["blocks"]):
         values = {**block, "weights": block["att"]["weights"]}
-        inter.update({sizes.prefix(b) + name: np.array(values[name]) for name in IN_BLOCK})
+        inter.update({prefix(b) + name: np.array(values[name]) for name in IN_BLOCK})
     inter["logits"] = np.array(logits)
     loss, grads = path.loss_and_grads(p, np.array(ids), np.array(targets), config)
     return inter, loss, grads
@@ -225,11 +225,11 @@ def main(argv=None):
         config.checked()
     except ValueError as e:
         parser.error(f"--blocks {args.blocks} --heads {args.heads}: {e}")
-    longest = config.max_len if has_reference_scheme(config) else numpy_model.LONGEST
+    longest = config.max_len if config.positions in SEED_SCHEMES else numpy_model.LONGEST
     args.length = 63 if args.length is None else args.length
     if args.batch < 1 or not 1 <= args.length <= longest:
         parser.error(f"need --batch >= 1 and 1 <= --length <= {longest}")
-    problem = priced(config, args.batch, args.length, runs_reference(config),
+    problem = priced(config, args.batch, args.length, config.seed_problem() is None,
                      f"--batch {args.batch} --length {args.length} --blocks {args.blocks} --heads {args.heads}")
     if problem:
         print(f"error: {problem}", file=sys.stderr)
@@ -238,28 +238,10 @@ def main(argv=None):
     params = jittered_params(config, args.seed)
     ids, targets = random_batch(args.seed, args.batch, args.length, config.vocab)
     print(f"series config, seed {args.seed}: B = {args.batch}, T = {args.length}, positions {scheme}"
-          + (f", {sizes.describe(config.blocks, config.heads)}" if config.grown else "") + "\n")
-    if not runs_reference(config):
+          + (f", {config.blocks_and_heads()}" if config.grown else "") + "\n")
+    if config.seed_problem():
         return compare_without_reference(params, ids, targets, config, args.no_torch)
     return compare_all(params, ids, targets, config, args.no_torch)
-
-
-def has_reference_scheme(config):
-    """Whether model.py has config's position scheme (learned or none; it has no sinusoidal or rope).
-
-    >>> has_reference_scheme(SERIES), has_reference_scheme(dataclasses.replace(SERIES, positions="rope"))
-    (True, False)
-    """
-    return config.positions in ("learned", "none")
-
-
-def runs_reference(config):
-    """Whether model.py runs the model of config: its scheme, one block and one head.
-
-    >>> runs_reference(SERIES), runs_reference(dataclasses.replace(SERIES, blocks=2))
-    (True, False)
-    """
-    return has_reference_scheme(config) and not config.grown
 
 
 def torch_skipped(no_torch):
@@ -304,7 +286,7 @@ def verdict(ok, skipped):
 
 def compare_all(params, ids, targets, config, no_torch):
     """Both NumPy paths and PyTorch (when it imports and not no_torch) against the reference, for a model of config
-    that model.py runs (runs_reference); the exit status, 0 when every row that ran is OK."""
+    that model.py runs (ModelConfig.seed_problem); the exit status, 0 when every row that ran is OK."""
     ref = reference_run(params, ids, targets, config)
     ok = True
     for name, path in NUMPY_PATHS.items():
@@ -337,18 +319,17 @@ def memory_needed(config, batch, length, reference):
     """About how many bytes a comparison of a model of config on batch sequences of length tokens holds at once: the
     parameters, token IDs and targets as Python lists (LIST_NUMBER_BYTES a number, as checkpoint.py counts them),
     when the reference runs (reference) every sequence's intermediates and gradients as lists too, and a training
-    step's float64 arrays (sizes.step_bytes) for each NumPy path and PyTorch.
+    step's float64 arrays (ModelConfig.step_bytes) for each NumPy path and PyTorch.
 
     >>> memory_needed(SERIES, 2, 63, True) < 10 * 2**20 < memory_needed(SERIES, 10**9, 63, True)
     True
     """
-    c = config
-    params = c.parameter_count()
-    per_token = sizes.activations_per_token(c.vocab, c.d, c.hidden, c.blocks, c.heads, length)
+    params = config.parameter_count()
+    per_token = config.activations_per_token(length)
     lists = checkpoint.LIST_NUMBER_BYTES * (params + 2 * batch * length)
     if reference:
         lists += checkpoint.LIST_NUMBER_BYTES * batch * (params + length * per_token)
-    step = sizes.step_bytes(c.vocab, c.d, c.hidden, c.max_len, c.blocks, c.heads, batch, length, 8)  # one path's
+    step = config.step_bytes(batch, length, 8)  # one path's
     arrays = (len(NUMPY_PATHS) + 1) * step
     return lists + arrays
 
@@ -375,22 +356,22 @@ def main_checkpoint(parser, args):
         print(f"error: {e}", file=sys.stderr)
         return 2
     config = ckpt["config"]  # the model's ModelConfig: its sizes, blocks, heads and scheme
-    longest = config.max_len if has_reference_scheme(config) else numpy_model.LONGEST
+    longest = config.max_len if config.positions in SEED_SCHEMES else numpy_model.LONGEST
     args.length = min(63, config.max_len) if args.length is None else args.length
     if args.batch < 1 or not 1 <= args.length <= longest:
         parser.error(f"need --batch >= 1 and 1 <= --length <= {longest} (the checkpoint's model)")
-    problem = priced(config, args.batch, args.length, runs_reference(config),
+    problem = priced(config, args.batch, args.length, config.seed_problem() is None,
                      f"--batch {args.batch} --length {args.length} at the weights of {args.ckpt}"
-                     f" ({sizes.describe(config.blocks, config.heads)})")
+                     f" ({config.blocks_and_heads()})")
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     params = checkpoint_params(ckpt)
     ids, targets = random_batch(args.seed, args.batch, args.length, config.vocab)
     print(f"{args.ckpt}: d = {config.d}, V = {config.vocab}, B = {args.batch}, T = {args.length}, positions"
-          f" {config.positions}" + (f", {sizes.describe(config.blocks, config.heads)}" if config.grown else "")
+          f" {config.positions}" + (f", {config.blocks_and_heads()}" if config.grown else "")
           + "\n")
-    if not runs_reference(config):
+    if config.seed_problem():
         return compare_without_reference(params, ids, targets, config, args.no_torch)
     return compare_all(params, ids, targets, config, args.no_torch)
 
@@ -400,10 +381,10 @@ def compare_without_reference(params, ids, targets, config, no_torch):
     scheme, or its blocks and heads); without PyTorch (torch_skipped), numpy_fast against numpy_model. The exit
     status, 0 when every row that ran is OK."""
     scheme, grown = config.positions, config.grown
-    setting = f"{scheme}, {sizes.describe(config.blocks, config.heads)}" if grown else scheme
+    setting = f"{scheme}, {config.blocks_and_heads()}" if grown else scheme
     skipped = torch_skipped(no_torch)
     if skipped is not None:
-        what = f"a model of {sizes.describe(config.blocks, config.heads)}" if grown else f"positions {scheme}"
+        what = f"a model of {config.blocks_and_heads()}" if grown else f"positions {scheme}"
         say_skipped(skipped)
         print(f"{what} has no reference in model.py, so without the twin numpy_fast is compared with numpy_model:"
               f" the tuned path against the plain one\n")

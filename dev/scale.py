@@ -30,7 +30,6 @@ default dtype: 4 bytes a number.
 import argparse
 import sys
 
-from oneblock import sizes
 from oneblock.config import ModelConfig
 
 BYTES = 4  # float32
@@ -43,10 +42,10 @@ def paper(config):
     >>> paper(ModelConfig(vocab=50257, d=768, hidden=4 * 768, max_len=1024, blocks=12, heads=12))["parameters"]
     163050577
     """
-    V, d, H, T, blocks = config.vocab, config.d, config.hidden, config.max_len, config.blocks
+    T = config.max_len
     parameters = config.parameter_count()  # V d + T d + blocks (12 d^2 + 9 d) + 2 d + d V + V, for H = 4 d
-    activations = sizes.activations_per_token(V, d, H, blocks, config.heads, T)  # blocks (18 d + 2 + heads T) + ...
-    flops = sizes.flops_per_token(V, d, H, blocks, T)  # 3 (blocks (24 d^2 + 4 T d) + 2 d V), for H = 4 d
+    activations = config.activations_per_token(T)  # blocks (18 d + 2 + heads T) + ...
+    flops = config.flops_per_token(T)  # 3 (blocks (24 d^2 + 4 T d) + 2 d V), for H = 4 d
     return {"parameters": parameters, "activations_per_token": activations, "flops_per_token": flops}
 
 
@@ -77,7 +76,7 @@ def report(args):
     step = c["flops_per_token"] * tokens / args.flops
     ring = 2 * (args.gpus - 1) / args.gpus * BYTES * n
     return [
-        f"model: d = {args.width}, {sizes.describe(args.blocks, args.heads).replace(' x ', ' of ')}, V = {args.vocab},"
+        f"model: d = {args.width}, {config_from(args).blocks_and_heads().replace(' x ', ' of ')}, V = {args.vocab},"
         f" T = {args.max_len};"
         f" a step of {args.batch} windows ({tokens:,} tokens) per GPU, {args.gpus} GPUs, float32",
         f"parameters                 {n:,} ({human(n, '')})",

@@ -43,7 +43,7 @@ with machine.needed_by("python3 -m experiments.plots"):
     import model
     from experiments.induction import induction_config, induction_measures, periodic, train_induction
     from experiments.recording import given, holder, interruptible, read_record, reading, stopped, writes
-    from oneblock import numpy_model, sizes, training
+    from oneblock import numpy_model, training
     from oneblock.config import seed_switch
     from oneblock.data import CORPUS_FILE, TOKENIZER_FILE
     from oneblock.settings import Settings, model_config
@@ -382,7 +382,7 @@ def plot_induction_heads(params, config, sequences, scores, out):
                 ax.set_xlabel("key: position read")
             if h == 0:
                 ax.set_ylabel("query: position reading")
-    fig.suptitle(f"Every head of the {sizes.describe(blocks, heads)} model on one test sequence of period {p}: an"
+    fig.suptitle(f"Every head of the {config.blocks_and_heads()} model on one test sequence of period {p}: an"
                  f" induction head reads the diagonals {p - 1}, {2 * p - 1}, {3 * p - 1}, ... below the main one"
                  f"\n(the tokens after the current token's earlier occurrences), a previous-token head the diagonal"
                  f" just below it; each title gives the head's mean scores on all {len(ids)} test sequences",
@@ -594,8 +594,8 @@ def drawn(args, owned, staging, note):
     print("2/3: the same without positions, for the order test", flush=True)
     without = training.train(none_settings, data=run.data).state["params"]
     start = numpy_model.init_params(config, 3)
-    print(f"3/3: the {sizes.describe(*HEADS_SIZE)} model on periodic sequences (lr {lr:g}), for its heads",
-          flush=True)
+    print(f"3/3: the {induction_config(HEADS_SIZE).blocks_and_heads()} model on periodic sequences (lr {lr:g}), for"
+          f" its heads", flush=True)
     tuning = periodic(random.Random(TUNE_SEED), plan["tune_sequences"])
     copier, _ = train_induction(HEADS_SIZE, lr, 3, plan, tuning)
     test = periodic(random.Random(TEST_SEED), plan["test_sequences"])
@@ -626,7 +626,7 @@ def drawn(args, owned, staging, note):
     near = similarity_by_distance(learned["pos_emb"])
     print("trained position rows, mean cosine similarity by distance: "
           + ", ".join(f"{v:+.2f} at {k}" for k, v in near.items()) + f" (computing with {machine.blas(1)})")
-    print(f"{sizes.describe(*HEADS_SIZE)} on periodic sequences (seed 3, lr {lr:g}): copy accuracy"
+    print(f"{induction_config(HEADS_SIZE).blocks_and_heads()} on periodic sequences (seed 3, lr {lr:g}): copy accuracy"
           f" {measures['copy_accuracy']:.0%}; induction score by head: "
           + "; ".join(f"block {b}: " + ", ".join(f"{s['induction']:.2f}" for s in block)
                       for b, block in enumerate(scores))

@@ -19,7 +19,7 @@ entropy / tokens.
 
 The grid: widths 8, 16, 32 and 64 (4 d hidden units, one head) with one or two blocks (sizes: from 856 to 99,584
 non-embedding parameters, 116x), each at every compute budget C (10 to 2,560 GFLOP, 256x): a size trains for the steps
-of 16 windows that spend C by sizes.flops_per_token (Chinchilla's approach 2: IsoFLOP curves). Every run is the
+of 16 windows that spend C by ModelConfig.flops_per_token (Chinchilla's approach 2: IsoFLOP curves). Every run is the
 library's training (training.train: numpy_fast.py, float32, Adam, clipping, a warm-up of a tenth of the run up to
 100 steps and a cosine to a tenth of the peak learning rate). The sweep: in every cell (size, budget) the first seed
 trains at each learning rate of the plan (0.003, 0.01, 0.03) and the lowest loss on the tuning stories chooses the

@@ -26,7 +26,7 @@ import bpe
 from experiments import chains, grid
 from experiments.recording import rounded, trained
 from experiments.scaling_law import name_of
-from oneblock import numpy_fast, sizes
+from oneblock import numpy_fast
 from oneblock.data import TOKENIZER_FILE
 from oneblock.settings import Settings, model_config
 
@@ -63,23 +63,23 @@ def size_config(size):
 
 
 def flops_per_token(size):
-    """A size's FLOPs per training token (sizes.flops_per_token, 4 d hidden units, 64 positions).
+    """A size's FLOPs per training token (ModelConfig.flops_per_token, 4 d hidden units, 64 positions).
 
     >>> flops_per_token([16, 1])
     39936
     """
     config = size_config(size)
-    return sizes.flops_per_token(config.vocab, config.d, config.hidden, config.blocks, T)
+    return config.flops_per_token(T)
 
 
 def parameters(size):
-    """A size's non-embedding parameters (sizes.non_embedding_parameters).
+    """A size's non-embedding parameters (ModelConfig.non_embedding_parameters).
 
     >>> parameters([8, 1]), parameters([64, 2])
     (856, 99584)
     """
     config = size_config(size)
-    return sizes.non_embedding_parameters(config.d, config.hidden, config.blocks)
+    return config.non_embedding_parameters()
 
 
 def steps_for(size, budget, batch):

@@ -2,7 +2,7 @@
 what it holds, `save_checkpoint`, and `load_checkpoint`, which refuses a bad file with a message naming the problem
 (explorer/checkpoint.js gives the page the same checks, message for message).
 
-Its tensors are every parameter (F32 or F64, one dtype for all, named as sizes.py names them), "adam_m.NAME" and
+Its tensors are every parameter (F32 or F64, one dtype for all, named as config.py names them), "adam_m.NAME" and
 "adam_v.NAME" (Adam's moments, of the same dtype and shapes), "adam_step" (I64, the steps taken) and "rng_state"
 (I64, 625 numbers: the batch sampler's Mersenne Twister state). Its metadata strings are
 
@@ -35,9 +35,9 @@ import re
 
 import bpe
 import model
-from oneblock import settings, sizes
-from oneblock.config import GROWN_KEYS, GROWN_VERSION, ONE_BLOCK_VERSION, SCHEMES, SIZE_KEYS, SWITCH_KEY, ModelConfig
-from oneblock.config import said, seed_switch
+from oneblock import settings
+from oneblock.config import GROWN_KEYS, GROWN_VERSION, ONE_BLOCK_VERSION, SIZE_KEYS, SWITCH_KEY, ModelConfig
+from oneblock.config import BLOCK_NAMES, OUTSIDE, each_param_name, said, seed_switch
 from oneblock.tensorfile import (DATA_HASH_KEY, MAX_DIGITS, METADATA_HASH_KEY, RNG_STATE_LEN, as_lists, decode,
                                  metadata_digest, parse_json, read_bytes, rng_from_tensor, rng_tensor, save_file,
                                  sha256_file, sha256_text)
@@ -70,9 +70,7 @@ def each_expected(config):
     """
     one = model.param_shapes(config.vocab, config.d, config.hidden, config.max_len)
     for prefix in ("", *MOMENT_PREFIXES):
-        names = itertools.chain(sizes.OUTSIDE[:2], (sizes.prefix(b) + name for b in range(config.blocks)
-                                                    for name in sizes.BLOCK_NAMES), sizes.OUTSIDE[2:])
-        for name in names:
+        for name in each_param_name(config.blocks):
             yield prefix + name, one[name.rpartition(".")[2]]
     yield STEP, ()
     yield RNG, (RNG_STATE_LEN,)
@@ -115,61 +113,28 @@ def save_checkpoint(path, params, moments, step, rng, config, training, tokenize
 
 SPLITS = ("line", "document")  # metadata "split": the units of your own text (train.split_text)
 BACKENDS = (*settings.BACKENDS, "explorer")  # training "backend": train.py's, or the page's
-DTYPE_NAMES = {"float32": "F32", "float64": "F64"}  # training "dtype" -> the parameters' safetensors dtype
+DTYPE_NAMES = dict(zip(settings.DTYPES, ("F32", "F64")))  # training "dtype" -> the parameters' safetensors dtype
 SHA256 = re.compile(r"[0-9a-f]{64}")  # a SHA-256 as hexdigest writes it
 NATS = re.compile(r"[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?")  # a number of nats as repr writes a float: no sign
 
 
-def _at_least(low, null=None):
-    """The rule (test, what is expected in words) of a setting that is a JSON whole number of at least low (true
-    and false are no numbers here), or null when null says what that means."""
-    words = f"a whole number of at least {low}" + (f", or null ({null})" if null else "")
-    return (lambda v: (null is not None and v is None) or (type(v) is int and v >= low)), words
-
-
-def _within(low, high, words, from_low=False, to_high=False):
-    """The rule of a setting that is a JSON number between low and high (from_low, to_high: the ends taken in),
-    compared exactly: an end of Infinity leaves Infinity out unless taken in, and NaN is never within.
-
-    >>> [TRAINING_RULES["lr"][0](v) for v in (1e-3, 10 ** 400, math.inf, math.nan, 0, True, None)]
-    [True, True, False, False, False, False, False]
-    """
-    return (lambda v: type(v) in (int, float) and (low <= v if from_low else low < v)
-            and (v <= high if to_high else v < high)), words
-
-
-def _one_of(choices):
-    """The rule of a setting that names one of choices (a tuple, or a dict's keys)."""
-    return (lambda v: isinstance(v, str) and v in choices), f"one of {list(choices)}"
-
-
 # Every setting a checkpoint's training may record: train.py's (settings.TRAINING_SETTINGS and, with --data,
-# TEXT_SETTINGS) and the explorer page's downloads (model.py's switch, eval_every); name -> (test, what is expected,
-# in words), in the order the messages list them. Older files may lack the settings added later.
+# TEXT_SETTINGS) and the explorer page's downloads (model.py's switch, eval_every), held to the settings' own rules
+# (settings.RULES); name -> (test, what is expected, in words), in the order the messages list them. Older files may
+# lack the settings added later. What a file may hold besides a run's settings is said here: the page's backend and
+# its untrained weights of 0 steps, no seed for weights from elsewhere, no val_stories for your own text, no
+# vocab_size for a given tokenizer, and positions true or false from before the schemes.
 TRAINING_RULES = {
-    "backend": _one_of(BACKENDS),
-    "threads": _at_least(1),
-    "dtype": _one_of(DTYPE_NAMES),
-    "steps": _at_least(0),  # (explore.py's untrained weights: 0)
-    "batch": _at_least(1),
-    "seq_len": _at_least(1),
-    "lr": _within(0, math.inf, "a positive finite number"),
-    "min_lr": _within(0, math.inf, "a finite number of at least 0", from_low=True),
-    "warmup": _at_least(0),
-    "beta1": _within(0, 1, "a number in [0, 1)", from_low=True),
-    "beta2": _within(0, 1, "a number in [0, 1)", from_low=True),
-    "eps": _within(0, math.inf, "a positive finite number"),
-    "clip": _within(0, math.inf, "a positive number (Infinity: no clipping)", to_high=True),
-    "seed": _at_least(0, "weights from elsewhere"),
-    "val_stories": _at_least(1, "your own text"),
-    "positions": (lambda v: type(v) is bool or (isinstance(v, str) and v in SCHEMES),
-                  f"one of {list(SCHEMES)}, or true or false (from before the schemes)"),
-    "blocks": _at_least(1),
-    "heads": _at_least(1),
-    "val_fraction": _within(0, 1, "a number between 0 and 1"),
-    "vocab_size": _at_least(1, "a given tokenizer"),
+    **{name: settings.RULES[name] for name in settings.TRAINING_SETTINGS + settings.TEXT_SETTINGS},
+    "backend": settings.one_of(BACKENDS),
+    "steps": settings.at_least(0),
+    "seed": settings.at_least(0, "weights from elsewhere"),
+    "val_stories": settings.at_least(1, "your own text"),
+    "positions": (lambda v: type(v) is bool or settings.RULES["positions"][0](v),
+                  f"{settings.RULES['positions'][1]}, or true or false (from before the schemes)"),
+    "vocab_size": settings.at_least(1, "a given tokenizer"),
     SWITCH_KEY: (lambda v: type(v) is bool, "true or false"),
-    "eval_every": _at_least(1),
+    "eval_every": settings.RULES["eval_every"],
 }
 TEXT_NEEDS = ("val_fraction", "seq_len")  # the settings a model of your own text needs to split it again
 
@@ -245,7 +210,7 @@ def check_fits(config, tensors, version):
     """Raise a ValueError, by arithmetic before any name is made, when the config's sizes (blocks = 10^12) ask for
     more tensors or numbers than the file holds, naming the sizes and the first tensors missing or misshapen."""
     per = 1 + len(MOMENT_PREFIXES)  # each parameter and its two moments; then the step and the random state
-    need_tensors = per * (len(sizes.OUTSIDE) + config.blocks * len(sizes.BLOCK_NAMES)) + 2
+    need_tensors = per * (len(OUTSIDE) + config.blocks * len(BLOCK_NAMES)) + 2
     need_numbers = per * config.parameter_count() + 1 + RNG_STATE_LEN
     have_numbers = sum(math.prod(shape) for _, shape, _ in tensors.values())
     if need_tensors <= len(tensors) and need_numbers <= have_numbers:

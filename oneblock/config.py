@@ -3,7 +3,8 @@ checkpoint and the explorer page read (explorer/model.js has its mirror, under t
 
 A model is seven values: its vocabulary, width d, the MLP's hidden width, max_len (the rows of learned positions),
 the number of blocks, the heads of each block's attention, and the position scheme. Everything else follows from
-them: the parameters' names and shapes, how many numbers they hold, and the config a checkpoint records.
+them: the parameters' names and shapes, how many numbers they hold, what a training step costs, and the config a
+checkpoint records.
 
     >>> cfg = ModelConfig(vocab=96, d=16, hidden=64, max_len=64, blocks=2, heads=4)
     >>> cfg.checked() is cfg, len(cfg.param_shapes()), cfg.parameter_count()
@@ -18,12 +19,28 @@ them: the parameters' names and shapes, how many numbers they hold, and the conf
 model.py, the seed's one-block reference, knows two of the schemes through its own switch `use_positions` (True is
 "learned", False is "none"); `seed_switch` is the one place that turns a config into it, and the checkpoint's JSON
 keeps the switch beside the scheme (`to_json`), so that a file written before the schemes still reads.
+
+A grown model stacks `blocks` pre-norm blocks, each with its own layer norms, attention and MLP, between the
+embeddings and one final layer norm; its attention has `heads` heads of width d / heads each. Names, in the order of
+the parameter dict:
+
+    tok_emb, pos_emb                          the embeddings, as in model.py
+    ln1_g, ln1_b, Wq, ..., W2, b2             block 0: model.py's names, so a one-block model is model.py's dict
+    block1.ln1_g, block1.ln1_b, ...           block 1: the same names after "block1."
+    ...                                       block k: after "block{k}."
+    lnf_g, lnf_b, W_out, b_out                the final layer norm and the output layer, as in model.py
+
+Heads add no tensor: head h of a block reads columns h d/heads .. (h + 1) d/heads - 1 of its Wq, Wk and Wv, and
+writes through the same rows of its Wo (as GPT-2 does), so the number of heads is a size that the weights cannot
+tell; checkpoints record it.
 """
 
+import dataclasses
 import functools
-from dataclasses import dataclass
+import math
+import random
 
-from oneblock import sizes
+from model import PARAM_SHAPES, param_shapes as one_block_shapes
 
 SCHEMES = ("learned", "none", "sinusoidal", "rope")  # where a token is: the one list of schemes in Python
 SIZE_KEYS = ("vocab", "d", "hidden", "max_len")  # the sizes every model has, in the order of its JSON
@@ -32,13 +49,16 @@ SWITCH_KEY = "use_positions"  # model.py's switch, in the JSON beside the scheme
 JSON_KEYS = (*SIZE_KEYS, *GROWN_KEYS, SWITCH_KEY, "positions")  # every key a config's JSON may have, in its order
 ONE_BLOCK_VERSION = "1"  # checkpoint format version of a model of one block and one head: the sizes are all shapes
 GROWN_VERSION = "2"  # ... of a grown model, whose JSON has blocks and heads
+SEED_SCHEMES = ("learned", "none")  # the schemes model.py has (its switch use_positions true and false)
+OUTSIDE = ("tok_emb", "pos_emb", "lnf_g", "lnf_b", "W_out", "b_out")  # the tensors that are no block's
+BLOCK_NAMES = tuple(name for name in PARAM_SHAPES if name not in OUTSIDE)  # ln1_g, ..., b2: one block's, in order
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # The config
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class ModelConfig:
     """The sizes and the position scheme of a model. Frozen: a model's description is a value, passed beside its
     weights, never changed under them (dataclasses.replace makes another)."""
@@ -65,7 +85,16 @@ class ModelConfig:
                 raise ValueError(f"{name} = {value!r}: expected a whole number of at least 1")
         if not isinstance(self.positions, str) or self.positions not in SCHEMES:
             raise ValueError(f"positions = {self.positions!r}: expected one of {', '.join(SCHEMES)}")
-        sizes.check_sizes(self.d, self.blocks, self.heads, self.positions)
+        if self.d % self.heads:
+            raise ValueError(f"heads = {self.heads} does not divide the width d = {self.d}; expected one of"
+                             f" {', '.join(map(str, divisors(self.d)))}")
+        if self.positions == "rope" and (self.d // self.heads) % 2:
+            even = [n for n in divisors(self.d) if (self.d // n) % 2 == 0]
+            if self.heads == 1:  # (numpy_model.rope_tables says the same)
+                raise ValueError(f"rope rotates pairs of channels: the width d must be even, got d = {self.d}")
+            raise ValueError(f"heads = {self.heads} gives heads of width d / heads = {self.d // self.heads}, but rope"
+                             f" turns pairs of channels in each head: the head width must be even; expected one of"
+                             f" {', '.join(map(str, even))} heads for d = {self.d}")
         return self
 
     @property
@@ -73,10 +102,25 @@ class ModelConfig:
         """Whether the model has more than one block or one head: its checkpoint is then format version 2."""
         return (self.blocks, self.heads) != (1, 1)
 
+    def seed_problem(self):
+        """Why model.py, the seed's reference (one block, one head, learned positions or none), cannot run this
+        model, in words that follow the model's name, or None when it can: the one such check.
+
+        >>> ModelConfig(96, 16, 64, 64).seed_problem() is None, ModelConfig(96, 16, 64, 64, heads=4).seed_problem()
+        (True, 'has 1 block x 4 heads, but model.py has one block and one head')
+        >>> ModelConfig(96, 16, 64, 64, positions="rope").seed_problem()
+        "has positions 'rope', but model.py has learned positions and none only"
+        """
+        if self.grown:
+            return f"has {self.blocks_and_heads()}, but model.py has one block and one head"
+        if self.positions not in SEED_SCHEMES:
+            return f"has positions {self.positions!r}, but model.py has learned positions and none only"
+        return None
+
     # ---- what the config implies
 
     def param_names(self):
-        """The parameter names, in the order of the parameter dict (sizes.py says how they are made).
+        """The parameter names, in the order of the parameter dict.
 
         >>> ModelConfig(96, 4, 8, 8, blocks=2).param_names()[12:16]
         ['W2', 'b2', 'block1.ln1_g', 'block1.ln1_b']
@@ -91,22 +135,23 @@ class ModelConfig:
         """
         return dict(_shapes(self.vocab, self.d, self.hidden, self.max_len, self.blocks))
 
-    def parameter_count(self):
-        """How many numbers the parameters hold, by arithmetic (a config of 10^12 blocks makes no name).
-
-        >>> ModelConfig(96, 16, 64, 64).parameter_count()
-        7440
-        """
-        return sizes.parameter_count(self.vocab, self.d, self.hidden, self.max_len, self.blocks)
-
     def init_params(self, seed):
-        """Fresh parameters as nested lists, drawn as model.init_params draws them (sizes.init_params).
+        """Fresh parameters as model.init_params makes them (one random.Random(seed); each matrix gauss(0, 0.02) row
+        by row in dict order; gains 1.0, biases 0.0), for any number of blocks: with one block the same draws, so
+        exactly model.init_params; a second block's matrices are drawn after the first block's, before W_out.
 
         >>> import model
         >>> ModelConfig(96, 4, 8, 8).init_params(3) == model.init_params(96, 4, 8, 8, 3)
         True
         """
-        return sizes.init_params(self.vocab, self.d, self.hidden, self.max_len, seed, self.blocks)
+        rng = random.Random(seed)
+        params = {}
+        for name, (rows, *cols) in self.param_shapes().items():
+            if cols:
+                params[name] = [[rng.gauss(0.0, 0.02) for _ in range(cols[0])] for _ in range(rows)]
+            else:
+                params[name] = [1.0 if name.endswith("_g") else 0.0] * rows
+        return params
 
     def shape_problem(self, shapes):
         """What is wrong with tensors of these shapes ({name: shape}) as this model's parameters, in one line, or
@@ -136,7 +181,78 @@ class ModelConfig:
         >>> ModelConfig(96, 16, 64, 64, blocks=2, heads=4, positions="rope").describe()
         '2 blocks x 4 heads, width 16, rope positions'
         """
-        return f"{sizes.describe(self.blocks, self.heads)}, width {self.d}, {self.positions} positions"
+        return f"{self.blocks_and_heads()}, width {self.d}, {self.positions} positions"
+
+    def blocks_and_heads(self):
+        """The blocks and heads in words.
+
+        >>> ModelConfig(96, 16, 64, 64).blocks_and_heads(), ModelConfig(96, 16, 64, 64, 2, 4).blocks_and_heads()
+        ('1 block x 1 head', '2 blocks x 4 heads')
+        """
+        return (f"{self.blocks} block{'s' if self.blocks != 1 else ''} x {self.heads}"
+                f" head{'s' if self.heads != 1 else ''}")
+
+    # ---- what the config costs: the numbers a model and a training step hold, by formula, so that a size can be
+    # refused before its memory is spent (dev/scale.py prints them for any size; tests/test_scale.py holds them to
+    # the model's own arrays)
+
+    def parameter_count(self):
+        """How many numbers the parameters hold, by arithmetic (a config of 10^12 blocks makes no name).
+
+        >>> ModelConfig(96, 16, 64, 64).parameter_count(), ModelConfig(96, 16, 64, 64, 10**12).parameter_count()
+        (7440, 3216000000004224)
+        """
+        one = {name: math.prod(shape) for name, shape in
+               one_block_shapes(self.vocab, self.d, self.hidden, self.max_len).items()}
+        return sum(one[name] for name in OUTSIDE) + self.blocks * sum(one[name] for name in BLOCK_NAMES)
+
+    def non_embedding_parameters(self):
+        """The parameters of the blocks and the final layer norm: every parameter but the token and position tables
+        and the output layer, which scaling laws count apart (Kaplan et al. 2020).
+
+        >>> ModelConfig(96, 16, 64, 64).non_embedding_parameters(), 7440 - 96 * 16 - 64 * 16 - 16 * 96 - 96
+        (3248, 3248)
+        """
+        return dataclasses.replace(self, vocab=0, max_len=0).parameter_count()
+
+    def activations_per_token(self, T):
+        """The numbers numpy_model's cache keeps per token for the backward pass, in windows of T tokens: per block
+        its input, two layer norms' outputs and normalised rows (5 d in all) and their deviations (2), q, k, v, the
+        attention's context and the residual after it (5 d), both hidden layers of the MLP (2 hidden), and each
+        head's row of T attention weights; then the final layer norm's input, output and normalised rows (3 d) and
+        deviation (1), and the logits and their gradient (2 V).
+
+        >>> ModelConfig(96, 16, 64, 64).activations_per_token(64)
+        595
+        """
+        d = self.d
+        return self.blocks * (10 * d + 2 * self.hidden + 2 + self.heads * T) + 3 * d + 1 + 2 * self.vocab
+
+    def flops_per_token(self, T):
+        """The floating-point operations of one training step per token (a multiply-add is 2), in windows of T
+        tokens: the forward pass's matrix products, per block Wq, Wk, Wv and Wo (4 d^2 multiply-adds), the MLP's two
+        layers (2 d hidden), every score of the (T, T) attention matrix and the weighted sum of the values (2 T d, as
+        the kernels compute the whole matrix before the causal mask), then the output layer (d V); the backward pass
+        costs twice the forward, a product for the gradient of each of its two inputs. Layer norms, softmaxes, the
+        loss and Adam are left out: they grow with d, not d^2.
+
+        >>> ModelConfig(96, 16, 64, 64).flops_per_token(64)  # 3 (24 d^2 + 4 T d + 2 d V) for hidden = 4 d
+        39936
+        """
+        d = self.d
+        forward = self.blocks * (2 * (4 * d * d + 2 * d * self.hidden) + 4 * T * d) + 2 * d * self.vocab
+        return 3 * forward
+
+    def step_bytes(self, batch, seq_len, itemsize):
+        """About how many bytes a training step of the NumPy paths holds at once, numbers of itemsize bytes: the
+        parameters, their gradients and Adam's two moments (4 numbers a parameter), and the activations of
+        batch x seq_len tokens twice over (the backward pass makes arrays of the same sizes).
+
+        >>> ModelConfig(96, 16, 64, 64).step_bytes(batch=16, seq_len=64, itemsize=4)
+        4993280
+        """
+        return itemsize * (4 * self.parameter_count()
+                           + 2 * batch * seq_len * self.activations_per_token(seq_len))
 
     # ---- the checkpoint's JSON
 
@@ -216,7 +332,68 @@ def said(value, most=80):
     return text if len(text) <= most else text[:most - 3] + "..."
 
 
+def divisors(n):
+    """The divisors of n in order, found up to its square root (so that a huge width is answered at once).
+
+    >>> divisors(16), divisors(7)
+    ([1, 2, 4, 8, 16], [1, 7])
+    """
+    small = [k for k in range(1, math.isqrt(n) + 1) if n % k == 0]
+    return small + [n // k for k in reversed(small) if k * k != n]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The parameters' names, block by block
+
+
+def prefix(block):
+    """What goes before a tensor's name in block `block` (counted from 0).
+
+    >>> prefix(0), prefix(1), prefix(12)
+    ('', 'block1.', 'block12.')
+    """
+    return f"block{block}." if block else ""
+
+
+def each_param_name(blocks):
+    """The parameter names of a model of this many blocks, in the order of the parameter dict, one at a time (10^12
+    blocks cost nothing until their names are read).
+
+    >>> list(each_param_name(2))[12:16]
+    ['W2', 'b2', 'block1.ln1_g', 'block1.ln1_b']
+    """
+    yield from OUTSIDE[:2]
+    for block in range(blocks):
+        yield from (prefix(block) + name for name in BLOCK_NAMES)
+    yield from OUTSIDE[2:]
+
+
+def block_params(params, block):
+    """The tensors of one block under their names inside it (model.py's names, without the prefix). The first
+    block's names have no prefix: for it, params itself (the tensors outside the blocks ride along unread), so
+    that a one-block step builds no dict for it.
+
+    >>> p = ModelConfig(96, 4, 8, 8, blocks=2).init_params(3)
+    >>> sorted(block_params(p, 1)) == sorted(BLOCK_NAMES), block_params(p, 1)["Wq"] is p["block1.Wq"]
+    (True, True)
+    >>> block_params(p, 0) is p
+    True
+    """
+    if block == 0:
+        return params
+    return {name: params[prefix(block) + name] for name in BLOCK_NAMES}
+
+
+# Every forward and backward pass of numpy_model.py checks its parameters against the table of its config
+# (ModelConfig.param_shapes). Worked out once per size (functools.cache) instead of on every call, the plain
+# mirror's step at series size, B = 1, is as fast as before models could grow
+# (python3 -m dev.bench --sizes series-b1 --against DIR).
+
+
 @functools.cache
 def _shapes(vocab, d, hidden, max_len, blocks):
-    """The (name, shape) pairs of a config's parameters, worked out once for each size (sizes.shape_table)."""
-    return sizes.shape_table(vocab, d, hidden, max_len, blocks)
+    """The (name, shape) pairs of a config's parameters, worked out once for each size."""
+    if type(blocks) is not int or blocks < 1:
+        raise ValueError(f"blocks = {blocks!r}: expected a whole number of at least 1")
+    one = one_block_shapes(vocab, d, hidden, max_len)
+    return tuple((name, one[name.rpartition(".")[2]]) for name in each_param_name(blocks))

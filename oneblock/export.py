@@ -33,7 +33,7 @@ from pathlib import Path
 
 from atomic import folder_for, hold, kind_of, private_mode, read_whole, remove_leftovers, write_together
 import bpe
-from oneblock import checkpoint, floor, machine, settings, sizes
+from oneblock import checkpoint, floor, machine, settings
 from oneblock.data import CORPUS_FILE, ROOT, TOKENIZER_FILE, read_data, split_text
 
 EXPLORER = ROOT / "explorer"  # the page: index.html, style.css and the ES modules
@@ -176,7 +176,7 @@ def page_fits(config, where):
     count = config.parameter_count()
     need = PAGE_COPIES * 8 * count
     if need > PAGE_BYTES:
-        raise ValueError(f"{where} is a model of {sizes.describe(config.blocks, config.heads)}, width {config.d}:"
+        raise ValueError(f"{where} is a model of {config.blocks_and_heads()}, width {config.d}:"
                          f" {count:,} parameters, which the explorer does not run: the page holds about {PAGE_COPIES}"
                          f" float64 copies of the weights ({machine.in_bytes(need)} here) and keeps to"
                          f" {machine.in_bytes(PAGE_BYTES)} (at most {PAGE_BYTES // (8 * PAGE_COPIES):,} parameters);"

@@ -31,7 +31,7 @@ from typing import Callable
 
 import bpe
 import model
-from oneblock import checkpoint, sizes
+from oneblock import checkpoint
 from oneblock.config import ModelConfig, seed_switch
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,14 +107,10 @@ def reference(lab):
     >>> reference(build_lab())[1]
     True
     """
-    config = lab.config
-    if config.grown:
-        raise Skip(f"{lab.ckpt_path} is a model of {sizes.describe(config.blocks, config.heads)}, and this lesson"
-                   f" runs model.py, which has one block and one head; leave out --ckpt for the seed's weights")
-    if config.positions not in ("learned", "none"):
-        raise Skip(f"{lab.ckpt_path} has positions {config.positions!r}, which model.py does not have (it has learned"
-                   f" and none); leave out --ckpt for the seed's weights")
-    return lab.params, seed_switch(config)
+    problem = lab.config.seed_problem()
+    if problem:
+        raise Skip(f"{lab.ckpt_path} {problem}; this lesson runs model.py: leave out --ckpt for the seed's weights")
+    return lab.params, seed_switch(lab.config)
 
 
 def encode(lab, text, what):

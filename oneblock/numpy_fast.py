@@ -45,7 +45,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from model import EPS
-from oneblock import numpy_model, sizes
+from oneblock import numpy_model
+from oneblock.config import BLOCK_NAMES, block_params, prefix
 from oneblock.config import ModelConfig  # noqa: F401  (the examples)
 
 VOCAB_MAJOR_BELOW = 512  # logits are stored (V, N) for a smaller vocabulary, (N, V) from this size on
@@ -87,8 +88,8 @@ class Workspace:
         self.B, self.T, self.dtype = B, T, dt
         self.shapes = config.param_shapes()  # {name: shape}, in the parameters' order
         self.order = list(self.shapes)  # the parameters' order, as numpy_model returns gradients
-        # each block's tensors: (the name inside the block, the name in params), see `sizes.block_params`
-        self.block_names = [[(name, sizes.prefix(b) + name) for name in sizes.BLOCK_NAMES] for b in range(blocks)]
+        # each block's tensors: (the name inside the block, the name in params), see `config.block_params`
+        self.block_names = [[(name, prefix(b) + name) for name in BLOCK_NAMES] for b in range(blocks)]
 
         # constants, written once
         self.ones = {n: np.ones(n, dt) for n in {N, T, B, V}}  # for sums as products, see `column_sums`
@@ -243,7 +244,7 @@ class Workspace:
             x0 += self.sinusoid  # (B, T, d)
         x = x0
         for b, blk in enumerate(self.block):
-            x = block_forward(sizes.block_params(params, b), x, blk, self)  # (B, T, d)
+            x = block_forward(block_params(params, b), x, blk, self)  # (B, T, d)
         hf = layernorm_forward(x, params["lnf_g"], params["lnf_b"], self.hf, self.lnf_xhat, self.lnf_rstd, self)
         # trick: replaces `hf @ params["W_out"] + params["b_out"]`: the bias rides in the product as a column of
         # ones, [hf | 1] @ [W_out; b_out], so it costs no pass of its own over the N x V logits, and its gradient
@@ -348,7 +349,7 @@ class Workspace:
         # self.dx0 (after its last read of the one it took, which from the second block on is there too)
         grads = dict(self.ordered_grads)  # every gradient, in the parameters' order
         for b in reversed(range(len(self.block))):
-            block_grads, dx = block_backward(sizes.block_params(params, b), dx, self.block[b], self,
+            block_grads, dx = block_backward(block_params(params, b), dx, self.block[b], self,
                                              self.block_grads[b])  # (N, d)
             grads.update(block_grads if b == 0 else {full: block_grads[name] for name, full in self.block_names[b]})
         dx0 = dx  # (N, d)

@@ -2,7 +2,7 @@
 
 It mirrors `model.py` section by section and name by name, each layer written as its formula, and it can grow: any
 number of blocks, each with its own layer norms, attention and MLP, and attention with several heads (see
-`sizes.py` for the names of the other blocks' parameters). With one block and one head it is model.py's model, bit
+`config.py` for the names of the other blocks' parameters). With one block and one head it is model.py's model, bit
 for bit the same computation as before it could grow. Differences from model.py:
 - The model's description is a `ModelConfig` (config.py), passed beside the weights to every call: the sizes
   (vocab V, width d, hidden H, max_len L), the blocks, the heads and the position scheme.
@@ -37,8 +37,7 @@ import math
 import numpy as np
 
 from model import EPS
-from oneblock.config import ModelConfig, said
-from oneblock.sizes import block_params, prefix
+from oneblock.config import ModelConfig, block_params, prefix, said
 
 DTYPES = (np.float32, np.float64)  # the parameter dtypes this path runs in
 LONGEST = 1024  # the most positions "none", "sinusoidal" and "rope" read (they have no table of learned rows)
@@ -71,7 +70,7 @@ def to_lists(arrays):
 
 def init_params(config, seed, dtype=np.float64):
     """The reference's initial parameters (the same random draws) of a ModelConfig, as arrays; with more blocks,
-    sizes.init_params's.
+    ModelConfig.init_params's.
 
     >>> init_params(ModelConfig(vocab=96, d=4, hidden=8, max_len=8), seed=3, dtype=np.float32)["ln1_g"]
     array([1., 1., 1., 1.], dtype=float32)
@@ -404,7 +403,7 @@ def attention_backward(params, cache, dout):
 
 
 def block_forward(params, x, config):
-    """One block on the stream x (..., T, d), with params its tensors by model.py's names (`sizes.block_params`):
+    """One block on the stream x (..., T, d), with params its tensors by model.py's names (`config.block_params`):
     return (the stream after it, cache).
 
     >>> config = ModelConfig(vocab=96, d=4, hidden=8, max_len=8)
@@ -431,7 +430,7 @@ def block_backward(params, cache, dx2):
     >>> p = init_params(config, seed=3)
     >>> _, c = block_forward(p, np.ones((2, 4)), config)
     >>> g, dx = block_backward(p, c, np.ones((2, 4)))
-    >>> from oneblock.sizes import BLOCK_NAMES
+    >>> from oneblock.config import BLOCK_NAMES
     >>> sorted(g) == sorted(BLOCK_NAMES), dx.shape
     (True, (2, 4))
     """

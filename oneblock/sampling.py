@@ -16,7 +16,7 @@ import math
 import random  # noqa: F401  (choose's example)
 
 import model
-from oneblock import checkpoint, sizes
+from oneblock import checkpoint
 from oneblock.config import seed_switch
 
 TOKEN_BYTES = 64  # memory a generated token takes: its ID in the context list, and its share of the printed text
@@ -75,12 +75,9 @@ def load_logits_fn(path, backend, tokenizer_sha256=None):
     ckpt = checkpoint.load_checkpoint(path, tokenizer_sha256)  # the checks: format, hash, shapes, finite values
     config = ckpt["config"]  # sizes, blocks, heads and position scheme (an older file's read as it meant them)
     if backend == "python":
-        if config.positions not in ("learned", "none"):
-            raise ValueError(f"{path} has positions {config.positions!r}, which model.py does not have (it has"
-                             f" learned and none); use --backend numpy or torch")
-        if config.grown:
-            raise ValueError(f"{path} is a model of {sizes.describe(config.blocks, config.heads)}, and model.py has"
-                             f" one block and one head; use --backend numpy or torch")
+        problem = config.seed_problem()
+        if problem:
+            raise ValueError(f"{path} {problem}; use --backend numpy or torch")
         params, switch = checkpoint.reference_params(ckpt), seed_switch(config)
 
         def next_logits(ids):

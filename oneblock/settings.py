@@ -14,7 +14,7 @@ command line's flags) and their defaults filled in.
     ...
     ValueError: --steps 'ten': expected a whole number
 
-Standard library only: what a setting costs in memory is priced by formula (sizes.py) before any of it is spent.
+Standard library only: what a setting costs in memory is priced by formula (config.py) before any of it is spent.
 """
 
 import dataclasses
@@ -23,7 +23,7 @@ import typing
 from dataclasses import dataclass
 
 import bpe
-from oneblock import config, machine, sizes
+from oneblock import config, machine
 
 BACKENDS = ("numpy", "numpy-plain", "python", "torch")  # which model file computes (training.model_functions)
 HIDDEN_PER_WIDTH = 4  # the MLP's hidden units per unit of width: 64 at the series width 16
@@ -37,6 +37,7 @@ TRAINING_SETTINGS = ("backend", "threads", "dtype", "steps", "batch", "seq_len",
                      "beta2", "eps", "clip", "seed", "val_stories", "positions", "blocks", "heads")
 TEXT_SETTINGS = ("val_fraction", "vocab_size")  # added to those with data (the text and the tokenizer are hashed)
 HOW_RUN = ("backend", "threads")  # where the same run computes: a checkpoint resumes on another backend too
+DTYPES = ("float32", "float64")  # of the weights and of Adam's moments
 
 # ----------------------------------------------------------------------------------------------------------------
 # The settings
@@ -81,6 +82,67 @@ class Settings:
     world: int = 1  # under torchrun: the number of processes (WORLD_SIZE)
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# What each setting must be
+
+
+def at_least(low, null=None):
+    """The rule (test, what is expected in words) of a setting that is a whole number of at least low (true and
+    false are no numbers here), or None when null says what that means."""
+    words = f"a whole number of at least {low}" + (f", or null ({null})" if null else "")
+    return (lambda v: (null is not None and v is None) or (type(v) is int and v >= low)), words
+
+
+def within(low, high, words, from_low=False, to_high=False):
+    """The rule of a setting that is a number between low and high (from_low, to_high: the ends taken in), compared
+    exactly: an end of infinity leaves infinity out unless taken in, and NaN is never within.
+
+    >>> [RULES["lr"][0](v) for v in (1e-3, 10 ** 400, math.inf, math.nan, 0, True, None)]
+    [True, True, False, False, False, False, False]
+    """
+    return (lambda v: type(v) in (int, float) and (low <= v if from_low else low < v)
+            and (v <= high if to_high else v < high)), words
+
+
+def one_of(choices):
+    """The rule of a setting that names one of choices."""
+    return (lambda v: isinstance(v, str) and v in choices), f"one of {list(choices)}"
+
+
+# What each setting must be, on its own: name -> (test, what is expected in words), the one table of the settings'
+# ranges. `checked` holds a run's settings to it, checkpoint.py a file's recorded training (TRAINING_RULES).
+RULES = {
+    "backend": one_of(BACKENDS),
+    "threads": at_least(1),
+    "dtype": one_of(DTYPES),
+    "steps": at_least(1),
+    "batch": at_least(1),
+    "seq_len": at_least(1),
+    "lr": within(0, math.inf, "a positive finite number"),
+    "min_lr": within(0, math.inf, "a finite number of at least 0", from_low=True),
+    "warmup": at_least(0),
+    "beta1": within(0, 1, "a number in [0, 1)", from_low=True),
+    "beta2": within(0, 1, "a number in [0, 1)", from_low=True),
+    "eps": within(0, math.inf, "a positive finite number"),
+    "clip": within(0, math.inf, "a positive number (Infinity: no clipping)", to_high=True),
+    "seed": at_least(0),
+    "val_stories": at_least(1),
+    "positions": one_of(config.SCHEMES),
+    "blocks": at_least(1),
+    "heads": at_least(1),
+    "val_fraction": within(0, 1, "a number between 0 and 1"),
+    "vocab_size": at_least(1),
+    "eval_every": at_least(1),
+    "ckpt_every": at_least(1),
+    "width": at_least(1),
+    "max_len": at_least(1),
+}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Checking the settings
+
+
 def checked(s):
     """s with every default filled in, or a ValueError naming the first setting that makes no sense and what was
     expected. It also prices the run's step in memory (on the CPU) and refuses one that would not fit here."""
@@ -122,38 +184,25 @@ def _kind_problem(s):
 
 def _problem(given, s):
     """The first thing wrong with the settings s (given: as they came, before the defaults), in one line, or None."""
-    if s.backend not in BACKENDS:
-        return f"--backend {s.backend!r}: expected one of {', '.join(BACKENDS)}"
-    if s.positions not in config.SCHEMES:
-        return f"--positions {s.positions!r}: expected one of {', '.join(config.SCHEMES)}"
-    if s.dtype not in ("float32", "float64"):
-        return f"--dtype {s.dtype!r}: expected float32 or float64"
+    for name, (test, expected) in RULES.items():  # (None: a default that follows from settings said below)
+        if getattr(s, name) is not None and not test(getattr(s, name)):
+            return f"--{name.replace('_', '-')} {getattr(s, name)!r}: expected {expected}"
     if s.world < 1:
         return f"world {s.world}: expected at least 1 process (torchrun's WORLD_SIZE)"
     if not 0 <= s.rank < s.world:
         return (f"rank {s.rank}: expected " + ("0, the only process" if s.world == 1 else
                                                f"0 to {s.world - 1}, one for each of the {s.world} processes")
                 + " (torchrun's RANK and WORLD_SIZE)")
-    for name in config.GROWN_KEYS:
-        if getattr(s, name) < 1:
-            return f"--{name} must be at least 1, got {getattr(s, name)}"
-    if s.backend == "python" and (s.blocks, s.heads) != (1, 1):
-        return (f"--blocks {s.blocks} --heads {s.heads}: the python backend is model.py, which has one block and one"
-                f" head; use --backend numpy, numpy-plain or torch")
-    if s.backend == "python" and s.positions not in ("learned", "none"):
-        return (f"--positions {s.positions}: the python backend (model.py) has learned positions and none only; use"
-                f" --backend numpy")
+    seed_problem = model_config(s, s.vocab_size or bpe.VOCAB_SIZE).seed_problem()
+    if s.backend == "python" and seed_problem:
+        return (f"--backend python runs model.py: this run's model {seed_problem}; use --backend numpy, numpy-plain"
+                f" or torch")
     if s.backend == "python" and s.dtype != "float64":
         return (f"--dtype {s.dtype}: the python backend computes in Python floats, which are float64; drop --dtype or"
                 f" use --backend numpy")
     problem = _data_problem(given)
     if problem:
         return problem
-    at_least = {"threads": 1, "steps": 1, "batch": 1, "seq_len": 1, "warmup": 0, "seed": 0, "val_stories": 1,
-                "eval_every": 1, "ckpt_every": 1, "width": 1, "max_len": 1, "vocab_size": 1}
-    for name, low in at_least.items():
-        if getattr(s, name) is not None and getattr(s, name) < low:
-            return f"--{name.replace('_', '-')} must be at least {low}, got {getattr(s, name)}"
     try:  # the model's own checks (the flags above have said what is not a size): heads, and rope's even width
         model_config(s, s.vocab_size or bpe.VOCAB_SIZE).checked()
     except ValueError as e:  # (one head divides every width: then it is rope's, on an odd width)
@@ -165,17 +214,8 @@ def _problem(given, s):
         return f"--stop-at {s.stop_at} is outside the run: expected a step from 1 to --steps ({s.steps})"
     if s.warmup > s.steps:
         return f"--warmup {s.warmup} is longer than the run (--steps {s.steps})"
-    if not (math.isfinite(s.lr) and s.lr > 0):
-        return f"--lr must be a positive number, got {s.lr}"
-    if not (math.isfinite(s.min_lr) and 0 <= s.min_lr <= s.lr):
-        return f"--min-lr must be between 0 and --lr ({s.lr}), got {s.min_lr}"
-    for name in ("beta1", "beta2"):
-        if not 0 <= getattr(s, name) < 1:
-            return f"--{name} must be in [0, 1), got {getattr(s, name)}"
-    if not (math.isfinite(s.eps) and s.eps > 0):
-        return f"--eps must be a positive number, got {s.eps}"
-    if not s.clip > 0:  # also rejects nan
-        return f"--clip must be positive (inf switches clipping off), got {s.clip}"
+    if s.min_lr > s.lr:
+        return f"--min-lr {s.min_lr} is more than --lr {s.lr}: expected a learning rate that falls"
     if s.backend != "torch":
         if s.device is not None:
             return f"--device {s.device} is for --backend torch; the {s.backend} backend runs on the CPU"
@@ -229,8 +269,6 @@ def _data_problem(s):
     if s.tokenizer is not None and s.vocab_size is not None:
         return (f"--tokenizer {s.tokenizer} and --vocab-size {s.vocab_size} contradict each other: a given tokenizer"
                 f" has its own size; pick one")
-    if s.val_fraction is not None and not 0 < s.val_fraction < 1:
-        return f"--val-fraction must be between 0 and 1 (a share of the text), got {s.val_fraction}"
     return None
 
 
@@ -250,8 +288,8 @@ def _memory_problem(s):
 
 
 def step_memory(s):
-    """About the bytes a step of a run with the checked settings s holds at once (sizes.step_bytes), before its data:
-    the NumPy paths and torch hold numbers of s.dtype, and validate up to VAL_BATCH windows or all val_stories at
+    """About the bytes a step of a run with the checked settings s holds at once (ModelConfig.step_bytes), before its
+    data: the NumPy paths and torch hold numbers of s.dtype, and validate up to VAL_BATCH windows or all val_stories at
     once; model.py holds Python floats in lists (about 32 bytes each, the float and the list's pointer to it) and
     every row's gradients until their mean. The vocabulary is vocab_size, or the stories' 96 (a given tokenizer's own
     is not read yet).
@@ -263,10 +301,9 @@ def step_memory(s):
     m = model_config(s, s.vocab_size or bpe.VOCAB_SIZE)
     if s.backend == "python":
         return 32 * ((4 + s.batch) * m.parameter_count()
-                     + 2 * s.seq_len * sizes.activations_per_token(m.vocab, m.d, m.hidden, 1, 1, s.seq_len))
+                     + 2 * s.seq_len * m.activations_per_token(s.seq_len))
     rows = max(s.batch, VAL_BATCH if s.data is not None else s.val_stories)  # (rows, T) the most at once
-    return sizes.step_bytes(m.vocab, m.d, m.hidden, m.max_len, m.blocks, m.heads, rows, s.seq_len,
-                            4 if s.dtype == "float32" else 8)
+    return m.step_bytes(rows, s.seq_len, 4 if s.dtype == "float32" else 8)
 
 
 def model_config(s, vocab):

@@ -6,7 +6,7 @@ as `numpy_model.py`, written independently: the sinusoid table from torch ops, a
 numbers (each channel pair of q and k as x[2i] + i x[2i + 1], times e^(i angle)), where numpy_model.py uses real
 sines and cosines with a hand-written inverse rotation for the backward pass. Every function takes the model's
 `ModelConfig` (oneblock/config.py) beside the weights: its blocks, heads and position scheme. It grows as
-numpy_model.py does (the other blocks' names are sizes.py's), but its attention has a heads axis whenever there is
+numpy_model.py does (the other blocks' names are config.py's), but its attention has a heads axis whenever there is
 more than one head, made by `view` and `transpose`. The reference
 stores a weight as (in, out) and computes x W; `F.linear` wants (out, in), so it gets the transposed view `W.T` (no
 copy). Importing this module imports torch; `model.py` and `numpy_model.py` never do.
@@ -28,8 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from model import EPS
-from oneblock import sizes
-from oneblock.config import SCHEMES, ModelConfig  # noqa: F401  (ModelConfig: the examples)
+from oneblock.config import SCHEMES, ModelConfig, block_params, prefix  # noqa: F401  (ModelConfig: the examples)
 
 ROPE_BASE = 10000.0  # channel pair i turns by pos / ROPE_BASE^(2i/d) radians; also the sinusoids' wavelengths
 
@@ -123,7 +122,7 @@ def merge_heads(x, heads):
 
 def forward(p, ids, config):
     """Logits (B, T, V) for ids (B, T), and the intermediates the comparison tool checks, by the reference's names;
-    those of block k >= 1 after sizes.prefix(k), like its parameters ("block1.x1").
+    those of block k >= 1 after prefix(k), like its parameters ("block1.x1").
 
     config: the model's ModelConfig, whose blocks, heads and positions ("learned", "none", "sinusoidal" or "rope")
     say what to compute. "weights" is (B, T, T) for one head and (B, nh, T, T) for more, as in numpy_model.py.
@@ -147,8 +146,8 @@ def forward(p, ids, config):
     inter = {"x0": x}
     future = torch.ones(T, T, dtype=torch.bool).triu(1)  # (T, T) True where key j > query i
     for block in range(config.blocks):
-        name = sizes.prefix(block)  # "" for the first block, "block1." for the second, ...
-        w = sizes.block_params(p, block)  # this block's tensors by the reference's names
+        name = prefix(block)  # "" for the first block, "block1." for the second, ...
+        w = block_params(p, block)  # this block's tensors by the reference's names
         h1 = F.layer_norm(x, (d,), w["ln1_g"], w["ln1_b"], eps=EPS)  # (B, T, d)
         q = split_heads(F.linear(h1, w["Wq"].T), heads)  # (B, nh, T, dh)
         k = split_heads(F.linear(h1, w["Wk"].T), heads)  # (B, nh, T, dh)

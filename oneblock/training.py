@@ -19,6 +19,7 @@ numpy_fast.py, numpy-plain numpy_model.py, python model.py itself, torch torch_m
 """
 
 import array
+import dataclasses
 import math
 import random
 import sys
@@ -318,18 +319,17 @@ def recorded_settings(training):
 def resumed_state(s, ckpt, path, training, config, data):
     """The state a loaded checkpoint (checkpoint.load_checkpoint's, of the file at path) saved, for a run with the
     settings s, the recorded settings training and the ModelConfig that reads data; a ValueError says why it
-    cannot be resumed (other data, other tokenizer, other model size, other settings)."""
+    cannot be resumed (other data, other tokenizer, another model config in any field, other settings)."""
     recorded = ckpt["metadata"]["tokenizer_sha256"]
     if recorded != data.tokenizer_sha:
         raise ValueError(f"{path}: {checkpoint.tokenizer_mismatch(recorded, data.tokenizer_sha)}")
     if ckpt["metadata"].get("corpus_sha256") != data.metadata.get("corpus_sha256"):
         raise ValueError(f"{path} was trained on another corpus.txt; it cannot be resumed on this one")
-    other = {key: (getattr(ckpt["config"], key), getattr(config, key)) for key in ("d", "max_len")
-             if getattr(ckpt["config"], key) != getattr(config, key)}
+    there, here = dataclasses.asdict(ckpt["config"]), dataclasses.asdict(config)  # the whole model, field by field
+    other = [f"{key} {there[key]!r} there, {here[key]!r} here" for key in here if there[key] != here[key]]
     if other:
-        raise ValueError(f"{path} is a model of another size: " + "; ".join(
-            f"--{'width' if key == 'd' else 'max-len'} {there} there, {here} here" for key, (there, here) in
-            other.items()) + ". HINT: to resume, pass the settings of the run you resume")
+        raise ValueError(f"{path} is another model than this run's: {'; '.join(other)}. HINT: to resume, pass the"
+                         f" settings of the run you resume")
     there, here = recorded_settings(ckpt["training"]), recorded_settings(training)
     differ = [f"--{k.replace('_', '-')} {there.get(k)!r} there, {v!r} here"
               for k, v in here.items() if there.get(k) != v and k not in HOW_RUN]

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import strategies as st
 
 import model
-from oneblock import numpy_fast, numpy_model, sizes
+from oneblock import numpy_fast, numpy_model
 from oneblock.config import ModelConfig
 
 SERIES = (96, 16, 64, 64, 3)  # vocab, d, hidden, max_len, seed
@@ -31,7 +31,7 @@ def jittered(vocab, d, hidden, max_len, seed, scale, blocks=1):
     """Reference parameters (dict of lists; of a grown model with blocks > 1) plus noise, so that gains are not 1 and
     biases not 0."""
     rng = np.random.default_rng(seed)
-    p = sizes.init_params(vocab, d, hidden, max_len, seed, blocks)
+    p = config_for(vocab, d, hidden, max_len, blocks=blocks).init_params(seed)
     return {name: (np.array(t) + rng.normal(0.0, scale, np.shape(t))).tolist() for name, t in p.items()}
 
 

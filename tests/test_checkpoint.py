@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from oneblock import checkpoint, sizes
+from oneblock import checkpoint
 from oneblock.config import SWITCH_KEY, ModelConfig
 import model
 
@@ -352,7 +352,7 @@ def test_a_grown_checkpoint_records_its_sizes_as_version_2_and_a_one_block_one_s
     assert ckpt["metadata"]["format_version"] == checkpoint.GROWN_VERSION == "2"
     assert ckpt["config"] == GROWN and (ckpt["config"].blocks, ckpt["config"].heads) == (2, 2)
     assert json.loads(ckpt["metadata"]["config"]) == GROWN.to_json() and "blocks" in GROWN.to_json()
-    assert list(ckpt["params"]) == sizes.param_names(2) == list(args["params"])
+    assert list(ckpt["params"]) == ModelConfig(96, 16, 64, 64, blocks=2).param_names() == list(args["params"])
     write_tiny(path)
     ckpt = checkpoint.load_checkpoint(path, TOKENIZER_SHA)
     assert ckpt["metadata"]["format_version"] == "1" and "blocks" not in json.loads(ckpt["metadata"]["config"])

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from dev import compare
-from oneblock import machine, numpy_model, sizes
+from oneblock import machine, numpy_model
+from oneblock.config import each_param_name
 from fastpath_helpers import PATHS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -129,7 +130,7 @@ def test_without_the_twin_a_scheme_without_reference_compares_the_numpy_paths(pa
     out = capsys.readouterr().out
     assert "PyTorch: skipped (--no-torch)" in out and "has no reference in model.py" in out
     assert tables(out) == {"numpy_fast float64 vs numpy_model float64 (rope)": dict.fromkeys(
-        [*compare.intermediate_names(1), "loss", *("grad " + n for n in sizes.param_names(1))], "OK")}
+        [*compare.intermediate_names(1), "loss", *("grad " + n for n in each_param_name(1))], "OK")}
     assert out.rstrip().splitlines()[-1] == "all OK (PyTorch skipped: --no-torch)"
 
     real = path.layernorm_backward
@@ -165,7 +166,7 @@ def test_a_grown_model_compares_numpy_model_with_the_twin(capsys, monkeypatch):
     assert [line.split(" (OK:")[0] for line in out.splitlines() if "(OK:" in line] == titles
     for table in out.split("(OK: relative error")[1:]:
         rows = grown_rows(table)
-        assert list(rows) == [*compare.intermediate_names(2), "loss", *("grad " + n for n in sizes.param_names(2))]
+        assert list(rows) == [*compare.intermediate_names(2), "loss", *("grad " + n for n in each_param_name(2))]
         assert set(rows.values()) == {"OK"}
 
     real = numpy_model.attention_backward

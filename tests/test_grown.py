@@ -11,8 +11,7 @@ import pytest
 
 import model
 from oneblock import numpy_model as nm
-from oneblock import sizes
-from oneblock.config import SCHEMES
+from oneblock.config import BLOCK_NAMES, SCHEMES
 from fastpath_helpers import PATHS, assert_central_differences_match, config_for, jittered, rel_err
 
 GROWN = (20, 8, 8, 12, 7)  # vocab, d, hidden, max_len, seed: small enough for every parameter by central differences
@@ -32,7 +31,7 @@ def test_every_gradient_of_a_grown_model_matches_central_differences(path, block
     config = config_for(*GROWN, blocks=blocks, heads=heads, positions=scheme)
     numeric, grads, worst = assert_central_differences_match(path, params, ids, targets, config)
     WORST[path.__name__, blocks, heads, scheme] = max(worst.values())
-    assert list(grads) == sizes.param_names(blocks)
+    assert list(grads) == config.param_names()
     for name in grads:  # every block's tensors learn: no gradient is all zero but pos_emb's where it is unread
         assert grads[name].any() == (name != "pos_emb" or scheme == "learned"), name
 
@@ -41,7 +40,7 @@ def test_report_the_worst_central_difference_errors(capsys):
     """Not a check: prints the worst errors the test above found, for docs/growing.md."""
     with capsys.disabled():
         for (name, blocks, heads, scheme), worst in WORST.items():
-            print(f"\ncentral differences, {name}, {sizes.describe(blocks, heads)}, {scheme}: worst {worst:.2e}",
+            print(f"\ncentral differences, {name}, {blocks} x {heads}, {scheme}: worst {worst:.2e}",
                   end="")
 
 
@@ -167,13 +166,14 @@ def test_float32_close_to_float64_in_a_grown_model(path, scheme):
 def test_names_and_initial_values_of_a_grown_model():
     """Block 0 keeps model.py's names and its random draws; block k >= 1 repeats them after "block{k}."; the
     first block's weights are drawn before the second's, so they are the one-block model's too."""
-    one, grown = model.init_params(96, 16, 64, 64, 3), sizes.init_params(96, 16, 64, 64, 3, blocks=3)
-    assert list(grown) == ["tok_emb", "pos_emb", *sizes.BLOCK_NAMES, *("block1." + n for n in sizes.BLOCK_NAMES),
-                           *("block2." + n for n in sizes.BLOCK_NAMES), "lnf_g", "lnf_b", "W_out", "b_out"]
-    assert all(grown[name] == one[name] for name in ("tok_emb", "pos_emb", *sizes.BLOCK_NAMES))
+    one, grown = model.init_params(96, 16, 64, 64, 3), config_for(96, 16, 64, 64, blocks=3).init_params(3)
+    assert list(grown) == ["tok_emb", "pos_emb", *BLOCK_NAMES, *("block1." + n for n in BLOCK_NAMES),
+                           *("block2." + n for n in BLOCK_NAMES), "lnf_g", "lnf_b", "W_out", "b_out"]
+    assert all(grown[name] == one[name] for name in ("tok_emb", "pos_emb", *BLOCK_NAMES))
     assert grown["block1.Wq"] != grown["Wq"] and grown["block2.ln1_g"] == [1.0] * 16
     assert model.count_params(grown) == 7440 + 2 * 3216
-    assert sizes.init_params(96, 16, 64, 64, 3) == one == nm.to_lists(nm.init_params(config_for(96, 16, 64, 64), 3))
+    one_block = config_for(96, 16, 64, 64)
+    assert one_block.init_params(3) == one == nm.to_lists(nm.init_params(one_block, 3))
     assert nm.to_lists(nm.init_params(config_for(96, 16, 64, 64, blocks=3), 3)) == grown
 
 

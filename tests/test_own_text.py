@@ -182,9 +182,9 @@ def test_a_tokenizer_without_a_character_of_the_text_is_refused(tmp_path):
     (["--vocab-size", "64", "--val-fraction", "0.2"], "--vocab-size and --val-fraction go with --data FILE"),
     (["--data", "x.txt", "--val-stories", "30"], "with --data the share of the text that validates is --val-fraction"),
     (["--data", "x.txt", "--tokenizer", "t.json", "--vocab-size", "64"], "contradict each other"),
-    (["--data", "x.txt", "--val-fraction", "1"], "--val-fraction must be between 0 and 1"),
-    (["--data", "x.txt", "--vocab-size", "0"], "--vocab-size must be at least 1, got 0"),
-    (["--width", "0"], "--width must be at least 1, got 0"),
+    (["--data", "x.txt", "--val-fraction", "1"], "--val-fraction 1.0: expected a number between 0 and 1"),
+    (["--data", "x.txt", "--vocab-size", "0"], "--vocab-size 0: expected a whole number of at least 1"),
+    (["--width", "0"], "--width 0: expected a whole number of at least 1"),
     (["--max-len", "16", "--seq-len", "32"], "--seq-len 32 is longer than the 16 positions the model has"),
 ])
 def test_settings_of_the_data_are_checked(tmp_path, args, phrase):
@@ -345,7 +345,7 @@ def test_a_resume_refuses_another_text_another_size_and_the_stories(run_dir, tmp
     changed.write_text(own_text().replace("Zoë", "Zoe"), encoding="utf-8")
     for args, phrase in [(["--data", changed, "--vocab-size", 100], "learned another text than"),
                          (["--data", run_dir / "notes.txt", "--vocab-size", 100, "--width", 8],
-                          "--width 16 there, 8 here"),
+                          "d 16 there, 8 here; hidden 64 there, 32 here"),
                          ([], "learned --data notes.txt; resume it with the same --data")]:
         proc = run("train.py", *args, *same, cwd=tmp_path)
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and phrase in proc.stderr, proc.stderr

@@ -4,7 +4,7 @@ FLOPs of a training step, counted in PyTorch's own operations on the twin of the
 import numpy as np
 import pytest
 
-from oneblock import numpy_model, sizes
+from oneblock import numpy_model
 from oneblock.config import ModelConfig
 from dev import scale
 
@@ -56,15 +56,15 @@ def test_the_flops_formula_counts_the_matrix_products_of_a_training_step(d, voca
     ids = torch.arange(B * T).reshape(B, T) % vocab  # (B, T)
     with FlopCounterMode(display=False) as counter:
         torch_model.loss_and_grads(p, ids, (ids + 1) % vocab, config)
-    assert counter.get_total_flops() == B * T * sizes.flops_per_token(vocab, d, 4 * d, blocks, T)
-    assert scale.paper(config)["flops_per_token"] == sizes.flops_per_token(vocab, d, 4 * d, blocks, T)
+    assert counter.get_total_flops() == B * T * config.flops_per_token(T)
+    assert scale.paper(config)["flops_per_token"] == config.flops_per_token(T)
 
 
 def test_non_embedding_parameters_are_the_blocks_and_the_final_layer_norm():
-    params = numpy_model.init_params(ModelConfig(96, 16, 64, 64, blocks=2), seed=1)
+    config = ModelConfig(96, 16, 64, 64, blocks=2)
+    params = numpy_model.init_params(config, seed=1)
     outside = ("tok_emb", "pos_emb", "W_out", "b_out")
-    assert sizes.non_embedding_parameters(16, 64, 2) == sum(p.size for name, p in params.items()
-                                                             if name not in outside)
+    assert config.non_embedding_parameters() == sum(p.size for name, p in params.items() if name not in outside)
 
 
 def test_bad_sizes_are_refused_naming_the_value(capsys):
