@@ -1,7 +1,7 @@
 """The library that every command, experiment and benchmark of this lab shares (model.py, the seed's reference,
 and the other files of the seed's lab stay at the root, standard library only, as the seed ships them):
 
-    config        ModelConfig: the one description of a model (sizes, blocks, heads, scheme) beside its weights
+    config        ModelConfig: the one description of a model (sizes, blocks, heads, scheme), its names and costs
     numpy_model   the batched NumPy mirror of model.py, each layer as its formula; any blocks, heads and positions
     numpy_fast    the same maths tuned for a training loop: every array of a step in one Workspace
     torch_model   an independent PyTorch twin, for cross-checks and export
@@ -18,7 +18,6 @@ and the other files of the seed's lab stay at the root, standard library only, a
     mistakes      the catalogue of named mistakes the grader recognises, each a small change of model.py
     export        what the browser explorer reads, exported beside its page
     server        the explorer's web server: one folder's regular files, on 127.0.0.1 only
-    sizes         the names and shapes blocks and heads give, and what a size costs in memory
     floor         the entropy floor of the stories: the lowest loss any model can expect
     machine       what a script needs installed, the BLAS kernels and threads NumPy computes with, the memory left
 
