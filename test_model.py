@@ -3,7 +3,9 @@
     python3 -m unittest -v test_model.py
 """
 
+import contextlib
 import doctest
+import io
 import json
 import math
 import random
@@ -58,13 +60,42 @@ class TestTrace(unittest.TestCase):
             try:
                 trace_block.TRACE_FILE.write_text(stale, encoding="utf-8")
                 fresh = trace_block.to_json(json.loads((HERE / "block-trace.json").read_text(encoding="utf-8")))
-                self.assertIn("field initial_loss differs", trace_block.check(fresh + "\n"))
+                said = trace_block.check(fresh + "\n")
+                self.assertIn("does not match this model.py (field initial_loss differs: ", said)
+                self.assertIn("unless you changed the model on purpose, the model is wrong", said)
                 trace_block.TRACE_FILE.write_text(stale[: len(stale) // 2], encoding="utf-8")
                 self.assertIn("not valid JSON", trace_block.check(fresh + "\n"))
                 trace_block.TRACE_FILE.unlink()
                 self.assertIn("missing", trace_block.check(fresh + "\n"))
             finally:
                 trace_block.TRACE_FILE = old
+
+    def test_a_wrong_backward_is_not_ok_in_verbose_and_never_written(self):
+        """layer norm's backward without its xhat term: --verbose marks the tensors it spoils NOT OK and names the
+        first the backward pass meets (b2: the final norm's backward hands it its gradient), exit 1; --write
+        writes nothing."""
+        right = model.layernorm_backward
+
+        def wrong(dy, g, cache):
+            dx, dg, db = right(dy, g, cache)
+            u = [[a * gi for a, gi in zip(row, g)] for row in dy]  # (T, n)
+            return [[(ui - math.fsum(ur) / len(g)) / s for ui in ur] for ur, s in zip(u, cache["std"])], dg, db
+
+        with tempfile.TemporaryDirectory() as tmp:
+            old, trace_block.TRACE_FILE = trace_block.TRACE_FILE, Path(tmp) / "block-trace.json"
+            model.layernorm_backward, err = wrong, io.StringIO()
+            try:
+                with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                    self.assertEqual(trace_block.main(["--verbose"]), 1)
+                    self.assertEqual(trace_block.main(["--write"]), 1)
+                self.assertFalse(trace_block.TRACE_FILE.exists())
+            finally:
+                model.layernorm_backward, trace_block.TRACE_FILE = right, old
+        lines = err.getvalue().splitlines()
+        self.assertTrue(any(line.startswith("  b2 ") and line.endswith("NOT OK") for line in lines), lines)
+        self.assertTrue(any(line.startswith("  lnf_g ") and not line.endswith("NOT OK") for line in lines), lines)
+        self.assertIn("b_out, W_out, lnf_b, lnf_g come out right and b2 is the first wrong", err.getvalue())
+        self.assertTrue(lines[-1].startswith("not written: the gradient check fails"), lines[-1])
 
     def test_every_gradient_of_the_tiny_copy_matches_central_differences(self):
         ids = TOK.encode(LINES[1])  # another story than the trace checks

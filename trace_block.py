@@ -3,7 +3,10 @@
     python3 trace_block.py            print the trace as JSON
     python3 trace_block.py --write    rewrite block-trace.json (atomically)
     python3 trace_block.py --check    exit 1 with a one-line reason when block-trace.json is missing or out of date
-    python3 trace_block.py --verbose  also print the gradient check tensor by tensor, largest error first
+    python3 trace_block.py --verbose  also print the gradient check tensor by tensor, largest error first, and exit 1
+                                      when a gradient disagrees with its central difference (NOT OK)
+
+A trace whose gradient check fails is never written: it would record a wrong backward pass as the truth.
 
 Standard library only. Every number comes from exact-rounded sums, so the trace is byte-identical on every Python.
 """
@@ -25,6 +28,7 @@ TINY = {"d": 4, "hidden": 8, "max_len": 8, "seed": 3}  # a small copy, for check
 ORDER_A = "now mia gives the hat to leo."  # the same tokens as ORDER_B, the two names swapped
 ORDER_B = "now leo gives the hat to mia."
 STEP = 1e-6  # central-difference step of the gradient check
+PLACES = 7  # the gradient check's largest error is recorded rounded to 7 places: it must round to 0.0 (below 5e-8)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -115,8 +119,16 @@ def trace(verbose=False):
     if verbose:
         print(f"gradient check, {model.count_params(tiny)} parameters, step {STEP}:", file=sys.stderr)
         for name, err in sorted(errors.items(), key=lambda kv: -kv[1]):
-            print(f"  {name:8s} {str(model.shape(tiny[name])):10s} max |numeric - backward| = {err:.3e}",
-                  file=sys.stderr)
+            print(f"  {name:8s} {str(model.shape(tiny[name])):10s} max |numeric - backward| = {err:.3e}"
+                  f"{'  NOT OK' if round(err, PLACES) else ''}", file=sys.stderr)
+        back = list(reversed(list(errors)))  # the tensors in the order the backward pass meets them, loss first
+        wrong = [name for name in back if round(errors[name], PLACES)]
+        if wrong:
+            right = back[:back.index(wrong[0])]
+            print(f"NOT OK: {len(wrong)} of {len(errors)} tensors' gradients disagree with their central differences"
+                  f" (by 5e-8 or more). Going back from the loss, {', '.join(right) or 'no tensor'} come out right"
+                  f" and {wrong[0]} is the first wrong: the mistake is in the backward pass between them, where"
+                  f" {wrong[0]}'s layer gets its gradient", file=sys.stderr)
 
     return {
         "story": story,
@@ -149,7 +161,7 @@ def trace(verbose=False):
             "config": TINY,
             "parameters_checked": model.count_params(tiny),
             "step": STEP,
-            "max_error_rounded": round(max(errors.values()), 7),
+            "max_error_rounded": round(max(errors.values()), PLACES),
         },
     }
 
@@ -210,8 +222,37 @@ def check(text):
         field = first_difference(json.loads(recorded), json.loads(text))
     except ValueError:
         return f"{TRACE_FILE.name} is not valid JSON (truncated or edited?); run python3 trace_block.py --write"
-    what = f"field {field} differs" if field else "its formatting differs"
-    return f"{TRACE_FILE.name} is out of date ({what}); run python3 trace_block.py --write"
+    if not field:
+        return f"{TRACE_FILE.name} is out of date (its formatting differs); run python3 trace_block.py --write"
+    was, now = (shown(value_at(json.loads(t), field)) for t in (recorded, text))
+    return (f"{TRACE_FILE.name} does not match this model.py (field {field} differs: {was} recorded, {now} now):"
+            f" unless you changed the model on purpose, the model is wrong; python3 trace_block.py --verbose shows"
+            f" which gradients disagree with finite differences, and python3 -m oneblock.workbook check model.py"
+            f" (in the lab's folder) places the first wrong number. A change made on purpose is recorded with"
+            f" python3 trace_block.py --write")
+
+
+def value_at(record, field):
+    """The value at a dotted field of a JSON record, or "absent".
+
+    >>> value_at({"a": {"b": [1, 2]}}, "a.b"), value_at({"a": 1}, "c")
+    ([1, 2], 'absent')
+    """
+    for key in field.split("."):
+        if not isinstance(record, dict) or key not in record:
+            return "absent"
+        record = record[key]
+    return record
+
+
+def shown(value):
+    """A value as JSON, cut to 40 characters.
+
+    >>> shown(0.5), shown(list(range(30)))[-3:]
+    ('0.5', '...')
+    """
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def main(argv=None):
@@ -228,6 +269,11 @@ def main(argv=None):
     except (OSError, ValueError) as e:  # a missing or broken corpus.txt or tokenizer.json
         print(f"cannot make the trace: {e}", file=sys.stderr)
         return 1
+    failed = json.loads(text)["gradient_check"]["max_error_rounded"]
+    if args.write and failed:
+        print(f"not written: the gradient check fails (largest error {failed}, rounded to {PLACES} places; it must"
+              f" be 0.0), so the backward pass is wrong; python3 trace_block.py --verbose shows where", file=sys.stderr)
+        return 1
     if args.write:
         write_atomic(TRACE_FILE, text)
         print(f"wrote {TRACE_FILE.name}")
@@ -239,7 +285,7 @@ def main(argv=None):
         print(f"{TRACE_FILE.name} is up to date")
     else:
         sys.stdout.write(text)
-    return 0
+    return 1 if args.verbose and failed else 0
 
 
 if __name__ == "__main__":
