@@ -95,7 +95,7 @@ def arguments(step, case):
 
 
 ATTENTION_GRADS = ["Wo", "Wv", "Wq", "Wk"]  # in the order attention_backward computes them
-FORWARD_CACHE = ["x0", "h1", "att.weights", "x1", "h2", "pre", "act", "x2", "hf"]  # in forward's order
+FORWARD_CACHE = ["x0", "h1", "weights", "x1", "h2", "pre", "act", "x2", "hf"]  # in forward's order
 BACKWARD_ORDER = ["b_out", "W_out", "lnf_g", "lnf_b", "b2", "W2", "b1", "W1", "ln2_g", "ln2_b", "Wo", "Wv", "Wq",
                   "Wk", "ln1_g", "ln1_b", "tok_emb", "pos_emb"]  # the gradients, last layer first
 
@@ -117,9 +117,8 @@ def outputs(step, result):
             return [*((f"grads[{n!r}]", grads[n]) for n in ATTENTION_GRADS), ("dx", dx)]
         if step == "forward":
             logits, cache = result
-            entries = [(n, cache["att"]["weights"] if n == "att.weights" else cache[n]) for n in FORWARD_CACHE]
-            return [*((f"cache[{n!r}]" if n != "att.weights" else "cache['att']['weights']", v) for n, v in entries),
-                    ("logits", logits)]
+            return [*(("cache['att']['weights']", cache["att"]["weights"]) if n == "weights" else
+                      (f"cache[{n!r}]", cache[n]) for n in FORWARD_CACHE), ("logits", logits)]
         if step == "loss_and_dlogits":
             loss, dlogits = result
             return [("loss", loss), ("dlogits", dlogits)]
