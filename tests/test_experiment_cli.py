@@ -303,10 +303,10 @@ def test_an_out_that_cannot_take_the_record_is_one_line_before_any_training(lab,
     out, phrase = {"folder": (tmp_path / "runs", "is a folder; expected a record file"),
                    "slash": (f"{tmp_path / 'new'}/", "ends with a slash"),
                    "under a file": (tmp_path / "notes.txt" / "r.json", "notes.txt is a file, not a folder"),
-                   "fifo": (tmp_path / "fifo", "is a FIFO (a named pipe), not a record file"),
+                   "fifo": (tmp_path / "fifo", "is a FIFO (a named pipe), not a regular file; expected a record file"),
                    "text": (tmp_path / "notes.txt", "is not a record"),
                    "another's record": (tmp_path / "scaling.json", "holds a record of another experiment"),
-                   "committed": ("experiments/depth.json", "is the committed record, which --check reads"),
+                   "committed": ("experiments/depth.json", "reads: experiments/depth.json is where this run writes"),
                    "too long": (tmp_path / ("r" * 300 + ".json"), "choose a shorter one"),
                    "unwritable": ("/sys/one-block-test/r.json", "cannot")}[case]
     if case == "unwritable" and not Path("/sys/kernel").is_dir():
