@@ -4,6 +4,8 @@ temporary files that a killed writer left (`remove_leftovers`); read one whole w
 (`read_whole`); refuse a name the file system cannot take, or a file that is not of a writer's kind, before any work
 (`path_problem`, `output_problem`); and own a path while a run writes it, so that a second run cannot silently
 replace the first one's results, with a lock that follows no link and opens nothing already at its name (`hold`).
+Every command that writes a file owns it with `own`: the path judged, its inputs refused by any name (`same_file`),
+the lock held, what is there judged with the command's own reader, a killed writer's leftovers removed.
 
     >>> import tempfile, pathlib
     >>> with tempfile.TemporaryDirectory() as d:

@@ -10,7 +10,7 @@ and a loss you can read against the best any model could do.
     python3 train.py --help             # every setting, with its default
 
 This file is the command line: it parses the settings (oneblock/settings.py checks them), owns --out for the length
-of the run (atomic.hold), judges what is there, reads the data once (oneblock/data.py), and trains with
+of the run (atomic.own), judges what is there, reads the data once (oneblock/data.py), and trains with
 oneblock/training.py's train, saving checkpoints (oneblock/checkpoint.py) as it goes. The training itself, its step
 and its loop, is the library's: experiments and benchmarks call the same function with values.
 
