@@ -4,6 +4,8 @@ temporary files that a killed writer left (`remove_leftovers`); read one whole w
 (`read_whole`); refuse a name the file system cannot take, or a file that is not of a writer's kind, before any work
 (`path_problem`, `output_problem`); and own a path while a run writes it, so that a second run cannot silently
 replace the first one's results, with a lock that follows no link and opens nothing already at its name (`hold`).
+Every command that writes a file owns it with `own`: the path judged, its inputs refused by any name (`same_file`),
+the lock held, what is there judged with the command's own reader, a killed writer's leftovers removed.
 
     >>> import tempfile, pathlib
     >>> with tempfile.TemporaryDirectory() as d:
@@ -14,11 +16,14 @@ replace the first one's results, with a lock that follows no link and opens noth
 """
 
 import os
+import platform
 import re
 import signal
 import stat
+import sys
 import tempfile
 import threading
+import time
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -303,13 +308,14 @@ def path_problem(typed, flag, what, example, endings=(".lock",)):
     return None
 
 
-def output_problem(path, flag, what, ours, example, most=1 << 26):
+def output_problem(path, flag, what, ours, example, most=1 << 26, endings=(".lock",)):
     """Why a command cannot write what (such as "a JSON of figures") to the file at path (the value of flag, as
     given; example: a file name for the hint), in one line, or None, judged before any work starts, so that a long
     run never ends on an error it could have seen at its start. path must name a file (path_problem), no link on
     the way may lead nowhere, and what is there already, if anything, must be a regular file (of at most most
     bytes) that ours(its bytes) says is of its kind: anything else (a file of yours, a FIFO, a device) is never
-    replaced. Write it with write_atomic(resolved(path), ...): through a link, to the file the link leads to.
+    replaced. ours=None: only its kind is judged, nothing is read (own reads it with the caller's reader once it
+    holds it). Write it with write_atomic(resolved(path), ...): through a link, to the file the link leads to.
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as d:
@@ -321,14 +327,17 @@ def output_problem(path, flag, what, ours, example, most=1 << 26):
 yourself
     """
     text = str(path)
-    problem = path_problem(text, flag, what, example)
+    problem = path_problem(text, flag, what, example, endings)
     if problem:
         return problem
     try:
         target = resolved(path)
     except ValueError as e:
         return f"{flag} {e}"
-    if not os.path.lexists(target):
+    problem = not_a_file(path)
+    if problem:
+        return f"{flag} {text} is {problem}; expected {what}, and it is never replaced: choose another {flag}"
+    if ours is None or not os.path.lexists(target):
         return None
     try:
         raw = read_whole(target, what, most)
@@ -338,6 +347,41 @@ yourself
         return (f"{flag} {text} exists and is not {what}; it is never replaced: choose another path, or remove the"
                 f" file yourself")
     return None
+
+
+def not_a_file(path):
+    """What is at path, in words, when something is there that is not a regular file once links are followed (a
+    FIFO, a device, a socket, a folder, a link that leads nowhere); None when it is a regular file or nothing is
+    there. stat never opens it, so a FIFO cannot block the look.
+
+    >>> not_a_file("atomic.py"), not_a_file("no-such-file.json"), not_a_file("/dev/null")
+    (None, None, 'a character device, not a regular file')
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return f"a link to {os.readlink(path)}, which does not exist" if os.path.islink(path) else None
+    except OSError as e:  # a loop of links, a folder that cannot be searched, a name too long
+        return f"a path that cannot be followed ({e.strerror or e})"
+    if stat.S_ISREG(mode):
+        return None
+    return f"{'a link to ' if os.path.islink(path) else ''}{kind_of(mode)}, not a regular file"
+
+
+def same_file(a, b):
+    """Whether paths a and b name the same file: the same file on disk when both exist (a link or a hard link to it
+    included), else the same path once resolved (links followed).
+
+    >>> same_file("oneblock/../atomic.py", "atomic.py"), same_file("a.txt", "b.txt")
+    (True, False)
+    """
+    a, b = Path(a), Path(b)
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+        return a.resolve() == b.resolve()
+    except (OSError, RuntimeError):  # a name too long to look up, a loop of links: no file there to be the other
+        return False
 
 
 def _limit(folder, name, default):
@@ -485,6 +529,64 @@ def hold(path, note, follow=True):
         finally:
             if fd is not None:
                 _drop(fd, lock)
+
+
+def own(stack, typed, flag, what, example, judge, note, reads=(), endings=(".lock",), words=None):
+    """Make this run the owner of the file it writes, typed (the value of flag, as given; what it is, such as "a
+    checkpoint file"; example: a name for the hint), until stack (an ExitStack) closes, each step before any work:
+    judge the path (output_problem: a file's name, no link that leads nowhere, nothing there but a regular file);
+    refuse it when it or its lock is one of the files the run reads (reads: (flag, path) pairs, by any name; words:
+    what the file is in that message, flag and typed unless given); hold it (hold: a second run on it, or on a link
+    to it, is refused while this one lives; its folder is made if missing); judge what is there with the caller's
+    reader, judge(the file to write), which raises a ValueError naming what is wrong or returns what it read; and
+    remove the temporary files that killed writers of it left (remove_leftovers). A ValueError in one line says
+    what stops it; what hold made is removed when stack closes. Returns (the file to write: typed as it is, or the
+    file a link on its way leads to; what judge returned).
+
+    >>> import tempfile
+    >>> from contextlib import ExitStack
+    >>> with tempfile.TemporaryDirectory() as d, ExitStack() as stack:
+    ...     path = Path(d) / "notes.txt"
+    ...     try:
+    ...         own(stack, str(path), "--out", "a tokenizer file", "t.json", None, "a run", [("--data", path)])
+    ...     except ValueError as e:
+    ...         print(str(e).replace(d, "D"))
+    --data D/notes.txt is where this run writes --out D/notes.txt; choose another --out
+    """
+    problem = output_problem(typed, flag, what, None, example, endings=endings)
+    words = words or f"{flag} {typed}"
+    written = {} if problem else {typed: words, os.path.realpath(typed) + ".lock": f"the lock of {words}"}
+    for given_flag, given in reads:
+        for path, words in written.items() if given is not None else ():
+            if problem is None and same_file(given, path):
+                problem = f"{given_flag} {given} is where this run writes {words}; choose another {flag}"
+    if problem:
+        raise ValueError(problem)
+    try:
+        target = stack.enter_context(hold(typed, note))  # the file itself, links followed
+    except ValueError as e:  # another run holds it, or its folder cannot be made or written
+        raise ValueError(f"{flag}: {e}") from None
+    except OSError as e:  # the lock itself cannot be written: a full disk
+        raise ValueError(f"{flag} {typed}: cannot write there ({e.strerror or e})") from None
+    if target != Path(os.path.abspath(typed)):  # through a link: its target is written, the link stays
+        print(f"{flag} {typed} leads to {target}: this run writes there", flush=True)
+    else:
+        target = Path(typed)  # (as typed, for the messages)
+    problem = not_a_file(target)  # (again, now that no other run of the lab can change it)
+    if problem:
+        raise ValueError(f"{flag} {typed} is {problem}; expected {what}, and it is never replaced: choose another"
+                         f" {flag}")
+    judged = judge(target) if judge is not None else None
+    removed = remove_leftovers(target)
+    if removed:
+        print(f"removed {len(removed)} temporary file(s) that a killed run left beside {typed}", file=sys.stderr)
+    return target, judged
+
+
+def holder(command, argv):
+    """The note a run leaves in the lock of what it writes: its process, machine and start, and its command line."""
+    return (f"pid {os.getpid()} on {platform.node()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}: "
+            + " ".join([command, *argv]))
 
 
 STOPPING = ("SIGINT", "SIGTERM", "SIGHUP")  # the signals a run turns into an interrupt, held back by signals_held

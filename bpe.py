@@ -35,29 +35,25 @@ How it works:
    there is no fallback, so a text is never silently changed.
 
 Training is the classmethod Tokenizer.train(text, vocab_size); read_text reads a training text from a file and
-says clearly what is wrong with one that is not UTF-8 text, and train_on_text trains on it once its memory is priced
-from the text's pieces (training_bytes), refusing a training that will not fit before the memory is spent. The text
-is split a stretch at a time (stretches), so that no list of all its pieces is ever made. bpe.py --data owns its
---out while it runs (atomic.hold: a second run on it is refused), never writes over --data, and replaces what is
-there only when it is a tokenizer and --overwrite says so. The tokenizer it writes is as private as --data (its
-merges spell the text's words; atomic.private_mode): from a text only you can read (mode 0600), it is 0600 too, and
-no file is more open than your umask allows.
+says clearly what is wrong with one that is not UTF-8 text or is past MOST_TEXT, before any work, and train_on_text
+trains on it. The text is split a stretch at a time (stretches), so that no list of all its pieces is ever made.
+bpe.py --data owns its --out while it runs (atomic.own: a second run on it is refused), never writes over --data,
+and replaces what is there only when it is a tokenizer and --overwrite says so. The tokenizer it writes is as
+private as --data (its merges spell the text's words; atomic.private_mode): from a text only you can read (mode
+0600), it is 0600 too, and no file is more open than your umask allows.
 """
 
 import argparse
 import json
 import os
-import platform
 import re
-import stat
 import sys
-import time
 import unicodedata
 from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
 
-from atomic import hold, interruptible, interruption, kind_of, path_problem, private_mode, read_whole, write_atomic
+from atomic import holder, interruptible, interruption, own, private_mode, read_whole, write_atomic
 
 # ----------------------------------------------------------------------------
 # settings
@@ -149,6 +145,18 @@ def stretches(text, alphabet, size=STRETCH):
         start = end
 
 
+def piece_counts(text, alphabet):
+    """How often each piece occurs in text (its alphabet: sorted(set(text))), counted a stretch at a time.
+
+    >>> sorted(piece_counts("mia has a hat. mia", "\\n .ahimst").items())
+    [(' a', 1), (' has', 1), (' hat', 1), (' mia', 1), ('.', 1), ('mia', 1)]
+    """
+    counts = Counter()
+    for part in stretches(text, alphabet):
+        counts.update(part)
+    return counts
+
+
 def pair_counts(words):
     """Count adjacent pairs over (symbols, count) words, each weighted by its count.
 
@@ -203,145 +211,6 @@ def first_difference(have, want, where="top level"):
 
 
 # ----------------------------------------------------------------------------
-# memory: what training takes, priced before it is spent
-
-BLOCK = 16                                # Python's allocator hands out memory in blocks of 16 bytes
-
-
-def taken(size):
-    """The bytes an object of size bytes takes: whole blocks.
-
-    >>> taken(56), taken(76)
-    (64, 80)
-    """
-    return -(-size // BLOCK) * BLOCK
-
-
-POINTER = sys.getsizeof([None]) - sys.getsizeof([])  # a list's slot (8 bytes on a 64-bit Python)
-TUPLE = taken(sys.getsizeof((0, 0)))     # a pair: a word (symbols, count), an item of the counts, an adjacent pair
-LIST = taken(sys.getsizeof([])) + BLOCK  # a word's list of symbols, and the last block of its slots
-NUMBER = taken(sys.getsizeof(2**40))     # a count past the small ints that Python shares
-WIDE = taken(sys.getsizeof("\U00010000"))  # a character past U+00FF, an object of its own in a word's list
-STRING = WIDE - 4 + BLOCK                # the most a string takes besides its characters, rounded up
-KEY = 64                                 # the most a dict takes for each key, just after it grew (44 for string keys)
-
-
-def training_bytes(pieces, chars, wide, longest, kind, vocab_size):
-    """The bytes of memory that Tokenizer.train and then encoding the text take at their peak, besides the text,
-    priced from what was counted in it: pieces different pieces, of chars characters in all, wide of them past
-    U+00FF, the longest of longest characters; kind bytes a character in the text's string (1, 2 or 4); vocab_size
-    tokens. The peak is the largest of three moments, each with the stretch being split at the time: the words made
-    from the counts (the counts, their sorted items and the words, side by side); a round of merges (the words, their
-    adjacent pairs counted twice over and listed, and either the copy of the longest word that counting makes or the
-    next words, each list up to 1/8 longer as it grew); encoding (the counts' pieces again, a list for each, and the
-    copy of the longest). A sixteenth more is for the allocator's own bookkeeping (measured: the peak of a text of one
-    character past U+00FF, a single piece, is within 4% of the price without it; other texts are further below).
-
-    >>> round(training_bytes(1, 60_000_000, 0, 60_000_000, 1, 256) / 2**30, 2)  # GiB, for 60 MB of one letter
-    1.1
-    """
-    counts = pieces * (STRING + KEY + NUMBER) + chars * kind
-    slots = pieces * (POINTER + TUPLE + LIST) + chars * POINTER  # the words' lists and pairs, without the characters
-    words = slots + wide * WIDE
-    pairs = min(max(chars - pieces, 0), vocab_size ** 2) * (2 * (KEY + TUPLE + NUMBER) + POINTER + TUPLE + NUMBER)
-    made = counts + pieces * (POINTER + TUPLE) + words
-    merging = words + slots // 8 + pairs + max(longest * POINTER, slots * 9 // 8)
-    encoding = counts + words + longest * POINTER
-    return (max(made, merging, encoding) + STRETCH * (POINTER + STRING + kind)) * 17 // 16  # (the allocator's own)
-
-
-def piece_counts(text, alphabet, vocab_size, room=None):
-    """How often each piece occurs in text (its alphabet: sorted(set(text))), counted a stretch at a time. With room
-    (bytes of memory this process can still take), the training these counts lead to is priced as they grow
-    (training_bytes), and a ValueError says that it will not fit as soon as that is certain: before the counts,
-    the words or a round of merges fill the memory, while what is spent is still small. It names the text's size,
-    the memory training needs ("at least" while counting) and the room.
-
-    >>> sorted(piece_counts("mia has a hat. mia", "\\n .ahimst", 6).items())
-    [(' a', 1), (' has', 1), (' hat', 1), (' mia', 1), ('.', 1), ('mia', 1)]
-    """
-    counts, pieces, chars, wide, longest, counted = Counter(), 0, 0, 0, 0, 0
-    kind = 1 if alphabet[-1] <= "\xff" else 2 if alphabet[-1] <= "\uffff" else 4
-    for part in stretches(text, alphabet):
-        new = set(part).difference(counts)
-        counts.update(part)
-        pieces, chars, counted = pieces + len(new), chars + sum(map(len, new)), counted + sum(map(len, part))
-        wide += sum(len(p) - len(p.encode("latin-1", "ignore")) for p in new) if kind > 1 else 0
-        longest = max(longest, *map(len, new)) if new else longest
-        need = training_bytes(pieces, chars, wide, longest, kind, vocab_size)
-        if room is not None and need > room:
-            raise ValueError(f"training on its {len(text):,} characters needs"
-                             f" {'about' if counted == len(text) else 'at least'} {in_bytes(need)} of memory"
-                             f" ({pieces:,} different piece{'s' * (pieces != 1)}, {chars:,} characters in all, the"
-                             f" longest {longest:,}), more than the {in_bytes(room)} this process can still take"
-                             f" here; expected a smaller text, or more memory")
-    return counts
-
-
-def memory_room():
-    """The bytes this process can still take, as far as the system says, or None where it does not say: the least
-    of the memory the kernel counts as available (Linux's MemAvailable; elsewhere all of the physical memory), the
-    room left under this process's address-space limit (RLIMIT_AS, which `ulimit -v` sets) and the room left in its
-    cgroup (a container's memory.max). oneblock/machine.py's memory_available, which prices the model's sizes, is
-    this: it lives here so that bpe.py stays standard library only and needs nothing of the library above it.
-
-    >>> memory_room() is None or memory_room() > 0
-    True
-    """
-    room = []
-    available = [line.split()[1] for line in system_text("/proc/meminfo").splitlines()
-                 if line.startswith("MemAvailable:")]
-    if available:
-        room.append(int(available[0]) * 1024)
-    elif hasattr(os, "sysconf"):
-        try:
-            room.append(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-        except (ValueError, OSError):
-            pass
-    try:
-        import resource
-    except ImportError:  # Windows
-        resource = None
-    if resource is not None and resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY:
-        mapped = system_text("/proc/self/statm").split()[:1]  # pages of address space mapped now
-        used = int(mapped[0]) * os.sysconf("SC_PAGE_SIZE") if mapped else 0
-        room.append(max(0, resource.getrlimit(resource.RLIMIT_AS)[0] - used))
-    for line in system_text("/proc/self/cgroup").splitlines():  # "0::/its/path" (cgroup v2), "4:memory:/..." (v1)
-        _, controllers, where = (line.split(":", 2) + ["", ""])[:3]
-        if controllers in ("", "memory") and where.startswith("/"):
-            v2 = controllers == ""
-            mount = "/sys/fs/cgroup" + ("" if v2 else "/memory")
-            for folder in (mount + where.rstrip("/"), mount):  # its own folder, or the container's root
-                most = system_text(folder + ("/memory.max" if v2 else "/memory.limit_in_bytes")).strip()
-                used = system_text(folder + ("/memory.current" if v2 else "/memory.usage_in_bytes")).strip()
-                if most.isdigit() and used.isdigit():
-                    room.append(max(0, int(most) - int(used)))
-                    break
-    return min(room) if room else None
-
-
-def system_text(path):
-    """The text of a small system file, or "" where it does not exist or cannot be read (another system)."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-    except OSError:
-        return ""
-
-
-def in_bytes(n):
-    """A number of bytes in words, with a binary prefix.
-
-    >>> in_bytes(512), in_bytes(3 * 2**30), in_bytes(10**30)
-    ('512 bytes', '3.0 GiB', '1e+30 bytes')
-    """
-    for power, prefix in ((50, "PiB"), (40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")):
-        if n >= 2 ** power:
-            return f"{n / 2 ** power:.1f} {prefix}" if n < 2 ** (power + 10) else f"{n:.3g} bytes"
-    return f"{n} bytes"
-
-
-# ----------------------------------------------------------------------------
 # the tokenizer
 
 
@@ -375,10 +244,8 @@ class Tokenizer:
     # ---- training
 
     @classmethod
-    def train(cls, text, vocab_size, what="vocab_size", room=None):
-        """Learn merges from text until the vocabulary has vocab_size tokens (what: its name in messages). With room
-        (the bytes of memory this process can still take), a training that needs more is a ValueError before the
-        memory is spent (piece_counts says how).
+    def train(cls, text, vocab_size, what="vocab_size"):
+        """Learn merges from text until the vocabulary has vocab_size tokens (what: its name in messages).
 
         >>> Tokenizer.train("aaab aab\\n", 6).merges
         [('a', 'a'), (' ', 'aa')]
@@ -391,7 +258,7 @@ class Tokenizer:
         if vocab_size < len(alphabet):
             raise ValueError(f"{what} {vocab_size} is smaller than the {len(alphabet)} characters of the text;"
                              f" expected at least {len(alphabet)}")
-        words = [(list(piece), n) for piece, n in sorted(piece_counts(text, alphabet, vocab_size, room).items())]
+        words = [(list(piece), n) for piece, n in sorted(piece_counts(text, alphabet).items())]
         tokens = set(alphabet)
         merges = []
         while len(alphabet) + len(merges) < vocab_size:
@@ -587,14 +454,17 @@ def decode_text(raw, path):
 
 
 def train_on_text(text, vocab_size, name):
-    """Tokenizer.train for --vocab-size on the text of the file name, priced as it starts against the memory this
-    process can still take (memory_room): a size below the text's number of characters, above what its pairs can
-    make, or a training that will not fit in memory, is a ValueError that names the file, the size and what is
-    possible."""
+    """Tokenizer.train for --vocab-size on the text of the file name (at most MOST_TEXT bytes, read_text's cap): a
+    size below the text's number of characters or above what its pairs can make, or a training that runs out of
+    memory (a machine, or a `ulimit -v`, smaller than such a text needs), is a ValueError that names the file and
+    what is possible."""
     try:
-        return Tokenizer.train(text, vocab_size, "--vocab-size", memory_room())
+        return Tokenizer.train(text, vocab_size, "--vocab-size")
     except ValueError as e:
         raise ValueError(f"{name}: {e}") from None
+    except MemoryError:  # (what training had made is freed as this unwinds, so the message can be printed)
+        raise ValueError(f"{name}: training on its {len(text):,} characters ran out of memory; expected a smaller"
+                         f" text, or more memory") from None
 
 
 # ----------------------------------------------------------------------------
@@ -612,86 +482,22 @@ def check(path, text):
     return None
 
 
-def out_problem(out, data):
-    """Why the path --out (a string, as typed) cannot take the tokenizer trained on the file --data, in one line,
-    judged from the path alone before anything is made on disk; None if it can. It must name a file (not a folder,
-    not a path through a file, not a name too long), what is there must be a regular file (not a FIFO, a device, a
-    socket, nor a link to one or to nothing), and --data must not be one of the files the run writes: the tokenizer
-    (by any name: a link, a hard link) or the lock that owns it.
-
-    >>> print(out_problem("bpe.py/tok.json", "notes.txt"))
-    --out bpe.py/tok.json: bpe.py is a file, not a folder
-    >>> print(out_problem("corpus.txt", "corpus.txt"))
-    --data corpus.txt is --out corpus.txt itself: its text would be replaced by the tokenizer; choose another --out
-    """
-    path = Path(out)
-    problem = path_problem(out, "--out", "a tokenizer file", "tokenizer.json")
-    if problem:
-        return problem
-    problem = not_a_file(path)
-    if problem:
-        return f"--out {out} is {problem}; it is never replaced: choose another --out"
-    if same_file(data, path):
-        return f"--data {data} is --out {out} itself: its text would be replaced by the tokenizer; choose another --out"
-    target = Path(os.path.realpath(path))  # what is written, and locked beside it: the file a link leads to
-    if same_file(data, target.with_name(target.name + ".lock")):
-        return f"--data {data} is the name of the lock that owns --out {out}; choose another --out"
-    return None
-
-
-def not_a_file(path):
-    """What is at path, in words, when it is there and not a regular file once links are followed (a FIFO, a device,
-    a socket, a link that leads nowhere); None when it is a regular file or nothing is there.
-
-    >>> not_a_file(Path("bpe.py")), not_a_file(Path("no-such-file.json"))
-    (None, None)
-    """
-    try:
-        mode = os.stat(path).st_mode  # (links followed; stat never opens, so a FIFO cannot block it)
-    except FileNotFoundError:
-        return f"a link to {os.readlink(path)}, which does not exist" if os.path.islink(path) else None
-    except OSError as e:  # a loop of links, a folder that cannot be searched
-        return f"a path that cannot be followed ({e.strerror or e})"
-    if stat.S_ISREG(mode):
-        return None
-    return f"{'a link to ' if os.path.islink(path) else ''}{kind_of(mode)}, not a regular file"
-
-
-def same_file(a, b):
-    """Whether paths a and b name the same file: the same file on disk when both exist (a link or a hard link to
-    it included), else the same path once resolved (links followed).
-
-    >>> same_file("oneblock/../bpe.py", "bpe.py"), same_file("a.txt", "b.txt")
-    (True, False)
-    """
-    a, b = Path(a), Path(b)
-    try:
-        if a.exists() and b.exists():
-            return os.path.samefile(a, b)
-        return a.resolve() == b.resolve()
-    except (OSError, RuntimeError):  # a name too long to look up, a loop of links: no file there to be the other
-        return False
-
-
-def disk_problem(out, target, overwrite):
-    """Why the tokenizer cannot be written to target (--out as typed: out, with its links followed), in one line,
-    or None if it can, judged while the run owns it, so that no other run can change it between this look and the
-    write: nothing there, or a tokenizer.json and --overwrite. A file that is not a tokenizer is never replaced,
-    nor anything that is not a regular file."""
-    problem = not_a_file(target)
-    if problem:
-        return f"--out {out} is {problem}; it is never replaced: choose another --out"
-    if not os.path.lexists(target):
-        return None
-    try:
-        there = Tokenizer.load(target)
-    except ValueError as e:
-        return (f"--out {out} exists but is not a tokenizer.json ({e}); it is never replaced: choose another --out, or"
-                f" remove the file yourself")
-    if not overwrite:
-        return (f"--out {out} already holds a tokenizer ({len(there.vocab)} tokens); pass --overwrite to replace it,"
-                f" or another --out to keep it")
-    return None
+def tokenizer_there(out, overwrite):
+    """The reader bpe.py --data judges its --out (out, as typed) with while it owns it (atomic.own): nothing there, or a
+    tokenizer.json and overwrite (--overwrite); a file that is not a tokenizer is never replaced (a ValueError in one
+    line says why)."""
+    def judge(target):
+        if not os.path.lexists(target):
+            return None
+        try:
+            there = Tokenizer.load(target)
+        except ValueError as e:
+            raise ValueError(f"--out {out} exists but is not a tokenizer.json ({e}); it is never replaced: choose"
+                             f" another --out, or remove the file yourself") from None
+        if not overwrite:
+            raise ValueError(f"--out {out} already holds a tokenizer ({len(there.vocab)} tokens); pass --overwrite"
+                             f" to replace it, or another --out to keep it")
+    return judge
 
 
 def main(argv=None):
@@ -753,24 +559,14 @@ def run(args, argv):
 
 def train_on_file(data, vocab_size, out, overwrite=False, argv=None):
     """bpe.py --data: train on a text file and write the tokenizer to out, as private as the text
-    (atomic.private_mode), owning out for the length of the run (atomic.hold: a second run on it is refused while
-    this one lives) and judging what is there while it owns it; exit status 2 with one line on stderr, and nothing
-    written (a file already at out stays as it was), when the file, the size, the memory it needs or the path is
-    wrong, or the tokenizer cannot be written."""
-    holder = f"pid {os.getpid()} on {platform.node()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}: " + " ".join(
-        ["bpe.py", *(sys.argv[1:] if argv is None else argv)])
+    (atomic.private_mode), owning out for the length of the run (atomic.own: a second run on it is refused while
+    this one lives) and judging what is there while it owns it (tokenizer_there); exit status 2 with one line on
+    stderr, and nothing written (a file already at out stays as it was), when the file, the size, the memory it
+    needs or the path is wrong, or the tokenizer cannot be written."""
     try:
-        problem = out_problem(out, data)
-        if problem:
-            raise ValueError(problem)
-        with ExitStack() as owned:
-            try:  # owned first, so that what is at out is judged by the run that will write there and no other
-                target = owned.enter_context(hold(out, holder))  # the file itself, links followed; released at the end
-            except ValueError as e:  # another run holds it, or its folder cannot be made or written
-                raise ValueError(f"--out: {e}") from None
-            problem = disk_problem(out, target, overwrite)
-            if problem:
-                raise ValueError(problem)
+        with ExitStack() as owned:  # owned first, so that what is at out is judged by the run that will write there
+            target, _ = own(owned, out, "--out", "a tokenizer file", "tokenizer.json", tokenizer_there(out, overwrite),
+                            holder("bpe.py", sys.argv[1:] if argv is None else argv), [("--data", data)])
             text = read_text(data)
             try:  # its merges spell the text's words: as private as the text
                 mode = private_mode([os.stat(data).st_mode])
@@ -785,8 +581,7 @@ def train_on_file(data, vocab_size, out, overwrite=False, argv=None):
         print(f"error: {e}", file=sys.stderr)
         return 2
     n = tok.count(text)
-    shown = out if target == Path(os.path.abspath(out)) else f"{out} (a link: the file it leads to, {target})"
-    print(f"wrote {shown}: {len(tok.alphabet)} characters + {len(tok.merges)} merges = {len(tok.vocab)} tokens;"
+    print(f"wrote {out}: {len(tok.alphabet)} characters + {len(tok.merges)} merges = {len(tok.vocab)} tokens;"
           f" {data} is {n:,} tokens ({len(text) / n:.2f} characters per token)")
     return 0
 

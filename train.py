@@ -10,7 +10,7 @@ and a loss you can read against the best any model could do.
     python3 train.py --help             # every setting, with its default
 
 This file is the command line: it parses the settings (oneblock/settings.py checks them), owns --out for the length
-of the run (atomic.hold), judges what is there, reads the data once (oneblock/data.py), and trains with
+of the run (atomic.own), judges what is there, reads the data once (oneblock/data.py), and trains with
 oneblock/training.py's train, saving checkpoints (oneblock/checkpoint.py) as it goes. The training itself, its step
 and its loop, is the library's: experiments and benchmarks call the same function with values.
 
@@ -32,16 +32,14 @@ import argparse
 import dataclasses
 import math
 import os
-import platform
 import sys
 import time
 from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
-from types import SimpleNamespace  # noqa: F401  (path_problem's example)
 
 import atomic
-from atomic import hold, interruptible, interruption, remove_leftovers, write_atomic
+from atomic import holder, interruptible, interruption, own, remove_leftovers, same_file, write_atomic
 import bpe
 from oneblock import checkpoint, data as data_files, machine, settings, training
 from oneblock.config import SCHEMES
@@ -50,6 +48,7 @@ from oneblock.settings import Settings, training_settings
 DEFAULT_OUT = "out/ckpt.safetensors"  # relative to where you run it; sample.py reads the same path by default
 COMMAND_ONLY = ("out", "resume", "overwrite", "no_positions", "typed")  # the command's own, not settings
 BEST = ".best"  # before --out's suffix: the checkpoint of the lowest validation loss (best_beside)
+ENDINGS = (".lock", ".tokenizer.json", BEST + ".lock")  # what a run writes beside --out's name: its names' lengths
 
 # ----------------------------------------------------------------------------------------------------------------
 # The command line
@@ -212,77 +211,40 @@ def torchrun_number(name, default):
 # What --out holds, and what the run reads
 
 
-def path_problem(args):
-    """Why --out (as typed) cannot name this run's checkpoint, in one line, judged from the path alone before
-    anything is made on disk; None if it can. It must name a file (not a folder, not a path through a file), and
-    no input of the run (--data, --tokenizer) may be one of the files it writes: the checkpoint, its lock, its
-    tokenizer copy, the best checkpoint (best_beside) or its lock.
-
-    >>> print(path_problem(SimpleNamespace(out="runs/", data=None, tokenizer=None)))
-    --out runs/ ends with a slash, so it names a folder; expected a checkpoint file such as runs/ckpt.safetensors
-    >>> print(path_problem(SimpleNamespace(out="n.safetensors", data="n.safetensors.tokenizer.json", tokenizer=None)))
-    --data n.safetensors.tokenizer.json is where this run writes the copy of its tokenizer; choose another --out
-    """
-    path = Path(args.out)
-    problem = atomic.path_problem(args.out, "--out", "a checkpoint file", "ckpt.safetensors",
-                                  (".lock", ".tokenizer.json", BEST + ".lock"))  # (the files beside it)
-    if problem:
-        return problem
-    written = {"the checkpoint": path, "the lock that owns it": path.with_name(path.name + ".lock"),
-               "the copy of its tokenizer": tokenizer_beside(path), "its best checkpoint": best_beside(path),
-               "the lock of its best checkpoint": best_beside(path).with_name(best_beside(path).name + ".lock")}
-    for flag, given in (("--data", args.data), ("--tokenizer", args.tokenizer)):
-        for what, target in written.items() if given is not None else ():
-            if same_file(given, target) and not (flag == "--tokenizer" and what == "the copy of its tokenizer"):
-                return f"{flag} {given} is where this run writes {what}; choose another --out"
-    return None
-
-
-def same_file(a, b):
-    """Whether paths a and b name the same file: the same file on disk when both exist, else the same path once
-    resolved (links followed).
-
-    >>> same_file("out/../train.py", "train.py"), same_file("a.txt", "b.txt")
-    (True, False)
-    """
-    a, b = Path(a), Path(b)
-    if a.exists() and b.exists():
-        return os.path.samefile(a, b)
-    return a.resolve() == b.resolve()
-
-
-def disk_problem(args, out):
-    """(why the files at out cannot take this run's checkpoint, in one line, or None if they can; the checkpoint
-    there, loaded and checked, for a run that resumes it, else None), judged while the run owns out, so that no
-    other run can change them between this look and the run's first save. With --resume a checkpoint must be
+def on_disk(args, out):
+    """The reader train.py judges the file at out (the checkpoint --out names, links followed) with, while the run
+    owns it (atomic.own), so that no other run can change it between this look and the run's first save: the
+    checkpoint there, loaded and checked, for a run that resumes it, else None. With --resume a checkpoint must be
     there; without it, a checkpoint there is replaced only with --overwrite, and a file that is not a checkpoint
     never is. With --data the copy of the tokenizer beside it follows the same rules: a tokenizer.json there is
-    replaced only by a run that resumes or overwrites, and anything else never is."""
+    replaced only by a run that resumes or overwrites, and anything else never is. A ValueError says what stops it."""
     copy = tokenizer_beside(out)
     its_input = args.tokenizer is not None and copy.exists() and same_file(args.tokenizer, copy)  # rewritten as it is
     if args.data is not None and copy.exists() and not its_input:
         try:
             bpe.Tokenizer.load(copy)
         except ValueError as e:
-            return (f"{copy}, where this run keeps the copy of its tokenizer, exists but is not a tokenizer.json"
-                    f" ({e}); it is never replaced: choose another --out, or remove the file yourself"), None
+            raise ValueError(f"{copy}, where this run keeps the copy of its tokenizer, exists but is not a"
+                             f" tokenizer.json ({e}); it is never replaced: choose another --out, or remove the file"
+                             f" yourself") from None
         if not (args.resume or args.overwrite):
-            return (f"{copy} already holds a tokenizer (the copy of an earlier run's); pass --overwrite to replace"
-                    f" it with this run's, or another --out to keep it"), None
+            raise ValueError(f"{copy} already holds a tokenizer (the copy of an earlier run's); pass --overwrite to"
+                             f" replace it with this run's, or another --out to keep it")
     if not out.exists():
-        return (f"cannot resume: there is no checkpoint at {args.out}; run without --resume to start one"
-                if args.resume else None), None
+        if args.resume:
+            raise ValueError(f"cannot resume: there is no checkpoint at {args.out}; run without --resume to start one")
+        return None
     try:
         ckpt = checkpoint.load_checkpoint(out)  # read once: the run resumes what was checked here
     except ValueError as e:
         if args.resume:
-            return f"cannot resume: {e}", None
-        return (f"--out {args.out} exists but is not a checkpoint ({e}); it is never replaced: choose another --out, or"
-                f" remove the file yourself"), None
+            raise ValueError(f"cannot resume: {e}") from None
+        raise ValueError(f"--out {args.out} exists but is not a checkpoint ({e}); it is never replaced: choose another"
+                         f" --out, or remove the file yourself") from None
     if not args.resume and not args.overwrite:
-        return (f"--out {args.out} already holds a checkpoint (step {ckpt['step']}); pass --resume to continue it,"
-                f" --overwrite to replace it, or another --out to keep it"), None
-    return None, ckpt if args.resume else None
+        raise ValueError(f"--out {args.out} already holds a checkpoint (step {ckpt['step']}); pass --resume to"
+                         f" continue it, --overwrite to replace it, or another --out to keep it")
+    return ckpt if args.resume else None
 
 
 def tokenizer_beside(out):
@@ -305,27 +267,27 @@ def best_beside(out):
     return out.with_name(out.stem + BEST + out.suffix)
 
 
-def best_problem(args, best, resumed):
-    """(why the file at best cannot take this run's best checkpoint, in one line, or None if it can; the (step,
-    val_loss) that a resumed run keeps as its best so far, or None), judged while the run owns best, after
-    disk_problem. What is there must be a checkpoint, or it is never replaced; without --resume it is replaced only
-    with --overwrite; with --resume it must be the best of the run resumed (training.kept_best)."""
+def best_there(args, resumed, best):
+    """The reader train.py judges the file at best (where the run keeps its best checkpoint) with, while the run owns
+    it, after on_disk: the (step, val_loss) that a resumed run keeps as its best so far, or None. What is there must
+    be a checkpoint, or it is never replaced; without --resume it is replaced only with --overwrite; with --resume it
+    must be the best of the run resumed (training.kept_best). A ValueError says what stops it."""
     if not os.path.lexists(best):
-        return None, None
+        return None
     try:
         ckpt = checkpoint.load_checkpoint(best)
     except ValueError as e:
-        return (f"{best}, where this run keeps its best checkpoint, exists but is not a checkpoint ({e}); it is never"
-                f" replaced: choose another --out, or remove the file yourself"), None
+        raise ValueError(f"{best}, where this run keeps its best checkpoint, exists but is not a checkpoint ({e}); it"
+                         f" is never replaced: choose another --out, or remove the file yourself") from None
     if resumed is not None:
         try:
-            return None, training.kept_best(ckpt, resumed, best)
+            return training.kept_best(ckpt, resumed, best)
         except ValueError as e:
-            return f"cannot resume: {e}", None
+            raise ValueError(f"cannot resume: {e}") from None
     if not args.overwrite:
-        return (f"{best} already holds a checkpoint (step {ckpt['step']}, the best of an earlier run); pass"
-                f" --overwrite to replace it, or another --out to keep it"), None
-    return None, None
+        raise ValueError(f"{best} already holds a checkpoint (step {ckpt['step']}, the best of an earlier run); pass"
+                         f" --overwrite to replace it, or another --out to keep it")
+    return None
 
 
 def other_text(s, path, metadata, text_sha256):
@@ -396,11 +358,10 @@ def main(argv=None):
         for package in ("numpy", "threadpoolctl") if s.backend != "torch" else ("numpy",):
             machine.need(package, f"train.py --backend {s.backend}{default}")
     out = Path(args.out)
-    holder = f"pid {os.getpid()} on {platform.node()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}: " + " ".join(
-        ["train.py", *(sys.argv[1:] if argv is None else argv)])
+    note = holder("train.py", sys.argv[1:] if argv is None else argv)
     try:  # (SIGTERM and SIGHUP stop it as Ctrl-C does: the locks and any temporary file are removed on the way out)
         with interruptible():
-            return owned_run(s, args, out, holder)
+            return owned_run(s, args, out, note)
     except KeyboardInterrupt as e:  # (before training began: the loop says the step it stopped at)
         name, status = interruption(e)
         if s.rank == 0:
@@ -408,35 +369,32 @@ def main(argv=None):
         return status
 
 
-def owned_run(s, args, out, holder):
-    """main's work once the settings are checked: own --out and its best checkpoint (rank 0), judge what is on disk
-    and the data, then run; the exit status."""
+def owned_run(s, args, out, note):
+    """main's work once the settings are checked: own --out and its best checkpoint (rank 0; atomic.own), judge what
+    is on disk and the data, then run; the exit status. No input of the run (--data, --tokenizer) may be one of the
+    files it writes: the checkpoint, the best one (best_beside), their locks, or (for --data) the tokenizer's copy."""
     with ExitStack() as owned:
         if s.backend == "torch":  # under torchrun: join the other ranks; rank 0 alone owns --out
             from oneblock import torch_train
 
             store = torch_train.start(s)  # (None in one process)
             owned.callback(torch_train.finish)
-        data, resumed, problem = None, None, path_problem(args)
-        if problem is None and s.rank == 0:
-            try:  # owned first, so that what is on disk is judged by the run that will write there and no other
-                target = owned.enter_context(hold(out, holder))  # the file itself, links followed; released at the end
-                if target != Path(os.path.abspath(out)):  # through a link: its target is written, the link stays
-                    print(f"--out {args.out} leads to {target}: this run writes there", flush=True)
-                    out = target
-            except ValueError as e:  # another run holds the path, or its folder cannot be made or written
-                problem = f"--out: {e}"
-        best, best_so_far = best_beside(out), None
-        if problem is None and s.rank == 0:
-            try:  # the best checkpoint's own lock: a run whose --out is this one's best file waits its turn
-                target = owned.enter_context(hold(best, holder))
-                best = best if target == Path(os.path.abspath(best)) else target  # (a link's target is written)
-            except ValueError as e:
-                problem = f"--out's best checkpoint: {e}"
-        if problem is None:
-            problem, resumed = disk_problem(args, out)
-        if problem is None:
-            problem, best_so_far = best_problem(args, best, resumed)
+        data, problem, reads = None, None, [("--data", args.data), ("--tokenizer", args.tokenizer)]
+        try:
+            if args.data is not None and same_file(args.data, tokenizer_beside(out)):
+                raise ValueError(f"--data {args.data} is where this run writes the copy of its tokenizer; choose"
+                                 f" another --out")
+            if s.rank == 0:  # owned first, so that what is on disk is judged by the run that will write there
+                out, resumed = own(owned, args.out, "--out", "a checkpoint file", "ckpt.safetensors",
+                                   partial(on_disk, args), note, reads, ENDINGS, "the checkpoint")
+                best, best_so_far = own(owned, str(best_beside(out)), "--out", "a checkpoint file",
+                                        "ckpt.safetensors", partial(best_there, args, resumed), note, reads,
+                                        words="its best checkpoint")
+            else:  # (rank 0 holds the files; every rank reads them)
+                resumed = on_disk(args, out)
+                best, best_so_far = best_beside(out), best_there(args, resumed, best_beside(out))
+        except ValueError as e:
+            problem = str(e)
         if problem is None:
             try:  # everything about the data is checked before anything is written
                 data = read_inputs(s, resumed, out)
@@ -465,10 +423,9 @@ def run(s, resumed, out, data, best, best_so_far=None, mode=0o644):
     say = print if s.rank == 0 else (lambda *args, **kwargs: None)
     s = dataclasses.replace(s, quiet=s.quiet or s.rank != 0)
 
-    # a save that a kill interrupted leaves its temporary file beside the checkpoint (never in its place); only the
-    # ones whose writer is provably dead are removed, never another run's save in progress or a file of yours
-    leftovers = ([name for path in (out, tokenizer_beside(out), best) for name in remove_leftovers(path)]
-                 if s.rank == 0 else [])
+    # a save that a kill interrupted leaves its temporary file beside the copy of the tokenizer (never in its place);
+    # only the ones whose writer is provably dead are removed (atomic.own did so for the checkpoints)
+    leftovers = remove_leftovers(tokenizer_beside(out)) if s.rank == 0 else []
     if leftovers:
         say(f"removed {len(leftovers)} temporary file(s) that a killed run left beside {out}", file=sys.stderr)
 

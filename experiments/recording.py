@@ -19,8 +19,6 @@ import argparse
 import json
 import math
 import os
-import platform
-import stat
 import statistics
 import sys
 import time
@@ -31,8 +29,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from atomic import (hold, interruptible, interruption, kind_of, path_problem, read_whole,  # noqa: F401
-                    remove_leftovers, write_atomic)  # (interruptible: the experiments' too)
+import atomic
+from atomic import holder, interruptible, interruption, read_whole, write_atomic  # noqa: F401  (the experiments' too)
 from oneblock import checkpoint
 from oneblock import data as data_files, floor, machine, numpy_fast, training
 from oneblock.settings import TRAINING_SETTINGS, Settings, checked, model_config
@@ -445,15 +443,6 @@ def shown(path):
     return str(path.relative_to(here)) if path.is_relative_to(here) else str(path)
 
 
-def same_file(a, b):
-    """Whether paths a and b name the same file: the same file on disk when both exist (a link or a hard link to it
-    included), else the same path once resolved."""
-    a, b = Path(a), Path(b)
-    if a.exists() and b.exists():
-        return os.path.samefile(a, b)
-    return a.resolve() == b.resolve()
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # Reading a record
 
@@ -549,83 +538,34 @@ def field(x, kind, what):
 # Owning --out, and writing the record
 
 
-def out_problem(typed, example):
-    """Why --out (as typed) cannot name a record file, in one line, judged from the path alone before anything is
-    made on disk (atomic.path_problem); None if it can. example: a record's name, for the hint.
-
-    >>> print(out_problem("runs/", "depth.json"))
-    --out runs/ ends with a slash, so it names a folder; expected a record file such as runs/depth.json
-    """
-    problem = path_problem(typed, "--out", "a record file", example)
-    if problem is None and Path(typed).exists() and not Path(typed).is_file():  # (before a lock is made beside it)
-        problem = (f"--out {typed} is {kind_of(os.stat(typed).st_mode)}, not a record file; it is never replaced:"
-                   f" choose another --out")
-    return problem
-
-
-def out_holds(out, typed, named, form):
-    """Why the file at out cannot take this run's record, in one line, or None if it can: there is none, or it is a
-    record of this experiment (its format, form) and --out named it (named). Judged while the run owns out, so that
-    no other run changes it between this look and the write. So a record is replaced only by a run of its
-    experiment that was told its path (the committed one never by a run that was not), and a file that is not such
-    a record (text, a FIFO, a device, another experiment's record) never is."""
+def record_there(typed, named, form, out):
+    """The reader a run judges the file at out (--out as typed: typed) with while it owns it (atomic.own), so that
+    no other run changes it between this look and the write: there must be none, or a record of this experiment
+    (its format, form) that --out named (named). So a record is replaced only by a run of its experiment that was
+    told its path (the committed one never by a run that was not), and a file that is not such a record (text,
+    another experiment's record) never is. A ValueError in one line says why."""
     if not os.path.lexists(out):
-        return None
+        return
     never = "; it is never replaced: choose another --out, or remove the file yourself"
-    try:
-        mode = os.stat(out).st_mode
-    except OSError as e:
-        return f"--out {typed}: cannot look at what is there ({e.strerror or e}){never}"
-    if not stat.S_ISREG(mode):
-        return f"--out {typed} is {kind_of(mode)}, not a record file{never}"
     try:
         record = read_record(out)
     except ValueError as e:
-        return f"--out {typed} is not a record: {e}{never}"
+        raise ValueError(f"--out {typed} is not a record: {e}{never}") from None
     if record.get("format") != form:
-        return (f"--out {typed} holds a record of another experiment or version ({str(record.get('format'))[:60]!r},"
-                f" not {form!r}){never}")
+        raise ValueError(f"--out {typed} holds a record of another experiment or version"
+                         f" ({str(record.get('format'))[:60]!r}, not {form!r}){never}")
     if not named:
-        return (f"{typed} already holds a record of this experiment, an earlier run's; name it (--out {typed}) to"
-                f" replace it, or give another --out to keep it")
-    return None
-
-
-def holder(script, argv):
-    """The note a run leaves in the lock of its --out: its process, machine and start, and its command."""
-    return (f"pid {os.getpid()} on {platform.node()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}: "
-            + " ".join([script, *argv]))
+        raise ValueError(f"{typed} already holds a record of this experiment, an earlier run's; name it (--out"
+                         f" {typed}) to replace it, or give another --out to keep it")
 
 
 def own(stack, typed, named, form, note, example, reads=()):
     """Make this run the owner of its record file, --out typed (named: whether the user gave it), until stack (an
-    ExitStack) closes: check the path (out_problem, and none of reads, (path, what it is) pairs of the files the run
-    reads), hold it (atomic.hold: a second run on it, or on a link to it, is refused while this one lives; its folder
-    is made if it is missing), judge what is there (out_holds), and remove the temporary files that killed writers
-    of it left (atomic.remove_leftovers). A ValueError, before anything is trained or written, says what is wrong;
-    what hold made is removed again when stack closes. Returns the file to write: --out with its links followed."""
-    out = Path(typed)
-    problem = out_problem(typed, example)
-    for path, what in reads:
-        if problem is None and same_file(out, path):
-            problem = f"--out {typed} is {what}; choose another --out"
-    if problem is not None:
-        raise ValueError(problem)
-    try:
-        target = stack.enter_context(hold(out, note))  # the file itself, links followed
-    except ValueError as e:  # another run holds it, or its folder cannot be made or written
-        raise ValueError(f"--out: {e}") from None
-    except OSError as e:  # the lock itself cannot be written: a full disk
-        raise ValueError(f"--out {typed}: cannot write there ({e.strerror or e})") from None
-    if target != Path(os.path.abspath(out)):  # through a link: its target is written, the link stays
-        print(f"--out {typed} leads to {target}: this run writes there", flush=True)
-    problem = out_holds(target, typed, named, form)
-    if problem is not None:
-        raise ValueError(problem)
-    removed = remove_leftovers(target)
-    if removed:
-        print(f"removed {len(removed)} temporary file(s) that a killed run left beside {typed}", file=sys.stderr)
-    return target
+    ExitStack) closes (atomic.own, with record_there as its reader; reads: (words, path) pairs of the files the run
+    reads, which --out must not be). example: a record's name, for the hint. A ValueError, before anything is
+    trained or written, says what is wrong. Returns the file to write: --out with its links followed."""
+    return atomic.own(stack, typed, "--out", "a record file", example, partial(record_there, typed, named, form),
+                      note, reads)[0]
 
 
 def write_record(out, typed, record):
@@ -683,7 +623,7 @@ def run_or_check(experiment, args, argv=None, grid=None):
             try:
                 options = grid(typed) if grid else {}  # (a grid's executor and the folder its results stay in)
                 if typed is not None:
-                    reads = [(committed, "the committed record, which --check reads")] if args.check else []
+                    reads = [("the committed record, which --check reads:", shown(committed))] if args.check else []
                     out = own(owned, typed, args.out is not None, experiment.FORMAT,
                               holder(script, sys.argv[1:] if argv is None else argv), committed.name, reads)
                 verdict = committed_verdict(experiment) if args.check else None

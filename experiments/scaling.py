@@ -68,10 +68,11 @@ with machine.needed_by("python3 -m experiments.scaling"):
     import numpy as np
 
     import bpe
+    from atomic import same_file
     from experiments import chains, grid
     from experiments.recording import (across_seeds, check_provenance, experiment_parser, field, first_difference,
                                        given, losses_at, need, parsed, provenance, reading, rerun_main, rerun_verdict,
-                                       rounded, run_or_check, same_file, table_row, trained, writes)
+                                       rounded, run_or_check, table_row, trained, writes)
     from experiments.scaling_judged import JUDGED_SEED, judged, minimum
     from experiments.scaling_law import cell_values, chosen_lr, fit_law, law_summary, name_of, slope
     from experiments.scaling_law import STARTS, law  # noqa: F401  (scaling.law and scaling.STARTS, as before)

@@ -28,10 +28,9 @@ import random
 import re
 import stat
 import tempfile  # noqa: F401  (the example above)
-import time
 from pathlib import Path
 
-from atomic import folder_for, hold, kind_of, private_mode, read_whole, remove_leftovers, write_together
+from atomic import folder_for, hold, holder, kind_of, private_mode, read_whole, remove_leftovers, write_together
 import bpe
 from oneblock import checkpoint, floor, machine, settings
 from oneblock.data import CORPUS_FILE, ROOT, TOKENIZER_FILE, read_data, split_text
@@ -329,8 +328,7 @@ def written(files, place, mark, modes, lock=False):
     (the serve path's explorer/data is every explore.py's of the checkout, and not held). What a killed export left
     there is cleared first. A ValueError names what is in the way, or what could not be made or written, and why."""
     through_link(place, files)
-    note = f"pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}: explore.py exporting"
-    with hold(mark, note) if lock else folder_for(mark):
+    with hold(mark, holder("explore.py exporting", [])) if lock else folder_for(mark):
         through_link(place, files)
         strangers = foreign(place, mark, [path.relative_to(place).as_posix() for path in files])
         if strangers:

@@ -21,11 +21,15 @@ is set while the program runs (`use_threads`, through threadpoolctl), so no orde
 
 import ctypes
 import importlib
+import os
 import shutil
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
-import bpe
+try:
+    import resource
+except ImportError:  # Windows
+    resource = None
 
 DEV = "python3 -m pip install -r tests/requirements.txt"  # the pinned test requirements: numpy, matplotlib, ...
 INSTALL = {  # package -> the command that installs it, as the README and docs/torch.md give it
@@ -98,13 +102,44 @@ def memory_available():
     """The bytes this process can still take, as far as the system says: the least of the memory the kernel counts
     as available (Linux's MemAvailable; elsewhere all of the physical memory), the room left under this process's
     address-space limit (RLIMIT_AS, which `ulimit -v` sets), and the room left in its cgroup (a container's
-    memory.max). None where none of them can be read. (Read as bpe.memory_room reads it: the tokenizer, standard
-    library only, prices its training with it.)
+    memory.max). None where none of them can be read.
 
     >>> memory_available() is None or memory_available() > 0
     True
     """
-    return bpe.memory_room()
+    room = []
+    available = [line.split()[1] for line in system_text("/proc/meminfo").splitlines()
+                 if line.startswith("MemAvailable:")]
+    if available:
+        room.append(int(available[0]) * 1024)
+    elif hasattr(os, "sysconf"):
+        with suppress(ValueError, OSError):
+            room.append(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0] if resource is not None else None
+    if limit is not None and limit != resource.RLIM_INFINITY:
+        mapped = system_text("/proc/self/statm").split()[:1]  # pages of address space mapped now
+        room.append(max(0, limit - (int(mapped[0]) * os.sysconf("SC_PAGE_SIZE") if mapped else 0)))
+    for line in system_text("/proc/self/cgroup").splitlines():  # "0::/its/path" (cgroup v2), "4:memory:/..." (v1)
+        _, controllers, where = (line.split(":", 2) + ["", ""])[:3]
+        if controllers in ("", "memory") and where.startswith("/"):
+            v2 = controllers == ""
+            mount = "/sys/fs/cgroup" + ("" if v2 else "/memory")
+            for folder in (mount + where.rstrip("/"), mount):  # its own folder, or the container's root
+                most = system_text(folder + ("/memory.max" if v2 else "/memory.limit_in_bytes")).strip()
+                used = system_text(folder + ("/memory.current" if v2 else "/memory.usage_in_bytes")).strip()
+                if most.isdigit() and used.isdigit():
+                    room.append(max(0, int(most) - int(used)))
+                    break
+    return min(room) if room else None
+
+
+def system_text(path):
+    """The text of a small system file, or "" where it does not exist or cannot be read (another system)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
 
 
 def check_memory(need, what):
@@ -123,7 +158,16 @@ def check_memory(need, what):
                          f" process can still take here")
 
 
-in_bytes = bpe.in_bytes  # a number of bytes in words: in_bytes(3 * 2**30) is '3.0 GiB'
+def in_bytes(n):
+    """A number of bytes in words, with a binary prefix.
+
+    >>> in_bytes(512), in_bytes(3 * 2**30), in_bytes(10**30)
+    ('512 bytes', '3.0 GiB', '1e+30 bytes')
+    """
+    for power, prefix in ((50, "PiB"), (40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if n >= 2 ** power:
+            return f"{n / 2 ** power:.1f} {prefix}" if n < 2 ** (power + 10) else f"{n:.3g} bytes"
+    return f"{n} bytes"
 
 
 # ----------------------------------------------------------------------------------------------------------------

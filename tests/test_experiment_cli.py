@@ -191,29 +191,6 @@ def test_a_full_run_owns_its_out_from_the_start_and_sigterm_leaves_the_committed
     assert files_under(lab) == before  # no lock, no out/ folder left
 
 
-# a writer of path argv[1] killed in the middle of its write: its temporary file is on disk
-KILLED_WRITER = """
-import os, signal, sys
-sys.path.insert(0, sys.argv[2])
-import atomic
-os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGKILL)
-atomic.write_atomic(sys.argv[1], b'{"format": "half of a record')
-"""
-
-
-@POSIX
-def test_the_temporary_file_of_a_killed_writer_is_removed_by_the_next_run(tmp_path):
-    out = tmp_path / "reduced.json"
-    killed = subprocess.run([sys.executable, "-c", KILLED_WRITER, out, ROOT], capture_output=True, timeout=60)
-    assert killed.returncode == -signal.SIGKILL
-    (left,) = [p.name for p in tmp_path.iterdir()]
-    assert left.startswith("reduced.json.") and left.endswith(".tmp")
-    proc = run("depth", "--check", "--out", out, "--quiet", cwd=ROOT)  # before the fix: the file stayed
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.strip() == f"removed 1 temporary file(s) that a killed run left beside {out}"
-    assert files_under(tmp_path) == ["reduced.json"]
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # 2. Options: an empty or stray one is a usage error, and a committed record is replaced only when named
 
@@ -293,24 +270,16 @@ def test_a_full_run_refuses_at_once_what_it_would_replace_without_being_told(lab
 
 
 @POSIX
-@pytest.mark.parametrize("case", ["folder", "slash", "under a file", "fifo", "text", "another's record", "committed",
-                                  "too long", "unwritable"])
+@pytest.mark.parametrize("case", ["fifo", "text", "another's record", "committed"])
 def test_an_out_that_cannot_take_the_record_is_one_line_before_any_training(lab, tmp_path, case):
-    (tmp_path / "runs").mkdir()
+    """The record's reader and reads through atomic.own (whose every path tests/test_locks.py tries), and a FIFO."""
     (tmp_path / "notes.txt").write_text("my notes\n", encoding="utf-8")
     os.mkfifo(tmp_path / "fifo")
     shutil.copy(lab / "experiments" / "scaling.json", tmp_path / "scaling.json")
-    out, phrase = {"folder": (tmp_path / "runs", "is a folder; expected a record file"),
-                   "slash": (f"{tmp_path / 'new'}/", "ends with a slash"),
-                   "under a file": (tmp_path / "notes.txt" / "r.json", "notes.txt is a file, not a folder"),
-                   "fifo": (tmp_path / "fifo", "is a FIFO (a named pipe), not a record file"),
+    out, phrase = {"fifo": (tmp_path / "fifo", "is a FIFO (a named pipe), not a regular file; expected a record file"),
                    "text": (tmp_path / "notes.txt", "is not a record"),
                    "another's record": (tmp_path / "scaling.json", "holds a record of another experiment"),
-                   "committed": ("experiments/depth.json", "is the committed record, which --check reads"),
-                   "too long": (tmp_path / ("r" * 300 + ".json"), "choose a shorter one"),
-                   "unwritable": ("/sys/one-block-test/r.json", "cannot")}[case]
-    if case == "unwritable" and not Path("/sys/kernel").is_dir():
-        pytest.skip("no /sys here: no folder that root cannot write in")
+                   "committed": ("experiments/depth.json", "experiments/depth.json is where this run writes")}[case]
     before = files_under(tmp_path), (tmp_path / "scaling.json").read_bytes()
     committed = (lab / "experiments" / "depth.json").read_bytes()
     proc = run("depth", "--check", "--out", out, cwd=lab)  # before the fix: a traceback after the run, or replaced

@@ -1,29 +1,37 @@
-"""Owning --out, a second pass, each case train.py in a real subprocess: the lock is made new and never follows a
-link or opens what is at its name (a link to a file of yours, your own file, a folder, a FIFO: each refused and left
-as it was), a killed run's lock is still taken over; a run removes only the temporary files a killed writer of its
-own path left, never another run's save in progress or a file of yours; a file has one lock however it is named (a
-link to it and the file itself are one --out, and a run through a link writes its target); and --out names that the
-file system cannot take, or torchrun numbers that make no sense, are one line before anything is made."""
+"""Owning an output path (atomic.own, atomic.hold), each case in this process: the path is judged before anything is
+made (a folder, a FIFO, a device, a socket, a link to one or to nothing, a name too long, an input of the run by any
+name: each refused in one line and left as it was); the lock is made new and never follows a link or opens what is
+at its name (a link to a file of yours, your own file, a folder, a FIFO, another live holder's); a killed run's lock
+is taken over; the caller's reader judges what is there while the path is held; a run removes only the temporary
+files a killed writer of its own path left, never another run's save in progress or a file of yours; a file has one
+lock however it is named (a link to it and the file itself are one path, and a run through a link writes its
+target). Then, through the commands: torchrun numbers that make no sense, a signal as the lock is made, and
+train.py and bpe.py stopped by a signal, each in one line, leaving nothing behind."""
 
 import os
 import random
 import signal
+import socket
+import stat
 import string
 import subprocess
 import sys
-import textwrap
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from run_helpers import HELD, held, kill_at, one_line_error
+from run_helpers import HELD, held, one_line_error
 
+import atomic
 from oneblock import checkpoint, settings
 
 ROOT = Path(__file__).resolve().parent.parent
 SHORT = ["--steps", "4", "--batch", "2", "--seq-len", "16", "--val-stories", "20", "--eval-every", "4", "--quiet"]
 POSIX = pytest.mark.skipif(os.name != "posix", reason="links, FIFOs and flock are POSIX's")
+if os.name == "posix":
+    import fcntl
 
 
 def train(*args, cwd, env=None, timeout=300):
@@ -35,35 +43,153 @@ def files_under(folder):
     return sorted(str(p.relative_to(folder)) for p in Path(folder).rglob("*"))
 
 
+def kinds_under(folder):
+    """Each path under folder (links not followed) with what it is: a file's bytes, a link's target, or its kind."""
+    found = {}
+    for path in sorted(Path(folder).rglob("*")):
+        mode = os.lstat(path).st_mode
+        found[str(path.relative_to(folder))] = (path.read_bytes() if stat.S_ISREG(mode) else os.readlink(path)
+                                                if stat.S_ISLNK(mode) else stat.S_IFMT(mode))
+    return found
+
+
+def own(path, judge=None, reads=(), stack=None):
+    """atomic.own on path as a command's --out, for a text file; with no stack given, released at once."""
+    with ExitStack() as own_stack:
+        return atomic.own(stack if stack is not None else own_stack, str(path), "--out", "a text file", "t.txt",
+                          judge, "a test", reads)
+
+
+def refused(path, *phrases, reads=(), judge=None):
+    """The one line that atomic.own refuses path with, holding each of phrases."""
+    with pytest.raises(ValueError) as e:
+        own(path, judge, reads)
+    line = str(e.value)
+    assert "\n" not in line and all(phrase in line for phrase in phrases), line
+    return line
+
+
 # ----------------------------------------------------------------------------------------------------------------
-# 1. The lock follows no link and opens nothing that is there
+# 1. The path: judged before anything is made
 
 
 @POSIX
-def test_a_link_at_the_locks_name_is_refused_and_what_it_points_to_is_untouched(tmp_path):
-    victim = tmp_path / "victim.txt"
-    victim.write_text("precious\n", encoding="utf-8")
-    (tmp_path / "a").mkdir()
-    lock = tmp_path / "a" / "ck.safetensors.lock"
-    lock.symlink_to(victim)
-    proc = train("--out", "a/ck.safetensors", *SHORT, cwd=tmp_path)  # before the fix: exit 0, victim.txt the note
-    one_line_error(proc, "ck.safetensors.lock", "is a symbolic link, not a lock", "never opened for writing")
-    assert victim.read_text(encoding="utf-8") == "precious\n" and lock.is_symlink()
-    assert not (tmp_path / "a" / "ck.safetensors").exists()
-
-    lock.unlink()  # a link to nothing: no file is made where it points
-    lock.symlink_to(tmp_path / "made-by-the-run")
-    proc = train("--out", "a/ck.safetensors", *SHORT, cwd=tmp_path)
-    one_line_error(proc, "is a symbolic link, not a lock")
-    assert not (tmp_path / "made-by-the-run").exists() and lock.is_symlink()
+def test_a_path_that_cannot_be_a_file_of_the_run_is_refused_and_left_as_it_is(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine\n", encoding="utf-8")
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "to-fifo").symlink_to("fifo")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "nowhere").symlink_to("missing.txt")
+    (tmp_path / "loop").symlink_to("loop")
+    (tmp_path / "runs").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(tmp_path / "socket"))
+    cases = [("folder", "is a folder; expected a text file such as"), ("folder/", "ends with a slash"),
+             ("notes.txt/t.txt", "notes.txt is a file, not a folder"),
+             ("fifo", "--out fifo is a FIFO (a named pipe), not a regular file"),
+             ("to-fifo", "--out to-fifo is a link to a FIFO (a named pipe), not a regular file"),
+             ("socket", "--out socket is a socket, not a regular file"),
+             ("nowhere", "nowhere is a link to missing.txt, which does not exist"),
+             ("loop", "loop is a link to loop"), ("runs/t.txt", "runs is a link to", "which does not exist"),
+             ("x" * 300, "a name of 300 bytes", "more than the 255 bytes", "choose a shorter one"),
+             ("x" * 240, "a name of 240 bytes"),  # (the lock fits, a temporary file's name does not)
+             ("d/" * 2100 + "t.txt", "more than the", "bytes this system allows in a path")]
+    try:
+        os.mknod(tmp_path / "device", 0o600 | stat.S_IFCHR, os.makedev(1, 3))  # (root only; never /dev/null)
+        cases.append(("device", "--out device is a character device, not a regular file"))
+    except (OSError, AttributeError):
+        pass
+    before = kinds_under(tmp_path)
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        for path, *phrases in cases:  # before: a FIFO, a device, a link replaced; folders made through a link
+            refused(path, *phrases, judge=lambda target: pytest.fail(f"{target} was judged"))
+    finally:
+        os.chdir(cwd)
+        server.close()
+    assert kinds_under(tmp_path) == before and not (tmp_path / "elsewhere").exists()
 
 
 @POSIX
-@pytest.mark.parametrize("kind", ["file", "empty file beside a live holder", "folder", "fifo", "hard link"])
+def test_an_input_of_the_run_is_never_its_output_by_any_name(tmp_path):
+    text = tmp_path / "notes.txt"
+    text.write_text("mine\n", encoding="utf-8")
+    (tmp_path / "link.txt").symlink_to("notes.txt")
+    os.link(text, tmp_path / "hard.txt")
+    (tmp_path / "t.txt.lock").write_text("a text named like t.txt's lock\n", encoding="utf-8")
+    before = kinds_under(tmp_path)
+    for given, out, words in [(text, text, f"--out {text}"), (text, tmp_path / "link.txt", "--out"),
+                              (tmp_path / "link.txt", text, "--out"), (text, tmp_path / "hard.txt", "--out"),
+                              (tmp_path / "t.txt.lock", tmp_path / "t.txt", "the lock of --out")]:
+        refused(out, f"--data {given} is where this run writes {words}", "choose another --out",
+                reads=[("--data", given)])  # before: the text was replaced by what the run wrote
+    assert kinds_under(tmp_path) == before
+
+
+def test_output_problem_reads_what_is_there_with_the_callers_judge(tmp_path):
+    ours = lambda raw: raw.startswith(b"{")  # noqa: E731
+    assert atomic.output_problem(tmp_path / "new" / "deeper" / "t.json", "--out", "a record", ours, "t.json") is None
+    (tmp_path / "t.json").write_text("{}", encoding="utf-8")
+    assert atomic.output_problem(tmp_path / "t.json", "--out", "a record", ours, "t.json") is None
+    (tmp_path / "notes.txt").write_text("mine", encoding="utf-8")
+    assert "notes.txt exists and is not a record; it is never replaced" in atomic.output_problem(
+        tmp_path / "notes.txt", "--out", "a record", ours, "t.json")
+    (tmp_path / "big.json").write_bytes(b"{" + b" " * 100)
+    too_big = atomic.output_problem(tmp_path / "big.json", "--out", "a record", ours, "t.json", most=10)
+    assert "more than the 10 bytes" in too_big
+
+
+def test_a_folder_that_cannot_be_made_or_written_is_one_line(tmp_path):
+    cases = [(f"/{system}/one-block-test/t.txt", f"cannot create the folder /{system}/one-block-test")
+             for system in ("sys", "proc") if Path(f"/{system}/self" if system == "proc" else "/sys/kernel").is_dir()]
+    if os.name == "posix" and os.geteuid() != 0:  # (root writes in any folder, whatever its mode)
+        (tmp_path / "ro").mkdir(mode=0o555)
+        cases.append((tmp_path / "ro" / "t.txt", "cannot write in the folder"))
+    if not cases:
+        pytest.skip("no folder here that this user cannot write in")
+    for path, phrase in cases:
+        refused(path, "--out:", phrase)
+
+
+def test_a_deep_path_is_made_without_recursion(tmp_path):
+    deep = tmp_path / ("d/" * 1500 + "t.txt")  # 3,000 bytes: within Linux's 4,096, past Python's recursion limit
+    try:
+        with ExitStack() as stack:  # before the fix: a RecursionError
+            target, _ = own(deep, stack=stack)
+            atomic.write_atomic(target, "deep\n")
+        assert deep.read_text(encoding="utf-8") == "deep\n"
+    finally:
+        remove_deep(tmp_path / "d")
+
+
+def remove_deep(folder):
+    """Remove a chain of folders d/d/d/... too deep for a recursive remover (os.walk, shutil.rmtree), deepest first."""
+    chain = [Path(folder)]
+    while (chain[-1] / "d").is_dir():
+        chain.append(chain[-1] / "d")
+    for here in reversed(chain):
+        for path in here.iterdir():
+            if not path.is_dir():
+                path.unlink()
+        here.rmdir()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 2. The lock follows no link and opens nothing that is there
+
+
+@POSIX
+@pytest.mark.parametrize("kind", ["link", "link to nothing", "file", "empty file beside a live holder", "folder",
+                                  "fifo", "hard link"])
 def test_a_lock_name_that_holds_something_else_is_refused_and_kept(tmp_path, kind):
-    lock, victim = tmp_path / "ck.safetensors.lock", tmp_path / "victim.txt"
+    lock, victim = tmp_path / "t.txt.lock", tmp_path / "victim.txt"
     victim.write_text("precious\n", encoding="utf-8")
-    if kind == "file":
+    if kind == "link":
+        lock.symlink_to(victim)
+    elif kind == "link to nothing":  # no file is made where it points
+        lock.symlink_to(tmp_path / "made-by-the-run")
+    elif kind == "file":
         lock.write_text("my own notes on the run\n", encoding="utf-8")
     elif kind == "folder":
         lock.mkdir()
@@ -74,44 +200,44 @@ def test_a_lock_name_that_holds_something_else_is_refused_and_kept(tmp_path, kin
         os.link(victim, lock)
     holder = None
     if kind == "empty file beside a live holder":  # a run that made its lock and has not yet written its note
-        holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
-            import fcntl, os, sys
-            fd = os.open({str(lock)!r}, os.O_RDWR | os.O_CREAT | os.O_EXCL)
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            print("held", flush=True)
-            sys.stdin.read()""")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert holder.stdout.readline() == "held\n"
-    before = {p: (p.stat().st_mode, p.read_bytes() if p.is_file() and kind != "fifo" else None)
-              for p in tmp_path.rglob("*")}
-    try:
-        started = time.monotonic()
-        proc = train("--out", "ck.safetensors", *SHORT, cwd=tmp_path, timeout=60)  # before: truncated, deleted
-        assert time.monotonic() - started < 30
+        holder = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+        fcntl.flock(holder, fcntl.LOCK_EX)
+    before = kinds_under(tmp_path)
+    try:  # before: the link's target or the file truncated to the note, the file deleted, a FIFO opened
+        refused(tmp_path / "t.txt", "t.txt", {
+            "link": "is a symbolic link, not a lock", "link to nothing": "is a symbolic link, not a lock",
+            "file": "does not hold this lab's mark", "folder": "is a folder, not a lock",
+            "fifo": "is a FIFO (a named pipe), not a lock", "hard link": "has other names",
+            "empty file beside a live holder": "is in use by another run (its holder wrote no note yet)"}[kind])
     finally:
         if holder is not None:
-            holder.stdin.close()
-            holder.wait(timeout=30)
-    phrase = {"file": "does not hold this lab's mark", "folder": "is a folder, not a lock",
-              "fifo": "is a FIFO (a named pipe), not a lock", "hard link": "has other names",
-              "empty file beside a live holder": "is in use by another run"}[kind]
-    one_line_error(proc, "ck.safetensors", phrase)
-    after = {p: (p.stat().st_mode, p.read_bytes() if p.is_file() and kind != "fifo" else None)
-             for p in tmp_path.rglob("*")}
-    assert after == before and victim.read_text(encoding="utf-8") == "precious\n"
+            os.close(holder)
+    assert kinds_under(tmp_path) == before and victim.read_text(encoding="utf-8") == "precious\n"
 
 
-def test_a_killed_runs_lock_is_taken_over_by_the_next_run(tmp_path):
-    out = tmp_path / "ck.safetensors"
-    cmd = [sys.executable, str(ROOT / "train.py"), "--out", str(out), "--steps", "3000", "--batch", "2",
-           "--seq-len", "16", "--val-stories", "20", "--eval-every", "1000", "--ckpt-every", "20", "--quiet"]
-    step = kill_at(cmd, out, tmp_path, at_least=20)
-    lock = tmp_path / "ck.safetensors.lock"
-    assert lock.read_text(encoding="utf-8").startswith("one-block lock, held by pid ")  # left by the kill
-    proc = train("--out", out, "--steps", "3000", "--batch", "2", "--seq-len", "16", "--val-stories", "20",
-                 "--eval-every", "1000", "--ckpt-every", "20", "--quiet", "--resume", "--stop-at", step + 20,
-                 cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    assert checkpoint.load_checkpoint(out)["step"] == step + 20 and not lock.exists()
+def test_a_killed_runs_lock_is_taken_over_and_what_is_there_judged_while_held(tmp_path):
+    out, lock = tmp_path / "runs" / "t.txt", tmp_path / "runs" / "t.txt.lock"
+    lock.parent.mkdir()
+    lock.write_text(atomic.LOCK_MARK + "pid 999999999, killed\n", encoding="utf-8")  # its holder's lock died with it
+    out.write_text("an earlier run's\n", encoding="utf-8")
+    seen = []
+
+    def judge(target):  # the caller's reader: run while the path is held, its answer returned
+        seen.append(lock.read_text(encoding="utf-8"))
+        return target.read_text(encoding="utf-8")
+
+    with ExitStack() as stack:
+        target, judged = own(out, judge, stack=stack)
+        assert target == out and judged == "an earlier run's\n"
+        assert seen == [atomic.LOCK_MARK + "a test"]
+        refused(out, "is in use by another run (a test)")  # a second owner, while this one holds it
+    assert files_under(tmp_path) == ["runs", "runs/t.txt"]  # the lock is gone with its owner
+
+    def not_ours(target):
+        raise ValueError(f"--out {target} is not ours")
+
+    refused(tmp_path / "new" / "t.txt", "is not ours", judge=not_ours)
+    assert files_under(tmp_path) == ["runs", "runs/t.txt"]  # nor the lock, nor the folder made for it
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -126,19 +252,9 @@ os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGKILL)
 atomic.write_atomic(sys.argv[1], b"half of a checkpoint")
 """
 
-# another run's save of path argv[1] in progress: its temporary file, locked, until stdin closes
-SAVING = """
-import fcntl, os, sys
-name = f"{sys.argv[1]}.{os.getpid()}.savingxy.tmp"
-fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL)
-fcntl.flock(fd, fcntl.LOCK_EX)
-print(name, flush=True)
-sys.stdin.read()
-"""
-
 
 @POSIX
-def test_a_run_removes_only_the_temporary_files_a_killed_writer_of_its_path_left(tmp_path):
+def test_a_run_removes_only_the_temporary_files_a_killed_writer_of_its_path_left(tmp_path, capsys):
     out = tmp_path / "ck.safetensors"
     killed = subprocess.run([sys.executable, "-c", KILLED_WRITER, out, ROOT], capture_output=True, timeout=60)
     assert killed.returncode == -signal.SIGKILL
@@ -147,18 +263,15 @@ def test_a_run_removes_only_the_temporary_files_a_killed_writer_of_its_path_left
                                           "ck.safetensors.1.abcdefgh.tmp")]  # pid 1 runs: it may be a writer
     for path in yours:
         path.write_text(f"yours: {path.name}\n", encoding="utf-8")
-    saving = subprocess.Popen([sys.executable, "-c", SAVING, out], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True)
+    in_progress = tmp_path / f"ck.safetensors.{os.getpid()}.savingxy.tmp"  # another save, its writer alive
+    saving = os.open(in_progress, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+    fcntl.flock(saving, fcntl.LOCK_EX)
     try:
-        in_progress = Path(saving.stdout.readline().strip())
-        proc = train("--out", out, *SHORT, cwd=tmp_path)  # before the fix: every ck.safetensors.*.tmp deleted
-        assert in_progress.exists()  # the other run's save goes on
+        own(out)  # before the fix: every ck.safetensors.*.tmp deleted
     finally:
-        saving.stdin.close()
-        saving.wait(timeout=30)
-    assert proc.returncode == 0, proc.stderr
-    assert "removed 1 temporary file(s) that a killed run left" in proc.stderr
-    assert not left.exists()
+        os.close(saving)
+    assert "removed 1 temporary file(s) that a killed run left" in capsys.readouterr().err
+    assert not left.exists() and in_progress.exists()
     for path in yours:
         assert path.read_text(encoding="utf-8") == f"yours: {path.name}\n"
 
@@ -168,18 +281,18 @@ def test_a_run_removes_only_the_temporary_files_a_killed_writer_of_its_path_left
 
 
 @POSIX
-def test_a_run_on_a_link_and_a_run_on_its_file_are_one_out(tmp_path):
+def test_a_link_and_its_file_are_one_path_and_the_link_leads_to_what_is_written(tmp_path, capsys):
     (tmp_path / "real").mkdir()
-    out, link = tmp_path / "real" / "ck.safetensors", tmp_path / "link.safetensors"
-    assert train("--out", out, *SHORT, "--seed", "2", cwd=tmp_path).returncode == 0  # (a link to nothing is refused)
+    out, link = tmp_path / "real" / "t.txt", tmp_path / "link.txt"
+    out.write_text("an earlier run's\n", encoding="utf-8")  # (a link to nothing is refused)
     link.symlink_to(out)
-    waiting, go = tmp_path / "waiting", tmp_path / "go"
-    with held(HELD, waiting, go, "--out", out, *SHORT, "--seed", "3", "--overwrite", cwd=tmp_path) as slow:
-        for other in (link, tmp_path / "real" / ".." / "real" / "ck.safetensors"):
-            proc = train("--out", other, *SHORT, "--seed", "4", "--overwrite", cwd=tmp_path)  # before: it went
-            one_line_error(proc, "is in use by another run", "train.py")
-    assert slow.returncode == 0, slow.stderr
-    assert checkpoint.load_checkpoint(out)["training"]["seed"] == 3 and link.is_symlink()
+    with ExitStack() as stack:
+        own(out, stack=stack)
+        for other in (link, tmp_path / "real" / ".." / "real" / "t.txt"):  # before: a second run went on
+            refused(other, "is in use by another run (a test)")
+    target, _ = own(link)
+    assert target == out.resolve() and link.is_symlink()
+    assert f"--out {link} leads to {out.resolve()}: this run writes there" in capsys.readouterr().out
 
 
 @POSIX
@@ -196,57 +309,14 @@ def test_resuming_through_a_link_writes_its_target_and_keeps_the_link(tmp_path):
     assert files_under(tmp_path) == ["link.safetensors", "real", "real/ck.best.safetensors", "real/ck.safetensors"]
 
 
-@POSIX
-def test_a_link_that_leads_nowhere_is_refused_and_nothing_is_made_where_it_points(tmp_path):
-    elsewhere = tmp_path / "elsewhere"
-    (tmp_path / "out").mkdir()
-    (tmp_path / "out" / "ck.safetensors").symlink_to(elsewhere / "made.safetensors")
-    (tmp_path / "runs").symlink_to(elsewhere / "runs", target_is_directory=True)
-    for target in ("out/ck.safetensors", "runs/ck.safetensors"):
-        proc = train("--out", target, *SHORT, cwd=tmp_path)  # before the fix: a checkpoint (and folders) made there
-        one_line_error(proc, "which does not exist (or is a loop)", "no link")
-    os.symlink("loop", tmp_path / "loop")
-    one_line_error(train("--out", "loop", *SHORT, cwd=tmp_path), "loop is a link to loop")
-    assert not elsewhere.exists()
-    assert files_under(tmp_path) == ["loop", "out", "out/ck.safetensors", "runs"]
-
-
 # ----------------------------------------------------------------------------------------------------------------
-# 14. Names the file system cannot take, and torchrun numbers that make no sense
+# 5. Through train.py: the owner refuses in one line, and torchrun numbers that make no sense are one line
 
 
-def test_a_name_too_long_for_the_file_system_is_refused_before_anything_is_made(tmp_path):
-    for name, size in (("x" * 300, 300), ("x" * 240, 240)):  # 240: the lock fits, a temporary file's name does not
-        started = time.monotonic()
-        proc = train("--out", name, *SHORT, cwd=tmp_path)  # before: a traceback, or an error after training
-        one_line_error(proc, f"a name of {size} bytes", "more than the 255 bytes", "choose a shorter one")
-        assert "step" not in proc.stdout and time.monotonic() - started < 30
-    assert files_under(tmp_path) == []
-
-
-def remove_deep(folder):
-    """Remove a chain of folders d/d/d/... too deep for a recursive remover (os.walk, shutil.rmtree), deepest first."""
-    chain = [Path(folder)]
-    while (chain[-1] / "d").is_dir():
-        chain.append(chain[-1] / "d")
-    for here in reversed(chain):
-        for path in here.iterdir():
-            if not path.is_dir():
-                path.unlink()
-        here.rmdir()
-
-
-def test_a_deep_path_is_made_without_recursion_and_one_past_the_systems_limit_is_refused(tmp_path):
-    deep = "d/" * 1500 + "ck.safetensors"  # 3,000 bytes: within Linux's 4,096, past Python's recursion limit
-    try:
-        proc = train("--out", deep, *SHORT, cwd=tmp_path)  # before the fix: a RecursionError
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        assert checkpoint.load_checkpoint(tmp_path / deep)["step"] == 4
-    finally:
-        remove_deep(tmp_path / "d")
-    proc = train("--out", "d/" * 2100 + "ck.safetensors", *SHORT, cwd=tmp_path)
-    one_line_error(proc, "more than the", "bytes this system allows in a path")
-    assert files_under(tmp_path) == []
+def test_train_py_refuses_an_out_it_cannot_own_in_one_line_before_anything_is_made(tmp_path):
+    proc = train("--out", "x" * 300, *SHORT, cwd=tmp_path)
+    one_line_error(proc, "--out", "a name of 300 bytes", "choose a shorter one")
+    assert "step" not in proc.stdout and files_under(tmp_path) == []
 
 
 @pytest.mark.parametrize("env, phrase", [({"RANK": "-1"}, "rank -1: expected 0, the only process"),
@@ -268,7 +338,7 @@ def test_settings_refuse_a_world_of_no_processes_and_a_rank_outside_it():
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# 4. A signal the moment the lock file is made
+# 6. A signal the moment the lock file is made
 
 # a run whose SIGTERM arrives the instant os.open has made its lock file (the moment a test or a user who waits for
 # the lock to appear sends it), turned into a KeyboardInterrupt as the experiments' interruptible() does
@@ -310,7 +380,7 @@ def test_a_signal_as_the_lock_file_is_made_leaves_no_lock_behind(tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# 5. SIGTERM, SIGHUP and Ctrl-C stop train.py and bpe.py in one line, leaving nothing behind
+# 7. SIGTERM, SIGHUP and Ctrl-C stop train.py and bpe.py in one line, leaving nothing behind
 
 
 def signalled(cmd, cwd, sign, ready, *, at=0.0):

@@ -103,9 +103,8 @@ def test_a_training_text_named_like_a_tokenizer_copy_is_never_replaced(notes):
     before = files_under(notes)
     proc = run("train.py", "--data", "n.safetensors.tokenizer.json", "--out", "n.safetensors", *TEXT_RUN, cwd=notes)
     one_line_error(proc, "--data n.safetensors.tokenizer.json is where this run writes the copy of its tokenizer")
-    for name in ("n.safetensors", "n.safetensors.lock"):  # nor the checkpoint, nor its lock
-        proc = run("train.py", "--data", name, "--out", "n.safetensors", *TEXT_RUN, cwd=notes)
-        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    proc = run("train.py", "--data", "n.safetensors.lock", "--out", "n.safetensors", *TEXT_RUN, cwd=notes)
+    one_line_error(proc, "--data n.safetensors.lock is where this run writes the lock of the checkpoint")
     assert files_under(notes) == before and (notes / "n.safetensors.tokenizer.json").read_bytes() == text
 
 
@@ -238,18 +237,6 @@ def test_a_checkpoint_that_cannot_be_written_stops_the_run_keeping_the_last_one(
     assert files_under(tmp_path) == ["c.best.safetensors", "c.safetensors"]
 
 
-def test_an_out_that_cannot_be_made_is_one_line(tmp_path):
-    unwritable = ["/sys/one-block-test/c.safetensors"] if Path("/sys/kernel").is_dir() else []
-    if os.name == "posix" and os.geteuid() != 0:  # (root writes in any folder, whatever its mode)
-        (tmp_path / "ro").mkdir(mode=0o555)
-        unwritable.append(tmp_path / "ro" / "c.safetensors")
-    if not unwritable:
-        pytest.skip("no folder here that this user cannot write in")
-    for out in unwritable:
-        proc = run("train.py", "--out", out, *SHORT, cwd=tmp_path)
-        one_line_error(proc, "--out:", "cannot")
-
-
 def test_bpe_py_write_errors_are_one_line_and_leave_the_old_file(notes):
     out = notes / "t.json"
     assert run("bpe.py", "--data", "notes.txt", "--vocab-size", "100", "--out", out, cwd=notes).returncode == 0
@@ -259,12 +246,7 @@ def test_bpe_py_write_errors_are_one_line_and_leave_the_old_file(notes):
     one_line_error(proc, f"cannot write {out}", "File too large")
     assert out.read_bytes() == old and files_under(notes) == ["notes.txt", "t.json"]
 
-    cases = [(notes / "notes.txt" / "t.json", "notes.txt is a file, not a folder"),
-             (notes / "new" / "sub" / "t.json", None)]
-    if Path("/sys/kernel").is_dir():
-        cases.append(("/sys/one-block-test.json", "cannot write"))
-    for target, phrase in cases:
-        limit = file_size_limit(100) if phrase is None else None
-        proc = run("bpe.py", "--data", "notes.txt", "--vocab-size", "100", "--out", target, cwd=notes, limit=limit)
-        one_line_error(proc, *([phrase] if phrase else ["File too large"]))
+    proc = run("bpe.py", "--data", "notes.txt", "--vocab-size", "100", "--out", notes / "new" / "sub" / "t.json",
+               cwd=notes, limit=file_size_limit(100))
+    one_line_error(proc, "File too large")
     assert files_under(notes) == ["notes.txt", "t.json"]  # no folder left behind either

@@ -130,21 +130,41 @@ BAD_TEXTS = [  # (file name, bytes, the phrase of the message)
 
 
 @pytest.mark.parametrize("name, content, phrase", BAD_TEXTS + [
+    ("folder", None, "folder is a folder, not a UTF-8 text file"),
+    ("missing.txt", None, "missing.txt: cannot read it (No such file or directory)"),
+])
+def test_a_bad_text_is_refused_in_one_line_naming_it(tmp_path, name, content, phrase):
+    """bpe.read_text, which bpe.py --data and train.py --data (oneblock/data.py's read_data) read a text with."""
+    if content is not None:
+        (tmp_path / name).write_bytes(content)
+    elif name == "folder":
+        (tmp_path / name).mkdir()
+    with pytest.raises(ValueError) as e:
+        bpe.read_text(tmp_path / name)
+    assert phrase in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("text, vocab_size, phrase", [
+    (own_text(), 20, "notes.txt: --vocab-size 20 is smaller than the 55 characters of the text"),
+    ("Zoë saw.\n", 20, "notes.txt: --vocab-size 20 is too large: no pairs are left to merge after 5 merges (14 tokens);"
+                       " expected at most 14"),
+])
+def test_a_vocab_size_the_text_cannot_give_is_refused_naming_the_file(text, vocab_size, phrase):
+    with pytest.raises(ValueError, match=phrase.replace("(", r"\(").replace(")", r"\)")):
+        bpe.train_on_text(text, vocab_size, "notes.txt")
+
+
+@pytest.mark.parametrize("name, content, phrase", [  # (what bpe.read_text refuses: tested above)
+    BAD_TEXTS[2],
     ("tiny.txt", "Zoë saw it.\nOk.\n".encode(),
      "tiny.txt: its training text is 5 tokens, fewer than one window of --seq-len 32 + 1"),
     ("small.txt", "Zoë saw it.\nOk.\n".encode(),
      "small.txt: --vocab-size 256 is too large: no pairs are left to merge after 8 merges (21 tokens)"),
     ("one-line.txt", ("Zoë saw 2 Zoës. " * 40).encode(), "it has 1 line of text: nothing to hold out"),
-    ("notes.txt", own_text().encode(), "notes.txt: --vocab-size 20 is smaller than the 55 characters of the text"),
-    ("folder", None, "folder is a folder, not a UTF-8 text file"),
-    ("missing.txt", None, "missing.txt: cannot read it (No such file or directory)"),
 ])
 def test_train_py_refuses_bad_data_in_one_line_and_writes_nothing(tmp_path, name, content, phrase):
-    if content is not None:
-        (tmp_path / name).write_bytes(content)
-    elif name == "folder":
-        (tmp_path / name).mkdir()
-    vocab = {"notes.txt": ["--vocab-size", 20], "tiny.txt": ["--vocab-size", 21]}.get(name, [])
+    (tmp_path / name).write_bytes(content)
+    vocab = {"tiny.txt": ["--vocab-size", 21]}.get(name, [])
     before = files_under(tmp_path)
     proc = run("train.py", "--data", name, *vocab, "--out", "runs/x.safetensors", *SHORT, cwd=tmp_path)
     assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
@@ -152,19 +172,13 @@ def test_train_py_refuses_bad_data_in_one_line_and_writes_nothing(tmp_path, name
     assert files_under(tmp_path) == before  # not even the folder of --out
 
 
-@pytest.mark.parametrize("name, content, phrase", BAD_TEXTS + [
-    ("notes.txt", own_text().encode(), "notes.txt: --vocab-size 20 is smaller than the 55 characters of the text"),
-    ("small.txt", "Zoë saw.\n".encode(),
-     ("small.txt: --vocab-size 20 is too large: no pairs are left to merge after 5 merges (14 tokens); expected at"
-      " most 14")),
-])
-def test_bpe_py_refuses_bad_data_in_one_line_and_writes_nothing(tmp_path, name, content, phrase):
+def test_bpe_py_refuses_bad_data_in_one_line_and_writes_nothing(tmp_path):
+    name, content, phrase = BAD_TEXTS[2]
     (tmp_path / name).write_bytes(content)
-    before = files_under(tmp_path)
     proc = run("bpe.py", "--data", name, "--vocab-size", 20, "--out", "toks/t.json", cwd=tmp_path)
     assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
     assert proc.stderr.count("\n") == 1 and phrase in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
-    assert files_under(tmp_path) == before
+    assert files_under(tmp_path) == [name]
 
 
 def test_a_tokenizer_without_a_character_of_the_text_is_refused(tmp_path):

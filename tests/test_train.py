@@ -423,21 +423,13 @@ def test_a_second_run_on_the_same_out_is_refused_and_a_killed_holder_blocks_noth
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.best.safetensors", "ckpt.safetensors"]  # no lock
 
 
-@pytest.mark.parametrize("make, out, extra, phrase", [
-    (None, "corpus.txt/x.safetensors", [], "corpus.txt is a file, not a folder"),
-    (None, "/proc/x/ckpt.safetensors", [], "cannot create the folder /proc/x"),
-    ("dir", "adir", ["--overwrite"], "--out adir is a folder; expected a checkpoint file such as adir"),
+@pytest.mark.parametrize("make, out, extra, phrase", [  # (every kind of path atomic.own refuses: test_locks.py)
     ("dir", "adir", ["--resume"], "--out adir is a folder; expected a checkpoint file such as adir"),
-    ("dir", "adir", [], "--out adir is a folder; expected a checkpoint file such as adir"),
     ("empty", "empty.safetensors", [], "--out empty.safetensors exists but is not a checkpoint"),
     ("empty", "empty.safetensors", ["--overwrite"], "--out empty.safetensors exists but is not a checkpoint"),
     ("empty", "empty.safetensors", ["--resume"], "cannot resume: empty.safetensors: the file is 0 bytes"),
-    (None, "newdir/", [], "--out newdir/ ends with a slash, so it names a folder"),
 ])
 def test_a_bad_out_is_refused_before_any_work_naming_the_path(tmp_path, make, out, extra, phrase):
-    if out.startswith("/proc") and not Path("/proc").is_dir():
-        pytest.skip("no /proc on this system")
-    (tmp_path / "corpus.txt").write_text("not a folder\n")
     if make == "dir":
         (tmp_path / out).mkdir()
     elif make == "empty":
