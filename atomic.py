@@ -41,6 +41,37 @@ def write_atomic(path, data, mode=0o644):
     write_together({path: data}, {path: mode})
 
 
+def write_new(path, text):
+    """Write text to path, which must not exist (a learner's file: whole or not at all, and never over a file, a link
+    or a folder there, made or not by this lab). A ValueError names the path and says why.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     write_new(Path(d) / "model.py", "x = 1\\n")
+    ...     try:
+    ...         write_new(Path(d) / "model.py", "x = 2\\n")
+    ...     except ValueError as e:
+    ...         print(str(e).replace(d, "D"))
+    D/model.py exists: your work is never written over (choose another folder, or move that file away)
+    """
+    path = Path(path)
+    if os.path.lexists(path):
+        raise ValueError(f"{path} exists: your work is never written over (choose another folder, or move that file"
+                         f" away)")
+    if path.parent.exists() and not path.parent.is_dir():
+        raise ValueError(f"{path.parent} is a file; expected a folder")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(temporary, "x", encoding="utf-8") as f:  # (x: never through a file or a link already there)
+        f.write(text)
+    try:
+        os.link(temporary, path)  # (fails if anything took the name meanwhile: nothing is replaced)
+    except FileExistsError:
+        raise ValueError(f"{path} exists: your work is never written over") from None
+    finally:
+        os.unlink(temporary)
+
+
 def write_together(files, modes=None):
     """Write files {path: data} all or none, each as write_atomic writes one: every file to a temporary file beside
     it first, and only once all are on disk, each renamed over its path. modes: {path: permissions} for the files

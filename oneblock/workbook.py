@@ -32,6 +32,7 @@ import sys
 import tokenize
 from pathlib import Path
 
+from atomic import write_new
 from oneblock.grade import STEPS, TOL, grade
 from oneblock.mistakes import LAB_MODEL, MISTAKES, planted
 
@@ -147,41 +148,6 @@ def bug_folder(folder, seed):
     write_new(folder / "model.py", bug_file(lab_source(), seed)[0])
     for name in SEED_LAB:
         write_new(folder / name, (LAB_MODEL.parent / name).read_text(encoding="utf-8"))
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Writing a learner's file
-
-
-def write_new(path, text):
-    """Write text to path, which must not exist: whole or not at all, and never over a file, a link or a folder
-    there. A ValueError names the path and says why.
-
-    >>> import tempfile
-    >>> with tempfile.TemporaryDirectory() as d:
-    ...     write_new(Path(d) / "model.py", "x = 1\\n")
-    ...     try:
-    ...         write_new(Path(d) / "model.py", "x = 2\\n")
-    ...     except ValueError as e:
-    ...         print(str(e).replace(d, "D"))
-    D/model.py exists: your work is never written over (choose another folder, or move that file away)
-    """
-    path = Path(path)
-    if os.path.lexists(path):
-        raise ValueError(f"{path} exists: your work is never written over (choose another folder, or move that file"
-                         f" away)")
-    if path.parent.exists() and not path.parent.is_dir():
-        raise ValueError(f"{path.parent} is a file; expected a folder")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(temporary, "x", encoding="utf-8") as f:  # (x: never through a file or a link already there)
-        f.write(text)
-    try:
-        os.link(temporary, path)  # (fails if anything took the name meanwhile: nothing is replaced)
-    except FileExistsError:
-        raise ValueError(f"{path} exists: your work is never written over") from None
-    finally:
-        os.unlink(temporary)
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -165,7 +165,7 @@ def test_the_build_is_standard_library_only():
                      [node.module] if isinstance(node, ast.ImportFrom) else [])
             for name in names:
                 assert name.split(".")[0] in sys.stdlib_module_names or name in (
-                    "model", "oneblock.grade", "oneblock.mistakes"), (module.__name__, name)
+                    "model", "atomic", "oneblock.grade", "oneblock.mistakes"), (module.__name__, name)
 
 
 # ----------------------------------------------------------------------------------------------------------------
