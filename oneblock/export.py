@@ -257,32 +257,30 @@ def lessons_data(record=None):
     >>> [lesson["key"] for lesson in data["lessons"]][-2:], data["left_out"], data["scaling"]["value"] < 0.4912
     (['second-block', 'scaling'], None, True)
     """
-    from experiments import lessons as cli  # (the command line's list: these six, and the ones NumPy runs)
     from oneblock import lessons
 
     record = SCALING_RECORD if record is None else record
-    more, left_out = cli.numpy_lessons()
+    more, left_out = lessons.numpy_lessons()  # (the lessons after the six, where NumPy and SciPy are installed)
     every = lessons.LESSONS + more
     return {"format": LESSONS_FORMAT, "lessons": [lessons.page_words(lesson) for lesson in every],
-            "left_out": left_out, "scaling": scaling_answer(record) if every[-1].key == "scaling" else None}
+            "left_out": left_out, "scaling": scaling_answer(record, every[-1]) if every[-1].key == "scaling" else None}
 
 
-def scaling_answer(path=SCALING_RECORD):
-    """The scaling lesson's answer {"value", "shown", "bounds"}, the law fitted to the record at path as the
-    terminal's lesson fits it (experiments/lessons_scaling.py, reading the record as the experiments read theirs),
-    or {"skipped": why} when there is no record. A record that is there but damaged is a ValueError that names it.
+def scaling_answer(path, lesson):
+    """The scaling lesson's answer {"value", "shown", "bounds"}: lesson.answer (experiments/lessons_scaling.py's,
+    which reads the record as the experiments read theirs) of the record at path, or {"skipped": why} when there is
+    no record. A record that is there but damaged is a ValueError that names it.
 
-    >>> scaling_answer(Path("no-such.json"))["skipped"].startswith("the page was exported without its scaling")
+    >>> scaling_answer(Path("no-such.json"), None)["skipped"].startswith("the page was exported without its scaling")
     True
     """
-    from experiments import lessons_scaling
     from oneblock.lessons import Skip
 
     if not Path(path).exists():
         return {"skipped": "the page was exported without its scaling record; run python3 -m experiments.scaling"
                            " --out experiments/scaling.json, then python3 explore.py again"}
     try:
-        answer = lessons_scaling.scaling_answer(None, path)
+        answer = lesson.answer(None, path)
     except Skip as e:
         raise ValueError(str(e)) from None
     return {key: answer[key] for key in ("value", "shown", "bounds")}

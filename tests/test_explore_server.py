@@ -728,10 +728,11 @@ def test_two_exports_into_one_folder_do_not_mix(runs, tmp_path):
 
 def test_a_scaling_record_nested_past_pythons_stack_is_refused_in_one_line(tmp_path):
     """Before: explore.py --export gave a RecursionError on a deeply nested record."""
+    from experiments import lessons_scaling
     from oneblock import export
 
     path = tmp_path / "scaling.json"
     path.write_bytes(b"[" * 100_000)
     with pytest.raises(ValueError, match="JSON nested too deeply to read") as refused:
-        export.scaling_answer(path)
+        export.scaling_answer(path, lessons_scaling.SCALING)
     assert "\n" not in str(refused.value)

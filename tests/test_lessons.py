@@ -250,7 +250,7 @@ def test_all_lessons_begin_with_the_six_and_have_unique_keys():
 
 
 def test_a_missing_lessons_trained_or_numpy_leaves_the_six_and_a_broken_one_raises(monkeypatch):
-    real = command.importlib.import_module
+    real = lessons.importlib.import_module
 
     def missing(name):
         def fake(module):
@@ -261,10 +261,10 @@ def test_a_missing_lessons_trained_or_numpy_leaves_the_six_and_a_broken_one_rais
 
     for name, says in (("experiments.lessons_trained", "lessons_trained.py is not there"),
                        ("numpy", "NumPy is not installed")):
-        monkeypatch.setattr(command.importlib, "import_module", missing(name))
+        monkeypatch.setattr(lessons.importlib, "import_module", missing(name))
         assert command.all_lessons() == lessons.LESSONS
         assert says in command.trained_lessons()[1]
-    monkeypatch.setattr(command.importlib, "import_module", missing("scipy"))  # not what may be missing: a bug
+    monkeypatch.setattr(lessons.importlib, "import_module", missing("scipy"))  # not what may be missing: a bug
     with pytest.raises(ModuleNotFoundError):
         command.all_lessons()
 

@@ -7,9 +7,7 @@ scaling_answer): the lesson's own, or a skip that says what to run, and a damage
 
 import ast
 import json
-import math
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -251,7 +249,7 @@ def test_the_command_line_asks_it_by_its_key():
 
 
 def test_without_scipy_the_scaling_lesson_is_left_out_saying_why_and_a_broken_one_raises(monkeypatch):
-    real = command.importlib.import_module
+    real = lessons.importlib.import_module
 
     def missing(name):
         def fake(module):
@@ -260,13 +258,13 @@ def test_without_scipy_the_scaling_lesson_is_left_out_saying_why_and_a_broken_on
             return real(module)
         return fake
 
-    monkeypatch.setattr(command.importlib, "import_module", missing("scipy"))
+    monkeypatch.setattr(lessons.importlib, "import_module", missing("scipy"))
     more, why = command.numpy_lessons()
     assert [lesson.key for lesson in more] == ["floor", "positions-past-length", "second-block"]
     assert why == "the scaling lesson is left out: SciPy is not installed"
-    monkeypatch.setattr(command.importlib, "import_module", missing("experiments.lessons_scaling"))
+    monkeypatch.setattr(lessons.importlib, "import_module", missing("experiments.lessons_scaling"))
     assert command.numpy_lessons()[1] == "the scaling lesson is left out: experiments/lessons_scaling.py is not there"
-    monkeypatch.setattr(command.importlib, "import_module", missing("matplotlib"))  # not what may be missing: a bug
+    monkeypatch.setattr(lessons.importlib, "import_module", missing("matplotlib"))  # not what may be missing: a bug
     with pytest.raises(ModuleNotFoundError):
         command.numpy_lessons()
 
@@ -283,10 +281,10 @@ def test_the_export_gives_the_page_the_lessons_own_answer(tmp_path):
     assert data["scaling"] == {key: ours[key] for key in ("value", "shown", "bounds")}
     assert json.loads(json.dumps(data)) == data  # plain JSON, every float back to its bits
     assert [words["key"] for words in data["lessons"]] == [lesson.key for lesson in command.all_lessons()]
-    assert export.scaling_answer(tmp_path / "no-such.json") == {
+    assert export.scaling_answer(tmp_path / "no-such.json", ls.SCALING) == {
         "skipped": "the page was exported without its scaling record; run python3 -m experiments.scaling --out"
                    " experiments/scaling.json, then python3 explore.py again"}
     spoiled(tmp_path / "bad.json", "nested")
     with pytest.raises(ValueError, match="bad.json") as refused:
-        export.scaling_answer(tmp_path / "bad.json")
+        export.scaling_answer(tmp_path / "bad.json", ls.SCALING)
     assert "\n" not in str(refused.value)
