@@ -15,55 +15,10 @@ SciPy): without NumPy those four are left out, without SciPy the last, each time
 """
 
 import argparse
-import importlib
 import sys
 
 from oneblock import lessons
-
-PACKAGES = {"numpy": "NumPy", "scipy": "SciPy"}  # what a module of lessons may need that is not installed
-
-
-def imported_lessons(name, what, packages):
-    """(the LESSONS of module name, None), or ([], why they are not here, in words: what they are) when that module
-    or one of packages is missing. Any other error in it raises: a broken module is not a missing one."""
-    try:
-        module = importlib.import_module(name)
-    except ModuleNotFoundError as e:
-        if e.name != name and e.name not in packages:
-            raise
-        why = f"{PACKAGES[e.name]} is not installed" if e.name in packages else \
-            f"{name.replace('.', '/')}.py is not there"
-        return [], f"{what} left out: {why}"
-    return list(module.LESSONS), None
-
-
-def trained_lessons():
-    """(the lessons of experiments/lessons_trained.py, None), or ([], why they are not here) when that module or
-    NumPy is missing. Any other error in it raises: a broken module is not a missing one."""
-    return imported_lessons("experiments.lessons_trained", "the lessons that train are", ("numpy",))
-
-
-def numpy_lessons():
-    """(the lessons after the six, why some are left out, or None): the three that train, then the scaling lesson
-    of experiments/lessons_scaling.py, which needs SciPy too. The path keeps its order, so the scaling lesson comes
-    only after the three (without NumPy, neither imports)."""
-    trained, why = trained_lessons()
-    if why:
-        return [], f"{why} (and the scaling lesson after them)"
-    scaling, why = imported_lessons("experiments.lessons_scaling", "the scaling lesson is", ("numpy", "scipy"))
-    return trained + scaling, why
-
-
-def all_lessons():
-    """Every lesson in order: these six, then the ones that train, then the scaling lesson, where they can be
-    imported.
-
-    >>> [lesson.key for lesson in all_lessons()][:2], all_lessons()[-1].key
-    (['tokens', 'init-loss'], 'scaling')
-    """
-    return lessons.LESSONS + numpy_lessons()[0]
-
-
+from oneblock.lessons import all_lessons, numpy_lessons, trained_lessons  # noqa: F401  (the path, as tests read it)
 
 
 def build_parser():

@@ -2,8 +2,7 @@
 oneblock/lessons.py's Lesson and judges. Where is the floor, and does the usual fit find it? Its answer is computed
 live from experiments/scaling.json's runs, training nothing: the law fitted with E free and with E fixed at the
 data's exact floor (scaling_law.fit_law, as experiments/scaling.py fits it), and refitted with E free on the larger
-budgets only. explorer/scaling_law.js computes the same numbers (scaling_numbers) for the page, from the JSON that
-scaling_law.law_points writes.
+budgets only. The page shows the same answer, computed by explore.py's export (oneblock/export.py, scaling_answer).
 
     >>> SCALING.key, SCALING.guess, SCALING.judge(0.43, {"value": 0.430}), SCALING.judge(0.49, {"value": 0.430})
     ('scaling', ('number',), 'right', 'off')
@@ -74,8 +73,7 @@ def scaling_numbers(points):
     """The lesson's numbers from law_points' JSON: the floor; the fits over every cell with E free and with E fixed
     at the floor (as scaling.py fits them), and the ratio of their costs (what forcing E to the truth costs); and E
     free refitted on the cells of each cut's budget and above, converged fully, as the record's floors by cut are
-    (on the top budgets SciPy's default tolerances stop short of the minimum by parts in 10^3 of A and B).
-    explorer/scaling_law.js's scaling_numbers mirrors it."""
+    (on the top budgets SciPy's default tolerances stop short of the minimum by parts in 10^3 of A and B)."""
     floor = points["floor"]
     n, d, loss = point_arrays(points)  # (cells,) each
     free, fixed = fitted_at(n, d, loss), fitted_at(n, d, loss, floor)
@@ -105,9 +103,10 @@ def side(e, floor):
     return f"{abs(e - floor):.4f} {'below' if e < floor else 'above'} the floor"
 
 
-def scaling_answer(lab):
-    """The fits of scaling.json's cells (scaling_numbers), as the lesson shows them; the value is E with E free."""
-    numbers = scaling_numbers(read_points())
+def scaling_answer(lab, path=RECORD_FILE):
+    """The fits of the record's cells (scaling_numbers), as the lesson shows them; the value is E with E free. The
+    lab is not read: explore.py's export computes this answer for the page (lab None)."""
+    numbers = scaling_numbers(read_points(path))
     floor, free, fixed = numbers["floor"], numbers["free"], numbers["fixed"]
     shown = [f"the floor of the validation stories: {floor:.4f} nats per token (exact: stories x entropy / tokens)",
              f"the law fitted by least squares on log L to the {numbers['cells']} cells (each the mean of its seeds):",
@@ -146,7 +145,8 @@ SCALING = Lesson(
             "32x2 at a quarter of its size), so nothing pins A / N^alpha, and E trades against it. Refitted on the\n"
             "larger budgets only, E climbs to the floor and past it as the points thin out (28 cells at 320 GFLOP\n"
             "and up). A fitted E is a parameter of the curve, not a measurement of the floor. The whole command\n"
-            "takes about 1 s on a 2-vCPU machine, the fits a tenth of that; longer on a busy one.",
+            "takes about 1 s on a 2-vCPU machine, the fits a tenth of that; longer on a busy one (the page shows the\n"
+            "fits its export made: python3 explore.py).",
     source="experiments/scaling_law.py: fit_law, law, law_cost, law_points; experiments/lessons_scaling.py:"
            " scaling_numbers",
     needs="numpy",

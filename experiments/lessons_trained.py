@@ -120,11 +120,13 @@ FLOOR = Lesson(
     explain="The floor is what the generator itself pays: the cross-entropy of the stories under their true\n"
             "probabilities. Any model's expected loss is that entropy plus the KL divergence from the true\n"
             "distribution to the model's, and a KL divergence is never negative, so no model can expect to go\n"
-            "below it; a finite validation set could dip under it by luck only by a hair. The run here (600 steps,\n"
-            "about 2 s on a 2-vCPU machine; longer on a busy one) stops far above it, and python3 train.py's 12,000\n"
-            "steps still end a few hundredths above it (val loss 0.3306 against 0.3074, in docs/training.md).",
+            "below it; a finite validation set could dip under it by luck only by a hair. The run here ({steps} steps\n"
+            "of {batch} windows from the seed's initial weights; 600 take about 2 s on a 2-vCPU machine; longer on a\n"
+            "busy one) stops far above it, and python3 train.py's 12,000 steps still end a few hundredths above it\n"
+            "(val loss 0.3306 against 0.3074, in docs/training.md).",
     source="oneblock/floor.py: story_floor, load_floor; oneblock/training.py: fit (the floor and the gap)",
     needs="numpy",
+    slots={"steps": FLOOR_STEPS, "batch": 16},
 )
 
 
@@ -161,6 +163,7 @@ class SchemesOff:
     """
 
     rule = "right only when it is the answer, close when it is one scheme off"
+    spec = ["SchemesOff", {choice: sorted(schemes) for choice, schemes in PAST_SETS.items()}]
 
     def __call__(self, guess, answer):
         if guess == answer["value"]:
@@ -263,14 +266,16 @@ POSITIONS_PAST_LENGTH = Lesson(
     guess=("choice", PAST_CHOICES),
     answer=past_length_answer,
     judge=SchemesOff(),
-    explain="Learned positions are a table, pos_emb, with one row per position: there is no row 100, so\n"
-            "numpy_model refuses the window (check_length) rather than invent one. The other three have no table\n"
+    explain="Learned positions are a table, pos_emb, with one row per position: there is no row 100, so the\n"
+            "model refuses the window (check_length) rather than invent one. The other three have no table\n"
             "to run out of: none adds nothing, sinusoidal computes its sine and cosine for any position, and rope\n"
             "turns q and k by an angle that any position has. Running is not the same as working: the loss past\n"
             "64 shows what each makes of positions it never trained on (none cannot tell them apart at all).\n"
-            "The four runs take about 5 s on a 2-vCPU machine; longer on a busy one.",
+            "The four runs here train {steps} steps of {batch} windows each (400 take about 5 s on a 2-vCPU\n"
+            "machine; longer on a busy one).",
     source="oneblock/numpy_model.py: check_length (the refusal), forward, sinusoid_table, rope_tables",
     needs="numpy",
+    slots={"steps": PAST_STEPS, "batch": 16},
 )
 
 
@@ -374,11 +379,14 @@ SECOND_BLOCK = Lesson(
             "later one looks for the position whose marked token is the current one and reads what stands there\n"
             "(an induction head). One block has one attention, whose keys hold only each position's own token, so\n"
             "it can learn which tokens tend to follow but not where to copy from; its accuracy stays near that\n"
-            "guess. Two blocks compose the two steps and copy nearly every token. Both runs together take about\n"
-            "12 s on a 2-vCPU machine; longer on a busy one (python3 -m experiments.depth has the full study).",
+            "guess. Two blocks compose the two steps and copy nearly every token. The runs here train {steps} steps\n"
+            "of {batch} sequences each, lr {lr} (1,000 steps of both take about 12 s on a 2-vCPU machine; longer on\n"
+            "a busy one); python3 -m experiments.depth has the full study.",
     source="experiments/induction.py: periodic, induction_measures; oneblock/numpy_model.py: block_forward,"
            " attention_forward",
     needs="numpy",
+    slots={"steps": COPY_STEPS, "batch": COPY_BATCH, "lr": f"{COPY_LR[1, 1]:g} for one block and {COPY_LR[2, 1]:g}"
+                                                          f" for two"},
 )
 
 

@@ -1,24 +1,25 @@
-// lessons.js: the lab's lessons, "predict, then check", in the page: oneblock/lessons.py's six (which read the
-// model), experiments/lessons_trained.py's three (which train) and experiments/lessons_scaling.py's one (which fits
-// the scaling law to the scaling experiment's record, scaling_law.js), in the order, with the keys and the questions
-// of `python3 -m experiments.lessons`. Each asks its question, takes the learner's guess first (a number, a range, a
-// pair or a choice, read and refused as parse_guess reads and refuses it), then computes the answer live, on the
-// page's current weights with model.js (the trained lessons train in worker.js, as the experiments do), and sets
-// the guess beside it with the verdict of the same judge as the Python (Within, Factor, InRange, Pair, Exactly,
-// SchemesOff, under those names), an explanation and the lines of the page's own code that make it so.
+// lessons.js: the lab's lessons, "predict, then check", in the page, with the words explore.py exported
+// (data/lessons.json: oneblock/lessons.py's page_words of every lesson of `python3 -m experiments.lessons`, in its
+// order). The words are Python's alone: each title, question, explanation, source and judge's rule comes from the
+// export, the question and explanation as templates whose slots ({vocab}, {steps}, ...) fill fills with the numbers
+// of the page's own model and runs. What this module keeps is the maths the page computes live: each answer, on the
+// page's current weights with model.js (the trained lessons train in worker.js, as the experiments do), the guess
+// read and refused as parse_guess reads and refuses it, and the verdict of the judge the export names (Within,
+// Factor, InRange, Pair, Exactly, SchemesOff, under those names). The scaling lesson trains and fits nothing here:
+// its answer is the export's, fitted by experiments/lessons_scaling.py when explore.py ran.
 //
-// A lesson is one entry of LESSONS: {key, title, question, guess, judge, explain, source (the lab's files, as the
-// Python says it), code ([file, function] pairs of this page's modules, shown from the served file), trains (the
-// live settings of a lesson that trains, else null), answer(lab, report) -> {value, shown, bounds, ...}}. The view
-// is drawn from the list, so a new lesson joins as one more entry.
+// A lesson is the export's words and one entry of LIVE: {answer(lab, report, words) -> {value, shown, bounds, ...},
+// code ([file, function] pairs of this page's modules, shown from the served file), trains (the live settings of a
+// lesson that trains, else null), slots(settings) (the numbers of its own runs that its words name)}. The cards are
+// drawn from the export's list, so a new lesson joins as its Python and one more entry here.
 //
-// Predictions and answers are kept in localStorage (STORE) and shown again on reload; "Clear my progress" forgets
-// them. For the tests, the page's address can cut every trained lesson's steps: index.html?lesson-steps=40 runs
-// each with 40 steps (the page says so beside the lesson); without it, the lessons run with their live settings.
+// Predictions and answers are kept in localStorage (STORE) and shown again on reload; a kept record that is not one
+// this page wrote is dropped, saying so; "Clear my progress" forgets them. For the tests, the page's address can cut
+// every trained lesson's steps: index.html?lesson-steps=40 runs each with 40 steps (the page says so beside the
+// lesson); without it, the lessons run with their live settings.
 //
-//     parse_guess(["range"], "0.9 1")                          // [0.9, 1]
-//     Within(0.05, 0.5)(4.52, { value: 4.56 })                 // "right"
-//     LESSONS.map((lesson) => lesson.key).slice(0, 2)          // ["tokens", "init-loss"]
+//     fill("ln {vocab} = {ln_vocab:.4f}", { vocab: 96, ln_vocab: Math.log(96) })   // "ln 96 = 4.5643"
+//     judge_of(["Within", 0.05, 0.5])(4.52, { value: 4.56 })                      // "right"
 //
 // Shape legend as in model.js: T positions, d width, V vocabulary, L learned positions.
 
@@ -28,13 +29,16 @@ import * as induction from "./induction.js";
 import * as model from "./model.js";
 import { EXACT, SCHEMES, float_repr, forward, fsum, model_config } from "./model.js";
 import * as positions from "./positions.js";
-import * as scaling_law from "./scaling_law.js";
 import * as train from "./train.js";
 import { $, element, say } from "./ui.js";
 
 export const STORE = "oneblock-lessons-v1"; // the localStorage key of the learner's progress
 export const VERDICTS = ["right", "close", "off"]; // what a judge says
-
+const DATA = "data/lessons.json"; // the export's words (oneblock/export.py's lessons_data)
+const FORMAT = "one-block explorer lessons v1"; // its "format" field
+const MOST_BYTES = 1 << 18; // bytes of it read, at most (it is about 15 KB): a larger file is refused unread
+const MOST_TEXT = 4000; // characters of one of its words, at most
+const MOST_LINES = 64; // lines of the scaling answer, at most
 // ----------------------------------------------------------------------------------------------------------------
 // Numbers written as Python's format specs write them (the answers' lines read as the terminal's)
 
@@ -83,21 +87,21 @@ function to_fixed(x, digits) {
   return `${x < 0 ? "-" : ""}${kept}`;
 }
 
+/** A template of the export's words with its slots filled, as Python's str.format fills them: "{name}" or
+ * "{name:spec}" (a spec py_format writes), "{{" and "}}" for a brace. A slot the page has no value for is an
+ * Error that names it.
+ *
+ *     fill("{steps} steps of {batch} windows", { steps: 600, batch: 16 })   // "600 steps of 16 windows" */
+export function fill(template, values) {
+  return template.replace(/\{\{|\}\}|\{(\w+)(?::([^{}]*))?\}/g, (slot, name, spec) => {
+    if (slot === "{{" || slot === "}}") return slot[0];
+    if (!Object.hasOwn(values, name)) throw new Error(`the words name {${name}}, which the page has no value for`);
+    return spec === undefined ? String(values[name]) : py_format(values[name], spec);
+  });
+}
+
 // ----------------------------------------------------------------------------------------------------------------
 // Guesses: what the learner types, read and checked as oneblock/lessons.py reads them
-
-/** What to type for a guess, in words.
- *
- *     describe_guess(["range"]), describe_guess(["choice", ["yes", "no"]])   // "two numbers, low high", "the number
- *     // or the words of one choice" */
-export function describe_guess(guess) {
-  return {
-    number: "a number",
-    range: "two numbers, low high",
-    pair: `two numbers: ${guess.length > 1 ? guess[1].join(" then ") : ""}`,
-    choice: "the number or the words of one choice",
-  }[guess[0]];
-}
 
 const FLOAT = /^[+-]?(?:(?:\d(?:_?\d)*)?\.\d(?:_?\d)*|\d(?:_?\d)*\.?)(?:[eE][+-]?\d(?:_?\d)*)?$/; // Python's float()
 const NOT_FINITE = /^[+-]?(?:inf|infinity|nan)$/i;
@@ -112,11 +116,13 @@ export function number(text) {
   return Number(t.replaceAll("_", ""));
 }
 
-/** The guess the learner typed, as its value: a number, a [low, high] or [first, second] pair, or the words of a
- * choice. Bad input is an Error with parse_guess's message: it names the input and says what was expected.
+/** The guess the learner typed for a lesson's words ({guess, describe}: its kind, and what to type in words), as
+ * its value: a number, a [low, high] or [first, second] pair, or the words of a choice. Bad input is an Error with
+ * parse_guess's message: it names the input and says what was expected.
  *
- *     parse_guess(["range"], "1 0.9")   // Error: '1 0.9': low 1 is above high 0.9; expected two numbers, low high */
-export function parse_guess(guess, text) {
+ *     parse_guess({ guess: ["range"], describe: "two numbers, low high" }, "1 0.9")   // Error: '1 0.9': low 1 is
+ *     // above high 0.9; expected two numbers, low high */
+export function parse_guess({ guess, describe }, text) {
   text = text.trim();
   const kind = guess[0];
   if (kind === "number") return number(text);
@@ -124,12 +130,12 @@ export function parse_guess(guess, text) {
     const parts = text.replaceAll(",", " ").split(/\s+/).filter(Boolean);
     if (parts.length !== 2) {
       throw new Error(`${py_repr(text)} is ${parts.length} number${parts.length !== 1 ? "s" : ""}; expected`
-        + ` ${describe_guess(guess)}`);
+        + ` ${describe}`);
     }
     const [low, high] = [number(parts[0]), number(parts[1])];
     if (kind === "range" && low > high) {
       throw new Error(`${py_repr(text)}: low ${py_format(low, "g")} is above high ${py_format(high, "g")}; expected`
-        + ` ${describe_guess(guess)}`);
+        + ` ${describe}`);
     }
     return [low, high];
   }
@@ -153,18 +159,17 @@ export function show(value) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// Judges: how near a guess is to the answer, each with its rule for the learner to read beside the verdict
+// Judges: how near a guess is to the answer, by the judge and the numbers the export names (the rule, in words, is
+// the export's)
 
 /** A number right within an absolute distance, close within a wider one.
  *
  *     Within(0.05, 0.5)(4.1, { value: 4.56 })   // "close" */
 export function Within(right, close) {
-  const judge = (guess, answer) => {
+  return (guess, answer) => {
     const miss = Math.abs(guess - answer.value);
     return miss <= right ? "right" : miss <= close ? "close" : "off";
   };
-  judge.rule = `right within ${py_format(right, "g")} of the answer, close within ${py_format(close, "g")}`;
-  return judge;
 }
 
 /** A positive number right within a factor of the answer, close within a wider factor; an exact 0.0 answer is
@@ -172,16 +177,13 @@ export function Within(right, close) {
  *
  *     Factor(3, 10)(0.001, { value: 0.00066 }), Factor(3, 10)(1e-12, { value: 0 })   // "right", "close" */
 export function Factor(right, close, zero_close = 1e-9) {
-  const judge = (guess, answer) => {
+  return (guess, answer) => {
     const value = answer.value;
     if (value === 0) return guess === 0 ? "right" : Math.abs(guess) < zero_close ? "close" : "off";
     if (guess <= 0 || value < 0) return "off";
     const ratio = Math.max(guess / value, value / guess);
     return ratio <= right ? "right" : ratio <= close ? "close" : "off";
   };
-  judge.rule = `right within a factor of ${py_format(right, "g")} of the answer, close within`
-    + ` ${py_format(close, "g")}; exactly 0 only for 0`;
-  return judge;
 }
 
 /** A range right when it holds the answer and is at most width wide; close when it holds it but is wider, or
@@ -189,40 +191,63 @@ export function Factor(right, close, zero_close = 1e-9) {
  *
  *     InRange(0.1, 0.05)([0.95, 1.0], { value: 0.985 })   // "right" */
 export function InRange(width, near) {
-  const judge = ([low, high], answer) => {
+  return ([low, high], answer) => {
     const value = answer.value;
     if (low <= value && value <= high) return high - low <= width ? "right" : "close";
     return Math.min(Math.abs(value - low), Math.abs(value - high)) <= near ? "close" : "off";
   };
-  judge.rule = `right when the range holds the answer and is at most ${py_format(width, "g")} wide; close when it`
-    + ` is wider, or misses by at most ${py_format(near, "g")}`;
-  return judge;
 }
 
 /** Two judges, one for each number of a pair: right when both are, close when one is and the other is close.
  *
  *     Pair(Factor(3, 10), Factor(3, 10))([0, 0.005], { value: [0, 0.00066] })   // "close" */
 export function Pair(first, second) {
-  const judge = (guess, answer) => {
+  return (guess, answer) => {
     const verdicts = [first, second].map((j, i) => j(guess[i], { value: answer.value[i] })).sort();
     const key = verdicts.join(" ");
     return key === "right right" ? "right" : key === "close right" ? "close" : "off";
   };
-  judge.rule = `each number: ${first.rule}`;
-  return judge;
 }
 
 /** A choice or a count: right when it is the answer; with off_by_one, a number one away is close.
  *
  *     Exactly(true)(3, { value: 4 }), Exactly()("all", { value: "k and after" })   // "close", "off" */
 export function Exactly(off_by_one = false) {
-  const judge = (guess, answer) => {
+  return (guess, answer) => {
     if (guess === answer.value) return "right";
     if (off_by_one && typeof guess === "number" && Math.abs(guess - answer.value) === 1) return "close";
     return "off";
   };
-  judge.rule = "right only when it is the answer" + (off_by_one ? ", close when one away" : "");
-  return judge;
+}
+
+/** A choice of schemes ({choice: [schemes]}): right when it is the answer, close when it names one scheme too
+ * many or too few.
+ *
+ *     SchemesOff({ "learned only": ["learned"], "no scheme": [] })("no scheme", { value: "learned only" })
+ *     // "close" */
+export function SchemesOff(sets) {
+  return (guess, answer) => {
+    if (guess === answer.value) return "right";
+    if (!Object.hasOwn(sets, guess) || !Object.hasOwn(sets, answer.value)) return "off";
+    const a = sets[guess], b = sets[answer.value];
+    const differ = a.filter((s) => !b.includes(s)).length + b.filter((s) => !a.includes(s)).length;
+    return differ === 1 ? "close" : "off";
+  };
+}
+
+const JUDGES = { Within, Factor, InRange, Pair, Exactly, SchemesOff };
+
+/** The judge an export names, [name, ...its numbers] (oneblock/lessons.py's judge.spec; a Pair's two are specs
+ * too), or an Error that names it.
+ *
+ *     judge_of(["Pair", ["Factor", 3, 10, 1e-9], ["Factor", 3, 10, 1e-9]])([0, 0.001], { value: [0, 0.00066] })
+ *     // "right" */
+export function judge_of(spec) {
+  const [name, ...args] = Array.isArray(spec) ? spec : [];
+  if (!Object.hasOwn(JUDGES, name)) {
+    throw new Error(`judge ${JSON.stringify(spec).slice(0, 80)}: expected one of ${Object.keys(JUDGES).join(", ")}`);
+  }
+  return JUDGES[name](...(name === "Pair" ? args.map(judge_of) : args));
 }
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -414,9 +439,8 @@ function order_answer(lab) {
 // 5. causality: change one token, which positions' scores move?
 
 const CAUSAL_T = 12, CAUSAL_K = 5; // the first 12 tokens of the first story; the token at position 5 changes
-const CAUSAL_CHOICES = ["all positions", "position k and after", "only position k", "only positions before k"];
 
-function causality_answer(lab) {
+function causality_answer(lab, report, { guess: [, choices] }) {
   const [params, config] = reference(lab);
   const ids = first_story(lab).slice(0, CAUSAL_T); // (T,)
   if (ids.length <= CAUSAL_K) throw skip(`the first story is only ${ids.length} tokens for the model's positions`);
@@ -426,8 +450,8 @@ function causality_answer(lab) {
   const after = model.rows_of(forward(params, changed, config, EXACT)[0]); // (T, V)
   const moved = ids.flatMap((_, t) => (before[t].some((v, j) => v !== after[t][j]) ? [t] : []));
   const range = (from, to) => Array.from({ length: to - from }, (_, i) => from + i).join();
-  const value = { [range(0, ids.length)]: CAUSAL_CHOICES[0], [range(CAUSAL_K, ids.length)]: CAUSAL_CHOICES[1],
-    [String(CAUSAL_K)]: CAUSAL_CHOICES[2], [range(0, CAUSAL_K)]: CAUSAL_CHOICES[3] }[moved.join()]
+  const value = { [range(0, ids.length)]: choices[0], [range(CAUSAL_K, ids.length)]: choices[1],
+    [String(CAUSAL_K)]: choices[2], [range(0, CAUSAL_K)]: choices[3] }[moved.join()]
     ?? `positions [${moved.join(", ")}]`;
   const tok = lab.tok;
   const shown = [`the first ${ids.length} tokens: ${pieces(lab, ids)}`,
@@ -442,20 +466,19 @@ function causality_answer(lab) {
 
 export const STEPS = [1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10]; // lessons.STEPS, 1e-2 down to 1e-10
 const FD_T = 8; // the first 8 tokens predict the next 8
-const FD_CHOICES = ["keeps falling", "falls then rises", "flat", "keeps rising"];
 const ROUND = 2 ** -52; // the gap between 1.0 and the next float
 
-/** The shape of a list of errors, largest step first (lessons.error_shape).
+/** The shape of a list of errors, largest step first (lessons.error_shape), as the index of its choice: keeps
+ * falling, falls then rises, flat, keeps rising.
  *
- *     error_shape([1e-7, 1e-9, 1e-11, 1e-9, 1e-7]), error_shape([1e-3, 1e-5, 1e-7])   // "falls then rises",
- *     // "keeps falling" */
+ *     error_shape([1e-7, 1e-9, 1e-11, 1e-9, 1e-7]), error_shape([1e-3, 1e-5, 1e-7])   // 1, 0 */
 export function error_shape(errors, factor = 10.0) {
   const least = Math.min(...errors);
   const falls = errors[0] > factor * least, rises = errors.at(-1) > factor * least;
-  return FD_CHOICES[falls && rises ? 1 : falls ? 0 : rises ? 3 : 2];
+  return falls && rises ? 1 : falls ? 0 : rises ? 3 : 2;
 }
 
-function finite_difference_answer(lab) {
+function finite_difference_answer(lab, report, { guess: [, choices] }) {
   const [params, config] = reference(lab);
   const ids = first_story(lab).slice(0, FD_T + 1);
   const x = ids.slice(0, -1), y = ids.slice(1); // (T,), (T,)
@@ -480,7 +503,7 @@ function finite_difference_answer(lab) {
   const third = (6 * errors[0]) / STEPS[0] ** 2; // |L'''| read off the largest step, where truncation rules
   const best = third > 0 ? ((3 * ROUND * Math.abs(loss)) / third) ** (1 / 3) : NaN;
   return {
-    value: error_shape(errors),
+    value: choices[error_shape(errors)],
     errors,
     grad,
     shown: [`the weight W_out[0][${j}], with ${weights(lab)}; the loss L = ${py_format(loss, ".6f")} on ${FD_T} tokens`,
@@ -571,7 +594,7 @@ function progress_line(name, msg, steps) {
 
 const FLOOR = { steps: 600, batch: 16, lr: 0.01, eval_every: 100, seed: 3 }; // lessons_trained's FLOOR_STEPS run
 
-async function floor_answer(lab, report) {
+async function floor_answer(lab, report, { guess: [, [yes, no]] }) {
   if (lab.manifest.val_floor === null) throw skip(`no floor is known for ${lab.manifest.text}: it is not the stories`);
   const s = lab.trained_settings(FLOOR);
   const config = series_config(lab);
@@ -587,7 +610,7 @@ async function floor_answer(lab, report) {
     ids.length - 1));
   const page = fits ? train.story_nats(m.params, lab.data.val_ids, m.config) / lab.data.val_tokens : null;
   return {
-    value: gap > 0 ? "no" : "yes",
+    value: gap > 0 ? no : yes,
     shown: [`the floor of corpus.txt (corpus-entropy.json): ${py_format(lab.manifest.floor, ".4f")} nats per token`,
       `the floor of the ${lab.data.val_ids.length} validation stories (floor.story_floor): ${py_format(floor, ".4f")}`,
       `a fresh run of ${s.steps} steps of ${s.batch} windows, trained here in ${seconds.toFixed(1)} s: validation loss`
@@ -607,32 +630,16 @@ async function floor_answer(lab, report) {
 
 const TRAINED_LEN = 64, PAST_POSITION = 100; // trained on windows of 64; read a window of 101 (positions 0..100)
 const PAST = { steps: 400, batch: 16, lr: 0.01, seed: 3 }; // each scheme's run (lessons_trained's PAST_STEPS)
-const PAST_CHOICES = ["no scheme", "learned only", "every scheme but learned", "all four"];
-const PAST_SETS = { "no scheme": [], "learned only": ["learned"],
-  "every scheme but learned": SCHEMES.filter((s) => s !== "learned"), "all four": [...SCHEMES] };
 
-/** The choice that names a set of schemes that read position 100 (lessons_trained.scheme_choice).
+/** The choice that names a set of schemes that read position 100 (lessons_trained.scheme_choice), of the sets the
+ * lesson's judge names ({choice: [schemes]}).
  *
- *     scheme_choice([]), scheme_choice(["none", "sinusoidal", "rope"])   // "no scheme", "every scheme but learned" */
-export function scheme_choice(reads) {
+ *     scheme_choice([], { "no scheme": [] }), scheme_choice(["rope"], { "no scheme": [] })   // "no scheme",
+ *     // "these: rope" */
+export function scheme_choice(reads, sets) {
   const key = [...reads].sort().join();
-  const found = Object.entries(PAST_SETS).find(([, schemes]) => [...schemes].sort().join() === key);
+  const found = Object.entries(sets).find(([, schemes]) => [...schemes].sort().join() === key);
   return found ? found[0] : `these: ${[...reads].sort().join(", ")}`;
-}
-
-/** A choice of schemes: right when it is the answer, close when it names one scheme too many or too few.
- *
- *     SchemesOff()("all four", { value: "every scheme but learned" })   // "close" */
-export function SchemesOff() {
-  const judge = (guess, answer) => {
-    if (guess === answer.value) return "right";
-    const a = PAST_SETS[guess], b = PAST_SETS[answer.value];
-    if (!a || !b) return "off";
-    const differ = a.filter((s) => !b.includes(s)).length + b.filter((s) => !a.includes(s)).length;
-    return differ === 1 ? "close" : "off";
-  };
-  judge.rule = "right only when it is the answer, close when it is one scheme off";
-  return judge;
 }
 
 /** {refused} or {before, after, at}: a loss_by_position result read as lessons_trained.reads_past reads it. */
@@ -648,7 +655,7 @@ function reading_line(name, got) {
     + ` ${PAST_POSITION}`;
 }
 
-async function past_length_answer(lab, report) {
+async function past_length_answer(lab, report, { spec: [, sets] }) {
   if (!stories(lab)) throw skip(`the page's text is ${lab.manifest.text}, not the stories these runs train on`);
   const s = lab.trained_settings(PAST);
   const stream = lab.tok.encode("\n" + lab.split.val.map((story) => story + "\n").join(""));
@@ -676,7 +683,7 @@ async function past_length_answer(lab, report) {
   shown.push(`the page's model (${weights(lab)}, ${m.config.positions} positions): `
     + reading_line("it", page).replace(/^it: /, ""));
   const reads = SCHEMES.filter((scheme) => !("refused" in got[scheme]));
-  return { value: scheme_choice(reads), shown,
+  return { value: scheme_choice(reads, sets), shown,
     bounds: `which schemes run is exact; the losses are of runs of ${s.steps} steps trained here`,
     steps: s.steps, runs: got, page, windows: long.inputs.length, seconds };
 }
@@ -685,18 +692,18 @@ async function past_length_answer(lab, report) {
 // 9. second-block: one block against two on the copying task
 
 const COPY_MARGIN = 0.2; // copied-token accuracies further apart than this are "far better"
-const COPY_CHOICES = ["two blocks copy far better", "about the same", "one block copies far better"];
 // the page's second-block experiment's settings (experiments.js DEPTH): two blocks pass 90% and one stays near 23%
 const COPY = { steps: DEPTH.steps, batch: DEPTH.batch, lr: DEPTH.lr, seed: DEPTH.seed };
 
-/** The choice that the two models' copied-token accuracies make (lessons_trained.copy_choice).
+/** The index of the choice that the two models' copied-token accuracies make (lessons_trained.copy_choice): two
+ * blocks copy far better, about the same, one block copies far better.
  *
- *     copy_choice(0.3, 0.98), copy_choice(0.3, 0.35)   // "two blocks copy far better", "about the same" */
+ *     copy_choice(0.3, 0.98), copy_choice(0.3, 0.35)   // 0, 1 */
 export function copy_choice(one, two, margin = COPY_MARGIN) {
-  return COPY_CHOICES[two - one > margin ? 0 : one - two > margin ? 2 : 1];
+  return two - one > margin ? 0 : one - two > margin ? 2 : 1;
 }
 
-async function second_block_answer(lab, report) {
+async function second_block_answer(lab, report, { guess: [, choices] }) {
   const s = lab.trained_settings(COPY);
   const steps = { 1: 0, 2: 0 };
   const started = performance.now();
@@ -723,265 +730,104 @@ async function second_block_answer(lab, report) {
   const [one, two] = [measured[1].copy_accuracy, measured[2].copy_accuracy];
   shown.push(`two blocks minus one: ${py_format(100 * (two - one), "+.1f")} points of copied-token accuracy`
     + ` (${s.steps} steps of ${s.batch} sequences each, lr ${py_format(s.lr, "g")}, ${seconds.toFixed(1)} s for both)`);
-  return { value: copy_choice(one, two), shown,
+  return { value: choices[copy_choice(one, two)], shown,
     bounds: `trained live, ${s.steps} steps each; 'far' means more than ${(100 * COPY_MARGIN).toFixed(0)} points apart`,
     steps: s.steps, measures: { one: measured[1], two: measured[2] }, seconds };
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// 10. scaling: the law fitted to the scaling experiment's record (explorer/scaling_law.js), training nothing
+// 10. scaling: the law fitted to the scaling experiment's record when explore.py exported the page, training and
+// fitting nothing here
 
-/** A budget in GFLOP, as lessons_scaling.gflop writes it: "160 GFLOP". */
-function gflop(budget) {
-  return `${py_format(budget / 1e9, "g")} GFLOP`;
-}
-
-/** How far E is from the floor, and on which side (lessons_scaling.side). */
-function side(e, floor) {
-  return `${py_format(Math.abs(e - floor), ".4f")} ${e < floor ? "below" : "above"} the floor`;
-}
-
-/** The scaling record the export put beside the page (data/scaling.json, experiments/scaling.json's copy), or a
- * Skip when the export had none. */
-async function scaling_record() {
-  const response = await fetch("data/scaling.json", { cache: "no-store" });
-  if (!response.ok) throw new Error(`could not fetch data/scaling.json (HTTP ${response.status})`);
-  const record = await response.json();
-  if (record === null) {
-    throw skip("the page was exported without experiments/scaling.json; run python3 -m experiments.scaling --out"
-      + " experiments/scaling.json, then python3 explore.py again");
+/** The scaling lesson's answer as the export computed it (experiments/lessons_scaling.py's scaling_answer), read
+ * within bounds ({value, shown: at most MOST_LINES lines, bounds}), or a Skip with the export's reason. */
+function scaling_answer(lab) {
+  const got = lab.scaling;
+  if (typeof got?.skipped === "string") throw skip(got.skipped.slice(0, MOST_TEXT));
+  const line = (text) => typeof text === "string" && text.length <= MOST_TEXT;
+  if (!Number.isFinite(got?.value) || !Array.isArray(got.shown) || got.shown.length > MOST_LINES
+    || !got.shown.every(line) || !line(got.bounds)) {
+    throw new Error(`${DATA} holds no scaling answer the page can show (expected a number, at most ${MOST_LINES}`
+      + ` lines of at most ${MOST_TEXT} characters, and its bounds); run python3 explore.py again`);
   }
-  return record;
-}
-
-async function scaling_answer() {
-  const numbers = scaling_law.scaling_numbers(scaling_law.law_points(await scaling_record()));
-  const { floor, free, fixed } = numbers;
-  const fit_line = (name, f) => `  ${name}E ${py_format(f.E, ".4f")}, A ${py_format(f.A, ".3g")}, alpha`
-    + ` ${py_format(f.alpha, ".3f")}, B ${py_format(f.B, ".3g")}, beta ${py_format(f.beta, ".3f")}; cost`
-    + ` ${py_format(f.cost, ".4g")}`;
-  const shown = [`the floor of the validation stories: ${py_format(floor, ".4f")} nats per token (exact: stories x`
-    + " entropy / tokens)",
-  `the law fitted by least squares on log L to the ${numbers.cells} cells (each the mean of its seeds):`,
-  fit_line("E free:   ", free), fit_line("E fixed:  ", fixed),
-  `  forcing E to the floor costs ${py_format(numbers.cost_ratio, ".2f")}x the free fit's cost (half the sum of`
-    + " squares of the misses in log L)",
-  "E free, refitted on the budgets from a cut up:"];
-  for (const row of numbers.cuts) {
-    shown.push(`  budgets >= ${gflop(row.budget).padStart(9)}: ${String(row.cells).padStart(2)} cells, E`
-      + ` ${py_format(row.E, ".4f")} (${side(row.E, floor)}), alpha ${py_format(row.alpha, ".3f")}, beta`
-      + ` ${py_format(row.beta, ".3f")}`);
-  }
-  return { value: free.E, shown, numbers,
-    bounds: "fitted live in this page from scaling.json's runs, to the least cost itself (the terminal's SciPy fit"
-      + " stops a few parts in 10,000 of A and B short of it)" };
+  return { value: got.value, shown: got.shown, bounds: got.bounds };
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// The lessons, in the order of python3 -m experiments.lessons
+// The live part of each lesson, by its key; the words are the export's
 
-export const LESSONS = [
-  {
-    key: "tokens",
-    title: 'How many pieces is " garden"?',
-    question: "The model reads token IDs, not letters. Its tokenizer (bpe.py) has 96 tokens: the characters of the\n"
-      + "stories, then merges of the most frequent neighbouring pairs, learned from corpus.txt. \"garden\" is in\n"
-      + "many stories. Into how many tokens does the tokenizer cut \" garden\" (with the space before it, as it\n"
-      + "stands in a sentence)?",
-    guess: ["number"],
-    answer: tokens_answer,
-    judge: Exactly(true),
-    explain: "The 96 tokens are the 26 characters of the stories and 70 merges, and BPE spends the merges on the\n"
-      + "most frequent pairs first: ' the', ' has', the names, the things the stories hand over (' kite',\n"
-      + "' hat', ...). ' garden' is in far fewer places than those, so it never earns a token of its own and\n"
-      + "stays in pieces, each a merge that other words paid for. A larger vocabulary would give it fewer\n"
-      + "pieces, and the model fewer positions to read for the same text.",
-    source: "bpe.py: Tokenizer.train (the merges), Tokenizer.encode_piece (applying them in rank order)",
-    code: [["bpe.js", "encode_piece"]],
-    trains: null,
-  },
-  {
-    key: "init-loss",
-    title: "The loss before training, against ln 96",
-    question: "Before any training, every weight of the seed's model is a small random number (gauss(0, 0.02)).\n"
-      + "What is its loss, the mean cross-entropy of each next token, on the first story of corpus.txt?\n"
-      + "For scale: a model that gives each of the 96 tokens the same probability has loss ln 96 = 4.5643.",
-    guess: ["number"],
-    answer: init_loss_answer,
-    judge: Within(0.05, 0.5),
-    explain: "The logits are the final layer norm's output (about unit size) times W_out, whose entries are about\n"
-      + "0.02: sixteen such products give logits spread by less than 0.1, so the softmax is nearly uniform and\n"
-      + "the loss is within a few thousandths of ln 96, above or below it by chance. A loss far above ln 96 at\n"
-      + "step 0 would mean an initialisation that is too large; training then brings it far below.",
-    source: "model.py: init_params, forward, loss_and_dlogits",
-    code: [["model.js", "init_params"], ["model.js", "loss_and_dlogits"]],
-    trains: null,
-  },
-  {
-    key: "layernorm-variance",
-    title: "Layer norm's variance with tiny embeddings: why not 1?",
-    question: "The first layer norm (ln1) takes each row of x0, a token's embedding plus its position's, and makes it\n"
-      + "mean 0 and variance 1 before its gain and bias. The seed's embeddings are tiny: every number is drawn\n"
-      + "with standard deviation 0.02. On the first story, what is the variance of layer norm's output rows\n"
-      + "(before the gain)? Give a range, low high.",
-    guess: ["range"],
-    answer: layernorm_answer,
-    judge: InRange(0.1, 0.05),
-    explain: "Layer norm divides each centred row by sqrt(var + EPS), not by sqrt(var): EPS guards against a row of\n"
-      + "equal numbers. So the output's variance is var / (var + EPS), just below 1 when var is large against\n"
-      + "EPS = 1e-5. The seed's rows have a variance of well under 1e-3, so EPS takes a visible share: the\n"
-      + "variance falls short of 1 by about a percent or two. Make the embeddings smaller still and EPS wins:\n"
-      + "layer norm no longer normalises, it shrinks.",
-    source: "model.py: layernorm_forward (EPS)",
-    code: [["model.js", "layernorm_forward"]],
-    trains: null,
-  },
-  {
-    key: "order",
-    title: "The order test: does the model see word order?",
-    question: "The seed's own question. These two sentences are the same tokens, the two names swapped:\n"
-      + `    ${py_repr(ORDER_A)}\n    ${py_repr(ORDER_B)}\n`
-      + "Run the model on each and take the 96 scores (logits) at the last position. What is the largest\n"
-      + "difference between the two sentences' scores, first without the position embeddings\n"
-      + "(model.forward(..., use_positions=False)), then with them? Two numbers: without, with.",
-    guess: ["pair", ["without positions", "with positions"]],
-    answer: order_answer,
-    judge: Pair(Factor(3, 10), Factor(3, 10)),
-    explain: "Without positions, the last position's attention is a weighted sum over the same (key, value) pairs,\n"
-      + "only listed in another order, and every sum in model.py is one math.fsum, rounded once whatever the\n"
-      + "order: the scores are the same floats, a gap of exactly 0.0. Earlier positions see different prefixes\n"
-      + "and differ. With positions, each token's vector carries its place, and the last scores tell the two\n"
-      + "sentences apart; the seed's position rows are tiny (0.02), so the gap is small until training grows it.",
-    source: "model.py: forward (use_positions), attention_forward; trace_block.py: last_logits_gap",
-    code: [["model.js", "forward"], ["model.js", "attention_forward"]],
-    trains: null,
-  },
-  {
-    key: "causality",
-    title: "Causality: change one token, which scores move?",
-    question: `Take the first ${CAUSAL_T} tokens of the first story and change the token at position k = ${CAUSAL_K}\n`
-      + "(counting from 0) to another. Run the model on both. Which positions' scores (logits) change at\n"
-      + "all, by even one bit?",
-    guess: ["choice", CAUSAL_CHOICES],
-    answer: causality_answer,
-    judge: Exactly(),
-    explain: "In attention_forward, position i computes scores for j in range(i + 1) only: it reads positions 0..i,\n"
-      + "never the future. Layer norm and the MLP work row by row. So every position before k computes exactly\n"
-      + "what it computed before, the same floats, not merely close ones; position k changes through its own\n"
-      + "token, and every later position reads k through attention. That is what lets one pass train every\n"
-      + "position's prediction at once without any of them seeing its answer.",
-    source: "model.py: attention_forward (its mask: position i scores j <= i only), forward",
-    code: [["model.js", "attention_forward"]],
-    trains: null,
-  },
-  {
-    key: "finite-difference",
-    title: "The finite-difference check: how small a step?",
-    question: "The tests check every gradient that backward computes against a central difference,\n"
-      + "(L(w + h) - L(w - h)) / 2h, for a step h. Take one weight, W_out[0][the first target], and steps\n"
-      + "h = 1e-2, 1e-3, ... down to 1e-10. As h shrinks, how does the error |central difference - backward's\n"
-      + "gradient| change?",
-    guess: ["choice", FD_CHOICES],
-    answer: finite_difference_answer,
-    judge: Exactly(),
-    explain: "Two errors pull against each other. The central difference is off by h^2 L''' / 6 (Taylor's next\n"
-      + "term), which falls a hundred times with each tenfold smaller step. But L itself is a float, off by\n"
-      + "about one rounding, 2^-52 |L|, and dividing the difference of two such numbers by 2h magnifies that as\n"
-      + "1/h. The error falls while truncation rules, reaches its least where the two meet, near h = 1e-5, and\n"
-      + "rises again as round-off takes over: the gradient check (trace_block.py) uses h = 1e-6, near the bottom.",
-    source: "model.py: backward, sequence_loss; trace_block.py: gradient_errors (STEP = 1e-6)",
-    code: [["model.js", "sequence_loss"], ["trace_block.js", "gradient_errors_by_tensor"]],
-    trains: null,
-  },
-  {
-    key: "floor",
-    title: "The floor: can training go below it?",
-    question: "make_corpus.py knows the probability of every story it writes, so the loss no model can beat on\n"
-      + "average is known exactly: the generator's own -log p per token, the floor (oneblock/floor.py writes it\n"
-      + "to oneblock/corpus-entropy.json). Train a model on the stories and read its validation loss: can it\n"
-      + "go below the floor?",
-    guess: ["choice", ["yes", "no"]],
-    answer: floor_answer,
-    judge: Exactly(),
-    explain: "The floor is what the generator itself pays: the cross-entropy of the stories under their true\n"
-      + "probabilities. Any model's expected loss is that entropy plus the KL divergence from the true\n"
-      + "distribution to the model's, and a KL divergence is never negative, so no model can expect to go\n"
-      + "below it; a finite validation set could dip under it by luck only by a hair. The run here (600 steps of\n"
-      + "16 windows from the seed's initial weights, train.py's settings otherwise, in this page's worker) stops\n"
-      + "far above it, and python3 train.py's 12,000 steps still end a few hundredths above it.",
-    source: "oneblock/floor.py: story_floor, load_floor; oneblock/training.py: fit (the floor and the gap)",
-    code: [["train.js", "train_step"], ["train.js", "story_nats"]],
-    trains: FLOOR,
-  },
-  {
-    key: "positions-past-length",
-    title: "Positions past the trained length: what happens at position 100?",
-    question: "Four models, one for each position scheme (learned, none, sinusoidal, rope), each trained on windows\n"
-      + `of ${TRAINED_LEN} tokens: none of them has seen a position past ${TRAINED_LEN - 1}. Now give each a window`
-      + ` of ${PAST_POSITION + 1}\ntokens, so that it must read position ${PAST_POSITION}. Which schemes can read it at`
-      + " all?",
-    guess: ["choice", PAST_CHOICES],
-    answer: past_length_answer,
-    judge: SchemesOff(),
-    explain: "Learned positions are a table, pos_emb, with one row per position: there is no row 100, so\n"
-      + "model.js refuses the window (check_length) rather than invent one. The other three have no table\n"
-      + "to run out of: none adds nothing, sinusoidal computes its sine and cosine for any position, and rope\n"
-      + "turns q and k by an angle that any position has. Running is not the same as working: the loss past\n"
-      + "64 shows what each makes of positions it never trained on (none cannot tell them apart at all).\n"
-      + "The four runs (400 steps of 16 windows each) train side by side, one worker each.",
-    source: "oneblock/numpy_model.py: check_length (the refusal), forward, sinusoid_table, rope_tables",
-    code: [["model.js", "check_length"], ["positions.js", "loss_by_position"]],
-    trains: PAST,
-  },
-  {
-    key: "second-block",
-    title: "What a second block buys: copying a repeated sequence",
-    question: "The copying task (experiments/induction.py): a segment of 4 to 16 random tokens, repeated to fill 64.\n"
-      + "After the first period every token can be copied from one period back, but the period changes from\n"
-      + "sequence to sequence, so the model must find where the current token stood before and read the token\n"
-      + "after it. Train one block and two blocks (one head each) the same number of steps: how do their\n"
-      + "copied-token accuracies compare?",
-    guess: ["choice", COPY_CHOICES],
-    answer: second_block_answer,
-    judge: Exactly(),
-    explain: "Copying needs two steps in turn: one attention marks each position with the token before it, and a\n"
-      + "later one looks for the position whose marked token is the current one and reads what stands there\n"
-      + "(an induction head). One block has one attention, whose keys hold only each position's own token, so\n"
-      + "it can learn which tokens tend to follow but not where to copy from; its accuracy stays near that\n"
-      + "guess. Two blocks compose the two steps and copy nearly every token. The runs here are the page's\n"
-      + "second-block experiment's (800 steps of 32 sequences, lr 0.005, seed 3; one worker each).",
-    source: "experiments/induction.py: periodic, induction_measures; oneblock/numpy_model.py: block_forward,"
-      + " attention_forward",
-    code: [["induction.js", "induction_measures"], ["model.js", "block_forward"]],
-    trains: COPY,
-  },
-  {
-    key: "scaling",
-    title: "The scaling law's floor: does the usual fit find it?",
-    question: "experiments/scaling.py trained 7 sizes (856 to 99,584 non-embedding parameters N) at 9 compute\n"
-      + "budgets (10 to 2,560 GFLOP), 3 seeds each (5 where they split), on stories of known probability: no\n"
-      + "model can beat 0.4912 nats per token on its validation stories, the floor, known exactly. The usual\n"
-      + "way to find a floor is to fit L = E + A / N^alpha + B / D^beta (D training tokens) to the losses by\n"
-      + "least squares on log L, with E free (Chinchilla's approach 3). Fitted to all 63 cells, what E does\n"
-      + "the fit find?",
-    guess: ["number"],
-    answer: scaling_answer,
-    judge: Within(0.02, 0.05),
-    explain: "The fit misses the floor, by about 0.06 below it, and forcing E to the truth makes it fit worse (1.2\n"
-      + "times the cost). Every cell counts the same in the least squares, and the smallest budgets are far from\n"
-      + "any floor: their runs end on the plateau that training crosses before the loss drops, or partway down\n"
-      + "the drop, a shape no sum of two power laws draws, and the fit bends E down to follow them. The largest\n"
-      + "models never near their limit (at 2,560 GFLOP the largest, 64x2, is 0.027 above the floor, worse than\n"
-      + "32x2 at a quarter of its size), so nothing pins A / N^alpha, and E trades against it. Refitted on the\n"
-      + "larger budgets only, E climbs to the floor and past it as the points thin out (28 cells at 320 GFLOP\n"
-      + "and up). A fitted E is a parameter of the curve, not a measurement of the floor. The page fits the\n"
-      + "record's cells here, training nothing: a fraction of a second; longer on a busy machine.",
-    source: "experiments/scaling_law.py: fit_law, law, law_cost, law_points; experiments/lessons_scaling.py:"
-      + " scaling_numbers",
-    code: [["scaling_law.js", "fit_law"], ["scaling_law.js", "law_points"]],
-    trains: null,
-  },
-];
+/** The numbers of a lesson's own runs that its words name: {steps} of {batch}. */
+function runs(s) {
+  return { steps: s.steps, batch: s.batch };
+}
+
+export const LIVE = {
+  tokens: { answer: tokens_answer, code: [["bpe.js", "encode_piece"]] },
+  "init-loss": { answer: init_loss_answer, code: [["model.js", "init_params"], ["model.js", "loss_and_dlogits"]] },
+  "layernorm-variance": { answer: layernorm_answer, code: [["model.js", "layernorm_forward"]] },
+  order: { answer: order_answer, code: [["model.js", "forward"], ["model.js", "attention_forward"]] },
+  causality: { answer: causality_answer, code: [["model.js", "attention_forward"]] },
+  "finite-difference": { answer: finite_difference_answer,
+    code: [["model.js", "sequence_loss"], ["trace_block.js", "gradient_errors_by_tensor"]] },
+  floor: { answer: floor_answer, code: [["train.js", "train_step"], ["train.js", "story_nats"]], trains: FLOOR,
+    slots: runs },
+  "positions-past-length": { answer: past_length_answer, code: [["model.js", "check_length"],
+    ["positions.js", "loss_by_position"]], trains: PAST, slots: runs },
+  "second-block": { answer: second_block_answer, code: [["induction.js", "induction_measures"],
+    ["model.js", "block_forward"]], trains: COPY, slots: (s) => ({ ...runs(s), lr: py_format(s.lr, "g") }) },
+  scaling: { answer: scaling_answer, code: [["lessons.js", "scaling_answer"]] },
+};
+
+/** The numbers of the page's tokenizer that the lessons' words name (lessons.facts). */
+function facts(tok) {
+  const vocab = tok.vocab.length;
+  return { vocab, characters: tok.alphabet.length, merges: tok.merges.length, ln_vocab: Math.log(vocab) };
+}
+
+/** The export's lessons with their live parts, the words filled with the numbers of the page's tokenizer and runs,
+ * or an Error that names the first value that is not what the page reads. */
+function checked_lessons(data, tok) {
+  if (data?.format !== FORMAT || !Array.isArray(data.lessons)) {
+    throw new Error(`${DATA} is not the export's lessons (expected JSON of the format ${py_repr(FORMAT)})`);
+  }
+  return data.lessons.map((words, n) => {
+    const text = (name) => {
+      if (typeof words?.[name] !== "string" || words[name].length > MOST_TEXT) {
+        throw new Error(`lesson ${n + 1} of ${DATA}: its ${name} is not a text of at most ${MOST_TEXT} characters`);
+      }
+      return words[name];
+    };
+    const key = text("key");
+    if (!Object.hasOwn(LIVE, key)) {
+      throw new Error(`${DATA} has a lesson ${py_repr(key)}, which this page cannot answer; expected one of:`
+        + ` ${Object.keys(LIVE).join(", ")}`);
+    }
+    ["title", "question", "explain", "source", "describe", "rule"].forEach(text);
+    const [kind, choices] = Array.isArray(words.guess) ? words.guess : [];
+    const named = Array.isArray(choices) && choices.every((choice) => typeof choice === "string");
+    if (!["number", "range", "pair", "choice"].includes(kind) || (kind === "choice" || kind === "pair") && !named) {
+      throw new Error(`lesson ${key} of ${DATA}: guess ${JSON.stringify(words.guess).slice(0, 80)}: expected`
+        + " number, range, or pair or choice with its words");
+    }
+    const live = { trains: null, slots: () => ({}), ...LIVE[key] };
+    const values = { ...facts(tok), ...(live.trains ? live.slots(lab.trained_settings(live.trains)) : {}) };
+    return { ...words, ...live, spec: words.judge, judge: judge_of(words.judge), title: words.title,
+      question: fill(words.question, values), explain: fill(words.explain, values) };
+  });
+}
+
+/** The export's data/lessons.json, refused unread past MOST_BYTES. */
+async function read_data() {
+  const response = await fetch(DATA, { cache: "no-store" });
+  if (!response.ok) throw new Error(`could not fetch ${DATA} (HTTP ${response.status})`);
+  const size = Number(response.headers.get("content-length") ?? 0);
+  const bytes = size > MOST_BYTES ? null : await response.arrayBuffer();
+  if (bytes === null || bytes.byteLength > MOST_BYTES) {
+    throw new Error(`${DATA} is ${bytes === null ? size : bytes.byteLength} bytes, more than the ${MOST_BYTES} the`
+      + " page reads");
+  }
+  return JSON.parse(new TextDecoder().decode(bytes));
+}
 
 /** The lesson of a key, or an Error that names it and every key there is (lessons.by_key). */
 export function by_key(key) {
@@ -993,16 +839,34 @@ export function by_key(key) {
 // ----------------------------------------------------------------------------------------------------------------
 // Progress: the learner's guesses and answers, kept in localStorage
 
-/** {key: {text, guess, value, shown, bounds, verdict, skipped, weights, seconds, when}} of the lessons done. */
-export function load_progress() {
-  try {
-    const kept = JSON.parse(localStorage.getItem(STORE) ?? "{}");
-    return kept && typeof kept === "object" && !Array.isArray(kept) ? kept : {};
-  } catch {
-    return {}; // storage off, or not ours: start afresh
+/** Whether a kept record is one this page writes: {text, guess, weights, when} and either {skipped} or {value,
+ * shown, bounds, verdict, seconds}.
+ *
+ *     is_record({ text: "4", guess: 4, weights: "w", when: "2026", skipped: "why" }), is_record({ text: "4" })
+ *     // true, false */
+export function is_record(r) {
+  const text = (v) => typeof v === "string";
+  if (!r || typeof r !== "object" || !text(r.text) || !text(r.weights) || !text(r.when) || !("guess" in r)) {
+    return false;
   }
+  if ("skipped" in r) return text(r.skipped);
+  return "value" in r && Array.isArray(r.shown) && r.shown.every(text) && text(r.bounds)
+    && VERDICTS.includes(r.verdict) && Number.isFinite(r.seconds);
 }
 
+/** {key: {text, guess, value, shown, bounds, verdict, skipped, weights, seconds, when}} of the lessons done, the
+ * records that are not one this page writes dropped, and the keys of those. */
+export function load_progress() {
+  let kept;
+  try {
+    kept = JSON.parse(localStorage.getItem(STORE) ?? "{}");
+  } catch {
+    return [{}, []]; // storage off, or not ours: start afresh
+  }
+  if (!kept || typeof kept !== "object" || Array.isArray(kept)) return [{}, []];
+  const good = Object.entries(kept).filter(([, record]) => is_record(record));
+  return [Object.fromEntries(good), Object.keys(kept).filter((key) => !is_record(kept[key]))];
+}
 function save_progress(progress) {
   try {
     localStorage.setItem(STORE, JSON.stringify(progress));
@@ -1022,26 +886,24 @@ export function clear_progress() {
 // ----------------------------------------------------------------------------------------------------------------
 // The view: a card a lesson, drawn from LESSONS
 
-let lab = null; // {model (the page's current model), tok, split, data, manifest, steps, trained_settings}
+export const LESSONS = []; // the export's lessons with their live parts (checked_lessons), in its order
+let lab = null; // {model (the page's current model), tok, split, data, manifest, steps, trained_settings, scaling}
 export const last_answers = {}; // key -> the whole answer of the lesson's last Check (for the tests, and the curious)
 let progress = {};
 let training = null; // the key of the lesson training now
 const sources = new Map(); // file -> the served file's text, fetched once
 
-/** Draw the lessons into #lesson-list (page.js calls this once the data has loaded). page: {tok, split, data,
- * manifest, model() (the model every panel shows now)}. */
-export function setup(page) {
+/** Draw the lessons into #lesson-list (page.js awaits this once the data has loaded), with the words of the
+ * export's data/lessons.json. page: {tok, split, data, manifest, model() (the model every panel shows now)}. A
+ * failure is a message in the lessons' view; the rest of the page works on. */
+export async function setup(page) {
   const cut = Number(new URLSearchParams(location.search).get("lesson-steps"));
   const steps = Number.isInteger(cut) && cut > 0 ? cut : null; // the tests' hook: fewer steps
   lab = {
-    tok: page.tok, split: page.split, data: page.data, manifest: page.manifest, steps,
+    tok: page.tok, split: page.split, data: page.data, manifest: page.manifest, steps, scaling: null,
     trained_settings: (live) => (steps === null ? live : { ...live, steps, eval_every: steps }),
     get model() { return page.model(); },
   };
-  progress = load_progress();
-  const list = $("lesson-list");
-  list.textContent = "";
-  LESSONS.forEach((lesson, n) => list.append(card(lesson, n)));
   $("lessons-clear").addEventListener("click", () => {
     stop_training();
     clear_progress();
@@ -1049,8 +911,28 @@ export function setup(page) {
     LESSONS.forEach((lesson, n) => $(`lesson-${lesson.key}`).replaceWith(card(lesson, n)));
     say("lessons-message", "Your guesses and answers are cleared.", "note");
   });
+  let data;
+  try {
+    data = await read_data();
+    LESSONS.splice(0, LESSONS.length, ...checked_lessons(data, page.tok));
+  } catch (e) {
+    say("lessons-message", `The lessons could not load: ${e.message}. Run python3 explore.py again, which exports`
+      + " them; the rest of the page still works.");
+    return;
+  }
+  lab.scaling = data.scaling;
+  let dropped;
+  [progress, dropped] = load_progress();
+  const list = $("lesson-list");
+  list.textContent = "";
+  LESSONS.forEach((lesson, n) => list.append(card(lesson, n)));
   const kept = Object.keys(progress).filter((key) => LESSONS.some((l) => l.key === key)).length;
-  if (kept) say("lessons-message", `Restored ${kept} of your lessons from this browser.`, "note");
+  const notes = [...(kept ? [`Restored ${kept} of your lessons from this browser.`] : []),
+    ...(dropped.length ? [`Dropped ${dropped.length} kept record${dropped.length > 1 ? "s" : ""} that this page did`
+      + ` not write (${dropped.map((key) => py_repr(key.slice(0, 40))).join(", ")}).`] : []),
+    ...(typeof data.left_out === "string" ? [`${data.left_out.slice(0, MOST_TEXT)}, where the page was exported.`]
+      : [])];
+  if (notes.length) say("lessons-message", notes.join(" "), "note");
 }
 
 /** The steps the page's address cuts every trained lesson to (?lesson-steps=N, the tests' hook), or null. */
@@ -1090,7 +972,7 @@ function card(lesson, n) {
     read = () => group.querySelector("input:checked")?.value ?? "";
     group.addEventListener("change", () => validate());
   } else {
-    const label = element("label", "", `Your guess (${describe_guess(lesson.guess)})`);
+    const label = element("label", "", `Your guess (${lesson.describe})`);
     const input = element("input");
     Object.assign(input, { type: "text", className: "guess-text", spellcheck: false,
       placeholder: { number: "e.g. 3", range: "low high", pair: "without with" }[kind] });
@@ -1123,7 +1005,7 @@ function card(lesson, n) {
       return null;
     }
     try {
-      const guess = parse_guess(lesson.guess, text);
+      const guess = parse_guess(lesson, text);
       message.hidden = true;
       check.disabled = box.dataset.state === "running";
       return guess;
@@ -1171,7 +1053,7 @@ function card(lesson, n) {
       const answer = await lesson.answer(lab, (line, done) => {
         status.textContent = line;
         bar.value = Math.min(1, done ?? bar.value);
-      });
+      }, lesson);
       last_answers[lesson.key] = answer;
       const verdict = lesson.judge(guess, answer);
       if (!VERDICTS.includes(verdict)) throw new Error(`the judge said ${JSON.stringify(verdict)}`);
@@ -1232,9 +1114,8 @@ function draw_reveal(lesson, box, reveal, record, restored) {
     element("dt", "", "The answer"), element("dd", "answer-value", show(record.value)));
   table.querySelector(".answer-value").dataset.value = JSON.stringify(record.value);
   const verdict = element("p", `verdict ${record.verdict}`);
-  verdict.append(element("strong", "", record.verdict), ` (${lesson.judge.rule})`);
-  const seconds = record.seconds === undefined ? ""
-    : `, in ${record.seconds.toFixed(record.seconds < 1 ? 2 : 1)} s`;
+  verdict.append(element("strong", "", record.verdict), ` (${lesson.rule})`);
+  const seconds = `, in ${record.seconds.toFixed(record.seconds < 1 ? 2 : 1)} s`;
   reveal.append(table, verdict, element("p", "small", `How exact: ${record.bounds}. Computed with`
     + ` ${record.weights}${seconds}.`), element("pre", "shown", record.shown.join("\n")),
   element("p", "explain", flow(lesson.explain)), where(lesson));

@@ -99,7 +99,7 @@ async function load() {
   $("train-lr").value = train.DEFAULTS.lr;
   wire_controls();
   experiments.setup({ tok: state.tok, split: state.split, data: state.data });
-  lessons.setup({ tok: state.tok, split: state.split, data: state.data, manifest: state.manifest,
+  await lessons.setup({ tok: state.tok, split: state.split, data: state.data, manifest: state.manifest,
     model: () => state.model });
   render_all();
   window.ready = true;

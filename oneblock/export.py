@@ -3,9 +3,9 @@ server.py). The page (explorer/index.html and its ES modules) runs the model in 
 writes (any blocks, heads and position scheme), so the export is all it needs: the weights (a checkpoint, or
 without one the seed-3 initial weights, and the page says plainly that the model is untrained), tokenizer.json,
 the split of corpus.txt into the stories train.py trains and validates on, the entropy floors (floor.py), the
-order test's two sentences (the trace's, block-trace.json) and the scaling experiment's record
-(experiments/scaling.json, which the scaling lesson fits live: explorer/scaling_law.js). Its files are written all
-together or not at all, so a failed export leaves an old one as it was.
+order test's two sentences (the trace's, block-trace.json) and the lessons' words (templates the page fills with
+the numbers of its model) with the scaling lesson's answer, fitted here to experiments/scaling.json. Its files are
+written all together or not at all, so a failed export leaves an old one as it was.
 
 A model of your own text (train.py --data FILE) brings its own tokenizer in its checkpoint; the split is FILE's, read
 again and held to the SHA-256 the checkpoint recorded, and there is no floor. FILE is the one the user names (explore.py
@@ -47,9 +47,8 @@ ORDER = tuple(json.loads((ROOT / "block-trace.json").read_text(encoding="utf-8")
               for key in ("a", "b"))  # the order test's two sentences, as the trace records them
 SHOWN = ("trained", "step", "val_loss", "source")  # the fields of read_weights that manifest.json shows
 SCALING_RECORD = ROOT / "experiments" / "scaling.json"  # the scaling experiment's record: the scaling lesson's data
-SCALING_FORMAT = "scaling experiment v1"  # its "format" field (experiments/scaling.py's FORMAT)
-MOST_SCALING = 1 << 24  # bytes of the scaling record read, at most (it is about 110 KB)
-DATA_FILES = ("manifest.json", WEIGHTS_FILE, "tokenizer.json", "split.json", "scaling.json")  # in data/, renamed in
+LESSONS_FORMAT = "one-block explorer lessons v1"  # lessons.json "format"
+DATA_FILES = ("manifest.json", WEIGHTS_FILE, "tokenizer.json", "split.json", "lessons.json")  # in data/, renamed in
 # this order
 MOST_MANIFEST = 1 << 20  # bytes of an earlier export's manifest.json read, at most, to recognise it
 LEFTOVER = r"\.lock|\.[0-9]+\.[a-z0-9_]{8}\.tmp"  # beside a file: hold's lock, a killed write_together's file
@@ -243,30 +242,47 @@ def data_files(folder, weights, fields):
     }
     contents = {"manifest.json": json.dumps(manifest, indent=2) + "\n", WEIGHTS_FILE: page_weights(weights, metadata),
                 "tokenizer.json": page["tokenizer"], "split.json": json.dumps(page["split"]) + "\n",
-                "scaling.json": scaling_record()}
+                "lessons.json": json.dumps(lessons_data()) + "\n"}
     files = {folder / name: contents[name] for name in DATA_FILES}
     return files, manifest, dict.fromkeys(files, private_mode(fields.get("modes", [])))
 
 
-def scaling_record(path=SCALING_RECORD):
-    """The bytes of the scaling experiment's record as the page gets them: the file as it is, after checking that
-    it is one (JSON of its format), or the JSON null when it is missing (the scaling lesson then says so). A
-    ValueError names a record that is there but is not one.
+def lessons_data(record=None):
+    """lessons.json: every lesson's words as the page gets them (oneblock/lessons.py's page_words), in the order of
+    python3 -m experiments.lessons, with why any are left out (NumPy or SciPy not installed here), and the scaling
+    lesson's answer (scaling_answer). The page computes every other answer live.
 
-    >>> json.loads(scaling_record())["format"], scaling_record(Path("no-such.json"))
-    ('scaling experiment v1', b'null\\n')
+    >>> data = lessons_data()
+    >>> [lesson["key"] for lesson in data["lessons"]][-2:], data["left_out"], data["scaling"]["value"] < 0.4912
+    (['second-block', 'scaling'], None, True)
     """
+    from oneblock import lessons
+
+    record = SCALING_RECORD if record is None else record
+    more, left_out = lessons.numpy_lessons()  # (the lessons after the six, where NumPy and SciPy are installed)
+    every = lessons.LESSONS + more
+    return {"format": LESSONS_FORMAT, "lessons": [lessons.page_words(lesson) for lesson in every],
+            "left_out": left_out, "scaling": scaling_answer(record, every[-1]) if every[-1].key == "scaling" else None}
+
+
+def scaling_answer(path, lesson):
+    """The scaling lesson's answer {"value", "shown", "bounds"}: lesson.answer (experiments/lessons_scaling.py's,
+    which reads the record as the experiments read theirs) of the record at path, or {"skipped": why} when there is
+    no record. A record that is there but damaged is a ValueError that names it.
+
+    >>> scaling_answer(Path("no-such.json"), None)["skipped"].startswith("the page was exported without its scaling")
+    True
+    """
+    from oneblock.lessons import Skip
+
     if not Path(path).exists():
-        return b"null\n"
-    data = read_whole(path, "the scaling experiment's record", most=MOST_SCALING)
+        return {"skipped": "the page was exported without its scaling record; run python3 -m experiments.scaling"
+                           " --out experiments/scaling.json, then python3 explore.py again"}
     try:
-        form = json.loads(data).get("format")
-    except (ValueError, AttributeError, RecursionError):  # (not JSON, not an object, nested past Python's stack)
-        form = None
-    if form != SCALING_FORMAT:
-        raise ValueError(f"{path} is not a record of the scaling experiment (expected JSON of the format"
-                         f" {SCALING_FORMAT!r}); run python3 -m experiments.scaling --out {path}")
-    return data
+        answer = lesson.answer(None, path)
+    except Skip as e:
+        raise ValueError(str(e)) from None
+    return {key: answer[key] for key in ("value", "shown", "bounds")}
 
 
 def page_weights(weights, metadata):

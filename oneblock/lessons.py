@@ -23,7 +23,7 @@ A guess is one of:
 import importlib
 import importlib.util
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import fsum
 from pathlib import Path
 from types import SimpleNamespace
@@ -50,19 +50,56 @@ QUIT = "q"  # typed instead of a guess: the learner stops
 class Lesson:
     key: str          # "tokens", "init-loss", ... (unique, kebab-case)
     title: str        # one line
-    question: str     # what the learner is asked, a few lines
+    question: str     # what the learner is asked, a few lines: a template whose slots ({vocab}, ...) words() fills
     guess: tuple      # what the learner enters first: ("number",), ("range",) two numbers low high, or
                       # ("choice", ("a", "b", ...))
     answer: Callable  # answer(lab) -> dict {"value": the computed answer (number, pair or choice),
                       #   "shown": lines of text showing it, "bounds": how exact it is (e.g. "exact", "+-0.01")}
     judge: Callable   # judge(guess_value, answer_dict) -> "right" / "close" / "off", in words a learner reads
-    explain: str      # a short explanation, a few lines
+    explain: str      # a short explanation, a few lines: a template, as the question
     source: str       # where the lab makes it so: "model.py: layernorm_forward" (file and function names)
     needs: str        # "stdlib" or "numpy" (what answer() imports)
+    slots: dict = field(default_factory=dict)  # the values of the slots of its own runs ({steps}, ...) here; the
+    # page fills them with its own runs' (explorer/lessons.js)
 
 
 class Skip(Exception):
     """A lesson this lab cannot answer (a checkpoint model.py cannot run, a package not installed): the reason."""
+
+
+def facts(tokenizer):
+    """The numbers of the model's tokenizer that the lessons' words name, by their slots' names.
+
+    >>> facts(build_lab().tokenizer)
+    {'vocab': 96, 'characters': 26, 'merges': 70, 'ln_vocab': 4.564348191467836}
+    """
+    vocab = len(tokenizer.vocab)
+    return {"vocab": vocab, "characters": len(tokenizer.alphabet), "merges": len(tokenizer.merges),
+            "ln_vocab": math.log(vocab)}
+
+
+def words(lesson, lab):
+    """The lesson's question and explanation for the lab's model: their slots filled with its tokenizer's numbers
+    (facts) and the lesson's own (slots). The page fills the same templates with its model's (page_words).
+
+    >>> words(INIT_LOSS, build_lab())["question"].splitlines()[-1]
+    'ln 96 = 4.5643.'
+    """
+    values = {**facts(lab.tokenizer), **lesson.slots}
+    return {"question": lesson.question.format(**values), "explain": lesson.explain.format(**values)}
+
+
+def page_words(lesson):
+    """What the page gets of a lesson (explore.py's export, data/lessons.json): its words, the question and the
+    explanation as templates whose slots the page fills with the numbers of the model and the runs it has, what to
+    type for its guess, and its judge (name and numbers, for the page's copy of it) with its rule.
+
+    >>> page_words(INIT_LOSS)["judge"], page_words(INIT_LOSS)["rule"]
+    (['Within', 0.05, 0.5], 'right within 0.05 of the answer, close within 0.5')
+    """
+    return {"key": lesson.key, "title": lesson.title, "question": lesson.question, "explain": lesson.explain,
+            "source": lesson.source, "guess": [lesson.guess[0], *(list(part) for part in lesson.guess[1:])],
+            "describe": describe_guess(lesson.guess), "judge": lesson.judge.spec, "rule": lesson.judge.rule}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -229,6 +266,7 @@ class Within:
 
     def __init__(self, right, close):
         self.right, self.close = right, close
+        self.spec = ["Within", right, close]
         self.rule = f"right within {right:g} of the answer, close within {close:g}"
 
     def __call__(self, guess, answer):
@@ -249,6 +287,7 @@ class Factor:
 
     def __init__(self, right, close, zero_close=1e-9):
         self.right, self.close, self.zero_close = right, close, zero_close
+        self.spec = ["Factor", right, close, zero_close]
         self.rule = f"right within a factor of {right:g} of the answer, close within {close:g}; exactly 0 only for 0"
 
     def __call__(self, guess, answer):
@@ -272,6 +311,7 @@ class InRange:
 
     def __init__(self, width, near):
         self.width, self.near = width, near
+        self.spec = ["InRange", width, near]
         self.rule = f"right when the range holds the answer and is at most {width:g} wide; close when it is wider, or" \
                     f" misses by at most {near:g}"
 
@@ -294,6 +334,7 @@ class Pair:
 
     def __init__(self, first, second):
         self.first, self.second = first, second
+        self.spec = ["Pair", first.spec, second.spec]
         self.rule = f"each number: {first.rule}"
 
     def __call__(self, guess, answer):
@@ -312,6 +353,7 @@ class Exactly:
 
     def __init__(self, off_by_one=False):
         self.off_by_one = off_by_one
+        self.spec = ["Exactly", off_by_one]
         self.rule = "right only when it is the answer" + (", close when one away" if off_by_one else "")
 
     def __call__(self, guess, answer):
@@ -358,18 +400,18 @@ def tokens_answer(lab):
 TOKENS = Lesson(
     key="tokens",
     title='How many pieces is " garden"?',
-    question='The model reads token IDs, not letters. Its tokenizer (bpe.py) has 96 tokens: the characters of the\n'
-             'stories, then merges of the most frequent neighbouring pairs, learned from corpus.txt. "garden" is in\n'
-             'many stories. Into how many tokens does the tokenizer cut " garden" (with the space before it, as it\n'
-             'stands in a sentence)?',
+    question='The model reads token IDs, not letters. Its tokenizer (bpe.py) has {vocab} tokens: the characters of\n'
+             'the stories, then merges of the most frequent neighbouring pairs, learned from corpus.txt. "garden" is\n'
+             'in many stories. Into how many tokens does the tokenizer cut " garden" (with the space before it, as\n'
+             'it stands in a sentence)?',
     guess=("number",),
     answer=tokens_answer,
     judge=Exactly(off_by_one=True),
-    explain="The 96 tokens are the 26 characters of the stories and 70 merges, and BPE spends the merges on the\n"
-            "most frequent pairs first: ' the', ' has', the names, the things the stories hand over (' kite',\n"
-            "' hat', ...). ' garden' is in far fewer places than those, so it never earns a token of its own and\n"
-            "stays in pieces, each a merge that other words paid for. A larger vocabulary would give it fewer\n"
-            "pieces, and the model fewer positions to read for the same text.",
+    explain="The {vocab} tokens are the {characters} characters of the stories and {merges} merges, and BPE spends\n"
+            "the merges on the most frequent pairs first: ' the', ' has', the names, the things the stories hand\n"
+            "over (' kite', ' hat', ...). ' garden' is in far fewer places than those, so it never earns a token of\n"
+            "its own and stays in pieces, each a merge that other words paid for. A larger vocabulary would give it\n"
+            "fewer pieces, and the model fewer positions to read for the same text.",
     source="bpe.py: Tokenizer.train (the merges), Tokenizer.encode_piece (applying them in rank order)",
     needs="stdlib",
 )
@@ -403,14 +445,15 @@ INIT_LOSS = Lesson(
     title="The loss before training, against ln 96",
     question="Before any training, every weight of the seed's model is a small random number (gauss(0, 0.02)).\n"
              "What is its loss, the mean cross-entropy of each next token, on the first story of corpus.txt?\n"
-             "For scale: a model that gives each of the 96 tokens the same probability has loss ln 96 = 4.5643.",
+             "For scale: a model that gives each of the {vocab} tokens the same probability has loss\n"
+             "ln {vocab} = {ln_vocab:.4f}.",
     guess=("number",),
     answer=init_loss_answer,
     judge=Within(0.05, 0.5),
     explain="The logits are the final layer norm's output (about unit size) times W_out, whose entries are about\n"
             "0.02: sixteen such products give logits spread by less than 0.1, so the softmax is nearly uniform and\n"
-            "the loss is within a few thousandths of ln 96, above or below it by chance. A loss far above ln 96 at\n"
-            "step 0 would mean an initialisation that is too large; training then brings it far below.",
+            "the loss is within a few thousandths of ln {vocab}, above or below it by chance. A loss far above\n"
+            "ln {vocab} at step 0 would mean an initialisation that is too large; training then brings it far below.",
     source="model.py: init_params, forward, loss_and_dlogits",
     needs="stdlib",
 )
@@ -517,7 +560,7 @@ ORDER = Lesson(
     title="The order test: does the model see word order?",
     question=f"The seed's own question. These two sentences are the same tokens, the two names swapped:\n"
              f"    {ORDER_A!r}\n    {ORDER_B!r}\n"
-             "Run the model on each and take the 96 scores (logits) at the last position. What is the largest\n"
+             "Run the model on each and take the {vocab} scores (logits) at the last position. What is the largest\n"
              "difference between the two sentences' scores, first without the position embeddings\n"
              "(model.forward(..., use_positions=False)), then with them? Two numbers: without, with.",
     guess=("pair", ("without positions", "with positions")),
@@ -680,6 +723,50 @@ def by_key(key, lessons=None):
     raise ValueError(f"no lesson {key!r}; expected one of: {', '.join(lesson.key for lesson in lessons)}")
 
 
+PACKAGES = {"numpy": "NumPy", "scipy": "SciPy"}  # what a module of lessons may need that is not installed
+
+
+def imported_lessons(name, what, packages):
+    """(the LESSONS of module name, None), or ([], why they are not here, in words: what they are) when that module
+    or one of packages is missing. Any other error in it raises: a broken module is not a missing one."""
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name != name and e.name not in packages:
+            raise
+        why = f"{PACKAGES[e.name]} is not installed" if e.name in packages else \
+            f"{name.replace('.', '/')}.py is not there"
+        return [], f"{what} left out: {why}"
+    return list(module.LESSONS), None
+
+
+def trained_lessons():
+    """(the lessons of experiments/lessons_trained.py, None), or ([], why they are not here) when that module or
+    NumPy is missing. Any other error in it raises: a broken module is not a missing one."""
+    return imported_lessons("experiments.lessons_trained", "the lessons that train are", ("numpy",))
+
+
+def numpy_lessons():
+    """(the lessons after the six, why some are left out, or None): the three that train, then the scaling lesson
+    of experiments/lessons_scaling.py, which needs SciPy too. The path keeps its order, so the scaling lesson comes
+    only after the three (without NumPy, neither imports)."""
+    trained, why = trained_lessons()
+    if why:
+        return [], f"{why} (and the scaling lesson after them)"
+    scaling, why = imported_lessons("experiments.lessons_scaling", "the scaling lesson is", ("numpy", "scipy"))
+    return trained + scaling, why
+
+
+def all_lessons():
+    """Every lesson in order: these six, then the ones that train, then the scaling lesson, where they can be
+    imported (python3 -m experiments.lessons asks them; explore.py's export gives the page their words).
+
+    >>> [lesson.key for lesson in all_lessons()][:2], all_lessons()[-1].key
+    (['tokens', 'init-loss'], 'scaling')
+    """
+    return LESSONS + numpy_lessons()[0]
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Asking: the question, the guess first, then the answer computed live
 
@@ -732,7 +819,8 @@ def ask(lesson, lab, read=input, write=print):
     """
     write(f"{lesson.title}")
     write("")
-    write(lesson.question)
+    said = words(lesson, lab)
+    write(said["question"])
     why = missing_package(lesson)
     if why:
         write(f"skipped: {why}")
@@ -757,6 +845,6 @@ def ask(lesson, lab, read=input, write=print):
     rule = getattr(lesson.judge, "rule", None)
     write(f"verdict: {verdict}" + (f" ({rule})" if rule else ""))
     write("")
-    write(lesson.explain)
+    write(said["explain"])
     write(f"source: {lesson.source}")
     return {"key": lesson.key, "guess": guess, "value": answer["value"], "verdict": verdict}

@@ -561,7 +561,7 @@ def test_the_export_keeps_the_privacy_of_what_it_was_made_from(runs, tmp_path, c
     modes = {p.relative_to(tmp_path / "site").as_posix(): p.stat().st_mode & 0o777
              for p in (tmp_path / "site").rglob("*") if p.is_file()}
     data = {name: mode for name, mode in modes.items() if name.startswith("data/")}
-    assert sorted(data) == ["data/manifest.json", "data/scaling.json", "data/split.json", "data/tokenizer.json",
+    assert sorted(data) == ["data/lessons.json", "data/manifest.json", "data/split.json", "data/tokenizer.json",
                             "data/weights.safetensors"]
     assert set(data.values()) == {data_mode}, oct(data_mode)
     assert {mode for name, mode in modes.items() if name not in data} == {0o644}
@@ -574,7 +574,7 @@ def test_the_export_keeps_the_privacy_of_what_it_was_made_from(runs, tmp_path, c
 
 
 def data_names():
-    return ["manifest.json", "scaling.json", "split.json", "tokenizer.json", "weights.safetensors"]
+    return ["lessons.json", "manifest.json", "split.json", "tokenizer.json", "weights.safetensors"]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -728,9 +728,11 @@ def test_two_exports_into_one_folder_do_not_mix(runs, tmp_path):
 
 def test_a_scaling_record_nested_past_pythons_stack_is_refused_in_one_line(tmp_path):
     """Before: explore.py --export gave a RecursionError on a deeply nested record."""
+    from experiments import lessons_scaling
     from oneblock import export
 
     path = tmp_path / "scaling.json"
     path.write_bytes(b"[" * 100_000)
-    with pytest.raises(ValueError, match="is not a record of the scaling experiment"):
-        export.scaling_record(path)
+    with pytest.raises(ValueError, match="JSON nested too deeply to read") as refused:
+        export.scaling_answer(path, lessons_scaling.SCALING)
+    assert "\n" not in str(refused.value)

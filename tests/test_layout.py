@@ -10,6 +10,11 @@
   modules imports one that has a command line of its own (a test may import one, to check its parts).
 - No import cycle, among all the lab's modules and the tests' helpers.
 - The pins of tests/requirements*.txt are pyproject.toml's, and the other way round.
+- A module of the page (explorer/*.js) mirrors a Python one only for maths the page computes live: the model, its
+  training, sampling, the tokenizer, the checkpoint it reads and writes, the live experiments and checks, the
+  lessons' answers. Every other rule and every word is the Python's alone, exported to the page (the lessons' words
+  and the scaling lesson's fits: oneblock/export.py's lessons_data); PAGE_MODULES names each module with what it
+  mirrors, and a module not named there (such as a copy of the scaling law's fit) fails the test.
 """
 
 import ast
@@ -30,6 +35,15 @@ COMMANDS = ["train.py", "sample.py", "explore.py"]  # the day-to-day command lin
 FOLDERS = ["oneblock", "experiments", "dev", "docs", "explorer", "tests"]  # the library, and a folder for each role
 SCRIPTS = {"train", "sample", "explore", "trace_block"}  # command lines at the root, which nothing may import
 EXCEPTION = ("test_model", "trace_block")  # the seed's own test reads the trace's functions, as the seed does
+PAGE_MODULES = {  # explorer/'s modules: the Python each mirrors for the maths the page computes live (None: the
+    # page's own, mirroring nothing)
+    "bpe.js": "bpe.py", "checkpoint.js": "oneblock/checkpoint.py", "model.js": "oneblock/numpy_model.py",
+    "fast.js": "model.py", "train.js": "oneblock/training.py", "worker.js": "oneblock/training.py",
+    "random.js": "model.py", "sample.js": "sample.py", "trace_block.js": "trace_block.py",
+    "induction.js": "experiments/induction.py", "positions.js": "experiments/positions.py",
+    "experiments.js": "experiments/depth.py", "lessons.js": "oneblock/lessons.py", "draw.js": None, "page.js": None,
+    "ui.js": None,
+}
 
 
 def gitignore_matches(patterns, name, is_dir):
@@ -309,3 +323,11 @@ def test_every_test_the_slow_tier_names_is_a_test_of_its_file():
         defined = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
         assert set(tests) <= defined, (name, sorted(set(tests) - defined))
         assert name not in conftest.SLOW_FILES
+
+
+def test_a_page_module_mirrors_python_only_for_the_maths_the_page_computes_live():
+    """The page's modules are PAGE_MODULES' (the scaling law's fit, explorer/scaling_law.js, is gone: the export
+    fits it in Python), and each names a Python file there is."""
+    assert sorted(path.name for path in (ROOT / "explorer").glob("*.js")) == sorted(PAGE_MODULES)
+    for module, mirrored in PAGE_MODULES.items():
+        assert mirrored is None or (ROOT / mirrored).is_file(), (module, mirrored)

@@ -162,7 +162,8 @@ def test_a_bad_guess_is_named_and_asked_again_then_the_right_one_is_right(key):
     assert record["verdict"] == "right", said
     assert said.count("your guess (") == 2 and "not a guess: " in said, said  # asked again after the bad one
     assert repr(BAD[key]) in said.split("not a guess: ", 1)[1].splitlines()[0]  # the bad input, named
-    assert lesson.question in said and lesson.explain in said and f"source: {lesson.source}" in said
+    said_words = lessons.words(lesson, LAB)
+    assert said_words["question"] in said and said_words["explain"] in said and f"source: {lesson.source}" in said
     assert record["value"] == lesson.answer(LAB)["value"]
     assert said.index("your guess (") < said.index("the answer: ")  # the guess first, then the answer
 
@@ -249,7 +250,7 @@ def test_all_lessons_begin_with_the_six_and_have_unique_keys():
 
 
 def test_a_missing_lessons_trained_or_numpy_leaves_the_six_and_a_broken_one_raises(monkeypatch):
-    real = command.importlib.import_module
+    real = lessons.importlib.import_module
 
     def missing(name):
         def fake(module):
@@ -260,10 +261,10 @@ def test_a_missing_lessons_trained_or_numpy_leaves_the_six_and_a_broken_one_rais
 
     for name, says in (("experiments.lessons_trained", "lessons_trained.py is not there"),
                        ("numpy", "NumPy is not installed")):
-        monkeypatch.setattr(command.importlib, "import_module", missing(name))
+        monkeypatch.setattr(lessons.importlib, "import_module", missing(name))
         assert command.all_lessons() == lessons.LESSONS
         assert says in command.trained_lessons()[1]
-    monkeypatch.setattr(command.importlib, "import_module", missing("scipy"))  # not what may be missing: a bug
+    monkeypatch.setattr(lessons.importlib, "import_module", missing("scipy"))  # not what may be missing: a bug
     with pytest.raises(ModuleNotFoundError):
         command.all_lessons()
 
@@ -390,12 +391,12 @@ def test_the_page_folds_each_answer_as_the_lessons_compute_it():
         section = sections[lesson.key]
         before, folded = section.split("<details><summary>Answer</summary>", 1)
         command = f"`python3 -m experiments.lessons --lesson {lesson.key}`"
-        assert flat(lesson.question) in flat(before) and command in flat(before)
+        assert flat(lessons.words(lesson, LAB)["question"]) in flat(before) and command in flat(before)
         block = re.search(r"```text\n(.*?)\n```", folded, flags=re.S).group(1)
         lines = lessons.answer_lines(lesson.answer(LAB))
         assert block.splitlines() == lines, lesson.key  # every figure, as python3 -m experiments.lessons prints it
         assert lines[0] not in before  # folded: the answer is not in the open
-        assert flat(lesson.explain) in flat(folded) and "</details>" in folded
+        assert flat(lessons.words(lesson, LAB)["explain"]) in flat(folded) and "</details>" in folded
         for file in re.findall(r"(\w+\.py): ", lesson.source):
             assert f"[{file}](../{file})" in folded, (lesson.key, file)
 
@@ -458,7 +459,7 @@ def test_the_page_folds_the_answers_that_train_as_this_machine_prints_them_withi
     for lesson in lessons_trained.LESSONS:
         section = sections[lesson.key]
         before, folded = section.split("<details><summary>Answer</summary>", 1)
-        assert flat(lesson.question) in flat(before)
+        assert flat(lessons.words(lesson, lab)["question"]) in flat(before)
         assert f"`python3 -m experiments.lessons --lesson {lesson.key}`" in flat(before)
         label = re.search(r"This machine's output: `python3 -m experiments.lessons --lesson (\S+) --guess (\S+)` on"
                           r" the shared 2-vCPU AMD EPYC, computed with (NumPy \S+, OpenBLAS \w+ kernels, 1 thread)\.",
@@ -484,6 +485,6 @@ def test_the_page_folds_the_answers_that_train_as_this_machine_prints_them_withi
                     last = 10.0 ** -len(figure.partition(".")[2])  # one unit of the printed last digit
                     assert abs(float(figure) - float(value)) <= tol + last, (lesson.key, shown, computed)
         assert lines[0] not in before  # folded: the answer is not in the open
-        assert flat(lesson.explain) in flat(folded) and "</details>" in folded
+        assert flat(lessons.words(lesson, lab)["explain"]) in flat(folded) and "</details>" in folded
         for file in re.findall(r"([\w/]+\.py): ", lesson.source):
             assert f"[{file}](../{file})" in folded, (lesson.key, file)

@@ -1,23 +1,13 @@
 """The scaling lesson (experiments/lessons_scaling.py) and the law's module (experiments/scaling_law.py): the lesson
 driven with scripted input and on the command line; its numbers equal to the committed record's fits; the refits on
 the larger budgets computed again here, from the record's runs, with a fit of this file's own calls; the moved
-functions the very ones scaling.py uses; and explorer/scaling_law.js, the page's copy of the fit, run in headless
-Chromium on law_points' JSON against the Python.
-
-The JavaScript fit goes to the least-squares minimum itself (exact derivatives, run until no step lowers the cost,
-then Gauss-Newton): it agrees with the minimum found here (fit_law's answer polished by Gauss-Newton steps with
-numpy's lstsq, then in 40 digits with mpmath) within a relative 1e-12 in every parameter of every fit (3.0e-13
-measured, B of the refit from 320 GFLOP; 1.1e-14 at most on the fits of more budgets). The fits over every cell are
-SciPy's least_squares at its default tolerances, which stops short of that minimum along the long valley of A and
-alpha: the two agree within a relative 3e-4 (1.2e-4 measured, A of the E-fixed fit; the refits, converged fully,
-within 6e-7), and the JavaScript's cost is never above SciPy's.
+functions the very ones scaling.py uses; and the answer explore.py's export gives the page (oneblock/export.py's
+scaling_answer): the lesson's own, or a skip that says what to run, and a damaged record refused.
 """
 
 import ast
 import json
-import math
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -229,8 +219,9 @@ def test_a_bad_guess_is_named_and_asked_again_then_the_answer_is_judged():
     record, said = run_ask("lots", "0.43")
     assert record["verdict"] == "right" and record["value"] == ls.SCALING.answer(LAB)["value"], said
     assert said.count("your guess (") == 2 and "not a guess: 'lots' is not a number. Try again." in said
-    assert said.index("your guess (") < said.index("the answer: ") and ls.SCALING.question in said
-    assert ls.SCALING.explain in said and f"source: {ls.SCALING.source}" in said
+    said_words = lessons.words(ls.SCALING, LAB)
+    assert said.index("your guess (") < said.index("the answer: ") and said_words["question"] in said
+    assert said_words["explain"] in said and f"source: {ls.SCALING.source}" in said
     assert run_ask("0.4")[0]["verdict"] == "close"
     record, said = run_ask(f"{FLOOR}")  # the truth is not what the usual fit finds
     assert record["verdict"] == "off" and "verdict: off" in said
@@ -258,7 +249,7 @@ def test_the_command_line_asks_it_by_its_key():
 
 
 def test_without_scipy_the_scaling_lesson_is_left_out_saying_why_and_a_broken_one_raises(monkeypatch):
-    real = command.importlib.import_module
+    real = lessons.importlib.import_module
 
     def missing(name):
         def fake(module):
@@ -267,161 +258,33 @@ def test_without_scipy_the_scaling_lesson_is_left_out_saying_why_and_a_broken_on
             return real(module)
         return fake
 
-    monkeypatch.setattr(command.importlib, "import_module", missing("scipy"))
+    monkeypatch.setattr(lessons.importlib, "import_module", missing("scipy"))
     more, why = command.numpy_lessons()
     assert [lesson.key for lesson in more] == ["floor", "positions-past-length", "second-block"]
     assert why == "the scaling lesson is left out: SciPy is not installed"
-    monkeypatch.setattr(command.importlib, "import_module", missing("experiments.lessons_scaling"))
+    monkeypatch.setattr(lessons.importlib, "import_module", missing("experiments.lessons_scaling"))
     assert command.numpy_lessons()[1] == "the scaling lesson is left out: experiments/lessons_scaling.py is not there"
-    monkeypatch.setattr(command.importlib, "import_module", missing("matplotlib"))  # not what may be missing: a bug
+    monkeypatch.setattr(lessons.importlib, "import_module", missing("matplotlib"))  # not what may be missing: a bug
     with pytest.raises(ModuleNotFoundError):
         command.numpy_lessons()
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# explorer/scaling_law.js: the page's copy of the fit
+# The page's answer: the export's, computed here
 
 
-def jacobian(x, n, d, floor):
-    """(cells, params): the derivatives of log L by each parameter, written here from the law."""
-    e = floor if floor is not None else math.exp(x[0])
-    tn, td = np.exp(x[-4] - x[-3] * np.log(n)), np.exp(x[-2] - x[-1] * np.log(d))  # (cells,) each
-    s = e + tn + td  # (cells,)
-    columns = ([] if floor is not None else [e / s]) + [tn / s, -np.log(n) * tn / s, td / s, -np.log(d) * td / s]
-    return np.stack(columns, axis=1)  # (cells, params)
+def test_the_export_gives_the_page_the_lessons_own_answer(tmp_path):
+    from oneblock import export
 
-
-def minimum(n, d, loss, floor=None):
-    """fit_law's answer polished to the least-squares minimum: Gauss-Newton steps (numpy's lstsq on the exact
-    Jacobian) until a step moves no parameter by a part in 10^15, then the same steps in 40-digit arithmetic
-    (mpmath) until one moves none by a part in 10^25: in float64 alone the steps stop where rounding of the
-    residuals moves the answer, by up to about 1e-12 of B in the record's worst-conditioned fit."""
-    _, x = scaling.fit_law(n, d, loss, floor=floor)
-    x = np.array(x)  # (params,)
-    for _ in range(100):
-        residual = scaling.law(x, n, d, floor) - np.log(loss)  # (cells,)
-        step = np.linalg.lstsq(jacobian(x, n, d, floor), -residual, rcond=None)[0]  # (params,)
-        x = x + step
-        if np.max(np.abs(step) / np.maximum(1.0, np.abs(x))) < 1e-15:
-            break
-    x = polished(x, n, d, loss, floor)
-    assert np.all((x > np.array(scaling_law.LOWER[-len(x):])) & (x < np.array(scaling_law.UPPER[-len(x):])))
-    e = floor if floor is not None else math.exp(x[0])
-    return {"E": e, "A": math.exp(x[-4]), "alpha": x[-3], "B": math.exp(x[-2]), "beta": x[-1]}
-
-
-def polished(x, n, d, loss, floor):
-    """Gauss-Newton steps from x in 40 significant digits, on the same float64 points, until a step moves no
-    parameter by a part in 10^25; the answer rounded to float64 (params,)."""
-    mpmath = pytest.importorskip("mpmath", reason="the minimum the JavaScript is held to is polished in mpmath")
-    with mpmath.workdps(40):
-        x = [mpmath.mpf(float(v)) for v in x]  # (params,), a list: an mpmath matrix has no negative indices
-        points = [(mpmath.log(float(a)), mpmath.log(float(b)), mpmath.log(float(c))) for a, b, c in zip(n, d, loss)]
-        for _ in range(200):
-            e = mpmath.mpf(floor) if floor is not None else mpmath.exp(x[0])
-            rows, residual = [], []
-            for ln, ld, ll in points:
-                tn, td = mpmath.exp(x[-4] - x[-3] * ln), mpmath.exp(x[-2] - x[-1] * ld)
-                s = e + tn + td
-                residual.append(mpmath.log(s) - ll)
-                rows.append(([] if floor is not None else [e / s]) + [tn / s, -ln * tn / s, td / s, -ld * td / s])
-            jac = mpmath.matrix(rows)  # (cells, params)
-            step = mpmath.lu_solve(jac.T * jac, -(jac.T * mpmath.matrix(residual)))  # (params,)
-            x = [v + step[i] for i, v in enumerate(x)]
-            if max(abs(step[i]) / max(1, abs(v)) for i, v in enumerate(x)) < mpmath.mpf(10) ** -25:
-                break
-        else:
-            raise AssertionError("the 40-digit Gauss-Newton steps did not settle")
-        return np.array([float(v) for v in x])  # (params,)
-
-
-def largest_gap(a, b):
-    """The largest relative difference of the five parameters of two fits."""
-    return max(abs(a[k] - b[k]) / abs(b[k]) for k in PARAMS)
-
-
-IMPORT = "async () => { window.sl = await import('./scaling_law.js'); }"
-
-
-@pytest.fixture(scope="module")
-def js(modules_page):
-    modules_page.evaluate(IMPORT)
-    return modules_page
-
-
-def test_the_js_fit_finds_the_pythons_minimum_in_every_fit(js, numbers):
-    points = scaling_law.law_points(RECORD)
-    got = js.evaluate("(points) => sl.scaling_numbers(points)", points)
-    assert got["floor"] == FLOOR and got["cells"] == numbers["cells"]
-    fits = [("free", numbers["free"], got["free"], None, 0), ("fixed", numbers["fixed"], got["fixed"], FLOOR, 0)]
-    fits += [(f">= {row['budget']}", row, mine, None, row["budget"]) for row, mine in zip(numbers["cuts"], got["cuts"],
-                                                                                         strict=True)]
-    for name, python, mine, floor, least in fits:
-        n, d, loss = scaling_law.point_arrays(points, least)
-        assert largest_gap(mine, minimum(n, d, loss, floor)) <= 1e-12, name  # the minimum itself
-        assert largest_gap(mine, python) <= 3e-4, name  # fit_law, stopped by SciPy's default tolerances
-        assert mine["cost"] <= python["cost"] * (1 + 1e-14), name  # ... never below the JavaScript's cost
-        assert mine["cost"] == pytest.approx(python["cost"], rel=1e-9), name
-        if "cells" in python:
-            assert (mine["budget"], mine["cells"]) == (python["budget"], python["cells"])
-    assert got["cost_ratio"] == pytest.approx(numbers["cost_ratio"], rel=1e-9)
-    assert [f"{row['E']:.4f}" for row in got["cuts"]] == [f"{row['E']:.4f}" for row in numbers["cuts"]]
-
-
-def test_the_js_law_its_constants_and_its_cost_are_the_pythons(js):
-    constants = js.evaluate("() => [sl.STARTS, sl.LOWER, sl.UPPER, sl.LEAST_BUDGETS, sl.POINTS_FORMAT]")
-    assert constants == [scaling_law.STARTS, scaling_law.LOWER, scaling_law.UPPER, ls.LEAST_BUDGETS,
-                         scaling_law.POINTS_FORMAT]
-    n, d, loss = cells_here()
-    for x, floor in (([-1.05, 3.3, 0.65, 7.0, 0.63], None), ([8.8, 1.5, 8.2, 0.75], FLOOR)):
-        mine = js.evaluate("([x, n, d, floor]) => Array.from(sl.law(x, n, d, floor))",
-                           [x, n.tolist(), d.tolist(), floor])
-        assert np.allclose(mine, scaling_law.law(x, n, d, floor), rtol=1e-14, atol=0)
-        cost = js.evaluate("([x, n, d, loss, floor]) => sl.law_cost(x, n, d, loss, floor)",
-                           [x, n.tolist(), d.tolist(), loss.tolist(), floor])
-        assert cost == pytest.approx(scaling_law.law_cost(x, n, d, loss, floor), rel=1e-13)
-
-
-def test_the_js_fit_recovers_a_law_it_is_given_and_keeps_to_the_bounds(js):
-    """Points made by a known law, no noise: the fit finds it. Points that the law fits best with a parameter past
-    its bound (alpha 4 > 3, log B above 40, E = 1e-6 below e^-10): the JavaScript stops on the bound, SciPy's fit
-    just inside it, the others where SciPy's are, and the JavaScript's cost is no higher."""
-    n, d = np.repeat([1e3, 3e3, 1e4, 3e4, 1e5], 5), np.tile([1e5, 4e5, 1.6e6, 6.4e6, 2.56e7], 5)  # (25,), (25,)
-    fit = "([n, d, loss, floor]) => { const [, x] = sl.fit_law(n, d, loss, floor); return [x, sl.law_cost(x, n, d," \
-          " loss, floor)]; }"
-    loss = 0.5 + 20 / n ** 0.4 + 300 / d ** 0.3  # (25,)
-    x, _ = js.evaluate(fit, [n.tolist(), d.tolist(), loss.tolist(), None])
-    assert np.allclose(x, [math.log(0.5), math.log(20), 0.4, math.log(300), 0.3], rtol=1e-9, atol=1e-12)
-    for loss, floor, k, bound in [(0.5 + 1e12 / n ** 4 + 300 / d ** 0.3, 0.5, 1, 3),  # alpha at its upper bound
-                                  (0.5 + 20 / n ** 0.4 + 3e20 / d ** 3.5, 0.5, 2, 40),  # log B at its upper bound
-                                  (1e-6 + 20 / n ** 0.4 + 300 / d ** 0.3, None, 0, -10)]:  # log E at its lower one
-        mine, cost = js.evaluate(fit, [n.tolist(), d.tolist(), loss.tolist(), floor])
-        _, python = scaling.fit_law(n, d, loss, floor=floor)
-        assert mine[k] == bound and python[k] == pytest.approx(bound, abs=1e-5), (k, mine, python)
-        assert np.allclose(mine, python, rtol=1e-4, atol=1e-5), (mine, python)
-        assert cost <= scaling_law.law_cost(python, n, d, loss, floor) * (1 + 1e-12)
-
-
-@pytest.mark.parametrize("change, says", [
-    ({"format": "scaling experiment v1"}, 'the format is "scaling experiment v1", expected "scaling law points v1"'),
-    ({"floor": -0.5}, "the floor is -0.5, expected a positive number"),
-    ({"cells": []}, "expected cells, a list of {size, budget, n, d, loss}"),
-    ({"cell": {"loss": "1.2"}}, "cell 3's loss is \"1.2\", expected a positive number"),
-    ({"cell": {"d": 0}}, "cell 3's d is 0, expected a positive number"),
-])
-def test_the_js_refuses_points_that_are_not_law_points_naming_the_value(js, change, says):
-    points = scaling_law.law_points(RECORD)
-    if "cell" in change:
-        points["cells"][3].update(change.pop("cell"))
-    points.update(change)
-    got = js.evaluate("(points) => { try { sl.scaling_numbers(points); return null; } catch (e) { return e.message; }"
-                      " }", points)
-    assert got == f"scaling law points: {says}"
-
-
-def test_the_js_explains_itself_as_the_explorers_modules_do():
-    text = (ROOT / "explorer" / "scaling_law.js").read_text(encoding="utf-8")
-    exported = re.findall(r"^export function (\w+)", text, flags=re.M)
-    assert {"law", "law_cost", "fit_law", "point_arrays", "cuts", "scaling_numbers"} <= set(exported)
-    for name in exported:  # each exported function has a doc comment, as in the Python it mirrors
-        assert re.search(r"\*/\nexport function " + name + r"\(", text), name
+    data = export.lessons_data()
+    ours = ls.SCALING.answer(LAB)
+    assert data["scaling"] == {key: ours[key] for key in ("value", "shown", "bounds")}
+    assert json.loads(json.dumps(data)) == data  # plain JSON, every float back to its bits
+    assert [words["key"] for words in data["lessons"]] == [lesson.key for lesson in command.all_lessons()]
+    assert export.scaling_answer(tmp_path / "no-such.json", ls.SCALING) == {
+        "skipped": "the page was exported without its scaling record; run python3 -m experiments.scaling --out"
+                   " experiments/scaling.json, then python3 explore.py again"}
+    spoiled(tmp_path / "bad.json", "nested")
+    with pytest.raises(ValueError, match="bad.json") as refused:
+        export.scaling_answer(tmp_path / "bad.json", ls.SCALING)
+    assert "\n" not in str(refused.value)
