@@ -340,14 +340,15 @@ const number = (v) => typeof v === "bigint" || typeof v === "number";
 const at_least = (low, or_null = false) => (v) => (or_null && v === null) || is_whole(v, low);
 const SETTINGS = new Map([
   ["backend", (v) => ["numpy", "numpy-plain", "python", "torch", "explorer"].includes(v)],
-  ["threads", at_least(1n)], ["dtype", (v) => DTYPE_NAMES.has(v)], ["steps", at_least(0n)], ["batch", at_least(1n)],
-  ["seq_len", at_least(1n)], ["lr", (v) => finite(v) && v > 0], ["min_lr", (v) => finite(v) && v >= 0],
-  ["warmup", at_least(0n)], ["beta1", (v) => number(v) && v >= 0 && v < 1], ["beta2", (v) => number(v) && v >= 0
-    && v < 1], ["eps", (v) => finite(v) && v > 0], ["clip", (v) => number(v) && v > 0],
-  ["seed", at_least(0n, true)], ["val_stories", at_least(1n, true)], ["blocks", at_least(1n)],
-  ["positions", (v) => typeof v === "boolean" || SCHEMES.includes(v)], ["heads", at_least(1n)],
-  ["val_fraction", (v) => number(v) && v > 0 && v < 1], ["vocab_size", at_least(1n, true)],
-  [SWITCH_KEY, (v) => typeof v === "boolean"], ["eval_every", at_least(1n)],
+  ["threads", at_least(1n)], ["dtype", (v) => DTYPE_NAMES.has(v)], ["steps", at_least(0n)],
+  ["batch", at_least(1n)], ["seq_len", at_least(1n)], ["warmup", at_least(0n)],
+  ["lr", (v) => finite(v) && v > 0], ["min_lr", (v) => finite(v) && v >= 0], ["eps", (v) => finite(v) && v > 0],
+  ["beta1", (v) => number(v) && v >= 0 && v < 1], ["beta2", (v) => number(v) && v >= 0 && v < 1],
+  ["clip", (v) => number(v) && v > 0], // (Infinity: no clipping)
+  ["seed", at_least(0n, true)], ["val_stories", at_least(1n, true)], ["vocab_size", at_least(1n, true)],
+  ["positions", (v) => typeof v === "boolean" || SCHEMES.includes(v)], [SWITCH_KEY, (v) => typeof v === "boolean"],
+  ["blocks", at_least(1n)], ["heads", at_least(1n)], ["eval_every", at_least(1n)],
+  ["val_fraction", (v) => number(v) && v > 0 && v < 1],
 ]);
 
 /** An Error unless the metadata strings are a checkpoint's (as checkpoint.check_metadata); returns the version. */
@@ -391,24 +392,21 @@ function check_fits(config, tensors) {
   }
 }
 
-/** An Error unless training (parsed) holds only settings a run records, each of its kind and range, agreeing with
- * each other and with the config, as checkpoint.check_training decides. */
-function check_training(training, config, metadata) {
-  const wrong = () => new Error("its training settings are not ones a run of this model records");
-  if (!(training instanceof Map)) throw wrong();
-  for (const [name, value] of training) if (!SETTINGS.get(name)?.(value)) throw wrong();
+/** An Error unless training (read_json's Map) holds only settings a run records, each of its kind and range,
+ * agreeing with each other and with the config (a Map, whose scheme is positions), as checkpoint.check_training
+ * decides. */
+function check_training(training, config, positions, metadata) {
   const get = (name, otherwise) => (training.has(name) ? training.get(name) : otherwise);
-  const recorded = get("positions", config.get("positions") ?? (config.get(SWITCH_KEY) ? "learned" : "none"));
+  const recorded = get("positions", positions);
   const scheme = typeof recorded === "boolean" ? (recorded ? "learned" : "none") : recorded; // (before the schemes)
-  if ((metadata.has("text") && !(training.has("val_fraction") && training.has("seq_len")))
+  if ([...training].some(([name, value]) => !SETTINGS.get(name)(value))
+      || (metadata.has("text") && !(training.has("val_fraction") && training.has("seq_len")))
       || get("seq_len", 0n) > config.get("max_len") || (training.has("lr") && get("min_lr", 0n) > training.get("lr"))
-      || (training.has("steps") && get("warmup", 0n) > training.get("steps"))
-      || scheme !== (config.get("positions") ?? (config.get(SWITCH_KEY) ? "learned" : "none"))
-      || get(SWITCH_KEY, config.get(SWITCH_KEY)) !== config.get(SWITCH_KEY)
+      || (training.has("steps") && get("warmup", 0n) > training.get("steps")) || scheme !== positions
+      || get(SWITCH_KEY, positions === "learned") !== (positions === "learned")
       || GROWN_KEYS.some((key) => get(key, config.get(key) ?? 1n) !== (config.get(key) ?? 1n))) {
-    throw wrong();
+    throw new Error("its training settings are not ones a run of this model records");
   }
-  return training;
 }
 
 /** An Error naming the first tensor that is not what the config (a checked Map) and training make it, as
@@ -456,8 +454,8 @@ export function check_checkpoint(tensors, metadata, tokenizer_sha256) {
   const [d, blocks, heads] = ["d", ...GROWN_KEYS].map((key) => config.get(key) ?? 1n);
   if (heads > d) throw new Error(`its config has heads ${heads} for a width d of ${d}`);
   check_sizes(Number(d), Number(blocks), Number(heads), positions); // (d and blocks bounded by check_fits)
-  const training = check_training(read_json(metadata.get("training"), "training", [...SETTINGS.keys()]), config,
-    metadata);
+  const training = read_json(metadata.get("training"), "training", [...SETTINGS.keys()]);
+  check_training(training, config, positions, metadata);
   if (metadata.get("tokenizer_sha256") !== tokenizer_sha256) {
     throw new Error("it was trained with another tokenizer than the page's");
   }
