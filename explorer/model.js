@@ -387,7 +387,7 @@ const FIELDS = [...SIZE_KEYS, ...GROWN_KEYS, "positions"]; // a config's fields,
 export function model_config(fields) {
   const unknown = Object.keys(fields).find((key) => !FIELDS.includes(key));
   if (unknown !== undefined) {
-    throw new Error(`model_config has no field ${string_repr(unknown, 80)}; its fields are ${FIELDS.join(", ")}`);
+    throw new Error(`model_config has no field ${py_repr(unknown)}; its fields are ${FIELDS.join(", ")}`);
   }
   const missing = SIZE_KEYS.filter((key) => fields[key] === undefined);
   if (missing.length) throw new Error(`model_config needs ${SIZE_KEYS.join(", ")}; got no ${missing.join(", ")}`);
@@ -456,48 +456,31 @@ export function config_to_json(config) {
   return json;
 }
 
-/** The config of a parsed JSON object (a Map of BigInts, as checkpoint.js's parse_json reads a file's JSON), or an
- * Error naming its first bad entry, as ModelConfig.from_json, in its words: known keys only, every size a positive
- * whole number, the switch true or false and the scheme one of SCHEMES that agrees with it (a file from before the
- * schemes has the switch only). grown: true when the sizes must hold blocks and heads (format version 2), false
- * when they must not (version 1), null for either. The sizes' fit to each other is checked's, after the caller has
- * held them to what its file holds (they are read as Numbers here: past 2^53 they are no longer exact).
+/** The config of a checkpoint's JSON object (a Map of BigInts, as checkpoint.js's read_json reads it), or an Error
+ * saying in a few words what is wrong, deciding as ModelConfig.from_json does: known keys only, every size a
+ * positive whole number, the switch true or false and the scheme one of SCHEMES that agrees with it (a file from
+ * before the schemes has the switch only). grown: true when the sizes must hold blocks and heads (format version
+ * 2), false when they must not (version 1), null for either. The sizes' fit to each other is checked's, after the
+ * caller has held them to what its file holds (they are read as Numbers here: past 2^53 they are no longer exact).
  *
- *     config_from_json(parse_json('{"vocab": 96, "d": 16, "hidden": 64, "max_len": 64, "use_positions": false}'))
+ *     config_from_json(read_json('{"vocab": 96, "d": 16, "hidden": 64, "max_len": 64, "use_positions": false}'))
  *     // {vocab: 96, d: 16, hidden: 64, max_len: 64, blocks: 1, heads: 1, positions: "none"}
- *     config_from_json(parse_json('{"vocab": 96, "d": "16"}'))   // Error: config d is '16', expected a positive int */
+ *     config_from_json(read_json('{"vocab": 96, "d": "16"}'))   // Error: its config's d is not a positive int */
 export function config_from_json(value, grown = null) {
-  if (!(value instanceof Map)) throw new Error(`metadata config is a JSON ${py_type(value)}, expected an object`);
-  const unknown = [...value.keys()].find((key) => !JSON_KEYS.includes(key));
-  if (unknown !== undefined) {
-    throw new Error(`config has the key ${said(unknown)}, which no model config has; expected some of`
-      + ` ${py_repr(JSON_KEYS)}`);
-  }
+  if (!(value instanceof Map)) throw new Error("its config is not a JSON object");
+  if ([...value.keys()].some((key) => !JSON_KEYS.includes(key))) throw new Error("its config has a key no config has");
   const given = GROWN_KEYS.filter((key) => value.has(key)); // (read as sizes when they may be there)
   const needed = [...SIZE_KEYS, ...(grown ? GROWN_KEYS : grown === null ? given : [])];
-  for (const key of needed) {
-    const size = value.get(key);
-    if (typeof size !== "bigint" || size < 1n) {
-      throw new Error(`config ${key} is ${said(size)}, expected a positive int`);
-    }
-  }
+  const bad = needed.find((key) => typeof value.get(key) !== "bigint" || value.get(key) < 1n);
+  if (bad !== undefined) throw new Error(`its config's ${bad} is not a positive int`);
   if (grown === false && given.length) {
-    throw new Error(`config has blocks or heads, but format version '${ONE_BLOCK_VERSION}' is of one block and one`
-      + ` head: a grown model's file is version '${GROWN_VERSION}'`);
+    throw new Error(`its config has blocks or heads, but its format version '${ONE_BLOCK_VERSION}' is of one block`
+      + " and one head");
   }
   const switch_on = value.get(SWITCH_KEY);
-  if (typeof switch_on !== "boolean") {
-    throw new Error(`config ${SWITCH_KEY} is ${said(switch_on)}, expected true or false`);
-  }
   const scheme = value.has("positions") ? value.get("positions") : switch_on ? "learned" : "none";
-  if (value.has("positions")) { // (files written before the position schemes have the switch only)
-    if (!SCHEMES.includes(scheme)) {
-      throw new Error(`config positions is ${said(scheme)}, expected one of ${py_repr(SCHEMES)}`);
-    }
-    if (switch_on !== (scheme === "learned")) {
-      throw new Error(`config ${SWITCH_KEY} is ${switch_on} but positions is ${said(scheme)}: ${SWITCH_KEY} is true`
-        + " exactly for 'learned'");
-    }
+  if (typeof switch_on !== "boolean" || !SCHEMES.includes(scheme) || switch_on !== (scheme === "learned")) {
+    throw new Error(`its config's ${SWITCH_KEY} and positions are not a scheme of ${SCHEMES.join(", ")}`);
   }
   const size = (key) => (value.has(key) ? Number(value.get(key)) : 1);
   return model_config({ ...Object.fromEntries(SIZE_KEYS.map((key) => [key, size(key)])), blocks: size("blocks"),
@@ -722,40 +705,26 @@ export function divisors(n) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// Python's words: a JSON value as Python's repr writes it, for messages in the words of the Python code (config.said;
-// checkpoint.js says everything a file holds this way)
+// Python's words for the values the live checks name (checked, shape_problem say what config.py says)
 
-/** A JSON value (as checkpoint.js's parse_json gives it: a whole number is a BigInt, any other number a float) as
- * Python's repr writes it; strings, lists and objects cut after their first most characters or items (enough for
- * said, which keeps fewer).
+/** A value as Python's repr writes it: a string in quotes, a whole BigInt or any Number as float_repr, a list in
+ * brackets.
  *
- *     py_repr(new Map([["d", 16n], ["lr", 1e-5], ["on", true], ["x", [null, "it's"]]]))
- *     // "{'d': 16, 'lr': 1e-05, 'on': True, 'x': [None, \"it's\"]}" */
-export function py_repr(v, most = Infinity) {
+ *     py_repr(["W1", 3n, 1e-5, true, null])   // "['W1', 3, 1e-05, True, None]" */
+export function py_repr(v) {
   if (v === null || v === undefined) return "None";
   if (typeof v === "boolean") return v ? "True" : "False";
   if (typeof v === "bigint") return String(v);
   if (typeof v === "number") return float_repr(v);
-  if (typeof v === "string") return string_repr(v, most);
-  const items = [];
-  for (const item of v) {
-    if (items.length >= most) break;
-    items.push(v instanceof Map ? `${py_repr(item[0], most)}: ${py_repr(item[1], most)}` : py_repr(item, most));
-  }
-  return v instanceof Map ? `{${items.join(", ")}}` : `[${items.join(", ")}]`;
+  if (typeof v === "string") return string_py_repr(v);
+  return `[${Array.from(v, py_repr).join(", ")}]`;
 }
 
 /** A model.js value as Python's repr writes the value of a config field: a whole Number as an int, anything else
  * as py_repr does. */
 function value_repr(v) {
   if (Number.isInteger(v)) return String(v);
-  return typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Map) ? "an object" : py_repr(v);
-}
-
-/** A string as Python's repr writes it (its first most characters, in the quotes the whole string would get). */
-function string_repr(s, most) {
-  const quote = s.includes("'") && !s.includes('"') ? '"' : "'";
-  return string_py_repr(most < s.length ? s.slice(0, 2 * most) : s, quote);
+  return typeof v === "object" && v !== null && !Array.isArray(v) ? "an object" : py_repr(v);
 }
 
 /** A float as Python's repr writes it: the shortest digits that read back as it, in e-notation below 1e-4 and from
@@ -781,28 +750,6 @@ export function float_repr(x) {
  *     tuple_repr([2n, 3n]), tuple_repr([7]), tuple_repr([])   // "(2, 3)", "(7,)", "()" */
 export function tuple_repr(shape) {
   return shape.length === 1 ? `(${shape[0]},)` : `(${shape.join(", ")})`;
-}
-
-/** py_repr(value) for a message, cut to most characters, as config.said: what a file holds may be any length.
- *
- *     said("heads"), said("x".repeat(100), 10)   // "'heads'", "'xxxxxx..." */
-export function said(value, most = 80) {
-  return cut(py_repr(value, most), most);
-}
-
-/** text cut to most characters (code points, as Python counts them), ending in "..." when it was longer. */
-export function cut(text, most = 80) {
-  const chars = Array.from(text.slice(0, 4 * most));
-  return chars.length <= most ? chars.join("") : chars.slice(0, most - 3).join("") + "...";
-}
-
-/** The name of a JSON value's Python type, for messages.
- *
- *     py_type([]), py_type(3n), py_type(null)   // "list", "int", "NoneType" */
-export function py_type(v) {
-  if (v === null) return "NoneType";
-  return { boolean: "bool", bigint: "int", number: "float", string: "str" }[typeof v]
-    ?? (v instanceof Map ? "dict" : "list");
 }
 
 // ----------------------------------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Helpers shared by the tests that damage checkpoints on purpose: three small checkpoints written by train.py in a
 second, a checkpoint file taken apart into its header and data and put together again, with the hashes made right
 or left as they were, and the damaged files that tests/test_fuzz_checkpoints.py gives every tool and
-tests/test_page_loader.py gives the explorer page too."""
+tests/test_page_loader.py gives the explorer page too (tests/test_checkpoint_trust.py names Python's message for a
+few of them)."""
 
 import hashlib
 import json
@@ -316,4 +317,5 @@ def mutations(bases):
 
 
 MUST = ("heads ", "metadata_sha256", "data_sha256", "val8fraction", "blocks = 10^12", "nests", "adam_step",
-        "rng_state", "config = '[]'", "training = '3'", "val_loss = 'abc'", "tokenizer")  # tried on every base
+        "rng_state", "config = '[]'", "training = '3'", "val_loss = 'abc'", "tokenizer", "= '[[[[", "= '{\"a\":{",
+        "training without val_fraction")  # tried on every base (tests/test_checkpoint_trust.py's cases among them)

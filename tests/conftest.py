@@ -34,7 +34,6 @@ SLOW_TESTS = {  # and these tests of the others (each parametrized case of them)
     "test_best_checkpoint.py": ["test_a_resume_refuses_a_best_file_of_another_run_and_leaves_it"],
     "test_bpe_out.py": ["test_a_training_that_runs_out_of_memory_is_one_line_and_writes_nothing",
                         "test_sixty_megabytes_of_words_train_under_one_gigabyte"],
-    "test_checkpoint_shapes.py": ["test_a_shape_of_three_million_twos_is_refused_at_once"],
     "test_checkpoint_trust.py": ["test_a_checkpoint_larger_than_memory_is_refused_before_it_is_read",
                                  "test_an_export_that_cannot_be_written_is_one_line_and_leaves_the_old_export",
                                  "test_an_export_to_where_no_folder_can_be_is_one_line"],

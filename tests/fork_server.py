@@ -78,13 +78,15 @@ def run_child(tool, request, as_limit):
 
 
 def wait_for(pid, limit_s):
-    """How the child pid ended, as a reply; killed (SIGKILL) once it has run limit_s seconds."""
+    """How the child pid ended, as a reply (with the CPU seconds it used); killed (SIGKILL) once it has run limit_s
+    seconds."""
     deadline, pause = time.monotonic() + limit_s, 0.0005
     while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
+        done, status, usage = os.wait4(pid, os.WNOHANG)
         if done:
             return {"status": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
-                    "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None, "timed_out": False}
+                    "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None, "timed_out": False,
+                    "cpu_s": usage.ru_utime + usage.ru_stime}
         if time.monotonic() > deadline:
             os.kill(pid, 9)
             os.waitpid(pid, 0)

@@ -784,22 +784,21 @@ def test_bad_input_gives_messages_and_the_rest_keeps_working(open_page, trained_
     data_start = 8 + int.from_bytes(raw[:8], "little")
     flipped = bytearray(raw)
     flipped[data_start + 100] ^= 0xFF
-    bad_files = [
-        ("truncated.safetensors", raw[:-100], "the file is truncated"),
-        ("flipped.safetensors", bytes(flipped), "SHA-256 differs"),
-        ("notes.safetensors", b"these are not weights at all", "not a safetensors file"),
+    bad_files = [  # (each refused as Python refuses it: tests/test_page_loader.py holds the page to that)
+        ("truncated.safetensors", raw[:-100]),
+        ("flipped.safetensors", bytes(flipped)),
+        ("notes.safetensors", b"these are not weights at all"),
         ("other-tokenizer.safetensors",
-         edited_checkpoint(trained_ckpt, lambda t, m: m.update(tokenizer_sha256="0" * 64)),
-         "token IDs would mean different things"),
+         edited_checkpoint(trained_ckpt, lambda t, m: m.update(tokenizer_sha256="0" * 64))),
         ("half-rope.safetensors", edited_checkpoint(trained_ckpt, lambda t, m: m.update(
-            config=json.dumps({**json.loads(m["config"]), "positions": "rope", "use_positions": False}))),
-         "training positions is 'learned', but the config's scheme is 'rope'"),
-        ("no-w1.safetensors", edited_checkpoint(trained_ckpt, lambda t, m: t.pop("W1")), "missing tensors: ['W1']"),
+            config=json.dumps({**json.loads(m["config"]), "positions": "rope", "use_positions": False})))),
+        ("no-w1.safetensors", edited_checkpoint(trained_ckpt, lambda t, m: t.pop("W1"))),
     ]
-    for name, content, phrase in bad_files:
+    for name, content in bad_files:
         page.page.set_input_files("#weights-file", files=[weights_file(name, content)])
         message = page.wait_text("#load-message", name)
-        assert phrase in message and "The model is unchanged" in message, message
+        assert message.startswith(f"{name}: ") and "\n" not in message, message
+        assert message.endswith(f"; python3 explore.py --ckpt {name} gives the full reason. The model is unchanged.")
         assert page.text("#model-status") == status
     page.shot("load-message")
 

@@ -93,7 +93,7 @@ def test_model_py_is_the_one_block_one_head_config_through_its_own_switch():
 
 PAGE_PASS = """([fields, json_text, lists, ids, targets, sums]) => {
   const config = model.model_config(fields);
-  const read = model.config_from_json(ckpt.parse_json(json_text, "metadata config"));  // as a file's
+  const read = model.config_from_json(ckpt.read_json(json_text, "config", model.JSON_KEYS));  // as a file's
   const params = model.from_lists(lists);
   const logits = ids.map((row) => model.to_lists({l: model.forward(params, row, config, model[sums])[0]}).l);
   const rows = ids.map((row, i) => model.loss_and_grads(params, row, targets[i], config, model[sums]));
