@@ -15,7 +15,7 @@
 // - The model's description is one object beside the weights, as in Python: model_config({vocab, d, hidden,
 //   max_len, blocks, heads, positions}) is oneblock/config.py's ModelConfig under the same names (checked,
 //   config_to_json, config_from_json, param_shapes, ...), and every function below that runs the model takes it.
-// - Blocks: block 0's tensors have model.py's names, block k's the same names after "block{k}." (oneblock/sizes.py),
+// - Blocks: block 0's tensors have model.py's names, block k's the same names after "block{k}." (oneblock/config.py),
 //   so a one-block dict is model.py's. The number of blocks, the heads and the scheme are the config's.
 // - Heads: head h of a block reads columns h dh .. (h + 1) dh - 1 of its q, k and v (dh = d / heads), has its own
 //   softmax scaled by 1 / sqrt(dh), and its output goes back to the same columns before Wo. The cache keeps a list
@@ -489,7 +489,7 @@ export function config_from_json(value, grown = null) {
 
 // ----------------------------------------------------------------------------------------------------------------
 // What a config implies: the parameters' names and shapes (model.py's table for one block, the names of the other
-// blocks' after oneblock/sizes.py), fresh weights, and the check that a dict of tensors fits it
+// blocks' after oneblock/config.py), fresh weights, and the check that a dict of tensors fits it
 
 // name -> shape of one block's model, in the order of the parameter dict (model.py's PARAM_SHAPES); V, d, H and L
 // come from a config
