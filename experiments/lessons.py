@@ -73,7 +73,8 @@ def main(argv=None):
             lessons.parse_guess(chosen[0].guess, args.guess)  # (a bad guess is refused here, not asked again)
         lab = lessons.build_lab(args.ckpt)
     except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
+        gone = f" ({why_not})" if why_not and str(e).startswith("no lesson ") else ""  # (it may be one of those)
+        print(f"error: {e}{gone}", file=sys.stderr)
         return 2
     read = input if args.guess is None else scripted(args.guess)
     try:

@@ -269,6 +269,22 @@ def test_a_missing_lessons_trained_or_numpy_leaves_the_six_and_a_broken_one_rais
         command.all_lessons()
 
 
+def test_a_lesson_asked_for_without_numpy_is_refused_naming_the_package(monkeypatch, capsys):
+    """Before: "no lesson 'floor'", as if there were none of that name."""
+    real = lessons.importlib.import_module
+
+    def without_numpy(module):
+        if module in ("experiments.lessons_trained", "experiments.lessons_scaling"):
+            raise ModuleNotFoundError("No module named 'numpy'", name="numpy")
+        return real(module)
+
+    monkeypatch.setattr(lessons.importlib, "import_module", without_numpy)
+    assert command.main(["--lesson", "floor"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no lesson 'floor'; expected one of: tokens,") and err.count("\n") == 1, err
+    assert "(the lessons that train are left out: NumPy is not installed" in err
+
+
 def test_a_bad_key_names_every_key():
     with pytest.raises(ValueError, match="no lesson 'nope'; expected one of: tokens, init-loss"):
         lessons.by_key("nope")
