@@ -1,12 +1,12 @@
 """Build it yourself: the learner's copies of model.py (the workbook, the find-the-bug folder) and the command line
 that writes them and has them graded (oneblock/grade.py). Standard library only, like the seed's lab it grades.
 
-    python3 -m oneblock.workbook write mine                  # mine/model.py: the build's seven functions blank
-    python3 -m oneblock.workbook write mine --from forward   # the steps before forward filled in from the lab
-    python3 -m oneblock.workbook check mine/model.py         # each step: pass, to write, or its first wrong number
-    python3 -m oneblock.workbook check mine/model.py --json  # the same as one JSON object
-    python3 -m oneblock.workbook bug hunt                    # hunt/: the seed's lab, its model.py with one mistake
-    python3 -m oneblock.workbook guess hunt/model.py layernorm_backward   # right or wrong, then what it was
+    python3 -m oneblock.workbook write out/mine                  # out/mine/model.py: the seven functions blank
+    python3 -m oneblock.workbook write out/mine --from forward   # the steps before forward filled in from the lab
+    python3 -m oneblock.workbook check out/mine/model.py         # each step: pass, to write, or its first wrong number
+    python3 -m oneblock.workbook check out/mine/model.py --json  # the same as one JSON object
+    python3 -m oneblock.workbook bug out/hunt                    # out/hunt/: the seed's lab, one mistake in model.py
+    python3 -m oneblock.workbook guess out/hunt/model.py layernorm_backward   # right or wrong, then what it was
 
 Exit status: 0 when every step passes (check) or the guess is right (guess), 1 when not, 2 for bad arguments.
 

@@ -32,13 +32,16 @@ def written(command):
     ['out/a.safetensors', 'log.txt']
     >>> written("python3 -m dev.bench --json=out/b.json  # a comment")
     ['out/b.json']
+    >>> written("python3 -m oneblock.workbook check out/mine/model.py --json")  # (a flag there: it names no file)
+    []
     """
     words = shlex.split(command, comments=True)
     paths = []
     for i, word in enumerate(words):
         option, _, value = word.partition("=")
-        if option in WRITES:
-            paths.append(value if value else words[i + 1])
+        follows = words[i + 1] if i + 1 < len(words) and not words[i + 1].startswith("-") else None
+        if option in WRITES and (value or follows):
+            paths.append(value or follows)
         elif word in (">", ">>") and i + 1 < len(words):
             paths.append(words[i + 1])
     return paths

@@ -71,10 +71,10 @@ REFUSED = {  # (page, a command it shows being refused) -> its exit status; its 
     ("docs/own-text.md", "python3 train.py --data out/notes.txt --out out/notes.safetensors"): 2,
 }
 NOT_YET = {  # (page, a command it shows reporting work not done yet) -> the exit statuses it may end with
-    ("README.md", "python3 -m oneblock.workbook check mine/model.py"): {1},  # (the workbook's steps still blank)
-    ("docs/build.md", "python3 -m oneblock.workbook check mine/model.py"): {1},
-    ("docs/build.md", "python3 -m oneblock.workbook check mine/model.py --json"): {1},
-    ("docs/build.md", "python3 -m oneblock.workbook guess hunt/model.py layernorm_backward"): {0, 1},  # (right or not)
+    ("README.md", "python3 -m oneblock.workbook check out/mine/model.py"): {1},  # (the workbook's steps still blank)
+    ("docs/build.md", "python3 -m oneblock.workbook check out/mine/model.py"): {1},
+    ("docs/build.md", "python3 -m oneblock.workbook check out/mine/model.py --json"): {1},
+    ("docs/build.md", "python3 -m oneblock.workbook guess out/hunt/model.py layernorm_backward"): {0, 1},  # (a guess)
 }
 NEEDS = {  # a command containing this -> the module it needs; where that is missing the command is not run
     "--backend torch": "torch", "safetensors.torch": "torch", "torchrun ": "torch", "dev.bench_train": "torch",
