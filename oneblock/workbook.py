@@ -33,7 +33,7 @@ import tokenize
 from pathlib import Path
 
 from atomic import write_new
-from oneblock.grade import STEPS, TOL, grade
+from oneblock.grade import FORWARD_OF, STEPS, TOL, grade
 from oneblock.mistakes import LAB_MODEL, MISTAKES, planted
 
 BUG_MARK = "# find the bug: "  # the first line of a find-the-bug file, which check does not grade
@@ -159,8 +159,7 @@ def fd_line(step, grade_):
     fd, got, want = grade_.get("fd"), grade_["got"], grade_["want"]
     if fd is None:
         return None
-    forward = {"layernorm_backward": "layernorm_forward", "attention_backward": "attention_forward",
-               "backward": "forward", "loss_and_dlogits": "loss"}[step]
+    forward = "loss" if step == "loss_and_dlogits" else FORWARD_OF[step]  # (grade's: whose gradient step computes)
     near = lambda a, b: abs(a - b) <= 1e-6 * max(1.0, abs(b))  # noqa: E731  (a central difference's accuracy)
     verdict = ("the lab's value: your forward is right there, so the gradient is what is wrong" if near(fd, want) else
                "your value: your gradient is right for your own forward, so the forward is what is wrong"
