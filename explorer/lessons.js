@@ -6,7 +6,7 @@
 // page's current weights with model.js (the trained lessons train in worker.js, as the experiments do), the guess
 // read and refused as parse_guess reads and refuses it, and the verdict of the judge the export names (Within,
 // Factor, InRange, Pair, Exactly, SchemesOff, under those names). The scaling lesson trains and fits nothing here:
-// its answer is the export's, fitted by experiments/lessons_scaling.py when explore.py ran.
+// its answer is the export's (oneblock/page-lessons.json, fitted by experiments/lessons_scaling.py).
 //
 // A lesson is the export's words and one entry of LIVE: {answer(lab, report, words) -> {value, shown, bounds, ...},
 // code ([file, function] pairs of this page's modules, shown from the served file), trains (the live settings of a
@@ -35,7 +35,7 @@ import { $, element, say } from "./ui.js";
 export const STORE = "oneblock-lessons-v1"; // the localStorage key of the learner's progress
 export const VERDICTS = ["right", "close", "off"]; // what a judge says
 const DATA = "data/lessons.json"; // the export's words (oneblock/export.py's lessons_data)
-const FORMAT = "one-block explorer lessons v1"; // its "format" field
+const FORMAT = "one-block explorer lessons v2"; // its "format" field
 const MOST_BYTES = 1 << 18; // bytes of it read, at most (it is about 15 KB): a larger file is refused unread
 const MOST_TEXT = 4000; // characters of one of its words, at most
 const MOST_LINES = 64; // lines of the scaling answer, at most
@@ -740,10 +740,9 @@ async function second_block_answer(lab, report, { guess: [, choices] }) {
 // fitting nothing here
 
 /** The scaling lesson's answer as the export computed it (experiments/lessons_scaling.py's scaling_answer), read
- * within bounds ({value, shown: at most MOST_LINES lines, bounds}), or a Skip with the export's reason. */
+ * within bounds ({value, shown: at most MOST_LINES lines, bounds}). */
 function scaling_answer(lab) {
   const got = lab.scaling;
-  if (typeof got?.skipped === "string") throw skip(got.skipped.slice(0, MOST_TEXT));
   const line = (text) => typeof text === "string" && text.length <= MOST_TEXT;
   if (!Number.isFinite(got?.value) || !Array.isArray(got.shown) || got.shown.length > MOST_LINES
     || !got.shown.every(line) || !line(got.bounds)) {
@@ -929,9 +928,7 @@ export async function setup(page) {
   const kept = Object.keys(progress).filter((key) => LESSONS.some((l) => l.key === key)).length;
   const notes = [...(kept ? [`Restored ${kept} of your lessons from this browser.`] : []),
     ...(dropped.length ? [`Dropped ${dropped.length} kept record${dropped.length > 1 ? "s" : ""} that this page did`
-      + ` not write (${dropped.map((key) => py_repr(key.slice(0, 40))).join(", ")}).`] : []),
-    ...(typeof data.left_out === "string" ? [`${data.left_out.slice(0, MOST_TEXT)}, where the page was exported.`]
-      : [])];
+      + ` not write (${dropped.map((key) => py_repr(key.slice(0, 40))).join(", ")}).`] : [])];
   if (notes.length) say("lessons-message", notes.join(" "), "note");
 }
 

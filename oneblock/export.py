@@ -4,8 +4,10 @@ writes (any blocks, heads and position scheme), so the export is all it needs: t
 without one the seed-3 initial weights, and the page says plainly that the model is untrained), tokenizer.json,
 the split of corpus.txt into the stories train.py trains and validates on, the entropy floors (floor.py), the
 order test's two sentences (the trace's, block-trace.json) and the lessons' words (templates the page fills with
-the numbers of its model) with the scaling lesson's answer, fitted here to experiments/scaling.json. Its files are
-written all together or not at all, so a failed export leaves an old one as it was.
+the numbers of its model) with the scaling lesson's answer: a copy of page-lessons.json, which `python3 -m
+oneblock.export` writes (where NumPy and SciPy are installed: it fits the scaling law to experiments/scaling.json) and
+`--check` holds current, so an export needs neither. Its files are written all together or not at all, so a failed
+export leaves an old one as it was.
 
 A model of your own text (train.py --data FILE) brings its own tokenizer in its checkpoint; the split is FILE's, read
 again and held to the SHA-256 the checkpoint recorded, and there is no floor. FILE is the one the user names (explore.py
@@ -47,7 +49,9 @@ ORDER = tuple(json.loads((ROOT / "block-trace.json").read_text(encoding="utf-8")
               for key in ("a", "b"))  # the order test's two sentences, as the trace records them
 SHOWN = ("trained", "step", "val_loss", "source")  # the fields of read_weights that manifest.json shows
 SCALING_RECORD = ROOT / "experiments" / "scaling.json"  # the scaling experiment's record: the scaling lesson's data
-LESSONS_FORMAT = "one-block explorer lessons v1"  # lessons.json "format"
+LESSONS_FORMAT = "one-block explorer lessons v2"  # lessons.json "format"
+PAGE_LESSONS = ROOT / "oneblock" / "page-lessons.json"  # lessons_data() as written, copied into every export
+LESSONS_COMMAND = "python3 -m oneblock.export"  # what writes it
 DATA_FILES = ("manifest.json", WEIGHTS_FILE, "tokenizer.json", "split.json", "lessons.json")  # in data/, renamed in
 # this order
 MOST_MANIFEST = 1 << 20  # bytes of an earlier export's manifest.json read, at most, to recognise it
@@ -242,47 +246,92 @@ def data_files(folder, weights, fields):
     }
     contents = {"manifest.json": json.dumps(manifest, indent=2) + "\n", WEIGHTS_FILE: page_weights(weights, metadata),
                 "tokenizer.json": page["tokenizer"], "split.json": json.dumps(page["split"]) + "\n",
-                "lessons.json": json.dumps(lessons_data()) + "\n"}
+                "lessons.json": page_lessons()}
     files = {folder / name: contents[name] for name in DATA_FILES}
     return files, manifest, dict.fromkeys(files, private_mode(fields.get("modes", [])))
 
 
+def page_lessons():
+    """The bytes of page-lessons.json, which every export copies, or a ValueError that says how to write it.
+
+    >>> json.loads(page_lessons())["format"]
+    'one-block explorer lessons v2'
+    """
+    try:
+        return PAGE_LESSONS.read_bytes()
+    except OSError as e:
+        raise ValueError(f"cannot read {PAGE_LESSONS.name} ({e.strerror}); run {LESSONS_COMMAND} to write it") from None
+
+
 def lessons_data(record=None):
-    """lessons.json: every lesson's words as the page gets them (oneblock/lessons.py's page_words), in the order of
-    python3 -m experiments.lessons, with why any are left out (NumPy or SciPy not installed here), and the scaling
-    lesson's answer (scaling_answer). The page computes every other answer live.
+    """page-lessons.json: every lesson's words as the page gets them (oneblock/lessons.py's page_words), in the order
+    of python3 -m experiments.lessons, and the scaling lesson's answer (scaling_answer). The page computes every other
+    answer live. A ValueError says what is missing to make it: NumPy or SciPy, or the record.
 
     >>> data = lessons_data()
-    >>> [lesson["key"] for lesson in data["lessons"]][-2:], data["left_out"], data["scaling"]["value"] < 0.4912
-    (['second-block', 'scaling'], None, True)
+    >>> [lesson["key"] for lesson in data["lessons"]][-2:], data["scaling"]["value"] < 0.4912
+    (['second-block', 'scaling'], True)
     """
     from oneblock import lessons
 
-    record = SCALING_RECORD if record is None else record
     more, left_out = lessons.numpy_lessons()  # (the lessons after the six, where NumPy and SciPy are installed)
+    if left_out:
+        raise ValueError(f"{PAGE_LESSONS.name} holds every lesson, but {left_out}")
     every = lessons.LESSONS + more
     return {"format": LESSONS_FORMAT, "lessons": [lessons.page_words(lesson) for lesson in every],
-            "left_out": left_out, "scaling": scaling_answer(record, every[-1]) if every[-1].key == "scaling" else None}
+            "scaling": scaling_answer(SCALING_RECORD if record is None else record, every[-1])}
 
 
 def scaling_answer(path, lesson):
     """The scaling lesson's answer {"value", "shown", "bounds"}: lesson.answer (experiments/lessons_scaling.py's,
-    which reads the record as the experiments read theirs) of the record at path, or {"skipped": why} when there is
-    no record. A record that is there but damaged is a ValueError that names it.
+    which reads the record as the experiments read theirs) of the record at path, or a ValueError that names a
+    record missing or damaged.
 
-    >>> scaling_answer(Path("no-such.json"), None)["skipped"].startswith("the page was exported without its scaling")
-    True
+    >>> scaling_answer(Path("no-such.json"), None)
+    Traceback (most recent call last):
+    ValueError: no-such.json is not there; run python3 -m experiments.scaling --out experiments/scaling.json
     """
     from oneblock.lessons import Skip
 
     if not Path(path).exists():
-        return {"skipped": "the page was exported without its scaling record; run python3 -m experiments.scaling"
-                           " --out experiments/scaling.json, then python3 explore.py again"}
+        raise ValueError(f"{Path(path).name} is not there; run python3 -m experiments.scaling --out"
+                         " experiments/scaling.json")
     try:
         answer = lesson.answer(None, path)
     except Skip as e:
         raise ValueError(str(e)) from None
     return {key: answer[key] for key in ("value", "shown", "bounds")}
+
+
+def lessons_text(data):
+    """page-lessons.json's text for lessons_data()'s data: keys in order, one line a lesson."""
+    inner = ",\n".join("  " + json.dumps(words) for words in data["lessons"])
+    return (f'{{"format": {json.dumps(data["format"])},\n"lessons": [\n{inner}\n],\n'
+            f'"scaling": {json.dumps(data["scaling"], indent=1)}}}\n')
+
+
+def stale(committed, fresh):
+    """None if the committed page-lessons.json (its parsed data) is fresh's, else the first difference in a line.
+    Every word and line must be the same; the scaling fit's value may differ past the six digits the record keeps
+    (its bounds), which another machine's BLAS kernels can move.
+
+    >>> data = {"format": "f", "lessons": [], "scaling": {"value": 0.4302098, "shown": [], "bounds": ""}}
+    >>> stale(data, {**data, "scaling": {**data["scaling"], "value": 0.43020980000001}}) is None
+    True
+    >>> stale(data, {**data, "format": "g"})
+    'its format differs'
+    """
+    for key in ("format", "lessons"):
+        if committed.get(key) != fresh[key]:
+            return f"its {key} differs"
+    got, want = committed.get("scaling"), fresh["scaling"]
+    if not isinstance(got, dict) or {k: got.get(k) for k in ("shown", "bounds")} != {k: want[k] for k in
+                                                                                          ("shown", "bounds")}:
+        return "its scaling answer's lines differ"
+    value = got.get("value")
+    if not isinstance(value, float) or abs(value - want["value"]) > 1e-6 * abs(want["value"]):
+        return f"its scaling value {value!r} is not {want['value']!r} to six digits"
+    return None
 
 
 def page_weights(weights, metadata):
@@ -414,3 +463,35 @@ def foreign(place, mark, names):
         return found
 
     return strangers(Path(place), "")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# command line: write page-lessons.json, or check it
+
+if __name__ == "__main__":
+    import argparse
+    import sys
+
+    from atomic import write_atomic
+
+    parser = argparse.ArgumentParser(description=f"Write {PAGE_LESSONS.name}: the lessons' words and the scaling"
+                                                 " lesson's answer, which every export copies.", allow_abbrev=False)
+    parser.add_argument("--check", action="store_true", help=f"exit 1 if {PAGE_LESSONS.name} differs from a fresh"
+                                                             " one")
+    args = parser.parse_args()
+    try:
+        fresh = lessons_data()
+    except ValueError as e:
+        sys.exit(f"error: {e}")
+    if args.check:
+        try:
+            reason = stale(json.loads(page_lessons()), fresh)
+        except ValueError as e:
+            reason = str(e)
+        if reason:
+            print(f"NOT OK: {PAGE_LESSONS.name} is stale: {reason}; run {LESSONS_COMMAND} to rewrite it")
+            sys.exit(1)
+        print(f"OK: {PAGE_LESSONS.name} matches the lessons and experiments/scaling.json")
+    else:
+        write_atomic(PAGE_LESSONS, lessons_text(fresh))
+        print(f"wrote {PAGE_LESSONS.name}: {len(fresh['lessons'])} lessons and the scaling answer")

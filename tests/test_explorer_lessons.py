@@ -557,17 +557,6 @@ def test_the_scaling_lesson_in_the_page_shows_the_answer_the_terminal_computes(b
     assert errors == []
 
 
-def test_an_export_without_the_scaling_record_skips_the_lesson_saying_why(browser, tmp_path, monkeypatch):
-    monkeypatch.setattr(export, "SCALING_RECORD", tmp_path / "no-such.json")
-    with served(exported(tmp_path, lambda data: data)) as url:
-        page, errors = open_page(browser, url)
-        enter_guess(page, "scaling", "0.4")
-        card = check(page, "scaling")
-        assert card["state"] == "skipped" and "exported without its scaling record; run python3 -m" in card["text"]
-        page.close()
-    assert errors == []
-
-
 def test_a_crafted_export_is_refused_in_a_line_and_freezes_nothing(browser, tmp_path):
     """Before: a crafted 1.6 MB data/scaling.json (120 x 120 cells) froze the tab for 38 s on the scaling lesson's
     Check, which fitted it. Now the page fits nothing: a lessons.json past the bytes the page reads is refused

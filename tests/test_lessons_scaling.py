@@ -281,10 +281,22 @@ def test_the_export_gives_the_page_the_lessons_own_answer(tmp_path):
     assert data["scaling"] == {key: ours[key] for key in ("value", "shown", "bounds")}
     assert json.loads(json.dumps(data)) == data  # plain JSON, every float back to its bits
     assert [words["key"] for words in data["lessons"]] == [lesson.key for lesson in command.all_lessons()]
-    assert export.scaling_answer(tmp_path / "no-such.json", ls.SCALING) == {
-        "skipped": "the page was exported without its scaling record; run python3 -m experiments.scaling --out"
-                   " experiments/scaling.json, then python3 explore.py again"}
+    with pytest.raises(ValueError, match="no-such.json is not there; run python3 -m experiments.scaling --out"):
+        export.scaling_answer(tmp_path / "no-such.json", ls.SCALING)
     spoiled(tmp_path / "bad.json", "nested")
     with pytest.raises(ValueError, match="bad.json") as refused:
         export.scaling_answer(tmp_path / "bad.json", ls.SCALING)
     assert "\n" not in str(refused.value)
+
+
+def test_the_committed_page_lessons_are_current_and_every_export_copies_them(tmp_path):
+    """oneblock/page-lessons.json is what `python3 -m oneblock.export` would write now (its --check), and an export
+    copies its bytes: the page gets every lesson and the scaling answer where NumPy or SciPy is missing, and explore.py
+    fits nothing."""
+    from oneblock import export
+
+    proc = subprocess.run([sys.executable, "-m", "oneblock.export", "--check"], capture_output=True, text=True,
+                          cwd=ROOT)
+    assert proc.returncode == 0 and proc.stdout.startswith("OK: page-lessons.json matches"), proc.stdout + proc.stderr
+    export.export_data(tmp_path, *export.read_weights(tmp_path / "no-such.safetensors", explicit=False))
+    assert (tmp_path / "lessons.json").read_bytes() == export.PAGE_LESSONS.read_bytes()
