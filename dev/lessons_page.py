@@ -36,8 +36,8 @@ from oneblock.server import make_server
 # a guess for each lesson, as a learner types it (a choice by its number); a lesson of the page that is not here
 # gets the first choice, or 1
 GUESSES = {"tokens": "3", "init-loss": "4.5", "layernorm-variance": "0.95 1", "order": "0 0.001", "causality": "2",
-           "finite-difference": "2", "floor": "2", "positions-past-length": "3", "second-block": "1",
-           "scaling": "0.4"}
+           "finite-difference": "2", "pre-norm": "1", "relu-mlp": "0.5 0.5", "softmax-gradient": "-1",
+           "skip-paths": "0.03", "floor": "2", "positions-past-length": "3", "second-block": "1", "scaling": "0.4"}
 SHOT_LESSON = "layernorm-variance"  # the reveal docs/figures/lessons-reveal.png shows
 WIDTH = 1280  # the page's viewport, in CSS pixels
 

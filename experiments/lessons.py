@@ -9,7 +9,7 @@ the answer live with model.py (or NumPy, for the lessons that train) and shows b
 
 Type q, or end the input (Ctrl-D; Ctrl-Z then Enter on Windows), to stop: the exit status is then 0. A bad --lesson
 names the keys there are, and a bad --ckpt or --guess says what is wrong, each with status 2 and one line on stderr,
-"error: ...". The lessons are oneblock/lessons.py's six (standard library only), experiments/lessons_trained.py's
+"error: ...". The lessons are oneblock/lessons.py's ten (standard library only), experiments/lessons_trained.py's
 three that train (NumPy) and experiments/lessons_scaling.py's one that fits the scaling law to scaling.json (NumPy and
 SciPy): without NumPy those four are left out, without SciPy the last, each time saying why.
 """

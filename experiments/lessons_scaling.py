@@ -1,4 +1,4 @@
-"""The scaling lesson: lesson 10 of the path, after the three that train (experiments/lessons_trained.py), with
+"""The scaling lesson: lesson 14 of the path, after the three that train (experiments/lessons_trained.py), with
 oneblock/lessons.py's Lesson and judges. Where is the floor, and does the usual fit find it? Its answer is computed
 live from experiments/scaling.json's runs, training nothing: the law fitted with E free and with E fixed at the
 data's exact floor (scaling_law.fit_law, as experiments/scaling.py fits it), and refitted with E free on the larger

@@ -1,4 +1,4 @@
-"""The lessons that train: lessons 7 to 9 of the path, after the six of oneblock/lessons.py (whose Lesson, judges
+"""The lessons that train: lessons 11 to 13 of the path, after the ten of oneblock/lessons.py (whose Lesson, judges
 and lab they share). Each answer is computed live, with NumPy: a short run trained on the spot from the seed's
 initial weights (the steps are said with the answer). An answer writes its progress through lab.write when the lab
 has one, print otherwise.
@@ -59,7 +59,7 @@ def stories_lab(lab):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# 7. floor: can training go below the entropy floor?
+# 11. floor: can training go below the entropy floor?
 
 FLOOR_STEPS = 600  # the live run: steps of 16 windows of 64 tokens, train.py's defaults otherwise
 FLOOR_EVAL = 100  # a validation loss (and a progress line) every this many steps
@@ -131,7 +131,7 @@ FLOOR = Lesson(
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# 8. positions-past-length: what each scheme does at position 100
+# 12. positions-past-length: what each scheme does at position 100
 
 TRAINED_LEN = 64  # the positions every run here trains on (train.py's max_len)
 PAST_POSITION = 100  # the position asked about: a window of 101 tokens reads positions 0..100
@@ -280,7 +280,7 @@ POSITIONS_PAST_LENGTH = Lesson(
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# 9. second-block: one block against two on the copying task
+# 13. second-block: one block against two on the copying task
 
 COPY_SIZES = ((1, 1), (2, 1))  # (blocks, heads): one block, then two
 COPY_LR = {(1, 1): 0.01, (2, 1): 0.003}  # each size's learning rate, the one experiments/depth.json's sweep chose

@@ -518,6 +518,173 @@ function finite_difference_answer(lab, report, { guess: [, choices] }) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
+// Shared by the lessons on the block's parts: a size, and the gradient at the end of the stream
+
+/** The size of a matrix: the root of the sum of its entries' squares, one exact sum (lessons.size). */
+function size(m) {
+  return Math.sqrt(fsum(Array.from(m.data, (v) => v * v)));
+}
+
+/** [params, config, ids, targets, logits, cache, dlogits] of the first story: forward, the loss's gradient
+ * (lessons.story_pass). */
+function story_pass(lab) {
+  const [params, config] = reference(lab);
+  const ids = first_story(lab);
+  const x = ids.slice(0, -1), y = ids.slice(1); // (T,), (T,)
+  const [logits, cache] = forward(params, x, config, EXACT); // (T, V)
+  const [, dlogits] = model.loss_and_dlogits(logits, y, EXACT); // (T, V)
+  return [params, config, x, y, logits, cache, dlogits];
+}
+
+/** dx2 (T, d): the gradient at the stream's end, below the final layer norm (lessons.stream_gradient). */
+function stream_gradient(params, cache, dlogits) {
+  const dhf = model.matmul_bt(dlogits, params.W_out, EXACT); // (T, d)
+  return model.layernorm_backward(dhf, params.lnf_g, cache.lnf, EXACT)[0]; // (T, d)
+}
+
+/** dpre (T, H): the gradient at the MLP's pre-activations, passed where the input was positive
+ * (lessons.relu_gradient). */
+function relu_gradient(block, c, dx2) {
+  const dact = model.matmul_bt(dx2, block.W2, EXACT); // (T, H)
+  const dpre = model.matrix(dact.rows, dact.cols); // (T, H)
+  dpre.data.forEach((_, i) => { dpre.data[i] = c.pre.data[i] > 0.0 ? dact.data[i] : 0.0; });
+  return dpre;
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// 7. pre-norm: scale the stream, what does attention see?
+
+const SCALE = 10.0; // every row of x0 made ten times larger
+
+/** Attention's output (T, d) on the stream, through the block's first layer norm or not (lessons.attention_on). */
+function attention_on(block, config, stream, norm) {
+  const h = norm ? model.layernorm_forward(stream, block.ln1_g, block.ln1_b, EXACT)[0] : stream; // (T, d)
+  return model.attention_forward(block, h, config, EXACT)[0]; // (T, d)
+}
+
+function pre_norm_answer(lab) {
+  const [params, config] = reference(lab);
+  const [, cache] = forward(params, first_story(lab).slice(0, -1), config, EXACT);
+  const block = model.block_params(params, 0);
+  const x0 = cache.x0; // (T, d)
+  const big = { rows: x0.rows, cols: x0.cols, data: x0.data.map((v) => v * SCALE) }; // (T, d)
+  const a = attention_on(block, config, x0, true), a_big = attention_on(block, config, big, true); // (T, d)
+  const ratio = size(a_big) / size(a);
+  const raw = size(attention_on(block, config, big, false)) / size(attention_on(block, config, x0, false));
+  const ones = new Float64Array(config.d).fill(1.0), zeros = new Float64Array(config.d);
+  const variance = (s) => fsum(model.rows_of(model.layernorm_forward(s, ones, zeros, EXACT)[0]).map(row_variance))
+    / s.rows;
+  const x1 = size(model.add(big, a_big)) / size(model.add(x0, a));
+  return {
+    value: ratio,
+    shown: ["attention's output a = attention(LN(x0)), its size (the root of its sum of squares):"
+      + ` ${py_format(size(a), ".6g")} on x0, ${py_format(size(a_big), ".6g")} on ${py_format(SCALE, "g")} x0: a`
+      + ` factor of ${py_format(ratio, ".6f")}`,
+    `layer norm's rows (before its gain) have variance ${py_format(variance(x0), ".6f")} on x0 and`
+      + ` ${py_format(variance(big), ".6f")} on ${py_format(SCALE, "g")} x0: var / (var + EPS), nearer 1 for the`
+      + " larger rows",
+    `the stream after it, x1 = x0 + a, grows by a factor of ${py_format(x1, ".4f")}: it keeps its own scale`,
+    "attention on the stream itself, with no layer norm before it: its output grows by a factor of"
+      + ` ${py_format(raw, ".4f")}`],
+    bounds: "exact: every sum is one exact sum (model.js's fsum, as math.fsum)",
+  };
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// 8. relu-mlp: how many hidden units are zero, and what is their gradient?
+
+function relu_answer(lab) {
+  const [params, , , , , cache, dlogits] = story_pass(lab);
+  const block = model.block_params(params, 0), c = cache.blocks[0];
+  const dpre = relu_gradient(block, c, stream_gradient(params, cache, dlogits)); // (T, H)
+  const { rows: T, cols: H } = c.pre, n = T * H;
+  const off = c.pre.data.filter((z) => z <= 0.0).length;
+  const still = dpre.data.filter((g) => g === 0.0).length;
+  const columns = Array.from({ length: H }, (_, j) => Array.from({ length: T }, (_, t) => c.pre.data[t * H + j]));
+  const never = columns.filter((col) => col.every((z) => z <= 0.0)).length;
+  const always = columns.filter((col) => col.every((z) => z > 0.0)).length;
+  return {
+    value: [off / n, still / n],
+    shown: [`pre = LN(x1) W1 + b1 on the first story: ${T} positions x ${H} hidden units = ${n} numbers, with`
+      + ` ${weights(lab)}`,
+    `${off} of them are at most 0, and ReLU makes them 0: a share of ${py_format(off / n, ".4f")}`,
+    `units 0 at every position: ${never} of ${H}; units 0 at none: ${always} of ${H}`,
+    `backward's gradient at pre, dpre: ${still} of ${n} entries exactly 0.0, a share of ${py_format(still / n, ".4f")}:`
+      + " the same entries, where the unit was 0",
+    "so W1's and b1's gradient for a unit sums only the positions where it was on"],
+    bounds: "exact: counts",
+  };
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// 9. softmax-gradient: the loss's gradient at the right token's score
+
+const FD_H = 1e-6; // the central difference's step, as the gradient check's
+
+function softmax_gradient_answer(lab) {
+  const [, , , y, logits, , dlogits] = story_pass(lab);
+  const T = y.length, V = logits.cols, target = y[0];
+  const row = Array.from(dlogits.data.subarray(0, V)); // (V,)
+  const first = Array.from(logits.data.subarray(0, V)); // (V,)
+  const top = Math.max(...first);
+  const e = first.map((z) => Math.exp(z - top)); // (V,)
+  const p = e[target] / fsum(e);
+  const loss_at = (z) => {
+    const changed = { rows: logits.rows, cols: V, data: Float64Array.from(logits.data) }; // (T, V)
+    changed.data[target] = z;
+    return model.loss_and_dlogits(changed, y, EXACT)[0];
+  };
+  const z = first[target];
+  const central = (loss_at(z + FD_H) - loss_at(z - FD_H)) / (2 * FD_H);
+  const others = row.flatMap((v, j) => (j === target ? [] : [T * v]));
+  return {
+    value: T * row[target],
+    shown: [`the first position's target: ${py_repr(lab.tok.vocab[target])} (token ${target}); the softmax gives it`
+      + ` p = ${py_format(p, ".6f")}, with ${weights(lab)} (1/${V} = ${py_format(1 / V, ".6f")})`,
+    `dlogits[0][target] = (p - 1) / T with T = ${T}: ${py_format(row[target], ".6e")}; times T:`
+      + ` ${py_format(T * row[target], ".6f")}`,
+    `each other score j gets p_j / T: times T, from ${py_format(Math.min(...others), ".6f")} to`
+      + ` ${py_format(Math.max(...others), ".6f")}`,
+    `the row sums to ${py_format(fsum(row), ".1e")}: 0 but for rounding (p sums to 1, and so does the one-hot)`,
+    `the central difference of the loss in that score (h = ${py_format(FD_H, "g")}), times T:`
+      + ` ${py_format(T * central, ".6f")}`],
+    bounds: "exact: every sum is one exact sum (model.js's fsum, as math.fsum); the central difference within about"
+      + " 1e-9 of it",
+  };
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// 10. skip-paths: what reaches the embeddings without them?
+
+/** The gradient at x0 (T, d) from dx2 (T, d), back through the MLP and attention, each with its skip path or
+ * without (lessons.sublayers_backward). */
+function sublayers_backward(block, c, dx2, skips) {
+  const dpre = relu_gradient(block, c, dx2); // (T, H)
+  const dh2 = model.matmul_bt(dpre, block.W1, EXACT); // (T, d)
+  let dx1 = model.layernorm_backward(dh2, block.ln2_g, c.ln2, EXACT)[0]; // (T, d) through the MLP
+  if (skips) dx1 = model.add(dx2, dx1); // (T, d) skip path 2
+  const dh1 = model.attention_backward(block, c.att, dx1, EXACT)[1]; // (T, d)
+  const dx0 = model.layernorm_backward(dh1, block.ln1_g, c.ln1, EXACT)[0]; // (T, d) through attention
+  return skips ? model.add(dx1, dx0) : dx0; // (T, d) skip path 1
+}
+
+function skip_paths_answer(lab) {
+  const [params, , , , , cache, dlogits] = story_pass(lab);
+  const block = model.block_params(params, 0), c = cache.blocks[0];
+  const dx2 = stream_gradient(params, cache, dlogits); // (T, d)
+  const both = size(sublayers_backward(block, c, dx2, true)), neither = size(sublayers_backward(block, c, dx2, false));
+  return {
+    value: neither / both,
+    shown: [`the gradient at the stream's end (dx2, below the final layer norm): size ${py_format(size(dx2), ".6g")},`
+      + ` with ${weights(lab)}`,
+    `at x0 with the skip paths (backward's): size ${py_format(both, ".6g")}`,
+    `at x0 without them, through the MLP and attention only: size ${py_format(neither, ".6g")}`,
+    `without / with: ${py_format(neither / both, ".4g")}`],
+    bounds: "exact: every sum is one exact sum (model.js's fsum, as math.fsum)",
+  };
+}
+
+// ----------------------------------------------------------------------------------------------------------------
 // Training in the page's worker (worker.js), one worker a model, as experiments.js and the Train panel do
 
 const workers = new Map(); // worker -> its run's reject: the lessons' workers training now (stop_training ends them)
@@ -590,7 +757,7 @@ function progress_line(name, msg, steps) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// 7. floor: can training go below the entropy floor?
+// 11. floor: can training go below the entropy floor?
 
 const FLOOR = { steps: 600, batch: 16, lr: 0.01, eval_every: 100, seed: 3 }; // lessons_trained's FLOOR_STEPS run
 
@@ -626,7 +793,7 @@ async function floor_answer(lab, report, { guess: [, [yes, no]] }) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// 8. positions-past-length: what each scheme does at position 100
+// 12. positions-past-length: what each scheme does at position 100
 
 const TRAINED_LEN = 64, PAST_POSITION = 100; // trained on windows of 64; read a window of 101 (positions 0..100)
 const PAST = { steps: 400, batch: 16, lr: 0.01, seed: 3 }; // each scheme's run (lessons_trained's PAST_STEPS)
@@ -689,7 +856,7 @@ async function past_length_answer(lab, report, { spec: [, sets] }) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// 9. second-block: one block against two on the copying task
+// 13. second-block: one block against two on the copying task
 
 const COPY_MARGIN = 0.2; // copied-token accuracies further apart than this are "far better"
 // the page's second-block experiment's settings (experiments.js DEPTH): two blocks pass 90% and one stays near 23%
@@ -736,7 +903,7 @@ async function second_block_answer(lab, report, { guess: [, choices] }) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// 10. scaling: the law fitted to the scaling experiment's record when explore.py exported the page, training and
+// 14. scaling: the law fitted to the scaling experiment's record when explore.py exported the page, training and
 // fitting nothing here
 
 /** The scaling lesson's answer as the export computed it (experiments/lessons_scaling.py's scaling_answer), read
@@ -768,6 +935,10 @@ export const LIVE = {
   causality: { answer: causality_answer, code: [["model.js", "attention_forward"]] },
   "finite-difference": { answer: finite_difference_answer,
     code: [["model.js", "sequence_loss"], ["trace_block.js", "gradient_errors_by_tensor"]] },
+  "pre-norm": { answer: pre_norm_answer, code: [["model.js", "block_forward"], ["model.js", "layernorm_forward"]] },
+  "relu-mlp": { answer: relu_answer, code: [["model.js", "block_forward"], ["model.js", "block_backward"]] },
+  "softmax-gradient": { answer: softmax_gradient_answer, code: [["model.js", "loss_and_dlogits"]] },
+  "skip-paths": { answer: skip_paths_answer, code: [["model.js", "block_backward"]] },
   floor: { answer: floor_answer, code: [["train.js", "train_step"], ["train.js", "story_nats"]], trains: FLOOR,
     slots: runs },
   "positions-past-length": { answer: past_length_answer, code: [["model.js", "check_length"],

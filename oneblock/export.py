@@ -274,7 +274,7 @@ def lessons_data(record=None):
     """
     from oneblock import lessons
 
-    more, left_out = lessons.numpy_lessons()  # (the lessons after the six, where NumPy and SciPy are installed)
+    more, left_out = lessons.numpy_lessons()  # (the lessons after the ten, where NumPy and SciPy are installed)
     if left_out:
         raise ValueError(f"{PAGE_LESSONS.name} holds every lesson, but {left_out}")
     every = lessons.LESSONS + more

@@ -3,7 +3,7 @@ computes the answer live from the model's own weights and shows the guess agains
 
 A lesson is a Lesson (below). `lab` is what every answer reads, built once by build_lab: the seed's weights (or a
 trained checkpoint's), its ModelConfig and its tokenizer. `ask` goes through one lesson with injectable read and
-write, so a test can script it. These six run on model.py, standard library only; experiments/lessons_trained.py
+write, so a test can script it. These ten run on model.py, standard library only; experiments/lessons_trained.py
 has the ones that train, and `python3 -m experiments.lessons` is the command line that asks them all.
 
 A guess is one of:
@@ -13,8 +13,8 @@ A guess is one of:
     ("choice", ("a", "b", ...))         one of the choices, by its number or its words
 
     >>> lab = build_lab()
-    >>> [lesson.key for lesson in LESSONS]
-    ['tokens', 'init-loss', 'layernorm-variance', 'order', 'causality', 'finite-difference']
+    >>> [lesson.key for lesson in LESSONS][5:]
+    ['finite-difference', 'pre-norm', 'relu-mlp', 'softmax-gradient', 'skip-paths']
     >>> answer = LESSONS[0].answer(lab)
     >>> answer["value"], LESSONS[0].judge(4, answer), LESSONS[0].judge(3, answer)
     (4, 'right', 'close')
@@ -705,9 +705,256 @@ FINITE_DIFFERENCE = Lesson(
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# Shared by the lessons on the block's parts: a size, and the gradient at the end of the stream
+
+
+def size(m):
+    """The size of a matrix: the root of the sum of its entries' squares (one exact-rounded sum).
+
+    >>> size([[3.0], [4.0]])
+    5.0
+    """
+    return math.sqrt(fsum(v * v for row in m for v in row))
+
+
+def story_pass(lab):
+    """(params, ids, targets, logits, cache, dlogits) of model.py on the first story: forward, the loss's gradient."""
+    params, positions = reference(lab)
+    ids = first_story(lab)
+    x, y = ids[:-1], ids[1:]
+    logits, cache = model.forward(params, x, positions)
+    _, dlogits = model.loss_and_dlogits(logits, y)
+    return params, x, y, logits, cache, dlogits
+
+
+def stream_gradient(params, cache, dlogits):
+    """dx2 (T, d): the gradient at the stream's end, below the final layer norm, as backward computes it."""
+    dhf = model.matmul_bt(dlogits, params["W_out"])  # (T, d)
+    return model.layernorm_backward(dhf, params["lnf_g"], cache["lnf"])[0]  # (T, d)
+
+
+def relu_gradient(params, cache, dx2):
+    """dpre (T, H): the gradient at the MLP's pre-activations, as backward computes it (ReLU passes it where the
+    input was positive)."""
+    dact = model.matmul_bt(dx2, params["W2"])  # (T, H)
+    return [[da if z > 0.0 else 0.0 for da, z in zip(ra, rz)] for ra, rz in zip(dact, cache["pre"])]  # (T, H)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 7. pre-norm: scale the stream, what does attention see?
+
+SCALE = 10.0  # every row of x0 made ten times larger
+
+
+def attention_on(params, stream, norm):
+    """Attention's output (T, d) on the stream, through the block's first layer norm (pre-norm, as forward) or not."""
+    h = model.layernorm_forward(stream, params["ln1_g"], params["ln1_b"])[0] if norm else stream  # (T, d)
+    return model.attention_forward(params, h)[0]  # (T, d)
+
+
+def pre_norm_answer(lab):
+    """How much attention's output grows when x0 is SCALE times larger: through layer norm (the block's pre-norm),
+    and on the stream itself."""
+    params, positions = reference(lab)
+    _, cache = model.forward(params, first_story(lab)[:-1], positions)
+    x0 = cache["x0"]  # (T, d)
+    big = [[v * SCALE for v in row] for row in x0]  # (T, d)
+    a, a_big = attention_on(params, x0, True), attention_on(params, big, True)  # (T, d), (T, d)
+    ratio = size(a_big) / size(a)
+    raw = size(attention_on(params, big, False)) / size(attention_on(params, x0, False))
+    ones, zeros = [1.0] * lab.config.d, [0.0] * lab.config.d
+    var = [fsum(row_variance(r) for r in model.layernorm_forward(s, ones, zeros)[0]) / len(s) for s in (x0, big)]
+    x1 = size(model.add(big, a_big)) / size(model.add(x0, a))
+    return {"value": ratio,
+            "shown": [f"attention's output a = attention(LN(x0)), its size (the root of its sum of squares):"
+                      f" {size(a):.6g} on x0, {size(a_big):.6g} on {SCALE:g} x0: a factor of {ratio:.6f}",
+                      f"layer norm's rows (before its gain) have variance {var[0]:.6f} on x0 and {var[1]:.6f} on"
+                      f" {SCALE:g} x0: var / (var + EPS), nearer 1 for the larger rows",
+                      f"the stream after it, x1 = x0 + a, grows by a factor of {x1:.4f}: it keeps its own scale",
+                      f"attention on the stream itself, with no layer norm before it: its output grows by a factor"
+                      f" of {raw:.4f}"],
+            "bounds": "exact: every sum is one math.fsum"}
+
+
+PRE_NORM = Lesson(
+    key="pre-norm",
+    title="Pre-norm: scale the stream ten times, what does attention see?",
+    question="The block normalises each sublayer's input, not the stream it adds to: x1 = x0 + attention(LN(x0)),\n"
+             "x2 = x1 + mlp(LN(x1)) (pre-norm). On the first story, make every row of x0 (the token and position\n"
+             "embeddings) ten times larger. By what factor does attention's output grow (its size: the root of the\n"
+             "sum of its squares)?",
+    guess=("number",),
+    answer=pre_norm_answer,
+    judge=Within(0.05, 0.5),
+    explain="Layer norm divides each row by its own standard deviation, so a row ten times larger comes out the\n"
+            "same: attention reads the same normalised rows and gives nearly the same output. Nearly: the seed's\n"
+            "rows are so small that EPS takes a share of their variance, and ten times larger rows leave it less,\n"
+            "so they come out a little nearer variance 1. The stream itself keeps its scale and grows tenfold: the\n"
+            "sublayers read a normalised copy and add to the stream, which only the final layer norm normalises.\n"
+            "Without the norm in front, attention's output would scale with its input, and the stream with it.",
+    source="model.py: forward, layernorm_forward, attention_forward",
+    needs="stdlib",
+)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 8. relu-mlp: how many hidden units are zero, and what is their gradient?
+
+
+def relu_answer(lab):
+    """The share of the MLP's pre-activations that ReLU makes 0, and the share of backward's gradient at them that
+    is exactly 0.0."""
+    params, _, _, _, cache, dlogits = story_pass(lab)
+    pre = cache["pre"]  # (T, H)
+    dpre = relu_gradient(params, cache, stream_gradient(params, cache, dlogits))  # (T, H)
+    T, H = len(pre), len(pre[0])
+    off = sum(z <= 0.0 for row in pre for z in row)
+    still = sum(g == 0.0 for row in dpre for g in row)
+    never = sum(all(row[j] <= 0.0 for row in pre) for j in range(H))
+    always = sum(all(row[j] > 0.0 for row in pre) for j in range(H))
+    return {"value": (off / (T * H), still / (T * H)),
+            "shown": [f"pre = LN(x1) W1 + b1 on the first story: {T} positions x {H} hidden units = {T * H} numbers,"
+                      f" with {weights(lab)}",
+                      f"{off} of them are at most 0, and ReLU makes them 0: a share of {off / (T * H):.4f}",
+                      f"units 0 at every position: {never} of {H}; units 0 at none: {always} of {H}",
+                      f"backward's gradient at pre, dpre: {still} of {T * H} entries exactly 0.0, a share of"
+                      f" {still / (T * H):.4f}: the same entries, where the unit was 0",
+                      "so W1's and b1's gradient for a unit sums only the positions where it was on"],
+            "bounds": "exact: counts"}
+
+
+RELU_MLP = Lesson(
+    key="relu-mlp",
+    title="The ReLU MLP: how many hidden units are zero, and what is their gradient?",
+    question="The MLP takes each row of LN(x1) to its hidden units, pre = LN(x1) W1 + b1, then ReLU keeps the\n"
+             "positive ones and makes the rest 0. At the seed's weights, on the first story: what share of the\n"
+             "pre-activations does ReLU make 0, and what share of backward's gradient at them (dpre) is exactly 0?\n"
+             "Two numbers between 0 and 1.",
+    guess=("pair", ("share of units at 0", "share of gradients exactly 0")),
+    answer=relu_answer,
+    judge=Pair(Within(0.05, 0.2), Within(0.05, 0.2)),
+    explain="At the seed, W1's entries are drawn around 0 and b1 is 0, so each pre-activation is as likely below 0\n"
+            "as above it: about half the units are off at each position, a different half at each. ReLU's slope is 1\n"
+            "where its input was positive and 0 where it was not, so backward passes the gradient only through the\n"
+            "units that were on: the gradient is exactly 0.0 at the same entries. A unit off at every position of\n"
+            "every batch would get no gradient at all and never come back (a dead unit); the seed has none.",
+    source="model.py: forward (ReLU), backward (dpre)",
+    needs="stdlib",
+)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 9. softmax-gradient: the loss's gradient at the right token's score
+
+FD_H = 1e-6  # the central difference's step, as the gradient check's
+
+
+def softmax_gradient_answer(lab):
+    """T x d loss / d logits[0][the first target], from loss_and_dlogits, with the softmax behind it and a central
+    difference of the loss."""
+    params, x, y, logits, _, dlogits = story_pass(lab)
+    T, target, row = len(y), y[0], dlogits[0]
+    top = max(logits[0])
+    e = [math.exp(z - top) for z in logits[0]]  # (V,)
+    p = e[target] / fsum(e)
+
+    def loss_at(z):
+        changed = [list(r) for r in logits]  # (T, V)
+        changed[0][target] = z
+        return model.loss_and_dlogits(changed, y)[0]
+
+    z = logits[0][target]
+    central = (loss_at(z + FD_H) - loss_at(z - FD_H)) / (2 * FD_H)
+    others = [T * v for j, v in enumerate(row) if j != target]
+    return {"value": T * row[target],
+            "shown": [f"the first position's target: {lab.tokenizer.vocab[target]!r} (token {target}); the softmax"
+                      f" gives it p = {p:.6f}, with {weights(lab)} (1/{len(row)} = {1 / len(row):.6f})",
+                      f"dlogits[0][target] = (p - 1) / T with T = {T}: {row[target]:.6e}; times T:"
+                      f" {T * row[target]:.6f}",
+                      f"each other score j gets p_j / T: times T, from {min(others):.6f} to {max(others):.6f}",
+                      f"the row sums to {fsum(row):.1e}: 0 but for rounding (p sums to 1, and so does the one-hot)",
+                      f"the central difference of the loss in that score (h = {FD_H:g}), times T: {T * central:.6f}"],
+            "bounds": "exact: every sum is one math.fsum; the central difference within about 1e-9 of it"}
+
+
+SOFTMAX_GRADIENT = Lesson(
+    key="softmax-gradient",
+    title="The loss's gradient at the right token's score",
+    question="The loss is the mean over the T positions of -log softmax(logits[t])[target t]. Its gradient with\n"
+             "respect to the scores is what backward starts from. At the seed's weights, on the first story: what\n"
+             "is T times d loss / d logits[0][target 0], the gradient at the right token's score at the first\n"
+             "position, times the number of positions? (Mind its sign.)",
+    guess=("number",),
+    answer=softmax_gradient_answer,
+    judge=Within(0.02, 0.2),
+    explain="Softmax and cross-entropy together have the simplest gradient in the model: softmax minus the one-hot\n"
+            "of the target, divided by T because the loss is a mean. At the right token it is p - 1, negative:\n"
+            "raising the right score lowers the loss. Every other score j gets +p_j. The seed's softmax is nearly\n"
+            "uniform, p about 1/{vocab}, so T times the gradient is about 1/{vocab} - 1. Each row sums to 0: moving\n"
+            "every score of a row up together changes no probability.",
+    source="model.py: loss_and_dlogits",
+    needs="stdlib",
+)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 10. skip-paths: what reaches the embeddings without them?
+
+
+def sublayers_backward(params, cache, dx2, skips):
+    """The gradient at x0 (T, d) from dx2 (T, d): back through the MLP and attention, each with its skip path (as
+    backward) or without (x1 = attention(LN(x0)), x2 = mlp(LN(x1)))."""
+    dpre = relu_gradient(params, cache, dx2)  # (T, H)
+    dh2 = model.matmul_bt(dpre, params["W1"])  # (T, d)
+    dx1 = model.layernorm_backward(dh2, params["ln2_g"], cache["ln2"])[0]  # (T, d) through the MLP
+    if skips:
+        dx1 = model.add(dx2, dx1)  # (T, d) skip path 2
+    dh1 = model.attention_backward(params, cache["att"], dx1)[1]  # (T, d)
+    dx0 = model.layernorm_backward(dh1, params["ln1_g"], cache["ln1"])[0]  # (T, d) through attention
+    return model.add(dx1, dx0) if skips else dx0  # (T, d) skip path 1
+
+
+def skip_paths_answer(lab):
+    """The size of the gradient at x0 without the skip paths against with them (backward's)."""
+    params, _, _, _, cache, dlogits = story_pass(lab)
+    dx2 = stream_gradient(params, cache, dlogits)  # (T, d)
+    both, neither = (size(sublayers_backward(params, cache, dx2, skips)) for skips in (True, False))
+    return {"value": neither / both,
+            "shown": [f"the gradient at the stream's end (dx2, below the final layer norm): size {size(dx2):.6g}, with"
+                      f" {weights(lab)}",
+                      f"at x0 with the skip paths (backward's): size {both:.6g}",
+                      f"at x0 without them, through the MLP and attention only: size {neither:.6g}",
+                      f"without / with: {neither / both:.4g}"],
+            "bounds": "exact: every sum is one math.fsum"}
+
+
+SKIP_PATHS = Lesson(
+    key="skip-paths",
+    title="The skip paths: what reaches the embeddings without them?",
+    question="Each sublayer's output is added to its input: x1 = x0 + attention(LN(x0)), x2 = x1 + mlp(LN(x1)).\n"
+             "In backward, each addition hands its gradient to both the sublayer and the skip path around it. Without\n"
+             "the skip paths (x1 = attention(LN(x0)), x2 = mlp(LN(x1))), the gradient at x0 would be only what comes\n"
+             "back through both sublayers. At the seed's weights, on the first story: how large is that gradient\n"
+             "against the one backward computes, as a ratio of their sizes (without / with)?",
+    guess=("number",),
+    answer=skip_paths_answer,
+    judge=Factor(3, 10),
+    explain="Through the skip paths the gradient at the stream's end reaches x0 unchanged: backward adds it, it\n"
+            "does not multiply it. Through a sublayer it is multiplied by that sublayer's weights and layer norm's\n"
+            "slope, and the seed's weights are small, so little comes back through both. The ratio is a few\n"
+            "hundredths after one block; a stack of blocks without skip paths multiplies such factors, and the\n"
+            "embeddings, the first block's weights with them, would learn almost nothing. With them, every block\n"
+            "gets the gradient of the loss directly.",
+    source="model.py: backward (skip path 1, skip path 2)",
+    needs="stdlib",
+)
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # The path
 
-LESSONS = [TOKENS, INIT_LOSS, LAYERNORM, ORDER, CAUSALITY, FINITE_DIFFERENCE]
+LESSONS = [TOKENS, INIT_LOSS, LAYERNORM, ORDER, CAUSALITY, FINITE_DIFFERENCE, PRE_NORM, RELU_MLP, SOFTMAX_GRADIENT,
+           SKIP_PATHS]
 
 
 def by_key(key, lessons=None):
@@ -747,7 +994,7 @@ def trained_lessons():
 
 
 def numpy_lessons():
-    """(the lessons after the six, why some are left out, or None): the three that train, then the scaling lesson
+    """(the lessons after the ten, why some are left out, or None): the three that train, then the scaling lesson
     of experiments/lessons_scaling.py, which needs SciPy too. The path keeps its order, so the scaling lesson comes
     only after the three (without NumPy, neither imports)."""
     trained, why = trained_lessons()
@@ -758,7 +1005,7 @@ def numpy_lessons():
 
 
 def all_lessons():
-    """Every lesson in order: these six, then the ones that train, then the scaling lesson, where they can be
+    """Every lesson in order: these ten, then the ones that train, then the scaling lesson, where they can be
     imported (python3 -m experiments.lessons asks them; explore.py's export gives the page their words).
 
     >>> [lesson.key for lesson in all_lessons()][:2], all_lessons()[-1].key

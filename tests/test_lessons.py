@@ -1,4 +1,4 @@
-"""The lessons' first six (oneblock/lessons.py) and their command line (python3 -m experiments.lessons): each lesson
+"""The lessons' first ten (oneblock/lessons.py) and their command line (python3 -m experiments.lessons): each lesson
 driven with scripted input (a right guess, a wrong one, a bad one that is asked again), each answer equal to what
 this test computes on its own with model.py for the same weights (exactly, where the lab is exact), docs/lessons.md's
 folded answers equal to what the lessons compute, and the command line run as a learner runs it, with its input
@@ -28,7 +28,8 @@ SEED = model.init_params(96, 16, 64, 64, 3)  # the seed's series model, drawn he
 STORY = (ROOT / "corpus.txt").read_text(encoding="utf-8").splitlines(keepends=True)[0]
 TRACE = json.loads((ROOT / "block-trace.json").read_text(encoding="utf-8"))
 LAB = lessons.build_lab()
-KEYS = ["tokens", "init-loss", "layernorm-variance", "order", "causality", "finite-difference"]
+KEYS = ["tokens", "init-loss", "layernorm-variance", "order", "causality", "finite-difference", "pre-norm", "relu-mlp",
+        "softmax-gradient", "skip-paths"]
 
 
 
@@ -126,6 +127,25 @@ def test_each_answer_is_what_model_py_computes_for_the_same_weights():
         assert f"error {err:.2e}" in "\n".join(answers["finite-difference"]["shown"])
 
 
+def test_the_block_lessons_backward_steps_are_model_pys_backward():
+    """The gradients the lessons on the block's parts follow, with the skip paths, are backward's own: the gradient
+    at x0 is what pos_emb's rows get, and ReLU's is what b1's sums; without the skip paths it is another, smaller."""
+    params, x, y, logits, cache, dlogits = lessons.story_pass(LAB)
+    grads = model.backward(params, cache, dlogits)
+    dx2 = lessons.stream_gradient(params, cache, dlogits)
+    assert lessons.sublayers_backward(params, cache, dx2, skips=True) == grads["pos_emb"][:len(x)]
+    assert model.column_sums(lessons.relu_gradient(params, cache, dx2)) == grads["b1"]
+    without = lessons.sublayers_backward(params, cache, dx2, skips=False)
+    assert 0 < lessons.size(without) < lessons.size(grads["pos_emb"]) / 10
+    softmax = lessons.SOFTMAX_GRADIENT.answer(LAB)
+    assert softmax["value"] == len(y) * dlogits[0][y[0]] and -1 < softmax["value"] < -0.98  # about 1/96 - 1
+    central = float(softmax["shown"][-1].rsplit(" ", 1)[1])
+    assert abs(central - softmax["value"]) < 1e-6  # the loss's own slope, to the digits shown
+    share = lessons.RELU_MLP.answer(LAB)["value"]
+    assert share[0] == share[1] and 0.4 < share[0] < 0.6
+    assert 1.0 < lessons.PRE_NORM.answer(LAB)["value"] < 1.01  # layer norm takes the scale away, but for EPS
+
+
 def test_the_answers_leave_the_weights_as_they_were():
     for lesson in lessons.LESSONS:
         lesson.answer(LAB)
@@ -148,11 +168,14 @@ def test_the_variance_falls_short_of_one_by_eps_and_far_short_with_smaller_embed
 # Each lesson driven with scripted input: a bad guess asked again, a right one, a wrong one
 
 RIGHT = {"tokens": "4", "init-loss": "4.56", "layernorm-variance": "0.95 1", "order": "0 0.001",
-         "causality": "2", "finite-difference": "falls then rises"}
+         "causality": "2", "finite-difference": "falls then rises", "pre-norm": "1", "relu-mlp": "0.5 0.5",
+         "softmax-gradient": "-0.99", "skip-paths": "0.02"}
 WRONG = {"tokens": "10", "init-loss": "1", "layernorm-variance": "0.2 0.3", "order": "0.5 0.5",
-         "causality": "all positions", "finite-difference": "1"}
+         "causality": "all positions", "finite-difference": "1", "pre-norm": "10", "relu-mlp": "0.5 0",
+         "softmax-gradient": "0.99", "skip-paths": "1"}
 BAD = {"tokens": "many", "init-loss": "", "layernorm-variance": "1 0.5", "order": "0",
-       "causality": "5", "finite-difference": "sideways"}
+       "causality": "5", "finite-difference": "sideways", "pre-norm": "ten", "relu-mlp": "0.5",
+       "softmax-gradient": "-", "skip-paths": "1/36"}
 
 
 @pytest.mark.parametrize("key", KEYS)
@@ -220,7 +243,7 @@ def test_a_judge_that_says_something_else_is_an_error():
 # The lessons as a path: keys, sources, the lessons that train
 
 
-def test_the_six_lessons_in_order_each_well_formed():
+def test_the_ten_lessons_in_order_each_well_formed():
     assert [lesson.key for lesson in lessons.LESSONS] == KEYS
     for lesson in lessons.LESSONS:
         assert re.fullmatch(r"[a-z]+(-[a-z]+)*", lesson.key) and "\n" not in lesson.title
@@ -241,15 +264,15 @@ def test_every_source_names_a_file_and_functions_that_are_there():
                 assert name.strip().split(".")[-1] in defined, (lesson.key, file, name)
 
 
-def test_all_lessons_begin_with_the_six_and_have_unique_keys():
+def test_all_lessons_begin_with_the_ten_and_have_unique_keys():
     every = command.all_lessons()
-    assert every[:6] == lessons.LESSONS
+    assert every[:10] == lessons.LESSONS
     assert len({lesson.key for lesson in every}) == len(every)
     trained, why = command.trained_lessons()
     assert why is None if trained else "the lessons that train are left out: " in why
 
 
-def test_a_missing_lessons_trained_or_numpy_leaves_the_six_and_a_broken_one_raises(monkeypatch):
+def test_a_missing_lessons_trained_or_numpy_leaves_the_ten_and_a_broken_one_raises(monkeypatch):
     real = lessons.importlib.import_module
 
     def missing(name):
@@ -338,7 +361,7 @@ def test_a_missing_or_bad_checkpoint_is_named(tmp_path):
 def test_the_whole_path_with_right_guesses():
     done = lessons_py(stdin="many\n" + "\n".join(RIGHT[key] for key in KEYS) + "\n")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.count("verdict: right") == 6 and "not a guess: 'many' is not a number" in done.stdout
+    assert done.stdout.count("verdict: right") == 10 and "not a guess: 'many' is not a number" in done.stdout
     for n, key in enumerate(KEYS, 1):
         assert f"lesson {n} of " in done.stdout and f": {key} ==" in done.stdout
     assert f"loss {TRACE['initial_loss']:.6f} over the 36 next tokens" in done.stdout
@@ -402,7 +425,7 @@ def flat(text):
 
 def test_the_page_folds_each_answer_as_the_lessons_compute_it():
     sections = page_sections()
-    assert list(sections)[:len(KEYS)] == KEYS  # the six first; the lessons that train after them (below)
+    assert list(sections)[:len(KEYS)] == KEYS  # the ten first; the lessons that train after them (below)
     for lesson in lessons.LESSONS:
         section = sections[lesson.key]
         before, folded = section.split("<details><summary>Answer</summary>", 1)
@@ -469,7 +492,7 @@ def test_the_page_folds_the_answers_that_train_as_this_machine_prints_them_withi
 
     sections = page_sections()
     trained = [lesson.key for lesson in lessons_trained.LESSONS]
-    assert list(sections)[len(KEYS):len(KEYS) + len(trained)] == trained  # right after the six, in order
+    assert list(sections)[len(KEYS):len(KEYS) + len(trained)] == trained  # right after the ten, in order
     lab = lessons.build_lab()
     lab.write = [].append  # (the progress lines)
     for lesson in lessons_trained.LESSONS:

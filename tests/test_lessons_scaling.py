@@ -202,7 +202,7 @@ def test_the_moved_functions_are_the_ones_scaling_py_uses():
 
 def test_the_tenth_lesson_comes_after_the_second_block_and_is_well_formed():
     keys = [lesson.key for lesson in command.all_lessons()]
-    assert keys.index("scaling") == 9 and keys[8] == "second-block" and len(keys) == 10
+    assert keys.index("scaling") == 13 and keys[12] == "second-block" and len(keys) == 14
     lesson = ls.SCALING
     assert ls.LESSONS == [lesson] and lesson.guess == ("number",) and lesson.needs == "numpy"
     for line in (*lesson.question.splitlines(), *lesson.explain.splitlines()):
@@ -245,7 +245,7 @@ def test_the_command_line_asks_it_by_its_key():
     done = lessons_py("--lesson", "scaling", "--guess", "lots")
     assert done.returncode == 2 and done.stdout == "" and done.stderr == "error: 'lots' is not a number\n"
     listed = lessons_py("--list").stdout.splitlines()
-    assert listed[9].startswith("10. scaling") and ls.SCALING.title in listed[9]
+    assert listed[13].startswith("14. scaling") and ls.SCALING.title in listed[13]
 
 
 def test_without_scipy_the_scaling_lesson_is_left_out_saying_why_and_a_broken_one_raises(monkeypatch):
