@@ -73,6 +73,7 @@ SLOW_TESTS = {  # and these tests of the others (each parametrized case of them)
                         "test_the_whole_path_with_right_guesses"],
     "test_lessons_scaling.py": ["test_a_bad_guess_is_named_and_asked_again_then_the_answer_is_judged",
                                 "test_the_command_line_asks_it_by_its_key",
+                                "test_the_committed_page_lessons_are_current_and_every_export_copies_them",
                                 "test_the_export_gives_the_page_the_lessons_own_answer"],
     "test_locks.py": ["test_a_signalled_tokenizer_training_says_so_in_one_line_and_leaves_nothing",
                       "test_a_signalled_training_run_says_so_in_one_line_and_leaves_only_whole_checkpoints",
