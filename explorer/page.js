@@ -472,7 +472,8 @@ function show_reads(weights, i) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// Word order: the trace's two sentences, with the model's positions and without
+// Word order: the trace's two sentences, with the model's positions and without; the figures are lesson 4's
+// answer, folded under "Show the answer" until the learner asks
 
 /** The scheme "positions on" means in the word-order panel: the model's own (a model without positions: its
  * learned rows, untrained). */
@@ -925,6 +926,7 @@ function wire_controls() {
   $("text").addEventListener("input", () => soon(pending, "all", render_all));
   const redraw_order = () => soon(pending, "order", () => guarded("order-message", render_order));
   for (const id of ["order-a", "order-b", "order-positions"]) $(id).addEventListener("input", redraw_order);
+  $("order-answer").addEventListener("toggle", redraw_order); // (its chart, drawn while folded, takes its width)
   for (const [id, key] of [["attention-block", "block"], ["attention-head", "head"], ["inside-block", "inside"]]) {
     $(id).addEventListener("change", () => {
       state.view[key] = Number($(id).value);

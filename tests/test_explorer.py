@@ -41,6 +41,7 @@ ORDER_A, ORDER_B = export.ORDER  # the trace's two sentences (block-trace.json)
 SERIES = ModelConfig(vocab=96, d=16, hidden=64, max_len=64)  # the exported models' size: 1 block, 1 head, learned
 TINY = json.loads((ROOT / "block-trace.json").read_text(encoding="utf-8"))["gradient_check"]["config"]
 SITES = ("init", "trained")  # the untrained seed-3 export and a trained checkpoint's
+ORDER_FIGURES = ("#order-gap", "#order-gap-note", "#order-chart", "#order-gaps")  # lesson 4's answer, folded
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -649,7 +650,13 @@ def test_page_loads_clean_and_follows_typing(open_page):
     page.wait_text("#next-caption", "After position 2 ")
     assert page.page.evaluate("document.activeElement.dataset.position") == "2"
 
-    # the word-order panel: 0 without positions, a gap with them
+    # the word-order panel: lesson 4's question, its answer folded until asked; then 0 without positions, a gap with
+    # them
+    assert "Lesson 4's question" in page.text("#order-panel") and "bit-identical" not in page.text("#order-panel")
+    assert [page.page.is_hidden(f) for f in ORDER_FIGURES] == [True] * len(ORDER_FIGURES)
+    page.page.click("#order-answer summary")
+    assert [page.page.is_visible(f) for f in ORDER_FIGURES] == [True] * len(ORDER_FIGURES)
+    assert "bit-identical" in page.text("#order-panel")
     page.page.uncheck("#order-positions")
     page.page.wait_for_function("document.querySelector('#order-gap').textContent === '0'")
     assert "bit-identical" in page.text("#order-gap-note")
@@ -824,6 +831,7 @@ def test_bad_input_gives_messages_and_the_rest_keeps_working(open_page, trained_
     assert "back to the weights it had before this run" in message
     assert page.text("#model-status") == status
 
+    page.page.click("#order-answer summary")  # (the gap is lesson 4's answer: shown when asked)
     page.page.fill("#order-b", "now leo gives the hat to Mia.")
     assert "Sentence B: unknown character 'M'" in page.wait_text("#order-message", "Sentence B")
     assert page.text("#order-gap") == "–"
