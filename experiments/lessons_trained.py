@@ -366,7 +366,7 @@ def second_block_answer(lab, steps=COPY_STEPS):
 
 SECOND_BLOCK = Lesson(
     key="second-block",
-    title="What a second block buys: copying a repeated sequence",
+    title="A second block: can it copy a repeated sequence?",
     question="The copying task (experiments/induction.py): a segment of 4 to 16 random tokens, repeated to fill 64.\n"
              "After the first period every token can be copied from one period back, but the period changes from\n"
              "sequence to sequence, so the model must find where the current token stood before and read the token\n"

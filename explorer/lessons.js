@@ -378,7 +378,7 @@ function init_loss_answer(lab) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// 3. layernorm-variance: why not 1?
+// 3. layernorm-variance: the output's variance with tiny embeddings
 
 const SMALLER = 1e-3; // the embeddings made 1000 times smaller still
 

@@ -460,7 +460,7 @@ INIT_LOSS = Lesson(
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# 3. layernorm-variance: why not 1?
+# 3. layernorm-variance: the output's variance with tiny embeddings
 
 SMALLER = 1e-3  # the embeddings made 1000 times smaller still
 
@@ -499,7 +499,7 @@ def layernorm_answer(lab):
 
 LAYERNORM = Lesson(
     key="layernorm-variance",
-    title="Layer norm's variance with tiny embeddings: why not 1?",
+    title="Layer norm's output variance with tiny embeddings",
     question="The first layer norm (ln1) takes each row of x0, a token's embedding plus its position's, and makes it\n"
              "mean 0 and variance 1 before its gain and bias. The seed's embeddings are tiny: every number is drawn\n"
              "with standard deviation 0.02. On the first story, what is the variance of layer norm's output rows\n"
