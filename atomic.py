@@ -622,14 +622,29 @@ def holder(command, argv):
 
 STOPPING = ("SIGINT", "SIGTERM", "SIGHUP")  # the signals a run turns into an interrupt, held back by signals_held
 
+# the signals_held blocks running now in the main thread, each with the list of the signals that came during it: the
+# outermost one's list gets them all, and its end delivers them
+_held = []
+
+
+def _stop(signum, frame):
+    """interruptible's handler: a KeyboardInterrupt that carries the signal, or, inside a signals_held block, a note
+    of it that the block's end turns into that KeyboardInterrupt."""
+    if _held:
+        _held[0].append(signum)
+        return
+    raise KeyboardInterrupt(signum)
+
 
 @contextmanager
 def interruptible():
     """For the with-block of a run: SIGTERM (what kill sends, and a machine that shuts down) and SIGHUP (a terminal
     closed) stop it as Ctrl-C does, with a KeyboardInterrupt that carries the signal, so that every clean-up on the
     way out runs: the lock of its output is removed, and so is a temporary file half written (interruption says
-    which signal it was, and the exit status that reports it). Only in the main thread, where Python's handlers
-    run; elsewhere the block runs as it is.
+    which signal it was, and the exit status that reports it). Ctrl-C too goes through this handler (unless SIGINT
+    is ignored, as in a background job), so that all three wait for the end of a signals_held block, whichever
+    thread the system hands them to. Only in the main thread, where Python's handlers run; elsewhere the block runs
+    as it is.
 
     >>> with interruptible():
     ...     try:
@@ -641,12 +656,10 @@ def interruptible():
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    def stop(signum, frame):
-        raise KeyboardInterrupt(signum)
-
     caught = [getattr(signal, name) for name in STOPPING[1:] if hasattr(signal, name)]
-    previous = {signum: signal.signal(signum, stop) for signum in caught}
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # (Python's Ctrl-C: the same interrupt)
+        caught.append(signal.SIGINT)
+    previous = {signum: signal.signal(signum, _stop) for signum in caught}
     try:
         yield
     finally:
@@ -668,23 +681,39 @@ def interruption(e):
 @contextmanager
 def signals_held():
     """For a with-block that must not be cut between two steps (a file made, and its descriptor kept): SIGINT,
-    SIGTERM and SIGHUP are held back by the operating system while it runs and delivered at its end, where their
-    handlers run as usual. Only where the system can hold signals (POSIX) and in the main thread, which is the one
+    SIGTERM and SIGHUP wait for its end, where their handlers run as usual. Only in the main thread, which is the one
     Python's handlers run in; elsewhere the block runs as it is.
+
+    Two holds, because one is not enough. The operating system holds the signals back from this thread (where it
+    can: POSIX), whatever their handlers. But it hands a signal sent to the process to any thread that does not hold
+    it back (NumPy's BLAS threads, torch's), and Python then runs the handler in the main thread all the same, at its
+    next step. So interruptible's handler, seeing a block running, notes the signal instead of raising, and the
+    block's end raises it: under interruptible, no thread lets a signal cut the block.
 
     >>> with signals_held():
     ...     "not cut"
     'not cut'
     """
-    held = {getattr(signal, name) for name in STOPPING if hasattr(signal, name)}
-    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    held = {getattr(signal, name) for name in STOPPING if hasattr(signal, name)}
+    masking = hasattr(signal, "pthread_sigmask")
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, []) if masking else None  # (the mask as it is: nothing added)
+    noted = []
     try:
+        _held.append(noted)
+        if masking:
+            signal.pthread_sigmask(signal.SIG_BLOCK, held)
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+        try:
+            if masking:
+                signal.pthread_sigmask(signal.SIG_SETMASK, before)  # (what the mask held back comes now: noted too)
+        finally:  # (whatever another handler raises as the mask goes: no block stays open, or every signal waits)
+            _held.pop()
+        if noted:  # the outermost block: the first signal that came, raised here, the body's error or not
+            raise KeyboardInterrupt(noted[0])
 
 
 def _drop(fd, lock):

@@ -379,6 +379,51 @@ def test_a_signal_as_the_lock_file_is_made_leaves_no_lock_behind(tmp_path):
     assert files_under(tmp_path) == [], files_under(tmp_path)
 
 
+# the same, in a process with another thread (as NumPy's BLAS pool is): the system hands SIGTERM to that thread,
+# since the main one holds it back, and Python runs the handler of interruptible() in the main thread at its next step;
+# argv[3] says what is made as the signal comes: a checkpoint's temporary file, or the lock
+SIGNAL_THROUGH_A_THREAD = """
+import os, signal, sys, threading, time
+sys.path.insert(0, sys.argv[2])
+import atomic
+
+threading.Thread(target=threading.Event().wait, daemon=True).start()  # a thread that holds no signal back
+real_open = os.open
+
+def open_then_signalled(path, flags, mode=0o777):
+    fd = real_open(path, flags, mode)
+    if str(path).endswith(sys.argv[3]):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.2)  # (the other thread takes it meanwhile; Python's handler runs at the main thread's next step)
+    return fd
+
+atomic.os.open = open_then_signalled
+try:
+    with atomic.interruptible():
+        if sys.argv[3] == ".lock":
+            with atomic.hold(sys.argv[1], "a run stopped as it starts"):
+                print("held", flush=True)
+        else:
+            atomic.write_atomic(sys.argv[1], b"a checkpoint")
+            print("written", flush=True)
+except KeyboardInterrupt as e:
+    print("interrupted", *atomic.interruption(e), flush=True)
+"""
+
+
+@POSIX
+@pytest.mark.parametrize("made", [".tmp", ".lock"])
+def test_a_signal_through_another_thread_waits_for_the_file_to_be_kept(tmp_path, made):
+    """SIGTERM as the temporary file of a save (or the lock) is made, in a process with another thread: it waits
+    until the file's name is kept, and the clean-up removes it (before: the mask held it back from the main thread
+    alone, the handler ran all the same, and ck.safetensors.PID.RANDOM.tmp, or the lock, stayed)."""
+    out = tmp_path / "ck.safetensors"
+    proc = subprocess.run([sys.executable, "-c", SIGNAL_THROUGH_A_THREAD, str(out), str(ROOT), made],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout == "interrupted SIGTERM 143\n", proc.stdout + proc.stderr
+    assert files_under(tmp_path) == [], files_under(tmp_path)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # 7. SIGTERM, SIGHUP and Ctrl-C stop train.py and bpe.py in one line, leaving nothing behind
 
