@@ -20,6 +20,7 @@ import sys
 import webbrowser
 from pathlib import Path
 
+from atomic import interruptible, interruption
 from oneblock.export import EXPLORER, export_data, export_site, read_weights
 from oneblock.server import make_server
 
@@ -64,10 +65,15 @@ def main(argv=None):
 
     if args.export is not None:
         try:
-            export_site(args.export, weights, fields)
+            with interruptible():  # (Ctrl-C, SIGTERM or SIGHUP: the export's clean-up runs, and one line says so)
+                export_site(args.export, weights, fields)
         except ValueError as e:  # a folder that cannot be made or written, a full disk: nothing was written
             print(f"error: --export {args.export}: {e}", file=sys.stderr)
             return 2
+        except KeyboardInterrupt as e:
+            name, status = interruption(e)
+            print(f"interrupted ({name}): the export wrote nothing; {args.export} is as it was", file=sys.stderr)
+            return status
         print(f"wrote the explorer to {args.export}: serve that folder over HTTP (for example python3 -m"
               f" http.server -d {args.export} -b 127.0.0.1) and open index.html")
         return 0
@@ -80,10 +86,15 @@ def main(argv=None):
         return 2
     with server:
         try:
-            export_data(EXPLORER / "data", weights, fields)
+            with interruptible():
+                export_data(EXPLORER / "data", weights, fields)
         except ValueError as e:  # explorer/data cannot be made or written: nothing was written
             print(f"error: {e}", file=sys.stderr)
             return 2
+        except KeyboardInterrupt as e:
+            name, status = interruption(e)
+            print(f"interrupted ({name}) before serving: explorer/data is as it was", file=sys.stderr)
+            return status
         url = f"http://127.0.0.1:{server.server_port}/index.html"
         print(f"serving the explorer at {url} (Ctrl-C stops)", flush=True)
         if not args.no_open:

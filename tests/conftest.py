@@ -49,6 +49,7 @@ SLOW_TESTS = {  # and these tests of the others (each parametrized case of them)
                                "test_plots_refuses_a_damaged_record_before_training",
                                "test_plots_refuses_a_file_as_its_folder_and_keeps_its_pictures_when_a_write_fails"],
     "test_explore_server.py": ["test_a_checkpoint_cannot_export_a_file_it_names_elsewhere",
+                               "test_a_signalled_export_says_so_in_one_line_and_leaves_the_old_export",
                                "test_an_export_never_writes_through_a_link",
                                "test_an_export_replaces_only_an_export",
                                "test_an_idle_connection_is_closed_after_the_timeout",

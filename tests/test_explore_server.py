@@ -726,6 +726,41 @@ def test_two_exports_into_one_folder_do_not_mix(runs, tmp_path):
     assert not site.exists()
 
 
+# explore.py --export, its SIGTERM sent the instant the export makes its first temporary file, in a process with
+# another thread (as NumPy's BLAS pool is), which the system may hand the signal to
+SIGNALLED_EXPORT = """
+import os, signal, sys, threading, time
+sys.path.insert(0, sys.argv[1])
+import explore
+
+threading.Thread(target=threading.Event().wait, daemon=True).start()
+real_open = os.open
+
+def open_then_signalled(path, flags, mode=0o777):
+    fd = real_open(path, flags, mode)
+    if str(path).endswith(".tmp"):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.2)
+    return fd
+
+os.open = open_then_signalled
+sys.exit(explore.main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.skipif(os.name != "posix", reason="signals to a process are POSIX's")
+def test_a_signalled_export_says_so_in_one_line_and_leaves_the_old_export(runs, tmp_path):
+    """Before: a traceback, and now and then a temporary file or the lock left in the folder."""
+    site = tmp_path / "site"
+    assert explore("--ckpt", "stories.safetensors", "--export", site, cwd=runs).returncode == 0
+    before = files_under(site)
+    proc = subprocess.run([sys.executable, "-c", SIGNALLED_EXPORT, str(ROOT), "--ckpt", "stories.safetensors",
+                           "--export", str(site)], capture_output=True, text=True, cwd=runs, timeout=300)
+    assert proc.returncode == 128 + signal.SIGTERM and proc.stdout == "", proc.stderr
+    assert proc.stderr == f"interrupted (SIGTERM): the export wrote nothing; {site} is as it was\n"
+    assert files_under(site) == before
+
+
 def test_a_scaling_record_nested_past_pythons_stack_is_refused_in_one_line(tmp_path):
     """Before: explore.py --export gave a RecursionError on a deeply nested record."""
     from experiments import lessons_scaling
