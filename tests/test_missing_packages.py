@@ -4,6 +4,7 @@ exit status 2, no traceback; and what needs no package still runs without it.
 A package is made missing by a finder, put first on sys.meta_path before the script runs, that answers its import
 as Python does for a package that is not installed (ModuleNotFoundError naming it)."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -75,6 +76,16 @@ def test_the_standard_library_paths_need_no_package(tmp_path):
                        "--tokens", "3")
     assert proc.returncode == 0, proc.stderr
     assert run_without(blocked, "trace_block.py", "--check").returncode == 0
+    proc = run_without(blocked | {"scipy"}, "-m experiments.lessons", "--lesson", "skip-paths", "--guess", "0.03")
+    assert proc.returncode == 0 and "verdict: right" in proc.stdout, proc.stderr  # a lesson of the first ten
+    proc = run_without(blocked | {"scipy"}, "explore.py", "--ckpt", tmp_path / "py.safetensors", "--export",
+                       tmp_path / "site")
+    assert proc.returncode == 0, proc.stderr
+    page = json.loads((tmp_path / "site" / "data" / "lessons.json").read_text(encoding="utf-8"))
+    from oneblock.lessons import all_lessons  # (here, with NumPy and SciPy: every lesson of the path)
+
+    assert [words["key"] for words in page["lessons"]] == [lesson.key for lesson in all_lessons()]
+    assert page["lessons"][-1]["key"] == "scaling" and "value" in page["scaling"]  # the ones that need NumPy too
 
 
 def test_a_worker_that_stops_is_named_not_a_json_error():
