@@ -3,12 +3,14 @@ committed record is ever damaged or replaced): a run owns its --out from its sta
 naming the path and its holder), Ctrl-C and SIGTERM leave nothing behind, and a killed writer's temporary file is
 removed by the next run; an empty or stray option is a usage error, and no run replaces a committed record unless
 --out names it; an --out that cannot take the record is one line before any training, a write that fails at the end
-one line that keeps the old record; and a damaged record (not UTF-8, not JSON, of another shape, a FIFO, a device, a
-folder, too large, missing) is one line and exit 2 through --table, --check and --rerun, for positions.json,
-depth.json and scaling.json, while --check's NOT OK (exit 1) stays the answer for a record whose numbers its runs do
-not give; and a rerun's verdict is the same digits with the record's kernels and thread count, else a loss within the
-spread of the record's seeds (no --rerun reads spread.json)."""
+one line that keeps the old record; and a damaged record (not UTF-8, not JSON, of another shape, a folder, too large,
+missing: each command's main in this process, on a copy; a FIFO or a device: a subprocess under a memory and a time
+limit) is one line and exit 2 through --table, --check and --rerun, for positions.json, depth.json, scaling.json and
+drops.json, while --check's NOT OK (exit 1) stays the answer for a record whose numbers its runs do not give; and a
+rerun's verdict is the same digits with the record's kernels and thread count, else a loss within the spread of the
+record's seeds (no --rerun reads spread.json)."""
 
+import importlib
 import json
 import os
 import resource
@@ -23,6 +25,7 @@ import pytest
 from run_helpers import one_line_error
 
 from experiments import recording
+from oneblock import machine
 
 ROOT = Path(__file__).resolve().parent.parent
 POSIX = pytest.mark.skipif(os.name != "posix", reason="FIFOs, signals and resource limits are POSIX's")
@@ -368,17 +371,41 @@ READERS = {  # a record -> (a field every reader reads, the runs that read it)
 }
 
 
+IN_A_PROCESS = ("a FIFO", "a link to /dev/zero")  # a reader's hang or endless read: run where a limit stops it
+
+
 @POSIX
-@pytest.mark.parametrize("how", DAMAGES)
+@pytest.mark.parametrize("how", [how for how in DAMAGES if how not in IN_A_PROCESS])
 @pytest.mark.parametrize("name", list(READERS))
-def test_a_damaged_record_is_one_line_through_every_command_that_reads_it(lab, name, how):
+def test_a_damaged_record_is_one_line_through_every_command_that_reads_it(name, how, tmp_path, monkeypatch, capsys):
+    """Each command's main, in this process, on the damaged record (the module's RECORD_FILE pointed at it)."""
     key, readers = READERS[name]
-    path = lab / "experiments" / f"{name}.json"
+    experiment = importlib.import_module(f"experiments.{name}")
+    path = tmp_path / f"{name}.json"
+    shutil.copy(experiment.RECORD_FILE, path)
     phrase = damage(path, how, key)
-    for module, args in readers:  # before the fix: tracebacks, a hang on the FIFO, /dev/zero read until memory ran out
+    monkeypatch.setattr(experiment, "RECORD_FILE", path)
+    monkeypatch.setattr(machine, "use_threads", lambda n, who=None: None)  # (this process's BLAS pool stays)
+    monkeypatch.chdir(tmp_path)
+    for _, args in readers:  # before the fix: tracebacks, a hang on the FIFO, /dev/zero read until memory ran out
+        status = experiment.main(args)
+        out, err = capsys.readouterr()
+        one_line_error(subprocess.CompletedProcess(args, status, out, err), f"{name}.json", phrase)
+        assert out == "" and "NOT OK" not in err  # refused before any training
+    assert not (tmp_path / "out").exists()
+
+
+@POSIX
+@pytest.mark.parametrize("how", IN_A_PROCESS)
+@pytest.mark.parametrize("name", list(READERS))
+def test_a_fifo_or_a_device_as_the_record_is_one_line_from_every_command(lab, name, how):
+    """The same refusals from the command line, under a memory limit and a time limit."""
+    key, readers = READERS[name]
+    phrase = damage(lab / "experiments" / f"{name}.json", how, key)
+    for module, args in readers:
         proc = run(module, *args, cwd=lab, timeout=40)
         one_line_error(proc, f"{name}.json", phrase)
-        assert proc.stdout == "" and "NOT OK" not in proc.stderr  # refused before any training
+        assert proc.stdout == "" and "NOT OK" not in proc.stderr
     assert not (lab / "out").exists()
 
 
