@@ -110,9 +110,19 @@ def expected_fd_errors():
 
 def test_each_answer_is_what_model_py_computes_for_the_same_weights():
     answers = {lesson.key: lesson.answer(LAB) for lesson in lessons.LESSONS}
+    assert LAB.params == SEED  # the answers leave the weights as they were
+    for lesson in lessons.LESSONS:  # each answer in the shape ask reads, and judged right for a right guess
+        answer = answers[lesson.key]
+        assert set(answer) == {"value", "shown", "bounds"} and answer["shown"] and answer["bounds"]
+        assert lesson.judge(lessons.parse_guess(lesson.guess, RIGHT[lesson.key]), answer) == "right"
     assert answers["tokens"]["value"] == expected_tokens() == 4
     assert answers["init-loss"]["value"] == expected_init_loss() == TRACE["initial_loss"]  # the trace's own figure
     assert answers["layernorm-variance"]["value"] == expected_layernorm_variance()
+    assert 0.9 < answers["layernorm-variance"]["value"] < 1.0  # just below 1: EPS
+    shown = "\n".join(answers["layernorm-variance"]["shown"])
+    tiny = float(re.search(r"times smaller, the output variance is (\S+)", shown).group(1))
+    assert tiny < 1e-3  # with smaller embeddings, EPS rules: layer norm no longer normalises
+    assert (lessons.ORDER_A, lessons.ORDER_B) == (TRACE["order_test"]["a"], TRACE["order_test"]["b"])
     assert answers["order"]["value"] == expected_order_gaps()
     assert answers["order"]["value"][0] == 0.0 and answers["order"]["value"][1] > 0.0  # exact: 0.0, and a gap
     assert answers["order"]["value"] == (TRACE["order_test"]["last_logit_gap_without_positions"],
@@ -144,24 +154,6 @@ def test_the_block_lessons_backward_steps_are_model_pys_backward():
     share = lessons.RELU_MLP.answer(LAB)["value"]
     assert share[0] == share[1] and 0.4 < share[0] < 0.6
     assert 1.0 < lessons.PRE_NORM.answer(LAB)["value"] < 1.01  # layer norm takes the scale away, but for EPS
-
-
-def test_the_answers_leave_the_weights_as_they_were():
-    for lesson in lessons.LESSONS:
-        lesson.answer(LAB)
-    assert LAB.params == SEED
-
-
-def test_the_order_sentences_are_the_traces():
-    assert (lessons.ORDER_A, lessons.ORDER_B) == (TRACE["order_test"]["a"], TRACE["order_test"]["b"])
-
-
-def test_the_variance_falls_short_of_one_by_eps_and_far_short_with_smaller_embeddings():
-    value = lessons.LAYERNORM.answer(LAB)["value"]
-    assert 0.9 < value < 1.0  # just below 1: EPS
-    shown = "\n".join(lessons.LAYERNORM.answer(LAB)["shown"])
-    tiny = float(re.search(r"times smaller, the output variance is (\S+)", shown).group(1))
-    assert tiny < 1e-3  # EPS rules: layer norm no longer normalises
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -234,18 +226,6 @@ def test_a_choice_is_taken_by_its_number_or_its_words():
             lessons.parse_guess(lessons.CAUSALITY.guess, bad)
 
 
-def test_a_lesson_that_needs_numpy_is_skipped_with_its_reason_where_numpy_is_missing(monkeypatch):
-    calls = []
-    needs_numpy = lessons.Lesson(key="x", title="t", question="q", guess=("number",),
-                                 answer=lambda lab: calls.append(lab), judge=lessons.Within(1, 2), explain="e",
-                                 source="model.py: forward", needs="numpy")
-    real = lessons.importlib.util.find_spec
-    monkeypatch.setattr(lessons.importlib.util, "find_spec", lambda name: None if name == "numpy" else real(name))
-    record, said = run_ask(needs_numpy, "1")
-    assert record == {"key": "x", "skipped": record["skipped"]} and "needs NumPy" in record["skipped"]
-    assert "skipped: " in said and "pip install numpy" in said and calls == []  # nothing asked, nothing computed
-
-
 def test_a_judge_that_says_something_else_is_an_error():
     odd = lessons.Lesson(key="x", title="t", question="q", guess=("number",), answer=lessons.TOKENS.answer,
                          judge=lambda guess, answer: "maybe", explain="e", source="bpe.py: Tokenizer", needs="stdlib")
@@ -284,10 +264,6 @@ def test_every_lesson_of_the_path_in_order_each_well_formed():
         assert all(len(line) <= 120 for line in (lesson.question + "\n" + lesson.explain).splitlines()), lesson.key
         if lesson.needs == "numpy":  # each says what it costs, and that a busy machine takes longer
             assert all(says in flat(lesson.explain) for says in ("2-vCPU machine", "longer on a busy one")), lesson.key
-    for lesson in lessons.LESSONS:
-        answer = lesson.answer(LAB)
-        assert set(answer) == {"value", "shown", "bounds"} and answer["shown"] and answer["bounds"]
-        assert lesson.judge(lessons.parse_guess(lesson.guess, RIGHT[lesson.key]), answer) == "right"
 
 
 def test_every_source_names_a_file_and_functions_that_are_there():
