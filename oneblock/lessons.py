@@ -105,7 +105,7 @@ def page_words(lesson):
 # The lab: the weights every answer reads
 
 
-def build_lab(ckpt_path=None, tokenizer_path=TOKENIZER):
+def build_lab(ckpt_path=None):
     """The namespace the answers read: params (model.py's dict of lists), config (a ModelConfig), tokenizer (a
     bpe.Tokenizer), ckpt_path (None for the seed's weights, model.init_params(96, 16, 64, 64, 3)) and write (where a
     lesson that trains writes its progress: print, until ask sets its own). A checkpoint that is missing or bad is a
@@ -116,7 +116,7 @@ def build_lab(ckpt_path=None, tokenizer_path=TOKENIZER):
     (ModelConfig(vocab=96, d=16, hidden=64, max_len=64, blocks=1, heads=1, positions='learned'), None, 7440)
     """
     if ckpt_path is None:
-        tokenizer = bpe.Tokenizer.load(tokenizer_path)
+        tokenizer = bpe.Tokenizer.load(TOKENIZER)
         vocab, d, hidden, max_len, seed = SEED
         return SimpleNamespace(params=model.init_params(vocab, d, hidden, max_len, seed),
                                config=ModelConfig(vocab, d, hidden, max_len), tokenizer=tokenizer, ckpt_path=None,
@@ -129,7 +129,7 @@ def build_lab(ckpt_path=None, tokenizer_path=TOKENIZER):
         raise ValueError(f"--ckpt {ckpt_path} is a folder; expected a checkpoint file such as"
                          f" {path / 'ckpt.safetensors'}")
     ckpt = checkpoint.load_checkpoint(path)
-    tokenizer = checkpoint.tokenizer_of(ckpt, tokenizer_path, str(ckpt_path))
+    tokenizer = checkpoint.tokenizer_of(ckpt, TOKENIZER, str(ckpt_path))
     return SimpleNamespace(params=checkpoint.reference_params(ckpt), config=ckpt["config"], tokenizer=tokenizer,
                            ckpt_path=str(ckpt_path), write=print)
 
