@@ -18,7 +18,7 @@ import argparse
 import sys
 
 from oneblock import lessons
-from oneblock.lessons import all_lessons, numpy_lessons, trained_lessons  # noqa: F401  (the path, as tests read it)
+from oneblock.lessons import all_lessons, numpy_lessons  # noqa: F401  (all_lessons: the path, as tests read it)
 
 
 def build_parser():

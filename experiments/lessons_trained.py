@@ -1,7 +1,6 @@
 """The lessons that train: lessons 11 to 13 of the path, after the ten of oneblock/lessons.py (whose Lesson, judges
 and lab they share). Each answer is computed live, with NumPy: a short run trained on the spot from the seed's
-initial weights (the steps are said with the answer). An answer writes its progress through lab.write when the lab
-has one, print otherwise.
+initial weights (the steps are said with the answer). An answer writes its progress through lab.write.
 
     >>> [lesson.key for lesson in LESSONS]
     ['floor', 'positions-past-length', 'second-block']
@@ -20,24 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
-import bpe
-from oneblock import data as data_files, floor, numpy_model, training
+from oneblock import floor, numpy_model, training
 from oneblock.config import SCHEMES
-from oneblock.lessons import Exactly, Lesson, Skip, weights
+from oneblock.lessons import Exactly, Lesson, Skip, shipped_tokenizer, weights
 from oneblock.settings import Settings, checked, model_config
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def writer(lab):
-    """Where an answer writes its progress: lab.write when the lab has one, print otherwise.
-
-    >>> from types import SimpleNamespace
-    >>> said = []
-    >>> writer(SimpleNamespace(write=said.append))("step 1"), said
-    (None, ['step 1'])
-    """
-    return getattr(lab, "write", None) or print
 
 
 def need(*packages):
@@ -52,12 +39,6 @@ def need(*packages):
                        f" tests/requirements.txt")
 
 
-def stories_lab(lab):
-    """Whether the lab's tokenizer is the shipped one (tokenizer.json), so that its model reads the stories as the
-    runs trained here do: a checkpoint trained on a text of its own has a tokenizer of that text."""
-    return lab.tokenizer.merges == bpe.Tokenizer.load(data_files.TOKENIZER_FILE).merges
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # 11. floor: can training go below the entropy floor?
 
@@ -69,7 +50,7 @@ FLOOR_CHOICES = ("yes", "no")
 def page_val_loss(lab, data):
     """The validation loss of the lab's own model (its weights, its config) on data's validation stories, in nats
     per token, or None with the reason when that model cannot read them."""
-    if not stories_lab(lab):
+    if not shipped_tokenizer(lab):
         return None, "its tokenizer is a text's own, not the stories'"
     if lab.config.max_len < max(len(ids) - 1 for ids in data.val_ids) and lab.config.positions == "learned":
         return None, f"it has {lab.config.max_len} positions, fewer than a validation story needs"
@@ -82,12 +63,11 @@ def floor_answer(lab, steps=FLOOR_STEPS):
     """Train a run of `steps` steps on the stories (the numpy backend, from the seed's initial weights) and read its
     validation loss against the floor of the validation stories (and the corpus's, corpus-entropy.json's)."""
     need("threadpoolctl")
-    write = writer(lab)
     corpus_floor = floor.load_floor()
     s = Settings(steps=steps, eval_every=min(FLOOR_EVAL, steps), quiet=True)
-    write(f"training {steps} steps on the stories (numpy backend, the seed's initial weights) ...")
+    lab.write(f"training {steps} steps on the stories (numpy backend, the seed's initial weights) ...")
     started = time.perf_counter()
-    run = training.train(s, report=write)
+    run = training.train(s, report=lab.write)
     seconds = time.perf_counter() - started
     if run.failure is not None:
         raise RuntimeError(run.failure[0])
@@ -221,11 +201,10 @@ def past_length_answer(lab, steps=PAST_STEPS):
     """Train each scheme `steps` steps on windows of 64 tokens, then run it with numpy_model on windows of 101
     tokens of the validation stories: the learned scheme's refusal, the others' loss before and past 64."""
     need("threadpoolctl")
-    write = writer(lab)
     data, runs, shown = None, {}, []
     started = time.perf_counter()
     for scheme in SCHEMES:
-        write(f"training {scheme} positions, {steps} steps on windows of {TRAINED_LEN} tokens ...")
+        lab.write(f"training {scheme} positions, {steps} steps on windows of {TRAINED_LEN} tokens ...")
         run = training.train(Settings(steps=steps, eval_every=steps, positions=scheme, quiet=True), data=data)
         if run.failure is not None:
             raise RuntimeError(run.failure[0])
@@ -244,7 +223,7 @@ def past_length_answer(lab, steps=PAST_STEPS):
                          f" {got['within']:.3f})")
     shown.insert(0, f"{len(ids)} windows of {PAST_POSITION + 1} tokens of the validation stories; each scheme"
                     f" trained {steps} steps here on windows of {TRAINED_LEN} ({seconds:.1f} s for the four)")
-    if stories_lab(lab):
+    if shipped_tokenizer(lab):
         page = reads_past(numpy_model.from_lists(lab.params), lab.config, ids, targets)
         shown.append(f"the page's model ({weights(lab)}, {lab.config.positions} positions): "
                      + reading_line("it", page).removeprefix("it: "))
@@ -337,16 +316,15 @@ def second_block_answer(lab, steps=COPY_STEPS):
     need("threadpoolctl")
     from experiments.induction import induction_config, induction_measures, periodic
 
-    write = writer(lab)
     test = periodic(random.Random(TEST_SEED), TEST_SEQUENCES)
     measured, shown = {}, []
     started = time.perf_counter()
     for size in COPY_SIZES:
         name = "one block" if size[0] == 1 else "two blocks"
-        write(f"training {name} on the copying task, {steps} steps of {COPY_BATCH} sequences, lr {COPY_LR[size]:g}"
-              f" ...")
+        lab.write(f"training {name} on the copying task, {steps} steps of {COPY_BATCH} sequences,"
+                  f" lr {COPY_LR[size]:g} ...")
         t0 = time.perf_counter()
-        params = copy_train(size, steps, write)
+        params = copy_train(size, steps, lab.write)
         with training.use_threads(copy_settings(size, steps)):
             measured[name], _ = induction_measures(params, induction_config(size), test)
         m = measured[name]

@@ -21,7 +21,6 @@ A guess is one of:
 """
 
 import importlib
-import importlib.util
 import math
 from dataclasses import dataclass, field
 from math import fsum
@@ -58,7 +57,7 @@ class Lesson:
     judge: Callable   # judge(guess_value, answer_dict) -> "right" / "close" / "off", in words a learner reads
     explain: str      # a short explanation, a few lines: a template, as the question
     source: str       # where the lab makes it so: "model.py: layernorm_forward" (file and function names)
-    needs: str        # "stdlib" or "numpy" (what answer() imports)
+    needs: str = "stdlib"  # "stdlib" or "numpy" (what answer() imports)
     slots: dict = field(default_factory=dict)  # the values of the slots of its own runs ({steps}, ...) here; the
     # page fills them with its own runs' (explorer/lessons.js)
 
@@ -106,20 +105,22 @@ def page_words(lesson):
 # The lab: the weights every answer reads
 
 
-def build_lab(ckpt_path=None, tokenizer_path=TOKENIZER):
+def build_lab(ckpt_path=None):
     """The namespace the answers read: params (model.py's dict of lists), config (a ModelConfig), tokenizer (a
-    bpe.Tokenizer) and ckpt_path (None for the seed's weights, model.init_params(96, 16, 64, 64, 3)). A checkpoint
-    that is missing or bad is a ValueError that names it.
+    bpe.Tokenizer), ckpt_path (None for the seed's weights, model.init_params(96, 16, 64, 64, 3)) and write (where a
+    lesson that trains writes its progress: print, until ask sets its own). A checkpoint that is missing or bad is a
+    ValueError that names it.
 
     >>> lab = build_lab()
     >>> lab.config, lab.ckpt_path, model.count_params(lab.params)
     (ModelConfig(vocab=96, d=16, hidden=64, max_len=64, blocks=1, heads=1, positions='learned'), None, 7440)
     """
     if ckpt_path is None:
-        tokenizer = bpe.Tokenizer.load(tokenizer_path)
+        tokenizer = bpe.Tokenizer.load(TOKENIZER)
         vocab, d, hidden, max_len, seed = SEED
         return SimpleNamespace(params=model.init_params(vocab, d, hidden, max_len, seed),
-                               config=ModelConfig(vocab, d, hidden, max_len), tokenizer=tokenizer, ckpt_path=None)
+                               config=ModelConfig(vocab, d, hidden, max_len), tokenizer=tokenizer, ckpt_path=None,
+                               write=print)
     path = Path(ckpt_path)
     if not path.exists():
         raise ValueError(f"no checkpoint at {ckpt_path}; train one with python3 train.py, or leave out --ckpt for"
@@ -128,9 +129,20 @@ def build_lab(ckpt_path=None, tokenizer_path=TOKENIZER):
         raise ValueError(f"--ckpt {ckpt_path} is a folder; expected a checkpoint file such as"
                          f" {path / 'ckpt.safetensors'}")
     ckpt = checkpoint.load_checkpoint(path)
-    tokenizer = checkpoint.tokenizer_of(ckpt, tokenizer_path, str(ckpt_path))
+    tokenizer = checkpoint.tokenizer_of(ckpt, TOKENIZER, str(ckpt_path))
     return SimpleNamespace(params=checkpoint.reference_params(ckpt), config=ckpt["config"], tokenizer=tokenizer,
-                           ckpt_path=str(ckpt_path))
+                           ckpt_path=str(ckpt_path), write=print)
+
+
+def shipped_tokenizer(lab):
+    """Whether the lab's tokenizer is the shipped one (tokenizer.json, learned from corpus.txt), so that its model
+    reads the stories as the seed and the runs trained on them do: a checkpoint trained on a text of its own has a
+    tokenizer of that text.
+
+    >>> shipped_tokenizer(build_lab())
+    True
+    """
+    return lab.tokenizer.merges == bpe.Tokenizer.load(TOKENIZER).merges
 
 
 def weights(lab):
@@ -373,7 +385,7 @@ WORD = " garden"  # with the space before it, as it stands in a sentence
 def corpus_counts(lab):
     """How often WORD and ' kite' (a token of its own) stand in corpus.txt, the text the shipped tokenizer learned
     from: nothing for a checkpoint that carries a tokenizer of its own text."""
-    if lab.tokenizer.merges != bpe.Tokenizer.load(TOKENIZER).merges:
+    if not shipped_tokenizer(lab):
         return []
     text = CORPUS.read_text(encoding="utf-8")
     return [f"in corpus.txt: {WORD!r} {text.count(WORD)} times, ' kite' (one token) {text.count(' kite')} times"]
@@ -413,7 +425,6 @@ TOKENS = Lesson(
             "its own and stays in pieces, each a merge that other words paid for. A larger vocabulary would give it\n"
             "fewer pieces, and the model fewer positions to read for the same text.",
     source="bpe.py: Tokenizer.train (the merges), Tokenizer.encode_piece (applying them in rank order)",
-    needs="stdlib",
 )
 
 
@@ -455,7 +466,6 @@ INIT_LOSS = Lesson(
             "the loss is within a few thousandths of ln {vocab}, above or below it by chance. A loss far above\n"
             "ln {vocab} at step 0 would mean an initialisation that is too large; training then brings it far below.",
     source="model.py: init_params, forward, loss_and_dlogits",
-    needs="stdlib",
 )
 
 
@@ -513,7 +523,6 @@ LAYERNORM = Lesson(
             "variance falls short of 1 by about a percent or two. Make the embeddings smaller still and EPS wins:\n"
             "layer norm no longer normalises, it shrinks.",
     source="model.py: layernorm_forward (EPS)",
-    needs="stdlib",
 )
 
 
@@ -572,7 +581,6 @@ ORDER = Lesson(
             "and differ. With positions, each token's vector carries its place, and the last scores tell the two\n"
             "sentences apart; the seed's position rows are tiny (0.02), so the gap is small until training grows it.",
     source="model.py: forward (use_positions), attention_forward; trace_block.py: last_logits_gap",
-    needs="stdlib",
 )
 
 
@@ -623,7 +631,6 @@ CAUSALITY = Lesson(
             "token, and every later position reads k through attention. That is what lets one pass train every\n"
             "position's prediction at once without any of them seeing its answer.",
     source="model.py: attention_forward (its mask: position i scores j <= i only), forward",
-    needs="stdlib",
 )
 
 
@@ -700,7 +707,6 @@ FINITE_DIFFERENCE = Lesson(
             "1/h. The error falls while truncation rules, reaches its least where the two meet, near h = 1e-5, and\n"
             "rises again as round-off takes over: the gradient check (trace_block.py) uses h = 1e-6, near the bottom.",
     source="model.py: backward, sequence_loss; trace_block.py: gradient_errors (STEP = 1e-6)",
-    needs="stdlib",
 )
 
 
@@ -793,7 +799,6 @@ PRE_NORM = Lesson(
             "sublayers read a normalised copy and add to the stream, which only the final layer norm normalises.\n"
             "Without the norm in front, attention's output would scale with its input, and the stream with it.",
     source="model.py: forward, layernorm_forward, attention_forward",
-    needs="stdlib",
 )
 
 
@@ -839,7 +844,6 @@ RELU_MLP = Lesson(
             "units that were on: the gradient is exactly 0.0 at the same entries. A unit off at every position of\n"
             "every batch would get no gradient at all and never come back (a dead unit); the seed has none.",
     source="model.py: forward (ReLU), backward (dpre)",
-    needs="stdlib",
 )
 
 
@@ -893,7 +897,6 @@ SOFTMAX_GRADIENT = Lesson(
             "uniform, p about 1/{vocab}, so T times the gradient is about 1/{vocab} - 1. Each row sums to 0: moving\n"
             "every score of a row up together changes no probability.",
     source="model.py: loss_and_dlogits",
-    needs="stdlib",
 )
 
 
@@ -946,7 +949,6 @@ SKIP_PATHS = Lesson(
             "embeddings, the first block's weights with them, would learn almost nothing. With them, every block\n"
             "gets the gradient of the loss directly.",
     source="model.py: backward (skip path 1, skip path 2)",
-    needs="stdlib",
 )
 
 
@@ -987,17 +989,13 @@ def imported_lessons(name, what, packages):
     return list(module.LESSONS), None
 
 
-def trained_lessons():
-    """(the lessons of experiments/lessons_trained.py, None), or ([], why they are not here) when that module or
-    NumPy is missing. Any other error in it raises: a broken module is not a missing one."""
-    return imported_lessons("experiments.lessons_trained", "the lessons that train are", ("numpy",))
-
-
 def numpy_lessons():
-    """(the lessons after the ten, why some are left out, or None): the three that train, then the scaling lesson
-    of experiments/lessons_scaling.py, which needs SciPy too. The path keeps its order, so the scaling lesson comes
-    only after the three (without NumPy, neither imports)."""
-    trained, why = trained_lessons()
+    """(the lessons after the ten, why some are left out, or None): the three that train, of
+    experiments/lessons_trained.py (NumPy), then the scaling lesson of experiments/lessons_scaling.py, which needs
+    SciPy too. A missing module or package leaves its lessons out; any other error in it raises: a broken module is
+    not a missing one. The path keeps its order, so the scaling lesson comes only after the three (without NumPy,
+    neither imports)."""
+    trained, why = imported_lessons("experiments.lessons_trained", "the lessons that train are", ("numpy",))
     if why:
         return [], f"{why} (and the scaling lesson after them)"
     scaling, why = imported_lessons("experiments.lessons_scaling", "the scaling lesson is", ("numpy", "scipy"))
@@ -1016,13 +1014,6 @@ def all_lessons():
 
 # ----------------------------------------------------------------------------------------------------------------
 # Asking: the question, the guess first, then the answer computed live
-
-
-def missing_package(lesson):
-    """Why this machine cannot run a lesson (the package it needs is not installed), or None."""
-    if lesson.needs == "numpy" and importlib.util.find_spec("numpy") is None:
-        return "it needs NumPy, which is not installed; install it with: python3 -m pip install numpy"
-    return None
 
 
 def read_guess(lesson, read, write):
@@ -1064,14 +1055,10 @@ def ask(lesson, lab, read=input, write=print):
     >>> ask(TOKENS, build_lab(), read=lambda prompt: "4", write=said.append)["verdict"]
     'right'
     """
-    write(f"{lesson.title}")
+    write(lesson.title)
     write("")
     said = words(lesson, lab)
     write(said["question"])
-    why = missing_package(lesson)
-    if why:
-        write(f"skipped: {why}")
-        return {"key": lesson.key, "skipped": why}
     guess = read_guess(lesson, read, write)
     if guess is None:
         return None
@@ -1089,8 +1076,7 @@ def ask(lesson, lab, read=input, write=print):
     write(f"your guess: {show(guess)}")
     for line in answer_lines(answer):
         write(line)
-    rule = getattr(lesson.judge, "rule", None)
-    write(f"verdict: {verdict}" + (f" ({rule})" if rule else ""))
+    write(f"verdict: {verdict} ({lesson.judge.rule})")
     write("")
     write(said["explain"])
     write(f"source: {lesson.source}")

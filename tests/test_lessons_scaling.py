@@ -1,8 +1,8 @@
-"""The scaling lesson (experiments/lessons_scaling.py) and the law's module (experiments/scaling_law.py): the lesson
-driven with scripted input and on the command line; its numbers equal to the committed record's fits; the refits on
-the larger budgets computed again here, from the record's runs, with a fit of this file's own calls; the moved
-functions the very ones scaling.py uses; and the answer explore.py's export gives the page (oneblock/export.py's
-scaling_answer): the lesson's own, or a skip that says what to run, and a damaged record refused.
+"""The scaling lesson (experiments/lessons_scaling.py) and the law's module (experiments/scaling_law.py): the lesson's
+numbers equal to the committed record's fits (tests/test_lessons.py drives it with scripted input and on the command
+line, with the ten); the refits on the larger budgets computed again here, from the record's runs, with a fit of this
+file's own calls; the moved functions the very ones scaling.py uses; and the answer explore.py's export gives the page
+(oneblock/export.py's scaling_answer): the lesson's own, or a skip that says what to run, and a damaged record refused.
 """
 
 import ast
@@ -21,20 +21,12 @@ pytest.importorskip("scipy", reason="the scaling lesson fits with SciPy")
 from experiments import lessons as command, lessons_scaling as ls, recording, scaling, scaling_law  # noqa: E402
 from experiments.recording import rounded  # noqa: E402
 from oneblock import lessons  # noqa: E402
-from run_helpers import script  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORD = json.loads((ROOT / "experiments" / "scaling.json").read_text(encoding="utf-8"))
 FLOOR = RECORD["floor"]["validation_nats_per_token"]
 PARAMS = ("E", "A", "alpha", "B", "beta")
 LAB = lessons.build_lab()
-
-
-
-def run_ask(*lines):
-    """ask() of the scaling lesson with these lines as the learner's input: (its record, all it wrote as text)."""
-    read, said = script(*lines)
-    return lessons.ask(ls.SCALING, LAB, read=read, write=said.append), "\n".join(said)
 
 
 @pytest.fixture(scope="module")
@@ -194,79 +186,6 @@ def test_the_moved_functions_are_the_ones_scaling_py_uses():
     tree = ast.parse((ROOT / "experiments" / "scaling.py").read_text(encoding="utf-8"))
     defined = {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
     assert defined.isdisjoint({"law", "fit_law", "law_summary", "slope", "name_of", "chosen_lr", "cell_values"})
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# The lesson driven as a learner drives it
-
-
-def test_the_tenth_lesson_comes_after_the_second_block_and_is_well_formed():
-    keys = [lesson.key for lesson in command.all_lessons()]
-    assert keys.index("scaling") == 13 and keys[12] == "second-block" and len(keys) == 14
-    lesson = ls.SCALING
-    assert ls.LESSONS == [lesson] and lesson.guess == ("number",) and lesson.needs == "numpy"
-    for line in (*lesson.question.splitlines(), *lesson.explain.splitlines()):
-        assert len(line) <= 120, line
-    assert "2-vCPU machine" in lesson.explain and "longer on a busy one" in lesson.explain.replace("\n", " ")
-    for part in lesson.source.split("; "):  # every file and function the source names is there
-        file, names = part.split(": ", 1)
-        tree = ast.parse((ROOT / file).read_text(encoding="utf-8"))
-        defined = {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
-        assert {name.strip() for name in names.split(",")} <= defined, part
-
-
-def test_a_bad_guess_is_named_and_asked_again_then_the_answer_is_judged():
-    record, said = run_ask("lots", "0.43")
-    assert record["verdict"] == "right" and record["value"] == ls.SCALING.answer(LAB)["value"], said
-    assert said.count("your guess (") == 2 and "not a guess: 'lots' is not a number. Try again." in said
-    said_words = lessons.words(ls.SCALING, LAB)
-    assert said.index("your guess (") < said.index("the answer: ") and said_words["question"] in said
-    assert said_words["explain"] in said and f"source: {ls.SCALING.source}" in said
-    assert run_ask("0.4")[0]["verdict"] == "close"
-    record, said = run_ask(f"{FLOOR}")  # the truth is not what the usual fit finds
-    assert record["verdict"] == "off" and "verdict: off" in said
-    assert run_ask("q")[0] is None
-
-
-def lessons_py(*args, stdin=""):
-    """python3 -m experiments.lessons with args and stdin, as a learner runs it."""
-    return subprocess.run([sys.executable, "-m", "experiments.lessons", *args], input=stdin, capture_output=True,
-                          text=True, cwd=ROOT, timeout=120)
-
-
-def test_the_command_line_asks_it_by_its_key():
-    done = lessons_py("--lesson", "scaling", "--guess", "0.43")
-    assert done.returncode == 0 and done.stderr == "", done.stderr
-    assert "lesson 1 of 1: scaling" in done.stdout and "verdict: right" in done.stdout
-    lines = lessons.answer_lines(ls.SCALING.answer(LAB))
-    assert "\n".join(lines) in done.stdout  # every figure, as the lesson computes it
-    done = lessons_py("--lesson", "scaling", stdin="lots\n0.49\n")
-    assert done.returncode == 0 and "not a guess: 'lots'" in done.stdout and "verdict: off" in done.stdout
-    done = lessons_py("--lesson", "scaling", "--guess", "lots")
-    assert done.returncode == 2 and done.stdout == "" and done.stderr == "error: 'lots' is not a number\n"
-    listed = lessons_py("--list").stdout.splitlines()
-    assert listed[13].startswith("14. scaling") and ls.SCALING.title in listed[13]
-
-
-def test_without_scipy_the_scaling_lesson_is_left_out_saying_why_and_a_broken_one_raises(monkeypatch):
-    real = lessons.importlib.import_module
-
-    def missing(name):
-        def fake(module):
-            if module == "experiments.lessons_scaling":
-                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-            return real(module)
-        return fake
-
-    monkeypatch.setattr(lessons.importlib, "import_module", missing("scipy"))
-    more, why = command.numpy_lessons()
-    assert [lesson.key for lesson in more] == ["floor", "positions-past-length", "second-block"]
-    assert why == "the scaling lesson is left out: SciPy is not installed"
-    monkeypatch.setattr(lessons.importlib, "import_module", missing("experiments.lessons_scaling"))
-    assert command.numpy_lessons()[1] == "the scaling lesson is left out: experiments/lessons_scaling.py is not there"
-    monkeypatch.setattr(lessons.importlib, "import_module", missing("matplotlib"))  # not what may be missing: a bug
-    with pytest.raises(ModuleNotFoundError):
-        command.numpy_lessons()
 
 
 # ----------------------------------------------------------------------------------------------------------------
