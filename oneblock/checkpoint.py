@@ -239,7 +239,7 @@ def check_fits(config, tensors, version):
 def check_training(training, config, metadata):
     """Raise a ValueError naming the first bad setting of a parsed training dict; return it if it is good: known
     settings only, each held to its rule (TRAINING_RULES), the settings your own text needs to split it again, and
-    agreement with each other and with the ModelConfig (seq_len, min_lr, warmup, the scheme and the sizes)."""
+    agreement with each other and with the ModelConfig (settings.crossed's rules, the scheme and the sizes)."""
     if not isinstance(training, dict):
         raise ValueError(f"metadata training is a JSON {type(training).__name__}, expected an object of settings")
     for name, value in training.items():
