@@ -60,6 +60,19 @@ def write_tiny(path, dtype="F32", blocks=1, **changes):
     return args
 
 
+@pytest.fixture(scope="module")
+def bases(tmp_path_factory):
+    """{name: bytes} of three tiny checkpoints: one block (format version 1), grown (2 blocks x 2 heads, version 2)
+    and a model of your own text (its metadata names the text and carries the tokenizer)."""
+    folder = tmp_path_factory.mktemp("bases")
+    own = {"text": "notes.txt", "text_sha256": "0" * 64, "split": "document",
+           checkpoint.TOKENIZER_KEY: (ROOT / "tokenizer.json").read_text(encoding="utf-8")}
+    write_tiny(folder / "one-block")
+    write_tiny(folder / "grown", blocks=2, config=GROWN)
+    write_tiny(folder / "own-text", training={"steps": 10, "lr": 0.01, "seq_len": 8, "val_fraction": 0.1}, extra=own)
+    return {name: (folder / name).read_bytes() for name in ("one-block", "grown", "own-text")}
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # The container: round trips through this reader and through the safetensors library
 
@@ -185,19 +198,6 @@ def test_decode_refuses_a_long_shape_before_multiplying_it(bases):
 # Bad files: each kind refused by checkpoint.load_bytes in one line that names the problem (tests/checkpoint_edits.py
 # makes the edits; tests/test_fuzz_checkpoints.py gives such files to every tool, tests/test_page_loader.py to the
 # explorer page)
-
-
-@pytest.fixture(scope="module")
-def bases(tmp_path_factory):
-    """{name: bytes} of three tiny checkpoints: one block (format version 1), grown (2 blocks x 2 heads, version 2)
-    and a model of your own text (its metadata names the text and carries the tokenizer)."""
-    folder = tmp_path_factory.mktemp("bases")
-    own = {"text": "notes.txt", "text_sha256": "0" * 64, "split": "document",
-           checkpoint.TOKENIZER_KEY: (ROOT / "tokenizer.json").read_text(encoding="utf-8")}
-    write_tiny(folder / "one-block")
-    write_tiny(folder / "grown", blocks=2, config=GROWN)
-    write_tiny(folder / "own-text", training={"steps": 10, "lr": 0.01, "seq_len": 8, "val_fraction": 0.1}, extra=own)
-    return {name: (folder / name).read_bytes() for name in ("one-block", "grown", "own-text")}
 
 
 def damage(*edits, **options):
