@@ -137,6 +137,11 @@ TRAINING_RULES = {
     "eval_every": settings.RULES["eval_every"],
 }
 TEXT_NEEDS = ("val_fraction", "seq_len")  # the settings a model of your own text needs to split it again
+TRAINING_WORDS = {  # a broken rule between settings (settings.CROSS_RULES) in the names a file records
+    "seq_len": "training seq_len is {seq_len}, more than the {max_len} positions of the model (config max_len)",
+    "warmup": "training warmup is {warmup}, longer than the run (steps {steps})",
+    "min_lr": "training min_lr is {min_lr}, more than lr {lr}: expected a learning rate that falls",
+}
 
 
 def _is_nats_text(v):
@@ -234,7 +239,7 @@ def check_fits(config, tensors, version):
 def check_training(training, config, metadata):
     """Raise a ValueError naming the first bad setting of a parsed training dict; return it if it is good: known
     settings only, each held to its rule (TRAINING_RULES), the settings your own text needs to split it again, and
-    agreement with each other and with the ModelConfig (seq_len, min_lr, warmup, the scheme and the sizes)."""
+    agreement with each other and with the ModelConfig (settings.crossed's rules, the scheme and the sizes)."""
     if not isinstance(training, dict):
         raise ValueError(f"metadata training is a JSON {type(training).__name__}, expected an object of settings")
     for name, value in training.items():
@@ -248,15 +253,9 @@ def check_training(training, config, metadata):
     if "text" in metadata and lacks:
         raise ValueError(f"training lacks {lacks}, which a model of your own text (metadata text) needs to split its"
                          f" text as it was split")
-    if training.get("seq_len", 0) > config.max_len:
-        raise ValueError(f"training seq_len is {training['seq_len']}, more than the {config.max_len} positions of"
-                         f" the model (config max_len)")
-    if "lr" in training and training.get("min_lr", 0) > training["lr"]:
-        raise ValueError(f"training min_lr is {training['min_lr']}, more than lr {training['lr']}: expected a"
-                         f" learning rate that falls")
-    if "steps" in training and training.get("warmup", 0) > training["steps"]:
-        raise ValueError(f"training warmup is {training['warmup']}, longer than the run (steps"
-                         f" {training['steps']})")
+    problem = settings.crossed({**training, "max_len": config.max_len}, TRAINING_WORDS)
+    if problem:
+        raise ValueError(problem)
     scheme = training.get("positions", config.positions)
     if isinstance(scheme, bool):  # before the schemes: whether the learned positions were on
         scheme = "learned" if scheme else "none"

@@ -138,6 +138,31 @@ RULES = {
     "max_len": at_least(1),
 }
 
+# The rules between settings, each written once: (the setting, the one it may not pass), in the order they are
+# checked. `crossed` finds the first one broken; each caller words it: `checked` with the flags (FLAG_WORDS),
+# checkpoint.py with the names a file records.
+CROSS_RULES = (("seq_len", "max_len"),  # a window reads at most the positions the model has
+               ("warmup", "steps"),  # the warm-up fits in the run
+               ("min_lr", "lr"))  # the learning rate falls
+FLAG_WORDS = {  # a broken rule as train.py's users read it (str.format of the settings' values)
+    "seq_len": "--seq-len {seq_len} is longer than the {max_len} positions the model has; expected 1 to {max_len}",
+    "warmup": "--warmup {warmup} is longer than the run (--steps {steps})",
+    "min_lr": "--min-lr {min_lr} is more than --lr {lr}: expected a learning rate that falls",
+}
+
+
+def crossed(values, words):
+    """The first rule between settings (CROSS_RULES) that values {name: value} break, in its words (words[name],
+    filled in with the values), or None; a rule whose settings are not both given (absent or None) is not checked.
+
+    >>> crossed({"warmup": 50, "steps": 10, "lr": 0.01}, FLAG_WORDS), crossed({"warmup": 5, "steps": 10}, FLAG_WORDS)
+    ('--warmup 50 is longer than the run (--steps 10)', None)
+    """
+    for name, bound in CROSS_RULES:
+        if values.get(name) is not None and values.get(bound) is not None and values[name] > values[bound]:
+            return words[name].format(**values)
+    return None
+
 
 # ----------------------------------------------------------------------------------------------------------------
 # Checking the settings
@@ -207,15 +232,11 @@ def _problem(given, s):
         model_config(s, s.vocab_size or bpe.VOCAB_SIZE).checked()
     except ValueError as e:  # (one head divides every width: then it is rope's, on an odd width)
         return f"{'--width' if s.heads == 1 else '--heads'} {s.width if s.heads == 1 else s.heads}: {e}"
-    if s.seq_len > s.max_len:
-        return (f"--seq-len {s.seq_len} is longer than the {s.max_len} positions the model has; expected 1 to"
-                f" {s.max_len}")
     if s.stop_at is not None and not 1 <= s.stop_at <= s.steps:
         return f"--stop-at {s.stop_at} is outside the run: expected a step from 1 to --steps ({s.steps})"
-    if s.warmup > s.steps:
-        return f"--warmup {s.warmup} is longer than the run (--steps {s.steps})"
-    if s.min_lr > s.lr:
-        return f"--min-lr {s.min_lr} is more than --lr {s.lr}: expected a learning rate that falls"
+    problem = crossed(dataclasses.asdict(s), FLAG_WORDS)  # seq_len, warmup, min_lr
+    if problem:
+        return problem
     if s.backend != "torch":
         if s.device is not None:
             return f"--device {s.device} is for --backend torch; the {s.backend} backend runs on the CPU"

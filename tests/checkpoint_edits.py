@@ -1,8 +1,8 @@
 """Helpers shared by the tests that damage checkpoints on purpose: three small checkpoints written by train.py in a
 second, a checkpoint file taken apart into its header and data and put together again, with the hashes made right
 or left as they were, and the damaged files that tests/test_fuzz_checkpoints.py gives every tool and
-tests/test_page_loader.py gives the explorer page too (tests/test_checkpoint_trust.py names Python's message for a
-few of them)."""
+tests/test_page_loader.py gives the explorer page too (tests/test_checkpoint.py names Python's message for each
+kind of them)."""
 
 import hashlib
 import json
@@ -74,15 +74,6 @@ def with_header(text, data):
     return len(text).to_bytes(8, "little") + text + data
 
 
-def edit_json(raw, key, change, resign=True):
-    """The file raw with the JSON object in metadata key (config or training) changed by change(dict), in place."""
-    header, data = split_file(raw)
-    obj = json.loads(header["__metadata__"][key])
-    change(obj)
-    header["__metadata__"][key] = json.dumps(obj)
-    return join_file(header, data, resign=resign)
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # The damaged files: seeded mutations of the three checkpoints, every kind of edit of their header, and the
 # pitfalls of a reader in JavaScript
@@ -91,6 +82,10 @@ HOSTILE = ["16", 16.0, True, None, [], {}, -1, 0, 10 ** 12, 10 ** 4000, 1e308, "
 DEEP = ["[" * 5000 + "]" * 5000, '{"a":' * 5000 + "1" + "}" * 5000]  # deeper than Python's JSON reader goes
 NOT_OBJECTS = ["[]", "3", "null", '"x"', "{", "1" * 5000, *DEEP]
 BAD_TEXT_NUMBERS = ["abc", "", "nan", "1e999", "-inf"]
+# the headers that cost a careless reader its time (a shape of 3,000,000 twos was multiplied out for two minutes, and
+# the page froze for 7 to 140 s), by the end of their labels: each reader must refuse them at once, by arithmetic
+HOSTILE_HEADERS = ("shape of 3,000,000 twos", "blocks = 10^7", "blocks = 10^9", "blocks = 10^12",
+                   "d = 300000001", "d = 100000000000")
 
 
 def edited(base, *edits, data_hash=True, resign=True):
@@ -113,6 +108,11 @@ def meta_json_edit(key, change):
         change(obj)
         header["__metadata__"][key] = json.dumps(obj)
     return edit
+
+
+def edit_json(raw, key, change, resign=True):
+    """The file raw with the JSON object in metadata key (config or training) changed by change(dict), in place."""
+    return edited(raw, meta_json_edit(key, change), resign=resign)()
 
 
 def set_meta(key, value):
@@ -318,4 +318,4 @@ def mutations(bases):
 
 MUST = ("heads ", "metadata_sha256", "data_sha256", "val8fraction", "blocks = 10^12", "nests", "adam_step",
         "rng_state", "config = '[]'", "training = '3'", "val_loss = 'abc'", "tokenizer", "= '[[[[", "= '{\"a\":{",
-        "training without val_fraction")  # tried on every base (tests/test_checkpoint_trust.py's cases among them)
+        "training without val_fraction")  # tried on every base (tests/test_checkpoint.py's cases among them)

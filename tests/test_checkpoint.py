@@ -1,5 +1,7 @@
 """checkpoint.py: the standard-library safetensors reader and writer against the safetensors library, and every kind
-of bad checkpoint rejected with a message that names the problem."""
+of bad checkpoint refused by checkpoint.load_bytes in one line that names the problem (tests/test_fuzz_checkpoints.py
+holds every tool that reads a checkpoint to a one-line refusal of such files; tests/test_page_loader.py the explorer
+page)."""
 
 import array
 import dataclasses
@@ -7,6 +9,7 @@ import json
 import math
 import random
 import struct
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,8 @@ import pytest
 from oneblock import checkpoint
 from oneblock.config import SWITCH_KEY, ModelConfig
 import model
+from checkpoint_edits import (DEEP, drop_meta, edited, join_file, meta_json_edit, set_meta, split_file, tensor_value,
+                              with_header)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,6 +26,8 @@ np = pytest.importorskip("numpy")
 
 TOKENIZER_SHA = checkpoint.sha256_file(ROOT / "tokenizer.json")
 CONFIG = ModelConfig(vocab=96, d=4, hidden=8, max_len=8)  # the tiny copy: small files
+GROWN = dataclasses.replace(CONFIG, blocks=2, heads=2)  # its grown model (format version 2)
+DECODE_S = 1.0  # the most CPU time checkpoint.decode may take to refuse a shape of 3,000,000 sizes
 
 
 def tiny_state(dtype="F32", seed=3, blocks=1):
@@ -53,10 +60,17 @@ def write_tiny(path, dtype="F32", blocks=1, **changes):
     return args
 
 
-def raw_tensors(path):
-    """{name: (dtype, shape, bytes of the values)} as the stdlib reader sees them."""
-    tensors, _ = checkpoint.load_file(path)
-    return {name: (dtype, shape, values.tobytes()) for name, (dtype, shape, values) in tensors.items()}
+@pytest.fixture(scope="module")
+def bases(tmp_path_factory):
+    """{name: bytes} of three tiny checkpoints: one block (format version 1), grown (2 blocks x 2 heads, version 2)
+    and a model of your own text (its metadata names the text and carries the tokenizer)."""
+    folder = tmp_path_factory.mktemp("bases")
+    own = {"text": "notes.txt", "text_sha256": "0" * 64, "split": "document",
+           checkpoint.TOKENIZER_KEY: (ROOT / "tokenizer.json").read_text(encoding="utf-8")}
+    write_tiny(folder / "one-block")
+    write_tiny(folder / "grown", blocks=2, config=GROWN)
+    write_tiny(folder / "own-text", training={"steps": 10, "lr": 0.01, "seq_len": 8, "val_fraction": 0.1}, extra=own)
+    return {name: (folder / name).read_bytes() for name in ("one-block", "grown", "own-text")}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -86,33 +100,23 @@ def test_header_is_padded_and_data_aligned():
     assert len(raw) == 8 + n + 20
 
 
-def test_safetensors_numpy_reads_what_we_write(tmp_path):
+@pytest.mark.parametrize("dtype", ["F32", "F64"])
+def test_safetensors_reads_what_we_write(tmp_path, dtype):
+    """The safetensors library reads our files bit for bit (its NumPy loader here; safetensors.torch, which
+    sample.py --backend torch uses, reads with the same parser)."""
     from safetensors.numpy import load_file
 
     path = tmp_path / "ckpt.safetensors"
-    args = write_tiny(path)
+    args = write_tiny(path, dtype=dtype)
     loaded = load_file(str(path))
     ours, _ = checkpoint.load_file(path)
     assert set(loaded) == set(ours)
-    for name, (dtype, shape, values) in ours.items():
+    for name, (kind, shape, values) in ours.items():
         assert loaded[name].shape == shape, name
-        assert loaded[name].dtype == {"F32": np.float32, "F64": np.float64, "I64": np.int64}[dtype], name
+        assert loaded[name].dtype == {"F32": np.float32, "F64": np.float64, "I64": np.int64}[kind], name
         assert loaded[name].tobytes() == values.tobytes(), name
     assert int(loaded[checkpoint.STEP]) == args["step"]
     assert loaded[checkpoint.RNG].tolist() == list(args["rng"].getstate()[1])
-
-
-def test_safetensors_torch_reads_what_we_write(tmp_path):
-    torch = pytest.importorskip("torch")
-    from safetensors.torch import load_file
-
-    path = tmp_path / "ckpt.safetensors"
-    write_tiny(path, dtype="F64")
-    loaded = load_file(str(path))
-    for name, (dtype, shape, values) in checkpoint.load_file(path)[0].items():
-        assert tuple(loaded[name].shape) == shape, name
-        assert loaded[name].dtype == {"F64": torch.float64, "I64": torch.int64}[dtype], name
-        assert loaded[name].flatten().tolist() == values.tolist(), name
 
 
 def test_we_read_what_safetensors_writes(tmp_path):
@@ -163,20 +167,176 @@ def test_save_replaces_the_file_and_leaves_no_temporary(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.safetensors"]
 
 
+def test_decode_refuses_a_long_shape_before_multiplying_it(bases):
+    """A shape of 3,000,000 twos was multiplied out before its size was checked (2^3,000,000, two minutes of
+    arithmetic, then "Exceeds the limit (4300 digits)"). Now the shape's length is bounded before its sizes are
+    looked at, and a product of sizes stops once it is past the data (a shape of 65 sizes is refused too, and one
+    whose product passes the data by far)."""
+    header, data = split_file(bases["one-block"])
+    header["W1"]["shape"] = [2] * 3_000_000
+    raw = join_file(header, data)
+    started = time.process_time()  # (this process's own work: the machine's other load is not the reader's)
+    with pytest.raises(ValueError, match="has a shape of 3,000,000 sizes, more than the 64"):
+        checkpoint.decode(raw)
+    seconds = time.process_time() - started
+    print(f"\ndecode refused 3,000,000 sizes in {seconds:.3f} s of CPU")
+    assert seconds < DECODE_S, seconds
+    header, data = split_file(bases["one-block"])
+    header["W1"]["shape"] = [1] * 63 + header["W1"]["shape"]  # 65 sizes, the same number of values
+    with pytest.raises(ValueError, match="has a shape of 65 sizes"):
+        checkpoint.decode(join_file(header, data))
+    header["W1"]["shape"] = [10 ** 4000, 10 ** 4000, 0]  # no values: the product is 0, however large the others
+    with pytest.raises(ValueError, match=r"covers \d+ bytes, but F32 of shape \(1000.*needs 0"):
+        checkpoint.decode(join_file(header, data))
+    header["W1"]["shape"] = [2] * 64
+    with pytest.raises(ValueError, match=r"tensor 'W1' is F32 of shape \(2, 2, .*, more values than the \d+ bytes of"
+                                         r" data hold"):
+        checkpoint.decode(join_file(header, data))
+
+
 # ----------------------------------------------------------------------------------------------------------------
-# Bad files: each rejected with a message that names the problem
+# Bad files: each kind refused by checkpoint.load_bytes in one line that names the problem (tests/checkpoint_edits.py
+# makes the edits; tests/test_fuzz_checkpoints.py gives such files to every tool, tests/test_page_loader.py to the
+# explorer page)
 
 
-def rewrite(path, tensors=None, metadata=None):
-    """Rewrite the checkpoint at path with changed tensors or metadata (a valid container, a bad checkpoint)."""
-    old_tensors, old_meta = checkpoint.load_file(path)
-    old_meta.pop(checkpoint.DATA_HASH_KEY)
-    new_tensors = tensors(old_tensors) if tensors else old_tensors
-    new_meta = metadata(old_meta) if metadata else old_meta
-    checkpoint.save_file(path, new_tensors, new_meta)
+def damage(*edits, **options):
+    """The damage of checkpoint_edits.edited as a function of a checkpoint's bytes (the hashes made right again,
+    unless options say otherwise)."""
+    return lambda raw: edited(raw, *edits, **options)()
+
+
+def rewritten(tensors=lambda t: t, metadata=lambda m: m):
+    """Damage that leaves a valid container of a bad checkpoint: its tensors or its metadata strings changed by
+    tensors(dict) or metadata(dict), the data hashed anew."""
+    def make(raw):
+        old_tensors, old_meta = checkpoint.decode(raw)
+        old_meta.pop(checkpoint.DATA_HASH_KEY)
+        return checkpoint.encode(tensors(old_tensors), metadata(old_meta))
+    return make
+
+
+def heads(n, resign):
+    """Damage: heads n in the config and the training; the metadata's hash as it was, or made right (resign)."""
+    return damage(*(meta_json_edit(key, lambda o: o.update(heads=n)) for key in ("config", "training")),
+                  resign=resign)
+
+
+def flip_w1(header, data):
+    """An edit of the data: one bit of a weight of W1 flipped."""
+    at = header["W1"]["data_offsets"][0] + 3
+    return data[:at] + bytes([data[at] ^ 0x01]) + data[at + 1:]
+
+
+def poisoned(name, bad):
+    """Damage: the value at flat index 1 of tensor name made bad."""
+    def change(tensors):
+        dtype, shape, values = tensors[name]
+        values = values.tolist()
+        values[1] = bad
+        return {**tensors, name: (dtype, shape, values)}
+    return rewritten(tensors=change)
+
+
+def sized(version, config):
+    """Damage: format version and config (a dict) as given."""
+    return damage(set_meta("format_version", version), set_meta("config", json.dumps(config)))
+
+
+CASES = [  # label, base, damage, phrases of the message
+    # the container (test_truncated_file_is_rejected_at_every_length cuts it everywhere)
+    ("header not an object", "one-block", lambda r: r[:8] + b"[{" + r[10:], ["corrupt"]),
+    ("a bit of a weight flipped", "one-block", damage(flip_w1, data_hash=False), ["corrupt"]),
+    ("header length past the end", "one-block", lambda r: (len(r) * 2).to_bytes(8, "little") + r[8:], ["truncated"]),
+    # the metadata strings
+    ("not a checkpoint of this model", "one-block",
+     lambda r: checkpoint.encode({"w": ("F32", (1,), [1.0])}, {"format": "pt"}), ["format is 'pt'"]),
+    ("format version 3", "one-block", damage(set_meta("format_version", "3")),
+     ["format version is '3'", "reads versions '1' and '2'"]),
+    ("no data_sha256", "one-block", damage(drop_meta(checkpoint.DATA_HASH_KEY), flip_w1, data_hash=False),
+     ["metadata lacks data_sha256, so nothing shows whether the data is the data that was written"]),
+    ("version 2 without metadata_sha256", "grown", damage(drop_meta(checkpoint.METADATA_HASH_KEY)),
+     ["has no metadata_sha256", "train it again"]),
+    ("heads 2 -> 1", "grown", heads(1, resign=False),  # (valid sizes: only the metadata's hash can tell)
+     ["the metadata's SHA-256 differs from the one recorded in metadata_sha256"]),
+    ("heads 2 -> 4", "grown", heads(4, resign=False),
+     ["the metadata's SHA-256 differs from the one recorded in metadata_sha256"]),
+    *[(f"val_loss {value!r}", "grown", damage(set_meta("val_loss", value)),  # (float() reads all but abc)
+       [f"metadata val_loss is {value!r}, expected a finite number"])
+      for value in ("abc", "1_000", "-3", " 2", "+3", "infinity")],
+    # the JSON of the config and the training, and of the header
+    ("config a list", "one-block", damage(set_meta("config", "[]")),
+     ["metadata config is a JSON list, expected an object"]),
+    ("training a number", "grown", damage(set_meta("training", "3")),
+     ["metadata training is a JSON int, expected an object of settings"]),
+    ("config 5,000 deep", "one-block", damage(set_meta("config", DEEP[0])),
+     ["metadata config nests deeper than Python's JSON reader goes"]),
+    ("training 5,000 deep", "own-text", damage(set_meta("training", DEEP[1])),
+     ["metadata training nests deeper than Python's JSON reader goes"]),
+    ("header 5,000 deep", "one-block", lambda r: with_header(b'{"__metadata__":' + DEEP[0].encode() + b"}",
+                                                             split_file(r)[1]),
+     ["the header nests deeper than Python's JSON reader goes", "the file is corrupt"]),
+    # the config's sizes and scheme
+    ("10^12 blocks", "grown", damage(meta_json_edit("config", lambda o: o.update(blocks=10 ** 12))),  # (by arithmetic)
+     ["config blocks is 1,000,000,000,000", "holds 92", "missing tensors: ['block2.ln1_g'"]),
+    ("a width of 10^4000", "grown", damage(meta_json_edit("config", lambda o: o.update(d=10 ** 4000))),
+     ["the config's sizes (vocab 96, d 1", "make at least 10^8,", "numbers, but the tensors of this file hold"]),
+    ("heads 2 -> 3, hash made right", "grown", heads(3, resign=True),
+     ["config heads = 3 does not divide the width d = 4"]),
+    ("grown sizes in version 1", "grown", sized("1", GROWN.to_json()),
+     ["config has blocks or heads, but format version '1' is of one block and one head"]),
+    ("version 2 without sizes", "grown", sized("2", CONFIG.to_json()),
+     ["config blocks is None, expected a positive int"]),
+    ("heads 0", "grown", sized("2", {**GROWN.to_json(), "heads": 0}), ["config heads is 0, expected a positive int"]),
+    ("blocks 3", "grown", sized("2", {**GROWN.to_json(), "blocks": 3}), ["missing tensors", "block2.ln1_g"]),
+    ("blocks 1", "grown", sized("2", {**GROWN.to_json(), "blocks": 1}), ["unexpected tensors", "block1.ln1_g"]),
+    ("positions sinusoidal, switch on", "one-block", sized("1", {**CONFIG.to_json(), "positions": "sinusoidal"}),
+     [f"{SWITCH_KEY} is true but positions is 'sinusoidal'", "exactly for 'learned'"]),
+    ("positions alibi", "one-block", sized("1", {**CONFIG.to_json(), "positions": "alibi"}),
+     ["config positions is 'alibi', expected one of ['learned', 'none', 'sinusoidal', 'rope']"]),
+    # the training settings, and the rules between them (settings.CROSS_RULES), in the names the file records
+    ("val8fraction", "own-text", damage(meta_json_edit("training", lambda t: t.update(
+        val8fraction=t.pop("val_fraction")))), ["training has the setting 'val8fraction', which no run"]),
+    ("no val_fraction", "own-text", damage(meta_json_edit("training", lambda t: t.pop("val_fraction"))),
+     ["training lacks ['val_fraction'], which a model of your own text"]),
+    ("seq_len past max_len", "one-block", damage(meta_json_edit("training", lambda t: t.update(seq_len=9))),
+     ["training seq_len is 9, more than the 8 positions of the model (config max_len)"]),
+    ("warmup past the run", "one-block", damage(meta_json_edit("training", lambda t: t.update(warmup=11))),
+     ["training warmup is 11, longer than the run (steps 10)"]),
+    ("min_lr above lr", "one-block", damage(meta_json_edit("training", lambda t: t.update(min_lr=0.1))),
+     ["training min_lr is 0.1, more than lr 0.01: expected a learning rate that falls"]),
+    # the tensors
+    ("a missing tensor", "one-block", rewritten(lambda t: {k: v for k, v in t.items() if k != "adam_v.Wq"}),
+     ["missing tensors", "adam_v.Wq"]),
+    ("a misshapen tensor", "one-block", rewritten(lambda t: {**t, "W1": ("F32", (8, 4), t["W1"][2])}),
+     ["'W1'", "shape (8, 4)", "expected (4, 8)"]),
+    ("an unexpected tensor", "one-block", rewritten(lambda t: {**t, "W9": ("F32", (1,), [0.0])}),
+     ["unexpected tensors", "W9"]),
+    ("mixed dtypes", "one-block", rewritten(lambda t: {**t, "b1": ("F64", t["b1"][1], t["b1"][2])}),
+     ["'b1'", "dtype F64", "expected F32"]),
+    *[(f"{name} {bad}", "one-block", poisoned(name, bad), [f"{name!r}", "non-finite", "flat index 1"])
+      for name in ("Wo", "adam_m.b2", "adam_v.tok_emb") for bad in (math.nan, math.inf, -math.inf)],
+    ("adam_step 2^62", "one-block", damage(tensor_value(checkpoint.STEP, [2 ** 62])),
+     ["adam_step is 4611686018427387904, past the end of the run it records (training steps 10)"]),
+    ("rng_state of 2^40s", "one-block", rewritten(lambda t: {**t, checkpoint.RNG: ("I64", (625,), [2 ** 40] * 625)}),
+     [checkpoint.RNG, "Mersenne"]),
+    ("rng_state all zero", "grown", damage(tensor_value(checkpoint.RNG, [0] * 624)),
+     ["rng_state has 624 words that are all zero"]),
+]
+
+
+@pytest.mark.parametrize("label, base, damage, phrases", CASES, ids=[case[0] for case in CASES])
+def test_a_bad_file_is_refused_in_one_line_naming_the_problem(bases, label, base, damage, phrases):
+    with pytest.raises(ValueError) as e:
+        checkpoint.load_bytes(damage(bases[base]), "m.safetensors", TOKENIZER_SHA)
+    message = str(e.value)
+    assert message.startswith("m.safetensors: ") and "\n" not in message, message
+    for phrase in phrases:
+        assert phrase in message, message
 
 
 def expect_rejected(path, *phrases, tokenizer_sha=TOKENIZER_SHA):
+    """Assert that load_checkpoint refuses the file at path with a message that names it and each phrase."""
     with pytest.raises(ValueError) as err:
         checkpoint.load_checkpoint(path, tokenizer_sha)
     message = str(err.value)
@@ -198,28 +358,6 @@ def test_truncated_file_is_rejected_at_every_length(tmp_path):
         assert "truncated" in message or "corrupt" in message, (cut, message)
 
 
-@pytest.mark.parametrize("where", ["header", "data"])
-def test_flipped_byte_is_rejected(tmp_path, where):
-    path = tmp_path / "ckpt.safetensors"
-    write_tiny(path)
-    raw = bytearray(path.read_bytes())
-    n = int.from_bytes(raw[:8], "little")
-    if where == "header":
-        raw[8:8 + 2] = b"[{"  # no longer an object
-    else:
-        raw[8 + n + 100] ^= 0x10  # one bit of one weight
-    path.write_bytes(bytes(raw))
-    expect_rejected(path, "corrupt")
-
-
-def test_header_length_past_the_end_is_rejected(tmp_path):
-    path = tmp_path / "ckpt.safetensors"
-    write_tiny(path)
-    raw = path.read_bytes()
-    path.write_bytes((len(raw) * 2).to_bytes(8, "little") + raw[8:])
-    expect_rejected(path, "truncated")
-
-
 def test_gap_between_tensors_is_rejected():
     raw = checkpoint.encode({"a": ("F32", (1,), [1.0]), "b": ("F32", (1,), [2.0])})
     n = int.from_bytes(raw[:8], "little")
@@ -237,88 +375,19 @@ def test_duplicate_header_key_is_rejected():
         checkpoint.decode(len(text).to_bytes(8, "little") + text + bytes(4))
 
 
-def test_wrong_format_version_is_rejected(tmp_path):
-    path = tmp_path / "ckpt.safetensors"
-    write_tiny(path)
-    rewrite(path, metadata=lambda m: {**m, "format_version": "3"})
-    expect_rejected(path, "format version is '3'", "reads versions '1' and '2'")
-
-
-def test_not_a_checkpoint_of_this_model_is_rejected(tmp_path):
-    path = tmp_path / "other.safetensors"
-    checkpoint.save_file(path, {"w": ("F32", (1,), [1.0])}, {"format": "pt"})
-    expect_rejected(path, "format is 'pt'")
-
-
-def test_missing_tensor_is_rejected(tmp_path):
-    path = tmp_path / "ckpt.safetensors"
-    write_tiny(path)
-    rewrite(path, tensors=lambda t: {k: v for k, v in t.items() if k != "adam_v.Wq"})
-    expect_rejected(path, "missing tensors", "adam_v.Wq")
-
-
-def test_misshapen_tensor_is_rejected(tmp_path):
-    path = tmp_path / "ckpt.safetensors"
-    write_tiny(path)
-    rewrite(path, tensors=lambda t: {**t, "W1": ("F32", (8, 4), t["W1"][2])})
-    expect_rejected(path, "'W1'", "shape (8, 4)", "expected (4, 8)")
-
-
-def test_unexpected_tensor_is_rejected(tmp_path):
-    path = tmp_path / "ckpt.safetensors"
-    write_tiny(path)
-    rewrite(path, tensors=lambda t: {**t, "W9": ("F32", (1,), [0.0])})
-    expect_rejected(path, "unexpected tensors", "W9")
-
-
-def test_mixed_dtypes_are_rejected(tmp_path):
-    path = tmp_path / "ckpt.safetensors"
-    write_tiny(path)
-    rewrite(path, tensors=lambda t: {**t, "b1": ("F64", t["b1"][1], t["b1"][2])})
-    expect_rejected(path, "'b1'", "dtype F64", "expected F32")
-
-
 def test_other_tokenizer_is_rejected(tmp_path):
     path = tmp_path / "ckpt.safetensors"
     write_tiny(path)
     expect_rejected(path, "tokenizer", "SHA-256", tokenizer_sha="0" * 64)
 
 
-@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
-@pytest.mark.parametrize("name", ["Wo", "adam_m.b2", "adam_v.tok_emb"])
-def test_non_finite_values_are_rejected(tmp_path, bad, name):
-    path = tmp_path / "ckpt.safetensors"
-    write_tiny(path)
-
-    def poison(t):
-        dtype, shape, values = t[name]
-        values = values.tolist()
-        values[1] = bad
-        return {**t, name: (dtype, shape, values)}
-
-    rewrite(path, tensors=poison)
-    expect_rejected(path, f"{name!r}", "non-finite", "flat index 1")
-
-
-def test_broken_rng_state_is_rejected(tmp_path):
-    path = tmp_path / "ckpt.safetensors"
-    write_tiny(path)
-    rewrite(path, tensors=lambda t: {**t, checkpoint.RNG: ("I64", (625,), [2 ** 40] * 625)})
-    expect_rejected(path, checkpoint.RNG, "Mersenne")
-
-
 # ----------------------------------------------------------------------------------------------------------------
-# The position scheme in the config
-
-
-def with_config(path, config):
-    """Rewrite the checkpoint at path with config (a dict) as its metadata config."""
-    rewrite(path, metadata=lambda m: {**m, "config": json.dumps(config)})
+# The position scheme in the config, and a grown model's sizes (format version 2)
 
 
 def test_position_scheme_in_the_config(tmp_path):
-    """A config may name its scheme; model.py's switch must then be true exactly for learned. A config without one
-    (files from before the schemes) reads as learned or none from the switch."""
+    """A config may name its scheme; model.py's switch must then be true exactly for learned (CASES hold the
+    refusals). A config without one (files from before the schemes) reads as learned or none from the switch."""
     path = tmp_path / "ckpt.safetensors"
     write_tiny(path, config=dataclasses.replace(CONFIG, positions="rope"))
     assert checkpoint.load_checkpoint(path)["config"].positions == "rope"
@@ -328,21 +397,9 @@ def test_position_scheme_in_the_config(tmp_path):
     assert checkpoint.positions_of({**before, SWITCH_KEY: False}) == "none"
     for switch, scheme in ((True, "learned"), (False, "none")):
         write_tiny(path)
-        with_config(path, {**before, SWITCH_KEY: switch})
+        config = json.dumps({**before, SWITCH_KEY: switch})
+        path.write_bytes(rewritten(metadata=lambda m, c=config: {**m, "config": c})(path.read_bytes()))
         assert checkpoint.load_checkpoint(path)["config"] == dataclasses.replace(CONFIG, positions=scheme)
-    write_tiny(path)
-    with_config(path, {**CONFIG.to_json(), "positions": "sinusoidal"})
-    expect_rejected(path, f"{SWITCH_KEY} is true but positions is 'sinusoidal'", "exactly for 'learned'")
-    write_tiny(path)
-    with_config(path, {**CONFIG.to_json(), "positions": "alibi"})
-    expect_rejected(path, "config positions is 'alibi', expected one of ['learned', 'none', 'sinusoidal', 'rope']")
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# A grown model's checkpoint: its sizes in the config, format version 2
-
-
-GROWN = dataclasses.replace(CONFIG, blocks=2, heads=2)
 
 
 def test_a_grown_checkpoint_records_its_sizes_as_version_2_and_a_one_block_one_stays_version_1(tmp_path):
@@ -357,18 +414,3 @@ def test_a_grown_checkpoint_records_its_sizes_as_version_2_and_a_one_block_one_s
     ckpt = checkpoint.load_checkpoint(path, TOKENIZER_SHA)
     assert ckpt["metadata"]["format_version"] == "1" and "blocks" not in json.loads(ckpt["metadata"]["config"])
     assert ckpt["config"] == CONFIG and (ckpt["config"].blocks, ckpt["config"].heads) == (1, 1)
-
-
-@pytest.mark.parametrize("config, version, phrases", [
-    (GROWN.to_json(), "1", ["config has blocks or heads, but format version '1' is of one block and one head"]),
-    (CONFIG.to_json(), "2", ["config blocks is None, expected a positive int"]),
-    ({**GROWN.to_json(), "heads": 0}, "2", ["config heads is 0, expected a positive int"]),
-    ({**GROWN.to_json(), "heads": 3}, "2", ["config heads = 3 does not divide the width d = 4"]),
-    ({**GROWN.to_json(), "blocks": 3}, "2", ["missing tensors", "block2.ln1_g"]),
-    ({**GROWN.to_json(), "blocks": 1}, "2", ["unexpected tensors", "block1.ln1_g"]),
-])
-def test_bad_sizes_in_a_checkpoint_are_rejected_naming_them(tmp_path, config, version, phrases):
-    path = tmp_path / "grown.safetensors"
-    write_tiny(path, blocks=2, config=GROWN)
-    rewrite(path, metadata=lambda m: {**m, "format_version": version, "config": json.dumps(config)})
-    expect_rejected(path, *phrases)

@@ -1,12 +1,11 @@
-"""What a checkpoint's header may say: each case of the defect report on checkpoint trust, refused by
-checkpoint.load_bytes (in-process) with a message that names the value; the sizes a tool is asked for, priced before
-they are spent, in a real subprocess of sample.py, compare.py, train.py --resume or explore.py under RLIMIT_AS (so
-that a regression stops there instead of taking the machine), refused in one line with exit status 2 and nothing
-written; and an export that cannot be written.
+"""What the tools that read a checkpoint are asked for, in a real subprocess of sample.py, compare.py, train.py
+--resume or explore.py under RLIMIT_AS (so that a regression stops there instead of taking the machine): the sizes
+they are asked for and a file larger than memory, priced before they are spent and refused in one line with exit
+status 2 and nothing written; the settings a checkpoint may record; and an export that cannot be written.
 
-(tests/test_fuzz_checkpoints.py throws hundreds of damaged files, these cases among them, at every tool and holds each
-to a one-line refusal; tests/test_page_loader.py gives the same files to the explorer page; tests/test_checkpoint.py
-checks the container and the reader's other refusals.)"""
+(checkpoint.py's refusal of each kind of bad file, and its message, is tests/test_checkpoint.py's;
+tests/test_fuzz_checkpoints.py throws hundreds of damaged files at every tool and holds each to a one-line refusal;
+tests/test_page_loader.py gives the same files to the explorer page.)"""
 
 import os
 import re
@@ -21,8 +20,7 @@ import pytest
 from oneblock import checkpoint, export, settings
 import bpe
 from oneblock.data import TOKENIZER_FILE
-from checkpoint_edits import (DEEP, RUNS, drop_meta, edit_json, edited, join_file, meta_json_edit, set_meta,
-                              split_file, tensor_value, with_header, write_bases)
+from checkpoint_edits import RUNS, write_bases
 
 pytest.importorskip("numpy")
 if os.name == "nt":
@@ -30,7 +28,6 @@ if os.name == "nt":
 
 ROOT = Path(__file__).resolve().parent.parent
 LIMIT = 3 << 30  # RLIMIT_AS of the subprocesses that could spend memory: enough for NumPy, far below the machine
-DECODE_S = 1.0  # the most CPU time checkpoint.decode may take to refuse a shape of 3,000,000 sizes
 
 
 @pytest.fixture(scope="module")
@@ -118,126 +115,7 @@ def test_sample_prices_the_tokens_it_is_asked_for(work):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Metadata: every field's type and range in one place
-
-
-def damage(*edits, **options):
-    """The damage of checkpoint_edits.edited as a function of a checkpoint's bytes (the hashes made right again,
-    unless options say otherwise)."""
-    return lambda raw: edited(raw, *edits, **options)()
-
-
-def heads(n, resign):
-    """Damage: heads n in the config and the training; the metadata's hash as it was, or made right (resign)."""
-    return damage(*(meta_json_edit(key, lambda o: o.update(heads=n)) for key in ("config", "training")),
-                  resign=resign)
-
-
-def flip_w1(header, data):
-    """An edit of the data: one bit of a weight of W1 flipped."""
-    at = header["W1"]["data_offsets"][0] + 3
-    return data[:at] + bytes([data[at] ^ 0x01]) + data[at + 1:]
-
-
-CASES = [  # label, base, damage, phrases
-    ("10^12 blocks", "grown", damage(meta_json_edit("config", lambda o: o.update(blocks=10 ** 12))),  # (by arithmetic)
-     ["config blocks is 1,000,000,000,000", "holds 92", "missing tensors: ['block2.ln1_g'"]),
-    ("config a list", "one-block", damage(set_meta("config", "[]")),
-     ["metadata config is a JSON list, expected an object"]),
-    ("training a number", "grown", damage(set_meta("training", "3")),
-     ["metadata training is a JSON int, expected an object of settings"]),
-    ("config 5,000 deep", "one-block", damage(set_meta("config", DEEP[0])),
-     ["metadata config nests deeper than Python's JSON reader goes"]),
-    ("training 5,000 deep", "own-text", damage(set_meta("training", DEEP[1])),
-     ["metadata training nests deeper than Python's JSON reader goes"]),
-    ("header 5,000 deep", "one-block", lambda r: with_header(b'{"__metadata__":' + DEEP[0].encode() + b"}",
-                                                             split_file(r)[1]),
-     ["the header nests deeper than Python's JSON reader goes", "the file is corrupt"]),
-    ("val_loss abc", "one-block", damage(set_meta("val_loss", "abc")),
-     ["metadata val_loss is 'abc', expected a finite number"]),
-    ("val8fraction", "own-text", lambda r: edit_json(r, "training", lambda t: t.update(
-        val8fraction=t.pop("val_fraction"))), ["training has the setting 'val8fraction', which no run"]),
-    ("no val_fraction", "own-text", lambda r: edit_json(r, "training", lambda t: t.pop("val_fraction")),
-     ["training lacks ['val_fraction'], which a model of your own text"]),
-    ("no data_sha256", "one-block", damage(drop_meta(checkpoint.DATA_HASH_KEY), flip_w1, data_hash=False),
-     ["metadata lacks data_sha256, so nothing shows whether the data is the data that was written"]),
-    ("heads 2 -> 1", "grown", heads(1, resign=False),
-     ["the metadata's SHA-256 differs from the one recorded in metadata_sha256"]),
-    ("heads 2 -> 8", "grown", heads(8, resign=False),
-     ["the metadata's SHA-256 differs from the one recorded in metadata_sha256"]),
-    ("heads 2 -> 3, hash made right", "grown", heads(3, resign=True),
-     ["config heads = 3 does not divide the width d = 8"]),
-    ("version 2 without metadata_sha256", "grown", damage(drop_meta(checkpoint.METADATA_HASH_KEY)),
-     ["has no metadata_sha256", "train it again"]),
-    ("adam_step 2^62", "one-block", damage(tensor_value(checkpoint.STEP, [2 ** 62])),
-     ["adam_step is 4611686018427387904, past the end of the run it records (training steps 4)"]),
-    ("rng_state all zero", "grown", damage(tensor_value(checkpoint.RNG, [0] * 624)),
-     ["rng_state has 624 words that are all zero"]),
-]
-
-
-@pytest.mark.parametrize("label, base, damage, phrases", CASES, ids=[case[0] for case in CASES])
-def test_a_header_that_says_too_much_is_refused_naming_the_value(work, label, base, damage, phrases):
-    _, bases = work
-    with pytest.raises(ValueError) as e:
-        checkpoint.load_bytes(damage(bases[base]), "m.safetensors")
-    message = str(e.value)
-    assert message.startswith("m.safetensors: ") and "\n" not in message, message
-    for phrase in phrases:
-        assert phrase in message, message
-
-
-def long_shape(raw):
-    """raw with tensor W1's shape a list of 3,000,000 twos."""
-    header, data = split_file(raw)
-    header["W1"]["shape"] = [2] * 3_000_000
-    return join_file(header, data, resign=True)
-
-
-def test_decode_refuses_a_long_shape_before_multiplying_it(work):
-    """A shape of 3,000,000 twos was multiplied out before its size was checked (2^3,000,000, two minutes of
-    arithmetic, then "Exceeds the limit (4300 digits)"). Now the shape's length is bounded before its sizes are
-    looked at, and a product of sizes stops once it is past the data (a shape of 65 sizes is refused too, and one
-    whose product passes the data by far)."""
-    _, bases = work
-    raw = long_shape(bases["one-block"])
-    started = time.process_time()  # (this process's own work: the machine's other load is not the reader's)
-    with pytest.raises(ValueError, match="has a shape of 3,000,000 sizes, more than the 64"):
-        checkpoint.decode(raw)
-    seconds = time.process_time() - started
-    print(f"\ndecode refused 3,000,000 sizes in {seconds:.3f} s of CPU")
-    assert seconds < DECODE_S, seconds
-    header, data = split_file(bases["one-block"])
-    header["W1"]["shape"] = [1] * 63 + header["W1"]["shape"]  # 65 sizes, the same number of values
-    with pytest.raises(ValueError, match="has a shape of 65 sizes"):
-        checkpoint.decode(join_file(header, data))
-    header["W1"]["shape"] = [10 ** 4000, 10 ** 4000, 0]  # no values: the product is 0, however large the others
-    with pytest.raises(ValueError, match=r"covers \d+ bytes, but F32 of shape \(1000.*needs 0"):
-        checkpoint.decode(join_file(header, data))
-    header["W1"]["shape"] = [2] * 64
-    with pytest.raises(ValueError, match=r"tensor 'W1' is F32 of shape \(2, 2, .*, more values than the \d+ bytes of"
-                                         r" data hold"):
-        checkpoint.decode(join_file(header, data))
-
-
-def test_a_width_of_ten_to_the_4000_is_refused_naming_the_sizes(work):
-    """Its count of numbers has 8,000 digits, more than Python prints: the message says the power of ten instead of
-    "Exceeds the limit (4300 digits) for integer string conversion"."""
-    _, bases = work
-    with pytest.raises(ValueError) as e:
-        checkpoint.load_bytes(edit_json(bases["grown"], "config", lambda c: c.update(d=10 ** 4000)), "wide")
-    for phrase in ("the config's sizes (vocab 96, d 1", "make at least 10^8,", "numbers, but the tensors of this"
-                   " file hold"):
-        assert phrase in str(e.value), str(e.value)
-
-
-@pytest.mark.parametrize("value", ["1_000", "-3", " 2", "+3", "infinity"])
-def test_a_loss_that_float_reads_but_no_run_writes_is_refused(work, value):
-    """val_loss is written as repr writes a float: digits, a point, an exponent; never a sign, a space or an
-    underscore, and a loss is never negative."""
-    _, bases = work
-    with pytest.raises(ValueError, match=re.escape(f"metadata val_loss is {value!r}, expected a finite number")):
-        checkpoint.load_bytes(damage(set_meta("val_loss", value))(bases["grown"]), "loss")
+# The settings a checkpoint may record
 
 
 def test_every_setting_train_py_and_the_page_record_is_known(work):

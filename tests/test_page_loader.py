@@ -27,7 +27,8 @@ import pytest
 
 from oneblock import checkpoint, export
 from oneblock.server import make_server
-from checkpoint_edits import edit_json, join_file, mutations, split_file, write_bases
+from checkpoint_edits import (HOSTILE_HEADERS, edit_json, join_file, mutations, pitfalls, split_file,
+                              write_bases)
 
 ROOT = Path(__file__).resolve().parent.parent
 SITES = {"one-block": "stories", "grown": "stories", "own-text": "own-text"}  # base -> the page whose tokenizer it has
@@ -212,19 +213,12 @@ def test_the_page_refuses_what_python_refuses_in_one_line(browser, work, served)
 
 
 def hostile(bases):
-    """The defect report's files that cost the page its time (7 to 140 s, or a crashed tab): (name, bytes). The
-    blocks are in the training settings too, so that the two agree and only the arithmetic can refuse them."""
-    grown = bases["grown"]
-    header, data = split_file(bases["one-block"])
-    header["W1"]["shape"] = [2] * 3_000_000
-
-    def blocks(n):
-        return edit_json(edit_json(grown, "config", lambda c: c.update(blocks=n)), "training",
-                         lambda t: t.update(blocks=n))
-
-    return [("blocks-1e7.safetensors", blocks(10 ** 7)), ("blocks-1e9.safetensors", blocks(10 ** 9)),
-            ("width.safetensors", edit_json(grown, "config", lambda c: c.update(d=300_000_001))),
-            ("shape.safetensors", join_file(header, data))]
+    """The defect report's files that cost the page its time (7 to 140 s, or a crashed tab), the HOSTILE_HEADERS of
+    the grown model: (file name, bytes). The blocks are in the training settings too, so that the two agree and only
+    the arithmetic can refuse them."""
+    cases = [make() for label, make in pitfalls("grown", bases["grown"]) if label.endswith(HOSTILE_HEADERS)]
+    assert len(cases) == 5
+    return [(f"hostile-{k}.safetensors", raw) for k, raw in enumerate(cases)]
 
 
 WATCH = """() => {
@@ -260,9 +254,9 @@ def chosen(page, path):
 
 
 def test_hostile_headers_are_refused_at_once(browser, work, served, tmp_path):
-    """10^7 and 10^9 blocks, a width of 300,000,001 and a shape of 3,000,000 twos, through the Load weights
-    button: each refused in one line, as Python refuses it, within REFUSE_S of choosing it; the model is unchanged
-    and the page works on."""
+    """10^7 and 10^9 blocks, widths of 300,000,001 and 10^4000 and a shape of 3,000,000 twos, through the Load
+    weights button: each refused in one line, as Python refuses it, within REFUSE_S of choosing it; the model is
+    unchanged and the page works on."""
     _, bases = work
     root, url = served
     page, errors = open_page(browser, url, "stories")
