@@ -31,6 +31,21 @@ export const runs = { depth: null, positions: null };
 let page = null; // {tok, split, data}: what page.js loaded
 const pending = new Map(); // soon's frames
 
+/** Draw the two panels' fields, buttons and model columns from index.html's templates (page.js calls this first). */
+export function draw_panels() {
+  for (const name of ["depth", "positions"]) {
+    const fields = $("experiment-fields").content.cloneNode(true);
+    for (const el of fields.querySelectorAll("[data-id]")) el.id = `${name}-${el.dataset.id}`;
+    $(`${name}-fields`).replaceWith(fields);
+  }
+  for (const blocks of DEPTH.blocks) {
+    const box = $("depth-model").content.firstElementChild.cloneNode(true);
+    box.id = `depth-model-${blocks}`;
+    box.querySelector("h3").textContent = block_words(blocks);
+    $("depth-models").append(box);
+  }
+}
+
 /** Wire the two panels to the page's data (page.js calls this once it has loaded). */
 export function setup(loaded) {
   page = loaded;
@@ -52,7 +67,7 @@ export function redraw() {
 // Runs: a worker per model
 
 /** A worker that trains one model: on_message gets its messages, on_fail a sentence when it breaks. */
-function start_worker(start, on_message, on_fail) {
+export function start_worker(start, on_message, on_fail) {
   const worker = new Worker(new URL("worker.js", import.meta.url), { type: "module" });
   worker.onmessage = (e) => (e.data.type === "failed" ? on_fail(e.data.message) : on_message(e.data));
   worker.onerror = (e) => {
@@ -65,7 +80,7 @@ function start_worker(start, on_message, on_fail) {
 
 /** The settings of a run of the model of config: train.py's schedule with these steps, batch and peak rate (ending at
  * a tenth of it), and the scheme, blocks and heads the run records. */
-function settings_of({ steps, batch, lr }, config, more) {
+export function settings_of({ steps, batch, lr }, config, more) {
   const { positions, blocks, heads } = config;
   const warmup = Math.min(train.DEFAULTS.warmup, steps);
   return { ...train.DEFAULTS, steps, batch, lr, min_lr: lr / 10, seq_len: 64, warmup, positions, blocks, heads,
@@ -135,8 +150,7 @@ function start_depth() {
   runs.depth = run;
   for (const blocks of DEPTH.blocks) {
     const m = { blocks, step: 0, evals: [], latest: null, done: false, tokens_per_s: null };
-    const config = model_config({ vocab: induction.VOCAB, d: DEPTH.d, hidden: DEPTH.hidden, max_len: induction.WINDOW,
-      blocks, heads: DEPTH.heads }); // learned positions
+    const config = depth_config(blocks);
     const settings = settings_of(fields, config, { eval_every: DEPTH.eval_every });
     const start = { task: "induction", params: null, config, seed: fields.seed, settings,
       data: { test_count: DEPTH.test_count } };
@@ -147,6 +161,12 @@ function start_depth() {
   $("depth-start").disabled = true;
   $("depth-stop").disabled = false;
   draw_depth();
+}
+
+/** The experiment's model with this many blocks (learned positions), as the second-block lesson trains it too. */
+export function depth_config(blocks) {
+  return model_config({ vocab: induction.VOCAB, d: DEPTH.d, hidden: DEPTH.hidden, max_len: induction.WINDOW, blocks,
+    heads: DEPTH.heads });
 }
 
 function on_depth_message(run, m, msg) {
@@ -178,7 +198,7 @@ function draw_depth() {
   const steps = run ? run.fields.steps : DEPTH.steps;
   const models = run ? run.models : [];
   const series = (column, dots) => models.map((m) => ({ points: m.evals.map((e) => [e[0], e[column]]),
-    color: BLOCK_COLORS[m.blocks], dots, width: 2, label: `${m.blocks} block${m.blocks > 1 ? "s" : ""}` }));
+    color: BLOCK_COLORS[m.blocks], dots, width: 2, label: block_words(m.blocks) }));
   const chart = $("depth-chart");
   const hlines = [{ y: PASS, color: "#2e7d32", label: "90%" }, { y: 0.4, color: "#999", label: "40%" }];
   chart.dataset.points = line_chart(chart, { series: series(1, false), hlines, x_max: steps, y_max: 1, x_label: "step",
@@ -188,6 +208,11 @@ function draw_depth() {
     height: 160 });
   $("depth-summary").textContent = depth_summary(run);
   for (const blocks of DEPTH.blocks) draw_depth_model(models.find((m) => m.blocks === blocks), blocks);
+}
+
+/** "1 block", "2 blocks". */
+function block_words(blocks) {
+  return `${blocks} block${blocks > 1 ? "s" : ""}`;
 }
 
 /** A model's copy accuracy at step (its evals are [step, accuracy, ...]), or null while it has not been measured

@@ -24,7 +24,7 @@
 // Shape legend as in model.js: T positions, d width, V vocabulary, L learned positions.
 
 import { py_repr } from "./bpe.js";
-import { DEPTH } from "./experiments.js";
+import { DEPTH, depth_config, settings_of, start_worker } from "./experiments.js";
 import * as induction from "./induction.js";
 import * as model from "./model.js";
 import { EXACT, SCHEMES, float_repr, forward, fsum, model_config } from "./model.js";
@@ -689,35 +689,22 @@ function skip_paths_answer(lab) {
 
 const workers = new Map(); // worker -> its run's reject: the lessons' workers training now (stop_training ends them)
 
-/** Train one model in a worker of its own: resolves with its evaluations (worker.js's "eval" messages) when it is
- * done; report(msg) gets each "progress" and "eval" message as it comes. */
+/** Train one model in a worker of its own (experiments.js's start_worker): resolves with its evaluations (worker.js's
+ * "eval" messages) when it is done; report(msg) gets each "progress" and "eval" message as it comes. */
 function train_in_worker(start, report) {
   return new Promise((resolve, reject) => {
-    const worker = new Worker(new URL("worker.js", import.meta.url), { type: "module" });
-    workers.set(worker, reject);
     const evals = [];
-    const end = () => {
+    const end = (settle, value) => {
       worker.terminate();
       workers.delete(worker);
+      settle(value);
     };
-    worker.onmessage = (e) => {
-      const msg = e.data;
+    const worker = start_worker(start, (msg) => {
       if (msg.type === "eval") evals.push(msg);
       if (msg.type === "progress" || msg.type === "eval") report(msg);
-      else if (msg.type === "failed") {
-        end();
-        reject(new Error(msg.message));
-      } else if (msg.type === "done") {
-        end();
-        resolve(evals);
-      }
-    };
-    worker.onerror = (e) => {
-      e.preventDefault();
-      end();
-      reject(new Error(`the training worker failed (${e.message || "it could not start"})`));
-    };
-    worker.postMessage({ type: "start", run: 1, follow: false, ...start });
+      else if (msg.type === "done") end(resolve, evals);
+    }, (why) => end(reject, new Error(why)));
+    workers.set(worker, reject);
   });
 }
 
@@ -730,11 +717,10 @@ export function stop_training() {
   workers.clear();
 }
 
-/** train.py's settings (train.js DEFAULTS, with train.py's batch of 16) for a run of the lesson of config. */
+/** train.py's settings (experiments.js's settings_of, with train.py's batch of 16) for a run of the lesson of
+ * config. */
 function lesson_settings(config, { steps, batch = 16, lr = 0.01, eval_every = steps }) {
-  return { ...train.DEFAULTS, steps, batch, lr, min_lr: lr / 10, seq_len: 64, warmup: Math.min(100, steps),
-    eval_every: Math.min(eval_every, steps), positions: config.positions, blocks: config.blocks,
-    heads: config.heads };
+  return settings_of({ steps, batch, lr }, config, { eval_every: Math.min(eval_every, steps) });
 }
 
 /** The series model of train.py's defaults (width 16, 64 hidden, 64 positions) with these positions. */
@@ -875,8 +861,7 @@ async function second_block_answer(lab, report, { guess: [, choices] }) {
   const steps = { 1: 0, 2: 0 };
   const started = performance.now();
   const runs = await Promise.all(DEPTH.blocks.map((blocks) => {
-    const config = model.checked(model_config({ vocab: induction.VOCAB, d: DEPTH.d, hidden: DEPTH.hidden,
-      max_len: induction.WINDOW, blocks, heads: DEPTH.heads })); // learned positions
+    const config = model.checked(depth_config(blocks));
     return train_in_worker({ task: "induction", params: null, config, seed: s.seed,
       settings: lesson_settings(config, s), data: { test_count: DEPTH.test_count } }, (msg) => {
       steps[blocks] = msg.step;

@@ -76,6 +76,7 @@ async function fetch_data(name, as) {
 async function load() {
   $("no-script").hidden = true;
   for (const scheme of SCHEMES) $("train-positions").append(new Option(scheme, scheme));
+  experiments.draw_panels();
   try {
     state.manifest = await fetch_data("manifest.json", "json");
     state.tok = bpe.Tokenizer.from_json(await fetch_data("tokenizer.json", "json"));
