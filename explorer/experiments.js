@@ -31,18 +31,12 @@ export const runs = { depth: null, positions: null };
 let page = null; // {tok, split, data}: what page.js loaded
 const pending = new Map(); // soon's frames
 
-/** Draw the two panels' fields, buttons and model columns from index.html's templates (page.js calls this first). */
+/** Draw the two panels' fields and buttons from index.html's template (page.js calls this first). */
 export function draw_panels() {
   for (const name of ["depth", "positions"]) {
     const fields = $("experiment-fields").content.cloneNode(true);
     for (const el of fields.querySelectorAll("[data-id]")) el.id = `${name}-${el.dataset.id}`;
     $(`${name}-fields`).replaceWith(fields);
-  }
-  for (const blocks of DEPTH.blocks) {
-    const box = $("depth-model").content.firstElementChild.cloneNode(true);
-    box.id = `depth-model-${blocks}`;
-    box.querySelector("h3").textContent = block_words(blocks);
-    $("depth-models").append(box);
   }
 }
 
@@ -198,7 +192,7 @@ function draw_depth() {
   const steps = run ? run.fields.steps : DEPTH.steps;
   const models = run ? run.models : [];
   const series = (column, dots) => models.map((m) => ({ points: m.evals.map((e) => [e[0], e[column]]),
-    color: BLOCK_COLORS[m.blocks], dots, width: 2, label: block_words(m.blocks) }));
+    color: BLOCK_COLORS[m.blocks], dots, width: 2, label: `${m.blocks} block${m.blocks > 1 ? "s" : ""}` }));
   const chart = $("depth-chart");
   const hlines = [{ y: PASS, color: "#2e7d32", label: "90%" }, { y: 0.4, color: "#999", label: "40%" }];
   chart.dataset.points = line_chart(chart, { series: series(1, false), hlines, x_max: steps, y_max: 1, x_label: "step",
@@ -208,11 +202,6 @@ function draw_depth() {
     height: 160 });
   $("depth-summary").textContent = depth_summary(run);
   for (const blocks of DEPTH.blocks) draw_depth_model(models.find((m) => m.blocks === blocks), blocks);
-}
-
-/** "1 block", "2 blocks". */
-function block_words(blocks) {
-  return `${blocks} block${blocks > 1 ? "s" : ""}`;
 }
 
 /** A model's copy accuracy at step (its evals are [step, accuracy, ...]), or null while it has not been measured
