@@ -126,12 +126,7 @@ function failed(name, what, why) {
 
 /** End the run when every model is done. */
 function maybe_done(name) {
-  const run = runs[name];
-  if (run.models.every((m) => m.done)) {
-    run.ended = true;
-    $(`${name}-start`).disabled = false;
-    $(`${name}-stop`).disabled = true;
-  }
+  if (runs[name].models.every((m) => m.done)) stop(name);
 }
 
 // ----------------------------------------------------------------------------------------------------------------

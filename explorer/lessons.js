@@ -30,7 +30,7 @@ import * as model from "./model.js";
 import { EXACT, SCHEMES, float_repr, forward, fsum, model_config } from "./model.js";
 import * as positions from "./positions.js";
 import * as train from "./train.js";
-import { $, element, say } from "./ui.js";
+import { $, element, fetch_data, say } from "./ui.js";
 
 export const STORE = "oneblock-lessons-v1"; // the localStorage key of the learner's progress
 export const VERDICTS = ["right", "close", "off"]; // what a judge says
@@ -408,20 +408,18 @@ function layernorm_answer(lab) {
 // ----------------------------------------------------------------------------------------------------------------
 // 4. order: the seed's order test, both halves
 
-const ORDER_A = "now mia gives the hat to leo."; // the same tokens as ORDER_B, the two names swapped
-const ORDER_B = "now leo gives the hat to mia.";
-
 function order_answer(lab) {
+  const { a: sentence_a, b: sentence_b } = lab.manifest.order; // the trace's: the same tokens, two names swapped
   const [params, config] = reference(lab);
   if (config.positions === "none") {
     throw skip("the page's model was trained without positions, so it has no second half to this test; open the"
       + " page with the seed's weights (python3 explore.py without --ckpt)");
   }
-  const a = encode(lab, ORDER_A, py_repr(ORDER_A)), b = encode(lab, ORDER_B, py_repr(ORDER_B));
+  const a = encode(lab, sentence_a, py_repr(sentence_a)), b = encode(lab, sentence_b, py_repr(sentence_b));
   if ([...a].sort().join() !== [...b].sort().join()) {
     throw skip("the page's tokenizer does not cut the two sentences into the same tokens");
   }
-  const shown = [`${py_repr(ORDER_A)}: ${pieces(lab, a)}`, `${py_repr(ORDER_B)}: ${pieces(lab, b)}`];
+  const shown = [`${py_repr(sentence_a)}: ${pieces(lab, a)}`, `${py_repr(sentence_b)}: ${pieces(lab, b)}`];
   const gaps = [];
   for (const use of [false, true]) {
     const c = use ? config : without_positions(config);
@@ -971,19 +969,6 @@ function checked_lessons(data, tok) {
   });
 }
 
-/** The export's data/lessons.json, refused unread past MOST_BYTES. */
-async function read_data() {
-  const response = await fetch(DATA, { cache: "no-store" });
-  if (!response.ok) throw new Error(`could not fetch ${DATA} (HTTP ${response.status})`);
-  const size = Number(response.headers.get("content-length") ?? 0);
-  const bytes = size > MOST_BYTES ? null : await response.arrayBuffer();
-  if (bytes === null || bytes.byteLength > MOST_BYTES) {
-    throw new Error(`${DATA} is ${bytes === null ? size : bytes.byteLength} bytes, more than the ${MOST_BYTES} the`
-      + " page reads");
-  }
-  return JSON.parse(new TextDecoder().decode(bytes));
-}
-
 /** The lesson of a key, or an Error that names it and every key there is (lessons.by_key). */
 export function by_key(key) {
   const lesson = LESSONS.find((l) => l.key === key);
@@ -1068,7 +1053,7 @@ export async function setup(page) {
   });
   let data;
   try {
-    data = await read_data();
+    data = await fetch_data("lessons.json", "json", MOST_BYTES);
     LESSONS.splice(0, LESSONS.length, ...checked_lessons(data, page.tok));
   } catch (e) {
     say("lessons-message", `The lessons could not load: ${e.message}. Run python3 explore.py again, which exports`

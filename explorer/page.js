@@ -20,7 +20,7 @@ import * as random from "./random.js";
 import * as sample from "./sample.js";
 import * as train from "./train.js";
 import * as trace_block from "./trace_block.js";
-import { $, element, format_number, read_int, read_number, say, show_token, soon } from "./ui.js";
+import { $, element, fetch_data, format_number, read_int, read_number, say, show_token, soon } from "./ui.js";
 
 const state = {
   manifest: null, // data/manifest.json: where the weights came from, the floors, the trace's sentences
@@ -61,17 +61,6 @@ function guarded(id, fn) {
 
 // ----------------------------------------------------------------------------------------------------------------
 // Loading: the data explore.py exported, then the first drawing
-
-async function fetch_data(name, as) {
-  let response;
-  try {
-    response = await fetch(`data/${name}`, { cache: "no-store" });
-  } catch (e) {
-    throw new Error(`could not fetch data/${name} (${e.message})`);
-  }
-  if (!response.ok) throw new Error(`could not fetch data/${name} (HTTP ${response.status})`);
-  return as === "json" ? response.json() : new Uint8Array(await response.arrayBuffer());
-}
 
 async function load() {
   $("no-script").hidden = true;
