@@ -708,21 +708,12 @@ function start_training() {
     const positions = from_loaded ? m.config.positions : $("train-positions").value;
     const lr = read_number("train-lr", "Learning rate", (v) => v > 0, "a positive number");
     const steps = read_int("train-steps", "Steps", 1, 1e6);
-    settings = {
-      ...train.DEFAULTS,
-      batch: read_int("train-batch", "Batch", 1, 256),
-      steps,
-      lr,
-      seq_len: Math.min(train.DEFAULTS.seq_len, m.config.max_len), // a model with fewer positions: shorter windows
-      min_lr: lr / 10, // as train.py's defaults, 0.01 -> 0.001
-      warmup: Math.min(train.DEFAULTS.warmup, steps),
-      eval_every: Math.min(train.DEFAULTS.eval_every, steps),
-      positions, // (the run's own record, as a checkpoint's training keeps it)
-      blocks: m.config.blocks,
-      heads: m.config.heads,
-    };
+    const batch = read_int("train-batch", "Batch", 1, 256);
     seed = read_int("train-seed", "Seed", 0, 2 ** 32 - 1);
     config = model.checked(model_config({ ...m.config, positions })); // the loaded model's sizes, this scheme
+    // train.py's schedule, as the experiments': a model with fewer positions trains on shorter windows
+    settings = experiments.settings_of({ steps, batch, lr }, config, { seq_len: Math.min(train.DEFAULTS.seq_len,
+      config.max_len), eval_every: Math.min(train.DEFAULTS.eval_every, steps) });
   } catch (e) {
     return say("train-message", `${e.message}.`);
   }
