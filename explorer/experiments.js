@@ -91,8 +91,8 @@ function read_fields(prefix) {
   };
 }
 
-/** A panel's Start: its fields read (or null, with the message of the first that is wrong), and its last run
- * stopped. */
+/** A panel's Start: its fields read (or null, with the message of the first that is wrong), its last run stopped,
+ * and its Stop button the one enabled. */
 function begin(name) {
   say(`${name}-message`, "");
   let fields;
@@ -103,6 +103,8 @@ function begin(name) {
     return null;
   }
   stop(name);
+  $(`${name}-start`).disabled = true;
+  $(`${name}-stop`).disabled = false;
   return fields;
 }
 
@@ -147,8 +149,6 @@ function start_depth() {
       (why) => failed("depth", `the ${blocks}-block model`, why));
     run.models.push(m);
   }
-  $("depth-start").disabled = true;
-  $("depth-stop").disabled = false;
   draw_depth();
 }
 
@@ -287,8 +287,6 @@ function start_positions() {
       (why) => failed("positions", `the ${scheme} model`, why));
     run.models.push(m);
   }
-  $("positions-start").disabled = true;
-  $("positions-stop").disabled = false;
   draw_positions();
 }
 
