@@ -58,7 +58,8 @@ PAGE_DEFAULTS = {"steps": 2000, "batch": 8, "seq_len": 64, "lr": 0.01, "min_lr":
 def served_page(page_files=None):
     """A Chromium page of the explorer with the untrained seed-3 export, served on 127.0.0.1, and the browser's
     major version: yields (page, version). page_files: {name: bytes} of another version's page, served in place of
-    this one's (with this version's data)."""
+    this one's (with this version's data). An error the page logs is a RuntimeError at the end: its figures are not
+    a working page's."""
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -77,6 +78,9 @@ def served_page(page_files=None):
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=machine.find_chromium(), args=["--no-sandbox"])
                 page = browser.new_page(viewport={"width": 1280, "height": 900})
+                errors = []
+                page.on("console", lambda m: m.type == "error" and errors.append(f"console: {m.text}"))
+                page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
                 page.goto(f"http://127.0.0.1:{server.server_port}/index.html")
                 page.wait_for_function("window.ready === true")
                 yield page, browser.version.split(".")[0]
@@ -84,6 +88,8 @@ def served_page(page_files=None):
         finally:
             server.shutdown()
             server.server_close()
+    if errors:
+        raise RuntimeError(f"the page logged an error: {errors[0]}")
 
 
 def page_run(steps, batch, timeout, screenshot=None, page_files=None):
@@ -112,7 +118,9 @@ def depth_run(steps, timeout, screenshot=None):
     """The second-block experiment's Start (with steps, if given, in place of its own): {"settings", "passed" (the
     step and the seconds after Start at which two blocks first passed 90% copy accuracy, and one block's accuracy
     then; or None), "final" ({blocks: copy accuracy at the end}), "best_one_block", "tokens_per_s" ({blocks: ...}),
-    "wall"}. screenshot: a path for a picture of the experiment's panel after the run."""
+    "evals" ({blocks: [[step, copy accuracy, copy loss, seconds], ...]}), "scores" ({blocks: each head's scores at the
+    end}), "maps" ({blocks: the attention maps drawn}), "summary" (the panel's line), "wall"}. screenshot: a path for
+    a picture of the experiment's panel after the run."""
     with served_page() as (page, version):
         if steps is not None:
             page.fill("#depth-steps", str(steps))
@@ -124,8 +132,10 @@ def depth_run(steps, timeout, screenshot=None):
         run = page.evaluate("() => { const {runs, DEPTH} = explorer.modules.experiments, r = runs.depth;"
                             " return {settings: {...DEPTH, ...r.fields}, passed: r.passed,"
                             " message: document.querySelector('#depth-message').textContent,"
+                            " summary: document.querySelector('#depth-summary').textContent,"
                             " models: r.models.map((m) => ({blocks: m.blocks, done: m.done, evals: m.evals,"
-                            " tokens_per_s: m.tokens_per_s, scores: m.latest?.measures.scores}))}; }")
+                            " tokens_per_s: m.tokens_per_s, scores: m.latest?.measures.scores, maps:"
+                            " document.querySelectorAll(`#depth-model-${m.blocks} .maps canvas`).length}))}; }")
         if screenshot:
             page.locator("#depth-panel").scroll_into_view_if_needed()
             write_atomic(resolved(screenshot), palette_png(page.locator("#depth-panel").screenshot()))
@@ -136,7 +146,9 @@ def depth_run(steps, timeout, screenshot=None):
             "final": {b: m["evals"][-1][1] for b, m in by_blocks.items()},
             "best_one_block": max(e[1] for e in by_blocks[1]["evals"]),
             "tokens_per_s": {b: m["tokens_per_s"] for b, m in by_blocks.items()},
-            "scores": {b: m["scores"] for b, m in by_blocks.items()}, "wall": wall}
+            "evals": {b: m["evals"] for b, m in by_blocks.items()},
+            "scores": {b: m["scores"] for b, m in by_blocks.items()},
+            "maps": {b: m["maps"] for b, m in by_blocks.items()}, "summary": run["summary"], "wall": wall}
 
 
 TIME_TRICKS = """(rounds) => {

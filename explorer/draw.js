@@ -155,32 +155,25 @@ export function line_chart(canvas, options) {
   for (let x = 0; x <= x_max + 1e-9; x += x_step) ctx.fillText(format_tick(x), X(x), pad.top + h + 4);
   if (options.x_label) ctx.fillText(options.x_label, pad.left + w / 2, pad.top + h + 16);
 
-  for (const line of options.hlines ?? []) {
+  /** A dashed guide from (x0, y0) to (x1, y1), its label at (lx, ly) aligned to align (pixels). */
+  const guide = (line, [x0, y0, x1, y1], [lx, ly], align) => {
     ctx.strokeStyle = line.color;
     ctx.setLineDash(line.dash ?? [6, 4]);
     ctx.beginPath();
-    ctx.moveTo(pad.left, Y(line.y));
-    ctx.lineTo(pad.left + w, Y(line.y));
+    ctx.moveTo(x0, y0);
+    ctx.lineTo(x1, y1);
     ctx.stroke();
     ctx.setLineDash([]);
     ctx.fillStyle = line.color;
-    ctx.textAlign = "right";
+    ctx.textAlign = align;
     ctx.textBaseline = "bottom";
-    ctx.fillText(line.label ?? "", pad.left + w - 4, Y(line.y) - 2);
+    ctx.fillText(line.label ?? "", lx, ly);
+  };
+  for (const { y, ...line } of options.hlines ?? []) {
+    guide(line, [pad.left, Y(y), pad.left + w, Y(y)], [pad.left + w - 4, Y(y) - 2], "right");
   }
-
-  for (const line of options.vlines ?? []) {
-    ctx.strokeStyle = line.color;
-    ctx.setLineDash(line.dash ?? [6, 4]);
-    ctx.beginPath();
-    ctx.moveTo(X(line.x), pad.top);
-    ctx.lineTo(X(line.x), pad.top + h);
-    ctx.stroke();
-    ctx.setLineDash([]);
-    ctx.fillStyle = line.color;
-    ctx.textAlign = "left";
-    ctx.textBaseline = "bottom";
-    ctx.fillText(line.label ?? "", X(line.x) + 4, pad.top + h - 4);
+  for (const { x, ...line } of options.vlines ?? []) {
+    guide(line, [X(x), pad.top, X(x), pad.top + h], [X(x) + 4, pad.top + h - 4], "left");
   }
 
   let drawn = 0;

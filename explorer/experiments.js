@@ -31,6 +31,15 @@ export const runs = { depth: null, positions: null };
 let page = null; // {tok, split, data}: what page.js loaded
 const pending = new Map(); // soon's frames
 
+/** Draw the two panels' fields and buttons from index.html's template (page.js calls this first). */
+export function draw_panels() {
+  for (const name of ["depth", "positions"]) {
+    const fields = $("experiment-fields").content.cloneNode(true);
+    for (const el of fields.querySelectorAll("[data-id]")) el.id = `${name}-${el.dataset.id}`;
+    $(`${name}-fields`).replaceWith(fields);
+  }
+}
+
 /** Wire the two panels to the page's data (page.js calls this once it has loaded). */
 export function setup(loaded) {
   page = loaded;
@@ -52,7 +61,7 @@ export function redraw() {
 // Runs: a worker per model
 
 /** A worker that trains one model: on_message gets its messages, on_fail a sentence when it breaks. */
-function start_worker(start, on_message, on_fail) {
+export function start_worker(start, on_message, on_fail) {
   const worker = new Worker(new URL("worker.js", import.meta.url), { type: "module" });
   worker.onmessage = (e) => (e.data.type === "failed" ? on_fail(e.data.message) : on_message(e.data));
   worker.onerror = (e) => {
@@ -65,7 +74,7 @@ function start_worker(start, on_message, on_fail) {
 
 /** The settings of a run of the model of config: train.py's schedule with these steps, batch and peak rate (ending at
  * a tenth of it), and the scheme, blocks and heads the run records. */
-function settings_of({ steps, batch, lr }, config, more) {
+export function settings_of({ steps, batch, lr }, config, more) {
   const { positions, blocks, heads } = config;
   const warmup = Math.min(train.DEFAULTS.warmup, steps);
   return { ...train.DEFAULTS, steps, batch, lr, min_lr: lr / 10, seq_len: 64, warmup, positions, blocks, heads,
@@ -82,8 +91,8 @@ function read_fields(prefix) {
   };
 }
 
-/** A panel's Start: its fields read (or null, with the message of the first that is wrong), and its last run
- * stopped. */
+/** A panel's Start: its fields read (or null, with the message of the first that is wrong), its last run stopped,
+ * and its Stop button the one enabled. */
 function begin(name) {
   say(`${name}-message`, "");
   let fields;
@@ -94,6 +103,8 @@ function begin(name) {
     return null;
   }
   stop(name);
+  $(`${name}-start`).disabled = true;
+  $(`${name}-stop`).disabled = false;
   return fields;
 }
 
@@ -117,12 +128,7 @@ function failed(name, what, why) {
 
 /** End the run when every model is done. */
 function maybe_done(name) {
-  const run = runs[name];
-  if (run.models.every((m) => m.done)) {
-    run.ended = true;
-    $(`${name}-start`).disabled = false;
-    $(`${name}-stop`).disabled = true;
-  }
+  if (runs[name].models.every((m) => m.done)) stop(name);
 }
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -135,8 +141,7 @@ function start_depth() {
   runs.depth = run;
   for (const blocks of DEPTH.blocks) {
     const m = { blocks, step: 0, evals: [], latest: null, done: false, tokens_per_s: null };
-    const config = model_config({ vocab: induction.VOCAB, d: DEPTH.d, hidden: DEPTH.hidden, max_len: induction.WINDOW,
-      blocks, heads: DEPTH.heads }); // learned positions
+    const config = depth_config(blocks);
     const settings = settings_of(fields, config, { eval_every: DEPTH.eval_every });
     const start = { task: "induction", params: null, config, seed: fields.seed, settings,
       data: { test_count: DEPTH.test_count } };
@@ -144,9 +149,13 @@ function start_depth() {
       (why) => failed("depth", `the ${blocks}-block model`, why));
     run.models.push(m);
   }
-  $("depth-start").disabled = true;
-  $("depth-stop").disabled = false;
   draw_depth();
+}
+
+/** The experiment's model with this many blocks (learned positions), as the second-block lesson trains it too. */
+export function depth_config(blocks) {
+  return model_config({ vocab: induction.VOCAB, d: DEPTH.d, hidden: DEPTH.hidden, max_len: induction.WINDOW, blocks,
+    heads: DEPTH.heads });
 }
 
 function on_depth_message(run, m, msg) {
@@ -278,8 +287,6 @@ function start_positions() {
       (why) => failed("positions", `the ${scheme} model`, why));
     run.models.push(m);
   }
-  $("positions-start").disabled = true;
-  $("positions-stop").disabled = false;
   draw_positions();
 }
 

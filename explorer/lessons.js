@@ -24,13 +24,13 @@
 // Shape legend as in model.js: T positions, d width, V vocabulary, L learned positions.
 
 import { py_repr } from "./bpe.js";
-import { DEPTH } from "./experiments.js";
+import { DEPTH, depth_config, settings_of, start_worker } from "./experiments.js";
 import * as induction from "./induction.js";
 import * as model from "./model.js";
 import { EXACT, SCHEMES, float_repr, forward, fsum, model_config } from "./model.js";
 import * as positions from "./positions.js";
 import * as train from "./train.js";
-import { $, element, say } from "./ui.js";
+import { $, element, fetch_data, say } from "./ui.js";
 
 export const STORE = "oneblock-lessons-v1"; // the localStorage key of the learner's progress
 export const VERDICTS = ["right", "close", "off"]; // what a judge says
@@ -408,20 +408,18 @@ function layernorm_answer(lab) {
 // ----------------------------------------------------------------------------------------------------------------
 // 4. order: the seed's order test, both halves
 
-const ORDER_A = "now mia gives the hat to leo."; // the same tokens as ORDER_B, the two names swapped
-const ORDER_B = "now leo gives the hat to mia.";
-
 function order_answer(lab) {
+  const { a: sentence_a, b: sentence_b } = lab.manifest.order; // the trace's: the same tokens, two names swapped
   const [params, config] = reference(lab);
   if (config.positions === "none") {
     throw skip("the page's model was trained without positions, so it has no second half to this test; open the"
       + " page with the seed's weights (python3 explore.py without --ckpt)");
   }
-  const a = encode(lab, ORDER_A, py_repr(ORDER_A)), b = encode(lab, ORDER_B, py_repr(ORDER_B));
+  const a = encode(lab, sentence_a, py_repr(sentence_a)), b = encode(lab, sentence_b, py_repr(sentence_b));
   if ([...a].sort().join() !== [...b].sort().join()) {
     throw skip("the page's tokenizer does not cut the two sentences into the same tokens");
   }
-  const shown = [`${py_repr(ORDER_A)}: ${pieces(lab, a)}`, `${py_repr(ORDER_B)}: ${pieces(lab, b)}`];
+  const shown = [`${py_repr(sentence_a)}: ${pieces(lab, a)}`, `${py_repr(sentence_b)}: ${pieces(lab, b)}`];
   const gaps = [];
   for (const use of [false, true]) {
     const c = use ? config : without_positions(config);
@@ -689,35 +687,22 @@ function skip_paths_answer(lab) {
 
 const workers = new Map(); // worker -> its run's reject: the lessons' workers training now (stop_training ends them)
 
-/** Train one model in a worker of its own: resolves with its evaluations (worker.js's "eval" messages) when it is
- * done; report(msg) gets each "progress" and "eval" message as it comes. */
+/** Train one model in a worker of its own (experiments.js's start_worker): resolves with its evaluations (worker.js's
+ * "eval" messages) when it is done; report(msg) gets each "progress" and "eval" message as it comes. */
 function train_in_worker(start, report) {
   return new Promise((resolve, reject) => {
-    const worker = new Worker(new URL("worker.js", import.meta.url), { type: "module" });
-    workers.set(worker, reject);
     const evals = [];
-    const end = () => {
+    const end = (settle, value) => {
       worker.terminate();
       workers.delete(worker);
+      settle(value);
     };
-    worker.onmessage = (e) => {
-      const msg = e.data;
+    const worker = start_worker(start, (msg) => {
       if (msg.type === "eval") evals.push(msg);
       if (msg.type === "progress" || msg.type === "eval") report(msg);
-      else if (msg.type === "failed") {
-        end();
-        reject(new Error(msg.message));
-      } else if (msg.type === "done") {
-        end();
-        resolve(evals);
-      }
-    };
-    worker.onerror = (e) => {
-      e.preventDefault();
-      end();
-      reject(new Error(`the training worker failed (${e.message || "it could not start"})`));
-    };
-    worker.postMessage({ type: "start", run: 1, follow: false, ...start });
+      else if (msg.type === "done") end(resolve, evals);
+    }, (why) => end(reject, new Error(why)));
+    workers.set(worker, reject);
   });
 }
 
@@ -730,11 +715,10 @@ export function stop_training() {
   workers.clear();
 }
 
-/** train.py's settings (train.js DEFAULTS, with train.py's batch of 16) for a run of the lesson of config. */
+/** train.py's settings (experiments.js's settings_of, with train.py's batch of 16) for a run of the lesson of
+ * config. */
 function lesson_settings(config, { steps, batch = 16, lr = 0.01, eval_every = steps }) {
-  return { ...train.DEFAULTS, steps, batch, lr, min_lr: lr / 10, seq_len: 64, warmup: Math.min(100, steps),
-    eval_every: Math.min(eval_every, steps), positions: config.positions, blocks: config.blocks,
-    heads: config.heads };
+  return settings_of({ steps, batch, lr }, config, { eval_every: Math.min(eval_every, steps) });
 }
 
 /** The series model of train.py's defaults (width 16, 64 hidden, 64 positions) with these positions. */
@@ -875,8 +859,7 @@ async function second_block_answer(lab, report, { guess: [, choices] }) {
   const steps = { 1: 0, 2: 0 };
   const started = performance.now();
   const runs = await Promise.all(DEPTH.blocks.map((blocks) => {
-    const config = model.checked(model_config({ vocab: induction.VOCAB, d: DEPTH.d, hidden: DEPTH.hidden,
-      max_len: induction.WINDOW, blocks, heads: DEPTH.heads })); // learned positions
+    const config = model.checked(depth_config(blocks));
     return train_in_worker({ task: "induction", params: null, config, seed: s.seed,
       settings: lesson_settings(config, s), data: { test_count: DEPTH.test_count } }, (msg) => {
       steps[blocks] = msg.step;
@@ -986,19 +969,6 @@ function checked_lessons(data, tok) {
   });
 }
 
-/** The export's data/lessons.json, refused unread past MOST_BYTES. */
-async function read_data() {
-  const response = await fetch(DATA, { cache: "no-store" });
-  if (!response.ok) throw new Error(`could not fetch ${DATA} (HTTP ${response.status})`);
-  const size = Number(response.headers.get("content-length") ?? 0);
-  const bytes = size > MOST_BYTES ? null : await response.arrayBuffer();
-  if (bytes === null || bytes.byteLength > MOST_BYTES) {
-    throw new Error(`${DATA} is ${bytes === null ? size : bytes.byteLength} bytes, more than the ${MOST_BYTES} the`
-      + " page reads");
-  }
-  return JSON.parse(new TextDecoder().decode(bytes));
-}
-
 /** The lesson of a key, or an Error that names it and every key there is (lessons.by_key). */
 export function by_key(key) {
   const lesson = LESSONS.find((l) => l.key === key);
@@ -1083,7 +1053,7 @@ export async function setup(page) {
   });
   let data;
   try {
-    data = await read_data();
+    data = await fetch_data("lessons.json", "json", MOST_BYTES);
     LESSONS.splice(0, LESSONS.length, ...checked_lessons(data, page.tok));
   } catch (e) {
     say("lessons-message", `The lessons could not load: ${e.message}. Run python3 explore.py again, which exports`

@@ -20,7 +20,7 @@ import * as random from "./random.js";
 import * as sample from "./sample.js";
 import * as train from "./train.js";
 import * as trace_block from "./trace_block.js";
-import { $, element, format_number, read_int, read_number, say, show_token, soon } from "./ui.js";
+import { $, element, fetch_data, format_number, read_int, read_number, say, show_token, soon } from "./ui.js";
 
 const state = {
   manifest: null, // data/manifest.json: where the weights came from, the floors, the trace's sentences
@@ -62,20 +62,10 @@ function guarded(id, fn) {
 // ----------------------------------------------------------------------------------------------------------------
 // Loading: the data explore.py exported, then the first drawing
 
-async function fetch_data(name, as) {
-  let response;
-  try {
-    response = await fetch(`data/${name}`, { cache: "no-store" });
-  } catch (e) {
-    throw new Error(`could not fetch data/${name} (${e.message})`);
-  }
-  if (!response.ok) throw new Error(`could not fetch data/${name} (HTTP ${response.status})`);
-  return as === "json" ? response.json() : new Uint8Array(await response.arrayBuffer());
-}
-
 async function load() {
   $("no-script").hidden = true;
   for (const scheme of SCHEMES) $("train-positions").append(new Option(scheme, scheme));
+  experiments.draw_panels();
   try {
     state.manifest = await fetch_data("manifest.json", "json");
     state.tok = bpe.Tokenizer.from_json(await fetch_data("tokenizer.json", "json"));
@@ -718,21 +708,12 @@ function start_training() {
     const positions = from_loaded ? m.config.positions : $("train-positions").value;
     const lr = read_number("train-lr", "Learning rate", (v) => v > 0, "a positive number");
     const steps = read_int("train-steps", "Steps", 1, 1e6);
-    settings = {
-      ...train.DEFAULTS,
-      batch: read_int("train-batch", "Batch", 1, 256),
-      steps,
-      lr,
-      seq_len: Math.min(train.DEFAULTS.seq_len, m.config.max_len), // a model with fewer positions: shorter windows
-      min_lr: lr / 10, // as train.py's defaults, 0.01 -> 0.001
-      warmup: Math.min(train.DEFAULTS.warmup, steps),
-      eval_every: Math.min(train.DEFAULTS.eval_every, steps),
-      positions, // (the run's own record, as a checkpoint's training keeps it)
-      blocks: m.config.blocks,
-      heads: m.config.heads,
-    };
+    const batch = read_int("train-batch", "Batch", 1, 256);
     seed = read_int("train-seed", "Seed", 0, 2 ** 32 - 1);
     config = model.checked(model_config({ ...m.config, positions })); // the loaded model's sizes, this scheme
+    // train.py's schedule, as the experiments': a model with fewer positions trains on shorter windows
+    settings = experiments.settings_of({ steps, batch, lr }, config, { seq_len: Math.min(train.DEFAULTS.seq_len,
+      config.max_len), eval_every: Math.min(train.DEFAULTS.eval_every, steps) });
   } catch (e) {
     return say("train-message", `${e.message}.`);
   }

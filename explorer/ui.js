@@ -1,5 +1,5 @@
-// ui.js: what page.js and experiments.js share: finding elements, messages in the page, reading a form's fields,
-// and showing numbers and tokens.
+// ui.js: what page.js, experiments.js and lessons.js share: finding elements, messages in the page, reading a form's
+// fields, fetching the exported data, and showing numbers and tokens.
 
 export const $ = (id) => document.getElementById(id);
 
@@ -53,6 +53,24 @@ export function soon(pending, key, fn) {
     pending.delete(key);
     fn();
   }));
+}
+
+/** The exported file data/name: its bytes (as "bytes") or its parsed JSON (as "json"), or an Error that names it.
+ * A file of more than most bytes is refused, unread when the server gives its size. */
+export async function fetch_data(name, as, most = Infinity) {
+  let response;
+  try {
+    response = await fetch(`data/${name}`, { cache: "no-store" });
+  } catch (e) {
+    throw new Error(`could not fetch data/${name} (${e.message})`);
+  }
+  if (!response.ok) throw new Error(`could not fetch data/${name} (HTTP ${response.status})`);
+  const size = Number(response.headers.get("content-length") ?? 0);
+  const bytes = size > most ? null : new Uint8Array(await response.arrayBuffer());
+  if (bytes === null || bytes.length > most) {
+    throw new Error(`data/${name} is ${bytes?.length ?? size} bytes, more than the ${most} the page reads`);
+  }
+  return as === "json" ? JSON.parse(new TextDecoder().decode(bytes)) : bytes;
 }
 
 /** A new element of tag with the given class and text. */

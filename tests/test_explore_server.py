@@ -15,6 +15,7 @@ import re
 import signal
 import socket
 import ssl
+import struct
 import subprocess
 import sys
 import time
@@ -319,7 +320,9 @@ def test_the_real_idle_timeout_is_sane():
 
 def test_explore_py_answers_bad_requests_with_their_status_and_stops_cleanly(tmp_path):
     """The same through python3 explore.py --no-open (serving explorer/ with the real idle timeout): statuses, one
-    short line each on stderr and no traceback, successes quiet, and Ctrl-C still stops it."""
+    short line each on stderr and no traceback, successes quiet; the page's files with their types, uncached;
+    clients that hang up mid-reply leave no traceback; a second explore.py on its port is a message and exit 2; and
+    Ctrl-C still stops it, and nothing listens any more."""
     proc, url = serving_explorer(tmp_path)
     try:
         port = int(url.split(":")[2].split("/")[0])
@@ -328,12 +331,29 @@ def test_explore_py_answers_bad_requests_with_their_status_and_stops_cleanly(tmp
         for request in (b"GARBAGE\r\n\r\n", b"GET / HTTP/9.9\r\n\r\n", b"GET /%00 HTTP/1.0" + host,
                         b"GET /..%2fexplore.py HTTP/1.0" + host, b"GET /data/ HTTP/1.0" + host,
                         b"GET /" + b"a" * 100_000 + b" HTTP/1.0\r\n\r\n", tls_client_hello(),
-                        b"GET /index.html HTTP/1.0" + host):
+                        b"GET /nothing-here.js HTTP/1.0" + host, b"GET /index.html HTTP/1.0" + host):
             with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
                 sock.sendall(request)
                 replies.append(read_all(sock))
-        assert [status(r) for r in replies] == [400, 505, 400, 400, 404, 414, 400, 200]
+        assert [status(r) for r in replies] == [400, 505, 400, 400, 404, 414, 400, 404, 200]
         assert b"import " not in replies[3] and b"weights.safetensors" not in replies[4]
+        for name, mime in [("index.html", "text/html"), ("page.js", "text/javascript"),
+                           ("worker.js", "text/javascript"), ("style.css", "text/css"),
+                           ("data/manifest.json", "application/json"),
+                           ("data/weights.safetensors", "application/octet-stream")]:
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                sock.sendall(b"GET /%s HTTP/1.0%s" % (name.encode(), host))
+                reply = read_all(sock)
+            assert status(reply) == 200 and header(reply, "Content-Type").startswith(mime), name
+            assert header(reply, "Cache-Control") == "no-store", name
+        for _ in range(5):  # clients that hang up mid-reply (a reset, as a closed tab does): no traceback
+            hang_up = socket.create_connection(("127.0.0.1", port), timeout=10)
+            hang_up.sendall(b"GET /page.js HTTP/1.0" + host)  # (served: a reply to cut)
+            hang_up.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            hang_up.close()
+        taken = subprocess.run([sys.executable, str(ROOT / "explore.py"), "--no-open", "--port", str(port)],
+                               cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert taken.returncode == 2 and f"cannot serve on 127.0.0.1 port {port}" in taken.stderr, taken.stderr
         proc.send_signal(signal.SIGINT)  # Ctrl-C
         out, err = proc.communicate(timeout=30)
     finally:
@@ -342,8 +362,10 @@ def test_explore_py_answers_bad_requests_with_their_status_and_stops_cleanly(tmp
             proc.wait()
     assert proc.returncode == 0 and "stopped" in out and "Traceback" not in err, err
     lines = [x for x in err.splitlines() if not x.startswith("note: ")]  # the note: the model is untrained
-    assert [x.rsplit(": HTTP ", 1)[1] for x in lines] == ["400", "505", "400", "400", "404", "414", "400"], err
+    assert [x.rsplit(": HTTP ", 1)[1] for x in lines] == ["400", "505", "400", "400", "404", "414", "400", "404"], err
     assert all(len(x) <= 200 and re.fullmatch(r"[ -~]*", x) for x in lines), err
+    with pytest.raises(OSError):  # nothing listens any more
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
 
 
 def test_the_server_binds_127_0_0_1_only(tmp_path):

@@ -11,15 +11,10 @@ import dataclasses
 import json
 import random
 import shutil
-import signal
-import socket
-import struct
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +27,7 @@ from oneblock import checkpoint, data, export, training
 from oneblock.config import SCHEMES, ModelConfig
 from oneblock.server import make_server
 from oneblock.settings import Settings, checked, model_config
-from run_helpers import own_text, serving_explorer
+from run_helpers import own_text
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -200,9 +195,11 @@ FORWARD = """([windows, sums]) => {
 }"""
 
 
-@pytest.mark.parametrize("site", SITES)
-def test_js_forward_matches_model_py(open_page, sites, site):
-    """Logits of 20 corpus windows and of the trace's sentences, positions on and off, within 1e-13 relative."""
+def test_js_forward_matches_model_py(open_page, sites):
+    """Logits of 20 corpus windows and of the trace's sentences, positions on and off, within 1e-13 relative, on the
+    trained export's weights (any weights run the same code: tests/test_one_config.py holds model.js to the other
+    implementations on many configs)."""
+    site = "trained"
     page = open_page(site)
     params = reference_params(sites / site)
     cases = [(ids, True) for ids in corpus_windows(20, 64)]
@@ -472,38 +469,6 @@ def test_induction_js_draws_and_measures_as_experiments_induction_does(open_page
     for block, want_block in zip(got["scores"], want_scores, strict=True):
         for head, want_head in zip(block, want_block, strict=True):
             assert head == pytest.approx(want_head, rel=1e-12, abs=0)
-    assert page.errors == []
-
-
-def test_the_second_block_experiment_copies_with_two_blocks_and_not_with_one(open_page):
-    """The panel's Start with its settings: two blocks pass 90% copy accuracy on the test sequences, one block never
-    reaches 40%; the attention of every head and the heads' scores are drawn. (How long it takes is printed; the aim
-    of 2 minutes is measured by dev/bench_explorer.py.)"""
-    page = open_page()
-    started = time.perf_counter()
-    page.page.click("#depth-start")
-    page.page.wait_for_function("explorer.modules.experiments.runs.depth?.ended === true", timeout=900_000,
-                                polling=1000)
-    wall = time.perf_counter() - started
-    run = page.js("() => { const r = explorer.modules.experiments.runs.depth; return {passed: r.passed,"
-                  " settings: explorer.modules.experiments.DEPTH, models: r.models.map((m) => ({blocks: m.blocks,"
-                  " done: m.done, evals: m.evals, scores: m.latest.measures.scores}))}; }")
-    one, two = sorted(run["models"], key=lambda m: m["blocks"])
-    assert one["done"] and two["done"] and [e[0] for e in one["evals"]] == [e[0] for e in two["evals"]]
-    assert one["evals"][-1][0] == run["settings"]["steps"]
-    assert run["passed"] is not None and two["evals"][-1][1] >= 0.9
-    assert max(e[1] for e in one["evals"]) < 0.4
-    assert "Two blocks passed 90% copy accuracy at step" in page.text("#depth-summary")
-    assert page.page.locator("#depth-model-1 .maps canvas").count() == 1
-    assert page.page.locator("#depth-model-2 .maps canvas").count() == 2
-    assert page.page.locator("#depth-model-2 tbody tr").count() == 2
-    best = max(h["induction"] for h in two["scores"][1])
-    print(f"\nsecond-block experiment: two blocks passed 90% at step {run['passed']['step']},"
-          f" {run['passed']['seconds']:.1f} s after Start (whole run {wall:.1f} s); at the end two blocks"
-          f" {100 * two['evals'][-1][1]:.1f}%, one block {100 * one['evals'][-1][1]:.1f}% (best"
-          f" {100 * max(e[1] for e in one['evals']):.1f}%); scores {two['scores']}, {one['scores']}")
-    assert best > max(h["induction"] for h in one["scores"][0])  # the second block's head copies; one block's cannot
-    page.shot("depth-panel")
     assert page.errors == []
 
 
@@ -868,19 +833,33 @@ def test_fresh_weights_say_before_start_that_they_replace_the_loaded_model_and_i
 
 def test_bench_explorer_runs_another_version_in_turns_and_the_second_block_experiment(browser, tmp_path):
     """dev/bench_explorer.py --against: the page of a git revision (here HEAD's) and this one take turns, and the
-    report has both medians, their ratio and the experiment's run; a revision that is not one is exit 2."""
+    report has both medians and their ratio; a revision that is not one is exit 2. Then the second-block experiment's
+    Start with its own settings: two blocks pass 90% copy accuracy on the test sequences, one block never reaches 40%,
+    the second block's best head copies better than one block's head, and the attention of every head is drawn (the
+    report's aim of 2 minutes is the bench's to measure, not this test's)."""
     if subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True).returncode != 0:
         pytest.skip("not a git checkout")
     bench = [sys.executable, "-m", "dev.bench_explorer"]
-    proc = subprocess.run([*bench, "--against", "HEAD", "--steps", "20", "--rounds", "2", "--depth-steps", "20",
-                           "--json", str(tmp_path / "bench.json"), "--depth-screenshot", str(tmp_path / "depth.png")],
+    proc = subprocess.run([*bench, "--against", "HEAD", "--steps", "20", "--rounds", "2", "--json",
+                           str(tmp_path / "bench.json"), "--depth-screenshot", str(tmp_path / "depth.png")],
                           cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr
     assert "this page against the page of HEAD, 2 runs each in turns: median" in proc.stdout
-    assert "second-block experiment, 20 steps of 32 periodic sequences" in proc.stdout
     record = json.loads((tmp_path / "bench.json").read_text())
     assert len(record["rounds"]["page"]) == len(record["rounds"]["before"]) == 2
-    assert record["runs"]["before"]["tokens_per_s"] > 0 and set(record["depth"]["final"]) == {"1", "2"}
+    assert record["runs"]["before"]["tokens_per_s"] > 0
+
+    depth = record["depth"]  # (JSON gives the blocks as strings)
+    steps = depth["settings"]["steps"]
+    assert f"second-block experiment, {steps} steps of 32 periodic sequences" in proc.stdout
+    one, two = depth["evals"]["1"], depth["evals"]["2"]
+    assert [e[0] for e in one] == [e[0] for e in two] and one[-1][0] == steps
+    assert depth["passed"] is not None and two[-1][1] == depth["final"]["2"] >= 0.9
+    assert max(e[1] for e in one) == depth["best_one_block"] < 0.4
+    assert "Two blocks passed 90% copy accuracy at step" in depth["summary"]
+    assert depth["maps"] == {"1": 1, "2": 2}
+    best = max(h["induction"] for h in depth["scores"]["2"][1])
+    assert best > max(h["induction"] for h in depth["scores"]["1"][0])  # the second block's head copies; one cannot
     assert (tmp_path / "depth.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     bad = subprocess.run([*bench, "--against", "no-such-revision"], cwd=ROOT, capture_output=True, text=True,
                          timeout=120)
@@ -1020,40 +999,3 @@ def test_a_bad_checkpoint_is_checkpoint_pys_message_and_exit_2(tmp_path, trained
                          (["--port", "eighty"], "invalid int value")]:
         proc = run_explore(*args)
         assert proc.returncode == 2 and phrase in proc.stderr, proc.stderr
-
-
-def test_server_serves_the_page_with_the_right_types_and_stops_on_ctrl_c(tmp_path):
-    proc, url = serving_explorer(tmp_path)
-    try:
-        base = url.rsplit("/", 1)[0]
-        for name, mime in [("index.html", "text/html"), ("page.js", "text/javascript"),
-                           ("worker.js", "text/javascript"),
-                           ("style.css", "text/css"), ("data/manifest.json", "application/json"),
-                           ("data/weights.safetensors", "application/octet-stream")]:
-            with urllib.request.urlopen(f"{base}/{name}", timeout=10) as response:
-                assert response.headers["Content-Type"].startswith(mime), name
-                assert response.headers["Cache-Control"] == "no-store"
-        with pytest.raises(urllib.error.HTTPError) as missing:
-            urllib.request.urlopen(f"{base}/nothing-here.js", timeout=10)
-        assert missing.value.code == 404
-        for _ in range(5):  # clients that hang up mid-reply (a reset, as a closed tab does): no traceback
-            port = int(base.rsplit(":", 1)[1])
-            hang_up = socket.create_connection(("127.0.0.1", port), timeout=10)
-            hang_up.sendall(b"GET /page.js HTTP/1.0\r\nHost: 127.0.0.1:%d\r\n\r\n" % port)  # (served: a reply to cut)
-            hang_up.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            hang_up.close()
-
-        # a port that is taken is a message and exit 2
-        port = int(base.rsplit(":", 1)[1])
-        taken = run_explore("--no-open", "--port", port, cwd=tmp_path)
-        assert taken.returncode == 2 and f"cannot serve on 127.0.0.1 port {port}" in taken.stderr
-
-        proc.send_signal(signal.SIGINT)  # Ctrl-C
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0 and "stopped" in out and "Traceback" not in err, err
-    with pytest.raises(OSError):  # nothing listens any more
-        socket.create_connection(("127.0.0.1", port), timeout=2).close()

@@ -61,28 +61,29 @@ LOAD = """async (name) => {
 
 def load_errors(browser, folder):
     """{module: None, or why it did not load} for every .js file of folder (a copy of explorer/), each imported as an
-    ES module by a fresh page at the folder's address: index.html without its own script, so that page.js finds
-    the page it draws (and, with no data/ to fetch, says so and is ready). An uncaught error of the page while the
-    module loads counts as the module's."""
+    ES module, one after another, by a page at the folder's address: index.html without its own script, so that
+    page.js finds the page it draws (and, with no data/ to fetch, says so and is ready). An uncaught error of the
+    page while a module loads counts as that module's."""
     html = re.sub(r'\s*<script type="module" src="page\.js"></script>', "",
                   (folder / "index.html").read_text(encoding="utf-8"))
     assert "<script" not in html  # the page has one script, page.js: here every module is imported by hand
     out = {}
     with served(folder) as url:
-        for name in sorted(p.name for p in folder.glob("*.js")):
-            page = browser.new_page()
-            errors = []
-            page.on("pageerror", lambda e, errors=errors: errors.append(f"page error: {e}"))
-            page.route(f"{url}/modules.html", lambda route: route.fulfill(status=200, content_type="text/html",
-                                                                          body=html))
-            try:
-                page.goto(f"{url}/modules.html")
+        page = browser.new_page()
+        errors = []
+        page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+        page.route(f"{url}/modules.html", lambda route: route.fulfill(status=200, content_type="text/html",
+                                                                      body=html))
+        try:
+            page.goto(f"{url}/modules.html")
+            for name in sorted(p.name for p in folder.glob("*.js")):
+                before = len(errors)
                 problem = page.evaluate(LOAD, name)
                 if problem is None and name == "page.js":
                     page.wait_for_function("window.ready === true", timeout=30_000)
-                out[name] = problem or (" ".join(errors) if errors else None)
-            finally:
-                page.close()
+                out[name] = problem or (" ".join(errors[before:]) if errors[before:] else None)
+        finally:
+            page.close()
     return out
 
 
