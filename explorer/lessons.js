@@ -270,14 +270,10 @@ export function weights(lab) {
 /** [params, config] for model.js as model.py would run them, or a Skip, as lessons.reference. */
 function reference(lab) {
   const { params, config } = lab.model;
-  if (config.blocks !== 1 || config.heads !== 1) {
-    throw skip(`the page's model is a model of ${model.blocks_words(config)}, and this lesson runs model.py's model,`
-      + " which has one block and one head; open the page with the seed's weights (python3 explore.py without"
-      + " --ckpt)");
-  }
-  if (config.positions !== "learned" && config.positions !== "none") {
-    throw skip(`the page's model has positions ${py_repr(config.positions)}, which model.py does not have (it has`
-      + " learned and none); open the page with the seed's weights (python3 explore.py without --ckpt)");
+  const problem = model.seed_problem(config);
+  if (problem) {
+    throw skip(`the page's model ${problem}; this lesson runs model.py: open the page with the seed's weights (python3`
+      + " explore.py without --ckpt)");
   }
   return [params, config];
 }

@@ -43,6 +43,7 @@ export const EPS = 1e-5; // layer norm's guard against dividing by zero; it keep
 // where a token is: the one list of position schemes in JavaScript (oneblock/config.py's SCHEMES); every other
 // module imports it
 export const SCHEMES = Object.freeze(["learned", "none", "sinusoidal", "rope"]);
+const SEED_SCHEMES = ["learned", "none"]; // the schemes model.py has (config.SEED_SCHEMES)
 export const LONGEST = 1024; // the most positions "none", "sinusoidal" and "rope" read (they have no learned rows)
 export const ROPE_BASE = 10000.0; // pair i turns by pos / ROPE_BASE^(2i/dh) radians; also the sinusoids' wavelengths
 
@@ -425,6 +426,19 @@ export function checked(config) {
  *     is_grown(model_config({ vocab: 96, d: 16, hidden: 64, max_len: 64, heads: 2 }))   // true */
 export function is_grown(config) {
   return config.blocks !== 1 || config.heads !== 1;
+}
+
+/** Why model.py, the seed's reference (one block, one head, learned positions or none), cannot run this model, in
+ * words that follow the model's name, or null when it can, as ModelConfig.seed_problem: the page's one such check.
+ *
+ *     seed_problem(model_config({ vocab: 96, d: 16, hidden: 64, max_len: 64, heads: 4 }))
+ *     // "has 1 block x 4 heads, but model.py has one block and one head" */
+export function seed_problem(config) {
+  if (is_grown(config)) return `has ${blocks_words(config)}, but model.py has one block and one head`;
+  if (!SEED_SCHEMES.includes(config.positions)) {
+    return `has positions ${py_repr(config.positions)}, but model.py has learned positions and none only`;
+  }
+  return null;
 }
 
 /** The sizes in words, for headers and titles, as ModelConfig.describe.

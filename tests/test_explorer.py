@@ -350,7 +350,8 @@ def test_the_gradient_check_of_a_grown_rope_model_passes_and_fails_a_broken_back
 
 def test_a_grown_rope_checkpoint_of_train_py_loads_and_samples_what_sample_py_does(open_page, grown_ckpt):
     """The export of train.py's 2x2 rope checkpoint: the page's logits are numpy_model's, its greedy sample (past
-    the 64 positions, so cropped as sample.py crops) is sample.py's, and the file loads through the button too."""
+    the 64 positions, so cropped as sample.py crops) is sample.py's, a lesson that runs model.py says why it cannot,
+    and the file loads through the button too."""
     from oneblock import numpy_model
 
     page = open_page("grown")
@@ -376,6 +377,13 @@ def test_a_grown_rope_checkpoint_of_train_py_loads_and_samples_what_sample_py_do
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == greedy + "\n" and len(TOK.encode(greedy)) > 64
     page.shot("sample-panel")
+
+    # a lesson that runs model.py's model is skipped, in config.py's words (model.js's seed_problem)
+    page.page.fill("#lesson-init-loss .guess-text", "4.5")
+    page.page.click("#lesson-init-loss button.check")
+    page.page.wait_for_function("document.querySelector('#lesson-init-loss').dataset.state === 'skipped'")
+    assert ("the page's model has 2 blocks x 2 heads, but model.py has one block and one head; this lesson runs"
+            " model.py" in " ".join(page.text("#lesson-init-loss .reveal").split()))
 
     # training at the loaded sizes, from the loaded weights and from fresh ones of another scheme
     assert page.page.locator("#inside-block option").count() == 2

@@ -120,6 +120,7 @@ CHECKED_CASES = [
     {**SIZES, "blocks": 2, "heads": 4, "positions": "rope"},
     {"vocab": 100, "d": 8, "hidden": 32, "max_len": 48, "heads": 2, "positions": "sinusoidal"},
     {**SIZES, "blocks": 3, "heads": 16, "positions": "none"},
+    {**SIZES, "positions": "sinusoidal"},  # one block and one head, of a scheme model.py lacks
     {**SIZES, "heads": 3},  # does not divide d
     {**SIZES, "d": 15, "hidden": 60, "positions": "rope"},  # an odd width to turn in pairs
     {**SIZES, "d": 6, "heads": 2, "positions": "rope"},  # heads of an odd width
@@ -140,20 +141,22 @@ CHECKED_CASES = [
 def test_the_js_config_is_checked_with_model_configs_messages(modules_page):
     want = [python_checked(fields) for fields in CHECKED_CASES]
     assert modules_page.evaluate(CHECKED_JS, CHECKED_CASES) == want
-    assert want.count("ok") == 4 and len(set(want)) == len(want) - 3  # every bad case its own message
+    assert want.count("ok") == 5 and len(set(want)) == len(want) - 4  # every bad case its own message
 
 
 IMPLIED_JS = """(cases) => cases.map((fields) => {
   const config = model.model_config(fields);
   return {json: JSON.stringify(model.config_to_json(config)), shapes: Object.entries(model.param_shapes(config)),
           names: model.param_names(config), count: model.parameter_count(config), grown: model.is_grown(config),
-          describe: model.describe(config), frozen: Object.isFrozen(config), fields: Object.entries(config)};
+          describe: model.describe(config), seed_problem: model.seed_problem(config), frozen: Object.isFrozen(config),
+          fields: Object.entries(config)};
 })"""
 
 
 def test_the_js_config_implies_what_model_config_implies_and_writes_its_json(modules_page):
     """config_to_json's keys, order and values (blocks and heads only when grown), the parameters' names, shapes
-    and count, and the words, for every good config; the config itself frozen, with ModelConfig's fields in order."""
+    and count, the words, and whether model.py runs it (seed_problem), for every good config; the config itself
+    frozen, with ModelConfig's fields in order."""
     good = [fields for fields in CHECKED_CASES if python_checked(fields) == "ok"]
     got = modules_page.evaluate(IMPLIED_JS, good)
     for fields, js in zip(good, got, strict=True):
@@ -162,8 +165,11 @@ def test_the_js_config_implies_what_model_config_implies_and_writes_its_json(mod
         assert [(name, tuple(shape)) for name, shape in js["shapes"]] == list(cfg.param_shapes().items())
         assert js["names"] == cfg.param_names() and js["count"] == cfg.parameter_count()
         assert js["grown"] == cfg.grown and js["describe"] == cfg.describe()
+        assert js["seed_problem"] == cfg.seed_problem()
         assert js["frozen"] and [tuple(item) for item in js["fields"]] == list(dataclasses.asdict(cfg).items())
     assert {js["json"].count("blocks") for js in got} == {0, 1}  # both kinds of JSON are among them
+    assert {js["seed_problem"] is None for js in got} == {True, False}  # model.py runs one, and not another
+    assert any("positions 'sinusoidal'" in (js["seed_problem"] or "") for js in got)  # (one block, another scheme)
 
 
 FROM_JSON_JS = """(cases) => cases.map(([text, grown]) => {
