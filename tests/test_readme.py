@@ -7,7 +7,7 @@ with fewer steps, the same reduction for every command of a script or module (RE
 environment this test already runs in, or take many minutes and have a reduced form of their own on the same page,
 are skipped (SETUP, LONG); a command a page shows being refused must be refused, in one line with its exit status
 (REFUSED), and one that reports work not done yet (a learner's blank workbook) must end as the page says (NOT_YET). A
-command that makes the same run as one another page shows (or its own page, earlier) runs once, there
+command that makes the same run as another command, of another page or of its own, runs once, where that one runs
 (RUN_ELSEWHERE). A command that fits none of these and fails, fails its page's test.
 
 Every page under docs/ is linked from the README and has commands of its own, and every relative link of every page
