@@ -7,7 +7,8 @@ with fewer steps, the same reduction for every command of a script or module (RE
 environment this test already runs in, or take many minutes and have a reduced form of their own on the same page,
 are skipped (SETUP, LONG); a command a page shows being refused must be refused, in one line with its exit status
 (REFUSED), and one that reports work not done yet (a learner's blank workbook) must end as the page says (NOT_YET). A
-command that fits none of these and fails, fails its page's test.
+command that makes the same run as another command, of another page or of its own, runs once, where that one runs
+(RUN_ELSEWHERE). A command that fits none of these and fails, fails its page's test.
 
 Every page under docs/ is linked from the README and has commands of its own, and every relative link of every page
 leads to a file of the repository.
@@ -46,7 +47,7 @@ LONG = {  # a command exactly -> why this test does not run it
     "python3 -m experiments.drops": "the full experiment takes minutes of both cores; `--check` and `--rerun`, on"
                                     " the same page, run its reduced versions",
     "python3 -m dev.bench_grid --rounds 3 --full 2 --out out/bench-grid-full.json": "times the recorded grid's own"
-        " runs, about 12 minutes; the page's other dev.bench_grid commands time the reduced grid",
+        " runs, about 12 minutes; the page's other dev.bench_grid commands time the reduced grid (run on scaling.md)",
 }
 REDUCED = {  # script or module -> arguments appended to each of its commands here (later arguments win in argparse)
     "train.py": ["--steps", "300"],  # not to commands that set --steps themselves
@@ -61,6 +62,18 @@ REDUCED = {  # script or module -> arguments appended to each of its commands he
     "dev.bench_grid": ["--rounds", "1", "--scale", "0.25"],  # one short round of each pool
     "dev.bench_fits": ["--rounds", "1", "--bootstrap", "20"],  # 160 fits, here and in a pool, seconds
 }
+RUN_ELSEWHERE = {  # (page, a command) -> (page, the command there that makes the same run): run once, there
+    ("docs/developers.md", "python3 -m experiments.scaling --check"): ("docs/scaling.md",
+                                                                      "python3 -m experiments.scaling --check"),
+    ("docs/developers.md", "python3 -m dev.bench_fits"): ("docs/scaling.md", "python3 -m dev.bench_fits"),
+    ("docs/developers.md", "python3 -m dev.bench_fits --rounds 3"): ("docs/scaling.md", "python3 -m dev.bench_fits"),
+    ("docs/developers.md", "python3 -m dev.bench_grid"): ("docs/scaling.md", "python3 -m dev.bench_grid"),
+    ("docs/developers.md", "python3 -m dev.bench_grid --rounds 5"): ("docs/scaling.md", "python3 -m dev.bench_grid"),
+    ("docs/developers.md", "python3 -m dev.bench_grid --rounds 3 --scale 4"): ("docs/scaling.md",
+                                                                              "python3 -m dev.bench_grid"),
+    ("docs/developers.md", "python3 -m dev.bench --sizes series-b1 --no-torch"): ("docs/developers.md",
+                                                                                 "python3 -m dev.bench"),
+}  # (the same run: the same text, or the same once the reduction's options replace the page's values of them)
 SERVERS = {  # a command that serves until Ctrl-C -> what this test adds to it (a browser cannot open here)
     "python3 explore.py": ["--no-open"],
     "python3 explore.py --ckpt out/topics.safetensors": ["--no-open"],
@@ -171,6 +184,30 @@ def plan(command):
     return command + "".join(" " + shlex.quote(a) for a in extra), None
 
 
+def as_run(run):
+    """A run's words with each option that the reduction gives again left out where the page gave it: argparse keeps
+    the last value of an option stored once (not of one appended to, such as dev.lessons_page's --lesson, which
+    RUN_ELSEWHERE therefore never names).
+
+    >>> as_run("python3 -m dev.bench_grid --rounds 5 --rounds 1 --scale 0.25")
+    ['python3', '-m', 'dev.bench_grid', '--rounds', '1', '--scale', '0.25']
+    """
+    words = shlex.split(run)
+    extra = REDUCED.get(program(words), [])
+    if not extra or words[-len(extra):] != extra:  # (a command plan did not reduce)
+        return words
+    page, reduction = words[:-len(extra)], extra
+    kept, i = [], 0
+    while i < len(page):
+        if page[i].startswith("--") and page[i] in extra:  # (given again by the reduction: left out, with its value)
+            at = extra.index(page[i]) + 1
+            i += 2 if at < len(extra) and not extra[at].startswith("--") else 1
+        else:
+            kept.append(page[i])
+            i += 1
+    return kept + reduction
+
+
 def links(page):
     """The targets of a page's relative links, as paths of the repository (without a #fragment)."""
     targets = []
@@ -209,6 +246,16 @@ def test_every_reduction_and_exception_is_of_a_command_a_page_shows():
         assert set(table) <= set(commands), "an entry for a command no page shows any more"
     for page, command in [*REFUSED, *NOT_YET]:
         assert command in page_commands(page_text(page)), f"{page} no longer shows {command}"
+
+
+def test_a_command_run_once_on_another_page_is_the_same_run_there():
+    """RUN_ELSEWHERE's skips cannot go stale: each names a command its page shows, and a command of the other page
+    that runs there (not skipped, not run elsewhere in turn) and makes the same run."""
+    for (page, command), (other, there) in RUN_ELSEWHERE.items():
+        assert command in page_commands(page_text(page)), f"{page} no longer shows {command}"
+        assert there in page_commands(page_text(other)), f"{other} no longer shows {there}"
+        assert (other, there) not in RUN_ELSEWHERE and plan(there)[0] is not None, f"{other} does not run {there}"
+        assert as_run(plan(command)[0]) == as_run(plan(there)[0]), f"{page}: {command} is not the run of {there}"
 
 
 def fresh_copy(dest):
@@ -284,7 +331,7 @@ def test_every_command_of_the_page_runs_as_written_in_order(page, tmp_path):
     for command in page_commands(page_text(page)):
         run, skipped = plan(command)
         text = command[1] if isinstance(command, tuple) else command
-        if skipped:
+        if skipped or (page, command) in RUN_ELSEWHERE:
             continue
         if missing(text):
             cannot.append(missing(text))

@@ -143,42 +143,6 @@ def assert_fresh(streams):
         assert s["held_out"] == 0 and at_least > 1e-6, (s, expected)
 
 
-def test_reduced_grid_runs_and_has_the_shape_of_the_full_one(tmp_path, capsys):
-    pytest.importorskip("scipy")
-    from test_positions import reduced_run
-
-    from experiments import scaling
-
-    r = reduced_run(scaling, tmp_path, capsys)
-    assert scaling.runs_in(scaling.REDUCED) == 3 * 4 * (2 + 2)
-    split = split_cells(r, scaling.REDUCED)
-    assert split and len(r["runs"]) == scaling.runs_in(scaling.REDUCED) + 2 * len(split)  # (the reduced grid splits)
-    for (size, budget), cell in ((key, r["cells"][key[0]][str(key[1])]) for key in split):
-        assert sorted(run["seed"] for run in r["runs"] if (run["size"], run["budget"], run["lr"]) == (
-            size, budget, cell["lr"])) == [3, 4, 5, 6, 7] and len(cell["val"]["by_seed"]) == 5
-    assert_fresh(r["data"]["streams"])
-    assert sorted(r["data"]["streams"]) == ["3", "4", "5", "6", "7"]
-    less = {**r, "runs": [run for run in r["runs"] if (run["size"], run["budget"], run["seed"]) != (*split[0], 7)]}
-    with pytest.raises(ValueError, match=f"runs, expected 48 and 2 more for each of the {len(split)} cells whose"):
-        scaling.check_record(less, scaling.REDUCED)
-    moved = {**r, "runs": [{**run, "seed": 6} if (run["size"], run["budget"], run["seed"]) == (*split[0], 7) else run
-                           for run in r["runs"]]}
-    with pytest.raises(ValueError, match="seed 6: expected one run of each cell whose seeds split"):
-        scaling.check_record(moved, scaling.REDUCED)
-    import argparse  # --rerun of a split seed where the cell did not split: refused, naming the cell's seeds
-
-    whole = next((size, budget) for size in r["cells"] for budget in r["cells"][size]
-                 if (size, int(budget)) not in split)
-    args = argparse.Namespace(rerun=whole[0], budget=int(whole[1]), seed=6)
-    with pytest.raises(SystemExit):
-        scaling.rerun_cell(argparse.ArgumentParser(prog="scaling", allow_abbrev=False), args, r)
-    assert f"--seed 6: {whole[0]} at {whole[1]} FLOPs has the seeds [3, 4, 5] (its seeds did not split" in (
-        capsys.readouterr().err)
-    args.rerun, args.budget = split[0][0], split[0][1]
-    kept = scaling.rerun_cell(argparse.ArgumentParser(allow_abbrev=False), args, r)[0]
-    assert kept == {"size": split[0][0], "budget": split[0][1]}
-
-
 def split_cells(record, plan):
     """The cells (size, budget) whose three seeds span more than the plan's split, found again here."""
     first = {}
@@ -227,8 +191,7 @@ def test_committed_record_has_the_shape_of_this_code_meets_the_issues_conditions
     (("isoflop", "a"), 1e-2, "isoflop.a"),
     (("judged", "floors_by_cut", 3, "huber", "E"), 1e-3, "judged.floors_by_cut.3.huber.E"),
     (("judged", "held_out", 1, "fits", "true_floor", "rms_error"), 1e-3, "judged.held_out.1.fits.true_floor"),
-    (("runs", -1, "val"), 1e-3, "cells.64x2"),
-])
+])  # (a run's number changed: tests/test_scaling_grid.py, on the reduced grid's record, not fitted again here)
 def test_check_record_derives_every_summary_again_from_the_runs(path, change, where):
     scaling, r = scaling_record()
     target = r

@@ -1,7 +1,11 @@
 """experiments/scaling.py on every core: the reduced grid (--check's plan) gives the same record, bit for bit but its
-seconds, in this process, on a process pool of two workers and on a local Dask cluster of two; a --check killed with
-SIGKILL part-way resumes from the per-run results it wrote and ends with that record; the grid's options are checked
-before any work; and dev/bench_grid.py runs briefly.
+seconds, in this process, on a process pool of two workers and on a local Dask cluster of two; that record has the
+full one's shape (its seeds split, check_record derives its summaries from its runs); a --check killed with SIGKILL
+part-way resumes from the per-run results it wrote and ends with that record; the grid's options are checked before
+any work; and dev/bench_grid.py runs briefly.
+
+The command lines here run without the committed record's check, the minute of every --check that these tests do
+not ask about (tests/test_scaling.py checks scaling.json in this process, docs/scaling.md's --check as a command).
 
 Without dask and distributed the Dask case skips with its reason, except under CI=true, where that is a failure."""
 
@@ -17,6 +21,7 @@ import pytest
 
 from run_helpers import killed_once_written
 from test_grid import need_dask
+from test_scaling import assert_fresh, split_cells
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,6 +34,14 @@ def scaling():
     from experiments import scaling as module
 
     return module
+
+def reduced_command(*args):
+    """python3 -m experiments.scaling with args, in a process of its own, its committed record taken as checked and
+    found OK (recording.committed_verdict): the grid, its per-run results and its record written and checked."""
+    return [sys.executable, "-c", "import sys; from experiments import recording, scaling;"
+            " recording.committed_verdict = lambda experiment: (True, None); sys.exit(scaling.main(sys.argv[1:]))",
+            *args]
+
 
 def without_seconds(record):
     """The record, its "seconds" and "cpu_seconds" fields and each run's "seconds" left out, as JSON text."""
@@ -72,6 +85,49 @@ def test_in_this_process_the_grid_writes_a_result_per_run_and_a_record_of_the_re
         == {"val": run["val"], "val_error": run["val_error"]}
 
 
+def test_the_reduced_grid_trains_more_seeds_where_they_split_and_check_record_holds_it_to_that(serial, capsys):
+    s = scaling()
+    r = json.loads(json.dumps(serial[0]))
+    assert s.runs_in(s.REDUCED) == 3 * 4 * (2 + 2)
+    split = split_cells(r, s.REDUCED)
+    assert split and len(r["runs"]) == s.runs_in(s.REDUCED) + 2 * len(split)  # (the reduced grid splits)
+    for (size, budget), cell in ((key, r["cells"][key[0]][str(key[1])]) for key in split):
+        assert sorted(run["seed"] for run in r["runs"] if (run["size"], run["budget"], run["lr"]) == (
+            size, budget, cell["lr"])) == [3, 4, 5, 6, 7] and len(cell["val"]["by_seed"]) == 5
+    assert_fresh(r["data"]["streams"])
+    assert sorted(r["data"]["streams"]) == ["3", "4", "5", "6", "7"]
+    less = {**r, "runs": [run for run in r["runs"] if (run["size"], run["budget"], run["seed"]) != (*split[0], 7)]}
+    with pytest.raises(ValueError, match=f"runs, expected 48 and 2 more for each of the {len(split)} cells whose"):
+        s.check_record(less, s.REDUCED)
+    moved = {**r, "runs": [{**run, "seed": 6} if (run["size"], run["budget"], run["seed"]) == (*split[0], 7) else run
+                           for run in r["runs"]]}
+    with pytest.raises(ValueError, match="seed 6: expected one run of each cell whose seeds split"):
+        s.check_record(moved, s.REDUCED)
+    import argparse  # --rerun of a split seed where the cell did not split: refused, naming the cell's seeds
+
+    whole = next((size, budget) for size in r["cells"] for budget in r["cells"][size]
+                 if (size, int(budget)) not in split)
+    args = argparse.Namespace(rerun=whole[0], budget=int(whole[1]), seed=6)
+    with pytest.raises(SystemExit):
+        s.rerun_cell(argparse.ArgumentParser(prog="scaling", allow_abbrev=False), args, r)
+    assert f"--seed 6: {whole[0]} at {whole[1]} FLOPs has the seeds [3, 4, 5] (its seeds did not split" in (
+        capsys.readouterr().err)
+    args.rerun, args.budget = split[0][0], split[0][1]
+    kept = s.rerun_cell(argparse.ArgumentParser(allow_abbrev=False), args, r)[0]
+    assert kept == {"size": split[0][0], "budget": split[0][1]}
+
+
+def test_check_record_derives_the_summaries_again_from_a_changed_run(serial):
+    """A run's validation loss moved by 1e-3 and every summary left as it was: the first summary that differs is
+    that of the run's cell (tests/test_scaling.py moves the committed record's summaries themselves)."""
+    s = scaling()
+    r = json.loads(json.dumps(serial[0]))
+    run = r["runs"][-1]
+    run["val"] += 1e-3
+    with pytest.raises(ValueError, match=f"^cells.{run['size']}"):
+        s.check_record(r, s.REDUCED)
+
+
 @pytest.mark.parametrize("kind", ["process", "dask"])
 def test_a_pool_of_two_and_a_dask_cluster_of_two_write_the_serial_record(serial, kind, tmp_path):
     if kind == "dask":
@@ -95,8 +151,8 @@ def test_the_command_line_on_a_running_dask_scheduler_writes_the_serial_record(s
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                                   dashboard_address=None, worker_dashboard_address=None,
                                   silence_logs=logging.ERROR) as cluster:
-        done = subprocess.run([sys.executable, "-m", "experiments.scaling", "--check", "--out", str(out), "--quiet",
-                               "--executor", "dask", "--scheduler", cluster.scheduler_address],
+        done = subprocess.run(reduced_command("--check", "--out", str(out), "--quiet", "--executor", "dask",
+                                              "--scheduler", cluster.scheduler_address),
                               cwd=ROOT, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stdout + done.stderr
         assert len(cluster.scheduler.workers) == 2  # (its own workers: the command started none)
@@ -112,7 +168,7 @@ def test_the_command_line_on_a_running_dask_scheduler_writes_the_serial_record(s
 @pytest.mark.skipif(not hasattr(os, "killpg"), reason="kills a process group (POSIX)")
 def test_a_check_killed_with_sigkill_resumes_from_its_runs_and_ends_with_the_same_record(serial, tmp_path):
     out, runs = tmp_path / "reduced.json", tmp_path / "reduced-runs"  # (the runs' folder beside --out, by default)
-    command = [sys.executable, "-m", "experiments.scaling", "--check", "--out", str(out), "--workers", "2"]
+    command = reduced_command("--check", "--out", str(out), "--workers", "2")
     killed_once_written([*command, "--quiet"], runs, 12, timeout=120, cwd=ROOT)
     names = sorted(p.name[:-5] for p in runs.glob("*.json"))
     kept = len(names)
