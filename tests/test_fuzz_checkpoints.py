@@ -18,9 +18,9 @@ text has two documents, so that whatever val_fraction says, the same one validat
 long as the model (seq_len = max_len = 8), so that no damaged digit of seq_len is both in range and different.
 
 Each case runs in a process of its own, forked from a server that imported the tool once (tests/fork_server.py),
-with RLIMIT_AS on it; the HOSTILE_HEADERS first, each refused within HOSTILE_S of CPU time; the test stops starting
-cases at DEADLINE_S and says how many ran. (tests/test_checkpoint.py checks checkpoint.py's messages for such files
-in-process.)
+with RLIMIT_AS on it; the HOSTILE_HEADERS first, each refused within HOSTILE_S of CPU time, then every other case,
+through each tool: the same files on any machine, however busy (no deadline cuts the run short).
+(tests/test_checkpoint.py checks checkpoint.py's messages for such files in-process.)
 """
 
 import json
@@ -45,8 +45,6 @@ if not hasattr(os, "fork"):
 ROOT = Path(__file__).resolve().parent.parent
 CHILD_MEMORY = 4 << 30  # RLIMIT_AS of each case's process: a regression that allocates without end stops there
 CHILD_LIMIT_S = 30  # one case, at most
-DEADLINE_S = 75  # no case starts after this many seconds of the test
-AT_LEAST = 200  # mutated files each tool must have seen
 CKPT = "m.safetensors"  # each tool's copy of the case, in its own folder
 SITE = "site"  # explore.py --export's folder
 HOSTILE_S = 5.0  # the most CPU time (the machine's other load is not the tool's) to refuse one of HOSTILE_HEADERS
@@ -172,8 +170,6 @@ def test_damaged_checkpoints_are_refused_in_one_line_or_read_as_the_good_one(bas
 
         def work(tool):
             for label, raw in sorted(cases, key=lambda case: not case[0].endswith(HOSTILE_HEADERS)):  # (those first)
-                if time.monotonic() - started > DEADLINE_S:
-                    return
                 name = label.split(":")[0]
                 got = outcome(tool, folders[tool, name], name, raw)
                 why = problem(got, want[tool, name])
@@ -198,4 +194,4 @@ def test_damaged_checkpoints_are_refused_in_one_line_or_read_as_the_good_one(bas
     print(f"\n{len(cases)} damaged checkpoints; cases run: {ran} in {elapsed:.1f} s, of which read as the good file"
           f" (the rest refused): {read}")
     assert failures == [], f"{len(failures)} of {sum(ran.values())} cases:\n" + "\n".join(failures[:15])
-    assert min(ran.values()) >= AT_LEAST, f"only {ran} cases ran before the deadline of {DEADLINE_S} s"
+    assert ran == dict.fromkeys(TOOLS, len(cases)), ran  # (a thread that died on an error ran fewer)
