@@ -1,6 +1,7 @@
-"""Helpers shared by the tests that run the lab's commands in a subprocess: hold a train.py run in its data
-preparation (held), kill one with a real SIGKILL once its checkpoint has reached a step, start explore.py's server,
-assert that a run failed as a bad input should, a text of one's own, and the cases of a private one (PRIVACY)."""
+"""Helpers shared by the tests that run the lab's commands: hold a train.py run in its data preparation (held), kill
+one with a real SIGKILL once its checkpoint has reached a step, start explore.py's server, run a command's main in
+this process (ran), assert that a run failed as a bad input should, a text of one's own, and the cases of a private
+one (PRIVACY)."""
 
 import os
 import random
@@ -122,6 +123,24 @@ def served(folder):
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+def ran(main, capsys, *args, umask=None):
+    """A command's main(argv) run in this process as its command line runs it (sys.argv[0] its script, under umask
+    when given; both put back after), read as a subprocess's run is: a namespace of returncode (argparse's
+    SystemExit gives its status), stdout and stderr."""
+    argv, before = sys.argv, None if umask is None else os.umask(umask)
+    sys.argv = [f"{main.__module__}.py", *map(str, args)]
+    try:
+        returncode = main(sys.argv[1:])
+    except SystemExit as e:
+        returncode = e.code
+    finally:
+        sys.argv = argv
+        if before is not None:
+            os.umask(before)
+    stdout, stderr = capsys.readouterr()
+    return SimpleNamespace(returncode=returncode, stdout=stdout, stderr=stderr)
 
 
 def one_line_error(proc, *phrases):
