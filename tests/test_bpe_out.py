@@ -1,9 +1,9 @@
 """bpe.py's --out and its memory. --out replaces nothing that is not a tokenizer, a tokenizer only with --overwrite
 (bpe.main in this process), and never --data itself by any name; a path that is not a regular file is refused; a
 run owns its --out while it runs (one held in its reading by a hook, so that the race happens every time): these,
-and the memory, each a real bpe.py (or train.py) in a subprocess. A training that runs out of memory is one line and writes nothing, under an address-space
-limit (RLIMIT_AS, so that a regression cannot take the machine down); the training is the same as before, merge for
-merge, and the ordinary runs still work under the same limit."""
+and the memory, each a real bpe.py (or train.py) in a subprocess. A training that runs out of memory is one line
+and writes nothing, under an address-space limit (RLIMIT_AS, so that a regression cannot take the machine down);
+the training is the same as before, merge for merge, and the ordinary runs still work under the same limit."""
 
 import os
 import re

@@ -53,7 +53,7 @@ def test_a_run_held_in_preparation_owns_its_out_so_a_faster_run_cannot_finish_un
     out, waiting, go = tmp_path / "ckpt.safetensors", tmp_path / "waiting", tmp_path / "go"
     with held(HELD, waiting, go, "--out", out, *SHORT, "--seed", "3", cwd=tmp_path) as slow:
         fast = run("train.py", "--out", out, *SHORT, "--seed", "4", cwd=tmp_path)  # before the fix: it finished
-        one_line_error(fast, "is in use by another run", "train.py")
+        one_line_error(fast, f"{out} is in use by another run (pid ", "train.py")
         assert not out.exists()
     assert slow.returncode == 0, slow.stderr
     assert checkpoint.load_checkpoint(out)["training"]["seed"] == 3  # the slow run's, written once, whole

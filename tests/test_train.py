@@ -14,8 +14,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from run_helpers import kill_at
+from run_helpers import kill_at, ran
 
+import train as train_py
 from oneblock import checkpoint, training
 from oneblock.config import SWITCH_KEY, ModelConfig
 from oneblock.settings import Settings, checked
@@ -394,33 +395,8 @@ def test_the_librarys_train_gives_the_command_lines_weights(tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Owning --out: one run at a time, and a bad path refused before any work
-
-
-def test_a_second_run_on_the_same_out_is_refused_and_a_killed_holder_blocks_nothing(tmp_path):
-    out = tmp_path / "ckpt.safetensors"
-    lock = tmp_path / "ckpt.safetensors.lock"
-    cmd = [sys.executable, str(ROOT / "train.py"), "--out", str(out), *SHORT, "--steps", "100000",
-           "--ckpt-every", "100000", "--eval-every", "100000"]
-    first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
-    try:
-        deadline = time.monotonic() + 120
-        while not (lock.exists() and f"pid {first.pid} " in lock.read_text()) and time.monotonic() < deadline:
-            assert first.poll() is None, "the first run ended early"
-            time.sleep(0.05)
-        t0 = time.monotonic()
-        second = run_train(out, "--steps", "5", check=False)
-        assert second.returncode == 2 and second.stdout == ""
-        assert f"{out} is in use by another run (pid {first.pid} " in second.stderr
-        assert time.monotonic() - t0 < 60  # refused at once, not after training
-        assert first.poll() is None and not out.exists()  # the second run wrote nothing
-    finally:
-        first.kill()  # SIGKILL: the lock file stays behind, but the operating system's lock dies with the process
-        first.wait()
-    assert lock.exists()
-    run_train(out, "--steps", "5")  # the stale file blocks nothing
-    assert checkpoint.load_checkpoint(out)["step"] == 5
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.best.safetensors", "ckpt.safetensors"]  # no lock
+# Owning --out: a bad path refused before any work (one run at a time: test_nothing_lost.py; the owner's every
+# case, a killed holder's lock taken over among them: test_locks.py)
 
 
 @pytest.mark.parametrize("make, out, extra, phrase", [  # (every kind of path atomic.own refuses: test_locks.py)
@@ -429,14 +405,15 @@ def test_a_second_run_on_the_same_out_is_refused_and_a_killed_holder_blocks_noth
     ("empty", "empty.safetensors", ["--overwrite"], "--out empty.safetensors exists but is not a checkpoint"),
     ("empty", "empty.safetensors", ["--resume"], "cannot resume: empty.safetensors: the file is 0 bytes"),
 ])
-def test_a_bad_out_is_refused_before_any_work_naming_the_path(tmp_path, make, out, extra, phrase):
+def test_a_bad_out_is_refused_before_any_work_naming_the_path(tmp_path, capsys, monkeypatch, make, out, extra,
+                                                              phrase):
+    monkeypatch.chdir(tmp_path)
     if make == "dir":
         (tmp_path / out).mkdir()
     elif make == "empty":
         (tmp_path / out).write_bytes(b"")
     before = sorted(p.name for p in tmp_path.rglob("*"))
-    proc = subprocess.run([sys.executable, str(ROOT / "train.py"), "--out", out, *SHORT, "--steps", "5", *extra],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    proc = ran(train_py.main, capsys, "--out", out, *SHORT, "--steps", "5", *extra)
     assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr  # no training line printed
     assert proc.stderr.count("\n") == 1 and phrase in proc.stderr and "Traceback" not in proc.stderr
     assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing made, nothing replaced
