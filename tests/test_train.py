@@ -1,6 +1,7 @@
 """train.py and the library's training (oneblock/training.py, settings.py): learning, determinism, a real SIGKILL
-and --resume, divergence, the settings, and the backends. The command line runs in subprocesses; the library's
-train is called with values, as the experiments call it."""
+and --resume, divergence, the settings, and the backends. The command line runs in subprocesses, its refusals and
+short runs through train.main in this process; the library's train is called with values, as the experiments call
+it."""
 
 import dataclasses
 import json
@@ -50,10 +51,11 @@ def trained(**values):
     return run.state["params"], run.history
 
 
-def run_main(*args, cwd=ROOT):
-    """train.py with args in a subprocess; the CompletedProcess (text)."""
-    return subprocess.run([sys.executable, str(ROOT / "train.py"), *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=300)
+@pytest.fixture
+def main(tmp_path, capsys, monkeypatch):
+    """train.py's main(argv) in this process, in tmp_path: main(*args) gives returncode, stdout and stderr."""
+    monkeypatch.chdir(tmp_path)
+    return lambda *args: ran(train_py.main, capsys, *args)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -221,9 +223,9 @@ def test_existing_checkpoint_is_not_overwritten_without_asking(tmp_path):
     assert out.read_bytes() != before
 
 
-def test_resume_without_a_checkpoint_says_so(tmp_path):
+def test_resume_without_a_checkpoint_says_so(tmp_path, main):
     out = tmp_path / "none.safetensors"
-    proc = run_train(out, "--steps", "10", "--resume", check=False)
+    proc = main("--out", out, *SHORT, "--steps", "10", "--resume")
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == f"error: cannot resume: there is no checkpoint at {out}; run without --resume to start one\n"
 
@@ -286,19 +288,19 @@ def test_settings_that_make_no_sense_are_one_line_naming_the_value(values, messa
     (["--dtype", "float16"], "invalid choice: 'float16'"),
     (["--heads", "0"], "error: --heads 0: expected a whole number of at least 1\n"),  # (the settings' own words)
 ])
-def test_nonsensical_settings_are_rejected(tmp_path, args, phrase):
-    proc = run_main(*args, "--out", "c.safetensors", cwd=tmp_path)
+def test_nonsensical_settings_are_rejected(tmp_path, main, args, phrase):
+    proc = main(*args, "--out", "c.safetensors")
     assert proc.returncode == 2 and phrase in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert list(tmp_path.iterdir()) == []
 
 
-def test_too_many_validation_stories_is_rejected(tmp_path):
-    proc = run_train(tmp_path / "ckpt.safetensors", "--val-stories", "3000", check=False)
+def test_too_many_validation_stories_is_rejected(main):
+    proc = main("--out", "ckpt.safetensors", *SHORT, "--val-stories", "3000")
     assert proc.returncode == 2 and "--val-stories 3000 leaves no training stories" in proc.stderr
 
 
-def test_help_explains_every_setting():
-    proc = run_main("--help")
+def test_help_explains_every_setting(main):
+    proc = main("--help")
     assert proc.returncode == 0
     text = " ".join(proc.stdout.split())
     options = re.findall(r"^  (-[-\w]+(?:, --[-\w]+)?)(?: [A-Z_{][^ ]*)?(?:  +(\S.*))?$", proc.stdout, re.M)
@@ -311,8 +313,8 @@ def test_help_explains_every_setting():
     assert "default: 12000" in text and "float32 for numpy" in text
 
 
-def test_an_abbreviated_flag_is_an_error_not_a_run(tmp_path):
-    proc = run_main("--step", "10", "--out", "c.safetensors", cwd=tmp_path)
+def test_an_abbreviated_flag_is_an_error_not_a_run(tmp_path, main):
+    proc = main("--step", "10", "--out", "c.safetensors")
     assert proc.returncode == 2 and "unrecognized arguments: --step" in proc.stderr
     assert list(tmp_path.iterdir()) == []
 
@@ -333,8 +335,8 @@ def test_learning_rate_schedule():
 @pytest.mark.parametrize("args, want", [([], "learned"), (["--no-positions"], "none"),
                                         (["--positions", "rope"], "rope"), (["--positions", "none", "--no-positions"],
                                                                              "none")])
-def test_positions_setting(tmp_path, args, want):
-    proc = run_main(*args, *SHORT, "--steps", "1", "--out", "c.safetensors", cwd=tmp_path)
+def test_positions_setting(tmp_path, main, args, want):
+    proc = main(*args, *SHORT, "--steps", "1", "--out", "c.safetensors")
     assert proc.returncode == 0, proc.stderr
     assert checkpoint.load_checkpoint(tmp_path / "c.safetensors")["config"].positions == want
 
@@ -343,8 +345,8 @@ def test_positions_setting(tmp_path, args, want):
     (["--no-positions", "--positions", "rope"], "--no-positions and --positions rope contradict"),
     (["--positions", "rotary"], "invalid choice: 'rotary'"),
 ])
-def test_bad_position_settings_are_rejected(tmp_path, args, phrase):
-    proc = run_main(*args, "--out", "c.safetensors", cwd=tmp_path)
+def test_bad_position_settings_are_rejected(main, args, phrase):
+    proc = main(*args, "--out", "c.safetensors")
     assert proc.returncode == 2 and phrase in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
