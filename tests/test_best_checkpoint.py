@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
-from run_helpers import one_line_error
+from run_helpers import one_line_error, ran
 
+import train as train_py
 from oneblock import checkpoint, training
 from oneblock.settings import Settings
 
@@ -179,18 +180,20 @@ def test_a_resume_refuses_a_best_file_of_another_run_and_leaves_it(tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["notes", "checkpoint"])
-def test_what_is_at_the_best_path_is_refused_before_any_work(tmp_path, kind):
+def test_what_is_at_the_best_path_is_refused_before_any_work(tmp_path, capsys, monkeypatch, kind):
     work = folder_with_text(tmp_path)
+    monkeypatch.chdir(work)
     best = work / "runs" / "l.best.safetensors"
     best.parent.mkdir()
     if kind == "notes":
         best.write_text("my notes, not a checkpoint\n", encoding="utf-8")
     else:
-        assert train(*RUN, "--steps", "5", "--seed", "7", "--out", "runs/other.safetensors", cwd=work).returncode == 0
+        other = ran(train_py.main, capsys, *RUN, "--steps", "5", "--seed", "7", "--out", "runs/other.safetensors")
+        assert other.returncode == 0, other.stderr
         best.write_bytes((work / "runs" / "other.safetensors").read_bytes())
     before = {name: (work / name).read_bytes() for name in files_under(work) if (work / name).is_file()}
     started = time.monotonic()
-    proc = train(*RUN, "--out", "runs/l.safetensors", cwd=work)  # before the fix: it ran, and wrote no best at all
+    proc = ran(train_py.main, capsys, *RUN, "--out", "runs/l.safetensors")  # before the fix: it ran, wrote no best
     assert time.monotonic() - started < 30 and "step" not in proc.stdout  # refused before training
     if kind == "notes":
         one_line_error(proc, "runs/l.best.safetensors, where this run keeps its best checkpoint",
@@ -198,7 +201,7 @@ def test_what_is_at_the_best_path_is_refused_before_any_work(tmp_path, kind):
     else:
         one_line_error(proc, "runs/l.best.safetensors already holds a checkpoint (step 5", "pass --overwrite")
     assert {name: (work / name).read_bytes() for name in files_under(work) if (work / name).is_file()} == before
-    overwrite = train(*RUN, "--steps", "5", "--out", "runs/l.safetensors", "--overwrite", cwd=work)
+    overwrite = ran(train_py.main, capsys, *RUN, "--steps", "5", "--out", "runs/l.safetensors", "--overwrite")
     if kind == "notes":  # a file that is not a checkpoint, not even with --overwrite
         one_line_error(overwrite, "is not a checkpoint", "it is never replaced")
         assert best.read_text(encoding="utf-8") == "my notes, not a checkpoint\n"
@@ -207,15 +210,15 @@ def test_what_is_at_the_best_path_is_refused_before_any_work(tmp_path, kind):
         assert checkpoint.load_checkpoint(best)["training"]["seed"] != 7  # this run's, not the other one's
 
 
-def test_an_input_at_the_best_path_is_refused(tmp_path):
+def test_an_input_at_the_best_path_is_refused(tmp_path, capsys, monkeypatch):
     work = folder_with_text(tmp_path)
-    proc = train(*[arg if arg != "letters.txt" else "l.best.safetensors" for arg in RUN], "--out", "l.safetensors",
-                 cwd=work)
+    monkeypatch.chdir(work)
+    proc = ran(train_py.main, capsys, *[arg if arg != "letters.txt" else "l.best.safetensors" for arg in RUN],
+               "--out", "l.safetensors")
     one_line_error(proc, "--data l.best.safetensors is where this run writes its best checkpoint")
     assert files_under(work) == ["letters.txt"]
 
 
-def test_the_help_names_the_best_file():
-    proc = subprocess.run([sys.executable, str(ROOT / "train.py"), "--help"], capture_output=True, text=True,
-                          timeout=60)
+def test_the_help_names_the_best_file(capsys):
+    proc = ran(train_py.main, capsys, "--help")
     assert "out/ckpt.best.safetensors" in " ".join(proc.stdout.split())
