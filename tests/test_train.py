@@ -182,12 +182,11 @@ def test_kill_at_random_moments_never_leaves_a_broken_checkpoint(tmp_path):
     assert all(step > 0 for step in steps), steps
 
 
-def test_resume_refuses_other_settings(tmp_path):
-    out = tmp_path / "ckpt.safetensors"
-    run_train(out, "--steps", "20")
-    proc = run_train(out, "--steps", "30", "--resume", check=False)
+def test_resume_refuses_other_settings(main):
+    assert main("--out", "ckpt.safetensors", *SHORT, "--steps", "20").returncode == 0
+    proc = main("--out", "ckpt.safetensors", *SHORT, "--steps", "30", "--resume")
     assert proc.returncode == 2 and "--steps 20 there, 30 here" in proc.stderr
-    proc = run_train(out, "--steps", "20", "--lr", "0.02", "--resume", check=False)
+    proc = main("--out", "ckpt.safetensors", *SHORT, "--steps", "20", "--lr", "0.02", "--resume")
     assert proc.returncode == 2 and "--lr 0.01 there, 0.02 here" in proc.stderr
 
 
@@ -212,14 +211,14 @@ def test_resume_refuses_a_model_config_that_differs_in_any_field(change, differ)
                             f" settings of the run you resume")
 
 
-def test_existing_checkpoint_is_not_overwritten_without_asking(tmp_path):
+def test_existing_checkpoint_is_not_overwritten_without_asking(tmp_path, main):
     out = tmp_path / "ckpt.safetensors"
-    run_train(out, "--steps", "10")
+    assert main("--out", out, *SHORT, "--steps", "10").returncode == 0
     before = out.read_bytes()
-    proc = run_train(out, "--steps", "10", "--seed", "4", check=False)
+    proc = main("--out", out, *SHORT, "--steps", "10", "--seed", "4")
     assert proc.returncode == 2 and "--resume" in proc.stderr and "--overwrite" in proc.stderr
     assert out.read_bytes() == before
-    run_train(out, "--steps", "10", "--seed", "4", "--overwrite")
+    assert main("--out", out, *SHORT, "--steps", "10", "--seed", "4", "--overwrite").returncode == 0
     assert out.read_bytes() != before
 
 
@@ -230,11 +229,11 @@ def test_resume_without_a_checkpoint_says_so(tmp_path, main):
     assert proc.stderr == f"error: cannot resume: there is no checkpoint at {out}; run without --resume to start one\n"
 
 
-def test_resume_of_a_corrupt_checkpoint_names_the_problem(tmp_path):
+def test_resume_of_a_corrupt_checkpoint_names_the_problem(tmp_path, main):
     out = tmp_path / "ckpt.safetensors"
-    run_train(out, "--steps", "10")
+    assert main("--out", out, *SHORT, "--steps", "10").returncode == 0
     out.write_bytes(out.read_bytes()[:-100])
-    proc = run_train(out, "--steps", "10", "--resume", check=False)
+    proc = main("--out", out, *SHORT, "--steps", "10", "--resume")
     assert proc.returncode == 2 and "truncated" in proc.stderr and "Traceback" not in proc.stderr
 
 
