@@ -5,7 +5,8 @@ at its name (a link to a file of yours, your own file, a folder, a FIFO, another
 is taken over; the caller's reader judges what is there while the path is held; a run removes only the temporary
 files a killed writer of its own path left, never another run's save in progress or a file of yours; a file has one
 lock however it is named (a link to it and the file itself are one path, and a run through a link writes its
-target). Then, through the commands: torchrun numbers that make no sense, a signal as the lock is made, and
+target). Then, through the commands (train.main in this process where no signal is sent): train.py's one
+subprocess smoke of an --out it cannot own, torchrun numbers that make no sense, a signal as the lock is made, and
 train.py and bpe.py stopped by a signal, each in one line, leaving nothing behind."""
 
 import os
@@ -22,9 +23,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from run_helpers import HELD, held, one_line_error
+from run_helpers import HELD, held, one_line_error, ran
 
 import atomic
+import train as train_py
 from oneblock import checkpoint, settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,9 +36,10 @@ if os.name == "posix":
     import fcntl
 
 
-def train(*args, cwd, env=None, timeout=300):
+def train(*args, cwd):
+    """train.py with args in a subprocess in cwd; the CompletedProcess (text)."""
     return subprocess.run([sys.executable, str(ROOT / "train.py"), *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=timeout, env=None if env is None else {**os.environ, **env})
+                          cwd=cwd, timeout=300)
 
 
 def files_under(folder):
@@ -296,12 +299,14 @@ def test_a_link_and_its_file_are_one_path_and_the_link_leads_to_what_is_written(
 
 
 @POSIX
-def test_resuming_through_a_link_writes_its_target_and_keeps_the_link(tmp_path):
+def test_resuming_through_a_link_writes_its_target_and_keeps_the_link(tmp_path, capsys, monkeypatch):
+    """train.main in this process: a resume reads and writes the checkpoint the link leads to."""
+    monkeypatch.chdir(tmp_path)
     (tmp_path / "real").mkdir()
     out, link = tmp_path / "real" / "ck.safetensors", tmp_path / "link.safetensors"
-    assert train("--out", out, *SHORT, "--steps", "8", "--stop-at", "4", cwd=tmp_path).returncode == 0
+    assert ran(train_py.main, capsys, "--out", out, *SHORT, "--steps", "8", "--stop-at", "4").returncode == 0
     link.symlink_to(os.path.relpath(out, tmp_path))
-    proc = train("--out", "link.safetensors", *SHORT, "--steps", "8", "--resume", cwd=tmp_path)
+    proc = ran(train_py.main, capsys, "--out", "link.safetensors", *SHORT, "--steps", "8", "--resume")
     assert proc.returncode == 0, proc.stderr
     assert f"--out link.safetensors leads to {out.resolve()}: this run writes there" in proc.stdout
     assert link.is_symlink() and os.readlink(link) == os.path.relpath(out, tmp_path)  # before: replaced by a file
@@ -323,9 +328,12 @@ def test_train_py_refuses_an_out_it_cannot_own_in_one_line_before_anything_is_ma
                                          ({"RANK": "5", "WORLD_SIZE": "2"}, "rank 5: expected 0 to 1"),
                                          ({"WORLD_SIZE": "0"}, "world 0: expected at least 1 process"),
                                          ({"RANK": "x"}, "the environment variable RANK is 'x'")])
-def test_torchrun_numbers_that_make_no_sense_are_one_line(tmp_path, env, phrase):
+def test_torchrun_numbers_that_make_no_sense_are_one_line(tmp_path, capsys, monkeypatch, env, phrase):
+    monkeypatch.chdir(tmp_path)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
     started = time.monotonic()
-    proc = train("--out", "ck.safetensors", *SHORT, cwd=tmp_path, env=env)  # before: silence, or a traceback
+    proc = ran(train_py.main, capsys, "--out", "ck.safetensors", *SHORT)  # before: silence, or a traceback
     one_line_error(proc, phrase)
     assert time.monotonic() - started < 30 and files_under(tmp_path) == []
 
