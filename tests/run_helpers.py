@@ -1,12 +1,13 @@
-"""Helpers shared by the tests that run the lab's commands: hold a train.py run in its data preparation (held), kill
-one with a real SIGKILL once its checkpoint has reached a step, start explore.py's server, run a command's main in
-this process (ran), assert that a run failed as a bad input should, a text of one's own, and the cases of a private
-one (PRIVACY)."""
+"""Helpers shared by the tests that run the lab's commands: run one in a subprocess (run, under a memory_limit) or
+its main in this process (ran), hold a train.py run in its data preparation (held), kill one with a real SIGKILL
+once its checkpoint has reached a step, start explore.py's server, assert that a run failed as a bad input should
+and see what it left (files_under, kinds_under), a text of one's own, and the cases of a private one (PRIVACY)."""
 
 import os
 import random
 import re
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -17,6 +18,40 @@ from types import SimpleNamespace
 
 from oneblock import checkpoint
 from oneblock.server import make_server
+
+def run(script, *args, cwd, limit=None, timeout=300):
+    """One of the lab's scripts in a subprocess in cwd (a file of its folder, or "-m module" with its folder on the
+    module path), optionally under a resource limit (a function run in the child); the CompletedProcess (text)."""
+    root = Path(__file__).resolve().parent.parent
+    command = ["-m", script[3:]] if script.startswith("-m ") else [str(root / script)]
+    return subprocess.run([sys.executable, *command, *map(str, args)], capture_output=True, text=True, cwd=cwd,
+                          timeout=timeout, preexec_fn=limit, env={**os.environ, "PYTHONPATH": str(root)})
+
+
+def memory_limit(n):
+    """A preexec_fn: at most n bytes of address space (RLIMIT_AS), so that a run that would take more fails (a
+    regression cannot swap, nor take the machine down). POSIX."""
+    def limit():
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (n, n))
+    return limit
+
+
+def files_under(folder):
+    """Every path under folder, relative, sorted: to see that a refused command wrote nothing."""
+    return sorted(str(p.relative_to(folder)) for p in Path(folder).rglob("*"))
+
+
+def kinds_under(folder):
+    """Each path under folder (links not followed) with what it is: a file's bytes, a link's target, or its kind."""
+    found = {}
+    for path in sorted(Path(folder).rglob("*")):
+        mode = os.lstat(path).st_mode
+        found[str(path.relative_to(folder))] = (path.read_bytes() if stat.S_ISREG(mode) else os.readlink(path)
+                                                if stat.S_ISLNK(mode) else stat.S_IFMT(mode))
+    return found
+
 
 # train.py with its data preparation held: it touches the file argv[1] when it gets there, and goes on once the
 # file argv[2] exists (the hook is the test's, on the library's prepare; train.py has none)

@@ -7,9 +7,7 @@ the training is the same as before, merge for merge, and the ordinary runs still
 
 import os
 import re
-import resource
 import shutil
-import stat
 import subprocess
 import sys
 from collections import Counter
@@ -17,7 +15,8 @@ from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
-from run_helpers import PRIVACY, held, one_line_error, own_text, privacy_id, ran
+from run_helpers import (PRIVACY, files_under, held, kinds_under, memory_limit, one_line_error, own_text, privacy_id,
+                         ran, run)
 
 import bpe
 
@@ -43,33 +42,6 @@ script = str(pathlib.Path(sys.argv[3]) / "bpe.py")
 sys.argv = [script, *sys.argv[4:]]
 runpy.run_path(script, run_name="__main__")  # bpe.py as its command line runs it
 """
-
-
-def run(script, *args, cwd, limit=None, timeout=300):
-    """One of the scripts in a subprocess, optionally under a resource limit (a function run in the child)."""
-    return subprocess.run([sys.executable, str(ROOT / script), *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=timeout, preexec_fn=limit)
-
-
-def files_under(folder):
-    return sorted(str(p.relative_to(folder)) for p in Path(folder).rglob("*"))
-
-
-def memory_limit(n):
-    """A preexec_fn: at most n bytes of address space (RLIMIT_AS), so that a run that would take more fails."""
-    def limit():
-        resource.setrlimit(resource.RLIMIT_AS, (n, n))
-    return limit
-
-
-def kinds_under(folder):
-    """Each path under folder (links not followed) with what it is: a file's bytes, a link's target, or its kind."""
-    found = {}
-    for path in sorted(Path(folder).rglob("*")):
-        mode = os.lstat(path).st_mode
-        found[path.name] = (path.read_bytes() if stat.S_ISREG(mode) else os.readlink(path) if stat.S_ISLNK(mode)
-                            else stat.S_IFMT(mode))
-    return found
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from run_helpers import HELD, held, one_line_error, ran
+from run_helpers import HELD, files_under, held, kinds_under, one_line_error, ran, run
 
 import atomic
 import train as train_py
@@ -34,26 +34,6 @@ SHORT = ["--steps", "4", "--batch", "2", "--seq-len", "16", "--val-stories", "20
 POSIX = pytest.mark.skipif(os.name != "posix", reason="links, FIFOs and flock are POSIX's")
 if os.name == "posix":
     import fcntl
-
-
-def train(*args, cwd):
-    """train.py with args in a subprocess in cwd; the CompletedProcess (text)."""
-    return subprocess.run([sys.executable, str(ROOT / "train.py"), *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=300)
-
-
-def files_under(folder):
-    return sorted(str(p.relative_to(folder)) for p in Path(folder).rglob("*"))
-
-
-def kinds_under(folder):
-    """Each path under folder (links not followed) with what it is: a file's bytes, a link's target, or its kind."""
-    found = {}
-    for path in sorted(Path(folder).rglob("*")):
-        mode = os.lstat(path).st_mode
-        found[str(path.relative_to(folder))] = (path.read_bytes() if stat.S_ISREG(mode) else os.readlink(path)
-                                                if stat.S_ISLNK(mode) else stat.S_IFMT(mode))
-    return found
 
 
 def own(path, judge=None, reads=(), stack=None):
@@ -319,7 +299,7 @@ def test_resuming_through_a_link_writes_its_target_and_keeps_the_link(tmp_path, 
 
 
 def test_train_py_refuses_an_out_it_cannot_own_in_one_line_before_anything_is_made(tmp_path):
-    proc = train("--out", "x" * 300, *SHORT, cwd=tmp_path)
+    proc = run("train.py", "--out", "x" * 300, *SHORT, cwd=tmp_path)
     one_line_error(proc, "--out", "a name of 300 bytes", "choose a shorter one")
     assert "step" not in proc.stdout and files_under(tmp_path) == []
 

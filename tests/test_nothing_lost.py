@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from run_helpers import HELD, held, one_line_error, own_text, ran
+from run_helpers import HELD, files_under, held, memory_limit, one_line_error, own_text, ran, run
 
 import bpe
 import train as train_py
@@ -23,20 +23,6 @@ from oneblock import checkpoint
 ROOT = Path(__file__).resolve().parent.parent
 SHORT = ["--steps", "4", "--batch", "2", "--seq-len", "16", "--val-stories", "20", "--eval-every", "4", "--quiet"]
 MEMORY_LIMIT = 4 * 2**30  # RLIMIT_AS of the runs that are asked for too much: a regression fails, it cannot swap
-
-def run(script, *args, cwd, limit=None, timeout=300):
-    """One of the scripts in a subprocess, optionally under a resource limit (a function run in the child)."""
-    return subprocess.run([sys.executable, str(ROOT / script), *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=timeout, preexec_fn=limit)
-
-
-def files_under(folder):
-    return sorted(str(p.relative_to(folder)) for p in Path(folder).rglob("*"))
-
-
-def memory_limit():
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
-
 
 def file_size_limit(n):
     """A preexec_fn: files of at most n bytes, and a write past that fails with EFBIG instead of killing the
@@ -160,7 +146,7 @@ def test_a_fifo_or_a_device_is_refused_at_once_not_read(notes):
                   ("bpe.py", ["--data", "/dev/zero", "--out", "t.json"])]
     before = files_under(notes)
     for script, args in cases:  # before the fix: a FIFO hung the run, /dev/zero read until the kernel killed it
-        proc = run(script, *args, cwd=notes, limit=memory_limit, timeout=60)
+        proc = run(script, *args, cwd=notes, limit=memory_limit(MEMORY_LIMIT), timeout=60)
         one_line_error(proc, "not a regular file")
     assert files_under(notes) == before
 
@@ -185,7 +171,7 @@ def test_a_text_past_the_bound_is_refused_before_it_is_read(tmp_path):
         f.truncate(bpe.MOST_TEXT + 1)
     for script, args in (("train.py", ["--data", big, "--out", "c.safetensors", *TEXT_RUN]),
                          ("bpe.py", ["--data", big, "--out", "t.json"])):
-        proc = run(script, *args, cwd=tmp_path, limit=memory_limit, timeout=60)
+        proc = run(script, *args, cwd=tmp_path, limit=memory_limit(MEMORY_LIMIT), timeout=60)
         one_line_error(proc, f"is {bpe.MOST_TEXT + 1:,} bytes, more than the {bpe.MOST_TEXT:,} bytes")
     assert files_under(tmp_path) == ["big.txt"]
 
@@ -207,7 +193,7 @@ def test_the_text_is_hashed_from_the_bytes_trained_on(notes, capsys):
                                   ["--backend", "numpy-plain", "--dtype", "float64", "--width", "100000"]])
 def test_a_size_that_will_not_fit_is_refused_at_once_naming_the_memory(tmp_path, args):
     started = time.monotonic()
-    proc = run("train.py", *args, "--out", "c.safetensors", cwd=tmp_path, limit=memory_limit, timeout=60)
+    proc = run("train.py", *args, "--out", "c.safetensors", cwd=tmp_path, limit=memory_limit(MEMORY_LIMIT), timeout=60)
     one_line_error(proc, "needs about", "of memory, more than the", args[-1])
     assert time.monotonic() - started < 30  # (before the fix: minutes of growing memory, or a MemoryError)
     assert files_under(tmp_path) == []
@@ -216,7 +202,7 @@ def test_a_size_that_will_not_fit_is_refused_at_once_naming_the_memory(tmp_path,
 def test_the_lab_and_a_grown_model_still_fit_under_the_limit(tmp_path):
     for args in ([], ["--blocks", "2", "--heads", "4", "--width", "32"]):
         proc = run("train.py", *args, *SHORT, "--out", "c.safetensors", "--overwrite", cwd=tmp_path,
-                   limit=memory_limit)
+                   limit=memory_limit(MEMORY_LIMIT))
         assert proc.returncode == 0, proc.stderr
 
 

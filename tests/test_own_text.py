@@ -6,13 +6,12 @@ flag, a wrong tokenizer refused, and every bad input a one-line message, exit 2 
 import json
 import math
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
-from run_helpers import PRIVACY, kill_at, own_text, privacy_id, ran
+from run_helpers import PRIVACY, files_under, kill_at, own_text, privacy_id, ran, run
 
 import bpe
 import train as train_py
@@ -32,19 +31,6 @@ SMALL = "Zoë saw 2 Zoës.\nZoë: 22!\n"
 EXOTIC = ("Ωμέγα 𝔘𝔫𝔦 漢字 and cafe\u0301 🙂 naïve — “quotes” ‘x’\n" * 3) + "Tab\there\r\n"
 # a short run: 8 windows of 32 tokens per step, no progress bar
 SHORT = ["--batch", "8", "--seq-len", "32", "--quiet"]
-
-
-def run(script, *args, cwd):
-    """Run one of the scripts in a subprocess (a file of the lab's folder, or "-m module" with the lab's folder on
-    the module path); the CompletedProcess (text)."""
-    command = ["-m", script[3:]] if script.startswith("-m ") else [str(ROOT / script)]
-    return subprocess.run([sys.executable, *command, *map(str, args)], capture_output=True, text=True, cwd=cwd,
-                          timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
-
-
-def files_under(folder):
-    """Every path under folder, relative, sorted: to see that a refused command wrote nothing."""
-    return sorted(str(p.relative_to(folder)) for p in Path(folder).rglob("*"))
 
 
 # ----------------------------------------------------------------------------------------------------------------
