@@ -104,7 +104,6 @@ SLOW_TESTS = {  # and these tests of the others (each parametrized case of them)
                             "test_the_twin_is_independent_of_the_numpy_path"],
     "test_train.py": ["test_a_checkpoint_from_before_the_schemes_still_resumes_and_samples",
                       "test_a_grown_run_says_its_path_records_its_sizes_and_sample_reads_them",
-                      "test_existing_checkpoint_is_not_overwritten_without_asking",
                       "test_kill_at_random_moments_never_leaves_a_broken_checkpoint",
                       "test_resume_refuses_other_settings",
                       "test_rope_run_records_its_scheme_and_sample_reads_it",
