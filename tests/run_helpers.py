@@ -1,11 +1,12 @@
 """Helpers shared by the tests that run the lab's commands: run one in a subprocess (run, under a memory_limit) or
-its main in this process (ran), hold a train.py run in its data preparation (held), kill one with a real SIGKILL
+in this process (ran), hold a train.py run in its data preparation (held), kill one with a real SIGKILL
 once its checkpoint has reached a step, start explore.py's server, assert that a run failed as a bad input should
 and see what it left (files_under, kinds_under), a text of one's own, and the cases of a private one (PRIVACY)."""
 
 import os
 import random
 import re
+import runpy
 import signal
 import stat
 import subprocess
@@ -160,14 +161,16 @@ def served(folder):
         thread.join()
 
 
-def ran(main, capsys, *args, umask=None):
-    """A command's main(argv) run in this process as its command line runs it (sys.argv[0] its script, under umask
-    when given; both put back after), read as a subprocess's run is: a namespace of returncode (argparse's
-    SystemExit gives its status), stdout and stderr."""
+def ran(script, capsys, *args, umask=None):
+    """One of the lab's scripts run in this process as its command line runs it (through runpy, as __main__, with
+    sys.argv its script and args, under umask when given; both put back after), read as a subprocess's run is: a
+    namespace of returncode (the SystemExit it ends with), stdout and stderr."""
+    root = Path(__file__).resolve().parent.parent
     argv, before = sys.argv, None if umask is None else os.umask(umask)
-    sys.argv = [f"{main.__module__}.py", *map(str, args)]
+    sys.argv = [script, *map(str, args)]
     try:
-        returncode = main(sys.argv[1:])
+        runpy.run_path(str(root / script), run_name="__main__")
+        returncode = 0
     except SystemExit as e:
         returncode = e.code
     finally:

@@ -13,7 +13,6 @@ import time
 import pytest
 from run_helpers import files_under, one_line_error, ran, run
 
-import train as train_py
 from oneblock import checkpoint, training
 from oneblock.settings import Settings
 
@@ -173,12 +172,12 @@ def test_what_is_at_the_best_path_is_refused_before_any_work(tmp_path, capsys, m
     if kind == "notes":
         best.write_text("my notes, not a checkpoint\n", encoding="utf-8")
     else:
-        other = ran(train_py.main, capsys, *RUN, "--steps", "5", "--seed", "7", "--out", "runs/other.safetensors")
+        other = ran("train.py", capsys, *RUN, "--steps", "5", "--seed", "7", "--out", "runs/other.safetensors")
         assert other.returncode == 0, other.stderr
         best.write_bytes((work / "runs" / "other.safetensors").read_bytes())
     before = {name: (work / name).read_bytes() for name in files_under(work) if (work / name).is_file()}
     started = time.monotonic()
-    proc = ran(train_py.main, capsys, *RUN, "--out", "runs/l.safetensors")  # before the fix: it ran, wrote no best
+    proc = ran("train.py", capsys, *RUN, "--out", "runs/l.safetensors")  # before the fix: it ran, wrote no best
     assert time.monotonic() - started < 30 and "step" not in proc.stdout  # refused before training
     if kind == "notes":
         one_line_error(proc, "runs/l.best.safetensors, where this run keeps its best checkpoint",
@@ -186,7 +185,7 @@ def test_what_is_at_the_best_path_is_refused_before_any_work(tmp_path, capsys, m
     else:
         one_line_error(proc, "runs/l.best.safetensors already holds a checkpoint (step 5", "pass --overwrite")
     assert {name: (work / name).read_bytes() for name in files_under(work) if (work / name).is_file()} == before
-    overwrite = ran(train_py.main, capsys, *RUN, "--steps", "5", "--out", "runs/l.safetensors", "--overwrite")
+    overwrite = ran("train.py", capsys, *RUN, "--steps", "5", "--out", "runs/l.safetensors", "--overwrite")
     if kind == "notes":  # a file that is not a checkpoint, not even with --overwrite
         one_line_error(overwrite, "is not a checkpoint", "it is never replaced")
         assert best.read_text(encoding="utf-8") == "my notes, not a checkpoint\n"
@@ -198,12 +197,12 @@ def test_what_is_at_the_best_path_is_refused_before_any_work(tmp_path, capsys, m
 def test_an_input_at_the_best_path_is_refused(tmp_path, capsys, monkeypatch):
     work = folder_with_text(tmp_path)
     monkeypatch.chdir(work)
-    proc = ran(train_py.main, capsys, *[arg if arg != "letters.txt" else "l.best.safetensors" for arg in RUN],
+    proc = ran("train.py", capsys, *[arg if arg != "letters.txt" else "l.best.safetensors" for arg in RUN],
                "--out", "l.safetensors")
     one_line_error(proc, "--data l.best.safetensors is where this run writes its best checkpoint")
     assert files_under(work) == ["letters.txt"]
 
 
 def test_the_help_names_the_best_file(capsys):
-    proc = ran(train_py.main, capsys, "--help")
+    proc = ran("train.py", capsys, "--help")
     assert "out/ckpt.best.safetensors" in " ".join(proc.stdout.split())

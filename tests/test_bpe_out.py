@@ -1,5 +1,5 @@
 """bpe.py's --out and its memory. --out replaces nothing that is not a tokenizer, a tokenizer only with --overwrite
-(bpe.main in this process), and never --data itself by any name; a path that is not a regular file is refused; a
+(bpe.py in this process), and never --data itself by any name; a path that is not a regular file is refused; a
 run owns its --out while it runs (one held in its reading by a hook, so that the race happens every time): these,
 and the memory, each a real bpe.py (or train.py) in a subprocess. A training that runs out of memory is one line
 and writes nothing, under an address-space limit (RLIMIT_AS, so that a regression cannot take the machine down);
@@ -78,7 +78,7 @@ def test_a_file_that_is_not_a_tokenizer_is_never_replaced(notes, capsys, monkeyp
     for name, content in cases.items():
         (notes / name).write_bytes(content)
         for extra in ([], ["--overwrite"]):  # before the fix: replaced, with the flag or without
-            proc = ran(bpe.main, capsys, *TRAIN, "--out", name, *extra)
+            proc = ran("bpe.py", capsys, *TRAIN, "--out", name, *extra)
             one_line_error(proc, f"--out {name} exists but is not a tokenizer.json", "it is never replaced")
             assert (notes / name).read_bytes() == content
     assert files_under(notes) == sorted(["notes.txt", *cases])  # no lock, no temporary file
@@ -89,22 +89,22 @@ def test_a_tokenizer_is_replaced_only_with_overwrite_and_through_a_link_its_file
     out = notes / "t.json"
     bpe.Tokenizer.train(own_text(), 90).save(out)  # an earlier run's tokenizer
     earlier = out.read_bytes()
-    proc = ran(bpe.main, capsys, *TRAIN, "--out", "t.json")  # before the fix: replaced without a word
+    proc = ran("bpe.py", capsys, *TRAIN, "--out", "t.json")  # before the fix: replaced without a word
     one_line_error(proc, "--out t.json already holds a tokenizer (90 tokens)", "pass --overwrite to replace it")
     assert out.read_bytes() == earlier
-    proc = ran(bpe.main, capsys, *TRAIN, "--out", "t.json", "--overwrite")
+    proc = ran("bpe.py", capsys, *TRAIN, "--out", "t.json", "--overwrite")
     assert proc.returncode == 0 and proc.stdout.startswith("wrote t.json: 55 characters + 45 merges"), proc.stderr
     assert out.read_text(encoding="utf-8") == bpe.Tokenizer.train(own_text(), 100).to_json()
 
     (notes / "link.json").symlink_to("t.json")  # a link to a tokenizer: the file it leads to is written, not the link
-    proc = ran(bpe.main, capsys, "--data", "notes.txt", "--vocab-size", "110", "--out", "link.json", "--overwrite")
+    proc = ran("bpe.py", capsys, "--data", "notes.txt", "--vocab-size", "110", "--out", "link.json", "--overwrite")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(f"--out link.json leads to {out.resolve()}: this run writes there\nwrote link.json: ")
     assert os.readlink(notes / "link.json") == "t.json"
     assert out.read_text(encoding="utf-8") == bpe.Tokenizer.train(own_text(), 110).to_json()
     assert files_under(notes) == ["link.json", "notes.txt", "t.json"]
 
-    proc = ran(bpe.main, capsys, "--overwrite")  # the flag belongs to --data's tokenizer
+    proc = ran("bpe.py", capsys, "--overwrite")  # the flag belongs to --data's tokenizer
     one_line_error(proc, "--overwrite go with --data")
 
 
@@ -120,7 +120,7 @@ def test_the_tokenizer_is_as_private_as_the_text_and_the_umask(notes, capsys, mo
     (notes / "old.json").write_text(bpe.Tokenizer.train(own_text(), 90).to_json(), encoding="utf-8")
     (notes / "old.json").chmod(0o666)
     for out, extra in (("t.json", []), ("old.json", ["--overwrite"])):
-        proc = ran(bpe.main, capsys, *TRAIN, "--out", out, *extra, umask=umask)
+        proc = ran("bpe.py", capsys, *TRAIN, "--out", out, *extra, umask=umask)
         assert proc.returncode == 0, proc.stderr
         assert (notes / out).stat().st_mode & 0o777 == written, (out, oct((notes / out).stat().st_mode))
     assert files_under(notes) == ["notes.txt", "old.json", "t.json"]  # no temporary file, no lock

@@ -5,7 +5,7 @@ at its name (a link to a file of yours, your own file, a folder, a FIFO, another
 is taken over; the caller's reader judges what is there while the path is held; a run removes only the temporary
 files a killed writer of its own path left, never another run's save in progress or a file of yours; a file has one
 lock however it is named (a link to it and the file itself are one path, and a run through a link writes its
-target). Then, through the commands (train.main in this process where no signal is sent): train.py's one
+target). Then, through the commands (train.py in this process, through runpy, where no signal is sent): train.py's one
 subprocess smoke of an --out it cannot own, torchrun numbers that make no sense, a signal as the lock is made, and
 train.py and bpe.py stopped by a signal, each in one line, leaving nothing behind."""
 
@@ -26,7 +26,6 @@ import pytest
 from run_helpers import HELD, files_under, held, kinds_under, one_line_error, ran, run
 
 import atomic
-import train as train_py
 from oneblock import checkpoint, settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -280,13 +279,13 @@ def test_a_link_and_its_file_are_one_path_and_the_link_leads_to_what_is_written(
 
 @POSIX
 def test_resuming_through_a_link_writes_its_target_and_keeps_the_link(tmp_path, capsys, monkeypatch):
-    """train.main in this process: a resume reads and writes the checkpoint the link leads to."""
+    """train.py in this process: a resume reads and writes the checkpoint the link leads to."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "real").mkdir()
     out, link = tmp_path / "real" / "ck.safetensors", tmp_path / "link.safetensors"
-    assert ran(train_py.main, capsys, "--out", out, *SHORT, "--steps", "8", "--stop-at", "4").returncode == 0
+    assert ran("train.py", capsys, "--out", out, *SHORT, "--steps", "8", "--stop-at", "4").returncode == 0
     link.symlink_to(os.path.relpath(out, tmp_path))
-    proc = ran(train_py.main, capsys, "--out", "link.safetensors", *SHORT, "--steps", "8", "--resume")
+    proc = ran("train.py", capsys, "--out", "link.safetensors", *SHORT, "--steps", "8", "--resume")
     assert proc.returncode == 0, proc.stderr
     assert f"--out link.safetensors leads to {out.resolve()}: this run writes there" in proc.stdout
     assert link.is_symlink() and os.readlink(link) == os.path.relpath(out, tmp_path)  # before: replaced by a file
@@ -313,7 +312,7 @@ def test_torchrun_numbers_that_make_no_sense_are_one_line(tmp_path, capsys, monk
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     started = time.monotonic()
-    proc = ran(train_py.main, capsys, "--out", "ck.safetensors", *SHORT)  # before: silence, or a traceback
+    proc = ran("train.py", capsys, "--out", "ck.safetensors", *SHORT)  # before: silence, or a traceback
     one_line_error(proc, phrase)
     assert time.monotonic() - started < 30 and files_under(tmp_path) == []
 

@@ -2,7 +2,7 @@
 racing for one --out (one held in its data preparation by a hook, so that the race happens every time), inputs that
 are not regular files or are too large, sizes that would not fit in memory (under a resource limit, so that a
 regression cannot take the machine down), and writes that fail (a file-size limit gives a real write error, as a
-full disk does), each in a real subprocess; the tokenizer's copy beside a checkpoint through train.main in this
+full disk does), each in a real subprocess; the tokenizer's copy beside a checkpoint through train.py in this
 process."""
 
 import os
@@ -17,7 +17,6 @@ import pytest
 from run_helpers import HELD, files_under, held, memory_limit, one_line_error, own_text, ran, run
 
 import bpe
-import train as train_py
 from oneblock import checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,7 +57,7 @@ def test_a_run_held_in_preparation_owns_its_out_so_a_faster_run_cannot_finish_un
 
 
 def test_a_refused_run_leaves_no_folder_it_made(tmp_path, capsys):
-    proc = ran(train_py.main, capsys, "--data", tmp_path / "missing.txt", "--out",
+    proc = ran("train.py", capsys, "--data", tmp_path / "missing.txt", "--out",
                tmp_path / "new" / "sub" / "c.safetensors", "--steps", "4")
     one_line_error(proc, "missing.txt")
     assert files_under(tmp_path) == []
@@ -82,7 +81,7 @@ TEXT_RUN = ["--vocab-size", "100", "--steps", "4", "--batch", "2", "--seq-len", 
 def test_a_training_text_named_like_a_tokenizer_copy_is_never_replaced(notes, capsys):
     (notes / "notes.tokenizer.json").write_text(own_text(), encoding="utf-8")  # training text, oddly named
     text = (notes / "notes.tokenizer.json").read_bytes()
-    proc = ran(train_py.main, capsys, "--data", "notes.tokenizer.json", "--out", "notes.safetensors", *TEXT_RUN)
+    proc = ran("train.py", capsys, "--data", "notes.tokenizer.json", "--out", "notes.safetensors", *TEXT_RUN)
     assert proc.returncode == 0, proc.stderr
     assert (notes / "notes.tokenizer.json").read_bytes() == text  # before the fix: replaced by tokenizer JSON
     carried = checkpoint.load_checkpoint(notes / "notes.safetensors")["metadata"][checkpoint.TOKENIZER_KEY]
@@ -91,9 +90,9 @@ def test_a_training_text_named_like_a_tokenizer_copy_is_never_replaced(notes, ca
     # the one name that is the copy's is refused before anything is written
     (notes / "n.safetensors.tokenizer.json").write_bytes(text)
     before = files_under(notes)
-    proc = ran(train_py.main, capsys, "--data", "n.safetensors.tokenizer.json", "--out", "n.safetensors", *TEXT_RUN)
+    proc = ran("train.py", capsys, "--data", "n.safetensors.tokenizer.json", "--out", "n.safetensors", *TEXT_RUN)
     one_line_error(proc, "--data n.safetensors.tokenizer.json is where this run writes the copy of its tokenizer")
-    proc = ran(train_py.main, capsys, "--data", "n.safetensors.lock", "--out", "n.safetensors", *TEXT_RUN)
+    proc = ran("train.py", capsys, "--data", "n.safetensors.lock", "--out", "n.safetensors", *TEXT_RUN)
     one_line_error(proc, "--data n.safetensors.lock is where this run writes the lock of the checkpoint")
     assert files_under(notes) == before and (notes / "n.safetensors.tokenizer.json").read_bytes() == text
 
@@ -101,7 +100,7 @@ def test_a_training_text_named_like_a_tokenizer_copy_is_never_replaced(notes, ca
 def test_two_checkpoints_in_one_folder_keep_a_copy_each(notes, capsys):
     for name, vocab in (("ckpt.a", "100"), ("ckpt.b", "120")):
         args = ["--vocab-size", vocab, *TEXT_RUN[2:]]
-        proc = ran(train_py.main, capsys, "--data", "notes.txt", "--out", f"run/{name}", *args)
+        proc = ran("train.py", capsys, "--data", "notes.txt", "--out", f"run/{name}", *args)
         assert proc.returncode == 0, proc.stderr
     for name in ("ckpt.a", "ckpt.b"):  # before the fix: both wrote run/ckpt.tokenizer.json, b's replacing a's
         carried = checkpoint.load_checkpoint(notes / "run" / name)["metadata"][checkpoint.TOKENIZER_KEY]
@@ -114,16 +113,16 @@ def test_the_copy_is_replaced_by_the_checkpoints_rules(notes, capsys):
     out, copy = notes / "n.safetensors", notes / "n.safetensors.tokenizer.json"
     copy.write_text("my own notes, not a tokenizer\n", encoding="utf-8")
     for extra in ([], ["--overwrite"]):  # a file there that is not a tokenizer is never replaced
-        proc = ran(train_py.main, capsys, "--data", "notes.txt", "--out", out, *TEXT_RUN, *extra)
+        proc = ran("train.py", capsys, "--data", "notes.txt", "--out", out, *TEXT_RUN, *extra)
         one_line_error(proc, "exists but is not a tokenizer.json", "it is never replaced")
         assert copy.read_text(encoding="utf-8") == "my own notes, not a tokenizer\n" and not out.exists()
 
     bpe.Tokenizer.train(own_text(), 90).save(copy)  # an earlier run's copy, whose checkpoint is gone
     earlier = copy.read_bytes()
-    proc = ran(train_py.main, capsys, "--data", "notes.txt", "--out", out, *TEXT_RUN)
+    proc = ran("train.py", capsys, "--data", "notes.txt", "--out", out, *TEXT_RUN)
     one_line_error(proc, "already holds a tokenizer", "--overwrite")
     assert copy.read_bytes() == earlier and not out.exists()
-    proc = ran(train_py.main, capsys, "--data", "notes.txt", "--out", out, *TEXT_RUN, "--overwrite")
+    proc = ran("train.py", capsys, "--data", "notes.txt", "--out", out, *TEXT_RUN, "--overwrite")
     assert proc.returncode == 0, proc.stderr
     carried = checkpoint.load_checkpoint(out)["metadata"][checkpoint.TOKENIZER_KEY]
     assert copy.read_text(encoding="utf-8") == carried != earlier.decode()
@@ -177,7 +176,7 @@ def test_a_text_past_the_bound_is_refused_before_it_is_read(tmp_path):
 
 
 def test_the_text_is_hashed_from_the_bytes_trained_on(notes, capsys):
-    proc = ran(train_py.main, capsys, "--data", "notes.txt", "--out", "c.safetensors", *TEXT_RUN)
+    proc = ran("train.py", capsys, "--data", "notes.txt", "--out", "c.safetensors", *TEXT_RUN)
     assert proc.returncode == 0, proc.stderr
     metadata = checkpoint.load_checkpoint(notes / "c.safetensors")["metadata"]
     assert metadata["text_sha256"] == checkpoint.sha256_file(notes / "notes.txt")

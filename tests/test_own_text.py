@@ -14,7 +14,6 @@ from hypothesis import given, settings, strategies as st
 from run_helpers import PRIVACY, files_under, kill_at, own_text, privacy_id, ran, run
 
 import bpe
-import train as train_py
 from oneblock import checkpoint, export
 from oneblock.config import ModelConfig
 import model
@@ -98,7 +97,7 @@ def test_random_texts_over_a_non_ascii_alphabet_round_trip_and_match_hugging_fac
 def test_bpe_py_trains_on_a_file_and_writes_anywhere(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "notes.txt").write_text(own_text(), encoding="utf-8")
-    proc = ran(bpe.main, capsys, "--data", "notes.txt", "--vocab-size", 120, "--out", "deep/er/notes.json")
+    proc = ran("bpe.py", capsys, "--data", "notes.txt", "--vocab-size", 120, "--out", "deep/er/notes.json")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("wrote deep/er/notes.json: ") and "= 120 tokens" in proc.stdout
     written = (tmp_path / "deep" / "er" / "notes.json").read_text(encoding="utf-8")
@@ -156,7 +155,7 @@ def test_train_py_refuses_bad_data_in_one_line_and_writes_nothing(tmp_path, caps
     (tmp_path / name).write_bytes(content)
     vocab = {"tiny.txt": ["--vocab-size", 21]}.get(name, [])
     before = files_under(tmp_path)
-    proc = ran(train_py.main, capsys, "--data", name, *vocab, "--out", "runs/x.safetensors", *SHORT)
+    proc = ran("train.py", capsys, "--data", name, *vocab, "--out", "runs/x.safetensors", *SHORT)
     assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
     assert proc.stderr.count("\n") == 1 and phrase in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert files_under(tmp_path) == before  # not even the folder of --out
@@ -166,7 +165,7 @@ def test_bpe_py_refuses_bad_data_in_one_line_and_writes_nothing(tmp_path, capsys
     monkeypatch.chdir(tmp_path)
     name, content, phrase = BAD_TEXTS[2]
     (tmp_path / name).write_bytes(content)
-    proc = ran(bpe.main, capsys, "--data", name, "--vocab-size", 20, "--out", "toks/t.json")
+    proc = ran("bpe.py", capsys, "--data", name, "--vocab-size", 20, "--out", "toks/t.json")
     assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
     assert proc.stderr.count("\n") == 1 and phrase in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert files_under(tmp_path) == [name]
@@ -176,7 +175,7 @@ def test_a_tokenizer_without_a_character_of_the_text_is_refused(tmp_path, capsys
     monkeypatch.chdir(tmp_path)
     (tmp_path / "notes.txt").write_text(own_text(), encoding="utf-8")
     before = files_under(tmp_path)
-    proc = ran(train_py.main, capsys, "--data", "notes.txt", "--tokenizer", ROOT / "tokenizer.json", "--out",
+    proc = ran("train.py", capsys, "--data", "notes.txt", "--tokenizer", ROOT / "tokenizer.json", "--out",
                "x.safetensors", *SHORT)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "notes.txt, line 1: the character 'M' is not in the tokenizer" in proc.stderr
@@ -195,7 +194,7 @@ def test_a_tokenizer_without_a_character_of_the_text_is_refused(tmp_path, capsys
 ])
 def test_settings_of_the_data_are_checked(tmp_path, capsys, monkeypatch, args, phrase):
     monkeypatch.chdir(tmp_path)
-    proc = ran(train_py.main, capsys, *args, "--out", "x.safetensors")
+    proc = ran("train.py", capsys, *args, "--out", "x.safetensors")
     assert proc.returncode == 2 and phrase in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
@@ -355,7 +354,7 @@ def test_a_resume_refuses_another_text_another_size_and_the_stories(run_dir, tmp
                          (["--data", run_dir / "notes.txt", "--vocab-size", 100, "--width", 8],
                           "d 16 there, 8 here; hidden 64 there, 32 here"),
                          ([], "learned --data notes.txt; resume it with the same --data")]:
-        proc = ran(train_py.main, capsys, *args, *same)
+        proc = ran("train.py", capsys, *args, *same)
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and phrase in proc.stderr, proc.stderr
     assert path.read_bytes() == (run_dir / "runs" / "notes.safetensors").read_bytes()
 
@@ -432,13 +431,13 @@ def test_the_checkpoints_and_the_copy_are_as_private_as_the_text_and_the_umask(t
     text = tmp_path / "notes.txt"
     text.write_text(own_text(), encoding="utf-8")
     text.chmod(text_mode)
-    proc = ran(train_py.main, capsys, *PRIVATE_RUN, "--stop-at", 4, umask=umask)
+    proc = ran("train.py", capsys, *PRIVATE_RUN, "--stop-at", 4, umask=umask)
     assert proc.returncode == 0, proc.stderr
     assert modes_under(tmp_path / "runs") == dict.fromkeys(PRIVATE_FILES, written)
     if written == 0o644:
         (tmp_path / "runs" / "notes.safetensors").chmod(0o600)  # made private since: the resume keeps it so
         written = 0o600
-    proc = ran(train_py.main, capsys, *PRIVATE_RUN, "--resume", umask=umask)
+    proc = ran("train.py", capsys, *PRIVATE_RUN, "--resume", umask=umask)
     assert proc.returncode == 0 and "resuming runs/notes.safetensors at step 4" in proc.stdout, proc.stderr
     assert "best val" in proc.stdout and "at step 8" in proc.stdout  # the best one was written again too
     assert modes_under(tmp_path / "runs") == dict.fromkeys(PRIVATE_FILES, written)
@@ -448,7 +447,7 @@ def test_the_checkpoints_and_the_copy_are_as_private_as_the_text_and_the_umask(t
 def test_the_stories_run_writes_as_the_umask_allows(tmp_path, capsys, monkeypatch):
     """Without --data the lab's own stories: 0o644, less what the umask takes (before the fix: 0o644 under 0o077)."""
     monkeypatch.chdir(tmp_path)
-    proc = ran(train_py.main, capsys, "--steps", 4, "--eval-every", 4, "--out", "ckpt.safetensors", *SHORT,
+    proc = ran("train.py", capsys, "--steps", 4, "--eval-every", 4, "--out", "ckpt.safetensors", *SHORT,
                umask=0o077)
     assert proc.returncode == 0, proc.stderr
     assert modes_under(tmp_path) == {"ckpt.best.safetensors": 0o600, "ckpt.safetensors": 0o600}

@@ -1,6 +1,6 @@
 """train.py and the library's training (oneblock/training.py, settings.py): learning, determinism, a real SIGKILL
 and --resume, divergence, the settings, and the backends. The command line runs in subprocesses, its refusals and
-short runs through train.main in this process; the library's train is called with values, as the experiments call
+short runs through train.py in this process (runpy); the library's train is called with values, as the experiments call
 it."""
 
 import dataclasses
@@ -17,7 +17,6 @@ from types import SimpleNamespace
 import pytest
 from run_helpers import kill_at, ran
 
-import train as train_py
 from oneblock import checkpoint, training
 from oneblock.config import SWITCH_KEY, ModelConfig
 from oneblock.settings import Settings, checked
@@ -52,10 +51,11 @@ def trained(**values):
 
 
 @pytest.fixture
-def main(tmp_path, capsys, monkeypatch):
-    """train.py's main(argv) in this process, in tmp_path: main(*args) gives returncode, stdout and stderr."""
+def train_py(tmp_path, capsys, monkeypatch):
+    """train.py run in this process as its command line runs it, in tmp_path: train_py(*args) gives returncode,
+    stdout and stderr."""
     monkeypatch.chdir(tmp_path)
-    return lambda *args: ran(train_py.main, capsys, *args)
+    return lambda *args: ran("train.py", capsys, *args)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -182,11 +182,11 @@ def test_kill_at_random_moments_never_leaves_a_broken_checkpoint(tmp_path):
     assert all(step > 0 for step in steps), steps
 
 
-def test_resume_refuses_other_settings(main):
-    assert main("--out", "ckpt.safetensors", *SHORT, "--steps", "20").returncode == 0
-    proc = main("--out", "ckpt.safetensors", *SHORT, "--steps", "30", "--resume")
+def test_resume_refuses_other_settings(train_py):
+    assert train_py("--out", "ckpt.safetensors", *SHORT, "--steps", "20").returncode == 0
+    proc = train_py("--out", "ckpt.safetensors", *SHORT, "--steps", "30", "--resume")
     assert proc.returncode == 2 and "--steps 20 there, 30 here" in proc.stderr
-    proc = main("--out", "ckpt.safetensors", *SHORT, "--steps", "20", "--lr", "0.02", "--resume")
+    proc = train_py("--out", "ckpt.safetensors", *SHORT, "--steps", "20", "--lr", "0.02", "--resume")
     assert proc.returncode == 2 and "--lr 0.01 there, 0.02 here" in proc.stderr
 
 
@@ -211,29 +211,29 @@ def test_resume_refuses_a_model_config_that_differs_in_any_field(change, differ)
                             f" settings of the run you resume")
 
 
-def test_existing_checkpoint_is_not_overwritten_without_asking(tmp_path, main):
+def test_existing_checkpoint_is_not_overwritten_without_asking(tmp_path, train_py):
     out = tmp_path / "ckpt.safetensors"
-    assert main("--out", out, *SHORT, "--steps", "10").returncode == 0
+    assert train_py("--out", out, *SHORT, "--steps", "10").returncode == 0
     before = out.read_bytes()
-    proc = main("--out", out, *SHORT, "--steps", "10", "--seed", "4")
+    proc = train_py("--out", out, *SHORT, "--steps", "10", "--seed", "4")
     assert proc.returncode == 2 and "--resume" in proc.stderr and "--overwrite" in proc.stderr
     assert out.read_bytes() == before
-    assert main("--out", out, *SHORT, "--steps", "10", "--seed", "4", "--overwrite").returncode == 0
+    assert train_py("--out", out, *SHORT, "--steps", "10", "--seed", "4", "--overwrite").returncode == 0
     assert out.read_bytes() != before
 
 
-def test_resume_without_a_checkpoint_says_so(tmp_path, main):
+def test_resume_without_a_checkpoint_says_so(tmp_path, train_py):
     out = tmp_path / "none.safetensors"
-    proc = main("--out", out, *SHORT, "--steps", "10", "--resume")
+    proc = train_py("--out", out, *SHORT, "--steps", "10", "--resume")
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == f"error: cannot resume: there is no checkpoint at {out}; run without --resume to start one\n"
 
 
-def test_resume_of_a_corrupt_checkpoint_names_the_problem(tmp_path, main):
+def test_resume_of_a_corrupt_checkpoint_names_the_problem(tmp_path, train_py):
     out = tmp_path / "ckpt.safetensors"
-    assert main("--out", out, *SHORT, "--steps", "10").returncode == 0
+    assert train_py("--out", out, *SHORT, "--steps", "10").returncode == 0
     out.write_bytes(out.read_bytes()[:-100])
-    proc = main("--out", out, *SHORT, "--steps", "10", "--resume")
+    proc = train_py("--out", out, *SHORT, "--steps", "10", "--resume")
     assert proc.returncode == 2 and "truncated" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -287,19 +287,19 @@ def test_settings_that_make_no_sense_are_one_line_naming_the_value(values, messa
     (["--dtype", "float16"], "invalid choice: 'float16'"),
     (["--heads", "0"], "error: --heads 0: expected a whole number of at least 1\n"),  # (the settings' own words)
 ])
-def test_nonsensical_settings_are_rejected(tmp_path, main, args, phrase):
-    proc = main(*args, "--out", "c.safetensors")
+def test_nonsensical_settings_are_rejected(tmp_path, train_py, args, phrase):
+    proc = train_py(*args, "--out", "c.safetensors")
     assert proc.returncode == 2 and phrase in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert list(tmp_path.iterdir()) == []
 
 
-def test_too_many_validation_stories_is_rejected(main):
-    proc = main("--out", "ckpt.safetensors", *SHORT, "--val-stories", "3000")
+def test_too_many_validation_stories_is_rejected(train_py):
+    proc = train_py("--out", "ckpt.safetensors", *SHORT, "--val-stories", "3000")
     assert proc.returncode == 2 and "--val-stories 3000 leaves no training stories" in proc.stderr
 
 
-def test_help_explains_every_setting(main):
-    proc = main("--help")
+def test_help_explains_every_setting(train_py):
+    proc = train_py("--help")
     assert proc.returncode == 0
     text = " ".join(proc.stdout.split())
     options = re.findall(r"^  (-[-\w]+(?:, --[-\w]+)?)(?: [A-Z_{][^ ]*)?(?:  +(\S.*))?$", proc.stdout, re.M)
@@ -312,8 +312,8 @@ def test_help_explains_every_setting(main):
     assert "default: 12000" in text and "float32 for numpy" in text
 
 
-def test_an_abbreviated_flag_is_an_error_not_a_run(tmp_path, main):
-    proc = main("--step", "10", "--out", "c.safetensors")
+def test_an_abbreviated_flag_is_an_error_not_a_run(tmp_path, train_py):
+    proc = train_py("--step", "10", "--out", "c.safetensors")
     assert proc.returncode == 2 and "unrecognized arguments: --step" in proc.stderr
     assert list(tmp_path.iterdir()) == []
 
@@ -334,8 +334,8 @@ def test_learning_rate_schedule():
 @pytest.mark.parametrize("args, want", [([], "learned"), (["--no-positions"], "none"),
                                         (["--positions", "rope"], "rope"), (["--positions", "none", "--no-positions"],
                                                                              "none")])
-def test_positions_setting(tmp_path, main, args, want):
-    proc = main(*args, *SHORT, "--steps", "1", "--out", "c.safetensors")
+def test_positions_setting(tmp_path, train_py, args, want):
+    proc = train_py(*args, *SHORT, "--steps", "1", "--out", "c.safetensors")
     assert proc.returncode == 0, proc.stderr
     assert checkpoint.load_checkpoint(tmp_path / "c.safetensors")["config"].positions == want
 
@@ -344,8 +344,8 @@ def test_positions_setting(tmp_path, main, args, want):
     (["--no-positions", "--positions", "rope"], "--no-positions and --positions rope contradict"),
     (["--positions", "rotary"], "invalid choice: 'rotary'"),
 ])
-def test_bad_position_settings_are_rejected(main, args, phrase):
-    proc = main(*args, "--out", "c.safetensors")
+def test_bad_position_settings_are_rejected(train_py, args, phrase):
+    proc = train_py(*args, "--out", "c.safetensors")
     assert proc.returncode == 2 and phrase in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
@@ -414,7 +414,7 @@ def test_a_bad_out_is_refused_before_any_work_naming_the_path(tmp_path, capsys, 
     elif make == "empty":
         (tmp_path / out).write_bytes(b"")
     before = sorted(p.name for p in tmp_path.rglob("*"))
-    proc = ran(train_py.main, capsys, "--out", out, *SHORT, "--steps", "5", *extra)
+    proc = ran("train.py", capsys, "--out", out, *SHORT, "--steps", "5", *extra)
     assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr  # no training line printed
     assert proc.stderr.count("\n") == 1 and phrase in proc.stderr and "Traceback" not in proc.stderr
     assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing made, nothing replaced
