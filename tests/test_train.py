@@ -333,7 +333,6 @@ def test_positions_setting(tmp_path, train_py, args, want):
     assert checkpoint.load_checkpoint(tmp_path / "c.safetensors")["config"].positions == want
 
 
-
 def test_rope_run_records_its_scheme_and_sample_reads_it(tmp_path):
     out = tmp_path / "rope.safetensors"
     proc = run_train(out, "--steps", "20", "--positions", "rope")
