@@ -1,11 +1,14 @@
-"""Helpers shared by the tests that run the lab's commands in a subprocess: hold a train.py run in its data
-preparation (held), kill one with a real SIGKILL once its checkpoint has reached a step, start explore.py's server,
-assert that a run failed as a bad input should, a text of one's own, and the cases of a private one (PRIVACY)."""
+"""Helpers shared by the tests that run the lab's commands: run one in a subprocess (run, under a memory_limit) or
+in this process (ran), hold a train.py run in its data preparation (held), kill one with a real SIGKILL
+once its checkpoint has reached a step, start explore.py's server, assert that a run failed as a bad input should
+and see what it left (files_under, kinds_under), a text of one's own, and the cases of a private one (PRIVACY)."""
 
 import os
 import random
 import re
+import runpy
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -16,6 +19,40 @@ from types import SimpleNamespace
 
 from oneblock import checkpoint
 from oneblock.server import make_server
+
+def run(script, *args, cwd, limit=None, timeout=300):
+    """One of the lab's scripts in a subprocess in cwd (a file of its folder, or "-m module" with its folder on the
+    module path), optionally under a resource limit (a function run in the child); the CompletedProcess (text)."""
+    root = Path(__file__).resolve().parent.parent
+    command = ["-m", script[3:]] if script.startswith("-m ") else [str(root / script)]
+    return subprocess.run([sys.executable, *command, *map(str, args)], capture_output=True, text=True, cwd=cwd,
+                          timeout=timeout, preexec_fn=limit, env={**os.environ, "PYTHONPATH": str(root)})
+
+
+def memory_limit(n):
+    """A preexec_fn: at most n bytes of address space (RLIMIT_AS), so that a run that would take more fails (a
+    regression cannot swap, nor take the machine down). POSIX."""
+    def limit():
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (n, n))
+    return limit
+
+
+def files_under(folder):
+    """Every path under folder, relative, sorted: to see that a refused command wrote nothing."""
+    return sorted(str(p.relative_to(folder)) for p in Path(folder).rglob("*"))
+
+
+def kinds_under(folder):
+    """Each path under folder (links not followed) with what it is: a file's bytes, a link's target, or its kind."""
+    found = {}
+    for path in sorted(Path(folder).rglob("*")):
+        mode = os.lstat(path).st_mode
+        found[str(path.relative_to(folder))] = (path.read_bytes() if stat.S_ISREG(mode) else os.readlink(path)
+                                                if stat.S_ISLNK(mode) else stat.S_IFMT(mode))
+    return found
+
 
 # train.py with its data preparation held: it touches the file argv[1] when it gets there, and goes on once the
 # file argv[2] exists (the hook is the test's, on the library's prepare; train.py has none)
@@ -122,6 +159,26 @@ def served(folder):
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+def ran(script, capsys, *args, umask=None):
+    """One of the lab's scripts run in this process as its command line runs it (through runpy, as __main__, with
+    sys.argv its script and args, under umask when given; both put back after), read as a subprocess's run is: a
+    namespace of returncode (the SystemExit it ends with), stdout and stderr."""
+    root = Path(__file__).resolve().parent.parent
+    argv, before = sys.argv, None if umask is None else os.umask(umask)
+    sys.argv = [script, *map(str, args)]
+    try:
+        runpy.run_path(str(root / script), run_name="__main__")
+        returncode = 0
+    except SystemExit as e:
+        returncode = e.code
+    finally:
+        sys.argv = argv
+        if before is not None:
+            os.umask(before)
+    stdout, stderr = capsys.readouterr()
+    return SimpleNamespace(returncode=returncode, stdout=stdout, stderr=stderr)
 
 
 def one_line_error(proc, *phrases):

@@ -8,18 +8,13 @@ after a few dozen steps."""
 
 import random
 import re
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
-from run_helpers import one_line_error
+from run_helpers import files_under, one_line_error, ran, run
 
 from oneblock import checkpoint, training
 from oneblock.settings import Settings
-
-ROOT = Path(__file__).resolve().parent.parent
 
 pytest.importorskip("numpy")
 
@@ -40,12 +35,6 @@ def letters(lines=20, width=40, seed=0):
     return "".join("".join(rng.choice("abcdefgh ") for _ in range(width)) + "\n" for _ in range(lines))
 
 
-def train(*args, cwd):
-    """train.py with args in a subprocess in cwd; the CompletedProcess (text)."""
-    return subprocess.run([sys.executable, str(ROOT / "train.py"), *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=300)
-
-
 def losses(stdout):
     """[(step, validation loss as printed)] of a run's loss lines."""
     return [(int(step), float(val)) for step, val in LOSS_LINE.findall(stdout)]
@@ -61,10 +50,6 @@ def lowest(seen):
     return min(seen[1:], key=lambda pair: pair[1])
 
 
-def files_under(folder):
-    return sorted(str(p.relative_to(folder)) for p in Path(folder).rglob("*"))
-
-
 def folder_with_text(folder):
     """folder, made if missing, with the text the runs learn in it."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -76,7 +61,7 @@ def folder_with_text(folder):
 def straight(tmp_path_factory):
     """(folder, CompletedProcess) of the whole run, written to runs/l.safetensors."""
     folder = folder_with_text(tmp_path_factory.mktemp("straight"))
-    proc = train(*RUN, "--out", "runs/l.safetensors", cwd=folder)
+    proc = run("train.py", *RUN, "--out", "runs/l.safetensors", cwd=folder)
     assert proc.returncode == 0, proc.stderr
     return folder, proc
 
@@ -126,7 +111,7 @@ def test_the_last_checkpoint_stays_the_last_steps(straight, tmp_path):
     assert last["step"] == 300 and f"{float(last['metadata']['val_loss']):.4f}" == f"{losses(proc.stdout)[-1][1]:.4f}"
     assert (folder / "runs" / "l.best.safetensors").read_bytes() != (folder / "runs" / "l.safetensors").read_bytes()
     once = folder_with_text(tmp_path)
-    quiet = train(*RUN, "--eval-every", "300", "--out", "l.safetensors", cwd=once)
+    quiet = run("train.py", *RUN, "--eval-every", "300", "--out", "l.safetensors", cwd=once)
     assert quiet.returncode == 0 and WARNING not in quiet.stderr, quiet.stderr
     assert (once / "l.safetensors").read_bytes() == (folder / "runs" / "l.safetensors").read_bytes()
     assert (once / "l.best.safetensors").read_bytes() == (once / "l.safetensors").read_bytes()  # its one validation
@@ -146,12 +131,12 @@ def test_a_resumed_run_keeps_the_best_so_far(straight, tmp_path):
     step, _ = lowest(losses(proc.stdout))
     stop = step + 60  # past the best, before the end: the resumed part only ever validates higher
     work = folder_with_text(tmp_path)
-    first = train(*RUN, "--out", "runs/l.safetensors", "--stop-at", stop, cwd=work)
+    first = run("train.py", *RUN, "--out", "runs/l.safetensors", "--stop-at", stop, cwd=work)
     assert first.returncode == 0, first.stderr
     best = work / "runs" / "l.best.safetensors"
     assert best.read_bytes() == (folder / "runs" / "l.best.safetensors").read_bytes()
     inode = best.stat().st_ino
-    resumed = train(*RUN, "--out", "runs/l.safetensors", "--resume", cwd=work)
+    resumed = run("train.py", *RUN, "--out", "runs/l.safetensors", "--resume", cwd=work)
     assert resumed.returncode == 0 and f"resuming runs/l.safetensors at step {stop}" in resumed.stdout
     assert best.stat().st_ino == inode  # never rewritten: before the fix, the resumed part's first loss was "best"
     assert best.read_bytes() == (folder / "runs" / "l.best.safetensors").read_bytes()
@@ -162,13 +147,13 @@ def test_a_resumed_run_keeps_the_best_so_far(straight, tmp_path):
 
 def test_a_resume_refuses_a_best_file_of_another_run_and_leaves_it(tmp_path):
     work = folder_with_text(tmp_path)
-    assert train(*RUN, "--out", "l.safetensors", "--stop-at", "40", cwd=work).returncode == 0
+    assert run("train.py", *RUN, "--out", "l.safetensors", "--stop-at", "40", cwd=work).returncode == 0
     seeded = folder_with_text(tmp_path / "seeded")  # the same text and settings but the seed: another run
-    assert train(*RUN, "--seed", "5", "--out", "l.safetensors", cwd=seeded).returncode == 0
+    assert run("train.py", *RUN, "--seed", "5", "--out", "l.safetensors", cwd=seeded).returncode == 0
     foreign = (seeded / "l.best.safetensors").read_bytes()
     (work / "l.best.safetensors").write_bytes(foreign)
     kept = (work / "l.safetensors").read_bytes()
-    proc = train(*RUN, "--out", "l.safetensors", "--resume", cwd=work)
+    proc = run("train.py", *RUN, "--out", "l.safetensors", "--resume", cwd=work)
     one_line_error(proc, "cannot resume:", "l.best.safetensors", "holds a checkpoint of another run",
                    "never replaced by a resume")
     assert (work / "l.best.safetensors").read_bytes() == foreign and (work / "l.safetensors").read_bytes() == kept
@@ -179,18 +164,20 @@ def test_a_resume_refuses_a_best_file_of_another_run_and_leaves_it(tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["notes", "checkpoint"])
-def test_what_is_at_the_best_path_is_refused_before_any_work(tmp_path, kind):
+def test_what_is_at_the_best_path_is_refused_before_any_work(tmp_path, capsys, monkeypatch, kind):
     work = folder_with_text(tmp_path)
+    monkeypatch.chdir(work)
     best = work / "runs" / "l.best.safetensors"
     best.parent.mkdir()
     if kind == "notes":
         best.write_text("my notes, not a checkpoint\n", encoding="utf-8")
     else:
-        assert train(*RUN, "--steps", "5", "--seed", "7", "--out", "runs/other.safetensors", cwd=work).returncode == 0
+        other = ran("train.py", capsys, *RUN, "--steps", "5", "--seed", "7", "--out", "runs/other.safetensors")
+        assert other.returncode == 0, other.stderr
         best.write_bytes((work / "runs" / "other.safetensors").read_bytes())
     before = {name: (work / name).read_bytes() for name in files_under(work) if (work / name).is_file()}
     started = time.monotonic()
-    proc = train(*RUN, "--out", "runs/l.safetensors", cwd=work)  # before the fix: it ran, and wrote no best at all
+    proc = ran("train.py", capsys, *RUN, "--out", "runs/l.safetensors")  # before the fix: it ran, wrote no best
     assert time.monotonic() - started < 30 and "step" not in proc.stdout  # refused before training
     if kind == "notes":
         one_line_error(proc, "runs/l.best.safetensors, where this run keeps its best checkpoint",
@@ -198,7 +185,7 @@ def test_what_is_at_the_best_path_is_refused_before_any_work(tmp_path, kind):
     else:
         one_line_error(proc, "runs/l.best.safetensors already holds a checkpoint (step 5", "pass --overwrite")
     assert {name: (work / name).read_bytes() for name in files_under(work) if (work / name).is_file()} == before
-    overwrite = train(*RUN, "--steps", "5", "--out", "runs/l.safetensors", "--overwrite", cwd=work)
+    overwrite = ran("train.py", capsys, *RUN, "--steps", "5", "--out", "runs/l.safetensors", "--overwrite")
     if kind == "notes":  # a file that is not a checkpoint, not even with --overwrite
         one_line_error(overwrite, "is not a checkpoint", "it is never replaced")
         assert best.read_text(encoding="utf-8") == "my notes, not a checkpoint\n"
@@ -207,15 +194,15 @@ def test_what_is_at_the_best_path_is_refused_before_any_work(tmp_path, kind):
         assert checkpoint.load_checkpoint(best)["training"]["seed"] != 7  # this run's, not the other one's
 
 
-def test_an_input_at_the_best_path_is_refused(tmp_path):
+def test_an_input_at_the_best_path_is_refused(tmp_path, capsys, monkeypatch):
     work = folder_with_text(tmp_path)
-    proc = train(*[arg if arg != "letters.txt" else "l.best.safetensors" for arg in RUN], "--out", "l.safetensors",
-                 cwd=work)
+    monkeypatch.chdir(work)
+    proc = ran("train.py", capsys, *[arg if arg != "letters.txt" else "l.best.safetensors" for arg in RUN],
+               "--out", "l.safetensors")
     one_line_error(proc, "--data l.best.safetensors is where this run writes its best checkpoint")
     assert files_under(work) == ["letters.txt"]
 
 
-def test_the_help_names_the_best_file():
-    proc = subprocess.run([sys.executable, str(ROOT / "train.py"), "--help"], capture_output=True, text=True,
-                          timeout=60)
+def test_the_help_names_the_best_file(capsys):
+    proc = ran("train.py", capsys, "--help")
     assert "out/ckpt.best.safetensors" in " ".join(proc.stdout.split())

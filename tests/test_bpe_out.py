@@ -1,15 +1,13 @@
-"""bpe.py's --out and its memory, each case a real bpe.py (or train.py) in a subprocess. --out replaces nothing that
-is not a tokenizer, a tokenizer only with --overwrite, and never --data itself by any name; a path that is not a
-regular file is refused; a run owns its --out while it runs (one held in its reading by a hook, so that the race
-happens every time). A training that runs out of memory is one line and writes nothing, under an address-space
-limit (RLIMIT_AS, so that a regression cannot take the machine down); the training is the same as before, merge for
-merge, and the ordinary runs still work under the same limit."""
+"""bpe.py's --out and its memory. --out replaces nothing that is not a tokenizer, a tokenizer only with --overwrite
+(bpe.py in this process), and never --data itself by any name; a path that is not a regular file is refused; a
+run owns its --out while it runs (one held in its reading by a hook, so that the race happens every time): these,
+and the memory, each a real bpe.py (or train.py) in a subprocess. A training that runs out of memory is one line
+and writes nothing, under an address-space limit (RLIMIT_AS, so that a regression cannot take the machine down);
+the training is the same as before, merge for merge, and the ordinary runs still work under the same limit."""
 
 import os
 import re
-import resource
 import shutil
-import stat
 import subprocess
 import sys
 from collections import Counter
@@ -17,7 +15,8 @@ from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
-from run_helpers import PRIVACY, held, one_line_error, own_text, privacy_id
+from run_helpers import (PRIVACY, files_under, held, kinds_under, memory_limit, one_line_error, own_text, privacy_id,
+                         ran, run)
 
 import bpe
 
@@ -43,34 +42,6 @@ script = str(pathlib.Path(sys.argv[3]) / "bpe.py")
 sys.argv = [script, *sys.argv[4:]]
 runpy.run_path(script, run_name="__main__")  # bpe.py as its command line runs it
 """
-
-
-def run(script, *args, cwd, limit=None, timeout=300, umask=-1):
-    """One of the scripts in a subprocess, optionally under a resource limit (a function run in the child) and a
-    umask (-1: this process's)."""
-    return subprocess.run([sys.executable, str(ROOT / script), *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=timeout, preexec_fn=limit, umask=umask)
-
-
-def files_under(folder):
-    return sorted(str(p.relative_to(folder)) for p in Path(folder).rglob("*"))
-
-
-def memory_limit(n):
-    """A preexec_fn: at most n bytes of address space (RLIMIT_AS), so that a run that would take more fails."""
-    def limit():
-        resource.setrlimit(resource.RLIMIT_AS, (n, n))
-    return limit
-
-
-def kinds_under(folder):
-    """Each path under folder (links not followed) with what it is: a file's bytes, a link's target, or its kind."""
-    found = {}
-    for path in sorted(Path(folder).rglob("*")):
-        mode = os.lstat(path).st_mode
-        found[path.name] = (path.read_bytes() if stat.S_ISREG(mode) else os.readlink(path) if stat.S_ISLNK(mode)
-                            else stat.S_IFMT(mode))
-    return found
 
 
 @pytest.fixture
@@ -100,52 +71,56 @@ def test_an_out_it_cannot_own_is_one_line_and_left_as_it_is(notes):
         assert kinds_under(notes) == before
 
 
-def test_a_file_that_is_not_a_tokenizer_is_never_replaced(notes):
+def test_a_file_that_is_not_a_tokenizer_is_never_replaced(notes, capsys, monkeypatch):
+    monkeypatch.chdir(notes)
     cases = {"story.json": own_text().encode(), "record.json": b'{"model": {"vocab": {}, "merges": 3}}\n',
              "ckpt.safetensors": (ROOT / "tokenizer.json").read_bytes()[:100] + b"\x00\xff"}
     for name, content in cases.items():
         (notes / name).write_bytes(content)
         for extra in ([], ["--overwrite"]):  # before the fix: replaced, with the flag or without
-            proc = run("bpe.py", *TRAIN, "--out", name, *extra, cwd=notes)
+            proc = ran("bpe.py", capsys, *TRAIN, "--out", name, *extra)
             one_line_error(proc, f"--out {name} exists but is not a tokenizer.json", "it is never replaced")
             assert (notes / name).read_bytes() == content
     assert files_under(notes) == sorted(["notes.txt", *cases])  # no lock, no temporary file
 
 
-def test_a_tokenizer_is_replaced_only_with_overwrite_and_through_a_link_its_file(notes):
+def test_a_tokenizer_is_replaced_only_with_overwrite_and_through_a_link_its_file(notes, capsys, monkeypatch):
+    monkeypatch.chdir(notes)
     out = notes / "t.json"
     bpe.Tokenizer.train(own_text(), 90).save(out)  # an earlier run's tokenizer
     earlier = out.read_bytes()
-    proc = run("bpe.py", *TRAIN, "--out", "t.json", cwd=notes)  # before the fix: replaced without a word
+    proc = ran("bpe.py", capsys, *TRAIN, "--out", "t.json")  # before the fix: replaced without a word
     one_line_error(proc, "--out t.json already holds a tokenizer (90 tokens)", "pass --overwrite to replace it")
     assert out.read_bytes() == earlier
-    proc = run("bpe.py", *TRAIN, "--out", "t.json", "--overwrite", cwd=notes)
+    proc = ran("bpe.py", capsys, *TRAIN, "--out", "t.json", "--overwrite")
     assert proc.returncode == 0 and proc.stdout.startswith("wrote t.json: 55 characters + 45 merges"), proc.stderr
     assert out.read_text(encoding="utf-8") == bpe.Tokenizer.train(own_text(), 100).to_json()
 
     (notes / "link.json").symlink_to("t.json")  # a link to a tokenizer: the file it leads to is written, not the link
-    proc = run("bpe.py", "--data", "notes.txt", "--vocab-size", "110", "--out", "link.json", "--overwrite", cwd=notes)
+    proc = ran("bpe.py", capsys, "--data", "notes.txt", "--vocab-size", "110", "--out", "link.json", "--overwrite")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(f"--out link.json leads to {out.resolve()}: this run writes there\nwrote link.json: ")
     assert os.readlink(notes / "link.json") == "t.json"
     assert out.read_text(encoding="utf-8") == bpe.Tokenizer.train(own_text(), 110).to_json()
     assert files_under(notes) == ["link.json", "notes.txt", "t.json"]
 
-    proc = run("bpe.py", "--overwrite", cwd=notes)  # the flag belongs to --data's tokenizer
+    proc = ran("bpe.py", capsys, "--overwrite")  # the flag belongs to --data's tokenizer
     one_line_error(proc, "--overwrite go with --data")
 
 
 @pytest.mark.skipif(os.name == "nt", reason="Windows has no owner, group and others' permission bits")
 @pytest.mark.parametrize("umask, text_mode, written", PRIVACY, ids=privacy_id)
-def test_the_tokenizer_is_as_private_as_the_text_and_the_umask(notes, umask, text_mode, written):
+def test_the_tokenizer_is_as_private_as_the_text_and_the_umask(notes, capsys, monkeypatch, umask, text_mode,
+                                                              written):
     """The tokenizer trained on a text is readable by no one the umask or the text leaves out (its merges spell the
     text's words); before the fix: 0o644 whatever the umask and the text. Replacing one gives the new one the rule's
     mode, whatever the old one had."""
+    monkeypatch.chdir(notes)
     (notes / "notes.txt").chmod(text_mode)
     (notes / "old.json").write_text(bpe.Tokenizer.train(own_text(), 90).to_json(), encoding="utf-8")
     (notes / "old.json").chmod(0o666)
     for out, extra in (("t.json", []), ("old.json", ["--overwrite"])):
-        proc = run("bpe.py", *TRAIN, "--out", out, *extra, cwd=notes, umask=umask)
+        proc = ran("bpe.py", capsys, *TRAIN, "--out", out, *extra, umask=umask)
         assert proc.returncode == 0, proc.stderr
         assert (notes / out).stat().st_mode & 0o777 == written, (out, oct((notes / out).stat().st_mode))
     assert files_under(notes) == ["notes.txt", "old.json", "t.json"]  # no temporary file, no lock
@@ -159,8 +134,6 @@ def test_a_second_run_on_the_same_out_is_refused_while_the_first_holds_it(notes)
         assert not out.exists()
     assert slow.returncode == 0, slow.stderr
     assert out.read_text(encoding="utf-8") == bpe.Tokenizer.train(own_text(), 100).to_json()  # the slow run's
-    later = run("bpe.py", "--data", "notes.txt", "--vocab-size", "120", "--out", out, cwd=notes)
-    one_line_error(later, "already holds a tokenizer (100 tokens)")
     assert files_under(notes) == ["go", "notes.txt", "t.json", "waiting"]  # no lock left
 
 

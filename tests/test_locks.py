@@ -5,7 +5,8 @@ at its name (a link to a file of yours, your own file, a folder, a FIFO, another
 is taken over; the caller's reader judges what is there while the path is held; a run removes only the temporary
 files a killed writer of its own path left, never another run's save in progress or a file of yours; a file has one
 lock however it is named (a link to it and the file itself are one path, and a run through a link writes its
-target). Then, through the commands: torchrun numbers that make no sense, a signal as the lock is made, and
+target). Then, through the commands (train.py in this process, through runpy, where no signal is sent): train.py's one
+subprocess smoke of an --out it cannot own, torchrun numbers that make no sense, a signal as the lock is made, and
 train.py and bpe.py stopped by a signal, each in one line, leaving nothing behind."""
 
 import os
@@ -22,7 +23,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from run_helpers import HELD, held, one_line_error
+from run_helpers import HELD, files_under, held, kinds_under, one_line_error, ran, run
 
 import atomic
 from oneblock import checkpoint, settings
@@ -32,25 +33,6 @@ SHORT = ["--steps", "4", "--batch", "2", "--seq-len", "16", "--val-stories", "20
 POSIX = pytest.mark.skipif(os.name != "posix", reason="links, FIFOs and flock are POSIX's")
 if os.name == "posix":
     import fcntl
-
-
-def train(*args, cwd, env=None, timeout=300):
-    return subprocess.run([sys.executable, str(ROOT / "train.py"), *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=timeout, env=None if env is None else {**os.environ, **env})
-
-
-def files_under(folder):
-    return sorted(str(p.relative_to(folder)) for p in Path(folder).rglob("*"))
-
-
-def kinds_under(folder):
-    """Each path under folder (links not followed) with what it is: a file's bytes, a link's target, or its kind."""
-    found = {}
-    for path in sorted(Path(folder).rglob("*")):
-        mode = os.lstat(path).st_mode
-        found[str(path.relative_to(folder))] = (path.read_bytes() if stat.S_ISREG(mode) else os.readlink(path)
-                                                if stat.S_ISLNK(mode) else stat.S_IFMT(mode))
-    return found
 
 
 def own(path, judge=None, reads=(), stack=None):
@@ -296,12 +278,14 @@ def test_a_link_and_its_file_are_one_path_and_the_link_leads_to_what_is_written(
 
 
 @POSIX
-def test_resuming_through_a_link_writes_its_target_and_keeps_the_link(tmp_path):
+def test_resuming_through_a_link_writes_its_target_and_keeps_the_link(tmp_path, capsys, monkeypatch):
+    """train.py in this process: a resume reads and writes the checkpoint the link leads to."""
+    monkeypatch.chdir(tmp_path)
     (tmp_path / "real").mkdir()
     out, link = tmp_path / "real" / "ck.safetensors", tmp_path / "link.safetensors"
-    assert train("--out", out, *SHORT, "--steps", "8", "--stop-at", "4", cwd=tmp_path).returncode == 0
+    assert ran("train.py", capsys, "--out", out, *SHORT, "--steps", "8", "--stop-at", "4").returncode == 0
     link.symlink_to(os.path.relpath(out, tmp_path))
-    proc = train("--out", "link.safetensors", *SHORT, "--steps", "8", "--resume", cwd=tmp_path)
+    proc = ran("train.py", capsys, "--out", "link.safetensors", *SHORT, "--steps", "8", "--resume")
     assert proc.returncode == 0, proc.stderr
     assert f"--out link.safetensors leads to {out.resolve()}: this run writes there" in proc.stdout
     assert link.is_symlink() and os.readlink(link) == os.path.relpath(out, tmp_path)  # before: replaced by a file
@@ -314,7 +298,7 @@ def test_resuming_through_a_link_writes_its_target_and_keeps_the_link(tmp_path):
 
 
 def test_train_py_refuses_an_out_it_cannot_own_in_one_line_before_anything_is_made(tmp_path):
-    proc = train("--out", "x" * 300, *SHORT, cwd=tmp_path)
+    proc = run("train.py", "--out", "x" * 300, *SHORT, cwd=tmp_path)
     one_line_error(proc, "--out", "a name of 300 bytes", "choose a shorter one")
     assert "step" not in proc.stdout and files_under(tmp_path) == []
 
@@ -323,9 +307,12 @@ def test_train_py_refuses_an_out_it_cannot_own_in_one_line_before_anything_is_ma
                                          ({"RANK": "5", "WORLD_SIZE": "2"}, "rank 5: expected 0 to 1"),
                                          ({"WORLD_SIZE": "0"}, "world 0: expected at least 1 process"),
                                          ({"RANK": "x"}, "the environment variable RANK is 'x'")])
-def test_torchrun_numbers_that_make_no_sense_are_one_line(tmp_path, env, phrase):
+def test_torchrun_numbers_that_make_no_sense_are_one_line(tmp_path, capsys, monkeypatch, env, phrase):
+    monkeypatch.chdir(tmp_path)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
     started = time.monotonic()
-    proc = train("--out", "ck.safetensors", *SHORT, cwd=tmp_path, env=env)  # before: silence, or a traceback
+    proc = ran("train.py", capsys, "--out", "ck.safetensors", *SHORT)  # before: silence, or a traceback
     one_line_error(proc, phrase)
     assert time.monotonic() - started < 30 and files_under(tmp_path) == []
 

@@ -1,8 +1,9 @@
-"""Nothing lost: every way train.py and bpe.py once replaced or lost a file, or read an input without end, each
-run in a real subprocess. Two runs racing for one --out (one held in its data preparation by a hook, so that the
-race happens every time), the tokenizer's copy beside a checkpoint, inputs that are not regular files or are too
-large, sizes that would not fit in memory (under a resource limit, so that a regression cannot take the machine
-down), and writes that fail (a file-size limit gives a real write error, as a full disk does)."""
+"""Nothing lost: every way train.py and bpe.py once replaced or lost a file, or read an input without end. Two runs
+racing for one --out (one held in its data preparation by a hook, so that the race happens every time), inputs that
+are not regular files or are too large, sizes that would not fit in memory (under a resource limit, so that a
+regression cannot take the machine down), and writes that fail (a file-size limit gives a real write error, as a
+full disk does), each in a real subprocess; the tokenizer's copy beside a checkpoint through train.py in this
+process."""
 
 import os
 import resource
@@ -13,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from run_helpers import HELD, held, one_line_error, own_text
+from run_helpers import HELD, files_under, held, memory_limit, one_line_error, own_text, ran, run
 
 import bpe
 from oneblock import checkpoint
@@ -21,20 +22,6 @@ from oneblock import checkpoint
 ROOT = Path(__file__).resolve().parent.parent
 SHORT = ["--steps", "4", "--batch", "2", "--seq-len", "16", "--val-stories", "20", "--eval-every", "4", "--quiet"]
 MEMORY_LIMIT = 4 * 2**30  # RLIMIT_AS of the runs that are asked for too much: a regression fails, it cannot swap
-
-def run(script, *args, cwd, limit=None, timeout=300):
-    """One of the scripts in a subprocess, optionally under a resource limit (a function run in the child)."""
-    return subprocess.run([sys.executable, str(ROOT / script), *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=timeout, preexec_fn=limit)
-
-
-def files_under(folder):
-    return sorted(str(p.relative_to(folder)) for p in Path(folder).rglob("*"))
-
-
-def memory_limit():
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
-
 
 def file_size_limit(n):
     """A preexec_fn: files of at most n bytes, and a write past that fails with EFBIG instead of killing the
@@ -53,7 +40,7 @@ def test_a_run_held_in_preparation_owns_its_out_so_a_faster_run_cannot_finish_un
     out, waiting, go = tmp_path / "ckpt.safetensors", tmp_path / "waiting", tmp_path / "go"
     with held(HELD, waiting, go, "--out", out, *SHORT, "--seed", "3", cwd=tmp_path) as slow:
         fast = run("train.py", "--out", out, *SHORT, "--seed", "4", cwd=tmp_path)  # before the fix: it finished
-        one_line_error(fast, "is in use by another run", "train.py")
+        one_line_error(fast, f"{out} is in use by another run (pid ", "train.py")
         assert not out.exists()
     assert slow.returncode == 0, slow.stderr
     assert checkpoint.load_checkpoint(out)["training"]["seed"] == 3  # the slow run's, written once, whole
@@ -69,9 +56,9 @@ def test_a_run_held_in_preparation_owns_its_out_so_a_faster_run_cannot_finish_un
     assert left == ["ckpt.best.safetensors", "ckpt.safetensors", "go", "waiting"]  # no lock left
 
 
-def test_a_refused_run_leaves_no_folder_it_made(tmp_path):
-    proc = run("train.py", "--data", tmp_path / "missing.txt", "--out", tmp_path / "new" / "sub" / "c.safetensors",
-               "--steps", "4", cwd=tmp_path)
+def test_a_refused_run_leaves_no_folder_it_made(tmp_path, capsys):
+    proc = ran("train.py", capsys, "--data", tmp_path / "missing.txt", "--out",
+               tmp_path / "new" / "sub" / "c.safetensors", "--steps", "4")
     one_line_error(proc, "missing.txt")
     assert files_under(tmp_path) == []
 
@@ -81,18 +68,20 @@ def test_a_refused_run_leaves_no_folder_it_made(tmp_path):
 
 
 @pytest.fixture
-def notes(tmp_path):
+def notes(tmp_path, monkeypatch):
+    """tmp_path, the folder the test runs in, with notes.txt in it."""
     (tmp_path / "notes.txt").write_text(own_text(), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
     return tmp_path
 
 
 TEXT_RUN = ["--vocab-size", "100", "--steps", "4", "--batch", "2", "--seq-len", "16", "--eval-every", "4", "--quiet"]
 
 
-def test_a_training_text_named_like_a_tokenizer_copy_is_never_replaced(notes):
+def test_a_training_text_named_like_a_tokenizer_copy_is_never_replaced(notes, capsys):
     (notes / "notes.tokenizer.json").write_text(own_text(), encoding="utf-8")  # training text, oddly named
     text = (notes / "notes.tokenizer.json").read_bytes()
-    proc = run("train.py", "--data", "notes.tokenizer.json", "--out", "notes.safetensors", *TEXT_RUN, cwd=notes)
+    proc = ran("train.py", capsys, "--data", "notes.tokenizer.json", "--out", "notes.safetensors", *TEXT_RUN)
     assert proc.returncode == 0, proc.stderr
     assert (notes / "notes.tokenizer.json").read_bytes() == text  # before the fix: replaced by tokenizer JSON
     carried = checkpoint.load_checkpoint(notes / "notes.safetensors")["metadata"][checkpoint.TOKENIZER_KEY]
@@ -101,17 +90,17 @@ def test_a_training_text_named_like_a_tokenizer_copy_is_never_replaced(notes):
     # the one name that is the copy's is refused before anything is written
     (notes / "n.safetensors.tokenizer.json").write_bytes(text)
     before = files_under(notes)
-    proc = run("train.py", "--data", "n.safetensors.tokenizer.json", "--out", "n.safetensors", *TEXT_RUN, cwd=notes)
+    proc = ran("train.py", capsys, "--data", "n.safetensors.tokenizer.json", "--out", "n.safetensors", *TEXT_RUN)
     one_line_error(proc, "--data n.safetensors.tokenizer.json is where this run writes the copy of its tokenizer")
-    proc = run("train.py", "--data", "n.safetensors.lock", "--out", "n.safetensors", *TEXT_RUN, cwd=notes)
+    proc = ran("train.py", capsys, "--data", "n.safetensors.lock", "--out", "n.safetensors", *TEXT_RUN)
     one_line_error(proc, "--data n.safetensors.lock is where this run writes the lock of the checkpoint")
     assert files_under(notes) == before and (notes / "n.safetensors.tokenizer.json").read_bytes() == text
 
 
-def test_two_checkpoints_in_one_folder_keep_a_copy_each(notes):
+def test_two_checkpoints_in_one_folder_keep_a_copy_each(notes, capsys):
     for name, vocab in (("ckpt.a", "100"), ("ckpt.b", "120")):
         args = ["--vocab-size", vocab, *TEXT_RUN[2:]]
-        proc = run("train.py", "--data", "notes.txt", "--out", f"run/{name}", *args, cwd=notes)
+        proc = ran("train.py", capsys, "--data", "notes.txt", "--out", f"run/{name}", *args)
         assert proc.returncode == 0, proc.stderr
     for name in ("ckpt.a", "ckpt.b"):  # before the fix: both wrote run/ckpt.tokenizer.json, b's replacing a's
         carried = checkpoint.load_checkpoint(notes / "run" / name)["metadata"][checkpoint.TOKENIZER_KEY]
@@ -120,20 +109,20 @@ def test_two_checkpoints_in_one_folder_keep_a_copy_each(notes):
                                          "ckpt.best.a", "ckpt.best.b"]
 
 
-def test_the_copy_is_replaced_by_the_checkpoints_rules(notes):
+def test_the_copy_is_replaced_by_the_checkpoints_rules(notes, capsys):
     out, copy = notes / "n.safetensors", notes / "n.safetensors.tokenizer.json"
     copy.write_text("my own notes, not a tokenizer\n", encoding="utf-8")
     for extra in ([], ["--overwrite"]):  # a file there that is not a tokenizer is never replaced
-        proc = run("train.py", "--data", "notes.txt", "--out", out, *TEXT_RUN, *extra, cwd=notes)
+        proc = ran("train.py", capsys, "--data", "notes.txt", "--out", out, *TEXT_RUN, *extra)
         one_line_error(proc, "exists but is not a tokenizer.json", "it is never replaced")
         assert copy.read_text(encoding="utf-8") == "my own notes, not a tokenizer\n" and not out.exists()
 
     bpe.Tokenizer.train(own_text(), 90).save(copy)  # an earlier run's copy, whose checkpoint is gone
     earlier = copy.read_bytes()
-    proc = run("train.py", "--data", "notes.txt", "--out", out, *TEXT_RUN, cwd=notes)
+    proc = ran("train.py", capsys, "--data", "notes.txt", "--out", out, *TEXT_RUN)
     one_line_error(proc, "already holds a tokenizer", "--overwrite")
     assert copy.read_bytes() == earlier and not out.exists()
-    proc = run("train.py", "--data", "notes.txt", "--out", out, *TEXT_RUN, "--overwrite", cwd=notes)
+    proc = ran("train.py", capsys, "--data", "notes.txt", "--out", out, *TEXT_RUN, "--overwrite")
     assert proc.returncode == 0, proc.stderr
     carried = checkpoint.load_checkpoint(out)["metadata"][checkpoint.TOKENIZER_KEY]
     assert copy.read_text(encoding="utf-8") == carried != earlier.decode()
@@ -156,7 +145,7 @@ def test_a_fifo_or_a_device_is_refused_at_once_not_read(notes):
                   ("bpe.py", ["--data", "/dev/zero", "--out", "t.json"])]
     before = files_under(notes)
     for script, args in cases:  # before the fix: a FIFO hung the run, /dev/zero read until the kernel killed it
-        proc = run(script, *args, cwd=notes, limit=memory_limit, timeout=60)
+        proc = run(script, *args, cwd=notes, limit=memory_limit(MEMORY_LIMIT), timeout=60)
         one_line_error(proc, "not a regular file")
     assert files_under(notes) == before
 
@@ -181,13 +170,13 @@ def test_a_text_past_the_bound_is_refused_before_it_is_read(tmp_path):
         f.truncate(bpe.MOST_TEXT + 1)
     for script, args in (("train.py", ["--data", big, "--out", "c.safetensors", *TEXT_RUN]),
                          ("bpe.py", ["--data", big, "--out", "t.json"])):
-        proc = run(script, *args, cwd=tmp_path, limit=memory_limit, timeout=60)
+        proc = run(script, *args, cwd=tmp_path, limit=memory_limit(MEMORY_LIMIT), timeout=60)
         one_line_error(proc, f"is {bpe.MOST_TEXT + 1:,} bytes, more than the {bpe.MOST_TEXT:,} bytes")
     assert files_under(tmp_path) == ["big.txt"]
 
 
-def test_the_text_is_hashed_from_the_bytes_trained_on(notes):
-    proc = run("train.py", "--data", "notes.txt", "--out", "c.safetensors", *TEXT_RUN, cwd=notes)
+def test_the_text_is_hashed_from_the_bytes_trained_on(notes, capsys):
+    proc = ran("train.py", capsys, "--data", "notes.txt", "--out", "c.safetensors", *TEXT_RUN)
     assert proc.returncode == 0, proc.stderr
     metadata = checkpoint.load_checkpoint(notes / "c.safetensors")["metadata"]
     assert metadata["text_sha256"] == checkpoint.sha256_file(notes / "notes.txt")
@@ -203,7 +192,7 @@ def test_the_text_is_hashed_from_the_bytes_trained_on(notes):
                                   ["--backend", "numpy-plain", "--dtype", "float64", "--width", "100000"]])
 def test_a_size_that_will_not_fit_is_refused_at_once_naming_the_memory(tmp_path, args):
     started = time.monotonic()
-    proc = run("train.py", *args, "--out", "c.safetensors", cwd=tmp_path, limit=memory_limit, timeout=60)
+    proc = run("train.py", *args, "--out", "c.safetensors", cwd=tmp_path, limit=memory_limit(MEMORY_LIMIT), timeout=60)
     one_line_error(proc, "needs about", "of memory, more than the", args[-1])
     assert time.monotonic() - started < 30  # (before the fix: minutes of growing memory, or a MemoryError)
     assert files_under(tmp_path) == []
@@ -212,7 +201,7 @@ def test_a_size_that_will_not_fit_is_refused_at_once_naming_the_memory(tmp_path,
 def test_the_lab_and_a_grown_model_still_fit_under_the_limit(tmp_path):
     for args in ([], ["--blocks", "2", "--heads", "4", "--width", "32"]):
         proc = run("train.py", *args, *SHORT, "--out", "c.safetensors", "--overwrite", cwd=tmp_path,
-                   limit=memory_limit)
+                   limit=memory_limit(MEMORY_LIMIT))
         assert proc.returncode == 0, proc.stderr
 
 

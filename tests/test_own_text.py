@@ -6,13 +6,12 @@ flag, a wrong tokenizer refused, and every bad input a one-line message, exit 2 
 import json
 import math
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
-from run_helpers import PRIVACY, kill_at, own_text, privacy_id
+from run_helpers import PRIVACY, files_under, kill_at, own_text, privacy_id, ran, run
 
 import bpe
 from oneblock import checkpoint, export
@@ -31,19 +30,6 @@ SMALL = "Zoë saw 2 Zoës.\nZoë: 22!\n"
 EXOTIC = ("Ωμέγα 𝔘𝔫𝔦 漢字 and cafe\u0301 🙂 naïve — “quotes” ‘x’\n" * 3) + "Tab\there\r\n"
 # a short run: 8 windows of 32 tokens per step, no progress bar
 SHORT = ["--batch", "8", "--seq-len", "32", "--quiet"]
-
-
-def run(script, *args, cwd, umask=-1):
-    """Run one of the scripts in a subprocess (a file of the lab's folder, or "-m module" with the lab's folder on
-    the module path), under the umask given (-1: this process's); the CompletedProcess (text)."""
-    command = ["-m", script[3:]] if script.startswith("-m ") else [str(ROOT / script)]
-    return subprocess.run([sys.executable, *command, *map(str, args)], capture_output=True, text=True, cwd=cwd,
-                          timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)}, umask=umask)
-
-
-def files_under(folder):
-    """Every path under folder, relative, sorted: to see that a refused command wrote nothing."""
-    return sorted(str(p.relative_to(folder)) for p in Path(folder).rglob("*"))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -108,9 +94,10 @@ def test_random_texts_over_a_non_ascii_alphabet_round_trip_and_match_hugging_fac
     assert hf.encode(text).ids == EXOTIC_TOK.encode(text)
 
 
-def test_bpe_py_trains_on_a_file_and_writes_anywhere(tmp_path):
+def test_bpe_py_trains_on_a_file_and_writes_anywhere(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     (tmp_path / "notes.txt").write_text(own_text(), encoding="utf-8")
-    proc = run("bpe.py", "--data", "notes.txt", "--vocab-size", 120, "--out", "deep/er/notes.json", cwd=tmp_path)
+    proc = ran("bpe.py", capsys, "--data", "notes.txt", "--vocab-size", 120, "--out", "deep/er/notes.json")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("wrote deep/er/notes.json: ") and "= 120 tokens" in proc.stdout
     written = (tmp_path / "deep" / "er" / "notes.json").read_text(encoding="utf-8")
@@ -162,30 +149,34 @@ def test_a_vocab_size_the_text_cannot_give_is_refused_naming_the_file(text, voca
      "small.txt: --vocab-size 256 is too large: no pairs are left to merge after 8 merges (21 tokens)"),
     ("one-line.txt", ("Zoë saw 2 Zoës. " * 40).encode(), "it has 1 line of text: nothing to hold out"),
 ])
-def test_train_py_refuses_bad_data_in_one_line_and_writes_nothing(tmp_path, name, content, phrase):
+def test_train_py_refuses_bad_data_in_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch, name, content,
+                                                                  phrase):
+    monkeypatch.chdir(tmp_path)
     (tmp_path / name).write_bytes(content)
     vocab = {"tiny.txt": ["--vocab-size", 21]}.get(name, [])
     before = files_under(tmp_path)
-    proc = run("train.py", "--data", name, *vocab, "--out", "runs/x.safetensors", *SHORT, cwd=tmp_path)
+    proc = ran("train.py", capsys, "--data", name, *vocab, "--out", "runs/x.safetensors", *SHORT)
     assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
     assert proc.stderr.count("\n") == 1 and phrase in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert files_under(tmp_path) == before  # not even the folder of --out
 
 
-def test_bpe_py_refuses_bad_data_in_one_line_and_writes_nothing(tmp_path):
+def test_bpe_py_refuses_bad_data_in_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     name, content, phrase = BAD_TEXTS[2]
     (tmp_path / name).write_bytes(content)
-    proc = run("bpe.py", "--data", name, "--vocab-size", 20, "--out", "toks/t.json", cwd=tmp_path)
+    proc = ran("bpe.py", capsys, "--data", name, "--vocab-size", 20, "--out", "toks/t.json")
     assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
     assert proc.stderr.count("\n") == 1 and phrase in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert files_under(tmp_path) == [name]
 
 
-def test_a_tokenizer_without_a_character_of_the_text_is_refused(tmp_path):
+def test_a_tokenizer_without_a_character_of_the_text_is_refused(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     (tmp_path / "notes.txt").write_text(own_text(), encoding="utf-8")
     before = files_under(tmp_path)
-    proc = run("train.py", "--data", "notes.txt", "--tokenizer", ROOT / "tokenizer.json", "--out", "x.safetensors",
-               *SHORT, cwd=tmp_path)
+    proc = ran("train.py", capsys, "--data", "notes.txt", "--tokenizer", ROOT / "tokenizer.json", "--out",
+               "x.safetensors", *SHORT)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "notes.txt, line 1: the character 'M' is not in the tokenizer" in proc.stderr
     assert files_under(tmp_path) == before
@@ -201,8 +192,9 @@ def test_a_tokenizer_without_a_character_of_the_text_is_refused(tmp_path):
     (["--width", "0"], "--width 0: expected a whole number of at least 1"),
     (["--max-len", "16", "--seq-len", "32"], "--seq-len 32 is longer than the 16 positions the model has"),
 ])
-def test_settings_of_the_data_are_checked(tmp_path, args, phrase):
-    proc = run("train.py", *args, "--out", "x.safetensors", cwd=tmp_path)
+def test_settings_of_the_data_are_checked(tmp_path, capsys, monkeypatch, args, phrase):
+    monkeypatch.chdir(tmp_path)
+    proc = ran("train.py", capsys, *args, "--out", "x.safetensors")
     assert proc.returncode == 2 and phrase in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
@@ -351,7 +343,8 @@ def test_sigkill_then_resume_gives_bit_identical_weights(tmp_path):
     assert sorted(p.name for p in killed.parent.iterdir()) == [best, "n.safetensors", "n.safetensors.tokenizer.json"]
 
 
-def test_a_resume_refuses_another_text_another_size_and_the_stories(run_dir, tmp_path):
+def test_a_resume_refuses_another_text_another_size_and_the_stories(run_dir, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     path = tmp_path / "notes.safetensors"
     path.write_bytes((run_dir / "runs" / "notes.safetensors").read_bytes())
     same = ["--steps", 300, "--eval-every", 150, "--out", path, "--resume", *SHORT]
@@ -361,7 +354,7 @@ def test_a_resume_refuses_another_text_another_size_and_the_stories(run_dir, tmp
                          (["--data", run_dir / "notes.txt", "--vocab-size", 100, "--width", 8],
                           "d 16 there, 8 here; hidden 64 there, 32 here"),
                          ([], "learned --data notes.txt; resume it with the same --data")]:
-        proc = run("train.py", *args, *same, cwd=tmp_path)
+        proc = ran("train.py", capsys, *args, *same)
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and phrase in proc.stderr, proc.stderr
     assert path.read_bytes() == (run_dir / "runs" / "notes.safetensors").read_bytes()
 
@@ -429,29 +422,32 @@ PRIVATE_FILES = ["notes.best.safetensors", "notes.safetensors", "notes.safetenso
 
 @pytest.mark.skipif(os.name == "nt", reason="Windows has no owner, group and others' permission bits")
 @pytest.mark.parametrize("umask, text_mode, written", PRIVACY, ids=privacy_id)
-def test_the_checkpoints_and_the_copy_are_as_private_as_the_text_and_the_umask(tmp_path, umask, text_mode, written):
+def test_the_checkpoints_and_the_copy_are_as_private_as_the_text_and_the_umask(tmp_path, capsys, monkeypatch, umask,
+                                                                               text_mode, written):
     """train.py --data: the checkpoint, the best one and the copy of the tokenizer are readable by no one the
     umask or the text leaves out (before the fix: 0o644 whatever the umask and the text), and a resume keeps the
     privacy of the checkpoint it resumes."""
+    monkeypatch.chdir(tmp_path)
     text = tmp_path / "notes.txt"
     text.write_text(own_text(), encoding="utf-8")
     text.chmod(text_mode)
-    proc = run("train.py", *PRIVATE_RUN, "--stop-at", 4, cwd=tmp_path, umask=umask)
+    proc = ran("train.py", capsys, *PRIVATE_RUN, "--stop-at", 4, umask=umask)
     assert proc.returncode == 0, proc.stderr
     assert modes_under(tmp_path / "runs") == dict.fromkeys(PRIVATE_FILES, written)
     if written == 0o644:
         (tmp_path / "runs" / "notes.safetensors").chmod(0o600)  # made private since: the resume keeps it so
         written = 0o600
-    proc = run("train.py", *PRIVATE_RUN, "--resume", cwd=tmp_path, umask=umask)
+    proc = ran("train.py", capsys, *PRIVATE_RUN, "--resume", umask=umask)
     assert proc.returncode == 0 and "resuming runs/notes.safetensors at step 4" in proc.stdout, proc.stderr
     assert "best val" in proc.stdout and "at step 8" in proc.stdout  # the best one was written again too
     assert modes_under(tmp_path / "runs") == dict.fromkeys(PRIVATE_FILES, written)
 
 
 @pytest.mark.skipif(os.name == "nt", reason="Windows has no owner, group and others' permission bits")
-def test_the_stories_run_writes_as_the_umask_allows(tmp_path):
+def test_the_stories_run_writes_as_the_umask_allows(tmp_path, capsys, monkeypatch):
     """Without --data the lab's own stories: 0o644, less what the umask takes (before the fix: 0o644 under 0o077)."""
-    proc = run("train.py", "--steps", 4, "--eval-every", 4, "--out", "ckpt.safetensors", *SHORT, cwd=tmp_path,
+    monkeypatch.chdir(tmp_path)
+    proc = ran("train.py", capsys, "--steps", 4, "--eval-every", 4, "--out", "ckpt.safetensors", *SHORT,
                umask=0o077)
     assert proc.returncode == 0, proc.stderr
     assert modes_under(tmp_path) == {"ckpt.best.safetensors": 0o600, "ckpt.safetensors": 0o600}

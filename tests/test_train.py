@@ -1,6 +1,7 @@
 """train.py and the library's training (oneblock/training.py, settings.py): learning, determinism, a real SIGKILL
-and --resume, divergence, the settings, and the backends. The command line runs in subprocesses; the library's
-train is called with values, as the experiments call it."""
+and --resume, divergence, the settings, and the backends. The command line runs in subprocesses, its refusals and
+short runs through train.py in this process (runpy); the library's train is called with values, as the experiments call
+it."""
 
 import dataclasses
 import json
@@ -14,7 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from run_helpers import kill_at
+from run_helpers import kill_at, ran
 
 from oneblock import checkpoint, training
 from oneblock.config import SWITCH_KEY, ModelConfig
@@ -49,10 +50,12 @@ def trained(**values):
     return run.state["params"], run.history
 
 
-def run_main(*args, cwd=ROOT):
-    """train.py with args in a subprocess; the CompletedProcess (text)."""
-    return subprocess.run([sys.executable, str(ROOT / "train.py"), *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=300)
+@pytest.fixture
+def train_py(tmp_path, capsys, monkeypatch):
+    """train.py run in this process as its command line runs it, in tmp_path: train_py(*args) gives returncode,
+    stdout and stderr."""
+    monkeypatch.chdir(tmp_path)
+    return lambda *args: ran("train.py", capsys, *args)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -179,12 +182,11 @@ def test_kill_at_random_moments_never_leaves_a_broken_checkpoint(tmp_path):
     assert all(step > 0 for step in steps), steps
 
 
-def test_resume_refuses_other_settings(tmp_path):
-    out = tmp_path / "ckpt.safetensors"
-    run_train(out, "--steps", "20")
-    proc = run_train(out, "--steps", "30", "--resume", check=False)
+def test_resume_refuses_other_settings(train_py):
+    assert train_py("--out", "ckpt.safetensors", *SHORT, "--steps", "20").returncode == 0
+    proc = train_py("--out", "ckpt.safetensors", *SHORT, "--steps", "30", "--resume")
     assert proc.returncode == 2 and "--steps 20 there, 30 here" in proc.stderr
-    proc = run_train(out, "--steps", "20", "--lr", "0.02", "--resume", check=False)
+    proc = train_py("--out", "ckpt.safetensors", *SHORT, "--steps", "20", "--lr", "0.02", "--resume")
     assert proc.returncode == 2 and "--lr 0.01 there, 0.02 here" in proc.stderr
 
 
@@ -209,29 +211,29 @@ def test_resume_refuses_a_model_config_that_differs_in_any_field(change, differ)
                             f" settings of the run you resume")
 
 
-def test_existing_checkpoint_is_not_overwritten_without_asking(tmp_path):
+def test_existing_checkpoint_is_not_overwritten_without_asking(tmp_path, train_py):
     out = tmp_path / "ckpt.safetensors"
-    run_train(out, "--steps", "10")
+    assert train_py("--out", out, *SHORT, "--steps", "10").returncode == 0
     before = out.read_bytes()
-    proc = run_train(out, "--steps", "10", "--seed", "4", check=False)
+    proc = train_py("--out", out, *SHORT, "--steps", "10", "--seed", "4")
     assert proc.returncode == 2 and "--resume" in proc.stderr and "--overwrite" in proc.stderr
     assert out.read_bytes() == before
-    run_train(out, "--steps", "10", "--seed", "4", "--overwrite")
+    assert train_py("--out", out, *SHORT, "--steps", "10", "--seed", "4", "--overwrite").returncode == 0
     assert out.read_bytes() != before
 
 
-def test_resume_without_a_checkpoint_says_so(tmp_path):
+def test_resume_without_a_checkpoint_says_so(tmp_path, train_py):
     out = tmp_path / "none.safetensors"
-    proc = run_train(out, "--steps", "10", "--resume", check=False)
+    proc = train_py("--out", out, *SHORT, "--steps", "10", "--resume")
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == f"error: cannot resume: there is no checkpoint at {out}; run without --resume to start one\n"
 
 
-def test_resume_of_a_corrupt_checkpoint_names_the_problem(tmp_path):
+def test_resume_of_a_corrupt_checkpoint_names_the_problem(tmp_path, train_py):
     out = tmp_path / "ckpt.safetensors"
-    run_train(out, "--steps", "10")
+    assert train_py("--out", out, *SHORT, "--steps", "10").returncode == 0
     out.write_bytes(out.read_bytes()[:-100])
-    proc = run_train(out, "--steps", "10", "--resume", check=False)
+    proc = train_py("--out", out, *SHORT, "--steps", "10", "--resume")
     assert proc.returncode == 2 and "truncated" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -284,20 +286,19 @@ def test_settings_that_make_no_sense_are_one_line_naming_the_value(values, messa
     (["--steps", "ten"], "invalid int value: 'ten'"),
     (["--dtype", "float16"], "invalid choice: 'float16'"),
     (["--heads", "0"], "error: --heads 0: expected a whole number of at least 1\n"),  # (the settings' own words)
+    (["--step", "10"], "unrecognized arguments: --step"),  # an abbreviated flag is an error, not a run
+    (["--val-stories", "3000"], "--val-stories 3000 leaves no training stories"),
+    (["--no-positions", "--positions", "rope"], "--no-positions and --positions rope contradict"),
+    (["--positions", "rotary"], "invalid choice: 'rotary'"),
 ])
-def test_nonsensical_settings_are_rejected(tmp_path, args, phrase):
-    proc = run_main(*args, "--out", "c.safetensors", cwd=tmp_path)
+def test_nonsensical_settings_are_rejected(tmp_path, train_py, args, phrase):
+    proc = train_py(*args, "--out", "c.safetensors")
     assert proc.returncode == 2 and phrase in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert list(tmp_path.iterdir()) == []
 
 
-def test_too_many_validation_stories_is_rejected(tmp_path):
-    proc = run_train(tmp_path / "ckpt.safetensors", "--val-stories", "3000", check=False)
-    assert proc.returncode == 2 and "--val-stories 3000 leaves no training stories" in proc.stderr
-
-
-def test_help_explains_every_setting():
-    proc = run_main("--help")
+def test_help_explains_every_setting(train_py):
+    proc = train_py("--help")
     assert proc.returncode == 0
     text = " ".join(proc.stdout.split())
     options = re.findall(r"^  (-[-\w]+(?:, --[-\w]+)?)(?: [A-Z_{][^ ]*)?(?:  +(\S.*))?$", proc.stdout, re.M)
@@ -308,12 +309,6 @@ def test_help_explains_every_setting():
     for name in fields:  # every setting of the library is a flag
         assert f"--{name.replace('_', '-')}" in text, name
     assert "default: 12000" in text and "float32 for numpy" in text
-
-
-def test_an_abbreviated_flag_is_an_error_not_a_run(tmp_path):
-    proc = run_main("--step", "10", "--out", "c.safetensors", cwd=tmp_path)
-    assert proc.returncode == 2 and "unrecognized arguments: --step" in proc.stderr
-    assert list(tmp_path.iterdir()) == []
 
 
 def test_learning_rate_schedule():
@@ -332,19 +327,10 @@ def test_learning_rate_schedule():
 @pytest.mark.parametrize("args, want", [([], "learned"), (["--no-positions"], "none"),
                                         (["--positions", "rope"], "rope"), (["--positions", "none", "--no-positions"],
                                                                              "none")])
-def test_positions_setting(tmp_path, args, want):
-    proc = run_main(*args, *SHORT, "--steps", "1", "--out", "c.safetensors", cwd=tmp_path)
+def test_positions_setting(tmp_path, train_py, args, want):
+    proc = train_py(*args, *SHORT, "--steps", "1", "--out", "c.safetensors")
     assert proc.returncode == 0, proc.stderr
     assert checkpoint.load_checkpoint(tmp_path / "c.safetensors")["config"].positions == want
-
-
-@pytest.mark.parametrize("args, phrase", [
-    (["--no-positions", "--positions", "rope"], "--no-positions and --positions rope contradict"),
-    (["--positions", "rotary"], "invalid choice: 'rotary'"),
-])
-def test_bad_position_settings_are_rejected(tmp_path, args, phrase):
-    proc = run_main(*args, "--out", "c.safetensors", cwd=tmp_path)
-    assert proc.returncode == 2 and phrase in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
 def test_rope_run_records_its_scheme_and_sample_reads_it(tmp_path):
@@ -394,33 +380,8 @@ def test_the_librarys_train_gives_the_command_lines_weights(tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Owning --out: one run at a time, and a bad path refused before any work
-
-
-def test_a_second_run_on_the_same_out_is_refused_and_a_killed_holder_blocks_nothing(tmp_path):
-    out = tmp_path / "ckpt.safetensors"
-    lock = tmp_path / "ckpt.safetensors.lock"
-    cmd = [sys.executable, str(ROOT / "train.py"), "--out", str(out), *SHORT, "--steps", "100000",
-           "--ckpt-every", "100000", "--eval-every", "100000"]
-    first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
-    try:
-        deadline = time.monotonic() + 120
-        while not (lock.exists() and f"pid {first.pid} " in lock.read_text()) and time.monotonic() < deadline:
-            assert first.poll() is None, "the first run ended early"
-            time.sleep(0.05)
-        t0 = time.monotonic()
-        second = run_train(out, "--steps", "5", check=False)
-        assert second.returncode == 2 and second.stdout == ""
-        assert f"{out} is in use by another run (pid {first.pid} " in second.stderr
-        assert time.monotonic() - t0 < 60  # refused at once, not after training
-        assert first.poll() is None and not out.exists()  # the second run wrote nothing
-    finally:
-        first.kill()  # SIGKILL: the lock file stays behind, but the operating system's lock dies with the process
-        first.wait()
-    assert lock.exists()
-    run_train(out, "--steps", "5")  # the stale file blocks nothing
-    assert checkpoint.load_checkpoint(out)["step"] == 5
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.best.safetensors", "ckpt.safetensors"]  # no lock
+# Owning --out: a bad path refused before any work (one run at a time: test_nothing_lost.py; the owner's every
+# case, a killed holder's lock taken over among them: test_locks.py)
 
 
 @pytest.mark.parametrize("make, out, extra, phrase", [  # (every kind of path atomic.own refuses: test_locks.py)
@@ -429,14 +390,15 @@ def test_a_second_run_on_the_same_out_is_refused_and_a_killed_holder_blocks_noth
     ("empty", "empty.safetensors", ["--overwrite"], "--out empty.safetensors exists but is not a checkpoint"),
     ("empty", "empty.safetensors", ["--resume"], "cannot resume: empty.safetensors: the file is 0 bytes"),
 ])
-def test_a_bad_out_is_refused_before_any_work_naming_the_path(tmp_path, make, out, extra, phrase):
+def test_a_bad_out_is_refused_before_any_work_naming_the_path(tmp_path, capsys, monkeypatch, make, out, extra,
+                                                              phrase):
+    monkeypatch.chdir(tmp_path)
     if make == "dir":
         (tmp_path / out).mkdir()
     elif make == "empty":
         (tmp_path / out).write_bytes(b"")
     before = sorted(p.name for p in tmp_path.rglob("*"))
-    proc = subprocess.run([sys.executable, str(ROOT / "train.py"), "--out", out, *SHORT, "--steps", "5", *extra],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    proc = ran("train.py", capsys, "--out", out, *SHORT, "--steps", "5", *extra)
     assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr  # no training line printed
     assert proc.stderr.count("\n") == 1 and phrase in proc.stderr and "Traceback" not in proc.stderr
     assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing made, nothing replaced
