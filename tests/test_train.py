@@ -174,8 +174,12 @@ def test_kill_at_random_moments_never_leaves_a_broken_checkpoint(tmp_path):
     rng = random.Random(0)
     steps = []
     for _ in range(4):
+        before = out.stat().st_mtime_ns if out.exists() else None
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
-        time.sleep(0.8 + rng.random() * 0.4)  # starting takes about 0.3 s; then a save every step
+        deadline = time.monotonic() + 120
+        while (out.stat().st_mtime_ns if out.exists() else None) == before and time.monotonic() < deadline:
+            time.sleep(0.01)  # until this run has saved once, however long a busy machine takes to start it
+        time.sleep(rng.random() * 0.4)  # then a save every step
         proc.kill()
         proc.wait()
         steps.append(checkpoint.load_checkpoint(out)["step"])  # loads: the old checkpoint or the new one, whole
