@@ -8,8 +8,8 @@
 // Factor, InRange, Pair, Exactly, SchemesOff, under those names). The scaling lesson trains and fits nothing here:
 // its answer is the export's (oneblock/page-lessons.json, fitted by experiments/lessons_scaling.py).
 //
-// A lesson is the export's words and one entry of LIVE: {answer(lab, report, words) -> {value, shown, bounds, ...},
-// code ([file, function] pairs of this page's modules, shown from the served file), trains (the live settings of a
+// A lesson is the export's words and one entry of LIVE: {answer(lab, report, words) -> {value, shown, bounds, ...}
+// (or {value, slots, ...}, where the export has its lines as templates: fill writes them), code ([file, function] pairs of this page's modules, shown from the served file), trains (the live settings of a
 // lesson that trains, else null), slots(settings) (the numbers of its own runs that its words name)}. The cards are
 // drawn from the export's list, so a new lesson joins as its Python and one more entry here.
 //
@@ -35,10 +35,10 @@ import { $, element, fetch_data, say } from "./ui.js";
 export const STORE = "oneblock-lessons-v1"; // the localStorage key of the learner's progress
 export const VERDICTS = ["right", "close", "off"]; // what a judge says
 const DATA = "data/lessons.json"; // the export's words (oneblock/export.py's lessons_data)
-const FORMAT = "one-block explorer lessons v2"; // its "format" field
+const FORMAT = "one-block explorer lessons v3"; // its "format" field
 const MOST_BYTES = 1 << 18; // bytes of it read, at most (it is about 15 KB): a larger file is refused unread
 const MOST_TEXT = 4000; // characters of one of its words, at most
-const MOST_LINES = 64; // lines of the scaling answer, at most
+const MOST_LINES = 64; // lines of an answer (the scaling answer's, the templates of one), at most
 // ----------------------------------------------------------------------------------------------------------------
 // Numbers written as Python's format specs write them (the answers' lines read as the terminal's)
 
@@ -365,10 +365,8 @@ function init_loss_answer(lab) {
   const spread = Math.sqrt(fsum(Array.from(flat, (v) => (v - mean) ** 2)) / flat.length);
   return {
     value: loss,
-    shown: [`loss ${py_format(loss, ".6f")} over the ${y.length} next tokens of the first story, with ${weights(lab)}`,
-      `ln ${config.vocab} = ${py_format(uniform, ".6f")}, the loss of giving every token the same probability`,
-      `loss - ln ${config.vocab} = ${py_format(loss - uniform, "+.6f")}`,
-      `the logits' spread (standard deviation): ${py_format(spread, ".4f")}`],
+    slots: { loss, tokens: y.length, weights: weights(lab), vocab: config.vocab, uniform, gap: loss - uniform,
+      spread },
     bounds: "exact: every sum is one exact sum (model.js's fsum, as math.fsum)",
   };
 }
@@ -933,6 +931,16 @@ function facts(tok) {
   return { vocab, characters: tok.alphabet.length, merges: tok.merges.length, ln_vocab: Math.log(vocab) };
 }
 
+/** An answer function whose lines are the export's templates (lessons.shows): the function it makes of
+ * values(...), which returns {value, slots, bounds, ...}, returns the same with shown for slots, each line a
+ * template filled with the slots. */
+function filled(values, templates) {
+  return async (...args) => {
+    const { slots, ...got } = await values(...args);
+    return { ...got, shown: templates.map((line) => fill(line, slots)) };
+  };
+}
+
 /** The export's lessons with their live parts, the words filled with the numbers of the page's tokenizer and runs,
  * or an Error that names the first value that is not what the page reads. */
 function checked_lessons(data, tok) {
@@ -958,10 +966,17 @@ function checked_lessons(data, tok) {
       throw new Error(`lesson ${key} of ${DATA}: guess ${JSON.stringify(words.guess).slice(0, 80)}: expected`
         + " number, range, or pair or choice with its words");
     }
+    const shown = Array.isArray(words.shown) ? words.shown : [];
+    if (!Array.isArray(words.shown) || shown.length > MOST_LINES
+      || !shown.every((line) => typeof line === "string" && line.length <= MOST_TEXT)) {
+      throw new Error(`lesson ${key} of ${DATA}: its shown is not a list of at most ${MOST_LINES} texts of at most`
+        + ` ${MOST_TEXT} characters`);
+    }
     const live = { trains: null, slots: () => ({}), ...LIVE[key] };
     const values = { ...facts(tok), ...(live.trains ? live.slots(lab.trained_settings(live.trains)) : {}) };
-    return { ...words, ...live, spec: words.judge, judge: judge_of(words.judge), title: words.title,
-      question: fill(words.question, values), explain: fill(words.explain, values) };
+    return { ...words, ...live, answer: shown.length ? filled(live.answer, shown) : live.answer, spec: words.judge,
+      judge: judge_of(words.judge), title: words.title, question: fill(words.question, values),
+      explain: fill(words.explain, values) };
   });
 }
 

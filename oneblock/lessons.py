@@ -20,6 +20,7 @@ A guess is one of:
     (4, 'right', 'close')
 """
 
+import functools
 import importlib
 import math
 from dataclasses import dataclass, field
@@ -53,13 +54,42 @@ class Lesson:
     guess: tuple      # what the learner enters first: ("number",), ("range",) two numbers low high, or
                       # ("choice", ("a", "b", ...))
     answer: Callable  # answer(lab) -> dict {"value": the computed answer (number, pair or choice),
-                      #   "shown": lines of text showing it, "bounds": how exact it is (e.g. "exact", "+-0.01")}
+                      #   "shown": lines of text showing it, "bounds": how exact it is (e.g. "exact", "+-0.01")};
+                      #   its lines are templates (shows) where it has them, the page fills the same
     judge: Callable   # judge(guess_value, answer_dict) -> "right" / "close" / "off", in words a learner reads
     explain: str      # a short explanation, a few lines: a template, as the question
     source: str       # where the lab makes it so: "model.py: layernorm_forward" (file and function names)
     needs: str = "stdlib"  # "stdlib" or "numpy" (what answer() imports)
     slots: dict = field(default_factory=dict)  # the values of the slots of its own runs ({steps}, ...) here; the
     # page fills them with its own runs' (explorer/lessons.js)
+
+
+    @property
+    def shown(self):
+        """The templates of its answer's lines (shows), or () where answer() writes its lines itself."""
+        return getattr(self.answer, "shown", ())
+
+
+def shows(*templates):
+    """An answer function whose lines are templates: the function it makes of values(lab, ...), which returns
+    {"value", "slots", "bounds", ...}, returns the same with "shown" for "slots": each line a template filled with
+    the slots by str.format. The page fills the same templates (page_words, explorer/lessons.js's fill) with its own
+    values.
+
+    >>> answer = shows("loss {loss:.4f} over {n} tokens")(lambda lab: {"value": 1, "slots": {"loss": 4.56, "n": 3},
+    ...                                                                 "bounds": "exact"})
+    >>> answer(None)["shown"], answer.shown
+    (['loss 4.5600 over 3 tokens'], ('loss {loss:.4f} over {n} tokens',))
+    """
+    def make(values):
+        @functools.wraps(values)
+        def answer(lab, *args, **kwargs):
+            got = values(lab, *args, **kwargs)
+            slots = got.pop("slots")
+            return {**got, "shown": [line.format(**slots) for line in templates]}
+        answer.shown = templates
+        return answer
+    return make
 
 
 class Skip(Exception):
@@ -89,15 +119,17 @@ def words(lesson, lab):
 
 
 def page_words(lesson):
-    """What the page gets of a lesson (explore.py's export, data/lessons.json): its words, the question and the
-    explanation as templates whose slots the page fills with the numbers of the model and the runs it has, what to
+    """What the page gets of a lesson (explore.py's export, data/lessons.json): its words, the question, the
+    explanation and the answer's lines (shown, where it has them) as templates whose slots the page fills with the
+    numbers of the model and the runs it has and of its answer, what to
     type for its guess, and its judge (name and numbers, for the page's copy of it) with its rule.
 
     >>> page_words(INIT_LOSS)["judge"], page_words(INIT_LOSS)["rule"]
     (['Within', 0.05, 0.5], 'right within 0.05 of the answer, close within 0.5')
     """
     return {"key": lesson.key, "title": lesson.title, "question": lesson.question, "explain": lesson.explain,
-            "source": lesson.source, "guess": [lesson.guess[0], *(list(part) for part in lesson.guess[1:])],
+            "source": lesson.source, "shown": list(lesson.shown),
+            "guess": [lesson.guess[0], *(list(part) for part in lesson.guess[1:])],
             "describe": describe_guess(lesson.guess), "judge": lesson.judge.spec, "rule": lesson.judge.rule}
 
 
@@ -432,6 +464,10 @@ TOKENS = Lesson(
 # 2. init-loss: the loss before training, against ln 96
 
 
+@shows("loss {loss:.6f} over the {tokens} next tokens of the first story, with {weights}",
+       "ln {vocab} = {uniform:.6f}, the loss of giving every token the same probability",
+       "loss - ln {vocab} = {gap:+.6f}",
+       "the logits' spread (standard deviation): {spread:.4f}")
 def init_loss_answer(lab):
     """The mean next-token loss on the first story, against the loss of the uniform guess ln V."""
     params, positions = reference(lab)
@@ -443,11 +479,8 @@ def init_loss_answer(lab):
     flat = [v for row in logits for v in row]
     mean = fsum(flat) / len(flat)
     spread = math.sqrt(fsum((v - mean) ** 2 for v in flat) / len(flat))
-    return {"value": loss,
-            "shown": [f"loss {loss:.6f} over the {len(y)} next tokens of the first story, with {weights(lab)}",
-                      f"ln {lab.config.vocab} = {uniform:.6f}, the loss of giving every token the same probability",
-                      f"loss - ln {lab.config.vocab} = {loss - uniform:+.6f}",
-                      f"the logits' spread (standard deviation): {spread:.4f}"],
+    return {"value": loss, "slots": {"loss": loss, "tokens": len(y), "weights": weights(lab), "vocab": lab.config.vocab,
+                                     "uniform": uniform, "gap": loss - uniform, "spread": spread},
             "bounds": "exact: every sum is one math.fsum"}
 
 
