@@ -389,12 +389,8 @@ function layernorm_answer(lab) {
   const mean_tiny = fsum(model.rows_of(tiny).map(row_variance)) / tiny.rows;
   return {
     value: mean_out,
-    shown: [`the variance of layer norm's output rows (before its gain): mean ${py_format(mean_out, ".6f")} over the`
-      + ` ${out.length} positions, from ${py_format(Math.min(...out), ".6f")} to ${py_format(Math.max(...out), ".6f")}`,
-    `the variance of its input rows x0 (token + position embeddings): mean ${py_format(mean_before, ".3e")}`,
-    `each row's output variance is var / (var + EPS), with EPS = ${py_format(model.EPS, "g")}: for the mean input,`
-      + ` ${py_format(mean_before / (mean_before + model.EPS), ".6f")}`,
-    `with x0 ${py_format(1 / SMALLER, "g")} times smaller, the output variance is ${py_format(mean_tiny, ".3e")}`],
+    slots: { mean_out, positions: out.length, low: Math.min(...out), high: Math.max(...out), mean_before,
+      eps: model.EPS, kept: mean_before / (mean_before + model.EPS), times: 1 / SMALLER, mean_tiny },
     bounds: "exact: every sum is one exact sum (model.js's fsum, as math.fsum)",
   };
 }

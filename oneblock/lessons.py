@@ -518,6 +518,11 @@ def row_variance(row):
     return fsum((v - mean) ** 2 for v in row) / len(row)
 
 
+@shows("the variance of layer norm's output rows (before its gain): mean {mean_out:.6f} over the {positions}"
+       " positions, from {low:.6f} to {high:.6f}",
+       "the variance of its input rows x0 (token + position embeddings): mean {mean_before:.3e}",
+       "each row's output variance is var / (var + EPS), with EPS = {eps:g}: for the mean input, {kept:.6f}",
+       "with x0 {times:g} times smaller, the output variance is {mean_tiny:.3e}")
 def layernorm_answer(lab):
     """The mean variance of layer norm's normalised rows (before its gain) on the first story's x0, and the same with
     x0 made SMALLER."""
@@ -531,12 +536,9 @@ def layernorm_answer(lab):
     tiny, _ = model.layernorm_forward([[v * SMALLER for v in row] for row in cache["x0"]], [1.0] * d, [0.0] * d)
     mean_tiny = fsum(row_variance(row) for row in tiny) / len(tiny)
     return {"value": mean_out,
-            "shown": [f"the variance of layer norm's output rows (before its gain): mean {mean_out:.6f} over the"
-                      f" {len(out)} positions, from {min(out):.6f} to {max(out):.6f}",
-                      f"the variance of its input rows x0 (token + position embeddings): mean {mean_before:.3e}",
-                      f"each row's output variance is var / (var + EPS), with EPS = {model.EPS:g}: for the mean"
-                      f" input, {mean_before / (mean_before + model.EPS):.6f}",
-                      f"with x0 {1 / SMALLER:g} times smaller, the output variance is {mean_tiny:.3e}"],
+            "slots": {"mean_out": mean_out, "positions": len(out), "low": min(out), "high": max(out),
+                      "mean_before": mean_before, "eps": model.EPS, "kept": mean_before / (mean_before + model.EPS),
+                      "times": 1 / SMALLER, "mean_tiny": mean_tiny},
             "bounds": "exact: every sum is one math.fsum"}
 
 
