@@ -565,15 +565,8 @@ function pre_norm_answer(lab) {
   const x1 = size(model.add(big, a_big)) / size(model.add(x0, a));
   return {
     value: ratio,
-    shown: ["attention's output a = attention(LN(x0)), its size (the root of its sum of squares):"
-      + ` ${py_format(size(a), ".6g")} on x0, ${py_format(size(a_big), ".6g")} on ${py_format(SCALE, "g")} x0: a`
-      + ` factor of ${py_format(ratio, ".6f")}`,
-    `layer norm's rows (before its gain) have variance ${py_format(variance(x0), ".6f")} on x0 and`
-      + ` ${py_format(variance(big), ".6f")} on ${py_format(SCALE, "g")} x0: var / (var + EPS), nearer 1 for the`
-      + " larger rows",
-    `the stream after it, x1 = x0 + a, grows by a factor of ${py_format(x1, ".4f")}: it keeps its own scale`,
-    "attention on the stream itself, with no layer norm before it: its output grows by a factor of"
-      + ` ${py_format(raw, ".4f")}`],
+    slots: { small: size(a), large: size(a_big), scale: SCALE, ratio, var_small: variance(x0),
+      var_large: variance(big), x1, raw },
     bounds: "exact: every sum is one exact sum (model.js's fsum, as math.fsum)",
   };
 }

@@ -793,6 +793,12 @@ def attention_on(params, stream, norm):
     return model.attention_forward(params, h)[0]  # (T, d)
 
 
+@shows("attention's output a = attention(LN(x0)), its size (the root of its sum of squares): {small:.6g} on x0,"
+       " {large:.6g} on {scale:g} x0: a factor of {ratio:.6f}",
+       "layer norm's rows (before its gain) have variance {var_small:.6f} on x0 and {var_large:.6f} on {scale:g} x0:"
+       " var / (var + EPS), nearer 1 for the larger rows",
+       "the stream after it, x1 = x0 + a, grows by a factor of {x1:.4f}: it keeps its own scale",
+       "attention on the stream itself, with no layer norm before it: its output grows by a factor of {raw:.4f}")
 def pre_norm_answer(lab):
     """How much attention's output grows when x0 is SCALE times larger: through layer norm (the block's pre-norm),
     and on the stream itself."""
@@ -807,13 +813,8 @@ def pre_norm_answer(lab):
     var = [fsum(row_variance(r) for r in model.layernorm_forward(s, ones, zeros)[0]) / len(s) for s in (x0, big)]
     x1 = size(model.add(big, a_big)) / size(model.add(x0, a))
     return {"value": ratio,
-            "shown": [f"attention's output a = attention(LN(x0)), its size (the root of its sum of squares):"
-                      f" {size(a):.6g} on x0, {size(a_big):.6g} on {SCALE:g} x0: a factor of {ratio:.6f}",
-                      f"layer norm's rows (before its gain) have variance {var[0]:.6f} on x0 and {var[1]:.6f} on"
-                      f" {SCALE:g} x0: var / (var + EPS), nearer 1 for the larger rows",
-                      f"the stream after it, x1 = x0 + a, grows by a factor of {x1:.4f}: it keeps its own scale",
-                      f"attention on the stream itself, with no layer norm before it: its output grows by a factor"
-                      f" of {raw:.4f}"],
+            "slots": {"small": size(a), "large": size(a_big), "scale": SCALE, "ratio": ratio, "var_small": var[0],
+                      "var_large": var[1], "x1": x1, "raw": raw},
             "bounds": "exact: every sum is one math.fsum"}
 
 
