@@ -586,13 +586,7 @@ function relu_answer(lab) {
   const always = columns.filter((col) => col.every((z) => z > 0.0)).length;
   return {
     value: [off / n, still / n],
-    shown: [`pre = LN(x1) W1 + b1 on the first story: ${T} positions x ${H} hidden units = ${n} numbers, with`
-      + ` ${weights(lab)}`,
-    `${off} of them are at most 0, and ReLU makes them 0: a share of ${py_format(off / n, ".4f")}`,
-    `units 0 at every position: ${never} of ${H}; units 0 at none: ${always} of ${H}`,
-    `backward's gradient at pre, dpre: ${still} of ${n} entries exactly 0.0, a share of ${py_format(still / n, ".4f")}:`
-      + " the same entries, where the unit was 0",
-    "so W1's and b1's gradient for a unit sums only the positions where it was on"],
+    slots: { T, H, n, weights: weights(lab), off, off_share: off / n, never, always, still, still_share: still / n },
     bounds: "exact: counts",
   };
 }

@@ -842,6 +842,12 @@ PRE_NORM = Lesson(
 # 8. relu-mlp: how many hidden units are zero, and what is their gradient?
 
 
+@shows("pre = LN(x1) W1 + b1 on the first story: {T} positions x {H} hidden units = {n} numbers, with {weights}",
+       "{off} of them are at most 0, and ReLU makes them 0: a share of {off_share:.4f}",
+       "units 0 at every position: {never} of {H}; units 0 at none: {always} of {H}",
+       "backward's gradient at pre, dpre: {still} of {n} entries exactly 0.0, a share of {still_share:.4f}: the same"
+       " entries, where the unit was 0",
+       "so W1's and b1's gradient for a unit sums only the positions where it was on")
 def relu_answer(lab):
     """The share of the MLP's pre-activations that ReLU makes 0, and the share of backward's gradient at them that
     is exactly 0.0."""
@@ -854,13 +860,8 @@ def relu_answer(lab):
     never = sum(all(row[j] <= 0.0 for row in pre) for j in range(H))
     always = sum(all(row[j] > 0.0 for row in pre) for j in range(H))
     return {"value": (off / (T * H), still / (T * H)),
-            "shown": [f"pre = LN(x1) W1 + b1 on the first story: {T} positions x {H} hidden units = {T * H} numbers,"
-                      f" with {weights(lab)}",
-                      f"{off} of them are at most 0, and ReLU makes them 0: a share of {off / (T * H):.4f}",
-                      f"units 0 at every position: {never} of {H}; units 0 at none: {always} of {H}",
-                      f"backward's gradient at pre, dpre: {still} of {T * H} entries exactly 0.0, a share of"
-                      f" {still / (T * H):.4f}: the same entries, where the unit was 0",
-                      "so W1's and b1's gradient for a unit sums only the positions where it was on"],
+            "slots": {"T": T, "H": H, "n": T * H, "weights": weights(lab), "off": off, "off_share": off / (T * H),
+                      "never": never, "always": always, "still": still, "still_share": still / (T * H)},
             "bounds": "exact: counts"}
 
 
