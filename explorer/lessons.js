@@ -614,15 +614,9 @@ function softmax_gradient_answer(lab) {
   const others = row.flatMap((v, j) => (j === target ? [] : [T * v]));
   return {
     value: T * row[target],
-    shown: [`the first position's target: ${py_repr(lab.tok.vocab[target])} (token ${target}); the softmax gives it`
-      + ` p = ${py_format(p, ".6f")}, with ${weights(lab)} (1/${V} = ${py_format(1 / V, ".6f")})`,
-    `dlogits[0][target] = (p - 1) / T with T = ${T}: ${py_format(row[target], ".6e")}; times T:`
-      + ` ${py_format(T * row[target], ".6f")}`,
-    `each other score j gets p_j / T: times T, from ${py_format(Math.min(...others), ".6f")} to`
-      + ` ${py_format(Math.max(...others), ".6f")}`,
-    `the row sums to ${py_format(fsum(row), ".1e")}: 0 but for rounding (p sums to 1, and so does the one-hot)`,
-    `the central difference of the loss in that score (h = ${py_format(FD_H, "g")}), times T:`
-      + ` ${py_format(T * central, ".6f")}`],
+    slots: { piece: py_repr(lab.tok.vocab[target]), target, p, weights: weights(lab), V, uniform: 1 / V, T,
+      gradient: row[target], scaled: T * row[target], low: Math.min(...others), high: Math.max(...others),
+      total: fsum(row), h: FD_H, central: T * central },
     bounds: "exact: every sum is one exact sum (model.js's fsum, as math.fsum); the central difference within about"
       + " 1e-9 of it",
   };

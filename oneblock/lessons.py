@@ -890,6 +890,12 @@ RELU_MLP = Lesson(
 FD_H = 1e-6  # the central difference's step, as the gradient check's
 
 
+@shows("the first position's target: {piece} (token {target}); the softmax gives it p = {p:.6f}, with {weights}"
+       " (1/{V} = {uniform:.6f})",
+       "dlogits[0][target] = (p - 1) / T with T = {T}: {gradient:.6e}; times T: {scaled:.6f}",
+       "each other score j gets p_j / T: times T, from {low:.6f} to {high:.6f}",
+       "the row sums to {total:.1e}: 0 but for rounding (p sums to 1, and so does the one-hot)",
+       "the central difference of the loss in that score (h = {h:g}), times T: {central:.6f}")
 def softmax_gradient_answer(lab):
     """T x d loss / d logits[0][the first target], from loss_and_dlogits, with the softmax behind it and a central
     difference of the loss."""
@@ -908,13 +914,10 @@ def softmax_gradient_answer(lab):
     central = (loss_at(z + FD_H) - loss_at(z - FD_H)) / (2 * FD_H)
     others = [T * v for j, v in enumerate(row) if j != target]
     return {"value": T * row[target],
-            "shown": [f"the first position's target: {lab.tokenizer.vocab[target]!r} (token {target}); the softmax"
-                      f" gives it p = {p:.6f}, with {weights(lab)} (1/{len(row)} = {1 / len(row):.6f})",
-                      f"dlogits[0][target] = (p - 1) / T with T = {T}: {row[target]:.6e}; times T:"
-                      f" {T * row[target]:.6f}",
-                      f"each other score j gets p_j / T: times T, from {min(others):.6f} to {max(others):.6f}",
-                      f"the row sums to {fsum(row):.1e}: 0 but for rounding (p sums to 1, and so does the one-hot)",
-                      f"the central difference of the loss in that score (h = {FD_H:g}), times T: {T * central:.6f}"],
+            "slots": {"piece": repr(lab.tokenizer.vocab[target]), "target": target, "p": p, "weights": weights(lab),
+                      "V": len(row), "uniform": 1 / len(row), "T": T, "gradient": row[target],
+                      "scaled": T * row[target], "low": min(others), "high": max(others), "total": fsum(row),
+                      "h": FD_H, "central": T * central},
             "bounds": "exact: every sum is one math.fsum; the central difference within about 1e-9 of it"}
 
 
