@@ -644,11 +644,7 @@ function skip_paths_answer(lab) {
   const both = size(sublayers_backward(block, c, dx2, true)), neither = size(sublayers_backward(block, c, dx2, false));
   return {
     value: neither / both,
-    shown: [`the gradient at the stream's end (dx2, below the final layer norm): size ${py_format(size(dx2), ".6g")},`
-      + ` with ${weights(lab)}`,
-    `at x0 with the skip paths (backward's): size ${py_format(both, ".6g")}`,
-    `at x0 without them, through the MLP and attention only: size ${py_format(neither, ".6g")}`,
-    `without / with: ${py_format(neither / both, ".4g")}`],
+    slots: { end: size(dx2), weights: weights(lab), both, neither, ratio: neither / both },
     bounds: "exact: every sum is one exact sum (model.js's fsum, as math.fsum)",
   };
 }

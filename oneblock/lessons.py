@@ -957,17 +957,18 @@ def sublayers_backward(params, cache, dx2, skips):
     return model.add(dx1, dx0) if skips else dx0  # (T, d) skip path 1
 
 
+@shows("the gradient at the stream's end (dx2, below the final layer norm): size {end:.6g}, with {weights}",
+       "at x0 with the skip paths (backward's): size {both:.6g}",
+       "at x0 without them, through the MLP and attention only: size {neither:.6g}",
+       "without / with: {ratio:.4g}")
 def skip_paths_answer(lab):
     """The size of the gradient at x0 without the skip paths against with them (backward's)."""
     params, _, _, _, cache, dlogits = story_pass(lab)
     dx2 = stream_gradient(params, cache, dlogits)  # (T, d)
     both, neither = (size(sublayers_backward(params, cache, dx2, skips)) for skips in (True, False))
     return {"value": neither / both,
-            "shown": [f"the gradient at the stream's end (dx2, below the final layer norm): size {size(dx2):.6g}, with"
-                      f" {weights(lab)}",
-                      f"at x0 with the skip paths (backward's): size {both:.6g}",
-                      f"at x0 without them, through the MLP and attention only: size {neither:.6g}",
-                      f"without / with: {neither / both:.4g}"],
+            "slots": {"end": size(dx2), "weights": weights(lab), "both": both, "neither": neither,
+                      "ratio": neither / both},
             "bounds": "exact: every sum is one math.fsum"}
 
 
