@@ -9,9 +9,10 @@
 // its answer is the export's (oneblock/page-lessons.json, fitted by experiments/lessons_scaling.py).
 //
 // A lesson is the export's words and one entry of LIVE: {answer(lab, report, words) -> {value, shown, bounds, ...}
-// (or {value, slots, ...}, where the export has its lines as templates: fill writes them), code ([file, function] pairs of this page's modules, shown from the served file), trains (the live settings of a
-// lesson that trains, else null), slots(settings) (the numbers of its own runs that its words name)}. The cards are
-// drawn from the export's list, so a new lesson joins as its Python and one more entry here.
+// (or {value, slots, bounds, ...} where the export has the answer's lines as templates, which fill writes), code
+// ([file, function] pairs of this page's modules, shown from the served file), trains (the live settings of a lesson
+// that trains, else null), slots(settings) (the numbers of its own runs that its words name)}. The cards are drawn
+// from the export's list, so a new lesson joins as its Python and one more entry here.
 //
 // Predictions and answers are kept in localStorage (STORE) and shown again on reload; a kept record that is not one
 // this page wrote is dropped, saying so; "Clear my progress" forgets them. For the tests, the page's address can cut
@@ -409,17 +410,16 @@ function order_answer(lab) {
   if ([...a].sort().join() !== [...b].sort().join()) {
     throw skip("the page's tokenizer does not cut the two sentences into the same tokens");
   }
-  const shown = [`${py_repr(sentence_a)}: ${pieces(lab, a)}`, `${py_repr(sentence_b)}: ${pieces(lab, b)}`];
+  const slots = { a: py_repr(sentence_a), a_pieces: pieces(lab, a), b: py_repr(sentence_b), b_pieces: pieces(lab, b) };
   const gaps = [];
-  for (const use of [false, true]) {
+  for (const [use, name] of [[false, "without"], [true, "with"]]) {
     const c = use ? config : without_positions(config);
     const la = model.rows_of(forward(params, a, c, EXACT)[0]), lb = model.rows_of(forward(params, b, c, EXACT)[0]);
     gaps.push(largest_gap(la.at(-1), lb.at(-1)));
-    const each = la.map((ra, t) => py_format(largest_gap(ra, lb[t]), ".3g")).join(", ");
-    shown.push(`${use ? "with" : "without"} positions: the last position's largest gap ${float_repr(gaps.at(-1))}`
-      + ` (each position's: ${each})`);
+    slots[`gap_${name}`] = float_repr(gaps.at(-1));
+    slots[`each_${name}`] = la.map((ra, t) => py_format(largest_gap(ra, lb[t]), ".3g")).join(", ");
   }
-  return { value: gaps, shown,
+  return { value: gaps, slots,
     bounds: "exact: 0.0 without positions is bit-exact, on every machine; the gap with them to every digit" };
 }
 

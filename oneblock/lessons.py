@@ -577,6 +577,9 @@ def largest_gap(a, b):
     return max(abs(x - y) for x, y in zip(a, b))
 
 
+@shows("{a}: {a_pieces}", "{b}: {b_pieces}",
+       "without positions: the last position's largest gap {gap_without} (each position's: {each_without})",
+       "with positions: the last position's largest gap {gap_with} (each position's: {each_with})")
 def order_answer(lab):
     """The largest difference of the last position's logits between ORDER_A and ORDER_B, without and with the
     position embeddings."""
@@ -587,15 +590,14 @@ def order_answer(lab):
     a, b = encode(lab, ORDER_A, repr(ORDER_A)), encode(lab, ORDER_B, repr(ORDER_B))
     if sorted(a) != sorted(b):
         raise Skip(f"the tokenizer of {lab.ckpt_path} does not cut the two sentences into the same tokens")
-    shown = [f"{ORDER_A!r}: {pieces(lab, a)}", f"{ORDER_B!r}: {pieces(lab, b)}"]
+    slots = {"a": repr(ORDER_A), "a_pieces": pieces(lab, a), "b": repr(ORDER_B), "b_pieces": pieces(lab, b)}
     gaps = []
-    for use in (False, True):
+    for use, name in ((False, "without"), (True, "with")):
         la, lb = model.forward(params, a, use)[0], model.forward(params, b, use)[0]
         gaps.append(largest_gap(la[-1], lb[-1]))
-        each = ", ".join(f"{largest_gap(ra, rb):.3g}" for ra, rb in zip(la, lb))
-        shown.append(f"{'with' if use else 'without'} positions: the last position's largest gap {gaps[-1]!r}"
-                     f" (each position's: {each})")
-    return {"value": tuple(gaps), "shown": shown,
+        slots[f"gap_{name}"] = repr(gaps[-1])
+        slots[f"each_{name}"] = ", ".join(f"{largest_gap(ra, rb):.3g}" for ra, rb in zip(la, lb))
+    return {"value": tuple(gaps), "slots": slots,
             "bounds": "exact: 0.0 without positions is bit-exact, on every machine; the gap with them to every digit"}
 
 
