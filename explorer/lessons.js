@@ -8,10 +8,11 @@
 // Factor, InRange, Pair, Exactly, SchemesOff, under those names). The scaling lesson trains and fits nothing here:
 // its answer is the export's (oneblock/page-lessons.json, fitted by experiments/lessons_scaling.py).
 //
-// A lesson is the export's words and one entry of LIVE: {answer(lab, report, words) -> {value, shown, bounds, ...},
-// code ([file, function] pairs of this page's modules, shown from the served file), trains (the live settings of a
-// lesson that trains, else null), slots(settings) (the numbers of its own runs that its words name)}. The cards are
-// drawn from the export's list, so a new lesson joins as its Python and one more entry here.
+// A lesson is the export's words and one entry of LIVE: {answer(lab, report, words) -> {value, shown, bounds, ...}
+// (or {value, slots, bounds, ...} where the export has the answer's lines as templates, which fill writes), code
+// ([file, function] pairs of this page's modules, shown from the served file), trains (the live settings of a lesson
+// that trains, else null), slots(settings) (the numbers of its own runs that its words name)}. The cards are drawn
+// from the export's list, so a new lesson joins as its Python and one more entry here.
 //
 // Predictions and answers are kept in localStorage (STORE) and shown again on reload; a kept record that is not one
 // this page wrote is dropped, saying so; "Clear my progress" forgets them. For the tests, the page's address can cut
@@ -35,10 +36,10 @@ import { $, element, fetch_data, say } from "./ui.js";
 export const STORE = "oneblock-lessons-v1"; // the localStorage key of the learner's progress
 export const VERDICTS = ["right", "close", "off"]; // what a judge says
 const DATA = "data/lessons.json"; // the export's words (oneblock/export.py's lessons_data)
-const FORMAT = "one-block explorer lessons v2"; // its "format" field
+const FORMAT = "one-block explorer lessons v3"; // its "format" field
 const MOST_BYTES = 1 << 18; // bytes of it read, at most (it is about 15 KB): a larger file is refused unread
 const MOST_TEXT = 4000; // characters of one of its words, at most
-const MOST_LINES = 64; // lines of the scaling answer, at most
+const MOST_LINES = 64; // lines of an answer (the scaling answer's, the templates of one), at most
 // ----------------------------------------------------------------------------------------------------------------
 // Numbers written as Python's format specs write them (the answers' lines read as the terminal's)
 
@@ -365,10 +366,8 @@ function init_loss_answer(lab) {
   const spread = Math.sqrt(fsum(Array.from(flat, (v) => (v - mean) ** 2)) / flat.length);
   return {
     value: loss,
-    shown: [`loss ${py_format(loss, ".6f")} over the ${y.length} next tokens of the first story, with ${weights(lab)}`,
-      `ln ${config.vocab} = ${py_format(uniform, ".6f")}, the loss of giving every token the same probability`,
-      `loss - ln ${config.vocab} = ${py_format(loss - uniform, "+.6f")}`,
-      `the logits' spread (standard deviation): ${py_format(spread, ".4f")}`],
+    slots: { loss, tokens: y.length, weights: weights(lab), vocab: config.vocab, uniform, gap: loss - uniform,
+      spread },
     bounds: "exact: every sum is one exact sum (model.js's fsum, as math.fsum)",
   };
 }
@@ -391,12 +390,8 @@ function layernorm_answer(lab) {
   const mean_tiny = fsum(model.rows_of(tiny).map(row_variance)) / tiny.rows;
   return {
     value: mean_out,
-    shown: [`the variance of layer norm's output rows (before its gain): mean ${py_format(mean_out, ".6f")} over the`
-      + ` ${out.length} positions, from ${py_format(Math.min(...out), ".6f")} to ${py_format(Math.max(...out), ".6f")}`,
-    `the variance of its input rows x0 (token + position embeddings): mean ${py_format(mean_before, ".3e")}`,
-    `each row's output variance is var / (var + EPS), with EPS = ${py_format(model.EPS, "g")}: for the mean input,`
-      + ` ${py_format(mean_before / (mean_before + model.EPS), ".6f")}`,
-    `with x0 ${py_format(1 / SMALLER, "g")} times smaller, the output variance is ${py_format(mean_tiny, ".3e")}`],
+    slots: { mean_out, positions: out.length, low: Math.min(...out), high: Math.max(...out), mean_before,
+      eps: model.EPS, kept: mean_before / (mean_before + model.EPS), times: 1 / SMALLER, mean_tiny },
     bounds: "exact: every sum is one exact sum (model.js's fsum, as math.fsum)",
   };
 }
@@ -415,17 +410,16 @@ function order_answer(lab) {
   if ([...a].sort().join() !== [...b].sort().join()) {
     throw skip("the page's tokenizer does not cut the two sentences into the same tokens");
   }
-  const shown = [`${py_repr(sentence_a)}: ${pieces(lab, a)}`, `${py_repr(sentence_b)}: ${pieces(lab, b)}`];
+  const slots = { a: py_repr(sentence_a), a_pieces: pieces(lab, a), b: py_repr(sentence_b), b_pieces: pieces(lab, b) };
   const gaps = [];
-  for (const use of [false, true]) {
+  for (const [use, name] of [[false, "without"], [true, "with"]]) {
     const c = use ? config : without_positions(config);
     const la = model.rows_of(forward(params, a, c, EXACT)[0]), lb = model.rows_of(forward(params, b, c, EXACT)[0]);
     gaps.push(largest_gap(la.at(-1), lb.at(-1)));
-    const each = la.map((ra, t) => py_format(largest_gap(ra, lb[t]), ".3g")).join(", ");
-    shown.push(`${use ? "with" : "without"} positions: the last position's largest gap ${float_repr(gaps.at(-1))}`
-      + ` (each position's: ${each})`);
+    slots[`gap_${name}`] = float_repr(gaps.at(-1));
+    slots[`each_${name}`] = la.map((ra, t) => py_format(largest_gap(ra, lb[t]), ".3g")).join(", ");
   }
-  return { value: gaps, shown,
+  return { value: gaps, slots,
     bounds: "exact: 0.0 without positions is bit-exact, on every machine; the gap with them to every digit" };
 }
 
@@ -571,15 +565,8 @@ function pre_norm_answer(lab) {
   const x1 = size(model.add(big, a_big)) / size(model.add(x0, a));
   return {
     value: ratio,
-    shown: ["attention's output a = attention(LN(x0)), its size (the root of its sum of squares):"
-      + ` ${py_format(size(a), ".6g")} on x0, ${py_format(size(a_big), ".6g")} on ${py_format(SCALE, "g")} x0: a`
-      + ` factor of ${py_format(ratio, ".6f")}`,
-    `layer norm's rows (before its gain) have variance ${py_format(variance(x0), ".6f")} on x0 and`
-      + ` ${py_format(variance(big), ".6f")} on ${py_format(SCALE, "g")} x0: var / (var + EPS), nearer 1 for the`
-      + " larger rows",
-    `the stream after it, x1 = x0 + a, grows by a factor of ${py_format(x1, ".4f")}: it keeps its own scale`,
-    "attention on the stream itself, with no layer norm before it: its output grows by a factor of"
-      + ` ${py_format(raw, ".4f")}`],
+    slots: { small: size(a), large: size(a_big), scale: SCALE, ratio, var_small: variance(x0),
+      var_large: variance(big), x1, raw },
     bounds: "exact: every sum is one exact sum (model.js's fsum, as math.fsum)",
   };
 }
@@ -599,13 +586,7 @@ function relu_answer(lab) {
   const always = columns.filter((col) => col.every((z) => z > 0.0)).length;
   return {
     value: [off / n, still / n],
-    shown: [`pre = LN(x1) W1 + b1 on the first story: ${T} positions x ${H} hidden units = ${n} numbers, with`
-      + ` ${weights(lab)}`,
-    `${off} of them are at most 0, and ReLU makes them 0: a share of ${py_format(off / n, ".4f")}`,
-    `units 0 at every position: ${never} of ${H}; units 0 at none: ${always} of ${H}`,
-    `backward's gradient at pre, dpre: ${still} of ${n} entries exactly 0.0, a share of ${py_format(still / n, ".4f")}:`
-      + " the same entries, where the unit was 0",
-    "so W1's and b1's gradient for a unit sums only the positions where it was on"],
+    slots: { T, H, n, weights: weights(lab), off, off_share: off / n, never, always, still, still_share: still / n },
     bounds: "exact: counts",
   };
 }
@@ -633,15 +614,9 @@ function softmax_gradient_answer(lab) {
   const others = row.flatMap((v, j) => (j === target ? [] : [T * v]));
   return {
     value: T * row[target],
-    shown: [`the first position's target: ${py_repr(lab.tok.vocab[target])} (token ${target}); the softmax gives it`
-      + ` p = ${py_format(p, ".6f")}, with ${weights(lab)} (1/${V} = ${py_format(1 / V, ".6f")})`,
-    `dlogits[0][target] = (p - 1) / T with T = ${T}: ${py_format(row[target], ".6e")}; times T:`
-      + ` ${py_format(T * row[target], ".6f")}`,
-    `each other score j gets p_j / T: times T, from ${py_format(Math.min(...others), ".6f")} to`
-      + ` ${py_format(Math.max(...others), ".6f")}`,
-    `the row sums to ${py_format(fsum(row), ".1e")}: 0 but for rounding (p sums to 1, and so does the one-hot)`,
-    `the central difference of the loss in that score (h = ${py_format(FD_H, "g")}), times T:`
-      + ` ${py_format(T * central, ".6f")}`],
+    slots: { piece: py_repr(lab.tok.vocab[target]), target, p, weights: weights(lab), V, uniform: 1 / V, T,
+      gradient: row[target], scaled: T * row[target], low: Math.min(...others), high: Math.max(...others),
+      total: fsum(row), h: FD_H, central: T * central },
     bounds: "exact: every sum is one exact sum (model.js's fsum, as math.fsum); the central difference within about"
       + " 1e-9 of it",
   };
@@ -669,11 +644,7 @@ function skip_paths_answer(lab) {
   const both = size(sublayers_backward(block, c, dx2, true)), neither = size(sublayers_backward(block, c, dx2, false));
   return {
     value: neither / both,
-    shown: [`the gradient at the stream's end (dx2, below the final layer norm): size ${py_format(size(dx2), ".6g")},`
-      + ` with ${weights(lab)}`,
-    `at x0 with the skip paths (backward's): size ${py_format(both, ".6g")}`,
-    `at x0 without them, through the MLP and attention only: size ${py_format(neither, ".6g")}`,
-    `without / with: ${py_format(neither / both, ".4g")}`],
+    slots: { end: size(dx2), weights: weights(lab), both, neither, ratio: neither / both },
     bounds: "exact: every sum is one exact sum (model.js's fsum, as math.fsum)",
   };
 }
@@ -933,6 +904,16 @@ function facts(tok) {
   return { vocab, characters: tok.alphabet.length, merges: tok.merges.length, ln_vocab: Math.log(vocab) };
 }
 
+/** An answer function whose lines are the export's templates (lessons.shows): the function it makes of
+ * values(...), which returns {value, slots, bounds, ...}, returns the same with shown for slots, each line a
+ * template filled with the slots. */
+function filled(values, templates) {
+  return async (...args) => {
+    const { slots, ...got } = await values(...args);
+    return { ...got, shown: templates.map((line) => fill(line, slots)) };
+  };
+}
+
 /** The export's lessons with their live parts, the words filled with the numbers of the page's tokenizer and runs,
  * or an Error that names the first value that is not what the page reads. */
 function checked_lessons(data, tok) {
@@ -958,10 +939,17 @@ function checked_lessons(data, tok) {
       throw new Error(`lesson ${key} of ${DATA}: guess ${JSON.stringify(words.guess).slice(0, 80)}: expected`
         + " number, range, or pair or choice with its words");
     }
+    const shown = Array.isArray(words.shown) ? words.shown : [];
+    if (!Array.isArray(words.shown) || shown.length > MOST_LINES
+      || !shown.every((line) => typeof line === "string" && line.length <= MOST_TEXT)) {
+      throw new Error(`lesson ${key} of ${DATA}: its shown is not a list of at most ${MOST_LINES} texts of at most`
+        + ` ${MOST_TEXT} characters`);
+    }
     const live = { trains: null, slots: () => ({}), ...LIVE[key] };
     const values = { ...facts(tok), ...(live.trains ? live.slots(lab.trained_settings(live.trains)) : {}) };
-    return { ...words, ...live, spec: words.judge, judge: judge_of(words.judge), title: words.title,
-      question: fill(words.question, values), explain: fill(words.explain, values) };
+    return { ...words, ...live, answer: shown.length ? filled(live.answer, shown) : live.answer, spec: words.judge,
+      judge: judge_of(words.judge), title: words.title, question: fill(words.question, values),
+      explain: fill(words.explain, values) };
   });
 }
 

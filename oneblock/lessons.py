@@ -20,6 +20,7 @@ A guess is one of:
     (4, 'right', 'close')
 """
 
+import functools
 import importlib
 import math
 from dataclasses import dataclass, field
@@ -53,13 +54,42 @@ class Lesson:
     guess: tuple      # what the learner enters first: ("number",), ("range",) two numbers low high, or
                       # ("choice", ("a", "b", ...))
     answer: Callable  # answer(lab) -> dict {"value": the computed answer (number, pair or choice),
-                      #   "shown": lines of text showing it, "bounds": how exact it is (e.g. "exact", "+-0.01")}
+                      #   "shown": lines of text showing it, "bounds": how exact it is (e.g. "exact", "+-0.01")};
+                      #   its lines are templates (shows) where it has them, the page fills the same
     judge: Callable   # judge(guess_value, answer_dict) -> "right" / "close" / "off", in words a learner reads
     explain: str      # a short explanation, a few lines: a template, as the question
     source: str       # where the lab makes it so: "model.py: layernorm_forward" (file and function names)
     needs: str = "stdlib"  # "stdlib" or "numpy" (what answer() imports)
     slots: dict = field(default_factory=dict)  # the values of the slots of its own runs ({steps}, ...) here; the
     # page fills them with its own runs' (explorer/lessons.js)
+
+
+    @property
+    def shown(self):
+        """The templates of its answer's lines (shows), or () where answer() writes its lines itself."""
+        return getattr(self.answer, "shown", ())
+
+
+def shows(*templates):
+    """An answer function whose lines are templates: the function it makes of values(lab, ...), which returns
+    {"value", "slots", "bounds", ...}, returns the same with "shown" for "slots": each line a template filled with
+    the slots by str.format. The page fills the same templates (page_words, explorer/lessons.js's fill) with its own
+    values.
+
+    >>> answer = shows("loss {loss:.4f} over {n} tokens")(lambda lab: {"value": 1, "slots": {"loss": 4.56, "n": 3},
+    ...                                                                 "bounds": "exact"})
+    >>> answer(None)["shown"], answer.shown
+    (['loss 4.5600 over 3 tokens'], ('loss {loss:.4f} over {n} tokens',))
+    """
+    def make(values):
+        @functools.wraps(values)
+        def answer(lab, *args, **kwargs):
+            got = values(lab, *args, **kwargs)
+            slots = got.pop("slots")
+            return {**got, "shown": [line.format(**slots) for line in templates]}
+        answer.shown = templates
+        return answer
+    return make
 
 
 class Skip(Exception):
@@ -89,15 +119,17 @@ def words(lesson, lab):
 
 
 def page_words(lesson):
-    """What the page gets of a lesson (explore.py's export, data/lessons.json): its words, the question and the
-    explanation as templates whose slots the page fills with the numbers of the model and the runs it has, what to
+    """What the page gets of a lesson (explore.py's export, data/lessons.json): its words, the question, the
+    explanation and the answer's lines (shown, where it has them) as templates whose slots the page fills with the
+    numbers of the model and the runs it has and of its answer, what to
     type for its guess, and its judge (name and numbers, for the page's copy of it) with its rule.
 
     >>> page_words(INIT_LOSS)["judge"], page_words(INIT_LOSS)["rule"]
     (['Within', 0.05, 0.5], 'right within 0.05 of the answer, close within 0.5')
     """
     return {"key": lesson.key, "title": lesson.title, "question": lesson.question, "explain": lesson.explain,
-            "source": lesson.source, "guess": [lesson.guess[0], *(list(part) for part in lesson.guess[1:])],
+            "source": lesson.source, "shown": list(lesson.shown),
+            "guess": [lesson.guess[0], *(list(part) for part in lesson.guess[1:])],
             "describe": describe_guess(lesson.guess), "judge": lesson.judge.spec, "rule": lesson.judge.rule}
 
 
@@ -432,6 +464,10 @@ TOKENS = Lesson(
 # 2. init-loss: the loss before training, against ln 96
 
 
+@shows("loss {loss:.6f} over the {tokens} next tokens of the first story, with {weights}",
+       "ln {vocab} = {uniform:.6f}, the loss of giving every token the same probability",
+       "loss - ln {vocab} = {gap:+.6f}",
+       "the logits' spread (standard deviation): {spread:.4f}")
 def init_loss_answer(lab):
     """The mean next-token loss on the first story, against the loss of the uniform guess ln V."""
     params, positions = reference(lab)
@@ -443,11 +479,8 @@ def init_loss_answer(lab):
     flat = [v for row in logits for v in row]
     mean = fsum(flat) / len(flat)
     spread = math.sqrt(fsum((v - mean) ** 2 for v in flat) / len(flat))
-    return {"value": loss,
-            "shown": [f"loss {loss:.6f} over the {len(y)} next tokens of the first story, with {weights(lab)}",
-                      f"ln {lab.config.vocab} = {uniform:.6f}, the loss of giving every token the same probability",
-                      f"loss - ln {lab.config.vocab} = {loss - uniform:+.6f}",
-                      f"the logits' spread (standard deviation): {spread:.4f}"],
+    return {"value": loss, "slots": {"loss": loss, "tokens": len(y), "weights": weights(lab), "vocab": lab.config.vocab,
+                                     "uniform": uniform, "gap": loss - uniform, "spread": spread},
             "bounds": "exact: every sum is one math.fsum"}
 
 
@@ -485,6 +518,11 @@ def row_variance(row):
     return fsum((v - mean) ** 2 for v in row) / len(row)
 
 
+@shows("the variance of layer norm's output rows (before its gain): mean {mean_out:.6f} over the {positions}"
+       " positions, from {low:.6f} to {high:.6f}",
+       "the variance of its input rows x0 (token + position embeddings): mean {mean_before:.3e}",
+       "each row's output variance is var / (var + EPS), with EPS = {eps:g}: for the mean input, {kept:.6f}",
+       "with x0 {times:g} times smaller, the output variance is {mean_tiny:.3e}")
 def layernorm_answer(lab):
     """The mean variance of layer norm's normalised rows (before its gain) on the first story's x0, and the same with
     x0 made SMALLER."""
@@ -498,12 +536,9 @@ def layernorm_answer(lab):
     tiny, _ = model.layernorm_forward([[v * SMALLER for v in row] for row in cache["x0"]], [1.0] * d, [0.0] * d)
     mean_tiny = fsum(row_variance(row) for row in tiny) / len(tiny)
     return {"value": mean_out,
-            "shown": [f"the variance of layer norm's output rows (before its gain): mean {mean_out:.6f} over the"
-                      f" {len(out)} positions, from {min(out):.6f} to {max(out):.6f}",
-                      f"the variance of its input rows x0 (token + position embeddings): mean {mean_before:.3e}",
-                      f"each row's output variance is var / (var + EPS), with EPS = {model.EPS:g}: for the mean"
-                      f" input, {mean_before / (mean_before + model.EPS):.6f}",
-                      f"with x0 {1 / SMALLER:g} times smaller, the output variance is {mean_tiny:.3e}"],
+            "slots": {"mean_out": mean_out, "positions": len(out), "low": min(out), "high": max(out),
+                      "mean_before": mean_before, "eps": model.EPS, "kept": mean_before / (mean_before + model.EPS),
+                      "times": 1 / SMALLER, "mean_tiny": mean_tiny},
             "bounds": "exact: every sum is one math.fsum"}
 
 
@@ -542,6 +577,9 @@ def largest_gap(a, b):
     return max(abs(x - y) for x, y in zip(a, b))
 
 
+@shows("{a}: {a_pieces}", "{b}: {b_pieces}",
+       "without positions: the last position's largest gap {gap_without} (each position's: {each_without})",
+       "with positions: the last position's largest gap {gap_with} (each position's: {each_with})")
 def order_answer(lab):
     """The largest difference of the last position's logits between ORDER_A and ORDER_B, without and with the
     position embeddings."""
@@ -552,15 +590,14 @@ def order_answer(lab):
     a, b = encode(lab, ORDER_A, repr(ORDER_A)), encode(lab, ORDER_B, repr(ORDER_B))
     if sorted(a) != sorted(b):
         raise Skip(f"the tokenizer of {lab.ckpt_path} does not cut the two sentences into the same tokens")
-    shown = [f"{ORDER_A!r}: {pieces(lab, a)}", f"{ORDER_B!r}: {pieces(lab, b)}"]
+    slots = {"a": repr(ORDER_A), "a_pieces": pieces(lab, a), "b": repr(ORDER_B), "b_pieces": pieces(lab, b)}
     gaps = []
-    for use in (False, True):
+    for use, name in ((False, "without"), (True, "with")):
         la, lb = model.forward(params, a, use)[0], model.forward(params, b, use)[0]
         gaps.append(largest_gap(la[-1], lb[-1]))
-        each = ", ".join(f"{largest_gap(ra, rb):.3g}" for ra, rb in zip(la, lb))
-        shown.append(f"{'with' if use else 'without'} positions: the last position's largest gap {gaps[-1]!r}"
-                     f" (each position's: {each})")
-    return {"value": tuple(gaps), "shown": shown,
+        slots[f"gap_{name}"] = repr(gaps[-1])
+        slots[f"each_{name}"] = ", ".join(f"{largest_gap(ra, rb):.3g}" for ra, rb in zip(la, lb))
+    return {"value": tuple(gaps), "slots": slots,
             "bounds": "exact: 0.0 without positions is bit-exact, on every machine; the gap with them to every digit"}
 
 
@@ -758,6 +795,12 @@ def attention_on(params, stream, norm):
     return model.attention_forward(params, h)[0]  # (T, d)
 
 
+@shows("attention's output a = attention(LN(x0)), its size (the root of its sum of squares): {small:.6g} on x0,"
+       " {large:.6g} on {scale:g} x0: a factor of {ratio:.6f}",
+       "layer norm's rows (before its gain) have variance {var_small:.6f} on x0 and {var_large:.6f} on {scale:g} x0:"
+       " var / (var + EPS), nearer 1 for the larger rows",
+       "the stream after it, x1 = x0 + a, grows by a factor of {x1:.4f}: it keeps its own scale",
+       "attention on the stream itself, with no layer norm before it: its output grows by a factor of {raw:.4f}")
 def pre_norm_answer(lab):
     """How much attention's output grows when x0 is SCALE times larger: through layer norm (the block's pre-norm),
     and on the stream itself."""
@@ -772,13 +815,8 @@ def pre_norm_answer(lab):
     var = [fsum(row_variance(r) for r in model.layernorm_forward(s, ones, zeros)[0]) / len(s) for s in (x0, big)]
     x1 = size(model.add(big, a_big)) / size(model.add(x0, a))
     return {"value": ratio,
-            "shown": [f"attention's output a = attention(LN(x0)), its size (the root of its sum of squares):"
-                      f" {size(a):.6g} on x0, {size(a_big):.6g} on {SCALE:g} x0: a factor of {ratio:.6f}",
-                      f"layer norm's rows (before its gain) have variance {var[0]:.6f} on x0 and {var[1]:.6f} on"
-                      f" {SCALE:g} x0: var / (var + EPS), nearer 1 for the larger rows",
-                      f"the stream after it, x1 = x0 + a, grows by a factor of {x1:.4f}: it keeps its own scale",
-                      f"attention on the stream itself, with no layer norm before it: its output grows by a factor"
-                      f" of {raw:.4f}"],
+            "slots": {"small": size(a), "large": size(a_big), "scale": SCALE, "ratio": ratio, "var_small": var[0],
+                      "var_large": var[1], "x1": x1, "raw": raw},
             "bounds": "exact: every sum is one math.fsum"}
 
 
@@ -806,6 +844,12 @@ PRE_NORM = Lesson(
 # 8. relu-mlp: how many hidden units are zero, and what is their gradient?
 
 
+@shows("pre = LN(x1) W1 + b1 on the first story: {T} positions x {H} hidden units = {n} numbers, with {weights}",
+       "{off} of them are at most 0, and ReLU makes them 0: a share of {off_share:.4f}",
+       "units 0 at every position: {never} of {H}; units 0 at none: {always} of {H}",
+       "backward's gradient at pre, dpre: {still} of {n} entries exactly 0.0, a share of {still_share:.4f}: the same"
+       " entries, where the unit was 0",
+       "so W1's and b1's gradient for a unit sums only the positions where it was on")
 def relu_answer(lab):
     """The share of the MLP's pre-activations that ReLU makes 0, and the share of backward's gradient at them that
     is exactly 0.0."""
@@ -818,13 +862,8 @@ def relu_answer(lab):
     never = sum(all(row[j] <= 0.0 for row in pre) for j in range(H))
     always = sum(all(row[j] > 0.0 for row in pre) for j in range(H))
     return {"value": (off / (T * H), still / (T * H)),
-            "shown": [f"pre = LN(x1) W1 + b1 on the first story: {T} positions x {H} hidden units = {T * H} numbers,"
-                      f" with {weights(lab)}",
-                      f"{off} of them are at most 0, and ReLU makes them 0: a share of {off / (T * H):.4f}",
-                      f"units 0 at every position: {never} of {H}; units 0 at none: {always} of {H}",
-                      f"backward's gradient at pre, dpre: {still} of {T * H} entries exactly 0.0, a share of"
-                      f" {still / (T * H):.4f}: the same entries, where the unit was 0",
-                      "so W1's and b1's gradient for a unit sums only the positions where it was on"],
+            "slots": {"T": T, "H": H, "n": T * H, "weights": weights(lab), "off": off, "off_share": off / (T * H),
+                      "never": never, "always": always, "still": still, "still_share": still / (T * H)},
             "bounds": "exact: counts"}
 
 
@@ -853,6 +892,12 @@ RELU_MLP = Lesson(
 FD_H = 1e-6  # the central difference's step, as the gradient check's
 
 
+@shows("the first position's target: {piece} (token {target}); the softmax gives it p = {p:.6f}, with {weights}"
+       " (1/{V} = {uniform:.6f})",
+       "dlogits[0][target] = (p - 1) / T with T = {T}: {gradient:.6e}; times T: {scaled:.6f}",
+       "each other score j gets p_j / T: times T, from {low:.6f} to {high:.6f}",
+       "the row sums to {total:.1e}: 0 but for rounding (p sums to 1, and so does the one-hot)",
+       "the central difference of the loss in that score (h = {h:g}), times T: {central:.6f}")
 def softmax_gradient_answer(lab):
     """T x d loss / d logits[0][the first target], from loss_and_dlogits, with the softmax behind it and a central
     difference of the loss."""
@@ -871,13 +916,10 @@ def softmax_gradient_answer(lab):
     central = (loss_at(z + FD_H) - loss_at(z - FD_H)) / (2 * FD_H)
     others = [T * v for j, v in enumerate(row) if j != target]
     return {"value": T * row[target],
-            "shown": [f"the first position's target: {lab.tokenizer.vocab[target]!r} (token {target}); the softmax"
-                      f" gives it p = {p:.6f}, with {weights(lab)} (1/{len(row)} = {1 / len(row):.6f})",
-                      f"dlogits[0][target] = (p - 1) / T with T = {T}: {row[target]:.6e}; times T:"
-                      f" {T * row[target]:.6f}",
-                      f"each other score j gets p_j / T: times T, from {min(others):.6f} to {max(others):.6f}",
-                      f"the row sums to {fsum(row):.1e}: 0 but for rounding (p sums to 1, and so does the one-hot)",
-                      f"the central difference of the loss in that score (h = {FD_H:g}), times T: {T * central:.6f}"],
+            "slots": {"piece": repr(lab.tokenizer.vocab[target]), "target": target, "p": p, "weights": weights(lab),
+                      "V": len(row), "uniform": 1 / len(row), "T": T, "gradient": row[target],
+                      "scaled": T * row[target], "low": min(others), "high": max(others), "total": fsum(row),
+                      "h": FD_H, "central": T * central},
             "bounds": "exact: every sum is one math.fsum; the central difference within about 1e-9 of it"}
 
 
@@ -917,17 +959,18 @@ def sublayers_backward(params, cache, dx2, skips):
     return model.add(dx1, dx0) if skips else dx0  # (T, d) skip path 1
 
 
+@shows("the gradient at the stream's end (dx2, below the final layer norm): size {end:.6g}, with {weights}",
+       "at x0 with the skip paths (backward's): size {both:.6g}",
+       "at x0 without them, through the MLP and attention only: size {neither:.6g}",
+       "without / with: {ratio:.4g}")
 def skip_paths_answer(lab):
     """The size of the gradient at x0 without the skip paths against with them (backward's)."""
     params, _, _, _, cache, dlogits = story_pass(lab)
     dx2 = stream_gradient(params, cache, dlogits)  # (T, d)
     both, neither = (size(sublayers_backward(params, cache, dx2, skips)) for skips in (True, False))
     return {"value": neither / both,
-            "shown": [f"the gradient at the stream's end (dx2, below the final layer norm): size {size(dx2):.6g}, with"
-                      f" {weights(lab)}",
-                      f"at x0 with the skip paths (backward's): size {both:.6g}",
-                      f"at x0 without them, through the MLP and attention only: size {neither:.6g}",
-                      f"without / with: {neither / both:.4g}"],
+            "slots": {"end": size(dx2), "weights": weights(lab), "both": both, "neither": neither,
+                      "ratio": neither / both},
             "bounds": "exact: every sum is one math.fsum"}
 
 

@@ -565,7 +565,8 @@ def test_the_scaling_lesson_in_the_page_shows_the_answer_the_terminal_computes(b
 def test_a_crafted_export_is_refused_in_a_line_and_freezes_nothing(browser, tmp_path):
     """Before: a crafted 1.6 MB data/scaling.json (120 x 120 cells) froze the tab for 38 s on the scaling lesson's
     Check, which fitted it. Now the page fits nothing: a lessons.json past the bytes the page reads is refused
-    unread, and a scaling answer of too many lines is refused on Check, each in a line, at once."""
+    unread, a scaling answer of too many lines is refused on Check and a lesson's answer templates of too many lines
+    as the page loads, each in a line, at once."""
     import json
 
     big = exported(tmp_path / "big", lambda data: json.dumps({**data, "pad": "x" * 1_600_000}).encode())
@@ -584,4 +585,13 @@ def test_a_crafted_export_is_refused_in_a_line_and_freezes_nothing(browser, tmp_
         said = page.inner_text("#lesson-scaling .message")
         assert "data/lessons.json holds no scaling answer the page can show (expected a number, at most 64" in said
         page.close()
-    assert errors == errors2 == []
+    lines = exported(tmp_path / "lines", lambda data: {**data, "lessons": [
+        {**words, "shown": ["{loss}"] * 5000} if words["key"] == "init-loss" else words for words in data["lessons"]]})
+    with served(lines) as url:  # an answer's templates of too many lines: refused as the page loads, in a line
+        page, errors3 = open_page(browser, url)
+        said = page.inner_text("#lessons-message")
+        assert said.startswith("The lessons could not load: lesson init-loss of data/lessons.json: its shown is not"
+                               " a list of at most 64 texts")
+        assert page.locator("#lesson-list > li").count() == 0
+        page.close()
+    assert errors == errors2 == errors3 == []
