@@ -20,6 +20,7 @@ from types import SimpleNamespace
 from oneblock import checkpoint
 from oneblock.server import make_server
 
+
 def run(script, *args, cwd, limit=None, timeout=300):
     """One of the lab's scripts in a subprocess in cwd (a file of its folder, or "-m module" with its folder on the
     module path), optionally under a resource limit (a function run in the child); the CompletedProcess (text)."""
