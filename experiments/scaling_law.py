@@ -2,8 +2,8 @@
 tokens, E the loss no model can beat), fitted by least squares on log L from three starts, or by Chinchilla's
 Huber loss from a grid of starts, with E free or fixed at a known floor; and the points it is fitted to, read from
 a record of experiments/scaling.py (its runs' validation losses, a cell's mean over its seeds, N and D beside them).
-experiments/scaling.py fits its record with these, the scaling lesson (lessons_scaling.py) fits them live, and
-explorer/scaling_law.js is the page's copy of the least-squares fit.
+experiments/scaling.py fits its record with these, and the scaling lesson (lessons_scaling.py) fits them live (the
+page reads that lesson's answer from the export, oneblock/page-lessons.json, and fits nothing).
 
     >>> n = np.repeat([1e3, 1e4, 1e5], 3)  # (9,): three sizes ...
     >>> d = np.tile([1e5, 1e6, 1e7], 3)  # (9,): ... each at three token counts
@@ -18,7 +18,7 @@ import statistics
 import numpy as np
 from scipy.optimize import least_squares
 
-POINTS_FORMAT = "scaling law points v1"  # law_points' "format" field: what the page reads (explorer/scaling_law.js)
+POINTS_FORMAT = "scaling law points v1"  # law_points' "format" field
 
 # ----------------------------------------------------------------------------------------------------------------
 # The law and its fit
@@ -217,10 +217,10 @@ def cell_values(runs, plan):
 
 
 def law_points(record):
-    """What the law is fitted to, from a record of experiments/scaling.py, as plain JSON (what the page's
-    explorer/scaling_law.js reads): {"format", "floor": the validation stories' exact floor, "cells": [{"size",
-    "budget", "n": non-embedding parameters, "d": training tokens, "loss": the mean validation loss of its seeds}]},
-    the cells in the record's order (each size, at each budget), as scaling.py fits them.
+    """What the law is fitted to, from a record of experiments/scaling.py, as plain JSON (what the scaling lesson
+    fits): {"format", "floor": the validation stories' exact floor, "cells": [{"size", "budget", "n": non-embedding
+    parameters, "d": training tokens, "loss": the mean validation loss of its seeds}]}, the cells in the record's
+    order (each size, at each budget), as scaling.py fits them.
 
     >>> record = {"settings": {"sizes": [[8, 1]], "budgets": [10], "seeds": [3, 4], "parameters": {"8x1": 856}},
     ...           "floor": {"validation_nats_per_token": 0.49},
