@@ -127,10 +127,35 @@ def killed_once_written(cmd, folder, count, timeout, cwd=None):
         while len(list(Path(folder).glob("*.json"))) < count and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.005)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        _, err = proc.communicate()
+        _, err = kill_group(proc, communicate=True)
     assert proc.returncode == -signal.SIGKILL, err.decode()
     return err.decode()
+
+
+def kill_group(proc, communicate=False, timeout=60):
+    """SIGKILL the process group of proc (started with start_new_session) and return once every process of it has
+    exited: proc reaped (its output, with communicate), and its children too, which may still be dying after proc
+    is reaped (a worker, a torchrun rank) and hold their files, and so their locks, until they have. A process that
+    has exited but is not yet reaped (a zombie) holds nothing. POSIX; what proc.communicate returns, or None."""
+    os.killpg(proc.pid, signal.SIGKILL)
+    out = proc.communicate() if communicate else proc.wait()
+    deadline = time.monotonic() + timeout
+    while any(group == proc.pid and state != "Z" for state, group in group_members()):
+        assert time.monotonic() < deadline, f"process group {proc.pid} still runs {timeout} s after its SIGKILL"
+        time.sleep(0.01)
+    return out if communicate else None
+
+
+def group_members():
+    """(state, process group) of every process /proc lists (none where there is no /proc, or as they vanish)."""
+    members = []
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat_file.read_text().rsplit(")", 1)[1].split()  # after "pid (name)": state, ppid, pgrp, ...
+        except OSError:
+            continue
+        members.append((fields[0], int(fields[2])))
+    return members
 
 
 def serving_explorer(cwd):

@@ -13,6 +13,7 @@ import pytest
 
 from oneblock import checkpoint, training
 from oneblock.settings import Settings
+from run_helpers import kill_group
 
 ROOT = Path(__file__).resolve().parent.parent
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install -r tests/requirements-torch.txt)")
@@ -154,8 +155,7 @@ def test_a_killed_two_rank_run_resumes_to_the_uninterrupted_bytes(tmp_path):
             time.sleep(0.05)
         assert proc.poll() is None and 20 <= step < 300, "the run ended before it could be killed"
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        kill_group(proc)  # both ranks gone too, their lock with them
     kept = checkpoint.load_checkpoint(killed)["step"]  # a whole checkpoint, never a torn one
     assert 20 <= kept < 300
     train_py(killed, *run, *TORCH, "--resume", launcher=TORCHRUN)
