@@ -2,18 +2,19 @@
 in a real headless Chromium (driven by Playwright), every panel and every bad-input message of the page, and
 explore.py's export and server.
 
-The page is served from a temporary folder by explore.py's own server on 127.0.0.1, in five copies: the untrained
+The page is served from a temporary folder by explore.py's own server on 127.0.0.1, in six copies: the untrained
 seed-3 export, a trained checkpoint's export, a copy whose worker.js throws, the export of a model of another text
-(train.py --data) and that of a grown rotary model (2 blocks x 2 heads). Outside CI the browser tests skip
-with a one-line reason when Chromium or Playwright is missing; under CI=true that is a failure."""
+(train.py --data), that of a grown rotary model (2 blocks x 2 heads), and the page's files with no data/. The tests
+that only read the page share one page of the untrained export. Outside CI the browser tests skip with a one-line
+reason when Chromium or Playwright is missing; under CI=true that is a failure."""
 
 import dataclasses
+import importlib.util
 import json
 import random
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -25,9 +26,8 @@ import model
 from fastpath_helpers import rel_err
 from oneblock import checkpoint, data, export, training
 from oneblock.config import SCHEMES, ModelConfig
-from oneblock.server import make_server
 from oneblock.settings import Settings, checked, model_config
-from run_helpers import own_text
+from run_helpers import own_text, ran, served
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,22 +35,26 @@ TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
 ORDER_A, ORDER_B = export.ORDER  # the trace's two sentences (block-trace.json)
 SERIES = ModelConfig(vocab=96, d=16, hidden=64, max_len=64)  # the exported models' size: 1 block, 1 head, learned
 TINY = json.loads((ROOT / "block-trace.json").read_text(encoding="utf-8"))["gradient_check"]["config"]
-SITES = ("init", "trained")  # the untrained seed-3 export and a trained checkpoint's
 ORDER_FIGURES = ("#order-gap", "#order-gap-note", "#order-chart", "#order-gaps")  # lesson 4's answer, folded
+OUTLINE = (216, 27, 96)  # draw.js's outline of a heatmap row, #d81b60
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# The browser, the served copies of the page, and pages with their console errors
+# The browser, the checkpoints, the served copies of the page, and pages with their console errors
+
+
+def train(out, *flags):
+    """A float32 checkpoint at out: train.py with these flags, run in out's folder."""
+    subprocess.run([sys.executable, str(ROOT / "train.py"), "--out", str(out), *flags, "--quiet"], check=True,
+                   capture_output=True, cwd=out.parent, timeout=300)
+    return out
 
 
 @pytest.fixture(scope="module")
 def trained_ckpt(tmp_path_factory):
     """A float32 checkpoint after 300 steps of train.py (good enough to write story-like text)."""
-    out = tmp_path_factory.mktemp("explorer-ckpt") / "ckpt.safetensors"
-    subprocess.run([sys.executable, str(ROOT / "train.py"), "--out", str(out), "--steps", "300", "--batch", "8",
-                    "--val-stories", "20", "--eval-every", "300", "--quiet"],
-                   check=True, capture_output=True, cwd=out.parent, timeout=300)
-    return out
+    return train(tmp_path_factory.mktemp("explorer-ckpt") / "ckpt.safetensors", "--steps", "300", "--batch", "8",
+                 "--val-stories", "20", "--eval-every", "300")
 
 
 @pytest.fixture(scope="module")
@@ -59,25 +63,39 @@ def own_ckpt(tmp_path_factory):
     path), seq-len 32, a tokenizer of 100 tokens trained on it."""
     folder = tmp_path_factory.mktemp("explorer-own-text")
     (folder / "notes.txt").write_text(own_text(), encoding="utf-8")
-    subprocess.run([sys.executable, str(ROOT / "train.py"), "--data", str(folder / "notes.txt"), "--vocab-size", "100",
-                    "--out", str(folder / "notes.safetensors"), "--steps", "300", "--batch", "8", "--seq-len", "32",
-                    "--quiet"], check=True, capture_output=True, cwd=folder, timeout=300)
-    return folder / "notes.safetensors"
+    return train(folder / "notes.safetensors", "--data", str(folder / "notes.txt"), "--vocab-size", "100",
+                 "--steps", "300", "--batch", "8", "--seq-len", "32")
 
 
 @pytest.fixture(scope="module")
 def grown_ckpt(tmp_path_factory):
     """A float32 checkpoint of 2 blocks x 2 heads with rotary positions after 150 steps of train.py."""
-    out = tmp_path_factory.mktemp("explorer-grown") / "grown.safetensors"
-    subprocess.run([sys.executable, str(ROOT / "train.py"), "--out", str(out), "--blocks", "2", "--heads", "2",
-                    "--positions", "rope", "--steps", "150", "--batch", "8", "--val-stories", "20",
-                    "--eval-every", "150", "--quiet"], check=True, capture_output=True, cwd=out.parent, timeout=300)
-    return out
+    return train(tmp_path_factory.mktemp("explorer-grown") / "grown.safetensors", "--blocks", "2", "--heads", "2",
+                 "--positions", "rope", "--steps", "150", "--batch", "8", "--val-stories", "20",
+                 "--eval-every", "150")
+
+
+KINDS = {  # train.py's flags -> a kind of checkpoint it writes (besides the fixtures' 1x1, own-text and 2x2 rope)
+    "narrow-sinusoidal": ["--width", "8", "--max-len", "48", "--positions", "sinusoidal", "--heads", "2"],
+    "deep-none-float64": ["--blocks", "3", "--heads", "4", "--positions", "none", "--dtype", "float64"],
+    "torch-rope": ["--backend", "torch", "--device", "cpu", "--blocks", "2", "--positions", "rope"],
+}
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+
+@pytest.fixture(scope="module")
+def kind_ckpts(tmp_path_factory):
+    """{kind: a checkpoint of 5 steps of train.py with KINDS[kind]'s flags}, the torch kind only where PyTorch is."""
+    folder = tmp_path_factory.mktemp("explorer-kinds")
+    return {kind: train(folder / f"{kind}.safetensors", "--steps", "5", "--batch", "2", "--val-stories", "20",
+                        "--eval-every", "5", *flags)
+            for kind, flags in KINDS.items() if HAS_TORCH or not kind.startswith("torch")}
 
 
 @pytest.fixture(scope="module")
 def sites(tmp_path_factory, trained_ckpt, own_ckpt, grown_ckpt):
-    """A folder holding the page five times: init/ (no checkpoint), trained/, broken-worker/, own-text/ and grown/."""
+    """A folder holding the page six times: init/ (no checkpoint), trained/, broken-worker/, own-text/, grown/, and
+    bare/ (the page's files alone, with no data/ folder: the page opened without explore.py)."""
     root = tmp_path_factory.mktemp("explorer-sites")
     export.export_site(root / "init", *export.read_weights(root / "no-such.safetensors", explicit=False))
     export.export_site(root / "trained", *export.read_weights(trained_ckpt, explicit=True))
@@ -85,28 +103,29 @@ def sites(tmp_path_factory, trained_ckpt, own_ckpt, grown_ckpt):
     export.export_site(root / "grown", *export.read_weights(grown_ckpt, explicit=True))
     shutil.copytree(root / "init", root / "broken-worker")
     (root / "broken-worker" / "worker.js").write_text('throw new Error("a worker that fails on purpose");\n')
+    (root / "bare").mkdir()
+    for path in export.page_files():
+        shutil.copy(path, root / "bare" / path.name)
     return root
 
 
 @pytest.fixture(scope="module")
 def base_url(sites):
-    server = make_server(sites, 0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
-    thread.join()
+    with served(sites) as url:
+        yield url
 
 
 class Page:
-    """A page of one served copy, loaded and ready, collecting console errors and page errors."""
+    """A page of one served copy, loaded and ready, collecting console errors and page errors; init_script runs in
+    the page before its own scripts."""
 
-    def __init__(self, browser, url, tmp_path, width=1280):
+    def __init__(self, browser, url, tmp_path, width=1280, init_script=None):
         self.errors = []
         self.page = browser.new_page(viewport={"width": width, "height": 900}, accept_downloads=True)
         self.page.on("console", lambda m: m.type == "error" and self.errors.append(f"console: {m.text}"))
         self.page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
+        if init_script:
+            self.page.add_init_script(init_script)
         self.page.goto(url)
         self.page.wait_for_function("window.ready === true")
         self.tmp_path = tmp_path
@@ -131,14 +150,23 @@ class Page:
 def open_page(browser, base_url, tmp_path):
     pages = []
 
-    def opener(site="init", width=1280):
-        page = Page(browser, f"{base_url}/{site}/index.html", tmp_path, width)
+    def opener(site="init", width=1280, init_script=None):
+        page = Page(browser, f"{base_url}/{site}/index.html", tmp_path, width, init_script)
         pages.append(page)
         return page
 
     yield opener
     for page in pages:
         page.page.close()
+
+
+@pytest.fixture(scope="module")
+def reader(browser, base_url, tmp_path_factory):
+    """One page of the untrained export for the tests that read it and run its functions, but change no panel's
+    model or text: loaded once for them all."""
+    page = Page(browser, f"{base_url}/init/index.html", tmp_path_factory.mktemp("explorer-reader"))
+    yield page
+    page.page.close()
 
 
 def reference_params(site_dir):
@@ -157,8 +185,8 @@ def corpus_windows(n, length, seed=0):
 # The tokenizer
 
 
-def test_js_tokenizer_gives_bpe_py_ids_on_every_corpus_line_and_the_same_errors(open_page):
-    page = open_page()
+def test_js_tokenizer_gives_bpe_py_ids_on_every_corpus_line_and_the_same_errors(reader):
+    page = reader
     lines = (ROOT / "corpus.txt").read_text(encoding="utf-8").splitlines()
     got = page.js("(lines) => lines.map((l) => explorer.state.tok.encode(l + '\\n'))", lines)
     want = [TOK.encode(line + "\n") for line in lines]
@@ -195,10 +223,20 @@ FORWARD = """([windows, sums]) => {
 }"""
 
 
+# the gap between the last logits of sentences a and b (token IDs), with or without learned positions: the order
+# panel's function
+ORDER_GAP = """([a, b, pos]) => {
+  const {model, trace_block} = explorer.modules, m = explorer.state.model;
+  const config = model.model_config({...m.config, positions: pos ? "learned" : "none"});
+  return trace_block.last_logits_gap(m.params, a, b, config);
+}"""
+
+
 def test_js_forward_matches_model_py(open_page, sites):
     """Logits of 20 corpus windows and of the trace's sentences, positions on and off, within 1e-13 relative, on the
     trained export's weights (any weights run the same code: tests/test_one_config.py holds model.js to the other
-    implementations on many configs)."""
+    implementations on many configs); and without positions the trace's two sentences end in the same logits, bit
+    for bit, on these weights too (on the seed's: test_page_loads_clean_and_follows_typing)."""
     site = "trained"
     page = open_page(site)
     params = reference_params(sites / site)
@@ -213,26 +251,8 @@ def test_js_forward_matches_model_py(open_page, sites):
         assert worst[sums] <= 1e-13, (sums, errors)
     print(f"\n{site}: worst relative logit error over {len(cases)} sequences: exact sums {worst['EXACT']:.2e},"
           f" plain sums {worst['PLAIN']:.2e}")
-
-
-def test_order_facts_hold_bit_for_bit_in_the_page(open_page, sites):
-    recorded = json.loads((ROOT / "block-trace.json").read_text())["order_test"]
-    a, b = TOK.encode(ORDER_A), TOK.encode(ORDER_B)
-    gap = ("([a, b, pos]) => { const {model, trace_block} = explorer.modules, m = explorer.state.model;"
-           " const config = model.model_config({...m.config, positions: pos ? 'learned' : 'none'});"
-           " return trace_block.last_logits_gap(m.params, a, b, config); }")
-    for site in SITES:
-        page = open_page(site)
-        assert page.js(gap, [a, b, False]) == 0.0, site  # exactly: the same set of tokens at the last position
-        if site == "init":
-            with_positions = page.js(gap, [a, b, True])
-            assert with_positions == pytest.approx(recorded["last_logit_gap_with_positions"], rel=1e-12, abs=0)
-        page.page.uncheck("#order-positions")
-        page.page.wait_for_function("document.querySelector('#order-gap').textContent === '0'")
-        page.page.check("#order-positions")
-        page.page.wait_for_function("document.querySelector('#order-gap').textContent !== '0'")
-        assert float(page.page.get_attribute("#order-gap", "data-value")) > 0
-        assert page.errors == []
+    assert page.js(ORDER_GAP, [TOK.encode(ORDER_A), TOK.encode(ORDER_B), False]) == 0.0
+    assert page.errors == []
 
 
 TRICKS_AGREE = """() => {
@@ -277,10 +297,10 @@ TRICKS_AGREE = """() => {
 }"""
 
 
-def test_the_tricks_of_fast_js_add_in_the_order_of_the_plain_lines_they_replace(open_page):
+def test_the_tricks_of_fast_js_add_in_the_order_of_the_plain_lines_they_replace(reader):
     """Each trick gives its plain line's numbers to the last bit, at the edges too (sizes not a multiple of its
     blocking), and a window through the pool gives what fresh matrices give."""
-    page = open_page()
+    page = reader
     results = page.js(TRICKS_AGREE)
     assert [r for r in results if not r[-1]] == []
     assert {r[0] for r in results} == {"products", "rows_dots", "weighted_rows", "pool"}
@@ -288,8 +308,8 @@ def test_the_tricks_of_fast_js_add_in_the_order_of_the_plain_lines_they_replace(
     assert page.errors == []
 
 
-def test_the_pages_gradient_check_passes_and_fails_a_broken_backward(open_page):
-    page = open_page()
+def test_the_pages_gradient_check_passes_and_fails_a_broken_backward(reader):
+    page = reader
     page.page.click("#check-go")
     status = page.wait_text("#check-status", "numbers checked", timeout=120_000)
     assert "1,060 numbers checked" in status and "below 1e-7" in status
@@ -322,7 +342,15 @@ def spread_params(blocks, seed):
     return params
 
 
-def test_the_gradient_check_of_a_grown_rope_model_passes_and_fails_a_broken_backward(open_page):
+def test_a_grown_rope_checkpoint_of_train_py_checks_its_gradients_and_samples_what_sample_py_does(open_page, capsys,
+                                                                                                   grown_ckpt):
+    """The export of train.py's 2x2 rope checkpoint: the page's gradient check of its tiny copy passes, and fails a
+    backward pass broken in one number of the second block, naming only that tensor; the page's logits are
+    numpy_model's, its greedy sample (past the 64 positions, so cropped as sample.py crops) is sample.py's, and a
+    lesson that runs model.py says why it cannot. (The file through the Load weights button: the test of every
+    kind.)"""
+    from oneblock import numpy_model
+
     page = open_page("grown")
     assert "2 blocks x 2 heads" in page.text("#model-status") and "rotary" in page.text("#model-status")
     assert "width 4, 2 blocks x 2 heads, rotary positions" in page.text("#check-sizes")
@@ -345,16 +373,7 @@ def test_the_gradient_check_of_a_grown_rope_model_passes_and_fails_a_broken_back
     assert "NOT below 1e-7" in page.text("#check-status")
     bad = [row.split("\t") for row in page.text("#check-table tbody").splitlines() if "NOT OK" in row]
     assert [row[0] for row in bad] == ["block1.Wq"]
-    assert page.errors == []
 
-
-def test_a_grown_rope_checkpoint_of_train_py_loads_and_samples_what_sample_py_does(open_page, grown_ckpt):
-    """The export of train.py's 2x2 rope checkpoint: the page's logits are numpy_model's, its greedy sample (past
-    the 64 positions, so cropped as sample.py crops) is sample.py's, a lesson that runs model.py says why it cannot,
-    and the file loads through the button too."""
-    from oneblock import numpy_model
-
-    page = open_page("grown")
     assert page.js("() => [explorer.state.model.config.blocks, explorer.state.model.config.heads,"
                    " explorer.state.model.config.positions]") == [2, 2, "rope"]
     ckpt = checkpoint.load_checkpoint(grown_ckpt)
@@ -372,8 +391,8 @@ def test_a_grown_rope_checkpoint_of_train_py_loads_and_samples_what_sample_py_do
     page.page.click("#sample-go")
     page.page.wait_for_function("document.querySelector('#sample-out').dataset.done === 'true'", timeout=120_000)
     greedy = page.text("#sample-out")
-    proc = subprocess.run([sys.executable, str(ROOT / "sample.py"), "--ckpt", str(grown_ckpt), "--prompt", "mia has",
-                           "--temperature", "0", "--tokens", "80"], capture_output=True, text=True, timeout=300)
+    capsys.readouterr()  # (what the test printed: not sample.py's)
+    proc = ran("sample.py", capsys, "--ckpt", grown_ckpt, "--prompt", "mia has", "--temperature", 0, "--tokens", 80)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == greedy + "\n" and len(TOK.encode(greedy)) > 64
     page.shot("sample-panel")
@@ -398,56 +417,66 @@ def test_a_grown_rope_checkpoint_of_train_py_loads_and_samples_what_sample_py_do
                     " m.config.positions, m.step, m.val_loss]; }")
         assert m[:4] == [2, 2, scheme, 5] and m[4] < (4.0 if source == "loaded" else 4.7), (source, m)
 
-    init = open_page()  # the untrained page, and the grown file through its Load weights button
-    init.page.set_input_files("#weights-file", str(grown_ckpt))
-    message = init.wait_text("#load-message", "Loaded")
-    assert "2 blocks x 2 heads, rotary positions (rope)" in message
-    assert init.page.locator("#attention-block option").count() == 2
-    assert init.page.locator("#attention-head option").count() == 2
-    init.page.select_option("#attention-block", "1")
-    init.page.select_option("#attention-head", "1")
-    canvas = init.page.locator("#attention-maps canvas")
-    assert canvas.get_attribute("data-block") == "1" and canvas.get_attribute("data-head") == "1"
-    init.shot("attention-panel")
-    assert page.errors == [] and init.errors == []
+    assert page.errors == []
 
 
-KINDS = {  # train.py's flags -> a kind of checkpoint it writes (besides the fixtures' 1x1, own-text and 2x2 rope)
-    "narrow-sinusoidal": ["--width", "8", "--max-len", "48", "--positions", "sinusoidal", "--heads", "2"],
-    "deep-none-float64": ["--blocks", "3", "--heads", "4", "--positions", "none", "--dtype", "float64"],
-    "torch-rope": ["--backend", "torch", "--device", "cpu", "--blocks", "2", "--positions", "rope"],
-}
+# {scheme: (the words of the position panel, whether it shows a heatmap of position rows)}
+POSITION_PANEL = {"learned": ("learned position rows", True), "rope": ("Rotary positions add no rows", False),
+                  "sinusoidal": ("fixed sinusoid table", True), "none": ("adds nothing to say where a token is", False)}
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_explore_py_and_the_page_read_every_kind_of_checkpoint_train_py_writes(open_page, tmp_path, kind):
-    """Other widths and max-lens, float64, the PyTorch backend: explore.py exports each, and the page's Load weights
-    button reads it and computes numpy_model's logits (within 1e-12 relative)."""
+def shown(page, selector):
+    """Whether the element takes room on the screen: its computed display is not none and it has a box."""
+    return page.js("(s) => { const el = document.querySelector(s);"
+                   " return getComputedStyle(el).display !== 'none' && el.getBoundingClientRect().height > 0; }",
+                   selector)
+
+
+def test_explore_py_and_the_load_button_read_every_kind_of_checkpoint_train_py_writes(open_page, capsys, grown_ckpt,
+                                                                                       kind_ckpts):
+    """Other widths and max-lens, float64, the PyTorch backend (where it is installed), and the grown 2x2 rope
+    model: explore.py exports each, and the untrained page's Load weights button reads them one after another: the
+    config, numpy_model's logits (within 1e-12 relative), a block and a head of the attention map to choose, and the
+    position panel's heatmap of position rows only for a model that has them, in the order rope, sinusoidal, none.
+    (Before, the learned model's heatmap stayed on screen after loading a rope model, under the words that say there
+    is none.) At the end every hidden element of the page is not displayed, whatever its rules say."""
     from oneblock import numpy_model
 
-    if kind.startswith("torch") and subprocess.run([sys.executable, "-c", "import torch"]).returncode != 0:
-        pytest.skip("PyTorch is not installed (tests/requirements-torch.txt)")
-    path = tmp_path / f"{kind}.safetensors"
-    subprocess.run([sys.executable, str(ROOT / "train.py"), "--out", str(path), "--steps", "5", "--batch", "2",
-                    "--val-stories", "20", "--eval-every", "5", "--quiet", *KINDS[kind]], check=True,
-                   capture_output=True, cwd=tmp_path, timeout=300)
-    proc = run_explore("--ckpt", path, "--export", tmp_path / "site")
-    assert proc.returncode == 0, proc.stderr
-    ckpt = checkpoint.load_checkpoint(path)
-    config = ckpt["config"]  # a ModelConfig
-    params = {name: np.asarray(values, dtype=np.float64).reshape(shape)
-              for name, (_, shape, values) in ckpt["params"].items()}  # float64
-
     page = open_page()
-    page.page.set_input_files("#weights-file", str(path))
-    assert f"Loaded {path.name}: step 5" in page.wait_text("#load-message", "Loaded")
-    window = corpus_windows(1, config.max_len, seed=5)[0]
-    want, _ = numpy_model.forward(params, np.array([window]), config)  # (1, T, V)
-    got = page.js("([ids]) => { const {model} = explorer.modules, m = explorer.state.model;"
-                  " return [Object.entries(m.config), model.to_lists({l: model.forward(m.params, ids, m.config,"
-                  " model.EXACT)[0]}).l]; }", [window])
-    assert [tuple(item) for item in got[0]] == list(dataclasses.asdict(config).items())
-    assert rel_err(got[1], want[0]) <= 1e-12
+    words, heatmap = POSITION_PANEL["learned"]
+    assert words in page.text("#position-note") and shown(page, "#position-similarity") == heatmap
+    for path in (grown_ckpt, *kind_ckpts.values()):
+        assert ran("explore.py", capsys, "--ckpt", path, "--export", path.parent / "site").returncode == 0, path
+        ckpt = checkpoint.load_checkpoint(path)
+        config = ckpt["config"]  # a ModelConfig
+        params = {name: np.asarray(values, dtype=np.float64).reshape(shape)
+                  for name, (_, shape, values) in ckpt["params"].items()}  # float64
+        page.page.set_input_files("#weights-file", str(path))
+        message = page.wait_text("#load-message", f"Loaded {path.name}")
+        assert f"Loaded {path.name}: step {ckpt['step']}" in message
+        window = corpus_windows(1, config.max_len, seed=5)[0]
+        want, _ = numpy_model.forward(params, np.array([window]), config)  # (1, T, V)
+        got = page.js("([ids]) => { const {model} = explorer.modules, m = explorer.state.model;"
+                      " return [Object.entries(m.config), model.to_lists({l: model.forward(m.params, ids, m.config,"
+                      " model.EXACT)[0]}).l]; }", [window])
+        assert [tuple(item) for item in got[0]] == list(dataclasses.asdict(config).items())
+        assert rel_err(got[1], want[0]) <= 1e-12, path.name
+        words, heatmap = POSITION_PANEL[config.positions]
+        assert words in page.text("#position-note") and shown(page, "#position-note"), path.name
+        assert page.page.get_attribute("#position-similarity", "hidden") == (None if heatmap else ""), path.name
+        assert shown(page, "#position-similarity") == heatmap, (path.name, f"the heatmap shown: {not heatmap}")
+        if path == grown_ckpt:
+            assert "2 blocks x 2 heads, rotary positions (rope)" in message
+            assert page.page.locator("#attention-block option").count() == 2
+            assert page.page.locator("#attention-head option").count() == 2
+            page.page.select_option("#attention-block", "1")
+            page.page.select_option("#attention-head", "1")
+            canvas = page.page.locator("#attention-maps canvas")
+            assert canvas.get_attribute("data-block") == "1" and canvas.get_attribute("data-head") == "1"
+            page.shot("attention-panel")
+    displayed = page.js("() => [...document.querySelectorAll('[hidden]')].filter((el) =>"
+                        " getComputedStyle(el).display !== 'none').map((el) => el.id || el.tagName)")
+    assert displayed == []
     assert page.errors == []
 
 
@@ -455,12 +484,12 @@ def test_explore_py_and_the_page_read_every_kind_of_checkpoint_train_py_writes(o
 # The experiments: induction.js against experiments/induction.py, and the second-block experiment run in the page
 
 
-def test_induction_js_draws_and_measures_as_experiments_induction_does(open_page):
+def test_induction_js_draws_and_measures_as_experiments_induction_does(reader):
     """The same periodic sequences from the same seed (Python's random.sample mirrored), and the same losses, copy
     accuracy and per-head induction and previous-token scores of a 2 x 2 model, within 1e-12 relative."""
     from experiments import induction
 
-    page = open_page()
+    page = reader
     ids, targets, periods = induction.periodic(random.Random(1002), 30)
     js = page.js("() => explorer.modules.induction.periodic(new explorer.modules.random.Random(1002), 30)")
     assert js == {"ids": ids.tolist(), "targets": targets.tolist(), "periods": periods.tolist()}
@@ -499,12 +528,12 @@ def test_the_experiments_refuse_a_bad_field_naming_it_and_start_nothing(open_pag
     assert page.errors == []
 
 
-def test_the_positions_experiment_reads_every_scheme_past_position_64(open_page):
+def test_the_positions_experiment_reads_every_scheme_past_position_64(reader):
     """positions.js's loss by position is experiments/positions.py's (within 1e-12 relative, learned refused past 64
     in the same words), and a short run of the panel trains the four schemes and shows each one's loss out to 128."""
     from experiments import positions
 
-    page = open_page()
+    page = reader
     stories = data.load_data(TOK, export.VAL_STORIES, 64)[1]  # the held-out stories, as texts
     inputs, targets = positions.windows(TOK, stories, positions.WINDOW)  # (W, 128) each
     assert page.js("() => explorer.modules.positions.windows(explorer.state.tok.encode('\\n' +"
@@ -540,6 +569,81 @@ def test_the_positions_experiment_reads_every_scheme_past_position_64(open_page)
     assert page.errors == []
 
 
+# workers that train nothing: each keeps what the page sends it, and the test answers for it (window.fake_workers)
+FAKE_WORKERS = """
+window.fake_workers = [];
+window.Worker = class {
+  constructor(url) {
+    this.url = String(url);
+    this.sent = [];
+    this.terminated = false;
+    window.fake_workers.push(this);
+  }
+  postMessage(msg) { this.sent.push(msg); }
+  terminate() { this.terminated = true; }
+};
+"""
+
+# an evaluation of the induction task as worker.js posts it, for the model of the worker at index i of the fake ones
+ANSWER = """([i, step, accuracy]) => {
+  const w = window.fake_workers[i], blocks = w.sent[0].config.blocks;
+  const map = { rows: 2, cols: 2, values: Float64Array.from([1, 0, 0.5, 0.5]) };
+  const measures = { copy_accuracy: accuracy, copy_loss: 2.5, first_period_loss: 3.0,
+    scores: Array.from({ length: blocks }, () => [{ induction: 0.2, previous_token: 0.1 }]) };
+  w.onmessage({ data: { run: 1, type: "eval", step, seconds: step / 10, measures, tokens: [1, 2],
+    period: 4, weights: Array.from({ length: blocks }, () => [map]) } });
+}"""
+
+
+def test_the_second_block_summary_reads_one_block_at_the_step_two_blocks_passed(open_page):
+    """The two models train in workers of their own, each at its own pace. One block measured at steps 25 and 50
+    (20% then 30%) before two blocks pass 90% at step 25: the summary says one block was at 20.0% at that step.
+    Restarted, two blocks pass at step 75 before one block gets there: the summary says one block has not reached
+    step 75 yet, and once it is measured there (25%), gives that figure, not a later one (40% at step 100).
+    (Before, the summary set one block's accuracy at its latest step beside two blocks' at the step they passed.)"""
+    page = open_page(init_script=FAKE_WORKERS)
+    exp = "explorer.modules.experiments"
+
+    def start():
+        """Start, and the indexes of the one-block and the two-block model's workers among the fake ones."""
+        before = page.js("() => window.fake_workers.length")
+        page.page.click("#depth-start")
+        blocks = page.js("(n) => window.fake_workers.slice(n).map((w) => w.sent[0].config.blocks)", before)
+        assert sorted(blocks) == [1, 2], blocks
+        return before + blocks.index(1), before + blocks.index(2)
+
+    def answer(worker, step, accuracy):
+        page.js(ANSWER, [worker, step, accuracy])
+
+    def summary_says(words):
+        return page.wait_text("#depth-summary", words)
+
+    one, two = start()
+    answer(one, 25, 0.2)
+    answer(one, 50, 0.3)  # one block is ahead
+    answer(two, 25, 0.95)
+    said = summary_says("Two blocks passed 90% copy accuracy at step 25")
+    assert "while one block was at 20.0% at that step." in said, said
+    assert page.js(f"() => {exp}.runs.depth.passed.one_block") == 0.2
+
+    page.page.click("#depth-stop")
+    one, two = start()
+    for step, accuracy in ((25, 0.5), (50, 0.8), (75, 0.92)):
+        answer(two, step, accuracy)
+    answer(one, 25, 0.2)
+    answer(one, 50, 0.22)  # one block is behind
+    said = summary_says("Two blocks passed 90% copy accuracy at step 75")
+    assert said.endswith("; one block has not yet reached step 75."), said
+    answer(one, 75, 0.25)
+    answer(one, 100, 0.4)
+    said = summary_says("while one block")
+    assert said.endswith("while one block was at 25.0% at that step."), said
+    passed = page.js(f"() => {exp}.runs.depth.passed")
+    assert (passed["step"], passed["one_block"]) == (75, 0.25), passed
+    page.page.click("#depth-stop")
+    assert page.errors == []
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Training against train.py's NumPy path, and the page's generator against Python's
 
@@ -551,7 +655,7 @@ STEPS = """([windows, s]) => {
 }"""
 
 
-def test_30_js_training_steps_match_train_pys_numpy_path(open_page):
+def test_30_js_training_steps_match_train_pys_numpy_path(reader):
     s = checked(Settings(steps=30, batch=4, warmup=10, clip=0.75, dtype="float64", quiet=True))
     stream, _, _ = data.load_data(TOK, s.val_stories, s.seq_len)
     assert model_config(s, len(TOK.vocab)) == SERIES  # the model the init page shows
@@ -565,7 +669,7 @@ def test_30_js_training_steps_match_train_pys_numpy_path(open_page):
     norms = [norm for _, norm in steps]
     assert min(norms) < s.clip < max(norms)  # both branches of the clipping are taken
 
-    page = open_page()
+    page = reader
     settings = {"lr": s.lr, "min_lr": s.min_lr, "warmup": s.warmup, "steps": s.steps, "beta1": s.beta1,
                 "beta2": s.beta2, "eps": s.eps, "clip": s.clip, "positions": "learned", "heads": 1}
     js_steps, js_params = page.js(STEPS, [windows, settings])
@@ -635,6 +739,11 @@ def test_page_loads_clean_and_follows_typing(open_page):
     assert "bit-identical" in page.text("#order-gap-note")
     page.page.check("#order-positions")
     page.page.wait_for_function("document.querySelector('#order-gap').textContent !== '0'")
+    assert float(page.page.get_attribute("#order-gap", "data-value")) > 0
+    a, b = TOK.encode(ORDER_A), TOK.encode(ORDER_B)  # the panel's function: the trace's facts, bit for bit
+    assert page.js(ORDER_GAP, [a, b, False]) == 0.0  # exactly: the same set of tokens at the last position
+    recorded = json.loads((ROOT / "block-trace.json").read_text())["order_test"]["last_logit_gap_with_positions"]
+    assert page.js(ORDER_GAP, [a, b, True]) == pytest.approx(recorded, rel=1e-12, abs=0)
     for panel in ("tokens-panel", "attention-panel", "order-panel"):
         page.shot(panel)
 
@@ -644,6 +753,64 @@ def test_page_loads_clean_and_follows_typing(open_page):
     assert overflow <= 0, overflow
     phone.page.screenshot(path=str(page.tmp_path / "phone.png"), full_page=True)
     assert page.errors == [] and phone.errors == []
+
+
+# the box of the outline's pixels on the attention map, in CSS pixels of the canvas ({x0, y0, x1, y1}, ends
+# excluded), or null when none is drawn
+OUTLINE_BOX = """([r, g, b]) => {
+  const canvas = document.querySelector("#attention-maps canvas");
+  const ratio = canvas.width / canvas.getBoundingClientRect().width;
+  const { data, width, height } = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height);
+  let box = null;
+  for (let y = 0; y < height; y++) {
+    for (let x = 0; x < width; x++) {
+      const i = 4 * (y * width + x);
+      if (Math.abs(data[i] - r) + Math.abs(data[i + 1] - g) + Math.abs(data[i + 2] - b) > 6) continue;
+      box ??= { x0: x, y0: y, x1: x + 1, y1: y + 1 };
+      box = { x0: Math.min(box.x0, x), y0: Math.min(box.y0, y), x1: Math.max(box.x1, x + 1), y1: y + 1 };
+    }
+  }
+  return box && Object.fromEntries(Object.entries(box).map(([k, v]) => [k, v / ratio]));
+}"""
+
+
+def outline_box(page):
+    return page.js(OUTLINE_BOX, list(OUTLINE))
+
+
+def test_the_attention_outline_follows_the_hovered_row_and_returns_to_the_chosen_one(reader):
+    """The outline is drawn around the chosen row (the last, at first). Hovering row 2 and then row 5: the readout
+    reads that row and the outline is around it, and only it; the mouse leaves: both are back on the chosen row.
+    Where the rows lie is read from the pixels of the first outline (a row's outline is one cell and 2 pixels of
+    line each side tall). (Before, the outline stayed on the chosen row while the readout followed the mouse.)"""
+    page = reader
+    rows = int(page.page.get_attribute("#attention-maps canvas", "data-rows"))
+    chosen = rows - 1
+    assert rows > 8 and f"Position {chosen} " in page.text("#attention-readout")
+    first = outline_box(page)
+    assert first is not None
+    cell = first["y1"] - first["y0"] - 4
+    top = first["y0"] + 2 - chosen * cell  # the first row's top edge
+    assert cell >= 9, first
+    page.page.locator("#attention-maps canvas").scroll_into_view_if_needed()
+    rect = page.page.locator("#attention-maps canvas").bounding_box()
+
+    def around(row):
+        """The outline's box around row, in the first one's columns."""
+        return {**first, "y0": top + row * cell - 2, "y1": top + (row + 1) * cell + 2}
+
+    for row in (2, 5):
+        page.page.mouse.move(rect["x"] + first["x0"] + 2 + cell / 2, rect["y"] + top + (row + 0.5) * cell)
+        page.page.wait_for_function("(n) => document.querySelector('#attention-readout').textContent.startsWith(n)",
+                                    arg=f"Position {row} ")
+        assert outline_box(page) == around(row), f"the outline is not around the hovered row {row}"
+        assert page.page.get_attribute("#attention-maps canvas", "data-highlight") == str(row)
+    page.page.mouse.move(5, 5)  # off the map
+    page.page.wait_for_function("(n) => document.querySelector('#attention-readout').textContent.startsWith(n)",
+                                arg=f"Position {chosen} ")
+    assert outline_box(page) == first == around(chosen)
+    assert page.page.get_attribute("#attention-maps canvas", "data-highlight") == str(chosen)
+    assert page.errors == []
 
 
 def test_fifty_steps_in_the_worker_lower_the_loss_draw_the_curve_and_move_the_panels(open_page):
@@ -676,7 +843,7 @@ def test_fifty_steps_in_the_worker_lower_the_loss_draw_the_curve_and_move_the_pa
     assert page.errors == []
 
 
-def test_downloaded_weights_load_in_sample_py_and_give_the_pages_greedy_text(open_page, tmp_path):
+def test_downloaded_weights_load_in_sample_py_and_give_the_pages_greedy_text(open_page, capsys, tmp_path):
     page = open_page("trained")
     page.page.check("input[name='train-from'][value='loaded']")
     page.page.fill("#train-steps", "20")
@@ -703,8 +870,7 @@ def test_downloaded_weights_load_in_sample_py_and_give_the_pages_greedy_text(ope
     assert ckpt["step"] == 20 and ckpt["config"] == SERIES  # positions "learned"
 
     def sample_py(*args):
-        proc = subprocess.run([sys.executable, str(ROOT / "sample.py"), "--ckpt", str(path), *map(str, args)],
-                              capture_output=True, text=True, timeout=300)
+        proc = ran("sample.py", capsys, "--ckpt", path, *args)
         assert proc.returncode == 0, proc.stderr
         return proc.stdout
 
@@ -717,7 +883,7 @@ def test_downloaded_weights_load_in_sample_py_and_give_the_pages_greedy_text(ope
     # the file loads back into the page and into explore.py
     page.page.set_input_files("#weights-file", str(path))
     assert "Loaded explorer.safetensors: step 20" in page.wait_text("#load-message", "Loaded")
-    assert run_explore("--ckpt", path, "--export", tmp_path / "site").returncode == 0
+    assert ran("explore.py", capsys, "--ckpt", path, "--export", tmp_path / "site").returncode == 0
     assert json.loads((tmp_path / "site" / "data" / "manifest.json").read_text())["step"] == 20
     assert page.errors == []
 
@@ -893,22 +1059,11 @@ def test_a_worker_that_fails_is_a_message_and_the_rest_keeps_working(open_page):
     assert [e for e in page.errors if "fails on purpose" not in e] == []  # only the worker's own error, if logged
 
 
-def test_without_data_the_page_says_how_to_get_it(browser, sites, tmp_path):
+def test_without_data_the_page_says_how_to_get_it(open_page):
     """A copy of the page with no data/ folder (opened without explore.py): a message, not a blank page."""
-    bare = tmp_path / "bare"
-    bare.mkdir()
-    for path in export.page_files():
-        shutil.copy(path, bare / path.name)
-    server = make_server(bare, 0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        page = Page(browser, f"http://127.0.0.1:{server.server_port}/index.html", tmp_path)
-        assert "Run python3 explore.py" in page.text("#page-message")
-        assert "data/manifest.json (HTTP 404)" in page.text("#page-message")
-        page.page.close()
-    finally:
-        server.shutdown()
-        server.server_close()
+    page = open_page("bare")
+    assert "Run python3 explore.py" in page.text("#page-message")
+    assert "data/manifest.json (HTTP 404)" in page.text("#page-message")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -955,8 +1110,9 @@ def test_a_model_of_your_own_text_in_the_page(open_page, sites, own_ckpt):
     assert page.errors == []
 
 
-def test_export_without_a_checkpoint_is_the_untrained_seed_3_model(tmp_path):
-    assert run_explore("--export", "site", cwd=tmp_path).returncode == 0  # no out/ckpt.safetensors there
+def test_export_without_a_checkpoint_is_the_untrained_seed_3_model(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # no out/ckpt.safetensors here
+    assert ran("explore.py", capsys, "--export", "site").returncode == 0
     site = tmp_path / "site"
     assert sorted(p.name for p in site.iterdir()) == sorted([p.name for p in export.page_files()] + ["data"])
     manifest = json.loads((site / "data" / "manifest.json").read_text())
@@ -986,12 +1142,7 @@ def test_a_model_too_large_for_the_page_is_refused_naming_it(grown_ckpt, monkeyp
     assert raw == grown_ckpt.read_bytes() and fields["trained"]
 
 
-def run_explore(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, str(ROOT / "explore.py"), *map(str, args)], capture_output=True,
-                          text=True, cwd=cwd, timeout=120)
-
-
-def test_a_bad_checkpoint_is_checkpoint_pys_message_and_exit_2(tmp_path, trained_ckpt):
+def test_a_bad_checkpoint_is_checkpoint_pys_message_and_exit_2(tmp_path, capsys, trained_ckpt):
     truncated = tmp_path / "truncated.safetensors"
     truncated.write_bytes(trained_ckpt.read_bytes()[:-100])
     half = tmp_path / "half-rope.safetensors"  # only the config says rope: the two do not agree
@@ -999,11 +1150,11 @@ def test_a_bad_checkpoint_is_checkpoint_pys_message_and_exit_2(tmp_path, trained
         config=json.dumps({**json.loads(m["config"]), "positions": "rope", "use_positions": False}))))
     for path, phrase in [(truncated, "the file is truncated"), (tmp_path / "missing.safetensors", "no checkpoint at"),
                          (half, "training positions is 'learned', but the config's scheme is 'rope'")]:
-        proc = run_explore("--ckpt", path, "--export", tmp_path / "site")
+        proc = ran("explore.py", capsys, "--ckpt", path, "--export", tmp_path / "site")
         assert proc.returncode == 2 and phrase in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert not (tmp_path / "site").exists()  # nothing written
     (tmp_path / "file").write_text("x")
     for args, phrase in [(["--export", tmp_path / "file"], "is a file"), (["--port", "70000"], "is not a port"),
                          (["--port", "eighty"], "invalid int value")]:
-        proc = run_explore(*args)
+        proc = ran("explore.py", capsys, *args)
         assert proc.returncode == 2 and phrase in proc.stderr, proc.stderr
