@@ -6,7 +6,8 @@ a second export at once, and an export that must keep the privacy of its inputs 
 
 Each request is sent over a raw socket to the real server (serving.make_server on a temporary folder), run in its
 own process with its stderr in a file, so that every reply's status and body and every log line it wrote are
-checked, and no case may leave a traceback there. Each export is a run of python3 explore.py."""
+checked, and no case may leave a traceback there; python3 explore.py serving explorer/ is sent a few of each kind.
+Each export is explore.py's command line, run in this process (run_helpers.ran), but for the one it signals."""
 
 import inspect
 import json
@@ -24,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from oneblock import server as serving
-from run_helpers import one_line_error, serving_explorer
+from run_helpers import kinds_under, one_line_error, ran, serving_explorer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -318,56 +319,6 @@ def test_the_real_idle_timeout_is_sane():
     assert inspect.signature(serving.make_server).parameters["timeout"].default == serving.IDLE_TIMEOUT
 
 
-def test_explore_py_answers_bad_requests_with_their_status_and_stops_cleanly(tmp_path):
-    """The same through python3 explore.py --no-open (serving explorer/ with the real idle timeout): statuses, one
-    short line each on stderr and no traceback, successes quiet; the page's files with their types, uncached;
-    clients that hang up mid-reply leave no traceback; a second explore.py on its port is a message and exit 2; and
-    Ctrl-C still stops it, and nothing listens any more."""
-    proc, url = serving_explorer(tmp_path)
-    try:
-        port = int(url.split(":")[2].split("/")[0])
-        host = b"\r\nHost: 127.0.0.1:%d\r\n\r\n" % port
-        replies = []
-        for request in (b"GARBAGE\r\n\r\n", b"GET / HTTP/9.9\r\n\r\n", b"GET /%00 HTTP/1.0" + host,
-                        b"GET /..%2fexplore.py HTTP/1.0" + host, b"GET /data/ HTTP/1.0" + host,
-                        b"GET /" + b"a" * 100_000 + b" HTTP/1.0\r\n\r\n", tls_client_hello(),
-                        b"GET /nothing-here.js HTTP/1.0" + host, b"GET /index.html HTTP/1.0" + host):
-            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-                sock.sendall(request)
-                replies.append(read_all(sock))
-        assert [status(r) for r in replies] == [400, 505, 400, 400, 404, 414, 400, 404, 200]
-        assert b"import " not in replies[3] and b"weights.safetensors" not in replies[4]
-        for name, mime in [("index.html", "text/html"), ("page.js", "text/javascript"),
-                           ("worker.js", "text/javascript"), ("style.css", "text/css"),
-                           ("data/manifest.json", "application/json"),
-                           ("data/weights.safetensors", "application/octet-stream")]:
-            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-                sock.sendall(b"GET /%s HTTP/1.0%s" % (name.encode(), host))
-                reply = read_all(sock)
-            assert status(reply) == 200 and header(reply, "Content-Type").startswith(mime), name
-            assert header(reply, "Cache-Control") == "no-store", name
-        for _ in range(5):  # clients that hang up mid-reply (a reset, as a closed tab does): no traceback
-            hang_up = socket.create_connection(("127.0.0.1", port), timeout=10)
-            hang_up.sendall(b"GET /page.js HTTP/1.0" + host)  # (served: a reply to cut)
-            hang_up.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            hang_up.close()
-        taken = subprocess.run([sys.executable, str(ROOT / "explore.py"), "--no-open", "--port", str(port)],
-                               cwd=tmp_path, capture_output=True, text=True, timeout=120)
-        assert taken.returncode == 2 and f"cannot serve on 127.0.0.1 port {port}" in taken.stderr, taken.stderr
-        proc.send_signal(signal.SIGINT)  # Ctrl-C
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0 and "stopped" in out and "Traceback" not in err, err
-    lines = [x for x in err.splitlines() if not x.startswith("note: ")]  # the note: the model is untrained
-    assert [x.rsplit(": HTTP ", 1)[1] for x in lines] == ["400", "505", "400", "400", "404", "414", "400", "404"], err
-    assert all(len(x) <= 200 and re.fullmatch(r"[ -~]*", x) for x in lines), err
-    with pytest.raises(OSError):  # nothing listens any more
-        socket.create_connection(("127.0.0.1", port), timeout=2).close()
-
-
 def test_the_server_binds_127_0_0_1_only(tmp_path):
     served = serving.make_server(tmp_path, 0)
     try:
@@ -451,51 +402,83 @@ def test_the_names_of_this_server_are_served(server):
     assert status(reply) == 301 and header(reply, "Location") == "/sub/"
 
 
-def test_explore_py_refuses_a_rebinding_page_and_serves_its_own_names(tmp_path):
-    """python3 explore.py --no-open, asked for its data as a page elsewhere on the web asks after DNS rebinding
-    (curl -H "Host: evil.example:PORT" http://127.0.0.1:PORT/data/split.json): 421 and not a byte of the split,
-    while the URL it prints, and localhost, serve it."""
+def test_explore_py_answers_bad_requests_and_rebinding_pages_and_stops_cleanly(tmp_path, capsys):
+    """The same through python3 explore.py --no-open (serving explorer/ with the real idle timeout): statuses, one
+    short line each on stderr and no traceback, successes quiet; the page's files with their types, uncached;
+    clients that hang up mid-reply leave no traceback; asked for its data as a page elsewhere on the web asks after
+    DNS rebinding (curl -H "Host: evil.example:PORT" http://127.0.0.1:PORT/data/split.json), 421 and not a byte of
+    the split, while the URL it prints, and localhost, serve it; a second explore.py on its port is a message and
+    exit 2; and Ctrl-C still stops it, and nothing listens any more."""
     proc, url = serving_explorer(tmp_path)
     try:
         port = int(url.split(":")[2].split("/")[0])
-        replies = {}
-        for host in [*foreign_hosts(port), b"", None, *own_hosts(port)]:
-            line = b"" if host is None else b"Host: " + host + b"\r\n"
+        host = b"\r\nHost: 127.0.0.1:%d\r\n\r\n" % port
+        replies = []
+        for request in (b"GARBAGE\r\n\r\n", b"GET / HTTP/9.9\r\n\r\n", b"GET /%00 HTTP/1.0" + host,
+                        b"GET /..%2fexplore.py HTTP/1.0" + host, b"GET /data/ HTTP/1.0" + host,
+                        b"GET /" + b"a" * 100_000 + b" HTTP/1.0\r\n\r\n", tls_client_hello(),
+                        b"GET /nothing-here.js HTTP/1.0" + host, b"GET /index.html HTTP/1.0" + host):
             with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-                sock.sendall(b"GET /data/split.json HTTP/1.%d\r\n%s\r\n" % (host is not None, line))
-                replies[host] = read_all(sock)
-        proc.send_signal(signal.SIGINT)
+                sock.sendall(request)
+                replies.append(read_all(sock))
+        assert [status(r) for r in replies] == [400, 505, 400, 400, 404, 414, 400, 404, 200]
+        assert b"import " not in replies[3] and b"weights.safetensors" not in replies[4]
+        for name, mime in [("index.html", "text/html"), ("page.js", "text/javascript"),
+                           ("worker.js", "text/javascript"), ("style.css", "text/css"),
+                           ("data/manifest.json", "application/json"),
+                           ("data/weights.safetensors", "application/octet-stream")]:
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                sock.sendall(b"GET /%s HTTP/1.0%s" % (name.encode(), host))
+                reply = read_all(sock)
+            assert status(reply) == 200 and header(reply, "Content-Type").startswith(mime), name
+            assert header(reply, "Cache-Control") == "no-store", name
+        for _ in range(5):  # clients that hang up mid-reply (a reset, as a closed tab does): no traceback
+            hang_up = socket.create_connection(("127.0.0.1", port), timeout=10)
+            hang_up.sendall(b"GET /page.js HTTP/1.0" + host)  # (served: a reply to cut)
+            hang_up.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            hang_up.close()
+        by_host = {}
+        for name in [*foreign_hosts(port), b"", None, *own_hosts(port)]:
+            line = b"" if name is None else b"Host: " + name + b"\r\n"
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                sock.sendall(b"GET /data/split.json HTTP/1.%d\r\n%s\r\n" % (name is not None, line))
+                by_host[name] = read_all(sock)
+        taken = ran("explore.py", capsys, "--no-open", "--port", port)
+        assert taken.returncode == 2 and f"cannot serve on 127.0.0.1 port {port}" in taken.stderr, taken.stderr
+        proc.send_signal(signal.SIGINT)  # Ctrl-C
         out, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 0 and "Traceback" not in err, err
+    assert proc.returncode == 0 and "stopped" in out and "Traceback" not in err, err
     split = (ROOT / "explorer" / "data" / "split.json").read_bytes()
-    for host, reply in replies.items():
-        if host in own_hosts(port):
-            assert status(reply) == 200 and body(reply) == split, host
+    for name, reply in by_host.items():
+        if name in own_hosts(port):
+            assert status(reply) == 200 and body(reply) == split, name
         else:
-            assert status(reply) == (421 if host else 400) and b"mia" not in reply and len(body(reply)) < 1000, host
-    lines = [x for x in err.splitlines() if not x.startswith("note: ")]
-    assert len(lines) == len(foreign_hosts(port)) + 2 and all(x.endswith(("HTTP 421", "HTTP 400")) for x in lines)
+            assert status(reply) == (421 if name else 400) and b"mia" not in reply and len(body(reply)) < 1000, name
+    lines = [x for x in err.splitlines() if not x.startswith("note: ")]  # the note: the model is untrained
+    assert [x.rsplit(": HTTP ", 1)[1] for x in lines[:8]] == ["400", "505", "400", "400", "404", "414", "400", "404"]
+    assert len(lines) == 8 + len(foreign_hosts(port)) + 2, err
+    assert all(x.endswith(("HTTP 421", "HTTP 400")) for x in lines[8:]), err
+    assert all(len(x) <= 200 and re.fullmatch(r"[ -~]*", x) for x in lines), err
+    with pytest.raises(OSError):  # nothing listens any more
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # explore.py --export against a hostile neighbour: which text, which folder, which permissions, no path of the machine
 
 
-def explore(*args, cwd):
-    """python3 explore.py with args, in cwd: the CompletedProcess (text)."""
-    return subprocess.run([sys.executable, str(ROOT / "explore.py"), *map(str, args)], capture_output=True,
-                          text=True, cwd=cwd, timeout=300)
-
-
-def files_under(folder):
-    """{relative path: bytes} of every file under folder, and every link as its target: to see what changed."""
-    folder = Path(folder)
-    return {p.relative_to(folder).as_posix(): (os.readlink(p) if p.is_symlink() else p.read_bytes())
-            for p in sorted(folder.rglob("*")) if p.is_symlink() or p.is_file()}
+@pytest.fixture
+def explore(capsys, monkeypatch):
+    """explore(*args, cwd=folder): python3 explore.py with args, run in this process in folder; a namespace of its
+    returncode, stdout and stderr."""
+    def run(*args, cwd):
+        monkeypatch.chdir(cwd)
+        return ran("explore.py", capsys, *args)
+    return run
 
 
 @pytest.fixture(scope="module")
@@ -538,7 +521,7 @@ def with_metadata(path, **changes):
     path.write_bytes(checkpoint.encode(tensors, metadata))
 
 
-def test_the_export_holds_no_path_of_the_machine(runs, tmp_path):
+def test_the_export_holds_no_path_of_the_machine(runs, explore, tmp_path):
     """A checkpoint named by its whole path, of a text train.py was given by its whole path: the export names both
     by their file names alone, the weights included, and is still the model (tensors and checks as before)."""
     from oneblock import checkpoint
@@ -548,10 +531,10 @@ def test_the_export_holds_no_path_of_the_machine(runs, tmp_path):
     assert checkpoint.load_checkpoint(runs / "whole.safetensors")["metadata"]["text"] == str(runs / "notes.txt")
     proc = explore("--ckpt", runs / "whole.safetensors", "--export", site, cwd=elsewhere)
     assert proc.returncode == 0, proc.stderr
-    exported = files_under(site)
+    exported = kinds_under(site)
     for name, data in exported.items():
         for path in {str(runs), str(runs.resolve()), str(tmp_path), str(ROOT)}:
-            assert path.encode() not in data, (name, path)
+            assert name == "data" or path.encode() not in data, (name, path)
     manifest = json.loads(exported["data/manifest.json"])
     split = json.loads(exported["data/split.json"])
     assert manifest["text"] == split["text"] == "notes.txt" and manifest["source"] == "Checkpoint whole.safetensors"
@@ -571,7 +554,8 @@ def test_the_export_holds_no_path_of_the_machine(runs, tmp_path):
 @pytest.mark.parametrize("ckpt_mode, text_mode, data_mode", [
     (0o600, 0o600, 0o600), (0o600, 0o644, 0o600), (0o644, 0o600, 0o600), (0o640, 0o644, 0o640),
     (0o644, 0o644, 0o644), (0o400, 0o444, 0o600), (0o666, 0o604, 0o604)])
-def test_the_export_keeps_the_privacy_of_what_it_was_made_from(runs, tmp_path, ckpt_mode, text_mode, data_mode):
+def test_the_export_keeps_the_privacy_of_what_it_was_made_from(runs, explore, tmp_path, ckpt_mode, text_mode,
+                                                               data_mode):
     """The data an export writes is as private as the checkpoint and the text it was made from (the owner may read
     and write it; the group and others may read it only where both let them, and never write it); the page's own
     files are readable by all."""
@@ -592,18 +576,14 @@ def test_the_export_keeps_the_privacy_of_what_it_was_made_from(runs, tmp_path, c
     stories.chmod(ckpt_mode)
     assert explore("--ckpt", stories, "--export", tmp_path / "site", cwd=tmp_path).returncode == 0
     want = 0o600 | (ckpt_mode & 0o044)
-    assert {(tmp_path / "site" / "data" / name).stat().st_mode & 0o777 for name in data_names()} == {want}
-
-
-def data_names():
-    return ["lessons.json", "manifest.json", "split.json", "tokenizer.json", "weights.safetensors"]
+    assert {(tmp_path / "site" / name).stat().st_mode & 0o777 for name in data} == {want}
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # Which text a model of your own text exports
 
 
-def test_a_checkpoint_cannot_export_a_file_it_names_elsewhere(runs, tmp_path):
+def test_a_checkpoint_cannot_export_a_file_it_names_elsewhere(runs, explore, tmp_path):
     """A crafted checkpoint that names another file, by its whole path or through folders, with that file's right
     SHA-256: nothing is read from there, the export is refused in one line, and nothing is written."""
     from oneblock import checkpoint
@@ -621,7 +601,7 @@ def test_a_checkpoint_cannot_export_a_file_it_names_elsewhere(runs, tmp_path):
             assert not (tmp_path / "site").exists()
 
 
-def test_the_text_beside_the_checkpoint_is_found_wherever_explore_runs(runs, tmp_path):
+def test_the_text_beside_the_checkpoint_is_found_wherever_explore_runs(runs, explore, tmp_path):
     ckpt = placed(runs, tmp_path / "runs", "own", text=True)
     (tmp_path / "other").mkdir()
     proc = explore("--ckpt", ckpt, "--export", tmp_path / "site", cwd=tmp_path / "other")
@@ -639,7 +619,7 @@ def test_the_text_beside_the_checkpoint_is_found_wherever_explore_runs(runs, tmp
     assert not (tmp_path / "site2").exists()
 
 
-def test_data_names_the_text_and_is_checked_against_the_checkpoint(runs, tmp_path):
+def test_data_names_the_text_and_is_checked_against_the_checkpoint(runs, explore, tmp_path):
     """--data FILE: the text the model learned, wherever it is now and whatever its name, held to the SHA-256 the
     checkpoint recorded; a wrong file, a folder, a FIFO or a missing one is one line and nothing written, as is
     --data with a model of the stories."""
@@ -678,7 +658,7 @@ def test_data_names_the_text_and_is_checked_against_the_checkpoint(runs, tmp_pat
 # Which folder an export writes: one of its own, and nothing through a link
 
 
-def test_an_export_never_writes_through_a_link(runs, tmp_path):
+def test_an_export_never_writes_through_a_link(runs, explore, tmp_path):
     """A link placed in the export's folder, where the export writes (data/, index.html, data/manifest.json), or
     the folder itself a link: refused in one line naming it; what the links lead to, and the folder, as they were."""
     outside = tmp_path / "outside"
@@ -696,14 +676,14 @@ def test_an_export_never_writes_through_a_link(runs, tmp_path):
         if where:
             site.mkdir()
         make(site)
-        before, there = files_under(tmp_path / "outside"), files_under(site)
+        before, there = kinds_under(tmp_path / "outside"), kinds_under(site)
         proc = explore("--ckpt", "stories.safetensors", "--export", site, cwd=runs)
         one_line_error(proc, f"{site / where if where else site} is a symbolic link")
-        assert files_under(tmp_path / "outside") == before and files_under(site) == there, where
-        assert files_under(tmp_path / "old")  # (the link's target export is still there)
+        assert kinds_under(tmp_path / "outside") == before and kinds_under(site) == there, where
+        assert kinds_under(tmp_path / "old")  # (the link's target export is still there)
 
 
-def test_an_export_replaces_only_an_export(runs, tmp_path):
+def test_an_export_replaces_only_an_export(runs, explore, tmp_path):
     """The folder must be missing, empty, or hold an earlier export (its data/manifest.json says so): a folder of
     your own files, or one whose manifest is not an export's, is refused and left as it was; what a killed export
     left (its temporary files) does not count, and is cleared."""
@@ -715,10 +695,10 @@ def test_an_export_replaces_only_an_export(runs, tmp_path):
     (mine / "data").mkdir(parents=True)
     (mine / "data" / "manifest.json").write_text('{"format": "my own manifest"}\n', encoding="utf-8")
     for folder in (site, mine):
-        before = files_under(folder)
+        before = kinds_under(folder)
         proc = explore("--ckpt", "stories.safetensors", "--export", folder, cwd=runs)
         one_line_error(proc, f"{folder} holds files that are not an explorer export", "missing, empty")
-        assert files_under(folder) == before
+        assert kinds_under(folder) == before
     # empty, and then an earlier export: both written
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -732,10 +712,10 @@ def test_an_export_replaces_only_an_export(runs, tmp_path):
     (killed / "index.html.999999999.abcd1234.tmp").write_bytes(b"half a page")
     proc = explore("--ckpt", "stories.safetensors", "--export", killed, cwd=runs)
     assert proc.returncode == 0, proc.stderr
-    assert not list(killed.rglob("*.tmp")) and sorted(files_under(killed)) == sorted(files_under(empty))
+    assert not list(killed.rglob("*.tmp")) and sorted(kinds_under(killed)) == sorted(kinds_under(empty))
 
 
-def test_two_exports_into_one_folder_do_not_mix(runs, tmp_path):
+def test_two_exports_into_one_folder_do_not_mix(runs, explore, tmp_path):
     """While another export writes a folder (it holds data/manifest.json's lock), a second is refused in one line,
     and writes nothing."""
     from atomic import hold
@@ -771,25 +751,13 @@ sys.exit(explore.main(sys.argv[2:]))
 
 
 @pytest.mark.skipif(os.name != "posix", reason="signals to a process are POSIX's")
-def test_a_signalled_export_says_so_in_one_line_and_leaves_the_old_export(runs, tmp_path):
+def test_a_signalled_export_says_so_in_one_line_and_leaves_the_old_export(runs, explore, tmp_path):
     """Before: a traceback, and now and then a temporary file or the lock left in the folder."""
     site = tmp_path / "site"
     assert explore("--ckpt", "stories.safetensors", "--export", site, cwd=runs).returncode == 0
-    before = files_under(site)
+    before = kinds_under(site)
     proc = subprocess.run([sys.executable, "-c", SIGNALLED_EXPORT, str(ROOT), "--ckpt", "stories.safetensors",
                            "--export", str(site)], capture_output=True, text=True, cwd=runs, timeout=300)
     assert proc.returncode == 128 + signal.SIGTERM and proc.stdout == "", proc.stderr
     assert proc.stderr == f"interrupted (SIGTERM): the export wrote nothing; {site} is as it was\n"
-    assert files_under(site) == before
-
-
-def test_a_scaling_record_nested_past_pythons_stack_is_refused_in_one_line(tmp_path):
-    """Before: explore.py --export gave a RecursionError on a deeply nested record."""
-    from experiments import lessons_scaling
-    from oneblock import export
-
-    path = tmp_path / "scaling.json"
-    path.write_bytes(b"[" * 100_000)
-    with pytest.raises(ValueError, match="JSON nested too deeply to read") as refused:
-        export.scaling_answer(path, lessons_scaling.SCALING)
-    assert "\n" not in str(refused.value)
+    assert kinds_under(site) == before
