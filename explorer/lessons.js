@@ -9,7 +9,7 @@
 // its answer is the export's (oneblock/page-lessons.json, fitted by experiments/lessons_scaling.py).
 //
 // A lesson is the export's words and one entry of LIVE: {answer(lab, report, words) -> {value, shown, bounds, ...}
-// (or {value, slots, bounds, ...} where the export has the answer's lines as templates, which fill writes), code
+// (or {value, slots, bounds, ...} where the export has the answer's lines as templates, which fill_lines writes), code
 // ([file, function] pairs of this page's modules, shown from the served file), trains (the live settings of a lesson
 // that trains, else null), slots(settings) (the numbers of its own runs that its words name)}. The cards are drawn
 // from the export's list, so a new lesson joins as its Python and one more entry here.
@@ -36,27 +36,37 @@ import { $, element, fetch_data, say } from "./ui.js";
 export const STORE = "oneblock-lessons-v1"; // the localStorage key of the learner's progress
 export const VERDICTS = ["right", "close", "off"]; // what a judge says
 const DATA = "data/lessons.json"; // the export's words (oneblock/export.py's lessons_data)
-const FORMAT = "one-block explorer lessons v3"; // its "format" field
+const FORMAT = "one-block explorer lessons v4"; // its "format" field
 const MOST_BYTES = 1 << 18; // bytes of it read, at most (it is about 15 KB): a larger file is refused unread
 const MOST_TEXT = 4000; // characters of one of its words, at most
 const MOST_LINES = 64; // lines of an answer (the scaling answer's, the templates of one), at most
 // ----------------------------------------------------------------------------------------------------------------
 // Numbers written as Python's format specs write them (the answers' lines read as the terminal's)
 
-/** x formatted as Python's format(x, spec) for the specs the lessons use: "g", ".Ng", ".Nf", ".Ne", "+.Ne", "+.Nf"
- * (fixed-point for |x| below 1e21, as JavaScript's toFixed writes it).
+/** x formatted as Python's format(x, spec) for the specs the lessons use: "g", ".Ng", ".Nf", ".Ne", "+.Ne", "+.Nf",
+ * and "Nd" for an integer, each with an optional width (fixed-point for |x| below 1e21, as JavaScript's toFixed
+ * writes it).
  *
  *     py_format(0.000659043, ".7g"), py_format(1.49e-7, ".2e"), py_format(0.01, ".0e")   // "0.000659043", "1.49e-07",
  *     // "1e-02" */
 export function py_format(x, spec) {
-  const m = /^(\+?)(?:\.(\d+))?([gef])$/.exec(spec);
-  if (!m) throw new Error(`format spec ${JSON.stringify(spec)}: expected g, .Ng, .Nf or .Ne, with an optional +`);
-  const [, plus, digits, kind] = m;
+  const m = /^(\+?)(\d*)(?:\.(\d+))?([gefd])$/.exec(spec);
+  if (!m || (m[4] === "d" && (m[3] !== undefined || !Number.isInteger(x)))) {
+    throw new Error(`format spec ${JSON.stringify(spec)}: expected g, .Ng, .Nf or .Ne, with an optional + and width,`
+      + " or Nd for an integer");
+  }
+  const [, plus, width, digits, kind] = m;
+  return plain(x, plus, digits, kind).padStart(Number(width || 0));
+}
+
+/** py_format without the width. */
+function plain(x, plus, digits, kind) {
   const sign = (text) => (plus && !text.startsWith("-") ? "+" + text : text);
   if (Number.isNaN(x)) return "nan";
   if (!Number.isFinite(x)) return sign(x > 0 ? "inf" : "-inf");
   const exp_form = (text) => text.replace(/e([+-])(\d)$/, "e$10$2"); // Python's exponent has at least two digits
   let p = digits === undefined ? 6 : Number(digits);
+  if (kind === "d") return sign(String(x));
   if (kind === "f") return sign(to_fixed(x, p));
   if (kind === "e") return sign(exp_form(to_exponential(x, p)));
   p = Math.max(p, 1);
@@ -98,6 +108,24 @@ export function fill(template, values) {
     if (slot === "{{" || slot === "}}") return slot[0];
     if (!Object.hasOwn(values, name)) throw new Error(`the words name {${name}}, which the page has no value for`);
     return spec === undefined ? String(values[name]) : py_format(values[name], spec);
+  });
+}
+
+/** The lines of an answer's templates (lessons.fill_lines): each a template fill fills with the answer's slots, or
+ * {each, cases} (lessons.each): a line per item of the list slots[each], filled by the template of the item's case
+ * (the only one, where there is one) with the answer's slots and the item's own.
+ *
+ *     fill_lines(["{n} of", { each: "at", cases: { line: "  {t:2d}" } }], { n: 1, at: [{ t: 5 }] })   // ["1 of",
+ *     // "   5"] */
+export function fill_lines(templates, slots) {
+  return templates.flatMap((template) => {
+    if (typeof template === "string") return [fill(template, slots)];
+    const cases = template.cases, names = Object.keys(cases);
+    return slots[template.each].map((item) => {
+      const name = names.length > 1 ? item.case : names[0];
+      if (!Object.hasOwn(cases, name)) throw new Error(`the words have no line for ${py_repr(String(name))}`);
+      return fill(cases[name], { ...slots, ...item });
+    });
   });
 }
 
@@ -330,23 +358,21 @@ export function row_variance(row) {
 // 1. tokens: how many pieces is " garden"?
 
 const WORD = " garden"; // with the space before it, as it stands in a sentence
+const KITE = " kite"; // a word of the stories that is one token
 
 function tokens_answer(lab) {
   const tok = lab.tok;
   const ids = encode(lab, WORD, py_repr(WORD));
-  const first_merge = tok.alphabet.length;
-  const made = ids.map((i) => `${py_repr(tok.vocab[i])}: ` + (i < first_merge ? "a character"
-    : `merge ${i - first_merge + 1} of ${tok.merges.length}, ${py_repr(tok.merges[i - first_merge][0])} +`
-      + ` ${py_repr(tok.merges[i - first_merge][1])}`));
+  const first = tok.alphabet.length; // the first merge's token
+  const made = ids.map((i) => (i < first ? { case: "character", piece: py_repr(tok.vocab[i]) }
+    : { case: "merge", piece: py_repr(tok.vocab[i]), rank: i - first + 1, left: py_repr(tok.merges[i - first][0]),
+      right: py_repr(tok.merges[i - first][1]) }));
   const count = (text) => lab.split.train.concat(lab.split.val).reduce((n, s) => n + s.split(text).length - 1, 0);
-  const counts = stories(lab) ? [`in corpus.txt: ${py_repr(WORD)} ${count(WORD)} times, ' kite' (one token)`
-    + ` ${count(" kite")} times`] : [];
   return {
     value: ids.length,
-    shown: [`${py_repr(WORD)} -> ${ids.length} pieces: ${pieces(lab, ids)} (token IDs ${ids.join(", ")})`,
-      ...made.map((line) => `  ${line}`),
-      `the tokenizer: ${tok.alphabet.length} characters + ${tok.merges.length} merges = ${tok.vocab.length} tokens`,
-      ...counts],
+    slots: { word: py_repr(WORD), count: ids.length, pieces: pieces(lab, ids), ids: ids.join(", "), made,
+      characters: tok.alphabet.length, merges: tok.merges.length, vocab: tok.vocab.length, kite: py_repr(KITE),
+      counts: stories(lab) ? [{ word_count: count(WORD), kite_count: count(KITE) }] : [] },
     bounds: "exact",
   };
 }
@@ -442,11 +468,11 @@ function causality_answer(lab, report, { guess: [, choices] }) {
     [String(CAUSAL_K)]: choices[2], [range(0, CAUSAL_K)]: choices[3] }[moved.join()]
     ?? `positions [${moved.join(", ")}]`;
   const tok = lab.tok;
-  const shown = [`the first ${ids.length} tokens: ${pieces(lab, ids)}`,
-    `position k = ${CAUSAL_K}: ${py_repr(tok.vocab[ids[CAUSAL_K]])} becomes ${py_repr(tok.vocab[changed[CAUSAL_K]])}`,
-    ...ids.map((_, t) => `  position ${String(t).padStart(2)}: ` + (moved.includes(t)
-      ? `moved, by up to ${py_format(largest_gap(before[t], after[t]), ".3g")}` : "the same floats, bit for bit"))];
-  return { value, moved, shown, bounds: "exact: the logits compared float for float" };
+  const at = ids.map((_, t) => (moved.includes(t) ? { case: "moved", t, gap: largest_gap(before[t], after[t]) }
+    : { case: "same", t }));
+  return { value, moved, bounds: "exact: the logits compared float for float",
+    slots: { T: ids.length, pieces: pieces(lab, ids), k: CAUSAL_K, before: py_repr(tok.vocab[ids[CAUSAL_K]]),
+      after: py_repr(tok.vocab[changed[CAUSAL_K]]), at } };
 }
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -477,7 +503,7 @@ function finite_difference_answer(lab, report, { guess: [, choices] }) {
   const W = params.W_out;
   const nudged = { ...params, W_out: { rows: W.rows, cols: W.cols, data: Float64Array.from(W.data) } }; // a copy
   const saved = W.data[j];
-  const errors = [], shown = [];
+  const errors = [], at = [];
   for (const h of STEPS) {
     nudged.W_out.data[j] = saved + h;
     const up = model.sequence_loss(nudged, x, y, config, EXACT);
@@ -485,8 +511,7 @@ function finite_difference_answer(lab, report, { guess: [, choices] }) {
     const down = model.sequence_loss(nudged, x, y, config, EXACT);
     const central = (up - down) / (2 * h);
     errors.push(Math.abs(central - grad));
-    shown.push(`  h = ${py_format(h, ".0e")}: central difference ${py_format(central, "+.15e")}, error`
-      + ` ${py_format(errors.at(-1), ".2e")}`);
+    at.push({ h, central, error: errors.at(-1) });
   }
   const third = (6 * errors[0]) / STEPS[0] ** 2; // |L'''| read off the largest step, where truncation rules
   const best = third > 0 ? ((3 * ROUND * Math.abs(loss)) / third) ** (1 / 3) : NaN;
@@ -494,12 +519,8 @@ function finite_difference_answer(lab, report, { guess: [, choices] }) {
     value: choices[error_shape(errors)],
     errors,
     grad,
-    shown: [`the weight W_out[0][${j}], with ${weights(lab)}; the loss L = ${py_format(loss, ".6f")} on ${FD_T} tokens`,
-      `backward's gradient: ${py_format(grad, "+.15e")}`, ...shown,
-      `the two errors: truncation h^2 |L'''| / 6, with |L'''| = ${py_format(third, ".3g")} read off h = 1e-2, and`
-        + ` round-off about 2^-52 |L| / h = ${py_format(ROUND * Math.abs(loss), ".2g")} / h`,
-      `they are equal near h = (3 2^-52 |L| / |L'''|)^(1/3) = ${py_format(best, ".1g")}; the least error here is at`
-        + ` h = ${py_format(STEPS[errors.indexOf(Math.min(...errors))], ".0e")}`],
+    slots: { j, weights: weights(lab), loss, T: FD_T, grad, at, third, round: ROUND * Math.abs(loss), best,
+      least: STEPS[errors.indexOf(Math.min(...errors))] },
     bounds: "the shape on every machine; the smallest errors are round-off, whose last digits may differ where exp"
       + " and log round differently",
   };
@@ -905,12 +926,12 @@ function facts(tok) {
 }
 
 /** An answer function whose lines are the export's templates (lessons.shows): the function it makes of
- * values(...), which returns {value, slots, bounds, ...}, returns the same with shown for slots, each line a
- * template filled with the slots. */
+ * values(...), which returns {value, slots, bounds, ...}, returns the same with shown for slots: fill_lines of the
+ * templates. */
 function filled(values, templates) {
   return async (...args) => {
     const { slots, ...got } = await values(...args);
-    return { ...got, shown: templates.map((line) => fill(line, slots)) };
+    return { ...got, shown: fill_lines(templates, slots) };
   };
 }
 
@@ -940,10 +961,12 @@ function checked_lessons(data, tok) {
         + " number, range, or pair or choice with its words");
     }
     const shown = Array.isArray(words.shown) ? words.shown : [];
-    if (!Array.isArray(words.shown) || shown.length > MOST_LINES
-      || !shown.every((line) => typeof line === "string" && line.length <= MOST_TEXT)) {
+    const line = (t) => typeof t === "string" && t.length <= MOST_TEXT;
+    const lines = (t) => line(t) || (line(t?.each) && t.cases && typeof t.cases === "object"
+      && Object.keys(t.cases).length <= MOST_LINES && Object.values(t.cases).every(line));
+    if (!Array.isArray(words.shown) || shown.length > MOST_LINES || !shown.every(lines)) {
       throw new Error(`lesson ${key} of ${DATA}: its shown is not a list of at most ${MOST_LINES} texts of at most`
-        + ` ${MOST_TEXT} characters`);
+        + ` ${MOST_TEXT} characters (or {each, cases} of such texts)`);
     }
     const live = { trains: null, slots: () => ({}), ...LIVE[key] };
     const values = { ...facts(tok), ...(live.trains ? live.slots(lab.trained_settings(live.trains)) : {}) };

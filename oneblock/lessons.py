@@ -86,10 +86,40 @@ def shows(*templates):
         def answer(lab, *args, **kwargs):
             got = values(lab, *args, **kwargs)
             slots = got.pop("slots")
-            return {**got, "shown": [line.format(**slots) for line in templates]}
+            return {**got, "shown": fill_lines(templates, slots)}
         answer.shown = templates
         return answer
     return make
+
+
+def each(slot, **cases):
+    """A template of one line per item of the list that the answer's slot holds: each item a dict of its own slots,
+    with "case" naming its template where there are several. The item's line is filled with the answer's slots
+    and its own.
+
+    >>> fill_lines([each("steps", line="  h = {h:.0e}")], {"steps": [{"h": 0.01}, {"h": 0.001}]})
+    ['  h = 1e-02', '  h = 1e-03']
+    """
+    return {"each": slot, "cases": cases}
+
+
+def fill_lines(templates, slots):
+    """The lines of templates (each a str.format template, or an each() of one line per item) filled with slots.
+
+    >>> fill_lines(["{n} of", each("at", on="  {t}: on", off="  {t}: off")], {"n": 2, "at": [{"case": "off",
+    ...                                                                                         "t": 0}]})
+    ['2 of', '  0: off']
+    """
+    lines = []
+    for template in templates:
+        if isinstance(template, str):
+            lines.append(template.format(**slots))
+            continue
+        cases = template["cases"]
+        for item in slots[template["each"]]:
+            case = item["case"] if len(cases) > 1 else next(iter(cases))
+            lines.append(cases[case].format(**{**slots, **item}))
+    return lines
 
 
 class Skip(Exception):
@@ -412,32 +442,36 @@ class Exactly:
 # 1. tokens: how many pieces is " garden"?
 
 WORD = " garden"  # with the space before it, as it stands in a sentence
+KITE = " kite"  # a word of the stories that is one token
 
 
 def corpus_counts(lab):
-    """How often WORD and ' kite' (a token of its own) stand in corpus.txt, the text the shipped tokenizer learned
-    from: nothing for a checkpoint that carries a tokenizer of its own text."""
+    """How often WORD and KITE (a token of its own) stand in corpus.txt, the text the shipped tokenizer learned from:
+    nothing for a checkpoint that carries a tokenizer of its own text."""
     if not shipped_tokenizer(lab):
         return []
     text = CORPUS.read_text(encoding="utf-8")
-    return [f"in corpus.txt: {WORD!r} {text.count(WORD)} times, ' kite' (one token) {text.count(' kite')} times"]
+    return [{"word_count": text.count(WORD), "kite_count": text.count(KITE)}]
 
 
+@shows("{word} -> {count} pieces: {pieces} (token IDs {ids})",
+       each("made", character="  {piece}: a character", merge="  {piece}: merge {rank} of {merges}, {left} + {right}"),
+       "the tokenizer: {characters} characters + {merges} merges = {vocab} tokens",
+       each("counts", line="in corpus.txt: {word} {word_count} times, {kite} (one token) {kite_count} times"))
 def tokens_answer(lab):
     """How many tokens the lab's tokenizer cuts WORD into, and what each piece is made of."""
     tok = lab.tokenizer
     ids = encode(lab, WORD, repr(WORD))
     first_merge = len(tok.alphabet)
-    made = [f"{tok.vocab[i]!r}: " + ("a character" if i < first_merge else
-                                     f"merge {i - first_merge + 1} of {len(tok.merges)},"
-                                     f" {tok.merges[i - first_merge][0]!r} + {tok.merges[i - first_merge][1]!r}")
+    made = [{"case": "character", "piece": repr(tok.vocab[i])} if i < first_merge else
+            {"case": "merge", "piece": repr(tok.vocab[i]), "rank": i - first_merge + 1,
+             "left": repr(tok.merges[i - first_merge][0]), "right": repr(tok.merges[i - first_merge][1])}
             for i in ids]
     return {"value": len(ids),
-            "shown": [f"{WORD!r} -> {len(ids)} pieces: {pieces(lab, ids)}"
-                      f" (token IDs {', '.join(map(str, ids))})",
-                      *(f"  {line}" for line in made),
-                      f"the tokenizer: {len(tok.alphabet)} characters + {len(tok.merges)} merges ="
-                      f" {len(tok.vocab)} tokens", *corpus_counts(lab)],
+            "slots": {"word": repr(WORD), "count": len(ids), "pieces": pieces(lab, ids),
+                      "ids": ", ".join(map(str, ids)), "made": made, "characters": len(tok.alphabet),
+                      "merges": len(tok.merges), "vocab": len(tok.vocab), "kite": repr(KITE),
+                      "counts": corpus_counts(lab)},
             "bounds": "exact"}
 
 
@@ -628,6 +662,9 @@ CAUSAL_T, CAUSAL_K = 12, 5  # the first 12 tokens of the first story; the token 
 CAUSAL_CHOICES = ("all positions", "position k and after", "only position k", "only positions before k")
 
 
+@shows("the first {T} tokens: {pieces}", "position k = {k}: {before} becomes {after}",
+       each("at", moved="  position {t:2d}: moved, by up to {gap:.3g}",
+            same="  position {t:2d}: the same floats, bit for bit"))
 def causality_answer(lab):
     """Which positions' logits differ at all when the token at CAUSAL_K changes: model.forward twice, compared
     exactly."""
@@ -644,13 +681,12 @@ def causality_answer(lab):
              (CAUSAL_K,): CAUSAL_CHOICES[2], tuple(range(CAUSAL_K)): CAUSAL_CHOICES[3]}.get(
         tuple(moved), f"positions {moved}")
     tok = lab.tokenizer
-    shown = [f"the first {len(ids)} tokens: {pieces(lab, ids)}",
-             f"position k = {CAUSAL_K}: {tok.vocab[ids[CAUSAL_K]]!r} becomes {tok.vocab[changed[CAUSAL_K]]!r}"]
-    for t in range(len(ids)):
-        gap = largest_gap(before[t], after[t])
-        shown.append(f"  position {t:2d}: " + (f"moved, by up to {gap:.3g}" if t in moved else
-                                              "the same floats, bit for bit"))
-    return {"value": value, "shown": shown, "bounds": "exact: the logits compared float for float"}
+    at = [{"case": "moved", "t": t, "gap": largest_gap(before[t], after[t])} if t in moved else
+          {"case": "same", "t": t} for t in range(len(ids))]
+    return {"value": value,
+            "slots": {"T": len(ids), "pieces": pieces(lab, ids), "k": CAUSAL_K,
+                      "before": repr(tok.vocab[ids[CAUSAL_K]]), "after": repr(tok.vocab[changed[CAUSAL_K]]), "at": at},
+            "bounds": "exact: the logits compared float for float"}
 
 
 CAUSALITY = Lesson(
@@ -692,6 +728,12 @@ def error_shape(errors, factor=10.0):
     return FD_CHOICES[1] if falls and rises else FD_CHOICES[0] if falls else FD_CHOICES[3] if rises else FD_CHOICES[2]
 
 
+@shows("the weight W_out[0][{j}], with {weights}; the loss L = {loss:.6f} on {T} tokens",
+       "backward's gradient: {grad:+.15e}",
+       each("at", line="  h = {h:.0e}: central difference {central:+.15e}, error {error:.2e}"),
+       "the two errors: truncation h^2 |L'''| / 6, with |L'''| = {third:.3g} read off h = 1e-2, and round-off about"
+       " 2^-52 |L| / h = {round:.2g} / h",
+       "they are equal near h = (3 2^-52 |L| / |L'''|)^(1/3) = {best:.1g}; the least error here is at h = {least:.0e}")
 def finite_difference_answer(lab):
     """backward's gradient of one weight, W_out[0][the first target], against central differences at each step."""
     params, positions = reference(lab)
@@ -702,7 +744,7 @@ def finite_difference_answer(lab):
     grad = model.backward(params, cache, dlogits)["W_out"][0][y[0]]
     row, j = params["W_out"][0], y[0]
     saved = row[j]
-    errors, shown = [], []
+    errors, at = [], []
     try:
         for h in STEPS:
             row[j] = saved + h
@@ -712,18 +754,15 @@ def finite_difference_answer(lab):
             row[j] = saved
             central = (up - down) / (2 * h)
             errors.append(abs(central - grad))
-            shown.append(f"  h = {h:.0e}: central difference {central:+.15e}, error {errors[-1]:.2e}")
+            at.append({"h": h, "central": central, "error": errors[-1]})
     finally:
         row[j] = saved
     third = 6 * errors[0] / STEPS[0] ** 2  # |L'''| read off the largest step, where truncation rules
     best = (3 * ROUND * abs(loss) / third) ** (1 / 3) if third > 0 else float("nan")
     return {"value": error_shape(errors),
-            "shown": [f"the weight W_out[0][{j}], with {weights(lab)}; the loss L = {loss:.6f} on {FD_T} tokens",
-                      f"backward's gradient: {grad:+.15e}", *shown,
-                      f"the two errors: truncation h^2 |L'''| / 6, with |L'''| = {third:.3g} read off h = 1e-2,"
-                      f" and round-off about 2^-52 |L| / h = {ROUND * abs(loss):.2g} / h",
-                      f"they are equal near h = (3 2^-52 |L| / |L'''|)^(1/3) = {best:.1g}; the least error here is at"
-                      f" h = {STEPS[errors.index(min(errors))]:.0e}"],
+            "slots": {"j": j, "weights": weights(lab), "loss": loss, "T": FD_T, "grad": grad, "at": at,
+                      "third": third, "round": ROUND * abs(loss), "best": best,
+                      "least": STEPS[errors.index(min(errors))]},
             "bounds": "the shape on every machine; the smallest errors are round-off, whose last digits may differ"
                       " where exp and log round differently"}
 

@@ -275,6 +275,9 @@ def test_numbers_are_written_as_pythons_format_writes_them(modules_page):
     modules_page.evaluate("async () => { window.lessons = await import('./lessons.js'); }")
     got = modules_page.evaluate("(cases) => cases.map(([x, s]) => lessons.py_format(x, s))", FORMATS)
     assert got == [format(x, spec) for x, spec in FORMATS]
+    ints = [(n, spec) for n in (0, 5, 11, -3, 123) for spec in ("d", "2d", "4d")]  # (causality's positions)
+    assert modules_page.evaluate("(cases) => cases.map(([x, s]) => lessons.py_format(x, s))", ints) == [
+        format(n, spec) for n, spec in ints]
     shows = [0.0, 4.0, 0.000659043, [0.0, 0.0006590429381321261], "only k"]
     assert modules_page.evaluate("(vs) => vs.map(lessons.show)", shows) == [
         py_lessons.show(tuple(v) if isinstance(v, list) else v) for v in shows]
@@ -311,8 +314,9 @@ def test_the_ten_model_lessons_in_the_page_answer_as_model_py_does(browser, site
         elif lesson.key == "order":
             assert value[0] == wanted[0] == 0.0  # bit-exact, on every machine
             assert value[1] == pytest.approx(wanted[1], rel=1e-13, abs=0) and value[1] > 0
-        else:  # finite-difference
+        else:  # finite-difference: the same lines but for the round-off's last digits
             assert value == wanted == "falls then rises"
+            assert page_lines[:2] == want["shown"][:2] and page_lines[-1] == want["shown"][-1]
     verdicts = {lesson.key: read_card(page, lesson.key)["verdict"] for lesson in py_lessons.LESSONS}
     assert set(verdicts.values()) == {"right", "close", "off"}, verdicts  # the guesses above get different verdicts
 
