@@ -21,7 +21,7 @@ import numpy as np
 
 from oneblock import floor, numpy_model, training
 from oneblock.config import SCHEMES
-from oneblock.lessons import Exactly, Lesson, Skip, shipped_tokenizer, weights
+from oneblock.lessons import Exactly, Lesson, Skip, each, shipped_tokenizer, shows, weights
 from oneblock.settings import Settings, checked, model_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -310,6 +310,14 @@ def copy_train(size, steps, write):
     return params
 
 
+COPIED = ("copies {accuracy:.1f}% of the copyable tokens right; copy loss {copy_loss:.3f} nats (first period"
+          " {first_period_loss:.3f}); trained in {seconds:.1f} s")  # a model's line, after its name
+
+
+@shows("{sequences} fresh test sequences, each a segment of 4 to 16 tokens repeated to fill 64; a token is copyable"
+       " once its segment has been seen",
+       each("models", one="one block: " + COPIED, two="two blocks: " + COPIED),
+       "two blocks minus one: {points:+.1f} points of copied-token accuracy ({seconds:.1f} s for both)")
 def second_block_answer(lab, steps=COPY_STEPS):
     """Train one block and two blocks `steps` steps each on the copying task and measure both on the same fresh
     sequences: the copied-token accuracy and loss (experiments/induction.py's induction_measures)."""
@@ -317,7 +325,7 @@ def second_block_answer(lab, steps=COPY_STEPS):
     from experiments.induction import induction_config, induction_measures, periodic
 
     test = periodic(random.Random(TEST_SEED), TEST_SEQUENCES)
-    measured, shown = {}, []
+    measured, models = {}, []
     started = time.perf_counter()
     for size in COPY_SIZES:
         name = "one block" if size[0] == 1 else "two blocks"
@@ -328,16 +336,13 @@ def second_block_answer(lab, steps=COPY_STEPS):
         with training.use_threads(copy_settings(size, steps)):
             measured[name], _ = induction_measures(params, induction_config(size), test)
         m = measured[name]
-        shown.append(f"{name}: copies {100 * m['copy_accuracy']:.1f}% of the copyable tokens right; copy loss"
-                     f" {m['copy_loss']:.3f} nats (first period {m['first_period_loss']:.3f});"
-                     f" trained in {time.perf_counter() - t0:.1f} s")
+        models.append({"case": "one" if size[0] == 1 else "two", "accuracy": 100 * m["copy_accuracy"],
+                       "copy_loss": m["copy_loss"], "first_period_loss": m["first_period_loss"],
+                       "seconds": time.perf_counter() - t0})
     seconds = time.perf_counter() - started
     one, two = (measured[name]["copy_accuracy"] for name in ("one block", "two blocks"))
-    shown.insert(0, f"{TEST_SEQUENCES} fresh test sequences, each a segment of 4 to 16 tokens repeated to fill 64;"
-                    f" a token is copyable once its segment has been seen")
-    shown.append(f"two blocks minus one: {100 * (two - one):+.1f} points of copied-token accuracy"
-                 f" ({seconds:.1f} s for both)")
-    return {"value": copy_choice(one, two), "shown": shown,
+    return {"value": copy_choice(one, two),
+            "slots": {"sequences": TEST_SEQUENCES, "models": models, "points": 100 * (two - one), "seconds": seconds},
             "bounds": f"trained live, {steps} steps each; 'far' means more than {100 * COPY_MARGIN:.0f} points apart",
             "steps": steps, "measures": measured, "seconds": seconds}
 

@@ -26,7 +26,6 @@
 
 import { py_repr } from "./bpe.js";
 import { DEPTH, depth_config, settings_of, start_worker } from "./experiments.js";
-import * as induction from "./induction.js";
 import * as model from "./model.js";
 import { EXACT, SCHEMES, float_repr, forward, fsum, model_config } from "./model.js";
 import * as positions from "./positions.js";
@@ -845,7 +844,7 @@ export function copy_choice(one, two, margin = COPY_MARGIN) {
 async function second_block_answer(lab, report, { guess: [, choices] }) {
   const s = lab.trained_settings(COPY);
   const steps = { 1: 0, 2: 0 };
-  const started = performance.now();
+  const started = performance.now(), took = {}; // took: each model's seconds, the two trained side by side
   const runs = await Promise.all(DEPTH.blocks.map((blocks) => {
     const config = model.checked(depth_config(blocks));
     return train_in_worker({ task: "induction", params: null, config, seed: s.seed,
@@ -853,22 +852,19 @@ async function second_block_answer(lab, report, { guess: [, choices] }) {
       steps[blocks] = msg.step;
       const done = (steps[1] + steps[2]) / (2 * s.steps);
       report(`one block ${steps[1]}, two blocks ${steps[2]} of ${s.steps} steps`, done);
+    }).then((evals) => {
+      took[blocks] = (performance.now() - started) / 1000;
+      return evals;
     });
   }));
   const seconds = (performance.now() - started) / 1000;
   const measured = Object.fromEntries(DEPTH.blocks.map((blocks, i) => [blocks, runs[i].at(-1).measures]));
-  const shown = [`${DEPTH.test_count} test sequences (seed ${induction.TEST_SEED}), each a segment of 4 to 16 tokens`
-    + " repeated to fill 64; a token is copyable once its segment has been seen"];
-  for (const blocks of DEPTH.blocks) {
-    const m = measured[blocks];
-    shown.push(`${blocks === 1 ? "one block" : "two blocks"}: copies ${(100 * m.copy_accuracy).toFixed(1)}% of the`
-      + ` copyable tokens right; copy loss ${py_format(m.copy_loss, ".3f")} nats (first period`
-      + ` ${py_format(m.first_period_loss, ".3f")})`);
-  }
+  const models = DEPTH.blocks.map((blocks) => ({ case: blocks === 1 ? "one" : "two",
+    accuracy: 100 * measured[blocks].copy_accuracy, copy_loss: measured[blocks].copy_loss,
+    first_period_loss: measured[blocks].first_period_loss, seconds: took[blocks] }));
   const [one, two] = [measured[1].copy_accuracy, measured[2].copy_accuracy];
-  shown.push(`two blocks minus one: ${py_format(100 * (two - one), "+.1f")} points of copied-token accuracy`
-    + ` (${s.steps} steps of ${s.batch} sequences each, lr ${py_format(s.lr, "g")}, ${seconds.toFixed(1)} s for both)`);
-  return { value: choices[copy_choice(one, two)], shown,
+  return { value: choices[copy_choice(one, two)],
+    slots: { sequences: DEPTH.test_count, models, points: 100 * (two - one), seconds },
     bounds: `trained live, ${s.steps} steps each; 'far' means more than ${(100 * COPY_MARGIN).toFixed(0)} points apart`,
     steps: s.steps, measures: { one: measured[1], two: measured[2] }, seconds };
 }

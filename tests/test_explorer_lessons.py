@@ -542,6 +542,12 @@ def test_the_three_trained_lessons_train_in_the_page_as_numpy_float64_does(brows
         assert got[name]["copy_accuracy"] == copies[blocks]["copy_accuracy"], blocks
         assert got[name]["copy_loss"] == pytest.approx(copies[blocks]["copy_loss"], rel=1e-9, abs=0), blocks
     assert answers["second-block"]["value"] == copy_choice(copies[1]["copy_accuracy"], copies[2]["copy_accuracy"])
+    lines = answers["second-block"]["shown"]  # the export's templates, filled with the page's numbers
+    assert lines[0].startswith(f"{depth['test_count']} fresh test sequences, each a segment of 4 to 16 tokens")
+    for line, name, blocks in zip(lines[1:3], ("one block", "two blocks"), (1, 2)):
+        assert line.startswith(f"{name}: copies {100 * copies[blocks]['copy_accuracy']:.1f}% of the copyable tokens")
+        assert re.search(r"; trained in \d+\.\d s$", line), line
+    assert lines[3].startswith("two blocks minus one: ") and len(lines) == 4
     page.close()
     assert errors == []
 
