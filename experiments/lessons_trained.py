@@ -48,17 +48,26 @@ FLOOR_CHOICES = ("yes", "no")
 
 
 def page_val_loss(lab, data):
-    """The validation loss of the lab's own model (its weights, its config) on data's validation stories, in nats
-    per token, or None with the reason when that model cannot read them."""
+    """(the validation loss of the lab's own model (its weights, its config) on data's validation stories, in nats
+    per token, None), or (None, why that model cannot read them: the slots of floor_answer's line that says so)."""
     if not shipped_tokenizer(lab):
-        return None, "its tokenizer is a text's own, not the stories'"
+        return None, {"case": "own_text"}
     if lab.config.max_len < max(len(ids) - 1 for ids in data.val_ids) and lab.config.positions == "learned":
-        return None, f"it has {lab.config.max_len} positions, fewer than a validation story needs"
+        return None, {"case": "short", "max_len": lab.config.max_len}
     params = numpy_model.from_lists(lab.params)
     loss = partial(numpy_model.sequence_loss, config=lab.config)
     return training.story_nats(loss, params, data.val_ids) / data.val_tokens, None
 
 
+@shows("the floor of corpus.txt (corpus-entropy.json): {corpus_floor:.4f} nats per token",
+       "the floor of the {stories} validation stories (floor.story_floor): {val_floor:.4f}",
+       "a fresh run of {steps} steps, trained here in {seconds:.1f} s: validation loss {val_loss:.4f}",
+       each("side", above="above the floor by {gap:.4f} nats per token", below="below the floor by {gap:.4f} nats per"
+                                                                               " token"),
+       each("page", measured="the page's model ({weights}): validation loss {loss:.4f}, the floor {over:+.4f}",
+            own_text="the page's model ({weights}): not measured: its tokenizer is a text's own, not the stories'",
+            short="the page's model ({weights}): not measured: it has {max_len} positions, fewer than a validation"
+                  " story needs"))
 def floor_answer(lab, steps=FLOOR_STEPS):
     """Train a run of `steps` steps on the stories (the numpy backend, from the seed's initial weights) and read its
     validation loss against the floor of the validation stories (and the corpus's, corpus-entropy.json's)."""
@@ -74,14 +83,11 @@ def floor_answer(lab, steps=FLOOR_STEPS):
     data = run.data
     gap = run.val_loss - data.val_floor
     page, why = page_val_loss(lab, data)
-    shown = [f"the floor of corpus.txt (corpus-entropy.json): {corpus_floor:.4f} nats per token",
-             f"the floor of the {len(data.val_ids)} validation stories (floor.story_floor): {data.val_floor:.4f}",
-             f"a fresh run of {steps} steps, trained here in {seconds:.1f} s: validation loss {run.val_loss:.4f}",
-             f"{'above' if gap > 0 else 'below'} the floor by {abs(gap):.4f} nats per token",
-             f"the page's model ({weights(lab)}): " + (f"validation loss {page:.4f}, the floor"
-                                                       f" {page - data.val_floor:+.4f}" if why is None
-                                                       else f"not measured: {why}")]
-    return {"value": "no" if gap > 0 else "yes", "shown": shown,
+    return {"value": "no" if gap > 0 else "yes",
+            "slots": {"corpus_floor": corpus_floor, "stories": len(data.val_ids), "val_floor": data.val_floor,
+                      "steps": steps, "seconds": seconds, "val_loss": run.val_loss, "gap": abs(gap),
+                      "side": [{"case": "above" if gap > 0 else "below"}], "weights": weights(lab),
+                      "page": [why or {"case": "measured", "loss": page, "over": page - data.val_floor}]},
             "bounds": f"trained live, {steps} steps: {'above' if gap > 0 else 'below'} the floor by {abs(gap):.4f}",
             "steps": steps, "val_loss": run.val_loss, "val_floor": data.val_floor, "corpus_floor": corpus_floor,
             "gap": gap, "page_val_loss": page, "seconds": seconds}

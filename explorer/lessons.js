@@ -749,14 +749,10 @@ async function floor_answer(lab, report, { guess: [, [yes, no]] }) {
   const page = fits ? train.story_nats(m.params, lab.data.val_ids, m.config) / lab.data.val_tokens : null;
   return {
     value: gap > 0 ? no : yes,
-    shown: [`the floor of corpus.txt (corpus-entropy.json): ${py_format(lab.manifest.floor, ".4f")} nats per token`,
-      `the floor of the ${lab.data.val_ids.length} validation stories (floor.story_floor): ${py_format(floor, ".4f")}`,
-      `a fresh run of ${s.steps} steps of ${s.batch} windows, trained here in ${seconds.toFixed(1)} s: validation loss`
-        + ` ${py_format(val, ".4f")}`,
-      `${gap > 0 ? "above" : "below"} the floor by ${py_format(Math.abs(gap), ".4f")} nats per token`,
-      `the page's model (${weights(lab)}): ` + (page === null ? "not measured: it has fewer positions than a"
-        + " validation story needs" : `validation loss ${py_format(page, ".4f")}, the floor`
-        + ` ${py_format(page - floor, "+.4f")}`)],
+    slots: { corpus_floor: lab.manifest.floor, stories: lab.data.val_ids.length, val_floor: floor, steps: s.steps,
+      seconds, val_loss: val, gap: Math.abs(gap), side: [{ case: gap > 0 ? "above" : "below" }], weights: weights(lab),
+      page: [fits ? { case: "measured", loss: page, over: page - floor }
+        : { case: "short", max_len: m.config.max_len }] },
     bounds: `trained live, ${s.steps} steps: ${gap > 0 ? "above" : "below"} the floor by`
       + ` ${py_format(Math.abs(gap), ".4f")}`,
     steps: s.steps, val_loss: val, val_floor: floor, gap, page_val_loss: page, seconds,

@@ -523,6 +523,10 @@ def test_the_three_trained_lessons_train_in_the_page_as_numpy_float64_does(brows
     assert answers["floor"]["value"] == ("no" if run.val_loss > run.data.val_floor else "yes")
     lab = py_lessons.build_lab()
     assert floor["page_val_loss"] == pytest.approx(page_val_loss(lab, run.data)[0], rel=1e-12, abs=0)
+    lines = answers["floor"]["shown"]  # the export's templates, filled with the page's numbers
+    assert lines[2].startswith(f"a fresh run of {TEST_STEPS} steps, trained here in ") and len(lines) == 5
+    assert lines[3] == f"above the floor by {floor['gap']:.4f} nats per token" and floor['gap'] > 0
+    assert lines[4].startswith(f"the page's model (the seed's weights): validation loss {floor['page_val_loss']:.4f}")
 
     want = python_positions(TEST_STEPS, run.data)
     got = stats["positions-past-length"]["runs"]
