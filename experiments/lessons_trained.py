@@ -179,35 +179,32 @@ def position_losses(params, config, ids, targets):
 
 
 def reads_past(params, config, ids, targets):
-    """{"refused": numpy_model's message} when the model cannot read ids' positions, or {"before", "after", "at"}:
-    its mean loss at positions 0..63, at 64..100 and at 100 itself."""
+    """{"case": "refused", "refused": numpy_model's message} when the model cannot read ids' positions, or {"case":
+    "reads", "before", "after", "at"}: its mean loss at positions 0..63, at 64..100 and at 100 itself."""
     try:
         losses = position_losses(params, config, ids, targets)
     except ValueError as e:
-        return {"refused": str(e)}
-    return {"before": float(losses[:TRAINED_LEN].mean()), "after": float(losses[TRAINED_LEN:].mean()),
+        return {"case": "refused", "refused": str(e)}
+    return {"case": "reads", "before": float(losses[:TRAINED_LEN].mean()), "after": float(losses[TRAINED_LEN:].mean()),
             "at": float(losses[PAST_POSITION])}
 
 
-def reading_line(name, got):
-    """One line of the answer: what a model did with the windows of 101 tokens.
-
-    >>> reading_line("rope", {"before": 0.71, "after": 0.9, "at": 0.95})
-    'rope: reads it; loss 0.710 at positions 0-63, 0.900 at 64-100, 0.950 at 100'
-    >>> reading_line("learned", {"refused": "too long"})
-    'learned: refused: too long'
-    """
-    if "refused" in got:
-        return f"{name}: refused: {got['refused']}"
-    return (f"{name}: reads it; loss {got['before']:.3f} at positions 0-{TRAINED_LEN - 1}, {got['after']:.3f} at"
-            f" {TRAINED_LEN}-{PAST_POSITION}, {got['at']:.3f} at {PAST_POSITION}")
+READS = "reads it; loss {before:.3f} at positions 0-{last}, {after:.3f} at {trained}-{past}, {at:.3f} at {past}"
+REFUSED = "refused: {refused}"  # what a model did with the windows of 101 tokens (reads_past), after its name
+PAGE = "the page's model ({weights}, {positions} positions): "
 
 
+@shows("{windows} windows of {length} tokens of the validation stories; each scheme trained {steps} steps here on"
+       " windows of {trained} ({seconds:.1f} s for the four)",
+       each("runs", reads="{name}: " + READS, refused="{name}: " + REFUSED),
+       each("within", line="({name} at positions 0-{last}, in windows of {trained}: loss {within:.3f})"),
+       each("page", reads=PAGE + READS, refused=PAGE + REFUSED,
+            own_text="the page's model ({weights}): not run, its tokenizer is a text's own, not the stories'"))
 def past_length_answer(lab, steps=PAST_STEPS):
     """Train each scheme `steps` steps on windows of 64 tokens, then run it with numpy_model on windows of 101
     tokens of the validation stories: the learned scheme's refusal, the others' loss before and past 64."""
     need("threadpoolctl")
-    data, runs, shown = None, {}, []
+    data, runs = None, {}
     started = time.perf_counter()
     for scheme in SCHEMES:
         lab.write(f"training {scheme} positions, {steps} steps on windows of {TRAINED_LEN} tokens ...")
@@ -221,22 +218,17 @@ def past_length_answer(lab, steps=PAST_STEPS):
         if "refused" in runs[scheme]:  # what it reads in its own length, for scale
             within = position_losses(run.state["params"], config, ids[:, :TRAINED_LEN], targets[:, :TRAINED_LEN])
             runs[scheme]["within"] = float(within.mean())
-        shown.append(reading_line(scheme, runs[scheme]))
     seconds = time.perf_counter() - started
-    for scheme, got in runs.items():
-        if "within" in got:
-            shown.append(f"({scheme} at positions 0-{TRAINED_LEN - 1}, in windows of {TRAINED_LEN}: loss"
-                         f" {got['within']:.3f})")
-    shown.insert(0, f"{len(ids)} windows of {PAST_POSITION + 1} tokens of the validation stories; each scheme"
-                    f" trained {steps} steps here on windows of {TRAINED_LEN} ({seconds:.1f} s for the four)")
+    page = [{"case": "own_text"}]
     if shipped_tokenizer(lab):
-        page = reads_past(numpy_model.from_lists(lab.params), lab.config, ids, targets)
-        shown.append(f"the page's model ({weights(lab)}, {lab.config.positions} positions): "
-                     + reading_line("it", page).removeprefix("it: "))
-    else:
-        shown.append(f"the page's model ({weights(lab)}): not run, its tokenizer is a text's own, not the stories'")
+        page = [reads_past(numpy_model.from_lists(lab.params), lab.config, ids, targets)]
     reads = {scheme for scheme, got in runs.items() if "refused" not in got}
-    return {"value": scheme_choice(reads), "shown": shown,
+    return {"value": scheme_choice(reads),
+            "slots": {"windows": len(ids), "length": PAST_POSITION + 1, "steps": steps, "trained": TRAINED_LEN,
+                      "seconds": seconds, "last": TRAINED_LEN - 1, "past": PAST_POSITION, "weights": weights(lab),
+                      "positions": lab.config.positions, "page": page,
+                      "runs": [{"name": scheme, **got} for scheme, got in runs.items()],
+                      "within": [{"name": scheme, **got} for scheme, got in runs.items() if "within" in got]},
             "bounds": f"which schemes run is exact; the losses are of runs of {steps} steps trained here",
             "steps": steps, "runs": runs, "windows": len(ids), "seconds": seconds}
 

@@ -776,17 +776,12 @@ export function scheme_choice(reads, sets) {
   return found ? found[0] : `these: ${[...reads].sort().join(", ")}`;
 }
 
-/** {refused} or {before, after, at}: a loss_by_position result read as lessons_trained.reads_past reads it. */
+/** {case: "refused", refused, within} or {case: "reads", before, after, at}: a loss_by_position result read as
+ * lessons_trained.reads_past reads it. */
 function reads_past({ losses, refusal }) {
-  if (refusal !== null) return { refused: refusal, within: mean_of(losses) };
-  return { before: mean_of(losses, 0, TRAINED_LEN), after: mean_of(losses, TRAINED_LEN), at: losses[PAST_POSITION] };
-}
-
-function reading_line(name, got) {
-  if ("refused" in got) return `${name}: refused: ${got.refused}`;
-  return `${name}: reads it; loss ${py_format(got.before, ".3f")} at positions 0-${TRAINED_LEN - 1},`
-    + ` ${py_format(got.after, ".3f")} at ${TRAINED_LEN}-${PAST_POSITION}, ${py_format(got.at, ".3f")} at`
-    + ` ${PAST_POSITION}`;
+  if (refusal !== null) return { case: "refused", refused: refusal, within: mean_of(losses) };
+  return { case: "reads", before: mean_of(losses, 0, TRAINED_LEN), after: mean_of(losses, TRAINED_LEN),
+    at: losses[PAST_POSITION] };
 }
 
 async function past_length_answer(lab, report, { spec: [, sets] }) {
@@ -807,17 +802,14 @@ async function past_length_answer(lab, report, { spec: [, sets] }) {
   }));
   const seconds = (performance.now() - started) / 1000;
   const got = Object.fromEntries(SCHEMES.map((scheme, i) => [scheme, reads_past(runs[i].at(-1).by_position)]));
-  const shown = [`${long.inputs.length} windows of ${PAST_POSITION + 1} tokens of the validation stories; each scheme`
-    + ` trained ${s.steps} steps here on windows of ${TRAINED_LEN} (${seconds.toFixed(1)} s for the four)`,
-  ...SCHEMES.map((scheme) => reading_line(scheme, got[scheme])),
-  ...SCHEMES.filter((scheme) => "refused" in got[scheme]).map((scheme) => `(${scheme} at positions`
-    + ` 0-${TRAINED_LEN - 1}, in windows of ${TRAINED_LEN}: loss ${py_format(got[scheme].within, ".3f")})`)];
   const m = lab.model;
   const page = reads_past(positions.loss_by_position(m.params, m.config, long.inputs, long.targets));
-  shown.push(`the page's model (${weights(lab)}, ${m.config.positions} positions): `
-    + reading_line("it", page).replace(/^it: /, ""));
   const reads = SCHEMES.filter((scheme) => !("refused" in got[scheme]));
-  return { value: scheme_choice(reads, sets), shown,
+  const named = SCHEMES.map((scheme) => ({ name: scheme, ...got[scheme] }));
+  return { value: scheme_choice(reads, sets),
+    slots: { windows: long.inputs.length, length: PAST_POSITION + 1, steps: s.steps, trained: TRAINED_LEN, seconds,
+      last: TRAINED_LEN - 1, past: PAST_POSITION, weights: weights(lab), positions: m.config.positions, page: [page],
+      runs: named, within: named.filter((run) => "refused" in run) },
     bounds: `which schemes run is exact; the losses are of runs of ${s.steps} steps trained here`,
     steps: s.steps, runs: got, page, windows: long.inputs.length, seconds };
 }

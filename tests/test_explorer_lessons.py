@@ -538,6 +538,13 @@ def test_the_three_trained_lessons_train_in_the_page_as_numpy_float64_does(brows
                 assert got[scheme][part] == pytest.approx(reading[part], rel=1e-9, abs=0), (scheme, part)
     reads = {scheme for scheme, reading in want.items() if "refused" not in reading}
     assert answers["positions-past-length"]["value"] == scheme_choice(reads) == "every scheme but learned"
+    lines = answers["positions-past-length"]["shown"]  # the export's templates, filled with the page's numbers
+    refusal = want["learned"]["refused"]
+    assert f"learned: refused: {refusal}" in lines and lines[-1] == ("the page's model (the seed's weights, learned"
+                                                                     f" positions): refused: {refusal}")
+    none = got["none"]
+    assert lines[2] == (f"none: reads it; loss {none['before']:.3f} at positions 0-63, {none['after']:.3f} at 64-100,"
+                        f" {none['at']:.3f} at 100") and len(lines) == 7
 
     depth = page.evaluate("() => explorer.modules.experiments.DEPTH")
     copies = python_copy(TEST_STEPS, depth)
