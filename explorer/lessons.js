@@ -8,10 +8,11 @@
 // Factor, InRange, Pair, Exactly, SchemesOff, under those names). The scaling lesson trains and fits nothing here:
 // its answer is the export's (oneblock/page-lessons.json, fitted by experiments/lessons_scaling.py).
 //
-// A lesson is the export's words and one entry of LIVE: {answer(lab, report, words) -> {value, shown, bounds, ...}
-// (or {value, slots, bounds, ...} where the export has the answer's lines as templates, which fill_lines writes), code
-// ([file, function] pairs of this page's modules, shown from the served file), trains (the live settings of a lesson
-// that trains, else null), slots(settings) (the numbers of its own runs that its words name)}. The cards are drawn
+// A lesson is the export's words and one entry of LIVE: {answer(lab, report, words) -> {value, slots, bounds, ...}
+// (the numbers the export's templates of its lines name, which fill_lines writes; the scaling lesson's is the
+// export's own {value, shown, bounds}), code ([file, function] pairs of this page's modules, shown from the served
+// file), trains (the live settings of a lesson that trains, else null), slots(settings) (the numbers of its own runs
+// that its words name)}. The cards are drawn
 // from the export's list, so a new lesson joins as its Python and one more entry here.
 //
 // Predictions and answers are kept in localStorage (STORE) and shown again on reload; a kept record that is not one
