@@ -346,11 +346,9 @@ def test_rope_run_records_its_scheme_and_sample_reads_it(tmp_path):
     ckpt = checkpoint.load_checkpoint(out)
     assert ckpt["config"].positions == "rope" and json.loads(ckpt["metadata"]["config"])[SWITCH_KEY] is False
     assert ckpt["training"]["positions"] == "rope"
+    # (sample.py --backend python refuses a model that model.py lacks: the grown run's test below)
     sample = [sys.executable, str(ROOT / "sample.py"), "--ckpt", str(out), "--tokens", "5"]
     assert subprocess.run(sample, capture_output=True, timeout=300).returncode == 0
-    proc = subprocess.run([*sample, "--backend", "python"], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert "has positions 'rope', but model.py has learned positions and none only" in proc.stderr
 
 
 def test_a_checkpoint_from_before_the_schemes_still_resumes_and_samples(tmp_path):
