@@ -201,8 +201,3 @@ def test_an_input_at_the_best_path_is_refused(tmp_path, capsys, monkeypatch):
                "--out", "l.safetensors")
     one_line_error(proc, "--data l.best.safetensors is where this run writes its best checkpoint")
     assert files_under(work) == ["letters.txt"]
-
-
-def test_the_help_names_the_best_file(capsys):
-    proc = ran("train.py", capsys, "--help")
-    assert "out/ckpt.best.safetensors" in " ".join(proc.stdout.split())

@@ -12,6 +12,7 @@ from dev import compare
 from oneblock import machine, numpy_model
 from oneblock.config import each_param_name
 from fastpath_helpers import PATHS
+from run_helpers import ran
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -87,9 +88,10 @@ def test_broken_torch_twin_fails(monkeypatch, capsys):
     assert [set(rows.values()) for rows in found.values()] == [{"OK"}, {"OK"}]
 
 
-@pytest.mark.parametrize("module", ["numpy_model", "numpy_fast"])
-def test_exit_status_of_a_broken_run_in_a_subprocess(module):
-    """The exit status itself, through sys.exit, with a NumPy path's attention backward broken."""
+def test_exit_status_of_a_broken_run_in_a_subprocess():
+    """The exit status itself, through sys.exit, with a NumPy path's attention backward broken (each path's own
+    broken backward, in this process: test_broken_backward_fails)."""
+    module = "numpy_fast"
     code = (f"import sys\nfrom dev import compare\nfrom oneblock import {module} as path\n"
             "real = path.attention_backward\n"
             "def broken(*args):\n"
@@ -200,28 +202,29 @@ def test_bad_sizes_are_refused_before_any_comparison(capsys, args, phrase):
     ("numpy", []),  # the reference runs: both NumPy paths against it (and PyTorch, when installed)
     ("torch", ["--blocks", "2", "--heads", "2", "--positions", "rope"]),  # no reference: NumPy against the twin
 ], ids=["numpy-one-block", "torch-grown"])
-def test_a_checkpoint_is_compared_at_its_weights_with_its_sizes(tmp_path, backend, args):
+def test_a_checkpoint_is_compared_at_its_weights_with_its_sizes(tmp_path, capsys, monkeypatch, backend, args):
+    """train.py and compare.py in this process (the command line's own run: the test of the plain command above)."""
     if backend == "torch":
         pytest.importorskip("torch")
+    monkeypatch.chdir(tmp_path)
     ckpt = tmp_path / "ckpt.safetensors"
-    trained = subprocess.run([sys.executable, str(ROOT / "train.py"), "--steps", "3", "--batch", "2", "--quiet",
-                              "--val-stories", "5", "--backend", backend, *args, "--out", str(ckpt)],
-                             capture_output=True, text=True, cwd=ROOT)
+    trained = ran("train.py", capsys, "--steps", "3", "--batch", "2", "--quiet", "--val-stories", "5", "--backend",
+                  backend, *args, "--out", ckpt)
     assert trained.returncode == 0, trained.stderr
-    run = subprocess.run([sys.executable, "-m", "dev.compare", "--ckpt", str(ckpt), "--length", "20"],
-                         capture_output=True, text=True, cwd=ROOT)
-    assert run.returncode == 0, run.stdout + run.stderr
-    found = tables(run.stdout)
+    assert compare.main(["--ckpt", str(ckpt), "--length", "20"]) == 0
+    out = capsys.readouterr().out
+    found = tables(out)
     assert len(found) >= 2 and all(set(rows.values()) == {"OK"} for rows in found.values())
     if args:
-        assert "2 blocks x 2 heads" in run.stdout and "rope" in run.stdout
+        assert "2 blocks x 2 heads" in out and "rope" in out
         assert all(any(name.startswith("grad block1.") for name in rows) for rows in found.values())
-    refused = subprocess.run([sys.executable, "-m", "dev.compare", "--ckpt", str(ckpt), "--heads", "2"],
-                             capture_output=True, text=True, cwd=ROOT)
-    assert refused.returncode == 2 and "--heads and --ckpt: the checkpoint says its sizes" in refused.stderr
-    missing = subprocess.run([sys.executable, "-m", "dev.compare", "--ckpt", str(tmp_path / "none")],
-                             capture_output=True, text=True, cwd=ROOT)
-    assert missing.returncode == 2 and "none" in missing.stderr and "Traceback" not in missing.stderr
+        return
+    with pytest.raises(SystemExit) as refused:
+        compare.main(["--ckpt", str(ckpt), "--heads", "2"])
+    assert refused.value.code == 2 and "--heads and --ckpt: the checkpoint says its sizes" in capsys.readouterr().err
+    assert compare.main(["--ckpt", str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err
+    assert "none" in err and "Traceback" not in err and err.count("\n") == 1
 
 
 # ----------------------------------------------------------------------------------------------------------------

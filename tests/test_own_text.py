@@ -394,20 +394,8 @@ def test_the_explorer_exports_a_model_of_your_text(run_dir, tmp_path, monkeypatc
     assert proc.returncode == 2 and "that file has changed since" in proc.stderr and not (tmp_path / "site2").exists()
 
 
-def test_the_stories_run_carries_no_tokenizer(tmp_path):
-    """The default run's checkpoint is as before: the shipped tokenizer by its hash, nothing about --data."""
-    proc = run("train.py", "--steps", 5, "--out", "ckpt.safetensors", *SHORT, cwd=tmp_path)
-    assert proc.returncode == 0 and proc.stdout.startswith("floor 0.3081 nats/token (corpus-entropy.json)")
-    meta = checkpoint.load_checkpoint(tmp_path / "ckpt.safetensors")["metadata"]
-    assert list(meta) == ["format", "format_version", "config", "training", "tokenizer_sha256", "corpus_sha256",
-                          "floor_nats_per_token", "val_floor_nats_per_token", "val_loss", checkpoint.DATA_HASH_KEY]
-    assert meta["tokenizer_sha256"] == checkpoint.sha256_file(ROOT / "tokenizer.json")
-    assert not math.isnan(float(meta["val_loss"]))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.best.safetensors", "ckpt.safetensors"]
-
-
 # ----------------------------------------------------------------------------------------------------------------
-# What a run writes is as private as your text and your umask
+# What a run writes is as private as your text and your umask; the stories run carries no tokenizer
 
 
 def modes_under(folder):
@@ -443,11 +431,18 @@ def test_the_checkpoints_and_the_copy_are_as_private_as_the_text_and_the_umask(t
     assert modes_under(tmp_path / "runs") == dict.fromkeys(PRIVATE_FILES, written)
 
 
-@pytest.mark.skipif(os.name == "nt", reason="Windows has no owner, group and others' permission bits")
-def test_the_stories_run_writes_as_the_umask_allows(tmp_path, capsys, monkeypatch):
-    """Without --data the lab's own stories: 0o644, less what the umask takes (before the fix: 0o644 under 0o077)."""
+def test_the_stories_run_carries_no_tokenizer_and_writes_as_the_umask_allows(tmp_path, capsys, monkeypatch):
+    """Without --data the lab's own stories: the checkpoint is as before, the shipped tokenizer by its hash and
+    nothing about --data; its files are 0o644 less what the umask takes (before the fix: 0o644 under 0o077)."""
     monkeypatch.chdir(tmp_path)
     proc = ran("train.py", capsys, "--steps", 4, "--eval-every", 4, "--out", "ckpt.safetensors", *SHORT,
                umask=0o077)
-    assert proc.returncode == 0, proc.stderr
-    assert modes_under(tmp_path) == {"ckpt.best.safetensors": 0o600, "ckpt.safetensors": 0o600}
+    assert proc.returncode == 0 and proc.stdout.startswith("floor 0.3081 nats/token (corpus-entropy.json)")
+    meta = checkpoint.load_checkpoint(tmp_path / "ckpt.safetensors")["metadata"]
+    assert list(meta) == ["format", "format_version", "config", "training", "tokenizer_sha256", "corpus_sha256",
+                          "floor_nats_per_token", "val_floor_nats_per_token", "val_loss", checkpoint.DATA_HASH_KEY]
+    assert meta["tokenizer_sha256"] == checkpoint.sha256_file(ROOT / "tokenizer.json")
+    assert not math.isnan(float(meta["val_loss"]))
+    assert files_under(tmp_path) == ["ckpt.best.safetensors", "ckpt.safetensors"]
+    if os.name != "nt":  # (Windows has no owner, group and others' permission bits)
+        assert modes_under(tmp_path) == {"ckpt.best.safetensors": 0o600, "ckpt.safetensors": 0o600}

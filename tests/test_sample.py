@@ -61,12 +61,6 @@ def test_greedy_follows_the_reference_models_argmax(ckpt):
                            backend) == want, backend
 
 
-def test_greedy_ignores_the_seed_and_top_k_1_is_greedy(ckpt):
-    greedy = sample_text(ckpt, "--temperature", 0, "--tokens", 40, "--seed", 1)
-    assert greedy == sample_text(ckpt, "--temperature", 0, "--tokens", 40, "--seed", 2)
-    assert greedy == sample_text(ckpt, "--top-k", 1, "--tokens", 40, "--seed", 3)
-
-
 def test_context_is_cropped_to_the_last_64_tokens():
     seen = []
 
@@ -80,7 +74,7 @@ def test_context_is_cropped_to_the_last_64_tokens():
     assert seen[-1] == (list(range(10)) + [95] * 99)[-64:]
 
 
-def test_choose_draws_in_proportion_and_respects_top_k():
+def test_choose_draws_in_proportion_respects_top_k_and_greedy_draws_nothing():
     import random
 
     rng = random.Random(0)
@@ -89,7 +83,9 @@ def test_choose_draws_in_proportion_and_respects_top_k():
     p = np.exp(logits) / np.exp(logits).sum()
     assert np.allclose(np.bincount(draws, minlength=3) / len(draws), p, atol=0.02)
     assert set(sampling.choose(logits, 5.0, 2, rng) for _ in range(500)) == {1, 2}
-    assert sampling.choose([1.0, 3.0, 3.0], 0, 0, rng) == 1  # greedy: the first of equal largest logits
+    assert sampling.choose([1.0, 3.0, 3.0], 0, 0, None) == 1  # greedy: the first of equal largest, no draw
+    assert {sampling.choose([1.0, 3.0, 3.0], t, 1, random.Random(seed)) for t in (0.5, 5.0) for seed in range(50)} == {
+        1}  # top-k 1 is greedy, whatever the seed and the temperature
 
 
 def test_unknown_character_in_the_prompt_is_the_tokenizers_error(ckpt):

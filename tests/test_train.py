@@ -129,12 +129,14 @@ def test_both_numpy_backends_take_the_same_steps_with_a_grown_model():
         assert np.abs(t - plain[name]).max() <= 1e-9, name
 
 
-def test_python_backend_runs_from_the_command_line(tmp_path):
+def test_python_backend_runs_from_the_command_line_and_shows_its_speed_in_tokens_per_second(tmp_path):
     out = tmp_path / "py.safetensors"
     proc = run_train(out, "--backend", "python", "--steps", "2", "--batch", "2", "--seq-len", "16",
                      "--val-stories", "3")
     assert "python float64" in proc.stdout and final_val_loss(proc.stdout) < math.log(96)
     assert checkpoint.load_checkpoint(out)["params"]["W1"][0] == "F64"
+    speed = re.search(r", ([0-9,]+k?) tokens/s\)", proc.stdout).group(1)
+    assert not speed.endswith("k") and int(speed.replace(",", "")) > 0, proc.stdout
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -312,7 +314,7 @@ def test_help_explains_every_setting(train_py):
     fields = [f.name for f in dataclasses.fields(Settings) if f.name not in ("rank", "world")]
     for name in fields:  # every setting of the library is a flag
         assert f"--{name.replace('_', '-')}" in text, name
-    assert "default: 12000" in text and "float32 for numpy" in text
+    assert "default: 12000" in text and "float32 for numpy" in text and "out/ckpt.best.safetensors" in text
 
 
 def test_learning_rate_schedule():
@@ -344,11 +346,9 @@ def test_rope_run_records_its_scheme_and_sample_reads_it(tmp_path):
     ckpt = checkpoint.load_checkpoint(out)
     assert ckpt["config"].positions == "rope" and json.loads(ckpt["metadata"]["config"])[SWITCH_KEY] is False
     assert ckpt["training"]["positions"] == "rope"
+    # (sample.py --backend python refuses a model that model.py lacks: the grown run's test below)
     sample = [sys.executable, str(ROOT / "sample.py"), "--ckpt", str(out), "--tokens", "5"]
     assert subprocess.run(sample, capture_output=True, timeout=300).returncode == 0
-    proc = subprocess.run([*sample, "--backend", "python"], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert "has positions 'rope', but model.py has learned positions and none only" in proc.stderr
 
 
 def test_a_checkpoint_from_before_the_schemes_still_resumes_and_samples(tmp_path):
@@ -408,13 +408,6 @@ def test_a_bad_out_is_refused_before_any_work_naming_the_path(tmp_path, capsys, 
     assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing made, nothing replaced
     if make == "empty":
         assert (tmp_path / out).read_bytes() == b""
-
-
-def test_the_python_backend_shows_its_speed_in_tokens_per_second(tmp_path):
-    proc = run_train(tmp_path / "py.safetensors", "--backend", "python", "--steps", "2", "--batch", "2",
-                     "--seq-len", "16", "--val-stories", "3")
-    speed = re.search(r", ([0-9,]+k?) tokens/s\)", proc.stdout).group(1)
-    assert not speed.endswith("k") and int(speed.replace(",", "")) > 0, proc.stdout
 
 
 # ----------------------------------------------------------------------------------------------------------------
