@@ -18,8 +18,8 @@
 
 import { by_code_point } from "./bpe.js";
 import {
-  BLOCK_NAMES, GROWN_KEYS, GROWN_VERSION, JSON_KEYS, ONE_BLOCK_VERSION, OUTSIDE, PARAM_SHAPES, SCHEMES, SWITCH_KEY,
-  check_sizes, config_from_json, config_to_json, is_grown, matrix, param_names,
+  BLOCK_NAMES, GROWN_KEYS, GROWN_VERSION, JSON_KEYS, ONE_BLOCK_VERSION, OUTSIDE, SCHEMES, SWITCH_KEY, check_sizes,
+  config_from_json, config_to_json, each_param, is_grown, matrix, parameter_count,
 } from "./model.js";
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -310,25 +310,11 @@ const DTYPE_NAMES = new Map([["float32", "F32"], ["float64", "F64"]]);
 /** (name, shape) of every tensor a training checkpoint of config (a Map of BigInts) holds, one at a time, as
  * checkpoint.each_expected: a config of 10^12 blocks costs nothing until its names are read. */
 function* each_expected(config) {
-  const size = { V: config.get("vocab"), d: config.get("d"), H: config.get("hidden"), L: config.get("max_len") };
-  const shape = (name) => PARAM_SHAPES[name].map((s) => size[s]);
   for (const prefix of ["", ...MOMENT_PREFIXES]) {
-    for (const name of OUTSIDE.slice(0, 2)) yield [prefix + name, shape(name)];
-    for (let b = 0n; b < (config.get("blocks") ?? 1n); b++) {
-      for (const name of BLOCK_NAMES) yield [prefix + (b ? `block${b}.` : "") + name, shape(name)];
-    }
-    for (const name of OUTSIDE.slice(2)) yield [prefix + name, shape(name)];
+    for (const [name, shape] of each_param(Object.fromEntries(config))) yield [prefix + name, shape];
   }
   yield [STEP, []];
   yield [RNG, [RNG_STATE_LEN]];
-}
-
-/** The number of parameters of a model of config (a Map of BigInts), by arithmetic, as sizes.parameter_count. */
-function parameter_count(config) {
-  const size = { V: config.get("vocab"), d: config.get("d"), H: config.get("hidden"), L: config.get("max_len") };
-  const one = (name) => PARAM_SHAPES[name].reduce((p, s) => p * size[s], 1n); // the numbers of one tensor
-  const numbers = (names) => names.reduce((sum, name) => sum + one(name), 0n);
-  return numbers(OUTSIDE) + (config.get("blocks") ?? 1n) * numbers(BLOCK_NAMES);
 }
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -380,7 +366,7 @@ function check_fits(config, tensors) {
   const per = BigInt(1 + MOMENT_PREFIXES.length); // each parameter and its two moments; then the step and the state
   const blocks = config.get("blocks") ?? 1n;
   const need_tensors = per * (BigInt(OUTSIDE.length) + blocks * BigInt(BLOCK_NAMES.length)) + 2n;
-  const need_numbers = per * parameter_count(config) + 1n + RNG_STATE_LEN;
+  const need_numbers = per * parameter_count(Object.fromEntries(config)) + 1n + RNG_STATE_LEN;
   let have_numbers = 0n;
   for (const { shape } of tensors.values()) have_numbers += shape.reduce((p, s) => p * s, 1n);
   if (need_tensors > BigInt(tensors.size)) {
@@ -549,11 +535,11 @@ export function read_weights(bytes, where, tokenizer_sha256, vocab) {
   const ckpt = load_bytes(bytes, where, tokenizer_sha256);
   const config = config_from_json(ckpt.config); // (its sizes held to the file's by check_fits: Numbers, exact)
   if (config.vocab !== vocab) throw refusal(where, `its vocabulary is ${config.vocab} tokens, the page's ${vocab}`);
-  if (PAGE_COPIES * 8 * Number(parameter_count(ckpt.config)) > PAGE_BYTES) {
+  if (PAGE_COPIES * 8 * Number(parameter_count(Object.fromEntries(ckpt.config))) > PAGE_BYTES) {
     throw refusal(where, `its model has more than the ${MOST_PARAMETERS} parameters the page runs (sample.py runs it)`);
   }
   const params = {};
-  for (const name of param_names(config)) {
+  for (const [name] of each_param(config)) {
     const { shape, values } = ckpt.tensors.get(name);
     const wide = values instanceof Float64Array ? values : Float64Array.from(values); // (F32 widened exactly)
     params[name] = { shape: shape.map(Number), values: wide };
