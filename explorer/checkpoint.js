@@ -19,7 +19,7 @@
 import { by_code_point } from "./bpe.js";
 import {
   BLOCK_NAMES, GROWN_KEYS, GROWN_VERSION, JSON_KEYS, ONE_BLOCK_VERSION, OUTSIDE, SCHEMES, SWITCH_KEY, check_sizes,
-  config_from_json, config_to_json, each_param, is_grown, matrix, parameter_count,
+  config_from_json, config_to_json, each_param, is_grown, parameter_count,
 } from "./model.js";
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -458,18 +458,6 @@ function refusal(where, why) {
   return new Error(`${where}: ${why}; python3 explore.py --ckpt ${where} gives the full reason`);
 }
 
-/** Decode and check the bytes of a training checkpoint: {config, training, tensors, step, metadata}, the config and
- * training as Maps; a bad file is an Error of one line that starts with where. */
-export function load_bytes(bytes, where, tokenizer_sha256) {
-  try {
-    const { tensors, metadata } = decode(bytes);
-    const { config, training } = check_checkpoint(tensors, metadata, tokenizer_sha256);
-    return { config, training, tensors, step: tensors.get(STEP).values[0], metadata };
-  } catch (e) {
-    throw refusal(where, e.message.split("\n")[0]);
-  }
-}
-
 /** A JSON string as Python's json.dumps writes it with ensure_ascii: every character outside space to ~ escaped, as
  * \uXXXX in lower-case hex (a character past U+FFFF as its two surrogates), but the five with short escapes.
  *
@@ -524,15 +512,21 @@ export function check_file_size(size, where) {
   }
 }
 
-/** The page's reading of a checkpoint file's bytes: a file checkpoint.py reads (load_bytes, with the page's
- * tokenizer's hash), of a vocabulary the size of the page's tokenizer (vocab tokens) and a model small enough for
- * the page (PAGE_COPIES float64 copies of its weights within PAGE_BYTES), as export.read_weights holds a file.
- * Returns {config, blocks, heads, step, val_loss, params}: config the model's (model.js's model_config), the step a
- * Number, val_loss the text recorded or null, and params flat ({name: {shape, values: Float64Array}}, as
- * flat_tensors gives, so that it can cross from a worker); a bad file is an Error of one line that starts with
- * where. */
+/** The page's reading of a checkpoint file's bytes: a file checkpoint.py reads (decoded and checked as
+ * checkpoint.load_bytes does, with the page's tokenizer's hash), of a vocabulary the size of the page's tokenizer
+ * (vocab tokens) and a model small enough for the page (PAGE_COPIES float64 copies of its weights within
+ * PAGE_BYTES), as export.read_weights holds a file. Returns {config, step, val_loss, params}: config the model's
+ * (model.js's model_config), the step a Number, val_loss the text recorded or null, and params flat ({name: {shape,
+ * values: Float64Array}}, as flat_tensors gives, so that it can cross from a worker); a bad file is an Error of one
+ * line that starts with where. */
 export function read_weights(bytes, where, tokenizer_sha256, vocab) {
-  const ckpt = load_bytes(bytes, where, tokenizer_sha256);
+  let tensors, metadata, ckpt;
+  try {
+    ({ tensors, metadata } = decode(bytes));
+    ckpt = check_checkpoint(tensors, metadata, tokenizer_sha256);
+  } catch (e) {
+    throw refusal(where, e.message.split("\n")[0]);
+  }
   const config = config_from_json(ckpt.config); // (its sizes held to the file's by check_fits: Numbers, exact)
   if (config.vocab !== vocab) throw refusal(where, `its vocabulary is ${config.vocab} tokens, the page's ${vocab}`);
   if (PAGE_COPIES * 8 * Number(parameter_count(Object.fromEntries(ckpt.config))) > PAGE_BYTES) {
@@ -540,47 +534,29 @@ export function read_weights(bytes, where, tokenizer_sha256, vocab) {
   }
   const params = {};
   for (const [name] of each_param(config)) {
-    const { shape, values } = ckpt.tensors.get(name);
+    const { shape, values } = tensors.get(name);
     const wide = values instanceof Float64Array ? values : Float64Array.from(values); // (F32 widened exactly)
     params[name] = { shape: shape.map(Number), values: wide };
   }
-  return { config, blocks: config.blocks, heads: config.heads, step: Number(ckpt.step),
-    val_loss: ckpt.metadata.get("val_loss") ?? null, params };
-}
-
-/** read_weights with the parameters as model.js tensors, for the page's own data (what explore.py exported). */
-export function load_checkpoint(bytes, where, tokenizer_sha256, vocab) {
-  const ckpt = read_weights(bytes, where, tokenizer_sha256, vocab);
-  return { ...ckpt, params: unflat_tensors(ckpt.params) };
+  return { config, step: Number(tensors.get(STEP).values[0]), val_loss: metadata.get("val_loss") ?? null, params };
 }
 
 // ----------------------------------------------------------------------------------------------------------------
 // Tensors for the page and its worker, and the checkpoint file the page writes
 
-/** A model.js tensor (a matrix {rows, cols, data}, or a vector) with the given shape from flat row-major values. */
-export function from_values(values, shape) {
-  const flat = Float64Array.from(values); // (rows * cols,)
-  if (shape.length === 1) return flat;
-  const m = matrix(shape[0], shape[1]);
-  m.data.set(flat);
-  return m;
-}
-
-/** The flat row-major values of a model.js tensor (a copy). */
-export function values_of(t) {
-  return Float64Array.from(t instanceof Float64Array ? t : t.data);
-}
-
-/** A dict of model.js tensors as {name: {shape, values}} with flat Float64Array values: what crosses between the
- * page and the worker (postMessage copies typed arrays cheaply) and what checkpoint files hold. */
+/** A dict of model.js tensors as {name: {shape, values}} with flat Float64Array values (copies): what crosses
+ * between the page and the worker (postMessage copies typed arrays cheaply) and what checkpoint files hold. */
 export function flat_tensors(tensors) {
-  const flat = (t) => ({ shape: t instanceof Float64Array ? [t.length] : [t.rows, t.cols], values: values_of(t) });
+  const flat = (t) => (t instanceof Float64Array ? { shape: [t.length], values: Float64Array.from(t) }
+    : { shape: [t.rows, t.cols], values: Float64Array.from(t.data) });
   return Object.fromEntries(Object.entries(tensors).map(([name, t]) => [name, flat(t)]));
 }
 
-/** The inverse of flat_tensors. */
+/** The inverse of flat_tensors: model.js tensors (a matrix {rows, cols, data}, or a vector), copies. */
 export function unflat_tensors(flat) {
-  return Object.fromEntries(Object.entries(flat).map(([name, t]) => [name, from_values(t.values, t.shape)]));
+  const tensor = ({ shape, values }) => (shape.length === 1 ? Float64Array.from(values)
+    : { rows: shape[0], cols: shape[1], data: Float64Array.from(values) });
+  return Object.fromEntries(Object.entries(flat).map(([name, t]) => [name, tensor(t)]));
 }
 
 /** The bytes of a training checkpoint of float64 parameters, as checkpoint.save_checkpoint writes them: config the

@@ -117,22 +117,12 @@ export class ExactSum {
 
 const acc = new ExactSum(); // one accumulator, reused by every exact sum (JavaScript runs one function at a time)
 
-/** The exactly rounded sum of an array of numbers, as math.fsum.
+/** The exactly rounded sum of the first n numbers of an array (all of them unless n), as math.fsum.
  *
  *     fsum([0.1, 0.1, 0.1, -0.3])   // 2.7755575615628914e-17 (plain adds give 5.551115123125783e-17) */
-export function fsum(xs) {
+export function fsum(xs, n = xs.length) {
   acc.reset();
-  for (let i = 0; i < xs.length; i++) acc.add(xs[i]);
-  return acc.value();
-}
-
-/** sum_i<n a[i] b[i] + extra, rounded once.
- *
- *     exact_dot([1e16, 1, -1e16], [1, 1, 1], 3, 0)   // 1 */
-export function exact_dot(a, b, n, extra) {
-  acc.reset();
-  for (let i = 0; i < n; i++) acc.add(a[i] * b[i]);
-  if (extra !== 0.0) acc.add(extra);
+  for (let i = 0; i < n; i++) acc.add(xs[i]);
   return acc.value();
 }
 
@@ -178,17 +168,14 @@ export const PLAIN = { name: "plain" };
  *
  *     dot(EXACT, [1, 2], [3, 4], 2)   // 11 */
 export function dot(sums, a, b, n = a.length, extra = 0.0) {
-  return sums === EXACT ? exact_dot(a, b, n, extra) : plain_dot(a, b, n, extra);
+  return sums === EXACT ? exact_dot_at(a, 0, b, 0, n, extra) : plain_dot(a, b, n, extra);
 }
 
 /** sum_i<n a[i], the way sums says.
  *
  *     sum(PLAIN, [1, 2, 3])   // 6 */
 export function sum(sums, a, n = a.length) {
-  if (sums !== EXACT) return plain_sum(a, n);
-  acc.reset();
-  for (let i = 0; i < n; i++) acc.add(a[i]);
-  return acc.value();
+  return sums === EXACT ? fsum(a, n) : plain_sum(a, n);
 }
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -266,7 +253,9 @@ export function transpose(a) {
   return t;
 }
 
-/** sum_{i<n} A[a + i] B[b + i] + extra, rounded once: a dot product of two stretches of flat arrays. */
+/** sum_{i<n} A[a + i] B[b + i] + extra, rounded once: a dot product of two stretches of flat arrays.
+ *
+ *     exact_dot_at([1e16, 1, -1e16], 0, [1, 1, 1], 0, 3, 0)   // 1 (plain adds give 0) */
 function exact_dot_at(A, a, B, b, n, extra) {
   acc.reset();
   for (let i = 0; i < n; i++) acc.add(A[a + i] * B[b + i]);

@@ -72,8 +72,9 @@ async function load() {
     state.split = await fetch_data("split.json", "json");
     state.data = train.load_data(state.tok, state.split);
     const bytes = await fetch_data(state.manifest.weights, "bytes"), where = `data/${state.manifest.weights}`;
-    const ckpt = checkpoint.load_checkpoint(bytes, where, state.manifest.tokenizer_sha256, state.tok.vocab.length);
-    set_model(ckpt, { source: state.manifest.source, trained: state.manifest.trained });
+    const ckpt = checkpoint.read_weights(bytes, where, state.manifest.tokenizer_sha256, state.tok.vocab.length);
+    set_model({ ...ckpt, params: checkpoint.unflat_tensors(ckpt.params) }, { source: state.manifest.source,
+      trained: state.manifest.trained });
   } catch (e) {
     say("page-message", `The explorer could not load its data: ${e.message}. Run python3 explore.py, which exports`
       + " the data and serves this page.");
@@ -109,8 +110,8 @@ function describe_text() {
 // ----------------------------------------------------------------------------------------------------------------
 // The model: which weights the panels show, and the weights file
 
-/** Make a loaded checkpoint ({params, config, step, val_loss}, as checkpoint.load_checkpoint gives) the model every
- * panel shows, and the one "Back to the loaded weights" returns to. */
+/** Make a loaded checkpoint ({params, config, step, val_loss}, as checkpoint.read_weights gives, its params as
+ * model.js tensors) the model every panel shows, and the one "Back to the loaded weights" returns to. */
 function set_model(ckpt, { source, trained }) {
   const val = ckpt.val_loss;
   const config = model.checked(model_config(ckpt.config)); // (frozen again: from a worker, a message carries a copy)
@@ -195,9 +196,9 @@ function get_loader() {
   return state.loader;
 }
 
-/** The page's reading of a weights file (a File): what Load weights shows, {config, blocks, heads, step, val_loss,
- * params (model.js tensors)}, or an Error that starts with the file's name and says what is wrong. A file
- * larger than any checkpoint the page runs is refused by its size, before a byte of it is read. */
+/** The page's reading of a weights file (a File): what Load weights shows, {config, step, val_loss, params (model.js
+ * tensors)}, or an Error that starts with the file's name and says what is wrong. A file larger than any checkpoint
+ * the page runs is refused by its size, before a byte of it is read. */
 async function read_weights_file(file) {
   checkpoint.check_file_size(file.size, file.name);
   const loader = get_loader();
@@ -240,7 +241,7 @@ function restore_loaded() {
   render_all();
 }
 
-/** The current weights as a checkpoint file that sample.py, explore.py and checkpoint.load_checkpoint read. */
+/** The current weights as a checkpoint file that sample.py, explore.py and checkpoint.read_weights read. */
 async function download_weights() {
   const m = state.model;
   let snap = null;
