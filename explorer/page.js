@@ -35,7 +35,7 @@ const state = {
   hover: null, // the attention row under the mouse
   view: { block: 0, head: 0, inside: 0 }, // the attention panel's block and head, the inside panel's block
   training: null, // the live run: see the Train section
-  worker: null,
+  worker: null, // the worker of the live (or last) run: experiments.start_worker
   loader: null, // the worker that reads weights files (Load weights)
   files_chosen: 0, // Load weights: the files chosen so far (the last one chosen is the one loaded)
   run_id: 0,
@@ -657,22 +657,6 @@ async function run_sample() {
 // ----------------------------------------------------------------------------------------------------------------
 // Train: the worker runs train.js; the page draws the curve and follows the weights
 
-function get_worker() {
-  if (!state.worker) {
-    state.worker = new Worker(new URL("worker.js", import.meta.url), { type: "module" });
-    state.worker.onmessage = (e) => on_worker_message(e.data);
-    state.worker.onerror = (e) => {
-      e.preventDefault();
-      const why = e.message || "it could not start: worker.js did not load or threw";
-      training_failed(`the training worker failed (${why})`);
-      state.worker?.terminate();
-      state.worker = null;
-    };
-    state.worker.onmessageerror = () => training_failed("a message from the training worker could not be read");
-  }
-  return state.worker;
-}
-
 /** A run that failed (the worker broke, or the loss stopped being finite): back to the weights before it. */
 function training_failed(why) {
   if (state.before_run) state.model = state.before_run;
@@ -723,8 +707,9 @@ function start_training() {
     tokens_per_s: null, last_render: 0 };
   try {
     const params = from_loaded ? checkpoint.flat_tensors(m.params) : null;
-    get_worker().postMessage({ type: "start", run: state.run_id, task: "stories", params, config, seed, settings,
-      data: state.data, follow: true });
+    state.worker?.terminate(); // (the run before this one, if any, ends with its worker)
+    state.worker = experiments.start_worker({ run: state.run_id, task: "stories", params, config, seed, settings,
+      data: state.data, follow: true }, on_worker_message, training_failed);
   } catch (e) {
     return training_failed(e.message);
   }
@@ -758,8 +743,6 @@ function on_worker_message(msg) {
   } else if (msg.type === "done") {
     run.done = true;
     end_training();
-  } else if (msg.type === "failed") {
-    training_failed(msg.message);
   }
   draw_training();
 }
