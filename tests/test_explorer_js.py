@@ -257,4 +257,5 @@ def test_a_js_parameter_dict_that_does_not_fit_its_config_is_refused_naming_the_
     got = modules_page.evaluate(CHECK_PARAMS_JS, dataclasses.asdict(ModelConfig(96, 4, 8, 8, blocks=2)))
     assert got == [None, "parameter W1 is not a tensor of shape [4, 8]", "parameter b1 is not a tensor of shape [8]",
                    "the parameters hold tensors that a model of 2 blocks x 1 head does not have",
-                   "parameter Wq is not a tensor of shape [4, 4]", "parameter block1.W2 is not a tensor of shape [8, 4]"]
+                   "parameter Wq is not a tensor of shape [4, 4]",
+                   "parameter block1.W2 is not a tensor of shape [8, 4]"]
