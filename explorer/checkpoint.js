@@ -458,18 +458,13 @@ function refusal(where, why) {
   return new Error(`${where}: ${why}; python3 explore.py --ckpt ${where} gives the full reason`);
 }
 
-/** A JSON string as Python's json.dumps writes it with ensure_ascii: every character outside space to ~ escaped, as
- * \uXXXX in lower-case hex (a character past U+FFFF as its two surrogates), but the five with short escapes.
+/** A JSON string as Python's json.dumps writes it with ensure_ascii: JSON.stringify's, with every character past ~
+ * escaped too, as \uXXXX in lower-case hex (a character past U+FFFF as its two surrogates).
  *
  *     python_json_string('Zoë "x"\n')   // '"Zo\\u00eb \\"x\\"\\n"' */
 export function python_json_string(text) {
-  const short = { '"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f" };
-  let out = '"';
-  for (let i = 0; i < text.length; i++) {
-    const ch = text[i], code = text.charCodeAt(i);
-    out += short[ch] ?? (code >= 0x20 && code <= 0x7e ? ch : `\\u${code.toString(16).padStart(4, "0")}`);
-  }
-  return out + '"';
+  const escaped = (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, "0")}`;
+  return JSON.stringify(text).replace(/[\u007f-\uffff]/g, escaped);
 }
 
 /** The SHA-256 that metadata_sha256 records, as checkpoint.metadata_digest: of every metadata entry (a Map, or an

@@ -14,7 +14,7 @@
 //   names the plain loop it replaces, adds in the same order, and says what it bought.
 // - The model's description is one object beside the weights, as in Python: model_config({vocab, d, hidden,
 //   max_len, blocks, heads, positions}) is oneblock/config.py's ModelConfig under the same names (checked,
-//   config_to_json, config_from_json, each_param, ...), and every function below that runs the model takes it.
+//   config_to_json, config_from_json, parameter_count, ...), and every function below that runs the model takes it.
 // - Blocks: block 0's tensors have model.py's names, block k's the same names after "block{k}." (oneblock/config.py),
 //   so a one-block dict is model.py's. The number of blocks, the heads and the scheme are the config's.
 // - Heads: head h of a block reads columns h dh .. (h + 1) dh - 1 of its q, k and v (dh = d / heads), has its own
@@ -518,11 +518,11 @@ export function* each_param({ vocab, d, hidden, max_len, blocks = 1 }) {
  *
  *     parameter_count(model_config({ vocab: 96, d: 16, hidden: 64, max_len: 64 }))   // 7440 */
 export function parameter_count({ vocab, d, hidden, max_len, blocks }) {
-  const one = typeof d === "bigint" ? 1n : 1;
+  const [zero, one] = typeof d === "bigint" ? [0n, 1n] : [0, 1];
   const sizes = { V: vocab, d, H: hidden, L: max_len };
-  const numbers = (names) => names.reduce((n, name) => n + PARAM_SHAPES[name].reduce((p, s) => p * sizes[s], one),
-    one - one);
-  return numbers(OUTSIDE) + (blocks ?? one) * numbers(BLOCK_NAMES);
+  const numbers = (name) => PARAM_SHAPES[name].reduce((p, s) => p * sizes[s], one); // of one tensor
+  const total = (names) => names.reduce((n, name) => n + numbers(name), zero);
+  return total(OUTSIDE) + (blocks ?? one) * total(BLOCK_NAMES);
 }
 
 /** Fresh parameters of a config, the same numbers as ModelConfig.init_params (and with one block
@@ -571,6 +571,7 @@ export function check_params(params, config) {
     throw new Error(`the parameters hold tensors that a model of ${blocks_words(config)} does not have`);
   }
 }
+
 /** The tensors of one block under model.py's names (without the prefix): block 0's are params itself, as in
  * sizes.block_params (the tensors outside the blocks ride along unread).
  *
