@@ -1,15 +1,13 @@
 // bpe.js: the tokenizer of bpe.py in JavaScript, read from the same tokenizer.json; same IDs, same error messages.
 //
 // Encoding (bpe.py explains training too): check that every character is in the alphabet, split the text into
-// pieces with the tokenizer's pattern (a word with at most one space in front of it, or any one other character;
-// pattern_for writes it out for the alphabet's letters), and in each piece apply the merges by rank, the lowest-rank
-// pair present first, at all its places left to right.
+// pieces with the tokenizer's pattern (a word with at most one space in front of it, or any one other character:
+// bpe.pattern_for writes it out for the alphabet's letters, and tokenizer.json records it), and in each piece apply
+// the merges by rank, the lowest-rank pair present first, at all its places left to right.
 //
 //     const tok = Tokenizer.from_json(await (await fetch("data/tokenizer.json")).json());
 //     tok.tokens("now mia gives the hat to leo.")
 //     // ["n", "ow", " mia", " gives", " the", " hat", " to", " leo", "."]
-
-export const PATTERN = " ?[a-z]+|[^a-z]"; // bpe.PATTERN, the stories' pattern; the u flag reads code points, as Python
 
 // ----------------------------------------------------------------------------------------------------------------
 // Small helpers
@@ -19,31 +17,6 @@ export function by_code_point(a, b) {
   const x = [...a].map((ch) => ch.codePointAt(0)), y = [...b].map((ch) => ch.codePointAt(0));
   for (let i = 0; i < Math.min(x.length, y.length); i++) if (x[i] !== y[i]) return x[i] - y[i];
   return x.length - y.length;
-}
-
-/** Whether a character belongs in words: a letter (Python's str.isalpha: category L) or a combining mark (M). */
-export function is_letter(ch) {
-  return /^[\p{L}\p{M}]$/u.test(ch);
-}
-
-/** The pre-tokenizer regex for an alphabet, as bpe.pattern_for writes it: a-z and A-Z for its ASCII letters, then
- * its other letters one by one in code point order.
- *
- *     pattern_for([..."\n ,.abhimst"])   // " ?[a-z]+|[^a-z]" */
-export function pattern_for(alphabet) {
-  const letters = [...new Set(alphabet)].filter(is_letter).sort(by_code_point);
-  const ascii = (ch, lo, hi) => ch >= lo && ch <= hi;
-  const ranges = [["A-Z", "A", "Z"], ["a-z", "a", "z"]]
-    .filter(([, lo, hi]) => letters.some((ch) => ascii(ch, lo, hi))).map(([r]) => r);
-  const word = [...ranges, ...letters.filter((ch) => !ascii(ch, "A", "Z") && !ascii(ch, "a", "z"))].join("");
-  return word ? ` ?[${word}]+|[^${word}]` : "[\\s\\S]";
-}
-
-/** Split text into the pieces that merges never cross.
- *
- *     pretokenize("mia has a hat.\nnow")   // ["mia", " has", " a", " hat", ".", "\n", "now"] */
-export function pretokenize(text, pattern = PATTERN) {
-  return text.match(new RegExp(pattern, "gu")) ?? [];
 }
 
 /** Replace every occurrence of pair in symbols by the joined token, left to right.
@@ -92,40 +65,32 @@ export function py_repr(s, quote = s.includes("'") && !s.includes('"') ? '"' : "
 // The tokenizer
 
 export class Tokenizer {
-  /** Base characters (sorted) plus an ordered list of merges; the vocabulary is rebuilt from them, as in bpe.py. */
-  constructor(alphabet, merges) {
+  /** Base characters (sorted), an ordered list of merges and the pre-tokenizer's pattern (bpe.pattern_for's, as
+   * tokenizer.json records it); the vocabulary is rebuilt from them, as in bpe.py. */
+  constructor(alphabet, merges, pattern) {
     this.alphabet = alphabet;
-    this.pattern = pattern_for(alphabet); // the pre-tokenizer
-    this.piece_re = new RegExp(this.pattern, "gu");
+    this.pattern = pattern; // the pre-tokenizer
+    this.piece_re = new RegExp(this.pattern, "gu"); // (the u flag reads code points, as Python does)
     this.known = new Set(alphabet); // the characters encode accepts
     this.merges = merges;
-    this.vocab = [...alphabet]; // index = token ID
+    this.vocab = [...alphabet, ...merges.map(([a, b]) => a + b)]; // index = token ID
     this.ids = new Map(this.vocab.map((tok, i) => [tok, i]));
-    merges.forEach(([a, b], rank) => {
-      for (const part of [a, b]) {
-        if (!this.ids.has(part)) throw new Error(`merge ${rank} uses ${py_repr(part)}, which is not a token before it`);
-      }
-      if (this.ids.has(a + b)) throw new Error(`merge ${rank} makes ${py_repr(a + b)}, which is already a token`);
-      this.ids.set(a + b, this.vocab.length);
-      this.vocab.push(a + b);
-    });
     this.ranks = new Map(merges.map(([a, b], rank) => [a + "\u0000" + b, rank]));
     this.cache = new Map(); // piece -> token IDs
   }
 
-  /** The tokenizer of a parsed tokenizer.json (Hugging Face format, as bpe.py writes it). */
+  /** The tokenizer of a parsed tokenizer.json (Hugging Face format), as explore.py exports it: bpe.py wrote it, and
+   * explore.py read it with bpe.py's checks. */
   static from_json(doc) {
     const vocab = doc?.model?.vocab;
     const merges = doc?.model?.merges;
-    if (typeof vocab !== "object" || vocab === null || !Array.isArray(merges)) {
-      throw new Error("tokenizer.json: expected an object with model.vocab (an object) and model.merges (a list)");
+    const pattern = doc?.pre_tokenizer?.pattern?.Regex;
+    if (typeof vocab !== "object" || vocab === null || !Array.isArray(merges) || typeof pattern !== "string") {
+      throw new Error("tokenizer.json: expected an object with model.vocab (an object), model.merges (a list) and"
+        + " pre_tokenizer.pattern.Regex (a text)");
     }
     const alphabet = Object.keys(vocab).filter((tok) => [...tok].length === 1).sort(by_code_point);
-    const tok = new Tokenizer(alphabet, merges);
-    if (doc.pre_tokenizer?.pattern?.Regex !== tok.pattern) {
-      throw new Error(`tokenizer.json: the pre-tokenizer pattern is ${JSON.stringify(doc.pre_tokenizer?.pattern)},`
-        + ` expected ${JSON.stringify({ Regex: tok.pattern })}`);
-    }
+    const tok = new Tokenizer(alphabet, merges, pattern);
     const wrong = tok.vocab.findIndex((t, i) => vocab[t] !== i);
     if (wrong >= 0 || tok.vocab.length !== Object.keys(vocab).length) {
       throw new Error(`tokenizer.json: model.vocab does not match its merges (first difference at ID ${wrong})`);

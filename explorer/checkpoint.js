@@ -18,8 +18,8 @@
 
 import { by_code_point } from "./bpe.js";
 import {
-  BLOCK_NAMES, GROWN_KEYS, GROWN_VERSION, JSON_KEYS, ONE_BLOCK_VERSION, OUTSIDE, PARAM_SHAPES, SCHEMES, SWITCH_KEY,
-  check_sizes, config_from_json, config_to_json, is_grown, matrix, param_names,
+  BLOCK_NAMES, GROWN_KEYS, GROWN_VERSION, JSON_KEYS, ONE_BLOCK_VERSION, OUTSIDE, SCHEMES, SWITCH_KEY, check_sizes,
+  config_from_json, config_to_json, each_param, is_grown, parameter_count,
 } from "./model.js";
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -310,25 +310,11 @@ const DTYPE_NAMES = new Map([["float32", "F32"], ["float64", "F64"]]);
 /** (name, shape) of every tensor a training checkpoint of config (a Map of BigInts) holds, one at a time, as
  * checkpoint.each_expected: a config of 10^12 blocks costs nothing until its names are read. */
 function* each_expected(config) {
-  const size = { V: config.get("vocab"), d: config.get("d"), H: config.get("hidden"), L: config.get("max_len") };
-  const shape = (name) => PARAM_SHAPES[name].map((s) => size[s]);
   for (const prefix of ["", ...MOMENT_PREFIXES]) {
-    for (const name of OUTSIDE.slice(0, 2)) yield [prefix + name, shape(name)];
-    for (let b = 0n; b < (config.get("blocks") ?? 1n); b++) {
-      for (const name of BLOCK_NAMES) yield [prefix + (b ? `block${b}.` : "") + name, shape(name)];
-    }
-    for (const name of OUTSIDE.slice(2)) yield [prefix + name, shape(name)];
+    for (const [name, shape] of each_param(Object.fromEntries(config))) yield [prefix + name, shape];
   }
   yield [STEP, []];
   yield [RNG, [RNG_STATE_LEN]];
-}
-
-/** The number of parameters of a model of config (a Map of BigInts), by arithmetic, as sizes.parameter_count. */
-function parameter_count(config) {
-  const size = { V: config.get("vocab"), d: config.get("d"), H: config.get("hidden"), L: config.get("max_len") };
-  const one = (name) => PARAM_SHAPES[name].reduce((p, s) => p * size[s], 1n); // the numbers of one tensor
-  const numbers = (names) => names.reduce((sum, name) => sum + one(name), 0n);
-  return numbers(OUTSIDE) + (config.get("blocks") ?? 1n) * numbers(BLOCK_NAMES);
 }
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -380,7 +366,7 @@ function check_fits(config, tensors) {
   const per = BigInt(1 + MOMENT_PREFIXES.length); // each parameter and its two moments; then the step and the state
   const blocks = config.get("blocks") ?? 1n;
   const need_tensors = per * (BigInt(OUTSIDE.length) + blocks * BigInt(BLOCK_NAMES.length)) + 2n;
-  const need_numbers = per * parameter_count(config) + 1n + RNG_STATE_LEN;
+  const need_numbers = per * parameter_count(Object.fromEntries(config)) + 1n + RNG_STATE_LEN;
   let have_numbers = 0n;
   for (const { shape } of tensors.values()) have_numbers += shape.reduce((p, s) => p * s, 1n);
   if (need_tensors > BigInt(tensors.size)) {
@@ -472,30 +458,13 @@ function refusal(where, why) {
   return new Error(`${where}: ${why}; python3 explore.py --ckpt ${where} gives the full reason`);
 }
 
-/** Decode and check the bytes of a training checkpoint: {config, training, tensors, step, metadata}, the config and
- * training as Maps; a bad file is an Error of one line that starts with where. */
-export function load_bytes(bytes, where, tokenizer_sha256) {
-  try {
-    const { tensors, metadata } = decode(bytes);
-    const { config, training } = check_checkpoint(tensors, metadata, tokenizer_sha256);
-    return { config, training, tensors, step: tensors.get(STEP).values[0], metadata };
-  } catch (e) {
-    throw refusal(where, e.message.split("\n")[0]);
-  }
-}
-
-/** A JSON string as Python's json.dumps writes it with ensure_ascii: every character outside space to ~ escaped, as
- * \uXXXX in lower-case hex (a character past U+FFFF as its two surrogates), but the five with short escapes.
+/** A JSON string as Python's json.dumps writes it with ensure_ascii: JSON.stringify's, with every character past ~
+ * escaped too, as \uXXXX in lower-case hex (a character past U+FFFF as its two surrogates).
  *
  *     python_json_string('Zoë "x"\n')   // '"Zo\\u00eb \\"x\\"\\n"' */
 export function python_json_string(text) {
-  const short = { '"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f" };
-  let out = '"';
-  for (let i = 0; i < text.length; i++) {
-    const ch = text[i], code = text.charCodeAt(i);
-    out += short[ch] ?? (code >= 0x20 && code <= 0x7e ? ch : `\\u${code.toString(16).padStart(4, "0")}`);
-  }
-  return out + '"';
+  const escaped = (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, "0")}`;
+  return JSON.stringify(text).replace(/[\u007f-\uffff]/g, escaped);
 }
 
 /** The SHA-256 that metadata_sha256 records, as checkpoint.metadata_digest: of every metadata entry (a Map, or an
@@ -538,63 +507,51 @@ export function check_file_size(size, where) {
   }
 }
 
-/** The page's reading of a checkpoint file's bytes: a file checkpoint.py reads (load_bytes, with the page's
- * tokenizer's hash), of a vocabulary the size of the page's tokenizer (vocab tokens) and a model small enough for
- * the page (PAGE_COPIES float64 copies of its weights within PAGE_BYTES), as export.read_weights holds a file.
- * Returns {config, blocks, heads, step, val_loss, params}: config the model's (model.js's model_config), the step a
- * Number, val_loss the text recorded or null, and params flat ({name: {shape, values: Float64Array}}, as
- * flat_tensors gives, so that it can cross from a worker); a bad file is an Error of one line that starts with
- * where. */
+/** The page's reading of a checkpoint file's bytes: a file checkpoint.py reads (decoded and checked as
+ * checkpoint.load_bytes does, with the page's tokenizer's hash), of a vocabulary the size of the page's tokenizer
+ * (vocab tokens) and a model small enough for the page (PAGE_COPIES float64 copies of its weights within
+ * PAGE_BYTES), as export.read_weights holds a file. Returns {config, step, val_loss, params}: config the model's
+ * (model.js's model_config), the step a Number, val_loss the text recorded or null, and params flat ({name: {shape,
+ * values: Float64Array}}, as flat_tensors gives, so that it can cross from a worker); a bad file is an Error of one
+ * line that starts with where. */
 export function read_weights(bytes, where, tokenizer_sha256, vocab) {
-  const ckpt = load_bytes(bytes, where, tokenizer_sha256);
+  let tensors, metadata, ckpt;
+  try {
+    ({ tensors, metadata } = decode(bytes));
+    ckpt = check_checkpoint(tensors, metadata, tokenizer_sha256);
+  } catch (e) {
+    throw refusal(where, e.message.split("\n")[0]);
+  }
   const config = config_from_json(ckpt.config); // (its sizes held to the file's by check_fits: Numbers, exact)
   if (config.vocab !== vocab) throw refusal(where, `its vocabulary is ${config.vocab} tokens, the page's ${vocab}`);
-  if (PAGE_COPIES * 8 * Number(parameter_count(ckpt.config)) > PAGE_BYTES) {
+  if (PAGE_COPIES * 8 * Number(parameter_count(Object.fromEntries(ckpt.config))) > PAGE_BYTES) {
     throw refusal(where, `its model has more than the ${MOST_PARAMETERS} parameters the page runs (sample.py runs it)`);
   }
   const params = {};
-  for (const name of param_names(config)) {
-    const { shape, values } = ckpt.tensors.get(name);
+  for (const [name] of each_param(config)) {
+    const { shape, values } = tensors.get(name);
     const wide = values instanceof Float64Array ? values : Float64Array.from(values); // (F32 widened exactly)
     params[name] = { shape: shape.map(Number), values: wide };
   }
-  return { config, blocks: config.blocks, heads: config.heads, step: Number(ckpt.step),
-    val_loss: ckpt.metadata.get("val_loss") ?? null, params };
-}
-
-/** read_weights with the parameters as model.js tensors, for the page's own data (what explore.py exported). */
-export function load_checkpoint(bytes, where, tokenizer_sha256, vocab) {
-  const ckpt = read_weights(bytes, where, tokenizer_sha256, vocab);
-  return { ...ckpt, params: unflat_tensors(ckpt.params) };
+  return { config, step: Number(tensors.get(STEP).values[0]), val_loss: metadata.get("val_loss") ?? null, params };
 }
 
 // ----------------------------------------------------------------------------------------------------------------
 // Tensors for the page and its worker, and the checkpoint file the page writes
 
-/** A model.js tensor (a matrix {rows, cols, data}, or a vector) with the given shape from flat row-major values. */
-export function from_values(values, shape) {
-  const flat = Float64Array.from(values); // (rows * cols,)
-  if (shape.length === 1) return flat;
-  const m = matrix(shape[0], shape[1]);
-  m.data.set(flat);
-  return m;
-}
-
-/** The flat row-major values of a model.js tensor (a copy). */
-export function values_of(t) {
-  return Float64Array.from(t instanceof Float64Array ? t : t.data);
-}
-
-/** A dict of model.js tensors as {name: {shape, values}} with flat Float64Array values: what crosses between the
- * page and the worker (postMessage copies typed arrays cheaply) and what checkpoint files hold. */
+/** A dict of model.js tensors as {name: {shape, values}} with flat Float64Array values (copies): what crosses
+ * between the page and the worker (postMessage copies typed arrays cheaply) and what checkpoint files hold. */
 export function flat_tensors(tensors) {
-  const flat = (t) => ({ shape: t instanceof Float64Array ? [t.length] : [t.rows, t.cols], values: values_of(t) });
+  const flat = (t) => (t instanceof Float64Array ? { shape: [t.length], values: Float64Array.from(t) }
+    : { shape: [t.rows, t.cols], values: Float64Array.from(t.data) });
   return Object.fromEntries(Object.entries(tensors).map(([name, t]) => [name, flat(t)]));
 }
 
-/** The inverse of flat_tensors. */
+/** The inverse of flat_tensors: model.js tensors (a matrix {rows, cols, data}, or a vector), copies. */
 export function unflat_tensors(flat) {
-  return Object.fromEntries(Object.entries(flat).map(([name, t]) => [name, from_values(t.values, t.shape)]));
+  const tensor = ({ shape, values }) => (shape.length === 1 ? Float64Array.from(values)
+    : { rows: shape[0], cols: shape[1], data: Float64Array.from(values) });
+  return Object.fromEntries(Object.entries(flat).map(([name, t]) => [name, tensor(t)]));
 }
 
 /** The bytes of a training checkpoint of float64 parameters, as checkpoint.save_checkpoint writes them: config the

@@ -60,7 +60,8 @@ export function redraw() {
 // ----------------------------------------------------------------------------------------------------------------
 // Runs: a worker per model
 
-/** A worker that trains one model: on_message gets its messages, on_fail a sentence when it breaks. */
+/** A worker that trains one model (each experiment's models, the lessons' and the Train panel's run): on_message
+ * gets its messages, on_fail a sentence when it breaks. */
 export function start_worker(start, on_message, on_fail) {
   const worker = new Worker(new URL("worker.js", import.meta.url), { type: "module" });
   worker.onmessage = (e) => (e.data.type === "failed" ? on_fail(e.data.message) : on_message(e.data));

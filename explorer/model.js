@@ -14,7 +14,7 @@
 //   names the plain loop it replaces, adds in the same order, and says what it bought.
 // - The model's description is one object beside the weights, as in Python: model_config({vocab, d, hidden,
 //   max_len, blocks, heads, positions}) is oneblock/config.py's ModelConfig under the same names (checked,
-//   config_to_json, config_from_json, param_shapes, ...), and every function below that runs the model takes it.
+//   config_to_json, config_from_json, parameter_count, ...), and every function below that runs the model takes it.
 // - Blocks: block 0's tensors have model.py's names, block k's the same names after "block{k}." (oneblock/config.py),
 //   so a one-block dict is model.py's. The number of blocks, the heads and the scheme are the config's.
 // - Heads: head h of a block reads columns h dh .. (h + 1) dh - 1 of its q, k and v (dh = d / heads), has its own
@@ -35,7 +35,6 @@
 //     T = positions in the sequence, d = model width, H = hidden width of the MLP, V = vocabulary size,
 //     L = max_len, the number of learned positions, nh = heads, dh = d / nh, the width of one head.
 
-import { py_repr as string_py_repr } from "./bpe.js";
 import { pooled, products_plain, rows_dots_plain, weighted_rows_plain } from "./fast.js";
 import { Random } from "./random.js";
 
@@ -118,22 +117,12 @@ export class ExactSum {
 
 const acc = new ExactSum(); // one accumulator, reused by every exact sum (JavaScript runs one function at a time)
 
-/** The exactly rounded sum of an array of numbers, as math.fsum.
+/** The exactly rounded sum of the first n numbers of an array (all of them unless n), as math.fsum.
  *
  *     fsum([0.1, 0.1, 0.1, -0.3])   // 2.7755575615628914e-17 (plain adds give 5.551115123125783e-17) */
-export function fsum(xs) {
+export function fsum(xs, n = xs.length) {
   acc.reset();
-  for (let i = 0; i < xs.length; i++) acc.add(xs[i]);
-  return acc.value();
-}
-
-/** sum_i<n a[i] b[i] + extra, rounded once.
- *
- *     exact_dot([1e16, 1, -1e16], [1, 1, 1], 3, 0)   // 1 */
-export function exact_dot(a, b, n, extra) {
-  acc.reset();
-  for (let i = 0; i < n; i++) acc.add(a[i] * b[i]);
-  if (extra !== 0.0) acc.add(extra);
+  for (let i = 0; i < n; i++) acc.add(xs[i]);
   return acc.value();
 }
 
@@ -179,17 +168,14 @@ export const PLAIN = { name: "plain" };
  *
  *     dot(EXACT, [1, 2], [3, 4], 2)   // 11 */
 export function dot(sums, a, b, n = a.length, extra = 0.0) {
-  return sums === EXACT ? exact_dot(a, b, n, extra) : plain_dot(a, b, n, extra);
+  return sums === EXACT ? exact_dot_at(a, 0, b, 0, n, extra) : plain_dot(a, b, n, extra);
 }
 
 /** sum_i<n a[i], the way sums says.
  *
  *     sum(PLAIN, [1, 2, 3])   // 6 */
 export function sum(sums, a, n = a.length) {
-  if (sums !== EXACT) return plain_sum(a, n);
-  acc.reset();
-  for (let i = 0; i < n; i++) acc.add(a[i]);
-  return acc.value();
+  return sums === EXACT ? fsum(a, n) : plain_sum(a, n);
 }
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -267,7 +253,9 @@ export function transpose(a) {
   return t;
 }
 
-/** sum_{i<n} A[a + i] B[b + i] + extra, rounded once: a dot product of two stretches of flat arrays. */
+/** sum_{i<n} A[a + i] B[b + i] + extra, rounded once: a dot product of two stretches of flat arrays.
+ *
+ *     exact_dot_at([1e16, 1, -1e16], 0, [1, 1, 1], 0, 3, 0)   // 1 (plain adds give 0) */
 function exact_dot_at(A, a, B, b, n, extra) {
   acc.reset();
   for (let i = 0; i < n; i++) acc.add(A[a + i] * B[b + i]);
@@ -369,7 +357,10 @@ export function column_sums(a, sums) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// The model's description: model_config, oneblock/config.py's ModelConfig under the same names
+// The model's description: model_config, oneblock/config.py's ModelConfig under the same names. The page checks a
+// config where it meets one it has not made itself: a file's (config_from_json, which decides as ModelConfig.from_json
+// does) and the Train panel's, whose scheme the learner picks (checked); every other rule and message of a config is
+// config.py's alone.
 
 export const SIZE_KEYS = Object.freeze(["vocab", "d", "hidden", "max_len"]); // the sizes every model has, in order
 export const GROWN_KEYS = Object.freeze(["blocks", "heads"]); // a grown model's, in its JSON only when not both 1
@@ -377,47 +368,24 @@ export const SWITCH_KEY = "use_positions"; // model.py's switch, in the JSON bes
 export const JSON_KEYS = Object.freeze([...SIZE_KEYS, ...GROWN_KEYS, SWITCH_KEY, "positions"]); // a config's JSON
 export const ONE_BLOCK_VERSION = "1"; // checkpoint format version of a model of one block and one head
 export const GROWN_VERSION = "2"; // ... of a grown model, whose JSON has blocks and heads
-const FIELDS = [...SIZE_KEYS, ...GROWN_KEYS, "positions"]; // a config's fields, in ModelConfig's order
 
 /** A model's description, frozen (a value passed beside its weights, never changed under them): its vocabulary,
  * width d, the MLP's hidden width, max_len (the rows of learned positions), blocks, heads and position scheme, as
- * ModelConfig(vocab, d, hidden, max_len, blocks=1, heads=1, positions="learned"). Not checked (see checked); a
- * field it does not have, or a missing size, is an Error. {...config, heads: 2} with model_config makes another.
+ * ModelConfig(vocab, d, hidden, max_len, blocks=1, heads=1, positions="learned"). Not checked (see checked).
+ * {...config, heads: 2} with model_config makes another.
  *
  *     model_config({ vocab: 96, d: 16, hidden: 64, max_len: 64 }).positions   // "learned" */
-export function model_config(fields) {
-  const unknown = Object.keys(fields).find((key) => !FIELDS.includes(key));
-  if (unknown !== undefined) {
-    throw new Error(`model_config has no field ${py_repr(unknown)}; its fields are ${FIELDS.join(", ")}`);
-  }
-  const missing = SIZE_KEYS.filter((key) => fields[key] === undefined);
-  if (missing.length) throw new Error(`model_config needs ${SIZE_KEYS.join(", ")}; got no ${missing.join(", ")}`);
-  const { vocab, d, hidden, max_len, blocks = 1, heads = 1, positions = "learned" } = fields;
+export function model_config({ vocab, d, hidden, max_len, blocks = 1, heads = 1, positions = "learned" }) {
   return Object.freeze({ vocab, d, hidden, max_len, blocks, heads, positions });
 }
 
-const checked_configs = new WeakSet(); // the frozen configs checked already: forward checks its config at each call
-
-/** config, or an Error naming the first value that makes no sense and what was expected, as ModelConfig.checked.
+/** config, or an Error when its blocks and heads do not fit its width and scheme (check_sizes, in ModelConfig.checked's
+ * words): the check of a config whose scheme the learner picked. Its sizes are a checked file's or the lab's own.
  *
  *     checked(model_config({ vocab: 96, d: 15, hidden: 60, max_len: 64, positions: "rope" }))
  *     // Error: rope rotates pairs of channels: the width d must be even, got d = 15 */
 export function checked(config) {
-  if (checked_configs.has(config)) return config;
-  if (config === null || typeof config !== "object") {
-    throw new Error(`the model's description should be a model config (model_config), got ${value_repr(config)}`);
-  }
-  for (const name of [...SIZE_KEYS, ...GROWN_KEYS]) {
-    const value = config[name];
-    if (!Number.isInteger(value) || value < 1) {
-      throw new Error(`${name} = ${value_repr(value)}: expected a whole number of at least 1`);
-    }
-  }
-  if (!SCHEMES.includes(config.positions)) {
-    throw new Error(`positions = ${value_repr(config.positions)}: expected one of ${SCHEMES.join(", ")}`);
-  }
   check_sizes(config.d, config.blocks, config.heads, config.positions);
-  if (Object.isFrozen(config)) checked_configs.add(config);
   return config;
 }
 
@@ -429,24 +397,17 @@ export function is_grown(config) {
 }
 
 /** Why model.py, the seed's reference (one block, one head, learned positions or none), cannot run this model, in
- * words that follow the model's name, or null when it can, as ModelConfig.seed_problem: the page's one such check.
+ * words that follow the model's name, or null when it can, as ModelConfig.seed_problem: the lessons ask it of the
+ * page's model, which a loaded file or a run of the Train panel changes.
  *
  *     seed_problem(model_config({ vocab: 96, d: 16, hidden: 64, max_len: 64, heads: 4 }))
  *     // "has 1 block x 4 heads, but model.py has one block and one head" */
 export function seed_problem(config) {
   if (is_grown(config)) return `has ${blocks_words(config)}, but model.py has one block and one head`;
   if (!SEED_SCHEMES.includes(config.positions)) {
-    return `has positions ${py_repr(config.positions)}, but model.py has learned positions and none only`;
+    return `has positions '${config.positions}', but model.py has learned positions and none only`;
   }
   return null;
-}
-
-/** The sizes in words, for headers and titles, as ModelConfig.describe.
- *
- *     describe(model_config({ vocab: 96, d: 16, hidden: 64, max_len: 64, blocks: 2, heads: 4, positions: "rope" }))
- *     // "2 blocks x 4 heads, width 16, rope positions" */
-export function describe(config) {
-  return `${blocks_words(config)}, width ${config.d}, ${config.positions} positions`;
 }
 
 /** "1 block x 1 head", "2 blocks x 4 heads": a config's blocks and heads in words, as sizes.describe. */
@@ -538,46 +499,30 @@ export function prefix(block) {
   return block ? `block${block}.` : "";
 }
 
-const shape_tables = new Map(); // "vocab d hidden max_len blocks" -> [[name, shape], ...], worked out once a size
-
-/** [[name, shape], ...] of a config's parameters in dict order, as config._shapes: shared, never written. */
-function shape_table(config) {
-  const { vocab, d, hidden, max_len, blocks } = config;
-  const key = `${vocab} ${d} ${hidden} ${max_len} ${blocks}`;
-  if (!shape_tables.has(key)) {
-    const sizes = { V: vocab, d, H: hidden, L: max_len };
-    const shape = (name) => Object.freeze(PARAM_SHAPES[name].map((s) => sizes[s]));
-    const table = OUTSIDE.slice(0, 2).map((name) => [name, shape(name)]);
-    for (let b = 0; b < blocks; b++) for (const name of BLOCK_NAMES) table.push([prefix(b) + name, shape(name)]);
-    for (const name of OUTSIDE.slice(2)) table.push([name, shape(name)]);
-    shape_tables.set(key, table);
-  }
-  return shape_tables.get(key);
-}
-
-/** The parameter names of a config, in the order of the parameter dict, as ModelConfig.param_names.
+/** [name, shape] of each parameter of a model of these sizes, one at a time in the order of the parameter dict, as
+ * ModelConfig.param_shapes: the sizes a config's Numbers, or the BigInts of a file's config (checkpoint.js), whose
+ * names are made only as far as they are read.
  *
- *     param_names(model_config({ vocab: 96, d: 4, hidden: 8, max_len: 8, blocks: 2 })).slice(12, 16)
- *     // ["W2", "b2", "block1.ln1_g", "block1.ln1_b"] */
-export function param_names(config) {
-  return shape_table(checked(config)).map(([name]) => name);
+ *     [...each_param(model_config({ vocab: 96, d: 4, hidden: 8, max_len: 8, blocks: 2 }))][14]
+ *     // ["block1.ln1_g", [4]] */
+export function* each_param({ vocab, d, hidden, max_len, blocks = 1 }) {
+  const sizes = { V: vocab, d, H: hidden, L: max_len };
+  const shape = (name) => PARAM_SHAPES[name].map((s) => sizes[s]);
+  for (const name of OUTSIDE.slice(0, 2)) yield [name, shape(name)];
+  for (let b = 0; b < blocks; b++) for (const name of BLOCK_NAMES) yield [prefix(b) + name, shape(name)];
+  for (const name of OUTSIDE.slice(2)) yield [name, shape(name)];
 }
 
-/** Every parameter's name and shape of a config, in dict order, as ModelConfig.param_shapes.
- *
- *     param_shapes(model_config({ vocab: 96, d: 4, hidden: 8, max_len: 8, blocks: 2 }))["block1.W1"]   // [4, 8] */
-export function param_shapes(config) {
-  return Object.fromEntries(shape_table(checked(config)).map(([name, shape]) => [name, [...shape]]));
-}
-
-/** How many numbers a config's parameters hold, by arithmetic, as ModelConfig.parameter_count.
+/** How many numbers the parameters of a model of these sizes hold, by arithmetic, as ModelConfig.parameter_count:
+ * Numbers for a config, BigInts for a file's config (checkpoint.js prices a file with it before reading its names).
  *
  *     parameter_count(model_config({ vocab: 96, d: 16, hidden: 64, max_len: 64 }))   // 7440 */
-export function parameter_count(config) {
-  const { vocab, d, hidden, max_len, blocks } = checked(config);
+export function parameter_count({ vocab, d, hidden, max_len, blocks }) {
+  const [zero, one] = typeof d === "bigint" ? [0n, 1n] : [0, 1];
   const sizes = { V: vocab, d, H: hidden, L: max_len };
-  const numbers = (names) => names.reduce((n, name) => n + PARAM_SHAPES[name].reduce((p, s) => p * sizes[s], 1), 0);
-  return numbers(OUTSIDE) + blocks * numbers(BLOCK_NAMES);
+  const numbers = (name) => PARAM_SHAPES[name].reduce((p, s) => p * sizes[s], one); // of one tensor
+  const total = (names) => names.reduce((n, name) => n + numbers(name), zero);
+  return total(OUTSIDE) + (blocks ?? one) * total(BLOCK_NAMES);
 }
 
 /** Fresh parameters of a config, the same numbers as ModelConfig.init_params (and with one block
@@ -588,7 +533,7 @@ export function parameter_count(config) {
 export function init_params(config, seed) {
   const rng = new Random(seed);
   const params = {};
-  for (const [name, dims] of shape_table(checked(config))) {
+  for (const [name, dims] of each_param(checked(config))) {
     if (dims.length === 2) {
       const m = matrix(dims[0], dims[1]); // (rows, cols)
       for (let i = 0; i < m.data.length; i++) m.data[i] = rng.gauss(0.0, 0.02);
@@ -607,48 +552,24 @@ export function count_params(params) {
   return Object.values(params).reduce((n, t) => n + shape(t).reduce((a, b) => a * b, 1), 0);
 }
 
-/** What is wrong with tensors of these shapes ({name: shape}) as a config's parameters, in one line, or null: a
- * missing or unknown name, or a shape other than the config's, as ModelConfig.shape_problem.
+/** An Error unless params are the parameters of the model config describes, as numpy_model.check_params decides (in
+ * words of the page's own: config.py's shape_problem has Python's): a dict of model.js tensors (matrices {rows,
+ * cols, data} and Float64Array vectors) with exactly the names and shapes of each_param(config).
  *
- *     const config = model_config({ vocab: 96, d: 4, hidden: 8, max_len: 8 });
- *     shape_problem(config, param_shapes(config))                      // null
- *     shape_problem(config, { ...param_shapes(config), W1: [4, 9] })
- *     // "parameter W1 has shape (4, 9), expected (4, 8)" */
-export function shape_problem(config, shapes) {
-  const want = shape_table(checked(config));
-  const missing = want.filter(([name]) => !Object.hasOwn(shapes, name)).map(([name]) => name);
-  if (missing.length) {
-    return `parameter dict is missing tensors: ${py_repr(missing.slice(0, 5))}${missing.length > 5 ? " ..." : ""}`;
-  }
-  const names = Object.keys(shapes);
-  if (names.length !== want.length) {
-    const known = new Set(want.map(([name]) => name));
-    return `parameter dict has unknown tensors: ${py_repr(names.filter((name) => !known.has(name)).slice(0, 5))}`;
-  }
-  for (const [name, shape] of want) {
-    const got = shapes[name];
-    if (got.length !== shape.length || got.some((s, k) => s !== shape[k])) {
-      return `parameter ${name} has shape ${tuple_repr(got)}, expected ${tuple_repr(shape)}`;
-    }
-  }
-  return null;
-}
-
-/** An Error unless params are the parameters of the model config describes, as numpy_model.check_params: a dict of
- * model.js tensors (matrices {rows, cols, data} and Float64Array vectors) with exactly the names and shapes of
- * param_shapes(config).
- *
- *     check_params({ ...p, W1: matrix(4, 9) }, config)   // Error: parameter W1 has shape (4, 9), expected (4, 8) */
+ *     check_params({ ...p, W1: matrix(4, 9) }, config)   // Error: parameter W1 is not a tensor of shape [4, 8] */
 export function check_params(params, config) {
-  checked(config);
-  const shapes = {};
-  for (const [name, t] of Object.entries(params)) {
-    if (t instanceof Float64Array) shapes[name] = [t.length];
-    else if (t && t.data instanceof Float64Array && t.data.length === t.rows * t.cols) shapes[name] = [t.rows, t.cols];
-    else throw new Error(`parameter ${name} should be a matrix {rows, cols, data} or a Float64Array`);
+  let count = 0;
+  for (const [name, want] of each_param(checked(config))) {
+    const t = Object.hasOwn(params, name) ? params[name] : null;
+    const fits = t instanceof Float64Array ? want.length === 1 && t.length === want[0]
+      : t?.data instanceof Float64Array && want.length === 2 && t.rows === want[0] && t.cols === want[1]
+        && t.data.length === t.rows * t.cols;
+    if (!fits) throw new Error(`parameter ${name} is not a tensor of shape [${want.join(", ")}]`);
+    count += 1;
   }
-  const problem = shape_problem(config, shapes);
-  if (problem !== null) throw new Error(problem);
+  if (Object.keys(params).length !== count) {
+    throw new Error(`the parameters hold tensors that a model of ${blocks_words(config)} does not have`);
+  }
 }
 
 /** The tensors of one block under model.py's names (without the prefix): block 0's are params itself, as in
@@ -695,7 +616,7 @@ export function check_length(T, config) {
 export function check_sizes(d, blocks, heads, positions = null) {
   for (const [name, value] of [["blocks", blocks], ["heads", heads]]) {
     if (!Number.isInteger(value) || value < 1) {
-      throw new Error(`${name} = ${value_repr(value)}: expected a whole number of at least 1`);
+      throw new Error(`${name} = ${value}: expected a whole number of at least 1`);
     }
   }
   if (d % heads) {
@@ -719,27 +640,7 @@ export function divisors(n) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// Python's words for the values the live checks name (checked, shape_problem say what config.py says)
-
-/** A value as Python's repr writes it: a string in quotes, a whole BigInt or any Number as float_repr, a list in
- * brackets.
- *
- *     py_repr(["W1", 3n, 1e-5, true, null])   // "['W1', 3, 1e-05, True, None]" */
-export function py_repr(v) {
-  if (v === null || v === undefined) return "None";
-  if (typeof v === "boolean") return v ? "True" : "False";
-  if (typeof v === "bigint") return String(v);
-  if (typeof v === "number") return float_repr(v);
-  if (typeof v === "string") return string_py_repr(v);
-  return `[${Array.from(v, py_repr).join(", ")}]`;
-}
-
-/** A model.js value as Python's repr writes the value of a config field: a whole Number as an int, anything else
- * as py_repr does. */
-function value_repr(v) {
-  if (Number.isInteger(v)) return String(v);
-  return typeof v === "object" && v !== null && !Array.isArray(v) ? "an object" : py_repr(v);
-}
+// A float as Python's repr writes it (the lessons' answers name numbers in the terminal's words)
 
 /** A float as Python's repr writes it: the shortest digits that read back as it, in e-notation below 1e-4 and from
  * 1e16 on, else with a decimal point.
@@ -757,13 +658,6 @@ export function float_repr(x) {
   }
   if (e < 0) return `${sign}0.${"0".repeat(-e - 1)}${digits}`;
   return `${sign}${digits.slice(0, e + 1).padEnd(e + 1, "0")}.${digits.slice(e + 1) || "0"}`;
-}
-
-/** A shape (Numbers or BigInts) as Python's repr writes a tuple of ints.
- *
- *     tuple_repr([2n, 3n]), tuple_repr([7]), tuple_repr([])   // "(2, 3)", "(7,)", "()" */
-export function tuple_repr(shape) {
-  return shape.length === 1 ? `(${shape[0]},)` : `(${shape.join(", ")})`;
 }
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -1142,7 +1036,7 @@ export function backward(params, cache, dlogits, sums = EXACT) {
   try {
     check_params(params, config);
   } catch (e) {
-    throw new Error(`the parameters are not those of the cache's forward pass, of ${describe(config)}: ${e.message}`);
+    throw new Error(`the parameters are not those of the cache's forward pass: ${e.message}`);
   }
   const T = ids.length, { d } = config;
   const g = {};

@@ -35,7 +35,7 @@ const state = {
   hover: null, // the attention row under the mouse
   view: { block: 0, head: 0, inside: 0 }, // the attention panel's block and head, the inside panel's block
   training: null, // the live run: see the Train section
-  worker: null,
+  worker: null, // the worker of the live (or last) run: experiments.start_worker
   loader: null, // the worker that reads weights files (Load weights)
   files_chosen: 0, // Load weights: the files chosen so far (the last one chosen is the one loaded)
   run_id: 0,
@@ -72,8 +72,9 @@ async function load() {
     state.split = await fetch_data("split.json", "json");
     state.data = train.load_data(state.tok, state.split);
     const bytes = await fetch_data(state.manifest.weights, "bytes"), where = `data/${state.manifest.weights}`;
-    const ckpt = checkpoint.load_checkpoint(bytes, where, state.manifest.tokenizer_sha256, state.tok.vocab.length);
-    set_model(ckpt, { source: state.manifest.source, trained: state.manifest.trained });
+    const ckpt = checkpoint.read_weights(bytes, where, state.manifest.tokenizer_sha256, state.tok.vocab.length);
+    set_model({ ...ckpt, params: checkpoint.unflat_tensors(ckpt.params) }, { source: state.manifest.source,
+      trained: state.manifest.trained });
   } catch (e) {
     say("page-message", `The explorer could not load its data: ${e.message}. Run python3 explore.py, which exports`
       + " the data and serves this page.");
@@ -109,8 +110,8 @@ function describe_text() {
 // ----------------------------------------------------------------------------------------------------------------
 // The model: which weights the panels show, and the weights file
 
-/** Make a loaded checkpoint ({params, config, step, val_loss}, as checkpoint.load_checkpoint gives) the model every
- * panel shows, and the one "Back to the loaded weights" returns to. */
+/** Make a loaded checkpoint ({params, config, step, val_loss}, as checkpoint.read_weights gives, its params as
+ * model.js tensors) the model every panel shows, and the one "Back to the loaded weights" returns to. */
 function set_model(ckpt, { source, trained }) {
   const val = ckpt.val_loss;
   const config = model.checked(model_config(ckpt.config)); // (frozen again: from a worker, a message carries a copy)
@@ -195,9 +196,9 @@ function get_loader() {
   return state.loader;
 }
 
-/** The page's reading of a weights file (a File): what Load weights shows, {config, blocks, heads, step, val_loss,
- * params (model.js tensors)}, or an Error that starts with the file's name and says what is wrong. A file
- * larger than any checkpoint the page runs is refused by its size, before a byte of it is read. */
+/** The page's reading of a weights file (a File): what Load weights shows, {config, step, val_loss, params (model.js
+ * tensors)}, or an Error that starts with the file's name and says what is wrong. A file larger than any checkpoint
+ * the page runs is refused by its size, before a byte of it is read. */
 async function read_weights_file(file) {
   checkpoint.check_file_size(file.size, file.name);
   const loader = get_loader();
@@ -240,7 +241,7 @@ function restore_loaded() {
   render_all();
 }
 
-/** The current weights as a checkpoint file that sample.py, explore.py and checkpoint.load_checkpoint read. */
+/** The current weights as a checkpoint file that sample.py, explore.py and checkpoint.read_weights read. */
 async function download_weights() {
   const m = state.model;
   let snap = null;
@@ -656,22 +657,6 @@ async function run_sample() {
 // ----------------------------------------------------------------------------------------------------------------
 // Train: the worker runs train.js; the page draws the curve and follows the weights
 
-function get_worker() {
-  if (!state.worker) {
-    state.worker = new Worker(new URL("worker.js", import.meta.url), { type: "module" });
-    state.worker.onmessage = (e) => on_worker_message(e.data);
-    state.worker.onerror = (e) => {
-      e.preventDefault();
-      const why = e.message || "it could not start: worker.js did not load or threw";
-      training_failed(`the training worker failed (${why})`);
-      state.worker?.terminate();
-      state.worker = null;
-    };
-    state.worker.onmessageerror = () => training_failed("a message from the training worker could not be read");
-  }
-  return state.worker;
-}
-
 /** A run that failed (the worker broke, or the loss stopped being finite): back to the weights before it. */
 function training_failed(why) {
   if (state.before_run) state.model = state.before_run;
@@ -722,8 +707,9 @@ function start_training() {
     tokens_per_s: null, last_render: 0 };
   try {
     const params = from_loaded ? checkpoint.flat_tensors(m.params) : null;
-    get_worker().postMessage({ type: "start", run: state.run_id, task: "stories", params, config, seed, settings,
-      data: state.data, follow: true });
+    state.worker?.terminate(); // (the run before this one, if any, ends with its worker)
+    state.worker = experiments.start_worker({ run: state.run_id, task: "stories", params, config, seed, settings,
+      data: state.data, follow: true }, on_worker_message, training_failed);
   } catch (e) {
     return training_failed(e.message);
   }
@@ -757,8 +743,6 @@ function on_worker_message(msg) {
   } else if (msg.type === "done") {
     run.done = true;
     end_training();
-  } else if (msg.type === "failed") {
-    training_failed(msg.message);
   }
   draw_training();
 }

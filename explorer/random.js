@@ -147,15 +147,4 @@ export class Random {
     if (this.gauss_next !== null) throw new Error("cannot store the state with a pending gauss number");
     return [...this.mt, this.index];
   }
-
-  /** Restore getstate()'s 625 numbers (from a checkpoint's rng_state). */
-  setstate(words) {
-    if (words.length !== N + 1 || !(words[N] >= 0 && words[N] <= N)) {
-      throw new RangeError(`a Mersenne Twister state is ${N} words and a position from 0 to ${N}; got ${words.length}`
-        + " numbers");
-    }
-    this.mt.set(words.slice(0, N));
-    this.index = Number(words[N]);
-    this.gauss_next = null;
-  }
 }

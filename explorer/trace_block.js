@@ -3,9 +3,9 @@
 // scheme). Every sum is exact (model.EXACT), as in model.py, so a gap that is zero in Python is zero here, to the
 // last bit.
 //
-//     last_logits_gap(params, tok.encode(ORDER_A), tok.encode(ORDER_B), config)   // 0, exactly, for positions "none"
+//     position_gaps(params, tok.encode(ORDER_A), tok.encode(ORDER_B), config).at(-1)   // 0, exactly: positions "none"
 //     const tiny = tiny_config(config);
-//     gradient_errors(init_params(tiny, TINY.seed), x, y, tiny)                   // {tok_emb: 5.5e-10, ...}
+//     gradient_errors_by_tensor(init_params(tiny, TINY.seed), x, y, tiny)   // ["tok_emb", [96, 4], 5.5e-10], ...
 
 import { EXACT, backward, forward, loss_and_dlogits, model_config, sequence_loss, shape } from "./model.js";
 
@@ -47,15 +47,6 @@ export function position_gaps(params, a, b, config) {
   });
 }
 
-/** The largest |logit difference| at the last position of two sequences of the same length. */
-export function last_logits_gap(params, a, b, config) {
-  if (a.length !== b.length) {
-    throw new Error(`the two sequences have ${a.length} and ${b.length} tokens; the last positions only line up when`
-      + " they have the same number");
-  }
-  return position_gaps(params, a, b, config).at(-1);
-}
-
 // ----------------------------------------------------------------------------------------------------------------
 // The gradient check: every number of every tensor nudged by STEP both ways
 
@@ -80,11 +71,4 @@ export function* gradient_errors_by_tensor(params, x, y, config, backward_fn = b
     }
     yield [name, shape(tensor), worst];
   }
-}
-
-/** {name: largest |central difference - backward|} over every number of every tensor (step 1e-6). */
-export function gradient_errors(params, x, y, config, backward_fn = backward) {
-  const errors = {};
-  for (const [name, , worst] of gradient_errors_by_tensor(params, x, y, config, backward_fn)) errors[name] = worst;
-  return errors;
 }

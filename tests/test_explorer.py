@@ -228,7 +228,7 @@ FORWARD = """([windows, sums]) => {
 ORDER_GAP = """([a, b, pos]) => {
   const {model, trace_block} = explorer.modules, m = explorer.state.model;
   const config = model.model_config({...m.config, positions: pos ? "learned" : "none"});
-  return trace_block.last_logits_gap(m.params, a, b, config);
+  return trace_block.position_gaps(m.params, a, b, config).at(-1);
 }"""
 
 

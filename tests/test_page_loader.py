@@ -327,8 +327,8 @@ READ_ONE = """async (name) => {
   const seconds = (performance.now() - started) / 1000;
   clearTimeout(timer);
   const gaps = ticks.slice(1).map((t, k) => t - ticks[k]);
-  return {seconds, stall_ms: Math.max(...gaps), ticks: ticks.length, step: ckpt.step, blocks: ckpt.blocks,
-          heads: ckpt.heads, params: explorer.modules.model.count_params(ckpt.params)};
+  return {seconds, stall_ms: Math.max(...gaps), ticks: ticks.length, step: ckpt.step, blocks: ckpt.config.blocks,
+          heads: ckpt.config.heads, params: explorer.modules.model.count_params(ckpt.params)};
 }"""
 
 
