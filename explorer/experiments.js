@@ -69,6 +69,7 @@ export function start_worker(start, on_message, on_fail) {
     e.preventDefault();
     on_fail(`the training worker failed (${e.message || "it could not start"})`);
   };
+  worker.onmessageerror = () => on_fail("a message from the training worker could not be read");
   worker.postMessage({ type: "start", run: 1, follow: false, ...start });
   return worker;
 }
