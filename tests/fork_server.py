@@ -15,6 +15,7 @@ prints the traceback to its stderr and exits with status 1, as the interpreter d
 survive a fork: start the server with one BLAS thread (OPENBLAS_NUM_THREADS=1 in its environment).
 """
 
+import gc
 import importlib
 import json
 import os
@@ -26,7 +27,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PRELOAD = ("numpy", "bpe", "oneblock.checkpoint", "oneblock.numpy_model", "oneblock.numpy_fast", "oneblock.training",
-           "oneblock.export", "oneblock.sampling")  # what the tools read
+           "oneblock.export", "oneblock.sampling", "oneblock.server",
+           "threadpoolctl")  # what the tools import (explore.py's oneblock.server: http.server, email, ssl, ...)
 
 
 def exit_status(code):
@@ -101,6 +103,7 @@ def serve(tool, as_limit):
     sys.path.insert(0, str(ROOT))
     for name in PRELOAD:
         importlib.import_module(name)
+    gc.freeze()  # what was imported stays out of the children's collections: they touch (copy) fewer shared pages
     replies = os.fdopen(os.dup(1), "w")
     quiet = os.open(os.devnull, os.O_WRONLY)
     os.dup2(quiet, 1)  # what the tool's modules print while the server runs goes nowhere, not into the replies

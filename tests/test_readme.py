@@ -60,7 +60,7 @@ REDUCED = {  # script or module -> arguments appended to each of its commands he
     "dev.bench_explorer": ["--steps", "60", "--depth-steps", "25"],
     "dev.lessons_page": ["--lesson", "tokens"],  # one lesson timed (and the pictured one, with --screenshot)
     "dev.bench_grid": ["--rounds", "1", "--scale", "0.25"],  # one short round of each pool
-    "dev.bench_fits": ["--rounds", "1", "--bootstrap", "20"],  # 160 fits, here and in a pool, seconds
+    "dev.bench_fits": ["--rounds", "1", "--bootstrap", "10"],  # 120 fits, here and in a pool, seconds
 }
 RUN_ELSEWHERE = {  # (page, a command) -> (page, the command there that makes the same run): run once, there
     ("docs/developers.md", "python3 -m experiments.scaling --check"): ("docs/scaling.md",

@@ -5,7 +5,7 @@ part-way resumes from the per-run results it wrote and ends with that record; th
 any work; and dev/bench_grid.py runs briefly.
 
 The command lines here run without the committed record's check, the minute of every --check that these tests do
-not ask about (tests/test_scaling.py checks scaling.json in this process, docs/scaling.md's --check as a command).
+not ask about (docs/scaling.md's --check checks scaling.json, as a command: tests/test_readme.py).
 
 Without dask and distributed the Dask case skips with its reason, except under CI=true, where that is a failure."""
 
@@ -119,12 +119,32 @@ def test_the_reduced_grid_trains_more_seeds_where_they_split_and_check_record_ho
 
 def test_check_record_derives_the_summaries_again_from_a_changed_run(serial):
     """A run's validation loss moved by 1e-3 and every summary left as it was: the first summary that differs is
-    that of the run's cell (tests/test_scaling.py moves the committed record's summaries themselves)."""
+    that of the run's cell."""
     s = scaling()
     r = json.loads(json.dumps(serial[0]))
     run = r["runs"][-1]
     run["val"] += 1e-3
     with pytest.raises(ValueError, match=f"^cells.{run['size']}"):
+        s.check_record(r, s.REDUCED)
+
+
+@pytest.mark.parametrize("path, change, where", [
+    (("cells", "16x1", "600000000", "reducible"), 1e-3, "cells.16x1.600000000.reducible"),
+    (("fits", "free_floor", "alpha"), 1e-3, "fits.free_floor.alpha"),
+    (("isoflop", "a"), 1e-2, "isoflop.a"),
+    (("judged", "floors_by_cut", 0, "huber", "E"), 1e-3, "judged.floors_by_cut.0.huber.E"),
+    (("judged", "held_out", 1, "fits", "true_floor", "rms_error"), 1e-3, "judged.held_out.1.fits.true_floor"),
+])
+def test_check_record_derives_every_summary_again_from_the_runs(serial, path, change, where):
+    """A summary moved and the runs left as they were: check_record names it (on the reduced grid's record, whose
+    summaries are those of the full one's code, fitted in seconds)."""
+    s = scaling()
+    r = json.loads(json.dumps(serial[0]))
+    target = r
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] += change
+    with pytest.raises(ValueError, match=f"^{where}"):
         s.check_record(r, s.REDUCED)
 
 
