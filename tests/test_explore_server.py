@@ -4,8 +4,8 @@ connections, and Host headers that name another server (DNS rebinding) or none; 
 hostile neighbour: a checkpoint that names another file as its text, links and other files in the export's folder,
 a second export at once, and an export that must keep the privacy of its inputs and name no path of the machine.
 
-Each request is sent over a raw socket to the real server (serving.make_server on a temporary folder), run in its
-own process with its stderr in a file, so that every reply's status and body and every log line it wrote are
+Each request is sent over a raw socket to the real server (serving.make_server on a temporary folder), serving in a
+thread of this process with its stderr captured, so that every reply's status and body and every log line it wrote are
 checked, and no case may leave a traceback there; python3 explore.py serving explorer/ is sent one of each kind.
 Each export is explore.py's command line, run in this process (run_helpers.ran), but for the one it signals."""
 
@@ -35,14 +35,10 @@ SECRET = "a file outside the served folder: never sent"
 PAGE = "<!doctype html><title>the page</title>\n"
 MODULE = "export const answer = 42;\n"
 HERE = b"{here}"  # in a request sent by Served.exchange: the host and port of the server under test
-SERVE = ("import sys\nfrom oneblock.server import make_server\n"
-         "server = make_server(sys.argv[1], 0, timeout=float(sys.argv[2]))\n"
-         "print(server.server_port, flush=True)\n"
-         "server.serve_forever()\n")
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# The folder, the server in a process of its own, and raw exchanges with it
+# The folder, the server in a thread of this process, and raw exchanges with it
 
 
 @pytest.fixture(scope="module")
@@ -76,57 +72,55 @@ def site(tmp_path_factory):
 
 
 class Served:
-    """serving.make_server(site, 0, timeout=TIMEOUT) serving in a child process, its stderr in a file."""
+    """serving.make_server(site, 0, timeout=TIMEOUT) serving in a thread of this process, its stderr read through
+    the running test's capsys (no_traceback hands it over)."""
 
-    def __init__(self, folder, log):
-        self.log = log
-        with open(log, "wb") as err:
-            self.proc = subprocess.Popen([sys.executable, "-c", SERVE, str(folder), str(TIMEOUT)], cwd=ROOT,
-                                         stdout=subprocess.PIPE, stderr=err, text=True)
-        line = self.proc.stdout.readline()
-        assert line.strip().isdigit(), f"the server did not start: {self.stop()}"
-        self.port = int(line)
+    def __init__(self, folder):
+        self.httpd = serving.make_server(folder, 0, timeout=TIMEOUT)
+        self.port, self.capsys, self.logged = self.httpd.server_port, None, []
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def log(self):
+        """Everything the server wrote on stderr while the tests ran, up to now."""
+        self.logged.append(self.capsys.readouterr().err)
+        return "".join(self.logged)
 
     def exchange(self, request, wait=10):
         """(the whole reply, what the server logged meanwhile): request sent at once (with HERE replaced by this
         server's host and port), then read until the server closes the connection. The server logs before it
         replies, so the log is complete when the reply is."""
-        mark = self.log.stat().st_size
+        mark = len(self.log())
         with socket.create_connection(("127.0.0.1", self.port), timeout=wait) as sock:
             sock.sendall(request.replace(HERE, b"127.0.0.1:%d" % self.port))
             reply = read_all(sock)
-        return reply, self.log.read_bytes()[mark:].decode("ascii")  # ascii: a log line escapes what it shows
+        return reply, self.log()[mark:]
 
     def get(self, path, host=HERE):
         return self.exchange(b"GET " + path.encode("latin-1") + b" HTTP/1.1\r\nHost: " + host + b"\r\n\r\n")
 
-    def stop(self):
-        """End the server (it is this test module's own child) and give its whole stderr."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(timeout=30)
-        self.proc.stdout.close()
-        return self.log.read_text(encoding="latin-1")
-
 
 @pytest.fixture(scope="module")
-def server(site, tmp_path_factory):
-    served = Served(site, tmp_path_factory.mktemp("explore-server-log") / "stderr.txt")
-    try:
-        yield served
-    finally:
-        served.stop()
+def server(site):
+    served = Served(site)
+    yield served
+    served.httpd.shutdown()
+    served.httpd.server_close()
+    served.thread.join()
 
 
 @pytest.fixture(autouse=True)
 def no_traceback(request):
     """After each test, whatever it sent: the server is still up and wrote no traceback to its stderr meanwhile."""
-    served = request.getfixturevalue("server") if "server" in request.fixturenames else None
-    mark = served and served.log.stat().st_size
+    if "server" not in request.fixturenames:
+        yield
+        return
+    served = request.getfixturevalue("server")
+    served.capsys = request.getfixturevalue("capsys")
+    mark = len(served.log())
     yield
-    if served:
-        assert served.proc.poll() is None, served.stop()
-        assert b"Traceback" not in served.log.read_bytes()[mark:]
+    log, served.capsys = served.log()[mark:], None
+    assert served.thread.is_alive() and "Traceback" not in log, log
 
 
 def read_all(sock):
@@ -291,7 +285,7 @@ def test_an_idle_connection_is_closed_after_the_timeout(server):
     """A client that connects and sends nothing, or stops in the middle of its request line or headers, is hung up on
     once it has been idle for the timeout: quietly, since browsers open connections ahead that they never use. The
     three clients wait side by side, each in a thread of its own, timed from its last byte to the server's end."""
-    mark = server.log.stat().st_size
+    mark = len(server.log())
     ended = {}
 
     def idle(sent):
@@ -310,7 +304,7 @@ def test_an_idle_connection_is_closed_after_the_timeout(server):
     assert len(ended) == 3, ended
     for sent, (reply, waited) in ended.items():
         assert reply == b"" and TIMEOUT * 0.8 <= waited <= TIMEOUT + 5, (sent, reply, waited)
-    assert server.log.read_bytes()[mark:] == b""
+    assert server.log()[mark:] == ""
 
 
 def test_the_real_idle_timeout_is_sane():
