@@ -65,7 +65,6 @@ SLOW_TESTS = {  # and these tests of the others (each parametrized case of them)
                      "test_each_process_pool_worker_computes_with_one_blas_thread",
                      "test_the_workers_of_a_grid_killed_with_sigkill_end_with_it"],
     "test_lessons.py": ["test_bad_arguments_are_refused_in_one_line_with_status_2",
-                        "test_the_command_line_asks_the_scaling_lesson_by_its_key",
                         "test_the_page_folds_the_answers_that_train_as_this_machine_prints_them_within_the_kernels_spread"],
     "test_lessons_scaling.py": ["test_the_committed_page_lessons_are_current_and_every_export_copies_them",
                                 "test_the_export_gives_the_page_the_lessons_own_answer"],

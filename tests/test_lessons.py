@@ -41,6 +41,14 @@ def run_ask(lesson, *lines, lab=LAB):
     return record, "\n".join(said)
 
 
+def lessons_main(monkeypatch, capsys, *args, stdin=""):
+    """experiments.lessons' main with args, its input the lines of stdin: (its status, stdout, stderr)."""
+    monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    status = command.main(list(args))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Each answer, computed here on its own
 
@@ -310,12 +318,16 @@ def write_checkpoint(path, config, seed):
     return params
 
 
-def test_a_checkpoints_weights_are_the_ones_the_answers_read(tmp_path):
+def test_a_checkpoints_weights_are_the_ones_the_answers_read(tmp_path, monkeypatch, capsys):
     params = write_checkpoint(tmp_path / "other.safetensors", ModelConfig(96, 16, 64, 64), seed=7)
     lab = lessons.build_lab(tmp_path / "other.safetensors")
     assert lab.params == params and lab.ckpt_path == str(tmp_path / "other.safetensors")
     assert lessons.INIT_LOSS.answer(lab)["value"] == expected_init_loss(params) != expected_init_loss()
     assert lessons.ORDER.answer(lab)["value"][0] == 0.0
+    status, out, err = lessons_main(monkeypatch, capsys, "--ckpt", str(tmp_path / "other.safetensors"), "--lesson",
+                                    "init-loss", "--guess", "4.5")  # and the command line's --ckpt
+    assert status == 0, err
+    assert f"loss {expected_init_loss(params):.6f} over" in out and "other.safetensors" in out
 
 
 def test_a_checkpoint_model_py_cannot_run_skips_the_lessons_saying_why(tmp_path):
@@ -341,14 +353,6 @@ def test_a_missing_or_bad_checkpoint_is_named(tmp_path):
 # the refusals, as a learner's terminal sees them
 
 
-def lessons_main(monkeypatch, capsys, *args, stdin=""):
-    """experiments.lessons' main with args, its input the lines of stdin: (its status, stdout, stderr)."""
-    monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-    status = command.main(list(args))
-    out, err = capsys.readouterr()
-    return status, out, err
-
-
 def test_the_whole_path_with_right_guesses_and_q_or_the_end_of_input_stopping_it(monkeypatch, capsys):
     status, out, err = lessons_main(monkeypatch, capsys, stdin="many\n" + "\n".join(RIGHT[key] for key in KEYS) + "\n")
     assert status == 0 and err == "", err
@@ -367,31 +371,12 @@ def test_one_lesson_by_its_key_with_a_guess_given_or_typed_and_the_list(monkeypa
     assert status == 0 and "lesson 1 of 1: causality" in out and "verdict: right" in out
     status, out, _ = lessons_main(monkeypatch, capsys, "--lesson", "order", "--guess", "0 0.001")
     assert status == 0 and "verdict: right" in out and "stopped" not in out
+    assert "\n".join(lessons.answer_lines(lessons.ORDER.answer(LAB))) in out  # every figure, as the lesson's
     status, out, _ = lessons_main(monkeypatch, capsys, "--list")
     listed = out.splitlines()
     assert status == 0 and len(listed) >= len(command.all_lessons())
     for n, lesson in enumerate(command.all_lessons(), 1):
         assert listed[n - 1].startswith(f"{n:2d}. {lesson.key} ") and lesson.title in listed[n - 1], listed
-
-
-def test_the_command_line_asks_the_scaling_lesson_by_its_key(monkeypatch, capsys):
-    lesson = lesson_of("scaling")
-    status, out, err = lessons_main(monkeypatch, capsys, "--lesson", "scaling", "--guess", "0.43")
-    assert status == 0 and err == "", err
-    assert "lesson 1 of 1: scaling" in out and "verdict: right" in out
-    assert "\n".join(lessons.answer_lines(lesson.answer(LAB))) in out  # every figure, as the lesson's
-    status, out, _ = lessons_main(monkeypatch, capsys, "--lesson", "scaling", stdin="lots\n0.49\n")
-    assert status == 0 and "not a guess: 'lots'" in out and "verdict: off" in out
-    status, out, err = lessons_main(monkeypatch, capsys, "--lesson", "scaling", "--guess", "lots")
-    assert status == 2 and out == "" and err == "error: 'lots' is not a number\n"
-
-
-def test_the_command_line_answers_with_a_checkpoints_weights(tmp_path, monkeypatch, capsys):
-    params = write_checkpoint(tmp_path / "other.safetensors", ModelConfig(96, 16, 64, 64), seed=7)
-    status, out, err = lessons_main(monkeypatch, capsys, "--ckpt", str(tmp_path / "other.safetensors"), "--lesson",
-                                    "init-loss", "--guess", "4.5")
-    assert status == 0, err
-    assert f"loss {expected_init_loss(params):.6f} over" in out and "other.safetensors" in out
 
 
 @pytest.mark.parametrize("args, says", [

@@ -9,7 +9,6 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -33,15 +32,10 @@ def functions(text):
     return {node.name: node for node in ast.parse(text).body if isinstance(node, ast.FunctionDef)}
 
 
-def command(capsys, *args):
-    """python3 -m oneblock.workbook args, its main() run in this process: a namespace of its returncode (argparse's
-    exit status for a refusal), stdout and stderr."""
-    try:
-        returncode = workbook.main([str(arg) for arg in args])
-    except SystemExit as e:
-        returncode = e.code
-    out, err = capsys.readouterr()
-    return SimpleNamespace(returncode=returncode, stdout=out, stderr=err)
+def command(*args):
+    """python3 -m oneblock.workbook args, run in the lab's folder."""
+    return subprocess.run([sys.executable, "-m", "oneblock.workbook", *map(str, args)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -178,34 +172,33 @@ def test_the_build_is_standard_library_only():
 # The command line
 
 
-def test_the_learners_path_write_check_then_a_planted_bug_and_a_guess(tmp_path, capsys):
+def test_the_learners_path_write_check_then_a_planted_bug_and_a_guess(tmp_path):
     mine = tmp_path / "mine"
-    done = command(capsys, "write", mine, "--from", "backward")
+    done = command("write", mine, "--from", "backward")
     assert done.returncode == 0 and done.stdout.startswith(f"wrote {mine / 'model.py'}: fill in its blank functions")
-    again = subprocess.run([sys.executable, "-m", "oneblock.workbook", "write", mine], cwd=ROOT, capture_output=True,
-                           text=True, timeout=120)  # (a refusal in one line, as a learner's terminal sees it)
+    again = command("write", mine)
     assert again.returncode == 2 and again.stderr == (f"error: {mine / 'model.py'} exists: your work is never"
                                                       f" written over (choose another folder, or move that file"
                                                       f" away)\n")
-    checked = command(capsys, "check", mine / "model.py")
+    checked = command("check", mine / "model.py")
     assert checked.returncode == 1 and checked.stdout.splitlines()[-1].startswith("6 of 7 steps pass; next: backward")
-    graded = json.loads(command(capsys, "check", mine / "model.py", "--json").stdout)
+    graded = json.loads(command("check", mine / "model.py", "--json").stdout)
     assert [g["step"] for g in graded["steps"]] == grade.STEPS
     assert {"step", "status", "tensor", "where", "got", "want", "mistake", "explain"} <= set(graded["steps"][0])
     assert [g["status"] for g in graded["steps"]] == ["pass"] * 6 + ["todo"]
-    assert command(capsys, "check", mistakes.LAB_MODEL).returncode == 0
+    assert command("check", mistakes.LAB_MODEL).returncode == 0
 
     hunt = tmp_path / "hunt"
-    assert command(capsys, "bug", hunt, "--seed", "4").returncode == 0
+    assert command("bug", hunt, "--seed", "4").returncode == 0
     _, key = workbook.bug_file(LAB, 4)
     tests = subprocess.run([sys.executable, "-m", "unittest", "test_model.py"], cwd=hunt, capture_output=True,
                            text=True, timeout=300)
     assert tests.returncode == 1  # (the lab's own checks, run beside the planted file, find something wrong)
-    refused = command(capsys, "check", hunt / "model.py")
+    refused = command("check", hunt / "model.py")
     assert refused.returncode == 2 and "is a find-the-bug file: the grader would name its mistake" in refused.stderr
     wrong = next(step for step in grade.STEPS if step != MISTAKES[key]["step"])
-    missed = command(capsys, "guess", hunt / "model.py", wrong)
+    missed = command("guess", hunt / "model.py", wrong)
     assert missed.returncode == 1 and missed.stdout.startswith(f"not that one: the mistake is in"
                                                                f" {MISTAKES[key]['step']} ({key})")
-    right = command(capsys, "guess", hunt / "model.py", MISTAKES[key]["step"])
+    right = command("guess", hunt / "model.py", MISTAKES[key]["step"])
     assert right.returncode == 0 and right.stdout.startswith(f"right: the mistake is in {MISTAKES[key]['step']}")
