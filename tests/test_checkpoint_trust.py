@@ -10,8 +10,6 @@ tests/test_page_loader.py gives the same files to the explorer page.)"""
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,6 +19,8 @@ from oneblock import checkpoint, export, settings
 import bpe
 from oneblock.data import TOKENIZER_FILE
 from checkpoint_edits import RUNS, write_bases
+import run_helpers
+from run_helpers import ran
 
 pytest.importorskip("numpy")
 if os.name == "nt":
@@ -55,10 +55,8 @@ def run(tool, *args, cwd, memory=LIMIT, file_size=None):
     """A tool (sample, compare, train, explore) run in a subprocess in cwd, as its command line runs it (compare:
     python3 -m dev.compare, with the lab's folder on the module path): (CompletedProcess, seconds it took)."""
     started = time.monotonic()
-    command = ["-m", "dev.compare"] if tool == "compare" else [str(ROOT / f"{tool}.py")]
-    proc = subprocess.run([sys.executable, *command, *map(str, args)], capture_output=True, text=True, cwd=cwd,
-                          timeout=300, preexec_fn=limited(memory, file_size),
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = run_helpers.run("-m dev.compare" if tool == "compare" else f"{tool}.py", *args, cwd=cwd,
+                           limit=limited(memory, file_size))
     return proc, time.monotonic() - started
 
 
@@ -76,22 +74,20 @@ def refused(proc, *phrases):
 # Sizes priced before they are spent
 
 
-@pytest.mark.parametrize("args, phrase", [
-    (["--batch", "1000000000"], "--batch 1000000000 --length 63 --blocks 1 --heads 1 needs about"),
-    (["--blocks", "10000"], "--batch 2 --length 63 --blocks 10000 --heads 1 needs about"),
+@pytest.mark.parametrize("tool, args, phrase", [
+    ("compare", ["--no-torch", "--batch", "1000000000"], "--batch 1000000000 --length 63 --blocks 1 --heads 1 needs"),
+    ("compare", ["--no-torch", "--blocks", "10000"], "--batch 2 --length 63 --blocks 10000 --heads 1 needs about"),
+    ("compare", ["--ckpt", "one-block.safetensors", "--no-torch", "--batch", "1000000000"],
+     "--batch 1000000000 --length 63 at the weights of one-block.safetensors (1 block x 1 head) needs about"),
+    ("sample", ["--ckpt", "one-block.safetensors", "--tokens", 10 ** 12], "--tokens 1000000000000 needs about"),
 ])
-def test_compare_prices_its_sizes_before_any_work(tmp_path, args, phrase):
+def test_the_sizes_a_tool_is_asked_for_are_priced_before_any_work(work, tool, args, phrase):
     """These ran for minutes while memory grew; under a 3 GiB limit each is now refused at once, naming the value
     and the memory it needs."""
-    proc, seconds = run("compare", "--no-torch", *args, cwd=tmp_path)
+    folder, _ = work
+    proc, seconds = run(tool, *args, cwd=folder)
     line = refused(proc, phrase, "of memory, more than the")
     assert "GiB" in line and seconds < 30
-
-
-def test_compare_prices_a_batch_at_a_checkpoints_weights(work):
-    folder, _ = work
-    proc, _ = run("compare", "--ckpt", "one-block.safetensors", "--no-torch", "--batch", "1000000000", cwd=folder)
-    refused(proc, "--batch 1000000000 --length 63 at the weights of one-block.safetensors", "needs about")
 
 
 def test_a_checkpoint_larger_than_memory_is_refused_before_it_is_read(tmp_path):
@@ -106,12 +102,6 @@ def test_a_checkpoint_larger_than_memory_is_refused_before_it_is_read(tmp_path):
         refused(proc, f"{path}: reading it (8.0 GiB) needs about 16.0 GiB of memory, more than the")
         assert seconds < 30
     assert sorted(p.name for p in tmp_path.iterdir()) == ["huge.safetensors"]
-
-
-def test_sample_prices_the_tokens_it_is_asked_for(work):
-    folder, _ = work
-    proc, _ = run("sample", "--ckpt", "one-block.safetensors", "--tokens", 10 ** 12, cwd=folder)
-    refused(proc, "--tokens 1000000000000 needs about", "of memory")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -167,8 +157,10 @@ def test_an_export_that_cannot_be_written_is_one_line_and_leaves_the_old_export(
     assert proc.returncode == 0 and len(snapshot(site)["data/split.json"]) > 100_000, proc.stderr
 
 
-def test_an_export_to_where_no_folder_can_be_is_one_line(work, tmp_path):
+def test_an_export_to_where_no_folder_can_be_is_one_line(work, tmp_path, capsys, monkeypatch):
+    """(explore.py run in this process: the subject is where it writes, not what it spends.)"""
     folder, _ = work
+    monkeypatch.chdir(folder)
     (tmp_path / "file").write_text("x", encoding="utf-8")
     places = [(tmp_path / "file" / "site", "cannot create the folder", "(Not a directory)"),
               (Path("/proc/explore-site"), "cannot create the folder /proc/explore-site", "")]
@@ -179,6 +171,6 @@ def test_an_export_to_where_no_folder_can_be_is_one_line(work, tmp_path):
         locked.mkdir(mode=0o555)
         places.append((locked, f"cannot create the folder {locked / 'data'}", "(Permission denied)"))
     for place, *phrases in places:
-        proc, _ = run("explore", "--ckpt", folder / "one-block.safetensors", "--export", place, cwd=folder)
-        refused(proc, f"--export {place}: ", *phrases)
+        refused(ran("explore.py", capsys, "--ckpt", "one-block.safetensors", "--export", place),
+                f"--export {place}: ", *phrases)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"] + ["locked"] * (os.geteuid() != 0)

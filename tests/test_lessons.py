@@ -6,6 +6,7 @@ docs/lessons.md's folded answers equal to what the lessons compute, and the comm
 with its input scripted. Standard library only, but for the scaling lesson's and the trained answers' tests."""
 
 import ast
+import io
 import json
 import math
 import random
@@ -40,10 +41,12 @@ def run_ask(lesson, *lines, lab=LAB):
     return record, "\n".join(said)
 
 
-def lessons_py(*args, stdin="", cwd=ROOT):
-    """python3 -m experiments.lessons with args and stdin, as a learner runs it."""
-    return subprocess.run([sys.executable, "-m", "experiments.lessons", *args], input=stdin, capture_output=True,
-                          text=True, cwd=cwd, timeout=120)
+def lessons_main(monkeypatch, capsys, *args, stdin=""):
+    """experiments.lessons' main with args, its input the lines of stdin: (its status, stdout, stderr)."""
+    monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    status = command.main(list(args))
+    out, err = capsys.readouterr()
+    return status, out, err
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -181,7 +184,7 @@ def lesson_of(key):
 
 
 @pytest.mark.parametrize("key", KEYS + ["scaling"])
-def test_a_bad_guess_is_named_and_asked_again_then_the_right_one_is_right(key):
+def test_a_bad_guess_is_named_and_asked_again_then_the_right_one_is_right_and_a_wrong_one_off(key):
     lesson = lesson_of(key)
     record, said = run_ask(lesson, BAD[key], RIGHT[key])
     assert record["verdict"] == "right", said
@@ -193,14 +196,8 @@ def test_a_bad_guess_is_named_and_asked_again_then_the_right_one_is_right(key):
     assert said_words["question"] in said and said_words["explain"] in said and f"source: {lesson.source}" in said
     assert record["value"] == lesson.answer(LAB)["value"]
     assert said.index("your guess (") < said.index("the answer: ")  # the guess first, then the answer
-    assert run_ask(lesson, "q")[0] is None
-
-
-@pytest.mark.parametrize("key", KEYS + ["scaling"])
-def test_a_wrong_guess_is_off(key):
-    record, said = run_ask(lesson_of(key), WRONG[key])
-    assert record["verdict"] == "off", said
-    assert "verdict: off" in said
+    record, said = run_ask(lesson, WRONG[key])
+    assert record["verdict"] == "off" and "verdict: off" in said, said
 
 
 def test_near_guesses_are_close():
@@ -306,11 +303,6 @@ def test_a_lesson_asked_for_without_numpy_is_refused_naming_the_package(monkeypa
     assert "(the lessons that train are left out: NumPy is not installed" in err
 
 
-def test_a_bad_key_names_every_key():
-    with pytest.raises(ValueError, match="no lesson 'nope'; expected one of: tokens, init-loss"):
-        lessons.by_key("nope")
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # Checkpoints: a trained one's weights, and one model.py cannot run
 
@@ -326,12 +318,16 @@ def write_checkpoint(path, config, seed):
     return params
 
 
-def test_a_checkpoints_weights_are_the_ones_the_answers_read(tmp_path):
+def test_a_checkpoints_weights_are_the_ones_the_answers_read(tmp_path, monkeypatch, capsys):
     params = write_checkpoint(tmp_path / "other.safetensors", ModelConfig(96, 16, 64, 64), seed=7)
     lab = lessons.build_lab(tmp_path / "other.safetensors")
     assert lab.params == params and lab.ckpt_path == str(tmp_path / "other.safetensors")
     assert lessons.INIT_LOSS.answer(lab)["value"] == expected_init_loss(params) != expected_init_loss()
     assert lessons.ORDER.answer(lab)["value"][0] == 0.0
+    status, out, err = lessons_main(monkeypatch, capsys, "--ckpt", str(tmp_path / "other.safetensors"), "--lesson",
+                                    "init-loss", "--guess", "4.5")  # and the command line's --ckpt
+    assert status == 0, err
+    assert f"loss {expected_init_loss(params):.6f} over" in out and "other.safetensors" in out
 
 
 def test_a_checkpoint_model_py_cannot_run_skips_the_lessons_saying_why(tmp_path):
@@ -353,52 +349,34 @@ def test_a_missing_or_bad_checkpoint_is_named(tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# The command line, with scripted input
+# The command line, with scripted input: its main() in this process, typed to through stdin; one subprocess run, of
+# the refusals, as a learner's terminal sees them
 
 
-def test_the_whole_path_with_right_guesses():
-    done = lessons_py(stdin="many\n" + "\n".join(RIGHT[key] for key in KEYS) + "\n")
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.count("verdict: right") == 10 and "not a guess: 'many' is not a number" in done.stdout
+def test_the_whole_path_with_right_guesses_and_q_or_the_end_of_input_stopping_it(monkeypatch, capsys):
+    status, out, err = lessons_main(monkeypatch, capsys, stdin="many\n" + "\n".join(RIGHT[key] for key in KEYS) + "\n")
+    assert status == 0 and err == "", err
+    assert out.count("verdict: right") == 10 and "not a guess: 'many' is not a number" in out
     for n, key in enumerate(KEYS, 1):
-        assert f"lesson {n} of " in done.stdout and f": {key} ==" in done.stdout
-    assert f"loss {TRACE['initial_loss']:.6f} over the 36 next tokens" in done.stdout
-
-
-def test_q_or_the_end_of_input_ends_with_status_0():
+        assert f"lesson {n} of " in out and f": {key} ==" in out
+    assert f"loss {TRACE['initial_loss']:.6f} over the 36 next tokens" in out
     for stdin in ("q\n", "4\nq\n", "", "4\n4.5\n"):
-        done = lessons_py(stdin=stdin)
-        assert done.returncode == 0 and done.stderr == "", (stdin, done.stderr)
-        assert "stopped" in done.stdout
-    assert "verdict" not in lessons_py(stdin="q\n").stdout
+        status, out, err = lessons_main(monkeypatch, capsys, stdin=stdin)
+        assert status == 0 and err == "" and "stopped" in out, (stdin, err)
+        assert out.count("verdict") == stdin.count("\n") - stdin.endswith("q\n"), (stdin, out)
 
 
-def test_one_lesson_by_its_key_and_with_a_guess_given():
-    done = lessons_py("--lesson", "causality", stdin="2\n")
-    assert done.returncode == 0 and "lesson 1 of 1: causality" in done.stdout and "verdict: right" in done.stdout
-    done = lessons_py("--lesson", "order", "--guess", "0 0.001", stdin="")
-    assert done.returncode == 0 and "verdict: right" in done.stdout and "stopped" not in done.stdout
-
-
-def test_the_command_line_asks_the_scaling_lesson_by_its_key():
-    lesson = lesson_of("scaling")
-    done = lessons_py("--lesson", "scaling", "--guess", "0.43")
-    assert done.returncode == 0 and done.stderr == "", done.stderr
-    assert "lesson 1 of 1: scaling" in done.stdout and "verdict: right" in done.stdout
-    assert "\n".join(lessons.answer_lines(lesson.answer(LAB))) in done.stdout  # every figure, as the lesson's
-    done = lessons_py("--lesson", "scaling", stdin="lots\n0.49\n")
-    assert done.returncode == 0 and "not a guess: 'lots'" in done.stdout and "verdict: off" in done.stdout
-    done = lessons_py("--lesson", "scaling", "--guess", "lots")
-    assert done.returncode == 2 and done.stdout == "" and done.stderr == "error: 'lots' is not a number\n"
-    listed = lessons_py("--list").stdout.splitlines()
-    assert listed[13].startswith("14. scaling") and lesson.title in listed[13]
-
-
-def test_list_shows_every_key_and_title():
-    done = lessons_py("--list")
-    assert done.returncode == 0
-    for lesson in command.all_lessons():
-        assert lesson.key in done.stdout and lesson.title in done.stdout
+def test_one_lesson_by_its_key_with_a_guess_given_or_typed_and_the_list(monkeypatch, capsys):
+    status, out, _ = lessons_main(monkeypatch, capsys, "--lesson", "causality", stdin="2\n")
+    assert status == 0 and "lesson 1 of 1: causality" in out and "verdict: right" in out
+    status, out, _ = lessons_main(monkeypatch, capsys, "--lesson", "order", "--guess", "0 0.001")
+    assert status == 0 and "verdict: right" in out and "stopped" not in out
+    assert "\n".join(lessons.answer_lines(lessons.ORDER.answer(LAB))) in out  # every figure, as the lesson's
+    status, out, _ = lessons_main(monkeypatch, capsys, "--list")
+    listed = out.splitlines()
+    assert status == 0 and len(listed) >= len(command.all_lessons())
+    for n, lesson in enumerate(command.all_lessons(), 1):
+        assert listed[n - 1].startswith(f"{n:2d}. {lesson.key} ") and lesson.title in listed[n - 1], listed
 
 
 @pytest.mark.parametrize("args, says", [
@@ -407,17 +385,18 @@ def test_list_shows_every_key_and_title():
     (["--guess", "4"], "--guess goes with --lesson KEY"),
     (["--ckpt", "out/no-such.safetensors"], "no checkpoint at out/no-such.safetensors"),
 ])
-def test_bad_arguments_are_refused_in_one_line_with_status_2(args, says):
-    done = lessons_py(*args)
+def test_a_bad_argument_is_refused_in_one_line_with_status_2(monkeypatch, capsys, args, says):
+    status, out, err = lessons_main(monkeypatch, capsys, *args)
+    assert status == 2 and out == ""
+    assert err.startswith("error: ") and err.count("\n") == 1 and says in err, err
+
+
+def test_bad_arguments_are_refused_in_one_line_with_status_2():
+    """The same, as a learner's terminal sees it: python3 -m experiments.lessons in a process of its own."""
+    done = subprocess.run([sys.executable, "-m", "experiments.lessons", "--lesson", "nope"], capture_output=True,
+                          text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1 and says in done.stderr, done.stderr
-
-
-def test_the_command_line_answers_with_a_checkpoints_weights(tmp_path):
-    params = write_checkpoint(tmp_path / "other.safetensors", ModelConfig(96, 16, 64, 64), seed=7)
-    done = lessons_py("--ckpt", str(tmp_path / "other.safetensors"), "--lesson", "init-loss", "--guess", "4.5")
-    assert done.returncode == 0, done.stderr
-    assert f"loss {expected_init_loss(params):.6f} over" in done.stdout and "other.safetensors" in done.stdout
+    assert done.stderr.startswith("error: no lesson 'nope'; expected one of: tokens,") and done.stderr.count("\n") == 1
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -451,7 +430,6 @@ def section_of(lesson, lab, lines):
 
 
 def test_the_page_folds_each_answer_as_the_lessons_compute_it():
-    assert list(page_sections())[:len(KEYS)] == KEYS  # the ten first; the lessons that train after them (below)
     for lesson in lessons.LESSONS:
         lines = lessons.answer_lines(lesson.answer(LAB))
         folded = section_of(lesson, LAB, lines)
@@ -509,9 +487,6 @@ def test_the_page_folds_the_answers_that_train_as_this_machine_prints_them_withi
     from experiments import lessons_trained
     from oneblock import machine
 
-    sections = page_sections()
-    trained = [lesson.key for lesson in lessons_trained.LESSONS]
-    assert list(sections)[len(KEYS):len(KEYS) + len(trained)] == trained  # right after the ten, in order
     lab = lessons.build_lab()
     lab.write = [].append  # (the progress lines)
     for lesson in lessons_trained.LESSONS:
