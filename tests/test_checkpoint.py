@@ -275,7 +275,10 @@ CASES = [  # label, base, damage, phrases of the message
                                                              split_file(r)[1]),
      ["the header nests deeper than Python's JSON reader goes", "the file is corrupt"]),
     # the config's sizes and scheme
-    # (the hostile sizes, 10^12 blocks and a width of 10^4000: tests/test_fuzz_checkpoints.py's HOSTILE_HEADERS)
+    ("10^12 blocks", "grown", damage(meta_json_edit("config", lambda o: o.update(blocks=10 ** 12))),  # (by arithmetic)
+     ["config blocks is 1,000,000,000,000", "holds 92", "missing tensors: ['block2.ln1_g'"]),
+    ("a width of 10^4000", "grown", damage(meta_json_edit("config", lambda o: o.update(d=10 ** 4000))),
+     ["the config's sizes (vocab 96, d 1", "make at least 10^8,", "numbers, but the tensors of this file hold"]),
     ("heads 2 -> 3, hash made right", "grown", heads(3, resign=True),
      ["config heads = 3 does not divide the width d = 4"]),
     ("grown sizes in version 1", "grown", sized("1", GROWN.to_json()),
