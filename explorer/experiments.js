@@ -305,11 +305,6 @@ function on_positions_message(run, m, msg) {
   soon(pending, "positions", draw_positions);
 }
 
-/** The mean of values[from..to), or null when they are not all there. */
-function mean_of(values, from, to) {
-  return values.length >= to ? values.slice(from, to).reduce((a, b) => a + b, 0) / (to - from) : null;
-}
-
 function draw_positions() {
   const run = runs.positions;
   const models = run ? run.models : [];
@@ -328,7 +323,7 @@ function draw_positions() {
   body.textContent = "";
   for (const m of models) {
     const losses = m.by_position?.losses ?? [];
-    const inside = mean_of(losses, 32, 64), past = mean_of(losses, 64, 128);
+    const inside = positions.mean_loss(losses, 32, 64), past = positions.mean_loss(losses, 64, 128);
     const tr = element("tr");
     tr.dataset.scheme = m.scheme;
     const cells = [

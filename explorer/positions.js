@@ -53,3 +53,10 @@ export function loss_by_position(params, config, inputs, targets) {
   for (let t = 0; t < T; t++) losses[t] /= inputs.length;
   return { losses: Array.from(losses), refusal };
 }
+
+/** The mean of losses[from..to) (a loss_by_position's), or null when they are not all there.
+ *
+ *     mean_loss([1, 2, 3, 4], 1, 3), mean_loss([1, 2], 0, 4)   // 2.5, null */
+export function mean_loss(losses, from = 0, to = losses.length) {
+  return losses.length >= to ? losses.slice(from, to).reduce((a, b) => a + b, 0) / (to - from) : null;
+}

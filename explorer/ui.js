@@ -3,9 +3,9 @@
 
 export const $ = (id) => document.getElementById(id);
 
-/** Show text in the message element id (kind "error" or "note"); empty text hides it. */
+/** Show text in the message element (or the element of that id; kind "error" or "note"); empty text hides it. */
 export function say(id, text, kind = "error") {
-  const el = $(id);
+  const el = typeof id === "string" ? $(id) : id;
   el.textContent = text;
   el.className = `message ${kind === "error" ? "error" : ""}`;
   el.hidden = !text;
