@@ -13,7 +13,7 @@ import * as induction from "./induction.js";
 import { SCHEMES, model_config, rows_of } from "./model.js";
 import * as positions from "./positions.js";
 import * as train from "./train.js";
-import { $, element, read_int, read_number, say, soon } from "./ui.js";
+import { $, add_figure, read_int, read_number, say, soon, table_row } from "./ui.js";
 
 // the second-block experiment's settings: the two-block model passes 90% copy accuracy at step 450 in Chromium
 // (0.9 million tokens), and the one-block model stays below 23% to the end (docs/explorer.md)
@@ -246,21 +246,13 @@ function draw_depth_model(m, blocks) {
   maps.textContent = "";
   table.textContent = "";
   weights.forEach((block, b) => block.forEach((w, h) => {
-    const figure = element("figure");
-    const canvas = element("canvas");
-    canvas.setAttribute("role", "img");
-    canvas.setAttribute("aria-label",
+    const canvas = add_figure(maps, `block ${b + 1}, head ${h + 1}`,
       `attention of block ${b + 1}, head ${h + 1} on a test sequence of period ${period}`);
-    figure.append(element("figcaption", "", `block ${b + 1}, head ${h + 1}`), canvas);
-    maps.append(figure);
     const values = rows_of({ rows: w.rows, cols: w.cols, data: w.values });
     heatmap(canvas, values, { color: (v) => blues(Math.sqrt(v)), mask: (i, j) => j > i, max_cell: 3 });
     const { induction: ind, previous_token: prev } = measures.scores[b][h];
-    const tr = element("tr");
-    const cells = [[`${b + 1}`, ""], [`${h + 1}`, ""], [ind.toFixed(2), ind > 0.5 ? "num strong" : "num"],
-      [prev.toFixed(2), prev > 0.5 ? "num strong" : "num"]];
-    for (const [text, cls] of cells) tr.append(element("td", cls, text));
-    table.append(tr);
+    table.append(table_row([[`${b + 1}`, ""], [`${h + 1}`, ""], [ind.toFixed(2), ind > 0.5 ? "num strong" : "num"],
+      [prev.toFixed(2), prev > 0.5 ? "num strong" : "num"]]));
   }));
 }
 
@@ -324,16 +316,14 @@ function draw_positions() {
   for (const m of models) {
     const losses = m.by_position?.losses ?? [];
     const inside = positions.mean_loss(losses, 32, 64), past = positions.mean_loss(losses, 64, 128);
-    const tr = element("tr");
-    tr.dataset.scheme = m.scheme;
-    const cells = [
+    const tr = table_row([
       [m.scheme, ""],
       [`${m.step}${m.done ? "" : "…"}`, "num"],
       [m.vals.length ? m.vals.at(-1)[1].toFixed(3) : "", "num"],
       [inside === null ? "" : inside.toFixed(3), "num"],
       [past === null ? (m.by_position?.refusal ? "cannot read them" : "") : past.toFixed(3), "num"],
-    ];
-    for (const [text, cls] of cells) tr.append(element("td", cls, text));
+    ]);
+    tr.dataset.scheme = m.scheme;
     body.append(tr);
   }
   const refusal = models.find((m) => m.by_position?.refusal)?.by_position.refusal;

@@ -29,6 +29,7 @@ import { DEPTH, depth_config, settings_of, start_worker } from "./experiments.js
 import * as model from "./model.js";
 import { EXACT, SCHEMES, float_repr, forward, fsum, model_config } from "./model.js";
 import * as positions from "./positions.js";
+import * as trace_block from "./trace_block.js";
 import * as train from "./train.js";
 import { $, element, fetch_data, say } from "./ui.js";
 
@@ -331,15 +332,6 @@ function first_story(lab) {
   return encode(lab, lab.split.train[0] + "\n", "the corpus's first story").slice(0, lab.model.config.max_len + 1);
 }
 
-/** The largest absolute difference between two rows of scores.
- *
- *     largest_gap([1, 2], [1.5, 2])   // 0.5 */
-export function largest_gap(a, b) {
-  let most = 0;
-  for (let j = 0; j < a.length; j++) most = Math.max(most, Math.abs(a[j] - b[j]));
-  return most;
-}
-
 /** The population variance of a row, as one exact-rounded sum (lessons.row_variance).
  *
  *     row_variance([1, 3])   // 1 */
@@ -431,10 +423,10 @@ function order_answer(lab) {
   const gaps = [];
   for (const [use, name] of [[false, "without"], [true, "with"]]) {
     const c = use ? config : model.checked(model_config({ ...config, positions: "none" })); // use_positions=False
-    const la = model.rows_of(forward(params, a, c, EXACT)[0]), lb = model.rows_of(forward(params, b, c, EXACT)[0]);
-    gaps.push(largest_gap(la.at(-1), lb.at(-1)));
-    slots[`gap_${name}`] = float_repr(gaps.at(-1));
-    slots[`each_${name}`] = la.map((ra, t) => py_format(largest_gap(ra, lb[t]), ".3g")).join(", ");
+    const each = trace_block.position_gaps(params, a, b, c); // (T,)
+    gaps.push(each.at(-1));
+    slots[`gap_${name}`] = float_repr(each.at(-1));
+    slots[`each_${name}`] = each.map((gap) => py_format(gap, ".3g")).join(", ");
   }
   return { value: gaps, slots };
 }
@@ -450,16 +442,14 @@ function causality_answer(lab, report, { guess: [, choices] }) {
   if (ids.length <= CAUSAL_K) throw skip(`the first story is only ${ids.length} tokens for the model's positions`);
   const changed = [...ids];
   changed[CAUSAL_K] = (ids[CAUSAL_K] + 1) % config.vocab;
-  const before = model.rows_of(forward(params, ids, config, EXACT)[0]); // (T, V)
-  const after = model.rows_of(forward(params, changed, config, EXACT)[0]); // (T, V)
-  const moved = ids.flatMap((_, t) => (before[t].some((v, j) => v !== after[t][j]) ? [t] : []));
+  const gaps = trace_block.position_gaps(params, ids, changed, config); // (T,) each position's largest logit change
+  const moved = ids.flatMap((_, t) => (gaps[t] > 0 ? [t] : []));
   const range = (from, to) => Array.from({ length: to - from }, (_, i) => from + i).join();
   const value = { [range(0, ids.length)]: choices[0], [range(CAUSAL_K, ids.length)]: choices[1],
     [String(CAUSAL_K)]: choices[2], [range(0, CAUSAL_K)]: choices[3] }[moved.join()]
     ?? `positions [${moved.join(", ")}]`;
   const tok = lab.tok;
-  const at = ids.map((_, t) => (moved.includes(t) ? { case: "moved", t, gap: largest_gap(before[t], after[t]) }
-    : { case: "same", t }));
+  const at = ids.map((_, t) => (moved.includes(t) ? { case: "moved", t, gap: gaps[t] } : { case: "same", t }));
   return { value, moved,
     slots: { T: ids.length, pieces: pieces(lab, ids), k: CAUSAL_K, before: py_repr(tok.vocab[ids[CAUSAL_K]]),
       after: py_repr(tok.vocab[changed[CAUSAL_K]]), at } };

@@ -73,6 +73,25 @@ export async function fetch_data(name, as, most = Infinity) {
   return as === "json" ? JSON.parse(new TextDecoder().decode(bytes)) : bytes;
 }
 
+/** A figure of a caption and a canvas (an image that label describes), appended to parent: the canvas. */
+export function add_figure(parent, caption, label) {
+  const figure = element("figure"), canvas = element("canvas");
+  canvas.setAttribute("role", "img");
+  canvas.setAttribute("aria-label", label);
+  figure.append(element("figcaption", "", caption), canvas);
+  parent.append(figure);
+  return canvas;
+}
+
+/** A table row of cells, each [text, class].
+ *
+ *     table_row([["tok_emb", ""], ["3.1e-10", "num"]]).cells.length   // 2 */
+export function table_row(cells) {
+  const tr = element("tr");
+  for (const [text, cls] of cells) tr.append(element("td", cls, text));
+  return tr;
+}
+
 /** A new element of tag with the given class and text. */
 export function element(tag, className = "", text = "") {
   const el = document.createElement(tag);
