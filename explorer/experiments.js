@@ -160,6 +160,12 @@ export function depth_config(blocks) {
     heads: DEPTH.heads });
 }
 
+/** The series model of train.py's defaults (width 16, 64 hidden, 64 positions) with these positions, as the
+ * positions experiment and the trained lessons train it. */
+export function series_config(vocab, positions = "learned") {
+  return model_config({ vocab, d: 16, hidden: 64, max_len: 64, positions });
+}
+
 function on_depth_message(run, m, msg) {
   if (run !== runs.depth) return;
   if (msg.type === "progress") {
@@ -259,22 +265,15 @@ function draw_depth_model(m, blocks) {
 // ----------------------------------------------------------------------------------------------------------------
 // Positions: the four schemes on the stories, and the loss past position 64
 
-/** The validation text as one stream of IDs, as positions.windows reads it: a newline, then each story and its
- * newline; for a text of your own, its held-out part. */
-function validation_stream() {
-  if (page.split.text !== undefined) return page.tok.encode(page.split.val);
-  return page.tok.encode("\n" + page.split.val.map((story) => story + "\n").join(""));
-}
-
 function start_positions() {
   const fields = begin("positions");
   if (!fields) return;
-  const long = positions.windows(validation_stream(), positions.WINDOW);
+  const long = positions.windows(positions.validation_stream(page.tok, page.split), positions.WINDOW);
   const run = { fields, started: performance.now(), ended: false, windows: long.inputs.length, models: [] };
   runs.positions = run;
   for (const scheme of POSITIONS.schemes) {
     const m = { scheme, step: 0, vals: [], by_position: null, done: false };
-    const config = model_config({ vocab: page.tok.vocab.length, d: 16, hidden: 64, max_len: 64, positions: scheme });
+    const config = series_config(page.tok.vocab.length, scheme);
     const settings = settings_of(fields, config, { eval_every: Math.min(POSITIONS.eval_every, fields.steps) });
     const start = { task: "stories", params: null, config, seed: fields.seed, settings, data: { ...page.data, long } };
     m.worker = start_worker(start, (msg) => on_positions_message(run, m, msg),

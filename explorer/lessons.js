@@ -25,7 +25,7 @@
 // Shape legend as in model.js: T positions, d width, V vocabulary, L learned positions.
 
 import { py_repr } from "./bpe.js";
-import { DEPTH, depth_config, settings_of, start_worker } from "./experiments.js";
+import { DEPTH, depth_config, series_config, settings_of, start_worker } from "./experiments.js";
 import * as model from "./model.js";
 import { EXACT, SCHEMES, float_repr, forward, fsum, model_config } from "./model.js";
 import * as positions from "./positions.js";
@@ -682,12 +682,6 @@ function lesson_settings(config, { steps, batch = 16, lr = 0.01, eval_every = st
   return settings_of({ steps, batch, lr }, config, { eval_every: Math.min(eval_every, steps) });
 }
 
-/** The series model of train.py's defaults (width 16, 64 hidden, 64 positions) with these positions. */
-function series_config(lab, scheme = "learned") {
-  return model.checked(model_config({ vocab: lab.tok.vocab.length, d: 16, hidden: 64, max_len: 64,
-    positions: scheme }));
-}
-
 
 // ----------------------------------------------------------------------------------------------------------------
 // 11. floor: can training go below the entropy floor?
@@ -697,7 +691,7 @@ const FLOOR = { steps: 600, batch: 16, lr: 0.01, eval_every: 100, seed: 3 }; // 
 async function floor_answer(lab, report, { guess: [, [yes, no]] }) {
   if (lab.manifest.val_floor === null) throw skip(`no floor is known for ${lab.manifest.text}: it is not the stories`);
   const s = lab.trained_settings(FLOOR);
-  const config = series_config(lab);
+  const config = model.checked(series_config(lab.tok.vocab.length));
   const started = performance.now();
   const evals = await train_in_worker({ task: "stories", params: null, config, seed: s.seed,
     settings: lesson_settings(config, s), data: lab.data }, (msg) => report(msg.type === "eval"
@@ -747,12 +741,11 @@ function reads_past({ losses, refusal }) {
 async function past_length_answer(lab, report, { spec: [, sets] }) {
   if (!stories(lab)) throw skip(`the page's text is ${lab.manifest.text}, not the stories these runs train on`);
   const s = lab.trained_settings(PAST);
-  const stream = lab.tok.encode("\n" + lab.split.val.map((story) => story + "\n").join(""));
-  const long = positions.windows(stream, PAST_POSITION + 1); // (n, 101) each
+  const long = positions.windows(positions.validation_stream(lab.tok, lab.split), PAST_POSITION + 1); // (n, 101)
   const steps = Object.fromEntries(SCHEMES.map((scheme) => [scheme, 0]));
   const started = performance.now();
   const runs = await Promise.all(SCHEMES.map((scheme) => {
-    const config = series_config(lab, scheme);
+    const config = model.checked(series_config(lab.tok.vocab.length, scheme));
     return train_in_worker({ task: "stories", params: null, config, seed: s.seed, settings: lesson_settings(config, s),
       data: { ...lab.data, long } }, (msg) => {
       steps[scheme] = msg.step;

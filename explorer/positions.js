@@ -25,6 +25,13 @@ export function windows(stream, length = WINDOW) {
   return { inputs, targets };
 }
 
+/** The held-out text as one stream of IDs, as windows reads it: a newline, then each story and its newline; for a
+ * text of your own (split.text), its held-out part. */
+export function validation_stream(tok, split) {
+  if (split.text !== undefined) return tok.encode(split.val);
+  return tok.encode("\n" + split.val.map((story) => story + "\n").join(""));
+}
+
 /** {losses, refusal}: the mean -log p of the target at each position over the windows for the model of config, with
  * plain sums; for a scheme that cannot read the whole window (learned, past its rows), the first max_len positions
  * only, and the message of the refusal (else null), as positions.loss_by_position. */
