@@ -62,12 +62,12 @@ def page_val_loss(lab, data):
 @shows("the floor of corpus.txt (corpus-entropy.json): {corpus_floor:.4f} nats per token",
        "the floor of the {stories} validation stories (floor.story_floor): {val_floor:.4f}",
        "a fresh run of {steps} steps, trained here in {seconds:.1f} s: validation loss {val_loss:.4f}",
-       each("side", above="above the floor by {gap:.4f} nats per token", below="below the floor by {gap:.4f} nats per"
-                                                                               " token"),
+       "{side} the floor by {gap:.4f} nats per token",
        each("page", measured="the page's model ({weights}): validation loss {loss:.4f}, the floor {over:+.4f}",
             own_text="the page's model ({weights}): not measured: its tokenizer is a text's own, not the stories'",
             short="the page's model ({weights}): not measured: it has {max_len} positions, fewer than a validation"
-                  " story needs"))
+                  " story needs"),
+       bounds="trained live, {steps} steps: {side} the floor by {gap:.4f}")
 def floor_answer(lab, steps=FLOOR_STEPS):
     """Train a run of `steps` steps on the stories (the numpy backend, from the seed's initial weights) and read its
     validation loss against the floor of the validation stories (and the corpus's, corpus-entropy.json's)."""
@@ -86,9 +86,8 @@ def floor_answer(lab, steps=FLOOR_STEPS):
     return {"value": "no" if gap > 0 else "yes",
             "slots": {"corpus_floor": corpus_floor, "stories": len(data.val_ids), "val_floor": data.val_floor,
                       "steps": steps, "seconds": seconds, "val_loss": run.val_loss, "gap": abs(gap),
-                      "side": [{"case": "above" if gap > 0 else "below"}], "weights": weights(lab),
+                      "side": "above" if gap > 0 else "below", "weights": weights(lab),
                       "page": [why or {"case": "measured", "loss": page, "over": page - data.val_floor}]},
-            "bounds": f"trained live, {steps} steps: {'above' if gap > 0 else 'below'} the floor by {abs(gap):.4f}",
             "steps": steps, "val_loss": run.val_loss, "val_floor": data.val_floor, "corpus_floor": corpus_floor,
             "gap": gap, "page_val_loss": page, "seconds": seconds}
 
@@ -199,7 +198,8 @@ PAGE = "the page's model ({weights}, {positions} positions): "
        each("runs", reads="{name}: " + READS, refused="{name}: " + REFUSED),
        each("within", line="({name} at positions 0-{last}, in windows of {trained}: loss {within:.3f})"),
        each("page", reads=PAGE + READS, refused=PAGE + REFUSED,
-            own_text="the page's model ({weights}): not run, its tokenizer is a text's own, not the stories'"))
+            own_text="the page's model ({weights}): not run, its tokenizer is a text's own, not the stories'"),
+       bounds="which schemes run is exact; the losses are of runs of {steps} steps trained here")
 def past_length_answer(lab, steps=PAST_STEPS):
     """Train each scheme `steps` steps on windows of 64 tokens, then run it with numpy_model on windows of 101
     tokens of the validation stories: the learned scheme's refusal, the others' loss before and past 64."""
@@ -229,7 +229,6 @@ def past_length_answer(lab, steps=PAST_STEPS):
                       "positions": lab.config.positions, "page": page,
                       "runs": [{"name": scheme, **got} for scheme, got in runs.items()],
                       "within": [{"name": scheme, **got} for scheme, got in runs.items() if "within" in got]},
-            "bounds": f"which schemes run is exact; the losses are of runs of {steps} steps trained here",
             "steps": steps, "runs": runs, "windows": len(ids), "seconds": seconds}
 
 
@@ -315,7 +314,8 @@ COPIED = ("copies {accuracy:.1f}% of the copyable tokens right; copy loss {copy_
 @shows("{sequences} fresh test sequences, each a segment of 4 to 16 tokens repeated to fill 64; a token is copyable"
        " once its segment has been seen",
        each("models", one="one block: " + COPIED, two="two blocks: " + COPIED),
-       "two blocks minus one: {points:+.1f} points of copied-token accuracy ({seconds:.1f} s for both)")
+       "two blocks minus one: {points:+.1f} points of copied-token accuracy ({seconds:.1f} s for both)",
+       bounds="trained live, {steps} steps each; 'far' means more than {far:.0f} points apart")
 def second_block_answer(lab, steps=COPY_STEPS):
     """Train one block and two blocks `steps` steps each on the copying task and measure both on the same fresh
     sequences: the copied-token accuracy and loss (experiments/induction.py's induction_measures)."""
@@ -340,8 +340,8 @@ def second_block_answer(lab, steps=COPY_STEPS):
     seconds = time.perf_counter() - started
     one, two = (measured[name]["copy_accuracy"] for name in ("one block", "two blocks"))
     return {"value": copy_choice(one, two),
-            "slots": {"sequences": TEST_SEQUENCES, "models": models, "points": 100 * (two - one), "seconds": seconds},
-            "bounds": f"trained live, {steps} steps each; 'far' means more than {100 * COPY_MARGIN:.0f} points apart",
+            "slots": {"sequences": TEST_SEQUENCES, "models": models, "points": 100 * (two - one), "seconds": seconds,
+                      "steps": steps, "far": 100 * COPY_MARGIN},
             "steps": steps, "measures": measured, "seconds": seconds}
 
 

@@ -13,7 +13,7 @@ import * as induction from "./induction.js";
 import { SCHEMES, model_config, rows_of } from "./model.js";
 import * as positions from "./positions.js";
 import * as train from "./train.js";
-import { $, element, read_int, read_number, say, soon } from "./ui.js";
+import { $, add_figure, read_int, read_number, say, soon, table_row } from "./ui.js";
 
 // the second-block experiment's settings: the two-block model passes 90% copy accuracy at step 450 in Chromium
 // (0.9 million tokens), and the one-block model stays below 23% to the end (docs/explorer.md)
@@ -160,6 +160,12 @@ export function depth_config(blocks) {
     heads: DEPTH.heads });
 }
 
+/** The series model of train.py's defaults (width 16, 64 hidden, 64 positions) with these positions, as the
+ * positions experiment and the trained lessons train it. */
+export function series_config(vocab, positions = "learned") {
+  return model_config({ vocab, d: 16, hidden: 64, max_len: 64, positions });
+}
+
 function on_depth_message(run, m, msg) {
   if (run !== runs.depth) return;
   if (msg.type === "progress") {
@@ -246,43 +252,28 @@ function draw_depth_model(m, blocks) {
   maps.textContent = "";
   table.textContent = "";
   weights.forEach((block, b) => block.forEach((w, h) => {
-    const figure = element("figure");
-    const canvas = element("canvas");
-    canvas.setAttribute("role", "img");
-    canvas.setAttribute("aria-label",
+    const canvas = add_figure(maps, `block ${b + 1}, head ${h + 1}`,
       `attention of block ${b + 1}, head ${h + 1} on a test sequence of period ${period}`);
-    figure.append(element("figcaption", "", `block ${b + 1}, head ${h + 1}`), canvas);
-    maps.append(figure);
     const values = rows_of({ rows: w.rows, cols: w.cols, data: w.values });
     heatmap(canvas, values, { color: (v) => blues(Math.sqrt(v)), mask: (i, j) => j > i, max_cell: 3 });
     const { induction: ind, previous_token: prev } = measures.scores[b][h];
-    const tr = element("tr");
-    const cells = [[`${b + 1}`, ""], [`${h + 1}`, ""], [ind.toFixed(2), ind > 0.5 ? "num strong" : "num"],
-      [prev.toFixed(2), prev > 0.5 ? "num strong" : "num"]];
-    for (const [text, cls] of cells) tr.append(element("td", cls, text));
-    table.append(tr);
+    table.append(table_row([[`${b + 1}`, ""], [`${h + 1}`, ""], [ind.toFixed(2), ind > 0.5 ? "num strong" : "num"],
+      [prev.toFixed(2), prev > 0.5 ? "num strong" : "num"]]));
   }));
 }
 
 // ----------------------------------------------------------------------------------------------------------------
 // Positions: the four schemes on the stories, and the loss past position 64
 
-/** The validation text as one stream of IDs, as positions.windows reads it: a newline, then each story and its
- * newline; for a text of your own, its held-out part. */
-function validation_stream() {
-  if (page.split.text !== undefined) return page.tok.encode(page.split.val);
-  return page.tok.encode("\n" + page.split.val.map((story) => story + "\n").join(""));
-}
-
 function start_positions() {
   const fields = begin("positions");
   if (!fields) return;
-  const long = positions.windows(validation_stream(), positions.WINDOW);
+  const long = positions.windows(positions.validation_stream(page.tok, page.split), positions.WINDOW);
   const run = { fields, started: performance.now(), ended: false, windows: long.inputs.length, models: [] };
   runs.positions = run;
   for (const scheme of POSITIONS.schemes) {
     const m = { scheme, step: 0, vals: [], by_position: null, done: false };
-    const config = model_config({ vocab: page.tok.vocab.length, d: 16, hidden: 64, max_len: 64, positions: scheme });
+    const config = series_config(page.tok.vocab.length, scheme);
     const settings = settings_of(fields, config, { eval_every: Math.min(POSITIONS.eval_every, fields.steps) });
     const start = { task: "stories", params: null, config, seed: fields.seed, settings, data: { ...page.data, long } };
     m.worker = start_worker(start, (msg) => on_positions_message(run, m, msg),
@@ -305,11 +296,6 @@ function on_positions_message(run, m, msg) {
   soon(pending, "positions", draw_positions);
 }
 
-/** The mean of values[from..to), or null when they are not all there. */
-function mean_of(values, from, to) {
-  return values.length >= to ? values.slice(from, to).reduce((a, b) => a + b, 0) / (to - from) : null;
-}
-
 function draw_positions() {
   const run = runs.positions;
   const models = run ? run.models : [];
@@ -328,17 +314,15 @@ function draw_positions() {
   body.textContent = "";
   for (const m of models) {
     const losses = m.by_position?.losses ?? [];
-    const inside = mean_of(losses, 32, 64), past = mean_of(losses, 64, 128);
-    const tr = element("tr");
-    tr.dataset.scheme = m.scheme;
-    const cells = [
+    const inside = positions.mean_loss(losses, 32, 64), past = positions.mean_loss(losses, 64, 128);
+    const tr = table_row([
       [m.scheme, ""],
       [`${m.step}${m.done ? "" : "…"}`, "num"],
       [m.vals.length ? m.vals.at(-1)[1].toFixed(3) : "", "num"],
       [inside === null ? "" : inside.toFixed(3), "num"],
       [past === null ? (m.by_position?.refusal ? "cannot read them" : "") : past.toFixed(3), "num"],
-    ];
-    for (const [text, cls] of cells) tr.append(element("td", cls, text));
+    ]);
+    tr.dataset.scheme = m.scheme;
     body.append(tr);
   }
   const refusal = models.find((m) => m.by_position?.refusal)?.by_position.refusal;

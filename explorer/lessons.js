@@ -8,12 +8,11 @@
 // Factor, InRange, Pair, Exactly, SchemesOff, under those names). The scaling lesson trains and fits nothing here:
 // its answer is the export's (oneblock/page-lessons.json, fitted by experiments/lessons_scaling.py).
 //
-// A lesson is the export's words and one entry of LIVE: {answer(lab, report, words) -> {value, slots, bounds, ...}
-// (the numbers the export's templates of its lines name, which fill_lines writes; the scaling lesson's is the
-// export's own {value, shown, bounds}), code ([file, function] pairs of this page's modules, shown from the served
-// file), trains (the live settings of a lesson that trains, else null), slots(settings) (the numbers of its own runs
-// that its words name)}. The cards are drawn
-// from the export's list, so a new lesson joins as its Python and one more entry here.
+// A lesson is the export's words and one entry of LIVE: {answer(lab, report, words) -> {value, slots, ...} (the
+// numbers the export's templates of its lines and bounds name; the scaling lesson's is the export's own {value,
+// shown, bounds}), code ([file, function] pairs of this page's modules, shown from the served file), trains (the
+// live settings of a lesson that trains, else null), slots(settings) (the numbers of its own runs that its words
+// name)}. The cards are drawn from the export's list, so a new lesson joins as its Python and one more entry here.
 //
 // Predictions and answers are kept in localStorage (STORE) and shown again on reload; a kept record that is not one
 // this page wrote is dropped, saying so; "Clear my progress" forgets them. For the tests, the page's address can cut
@@ -26,17 +25,18 @@
 // Shape legend as in model.js: T positions, d width, V vocabulary, L learned positions.
 
 import { py_repr } from "./bpe.js";
-import { DEPTH, depth_config, settings_of, start_worker } from "./experiments.js";
+import { DEPTH, depth_config, series_config, settings_of, start_worker } from "./experiments.js";
 import * as model from "./model.js";
 import { EXACT, SCHEMES, float_repr, forward, fsum, model_config } from "./model.js";
 import * as positions from "./positions.js";
+import * as trace_block from "./trace_block.js";
 import * as train from "./train.js";
 import { $, element, fetch_data, say } from "./ui.js";
 
 export const STORE = "oneblock-lessons-v1"; // the localStorage key of the learner's progress
 export const VERDICTS = ["right", "close", "off"]; // what a judge says
 const DATA = "data/lessons.json"; // the export's words (oneblock/export.py's lessons_data)
-const FORMAT = "one-block explorer lessons v4"; // its "format" field
+const FORMAT = "one-block explorer lessons v5"; // its "format" field
 const MOST_BYTES = 1 << 18; // bytes of it read, at most (it is about 15 KB): a larger file is refused unread
 const MOST_TEXT = 4000; // characters of one of its words, at most
 const MOST_LINES = 64; // lines of an answer (the scaling answer's, the templates of one), at most
@@ -307,11 +307,6 @@ function reference(lab) {
   return [params, config];
 }
 
-/** The same model without its position rows: model.py's forward(..., use_positions=False). */
-function without_positions(config) {
-  return model.checked(model_config({ ...config, positions: "none" }));
-}
-
 /** Whether the page's text is the stories (not a text of one's own, whose tokenizer is its own). */
 function stories(lab) {
   return lab.split.text === undefined;
@@ -335,15 +330,6 @@ function pieces(lab, ids) {
 function first_story(lab) {
   if (!stories(lab)) throw skip(`the page's model learned ${lab.manifest.text}, not the stories of corpus.txt`);
   return encode(lab, lab.split.train[0] + "\n", "the corpus's first story").slice(0, lab.model.config.max_len + 1);
-}
-
-/** The largest absolute difference between two rows of scores.
- *
- *     largest_gap([1, 2], [1.5, 2])   // 0.5 */
-export function largest_gap(a, b) {
-  let most = 0;
-  for (let j = 0; j < a.length; j++) most = Math.max(most, Math.abs(a[j] - b[j]));
-  return most;
 }
 
 /** The population variance of a row, as one exact-rounded sum (lessons.row_variance).
@@ -373,7 +359,6 @@ function tokens_answer(lab) {
     slots: { word: py_repr(WORD), count: ids.length, pieces: pieces(lab, ids), ids: ids.join(", "), made,
       characters: tok.alphabet.length, merges: tok.merges.length, vocab: tok.vocab.length, kite: py_repr(KITE),
       counts: stories(lab) ? [{ word_count: count(WORD), kite_count: count(KITE) }] : [] },
-    bounds: "exact",
   };
 }
 
@@ -394,7 +379,6 @@ function init_loss_answer(lab) {
     value: loss,
     slots: { loss, tokens: y.length, weights: weights(lab), vocab: config.vocab, uniform, gap: loss - uniform,
       spread },
-    bounds: "exact: every sum is one exact sum (model.js's fsum, as math.fsum)",
   };
 }
 
@@ -418,7 +402,6 @@ function layernorm_answer(lab) {
     value: mean_out,
     slots: { mean_out, positions: out.length, low: Math.min(...out), high: Math.max(...out), mean_before,
       eps: model.EPS, kept: mean_before / (mean_before + model.EPS), times: 1 / SMALLER, mean_tiny },
-    bounds: "exact: every sum is one exact sum (model.js's fsum, as math.fsum)",
   };
 }
 
@@ -439,14 +422,13 @@ function order_answer(lab) {
   const slots = { a: py_repr(sentence_a), a_pieces: pieces(lab, a), b: py_repr(sentence_b), b_pieces: pieces(lab, b) };
   const gaps = [];
   for (const [use, name] of [[false, "without"], [true, "with"]]) {
-    const c = use ? config : without_positions(config);
-    const la = model.rows_of(forward(params, a, c, EXACT)[0]), lb = model.rows_of(forward(params, b, c, EXACT)[0]);
-    gaps.push(largest_gap(la.at(-1), lb.at(-1)));
-    slots[`gap_${name}`] = float_repr(gaps.at(-1));
-    slots[`each_${name}`] = la.map((ra, t) => py_format(largest_gap(ra, lb[t]), ".3g")).join(", ");
+    const c = use ? config : model.checked(model_config({ ...config, positions: "none" })); // use_positions=False
+    const each = trace_block.position_gaps(params, a, b, c); // (T,)
+    gaps.push(each.at(-1));
+    slots[`gap_${name}`] = float_repr(each.at(-1));
+    slots[`each_${name}`] = each.map((gap) => py_format(gap, ".3g")).join(", ");
   }
-  return { value: gaps, slots,
-    bounds: "exact: 0.0 without positions is bit-exact, on every machine; the gap with them to every digit" };
+  return { value: gaps, slots };
 }
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -460,17 +442,15 @@ function causality_answer(lab, report, { guess: [, choices] }) {
   if (ids.length <= CAUSAL_K) throw skip(`the first story is only ${ids.length} tokens for the model's positions`);
   const changed = [...ids];
   changed[CAUSAL_K] = (ids[CAUSAL_K] + 1) % config.vocab;
-  const before = model.rows_of(forward(params, ids, config, EXACT)[0]); // (T, V)
-  const after = model.rows_of(forward(params, changed, config, EXACT)[0]); // (T, V)
-  const moved = ids.flatMap((_, t) => (before[t].some((v, j) => v !== after[t][j]) ? [t] : []));
+  const gaps = trace_block.position_gaps(params, ids, changed, config); // (T,) each position's largest logit change
+  const moved = ids.flatMap((_, t) => (gaps[t] > 0 ? [t] : []));
   const range = (from, to) => Array.from({ length: to - from }, (_, i) => from + i).join();
   const value = { [range(0, ids.length)]: choices[0], [range(CAUSAL_K, ids.length)]: choices[1],
     [String(CAUSAL_K)]: choices[2], [range(0, CAUSAL_K)]: choices[3] }[moved.join()]
     ?? `positions [${moved.join(", ")}]`;
   const tok = lab.tok;
-  const at = ids.map((_, t) => (moved.includes(t) ? { case: "moved", t, gap: largest_gap(before[t], after[t]) }
-    : { case: "same", t }));
-  return { value, moved, bounds: "exact: the logits compared float for float",
+  const at = ids.map((_, t) => (moved.includes(t) ? { case: "moved", t, gap: gaps[t] } : { case: "same", t }));
+  return { value, moved,
     slots: { T: ids.length, pieces: pieces(lab, ids), k: CAUSAL_K, before: py_repr(tok.vocab[ids[CAUSAL_K]]),
       after: py_repr(tok.vocab[changed[CAUSAL_K]]), at } };
 }
@@ -521,8 +501,6 @@ function finite_difference_answer(lab, report, { guess: [, choices] }) {
     grad,
     slots: { j, weights: weights(lab), loss, T: FD_T, grad, at, third, round: ROUND * Math.abs(loss), best,
       least: STEPS[errors.indexOf(Math.min(...errors))] },
-    bounds: "the shape on every machine; the smallest errors are round-off, whose last digits may differ where exp"
-      + " and log round differently",
   };
 }
 
@@ -588,7 +566,6 @@ function pre_norm_answer(lab) {
     value: ratio,
     slots: { small: size(a), large: size(a_big), scale: SCALE, ratio, var_small: variance(x0),
       var_large: variance(big), x1, raw },
-    bounds: "exact: every sum is one exact sum (model.js's fsum, as math.fsum)",
   };
 }
 
@@ -608,7 +585,6 @@ function relu_answer(lab) {
   return {
     value: [off / n, still / n],
     slots: { T, H, n, weights: weights(lab), off, off_share: off / n, never, always, still, still_share: still / n },
-    bounds: "exact: counts",
   };
 }
 
@@ -638,8 +614,6 @@ function softmax_gradient_answer(lab) {
     slots: { piece: py_repr(lab.tok.vocab[target]), target, p, weights: weights(lab), V, uniform: 1 / V, T,
       gradient: row[target], scaled: T * row[target], low: Math.min(...others), high: Math.max(...others),
       total: fsum(row), h: FD_H, central: T * central },
-    bounds: "exact: every sum is one exact sum (model.js's fsum, as math.fsum); the central difference within about"
-      + " 1e-9 of it",
   };
 }
 
@@ -666,7 +640,6 @@ function skip_paths_answer(lab) {
   return {
     value: neither / both,
     slots: { end: size(dx2), weights: weights(lab), both, neither, ratio: neither / both },
-    bounds: "exact: every sum is one exact sum (model.js's fsum, as math.fsum)",
   };
 }
 
@@ -709,24 +682,6 @@ function lesson_settings(config, { steps, batch = 16, lr = 0.01, eval_every = st
   return settings_of({ steps, batch, lr }, config, { eval_every: Math.min(eval_every, steps) });
 }
 
-/** The series model of train.py's defaults (width 16, 64 hidden, 64 positions) with these positions. */
-function series_config(lab, scheme = "learned") {
-  return model.checked(model_config({ vocab: lab.tok.vocab.length, d: 16, hidden: 64, max_len: 64,
-    positions: scheme }));
-}
-
-/** The mean of values[from..to). */
-function mean_of(values, from = 0, to = values.length) {
-  let total = 0;
-  for (let i = from; i < to; i++) total += values[i];
-  return total / (to - from);
-}
-
-/** A progress line of a model's run: its step of steps and its last training loss. */
-function progress_line(name, msg, steps) {
-  const loss = msg.losses?.length ? `, training loss ${msg.losses.at(-1)[1].toFixed(3)}` : "";
-  return `${name}: step ${msg.step} of ${steps}${loss}`;
-}
 
 // ----------------------------------------------------------------------------------------------------------------
 // 11. floor: can training go below the entropy floor?
@@ -736,12 +691,12 @@ const FLOOR = { steps: 600, batch: 16, lr: 0.01, eval_every: 100, seed: 3 }; // 
 async function floor_answer(lab, report, { guess: [, [yes, no]] }) {
   if (lab.manifest.val_floor === null) throw skip(`no floor is known for ${lab.manifest.text}: it is not the stories`);
   const s = lab.trained_settings(FLOOR);
-  const config = series_config(lab);
+  const config = model.checked(series_config(lab.tok.vocab.length));
   const started = performance.now();
   const evals = await train_in_worker({ task: "stories", params: null, config, seed: s.seed,
-    settings: lesson_settings(config, s), data: lab.data }, (msg) => report(
-    msg.type === "eval" ? `validation loss ${msg.val.toFixed(4)} at step ${msg.step}` : progress_line("the run", msg,
-      s.steps), msg.step / s.steps));
+    settings: lesson_settings(config, s), data: lab.data }, (msg) => report(msg.type === "eval"
+    ? `validation loss ${msg.val.toFixed(4)} at step ${msg.step}` : `the run: step ${msg.step} of ${s.steps}`
+      + (msg.losses?.length ? `, training loss ${msg.losses.at(-1)[1].toFixed(3)}` : ""), msg.step / s.steps));
   const seconds = (performance.now() - started) / 1000;
   const val = evals.at(-1).val, floor = lab.manifest.val_floor, gap = val - floor;
   const m = lab.model;
@@ -751,11 +706,9 @@ async function floor_answer(lab, report, { guess: [, [yes, no]] }) {
   return {
     value: gap > 0 ? no : yes,
     slots: { corpus_floor: lab.manifest.floor, stories: lab.data.val_ids.length, val_floor: floor, steps: s.steps,
-      seconds, val_loss: val, gap: Math.abs(gap), side: [{ case: gap > 0 ? "above" : "below" }], weights: weights(lab),
+      seconds, val_loss: val, gap: Math.abs(gap), side: gap > 0 ? "above" : "below", weights: weights(lab),
       page: [fits ? { case: "measured", loss: page, over: page - floor }
         : { case: "short", max_len: m.config.max_len }] },
-    bounds: `trained live, ${s.steps} steps: ${gap > 0 ? "above" : "below"} the floor by`
-      + ` ${py_format(Math.abs(gap), ".4f")}`,
     steps: s.steps, val_loss: val, val_floor: floor, gap, page_val_loss: page, seconds,
   };
 }
@@ -780,20 +733,19 @@ export function scheme_choice(reads, sets) {
 /** {case: "refused", refused, within} or {case: "reads", before, after, at}: a loss_by_position result read as
  * lessons_trained.reads_past reads it. */
 function reads_past({ losses, refusal }) {
-  if (refusal !== null) return { case: "refused", refused: refusal, within: mean_of(losses) };
-  return { case: "reads", before: mean_of(losses, 0, TRAINED_LEN), after: mean_of(losses, TRAINED_LEN),
-    at: losses[PAST_POSITION] };
+  const mean = (from, to) => positions.mean_loss(losses, from, to);
+  if (refusal !== null) return { case: "refused", refused: refusal, within: mean() };
+  return { case: "reads", before: mean(0, TRAINED_LEN), after: mean(TRAINED_LEN), at: losses[PAST_POSITION] };
 }
 
 async function past_length_answer(lab, report, { spec: [, sets] }) {
   if (!stories(lab)) throw skip(`the page's text is ${lab.manifest.text}, not the stories these runs train on`);
   const s = lab.trained_settings(PAST);
-  const stream = lab.tok.encode("\n" + lab.split.val.map((story) => story + "\n").join(""));
-  const long = positions.windows(stream, PAST_POSITION + 1); // (n, 101) each
+  const long = positions.windows(positions.validation_stream(lab.tok, lab.split), PAST_POSITION + 1); // (n, 101)
   const steps = Object.fromEntries(SCHEMES.map((scheme) => [scheme, 0]));
   const started = performance.now();
   const runs = await Promise.all(SCHEMES.map((scheme) => {
-    const config = series_config(lab, scheme);
+    const config = model.checked(series_config(lab.tok.vocab.length, scheme));
     return train_in_worker({ task: "stories", params: null, config, seed: s.seed, settings: lesson_settings(config, s),
       data: { ...lab.data, long } }, (msg) => {
       steps[scheme] = msg.step;
@@ -811,7 +763,6 @@ async function past_length_answer(lab, report, { spec: [, sets] }) {
     slots: { windows: long.inputs.length, length: PAST_POSITION + 1, steps: s.steps, trained: TRAINED_LEN, seconds,
       last: TRAINED_LEN - 1, past: PAST_POSITION, weights: weights(lab), positions: m.config.positions, page: [page],
       runs: named, within: named.filter((run) => "refused" in run) },
-    bounds: `which schemes run is exact; the losses are of runs of ${s.steps} steps trained here`,
     steps: s.steps, runs: got, page, windows: long.inputs.length, seconds };
 }
 
@@ -853,8 +804,8 @@ async function second_block_answer(lab, report, { guess: [, choices] }) {
     first_period_loss: measured[blocks].first_period_loss, seconds: took[blocks] }));
   const [one, two] = [measured[1].copy_accuracy, measured[2].copy_accuracy];
   return { value: choices[copy_choice(one, two)],
-    slots: { sequences: DEPTH.test_count, models, points: 100 * (two - one), seconds },
-    bounds: `trained live, ${s.steps} steps each; 'far' means more than ${(100 * COPY_MARGIN).toFixed(0)} points apart`,
+    slots: { sequences: DEPTH.test_count, models, points: 100 * (two - one), seconds, steps: s.steps,
+      far: 100 * COPY_MARGIN },
     steps: s.steps, measures: { one: measured[1], two: measured[2] }, seconds };
 }
 
@@ -904,22 +855,6 @@ export const LIVE = {
   scaling: { answer: scaling_answer, code: [["lessons.js", "scaling_answer"]] },
 };
 
-/** The numbers of the page's tokenizer that the lessons' words name (lessons.facts). */
-function facts(tok) {
-  const vocab = tok.vocab.length;
-  return { vocab, characters: tok.alphabet.length, merges: tok.merges.length, ln_vocab: Math.log(vocab) };
-}
-
-/** An answer function whose lines are the export's templates (lessons.shows): the function it makes of
- * values(...), which returns {value, slots, bounds, ...}, returns the same with shown for slots: fill_lines of the
- * templates. */
-function filled(values, templates) {
-  return async (...args) => {
-    const { slots, ...got } = await values(...args);
-    return { ...got, shown: fill_lines(templates, slots) };
-  };
-}
-
 /** The export's lessons with their live parts, the words filled with the numbers of the page's tokenizer and runs,
  * or an Error that names the first value that is not what the page reads. */
 function checked_lessons(data, tok) {
@@ -945,19 +880,26 @@ function checked_lessons(data, tok) {
       throw new Error(`lesson ${key} of ${DATA}: guess ${JSON.stringify(words.guess).slice(0, 80)}: expected`
         + " number, range, or pair or choice with its words");
     }
-    const shown = Array.isArray(words.shown) ? words.shown : [];
     const line = (t) => typeof t === "string" && t.length <= MOST_TEXT;
     const lines = (t) => line(t) || (line(t?.each) && t.cases && typeof t.cases === "object"
       && Object.keys(t.cases).length <= MOST_LINES && Object.values(t.cases).every(line));
-    if (!Array.isArray(words.shown) || shown.length > MOST_LINES || !shown.every(lines)) {
+    const { shown, bounds } = words;
+    if (!Array.isArray(shown) || shown.length > MOST_LINES || !shown.every(lines)
+      || !(bounds === null || line(bounds))) {
       throw new Error(`lesson ${key} of ${DATA}: its shown is not a list of at most ${MOST_LINES} texts of at most`
-        + ` ${MOST_TEXT} characters (or {each, cases} of such texts)`);
+        + ` ${MOST_TEXT} characters (or {each, cases} of such texts), or its bounds is not null or such a text`);
     }
     const live = { trains: null, slots: () => ({}), ...LIVE[key] };
-    const values = { ...facts(tok), ...(live.trains ? live.slots(lab.trained_settings(live.trains)) : {}) };
-    return { ...words, ...live, answer: shown.length ? filled(live.answer, shown) : live.answer, spec: words.judge,
-      judge: judge_of(words.judge), title: words.title, question: fill(words.question, values),
-      explain: fill(words.explain, values) };
+    const vocab = tok.vocab.length; // the page's tokenizer's numbers that the words name (lessons.facts), and its runs'
+    const values = { vocab, characters: tok.alphabet.length, merges: tok.merges.length, ln_vocab: Math.log(vocab),
+      ...(live.trains ? live.slots(lab.trained_settings(live.trains)) : {}) };
+    // an answer whose lines and bounds are the export's templates (lessons.shows), filled with the answer's slots
+    const answer = bounds === null ? live.answer : async (...args) => {
+      const { slots, ...got } = await live.answer(...args);
+      return { ...got, shown: fill_lines(shown, slots), bounds: fill(bounds, slots) };
+    };
+    return { ...words, ...live, answer, spec: words.judge, judge: judge_of(words.judge),
+      question: fill(words.question, values), explain: fill(words.explain, values) };
   });
 }
 
@@ -1007,14 +949,6 @@ function save_progress(progress) {
   }
 }
 
-export function clear_progress() {
-  try {
-    localStorage.removeItem(STORE);
-  } catch {
-    // storage off: nothing was kept
-  }
-}
-
 // ----------------------------------------------------------------------------------------------------------------
 // The view: a card a lesson, drawn from LESSONS
 
@@ -1038,7 +972,11 @@ export async function setup(page) {
   };
   $("lessons-clear").addEventListener("click", () => {
     stop_training();
-    clear_progress();
+    try {
+      localStorage.removeItem(STORE);
+    } catch {
+      // storage off: nothing was kept
+    }
     progress = {};
     LESSONS.forEach((lesson, n) => $(`lesson-${lesson.key}`).replaceWith(card(lesson, n)));
     say("lessons-message", "Your guesses and answers are cleared.", "note");
@@ -1065,32 +1003,23 @@ export async function setup(page) {
   if (notes.length) say("lessons-message", notes.join(" "), "note");
 }
 
-/** The steps the page's address cuts every trained lesson to (?lesson-steps=N, the tests' hook), or null. */
-export function lesson_steps() {
-  return lab.steps;
-}
-
 /** One lesson's card: question, guess, Check, and its reveal (kept from before, or made by Check). */
 function card(lesson, n) {
-  const box = element("li", "lesson");
+  const box = $("lesson-card").content.firstElementChild.cloneNode(true);
+  const part = (selector) => box.querySelector(selector);
   box.id = `lesson-${lesson.key}`;
   box.dataset.key = lesson.key;
-  box.dataset.state = "idle";
-  box.append(element("h3", "", `${n + 1}. ${lesson.title} `), element("p", "question", flow(lesson.question)));
-  box.querySelector("h3").append(element("code", "", lesson.key));
-  const form = element("div", "guess");
+  part(".title").textContent = `${n + 1}. ${lesson.title}`;
+  part(".key").textContent = lesson.key;
+  part(".question").textContent = flow(lesson.question);
+  const [form, check, message, status, bar, reveal] = [".guess", ".check", ".message", ".status", "progress",
+    ".reveal"].map(part);
   const kind = lesson.guess[0];
-  const check = element("button", "", lesson.trains ? "Check (trains live)" : "Check");
-  check.type = "button";
-  check.className = "check";
-  check.disabled = true;
-  const message = element("p", "message");
-  message.hidden = true;
-  message.setAttribute("role", "alert");
+  if (lesson.trains) check.textContent = "Check (trains live)";
   let read;
   if (kind === "choice") {
-    const group = element("fieldset", "choices");
-    group.append(element("legend", "", "Your guess"));
+    const group = part(".choices");
+    part("label.text").remove();
     lesson.guess[1].forEach((choice, i) => {
       const label = element("label", "inline");
       const radio = element("input");
@@ -1098,52 +1027,35 @@ function card(lesson, n) {
       label.append(radio, choice);
       group.append(label);
     });
-    form.append(group);
     read = () => group.querySelector("input:checked")?.value ?? "";
     group.addEventListener("change", () => validate());
   } else {
-    const label = element("label", "", `Your guess (${lesson.describe})`);
-    const input = element("input");
-    Object.assign(input, { type: "text", className: "guess-text", spellcheck: false,
-      placeholder: { number: "e.g. 3", range: "low high", pair: "without with" }[kind] });
-    label.append(input);
-    form.append(label);
+    const input = part(".guess-text");
+    part(".choices").remove();
+    part(".describe").textContent = lesson.describe;
+    input.placeholder = { number: "e.g. 3", range: "low high", pair: "without with" }[kind];
     read = () => input.value;
     input.addEventListener("input", () => validate());
     input.addEventListener("keydown", (e) => e.key === "Enter" && !check.disabled && check.click());
   }
-  const steps_note = lesson.trains && lab.steps !== null
-    ? element("p", "small", `The page's address cuts this lesson to ${lab.steps} steps (?lesson-steps=${lab.steps}),`
-      + ` as the tests run it; without it the lesson trains ${lesson.trains.steps} steps.`) : null;
-  const status = element("p", "status small");
-  status.setAttribute("aria-live", "polite");
-  const bar = element("progress");
-  bar.max = 1;
-  bar.value = 0;
-  bar.hidden = true;
-  const reveal = element("div", "reveal");
-  reveal.hidden = true;
-  form.append(check);
-  box.append(form, message, ...(steps_note ? [steps_note] : []), status, bar, reveal);
+  if (lesson.trains && lab.steps !== null) {
+    Object.assign(part(".steps-note"), { hidden: false, textContent: `The page's address cuts this lesson to`
+      + ` ${lab.steps} steps (?lesson-steps=${lab.steps}), as the tests run it; without it the lesson trains`
+      + ` ${lesson.trains.steps} steps.` });
+  }
 
   /** Whether the guess as typed parses: Check is enabled only then, and a bad one is named beside it. */
   function validate() {
     const text = read();
-    if (!text.trim()) {
-      check.disabled = true;
-      message.hidden = true;
-      return null;
-    }
+    say(message, "");
+    check.disabled = true;
+    if (!text.trim()) return null;
     try {
       const guess = parse_guess(lesson, text);
-      message.hidden = true;
       check.disabled = box.dataset.state === "running";
       return guess;
     } catch (e) {
-      message.textContent = `Not a guess yet: ${e.message}${kind === "number" ? "; expected a number" : ""}.`;
-      message.className = "message error";
-      message.hidden = false;
-      check.disabled = true;
+      say(message, `Not a guess yet: ${e.message}${kind === "number" ? "; expected a number" : ""}.`);
       return null;
     }
   }
@@ -1162,10 +1074,7 @@ function card(lesson, n) {
     const guess = validate();
     if (guess === null) return;
     if (lesson.trains && training !== null && training !== lesson.key) {
-      message.textContent = `The lesson ${training} is training now; Check this one when it is done.`;
-      message.className = "message";
-      message.hidden = false;
-      return;
+      return say(message, `The lesson ${training} is training now; Check this one when it is done.`, "note");
     }
     lock(text);
     box.dataset.state = "running";
@@ -1193,10 +1102,7 @@ function card(lesson, n) {
     } catch (e) {
       if (e.name !== "Skip") {
         status.textContent = "";
-        message.textContent = `The lesson could not compute its answer: ${e.message}. The rest of the page still`
-          + " works.";
-        message.className = "message error";
-        message.hidden = false;
+        say(message, `The lesson could not compute its answer: ${e.message}. The rest of the page still works.`);
         box.dataset.state = "idle";
         for (const input of form.querySelectorAll("input")) input.disabled = false;
         check.disabled = false;

@@ -20,7 +20,8 @@ import * as random from "./random.js";
 import * as sample from "./sample.js";
 import * as train from "./train.js";
 import * as trace_block from "./trace_block.js";
-import { $, element, fetch_data, format_number, read_int, read_number, say, show_token, soon } from "./ui.js";
+import { $, add_figure, element, fetch_data, format_number, read_int, read_number, say, show_token, soon,
+  table_row } from "./ui.js";
 
 const state = {
   manifest: null, // data/manifest.json: where the weights came from, the floors, the trace's sentences
@@ -412,19 +413,11 @@ function render_attention() {
   const weights = model.rows_of(a.cache.blocks[block].att.weights[head]); // (T, T)
   const maps = $("attention-maps");
   maps.textContent = "";
-  const figure = element("figure");
-  const caption = element("figcaption", "", `block ${block + 1} of ${a.cache.blocks.length}, head ${head + 1} of`
-    + ` ${state.model.config.heads}: rows read, columns are read`);
-  const canvas = element("canvas");
+  const canvas = add_figure(maps, `block ${block + 1} of ${a.cache.blocks.length}, head ${head + 1} of`
+    + ` ${state.model.config.heads}: rows read, columns are read`, `attention weights of block ${block + 1}, head`
+    + ` ${head + 1}, ${weights.length} by ${weights.length}; arrow keys move the row`);
   canvas.tabIndex = 0;
-  canvas.setAttribute("role", "img");
-  canvas.setAttribute("aria-label", `attention weights of block ${block + 1}, head ${head + 1}, ${weights.length} by`
-    + ` ${weights.length}; arrow keys move the row`);
-  canvas.dataset.rows = weights.length;
-  canvas.dataset.block = block;
-  canvas.dataset.head = head;
-  figure.append(caption, canvas);
-  maps.append(figure);
+  Object.assign(canvas.dataset, { rows: weights.length, block, head });
   const labels = a.ids.map((id) => show_token(state.tok.vocab[id]));
   const grid = heatmap(canvas, weights, { labels, color: blues, mask: (i, j) => j > i,
     highlight: state.hover ?? state.selected });
@@ -848,14 +841,9 @@ async function run_check(backward_fn = model.backward) {
   for (const [name, shape, err] of trace_block.gradient_errors_by_tensor(tiny, x, y, config, backward_fn)) {
     results[name] = err;
     worst = Math.max(worst, err);
-    const row = document.createElement("tr");
     const ok = err < 1e-7;
-    const cells = [[name, ""], [`(${shape.join(", ")})`, ""], [err.toExponential(3), "num"],
-      [ok ? "OK" : "NOT OK", ok ? "ok" : "bad"]];
-    for (const [text, cls] of cells) {
-      row.append(element("td", cls, text));
-    }
-    body.append(row);
+    body.append(table_row([[name, ""], [`(${shape.join(", ")})`, ""], [err.toExponential(3), "num"],
+      [ok ? "OK" : "NOT OK", ok ? "ok" : "bad"]]));
     $("check-status").textContent = `checked ${Object.keys(results).length} of ${count} tensors…`;
     await new Promise((resolve) => setTimeout(resolve, 0));
   }

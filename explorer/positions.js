@@ -25,6 +25,13 @@ export function windows(stream, length = WINDOW) {
   return { inputs, targets };
 }
 
+/** The held-out text as one stream of IDs, as windows reads it: a newline, then each story and its newline; for a
+ * text of your own (split.text), its held-out part. */
+export function validation_stream(tok, split) {
+  if (split.text !== undefined) return tok.encode(split.val);
+  return tok.encode("\n" + split.val.map((story) => story + "\n").join(""));
+}
+
 /** {losses, refusal}: the mean -log p of the target at each position over the windows for the model of config, with
  * plain sums; for a scheme that cannot read the whole window (learned, past its rows), the first max_len positions
  * only, and the message of the refusal (else null), as positions.loss_by_position. */
@@ -52,4 +59,11 @@ export function loss_by_position(params, config, inputs, targets) {
   });
   for (let t = 0; t < T; t++) losses[t] /= inputs.length;
   return { losses: Array.from(losses), refusal };
+}
+
+/** The mean of losses[from..to) (a loss_by_position's), or null when they are not all there.
+ *
+ *     mean_loss([1, 2, 3, 4], 1, 3), mean_loss([1, 2], 0, 4)   // 2.5, null */
+export function mean_loss(losses, from = 0, to = losses.length) {
+  return losses.length >= to ? losses.slice(from, to).reduce((a, b) => a + b, 0) / (to - from) : null;
 }

@@ -3,9 +3,9 @@
 
 export const $ = (id) => document.getElementById(id);
 
-/** Show text in the message element id (kind "error" or "note"); empty text hides it. */
+/** Show text in the message element (or the element of that id; kind "error" or "note"); empty text hides it. */
 export function say(id, text, kind = "error") {
-  const el = $(id);
+  const el = typeof id === "string" ? $(id) : id;
   el.textContent = text;
   el.className = `message ${kind === "error" ? "error" : ""}`;
   el.hidden = !text;
@@ -71,6 +71,25 @@ export async function fetch_data(name, as, most = Infinity) {
     throw new Error(`data/${name} is ${bytes?.length ?? size} bytes, more than the ${most} the page reads`);
   }
   return as === "json" ? JSON.parse(new TextDecoder().decode(bytes)) : bytes;
+}
+
+/** A figure of a caption and a canvas (an image that label describes), appended to parent: the canvas. */
+export function add_figure(parent, caption, label) {
+  const figure = element("figure"), canvas = element("canvas");
+  canvas.setAttribute("role", "img");
+  canvas.setAttribute("aria-label", label);
+  figure.append(element("figcaption", "", caption), canvas);
+  parent.append(figure);
+  return canvas;
+}
+
+/** A table row of cells, each [text, class].
+ *
+ *     table_row([["tok_emb", ""], ["3.1e-10", "num"]]).cells.length   // 2 */
+export function table_row(cells) {
+  const tr = element("tr");
+  for (const [text, cls] of cells) tr.append(element("td", cls, text));
+  return tr;
 }
 
 /** A new element of tag with the given class and text. */

@@ -69,25 +69,30 @@ class Lesson:
         """The templates of its answer's lines (shows), or () where answer() writes its lines itself."""
         return getattr(self.answer, "shown", ())
 
+    @property
+    def bounds(self):
+        """The template of how exact its answer is (shows), or None where answer() writes it itself."""
+        return getattr(self.answer, "bounds", None)
 
-def shows(*templates):
+
+def shows(*templates, bounds):
     """An answer function whose lines are templates: the function it makes of values(lab, ...), which returns
-    {"value", "slots", "bounds", ...}, returns the same with "shown" for "slots": each line a template filled with
-    the slots by str.format. The page fills the same templates (page_words, explorer/lessons.js's fill) with its own
-    values.
+    {"value", "slots", ...}, returns the same with "shown" and "bounds" for "slots": each line a template filled with
+    the slots by str.format, and bounds (how exact it is) a template filled so too. The page fills the same
+    templates (page_words, explorer/lessons.js's fill) with its own values.
 
-    >>> answer = shows("loss {loss:.4f} over {n} tokens")(lambda lab: {"value": 1, "slots": {"loss": 4.56, "n": 3},
-    ...                                                                 "bounds": "exact"})
-    >>> answer(None)["shown"], answer.shown
-    (['loss 4.5600 over 3 tokens'], ('loss {loss:.4f} over {n} tokens',))
+    >>> answer = shows("loss {loss:.4f} over {n} tokens", bounds="exact, {n} tokens")(
+    ...     lambda lab: {"value": 1, "slots": {"loss": 4.56, "n": 3}})
+    >>> answer(None)["shown"], answer(None)["bounds"], answer.shown
+    (['loss 4.5600 over 3 tokens'], 'exact, 3 tokens', ('loss {loss:.4f} over {n} tokens',))
     """
     def make(values):
         @functools.wraps(values)
         def answer(lab, *args, **kwargs):
             got = values(lab, *args, **kwargs)
             slots = got.pop("slots")
-            return {**got, "shown": fill_lines(templates, slots)}
-        answer.shown = templates
+            return {**got, "shown": fill_lines(templates, slots), "bounds": bounds.format(**slots)}
+        answer.shown, answer.bounds = templates, bounds
         return answer
     return make
 
@@ -150,15 +155,15 @@ def words(lesson, lab):
 
 def page_words(lesson):
     """What the page gets of a lesson (explore.py's export, data/lessons.json): its words, the question, the
-    explanation and the answer's lines (shown, where it has them) as templates whose slots the page fills with the
-    numbers of the model and the runs it has and of its answer, what to
-    type for its guess, and its judge (name and numbers, for the page's copy of it) with its rule.
+    explanation, the answer's lines (shown) and how exact it is (bounds), where it has them, as templates whose
+    slots the page fills with the numbers of the model and the runs it has and of its answer, what to type for its
+    guess, and its judge (name and numbers, for the page's copy of it) with its rule.
 
     >>> page_words(INIT_LOSS)["judge"], page_words(INIT_LOSS)["rule"]
     (['Within', 0.05, 0.5], 'right within 0.05 of the answer, close within 0.5')
     """
     return {"key": lesson.key, "title": lesson.title, "question": lesson.question, "explain": lesson.explain,
-            "source": lesson.source, "shown": list(lesson.shown),
+            "source": lesson.source, "shown": list(lesson.shown), "bounds": lesson.bounds,
             "guess": [lesson.guess[0], *(list(part) for part in lesson.guess[1:])],
             "describe": describe_guess(lesson.guess), "judge": lesson.judge.spec, "rule": lesson.judge.rule}
 
@@ -457,7 +462,8 @@ def corpus_counts(lab):
 @shows("{word} -> {count} pieces: {pieces} (token IDs {ids})",
        each("made", character="  {piece}: a character", merge="  {piece}: merge {rank} of {merges}, {left} + {right}"),
        "the tokenizer: {characters} characters + {merges} merges = {vocab} tokens",
-       each("counts", line="in corpus.txt: {word} {word_count} times, {kite} (one token) {kite_count} times"))
+       each("counts", line="in corpus.txt: {word} {word_count} times, {kite} (one token) {kite_count} times"),
+       bounds="exact")
 def tokens_answer(lab):
     """How many tokens the lab's tokenizer cuts WORD into, and what each piece is made of."""
     tok = lab.tokenizer
@@ -471,8 +477,7 @@ def tokens_answer(lab):
             "slots": {"word": repr(WORD), "count": len(ids), "pieces": pieces(lab, ids),
                       "ids": ", ".join(map(str, ids)), "made": made, "characters": len(tok.alphabet),
                       "merges": len(tok.merges), "vocab": len(tok.vocab), "kite": repr(KITE),
-                      "counts": corpus_counts(lab)},
-            "bounds": "exact"}
+                      "counts": corpus_counts(lab)}}
 
 
 TOKENS = Lesson(
@@ -501,7 +506,8 @@ TOKENS = Lesson(
 @shows("loss {loss:.6f} over the {tokens} next tokens of the first story, with {weights}",
        "ln {vocab} = {uniform:.6f}, the loss of giving every token the same probability",
        "loss - ln {vocab} = {gap:+.6f}",
-       "the logits' spread (standard deviation): {spread:.4f}")
+       "the logits' spread (standard deviation): {spread:.4f}",
+       bounds="exact: every sum is one math.fsum")
 def init_loss_answer(lab):
     """The mean next-token loss on the first story, against the loss of the uniform guess ln V."""
     params, positions = reference(lab)
@@ -514,8 +520,7 @@ def init_loss_answer(lab):
     mean = fsum(flat) / len(flat)
     spread = math.sqrt(fsum((v - mean) ** 2 for v in flat) / len(flat))
     return {"value": loss, "slots": {"loss": loss, "tokens": len(y), "weights": weights(lab), "vocab": lab.config.vocab,
-                                     "uniform": uniform, "gap": loss - uniform, "spread": spread},
-            "bounds": "exact: every sum is one math.fsum"}
+                                     "uniform": uniform, "gap": loss - uniform, "spread": spread}}
 
 
 INIT_LOSS = Lesson(
@@ -556,7 +561,8 @@ def row_variance(row):
        " positions, from {low:.6f} to {high:.6f}",
        "the variance of its input rows x0 (token + position embeddings): mean {mean_before:.3e}",
        "each row's output variance is var / (var + EPS), with EPS = {eps:g}: for the mean input, {kept:.6f}",
-       "with x0 {times:g} times smaller, the output variance is {mean_tiny:.3e}")
+       "with x0 {times:g} times smaller, the output variance is {mean_tiny:.3e}",
+       bounds="exact: every sum is one math.fsum")
 def layernorm_answer(lab):
     """The mean variance of layer norm's normalised rows (before its gain) on the first story's x0, and the same with
     x0 made SMALLER."""
@@ -572,8 +578,7 @@ def layernorm_answer(lab):
     return {"value": mean_out,
             "slots": {"mean_out": mean_out, "positions": len(out), "low": min(out), "high": max(out),
                       "mean_before": mean_before, "eps": model.EPS, "kept": mean_before / (mean_before + model.EPS),
-                      "times": 1 / SMALLER, "mean_tiny": mean_tiny},
-            "bounds": "exact: every sum is one math.fsum"}
+                      "times": 1 / SMALLER, "mean_tiny": mean_tiny}}
 
 
 LAYERNORM = Lesson(
@@ -613,7 +618,8 @@ def largest_gap(a, b):
 
 @shows("{a}: {a_pieces}", "{b}: {b_pieces}",
        "without positions: the last position's largest gap {gap_without} (each position's: {each_without})",
-       "with positions: the last position's largest gap {gap_with} (each position's: {each_with})")
+       "with positions: the last position's largest gap {gap_with} (each position's: {each_with})",
+       bounds="exact: 0.0 without positions is bit-exact, on every machine; the gap with them to every digit")
 def order_answer(lab):
     """The largest difference of the last position's logits between ORDER_A and ORDER_B, without and with the
     position embeddings."""
@@ -631,8 +637,7 @@ def order_answer(lab):
         gaps.append(largest_gap(la[-1], lb[-1]))
         slots[f"gap_{name}"] = repr(gaps[-1])
         slots[f"each_{name}"] = ", ".join(f"{largest_gap(ra, rb):.3g}" for ra, rb in zip(la, lb))
-    return {"value": tuple(gaps), "slots": slots,
-            "bounds": "exact: 0.0 without positions is bit-exact, on every machine; the gap with them to every digit"}
+    return {"value": tuple(gaps), "slots": slots}
 
 
 ORDER = Lesson(
@@ -664,7 +669,8 @@ CAUSAL_CHOICES = ("all positions", "position k and after", "only position k", "o
 
 @shows("the first {T} tokens: {pieces}", "position k = {k}: {before} becomes {after}",
        each("at", moved="  position {t:2d}: moved, by up to {gap:.3g}",
-            same="  position {t:2d}: the same floats, bit for bit"))
+            same="  position {t:2d}: the same floats, bit for bit"),
+       bounds="exact: the logits compared float for float")
 def causality_answer(lab):
     """Which positions' logits differ at all when the token at CAUSAL_K changes: model.forward twice, compared
     exactly."""
@@ -685,8 +691,7 @@ def causality_answer(lab):
           {"case": "same", "t": t} for t in range(len(ids))]
     return {"value": value,
             "slots": {"T": len(ids), "pieces": pieces(lab, ids), "k": CAUSAL_K,
-                      "before": repr(tok.vocab[ids[CAUSAL_K]]), "after": repr(tok.vocab[changed[CAUSAL_K]]), "at": at},
-            "bounds": "exact: the logits compared float for float"}
+                      "before": repr(tok.vocab[ids[CAUSAL_K]]), "after": repr(tok.vocab[changed[CAUSAL_K]]), "at": at}}
 
 
 CAUSALITY = Lesson(
@@ -733,7 +738,9 @@ def error_shape(errors, factor=10.0):
        each("at", line="  h = {h:.0e}: central difference {central:+.15e}, error {error:.2e}"),
        "the two errors: truncation h^2 |L'''| / 6, with |L'''| = {third:.3g} read off h = 1e-2, and round-off about"
        " 2^-52 |L| / h = {round:.2g} / h",
-       "they are equal near h = (3 2^-52 |L| / |L'''|)^(1/3) = {best:.1g}; the least error here is at h = {least:.0e}")
+       "they are equal near h = (3 2^-52 |L| / |L'''|)^(1/3) = {best:.1g}; the least error here is at h = {least:.0e}",
+       bounds="the shape on every machine; the smallest errors are round-off, whose last digits may differ"
+                      " where exp and log round differently")
 def finite_difference_answer(lab):
     """backward's gradient of one weight, W_out[0][the first target], against central differences at each step."""
     params, positions = reference(lab)
@@ -762,9 +769,7 @@ def finite_difference_answer(lab):
     return {"value": error_shape(errors),
             "slots": {"j": j, "weights": weights(lab), "loss": loss, "T": FD_T, "grad": grad, "at": at,
                       "third": third, "round": ROUND * abs(loss), "best": best,
-                      "least": STEPS[errors.index(min(errors))]},
-            "bounds": "the shape on every machine; the smallest errors are round-off, whose last digits may differ"
-                      " where exp and log round differently"}
+                      "least": STEPS[errors.index(min(errors))]}}
 
 
 FINITE_DIFFERENCE = Lesson(
@@ -839,7 +844,8 @@ def attention_on(params, stream, norm):
        "layer norm's rows (before its gain) have variance {var_small:.6f} on x0 and {var_large:.6f} on {scale:g} x0:"
        " var / (var + EPS), nearer 1 for the larger rows",
        "the stream after it, x1 = x0 + a, grows by a factor of {x1:.4f}: it keeps its own scale",
-       "attention on the stream itself, with no layer norm before it: its output grows by a factor of {raw:.4f}")
+       "attention on the stream itself, with no layer norm before it: its output grows by a factor of {raw:.4f}",
+       bounds="exact: every sum is one math.fsum")
 def pre_norm_answer(lab):
     """How much attention's output grows when x0 is SCALE times larger: through layer norm (the block's pre-norm),
     and on the stream itself."""
@@ -855,8 +861,7 @@ def pre_norm_answer(lab):
     x1 = size(model.add(big, a_big)) / size(model.add(x0, a))
     return {"value": ratio,
             "slots": {"small": size(a), "large": size(a_big), "scale": SCALE, "ratio": ratio, "var_small": var[0],
-                      "var_large": var[1], "x1": x1, "raw": raw},
-            "bounds": "exact: every sum is one math.fsum"}
+                      "var_large": var[1], "x1": x1, "raw": raw}}
 
 
 PRE_NORM = Lesson(
@@ -888,7 +893,8 @@ PRE_NORM = Lesson(
        "units 0 at every position: {never} of {H}; units 0 at none: {always} of {H}",
        "backward's gradient at pre, dpre: {still} of {n} entries exactly 0.0, a share of {still_share:.4f}: the same"
        " entries, where the unit was 0",
-       "so W1's and b1's gradient for a unit sums only the positions where it was on")
+       "so W1's and b1's gradient for a unit sums only the positions where it was on",
+       bounds="exact: counts")
 def relu_answer(lab):
     """The share of the MLP's pre-activations that ReLU makes 0, and the share of backward's gradient at them that
     is exactly 0.0."""
@@ -902,8 +908,7 @@ def relu_answer(lab):
     always = sum(all(row[j] > 0.0 for row in pre) for j in range(H))
     return {"value": (off / (T * H), still / (T * H)),
             "slots": {"T": T, "H": H, "n": T * H, "weights": weights(lab), "off": off, "off_share": off / (T * H),
-                      "never": never, "always": always, "still": still, "still_share": still / (T * H)},
-            "bounds": "exact: counts"}
+                      "never": never, "always": always, "still": still, "still_share": still / (T * H)}}
 
 
 RELU_MLP = Lesson(
@@ -936,7 +941,8 @@ FD_H = 1e-6  # the central difference's step, as the gradient check's
        "dlogits[0][target] = (p - 1) / T with T = {T}: {gradient:.6e}; times T: {scaled:.6f}",
        "each other score j gets p_j / T: times T, from {low:.6f} to {high:.6f}",
        "the row sums to {total:.1e}: 0 but for rounding (p sums to 1, and so does the one-hot)",
-       "the central difference of the loss in that score (h = {h:g}), times T: {central:.6f}")
+       "the central difference of the loss in that score (h = {h:g}), times T: {central:.6f}",
+       bounds="exact: every sum is one math.fsum; the central difference within about 1e-9 of it")
 def softmax_gradient_answer(lab):
     """T x d loss / d logits[0][the first target], from loss_and_dlogits, with the softmax behind it and a central
     difference of the loss."""
@@ -958,8 +964,7 @@ def softmax_gradient_answer(lab):
             "slots": {"piece": repr(lab.tokenizer.vocab[target]), "target": target, "p": p, "weights": weights(lab),
                       "V": len(row), "uniform": 1 / len(row), "T": T, "gradient": row[target],
                       "scaled": T * row[target], "low": min(others), "high": max(others), "total": fsum(row),
-                      "h": FD_H, "central": T * central},
-            "bounds": "exact: every sum is one math.fsum; the central difference within about 1e-9 of it"}
+                      "h": FD_H, "central": T * central}}
 
 
 SOFTMAX_GRADIENT = Lesson(
@@ -1001,7 +1006,8 @@ def sublayers_backward(params, cache, dx2, skips):
 @shows("the gradient at the stream's end (dx2, below the final layer norm): size {end:.6g}, with {weights}",
        "at x0 with the skip paths (backward's): size {both:.6g}",
        "at x0 without them, through the MLP and attention only: size {neither:.6g}",
-       "without / with: {ratio:.4g}")
+       "without / with: {ratio:.4g}",
+       bounds="exact: every sum is one math.fsum")
 def skip_paths_answer(lab):
     """The size of the gradient at x0 without the skip paths against with them (backward's)."""
     params, _, _, _, cache, dlogits = story_pass(lab)
@@ -1009,8 +1015,7 @@ def skip_paths_answer(lab):
     both, neither = (size(sublayers_backward(params, cache, dx2, skips)) for skips in (True, False))
     return {"value": neither / both,
             "slots": {"end": size(dx2), "weights": weights(lab), "both": both, "neither": neither,
-                      "ratio": neither / both},
-            "bounds": "exact: every sum is one math.fsum"}
+                      "ratio": neither / both}}
 
 
 SKIP_PATHS = Lesson(
