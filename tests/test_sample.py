@@ -1,6 +1,7 @@
 """sample.py: deterministic sampling, greedy decoding checked against the reference model, cropping to 64 positions,
 and friendly errors; sample.py runs in this process (runpy), as its command line runs it. (The twin's logits:
-tests/test_one_config.py; sample.py's three backends giving the same greedy text: tests/test_torch_train.py.)"""
+tests/test_one_config.py; sample.py's three backends giving the same greedy text: tests/test_torch_train.py; a
+prompt the tokenizer cannot read: tests/test_own_text.py.)"""
 
 import subprocess
 import sys
@@ -91,12 +92,6 @@ def test_choose_draws_in_proportion_respects_top_k_and_greedy_draws_nothing():
     assert sampling.choose([1.0, 3.0, 3.0], 0, 0, None) == 1  # greedy: the first of equal largest, no draw
     assert {sampling.choose([1.0, 3.0, 3.0], t, 1, random.Random(seed)) for t in (0.5, 5.0) for seed in range(50)} == {
         1}  # top-k 1 is greedy, whatever the seed and the temperature
-
-
-def test_unknown_character_in_the_prompt_is_the_tokenizers_error(ckpt, run_sample):
-    proc = run_sample(ckpt, "--prompt", "Mia has a hat")
-    assert proc.returncode == 2
-    assert "unknown character 'M' at position 0" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_bad_checkpoint_and_bad_options_are_messages(ckpt, tmp_path, run_sample):
