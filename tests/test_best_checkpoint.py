@@ -4,7 +4,8 @@ a checkpoint, refused before any work); it says once, on stderr, when the valida
 training.RISES_TO_WARN validations in a row; the last checkpoint stays the last step's; and a resumed run keeps the
 best so far. The text is one that a model can only learn by heart: lines of random letters, so that past the
 letters' frequencies nothing in the training part carries over to the held-out part, and the validation loss rises
-after a few dozen steps."""
+after a few dozen steps. The whole run that the tests read is one subprocess; the others run train.py in this
+process (runpy), as its command line runs it."""
 
 import random
 import re
@@ -103,7 +104,7 @@ def test_the_rise_is_said_once_with_the_best_and_against_guessing_by_frequency(s
     assert line.endswith(f"The lowest, {val:.4f} at step {step}, is kept in runs/l.best.safetensors")
 
 
-def test_the_last_checkpoint_stays_the_last_steps(straight, tmp_path):
+def test_the_last_checkpoint_stays_the_last_steps(straight, tmp_path, capsys, monkeypatch):
     """The file at --out is what it always was: the last step's state, with the last validation loss, bit for bit the
     file of the same run validated only at its end (validation changes no weight and draws no batch)."""
     folder, proc = straight
@@ -111,7 +112,8 @@ def test_the_last_checkpoint_stays_the_last_steps(straight, tmp_path):
     assert last["step"] == 300 and f"{float(last['metadata']['val_loss']):.4f}" == f"{losses(proc.stdout)[-1][1]:.4f}"
     assert (folder / "runs" / "l.best.safetensors").read_bytes() != (folder / "runs" / "l.safetensors").read_bytes()
     once = folder_with_text(tmp_path)
-    quiet = run("train.py", *RUN, "--eval-every", "300", "--out", "l.safetensors", cwd=once)
+    monkeypatch.chdir(once)
+    quiet = ran("train.py", capsys, *RUN, "--eval-every", "300", "--out", "l.safetensors")
     assert quiet.returncode == 0 and WARNING not in quiet.stderr, quiet.stderr
     assert (once / "l.safetensors").read_bytes() == (folder / "runs" / "l.safetensors").read_bytes()
     assert (once / "l.best.safetensors").read_bytes() == (once / "l.safetensors").read_bytes()  # its one validation
@@ -126,18 +128,22 @@ def test_the_librarys_run_says_its_best():
 # A resumed run keeps the best so far
 
 
-def test_a_resumed_run_keeps_the_best_so_far(straight, tmp_path):
+def test_a_resumed_run_keeps_the_best_so_far(straight, tmp_path, capsys, monkeypatch):
+    """A run of your own text, stopped and resumed: the same files as the straight run, bit for bit, with the tokenizer
+    its checkpoint carries."""
     folder, proc = straight
     step, _ = lowest(losses(proc.stdout))
     stop = step + 60  # past the best, before the end: the resumed part only ever validates higher
     work = folder_with_text(tmp_path)
-    first = run("train.py", *RUN, "--out", "runs/l.safetensors", "--stop-at", stop, cwd=work)
+    monkeypatch.chdir(work)
+    first = ran("train.py", capsys, *RUN, "--out", "runs/l.safetensors", "--stop-at", stop)
     assert first.returncode == 0, first.stderr
     best = work / "runs" / "l.best.safetensors"
     assert best.read_bytes() == (folder / "runs" / "l.best.safetensors").read_bytes()
     inode = best.stat().st_ino
-    resumed = run("train.py", *RUN, "--out", "runs/l.safetensors", "--resume", cwd=work)
+    resumed = ran("train.py", capsys, *RUN, "--out", "runs/l.safetensors", "--resume")
     assert resumed.returncode == 0 and f"resuming runs/l.safetensors at step {stop}" in resumed.stdout
+    assert "tokenizer: the one the checkpoint carries" in resumed.stdout
     assert best.stat().st_ino == inode  # never rewritten: before the fix, the resumed part's first loss was "best"
     assert best.read_bytes() == (folder / "runs" / "l.best.safetensors").read_bytes()
     assert (work / "runs" / "l.safetensors").read_bytes() == (folder / "runs" / "l.safetensors").read_bytes()
@@ -145,15 +151,17 @@ def test_a_resumed_run_keeps_the_best_so_far(straight, tmp_path):
     assert resumed.stderr.count(WARNING) == 1  # it counts its rises from its checkpoint's validation loss
 
 
-def test_a_resume_refuses_a_best_file_of_another_run_and_leaves_it(tmp_path):
+def test_a_resume_refuses_a_best_file_of_another_run_and_leaves_it(tmp_path, capsys, monkeypatch):
     work = folder_with_text(tmp_path)
-    assert run("train.py", *RUN, "--out", "l.safetensors", "--stop-at", "40", cwd=work).returncode == 0
-    seeded = folder_with_text(tmp_path / "seeded")  # the same text and settings but the seed: another run
-    assert run("train.py", *RUN, "--seed", "5", "--out", "l.safetensors", cwd=seeded).returncode == 0
-    foreign = (seeded / "l.best.safetensors").read_bytes()
+    monkeypatch.chdir(work)
+    assert ran("train.py", capsys, *RUN, "--out", "l.safetensors", "--stop-at", "40").returncode == 0
+    # the same text and settings but the seed: another run (stopped as early: its best file is all it is for)
+    seeded = ran("train.py", capsys, *RUN, "--seed", "5", "--out", "seeded.safetensors", "--stop-at", "40")
+    assert seeded.returncode == 0, seeded.stderr
+    foreign = (work / "seeded.best.safetensors").read_bytes()
     (work / "l.best.safetensors").write_bytes(foreign)
     kept = (work / "l.safetensors").read_bytes()
-    proc = run("train.py", *RUN, "--out", "l.safetensors", "--resume", cwd=work)
+    proc = ran("train.py", capsys, *RUN, "--out", "l.safetensors", "--resume")
     one_line_error(proc, "cannot resume:", "l.best.safetensors", "holds a checkpoint of another run",
                    "never replaced by a resume")
     assert (work / "l.best.safetensors").read_bytes() == foreign and (work / "l.safetensors").read_bytes() == kept

@@ -8,8 +8,6 @@ process."""
 import os
 import resource
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -44,23 +42,8 @@ def test_a_run_held_in_preparation_owns_its_out_so_a_faster_run_cannot_finish_un
         assert not out.exists()
     assert slow.returncode == 0, slow.stderr
     assert checkpoint.load_checkpoint(out)["training"]["seed"] == 3  # the slow run's, written once, whole
-    kept = out.read_bytes()
-
-    # a run that comes later judges what is there under the lock, before it prepares anything
-    later = subprocess.run([sys.executable, "-c", HELD, tmp_path / "waiting2", go, ROOT, "--out", out, *SHORT,
-                            "--seed", "5"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    one_line_error(later, "already holds a checkpoint (step 4)")
-    assert not (tmp_path / "waiting2").exists()  # refused before its data preparation
-    assert out.read_bytes() == kept
     left = sorted(p.name for p in tmp_path.iterdir())
     assert left == ["ckpt.best.safetensors", "ckpt.safetensors", "go", "waiting"]  # no lock left
-
-
-def test_a_refused_run_leaves_no_folder_it_made(tmp_path, capsys):
-    proc = ran("train.py", capsys, "--data", tmp_path / "missing.txt", "--out",
-               tmp_path / "new" / "sub" / "c.safetensors", "--steps", "4")
-    one_line_error(proc, "missing.txt")
-    assert files_under(tmp_path) == []
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -92,8 +75,6 @@ def test_a_training_text_named_like_a_tokenizer_copy_is_never_replaced(notes, ca
     before = files_under(notes)
     proc = ran("train.py", capsys, "--data", "n.safetensors.tokenizer.json", "--out", "n.safetensors", *TEXT_RUN)
     one_line_error(proc, "--data n.safetensors.tokenizer.json is where this run writes the copy of its tokenizer")
-    proc = ran("train.py", capsys, "--data", "n.safetensors.lock", "--out", "n.safetensors", *TEXT_RUN)
-    one_line_error(proc, "--data n.safetensors.lock is where this run writes the lock of the checkpoint")
     assert files_under(notes) == before and (notes / "n.safetensors.tokenizer.json").read_bytes() == text
 
 
@@ -135,14 +116,13 @@ def test_the_copy_is_replaced_by_the_checkpoints_rules(notes, capsys):
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
 def test_a_fifo_or_a_device_is_refused_at_once_not_read(notes):
     os.mkfifo(notes / "fifo")
+    """Each reader once: a text (bpe.read_text, bpe.py's --data too), a tokenizer, and a checkpoint
+    (checkpoint.read_bytes, explore.py's --ckpt too); an --out that is a FIFO is atomic.own's (tests/test_locks.py)."""
     cases = [("train.py", ["--data", "fifo", "--out", "c.safetensors", *TEXT_RUN]),
              ("train.py", ["--data", "notes.txt", "--tokenizer", "fifo", "--out", "c.safetensors", *TEXT_RUN[2:]]),
-             ("bpe.py", ["--data", "fifo", "--out", "t.json"]),
-             ("sample.py", ["--ckpt", "fifo"]), ("explore.py", ["--ckpt", "fifo", "--export", "site"]),
-             ("train.py", ["--out", "fifo", "--resume", *TEXT_RUN[2:]])]
+             ("sample.py", ["--ckpt", "fifo"])]
     if Path("/dev/zero").exists():
-        cases += [("train.py", ["--data", "/dev/zero", "--out", "c.safetensors", *TEXT_RUN]),
-                  ("bpe.py", ["--data", "/dev/zero", "--out", "t.json"])]
+        cases.append(("train.py", ["--data", "/dev/zero", "--out", "c.safetensors", *TEXT_RUN]))
     before = files_under(notes)
     for script, args in cases:  # before the fix: a FIFO hung the run, /dev/zero read until the kernel killed it
         proc = run(script, *args, cwd=notes, limit=memory_limit(MEMORY_LIMIT), timeout=60)
@@ -150,36 +130,15 @@ def test_a_fifo_or_a_device_is_refused_at_once_not_read(notes):
     assert files_under(notes) == before
 
 
-def test_a_pipe_is_refused_rather_than_hashed_empty(notes):
-    read, write = os.pipe()
-    os.write(write, (notes / "notes.txt").read_bytes()[:4000])
-    os.close(write)
-    try:  # what <(cat notes.txt) gives: /dev/fd/N, a pipe
-        proc = subprocess.run([sys.executable, str(ROOT / "train.py"), "--data", f"/dev/fd/{read}", "--out",
-                               "c.safetensors", *TEXT_RUN], capture_output=True, text=True, cwd=notes, timeout=60,
-                              pass_fds=(read,))
-    finally:
-        os.close(read)
-    one_line_error(proc, "a FIFO (a named pipe), not a regular file")
-    assert not (notes / "c.safetensors").exists()
-
-
 def test_a_text_past_the_bound_is_refused_before_it_is_read(tmp_path):
+    """bpe.read_text's bound, which bpe.py's --data is read with too."""
     big = tmp_path / "big.txt"
     with open(big, "wb") as f:  # a sparse file: no disk or memory spent on it
         f.truncate(bpe.MOST_TEXT + 1)
-    for script, args in (("train.py", ["--data", big, "--out", "c.safetensors", *TEXT_RUN]),
-                         ("bpe.py", ["--data", big, "--out", "t.json"])):
-        proc = run(script, *args, cwd=tmp_path, limit=memory_limit(MEMORY_LIMIT), timeout=60)
-        one_line_error(proc, f"is {bpe.MOST_TEXT + 1:,} bytes, more than the {bpe.MOST_TEXT:,} bytes")
+    proc = run("train.py", "--data", big, "--out", "c.safetensors", *TEXT_RUN, cwd=tmp_path,
+               limit=memory_limit(MEMORY_LIMIT), timeout=60)
+    one_line_error(proc, f"is {bpe.MOST_TEXT + 1:,} bytes, more than the {bpe.MOST_TEXT:,} bytes")
     assert files_under(tmp_path) == ["big.txt"]
-
-
-def test_the_text_is_hashed_from_the_bytes_trained_on(notes, capsys):
-    proc = ran("train.py", capsys, "--data", "notes.txt", "--out", "c.safetensors", *TEXT_RUN)
-    assert proc.returncode == 0, proc.stderr
-    metadata = checkpoint.load_checkpoint(notes / "c.safetensors")["metadata"]
-    assert metadata["text_sha256"] == checkpoint.sha256_file(notes / "notes.txt")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -198,10 +157,12 @@ def test_a_size_that_will_not_fit_is_refused_at_once_naming_the_memory(tmp_path,
     assert files_under(tmp_path) == []
 
 
-def test_the_lab_and_a_grown_model_still_fit_under_the_limit(tmp_path):
-    for args in ([], ["--blocks", "2", "--heads", "4", "--width", "32"]):
-        proc = run("train.py", *args, *SHORT, "--out", "c.safetensors", "--overwrite", cwd=tmp_path,
-                   limit=memory_limit(MEMORY_LIMIT))
+def test_a_grown_model_and_a_run_of_your_text_still_fit_under_two_gigabytes(notes):
+    """The sizes are priced against the limit, not refused under it: a grown model of the stories, and the lab's
+    one-block model on a text of your own, its tokenizer trained first (bpe.py's own run: tests/test_bpe_out.py)."""
+    for args in (["--blocks", "2", "--heads", "4", "--width", "32", *SHORT],
+                 ["--data", "notes.txt", *TEXT_RUN[:2], "--steps", "20", "--batch", "8", "--seq-len", "32", "--quiet"]):
+        proc = run("train.py", *args, "--out", "c.safetensors", "--overwrite", cwd=notes, limit=memory_limit(2 * 2**30))
         assert proc.returncode == 0, proc.stderr
 
 

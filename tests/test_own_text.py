@@ -1,17 +1,18 @@
 """Your own text: bpe.py on any UTF-8 text (a hand-derived known answer, round trips, the Hugging Face library
 giving the same IDs on every line), train.py --data (the split, the validation windows, a checkpoint that carries
-its tokenizer, a resume after a real SIGKILL), sample.py and explore.py reading that checkpoint with no tokenizer
-flag, a wrong tokenizer refused, and every bad input a one-line message, exit 2 and nothing written."""
+its tokenizer), sample.py and explore.py reading that checkpoint with no tokenizer flag, a wrong tokenizer refused,
+and every bad input a one-line message, exit 2 and nothing written. The commands run in this process (runpy) but
+for the one run the module's tests read. (A --data run stopped and resumed to the straight run's bytes:
+tests/test_best_checkpoint.py; a resume after a real SIGKILL: tests/test_train.py.)"""
 
 import json
 import math
 import os
-import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
-from run_helpers import PRIVACY, files_under, kill_at, own_text, privacy_id, ran, run
+from run_helpers import PRIVACY, files_under, own_text, privacy_id, ran, run
 
 import bpe
 from oneblock import checkpoint, export
@@ -274,8 +275,10 @@ def test_the_recorded_validation_loss_is_the_loss_of_the_held_out_text(run_dir):
     assert nats / (len(ids) - 1) == pytest.approx(float(ckpt["metadata"]["val_loss"]), rel=1e-5)
 
 
-def test_sample_reads_the_checkpoint_with_no_tokenizer_flag(run_dir):
-    """Greedy text from sample.py against an independent greedy loop on model.py with the carried tokenizer."""
+def test_sample_reads_the_checkpoint_with_no_tokenizer_flag(run_dir, capsys, monkeypatch):
+    """Greedy text from sample.py against an independent greedy loop on model.py with the carried tokenizer (its
+    backends' agreement with model.py: tests/test_sample.py)."""
+    monkeypatch.chdir(run_dir)
     path = run_dir / "runs" / "notes.safetensors"
     ckpt = checkpoint.load_checkpoint(path)
     tok = bpe.Tokenizer.from_json(ckpt["metadata"][checkpoint.TOKENIZER_KEY], "carried")
@@ -285,23 +288,24 @@ def test_sample_reads_the_checkpoint_with_no_tokenizer_flag(run_dir):
         last = model.forward(params, ids[-64:])[0][-1]
         ids.append(last.index(max(last)))
     want = "Zoë gives" + tok.decode(ids[len(tok.encode("\nZoë gives")):]) + "\n"
-    for backend in ("numpy", "python"):
-        proc = run("sample.py", "--ckpt", path, "--prompt", "Zoë gives", "--temperature", 0, "--tokens", 40,
-                   "--backend", backend, cwd=run_dir)
-        assert proc.returncode == 0 and proc.stdout == want, proc.stderr
-    proc = run("sample.py", "--ckpt", path, "--prompt", "zoë gives", cwd=run_dir)  # "z" is not in the text
-    assert proc.returncode == 2 and "--prompt: unknown character 'z' at position 0" in proc.stderr
+    proc = ran("sample.py", capsys, "--ckpt", path, "--prompt", "Zoë gives", "--temperature", 0, "--tokens", 40)
+    assert proc.returncode == 0 and proc.stdout == want, proc.stderr
+    proc = ran("sample.py", capsys, "--ckpt", path, "--prompt", "zoë gives")  # "z" is not in the text
+    assert proc.returncode == 2 and "--prompt: unknown character 'z' at position 0" in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr  # (sample.py's one-line refusal)
 
 
-def test_a_wrong_tokenizer_is_refused(run_dir, tmp_path):
+def test_a_wrong_tokenizer_is_refused(run_dir, tmp_path, capsys, monkeypatch):
+    """(Every tool that reads a checkpoint given a damaged carried tokenizer: tests/test_fuzz_checkpoints.py.)"""
+    monkeypatch.chdir(tmp_path)
     path = run_dir / "runs" / "notes.safetensors"
     # a resume told to use another tokenizer
     other = tmp_path / "other.json"
     bpe.Tokenizer.train(own_text(), 101).save(other)
     copy = tmp_path / "notes.safetensors"
     copy.write_bytes(path.read_bytes())
-    proc = run("train.py", "--data", run_dir / "notes.txt", "--tokenizer", other, "--steps", 300, "--eval-every",
-               150, "--out", copy, "--resume", *SHORT, cwd=tmp_path)
+    proc = ran("train.py", capsys, "--data", run_dir / "notes.txt", "--tokenizer", other, "--steps", 300,
+               "--eval-every", 150, "--out", copy, "--resume", *SHORT)
     assert proc.returncode == 2 and "token IDs would mean different things" in proc.stderr, proc.stderr
     assert copy.read_bytes() == path.read_bytes()
     # a checkpoint whose carried tokenizer was replaced
@@ -309,38 +313,17 @@ def test_a_wrong_tokenizer_is_refused(run_dir, tmp_path):
     metadata.pop(checkpoint.DATA_HASH_KEY)
     metadata[checkpoint.TOKENIZER_KEY] = other.read_text(encoding="utf-8")
     checkpoint.save_file(copy, tensors, metadata)
-    proc = run("sample.py", "--ckpt", copy, cwd=tmp_path)
-    assert proc.returncode == 2 and "does not have the SHA-256 recorded" in proc.stderr, proc.stderr
-    proc = run("-m dev.compare", "--ckpt", copy, cwd=tmp_path)
+    proc = ran("sample.py", capsys, "--ckpt", copy)
     assert proc.returncode == 2 and "does not have the SHA-256 recorded" in proc.stderr, proc.stderr
     # and one that records the other tokenizer's hash too: its size is not the model's
     metadata["tokenizer_sha256"] = checkpoint.sha256_file(other)
     checkpoint.save_file(copy, tensors, metadata)
-    proc = run("sample.py", "--ckpt", copy, cwd=tmp_path)
+    proc = ran("sample.py", capsys, "--ckpt", copy)
     assert proc.returncode == 2 and "its tokenizer has 101 tokens, but the model's vocabulary is 100" in proc.stderr
     # a checkpoint of the stories, when the shipped tokenizer is not the one it recorded
     stories = {"metadata": {"tokenizer_sha256": "0" * 64}, "config": ModelConfig(96, 16, 64, 64)}
     with pytest.raises(ValueError, match="token IDs would mean different things"):
         checkpoint.tokenizer_of(stories, ROOT / "tokenizer.json", "stories.safetensors")
-
-
-def test_sigkill_then_resume_gives_bit_identical_weights(tmp_path):
-    text = tmp_path / "notes.txt"
-    text.write_text(own_text(), encoding="utf-8")
-    kill_run = ["--data", text, "--vocab-size", 100, "--steps", 2000, "--ckpt-every", 5, "--eval-every", 2000,
-                *SHORT]
-    straight, killed = tmp_path / "straight" / "n.safetensors", tmp_path / "killed" / "n.safetensors"
-    assert run("train.py", *kill_run, "--out", straight, cwd=tmp_path).returncode == 0
-    cmd = [sys.executable, str(ROOT / "train.py"), *map(str, kill_run), "--out", str(killed)]
-    at_kill = kill_at(cmd, killed, tmp_path, 300)
-    assert 300 <= at_kill < 2000
-    proc = run("train.py", *kill_run, "--out", killed, "--resume", cwd=tmp_path)
-    assert proc.returncode == 0 and f"resuming {killed} at step {at_kill}" in proc.stdout, proc.stderr
-    assert "tokenizer: the one the checkpoint carries" in proc.stdout
-    assert killed.read_bytes() == straight.read_bytes()
-    best = "n.best.safetensors"  # the checkpoint of the lowest validation loss, the same one after the resume
-    assert (killed.parent / best).read_bytes() == (straight.parent / best).read_bytes()
-    assert sorted(p.name for p in killed.parent.iterdir()) == [best, "n.safetensors", "n.safetensors.tokenizer.json"]
 
 
 def test_a_resume_refuses_another_text_another_size_and_the_stories(run_dir, tmp_path, capsys, monkeypatch):
@@ -350,19 +333,19 @@ def test_a_resume_refuses_another_text_another_size_and_the_stories(run_dir, tmp
     same = ["--steps", 300, "--eval-every", 150, "--out", path, "--resume", *SHORT]
     changed = tmp_path / "notes.txt"
     changed.write_text(own_text().replace("Zoë", "Zoe"), encoding="utf-8")
+    # (another width: every field of the model, tests/test_train.py)
     for args, phrase in [(["--data", changed, "--vocab-size", 100], "learned another text than"),
-                         (["--data", run_dir / "notes.txt", "--vocab-size", 100, "--width", 8],
-                          "d 16 there, 8 here; hidden 64 there, 32 here"),
                          ([], "learned --data notes.txt; resume it with the same --data")]:
         proc = ran("train.py", capsys, *args, *same)
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and phrase in proc.stderr, proc.stderr
     assert path.read_bytes() == (run_dir / "runs" / "notes.safetensors").read_bytes()
 
 
-def test_width_and_max_len_make_the_model_and_a_given_tokenizer_is_reused(run_dir, tmp_path):
+def test_width_and_max_len_make_the_model_and_a_given_tokenizer_is_reused(run_dir, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     tokenizer = run_dir / "runs" / "notes.safetensors.tokenizer.json"
-    proc = run("train.py", "--data", run_dir / "notes.txt", "--tokenizer", tokenizer, "--width", 8, "--max-len", 32,
-               "--steps", 20, "--out", "small.safetensors", *SHORT, cwd=tmp_path)
+    proc = ran("train.py", capsys, "--data", run_dir / "notes.txt", "--tokenizer", tokenizer, "--width", 8,
+               "--max-len", 32, "--steps", 20, "--out", "small.safetensors", *SHORT)
     assert proc.returncode == 0, proc.stderr
     ckpt = checkpoint.load_checkpoint(tmp_path / "small.safetensors")
     assert (ckpt["config"].d, ckpt["config"].hidden, ckpt["config"].max_len) == (8, 32, 32)
@@ -373,6 +356,7 @@ def test_width_and_max_len_make_the_model_and_a_given_tokenizer_is_reused(run_di
 
 
 def test_the_explorer_exports_a_model_of_your_text(run_dir, tmp_path, monkeypatch):
+    """(Which text it exports, and a text changed since refused: tests/test_explore_server.py.)"""
     monkeypatch.chdir(run_dir)  # where train.py ran: the text is there by the name it was given
     weights, fields = export.read_weights(Path("runs/notes.safetensors"), explicit=True)
     manifest = export.export_site(tmp_path / "site", weights, fields)
@@ -384,14 +368,6 @@ def test_the_explorer_exports_a_model_of_your_text(run_dir, tmp_path, monkeypatc
     split = json.loads((data / "split.json").read_text(encoding="utf-8"))
     assert split["train"] + split["val"] == own_text() and split["seq_len"] == 32 and split["unit"] == "line"
     assert manifest["order"] == {"a": "now mia gives the hat to leo.", "b": "now leo gives the hat to mia."}
-
-    # the text changed since: a message, exit 2, nothing written
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "runs").mkdir()
-    (tmp_path / "runs" / "notes.safetensors").write_bytes((run_dir / "runs" / "notes.safetensors").read_bytes())
-    (tmp_path / "notes.txt").write_text(own_text() + "One more line.\n", encoding="utf-8")
-    proc = run("explore.py", "--ckpt", "runs/notes.safetensors", "--export", "site2", cwd=tmp_path)
-    assert proc.returncode == 2 and "that file has changed since" in proc.stderr and not (tmp_path / "site2").exists()
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -1,15 +1,17 @@
 """sample.py: deterministic sampling, greedy decoding checked against the reference model, cropping to 64 positions,
-friendly errors, and the PyTorch twin giving the same logits from the same checkpoint."""
+and friendly errors; sample.py runs in this process (runpy), as its command line runs it. (The twin's logits:
+tests/test_one_config.py; sample.py's three backends giving the same greedy text: tests/test_torch_train.py; a
+prompt the tokenizer cannot read: tests/test_own_text.py.)"""
 
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from run_helpers import ran
 
 import bpe
 from oneblock import checkpoint, sampling
-from oneblock.config import seed_switch
 import model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,26 +30,30 @@ def ckpt(tmp_path_factory):
     return out
 
 
-def run_sample(ckpt, *args):
-    proc = subprocess.run([sys.executable, str(ROOT / "sample.py"), "--ckpt", str(ckpt), *map(str, args)],
-                          capture_output=True, text=True, timeout=300)
-    return proc
+@pytest.fixture
+def run_sample(capsys):
+    """sample.py in this process on a checkpoint: run_sample(ckpt, *args) gives returncode, stdout and stderr."""
+    return lambda ckpt, *args: ran("sample.py", capsys, "--ckpt", ckpt, *args)
 
 
-def sample_text(ckpt, *args):
-    proc = run_sample(ckpt, *args)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+@pytest.fixture
+def sample_text(run_sample):
+    """The text of a sample.py run that must succeed: sample_text(ckpt, *args)."""
+    def text(ckpt, *args):
+        proc = run_sample(ckpt, *args)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+    return text
 
 
-def test_same_seed_same_text_other_seed_other_text(ckpt):
+def test_same_seed_same_text_other_seed_other_text(ckpt, sample_text):
     a = sample_text(ckpt, "--seed", 1, "--tokens", 80)
     assert a == sample_text(ckpt, "--seed", 1, "--tokens", 80)
     assert a != sample_text(ckpt, "--seed", 2, "--tokens", 80)
     assert len(TOK.encode(a.removesuffix("\n"))) == 80  # the empty prompt plus 80 new tokens, then print's newline
 
 
-def test_greedy_follows_the_reference_models_argmax(ckpt):
+def test_greedy_follows_the_reference_models_argmax(ckpt, sample_text):
     # an independent greedy loop on model.py: the most likely token each time, context cropped to 64 tokens
     params = checkpoint.reference_params(checkpoint.load_checkpoint(ckpt))
     ids = TOK.encode("\nmia has")
@@ -88,17 +94,7 @@ def test_choose_draws_in_proportion_respects_top_k_and_greedy_draws_nothing():
         1}  # top-k 1 is greedy, whatever the seed and the temperature
 
 
-def test_unknown_character_in_the_prompt_is_the_tokenizers_error(ckpt):
-    proc = run_sample(ckpt, "--prompt", "Mia has a hat")
-    assert proc.returncode == 2
-    assert "unknown character 'M' at position 0" in proc.stderr and "Traceback" not in proc.stderr
-
-
-def test_bad_checkpoint_and_bad_options_are_messages(ckpt, tmp_path):
-    broken = tmp_path / "broken.safetensors"
-    broken.write_bytes(ckpt.read_bytes()[:1000])
-    proc = run_sample(broken)
-    assert proc.returncode == 2 and "truncated" in proc.stderr and "Traceback" not in proc.stderr
+def test_bad_checkpoint_and_bad_options_are_messages(ckpt, tmp_path, run_sample):
     proc = run_sample(tmp_path / "missing.safetensors")
     assert proc.returncode == 2 and "no checkpoint at" in proc.stderr
     proc = run_sample(tmp_path)  # a folder, not a file
@@ -111,36 +107,3 @@ def test_bad_checkpoint_and_bad_options_are_messages(ckpt, tmp_path):
                          (("--top-k", 97), "--top-k 97 is more than the 96 tokens")]:
         proc = run_sample(ckpt, *args)
         assert proc.returncode == 2 and phrase in proc.stderr, proc.stderr
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# The PyTorch twin
-
-
-def test_torch_twin_loads_the_checkpoint_and_gives_the_same_logits(ckpt):
-    torch = pytest.importorskip("torch")
-    from safetensors.torch import load_file
-
-    from oneblock import numpy_model, torch_model
-
-    state = load_file(str(ckpt))
-    p_torch = torch_model.to_torch({name: state[name] for name in model.PARAM_SHAPES})  # float64
-    loaded = checkpoint.load_checkpoint(ckpt)
-    ref, config = checkpoint.reference_params(loaded), loaded["config"]
-    p_numpy = numpy_model.from_lists(ref)  # float64
-    lines = (ROOT / "corpus.txt").read_text(encoding="utf-8").splitlines()
-    stream = TOK.encode("\n".join(lines[-3:]) + "\n")
-    batch = np.array([stream[:64], stream[30:94]])  # (2, 64)
-    with torch.no_grad():
-        logits_torch, _ = torch_model.forward(p_torch, torch_model.as_ids(batch), config)  # (2, 64, V)
-    logits_numpy, _ = numpy_model.forward(p_numpy, batch, config)  # (2, 64, V)
-    assert logits_torch.dtype == torch.float64
-    assert np.abs(logits_torch.numpy() - logits_numpy).max() <= 1e-11
-    logits_ref, _ = model.forward(ref, batch[1].tolist(), seed_switch(config))  # (64, V) the reference, exact sums
-    assert np.abs(logits_torch.numpy()[1] - np.array(logits_ref)).max() <= 1e-11
-
-
-def test_torch_backend_of_sample_matches_numpy(ckpt):
-    pytest.importorskip("torch")
-    greedy = sample_text(ckpt, "--temperature", 0, "--tokens", 70)
-    assert sample_text(ckpt, "--temperature", 0, "--tokens", 70, "--backend", "torch") == greedy
