@@ -1,7 +1,8 @@
-"""Helpers shared by the tests that run the lab's commands: run one in a subprocess (run, under a memory_limit) or
-in this process (ran), hold a train.py run in its data preparation (held), kill one with a real SIGKILL
-once its checkpoint has reached a step, start explore.py's server, assert that a run failed as a bad input should
-and see what it left (files_under, kinds_under), a text of one's own, and the cases of a private one (PRIVACY)."""
+"""Helpers shared by the tests that run the lab's commands: run one in a subprocess (run, under a memory_limit;
+run_without, where some packages cannot be imported) or in this process (ran), hold a train.py run in its data
+preparation (held), kill one with a real SIGKILL once its checkpoint has reached a step, start explore.py's server,
+assert that a run failed as a bad input should and see what it left (files_under, kinds_under), a text of one's
+own, and the cases of a private one (PRIVACY)."""
 
 import os
 import random
@@ -20,14 +21,41 @@ from types import SimpleNamespace
 from oneblock import checkpoint
 from oneblock.server import make_server
 
+ROOT = Path(__file__).resolve().parent.parent  # the lab's folder
+
 
 def run(script, *args, cwd, limit=None, timeout=300):
     """One of the lab's scripts in a subprocess in cwd (a file of its folder, or "-m module" with its folder on the
     module path), optionally under a resource limit (a function run in the child); the CompletedProcess (text)."""
-    root = Path(__file__).resolve().parent.parent
-    command = ["-m", script[3:]] if script.startswith("-m ") else [str(root / script)]
+    command = ["-m", script[3:]] if script.startswith("-m ") else [str(ROOT / script)]
     return subprocess.run([sys.executable, *command, *map(str, args)], capture_output=True, text=True, cwd=cwd,
-                          timeout=timeout, preexec_fn=limit, env={**os.environ, "PYTHONPATH": str(root)})
+                          timeout=timeout, preexec_fn=limit, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+WITHOUT = """  # run_without's interpreter: blocked packages cannot be imported
+import runpy, sys
+class Missing:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {blocked!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+sys.meta_path.insert(0, Missing())
+sys.path.insert(0, {root!r})
+sys.argv = {argv!r}
+if {module!r}:  # python3 -m module
+    runpy.run_module({module!r}, run_name="__main__", alter_sys=True)
+else:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def run_without(blocked, script, *args, cwd=ROOT):
+    """Run script (a file of the lab's folder, or "-m module") with args in a fresh interpreter in which the
+    packages of blocked cannot be imported: a finder first on sys.meta_path answers their import as Python does for
+    a package that is not installed (ModuleNotFoundError naming it)."""
+    module = script[3:] if script.startswith("-m ") else ""
+    argv = [module if module else str(ROOT / script), *map(str, args)]
+    code = WITHOUT.format(blocked=set(blocked), root=str(ROOT), argv=argv, module=module)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, timeout=300)
 
 
 def memory_limit(n):
@@ -81,8 +109,7 @@ def held(script, waiting, go, *args, cwd):
     is held (it made the file waiting), the with-block runs; at its end the file go lets it go on, and the run is
     waited for. Yields a namespace whose returncode, stdout and stderr are the run's after the block; a run that
     never gets held fails the test, and one still running when the block fails is killed."""
-    root = Path(__file__).resolve().parent.parent
-    proc = subprocess.Popen([sys.executable, "-c", script, str(waiting), str(go), str(root), *map(str, args)], cwd=cwd,
+    proc = subprocess.Popen([sys.executable, "-c", script, str(waiting), str(go), str(ROOT), *map(str, args)], cwd=cwd,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     done = SimpleNamespace(returncode=None, stdout=None, stderr=None)
     try:
@@ -161,8 +188,7 @@ def group_members():
 def serving_explorer(cwd):
     """python3 explore.py --no-open started in cwd: (the process, the URL it prints) once it serves. Its SIGINT is
     what a terminal's Ctrl-C sends even under a background pytest, whose children start with SIGINT ignored."""
-    root = Path(__file__).resolve().parent.parent
-    proc = subprocess.Popen([sys.executable, str(root / "explore.py"), "--no-open"], cwd=cwd, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, str(ROOT / "explore.py"), "--no-open"], cwd=cwd, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     line = proc.stdout.readline()
@@ -191,11 +217,10 @@ def ran(script, capsys, *args, umask=None):
     """One of the lab's scripts run in this process as its command line runs it (through runpy, as __main__, with
     sys.argv its script and args, under umask when given; both put back after), read as a subprocess's run is: a
     namespace of returncode (the SystemExit it ends with), stdout and stderr."""
-    root = Path(__file__).resolve().parent.parent
     argv, before = sys.argv, None if umask is None else os.umask(umask)
     sys.argv = [script, *map(str, args)]
     try:
-        runpy.run_path(str(root / script), run_name="__main__")
+        runpy.run_path(str(ROOT / script), run_name="__main__")
         returncode = 0
     except SystemExit as e:
         returncode = e.code

@@ -2,10 +2,7 @@
 compare.main runs in this process; the command line's own exit status, in a subprocess, is the pages' commands' test
 at the end (where PyTorch is not installed)."""
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +11,7 @@ from dev import compare
 from oneblock import machine, numpy_model
 from oneblock.config import each_param_name
 from fastpath_helpers import PATHS
-from run_helpers import ran
+from run_helpers import ran, run_without
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -214,18 +211,6 @@ def test_a_checkpoint_is_compared_at_its_weights_with_its_sizes(tmp_path, capsys
 # ----------------------------------------------------------------------------------------------------------------
 # Where PyTorch is not installed: the pages' commands skip the twin's rows, with the reason, and exit 0
 
-NO_TORCH = '''"""Put on PYTHONPATH by tests/test_compare.py: torch cannot be imported, as where it is not installed."""
-import sys
-
-
-class NoTorch:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] == "torch":
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-
-
-sys.meta_path.insert(0, NoTorch())
-'''
 INSTALL_TORCH = machine.INSTALL["torch"]  # the command that installs it, as the pages give it
 PAGES = ["docs/growing.md", "docs/positions.md"]  # the pages whose dev.compare commands need the twin
 
@@ -234,15 +219,6 @@ def page_compare_commands():
     """The dev.compare commands that PAGES show (each after a `$ ` prompt), in order."""
     return [command for page in PAGES for command in re.findall(r"^    \$ (python3 -m dev\.compare\b.*)$",
                                                                 (ROOT / page).read_text(encoding="utf-8"), re.M)]
-
-
-def without_torch(tmp_path):
-    """The environment of a subprocess in which `import torch` fails as it does where torch is not installed (a
-    sitecustomize on PYTHONPATH, before the lab's folder)."""
-    shim = tmp_path / "no_torch"
-    shim.mkdir()
-    (shim / "sitecustomize.py").write_text(NO_TORCH, encoding="utf-8")
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(shim), str(ROOT)])}
 
 
 def test_the_pages_commands_name_what_they_compare():
@@ -256,16 +232,11 @@ def test_the_pages_commands_name_what_they_compare():
 def test_without_torch_every_compare_command_of_the_pages_skips_the_twin_and_exits_0(tmp_path):
     """Each of the pages' dev.compare commands, and the plain one, as written, where torch cannot be imported: the
     twin's rows skipped in one line that says why and how to install it, every table that ran all OK, exit 0."""
-    env = without_torch(tmp_path)
-    blocked = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True, text=True, env=env)
-    assert blocked.returncode == 1 and "No module named 'torch'" in blocked.stderr  # (the shim works)
-    trained = subprocess.run([sys.executable, str(ROOT / "train.py"), "--blocks", "2", "--heads", "4", "--steps", "3",
-                              "--batch", "2", "--val-stories", "5", "--quiet", "--out", "out/grown.safetensors"],
-                             capture_output=True, text=True, cwd=tmp_path, env=env)
+    trained = run_without({"torch"}, "train.py", "--blocks", "2", "--heads", "4", "--steps", "3", "--batch", "2",
+                          "--val-stories", "5", "--quiet", "--out", "out/grown.safetensors", cwd=tmp_path)
     assert trained.returncode == 0, trained.stderr
     for command in [*page_compare_commands(), "python3 -m dev.compare"]:
-        run = subprocess.run([sys.executable, *command.split()[1:]], capture_output=True, text=True, cwd=tmp_path,
-                             env=env, timeout=300)
+        run = run_without({"torch"}, " ".join(command.split()[1:3]), *command.split()[3:], cwd=tmp_path)
         said = f"{command}:\n{run.stdout}{run.stderr}"
         assert run.returncode == 0 and "NOT OK" not in run.stdout and run.stderr == "", said
         skip = [line for line in run.stdout.splitlines() if line.startswith("PyTorch: skipped")]

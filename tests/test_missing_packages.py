@@ -1,8 +1,6 @@
 """Every entry point without the package it needs: one line naming the package, the script and the install command,
-exit status 2, no traceback; and what needs no package still runs without it.
-
-A package is made missing by a finder, put first on sys.meta_path before the script runs, that answers its import
-as Python does for a package that is not installed (ModuleNotFoundError naming it)."""
+exit status 2, no traceback; and what needs no package still runs without it (run_helpers.run_without makes a
+package missing as where it is not installed)."""
 
 import json
 import subprocess
@@ -10,32 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from run_helpers import run_without
 
 ROOT = Path(__file__).resolve().parent.parent
-
-WITHOUT = """
-import runpy, sys
-class Missing:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in {blocked!r}:
-            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
-sys.meta_path.insert(0, Missing())
-sys.path.insert(0, {root!r})
-sys.argv = {argv!r}
-if {module!r}:  # python3 -m module
-    runpy.run_module({module!r}, run_name="__main__", alter_sys=True)
-else:
-    runpy.run_path(sys.argv[0], run_name="__main__")
-"""
-
-
-def run_without(blocked, script, *args, cwd=ROOT):
-    """Run script (a file of the lab's folder, or "-m module") with args in a fresh interpreter in which the
-    packages of blocked cannot be imported."""
-    module = script[3:] if script.startswith("-m ") else ""
-    argv = [module if module else str(ROOT / script), *map(str, args)]
-    code = WITHOUT.format(blocked=set(blocked), root=str(ROOT), argv=argv, module=module)
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, timeout=300)
 
 
 @pytest.mark.parametrize("blocked, script, args, who", [
