@@ -1,7 +1,7 @@
 """experiments/depth.py: the reduced experiment runs and has the full one's shape; the committed depth.json has the
 shape and settings of the code, re-derives every summary, and took less than the 30 minutes the experiment is allowed;
-the periodic sequences, the colour items and the head scores measure what they say; a cell reruns to the record's
-digits."""
+the periodic sequences, the colour items and the head scores measure what they say; a rerun reads its record (the
+committed record's cell rerun to its digits is docs/depth.md's command, which tests/test_readme.py runs)."""
 
 import json
 import random
@@ -13,7 +13,6 @@ import pytest
 import bpe
 import make_corpus
 from experiments import depth, induction
-from oneblock import machine
 from test_positions import reduced_run, verdicts_on_made_up_records
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -132,14 +131,6 @@ def test_rerun_gives_each_verdict_on_records_made_up_around_its_loss():
     chosen = r["induction"]["sizes"]["2x1"]["sweep"]["chosen"]
     runs = [run for run in r["induction"]["runs"]["2x1"] if run["lr"] == chosen]
     verdicts_on_made_up_records(lambda rec: depth.rerun(rec, "induction", (2, 1), 3, 250), r, runs, 3, 250)
-
-
-def test_rerun_of_the_committed_record_is_ok_here():
-    """The same digits with the record's kernels, within its seeds' spread with others (docs/reproducibility.md
-    measures how far each kernel family moves this cell)."""
-    with machine.use_threads(1):
-        ok, line = depth.rerun(record(), "induction", (2, 1), 3, 250)
-    assert ok and line.startswith("OK: induction 2x1 lr 0.003 seed 3 at step 250: tune "), line
 
 
 def usage_error(capsys, *args):

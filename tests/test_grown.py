@@ -1,8 +1,8 @@
 """A grown model (several blocks, several heads) in both NumPy paths, numpy_model.py and numpy_fast.py (the tests that
 take `path` run once for each): every gradient by central differences, what heads are (independent attentions on
-slices of the channels, written out here), causality and word order, the names of the other blocks' parameters,
-float32, and the sizes they refuse. The twin's checks are in test_torch_model.py, the one-block, one-head bits in
-test_one_block_fixture.py."""
+slices of the channels, written out here), word order through two blocks, the names of the other blocks' parameters,
+and the sizes they refuse. Causality, one block's word order and float32 are test_numpy_paths.py's, for grown models
+too; the twin's checks are in test_torch_model.py, the one-block, one-head bits in test_one_block_fixture.py."""
 
 import math
 
@@ -11,37 +11,31 @@ import pytest
 
 import model
 from oneblock import numpy_model as nm
-from oneblock.config import BLOCK_NAMES, SCHEMES
+from oneblock.config import BLOCK_NAMES
 from fastpath_helpers import PATHS, assert_central_differences_match, config_for, jittered, rel_err
 
 GROWN = (20, 8, 8, 12, 7)  # vocab, d, hidden, max_len, seed: small enough for every parameter by central differences
-WORST = {}  # (blocks, heads, scheme) -> the worst |central difference - gradient|, printed by the last test
 
 
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("blocks, heads", [(2, 2), (3, 4)])
 @pytest.mark.parametrize("scheme, T", [("learned", 12), ("none", 16), ("sinusoidal", 16), ("rope", 16)])
-def test_every_gradient_of_a_grown_model_matches_central_differences(path, blocks, heads, scheme, T):
+def test_every_gradient_of_a_grown_model_matches_central_differences(path, blocks, heads, scheme, T, capsys):
     """Every parameter of 2 blocks x 2 heads (1,316 numbers) and 3 blocks x 4 heads (1,748), float64, step 1e-6:
-    max |central difference - gradient| < 1e-8. The schemes without learned rows run past max_len = 12."""
+    max |central difference - gradient| < 1e-8. The schemes without learned rows run past max_len = 12. Prints the
+    worst error, for docs/growing.md."""
     params = nm.from_lists(jittered(*GROWN, scale=0.1, blocks=blocks))
     assert nm.count_params(params) == {2: 1316, 3: 1748}[blocks]
     rng = np.random.default_rng(blocks * 10 + heads)
     ids, targets = rng.integers(0, 20, (2, T)), rng.integers(0, 20, (2, T))
     config = config_for(*GROWN, blocks=blocks, heads=heads, positions=scheme)
     numeric, grads, worst = assert_central_differences_match(path, params, ids, targets, config)
-    WORST[path.__name__, blocks, heads, scheme] = max(worst.values())
     assert list(grads) == config.param_names()
     for name in grads:  # every block's tensors learn: no gradient is all zero but pos_emb's where it is unread
         assert grads[name].any() == (name != "pos_emb" or scheme == "learned"), name
-
-
-def test_report_the_worst_central_difference_errors(capsys):
-    """Not a check: prints the worst errors the test above found, for docs/growing.md."""
     with capsys.disabled():
-        for (name, blocks, heads, scheme), worst in WORST.items():
-            print(f"\ncentral differences, {name}, {blocks} x {heads}, {scheme}: worst {worst:.2e}",
-                  end="")
+        print(f"\ncentral differences, {path.__name__}, {blocks} x {heads}, {scheme}: worst {max(worst.values()):.2e}",
+              end="")
 
 
 def one_head_at_a_time(params, x, heads, rope):
@@ -88,75 +82,26 @@ def test_split_and_merge_heads_are_inverses_that_keep_one_head_as_it_is():
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Causality and word order, and float32
-
-
-@pytest.mark.parametrize("path", PATHS)
-@pytest.mark.parametrize("blocks, heads", [(2, 4), (3, 2)])
-@pytest.mark.parametrize("scheme", ["learned", "rope"])
-def test_a_later_token_never_moves_an_earlier_logit_in_a_grown_model(path, blocks, heads, scheme):
-    p = nm.from_lists(jittered(96, 16, 64, 64, 5, scale=0.05, blocks=blocks))
-    config = config_for(96, 16, 64, 64, blocks=blocks, heads=heads, positions=scheme)
-    ids = np.random.default_rng(5).integers(0, 96, (3, 40))
-    base = path.forward(p, ids, config)[0]
-    for t in (0, 17, 39):
-        changed = ids.copy()
-        changed[:, t] = (changed[:, t] + 1) % 96
-        logits = path.forward(p, changed, config)[0]
-        assert np.max(np.abs(logits[:, :t] - base[:, :t]), initial=0.0) <= 1e-15
-        assert np.max(np.abs(logits[:, t] - base[:, t])) > 0.0
-
-
-def two_orders(seed):
-    """Two orderings of the same 30 tokens with the same last token."""
-    rng = np.random.default_rng(seed)
-    a = rng.integers(0, 96, 30)
-    return a, np.concatenate([rng.permutation(a[:-1]), a[-1:]])
-
-
-@pytest.mark.parametrize("path", PATHS)
-@pytest.mark.parametrize("heads", [2, 4, 8])
-def test_without_positions_one_block_of_several_heads_sees_a_bag_of_tokens(path, heads):
-    """The same last logits for both orders without positions (within 1e-12: BLAS sums in its own order), different
-    ones with each scheme that has positions: every head reads the set of the tokens before it."""
-    p = nm.from_lists(jittered(96, 16, 64, 64, 9, scale=0.05))
-    a, b = two_orders(9)
-    config = lambda s: config_for(96, 16, 64, 64, heads=heads, positions=s)  # noqa: E731
-    last = lambda ids, s: path.forward(p, ids, config(s))[0][-1]  # noqa: E731
-    assert np.max(np.abs(last(a, "none") - last(b, "none"))) <= 1e-12
-    for scheme in ("learned", "sinusoidal", "rope"):
-        assert np.max(np.abs(last(a, scheme) - last(b, scheme))) > 1e-6, scheme
+# Word order through two blocks
 
 
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("blocks, heads", [(2, 1), (2, 4), (3, 2)])
 def test_two_blocks_without_positions_tell_the_orders_apart_through_the_causal_mask(path, blocks, heads):
-    """The permutation fact is one block's. The first block's output at the last position is the same for both
-    orders (it reads a set), but at every earlier position it is a function of that position's prefix, which the
-    order changes: the second block reads those, so the last logits differ although no position is added. (Models
-    without positions learn where they are from the causal mask.)"""
+    """The permutation fact is one block's (test_numpy_paths.py, for any number of heads). The first block's output
+    at the last position is the same for both orders (it reads a set), but at every earlier position it is a function
+    of that position's prefix, which the order changes: the second block reads those, so the last logits differ
+    although no position is added. (Models without positions learn where they are from the causal mask.)"""
     p = nm.from_lists(jittered(96, 16, 64, 64, 9, scale=0.05, blocks=blocks))
-    a, b = two_orders(9)
+    rng = np.random.default_rng(9)
+    a = rng.integers(0, 96, 30)
+    b = np.concatenate([rng.permutation(a[:-1]), a[-1:]])  # same tokens, same last token, another order
     config = config_for(96, 16, 64, 64, blocks=blocks, heads=heads, positions="none")
     (logits_a, cache_a), (logits_b, cache_b) = (path.forward(p, ids, config) for ids in (a, b))
     first_a, first_b = cache_a["blocks"][0]["x2"], cache_b["blocks"][0]["x2"]  # (T, d) each
     assert np.max(np.abs(first_a[-1] - first_b[-1])) <= 1e-12
     assert np.max(np.abs(first_a[1:-1] - first_b[1:-1])) > 1e-3  # the prefixes differ: so do these
     assert np.max(np.abs(logits_a[-1] - logits_b[-1])) > 1e-4
-
-
-@pytest.mark.parametrize("path", PATHS)
-@pytest.mark.parametrize("scheme", SCHEMES)
-def test_float32_close_to_float64_in_a_grown_model(path, scheme):
-    params = jittered(96, 16, 64, 64, 11, scale=0.05, blocks=2)
-    config = config_for(96, 16, 64, 64, blocks=2, heads=4, positions=scheme)
-    rng = np.random.default_rng(11)
-    ids, targets = rng.integers(0, 96, (4, 64)), rng.integers(0, 96, (4, 64))
-    loss64, g64 = path.loss_and_grads(nm.from_lists(params, np.float64), ids, targets, config)
-    loss32, g32 = path.loss_and_grads(nm.from_lists(params, np.float32), ids, targets, config)
-    assert abs(loss32 - loss64) <= 1e-5 * abs(loss64)
-    for name in g64:
-        assert g32[name].dtype == np.float32 and rel_err(g32[name], g64[name]) <= 1e-5, name
 
 
 # ----------------------------------------------------------------------------------------------------------------

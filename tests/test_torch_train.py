@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from oneblock import checkpoint, training
-from oneblock.settings import Settings
+from oneblock.settings import Settings, checked
 from run_helpers import kill_group
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,10 +64,12 @@ def train_py(out, *args, launcher=(sys.executable,), check=True, **popen):
 # One process
 
 
-def test_the_torch_backend_takes_the_numpy_backends_steps():
-    torch_params, torch_history = trained(backend="torch", device="cpu")
-    numpy_params, numpy_history = trained(backend="numpy")
-    assert next(iter(torch_params.values())).dtype == torch.float64
+@pytest.mark.parametrize("grown", [{}, {"steps": 10, "blocks": 2, "heads": 2, "positions": "rope"}],
+                         ids=["one-block", "2x2-rope"])
+def test_the_torch_backend_takes_the_numpy_backends_steps(grown):
+    torch_params, torch_history = trained(backend="torch", device="cpu", **grown)
+    numpy_params, numpy_history = trained(backend="numpy", **grown)
+    assert next(iter(torch_params.values())).dtype == torch.float64 and list(torch_params) == list(numpy_params)
     error, name = worst_relative_error(torch_params, numpy_params)
     assert error <= 1e-10, (name, error)
     for a, b in zip(torch_history, numpy_history, strict=True):
@@ -112,32 +114,21 @@ def test_the_explorer_exports_a_torch_run_as_it_exports_a_numpy_one(tmp_path):
 
 
 def test_two_ranks_equal_one_process_halfway_and_at_the_end(tmp_path):
+    """A grown model (2 blocks x 2 heads, rope): both ranks train it, and their weights are one process's."""
+    grown = [*RUN, "--blocks", "2", "--heads", "2", "--positions", "rope"]
     one, two = tmp_path / "one.safetensors", tmp_path / "two.safetensors"
-    train_py(one, *RUN, *TORCH, "--stop-at", "10")
-    proc = train_py(two, *RUN, *TORCH, "--stop-at", "10", launcher=TORCHRUN)
-    assert "2 processes (gloo)" in proc.stdout and proc.stdout.count("done:") == 1  # rank 0 alone reports
+    train_py(one, *grown, *TORCH, "--stop-at", "10")
+    proc = train_py(two, *grown, *TORCH, "--stop-at", "10", launcher=TORCHRUN)
+    assert "2 blocks x 2 heads" in proc.stdout and "2 processes (gloo)" in proc.stdout
+    assert proc.stdout.count("done:") == 1  # rank 0 alone reports
     for when in ("halfway", "at the end"):
         error, name = worst_relative_error(params_of(two), params_of(one))
         assert error <= 1e-12, (when, name, error)
         assert checkpoint.load_checkpoint(two)["step"] == checkpoint.load_checkpoint(one)["step"]
         if when == "halfway":
-            train_py(one, *RUN, *TORCH, "--resume")
-            train_py(two, *RUN, *TORCH, "--resume", launcher=TORCHRUN)
-    assert checkpoint.load_checkpoint(two)["step"] == 20
-
-
-def test_a_grown_model_trains_under_ddp_as_in_one_process_and_as_numpy(tmp_path):
-    grown = [*RUN, "--steps", "10", "--blocks", "2", "--heads", "2", "--positions", "rope"]
-    one, two = tmp_path / "one.safetensors", tmp_path / "two.safetensors"
-    train_py(one, *grown, *TORCH)
-    proc = train_py(two, *grown, *TORCH, launcher=TORCHRUN)
-    assert "2 blocks x 2 heads" in proc.stdout and "2 processes (gloo)" in proc.stdout
-    assert checkpoint.load_checkpoint(two)["config"].blocks == 2
-    error, name = worst_relative_error(params_of(two), params_of(one))
-    assert error <= 1e-12, (name, error)
-    numpy_params, _ = trained(steps=10, blocks=2, heads=2, positions="rope", backend="numpy")
-    error, name = worst_relative_error(params_of(one), numpy_params)
-    assert error <= 1e-10, (name, error)
+            train_py(one, *grown, *TORCH, "--resume")
+            train_py(two, *grown, *TORCH, "--resume", launcher=TORCHRUN)
+    assert checkpoint.load_checkpoint(two)["step"] == 20 and checkpoint.load_checkpoint(two)["config"].blocks == 2
 
 
 def test_a_killed_two_rank_run_resumes_to_the_uninterrupted_bytes(tmp_path):
@@ -189,22 +180,26 @@ def test_a_rank_that_dies_ends_the_run_and_keeps_the_last_checkpoint(tmp_path):
 # Bad launches
 
 
-@pytest.mark.parametrize("launcher, args, phrase", [
-    (TORCHRUN, [*TORCH, "--batch", "3"], "--batch 3 cannot be shared by the 2 processes torchrun started"),
-    (TORCHRUN, [*TORCH, "--resume"], "cannot resume: there is no checkpoint at"),
-    (TORCHRUN, ["--backend", "numpy"], "only --backend torch trains data-parallel"),
-    ((sys.executable,), ["--backend", "torch", "--device", "cuda"], "--device cuda: PyTorch"),
-    ((sys.executable,), ["--backend", "numpy", "--device", "cpu"], "--device cpu is for --backend torch"),
+@pytest.mark.parametrize("args, phrase", [
+    ([*TORCH, "--batch", "3"], "--batch 3 cannot be shared by the 2 processes torchrun started"),
+    ([*TORCH, "--resume"], "cannot resume: there is no checkpoint at"),
+    (["--backend", "numpy"], "only --backend torch trains data-parallel"),
 ])
-def test_a_bad_launch_is_one_message_and_writes_nothing(tmp_path, launcher, args, phrase):
-    if "cuda" in args and torch.cuda.is_available():
-        pytest.skip("this machine has CUDA")
+def test_a_bad_launch_is_one_message_and_writes_nothing(tmp_path, args, phrase):
     out = tmp_path / "run" / "ckpt.safetensors"
     out.parent.mkdir()
-    proc = subprocess.run([*launcher, str(ROOT / "train.py"), "--out", str(out), *RUN, *args], capture_output=True,
+    proc = subprocess.run([*TORCHRUN, str(ROOT / "train.py"), "--out", str(out), *RUN, *args], capture_output=True,
                           text=True, cwd=tmp_path, timeout=600)
     assert proc.returncode != 0
     assert proc.stderr.count(phrase) == 1, proc.stderr  # said once, by rank 0 (torchrun adds its own report)
-    if launcher != TORCHRUN:
-        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert list(out.parent.iterdir()) == []
+
+
+def test_a_device_the_run_cannot_use_is_named_before_any_work():
+    """The settings' check, in this process (train.py says each of its refusals in one line with exit 2:
+    tests/test_train.py's command-line cases)."""
+    with pytest.raises(ValueError, match="^--device cpu is for --backend torch"):
+        checked(Settings(backend="numpy", device="cpu"))
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="^--device cuda: PyTorch .* sees no CUDA device here"):
+            checked(Settings(backend="torch", device="cuda"))
