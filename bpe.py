@@ -381,32 +381,31 @@ class Tokenizer:
     def from_json(cls, text, where):
         """The tokenizer whose tokenizer.json text is text (as to_json writes it); a malformed one is a ValueError
         that starts with where (a path, or a name such as the checkpoint that carries it)."""
-        path = where
         try:
             doc = json.loads(text)
         except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno});"
+            raise ValueError(f"{where}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno});"
                              f" the file may be truncated") from None
         except (RecursionError, ValueError) as e:  # nested too deep, or a number too long to read
-            raise ValueError(f"{path}: not a tokenizer.json ({type(e).__name__}: {str(e)[:80]})") from None
+            raise ValueError(f"{where}: not a tokenizer.json ({type(e).__name__}: {str(e)[:80]})") from None
         model = doc.get("model") if isinstance(doc, dict) else None
         vocab = model.get("vocab") if isinstance(model, dict) else None
         merges = model.get("merges") if isinstance(model, dict) else None
         if not isinstance(vocab, dict) or not isinstance(merges, list):
-            raise ValueError(f"{path}: expected an object with model.vocab (an object) and model.merges (a list)")
+            raise ValueError(f"{where}: expected an object with model.vocab (an object) and model.merges (a list)")
         ids = list(vocab.values())
         if any(type(i) is not int for i in ids) or sorted(ids) != list(range(len(ids))):
-            raise ValueError(f"{path}: model.vocab IDs must be the ints 0 to {len(vocab) - 1}, each once")
+            raise ValueError(f"{where}: model.vocab IDs must be the ints 0 to {len(vocab) - 1}, each once")
         if any(not isinstance(p, list) or len(p) != 2 or not all(isinstance(s, str) for s in p) for p in merges):
-            raise ValueError(f"{path}: model.merges must be a list of [left, right] string pairs")
+            raise ValueError(f"{where}: model.merges must be a list of [left, right] string pairs")
         alphabet = [tok for tok in vocab if len(tok) == 1]
         try:
             tok = cls(sorted(alphabet), merges)
         except ValueError as e:
-            raise ValueError(f"{path}: {e}") from None
+            raise ValueError(f"{where}: {e}") from None
         diff = first_difference(doc, tok.to_dict())
         if diff:
-            raise ValueError(f"{path}: {diff}")
+            raise ValueError(f"{where}: {diff}")
         return tok
 
 
@@ -568,10 +567,7 @@ def train_on_file(data, vocab_size, out, overwrite=False, argv=None):
             target, _ = own(owned, out, "--out", "a tokenizer file", "tokenizer.json", tokenizer_there(out, overwrite),
                             holder("bpe.py", sys.argv[1:] if argv is None else argv), [("--data", data)])
             text = read_text(data)
-            try:  # its merges spell the text's words: as private as the text
-                mode = private_mode([os.stat(data).st_mode])
-            except OSError as e:
-                raise ValueError(f"--data {data}: cannot read its permissions ({e.strerror or e})") from None
+            mode = private_mode(paths=[data])  # its merges spell the text's words: as private as the text
             tok = train_on_text(text, vocab_size, data)
             try:
                 tok.save(target, mode)

@@ -55,11 +55,11 @@ PAGE_DEFAULTS = {"steps": 2000, "batch": 8, "seq_len": 64, "lr": 0.01, "min_lr":
 
 
 @contextmanager
-def served_page(page_files=None):
+def served_page(page_files=None, view=""):
     """A Chromium page of the explorer with the untrained seed-3 export, served on 127.0.0.1, and the browser's
     major version: yields (page, version). page_files: {name: bytes} of another version's page, served in place of
-    this one's (with this version's data). An error the page logs is a RuntimeError at the end: its figures are not
-    a working page's."""
+    this one's (with this version's data); view: the page's view to open ("#lessons"), its first by default. An error
+    the page logs is a RuntimeError at the end: its figures are not a working page's."""
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -81,7 +81,7 @@ def served_page(page_files=None):
                 errors = []
                 page.on("console", lambda m: m.type == "error" and errors.append(f"console: {m.text}"))
                 page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
-                page.goto(f"http://127.0.0.1:{server.server_port}/index.html")
+                page.goto(f"http://127.0.0.1:{server.server_port}/index.html{view}")
                 page.wait_for_function("window.ready === true")
                 yield page, browser.version.split(".")[0]
                 browser.close()
@@ -237,7 +237,8 @@ def show_off(page, path):
 
 
 def palette_png(raw):
-    """A PNG with a 256-colour palette: as sharp for a page of flat colours and text, at about a third of the bytes.
+    """A PNG with a 256-colour palette: as sharp for a page or a card of flat colours and text, at about a third of the
+    bytes.
     (Pillow comes with matplotlib, which tests/requirements.txt pins.)"""
     from PIL import Image
 
@@ -414,7 +415,7 @@ def figures_json(raw):
 
 
 def is_png(raw):
-    """Whether raw (the bytes of a file) is a PNG picture, which a screenshot may replace.
+    """Whether raw (the bytes of a file) is a PNG picture, which a screenshot (--screenshot) may replace.
 
     >>> is_png(b"\\x89PNG\\r\\n\\x1a\\n..."), is_png(b"GIF89a")
     (True, False)
