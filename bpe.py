@@ -145,18 +145,6 @@ def stretches(text, alphabet, size=STRETCH):
         start = end
 
 
-def piece_counts(text, alphabet):
-    """How often each piece occurs in text (its alphabet: sorted(set(text))), counted a stretch at a time.
-
-    >>> sorted(piece_counts("mia has a hat. mia", "\\n .ahimst").items())
-    [(' a', 1), (' has', 1), (' hat', 1), (' mia', 1), ('.', 1), ('mia', 1)]
-    """
-    counts = Counter()
-    for part in stretches(text, alphabet):
-        counts.update(part)
-    return counts
-
-
 def pair_counts(words):
     """Count adjacent pairs over (symbols, count) words, each weighted by its count.
 
@@ -258,7 +246,8 @@ class Tokenizer:
         if vocab_size < len(alphabet):
             raise ValueError(f"{what} {vocab_size} is smaller than the {len(alphabet)} characters of the text;"
                              f" expected at least {len(alphabet)}")
-        words = [(list(piece), n) for piece, n in sorted(piece_counts(text, alphabet).items())]
+        counts = Counter(piece for pieces in stretches(text, alphabet) for piece in pieces)  # a stretch at a time
+        words = [(list(piece), n) for piece, n in sorted(counts.items())]
         tokens = set(alphabet)
         merges = []
         while len(alphabet) + len(merges) < vocab_size:

@@ -17,7 +17,6 @@ import statistics
 import time
 from pathlib import Path
 
-from dev.bench import module_constants
 from oneblock import machine
 
 
@@ -27,11 +26,15 @@ def timed_floors(values, plan, floor, pooled):
 
     from experiments import scaling_judged
 
-    with module_constants(scaling_judged, PARALLEL_FROM=0 if pooled else float("inf")):  # the pool, or every fit here
+    saved = scaling_judged.PARALLEL_FROM
+    scaling_judged.PARALLEL_FROM = 0 if pooled else float("inf")  # (the pool, or every fit here)
+    try:
         started = time.perf_counter()
         rng = np.random.default_rng(scaling_judged.JUDGED_SEED)
         floors = scaling_judged.floors_by_cut(values, plan, floor, rng)
         return time.perf_counter() - started, floors
+    finally:
+        scaling_judged.PARALLEL_FROM = saved
 
 
 def main(argv=None):

@@ -288,15 +288,6 @@ def say_skipped(skipped):
         print(f"PyTorch: skipped ({skipped}){install}")
 
 
-def verdict(ok, skipped):
-    """The last line: all OK or NOT OK, for the rows that ran, and what was skipped.
-
-    >>> verdict(True, None), verdict(False, "--no-torch")
-    ('all OK', 'NOT OK (PyTorch skipped: --no-torch)')
-    """
-    return ("all OK" if ok else "NOT OK") + (f" (PyTorch skipped: {skipped})" if skipped is not None else "")
-
-
 def compare_paths(params, ids, targets, config, no_torch):
     """For a model of config that model.py runs (ModelConfig.seed_problem): both NumPy paths and PyTorch (when it
     imports and not no_torch) against the reference. For one it does not have (its scheme, or its blocks and heads):
@@ -325,7 +316,7 @@ def compare_paths(params, ids, targets, config, no_torch):
         if skipped is None:
             rows = compare(base, torch_run(params, ids, targets, config), TORCH_TOLERANCE)
             ok = print_table("PyTorch float64 autograd vs reference", rows, TORCH_TOLERANCE) and ok
-    print(verdict(ok, skipped))
+    print(("all OK" if ok else "NOT OK") + (f" (PyTorch skipped: {skipped})" if skipped is not None else ""))
     return 0 if ok else 1
 
 

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from atomic import output_problem, resolved, write_atomic
-from dev.bench_explorer import is_png, palette_png, served_page
+from dev.chromium import is_png, palette_png, served_page
 from oneblock import machine
 
 # a guess for each lesson, as a learner types it (a choice by its number); a lesson of the page that is not here
