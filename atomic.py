@@ -2,7 +2,7 @@
 or the new one, never half of one (`write_atomic`; several, all or none: `write_together`), and remove only the
 temporary files that a killed writer left (`remove_leftovers`); read one whole with a clear message when it cannot be
 (`read_whole`); refuse a name the file system cannot take, or a file that is not of a writer's kind, before any work
-(`path_problem`, `output_problem`); and own a path while a run writes it, so that a second run cannot silently
+(`output_problem`); and own a path while a run writes it, so that a second run cannot silently
 replace the first one's results, with a lock that follows no link and opens nothing already at its name (`hold`).
 Every command that writes a file owns it with `own`: the path judged, its inputs refused by any name (`same_file`),
 the lock held, what is there judged with the command's own reader, a killed writer's leftovers removed.
@@ -165,15 +165,21 @@ def umask():
     return mask
 
 
-def private_mode(modes):
-    """The permissions of a file made from files of the st_modes modes (a checkpoint from your text, a tokenizer
-    trained on it): as private as they are. Its owner reads and writes it; the group and others may read it only
-    where every one of those files lets them, and never write it; 0o644 when it was made from none (the lab's own
-    files). write_together takes the umask off it too.
+def private_mode(modes=(), paths=()):
+    """The permissions of a file made from files of the st_modes modes, and from the files at paths as they are now
+    (None: no file), such as a checkpoint from your text or a tokenizer trained on it: as private as they are. Its
+    owner reads and writes it; the group and others may read it only where every one of those files lets them, and
+    never write it; 0o644 when it was made from none (the lab's own files). write_together takes the umask off it
+    too. A ValueError names a path whose permissions cannot be read.
 
     >>> oct(private_mode([0o100640, 0o100644])), oct(private_mode([0o100600, 0o100644])), oct(private_mode([]))
     ('0o640', '0o600', '0o644')
     """
+    for path in paths:
+        try:
+            modes = [*modes, os.stat(path).st_mode] if path is not None else modes
+        except OSError as e:
+            raise ValueError(f"{path}: cannot read its permissions ({e.strerror or e})") from None
     readers = 0o044
     for mode in modes:
         readers &= mode
@@ -200,7 +206,7 @@ def remove_leftovers(path):
     pattern = re.compile(re.escape(path.name) + r"\.([0-9]+)\.[a-z0-9_]{8}\.tmp")
     removed = []
     try:
-        names = sorted(os.listdir(path.parent or "."))
+        names = sorted(os.listdir(path.parent))
     except OSError:
         return []
     for name in names:
@@ -233,9 +239,7 @@ def _running(pid):
     """
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OverflowError:  # no process ID is that large
+    except (ProcessLookupError, OverflowError):  # (OverflowError: no process ID is that large)
         return False
     except OSError:  # PermissionError: another user's process
         return True
@@ -313,40 +317,16 @@ system allows in a name
     return None
 
 
-def path_problem(typed, flag, what, example, endings=(".lock",)):
-    """Why the path typed (the value of flag, as given) cannot name the file a command writes, what (such as "a
-    checkpoint file"; example: a name for the hint), in one line, judged from the path alone before anything is
-    made on disk; None if it can. It must not end with a slash or be a folder, pass through a file, or hold a name
-    too long for the file system once endings (the files written beside it) are added (name_problem).
-
-    >>> print(path_problem("runs/", "--out", "a checkpoint file", "ckpt.safetensors"))
-    --out runs/ ends with a slash, so it names a folder; expected a checkpoint file such as runs/ckpt.safetensors
-    >>> print(path_problem("atomic.py/x.json", "--json", "a JSON file", "x.json"))
-    --json atomic.py/x.json: atomic.py is a file, not a folder
-    """
-    path = Path(typed)
-    if typed.endswith(("/", os.sep)):
-        return f"{flag} {typed} ends with a slash, so it names a folder; expected {what} such as {path / example}"
-    problem = name_problem(path, endings)  # first: a name too long cannot even be looked up
-    if problem:
-        shown = typed if len(typed) <= 100 else f"{typed[:48]}...{typed[-48:]}"
-        return f"{flag} {shown}: {problem}; choose a shorter one"
-    for folder in reversed(path.parents):
-        if folder.exists() and not folder.is_dir():
-            return f"{flag} {typed}: {folder} is a file, not a folder"
-    if path.is_dir():
-        return f"{flag} {typed} is a folder; expected {what} such as {path / example}"
-    return None
-
-
 def output_problem(path, flag, what, ours, example, most=1 << 26, endings=(".lock",)):
     """Why a command cannot write what (such as "a JSON of figures") to the file at path (the value of flag, as
     given; example: a file name for the hint), in one line, or None, judged before any work starts, so that a long
-    run never ends on an error it could have seen at its start. path must name a file (path_problem), no link on
-    the way may lead nowhere, and what is there already, if anything, must be a regular file (of at most most
-    bytes) that ours(its bytes) says is of its kind: anything else (a file of yours, a FIFO, a device) is never
-    replaced. ours=None: only its kind is judged, nothing is read (own reads it with the caller's reader once it
-    holds it). Write it with write_atomic(resolved(path), ...): through a link, to the file the link leads to.
+    run never ends on an error it could have seen at its start. path must name a file (not end with a slash or be a
+    folder, pass through no file, hold no name too long for the file system once endings, the files written beside
+    it, are added: name_problem), no link on the way may lead nowhere, and what is there already, if anything, must
+    be a regular file (of at most most bytes) that ours(its bytes) says is of its kind: anything else (a file of
+    yours, a FIFO, a device) is never replaced. ours=None: only its kind is judged, nothing is read (own reads it
+    with the caller's reader once it holds it). Write it with write_atomic(resolved(path), ...): through a link, to
+    the file the link leads to.
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as d:
@@ -357,10 +337,18 @@ def output_problem(path, flag, what, ours, example, most=1 << 26, endings=(".loc
     --json D/notes.txt exists and is not a JSON record; it is never replaced: choose another path, or remove the file \
 yourself
     """
-    text = str(path)
-    problem = path_problem(text, flag, what, example, endings)
+    text, path = str(path), Path(path)
+    if text.endswith(("/", os.sep)):
+        return f"{flag} {text} ends with a slash, so it names a folder; expected {what} such as {path / example}"
+    problem = name_problem(path, endings)  # first: a name too long cannot even be looked up
     if problem:
-        return problem
+        shown = text if len(text) <= 100 else f"{text[:48]}...{text[-48:]}"
+        return f"{flag} {shown}: {problem}; choose a shorter one"
+    for folder in reversed(path.parents):
+        if folder.exists() and not folder.is_dir():
+            return f"{flag} {text}: {folder} is a file, not a folder"
+    if path.is_dir():
+        return f"{flag} {text} is a folder; expected {what} such as {path / example}"
     try:
         target = resolved(path)
     except ValueError as e:

@@ -145,18 +145,6 @@ def stretches(text, alphabet, size=STRETCH):
         start = end
 
 
-def piece_counts(text, alphabet):
-    """How often each piece occurs in text (its alphabet: sorted(set(text))), counted a stretch at a time.
-
-    >>> sorted(piece_counts("mia has a hat. mia", "\\n .ahimst").items())
-    [(' a', 1), (' has', 1), (' hat', 1), (' mia', 1), ('.', 1), ('mia', 1)]
-    """
-    counts = Counter()
-    for part in stretches(text, alphabet):
-        counts.update(part)
-    return counts
-
-
 def pair_counts(words):
     """Count adjacent pairs over (symbols, count) words, each weighted by its count.
 
@@ -258,7 +246,8 @@ class Tokenizer:
         if vocab_size < len(alphabet):
             raise ValueError(f"{what} {vocab_size} is smaller than the {len(alphabet)} characters of the text;"
                              f" expected at least {len(alphabet)}")
-        words = [(list(piece), n) for piece, n in sorted(piece_counts(text, alphabet).items())]
+        counts = Counter(piece for pieces in stretches(text, alphabet) for piece in pieces)  # a stretch at a time
+        words = [(list(piece), n) for piece, n in sorted(counts.items())]
         tokens = set(alphabet)
         merges = []
         while len(alphabet) + len(merges) < vocab_size:
@@ -381,32 +370,31 @@ class Tokenizer:
     def from_json(cls, text, where):
         """The tokenizer whose tokenizer.json text is text (as to_json writes it); a malformed one is a ValueError
         that starts with where (a path, or a name such as the checkpoint that carries it)."""
-        path = where
         try:
             doc = json.loads(text)
         except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno});"
+            raise ValueError(f"{where}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno});"
                              f" the file may be truncated") from None
         except (RecursionError, ValueError) as e:  # nested too deep, or a number too long to read
-            raise ValueError(f"{path}: not a tokenizer.json ({type(e).__name__}: {str(e)[:80]})") from None
+            raise ValueError(f"{where}: not a tokenizer.json ({type(e).__name__}: {str(e)[:80]})") from None
         model = doc.get("model") if isinstance(doc, dict) else None
         vocab = model.get("vocab") if isinstance(model, dict) else None
         merges = model.get("merges") if isinstance(model, dict) else None
         if not isinstance(vocab, dict) or not isinstance(merges, list):
-            raise ValueError(f"{path}: expected an object with model.vocab (an object) and model.merges (a list)")
+            raise ValueError(f"{where}: expected an object with model.vocab (an object) and model.merges (a list)")
         ids = list(vocab.values())
         if any(type(i) is not int for i in ids) or sorted(ids) != list(range(len(ids))):
-            raise ValueError(f"{path}: model.vocab IDs must be the ints 0 to {len(vocab) - 1}, each once")
+            raise ValueError(f"{where}: model.vocab IDs must be the ints 0 to {len(vocab) - 1}, each once")
         if any(not isinstance(p, list) or len(p) != 2 or not all(isinstance(s, str) for s in p) for p in merges):
-            raise ValueError(f"{path}: model.merges must be a list of [left, right] string pairs")
+            raise ValueError(f"{where}: model.merges must be a list of [left, right] string pairs")
         alphabet = [tok for tok in vocab if len(tok) == 1]
         try:
             tok = cls(sorted(alphabet), merges)
         except ValueError as e:
-            raise ValueError(f"{path}: {e}") from None
+            raise ValueError(f"{where}: {e}") from None
         diff = first_difference(doc, tok.to_dict())
         if diff:
-            raise ValueError(f"{path}: {diff}")
+            raise ValueError(f"{where}: {diff}")
         return tok
 
 
@@ -568,10 +556,7 @@ def train_on_file(data, vocab_size, out, overwrite=False, argv=None):
             target, _ = own(owned, out, "--out", "a tokenizer file", "tokenizer.json", tokenizer_there(out, overwrite),
                             holder("bpe.py", sys.argv[1:] if argv is None else argv), [("--data", data)])
             text = read_text(data)
-            try:  # its merges spell the text's words: as private as the text
-                mode = private_mode([os.stat(data).st_mode])
-            except OSError as e:
-                raise ValueError(f"--data {data}: cannot read its permissions ({e.strerror or e})") from None
+            mode = private_mode(paths=[data])  # its merges spell the text's words: as private as the text
             tok = train_on_text(text, vocab_size, data)
             try:
                 tok.save(target, mode)

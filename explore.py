@@ -24,8 +24,6 @@ from atomic import interruptible, interruption
 from oneblock.export import EXPLORER, export_data, export_site, read_weights
 from oneblock.server import make_server
 
-DEFAULT_CKPT = "out/ckpt.safetensors"  # where train.py writes by default
-
 # ----------------------------------------------------------------------------------------------------------------
 # Command line
 
@@ -56,7 +54,8 @@ def main(argv=None):
     if args.export is not None and Path(args.export).exists() and not Path(args.export).is_dir():
         parser.error(f"--export {args.export} is a file; expected a folder (it is made if missing)")
     try:
-        weights, fields = read_weights(args.ckpt or DEFAULT_CKPT, explicit=args.ckpt is not None, data=args.data)
+        weights, fields = read_weights(args.ckpt or "out/ckpt.safetensors", explicit=args.ckpt is not None,
+                                       data=args.data)  # (without --ckpt: where train.py writes by default)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

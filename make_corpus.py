@@ -199,26 +199,24 @@ def generator_entropy():
 # the corpus
 
 
-def generate(n_stories=N_STORIES, seed=SEED):
-    """The corpus as a list of (text, log-probability) pairs, text without newline.
+def generate():
+    """The corpus as a list of N_STORIES (text, log-probability) pairs, text without newline.
 
-    The first story is FIRST_STORY; the rest come from one random.Random(seed).
+    The first story is FIRST_STORY; the rest come from one random.Random(SEED).
     """
-    if n_stories < 1:
-        raise ValueError(f"n_stories must be at least 1 (the fixed first story); got {n_stories}")
     first = render(FIRST_SHAPE, FIRST_CHOICES)
     if first != FIRST_STORY:
         raise ValueError(f"the first story renders as {first!r}; expected {FIRST_STORY!r}")
     stories = [(first, choices_log_prob(FIRST_SHAPE, FIRST_CHOICES))]
-    rng = random.Random(seed)
-    while len(stories) < n_stories:
+    rng = random.Random(SEED)
+    while len(stories) < N_STORIES:
         stories.append(draw_story(rng))
     return stories
 
 
-def corpus_text(n_stories=N_STORIES, seed=SEED):
+def corpus_text():
     """The whole corpus file as one string: one story per line, each ending with a newline."""
-    return "".join(text + "\n" for text, _ in generate(n_stories, seed))
+    return "".join(text + "\n" for text, _ in generate())
 
 
 def check(path):

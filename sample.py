@@ -29,8 +29,6 @@ from oneblock import checkpoint, machine
 from oneblock.data import TOKENIZER_FILE
 from oneblock.sampling import TOKEN_BYTES, generate, load_logits_fn
 
-DEFAULT_CKPT = "out/ckpt.safetensors"  # where train.py writes by default
-
 # ----------------------------------------------------------------------------------------------------------------
 # Command line
 
@@ -38,7 +36,8 @@ DEFAULT_CKPT = "out/ckpt.safetensors"  # where train.py writes by default
 def build_parser():
     """The command line: every option with its default and what it does."""
     p = argparse.ArgumentParser(description="Generate text from a checkpoint written by train.py.", allow_abbrev=False)
-    p.add_argument("--ckpt", default=DEFAULT_CKPT, metavar="PATH", help="the checkpoint (default: %(default)s)")
+    p.add_argument("--ckpt", default="out/ckpt.safetensors", metavar="PATH",  # where train.py writes by default
+                   help="the checkpoint (default: %(default)s)")
     p.add_argument("--prompt", default="", help="text to continue; it always follows a newline, so the default,"
                                                 " empty, starts a new story")
     p.add_argument("--tokens", type=int, default=160, metavar="N", help="tokens to generate (default: %(default)s)")
@@ -68,33 +67,25 @@ def main(argv=None):
     for module in {"numpy": ["numpy"], "python": [], "torch": ["numpy", "torch", "safetensors"]}[args.backend]:
         machine.need(module, who[args.backend])
 
-    try:
+    try:  # a size too large for memory, a missing or bad checkpoint, one the backend cannot run, a bad prompt
         machine.check_memory(TOKEN_BYTES * args.tokens, f"--tokens {args.tokens}")
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if not Path(args.ckpt).exists():
-        print(f"error: no checkpoint at {args.ckpt}; train one with python3 train.py", file=sys.stderr)
-        return 2
-    if Path(args.ckpt).is_dir():
-        print(f"error: --ckpt {args.ckpt} is a folder; expected a checkpoint file such as"
-              f" {Path(args.ckpt) / 'ckpt.safetensors'}", file=sys.stderr)
-        return 2
-    try:
+        if not Path(args.ckpt).exists():
+            raise ValueError(f"no checkpoint at {args.ckpt}; train one with python3 train.py")
+        if Path(args.ckpt).is_dir():
+            raise ValueError(f"--ckpt {args.ckpt} is a folder; expected a checkpoint file such as"
+                             f" {Path(args.ckpt) / 'ckpt.safetensors'}")
         next_logits, ckpt = load_logits_fn(args.ckpt, args.backend)
         tok = checkpoint.tokenizer_of(ckpt, TOKENIZER_FILE, args.ckpt)
-    except ValueError as e:  # a bad checkpoint, one the chosen backend cannot run, or one too large for memory
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    try:
-        prompt_ids = tok.encode(args.prompt)
+        try:
+            prompt_ids = tok.encode(args.prompt)
+        except ValueError as e:
+            raise ValueError(f"--prompt: {e}") from None
+        start = tok.encode("\n") if "\n" in tok.ids else []  # a line starts after a newline, if the text has any
+        if not start and not prompt_ids:
+            raise ValueError(f"--prompt is empty, and the text {args.ckpt} learned has no newline to start a line"
+                             f" after; expected a prompt")
     except ValueError as e:
-        print(f"error: --prompt: {e}", file=sys.stderr)
-        return 2
-    start = tok.encode("\n") if "\n" in tok.ids else []  # a line starts after a newline, if the text has any
-    if not start and not prompt_ids:
-        print(f"error: --prompt is empty, and the text {args.ckpt} learned has no newline to start a line after;"
-              f" expected a prompt", file=sys.stderr)
+        print(f"error: {e}", file=sys.stderr)
         return 2
     config = ckpt["config"]  # the model's ModelConfig
     if args.top_k > config.vocab:

@@ -18,8 +18,8 @@ With --data FILE the checkpoint carries the tokenizer the model learned with, an
 checkpoint, named after it (notes.safetensors.tokenizer.json). A run owns its --out from its start: a second run on
 the same path is refused while the first one lives, and what a finished run left there is replaced only with
 --overwrite (never a file that is not a checkpoint or, for the copy, not a tokenizer). What it writes is as private
-as what it is made from (written_mode): from a text only you can read (mode 0600), the checkpoints and the copy are
-0600 too, and no file is more open than your umask allows.
+as what it is made from (atomic.private_mode): from a text only you can read (mode 0600), the checkpoints and the
+copy are 0600 too, and no file is more open than your umask allows.
 
 At each validation whose loss is the lowest so far (after step 0, the seed's initial weights), the run also writes
 that checkpoint beside --out, with ".best" before its suffix (out/ckpt.best.safetensors), by the same rules; the last
@@ -45,7 +45,6 @@ from oneblock import checkpoint, data as data_files, machine, settings, training
 from oneblock.config import SCHEMES
 from oneblock.settings import Settings, training_settings
 
-DEFAULT_OUT = "out/ckpt.safetensors"  # relative to where you run it; sample.py reads the same path by default
 COMMAND_ONLY = ("out", "resume", "overwrite", "no_positions", "typed")  # the command's own, not settings
 BEST = ".best"  # before --out's suffix: the checkpoint of the lowest validation loss (best_beside)
 ENDINGS = (".lock", ".tokenizer.json", BEST + ".lock")  # what a run writes beside --out's name: its names' lengths
@@ -159,7 +158,7 @@ def build_parser():
             help="steps between validation losses; also at the end (default: %(default)s)")
     setting("--ckpt-every", type=int, metavar="N",
             help="steps between checkpoints; also at the end (default: %(default)s)")
-    p.add_argument("--out", default=DEFAULT_OUT, metavar="PATH",
+    p.add_argument("--out", default="out/ckpt.safetensors", metavar="PATH",  # (sample.py reads it by default)
                    help="checkpoint file, replaced atomically at each save; its folder is created. Beside it, with"
                         " .best before its suffix (out/ckpt.best.safetensors), the checkpoint of the lowest"
                         " validation loss so far (default: %(default)s)")
@@ -315,21 +314,6 @@ def read_inputs(s, resumed, out):
     return data_files.prepare(s, carried, text)
 
 
-def written_mode(s, out, resume):
-    """The permissions of what the run with settings s writes (the checkpoint at out, the best one and the copy of
-    the tokenizer): as private as what they are made from (atomic.private_mode), that is its --data FILE, its
-    --tokenizer FILE and, when it resumes, the checkpoint at out, each as it is now; 0o644 for a fresh run on the
-    stories. write_atomic takes the umask off it too. A ValueError names a file whose permissions cannot be read."""
-    modes = []
-    for path in (s.data, s.tokenizer, out if resume else None):
-        if path is not None:
-            try:
-                modes.append(os.stat(path).st_mode)
-            except OSError as e:
-                raise ValueError(f"{path}: cannot read its permissions ({e.strerror or e})") from None
-    return atomic.private_mode(modes)
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # The run
 
@@ -398,7 +382,8 @@ def owned_run(s, args, out, note):
         if problem is None:
             try:  # everything about the data is checked before anything is written
                 data = read_inputs(s, resumed, out)
-                mode = written_mode(s, out, resumed is not None)
+                # what it writes is as private as what it is made from, each as it is now
+                mode = atomic.private_mode(paths=(s.data, s.tokenizer, out if resumed is not None else None))
             except ValueError as e:
                 problem = f"{'cannot resume: ' if args.resume else ''}{e}"
         if s.backend == "torch":
@@ -417,7 +402,7 @@ def run(s, resumed, out, data, best, best_so_far=None, mode=0o644):
     """The run of main, while it owns out and best: clean up, train, save, summarise; the exit status. resumed: the
     loaded checkpoint the run continues, or None; best: where the checkpoint of the lowest validation loss goes;
     best_so_far: the (step, val_loss) of the one a resumed run found there, or None; mode: the permissions of every
-    file written (written_mode). Under torchrun every rank runs it; rank 0 alone prints, writes and cleans up."""
+    file written (atomic.private_mode). Under torchrun every rank runs it; rank 0 alone prints, writes and cleans up."""
     resume = resumed is not None
     recorded = training_settings(s)
     say = print if s.rank == 0 else (lambda *args, **kwargs: None)

@@ -8,6 +8,7 @@ lab needs to run. Run them from the lab's folder:
     bench_grid.py      the scaling grid's runs with one worker and with every core: the speed-up
     bench_fits.py      the scaling record's bootstrap fits of its floors, here and through a pool of every core
     lessons_page.py    the explorer's lessons in a headless Chromium: each one's time, and the picture of a reveal
+    chromium.py        what those two share: the explorer served in a headless Chromium page, and its pictures
     jit_probe.py       what a JIT (numba) would buy the tuned path's row-wise passes
     scale.py           a larger model on paper: parameters, memory, FLOPs, tokens per second per GPU
 

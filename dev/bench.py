@@ -536,19 +536,10 @@ def profile_step(size, steps=None):
     import collections
     import linecache
 
-    import numpy as np
+    from oneblock import numpy_fast
 
-    from oneblock import numpy_fast, numpy_model
-
-    cfg = SIZES[size]
-    params, ids, targets = make_inputs(cfg)
-    p = numpy_model.from_lists(params, np.float32)
+    step, _ = make_step("fast-f32", SIZES[size])  # a Workspace made once, on as many threads as BLAS has
     threads = int(os.environ.get("OPENBLAS_NUM_THREADS") or os.cpu_count())
-    ws = numpy_fast.Workspace(p, model_config(cfg), cfg["B"], cfg["T"], threads=threads)
-
-    def step():
-        ws.loss_and_grads(p, ids, targets)
-
     step()
     steps = steps or max(3, round(1.0 / _timed(step)))  # about a second of steps
     untraced = statistics.median(_timed(step) for _ in range(steps))

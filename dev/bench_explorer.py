@@ -28,22 +28,18 @@ Needs what the browser tests need: Playwright (tests/requirements.txt) and a sys
 """
 
 import argparse
-import io
 import json
 import os
 import subprocess
 import sys
-import tempfile
-import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 from atomic import output_problem, resolved, write_atomic
+from dev.chromium import is_png, palette_png, served_page
 from oneblock import data as data_files, machine, training
 from oneblock.data import ROOT
-from oneblock.export import PAGE_SUFFIXES, UNTRAINED_SEED, export_site, read_weights
-from oneblock.server import make_server
+from oneblock.export import PAGE_SUFFIXES
 from oneblock.settings import Settings, checked
 
 PAGE_DEFAULTS = {"steps": 2000, "batch": 8, "seq_len": 64, "lr": 0.01, "min_lr": 0.001, "warmup": 100,
@@ -52,44 +48,6 @@ PAGE_DEFAULTS = {"steps": 2000, "batch": 8, "seq_len": 64, "lr": 0.01, "min_lr":
 
 # ----------------------------------------------------------------------------------------------------------------
 # The page's run in Chromium
-
-
-@contextmanager
-def served_page(page_files=None):
-    """A Chromium page of the explorer with the untrained seed-3 export, served on 127.0.0.1, and the browser's
-    major version: yields (page, version). page_files: {name: bytes} of another version's page, served in place of
-    this one's (with this version's data). An error the page logs is a RuntimeError at the end: its figures are not
-    a working page's."""
-    from playwright.sync_api import sync_playwright
-
-    with tempfile.TemporaryDirectory() as tmp:
-        weights, fields = read_weights(Path(tmp) / "none.safetensors", explicit=False)
-        export_site(tmp, weights, {**fields, "source": f"The seed-{UNTRAINED_SEED} initial weights"})  # (no path)
-        if page_files is not None:
-            for path in Path(tmp).iterdir():
-                if path.is_file():
-                    path.unlink()
-            for name, raw in page_files.items():
-                (Path(tmp) / name).write_bytes(raw)
-        server = make_server(tmp, 0)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        try:
-            with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path=machine.find_chromium(), args=["--no-sandbox"])
-                page = browser.new_page(viewport={"width": 1280, "height": 900})
-                errors = []
-                page.on("console", lambda m: m.type == "error" and errors.append(f"console: {m.text}"))
-                page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
-                page.goto(f"http://127.0.0.1:{server.server_port}/index.html")
-                page.wait_for_function("window.ready === true")
-                yield page, browser.version.split(".")[0]
-                browser.close()
-        finally:
-            server.shutdown()
-            server.server_close()
-    if errors:
-        raise RuntimeError(f"the page logged an error: {errors[0]}")
 
 
 def page_run(steps, batch, timeout, screenshot=None, page_files=None):
@@ -234,18 +192,6 @@ def show_off(page, path):
                            timeout=120_000)
     page.click("#chips .chip[data-position='25']")  # "... now leo has the": the colour, said 24 tokens earlier?
     write_atomic(resolved(path), palette_png(page.screenshot(full_page=True)))
-
-
-def palette_png(raw):
-    """A PNG with a 256-colour palette: as sharp for a page of flat colours and text, at about a third of the bytes.
-    (Pillow comes with matplotlib, which tests/requirements.txt pins.)"""
-    from PIL import Image
-
-    out = io.BytesIO()
-    image = Image.open(io.BytesIO(raw)).convert("RGB")
-    palette = image.quantize(colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
-    palette.save(out, "PNG", optimize=True)
-    return out.getvalue()
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -411,15 +357,6 @@ def figures_json(raw):
     except ValueError:
         return False
     return isinstance(figures, dict) and {"settings", "runs"} <= figures.keys()
-
-
-def is_png(raw):
-    """Whether raw (the bytes of a file) is a PNG picture, which a screenshot may replace.
-
-    >>> is_png(b"\\x89PNG\\r\\n\\x1a\\n..."), is_png(b"GIF89a")
-    (True, False)
-    """
-    return raw.startswith(b"\x89PNG\r\n\x1a\n")
 
 
 def speeds(runs):

@@ -75,15 +75,6 @@ def timed_grid(plan, workers):
         return time.perf_counter() - started, cpu_now() - cpu, results
 
 
-def trained(results):
-    """How many of a grid's tasks trained a run (those that only validated a sweep run's weights did not).
-
-    >>> trained({"a": {"run": {}, "stream": {}}, "a-chosen": {"run": {}}})
-    1
-    """
-    return sum("stream" in result for result in results.values())
-
-
 def ours(raw):
     """Whether raw (a file's bytes) is this benchmark's figures, which --out may replace.
 
@@ -132,7 +123,7 @@ def main(argv=None):
     for r in range(args.rounds):
         for workers in seconds:
             wall, cpu, results = timed_grid(plan, workers)
-            runs = trained(results)
+            runs = sum("stream" in result for result in results.values())  # (the others validated a run's weights)
             seconds[workers].append(wall)
             cores[workers].append(cpu / wall)
             first.setdefault(workers, without_seconds(results))

@@ -215,33 +215,49 @@ def main(argv=None):
                         help="compare at the weights of this checkpoint (train.py's, of any backend), with its sizes,"
                              " positions and vocabulary")
     args = parser.parse_args(argv)
-    if args.ckpt is not None:
-        return main_checkpoint(parser, args)
-    if args.no_positions and args.positions not in (None, "none"):
-        parser.error(f"--no-positions and --positions {args.positions} contradict each other; pick one")
-    scheme = "none" if args.no_positions else args.positions or "learned"
-    config = dataclasses.replace(SERIES, blocks=args.blocks, heads=args.heads, positions=scheme)
-    try:
-        config.checked()
-    except ValueError as e:
-        parser.error(f"--blocks {args.blocks} --heads {args.heads}: {e}")
+    if args.ckpt is not None:  # the same tables at a checkpoint's weights, with the sizes it records
+        given = [f"--{name}" for name in ("blocks", "heads") if getattr(args, name) != 1]
+        given += ["--positions"] * (args.positions is not None) + ["--no-positions"] * args.no_positions
+        if given:
+            parser.error(f"{' and '.join(given)} and --ckpt: the checkpoint says its sizes and positions; drop"
+                         f" {' and '.join(given)}")
+        try:
+            ckpt = checkpoint.load_checkpoint(args.ckpt)
+            checkpoint.tokenizer_of(ckpt, TOKENIZER_FILE, args.ckpt)  # the one it carries, or the shipped one unchanged
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        config = ckpt["config"]  # the model's ModelConfig: its sizes, blocks, heads and scheme
+        length, whose = min(63, config.max_len), " (the checkpoint's model)"
+        model = f"{args.ckpt}: d = {config.d}, V = {config.vocab}"
+        asked = f"at the weights of {args.ckpt} ({config.blocks_and_heads()})"
+    else:
+        if args.no_positions and args.positions not in (None, "none"):
+            parser.error(f"--no-positions and --positions {args.positions} contradict each other; pick one")
+        scheme = "none" if args.no_positions else args.positions or "learned"
+        config = dataclasses.replace(SERIES, blocks=args.blocks, heads=args.heads, positions=scheme)
+        try:
+            config.checked()
+        except ValueError as e:
+            parser.error(f"--blocks {args.blocks} --heads {args.heads}: {e}")
+        length, whose, model = 63, "", f"series config, seed {args.seed}"
+        asked = f"--blocks {args.blocks} --heads {args.heads}"
     longest = config.max_len if config.positions in SEED_SCHEMES else numpy_model.LONGEST
-    args.length = 63 if args.length is None else args.length
+    args.length = length if args.length is None else args.length
     if args.batch < 1 or not 1 <= args.length <= longest:
-        parser.error(f"need --batch >= 1 and 1 <= --length <= {longest}")
-    problem = priced(config, args.batch, args.length, config.seed_problem() is None,
-                     f"--batch {args.batch} --length {args.length} --blocks {args.blocks} --heads {args.heads}")
-    if problem:
-        print(f"error: {problem}", file=sys.stderr)
+        parser.error(f"need --batch >= 1 and 1 <= --length <= {longest}{whose}")
+    try:
+        machine.check_memory(memory_needed(config, args.batch, args.length, config.seed_problem() is None),
+                             f"--batch {args.batch} --length {args.length} {asked}")
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
 
-    params = jittered_params(config, args.seed)
+    params = checkpoint_params(ckpt) if args.ckpt is not None else jittered_params(config, args.seed)
     ids, targets = random_batch(args.seed, args.batch, args.length, config.vocab)
-    print(f"series config, seed {args.seed}: B = {args.batch}, T = {args.length}, positions {scheme}"
+    print(f"{model}: B = {args.batch}, T = {args.length}, positions {config.positions}"
           + (f", {config.blocks_and_heads()}" if config.grown else "") + "\n")
-    if config.seed_problem():
-        return compare_without_reference(params, ids, targets, config, args.no_torch)
-    return compare_all(params, ids, targets, config, args.no_torch)
+    return compare_paths(params, ids, targets, config, args.no_torch)
 
 
 def torch_skipped(no_torch):
@@ -254,12 +270,9 @@ def torch_skipped(no_torch):
         return "--no-torch"
     try:
         import torch  # noqa: F401
-    except ModuleNotFoundError as e:
-        if (e.name or "").split(".")[0] != "torch":  # torch is there, but something it imports is not
-            return f"torch cannot be imported: {e}"
-        return "torch is not installed"
-    except ImportError as e:  # installed but broken
-        return f"torch cannot be imported: {e}"
+    except ImportError as e:  # not installed, or installed but broken (or something it imports is missing)
+        missing = isinstance(e, ModuleNotFoundError) and (e.name or "").split(".")[0] == "torch"
+        return "torch is not installed" if missing else f"torch cannot be imported: {e}"
     return None
 
 
@@ -275,38 +288,36 @@ def say_skipped(skipped):
         print(f"PyTorch: skipped ({skipped}){install}")
 
 
-def verdict(ok, skipped):
-    """The last line: all OK or NOT OK, for the rows that ran, and what was skipped.
-
-    >>> verdict(True, None), verdict(False, "--no-torch")
-    ('all OK', 'NOT OK (PyTorch skipped: --no-torch)')
-    """
-    return ("all OK" if ok else "NOT OK") + (f" (PyTorch skipped: {skipped})" if skipped is not None else "")
-
-
-def compare_all(params, ids, targets, config, no_torch):
-    """Both NumPy paths and PyTorch (when it imports and not no_torch) against the reference, for a model of config
-    that model.py runs (ModelConfig.seed_problem); the exit status, 0 when every row that ran is OK."""
-    ref = reference_run(params, ids, targets, config)
+def compare_paths(params, ids, targets, config, no_torch):
+    """For a model of config that model.py runs (ModelConfig.seed_problem): both NumPy paths and PyTorch (when it
+    imports and not no_torch) against the reference. For one it does not have (its scheme, or its blocks and heads):
+    each NumPy path against PyTorch, or, without PyTorch (torch_skipped), numpy_fast against numpy_model. The exit
+    status, 0 when every row that ran is OK."""
+    skipped, paths = torch_skipped(no_torch), dict(NUMPY_PATHS)
+    setting = f"{config.positions}, {config.blocks_and_heads()}" if config.grown else config.positions
+    if config.seed_problem() is None:
+        base, against, tol = reference_run(params, ids, targets, config), "reference", TOLERANCE
+    elif skipped is None:
+        base, against, tol = torch_run(params, ids, targets, config), "PyTorch float64 autograd", TORCH_TOLERANCE
+    else:
+        what = f"a model of {config.blocks_and_heads()}" if config.grown else f"positions {config.positions}"
+        say_skipped(skipped)
+        print(f"{what} has no reference in model.py, so without the twin numpy_fast is compared with numpy_model:"
+              f" the tuned path against the plain one\n")
+        base = numpy_run(params, ids, targets, config, paths.pop("numpy_model"))
+        against, tol = "numpy_model float64", TOLERANCE
     ok = True
-    for name, path in NUMPY_PATHS.items():
-        rows = compare(ref, numpy_run(params, ids, targets, config, path), TOLERANCE)
-        ok = print_table(f"{name} float64 vs reference", rows, TOLERANCE) and ok
-    skipped = torch_skipped(no_torch)
-    say_skipped(skipped)
-    if skipped is None:
-        rows = compare(ref, torch_run(params, ids, targets, config), TORCH_TOLERANCE)
-        ok = print_table("PyTorch float64 autograd vs reference", rows, TORCH_TOLERANCE) and ok
-    print(verdict(ok, skipped))
+    for name, path in paths.items():
+        rows = compare(base, numpy_run(params, ids, targets, config, path), tol)
+        title = f"{name} float64 vs {against}" + (f" ({setting})" if against != "reference" else "")
+        ok = print_table(title, rows, tol) and ok
+    if against == "reference":
+        say_skipped(skipped)
+        if skipped is None:
+            rows = compare(base, torch_run(params, ids, targets, config), TORCH_TOLERANCE)
+            ok = print_table("PyTorch float64 autograd vs reference", rows, TORCH_TOLERANCE) and ok
+    print(("all OK" if ok else "NOT OK") + (f" (PyTorch skipped: {skipped})" if skipped is not None else ""))
     return 0 if ok else 1
-
-
-def load_checked(path):
-    """A train.py checkpoint, loaded and checked (checkpoint.load_checkpoint); a ValueError says why the file cannot
-    be read, or that its tokenizer is not the one it recorded."""
-    ckpt = checkpoint.load_checkpoint(path)
-    checkpoint.tokenizer_of(ckpt, TOKENIZER_FILE, path)  # the one it carries, or the shipped one unchanged
-    return ckpt
 
 
 def checkpoint_params(ckpt):
@@ -332,75 +343,6 @@ def memory_needed(config, batch, length, reference):
     step = config.step_bytes(batch, length, 8)  # one path's
     arrays = (len(NUMPY_PATHS) + 1) * step
     return lists + arrays
-
-
-def priced(config, batch, length, reference, what):
-    """None if the comparison fits in memory (memory_needed), else the one-line reason, naming what asked for it."""
-    try:
-        machine.check_memory(memory_needed(config, batch, length, reference), what)
-    except ValueError as e:
-        return str(e)
-    return None
-
-
-def main_checkpoint(parser, args):
-    """compare.py --ckpt: the same tables at a checkpoint's weights, with the sizes it records."""
-    given = [f"--{name}" for name in ("blocks", "heads") if getattr(args, name) != 1]
-    given += ["--positions"] * (args.positions is not None) + ["--no-positions"] * args.no_positions
-    if given:
-        parser.error(f"{' and '.join(given)} and --ckpt: the checkpoint says its sizes and positions; drop"
-                     f" {' and '.join(given)}")
-    try:
-        ckpt = load_checked(args.ckpt)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    config = ckpt["config"]  # the model's ModelConfig: its sizes, blocks, heads and scheme
-    longest = config.max_len if config.positions in SEED_SCHEMES else numpy_model.LONGEST
-    args.length = min(63, config.max_len) if args.length is None else args.length
-    if args.batch < 1 or not 1 <= args.length <= longest:
-        parser.error(f"need --batch >= 1 and 1 <= --length <= {longest} (the checkpoint's model)")
-    problem = priced(config, args.batch, args.length, config.seed_problem() is None,
-                     f"--batch {args.batch} --length {args.length} at the weights of {args.ckpt}"
-                     f" ({config.blocks_and_heads()})")
-    if problem:
-        print(f"error: {problem}", file=sys.stderr)
-        return 2
-    params = checkpoint_params(ckpt)
-    ids, targets = random_batch(args.seed, args.batch, args.length, config.vocab)
-    print(f"{args.ckpt}: d = {config.d}, V = {config.vocab}, B = {args.batch}, T = {args.length}, positions"
-          f" {config.positions}" + (f", {config.blocks_and_heads()}" if config.grown else "")
-          + "\n")
-    if config.seed_problem():
-        return compare_without_reference(params, ids, targets, config, args.no_torch)
-    return compare_all(params, ids, targets, config, args.no_torch)
-
-
-def compare_without_reference(params, ids, targets, config, no_torch):
-    """PyTorch against each NumPy path that runs the model, for a model of config that model.py does not have (its
-    scheme, or its blocks and heads); without PyTorch (torch_skipped), numpy_fast against numpy_model. The exit
-    status, 0 when every row that ran is OK."""
-    scheme, grown = config.positions, config.grown
-    setting = f"{scheme}, {config.blocks_and_heads()}" if grown else scheme
-    skipped = torch_skipped(no_torch)
-    if skipped is not None:
-        what = f"a model of {config.blocks_and_heads()}" if grown else f"positions {scheme}"
-        say_skipped(skipped)
-        print(f"{what} has no reference in model.py, so without the twin numpy_fast is compared with numpy_model:"
-              f" the tuned path against the plain one\n")
-        plain = numpy_run(params, ids, targets, config, numpy_model)
-        rows = compare(plain, numpy_run(params, ids, targets, config, numpy_fast), TOLERANCE)
-        ok = print_table(f"numpy_fast float64 vs numpy_model float64 ({setting})", rows, TOLERANCE)
-        print(verdict(ok, skipped))
-        return 0 if ok else 1
-    twin = torch_run(params, ids, targets, config)
-    ok = True
-    for name, path in NUMPY_PATHS.items():
-        rows = compare(twin, numpy_run(params, ids, targets, config, path), TORCH_TOLERANCE)
-        title = f"{name} float64 vs PyTorch float64 autograd ({setting})"
-        ok = print_table(title, rows, TORCH_TOLERANCE) and ok
-    print(verdict(ok, skipped))
-    return 0 if ok else 1
 
 
 if __name__ == "__main__":

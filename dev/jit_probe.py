@@ -85,15 +85,13 @@ def softmax_rows(lg, top, z, N):
 # Timing
 
 
-def median_us(run, rounds, calls):
-    """The median over rounds of the mean time of one call of run, in microseconds (a warm-up round first)."""
-    times = []
-    for _ in range(rounds + 1):
+def mean_us(run, calls):
+    """The mean time of one call of run over calls calls, in microseconds (after a warm-up round of as many)."""
+    for _ in range(2):  # the warm-up round, then the timed one
         start = time.perf_counter()
         for _ in range(calls):
             run()
-        times.append((time.perf_counter() - start) / calls * 1e6)
-    return statistics.median(times[1:])
+    return (time.perf_counter() - start) / calls * 1e6
 
 
 def passes(dtype, B, T, jits):
@@ -154,7 +152,7 @@ def main(argv=None):
             times = {way: [] for way in ways}
             for _ in range(args.rounds):  # the ways take turns, round by round
                 for way, run in ways.items():
-                    times[way].append(median_us(run, 1, calls))
+                    times[way].append(mean_us(run, calls))
             base = statistics.median(times["numpy"])
             for way in ways:
                 us = statistics.median(times[way])

@@ -19,19 +19,14 @@ with matplotlib) for the picture.
 """
 
 import argparse
-import io
 import os
 import sys
-import tempfile
-import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 from atomic import output_problem, resolved, write_atomic
+from dev.chromium import is_png, palette_png, served_page
 from oneblock import machine
-from oneblock.export import export_site, read_weights
-from oneblock.server import make_server
 
 # a guess for each lesson, as a learner types it (a choice by its number); a lesson of the page that is not here
 # gets the first choice, or 1
@@ -39,36 +34,10 @@ GUESSES = {"tokens": "3", "init-loss": "4.5", "layernorm-variance": "0.95 1", "o
            "finite-difference": "2", "pre-norm": "1", "relu-mlp": "0.5 0.5", "softmax-gradient": "-1",
            "skip-paths": "0.03", "floor": "2", "positions-past-length": "3", "second-block": "1", "scaling": "0.4"}
 SHOT_LESSON = "layernorm-variance"  # the reveal docs/figures/lessons-reveal.png shows
-WIDTH = 1280  # the page's viewport, in CSS pixels
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # The page
-
-
-@contextmanager
-def lessons_page():
-    """A Chromium page of an export of the seed-3 model, served on 127.0.0.1, at its lessons: yields (page,
-    Chromium's version)."""
-    from playwright.sync_api import sync_playwright
-
-    with tempfile.TemporaryDirectory() as tmp:
-        export_site(tmp, *read_weights(Path(tmp) / "none.safetensors", explicit=False))
-        server = make_server(tmp, 0)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        try:
-            with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path=machine.find_chromium(), args=["--no-sandbox"])
-                page = browser.new_page(viewport={"width": WIDTH, "height": 900})
-                page.goto(f"http://127.0.0.1:{server.server_port}/index.html#lessons")
-                page.wait_for_function("window.ready === true")
-                yield page, browser.version
-                browser.close()
-        finally:
-            server.shutdown()
-            server.server_close()
-            thread.join()
 
 
 def run_lesson(page, key, timeout):
@@ -91,27 +60,6 @@ def picture(page, key, path):
     card = page.locator(f"#lesson-{key}")
     card.scroll_into_view_if_needed()
     write_atomic(resolved(path), palette_png(card.screenshot()))
-
-
-def palette_png(raw):
-    """A PNG with a 256-colour palette: as sharp for a card of flat colours and text, at about a third of the
-    bytes."""
-    from PIL import Image
-
-    out = io.BytesIO()
-    image = Image.open(io.BytesIO(raw)).convert("RGB")
-    image.quantize(colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE).save(out, "PNG",
-                                                                                                optimize=True)
-    return out.getvalue()
-
-
-def is_png(raw):
-    """Whether raw (a file's bytes) is a PNG picture, which --screenshot may replace.
-
-    >>> is_png(b"\\x89PNG\\r\\n\\x1a\\n..."), is_png(b"notes")
-    (True, False)
-    """
-    return raw.startswith(b"\x89PNG\r\n\x1a\n")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -141,7 +89,7 @@ def main(argv=None):
     if machine.find_chromium() is None:
         print("error: no Chromium found (chromium, chromium-browser or google-chrome on PATH)", file=sys.stderr)
         return 2
-    with lessons_page() as (page, version):
+    with served_page(view="#lessons") as (page, version):  # the untrained seed-3 export, at its lessons
         keys = page.evaluate("() => explorer.modules.lessons.LESSONS.map((l) => l.key)")
         wanted = args.lesson or keys
         unknown = [key for key in wanted + ([args.shot_lesson] if args.screenshot else []) if key not in keys]

@@ -22,9 +22,8 @@ default dtype: 4 bytes a number.
 - tokens per second per GPU = sustained FLOP/s / FLOPs per token
 - gradient all-reduce over n ranks (a ring): each rank sends and receives 2 (n - 1) / n x 4 N bytes a step
 
->>> counts = paper(ModelConfig(vocab=96, d=16, hidden=64, max_len=64))
->>> counts["parameters"]  # the lab's 7,440
-7440
+The counts are ModelConfig's (oneblock/config.py: parameter_count, activations_per_token, flops_per_token), with
+windows of the model's max_len tokens.
 """
 
 import argparse
@@ -33,20 +32,6 @@ import sys
 from oneblock.config import ModelConfig
 
 BYTES = 4  # float32
-
-
-def paper(config):
-    """The per-model and per-token counts of the model a ModelConfig describes, with windows of its max_len tokens
-    (see the module's docstring for each formula).
-
-    >>> paper(ModelConfig(vocab=50257, d=768, hidden=4 * 768, max_len=1024, blocks=12, heads=12))["parameters"]
-    163050577
-    """
-    T = config.max_len
-    parameters = config.parameter_count()  # V d + T d + blocks (12 d^2 + 9 d) + 2 d + d V + V, for H = 4 d
-    activations = config.activations_per_token(T)  # blocks (18 d + 2 + heads T) + ...
-    flops = config.flops_per_token(T)  # 3 (blocks (24 d^2 + 4 T d) + 2 d V), for H = 4 d
-    return {"parameters": parameters, "activations_per_token": activations, "flops_per_token": flops}
 
 
 def config_from(args):
@@ -68,23 +53,24 @@ def human(n, unit):
 
 def report(args):
     """The lines scale.py prints for the parsed arguments."""
-    c = paper(config_from(args))
-    n, tokens = c["parameters"], args.batch * args.max_len  # tokens per GPU per step
+    config = config_from(args)
+    n, tokens = config.parameter_count(), args.batch * args.max_len  # tokens per GPU per step
+    per_token, flops = config.activations_per_token(args.max_len), config.flops_per_token(args.max_len)
     state = 16 * n + (4 * n if args.gpus > 1 else 0)
-    acts = c["activations_per_token"] * BYTES * tokens
-    per_gpu = args.flops / c["flops_per_token"]
-    step = c["flops_per_token"] * tokens / args.flops
+    acts = per_token * BYTES * tokens
+    per_gpu = args.flops / flops
+    step = flops * tokens / args.flops
     ring = 2 * (args.gpus - 1) / args.gpus * BYTES * n
     return [
-        f"model: d = {args.width}, {config_from(args).blocks_and_heads().replace(' x ', ' of ')}, V = {args.vocab},"
+        f"model: d = {args.width}, {config.blocks_and_heads().replace(' x ', ' of ')}, V = {args.vocab},"
         f" T = {args.max_len};"
         f" a step of {args.batch} windows ({tokens:,} tokens) per GPU, {args.gpus} GPUs, float32",
         f"parameters                 {n:,} ({human(n, '')})",
         f"weights, gradients, Adam   {human(16 * n, 'B')}" + (f" + DDP buckets {human(4 * n, 'B')}"
                                                                 if args.gpus > 1 else ""),
-        f"activations                {c['activations_per_token']:,} numbers per token: {human(acts, 'B')} per GPU",
+        f"activations                {per_token:,} numbers per token: {human(acts, 'B')} per GPU",
         f"memory per GPU, about      {human(state + acts, 'B')} (before the framework's own workspace)",
-        f"FLOPs per token            {human(c['flops_per_token'], 'FLOP')} (6 N would say"
+        f"FLOPs per token            {human(flops, 'FLOP')} (6 N would say"
         f" {human(6 * n, 'FLOP')})",
         f"tokens/s per GPU           {per_gpu:,.0f} at {human(args.flops, 'FLOP/s')} sustained,"
         f" {step * 1e3:.3g} ms a step;"

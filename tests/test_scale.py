@@ -1,5 +1,5 @@
-"""scale.py's formulas against the model they describe: its parameter count, the numbers its cache keeps, and the
-FLOPs of a training step, counted in PyTorch's own operations on the twin of the model."""
+"""The formulas scale.py prints (ModelConfig's) against the model they describe: its parameter count, the numbers its
+cache keeps, and the FLOPs of a training step, counted in PyTorch's own operations on the twin of the model."""
 
 import numpy as np
 import pytest
@@ -30,13 +30,12 @@ def cached_numbers(cache, seen):
 def test_the_formulas_count_the_parameters_and_the_activations_of_the_model(d, vocab, max_len, blocks, heads):
     config = ModelConfig(vocab, d, 4 * d, max_len, blocks, heads)
     params = numpy_model.init_params(config, seed=1)
-    counts = scale.paper(config)
-    assert counts["parameters"] == sum(p.size for p in params.values())
+    assert config.parameter_count() == sum(p.size for p in params.values())
     B = 3
     ids = np.arange(B * max_len).reshape(B, max_len) % vocab  # (B, T)
     logits, cache = numpy_model.forward(params, ids, config)  # (B, T, V)
     kept = cached_numbers(cache, set()) + 2 * logits.size  # the logits and their gradient
-    assert counts["activations_per_token"] == kept / (B * max_len)
+    assert config.activations_per_token(max_len) == kept / (B * max_len)
 
 
 @pytest.mark.parametrize("d, vocab, T, blocks, heads", [(16, 96, 64, 1, 1), (8, 11, 5, 3, 2), (32, 96, 64, 2, 4),
@@ -57,7 +56,6 @@ def test_the_flops_formula_counts_the_matrix_products_of_a_training_step(d, voca
     with FlopCounterMode(display=False) as counter:
         torch_model.loss_and_grads(p, ids, (ids + 1) % vocab, config)
     assert counter.get_total_flops() == B * T * config.flops_per_token(T)
-    assert scale.paper(config)["flops_per_token"] == config.flops_per_token(T)
 
 
 def test_non_embedding_parameters_are_the_blocks_and_the_final_layer_norm():
