@@ -33,16 +33,17 @@ import json
 import math
 import re
 
+from atomic import write_atomic
 import bpe
 import model
 from oneblock import settings
 from oneblock.config import GROWN_KEYS, GROWN_VERSION, ONE_BLOCK_VERSION, SIZE_KEYS, SWITCH_KEY, ModelConfig
 from oneblock.config import BLOCK_NAMES, OUTSIDE, each_param_name, said, seed_switch
 from oneblock.tensorfile import (DATA_HASH_KEY, MAX_DIGITS, METADATA_HASH_KEY, RNG_STATE_LEN, as_lists, decode,
-                                 metadata_digest, parse_json, read_bytes, rng_from_tensor, rng_tensor, save_file,
+                                 encode, metadata_digest, parse_json, read_bytes, rng_from_tensor, rng_tensor,
                                  sha256_file, sha256_text)
-from oneblock.tensorfile import (DTYPES, HEADER_ALIGN, LIST_NUMBER_BYTES, MAX_HEADER, encode, flat,  # noqa: F401
-                                 load_file, nested)  # noqa: F401 (the container's names, read as checkpoint.NAME)
+# the container's names that callers read as checkpoint.NAME
+from oneblock.tensorfile import DTYPES, HEADER_ALIGN, LIST_NUMBER_BYTES, MAX_HEADER, flat, nested  # noqa: F401
 
 # ----------------------------------------------------------------------------------------------------------------
 # What a training checkpoint holds: parameters, Adam's moments and step, the batch sampler's random state, metadata
@@ -76,20 +77,15 @@ def each_expected(config):
     yield RNG, (RNG_STATE_LEN,)
 
 
-def positions_of(recorded):
-    """The position scheme of a config's JSON as a file records it (one from before the schemes: by the switch).
-
-    >>> positions_of({"vocab": 96, "d": 16, "hidden": 64, "max_len": 64, SWITCH_KEY: False})
-    'none'
-    """
-    return ModelConfig.from_json(recorded).positions
-
-
 def save_checkpoint(path, params, moments, step, rng, config, training, tokenizer_sha256, extra=None, mode=0o644):
-    """Write a training checkpoint atomically: params and each of moments (m, v) {name: (dtype, shape, flat values)}
-    in the model's order, step an int, rng the batch sampler's random.Random, config the ModelConfig, training the
-    settings dict, extra more metadata strings, with the permissions mode less the umask (save_file). A grown
-    model's file is version 2, its metadata hashed."""
+    """Write a training checkpoint atomically (checkpoint_bytes), with the permissions mode less the umask."""
+    write_atomic(path, checkpoint_bytes(params, moments, step, rng, config, training, tokenizer_sha256, extra), mode)
+
+
+def checkpoint_bytes(params, moments, step, rng, config, training, tokenizer_sha256, extra=None):
+    """The bytes of a training checkpoint: params and each of moments (m, v) {name: (dtype, shape, flat values)} in
+    the model's order, step an int, rng the batch sampler's random.Random, config the ModelConfig, training the
+    settings dict, extra more metadata strings. A grown model's file is version 2, its metadata hashed."""
     tensors = dict(params)
     for prefix, moment in zip(MOMENT_PREFIXES, moments):
         tensors.update({prefix + name: t for name, t in moment.items()})
@@ -105,7 +101,7 @@ def save_checkpoint(path, params, moments, step, rng, config, training, tokenize
     }
     if config.grown:
         metadata[METADATA_HASH_KEY] = metadata_digest(metadata)
-    save_file(path, tensors, metadata, mode)
+    return encode(tensors, metadata)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -256,10 +252,7 @@ def check_training(training, config, metadata):
     problem = settings.crossed({**training, "max_len": config.max_len}, TRAINING_WORDS)
     if problem:
         raise ValueError(problem)
-    scheme = training.get("positions", config.positions)
-    if isinstance(scheme, bool):  # before the schemes: whether the learned positions were on
-        scheme = "learned" if scheme else "none"
-    if scheme != config.positions:
+    if recorded_settings(training).get("positions", config.positions) != config.positions:
         raise ValueError(f"training positions is {said(training['positions'])}, but the config's scheme is"
                          f" {config.positions!r}")
     if training.get(SWITCH_KEY, seed_switch(config)) != seed_switch(config):
@@ -313,6 +306,19 @@ def check_tensors(tensors, config, training, recorded):
     if not any(words[:-1]):
         raise ValueError(f"{RNG} has 624 words that are all zero, a Mersenne Twister state that no seed gives (it"
                          f" would draw zeros for ever): the file is corrupt")
+
+
+def recorded_settings(training):
+    """The training settings a checkpoint records, as today's runs record them: blocks and heads 1 where a one-block,
+    one-head file records none, and positions by name where a file from before the schemes records true or false.
+
+    >>> recorded_settings({"seed": 0, "positions": False})
+    {'blocks': 1, 'heads': 1, 'seed': 0, 'positions': 'none'}
+    """
+    there = {**dict.fromkeys(GROWN_KEYS, 1), **training}
+    if isinstance(there.get("positions"), bool):  # written before the schemes, when --no-positions made it false
+        there["positions"] = "learned" if there["positions"] else "none"
+    return there
 
 
 def check_metadata_hash(metadata, version):

@@ -139,7 +139,7 @@ def prepare(s, carried=None, text=None):
     if s.data is None:
         tok = bpe.Tokenizer.load(TOKENIZER_FILE)
         stream, val_texts, val_ids = load_data(tok, s.val_stories, s.seq_len, s.max_len)
-        corpus_floor = floor.load_floor(ROOT)
+        corpus_floor = floor.load_floor()
         val_floor_nats, val_tokens = floor.story_floor(val_texts, tok)
         data = SimpleNamespace(tok=tok, stream=stream, val_texts=val_texts, val_ids=val_ids, val_tokens=val_tokens,
                                val_batch=None, val_floor=val_floor_nats / val_tokens, corpus_floor=corpus_floor,

@@ -42,6 +42,8 @@ H = 1e-6  # the step of the central differences
 SIZES = {"vocab": 11, "d": 4, "hidden": 6, "max_len": 8}  # the lab's inputs: small enough to read, T < max_len
 IDS = [3, 1, 4, 1, 5, 9]  # (T,) a token that comes twice: its embedding row collects both positions
 TARGETS = [1, 4, 1, 5, 9, 2]  # (T,)
+FAILED = {"status": "fail", "tensor": None, "where": None, "got": None, "want": None, "mistake": None,
+          "explain": None, "fd": None}  # a grade's fields before anything is known
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -186,11 +188,6 @@ def compare(got, want):
     return None
 
 
-def same(got, want):
-    """True when every tensor of got is want's within TOL."""
-    return compare(got, want) is None
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # The learner's file, one step at a time
 
@@ -283,8 +280,7 @@ def grade_step(step, path):
     """The grade of one step of the learner's file at path, as a dict: step, status ("pass", "fail", "todo") and
     for a failure tensor, where, got, want, mistake (a catalogue key or None), explain (text), and fd (the finite
     difference of the learner's own forward at that entry, for a step that computes gradients, else None)."""
-    result = {"step": step, "status": "fail", "tensor": None, "where": None, "got": None, "want": None,
-              "mistake": None, "explain": None, "fd": None}
+    result = {"step": step, **FAILED}
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # (the learner's prints are not the grader's output)
             module = learner_module(path)
@@ -320,7 +316,7 @@ def grade_step(step, path):
     for key, entry in MISTAKES.items():
         if entry["step"] == step:
             mistaken = outputs(step, getattr(mistaken_model(entry), step)(*arguments(step, case)))
-            if same(got, mistaken):
+            if compare(got, mistaken) is None:
                 result.update(mistake=key, explain=f"{entry['explain']} It breaks: \"{entry['breaks']}\".")
                 break
     if step in FORWARD_OF and tensor != "loss":
@@ -343,8 +339,7 @@ def grade(path):
     """The grade of every step of the learner's file, in build order (a list of grade_step's dicts)."""
     grades = []
     for step in STEPS:
-        failed = {"step": step, "status": "fail", "tensor": None, "where": None, "got": None, "want": None,
-                  "mistake": None, "fd": None}
+        failed = {"step": step, **FAILED}
         try:
             run = subprocess.run([sys.executable, "-m", "oneblock.grade", step, str(path)], cwd=ROOT,
                                  capture_output=True, text=True, timeout=LIMIT)

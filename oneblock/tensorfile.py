@@ -7,7 +7,7 @@ A safetensors file is three parts:
               every tensor starts 8-byte aligned). It maps each tensor name to {"dtype", "shape", "data_offsets":
               [begin, end]}, offsets into the data part; the optional key "__metadata__" maps strings to strings.
     the rest  the data: every tensor's values, little-endian, row-major, one after another with no gaps.
-So `safetensors.numpy.load_file` and `safetensors.torch.load_file` read what `save_file` writes, and the reference
+So `safetensors.numpy.load_file` and `safetensors.torch.load_file` read what `encode` writes, and the reference
 model can load a checkpoint without NumPy.
 
 Here a tensor is a plain triple (dtype, shape, values): dtype a safetensors name ("F32", "F64" or "I64"), shape a
@@ -31,7 +31,7 @@ import stat
 import sys
 from pathlib import Path
 
-from atomic import read_whole, write_atomic
+from atomic import read_whole
 from oneblock import machine
 from oneblock.config import said
 
@@ -318,12 +318,6 @@ def metadata_digest(metadata):
     return hashlib.sha256(json.dumps(covered, sort_keys=True, separators=(",", ":")).encode("ascii")).hexdigest()
 
 
-def save_file(path, tensors, metadata=None, mode=0o644):
-    """Write a safetensors file atomically: a crash at any moment leaves the old file or the new one, whole, with
-    the permissions mode less the umask (atomic.write_atomic; atomic.private_mode for one made from a private text)."""
-    write_atomic(path, encode(tensors, metadata), mode)
-
-
 def read_bytes(path):
     """The bytes of the file at path, read once. Refused first, with a ValueError that starts with the path: a
     folder, anything but a regular file (atomic.read_whole), and a file that reading and decoding would not fit in
@@ -347,23 +341,6 @@ def read_bytes(path):
         except ValueError as e:
             raise ValueError(f"{path}: {e}") from None
     return read_whole(path, "a checkpoint file", None if have is None else have // READ_COST)
-
-
-def load_file(path):
-    """(tensors, metadata) of a safetensors file; a bad or unreadable file is a ValueError that starts with its path.
-
-    >>> import tempfile
-    >>> with tempfile.TemporaryDirectory() as d:
-    ...     load_file(d)
-    Traceback (most recent call last):
-    ...
-    ValueError: ... is a folder, not a checkpoint file
-    """
-    raw = read_bytes(path)
-    try:
-        return decode(raw)
-    except ValueError as e:
-        raise ValueError(f"{path}: {e}") from None
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -416,11 +393,7 @@ def rng_tensor(rng):
     >>> dtype, shape, rng_from_tensor(words).random() == random.Random(3).random()
     ('I64', (625,), True)
     """
-    version, words, gauss_next = rng.getstate()
-    if version != 3 or len(words) != RNG_STATE_LEN or gauss_next is not None:
-        raise ValueError(f"cannot store this random.Random state (version {version}, {len(words)} words,"
-                         f" gauss_next {gauss_next!r}); expected version 3, {RNG_STATE_LEN} words, no pending gauss")
-    return ("I64", (RNG_STATE_LEN,), list(words))
+    return ("I64", (RNG_STATE_LEN,), list(rng.getstate()[1]))  # (a sampler's rng draws no gauss: none pending)
 
 
 def rng_from_tensor(values):

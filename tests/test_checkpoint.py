@@ -109,7 +109,7 @@ def test_safetensors_reads_what_we_write(tmp_path, dtype):
     path = tmp_path / "ckpt.safetensors"
     args = write_tiny(path, dtype=dtype)
     loaded = load_file(str(path))
-    ours, _ = checkpoint.load_file(path)
+    ours, _ = checkpoint.decode(path.read_bytes())
     assert set(loaded) == set(ours)
     for name, (kind, shape, values) in ours.items():
         assert loaded[name].shape == shape, name
@@ -125,7 +125,7 @@ def test_we_read_what_safetensors_writes(tmp_path):
     arrays = {"w": np.arange(12, dtype=np.float32).reshape(3, 4) / 7, "s": np.array(42, dtype=np.int64),
               "v": np.linspace(-1, 1, 5)}
     save_file(arrays, str(tmp_path / "theirs.safetensors"), metadata={"who": "safetensors"})
-    tensors, meta = checkpoint.load_file(tmp_path / "theirs.safetensors")
+    tensors, meta = checkpoint.decode((tmp_path / "theirs.safetensors").read_bytes())
     assert meta == {"who": "safetensors"}
     for name, a in arrays.items():
         assert tensors[name][1] == a.shape
@@ -389,10 +389,10 @@ def test_position_scheme_in_the_config(tmp_path):
     path = tmp_path / "ckpt.safetensors"
     write_tiny(path, config=dataclasses.replace(CONFIG, positions="rope"))
     assert checkpoint.load_checkpoint(path)["config"].positions == "rope"
-    assert json.loads(checkpoint.load_file(path)[1]["config"])[SWITCH_KEY] is False
+    assert json.loads(checkpoint.decode(path.read_bytes())[1]["config"])[SWITCH_KEY] is False
     before = {key: value for key, value in CONFIG.to_json().items() if key != "positions"}
-    assert checkpoint.positions_of(CONFIG.to_json()) == "learned" == checkpoint.positions_of(before)
-    assert checkpoint.positions_of({**before, SWITCH_KEY: False}) == "none"
+    assert ModelConfig.from_json(CONFIG.to_json()).positions == "learned" == ModelConfig.from_json(before).positions
+    assert ModelConfig.from_json({**before, SWITCH_KEY: False}).positions == "none"
     for switch, scheme in ((True, "learned"), (False, "none")):
         write_tiny(path)
         config = json.dumps({**before, SWITCH_KEY: switch})

@@ -920,7 +920,7 @@ def weights_file(name, raw):
 
 def edited_checkpoint(path, edit):
     """The bytes of the checkpoint at path after edit(tensors, metadata) changed them."""
-    tensors, metadata = checkpoint.load_file(path)
+    tensors, metadata = checkpoint.decode(path.read_bytes())
     metadata.pop(checkpoint.DATA_HASH_KEY)
     edit(tensors, metadata)
     return checkpoint.encode(tensors, metadata)
