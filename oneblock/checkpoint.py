@@ -49,7 +49,6 @@ from oneblock.tensorfile import DTYPES, HEADER_ALIGN, LIST_NUMBER_BYTES, MAX_HEA
 # What a training checkpoint holds: parameters, Adam's moments and step, the batch sampler's random state, metadata
 
 FORMAT = "one-block checkpoint"  # metadata "format"
-FORMAT_VERSION = ONE_BLOCK_VERSION  # metadata "format_version" of one block and one head ("2": GROWN_VERSION)
 MOMENT_PREFIXES = ("adam_m.", "adam_v.")  # Adam's first and second moments, one tensor per parameter
 STEP = "adam_step"  # I64 scalar: the number of optimiser steps taken
 RNG = "rng_state"  # I64 (625,): the batch sampler's Mersenne Twister state (tensorfile.rng_tensor)
@@ -93,7 +92,7 @@ def checkpoint_bytes(params, moments, step, rng, config, training, tokenizer_sha
     tensors[RNG] = rng_tensor(rng)
     metadata = {
         "format": FORMAT,
-        "format_version": GROWN_VERSION if config.grown else FORMAT_VERSION,
+        "format_version": GROWN_VERSION if config.grown else ONE_BLOCK_VERSION,
         "config": json.dumps(config.to_json()),
         "training": json.dumps(training),
         "tokenizer_sha256": tokenizer_sha256,
@@ -157,8 +156,8 @@ def check_metadata(metadata):
         raise ValueError(f"format is {said(metadata.get('format'))}, expected {FORMAT!r}: not a checkpoint of this"
                          f" model")
     version = metadata.get("format_version")
-    if version not in (FORMAT_VERSION, GROWN_VERSION):
-        raise ValueError(f"format version is {said(version)}, but this code reads versions {FORMAT_VERSION!r} and"
+    if version not in (ONE_BLOCK_VERSION, GROWN_VERSION):
+        raise ValueError(f"format version is {said(version)}, but this code reads versions {ONE_BLOCK_VERSION!r} and"
                          f" {GROWN_VERSION!r}")
     missing = [key for key in METADATA_KEYS if key not in metadata]
     if missing:
@@ -335,11 +334,11 @@ def check_metadata_hash(metadata, version):
                          f" is corrupt or was edited (a model's sizes, such as heads, are in it)")
 
 
-def check_checkpoint(tensors, metadata, tokenizer_sha256=None):
+def check_checkpoint(tensors, metadata):
     """Raise a ValueError naming the first problem of a decoded checkpoint; return (config, training), the config a
     ModelConfig. The one place a checkpoint is checked, in this order: the metadata strings, the config's JSON, its
     sizes against what the file holds (check_fits, before any per-block name is made), ModelConfig.checked, the
-    training settings, the tokenizer's hash (when given), the tensors and, last, the metadata's own hash."""
+    training settings, the tensors and, last, the metadata's own hash. (Whose tokenizer: tokenizer_of.)"""
     version = check_metadata(metadata)
     recorded = parse_json(metadata["config"], "metadata config")
     config = ModelConfig.from_json(recorded, grown=version == GROWN_VERSION)
@@ -349,18 +348,16 @@ def check_checkpoint(tensors, metadata, tokenizer_sha256=None):
     except ValueError as e:
         raise ValueError(f"config {e}") from None
     training = check_training(parse_json(metadata["training"], "metadata training"), config, metadata)
-    if tokenizer_sha256 is not None and metadata["tokenizer_sha256"] != tokenizer_sha256:
-        raise ValueError(tokenizer_mismatch(metadata["tokenizer_sha256"], tokenizer_sha256))
     check_tensors(tensors, config, training, recorded)
     check_metadata_hash(metadata, version)
     return config, training
 
 
-def load_bytes(raw, where, tokenizer_sha256=None):
+def load_bytes(raw, where):
     """load_checkpoint of a file's bytes raw, read already: a bad file is a ValueError that starts with where."""
     try:
         tensors, metadata = decode(raw)
-        config, training = check_checkpoint(tensors, metadata, tokenizer_sha256)
+        config, training = check_checkpoint(tensors, metadata)
     except ValueError as e:
         raise ValueError(f"{where}: {e}") from None
     names = config.param_names()
@@ -375,11 +372,11 @@ def load_bytes(raw, where, tokenizer_sha256=None):
     }
 
 
-def load_checkpoint(path, tokenizer_sha256=None):
+def load_checkpoint(path):
     """Read and check a training checkpoint; a bad file is a ValueError that starts with its path. Returns a dict:
     config (a ModelConfig), training (settings), params and moments ({name: (dtype, shape, values)} each, the
     moments a pair (m, v)), step (int), rng (a random.Random in the saved state), metadata (all of it)."""
-    return load_bytes(read_bytes(path), path, tokenizer_sha256)
+    return load_bytes(read_bytes(path), path)
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -42,7 +42,6 @@ PAGE_SUFFIXES = (".html", ".css", ".js")  # the page's files; everything it read
 DATA_FORMAT = "one-block explorer data v1"  # manifest.json "format"
 WEIGHTS_FILE = "weights.safetensors"  # in data/: the checkpoint the page loads
 UNTRAINED_SEED = 3  # train.py's default seed: the weights a fresh `python3 train.py` starts from
-VAL_STORIES = settings.VAL_STORIES  # train.py's split: the last 300 stories validate
 PAGE_COPIES = 8  # float64 copies of the weights the page holds at once while it trains
 PAGE_BYTES = 1 << 30  # what the page keeps to: a browser tab's memory is a few GiB at most
 ORDER = tuple(json.loads((ROOT / "block-trace.json").read_text(encoding="utf-8"))["order_test"][key]
@@ -179,7 +178,8 @@ def page_data(metadata, training, where, text=None):
     if carried is None:
         tok = bpe.Tokenizer.load(TOKENIZER_FILE)
         stories = CORPUS_FILE.read_text(encoding="utf-8").splitlines()
-        split = {"val_stories": VAL_STORIES, "train": stories[:-VAL_STORIES], "val": stories[-VAL_STORIES:]}
+        n = settings.VAL_STORIES  # train.py's split: the last 300 stories validate
+        split = {"val_stories": n, "train": stories[:-n], "val": stories[-n:]}
         val_nats, val_tokens = floor.story_floor(split["val"], tok)
         return {"tokenizer": TOKENIZER_FILE.read_text(encoding="utf-8"), "split": split,
                 "floor": floor.load_floor(), "val_floor": val_nats / val_tokens,
@@ -236,7 +236,7 @@ def page_lessons():
         raise ValueError(f"cannot read {PAGE_LESSONS.name} ({e.strerror}); run {LESSONS_COMMAND} to write it") from None
 
 
-def lessons_data(record=None):
+def lessons_data():
     """page-lessons.json: every lesson's words as the page gets them (oneblock/lessons.py's page_words), in the order
     of python3 -m experiments.lessons, and the scaling lesson's answer (scaling_answer). The page computes every other
     answer live. A ValueError says what is missing to make it: NumPy or SciPy, or the record.
@@ -252,7 +252,7 @@ def lessons_data(record=None):
         raise ValueError(f"{PAGE_LESSONS.name} holds every lesson, but {left_out}")
     every = lessons.LESSONS + more
     return {"format": LESSONS_FORMAT, "lessons": [lessons.page_words(lesson) for lesson in every],
-            "scaling": scaling_answer(SCALING_RECORD if record is None else record, every[-1])}
+            "scaling": scaling_answer(SCALING_RECORD, every[-1])}
 
 
 def scaling_answer(path, lesson):

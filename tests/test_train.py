@@ -78,7 +78,8 @@ def test_short_run_learns_far_below_uniform_guessing(tmp_path, run_train):
     val = final_val_loss(proc.stdout)
     assert val < math.log(96) - 3.0, proc.stdout  # ln 96 = 4.56: from guessing to knowing most of the grammar
     assert "floor 0.3" in proc.stdout
-    ckpt = checkpoint.load_checkpoint(out, checkpoint.sha256_file(ROOT / "tokenizer.json"))
+    ckpt = checkpoint.load_checkpoint(out)
+    checkpoint.tokenizer_of(ckpt, ROOT / "tokenizer.json", out)  # (the stories' tokenizer)
     assert ckpt["step"] == 300 and float(ckpt["metadata"]["val_loss"]) == pytest.approx(val, abs=1e-4)
 
 
