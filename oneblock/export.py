@@ -314,8 +314,7 @@ def page_weights(weights, metadata):
     name = re.split(r"[/\\]", metadata.get("text", ""))[-1]
     if metadata.get("text", name) == name:
         return weights
-    renamed = {key: value for key, value in metadata.items() if key != checkpoint.DATA_HASH_KEY}
-    renamed["text"] = name
+    renamed = {**metadata, "text": name}  # (encode makes its data hash anew)
     if checkpoint.METADATA_HASH_KEY in renamed:
         renamed[checkpoint.METADATA_HASH_KEY] = checkpoint.metadata_digest(renamed)
     return checkpoint.encode(checkpoint.decode(weights)[0], renamed)

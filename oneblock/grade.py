@@ -155,7 +155,7 @@ def first_wrong(got, want, where=""):
     """
     if isinstance(want, list):
         if not isinstance(got, (list, tuple)) or len(got) != len(want):
-            return where, shape_of(got), lab.shape(want) if want else (0,), "shape"
+            return where, shape_of(got), shape_of(want), "shape"
         for i, (g, w) in enumerate(zip(got, want)):
             wrong = first_wrong(g, w, f"{where}[{i}]")
             if wrong:

@@ -37,7 +37,6 @@ import torch.distributed as dist
 
 from oneblock import torch_model
 
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
 TIMEOUT = datetime.timedelta(minutes=10)  # the longest a rank waits for the others (to join, in a collective)
 ARRIVED, ALL_ARRIVED = "oneblock/arrived", "oneblock/all arrived"  # the store's keys of `together`
 
@@ -162,7 +161,7 @@ class Twin(torch.nn.Module):
 def model_functions(s, config):
     """(init, loss_and_grads, loss) of the torch backend for s and the model's ModelConfig: the same interface as
     training.model_functions. Weights and gradients are dicts of tensors on this rank's device."""
-    device, dtype = device_of(s), DTYPES[s.dtype]
+    device, dtype = device_of(s), getattr(torch, s.dtype)  # (torch.float32 or torch.float64)
     rank, size = world()
     torch.set_num_threads(s.threads)
     twin = None  # made at the first step, from that step's weights (the ranks all start from the same ones)
