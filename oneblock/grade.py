@@ -27,13 +27,10 @@ import traceback
 from math import fsum
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # (run as a file's process: the lab's model.py is imported from the lab's root)
-    sys.path.insert(0, str(ROOT))
+import model as lab  # the lab's model.py, the answer
+from oneblock.mistakes import MISTAKES, mistaken_model
 
-import model as lab  # noqa: E402  (the lab's model.py, the answer)
-from oneblock.mistakes import MISTAKES, mistaken_model  # noqa: E402
-
+ROOT = Path(__file__).resolve().parent.parent  # where each step's process runs: python3 -m oneblock.grade
 STEPS = ["layernorm_forward", "layernorm_backward", "attention_forward", "attention_backward", "forward",
          "loss_and_dlogits", "backward"]  # the build order
 TOL = 1e-9  # an entry is right within TOL * max(1, |lab's value|): other orders of the same sums pass

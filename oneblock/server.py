@@ -177,10 +177,6 @@ class Handler(http.server.SimpleHTTPRequestHandler):
             raise
         return f
 
-    def list_directory(self, path):
-        self.send_error(HTTPStatus.NOT_FOUND, "File not found")  # never a listing, should anything ask for one
-        return None
-
     def end_headers(self):
         self.send_header("Cache-Control", "no-store")
         super().end_headers()
