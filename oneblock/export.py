@@ -60,10 +60,11 @@ LEFTOVER = r"\.lock|\.[0-9]+\.[a-z0-9_]{8}\.tmp"  # beside a file: hold's lock, 
 # The export
 
 
-def untrained_checkpoint(tok):
+def untrained_checkpoint():
     """The bytes of a checkpoint of the seed-3 initial weights (float64, zero moments, step 0): what a fresh
     train.py run starts from, for when there is no trained checkpoint yet."""
-    config = settings.model_config(settings.Settings(), len(tok.vocab))  # the model of train.py's defaults
+    vocab = len(bpe.Tokenizer.load(TOKENIZER_FILE).vocab)
+    config = settings.model_config(settings.Settings(), vocab)  # the model of train.py's defaults
     shapes = config.param_shapes()
     params = {name: ("F64", shapes[name], checkpoint.flat(t)) for name, t in config.init_params(UNTRAINED_SEED).items()}
     zeros = {name: ("F64", shape, [0.0] * len(params[name][2])) for name, shape in shapes.items()}
@@ -77,7 +78,6 @@ def read_weights(ckpt_path, explicit, data=None):
     missing (when asked for by name), bad, too large for the page (page_fits) or whose text is not found is a
     ValueError."""
     path = Path(ckpt_path)
-    tok = bpe.Tokenizer.load(TOKENIZER_FILE)
     if not path.exists():
         if explicit:
             raise ValueError(f"no checkpoint at {path}; train one with python3 train.py, or leave out --ckpt to"
@@ -86,7 +86,7 @@ def read_weights(ckpt_path, explicit, data=None):
         if data is not None:
             raise ValueError(f"--data {data}: without a checkpoint (none at {path}) the page shows {source.lower()},"
                              f" a model of the stories; --data goes with a model of your own text (--ckpt)")
-        return untrained_checkpoint(tok), {"trained": False, "step": 0, "val_loss": None, "text": None,
+        return untrained_checkpoint(), {"trained": False, "step": 0, "val_loss": None, "text": None,
                                            "modes": [], "source": f"{source} (no checkpoint {path.name} yet;"
                                                                   f" train one with python3 train.py)"}
     raw = checkpoint.read_bytes(path)  # read once: the bytes exported are the bytes checked

@@ -47,13 +47,13 @@ FAILED = {"status": "fail", "tensor": None, "where": None, "got": None, "want": 
 # The lab's inputs
 
 
-def spread(rows, cols, rng, scale=0.5):
-    """A (rows, cols) matrix of gauss(0, scale): numbers of every size and sign, so that no mistake hides.
+def spread(rows, cols, rng):
+    """A (rows, cols) matrix of gauss(0, 0.5): numbers of every size and sign, so that no mistake hides.
 
     >>> [len(row) for row in spread(2, 3, random.Random(0))]
     [3, 3]
     """
-    return [[rng.gauss(0.0, scale) for _ in range(cols)] for _ in range(rows)]
+    return [[rng.gauss(0.0, 0.5) for _ in range(cols)] for _ in range(rows)]
 
 
 def lab_params():

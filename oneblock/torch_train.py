@@ -89,9 +89,8 @@ def describe(s):
 
 
 def start(s):
-    """Join torchrun's process group when there is more than one rank (gloo on CPU, NCCL on CUDA), and return the
-    store the ranks met at (torchrun's, a key-value server of its own beside the group's connections) for
-    `together`; None in one process."""
+    """Join torchrun's process group when there is more than one rank, and return the store the ranks met at
+    (torchrun's key-value server, beside the group's connections) for `together`; None in one process."""
     rank, size = world()
     if size == 1 or dist.is_initialized():
         return None
@@ -138,9 +137,8 @@ def share(value):
 
 
 class Twin(torch.nn.Module):
-    """torch_model's parameters held by a module, whose forward returns the mean loss of a batch: the form
-    DistributedDataParallel needs. The parameters keep the twin's names (a dot, which modules do not allow in a
-    parameter name, is written as a double underscore); config is the model's ModelConfig."""
+    """The twin as the module DistributedDataParallel wraps, its forward the mean loss of a batch; a dot in a
+    parameter's name, which modules do not allow, is written as a double underscore."""
 
     def __init__(self, params, config):
         super().__init__()
