@@ -179,8 +179,7 @@ def model_functions(s, config):
         return torch_train.model_functions(s, config)
     if s.backend == "python":
         switch = seed_switch(config)  # (settings.checked lets only "learned" and "none" through to model.py)
-        return (partial(model.init_params, config.vocab, config.d, config.hidden, config.max_len),
-                partial(python_loss_and_grads, switch=switch), partial(python_loss, switch=switch))
+        return config.init_params, partial(python_loss_and_grads, switch=switch), partial(python_loss, switch=switch)
     import numpy as np
 
     from oneblock import numpy_fast, numpy_model
