@@ -33,22 +33,22 @@ import json
 import math
 import re
 
+from atomic import write_atomic
 import bpe
 import model
 from oneblock import settings
 from oneblock.config import GROWN_KEYS, GROWN_VERSION, ONE_BLOCK_VERSION, SIZE_KEYS, SWITCH_KEY, ModelConfig
 from oneblock.config import BLOCK_NAMES, OUTSIDE, each_param_name, said, seed_switch
 from oneblock.tensorfile import (DATA_HASH_KEY, MAX_DIGITS, METADATA_HASH_KEY, RNG_STATE_LEN, as_lists, decode,
-                                 metadata_digest, parse_json, read_bytes, rng_from_tensor, rng_tensor, save_file,
+                                 encode, metadata_digest, parse_json, read_bytes, rng_from_tensor, rng_tensor,
                                  sha256_file, sha256_text)
-from oneblock.tensorfile import (DTYPES, HEADER_ALIGN, LIST_NUMBER_BYTES, MAX_HEADER, encode, flat,  # noqa: F401
-                                 load_file, nested)  # noqa: F401 (the container's names, read as checkpoint.NAME)
+# the container's names that callers read as checkpoint.NAME
+from oneblock.tensorfile import DTYPES, HEADER_ALIGN, LIST_NUMBER_BYTES, MAX_HEADER, flat, nested  # noqa: F401
 
 # ----------------------------------------------------------------------------------------------------------------
 # What a training checkpoint holds: parameters, Adam's moments and step, the batch sampler's random state, metadata
 
 FORMAT = "one-block checkpoint"  # metadata "format"
-FORMAT_VERSION = ONE_BLOCK_VERSION  # metadata "format_version" of one block and one head ("2": GROWN_VERSION)
 MOMENT_PREFIXES = ("adam_m.", "adam_v.")  # Adam's first and second moments, one tensor per parameter
 STEP = "adam_step"  # I64 scalar: the number of optimiser steps taken
 RNG = "rng_state"  # I64 (625,): the batch sampler's Mersenne Twister state (tensorfile.rng_tensor)
@@ -76,20 +76,15 @@ def each_expected(config):
     yield RNG, (RNG_STATE_LEN,)
 
 
-def positions_of(recorded):
-    """The position scheme of a config's JSON as a file records it (one from before the schemes: by the switch).
-
-    >>> positions_of({"vocab": 96, "d": 16, "hidden": 64, "max_len": 64, SWITCH_KEY: False})
-    'none'
-    """
-    return ModelConfig.from_json(recorded).positions
-
-
 def save_checkpoint(path, params, moments, step, rng, config, training, tokenizer_sha256, extra=None, mode=0o644):
-    """Write a training checkpoint atomically: params and each of moments (m, v) {name: (dtype, shape, flat values)}
-    in the model's order, step an int, rng the batch sampler's random.Random, config the ModelConfig, training the
-    settings dict, extra more metadata strings, with the permissions mode less the umask (save_file). A grown
-    model's file is version 2, its metadata hashed."""
+    """Write a training checkpoint atomically (checkpoint_bytes), with the permissions mode less the umask."""
+    write_atomic(path, checkpoint_bytes(params, moments, step, rng, config, training, tokenizer_sha256, extra), mode)
+
+
+def checkpoint_bytes(params, moments, step, rng, config, training, tokenizer_sha256, extra=None):
+    """The bytes of a training checkpoint: params and each of moments (m, v) {name: (dtype, shape, flat values)} in
+    the model's order, step an int, rng the batch sampler's random.Random, config the ModelConfig, training the
+    settings dict, extra more metadata strings. A grown model's file is version 2, its metadata hashed."""
     tensors = dict(params)
     for prefix, moment in zip(MOMENT_PREFIXES, moments):
         tensors.update({prefix + name: t for name, t in moment.items()})
@@ -97,7 +92,7 @@ def save_checkpoint(path, params, moments, step, rng, config, training, tokenize
     tensors[RNG] = rng_tensor(rng)
     metadata = {
         "format": FORMAT,
-        "format_version": GROWN_VERSION if config.grown else FORMAT_VERSION,
+        "format_version": GROWN_VERSION if config.grown else ONE_BLOCK_VERSION,
         "config": json.dumps(config.to_json()),
         "training": json.dumps(training),
         "tokenizer_sha256": tokenizer_sha256,
@@ -105,7 +100,7 @@ def save_checkpoint(path, params, moments, step, rng, config, training, tokenize
     }
     if config.grown:
         metadata[METADATA_HASH_KEY] = metadata_digest(metadata)
-    save_file(path, tensors, metadata, mode)
+    return encode(tensors, metadata)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -161,8 +156,8 @@ def check_metadata(metadata):
         raise ValueError(f"format is {said(metadata.get('format'))}, expected {FORMAT!r}: not a checkpoint of this"
                          f" model")
     version = metadata.get("format_version")
-    if version not in (FORMAT_VERSION, GROWN_VERSION):
-        raise ValueError(f"format version is {said(version)}, but this code reads versions {FORMAT_VERSION!r} and"
+    if version not in (ONE_BLOCK_VERSION, GROWN_VERSION):
+        raise ValueError(f"format version is {said(version)}, but this code reads versions {ONE_BLOCK_VERSION!r} and"
                          f" {GROWN_VERSION!r}")
     missing = [key for key in METADATA_KEYS if key not in metadata]
     if missing:
@@ -256,10 +251,7 @@ def check_training(training, config, metadata):
     problem = settings.crossed({**training, "max_len": config.max_len}, TRAINING_WORDS)
     if problem:
         raise ValueError(problem)
-    scheme = training.get("positions", config.positions)
-    if isinstance(scheme, bool):  # before the schemes: whether the learned positions were on
-        scheme = "learned" if scheme else "none"
-    if scheme != config.positions:
+    if recorded_settings(training).get("positions", config.positions) != config.positions:
         raise ValueError(f"training positions is {said(training['positions'])}, but the config's scheme is"
                          f" {config.positions!r}")
     if training.get(SWITCH_KEY, seed_switch(config)) != seed_switch(config):
@@ -315,6 +307,19 @@ def check_tensors(tensors, config, training, recorded):
                          f" would draw zeros for ever): the file is corrupt")
 
 
+def recorded_settings(training):
+    """The training settings a checkpoint records, as today's runs record them: blocks and heads 1 where a one-block,
+    one-head file records none, and positions by name where a file from before the schemes records true or false.
+
+    >>> recorded_settings({"seed": 0, "positions": False})
+    {'blocks': 1, 'heads': 1, 'seed': 0, 'positions': 'none'}
+    """
+    there = {**dict.fromkeys(GROWN_KEYS, 1), **training}
+    if isinstance(there.get("positions"), bool):  # written before the schemes, when --no-positions made it false
+        there["positions"] = "learned" if there["positions"] else "none"
+    return there
+
+
 def check_metadata_hash(metadata, version):
     """Raise a ValueError unless the metadata is the metadata that was written: a version 2 file (a grown model,
     whose heads no tensor's shape shows) must carry metadata_sha256, and any file that carries it must match it."""
@@ -329,11 +334,11 @@ def check_metadata_hash(metadata, version):
                          f" is corrupt or was edited (a model's sizes, such as heads, are in it)")
 
 
-def check_checkpoint(tensors, metadata, tokenizer_sha256=None):
+def check_checkpoint(tensors, metadata):
     """Raise a ValueError naming the first problem of a decoded checkpoint; return (config, training), the config a
     ModelConfig. The one place a checkpoint is checked, in this order: the metadata strings, the config's JSON, its
     sizes against what the file holds (check_fits, before any per-block name is made), ModelConfig.checked, the
-    training settings, the tokenizer's hash (when given), the tensors and, last, the metadata's own hash."""
+    training settings, the tensors and, last, the metadata's own hash. (Whose tokenizer: tokenizer_of.)"""
     version = check_metadata(metadata)
     recorded = parse_json(metadata["config"], "metadata config")
     config = ModelConfig.from_json(recorded, grown=version == GROWN_VERSION)
@@ -343,18 +348,16 @@ def check_checkpoint(tensors, metadata, tokenizer_sha256=None):
     except ValueError as e:
         raise ValueError(f"config {e}") from None
     training = check_training(parse_json(metadata["training"], "metadata training"), config, metadata)
-    if tokenizer_sha256 is not None and metadata["tokenizer_sha256"] != tokenizer_sha256:
-        raise ValueError(tokenizer_mismatch(metadata["tokenizer_sha256"], tokenizer_sha256))
     check_tensors(tensors, config, training, recorded)
     check_metadata_hash(metadata, version)
     return config, training
 
 
-def load_bytes(raw, where, tokenizer_sha256=None):
+def load_bytes(raw, where):
     """load_checkpoint of a file's bytes raw, read already: a bad file is a ValueError that starts with where."""
     try:
         tensors, metadata = decode(raw)
-        config, training = check_checkpoint(tensors, metadata, tokenizer_sha256)
+        config, training = check_checkpoint(tensors, metadata)
     except ValueError as e:
         raise ValueError(f"{where}: {e}") from None
     names = config.param_names()
@@ -369,11 +372,11 @@ def load_bytes(raw, where, tokenizer_sha256=None):
     }
 
 
-def load_checkpoint(path, tokenizer_sha256=None):
+def load_checkpoint(path):
     """Read and check a training checkpoint; a bad file is a ValueError that starts with its path. Returns a dict:
     config (a ModelConfig), training (settings), params and moments ({name: (dtype, shape, values)} each, the
     moments a pair (m, v)), step (int), rng (a random.Random in the saved state), metadata (all of it)."""
-    return load_bytes(read_bytes(path), path, tokenizer_sha256)
+    return load_bytes(read_bytes(path), path)
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -41,11 +41,8 @@ TOKENIZER_FILE = ROOT / "tokenizer.json"
 
 
 def load_data(tok, val_stories, seq_len, max_len=Settings.max_len):
-    """(training token stream, validation stories as texts, validation stories as token lists).
-
-    Each validation story's tokens are the newline before it, the story, and its newline: the model reads the first
-    len - 1 and predicts the last len - 1.
-    """
+    """(training token stream, validation stories as texts, validation stories as token lists: each the newline
+    before it, the story and its newline)."""
     stories = CORPUS_FILE.read_text(encoding="utf-8").splitlines()
     if val_stories >= len(stories):
         raise ValueError(f"--val-stories {val_stories} leaves no training stories: the corpus has {len(stories)};"
@@ -139,7 +136,7 @@ def prepare(s, carried=None, text=None):
     if s.data is None:
         tok = bpe.Tokenizer.load(TOKENIZER_FILE)
         stream, val_texts, val_ids = load_data(tok, s.val_stories, s.seq_len, s.max_len)
-        corpus_floor = floor.load_floor(ROOT)
+        corpus_floor = floor.load_floor()
         val_floor_nats, val_tokens = floor.story_floor(val_texts, tok)
         data = SimpleNamespace(tok=tok, stream=stream, val_texts=val_texts, val_ids=val_ids, val_tokens=val_tokens,
                                val_batch=None, val_floor=val_floor_nats / val_tokens, corpus_floor=corpus_floor,

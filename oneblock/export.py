@@ -42,7 +42,6 @@ PAGE_SUFFIXES = (".html", ".css", ".js")  # the page's files; everything it read
 DATA_FORMAT = "one-block explorer data v1"  # manifest.json "format"
 WEIGHTS_FILE = "weights.safetensors"  # in data/: the checkpoint the page loads
 UNTRAINED_SEED = 3  # train.py's default seed: the weights a fresh `python3 train.py` starts from
-VAL_STORIES = settings.VAL_STORIES  # train.py's split: the last 300 stories validate
 PAGE_COPIES = 8  # float64 copies of the weights the page holds at once while it trains
 PAGE_BYTES = 1 << 30  # what the page keeps to: a browser tab's memory is a few GiB at most
 ORDER = tuple(json.loads((ROOT / "block-trace.json").read_text(encoding="utf-8"))["order_test"][key]
@@ -61,35 +60,24 @@ LEFTOVER = r"\.lock|\.[0-9]+\.[a-z0-9_]{8}\.tmp"  # beside a file: hold's lock, 
 # The export
 
 
-def untrained_checkpoint(tok):
+def untrained_checkpoint():
     """The bytes of a checkpoint of the seed-3 initial weights (float64, zero moments, step 0): what a fresh
     train.py run starts from, for when there is no trained checkpoint yet."""
-    config = settings.model_config(settings.Settings(), len(tok.vocab))  # the model of train.py's defaults
-    params = config.init_params(UNTRAINED_SEED)  # model.py's draws
+    vocab = len(bpe.Tokenizer.load(TOKENIZER_FILE).vocab)
+    config = settings.model_config(settings.Settings(), vocab)  # the model of train.py's defaults
     shapes = config.param_shapes()
-    tensors = {name: ("F64", shapes[name], checkpoint.flat(t)) for name, t in params.items()}
-    zeros = {name: ("F64", shape, [0.0] * len(tensors[name][2])) for name, shape in shapes.items()}
-    for prefix in checkpoint.MOMENT_PREFIXES:
-        tensors.update({prefix + name: t for name, t in zeros.items()})
-    tensors[checkpoint.STEP] = ("I64", (), [0])
-    tensors[checkpoint.RNG] = checkpoint.rng_tensor(random.Random(UNTRAINED_SEED))  # the batch sampler's start
-    metadata = {"format": checkpoint.FORMAT, "format_version": checkpoint.FORMAT_VERSION,
-                "config": json.dumps(config.to_json()),
-                "training": json.dumps({"seed": UNTRAINED_SEED, "steps": 0}),
-                "tokenizer_sha256": checkpoint.sha256_file(TOKENIZER_FILE)}
-    return checkpoint.encode(tensors, metadata)
+    params = {name: ("F64", shapes[name], checkpoint.flat(t)) for name, t in config.init_params(UNTRAINED_SEED).items()}
+    zeros = {name: ("F64", shape, [0.0] * len(params[name][2])) for name, shape in shapes.items()}
+    return checkpoint.checkpoint_bytes(params, (zeros, zeros), 0, random.Random(UNTRAINED_SEED), config,
+                                       {"seed": UNTRAINED_SEED, "steps": 0}, checkpoint.sha256_file(TOKENIZER_FILE))
 
 
 def read_weights(ckpt_path, explicit, data=None):
-    """(checkpoint bytes, fields) for the page, which runs every checkpoint train.py writes: any blocks, heads,
-    position scheme, width and max_len, float32 or float64, from any backend, of the stories or of your own text.
-    fields: what manifest.json shows (SHOWN: the checkpoint by its file name), the text's path for a model of your
-    own text (text_file: data, the --data FILE the user names, or the one text_file finds) and the permissions of
-    what was read (modes). A checkpoint that is missing (when asked for by name) or bad is a ValueError with
-    checkpoint.py's message; so is one too large for the page to hold (page_fits), one of your own text whose text
-    is not found or changed, and data given for a model of the stories."""
+    """(checkpoint bytes, fields) for the page: fields is what manifest.json shows (SHOWN), the text a model of your
+    own text learned (text: text_file's path and text) and the permissions of what was read (modes). A checkpoint
+    missing (when asked for by name), bad, too large for the page (page_fits) or whose text is not found is a
+    ValueError."""
     path = Path(ckpt_path)
-    tok = bpe.Tokenizer.load(TOKENIZER_FILE)
     if not path.exists():
         if explicit:
             raise ValueError(f"no checkpoint at {path}; train one with python3 train.py, or leave out --ckpt to"
@@ -98,7 +86,7 @@ def read_weights(ckpt_path, explicit, data=None):
         if data is not None:
             raise ValueError(f"--data {data}: without a checkpoint (none at {path}) the page shows {source.lower()},"
                              f" a model of the stories; --data goes with a model of your own text (--ckpt)")
-        return untrained_checkpoint(tok), {"trained": False, "step": 0, "val_loss": None, "text_file": None,
+        return untrained_checkpoint(), {"trained": False, "step": 0, "val_loss": None, "text": None,
                                            "modes": [], "source": f"{source} (no checkpoint {path.name} yet;"
                                                                   f" train one with python3 train.py)"}
     raw = checkpoint.read_bytes(path)  # read once: the bytes exported are the bytes checked
@@ -108,20 +96,16 @@ def read_weights(ckpt_path, explicit, data=None):
     page_fits(ckpt["config"], path)
     text = text_file(ckpt["metadata"], path, data)
     if text is not None:
-        page_data(ckpt["metadata"], ckpt["training"], path, text)  # (the split, the order sentences)
-        modes.append(os.stat(text).st_mode)
+        modes.append(os.stat(text[0]).st_mode)
     val = ckpt["metadata"].get("val_loss")  # (checked: a finite number, when there)
     return raw, {"trained": ckpt["step"] > 0, "step": ckpt["step"], "val_loss": float(val) if val is not None else None,
-                 "source": f"Checkpoint {path.name}", "text_file": text, "modes": modes}
+                 "source": f"Checkpoint {path.name}", "text": text, "modes": modes}
 
 
 def text_file(metadata, where, data=None):
-    """The path of the text that the checkpoint at where learned, as its metadata records (None for the stories).
-    data, when given, is the file the user names; else it is the file named as the last part of the recorded name
-    (never a path with folders read from the checkpoint, which could name any file), beside the checkpoint or, next,
-    in the current folder: the first whose bytes have the SHA-256 the checkpoint recorded, so that a checkpoint can
-    only ever bring a text that its own hash binds. A ValueError says what is wrong: data for a model of the stories,
-    data or the files found not the text (changed), unreadable, or no such file where it looked.
+    """(path, text) of the text that the checkpoint at where learned (None for the stories), from one read: data,
+    the file the user names, or else the first file of the recorded name's last part, beside the checkpoint or in
+    the current folder, whose bytes have the SHA-256 the checkpoint recorded. A ValueError says what is wrong.
 
     >>> text_file({"tokenizer_sha256": "0" * 64}, "ckpt.safetensors") is None  # a model of the stories
     True
@@ -134,13 +118,13 @@ def text_file(metadata, where, data=None):
     recorded = metadata["text"]
     if data is not None:
         try:
-            sha256 = read_data(data)[1]
+            text, sha256 = read_data(data)
         except ValueError as e:
             raise ValueError(f"--data {e}") from None  # (the message starts with the file's path)
         if sha256 != metadata["text_sha256"]:
             raise ValueError(f"--data {data} is not the text {where} learned: its SHA-256 differs from the one the"
                              f" checkpoint recorded; expected the file train.py --data read, unchanged")
-        return Path(data)
+        return Path(data), text
     name = re.split(r"[/\\]", recorded)[-1]  # (a name recorded on Windows has backslashes)
     places = [] if name in ("", ".", "..") or "\0" in name else [Path(where).parent / name]
     if places and os.path.abspath(name) != os.path.abspath(places[0]):
@@ -150,8 +134,9 @@ def text_file(metadata, where, data=None):
         if not place.exists():
             continue
         try:
-            if read_data(place)[1] == metadata["text_sha256"]:
-                return place
+            text, sha256 = read_data(place)
+            if sha256 == metadata["text_sha256"]:
+                return place, text
             problems.append(f"and that file has changed since ({place}: its SHA-256 differs from the one recorded)")
         except ValueError as e:
             problems.append(f"which cannot be read here ({e})")
@@ -185,30 +170,21 @@ def page_fits(config, where):
                          f" sample.py runs it")
 
 
-def page_data(metadata, training, where, text_path=None):
+def page_data(metadata, training, where, text=None):
     """What the page reads besides the weights, for a checkpoint's metadata and training settings: {tokenizer (the
-    tokenizer.json text), split, floor, val_floor, order}. For the stories: the shipped tokenizer, train.py's split
-    of corpus.txt and the floors. For a model of your own text: the tokenizer it carries, and its text (the file at
-    text_path, as text_file found it), split as train.py split it (a text that is unreadable or changed since is a
-    ValueError), named by its file name alone, with no floor (None)."""
+    tokenizer.json text), split, floor, val_floor, order}: for a model of your own text, the tokenizer it carries and
+    its text (text_file's (path, text), the bytes checked) split as train.py split it, with no floor."""
     carried = metadata.get(checkpoint.TOKENIZER_KEY)
     if carried is None:
         tok = bpe.Tokenizer.load(TOKENIZER_FILE)
         stories = CORPUS_FILE.read_text(encoding="utf-8").splitlines()
-        split = {"val_stories": VAL_STORIES, "train": stories[:-VAL_STORIES], "val": stories[-VAL_STORIES:]}
+        n = settings.VAL_STORIES  # train.py's split: the last 300 stories validate
+        split = {"val_stories": n, "train": stories[:-n], "val": stories[-n:]}
         val_nats, val_tokens = floor.story_floor(split["val"], tok)
         return {"tokenizer": TOKENIZER_FILE.read_text(encoding="utf-8"), "split": split,
                 "floor": floor.load_floor(), "val_floor": val_nats / val_tokens,
                 "order": dict(zip("ab", ORDER))}
-    path = Path(text_path if text_path is not None else re.split(r"[/\\]", metadata["text"])[-1])
-    try:
-        text, sha256 = read_data(path)
-    except ValueError as e:
-        raise ValueError(f"{where} learned the text of {metadata['text']!r}, which cannot be read here ({e}); name it"
-                         f" with --data FILE") from None
-    if sha256 != metadata["text_sha256"]:
-        raise ValueError(f"{where} learned the text of {metadata['text']!r}, and that file has changed since ({path}:"
-                         f" its SHA-256 differs); the page needs the text the model learned")
+    path, text = text
     cut, unit, _, _ = split_text(text, training["val_fraction"])
     return {"tokenizer": carried, "split": {"text": path.name, "unit": unit, "seq_len": training["seq_len"],
                                             "train": text[:cut], "val": text[cut:]},
@@ -227,12 +203,9 @@ def order_sentences(tok):
 def data_files(folder, weights, fields):
     """(files, manifest, modes): what export_data writes into folder, {path: contents} with manifest.json first
     (the mark of an export, once any file of it is in place), the manifest, and the files' permissions {path:
-    mode}, as private as what they were made from: the checkpoint and your text (atomic.private_mode: its owner
-    reads and writes it, the group and others may read it only where all of those let them; 0o644 for the untrained
-    weights), less the umask (write_together)."""
-    tensors, metadata = checkpoint.decode(weights)
-    _, training = checkpoint.check_checkpoint(tensors, metadata)  # (read_weights checked them: this cannot fail)
-    page = page_data(metadata, training, WEIGHTS_FILE, fields.get("text_file"))
+    mode}, as private as the checkpoint and your text (atomic.private_mode)."""
+    metadata = checkpoint.decode(weights)[1]  # (read_weights checked it)
+    page = page_data(metadata, json.loads(metadata["training"]), WEIGHTS_FILE, fields.get("text"))
     manifest = {
         "format": DATA_FORMAT,
         "weights": WEIGHTS_FILE,
@@ -263,7 +236,7 @@ def page_lessons():
         raise ValueError(f"cannot read {PAGE_LESSONS.name} ({e.strerror}); run {LESSONS_COMMAND} to write it") from None
 
 
-def lessons_data(record=None):
+def lessons_data():
     """page-lessons.json: every lesson's words as the page gets them (oneblock/lessons.py's page_words), in the order
     of python3 -m experiments.lessons, and the scaling lesson's answer (scaling_answer). The page computes every other
     answer live. A ValueError says what is missing to make it: NumPy or SciPy, or the record.
@@ -279,7 +252,7 @@ def lessons_data(record=None):
         raise ValueError(f"{PAGE_LESSONS.name} holds every lesson, but {left_out}")
     every = lessons.LESSONS + more
     return {"format": LESSONS_FORMAT, "lessons": [lessons.page_words(lesson) for lesson in every],
-            "scaling": scaling_answer(SCALING_RECORD if record is None else record, every[-1])}
+            "scaling": scaling_answer(SCALING_RECORD, every[-1])}
 
 
 def scaling_answer(path, lesson):
@@ -341,18 +314,14 @@ def page_weights(weights, metadata):
     name = re.split(r"[/\\]", metadata.get("text", ""))[-1]
     if metadata.get("text", name) == name:
         return weights
-    renamed = {key: value for key, value in metadata.items() if key != checkpoint.DATA_HASH_KEY}
-    renamed["text"] = name
+    renamed = {**metadata, "text": name}  # (encode makes its data hash anew)
     if checkpoint.METADATA_HASH_KEY in renamed:
         renamed[checkpoint.METADATA_HASH_KEY] = checkpoint.metadata_digest(renamed)
     return checkpoint.encode(checkpoint.decode(weights)[0], renamed)
 
 
 def export_data(folder, weights, fields):
-    """Write the page's data into folder (made if needed): manifest.json with the floors and the trace's sentences,
-    the weights, tokenizer.json and the split, all or none (write_together), into a folder that is missing, empty or
-    an earlier export's data (written). Returns the manifest; a ValueError says what could not be written, or why
-    it was not."""
+    """Write the page's data into folder (written: all or none); return the manifest."""
     folder = Path(folder)
     files, manifest, modes = data_files(folder, weights, fields)
     written(files, folder, folder / "manifest.json", modes)
@@ -369,10 +338,8 @@ def page_files():
 
 
 def export_site(dest, weights, fields):
-    """A self-contained copy of the explorer in dest: the page's files and data/, written all or none (a failure
-    leaves an old export's files as they were, and removes the folders it made), into a folder that is missing,
-    empty or an earlier export (written), while no other export writes there (hold). Returns the manifest; a
-    ValueError says what could not be written, or why it was not."""
+    """A self-contained copy of the explorer in dest, the page's files and data/ (written: all or none, while no
+    other export writes there); return the manifest."""
     dest = Path(dest)
     files, manifest, modes = data_files(dest / "data", weights, fields)
     files.update({dest / path.name: path.read_bytes() for path in page_files()})

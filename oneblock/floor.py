@@ -20,7 +20,6 @@ number of tokens, that is the floor every reported loss should be read against:
 """
 
 import argparse
-import hashlib
 import json
 import math
 import sys
@@ -30,6 +29,7 @@ from pathlib import Path
 from atomic import write_atomic
 import bpe
 import make_corpus
+from oneblock.tensorfile import sha256_file, sha256_text
 
 # ----------------------------------------------------------------------------
 # settings
@@ -56,15 +56,6 @@ def story_floor(stories, tok):
     return nats, tokens
 
 
-def sha256_of(data):
-    """Hex SHA-256 of bytes.
-
-    >>> sha256_of(b"")[:16]
-    'e3b0c44298fc1c14'
-    """
-    return hashlib.sha256(data).hexdigest()
-
-
 def entropy_record(corpus, tok, tokenizer_sha256):
     """The content of corpus-entropy.json, as a dict, for the corpus text and a tokenizer (with its file's hash)."""
     stories = corpus.splitlines()
@@ -74,7 +65,7 @@ def entropy_record(corpus, tok, tokenizer_sha256):
     return {
         "format": FORMAT,
         "corpus": CORPUS_FILE,
-        "corpus_sha256": sha256_of(corpus.encode("utf-8")),
+        "corpus_sha256": sha256_text(corpus),
         "tokenizer_sha256": tokenizer_sha256,
         "stories": len(stories),
         "tokens": tokens,
@@ -87,31 +78,24 @@ def entropy_record(corpus, tok, tokenizer_sha256):
     }
 
 
-def record_text(record):
-    """The file text of a record: fixed key order, 2-space indent, final newline."""
-    return json.dumps(record, indent=2) + "\n"
-
-
 def fresh_text(folder=ROOT):
     """corpus-entropy.json as it should be for the corpus and tokenizer in folder."""
     corpus = (Path(folder) / CORPUS_FILE).read_text(encoding="utf-8")
     tok = bpe.Tokenizer.load(Path(folder) / TOKENIZER_FILE)
-    tokenizer_sha256 = sha256_of((Path(folder) / TOKENIZER_FILE).read_bytes())
-    return record_text(entropy_record(corpus, tok, tokenizer_sha256))
+    record = entropy_record(corpus, tok, sha256_file(Path(folder) / TOKENIZER_FILE))
+    return json.dumps(record, indent=2) + "\n"  # (its keys in entropy_record's order)
 
 
-def load_floor(folder=ROOT, record=RECORD):
-    """The floor in nats per token from the record (corpus-entropy.json) of the corpus in folder; a missing or stale
+def load_floor():
+    """The floor in nats per token from the record (corpus-entropy.json) of the lab's corpus; a missing or stale
     record is a ValueError saying so."""
-    path = Path(record)
-    if not path.exists():
+    if not RECORD.exists():
         raise ValueError(f"{ENTROPY_FILE} is missing; run {COMMAND} to write it")
-    record = json.loads(path.read_text(encoding="utf-8"))
+    record = json.loads(RECORD.read_text(encoding="utf-8"))
     if record.get("format") != FORMAT:
         raise ValueError(f"{ENTROPY_FILE} has format {record.get('format')!r}, expected {FORMAT!r};"
                          f" run {COMMAND} to rewrite it")
-    corpus_sha = sha256_of((Path(folder) / CORPUS_FILE).read_bytes())
-    if record.get("corpus_sha256") != corpus_sha:
+    if record.get("corpus_sha256") != sha256_file(ROOT / CORPUS_FILE):
         raise ValueError(f"{ENTROPY_FILE} was computed for another {CORPUS_FILE}; run {COMMAND} to rewrite it")
     return record["nats_per_token"]
 

@@ -27,13 +27,10 @@ import traceback
 from math import fsum
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # (run as a file's process: the lab's model.py is imported from the lab's root)
-    sys.path.insert(0, str(ROOT))
+import model as lab  # the lab's model.py, the answer
+from oneblock.mistakes import MISTAKES, mistaken_model
 
-import model as lab  # noqa: E402  (the lab's model.py, the answer)
-from oneblock.mistakes import MISTAKES, mistaken_model  # noqa: E402
-
+ROOT = Path(__file__).resolve().parent.parent  # where each step's process runs: python3 -m oneblock.grade
 STEPS = ["layernorm_forward", "layernorm_backward", "attention_forward", "attention_backward", "forward",
          "loss_and_dlogits", "backward"]  # the build order
 TOL = 1e-9  # an entry is right within TOL * max(1, |lab's value|): other orders of the same sums pass
@@ -42,19 +39,21 @@ H = 1e-6  # the step of the central differences
 SIZES = {"vocab": 11, "d": 4, "hidden": 6, "max_len": 8}  # the lab's inputs: small enough to read, T < max_len
 IDS = [3, 1, 4, 1, 5, 9]  # (T,) a token that comes twice: its embedding row collects both positions
 TARGETS = [1, 4, 1, 5, 9, 2]  # (T,)
+FAILED = {"status": "fail", "tensor": None, "where": None, "got": None, "want": None, "mistake": None,
+          "explain": None, "fd": None}  # a grade's fields before anything is known
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # The lab's inputs
 
 
-def spread(rows, cols, rng, scale=0.5):
-    """A (rows, cols) matrix of gauss(0, scale): numbers of every size and sign, so that no mistake hides.
+def spread(rows, cols, rng):
+    """A (rows, cols) matrix of gauss(0, 0.5): numbers of every size and sign, so that no mistake hides.
 
     >>> [len(row) for row in spread(2, 3, random.Random(0))]
     [3, 3]
     """
-    return [[rng.gauss(0.0, scale) for _ in range(cols)] for _ in range(rows)]
+    return [[rng.gauss(0.0, 0.5) for _ in range(cols)] for _ in range(rows)]
 
 
 def lab_params():
@@ -153,7 +152,7 @@ def first_wrong(got, want, where=""):
     """
     if isinstance(want, list):
         if not isinstance(got, (list, tuple)) or len(got) != len(want):
-            return where, shape_of(got), lab.shape(want) if want else (0,), "shape"
+            return where, shape_of(got), shape_of(want), "shape"
         for i, (g, w) in enumerate(zip(got, want)):
             wrong = first_wrong(g, w, f"{where}[{i}]")
             if wrong:
@@ -184,11 +183,6 @@ def compare(got, want):
         if wrong:
             return (name, *wrong)
     return None
-
-
-def same(got, want):
-    """True when every tensor of got is want's within TOL."""
-    return compare(got, want) is None
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -283,8 +277,7 @@ def grade_step(step, path):
     """The grade of one step of the learner's file at path, as a dict: step, status ("pass", "fail", "todo") and
     for a failure tensor, where, got, want, mistake (a catalogue key or None), explain (text), and fd (the finite
     difference of the learner's own forward at that entry, for a step that computes gradients, else None)."""
-    result = {"step": step, "status": "fail", "tensor": None, "where": None, "got": None, "want": None,
-              "mistake": None, "explain": None, "fd": None}
+    result = {"step": step, **FAILED}
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # (the learner's prints are not the grader's output)
             module = learner_module(path)
@@ -320,7 +313,7 @@ def grade_step(step, path):
     for key, entry in MISTAKES.items():
         if entry["step"] == step:
             mistaken = outputs(step, getattr(mistaken_model(entry), step)(*arguments(step, case)))
-            if same(got, mistaken):
+            if compare(got, mistaken) is None:
                 result.update(mistake=key, explain=f"{entry['explain']} It breaks: \"{entry['breaks']}\".")
                 break
     if step in FORWARD_OF and tensor != "loss":
@@ -343,8 +336,7 @@ def grade(path):
     """The grade of every step of the learner's file, in build order (a list of grade_step's dicts)."""
     grades = []
     for step in STEPS:
-        failed = {"step": step, "status": "fail", "tensor": None, "where": None, "got": None, "want": None,
-                  "mistake": None, "fd": None}
+        failed = {"step": step, **FAILED}
         try:
             run = subprocess.run([sys.executable, "-m", "oneblock.grade", step, str(path)], cwd=ROOT,
                                  capture_output=True, text=True, timeout=LIMIT)

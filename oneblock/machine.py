@@ -33,13 +33,7 @@ except ImportError:  # Windows
 
 DEV = "python3 -m pip install -r tests/requirements.txt"  # the pinned test requirements: numpy, matplotlib, ...
 INSTALL = {  # package -> the command that installs it, as the README and docs/torch.md give it
-    "numpy": DEV,
-    "threadpoolctl": DEV,
-    "matplotlib": DEV,
-    "safetensors": DEV,
-    "tokenizers": DEV,
-    "playwright": DEV,
-    "scipy": DEV,
+    **dict.fromkeys(("numpy", "threadpoolctl", "matplotlib", "safetensors", "tokenizers", "playwright", "scipy"), DEV),
     "torch": "python3 -m pip install -r tests/requirements-torch.txt (docs/torch.md says how to get the CPU-only"
              " wheel)",
     "numba": "python3 -m pip install numba==0.68.1 (dev/jit_probe.py alone uses it)",

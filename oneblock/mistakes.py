@@ -171,9 +171,9 @@ def planted(source, entry):
     return "\n".join(lines)
 
 
-def mistaken_model(entry, source=None):
-    """A module-like namespace of model.py with entry's mistake planted (source: model.py's text, read when None)."""
-    text = planted(LAB_MODEL.read_text(encoding="utf-8") if source is None else source, entry)
+def mistaken_model(entry):
+    """A module-like namespace of the lab's model.py with entry's mistake planted."""
+    text = planted(LAB_MODEL.read_text(encoding="utf-8"), entry)
     namespace = {"__name__": "mistaken_model"}
     exec(compile(text, "model.py (a catalogue mistake)", "exec"), namespace)
     return types.SimpleNamespace(**namespace)

@@ -69,10 +69,10 @@ def generate(next_logits, context, n_tokens, max_len, temperature, top_k, rng):
 # Backends: a function from a list of IDs to the logits of its last position
 
 
-def load_logits_fn(path, backend, tokenizer_sha256=None):
+def load_logits_fn(path, backend):
     """(next_logits, ckpt) for a checkpoint: next_logits(ids) -> list of V floats, computed in float64, by the model
     the checkpoint's ModelConfig (ckpt["config"]) describes."""
-    ckpt = checkpoint.load_checkpoint(path, tokenizer_sha256)  # the checks: format, hash, shapes, finite values
+    ckpt = checkpoint.load_checkpoint(path)  # the checks: format, hash, shapes, finite values
     config = ckpt["config"]  # sizes, blocks, heads and position scheme (an older file's read as it meant them)
     if backend == "python":
         problem = config.seed_problem()

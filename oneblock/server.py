@@ -116,12 +116,9 @@ def printable(text, limit=LOG_CHARS):
 
 
 class Handler(http.server.SimpleHTTPRequestHandler):
-    """Regular files of the folder with the right types on every OS, never cached, and only failed requests logged,
-    each in one short line; a connection idle for timeout seconds is closed, quietly (browsers open some ahead that
-    they never use). Every request that cannot be served gets its status: 400 for a bad request line, a bad path or
-    a missing or bad Host (and for a TLS hello: this server speaks plain HTTP), 404 for what is not a file of the
-    folder, 414 for a request line over 64 KiB, 421 for a Host that names another server, 431 for a header line
-    over 64 KiB, 501 for a method other than GET and HEAD, 505 for HTTP/2 and later."""
+    """What the module says, request by request: host_status and served_file decide, a connection idle for timeout
+    seconds is closed quietly (browsers open some ahead that they never use), and a TLS hello is a 400 (this server
+    speaks plain HTTP); the base class answers 414 and 431 (a line over 64 KiB), 501 and 505."""
 
     extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, **MIME_TYPES}
     default_request_version = "HTTP/1.0"  # a reply to a request line without a version still has a status line
@@ -179,10 +176,6 @@ class Handler(http.server.SimpleHTTPRequestHandler):
             f.close()
             raise
         return f
-
-    def list_directory(self, path):
-        self.send_error(HTTPStatus.NOT_FOUND, "File not found")  # never a listing, should anything ask for one
-        return None
 
     def end_headers(self):
         self.send_header("Cache-Control", "no-store")

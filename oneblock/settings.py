@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import bpe
 from oneblock import config, machine
+from oneblock.tensorfile import LIST_NUMBER_BYTES
 
 BACKENDS = ("numpy", "numpy-plain", "python", "torch")  # which model file computes (training.model_functions)
 HIDDEN_PER_WIDTH = 4  # the MLP's hidden units per unit of width: 64 at the series width 16
@@ -218,10 +219,10 @@ def _problem(given, s):
         return (f"rank {s.rank}: expected " + ("0, the only process" if s.world == 1 else
                                                f"0 to {s.world - 1}, one for each of the {s.world} processes")
                 + " (torchrun's RANK and WORLD_SIZE)")
-    seed_problem = model_config(s, s.vocab_size or bpe.VOCAB_SIZE).seed_problem()
-    if s.backend == "python" and seed_problem:
-        return (f"--backend python runs model.py: this run's model {seed_problem}; use --backend numpy, numpy-plain"
-                f" or torch")
+    model = model_config(s, s.vocab_size or bpe.VOCAB_SIZE)
+    if s.backend == "python" and model.seed_problem():
+        return (f"--backend python runs model.py: this run's model {model.seed_problem()}; use --backend numpy,"
+                f" numpy-plain or torch")
     if s.backend == "python" and s.dtype != "float64":
         return (f"--dtype {s.dtype}: the python backend computes in Python floats, which are float64; drop --dtype or"
                 f" use --backend numpy")
@@ -229,7 +230,7 @@ def _problem(given, s):
     if problem:
         return problem
     try:  # the model's own checks (the flags above have said what is not a size): heads, and rope's even width
-        model_config(s, s.vocab_size or bpe.VOCAB_SIZE).checked()
+        model.checked()
     except ValueError as e:  # (one head divides every width: then it is rope's, on an odd width)
         return f"{'--width' if s.heads == 1 else '--heads'} {s.width if s.heads == 1 else s.heads}: {e}"
     if s.stop_at is not None and not 1 <= s.stop_at <= s.steps:
@@ -311,9 +312,8 @@ def _memory_problem(s):
 def step_memory(s):
     """About the bytes a step of a run with the checked settings s holds at once (ModelConfig.step_bytes), before its
     data: the NumPy paths and torch hold numbers of s.dtype, and validate up to VAL_BATCH windows or all val_stories at
-    once; model.py holds Python floats in lists (about 32 bytes each, the float and the list's pointer to it) and
-    every row's gradients until their mean. The vocabulary is vocab_size, or the stories' 96 (a given tokenizer's own
-    is not read yet).
+    once; model.py holds Python floats in lists (LIST_NUMBER_BYTES each) and every row's gradients until their mean.
+    The vocabulary is vocab_size, or the stories' 96 (a given tokenizer's own is not read yet).
 
     >>> lab = checked(Settings())
     >>> f"{step_memory(lab) / 2**20:.0f} MiB", f"{step_memory(dataclasses.replace(lab, width=10**5)):.1e}"
@@ -321,7 +321,7 @@ def step_memory(s):
     """
     m = model_config(s, s.vocab_size or bpe.VOCAB_SIZE)
     if s.backend == "python":
-        return 32 * ((4 + s.batch) * m.parameter_count()
+        return LIST_NUMBER_BYTES * ((4 + s.batch) * m.parameter_count()
                      + 2 * s.seq_len * m.activations_per_token(s.seq_len))
     rows = max(s.batch, VAL_BATCH if s.data is not None else s.val_stories)  # (rows, T) the most at once
     return m.step_bytes(rows, s.seq_len, 4 if s.dtype == "float32" else 8)

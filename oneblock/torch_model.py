@@ -122,10 +122,8 @@ def merge_heads(x, heads):
 
 def forward(p, ids, config):
     """Logits (B, T, V) for ids (B, T), and the intermediates the comparison tool checks, by the reference's names;
-    those of block k >= 1 after prefix(k), like its parameters ("block1.x1").
-
-    config: the model's ModelConfig, whose blocks, heads and positions ("learned", "none", "sinusoidal" or "rope")
-    say what to compute. "weights" is (B, T, T) for one head and (B, nh, T, T) for more, as in numpy_model.py.
+    those of block k >= 1 after prefix(k), like its parameters ("block1.x1"). "weights" is (B, T, T) for one head
+    and (B, nh, T, T) for more, as in numpy_model.py.
 
     >>> cfg = ModelConfig(96, 4, 8, 8)
     >>> logits, inter = forward(to_torch(cfg.init_params(3)), as_ids([1, 2]), cfg)

@@ -37,7 +37,6 @@ import torch.distributed as dist
 
 from oneblock import torch_model
 
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
 TIMEOUT = datetime.timedelta(minutes=10)  # the longest a rank waits for the others (to join, in a collective)
 ARRIVED, ALL_ARRIVED = "oneblock/arrived", "oneblock/all arrived"  # the store's keys of `together`
 
@@ -90,9 +89,8 @@ def describe(s):
 
 
 def start(s):
-    """Join torchrun's process group when there is more than one rank (gloo on CPU, NCCL on CUDA), and return the
-    store the ranks met at (torchrun's, a key-value server of its own beside the group's connections) for
-    `together`; None in one process."""
+    """Join torchrun's process group when there is more than one rank, and return the store the ranks met at
+    (torchrun's key-value server, beside the group's connections) for `together`; None in one process."""
     rank, size = world()
     if size == 1 or dist.is_initialized():
         return None
@@ -139,9 +137,8 @@ def share(value):
 
 
 class Twin(torch.nn.Module):
-    """torch_model's parameters held by a module, whose forward returns the mean loss of a batch: the form
-    DistributedDataParallel needs. The parameters keep the twin's names (a dot, which modules do not allow in a
-    parameter name, is written as a double underscore); config is the model's ModelConfig."""
+    """The twin as the module DistributedDataParallel wraps, its forward the mean loss of a batch; a dot in a
+    parameter's name, which modules do not allow, is written as a double underscore."""
 
     def __init__(self, params, config):
         super().__init__()
@@ -162,7 +159,7 @@ class Twin(torch.nn.Module):
 def model_functions(s, config):
     """(init, loss_and_grads, loss) of the torch backend for s and the model's ModelConfig: the same interface as
     training.model_functions. Weights and gradients are dicts of tensors on this rank's device."""
-    device, dtype = device_of(s), DTYPES[s.dtype]
+    device, dtype = device_of(s), getattr(torch, s.dtype)  # (torch.float32 or torch.float64)
     rank, size = world()
     torch.set_num_threads(s.threads)
     twin = None  # made at the first step, from that step's weights (the ranks all start from the same ones)

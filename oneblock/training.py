@@ -32,7 +32,7 @@ from types import SimpleNamespace
 import model
 from oneblock import checkpoint, settings
 from oneblock import data as data_files, machine
-from oneblock.config import GROWN_KEYS, seed_switch
+from oneblock.config import seed_switch
 from oneblock.settings import HOW_RUN, Settings, checked  # noqa: F401  (Settings: the example)
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -171,21 +171,15 @@ def python_loss(params, ids, targets, switch):
 
 def model_functions(s, config):
     """(init, loss_and_grads, loss) of the model file --backend names, for this run's settings s and the model's
-    ModelConfig (settings.model_config(s, vocab)).
-
-    numpy (the default) is numpy_fast.py, whose Workspace holds every array of a step (its gradients live there
-    until the next step); numpy-plain is numpy_model.py, the plain mirror; both grow (config.blocks, config.heads).
-    python is model.py itself, told config's scheme by seed_switch; torch is torch_model.py through torch_train.py,
-    in one process or one rank of a data-parallel run.
-    """
+    ModelConfig (settings.model_config(s, vocab)). numpy_fast's Workspace holds every array of a step: its gradients
+    live there until the next step."""
     if s.backend == "torch":
         from oneblock import torch_train
 
         return torch_train.model_functions(s, config)
     if s.backend == "python":
         switch = seed_switch(config)  # (settings.checked lets only "learned" and "none" through to model.py)
-        return (partial(model.init_params, config.vocab, config.d, config.hidden, config.max_len),
-                partial(python_loss_and_grads, switch=switch), partial(python_loss, switch=switch))
+        return config.init_params, partial(python_loss_and_grads, switch=switch), partial(python_loss, switch=switch)
     import numpy as np
 
     from oneblock import numpy_fast, numpy_model
@@ -226,7 +220,7 @@ def tensors_of(params, dtype):
         else:
             if hasattr(t, "detach"):  # a torch tensor, on any device
                 t = t.detach().cpu().numpy()
-            st = {"float32": "F32", "float64": "F64"}[dtype]
+            st = checkpoint.DTYPE_NAMES[dtype]
             values = array.array(checkpoint.DTYPES[st])
             values.frombytes(t.astype(dtype, copy=False).tobytes())
             out[name] = (st, t.shape, values)
@@ -234,16 +228,13 @@ def tensors_of(params, dtype):
 
 
 def from_tensors(tensors, s):
-    """A dict of tensors of s.backend from {name: (dtype, shape, flat values)}, bit for bit."""
+    """A dict of tensors of s.backend from {name: (dtype, shape, flat values)} of s.dtype (resumed_state holds a
+    checkpoint's dtype to the run's), bit for bit."""
     if s.backend == "python":
         return {name: checkpoint.nested([float(x) for x in values], shape)
                 for name, (_, shape, values) in tensors.items()}
     import numpy as np
 
-    st = {"float32": "F32", "float64": "F64"}[s.dtype]
-    for name, (got, _, _) in tensors.items():
-        if got != st:
-            raise ValueError(f"tensor {name!r} is {got}, but this run computes in {s.dtype} ({st})")
     arrays = {name: np.frombuffer(values, dtype=s.dtype).reshape(shape).copy()
               for name, (_, shape, values) in tensors.items()}
     if s.backend == "torch":
@@ -303,19 +294,6 @@ def fresh_state(init, seed):
             "v": {name: zeros_like(t) for name, t in params.items()}, "rng": random.Random(seed), "step": 0}
 
 
-def recorded_settings(training):
-    """The training settings a checkpoint records, as today's runs record them: blocks and heads 1 where a one-block,
-    one-head file records none, and positions by name where a file from before the schemes records true or false.
-
-    >>> recorded_settings({"seed": 0, "positions": False})
-    {'blocks': 1, 'heads': 1, 'seed': 0, 'positions': 'none'}
-    """
-    there = {**dict.fromkeys(GROWN_KEYS, 1), **training}
-    if isinstance(there.get("positions"), bool):  # written before the schemes, when --no-positions made it false
-        there["positions"] = "learned" if there["positions"] else "none"
-    return there
-
-
 def resumed_state(s, ckpt, path, training, config, data):
     """The state a loaded checkpoint (checkpoint.load_checkpoint's, of the file at path) saved, for a run with the
     settings s, the recorded settings training and the ModelConfig that reads data; a ValueError says why it
@@ -330,7 +308,7 @@ def resumed_state(s, ckpt, path, training, config, data):
     if other:
         raise ValueError(f"{path} is another model than this run's: {'; '.join(other)}. HINT: to resume, pass the"
                          f" settings of the run you resume")
-    there, here = recorded_settings(ckpt["training"]), recorded_settings(training)
+    there, here = checkpoint.recorded_settings(ckpt["training"]), checkpoint.recorded_settings(training)
     differ = [f"--{k.replace('_', '-')} {there.get(k)!r} there, {v!r} here"
               for k, v in here.items() if there.get(k) != v and k not in HOW_RUN]
     if differ:
@@ -407,7 +385,7 @@ def kept_best(ckpt, resumed, path):
     same run (the same model, tokenizer, data and settings, but for where it computes) and record its val_loss; a
     ValueError says why not."""
     meta, there = ckpt["metadata"], resumed["metadata"]
-    runs = [{key: value for key, value in recorded_settings(c["training"]).items() if key not in HOW_RUN}
+    runs = [{key: value for key, value in checkpoint.recorded_settings(c["training"]).items() if key not in HOW_RUN}
             for c in (ckpt, resumed)]
     hashes = ("tokenizer_sha256", "corpus_sha256", "text_sha256")
     if ckpt["config"] != resumed["config"] or runs[0] != runs[1] or any(meta.get(k) != there.get(k) for k in hashes):
@@ -535,14 +513,11 @@ def fit(state, data, s, functions, save=None, report=print, watch=None, save_bes
 
 
 def train(s, data=None, state=None, save=None, report=None, watch=None, save_best=None, warn=None):
-    """Train a model as the settings s say (checked here: a bad one is a ValueError naming it) and return the run:
-    SimpleNamespace(state, data, history, failure, val_loss, train_seconds), fit's, with the state it changed and
-    the data it read. data: data.prepare's for these settings (read here when not given; pass a run's back in to
-    skip reading the corpus again). state: where to start, a dict that the run changes in place; None or an empty
-    dict start from fresh_state's, the seed's initial weights (filled into the dict given, so that a caller sees
-    the step a KeyboardInterrupt came at). save, report, watch, save_best and warn: as fit takes them (default: no
-    checkpoints, no loss lines, no warning; run.best is the lowest validation loss's (step, loss) either way). A run
-    that diverges ends early with run.failure set; a KeyboardInterrupt passes through."""
+    """Train a model as the settings s say (checked here: a bad one is a ValueError naming it) and return fit's run
+    with the state it changed and the data it read (data.prepare's: pass a run's back in to skip reading the corpus
+    again). state: where to start, a dict that the run changes in place; None or an empty dict start from
+    fresh_state's (filled into the dict given, so that a caller sees the step a KeyboardInterrupt came at). The rest
+    as fit takes them (default: no checkpoints, no loss lines, no warning)."""
     s = checked(s)
     data = data_files.prepare(s) if data is None else data
     with use_threads(s):  # the run's BLAS threads, whatever the caller's are

@@ -72,9 +72,7 @@ def trailing_comments(source):
 
 
 def blank(lines, node, number, comments):
-    """The lines of function node (model.py's, as lines) with its body blanked: step `number` of the build. Kept:
-    the comment lines, each top-level statement's shape comment (with the names it makes), and the statements that
-    only name what to return."""
+    """The lines of function node (model.py's, as lines) with its body blanked as the module says: step `number`."""
     first_body = node.body[1].lineno  # (body[0] is the docstring, kept)
     indent = " " * node.body[1].col_offset
     said = {}  # {line number: the comment lines that stand for that line}
@@ -102,15 +100,12 @@ def workbook(source, start=STEPS[0]):
     >>> "raise NotImplementedError" in workbook(lab_source(), "backward")
     True
     """
-    if start not in STEPS:
-        raise ValueError(f"no step {start!r}; the steps, in build order: {', '.join(STEPS)}")
     lines = source.split("\n")
     functions = {node.name: node for node in ast.parse(source).body if isinstance(node, ast.FunctionDef)}
     comments = trailing_comments(source)
     out, last = [], 0  # (the lines written, and the last line of model.py copied so far)
-    for number, step in enumerate(STEPS, 1):
-        if number < STEPS.index(start) + 1:
-            continue
+    first = STEPS.index(start)  # (a step of STEPS: the command line's choices)
+    for number, step in enumerate(STEPS[first:], first + 1):
         node = functions[step]
         out += lines[last:node.lineno - 1] + blank(lines, node, number, comments)
         last = node.end_lineno

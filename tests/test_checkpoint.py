@@ -109,7 +109,7 @@ def test_safetensors_reads_what_we_write(tmp_path, dtype):
     path = tmp_path / "ckpt.safetensors"
     args = write_tiny(path, dtype=dtype)
     loaded = load_file(str(path))
-    ours, _ = checkpoint.load_file(path)
+    ours, _ = checkpoint.decode(path.read_bytes())
     assert set(loaded) == set(ours)
     for name, (kind, shape, values) in ours.items():
         assert loaded[name].shape == shape, name
@@ -125,7 +125,7 @@ def test_we_read_what_safetensors_writes(tmp_path):
     arrays = {"w": np.arange(12, dtype=np.float32).reshape(3, 4) / 7, "s": np.array(42, dtype=np.int64),
               "v": np.linspace(-1, 1, 5)}
     save_file(arrays, str(tmp_path / "theirs.safetensors"), metadata={"who": "safetensors"})
-    tensors, meta = checkpoint.load_file(tmp_path / "theirs.safetensors")
+    tensors, meta = checkpoint.decode((tmp_path / "theirs.safetensors").read_bytes())
     assert meta == {"who": "safetensors"}
     for name, a in arrays.items():
         assert tensors[name][1] == a.shape
@@ -135,7 +135,7 @@ def test_we_read_what_safetensors_writes(tmp_path):
 def test_training_checkpoint_round_trip(tmp_path):
     path = tmp_path / "ckpt.safetensors"
     args = write_tiny(path)
-    ckpt = checkpoint.load_checkpoint(path, TOKENIZER_SHA)
+    ckpt = checkpoint.load_checkpoint(path)
     assert ckpt["config"] == CONFIG and ckpt["training"] == args["training"] and ckpt["step"] == 7
     assert ckpt["rng"].getstate() == args["rng"].getstate()
     assert ckpt["rng"].random() == args["rng"].random()  # the sampler continues where it was
@@ -145,7 +145,7 @@ def test_training_checkpoint_round_trip(tmp_path):
     for saved, loaded in zip(args["moments"], ckpt["moments"]):
         assert {n: t[2].tolist() for n, t in loaded.items()} == {n: t[2] for n, t in saved.items()}
     meta = ckpt["metadata"]
-    assert meta["format"] == checkpoint.FORMAT and meta["format_version"] == checkpoint.FORMAT_VERSION
+    assert meta["format"] == checkpoint.FORMAT and meta["format_version"] == checkpoint.ONE_BLOCK_VERSION
     assert meta["tokenizer_sha256"] == TOKENIZER_SHA
 
 
@@ -326,17 +326,17 @@ CASES = [  # label, base, damage, phrases of the message
 @pytest.mark.parametrize("label, base, damage, phrases", CASES, ids=[case[0] for case in CASES])
 def test_a_bad_file_is_refused_in_one_line_naming_the_problem(bases, label, base, damage, phrases):
     with pytest.raises(ValueError) as e:
-        checkpoint.load_bytes(damage(bases[base]), "m.safetensors", TOKENIZER_SHA)
+        checkpoint.load_bytes(damage(bases[base]), "m.safetensors")
     message = str(e.value)
     assert message.startswith("m.safetensors: ") and "\n" not in message, message
     for phrase in phrases:
         assert phrase in message, message
 
 
-def expect_rejected(path, *phrases, tokenizer_sha=TOKENIZER_SHA):
+def expect_rejected(path, *phrases):
     """Assert that load_checkpoint refuses the file at path with a message that names it and each phrase."""
     with pytest.raises(ValueError) as err:
-        checkpoint.load_checkpoint(path, tokenizer_sha)
+        checkpoint.load_checkpoint(path)
     message = str(err.value)
     assert str(path) in message
     for phrase in phrases:
@@ -374,9 +374,13 @@ def test_duplicate_header_key_is_rejected():
 
 
 def test_other_tokenizer_is_rejected(tmp_path):
-    path = tmp_path / "ckpt.safetensors"
+    path, other = tmp_path / "ckpt.safetensors", tmp_path / "tokenizer.json"
     write_tiny(path)
-    expect_rejected(path, "tokenizer", "SHA-256", tokenizer_sha="0" * 64)
+    other.write_text((ROOT / "tokenizer.json").read_text(encoding="utf-8") + "\n", encoding="utf-8")
+    with pytest.raises(ValueError) as err:
+        checkpoint.tokenizer_of(checkpoint.load_checkpoint(path), other, path)
+    assert str(err.value).startswith(f"{path}: the checkpoint was trained with a tokenizer whose SHA-256 is")
+    assert "token IDs would mean different things" in str(err.value)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -389,10 +393,10 @@ def test_position_scheme_in_the_config(tmp_path):
     path = tmp_path / "ckpt.safetensors"
     write_tiny(path, config=dataclasses.replace(CONFIG, positions="rope"))
     assert checkpoint.load_checkpoint(path)["config"].positions == "rope"
-    assert json.loads(checkpoint.load_file(path)[1]["config"])[SWITCH_KEY] is False
+    assert json.loads(checkpoint.decode(path.read_bytes())[1]["config"])[SWITCH_KEY] is False
     before = {key: value for key, value in CONFIG.to_json().items() if key != "positions"}
-    assert checkpoint.positions_of(CONFIG.to_json()) == "learned" == checkpoint.positions_of(before)
-    assert checkpoint.positions_of({**before, SWITCH_KEY: False}) == "none"
+    assert ModelConfig.from_json(CONFIG.to_json()).positions == "learned" == ModelConfig.from_json(before).positions
+    assert ModelConfig.from_json({**before, SWITCH_KEY: False}).positions == "none"
     for switch, scheme in ((True, "learned"), (False, "none")):
         write_tiny(path)
         config = json.dumps({**before, SWITCH_KEY: switch})
@@ -403,12 +407,12 @@ def test_position_scheme_in_the_config(tmp_path):
 def test_a_grown_checkpoint_records_its_sizes_as_version_2_and_a_one_block_one_stays_version_1(tmp_path):
     path = tmp_path / "grown.safetensors"
     args = write_tiny(path, blocks=2, config=GROWN)
-    ckpt = checkpoint.load_checkpoint(path, TOKENIZER_SHA)
+    ckpt = checkpoint.load_checkpoint(path)
     assert ckpt["metadata"]["format_version"] == checkpoint.GROWN_VERSION == "2"
     assert ckpt["config"] == GROWN and (ckpt["config"].blocks, ckpt["config"].heads) == (2, 2)
     assert json.loads(ckpt["metadata"]["config"]) == GROWN.to_json() and "blocks" in GROWN.to_json()
     assert list(ckpt["params"]) == ModelConfig(96, 16, 64, 64, blocks=2).param_names() == list(args["params"])
     write_tiny(path)
-    ckpt = checkpoint.load_checkpoint(path, TOKENIZER_SHA)
+    ckpt = checkpoint.load_checkpoint(path)
     assert ckpt["metadata"]["format_version"] == "1" and "blocks" not in json.loads(ckpt["metadata"]["config"])
     assert ckpt["config"] == CONFIG and (ckpt["config"].blocks, ckpt["config"].heads) == (1, 1)

@@ -16,8 +16,6 @@ from pathlib import Path
 import pytest
 
 from oneblock import checkpoint, export, settings
-import bpe
-from oneblock.data import TOKENIZER_FILE
 from checkpoint_edits import RUNS, write_bases
 import run_helpers
 from run_helpers import ran
@@ -120,8 +118,7 @@ def test_every_setting_train_py_and_the_page_record_is_known(work):
     assert len(keys) >= 10 and set(keys) | {"backend", "dtype", "seed"} <= set(checkpoint.TRAINING_RULES), keys
     folder, bases = work
     assert checkpoint.load_bytes(bases["own-text"], "own")["training"]["val_stories"] is None
-    tok = bpe.Tokenizer.load(TOKENIZER_FILE)
-    assert checkpoint.load_bytes(export.untrained_checkpoint(tok), "untrained")["step"] == 0
+    assert checkpoint.load_bytes(export.untrained_checkpoint(), "untrained")["step"] == 0
 
 
 # ----------------------------------------------------------------------------------------------------------------

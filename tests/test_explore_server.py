@@ -499,7 +499,7 @@ def with_metadata(path, **changes):
     """The checkpoint at path rewritten with these metadata entries changed (its data hash made right again)."""
     from oneblock import checkpoint
 
-    tensors, metadata = checkpoint.load_file(path)
+    tensors, metadata = checkpoint.decode(path.read_bytes())
     metadata.pop(checkpoint.DATA_HASH_KEY)
     metadata.update(changes)
     path.write_bytes(checkpoint.encode(tensors, metadata))

@@ -26,7 +26,7 @@ import model
 from fastpath_helpers import rel_err
 from oneblock import checkpoint, data, export, training
 from oneblock.config import SCHEMES, ModelConfig
-from oneblock.settings import Settings, checked, model_config
+from oneblock.settings import VAL_STORIES, Settings, checked, model_config
 from run_helpers import own_text, ran, served
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -176,7 +176,7 @@ def reference_params(site_dir):
 
 def corpus_windows(n, length, seed=0):
     """n windows of length token IDs from the training stream, at starts drawn by random.Random(seed)."""
-    stream, _, _ = data.load_data(TOK, export.VAL_STORIES, length)
+    stream, _, _ = data.load_data(TOK, VAL_STORIES, length)
     rng = random.Random(seed)
     return [stream[start:start + length] for start in (rng.randrange(len(stream) - length) for _ in range(n))]
 
@@ -534,7 +534,7 @@ def test_the_positions_experiment_reads_every_scheme_past_position_64(reader):
     from experiments import positions
 
     page = reader
-    stories = data.load_data(TOK, export.VAL_STORIES, 64)[1]  # the held-out stories, as texts
+    stories = data.load_data(TOK, VAL_STORIES, 64)[1]  # the held-out stories, as texts
     inputs, targets = positions.windows(TOK, stories, positions.WINDOW)  # (W, 128) each
     assert page.js("() => explorer.modules.positions.windows(explorer.state.tok.encode('\\n' +"
                    " explorer.state.split.val.map((s) => s + '\\n').join(''))).inputs.length") == len(inputs)
@@ -888,7 +888,8 @@ def test_downloaded_weights_load_in_sample_py_and_give_the_pages_greedy_text(ope
     path = tmp_path / "explorer.safetensors"
     download.value.save_as(path)
 
-    ckpt = checkpoint.load_checkpoint(path, checkpoint.sha256_file(ROOT / "tokenizer.json"))
+    ckpt = checkpoint.load_checkpoint(path)
+    checkpoint.tokenizer_of(ckpt, ROOT / "tokenizer.json", path)  # (the stories' tokenizer)
     assert ckpt["step"] == 20 and ckpt["config"] == SERIES  # positions "learned"
 
     def sample_py(*args):
@@ -920,7 +921,7 @@ def weights_file(name, raw):
 
 def edited_checkpoint(path, edit):
     """The bytes of the checkpoint at path after edit(tensors, metadata) changed them."""
-    tensors, metadata = checkpoint.load_file(path)
+    tensors, metadata = checkpoint.decode(path.read_bytes())
     metadata.pop(checkpoint.DATA_HASH_KEY)
     edit(tensors, metadata)
     return checkpoint.encode(tensors, metadata)

@@ -36,6 +36,7 @@ from pathlib import Path
 import pytest
 
 from oneblock import checkpoint
+from oneblock.config import ModelConfig
 from checkpoint_edits import HOSTILE_HEADERS, RUNS, mutations, two_documents, write_bases
 
 pytest.importorskip("numpy")
@@ -80,7 +81,7 @@ def exported(folder, one_block):
     """What explore.py --export wrote, in a form to compare: every file's bytes, but the weights as their tensors and
     config, and the manifest parsed (without val_loss for a version 1 file, whose metadata is not hashed). The config
     with its scheme spelled out: one without "positions" says it by use_positions, as files from before the schemes
-    do, and the page (checkpoint.js) reads the two the same way, as checkpoint.positions_of does."""
+    do, and the page (checkpoint.js) reads the two the same way, as ModelConfig.from_json does."""
     site = folder / SITE
     files = {p.relative_to(site).as_posix(): p.read_bytes() for p in sorted(site.rglob("*")) if p.is_file()}
     tensors, metadata = checkpoint.decode(files.pop("data/weights.safetensors"))
@@ -88,7 +89,7 @@ def exported(folder, one_block):
     if one_block:
         manifest.pop("val_loss")
     config = json.loads(metadata["config"])
-    config["positions"] = checkpoint.positions_of(config)
+    config["positions"] = ModelConfig.from_json(config).positions
     return (files, manifest, json.dumps(config, sort_keys=True),
             {name: (dtype, shape, values.tobytes()) for name, (dtype, shape, values) in tensors.items()})
 

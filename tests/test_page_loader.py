@@ -9,7 +9,7 @@ before it is read, and a large valid file is read off the page's main thread, wh
 tests/test_fuzz_checkpoints.py's.)
 
 Python's reading of a file for the page is what explore.py holds a checkpoint to before it exports it
-(export.read_weights): checkpoint.load_bytes, with the SHA-256 of the page's tokenizer, then a vocabulary of that
+(export.read_weights): checkpoint.load_bytes, held to the SHA-256 of the page's tokenizer, then a vocabulary of that
 tokenizer's size (checkpoint.tokenizer_of) and a model small enough for the page (export.page_fits). The page is
 served twice, with the stories' tokenizer and with that of the text of your own, by explore.py's own server on
 127.0.0.1. Outside CI the tests skip with a one-line reason when Chromium or Playwright is missing; under CI=true
@@ -90,7 +90,10 @@ def python_reading(raw, where, site_dir):
     tokenizer), else checkpoint.py's message: the rules the page must follow."""
     manifest = json.loads((site_dir / "data" / "manifest.json").read_text(encoding="utf-8"))
     try:
-        ckpt = checkpoint.load_bytes(raw, where, manifest["tokenizer_sha256"])
+        ckpt = checkpoint.load_bytes(raw, where)
+        if ckpt["metadata"]["tokenizer_sha256"] != manifest["tokenizer_sha256"]:  # (the page's tokenizer)
+            raise ValueError(checkpoint.tokenizer_mismatch(ckpt["metadata"]["tokenizer_sha256"],
+                                                           manifest["tokenizer_sha256"]))
         checkpoint.tokenizer_of(ckpt, export.TOKENIZER_FILE, where)
         export.page_fits(ckpt["config"], where)
     except ValueError as e:

@@ -78,7 +78,8 @@ def test_short_run_learns_far_below_uniform_guessing(tmp_path, run_train):
     val = final_val_loss(proc.stdout)
     assert val < math.log(96) - 3.0, proc.stdout  # ln 96 = 4.56: from guessing to knowing most of the grammar
     assert "floor 0.3" in proc.stdout
-    ckpt = checkpoint.load_checkpoint(out, checkpoint.sha256_file(ROOT / "tokenizer.json"))
+    ckpt = checkpoint.load_checkpoint(out)
+    checkpoint.tokenizer_of(ckpt, ROOT / "tokenizer.json", out)  # (the stories' tokenizer)
     assert ckpt["step"] == 300 and float(ckpt["metadata"]["val_loss"]) == pytest.approx(val, abs=1e-4)
 
 
@@ -105,7 +106,7 @@ def test_same_seed_same_bits_other_seed_other_weights(tmp_path, run_train):
         run_train(path, "--steps", "60", "--seed", seed)
     a, b, c = (path.read_bytes() for path in paths)
     assert a == b  # the whole file: weights, moments, sampler state and metadata
-    assert checkpoint.load_file(paths[0])[0]["W1"][2] != checkpoint.load_file(paths[2])[0]["W1"][2]
+    assert checkpoint.decode(a)[0]["W1"][2] != checkpoint.decode(c)[0]["W1"][2]
 
 
 def test_the_three_backends_take_the_same_steps():
@@ -361,13 +362,13 @@ def test_a_checkpoint_from_before_the_schemes_still_resumes_and_samples(tmp_path
     positions true or false."""
     out = tmp_path / "old.safetensors"
     run_train(out, "--steps", "20", "--no-positions")
-    tensors, meta = checkpoint.load_file(out)
+    tensors, meta = checkpoint.decode(out.read_bytes())
     meta.pop(checkpoint.DATA_HASH_KEY)
     config, training = json.loads(meta["config"]), json.loads(meta["training"])
     del config["positions"]
     training["positions"] = False
     meta["config"], meta["training"] = json.dumps(config), json.dumps(training)
-    checkpoint.save_file(out, tensors, meta)
+    out.write_bytes(checkpoint.encode(tensors, meta))
     proc = run_train(out, "--steps", "20", "--no-positions", "--resume")
     assert f"resuming {out} at step 20" in proc.stdout
     for backend in ("python", "numpy"):
