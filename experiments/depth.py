@@ -50,8 +50,8 @@ with machine.needed_by("python3 -m experiments.depth"):
     import numpy as np
 
     import make_corpus
-    from experiments.induction import (PERIODS, VOCAB, WINDOW, induction_config, induction_measures, periodic,
-                                       train_induction)
+    from experiments.induction import (PERIODS, TEST_SEED, TUNE_SEED, VOCAB, WINDOW, induction_config,
+                                       induction_measures, periodic, train_induction)
     from experiments.recording import (TUNE_STORIES, across_seeds, check_provenance, experiment_parser, field,
                                        first_difference, flags, judged_rerun, last_probs, lr_values, need, parsed,
                                        provenance, recorded_settings, rounded, run_config, run_or_check, spread_text,
@@ -77,8 +77,6 @@ REDUCED = {  # --check: the same shape in seconds
     "induction": {"steps": 20, "batch": 4, "eval_every": 10, "lrs": FULL["induction"]["lrs"], "tune_sequences": 20,
                   "test_sequences": 40},
 }
-TUNE_SEED, TEST_SEED = 1001, 1002  # random.Random seeds of the tuning and test sequences (training draws its own
-                                   # from each run's seed)
 COLOUR_SHAPES = ("walk", "pass")  # the story shapes that repeat the colour at the end
 
 
@@ -239,13 +237,9 @@ def first_period_floor(sequences):
     return statistics.fmean(math.log(VOCAB - k) for p in periods for k in range(1, int(p)))
 
 
-def at_chosen(runs, lrs):
-    """The runs at the learning rate the sweep chose, and the sweep's summary; measured by every run's "val" or
-    "test" numbers as well as "tune"."""
-    if "val" in runs[0]:
-        measures = {"val": lambda r: r["val"]}
-    else:
-        measures = {"copy_accuracy": lambda r: r["test"]["copy_accuracy"]}
+def at_chosen(runs, lrs, measures):
+    """The runs at the learning rate the sweep chose, and the sweep's summary, measured by measures (a run's field
+    name -> a function of the run) as well as "tune"."""
     sweep = sweep_summary(runs, lrs, measures)
     return [r for r in runs if r["lr"] == sweep["chosen"]], sweep
 
@@ -255,7 +249,7 @@ def summarise_stories(runs, plan, floor):
     seeds: every number a function of the runs' raw numbers, with exact sums."""
     out = {}
     for size, rs in runs.items():
-        chosen, sweep = at_chosen(rs, plan["stories"]["lrs"])
+        chosen, sweep = at_chosen(rs, plan["stories"]["lrs"], {"val": lambda r: r["val"]})
         out[size] = {"sweep": sweep, "val_loss": across_seeds(r["val"] for r in chosen),
                      "gap_to_floor": statistics.fmean(r["val"] for r in chosen) - floor["validation_nats_per_token"],
                      "colour_loss": across_seeds(r["colour"]["loss"] for r in chosen),
@@ -268,7 +262,7 @@ def summarise_induction(runs, plan):
     best induction score of any head and the best previous-token score of a first-block head, across seeds."""
     out = {}
     for size, rs in runs.items():
-        chosen, sweep = at_chosen(rs, plan["induction"]["lrs"])
+        chosen, sweep = at_chosen(rs, plan["induction"]["lrs"], {"copy_accuracy": lambda r: r["test"]["copy_accuracy"]})
         out[size] = {"sweep": sweep, **{key: across_seeds(r["test"][key] for r in chosen)
                                         for key in ("copy_accuracy", "copy_loss", "first_period_loss")},
                      "best_induction_score": across_seeds(max(h["induction"] for block in r["head_scores"]

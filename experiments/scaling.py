@@ -398,14 +398,11 @@ def check_record(record, plan):
     for r in runs:  # (each what a run of its own settings can give, as a result file is checked)
         problem = run_problem(r, plan, floors, r["lr"] == chosen_lr(runs, plan, r["size"], r["budget"]))
         need(problem is None, problem)
-    for seed in plan["seeds"][1:]:
-        got = [(r["size"], r["budget"], r["lr"]) for r in runs if r["seed"] == seed]
-        want = [(size, c, chosen_lr(runs, plan, size, c)) for size, c in cells]
-        need(got == want, f"seed {seed}: expected one run of every cell at the rate the first seed chose")
-    for seed in plan["split_seeds"]:
-        got = [(r["size"], r["budget"], r["lr"]) for r in runs if r["seed"] == seed]
-        want = [(size, c, chosen_lr(runs, plan, size, c)) for size, c in split]
-        need(got == want, f"seed {seed}: expected one run of each cell whose seeds split, at its chosen rate")
+    for seeds, at, what in ((plan["seeds"][1:], cells, "one run of every cell at the rate the first seed chose"),
+                            (plan["split_seeds"], split, "one run of each cell whose seeds split, at its chosen rate")):
+        for seed in seeds:
+            got = [(r["size"], r["budget"], r["lr"]) for r in runs if r["seed"] == seed]
+            need(got == [(size, c, chosen_lr(runs, plan, size, c)) for size, c in at], f"seed {seed}: expected {what}")
     for seed, counts in record["data"]["streams"].items():
         need(counts["held_out"] == 0, f"seed {seed}'s training stories include {counts['held_out']} held-out ones")
     derived = summarise(runs, plan, floor)
