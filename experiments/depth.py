@@ -237,19 +237,12 @@ def first_period_floor(sequences):
     return statistics.fmean(math.log(VOCAB - k) for p in periods for k in range(1, int(p)))
 
 
-def at_chosen(runs, lrs, measures):
-    """The runs at the learning rate the sweep chose, and the sweep's summary, measured by measures (a run's field
-    name -> a function of the run) as well as "tune"."""
-    sweep = sweep_summary(runs, lrs, measures)
-    return [r for r in runs if r["lr"] == sweep["chosen"]], sweep
-
-
 def summarise_stories(runs, plan, floor):
     """Per size, the sweep and, at the chosen rate, the validation loss, its gap to the floor and the colour, across
     seeds: every number a function of the runs' raw numbers, with exact sums."""
     out = {}
     for size, rs in runs.items():
-        chosen, sweep = at_chosen(rs, plan["stories"]["lrs"], {"val": lambda r: r["val"]})
+        chosen, sweep = sweep_summary(rs, plan["stories"]["lrs"], {"val": lambda r: r["val"]})
         out[size] = {"sweep": sweep, "val_loss": across_seeds(r["val"] for r in chosen),
                      "gap_to_floor": statistics.fmean(r["val"] for r in chosen) - floor["validation_nats_per_token"],
                      "colour_loss": across_seeds(r["colour"]["loss"] for r in chosen),
@@ -262,7 +255,8 @@ def summarise_induction(runs, plan):
     best induction score of any head and the best previous-token score of a first-block head, across seeds."""
     out = {}
     for size, rs in runs.items():
-        chosen, sweep = at_chosen(rs, plan["induction"]["lrs"], {"copy_accuracy": lambda r: r["test"]["copy_accuracy"]})
+        chosen, sweep = sweep_summary(rs, plan["induction"]["lrs"],
+                                      {"copy_accuracy": lambda r: r["test"]["copy_accuracy"]})
         out[size] = {"sweep": sweep, **{key: across_seeds(r["test"][key] for r in chosen)
                                         for key in ("copy_accuracy", "copy_loss", "first_period_loss")},
                      "best_induction_score": across_seeds(max(h["induction"] for block in r["head_scores"]

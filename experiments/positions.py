@@ -206,8 +206,7 @@ def summarise(runs, floor):
     ranges = {"0_63": (0, TRAINED), "32_63": (TRAINED // 2, TRAINED), "64_127": (TRAINED, WINDOW)}
     schemes = {}
     for scheme, all_runs in runs.items():
-        sweep = sweep_summary(all_runs, SWEEP["lrs"], {"val": lambda r: r["val"]})
-        rs = [r for r in all_runs if r["lr"] == sweep["chosen"]]  # the runs reported
+        rs, sweep = sweep_summary(all_runs, SWEEP["lrs"], {"val": lambda r: r["val"]})  # rs: the runs reported
         curves = [r["loss_by_position"] for r in rs]  # (seeds, T)
         shapes = rs[0]["probe"]["accuracy_by_shape"]
         schemes[scheme] = {

@@ -125,17 +125,18 @@ def chosen_lr(runs, lrs):
 
 
 def sweep_summary(runs, lrs, measures):
-    """{"lrs", "chosen", and for "tune" and each of measures (a run's field name -> a function of the run), one
-    across_seeds per learning rate}.
+    """(the runs at the chosen learning rate, which are reported; {"lrs", "chosen", and for "tune" and each of
+    measures (a run's field name -> a function of the run), one across_seeds per learning rate}).
 
     >>> runs = [{"lr": 0.01, "tune": 0.5, "val": 0.4}, {"lr": 0.03, "tune": 0.6, "val": 0.3}]
-    >>> sweep_summary(runs, [0.01, 0.03], {"val": lambda r: r["val"]})["val"][1]["mean"]
-    0.3
+    >>> chosen, sweep = sweep_summary(runs, [0.01, 0.03], {"val": lambda r: r["val"]})
+    >>> chosen == runs[:1], sweep["val"][1]["mean"]
+    (True, 0.3)
     """
     summary = {"lrs": lrs, "chosen": chosen_lr(runs, lrs)}
     for name, measure in {"tune": lambda r: r["tune"], **measures}.items():
         summary[name] = [across_seeds(measure(r) for r in runs if r["lr"] == lr) for lr in lrs]
-    return summary
+    return [r for r in runs if r["lr"] == summary["chosen"]], summary
 
 
 # ----------------------------------------------------------------------------------------------------------------
