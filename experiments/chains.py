@@ -254,16 +254,11 @@ def parse(text, world=WORLD):
     return choices
 
 
-def choices_log_prob(choices, world=WORLD):
-    """The natural log of the probability that the generator draws these choices (checked to be the world's):
-    minus the log of each choice's number of options, summed (every story's, the same)."""
-    indices_of(choices, world)
-    return -entropy(world)
-
-
 def story_log_prob(text, world=WORLD):
-    """The natural log of the probability that the generator writes this story."""
-    return choices_log_prob(parse(text, world), world)
+    """The natural log of the probability that the generator writes this story (parse checks that it can): minus
+    the log of each choice's number of options, summed (every story's, the same)."""
+    parse(text, world)
+    return -entropy(world)
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -50,20 +50,18 @@ with machine.needed_by("python3 -m experiments.depth"):
     import numpy as np
 
     import make_corpus
-    from experiments.induction import (PERIODS, VOCAB, WINDOW, induction_config, induction_measures, periodic,
-                                       train_induction)
+    from experiments.induction import (PERIODS, TEST_SEED, TUNE_SEED, VOCAB, WINDOW, induction_config,
+                                       induction_measures, periodic, train_induction)
     from experiments.recording import (TUNE_STORIES, across_seeds, check_provenance, experiment_parser, field,
-                                       first_difference, flags, last_probs, losses_at, lr_values, need, parsed,
-                                       provenance, reading, recorded_settings, rerun_main, rerun_verdict, rounded,
-                                       run_config, run_or_check, spread_text, sweep_data, sweep_summary, sweep_text,
-                                       table_row, trained, validation_loss, writes)
+                                       first_difference, flags, judged_rerun, last_probs, lr_values, need, parsed,
+                                       provenance, recorded_settings, rounded, run_config, run_or_check, spread_text,
+                                       sweep_data, sweep_summary, sweep_text, table_row, trained, validation_loss)
 
 # ----------------------------------------------------------------------------------------------------------------
 # Settings
 
 HERE = Path(__file__).resolve().parent
 RECORD_FILE = HERE / "depth.json"
-SCRIPT = "python3 -m experiments.depth"  # this experiment's command, from the lab's folder
 FORMAT = "depth experiment v1"  # the record's "format" field
 SIZES = [(1, 1), (1, 4), (2, 1), (2, 4)]  # (blocks, heads)
 TASKS = ("stories", "induction")
@@ -79,8 +77,6 @@ REDUCED = {  # --check: the same shape in seconds
     "induction": {"steps": 20, "batch": 4, "eval_every": 10, "lrs": FULL["induction"]["lrs"], "tune_sequences": 20,
                   "test_sequences": 40},
 }
-TUNE_SEED, TEST_SEED = 1001, 1002  # random.Random seeds of the tuning and test sequences (training draws its own
-                                   # from each run's seed)
 COLOUR_SHAPES = ("walk", "pass")  # the story shapes that repeat the colour at the end
 
 
@@ -213,10 +209,8 @@ def run_experiment(plan, report=print):
     floor = rounded({"validation_nats_per_token": full.val_floor, "tuning_nats_per_token": tuning.val_floor,
                      "uniform_nats_per_token": math.log(full.vocab), "colour_guess_nats": math.log(4),
                      "first_period_nats": first_period_floor(test_set)})
-    made, sources = provenance(started, cpu)
+    made, sources = provenance(sys.modules[__name__], plan, started, cpu)
     return {
-        "format": FORMAT,
-        "command": "python3 -m experiments.depth" + (" --check" if plan is REDUCED else ""),
         **made,
         "seconds_by_task": seconds,
         "settings": {"seeds": plan["seeds"], "sizes": [name_of(size) for size in SIZES],
@@ -243,23 +237,12 @@ def first_period_floor(sequences):
     return statistics.fmean(math.log(VOCAB - k) for p in periods for k in range(1, int(p)))
 
 
-def at_chosen(runs, lrs):
-    """The runs at the learning rate the sweep chose, and the sweep's summary; measured by every run's "val" or
-    "test" numbers as well as "tune"."""
-    if "val" in runs[0]:
-        measures = {"val": lambda r: r["val"]}
-    else:
-        measures = {"copy_accuracy": lambda r: r["test"]["copy_accuracy"]}
-    sweep = sweep_summary(runs, lrs, measures)
-    return [r for r in runs if r["lr"] == sweep["chosen"]], sweep
-
-
 def summarise_stories(runs, plan, floor):
     """Per size, the sweep and, at the chosen rate, the validation loss, its gap to the floor and the colour, across
     seeds: every number a function of the runs' raw numbers, with exact sums."""
     out = {}
     for size, rs in runs.items():
-        chosen, sweep = at_chosen(rs, plan["stories"]["lrs"])
+        chosen, sweep = sweep_summary(rs, plan["stories"]["lrs"], {"val": lambda r: r["val"]})
         out[size] = {"sweep": sweep, "val_loss": across_seeds(r["val"] for r in chosen),
                      "gap_to_floor": statistics.fmean(r["val"] for r in chosen) - floor["validation_nats_per_token"],
                      "colour_loss": across_seeds(r["colour"]["loss"] for r in chosen),
@@ -272,7 +255,8 @@ def summarise_induction(runs, plan):
     best induction score of any head and the best previous-token score of a first-block head, across seeds."""
     out = {}
     for size, rs in runs.items():
-        chosen, sweep = at_chosen(rs, plan["induction"]["lrs"])
+        chosen, sweep = sweep_summary(rs, plan["induction"]["lrs"],
+                                      {"copy_accuracy": lambda r: r["test"]["copy_accuracy"]})
         out[size] = {"sweep": sweep, **{key: across_seeds(r["test"][key] for r in chosen)
                                         for key in ("copy_accuracy", "copy_loss", "first_period_loss")},
                      "best_induction_score": across_seeds(max(h["induction"] for block in r["head_scores"]
@@ -320,13 +304,12 @@ def tables(record):
 def check_record(record, plan):
     """Raise a ValueError naming the first field that does not have the shape a run of plan gives, or the first
     summary that differs from the one derived again from the record's raw per-run numbers."""
-    need(record.get("format") == FORMAT, f"format is {record.get('format')!r}, expected {FORMAT!r}")
+    check_provenance(record, FORMAT)
     settings = record.get("settings", {})
     for key, want in (("seeds", plan["seeds"]), ("stories", stories_settings(plan)), ("induction", plan["induction"])):
         need(settings.get(key) == want, f"settings {key} {settings.get(key)} are not this code's ({want})")
     need(settings.get("sizes") == [name_of(size) for size in SIZES], f"sizes {settings.get('sizes')} are not"
          f" this code's")
-    check_provenance(record)
     floor = record["floor"]
     steps = {"stories": recorded_settings(plan["stories"]["train"])["steps"],
              "induction": plan["induction"]["steps"]}
@@ -368,29 +351,26 @@ def check_record(record, plan):
 
 def rerun(record, task, size, seed, until):
     """Train one cell of the record (task, size, seed, at the learning rate the record chose) up to step until and
-    compare the tuning loss there with the record's curve (recording.rerun_verdict): with the record's kernels and
+    compare the tuning loss there with the record's curve (recording.judged_rerun): with the record's kernels and
     thread count the digits must be the same; with others, the loss must lie within the spread of the record's
-    seeds of that task and size at that rate and step. Returns (ok, one line saying so). Every field of the record
-    it needs is read before it trains: a damaged record is a ValueError naming it (recording.reading)."""
-    plan = FULL
-    with reading(RECORD_FILE, writes(SCRIPT, RECORD_FILE), also=(ValueError,)):
-        lr = field(record[task]["sizes"][name_of(size)]["sweep"]["chosen"], "a number",
-                   f"{task}.sizes.{name_of(size)}.sweep.chosen")
-        runs = [r for r in record[task]["runs"][name_of(size)] if r["lr"] == lr]
-        run = {r["seed"]: r for r in runs}[seed]
-        recorded, seeds = losses_at([run], until)[0], losses_at(runs, until)
-        field(record["machine"], "a string", "machine")
-    if task == "stories":
-        tuning, _ = sweep_data(plan["stories"]["train"], TUNE_STORIES)
-        values = {**plan["stories"]["train"], **lr_values(lr), "blocks": size[0], "heads": size[1], "seed": seed}
-        _, history = trained(values, data=tuning, until=until)
-        got = rounded(history[-1]["val"])
-    else:
-        tuning = periodic(random.Random(TUNE_SEED), plan["induction"]["tune_sequences"])
-        curve = train_induction(size, lr, seed, plan["induction"], tuning, until=until)[1]
-        got = rounded(curve[-1][1])
-    cell = f"{task} {name_of(size)} lr {lr:g} seed {seed} at step {until}: tune {got:.6g}, recorded {recorded:.6g}"
-    return rerun_verdict(cell, got, recorded, record, seeds)
+    seeds of that task and size at that rate and step. Returns (ok, one line saying so)."""
+    plan, name = FULL, name_of(size)
+
+    def runs_of(record):
+        lr = field(record[task]["sizes"][name]["sweep"]["chosen"], "a number", f"{task}.sizes.{name}.sweep.chosen")
+        return [r for r in record[task]["runs"][name] if r["lr"] == lr]
+
+    def train(lr):
+        if task == "stories":
+            tuning, _ = sweep_data(plan["stories"]["train"], TUNE_STORIES)
+            values = {**plan["stories"]["train"], **lr_values(lr), "blocks": size[0], "heads": size[1], "seed": seed}
+            got = trained(values, data=tuning, until=until)[1][-1]["val"]
+        else:
+            tuning = periodic(random.Random(TUNE_SEED), plan["induction"]["tune_sequences"])
+            got = train_induction(size, lr, seed, plan["induction"], tuning, until=until)[1][-1][1]
+        return f"{task} {name} lr {lr:g}", got
+
+    return judged_rerun(sys.modules[__name__], record, runs_of, seed, until, train)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -403,16 +383,11 @@ def main(argv=None):
         " and a sweep of learning rates, and record what a second block and more heads buy.", RECORD_FILE.name,
         "2 seeds, 20 steps", {"choices": TASKS, "metavar": "TASK",
                               "help": "train one cell of depth.json again (stories or induction, with --blocks,"
-                                      " --heads and --seed, at the learning rate the record chose, up to --until)"
-                                      " and check its tuning loss against the record's: the same digits with the"
-                                      " record's kernels and thread count, else within the spread of the record's"
-                                      " seeds at that step; exit 1 if not"})
+                                      " --heads and --seed, at the learning rate the record chose, up to --until)"})
     parser.add_argument("--blocks", type=int, default=None, help="the blocks of --rerun (default: 2)")
     parser.add_argument("--heads", type=int, default=None, help="the heads of --rerun (default: 1)")
     args = parsed(parser, argv, blocks=2, heads=1)
-    if args.rerun is not None:
-        return rerun_main(parser, args, SCRIPT, (RECORD_FILE, FORMAT), rerun_cell, rerun)
-    return run_or_check(sys.modules[__name__], args, argv)
+    return run_or_check(sys.modules[__name__], parser, args, argv)
 
 
 def rerun_cell(parser, args, record):

@@ -28,7 +28,6 @@ import statistics
 import sys
 import tempfile
 import time
-from contextlib import ExitStack
 from pathlib import Path
 
 from oneblock import machine
@@ -38,9 +37,8 @@ with machine.needed_by("python3 -m experiments.drops"):
 
     import bpe
     from experiments import chains, grid
-    from experiments.recording import (check_provenance, experiment_parser, field, first_difference, losses_at, need,
-                                       parsed, provenance, reading, rerun_main, rerun_verdict, rounded, run_or_check,
-                                       table_row, trained, writes)
+    from experiments.recording import (check_provenance, experiment_parser, field, first_difference, judged_rerun,
+                                       need, parsed, provenance, rounded, run_or_check, table_row, trained)
     from experiments.scaling_law import name_of
     from experiments.scaling_runs import (FULL as GRID, T, TUNE_SEED, drop_data, drop_problem, drop_result_problem,
                                           drop_run, drop_values, flops_per_token, held_out, parameters)
@@ -51,7 +49,6 @@ with machine.needed_by("python3 -m experiments.drops"):
 
 HERE = Path(__file__).resolve().parent
 RECORD_FILE = HERE / "drops.json"
-SCRIPT = "python3 -m experiments.drops"
 FORMAT = "drops experiment v1"
 LEVELS = [0.3, 0.1, 0.02]  # nats per token above the tuning floor that a run comes within, step by step
 FULL = {"sizes": GRID["sizes"], "steps": 8000, "lr": 0.01, "seeds": [3, 4, 5], "batch": 16, "tune_stories": 300,
@@ -60,39 +57,28 @@ REDUCED = {"sizes": [[8, 1], [16, 1], [16, 2]], "steps": 80, "lr": 0.03, "seeds"
            "tune_stories": 20, "eval_every": 20, "levels": [2.0, 1.2]}  # (levels a short run reaches)
 
 
-def runs_in(plan):
-    """How many runs plan trains.
-
-    >>> runs_in(FULL), runs_in(REDUCED)
-    (21, 6)
-    """
-    return len(plan["sizes"]) * len(plan["seeds"])
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # The experiment
 
 
-def run_experiment(plan, report=print, kind="process", workers=None, address=None, runs_dir=None):
-    """Train every size of plan at each of its seeds (scaling_runs.drop_run) through one executor of grid.py's and
-    return the record (a dict): the runs one seed after another, each size in the plan's order."""
+def run_experiment(plan, report=print):
+    """Train every size of plan at each of its seeds (scaling_runs.drop_run) through a process pool of grid.py's,
+    the results in a temporary folder, and return the record (a dict): the runs one seed after another, each size
+    in the plan's order."""
     started, cpu = time.perf_counter(), time.process_time()
     tuning = held_out(bpe.Tokenizer.load(TOKENIZER_FILE), TUNE_SEED, plan["tune_stories"])
     tasks = [(f"{name_of(size)}-{seed}", [plan, size, seed]) for seed in plan["seeds"] for size in plan["sizes"]]
-    read_back = []  # (the results read from runs_dir, each checked for what its run can give, not computed)
-    with ExitStack() as stack:
-        folder = runs_dir if runs_dir is not None else stack.enter_context(tempfile.TemporaryDirectory())
-        pool = stack.enter_context(grid.executor(kind, workers, address))
-        results = grid.run_tasks(pool, drop_run, tasks, folder, report=report, read_back=read_back,
+    with tempfile.TemporaryDirectory() as folder, grid.executor() as pool:
+        results = grid.run_tasks(pool, drop_run, tasks, folder, report=report,
                                  check=lambda args, result: drop_result_problem(args, result, tuning[2]))
     runs = [results[key]["run"] for key, _ in tasks]
     streams = {str(seed): results[f"{name_of(plan['sizes'][0])}-{seed}"]["stream"] for seed in plan["seeds"]}
-    made, sources = provenance(started, cpu - sum(results[key]["cpu_seconds"] for key, _ in tasks))  # (theirs too)
+    made, sources = provenance(sys.modules[__name__], plan, started,
+                               cpu - sum(results[key]["cpu_seconds"] for key, _ in tasks))  # (theirs too)
     floor = rounded(tuning[2])
-    record = {"format": FORMAT, "command": SCRIPT + (" --check" if plan is REDUCED else ""), **made,
-              "settings": settings_of(plan), **sources, "floor": {"tuning_nats_per_token": floor,
-                                                                  "entropy_nats_per_story": rounded(chains.entropy())},
-              "data": {"streams": streams}, "runs": runs, **({"read_back": read_back} if read_back else {})}
+    record = {**made, "settings": settings_of(plan), **sources,
+              "floor": {"tuning_nats_per_token": floor, "entropy_nats_per_story": rounded(chains.entropy())},
+              "data": {"streams": streams}, "runs": runs}
     return {**record, **summarise(runs, plan, floor)}
 
 
@@ -177,10 +163,9 @@ def tables(record):
 def check_record(record, plan):
     """Raise a ValueError naming the first field that does not have the shape a run of plan gives, or the first
     summary that differs from the one derived again from the record's runs."""
-    need(record.get("format") == FORMAT, f"format is {record.get('format')!r}, expected {FORMAT!r}")
+    check_provenance(record, FORMAT)
     need(record.get("settings") == settings_of(plan), f"settings {str(record.get('settings'))[:80]} are not this"
          f" code's")
-    check_provenance(record)
     need(record["floor"]["entropy_nats_per_story"] == rounded(chains.entropy()), "the entropy is not chains.py's")
     runs = record["runs"]
     want = [(name_of(size), seed) for seed in plan["seeds"] for size in plan["sizes"]]
@@ -202,19 +187,14 @@ def check_record(record, plan):
 
 def rerun(record, size, seed, until):
     """Train one run of the record (size, seed) again up to step until and compare its tuning loss there with the
-    record's curve (recording.rerun_verdict). Returns (ok, one line saying so)."""
-    plan = FULL
-    with reading(RECORD_FILE, writes(SCRIPT, RECORD_FILE), also=(ValueError,)):
-        runs = [r for r in record["runs"] if r["size"] == size]
-        run = next(r for r in runs if r["seed"] == seed)
-        recorded, seeds = losses_at([run], until)[0], losses_at(runs, until)
-        field(record["machine"], "a string", "machine")
-    shape = [int(v) for v in size.split("x")]
-    data, _ = drop_data(json.dumps(plan, sort_keys=True), seed)  # (the counts of its stories are the record's)
-    _, history = trained(drop_values(plan, shape, seed), data=data, until=until)
-    got = rounded(history[-1]["val"])
-    return rerun_verdict(f"{size} seed {seed} at step {until}: tune {got:.6g}, recorded {recorded:.6g}", got,
-                         recorded, record, seeds)
+    record's curve (recording.judged_rerun). Returns (ok, one line saying so)."""
+    def train(lr):
+        data, _ = drop_data(json.dumps(FULL, sort_keys=True), seed)  # (the counts of its stories are the record's)
+        _, history = trained(drop_values(FULL, [int(v) for v in size.split("x")], seed), data=data, until=until)
+        return size, history[-1]["val"]
+
+    return judged_rerun(sys.modules[__name__], record, lambda rec: [r for r in rec["runs"] if r["size"] == size],
+                        seed, until, train)
 
 
 def rerun_cell(parser, args, record):
@@ -236,13 +216,9 @@ def main(argv=None):
         "Train each size of the scaling grid for the same steps and find the step at which it learns to follow the"
         " chain.", RECORD_FILE.name, "3 sizes, 2 seeds, 80 steps",
         {"metavar": "SIZE", "help": "train one run of drops.json again (a size, WIDTHxBLOCKS such as 32x2, with"
-                                    " --seed, up to --until) and check its tuning loss against the record's: the same"
-                                    " digits with the record's kernels and thread count, else within the spread of"
-                                    " the record's seeds at that step; exit 1 if not"})
+                                    " --seed, up to --until)"})
     args = parsed(parser, argv)
-    if args.rerun is not None:
-        return rerun_main(parser, args, SCRIPT, (RECORD_FILE, FORMAT), rerun_cell, rerun)
-    return run_or_check(sys.modules[__name__], args, argv, grid=lambda out: {})
+    return run_or_check(sys.modules[__name__], parser, args, argv, grid=lambda out: {})
 
 
 if __name__ == "__main__":

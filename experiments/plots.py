@@ -41,7 +41,8 @@ with machine.needed_by("python3 -m experiments.plots"):
 
     import bpe
     import model
-    from experiments.induction import induction_config, induction_measures, periodic, train_induction
+    from experiments.induction import (TEST_SEED, TUNE_SEED, induction_config, induction_measures, periodic,
+                                       train_induction)
     from experiments.recording import given, holder, interruptible, read_record, reading, stopped, writes
     from oneblock import numpy_model, training
     from oneblock.config import seed_switch
@@ -55,7 +56,6 @@ POSITIONS_RECORD, DEPTH_RECORD = HERE / "positions.json", HERE / "depth.json"  #
 SCALING_RECORD = HERE / "scaling.json"
 TRACE = ROOT / "block-trace.json"  # the trace's record: the order test's two sentences
 TRAINED = Settings().max_len  # 64: the positions positions.py's models train on
-TUNE_SEED, TEST_SEED = 1001, 1002  # depth.py's seeds of the tuning and test sequences
 STYLE = {"learned": "tab:blue", "none": "tab:gray", "sinusoidal": "tab:orange", "rope": "tab:green"}  # a colour each
 SIZE_STYLE = {"1x1": "tab:gray", "1x4": "tab:purple", "2x1": "tab:blue", "2x4": "tab:red"}  # depth.py's sizes
 HEADS_SIZE = (2, 4)  # the model whose heads induction_heads.png shows

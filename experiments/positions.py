@@ -44,11 +44,10 @@ with machine.needed_by("python3 -m experiments.positions"):
     import numpy as np
 
     import make_corpus
-    from experiments.recording import (TUNE_STORIES, across_seeds, check_provenance, experiment_parser, field,
-                                       first_difference, flags, last_probs, losses_at, lr_values, need, parsed,
-                                       provenance, reading, recorded_settings, rerun_main, rerun_verdict, rounded,
-                                       run_config, run_or_check, spread_text, sweep_data, sweep_summary, sweep_text,
-                                       table_row, trained, validation_loss, writes)
+    from experiments.recording import (TUNE_STORIES, across_seeds, check_provenance, experiment_parser,
+                                       first_difference, flags, judged_rerun, last_probs, lr_values, need, parsed,
+                                       provenance, recorded_settings, rounded, run_config, run_or_check, spread_text,
+                                       sweep_data, sweep_summary, sweep_text, table_row, trained, validation_loss)
     from oneblock import numpy_fast
     from oneblock.config import SCHEMES  # learned, none, sinusoidal, rope
     from oneblock.settings import Settings
@@ -58,7 +57,6 @@ with machine.needed_by("python3 -m experiments.positions"):
 
 HERE = Path(__file__).resolve().parent
 RECORD_FILE = HERE / "positions.json"
-SCRIPT = "python3 -m experiments.positions"  # this experiment's command, from the lab's folder
 RERUN_UNTIL = 1000  # the step --rerun stops at unless told
 FORMAT = "one-block positions experiment v3"  # the record's "format" field
 FULL = {"seeds": [3, 4, 5, 6, 7], "train": {}}  # train.py's defaults, but the learning rate
@@ -151,10 +149,6 @@ def loss_by_position(params, config, inputs, targets):
 # The experiment
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# The experiment
-
-
 def runs_in(plan):
     """How many runs plan trains: every scheme at every learning rate of the sweep, with every seed.
 
@@ -190,10 +184,8 @@ def run_experiment(plan, report=print):
                        f" probe {run['probe']['accuracy']:.3f} | {time.perf_counter() - t0:.1f} s")
     floor_ = rounded({"validation_nats_per_token": full.val_floor, "tuning_nats_per_token": tuning.val_floor,
                       "corpus_nats_per_token": full.corpus_floor, "uniform_nats_per_token": math.log(full.vocab)})
-    made, sources = provenance(started, cpu)
+    made, sources = provenance(sys.modules[__name__], plan, started, cpu)
     return {
-        "format": FORMAT,
-        "command": "python3 -m experiments.positions" + (" --check" if plan is REDUCED else ""),
         **made,
         "settings": {"seeds": plan["seeds"], "train_args": flags(plan["train"]),
                      "training": recorded_settings(plan["train"]),
@@ -214,8 +206,7 @@ def summarise(runs, floor):
     ranges = {"0_63": (0, TRAINED), "32_63": (TRAINED // 2, TRAINED), "64_127": (TRAINED, WINDOW)}
     schemes = {}
     for scheme, all_runs in runs.items():
-        sweep = sweep_summary(all_runs, SWEEP["lrs"], {"val": lambda r: r["val"]})
-        rs = [r for r in all_runs if r["lr"] == sweep["chosen"]]  # the runs reported
+        rs, sweep = sweep_summary(all_runs, SWEEP["lrs"], {"val": lambda r: r["val"]})  # rs: the runs reported
         curves = [r["loss_by_position"] for r in rs]  # (seeds, T)
         shapes = rs[0]["probe"]["accuracy_by_shape"]
         schemes[scheme] = {
@@ -269,11 +260,10 @@ def tables(record):
 def check_record(record, plan):
     """Raise a ValueError naming the first field that does not have the shape a run of plan gives, or the first
     summary that differs from the one derived again from the record's raw per-run numbers."""
-    need(record.get("format") == FORMAT, f"format is {record.get('format')!r}, expected {FORMAT!r}")
+    check_provenance(record, FORMAT)
     settings = record.get("settings", {})
     need(settings.get("seeds") == plan["seeds"] and settings.get("train_args") == flags(plan["train"]),
          f"settings {settings} are not this code's ({plan})")
-    check_provenance(record)
     need(settings.get("sweep") == SWEEP, f"the sweep {settings.get('sweep')} is not this code's ({SWEEP})")
     need(list(record.get("runs", {})) == list(SCHEMES), f"runs are not of the schemes {list(SCHEMES)}")
     floor = record["floor"]["validation_nats_per_token"]
@@ -308,23 +298,18 @@ def check_record(record, plan):
 
 
 def rerun(record, scheme, seed, until, lr):
-    """Train scheme with seed, learning rate lr and the full settings on the tuning split up to step until (the
-    same schedule as the full run, stopped early) and compare the loss on the tuning stories there with the record's
-    curve (recording.rerun_verdict): with the record's kernels and thread count, the same digits; with others, a
-    loss within the spread of the record's seeds of scheme at lr at that step. Returns (ok, one line saying so).
-    Every field of the record it needs is read before it trains: a damaged record is a ValueError naming it
-    (recording.reading)."""
-    with reading(RECORD_FILE, writes(SCRIPT, RECORD_FILE), also=(ValueError,)):
-        runs = [r for r in record["runs"][scheme] if r["lr"] == lr]
-        run = {r["seed"]: r for r in runs}[seed]
-        recorded, seeds = losses_at([run], until)[0], losses_at(runs, until)
-        field(record["machine"], "a string", "machine")
-    tuning, _ = sweep_data(FULL["train"], SWEEP["tune_stories"])
-    _, history = trained({**FULL["train"], **lr_values(lr), "positions": scheme, "seed": seed}, data=tuning,
-                         until=until)
-    got = rounded(history[-1]["val"])
-    cell = f"{scheme} lr {lr:g} seed {seed} at step {until}: tune {got:.6g}, recorded {recorded:.6g}"
-    return rerun_verdict(cell, got, recorded, record, seeds)
+    """Train scheme with seed, learning rate lr and the full settings on the tuning split up to step until and
+    compare the loss on the tuning stories there with the record's curve (recording.judged_rerun): with the record's
+    kernels and thread count, the same digits; with others, a loss within the spread of the record's seeds of scheme
+    at lr at that step. Returns (ok, one line saying so)."""
+    def train(lr):
+        tuning, _ = sweep_data(FULL["train"], SWEEP["tune_stories"])
+        _, history = trained({**FULL["train"], **lr_values(lr), "positions": scheme, "seed": seed}, data=tuning,
+                             until=until)
+        return f"{scheme} lr {lr:g}", history[-1]["val"]
+
+    return judged_rerun(sys.modules[__name__], record, lambda rec: [r for r in rec["runs"][scheme] if r["lr"] == lr],
+                        seed, until, train)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -336,16 +321,12 @@ def main(argv=None):
         "Train the model with each position scheme over several seeds and a sweep of learning rates, and record"
         " validation loss, an order probe and length extrapolation.", RECORD_FILE.name, "2 seeds, 150 steps",
         {"choices": SCHEMES, "metavar": "SCHEME",
-         "help": "train one cell of positions.json again (with --seed and --lr, up to --until) and check its loss on"
-                 " the tuning stories against the record: the same digits with the record's kernels and thread"
-                 " count, else within the spread of the record's seeds at that step; exit 1 if not"}, until=RERUN_UNTIL)
+         "help": "train one cell of positions.json again (with --seed and --lr, up to --until)"}, until=RERUN_UNTIL)
     parser.add_argument("--lr", type=float, default=None,
                         help="the peak learning rate of --rerun, one of the sweep's (default: the one the record"
                              " chose for the scheme)")
     args = parsed(parser, argv, until=RERUN_UNTIL, lr=None)
-    if args.rerun is not None:
-        return rerun_main(parser, args, SCRIPT, (RECORD_FILE, FORMAT), rerun_cell, rerun)
-    return run_or_check(sys.modules[__name__], args, argv)
+    return run_or_check(sys.modules[__name__], parser, args, argv)
 
 
 def rerun_cell(parser, args, record):

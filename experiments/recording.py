@@ -125,17 +125,18 @@ def chosen_lr(runs, lrs):
 
 
 def sweep_summary(runs, lrs, measures):
-    """{"lrs", "chosen", and for "tune" and each of measures (a run's field name -> a function of the run), one
-    across_seeds per learning rate}.
+    """(the runs at the chosen learning rate, which are reported; {"lrs", "chosen", and for "tune" and each of
+    measures (a run's field name -> a function of the run), one across_seeds per learning rate}).
 
     >>> runs = [{"lr": 0.01, "tune": 0.5, "val": 0.4}, {"lr": 0.03, "tune": 0.6, "val": 0.3}]
-    >>> sweep_summary(runs, [0.01, 0.03], {"val": lambda r: r["val"]})["val"][1]["mean"]
-    0.3
+    >>> chosen, sweep = sweep_summary(runs, [0.01, 0.03], {"val": lambda r: r["val"]})
+    >>> chosen == runs[:1], sweep["val"][1]["mean"]
+    (True, 0.3)
     """
     summary = {"lrs": lrs, "chosen": chosen_lr(runs, lrs)}
     for name, measure in {"tune": lambda r: r["tune"], **measures}.items():
         summary[name] = [across_seeds(measure(r) for r in runs if r["lr"] == lr) for lr in lrs]
-    return summary
+    return [r for r in runs if r["lr"] == summary["chosen"]], summary
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -171,45 +172,40 @@ def across_seeds(values):
 # Where a record came from
 
 
-def provenance(started, cpu):
-    """The fields of an experiment's record that say how it was made, in two dicts: its
-    wall-clock seconds since started (longer when the machine is busy), the CPU seconds of this process since cpu
-    (about the wall-clock of a quiet machine: one BLAS thread) and the NumPy and kernels it computed with; and the
-    SHA-256 of the corpus and the tokenizer it read."""
-    made = {"seconds": round(time.perf_counter() - started, 1), "cpu_seconds": round(time.process_time() - cpu, 1),
+def provenance(experiment, plan, started, cpu):
+    """The fields of an experiment's record (experiment: its module; plan: the one it ran) that say how it was made,
+    in two dicts: its format and command, its wall-clock seconds since started (longer when the machine is busy),
+    the CPU seconds of this process since cpu (about the wall-clock of a quiet machine: one BLAS thread) and the
+    NumPy and kernels it computed with; and the SHA-256 of the corpus and the tokenizer it read."""
+    made = {"format": experiment.FORMAT,
+            "command": command(experiment) + (" --check" if plan is experiment.REDUCED else ""),
+            "seconds": round(time.perf_counter() - started, 1), "cpu_seconds": round(time.process_time() - cpu, 1),
             "machine": machine.blas(1)}
     return made, {"corpus_sha256": checkpoint.sha256_file(data_files.CORPUS_FILE),
                   "tokenizer_sha256": checkpoint.sha256_file(data_files.TOKENIZER_FILE)}
 
 
-def check_provenance(record):
-    """Raise a ValueError unless record was made from this corpus.txt and tokenizer.json."""
+def check_provenance(record, form):
+    """Raise a ValueError unless record is of the format form and was made from this corpus.txt and
+    tokenizer.json."""
+    need(record.get("format") == form, f"format is {record.get('format')!r}, expected {form!r}")
     need(record.get("corpus_sha256") == checkpoint.sha256_file(data_files.CORPUS_FILE), "made from another corpus.txt")
     need(record.get("tokenizer_sha256") == checkpoint.sha256_file(data_files.TOKENIZER_FILE),
          "made with another tokenizer.json")
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# spread.py's record: how far kernel families move train.py's own run
-
-
-SPREAD_FILE = Path(__file__).resolve().parent / "spread.json"  # spread.py's record
-SPREAD_FORMAT = "one-block kernel spread v1"  # its "format" field
-SPREAD_SEED = 3  # the seed of its runs: train.py's default
-
-
-# ----------------------------------------------------------------------------------------------------------------
 # A record's tables, checks and text
 
 
-def spread_text(summary, digits=4, scale=1.0, unit=""):
+def spread_text(summary, digits=4, scale=1.0):
     """A summary across seeds as "mean ± sd (min to max)".
 
     >>> spread_text({"mean": 0.5, "std": 0.01, "min": 0.49, "max": 0.51})
     '0.5000 ± 0.0100 (0.4900 to 0.5100)'
     """
     m, sd, lo, hi = (summary[k] * scale for k in ("mean", "std", "min", "max"))
-    return f"{m:.{digits}f}{unit} ± {sd:.{digits}f} ({lo:.{digits}f} to {hi:.{digits}f})"
+    return f"{m:.{digits}f} ± {sd:.{digits}f} ({lo:.{digits}f} to {hi:.{digits}f})"
 
 
 def sweep_text(sweep, digits=4):
@@ -378,17 +374,20 @@ def given(what):
 
 
 def experiment_parser(description, record, reduced, rerun, until=None):
-    """The command line every experiment shares: --check (reduced says what it runs), --out,
-    --quiet, --table, and --rerun (its choices and help given) with --seed and --until (until: its default, or None
-    for the record's first curve point). The experiment adds the rest of its --rerun's options, each with the
-    default None (parsed fills their defaults in)."""
+    """The command line every experiment shares: --check (reduced says what it runs), --out, --quiet, --table, and
+    --rerun (its choices, and its help: what it trains again, which the verdict's words end) with --seed and --until
+    (until: its default, or None for the record's first curve point). The experiment adds the rest of its --rerun's
+    options, each with the default None (parsed fills their defaults in)."""
     parser = argparse.ArgumentParser(description=description, allow_abbrev=False)
     parser.add_argument("--check", action="store_true",
                         help=f"run a reduced experiment ({reduced}: seconds) and check its shape; check the shape of"
                              f" the committed {record} and re-derive every summary in it from its per-run numbers;"
                              f" exit 1 (NOT OK) with a one-line reason if a record is not what this code gives, 2 if"
                              f" one cannot be read as a record")
-    parser.add_argument("--rerun", default=None, type=given(f"a {rerun['metavar'].lower()} of {record}"), **rerun)
+    verdict = (" and check its tuning loss against the record's: the same digits with the record's kernels and thread"
+               " count, else within the spread of the record's seeds at that step; exit 1 if not")
+    parser.add_argument("--rerun", default=None, type=given(f"a {rerun['metavar'].lower()} of {record}"),
+                        **{**rerun, "help": rerun["help"] + verdict})
     parser.add_argument("--seed", type=int, default=None, help=f"the seed of --rerun (default: {RERUN_SEED})")
     parser.add_argument("--until", type=int, default=None, metavar="STEP",
                         help="the step --rerun stops at: a step of the record's tuning curves (default: "
@@ -601,18 +600,21 @@ def stopped(e, typed, runs=None):
 # An experiment's main
 
 
-def run_or_check(experiment, args, argv=None, grid=None):
-    """The body of an experiment's main (experiment is its module, with FULL, REDUCED, FORMAT, RECORD_FILE,
-    run_experiment, check_record and tables; argv: its arguments, for the note in the lock): print the tables of the
-    committed record (--table); or run the full plan and write its record to --out (out/NAME.json when --out is not
-    given: the committed record is replaced only when --out names it); or with --check read and check the committed
-    record, run the reduced plan, check the shape of its record (written to --out if given), and say what each
-    check found. A run owns its --out from its start (own). grid, for an experiment whose runs go through
-    experiments/grid.py: a function of the path the record is written to (None for none) that gives the options
-    run_experiment takes besides the plan and the report (whose lines then count the grid's tasks themselves).
-    Returns the exit status."""
+def run_or_check(experiment, parser, args, argv=None, grid=None):
+    """The body of an experiment's main, once parser (experiment_parser's, with the experiment's options) has parsed
+    args (experiment is its module, with FULL, REDUCED, FORMAT, RECORD_FILE, run_experiment, check_record, tables,
+    and rerun_cell and rerun for rerun_main; argv: its arguments, for the note in the lock): train one cell again
+    (--rerun: rerun_main); print the tables of the committed record (--table); or run the full plan and write its
+    record to --out (out/NAME.json when --out is not given: the committed record is replaced only when --out names
+    it); or with --check read and check the committed record, run the reduced plan, check the shape of its record
+    (written to --out if given), and say what each check found. A run owns its --out from its start (own). grid,
+    for an experiment whose runs go through experiments/grid.py: a function of the path the record is written to
+    (None for none) that gives the options run_experiment takes besides the plan and the report (whose lines then
+    count the grid's tasks themselves). Returns the exit status."""
     script, committed = command(experiment), experiment.RECORD_FILE
     machine.use_threads(1, script)  # one BLAS thread, as train.py's default --threads: the records' bits
+    if args.rerun is not None:
+        return rerun_main(parser, args, experiment)
     if args.table:
         return print_tables(experiment)
     typed = args.out if args.out is not None else (None if args.check else str(OUT_FOLDER / committed.name))
@@ -620,31 +622,22 @@ def run_or_check(experiment, args, argv=None, grid=None):
     options = {}
     try:
         with interruptible(), ExitStack() as owned:
-            try:
-                options = grid(typed) if grid else {}  # (a grid's executor and the folder its results stay in)
-                if typed is not None:
-                    reads = [("the committed record, which --check reads:", shown(committed))] if args.check else []
-                    out = own(owned, typed, args.out is not None, experiment.FORMAT,
-                              holder(script, sys.argv[1:] if argv is None else argv), committed.name, reads)
-                verdict = committed_verdict(experiment) if args.check else None
-            except ValueError as e:
-                print(f"error: {e}", file=sys.stderr)
-                return 2
-            report = (lambda line: None) if args.quiet else print if grid else counted(experiment.runs_in(plan))
-            try:  # (a results folder the grid refuses: a foreign or edited result, another grid's folder)
-                record = experiment.run_experiment(plan, report=report, **options)
-            except ValueError as e:
-                print(f"error: {e}", file=sys.stderr)
-                return 2
+            options = grid(typed) if grid else {}  # (a grid's executor and the folder its results stay in)
             if typed is not None:
-                try:
-                    write_record(out, typed, record)
-                except ValueError as e:
-                    print(f"error: {e}", file=sys.stderr)
-                    return 2
+                reads = [("the committed record, which --check reads:", shown(committed))] if args.check else []
+                out = own(owned, typed, args.out is not None, experiment.FORMAT,
+                          holder(script, sys.argv[1:] if argv is None else argv), committed.name, reads)
+            verdict = committed_verdict(experiment) if args.check else None
+            report = (lambda line: None) if args.quiet else print if grid else counted(experiment.runs_in(plan))
+            record = experiment.run_experiment(plan, report=report, **options)
+            if typed is not None:
+                write_record(out, typed, record)
                 told = "" if args.check or args.out is not None else (
                     f"; {shown(committed)}, the committed record, is as it was: --out {shown(committed)} replaces it")
                 print(f"wrote {typed} ({record['seconds']:.0f} s, {record['cpu_seconds']:.0f} s of CPU){told}")
+    except ValueError as e:  # (an --out refused, an unreadable committed record, a result refused, a full disk)
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt as e:
         return stopped(e, typed, options.get("runs_dir"))
     if not args.check:
@@ -716,16 +709,6 @@ def counted(total):
     return report
 
 
-def losses_at(runs, step):
-    """The tuning loss at step of each of runs (a record's runs, each with its tune_curve of [step, loss] pairs); a
-    run without that step is a KeyError, a loss that is not a number a TypeError (recording.reading names the record).
-
-    >>> losses_at([{"tune_curve": [[0, 4.6], [250, 4.3]]}, {"tune_curve": [[0, 4.5], [250, 4.2]]}], 250)
-    [4.3, 4.2]
-    """
-    return [field(dict(r["tune_curve"])[step], "a number", f"the tuning loss at step {step}") for r in runs]
-
-
 def rerun_verdict(cell, got, recorded, record, seeds):
     """(ok, one line) of a rerun whose number got (cell says what it is) should be the record's, recorded; seeds:
     the record's values of that number for each of its seeds (the same cell, step and learning rate but the seed).
@@ -770,25 +753,25 @@ def rerun_step(parser, until, curve, seed, seeds, name):
     return until
 
 
-def rerun_main(parser, args, script, record, cell, rerun):
-    """The body of an experiment's --rerun: read its record (record: its path and format) whole, check the arguments
+def rerun_main(parser, args, experiment):
+    """The body of an experiment's --rerun (experiment: its module): read its record whole, check the arguments
     against it before any training, then train the cell again and print the verdict's line (rerun_verdict). What
-    differs from one experiment to another is given: script, its command; cell(parser, args, record), which reads
-    the record and returns (rerun's keyword arguments besides seed and until, the recorded tuning curve whose steps
-    --until may name), a bad argument being parser.error; and rerun(record, seed, until, **those), which trains and
-    returns (ok, one line). A record that cannot be read, or lacks what the rerun reads, is one line and exit 2; the
-    exit status is else 0 for OK and 1 for NOT OK."""
-    machine.use_threads(1, script)  # as the record was made
-    (path, form), writer = record, writes(script, record[0])
+    differs from one experiment to another is the module's: rerun_cell(parser, args, record), which reads the record
+    and returns (rerun's keyword arguments besides seed and until, the recorded tuning curve whose steps --until may
+    name), a bad argument being parser.error; and rerun(record, seed, until, **those), which trains and returns (ok,
+    one line: judged_rerun's). A record that cannot be read, or lacks what the rerun reads, is one line and exit 2;
+    the exit status is else 0 for OK and 1 for NOT OK."""
+    path, form = experiment.RECORD_FILE, experiment.FORMAT
+    writer = writes(command(experiment), path)
     try:
         record = read_record(path, writer, form)
         with reading(path, writer, also=(ValueError,)):
-            arguments, curve = cell(parser, args, record)
+            arguments, curve = experiment.rerun_cell(parser, args, record)
             settings = record["settings"]
             seeds = [*settings["seeds"], *settings.get("split_seeds", [])]  # (scaling.py's: more where seeds split)
             until = rerun_step(parser, args.until, curve, args.seed, seeds, path.name)
         with interruptible():
-            ok, line = rerun(record, seed=args.seed, until=until, **arguments)
+            ok, line = experiment.rerun(record, seed=args.seed, until=until, **arguments)
     except ValueError as e:
         print(f"error: --rerun: {e}", file=sys.stderr)
         return 2
@@ -796,3 +779,23 @@ def rerun_main(parser, args, script, record, cell, rerun):
         return stopped(e, None)
     print(line)
     return 0 if ok else 1
+
+
+def judged_rerun(experiment, record, runs_of, seed, until, train):
+    """(ok, one line) of an experiment's rerun (experiment: its module) of one cell of its record: runs_of(record)
+    gives the record's runs of the cell, one a seed, at one learning rate; train(lr) trains the run of seed again at
+    that rate up to step until (the same schedule as the full run, stopped early) and gives (the cell's name, its
+    tuning loss there), which rerun_verdict compares with the record's curves. Every field of the record it needs
+    is read before it trains: a damaged record is a ValueError naming it (reading); a run without the step is a
+    KeyError, a loss that is not a number a TypeError."""
+    path = experiment.RECORD_FILE
+    with reading(path, writes(command(experiment), path), also=(ValueError,)):
+        runs = runs_of(record)
+        run = next(r for r in runs if r["seed"] == seed)
+        seeds = [field(dict(r["tune_curve"])[until], "a number", f"the tuning loss at step {until}") for r in runs]
+        recorded = seeds[runs.index(run)]
+        field(record["machine"], "a string", "machine")
+    cell, got = train(run["lr"])
+    got = rounded(got)
+    return rerun_verdict(f"{cell} seed {seed} at step {until}: tune {got:.6g}, recorded {recorded:.6g}", got, recorded,
+                         record, seeds)

@@ -71,16 +71,14 @@ with machine.needed_by("python3 -m experiments.scaling"):
     from atomic import same_file
     from experiments import chains, grid
     from experiments.recording import (across_seeds, check_provenance, experiment_parser, field, first_difference,
-                                       given, losses_at, need, parsed, provenance, reading, rerun_main, rerun_verdict,
-                                       rounded, run_or_check, table_row, trained, writes)
-    from experiments.scaling_judged import JUDGED_SEED, judged, minimum
+                                       given, judged_rerun, need, parsed, provenance, rounded, run_or_check, table_row,
+                                       trained)
+    from experiments.scaling_judged import JUDGED_SEED, cell_arrays, judged, minimum, percentiles
     from experiments.scaling_law import cell_values, chosen_lr, fit_law, law_summary, name_of, slope
-    from experiments.scaling_law import STARTS, law  # noqa: F401  (scaling.law and scaling.STARTS, as before)
-    from experiments.scaling_runs import (FULL, REDUCED, T, TUNE_SEED, VALIDATION_SEED, VOCAB, flops_per_token,
-                                          grid_run, held_out, parameters, result_problem, run_data, run_problem,
-                                          run_values, splits, steps_for, sweep_tasks, task_key)
-    from experiments.scaling_runs import (held_numbers, mean_and_error, run_cell, size_config,  # noqa: F401
-                                          story_nats, training_stream, validate)  # (scaling.run_cell, as before)
+    from experiments.scaling_runs import REDUCED  # noqa: F401  (--check's plan: recording.run_or_check reads it)
+    from experiments.scaling_runs import (FULL, T, TUNE_SEED, VALIDATION_SEED, VOCAB, flops_per_token, grid_run,
+                                          held_out, parameters, result_problem, run_data, run_problem, run_values,
+                                          splits, steps_for, sweep_tasks, task_key)
     from oneblock.data import TOKENIZER_FILE
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -88,7 +86,6 @@ with machine.needed_by("python3 -m experiments.scaling"):
 
 HERE = Path(__file__).resolve().parent
 RECORD_FILE = HERE / "scaling.json"
-SCRIPT = "python3 -m experiments.scaling"  # this experiment's command, from the lab's folder
 FORMAT = "scaling experiment v1"  # the record's "format" field
 BOOTSTRAP_SEED = 0  # numpy.random.default_rng's seed of the resamplings
 SUMMARIES = {"cells": dict, "frontier": list, "fits": dict, "isoflop": dict, "conditions": dict, "judged": dict}
@@ -115,15 +112,6 @@ def grid_cost(plan):
 
 # ----------------------------------------------------------------------------------------------------------------
 # The experiment
-
-
-def runs_in(plan):
-    """How many runs plan trains where no cell's seeds split (grid_cost's).
-
-    >>> runs_in(FULL), runs_in(REDUCED)
-    (315, 48)
-    """
-    return grid_cost(plan)[0]
 
 
 def run_experiment(plan, report=print, kind="process", workers=None, address=None, runs_dir=None):
@@ -163,10 +151,9 @@ def run_experiment(plan, report=print, kind="process", workers=None, address=Non
                 runs.append(run)
     floor = rounded({"validation_nats_per_token": validation[2], "tuning_nats_per_token": tuning[2],
                      "entropy_nats_per_story": chains.entropy(), "uniform_nats_per_token": math.log(VOCAB)})
-    made, sources = provenance(started, cpu - (children_cpu() - children))  # (the workers' CPU counted too)
+    made, sources = provenance(sys.modules[__name__], plan, started,
+                               cpu - (children_cpu() - children))  # (the workers' CPU counted too)
     record = {
-        "format": FORMAT,
-        "command": "python3 -m experiments.scaling" + (" --check" if plan is REDUCED else ""),
         **made,
         "settings": plan_settings(plan),
         **sources,
@@ -195,18 +182,6 @@ def plan_settings(plan):
 # The summaries: frontier, fits (the law, its fit and the cells' values are scaling_law.py's)
 
 
-def parabola_minimum(x, y):
-    """The x of the least y of points (x, y) (x increasing), from the parabola through the least point and its
-    neighbours (scaling_judged.minimum's "three_point"), and whether the least point is interior.
-
-    >>> x, interior = parabola_minimum([0.0, 1.0, 2.0, 3.0], [3.0, 1.0, 1.0, 3.0])
-    >>> round(x, 9), interior
-    (1.5, True)
-    """
-    k = int(np.argmin(y))
-    return minimum(x, y, "three_point"), 0 < k < len(x) - 1
-
-
 def frontier(means, plan, floor):
     """Per budget: the size of least mean loss, its reducible loss, N_opt and D_opt (parabolas in log N and log D
     through the least cell and its neighbours), tokens per parameter, and whether the least cell is interior."""
@@ -215,11 +190,10 @@ def frontier(means, plan, floor):
     for budget in plan["budgets"]:
         loss = np.array([means[name_of(s), budget] for s in plan["sizes"]])  # (sizes,)
         d = np.log([steps_for(s, budget, plan["batch"]) * plan["batch"] * T for s in plan["sizes"]])  # decreasing
-        log_n, inside = parabola_minimum(n, loss)
-        log_d, _ = parabola_minimum(d[::-1], loss[::-1])
+        log_n, log_d = minimum(n, loss, "three_point"), minimum(d[::-1], loss[::-1], "three_point")
         k = int(np.argmin(loss))
         out.append({"budget": budget, "best_size": name_of(plan["sizes"][k]), "loss": float(loss[k]),
-                    "reducible": float(loss[k]) - floor, "interior": inside, "n_opt": math.exp(log_n),
+                    "reducible": float(loss[k]) - floor, "interior": 0 < k < len(loss) - 1, "n_opt": math.exp(log_n),
                     "d_opt": math.exp(log_d), "tokens_per_parameter": math.exp(log_d - log_n)})
     return out
 
@@ -228,11 +202,8 @@ def summaries_of(values, plan, floor):
     """The point summaries (frontier, law fits, IsoFLOP exponents) of cell values {(size, budget): [losses]}."""
     means = {key: statistics.fmean(v) for key, v in values.items()}
     front = frontier(means, plan, floor)
-    keys = list(values)
-    n = np.array([parameters([int(v) for v in size.split("x")]) for size, _ in keys], dtype=float)
-    d = np.array([steps_for([int(v) for v in size.split("x")], c, plan["batch"]) * plan["batch"] * T
-                  for size, c in keys], dtype=float)
-    fits = law_summary((n, d, np.array([means[k] for k in keys])), floor)
+    keys, n, d, _, loss = cell_arrays(means, plan)  # (the cells in values' order)
+    fits = law_summary((n, d, loss), floor)
     usable = interior(front)
     c = [f["budget"] for f in usable]
     iso = {"a": slope(c, [f["n_opt"] for f in usable]), "b": slope(c, [f["d_opt"] for f in usable]),
@@ -279,15 +250,6 @@ def bootstrap(values, plan, floor, point_fits, where):
     return out
 
 
-def interval(values):
-    """The 2.5th and 97.5th percentiles of bootstrap values.
-
-    >>> interval(list(range(201)))
-    [5.0, 195.0]
-    """
-    return [float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))]
-
-
 def summarise(runs, plan, floor):
     """Every summary of the record, from the runs: {"cells", "frontier", "fits", "isoflop", "conditions", "judged"}
     (scaling_judged.py's), as JSON reads them back. A pure function of its arguments, so the last few are kept:
@@ -309,11 +271,11 @@ def summarised(arguments):
     for name in ("free_floor", "true_floor"):
         reps = np.array(boot[name])  # (bootstrap, 3): E, alpha, beta
         fits[name] = {**{k: v for k, v in fits[name].items() if k != "x"},
-                      "intervals": {"E": interval(reps[:, 0]), "alpha": interval(reps[:, 1]),
-                                    "beta": interval(reps[:, 2])}}
+                      "intervals": {"E": percentiles(reps[:, 0]), "alpha": percentiles(reps[:, 1]),
+                                    "beta": percentiles(reps[:, 2])}}
     tpp = float(np.exp(np.mean(np.log([f["tokens_per_parameter"] for f in interior(front)]))))
     isoflop = {"a": iso["a"], "b": iso["b"], "budgets": iso["budgets"], "tokens_per_parameter": tpp,
-               "intervals": {k: interval(boot[k]) for k in ("a", "b", "tokens_per_parameter")}}
+               "intervals": {k: percentiles(boot[k]) for k in ("a", "b", "tokens_per_parameter")}}
     largest = name_of(plan["sizes"][-1])
     top, below = (values[largest, c] for c in plan["budgets"][:-3:-1])
     conditions = {"frontier_fall": front[0]["reducible"] / front[-1]["reducible"],
@@ -414,10 +376,9 @@ def judged_tables(record):
 def check_record(record, plan):
     """Raise a ValueError naming the first field that does not have the shape a run of plan gives, or the first
     summary that differs from the one derived again from the record's per-run numbers."""
-    need(record.get("format") == FORMAT, f"format is {record.get('format')!r}, expected {FORMAT!r}")
+    check_provenance(record, FORMAT)
     need(record.get("settings") == plan_settings(plan), f"settings {str(record.get('settings'))[:80]} are not this"
          f" code's")
-    check_provenance(record)
     for key, kind in SUMMARIES.items():  # (their kinds first: deriving them again takes a minute)
         if not isinstance(record.get(key), kind):
             raise TypeError(f"{key} is missing or not {'an object' if kind is dict else 'an array'} in the record")
@@ -430,20 +391,18 @@ def check_record(record, plan):
          f"expected the first seed's run of every cell at each learning rate of {plan['lrs']} first")
     values, _ = cell_values([r for r in runs if r["seed"] in plan["seeds"]], plan)
     split = [cell for cell in cells if splits(values[cell], plan)]
-    need(len(runs) == runs_in(plan) + len(split) * len(plan["split_seeds"]), f"{len(runs)} runs, expected"
-         f" {runs_in(plan)} and {len(plan['split_seeds'])} more for each of the {len(split)} cells whose seeds split")
+    fixed = grid_cost(plan)[0]  # (the runs where no cell's seeds split)
+    need(len(runs) == fixed + len(split) * len(plan["split_seeds"]), f"{len(runs)} runs, expected"
+         f" {fixed} and {len(plan['split_seeds'])} more for each of the {len(split)} cells whose seeds split")
     floors = {"tuning": floor["tuning_nats_per_token"], "validation": floor["validation_nats_per_token"]}
     for r in runs:  # (each what a run of its own settings can give, as a result file is checked)
         problem = run_problem(r, plan, floors, r["lr"] == chosen_lr(runs, plan, r["size"], r["budget"]))
         need(problem is None, problem)
-    for seed in plan["seeds"][1:]:
-        got = [(r["size"], r["budget"], r["lr"]) for r in runs if r["seed"] == seed]
-        want = [(size, c, chosen_lr(runs, plan, size, c)) for size, c in cells]
-        need(got == want, f"seed {seed}: expected one run of every cell at the rate the first seed chose")
-    for seed in plan["split_seeds"]:
-        got = [(r["size"], r["budget"], r["lr"]) for r in runs if r["seed"] == seed]
-        want = [(size, c, chosen_lr(runs, plan, size, c)) for size, c in split]
-        need(got == want, f"seed {seed}: expected one run of each cell whose seeds split, at its chosen rate")
+    for seeds, at, what in ((plan["seeds"][1:], cells, "one run of every cell at the rate the first seed chose"),
+                            (plan["split_seeds"], split, "one run of each cell whose seeds split, at its chosen rate")):
+        for seed in seeds:
+            got = [(r["size"], r["budget"], r["lr"]) for r in runs if r["seed"] == seed]
+            need(got == [(size, c, chosen_lr(runs, plan, size, c)) for size, c in at], f"seed {seed}: expected {what}")
     for seed, counts in record["data"]["streams"].items():
         need(counts["held_out"] == 0, f"seed {seed}'s training stories include {counts['held_out']} held-out ones")
     derived = summarise(runs, plan, floor)
@@ -457,26 +416,24 @@ def check_record(record, plan):
 
 def rerun(record, size, budget, seed, until):
     """Train one cell of the record (size, budget, seed, at the rate the record chose) up to step until and compare
-    its tuning loss there with the record's curve (recording.rerun_verdict): with the record's kernels and thread
+    its tuning loss there with the record's curve (recording.judged_rerun): with the record's kernels and thread
     count the digits must be the same; with others, the loss must lie within the spread of the record's seeds of
-    that size, budget and rate at that step. Returns (ok, one line saying so). Every field of the record it needs is
-    read before it trains: a damaged record is a ValueError naming it (recording.reading)."""
-    plan = FULL
-    with reading(RECORD_FILE, writes(SCRIPT, RECORD_FILE), also=(ValueError,)):
+    that size, budget and rate at that step. Returns (ok, one line saying so)."""
+    plan, shape = FULL, [int(v) for v in size.split("x")]
+
+    def runs_of(record):
         lr = field(record["cells"][size][str(budget)]["lr"], "a number", f"cells.{size}.{budget}.lr")
-        runs = [r for r in record["runs"] if (r["size"], r["budget"], r["lr"]) == (size, budget, lr)]
-        run = next(r for r in runs if r["seed"] == seed)
-        recorded, seeds = losses_at([run], until)[0], losses_at(runs, until)
-        field(record["machine"], "a string", "machine")
-    tok = bpe.Tokenizer.load(TOKENIZER_FILE)
-    width, blocks = (int(v) for v in size.split("x"))
-    steps = steps_for([width, blocks], budget, plan["batch"])
-    data, _ = run_data(tok, plan, seed, steps * plan["batch"] * T, held_out(tok, TUNE_SEED, plan["tune_stories"]), ())
-    _, history = trained(run_values(plan, [width, blocks], steps, lr, seed), data=data, until=until)
-    got = rounded(history[-1]["val"])
-    cell = f"{size} at {budget / 1e9:g} GFLOP lr {lr:g} seed {seed} at step {until}: tune {got:.6g}, recorded" \
-           f" {recorded:.6g}"
-    return rerun_verdict(cell, got, recorded, record, seeds)
+        return [r for r in record["runs"] if (r["size"], r["budget"], r["lr"]) == (size, budget, lr)]
+
+    def train(lr):
+        tok = bpe.Tokenizer.load(TOKENIZER_FILE)
+        steps = steps_for(shape, budget, plan["batch"])
+        data, _ = run_data(tok, plan, seed, steps * plan["batch"] * T, held_out(tok, TUNE_SEED, plan["tune_stories"]),
+                           ())
+        _, history = trained(run_values(plan, shape, steps, lr, seed), data=data, until=until)
+        return f"{size} at {budget / 1e9:g} GFLOP lr {lr:g}", history[-1]["val"]
+
+    return judged_rerun(sys.modules[__name__], record, runs_of, seed, until, train)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -488,18 +445,13 @@ def main(argv=None):
         "Train models of seven sizes at nine compute budgets on stories of known entropy, and fit the scaling law"
         " to their losses with the floor unknown and known.", RECORD_FILE.name, "3 sizes, 4 budgets",
         {"metavar": "SIZE", "help": "train one cell of scaling.json again (a size, WIDTHxBLOCKS such as 16x1, with"
-                                    " --budget and --seed, at the learning rate the record chose, up to --until) and"
-                                    " check its tuning loss against the record's: the same digits with the record's"
-                                    " kernels and thread count, else within the spread of the record's seeds at that"
-                                    " step; exit 1 if not"})
+                                    " --budget and --seed, at the learning rate the record chose, up to --until)"})
     parser.add_argument("--budget", type=int, default=None,
                         help=f"the compute budget of --rerun in FLOPs (default: {FULL['budgets'][0]})")
     grid_options(parser)
     args = parsed(parser, argv, budget=FULL["budgets"][0])
     checked_grid(parser, args)
-    if args.rerun is not None:
-        return rerun_main(parser, args, SCRIPT, (RECORD_FILE, FORMAT), rerun_cell, rerun)
-    return run_or_check(sys.modules[__name__], args, argv, grid=lambda out: grid_settings(args, out))
+    return run_or_check(sys.modules[__name__], parser, args, argv, grid=lambda out: grid_settings(args, out))
 
 
 def grid_settings(args, out):

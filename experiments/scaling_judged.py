@@ -22,7 +22,7 @@ import statistics
 import numpy as np
 
 from experiments import grid
-from experiments.scaling_law import TIGHT, fit_huber, fit_law, law, law_cost, name_of
+from experiments.scaling_law import TIGHT, fit_huber, fit_law, law, law_cost, name_of, slope
 from experiments.scaling_runs import T, flops_per_token, parameters, steps_for
 
 LEFT = 4  # the fewest budgets a floor by cut is fitted on (on three, five parameters are not pinned)
@@ -210,19 +210,10 @@ def isoflop_methods(means, plan, budgets):
             n_opt.append(math.exp(minimum(np.log(n[at]), loss[at], how)))
             order = np.argsort(d[at])  # D decreases as N grows
             d_opt.append(math.exp(minimum(np.log(d[at])[order], loss[at][order], how)))
-        out[how] = {"a": power(budgets, n_opt), "b": power(budgets, d_opt)}
+        out[how] = {"a": slope(budgets, n_opt), "b": slope(budgets, d_opt)}
     out["spread"] = {key: max(out[how][key] for how in METHODS) - min(out[how][key] for how in METHODS)
                      for key in ("a", "b")}
     return out
-
-
-def power(x, y):
-    """The least-squares slope of log y against log x.
-
-    >>> round(power([1.0, 10.0], [2.0, 20.0]), 9)
-    1.0
-    """
-    return float(np.polyfit(np.log(x), np.log(y), 1)[0])
 
 
 # ----------------------------------------------------------------------------------------------------------------

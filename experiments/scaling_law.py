@@ -147,7 +147,7 @@ def fit_huber(n, d, loss, floor=None, starts=None, **solver):
     return {"E": e, "A": math.exp(x[-4]), "alpha": x[-3], "B": math.exp(x[-2]), "beta": x[-1]}, list(x)
 
 
-def law_summary(points, floor, starts=STARTS):
+def law_summary(points, floor):
     """The two least-squares fits of the law to points (n, d, loss arrays), with E free and with E the floor, each
     with its parameters as fitted ("x", to warm-start the bootstrap's fits). (The exponents of the compute-optimal
     size that each implies, with FLOPs as they are: scaling_judged.law_exponents.)
@@ -159,7 +159,7 @@ def law_summary(points, floor, starts=STARTS):
     """
     out = {}
     for name, e in (("free_floor", None), ("true_floor", floor)):
-        fitted, x = fit_law(*points, floor=e, starts=starts)
+        fitted, x = fit_law(*points, floor=e)
         out[name] = {**fitted, "x": x}
     return out
 

@@ -68,8 +68,7 @@ def flops_per_token(size):
     >>> flops_per_token([16, 1])
     39936
     """
-    config = size_config(size)
-    return config.flops_per_token(T)
+    return size_config(size).flops_per_token(T)
 
 
 def parameters(size):
@@ -78,8 +77,7 @@ def parameters(size):
     >>> parameters([8, 1]), parameters([64, 2])
     (856, 99584)
     """
-    config = size_config(size)
-    return config.non_embedding_parameters()
+    return size_config(size).non_embedding_parameters()
 
 
 def steps_for(size, budget, batch):
@@ -268,11 +266,6 @@ def longest_run(plan):
                for budget in plan["budgets"]) * plan["batch"] * T
 
 
-def held_every(plan):
-    """The keys of every held-out story of the plan: the tuning and the validation stories."""
-    return held_numbers(TUNE_SEED, plan["tune_stories"]) | held_numbers(VALIDATION_SEED, plan["validation_stories"])
-
-
 @functools.lru_cache(maxsize=1)
 def tokenizer():
     """The lab's tokenizer (tokenizer.json), loaded once a process (not through grid.kept, whose KEPT places are
@@ -282,10 +275,12 @@ def tokenizer():
 
 def seed_data(plan_text, seed):
     """(run_data's data, the counts of its stories) of seed under the plan (as JSON text, so that grid.kept can key
-    it): the stream long enough for the plan's longest run, the tuning stories to judge a run by."""
+    it): the stream long enough for the plan's longest run, the tuning stories to judge a run by; the counts of
+    its stories among the held-out ones are of both the tuning and the validation stories."""
     plan, tok = json.loads(plan_text), tokenizer()
     tuning = held_out(tok, TUNE_SEED, plan["tune_stories"])
-    return run_data(tok, plan, seed, longest_run(plan), tuning, held_every(plan))
+    held = held_numbers(TUNE_SEED, plan["tune_stories"]) | held_numbers(VALIDATION_SEED, plan["validation_stories"])
+    return run_data(tok, plan, seed, longest_run(plan), tuning, held)
 
 
 def validation_data(count):

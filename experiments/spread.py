@@ -37,12 +37,13 @@ from oneblock.config import SCHEMES
 from oneblock.settings import Settings
 
 with machine.needed_by("python3 -m experiments.spread"):
-    from experiments.recording import (OUT_FOLDER, SPREAD_FILE as RECORD_FILE, SPREAD_FORMAT as FORMAT,
-                                       SPREAD_SEED as SEED, counted, flags, given, holder, interruptible, own, shown,
-                                       stopped, trained, write_record)
+    from experiments.recording import (OUT_FOLDER, counted, flags, given, holder, interruptible, own, shown, stopped,
+                                       trained, write_record)
 
 ROOT = Path(__file__).resolve().parent.parent  # where the workers run: python3 -m experiments.spread --worker
-SCRIPT = "python3 -m experiments.spread"  # this experiment's command, from the lab's folder
+RECORD_FILE = ROOT / "experiments" / "spread.json"
+FORMAT = "one-block kernel spread v1"  # the record's "format" field
+SEED = 3  # the seed of its runs: train.py's default
 FAMILIES = ("SkylakeX", "Haswell", "Sandybridge", "Nehalem")  # OpenBLAS kernel families, newest first
 THREADS = (1, 2)
 
@@ -148,18 +149,19 @@ def main(argv=None):
     try:
         with interruptible(), ExitStack() as owned:
             return measured(args, schemes, owned, typed, sys.argv[1:] if argv is None else argv)
+    except ValueError as e:  # (an --out refused, a record that cannot be written)
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt as e:
         return stopped(e, typed)
 
 
 def measured(args, schemes, owned, typed, argv):
     """The run of main, once its arguments are checked: own --out (recording.own) until owned closes, find the
-    kernel families, measure, write the record; the exit status."""
-    try:
-        out = own(owned, typed, args.out is not None, FORMAT, holder(SCRIPT, argv), RECORD_FILE.name)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    kernel families, measure, write the record; the exit status (a ValueError for --out, or for the record, that
+    cannot be written)."""
+    out = own(owned, typed, args.out is not None, FORMAT, holder("python3 -m experiments.spread", argv),
+              RECORD_FILE.name)
     families = [f for f in FAMILIES if probe(f)]
     if not families:
         print("error: NumPy here does not compute with OpenBLAS kernels that OPENBLAS_CORETYPE can choose, so"
@@ -169,11 +171,7 @@ def measured(args, schemes, owned, typed, argv):
           flush=True)
     values = {"dtype": args.dtype, **({"steps": args.steps} if args.steps else {})}
     record = measure(schemes, families, values, report=counted(len(schemes) * len(families) * len(THREADS)))
-    try:
-        write_record(out, typed, record)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    write_record(out, typed, record)
     for scheme, s in record["spread"].items():
         print(f"{scheme:>10}: final validation loss from {s['min'][-1]:.4f} to {s['max'][-1]:.4f}"
               f" (spread {s['width'][-1]:.2g})")

@@ -25,7 +25,7 @@ def test_reduced_plan_runs_and_has_the_shape_of_the_full_one(tmp_path, capsys):
     from test_positions import reduced_run
 
     r = reduced_run(drops, tmp_path, capsys)
-    assert len(r["runs"]) == drops.runs_in(drops.REDUCED) == 6
+    assert len(r["runs"]) == len(drops.REDUCED["sizes"]) * len(drops.REDUCED["seeds"]) == 6
     assert all(s["held_out"] == 0 and s["distinct"] <= s["stories"] for s in r["data"]["streams"].values())
     for run in r["runs"]:  # every eval_every steps, and at the end
         assert [step for step, _ in run["tune_curve"]] == list(range(0, 81, 20))

@@ -221,7 +221,7 @@ def test_a_bad_rerun_is_refused_before_training_naming_the_value(args, phrase, c
 def test_the_committed_grid_trained_more_seeds_where_its_seeds_split_and_reruns_only_those(capsys):
     scaling, r = scaling_record()
     split = split_cells(r, scaling.FULL)
-    assert split and len(r["runs"]) == scaling.runs_in(scaling.FULL) + 2 * len(split)
+    assert split and len(r["runs"]) == scaling.grid_cost(scaling.FULL)[0] + 2 * len(split)
     for size, budget in split:
         assert len(r["cells"][size][str(budget)]["val"]["by_seed"]) == 5
     whole = next((size, budget) for size in r["cells"] for budget in r["cells"][size]

@@ -70,7 +70,7 @@ def test_in_this_process_the_grid_writes_a_result_per_run_and_a_record_of_the_re
     cells = len(s.REDUCED["sizes"]) * len(s.REDUCED["budgets"])
     files = sorted(p.name for p in folder.glob("*.json"))
     split = sum(r["seed"] in s.REDUCED["split_seeds"] for r in record["runs"])  # (the runs of cells whose seeds split)
-    assert split and len(files) == s.runs_in(s.REDUCED) + split + cells
+    assert split and len(files) == s.grid_cost(s.REDUCED)[0] + split + cells
     assert sum(name.endswith("-chosen.json") for name in files) == cells
     chosen = [r for r in record["runs"] if r["val"] is not None and r["seed"] == s.REDUCED["seeds"][0]]
     for run in chosen:  # the validation is that of the sweep run's own weights, kept in its result
@@ -90,9 +90,9 @@ def test_in_this_process_the_grid_writes_a_result_per_run_and_a_record_of_the_re
 def test_the_reduced_grid_trains_more_seeds_where_they_split_and_check_record_holds_it_to_that(serial):
     s = scaling()
     r = json.loads(json.dumps(serial[0]))
-    assert s.runs_in(s.REDUCED) == 3 * 4 * (2 + 2)
+    assert s.grid_cost(s.REDUCED)[0] == 3 * 4 * (2 + 2)
     split = split_cells(r, s.REDUCED)
-    assert split and len(r["runs"]) == s.runs_in(s.REDUCED) + 2 * len(split)  # (the reduced grid splits)
+    assert split and len(r["runs"]) == s.grid_cost(s.REDUCED)[0] + 2 * len(split)  # (the reduced grid splits)
     for (size, budget), cell in ((key, r["cells"][key[0]][str(key[1])]) for key in split):
         assert sorted(run["seed"] for run in r["runs"] if (run["size"], run["budget"], run["lr"]) == (
             size, budget, cell["lr"])) == [3, 4, 5, 6, 7] and len(cell["val"]["by_seed"]) == 5
