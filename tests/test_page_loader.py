@@ -19,16 +19,15 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from oneblock import checkpoint, export
-from oneblock.server import make_server
 from checkpoint_edits import (HOSTILE_HEADERS, edit_json, join_file, mutations, pitfalls, split_file,
                               write_bases)
+from run_helpers import served as serving
 from test_explorer_lessons import open_page
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,13 +65,8 @@ def served(work):
     finally:
         os.chdir(cwd)
     (root / "files").mkdir()
-    server = make_server(root, 0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield root, f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
-    thread.join()
+    with serving(root) as url:
+        yield root, url
 
 
 def python_reading(raw, where, site_dir):
