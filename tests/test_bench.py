@@ -1,5 +1,6 @@
 """dev/bench.py's options that the docs' reduced run does not reach: a grown size on every path that grows, and
---against, which times another checkout's backends in the same rounds (here this checkout against itself)."""
+--against, which times another checkout's backends in the same rounds (here this checkout against itself); the
+targets it prints, PyTorch eager and compiled, and the profile."""
 
 import subprocess
 import sys
@@ -30,25 +31,37 @@ def rows(stdout):
     return found
 
 
-def test_a_grown_size_runs_on_both_numpy_paths_and_not_on_the_reference():
-    proc = bench("--sizes", "grown-b32")
+@pytest.fixture(scope="module")
+def quick_run():
+    """The table and targets of one quick run of a grown size and two series sizes, the reference for one round
+    (where it runs), and this checkout's backends timed against itself (--against): what the next three tests read."""
+    proc = bench("--sizes", "grown-b32,series-b1,series-b32", "--reference-rounds", "1", "--against", str(ROOT))
     assert proc.returncode == 0, proc.stderr
-    assert sorted(rows(proc.stdout)) == [("grown-b32", b) for b in ("fast-f32", "fast-f64", "plain-f32", "plain-f64")]
+    return proc.stdout
 
 
-def test_against_another_checkout_times_both_in_the_same_rounds(tmp_path):
-    proc = bench("--sizes", "series-b1", "--reference-rounds", "0", "--against", str(ROOT))
-    assert proc.returncode == 0, proc.stderr
-    found = rows(proc.stdout)
-    assert sorted(found) == sorted([("series-b1", b) for b in ("plain-f64", "plain-f32", "fast-f64", "fast-f32")]
-                                   + [("series-b1", f"{b} before") for b in ("plain-f64", "plain-f32", "fast-f64",
-                                                                              "fast-f32")])
-    assert "vs before" in proc.stdout
-    for backend in ("plain-f32", "fast-f32"):  # ms, tokens/s, GFLOP/s, %ceil, vs before, rounds x steps
-        assert float(found["series-b1", backend][4].rstrip("x")) > 0
+def test_a_grown_size_runs_on_both_numpy_paths_and_not_on_the_reference(quick_run):
+    found = rows(quick_run)
+    assert sorted(key for key in found if key[0] == "grown-b32") == [
+        ("grown-b32", b) for b in ("fast-f32", "fast-f64", "plain-f32", "plain-f64")]
+    assert ("series-b1", "reference") in found  # (the reference ran in this run, at the sizes it runs)
+
+
+def test_against_another_checkout_times_both_in_the_same_rounds(quick_run, tmp_path, capsys):
+    from dev import bench as bench_module
+
+    found = rows(quick_run)
+    assert sorted(b for size, b in found if size == "series-b1") == sorted(
+        ["reference", "plain-f64", "plain-f32", "fast-f64", "fast-f32"]
+        + [f"{b} before" for b in ("plain-f64", "plain-f32", "fast-f64", "fast-f32")])
+    assert "vs before" in quick_run
+    for backend in ("plain-f32", "fast-f32"):  # ms, tokens/s, GFLOP/s, %ceil, vs ref, vs before, rounds x steps
+        assert float(found["series-b1", backend][5].rstrip("x")) > 0
         assert len(found["series-b1", f"{backend} before"]) == len(found["series-b1", backend]) - 1  # no ratio
-    proc = bench("--sizes", "series-b1", "--against", str(tmp_path))
-    assert proc.returncode == 2 and f"--against {tmp_path}: expected a folder holding another checkout" in proc.stderr
+    with pytest.raises(SystemExit) as refused:  # (before any timing: in this process)
+        bench_module.main(["--sizes", "series-b1", "--against", str(tmp_path)])
+    assert refused.value.code == 2
+    assert f"--against {tmp_path}: expected a folder holding another checkout" in capsys.readouterr().err
 
 
 def target_lines(stdout):
@@ -61,13 +74,11 @@ def target_lines(stdout):
     return found
 
 
-def test_every_target_is_printed_met_not_met_or_not_measured():
+def test_every_target_is_printed_met_not_met_or_not_measured(quick_run):
     from dev import bench as bench_module
 
-    proc = bench("--sizes", "series-b1,series-b32", "--reference-rounds", "0")
-    assert proc.returncode == 0, proc.stderr
-    assert "vs eager" in proc.stdout and "vs compile" in proc.stdout and "%ceil" in proc.stdout
-    found = target_lines(proc.stdout)
+    assert "vs eager" in quick_run and "vs compile" in quick_run and "%ceil" in quick_run
+    found = target_lines(quick_run)
     assert sorted(found) == sorted(what for *_, what in bench_module.TARGETS)
     share = found["series B=32 f32: NumPy fast >= 30% of the f32 matmul ceiling"]
     assert share[0] in ("MET", "NOT MET") and share[1].endswith("%")

@@ -3,10 +3,10 @@ position schemes only in model.js (SCHEMES, which the other modules import), eve
 a real headless Chromium (a syntax error, an import of a name that no module exports or a module that throws as it
 loads is a failure naming the file), and model.js's model_config is oneblock/config.py's ModelConfig where the page
 meets a config: checked (the Train panel's scheme) gives ModelConfig.checked's messages for blocks and heads that do
-not fit, config_to_json, config_from_json (the same refusals, in the page's words), the parameters' names, shapes
-and count and seed_problem give the same results in both languages, and check_params refuses a parameter dict that
-does not fit, naming the tensor. The browser tests skip as tests/test_explorer.py's do when there is no Chromium
-(and fail under CI=true)."""
+not fit, config_from_json (the same refusals, in the page's words), the parameters' names, shapes and count and
+seed_problem give the same results in both languages (config_to_json: tests/test_one_config.py), and check_params
+refuses a parameter dict that does not fit, naming the tensor. The browser tests skip as tests/test_explorer.py's do
+when there is no Chromium (and fail under CI=true)."""
 
 import dataclasses
 import json
@@ -140,26 +140,24 @@ def test_the_js_config_is_checked_with_model_configs_messages(modules_page):
 
 IMPLIED_JS = """(cases) => cases.map((fields) => {
   const config = model.model_config(fields);
-  return {json: JSON.stringify(model.config_to_json(config)), shapes: [...model.each_param(config)],
+  return {shapes: [...model.each_param(config)],
           count: model.parameter_count(config), grown: model.is_grown(config),
           seed_problem: model.seed_problem(config), frozen: Object.isFrozen(config), fields: Object.entries(config)};
 })"""
 
 
-def test_the_js_config_implies_what_model_config_implies_and_writes_its_json(modules_page):
-    """config_to_json's keys, order and values (blocks and heads only when grown), the parameters' names, shapes
-    and count, and whether model.py runs it (seed_problem), for every good config; the config itself frozen, with
-    ModelConfig's fields in order."""
+def test_the_js_config_implies_what_model_config_implies(modules_page):
+    """The parameters' names, shapes and count, and whether model.py runs it (seed_problem), for every good config;
+    the config itself frozen, with ModelConfig's fields in order. (The JSON the page writes for a config, and reads
+    back: tests/test_one_config.py, on every config.)"""
     good = [fields for fields in CHECKED_CASES if python_checked(fields) == "ok"]
     got = modules_page.evaluate(IMPLIED_JS, good)
     for fields, js in zip(good, got, strict=True):
         cfg = ModelConfig(**fields)
-        assert js["json"] == json.dumps(cfg.to_json(), separators=(",", ":")), fields
         assert [(name, tuple(shape)) for name, shape in js["shapes"]] == list(cfg.param_shapes().items())
         assert js["count"] == cfg.parameter_count() and js["grown"] == cfg.grown
         assert js["seed_problem"] == cfg.seed_problem()
         assert js["frozen"] and [tuple(item) for item in js["fields"]] == list(dataclasses.asdict(cfg).items())
-    assert {js["json"].count("blocks") for js in got} == {0, 1}  # both kinds of JSON are among them
     assert {js["seed_problem"] is None for js in got} == {True, False}  # model.py runs one, and not another
     assert any("positions 'sinusoidal'" in (js["seed_problem"] or "") for js in got)  # (one block, another scheme)
 
@@ -226,12 +224,6 @@ def test_the_js_config_reads_a_checkpoints_json_as_model_config_from_json_does(m
     read = [js for js in got if "config" in js]
     assert len(read) == 6 and {dict(js["config"])["positions"] for js in read} == {"learned", "none", "sinusoidal",
                                                                                     "rope"}
-    round_trip = modules_page.evaluate(
-        "(cases) => cases.map((fields) => { const c = model.model_config(fields);"
-        " const text = JSON.stringify(model.config_to_json(c));"
-        " const back = model.config_from_json(ckpt.read_json(text, 'config', model.JSON_KEYS), model.is_grown(c));"
-        " return JSON.stringify(back) === JSON.stringify(c); })", CHECKED_CASES[:4])
-    assert round_trip == [True] * 4  # what the page writes, it reads back
 
 
 CHECK_PARAMS_JS = """(fields) => {

@@ -54,6 +54,14 @@ def site_url(tmp_path_factory):
         yield url
 
 
+@pytest.fixture(scope="module")
+def first_page(browser, site_url):
+    """A page of the export as a learner first opens it, for the tests that only read it: (page, its errors)."""
+    page, errors = open_page(browser, site_url)
+    yield page, errors
+    page.close()
+
+
 def open_page(browser, url, query=""):
     """A new page (a context of its own, so an empty localStorage) of the served export, loaded and ready, and the
     list its console and page errors go to."""
@@ -120,11 +128,11 @@ def page_values(lesson, depth):
     return {**py_lessons.facts(py_lessons.build_lab().tokenizer), **runs.get(lesson.key, {})}
 
 
-def test_the_pages_lessons_are_the_exports_words_filled_with_its_own_numbers(browser, site_url):
+def test_the_pages_lessons_are_the_exports_words_filled_with_its_own_numbers(first_page):
     """Keys, titles, questions and explanations (the templates filled with the page's tokenizer and runs), guesses,
     what to type and the judges' rules, in the command line's order; the first screen has the link, and the link
     brings the lessons into view."""
-    page, errors = open_page(browser, site_url)
+    page, errors = first_page
     got = page.evaluate("() => explorer.modules.lessons.LESSONS.map((l) => ({key: l.key, title: l.title,"
                         " question: l.question, explain: l.explain, guess: l.guess, describe: l.describe,"
                         " rule: l.rule, source: l.source}))")
@@ -146,7 +154,6 @@ def test_the_pages_lessons_are_the_exports_words_filled_with_its_own_numbers(bro
     assert link is not None and 0 <= link["y"] and link["y"] + link["height"] <= 900  # seen without scrolling
     page.click("#lessons-link")
     page.wait_for_function("() => Math.abs(document.querySelector('#lessons').getBoundingClientRect().top) < 5")
-    page.close()
     assert errors == []
 
 
@@ -185,10 +192,11 @@ def test_the_page_fills_the_exports_templates_with_the_numbers_of_its_tokenizer(
     assert errors == errors2 == []
 
 
-def test_the_trained_lessons_offer_their_live_settings_without_the_test_hook(browser, site_url):
+def test_the_trained_lessons_offer_their_live_settings_without_the_test_hook(first_page):
     """Without ?lesson-steps: floor 600 steps of 16 windows, positions 400 steps of 16 for each scheme, the second
-    block the page's experiment's settings (experiments.js DEPTH: 800 steps of 32); and no word of fewer steps."""
-    page, errors = open_page(browser, site_url)
+    block the page's experiment's settings (experiments.js DEPTH: 800 steps of 32); and no word of fewer steps. (With
+    it, the three say so: the test of the trained lessons.)"""
+    page, errors = first_page
     trains = page.evaluate("() => Object.fromEntries(explorer.modules.lessons.LESSONS.map((l) => [l.key, l.trains]))")
     depth = page.evaluate("() => explorer.modules.experiments.DEPTH")
     assert trains["floor"] == {"steps": 600, "batch": 16, "lr": 0.01, "eval_every": 100, "seed": 3}
@@ -197,11 +205,7 @@ def test_the_trained_lessons_offer_their_live_settings_without_the_test_hook(bro
     assert depth["steps"] == 800 and depth["batch"] == 32
     assert [key for key in MODEL_AND_TRAINED if trains[key] is None] == [lesson.key for lesson in py_lessons.LESSONS]
     assert "lesson-steps" not in page.inner_text("#lessons")
-    page.close()
-    page, errors2 = open_page(browser, site_url, f"?lesson-steps={TEST_STEPS}")
-    assert page.locator("#lessons .lesson p.small", has_text=f"?lesson-steps={TEST_STEPS}),").count() == 3
-    page.close()
-    assert errors == errors2 == []
+    assert errors == []
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -288,7 +292,8 @@ def test_numbers_are_written_as_pythons_format_writes_them(modules_page):
 
 def test_the_ten_model_lessons_in_the_page_answer_as_model_py_does(browser, site_url):
     """A guess entered, Check, the reveal read: the verdict is the Python judge's on the Python answer, and each
-    answer is model.py's on the seed's weights: bit for bit where the sums are exact, as the module says."""
+    answer is model.py's on the seed's weights: bit for bit where the sums are exact, as the module says; and a
+    reveal's code is read from the served file."""
     lab = py_lessons.build_lab()
     page, errors = open_page(browser, site_url)
     for lesson in py_lessons.LESSONS:
@@ -329,15 +334,8 @@ def test_the_ten_model_lessons_in_the_page_answer_as_model_py_does(browser, site
             assert got == pytest.approx(printed, rel=6e-3), h
         else:  # round-off: within a factor of 10
             assert printed / 10 <= got <= printed * 10, h
-    page.close()
-    assert errors == []
 
-
-def test_the_code_of_a_lesson_is_read_from_the_served_file(browser, site_url):
-    """The reveal's "In this page" shows the function's own lines of the served model.js, with their numbers."""
-    page, errors = open_page(browser, site_url)
-    enter_guess(page, "layernorm-variance", "0.9 1")
-    check(page, "layernorm-variance")
+    # the reveal's "In this page": the function's own lines of the served model.js, with their numbers
     details = page.locator("#lesson-layernorm-variance details").first
     details.locator("summary").click(position={"x": 4, "y": 4})  # (its start: not the link in it)
     page.wait_for_function("() => document.querySelector('#lesson-layernorm-variance pre.code').textContent")
@@ -502,13 +500,14 @@ def python_copy(steps, depth):
 
 
 def test_the_three_trained_lessons_train_in_the_page_as_numpy_float64_does(browser, site_url):
-    """Each with TEST_STEPS steps (the test hook): the reveal's choice is the one the Python's numbers make, and the
-    numbers agree within 1e-9 relative: the floor run's validation loss (and the floor, and the page's model's
-    loss), each scheme's losses before and past position 64 and at 100 (learned refused, in the same words), and
-    the copy accuracy and loss of one block and two."""
+    """Each with TEST_STEPS steps (the test hook, which each of the three names): the reveal's choice is the one the
+    Python's numbers make, and the numbers agree within 1e-9 relative: the floor run's validation loss (and the
+    floor, and the page's model's loss), each scheme's losses before and past position 64 and at 100 (learned
+    refused, in the same words), and the copy accuracy and loss of one block and two."""
     from experiments.lessons_trained import copy_choice, page_val_loss, scheme_choice
 
     page, errors = open_page(browser, site_url, f"?lesson-steps={TEST_STEPS}")
+    assert page.locator("#lessons .lesson p.small", has_text=f"?lesson-steps={TEST_STEPS}),").count() == 3
     for key in ("floor", "positions-past-length", "second-block"):
         enter_guess(page, key, GUESSES[key])
         assert check(page, key, timeout=300_000)["state"] == "revealed", key

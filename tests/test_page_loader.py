@@ -19,16 +19,16 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from oneblock import checkpoint, export
-from oneblock.server import make_server
 from checkpoint_edits import (HOSTILE_HEADERS, edit_json, join_file, mutations, pitfalls, split_file,
                               write_bases)
+from run_helpers import served as serving
+from test_explorer_lessons import open_page
 
 ROOT = Path(__file__).resolve().parent.parent
 SITES = {"one-block": "stories", "grown": "stories", "own-text": "own-text"}  # base -> the page whose tokenizer it has
@@ -65,24 +65,8 @@ def served(work):
     finally:
         os.chdir(cwd)
     (root / "files").mkdir()
-    server = make_server(root, 0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield root, f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
-    thread.join()
-
-
-def open_page(browser, url, site):
-    """A page of the served site, loaded and ready, and the console errors and page errors it collects."""
-    errors = []
-    page = browser.new_page()
-    page.on("console", lambda m: m.type == "error" and errors.append(f"console: {m.text}"))
-    page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
-    page.goto(f"{url}/{site}/index.html")
-    page.wait_for_function("window.ready === true")
-    return page, errors
+    with serving(root) as url:
+        yield root, url
 
 
 def python_reading(raw, where, site_dir):
@@ -123,7 +107,7 @@ READ_ALL = """async (names) => {
 
 def page_readings(browser, url, site, names):
     """The page's reading of each served file in names (the page at site), as READ_ALL gives it."""
-    page, errors = open_page(browser, url, site)
+    page, errors = open_page(browser, f"{url}/{site}")
     try:
         got = page.evaluate(READ_ALL, names)
     finally:
@@ -166,6 +150,20 @@ def valid_edits(bases):
     return out
 
 
+def refused_edits(bases):
+    """Edits that Python refuses for what they mean, not for their bytes: (label, bytes). A config that says rope
+    while the training settings say learned positions, and a model without its W1."""
+    out = []
+    for label, edit in (("config rope, training learned", lambda t, m: m.update(config=json.dumps(
+            {**json.loads(m["config"]), "positions": "rope", "use_positions": False}))),
+                        ("no W1", lambda t, m: t.pop("W1"))):
+        tensors, metadata = checkpoint.decode(bases["one-block"])
+        metadata.pop(checkpoint.DATA_HASH_KEY)
+        edit(tensors, metadata)
+        out.append((f"one-block: {label}", checkpoint.encode(tensors, metadata)))
+    return out
+
+
 def one_line(said, name):
     """Whether the page's message said for the file name is one line of its own that starts with the name and names
     the command that gives Python's full reason."""
@@ -173,11 +171,14 @@ def one_line(said, name):
 
 
 def test_the_page_refuses_what_python_refuses_in_one_line(browser, work, served):
-    """Every damaged file of the fuzz corpus, and the valid edits: the page loads a file exactly when Python does,
-    but for the GRAMMAR cases, which it loads as the undamaged file; each refusal is one line with the hint."""
+    """Every damaged file of the fuzz corpus, the valid edits and the refused ones: the page loads a file exactly when
+    Python does, but for the GRAMMAR cases, which it loads as the undamaged file; each refusal is one line with the
+    hint."""
     _, bases = work
     root, url = served
-    cases = mutations(bases) + valid_edits(bases) + [(f"{name}: undamaged", raw) for name, raw in bases.items()]
+    meant = refused_edits(bases)
+    assert all(python_reading(raw, "meant.safetensors", root / "stories") for _, raw in meant)  # (Python refuses each)
+    cases = mutations(bases) + valid_edits(bases) + meant + [(f"{name}: undamaged", raw) for name, raw in bases.items()]
     by_site = {site: [] for site in SITES.values()}
     for k, (label, raw) in enumerate(cases):
         name = f"case-{k}.safetensors"
@@ -256,46 +257,50 @@ def chosen(page, path):
     return page.inner_text("#load-message"), watched["seconds"], watched["stall_ms"]
 
 
-def test_hostile_headers_are_refused_at_once(browser, work, served, tmp_path):
+@pytest.fixture(scope="module")
+def stories_page(browser, served):
+    """A page of stories/ for the tests that choose files it must refuse: (page, its errors)."""
+    _, url = served
+    page, errors = open_page(browser, f"{url}/stories")
+    yield page, errors
+    page.close()
+
+
+def test_hostile_headers_are_refused_at_once(stories_page, work, served, tmp_path):
     """10^7 and 10^9 blocks, widths of 300,000,001 and 10^4000 and a shape of 3,000,000 twos, through the Load
     weights button: each refused in one line, as Python refuses it, within REFUSE_S of choosing it; the model is
     unchanged and the page works on."""
     _, bases = work
-    root, url = served
-    page, errors = open_page(browser, url, "stories")
-    try:
-        status = page.inner_text("#model-status")
-        worst = {}
-        for name, raw in hostile(bases):
-            path = tmp_path / name
-            path.write_bytes(raw)
-            message, seconds, stall = chosen(page, path)
-            assert python_reading(raw, name, root / "stories") is not None
-            assert message.endswith(". The model is unchanged.") and one_line(message, name), message[:600]
-            worst[name] = round(seconds, 3)
-            assert seconds < REFUSE_S, (name, seconds)
-            assert page.inner_text("#model-status") == status
-        print(f"\nseconds from choosing each file to its refusal: {worst}")
-        page.fill("#text", "zoe has a ball.")
-        page.wait_for_function("document.querySelectorAll('#chips .chip').length > 1")
-    finally:
-        page.close()
+    root, _ = served
+    page, errors = stories_page
+    status = page.inner_text("#model-status")
+    worst = {}
+    for name, raw in hostile(bases):
+        path = tmp_path / name
+        path.write_bytes(raw)
+        message, seconds, stall = chosen(page, path)
+        assert python_reading(raw, name, root / "stories") is not None
+        assert one_line(message, name), message[:600]
+        assert message.endswith(f"; python3 explore.py --ckpt {name} gives the full reason. The model is"
+                                " unchanged."), message[:600]
+        worst[name] = round(seconds, 3)
+        assert seconds < REFUSE_S, (name, seconds)
+        assert page.inner_text("#model-status") == status
+    print(f"\nseconds from choosing each file to its refusal: {worst}")
+    page.fill("#text", "zoe has a ball.")
+    page.wait_for_function("document.querySelectorAll('#chips .chip').length > 1")
     assert errors == [], errors
 
 
-def test_a_file_larger_than_any_the_page_runs_is_refused_by_its_size_before_it_is_read(browser, served, tmp_path):
+def test_a_file_larger_than_any_the_page_runs_is_refused_by_its_size_before_it_is_read(stories_page, tmp_path):
     """A 2 GiB file (sparse: no disk is spent on it) is refused by its size, named, before a byte is read: not as a
     file the browser could not read ("permission problems")."""
-    root, url = served
+    page, errors = stories_page
     path = tmp_path / "huge.safetensors"
     with open(path, "wb") as f:
         f.truncate(2 << 30)
-    page, errors = open_page(browser, url, "stories")
-    try:
-        message, seconds, _ = chosen(page, path)
-        most = page.evaluate("explorer.modules.checkpoint.MOST_FILE_BYTES")
-    finally:
-        page.close()
+    message, seconds, _ = chosen(page, path)
+    most = page.evaluate("explorer.modules.checkpoint.MOST_FILE_BYTES")
     assert message.startswith("huge.safetensors is 2.0 GiB, more than the 484.0 MiB of the largest checkpoint the"
                               " explorer runs"), message
     assert "The model is unchanged" in message and "permission" not in message, message
@@ -340,7 +345,7 @@ def test_a_large_valid_file_is_read_while_the_page_keeps_running(browser, served
     timer on the page's main thread keeps running, never held up for more than STALL_MS."""
     root, url = served
     (root / "files" / "large.safetensors").write_bytes(large_ckpt.read_bytes())
-    page, errors = open_page(browser, url, "stories")
+    page, errors = open_page(browser, f"{url}/stories")
     try:
         got = page.evaluate(READ_ONE, "large.safetensors")
     finally:
