@@ -277,16 +277,24 @@ def test_a_full_run_writes_the_committed_record_only_when_its_path_is_named(lab)
         "; experiments/spread.json, the committed record, is as it was: --out experiments/spread.json replaces it")
 
 
-def test_a_full_run_refuses_at_once_what_it_would_replace_without_being_told(lab):
-    """An earlier run's record at the default --out is not lost. (A text or another experiment's record as --out is
-    refused by the same check for a full run as for --check: test_an_out_that_cannot_take_the_record_is_one_line_...)"""
-    (lab / "out").mkdir()
-    (lab / "out" / "depth.json").write_text(json.dumps({"format": FORMATS["depth"]}), encoding="utf-8")
-    before = (lab / "out" / "depth.json").read_bytes()
-    proc = run("depth", "--quiet", cwd=lab, timeout=30)  # before the fix: the full experiment started
-    one_line_error(proc, "out/depth.json already holds a record of this experiment", "name it (--out out/depth.json)")
-    assert (lab / "out" / "depth.json").read_bytes() == before
-    assert not [p for p in lab.rglob("*.lock")]
+def test_a_full_run_refuses_at_once_what_it_would_replace_without_being_told(tmp_path, monkeypatch, capsys):
+    """An earlier run's record at the default --out is not lost: depth.py's main, in this process. (A text or another
+    experiment's record as --out is refused by the same check for a full run as for --check:
+    test_an_out_that_cannot_take_the_record_is_one_line_...)"""
+    from experiments import depth
+
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "depth.json").write_text(json.dumps({"format": FORMATS["depth"]}), encoding="utf-8")
+    before = (tmp_path / "out" / "depth.json").read_bytes()
+    monkeypatch.setattr(depth, "run_experiment", lambda *a, **k: pytest.fail("the full experiment started"))
+    monkeypatch.setattr(machine, "use_threads", lambda n, who=None: None)  # (this process's BLAS pool stays)
+    monkeypatch.chdir(tmp_path)
+    status = depth.main(["--quiet"])  # before the fix: the full experiment started
+    out, err = capsys.readouterr()
+    one_line_error(subprocess.CompletedProcess([], status, out, err),
+                   "out/depth.json already holds a record of this experiment", "name it (--out out/depth.json)")
+    assert (tmp_path / "out" / "depth.json").read_bytes() == before
+    assert files_under(tmp_path) == ["out", "out/depth.json"]  # no lock
 
 
 # ----------------------------------------------------------------------------------------------------------------
