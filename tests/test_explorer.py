@@ -27,6 +27,7 @@ from fastpath_helpers import rel_err
 from oneblock import checkpoint, data, export, training
 from oneblock.config import SCHEMES, ModelConfig
 from oneblock.settings import VAL_STORIES, Settings, checked, model_config
+import run_helpers
 from run_helpers import own_text, ran, served
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -120,14 +121,7 @@ class Page:
     the page before its own scripts."""
 
     def __init__(self, browser, url, tmp_path, width=1280, init_script=None):
-        self.errors = []
-        self.page = browser.new_page(viewport={"width": width, "height": 900}, accept_downloads=True)
-        self.page.on("console", lambda m: m.type == "error" and self.errors.append(f"console: {m.text}"))
-        self.page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
-        if init_script:
-            self.page.add_init_script(init_script)
-        self.page.goto(url)
-        self.page.wait_for_function("window.ready === true")
+        self.page, self.errors = run_helpers.open_page(browser, url, width, init_script)
         self.tmp_path = tmp_path
 
     def js(self, script, arg=None):

@@ -28,7 +28,7 @@ import pytest
 
 from oneblock import export
 from oneblock import lessons as py_lessons
-from run_helpers import served
+from run_helpers import open_page, served
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_STEPS = 40  # the steps of each trained lesson here, through ?lesson-steps
@@ -57,21 +57,9 @@ def site_url(tmp_path_factory):
 @pytest.fixture(scope="module")
 def first_page(browser, site_url):
     """A page of the export as a learner first opens it, for the tests that only read it: (page, its errors)."""
-    page, errors = open_page(browser, site_url)
+    page, errors = open_page(browser, f"{site_url}/index.html")
     yield page, errors
     page.close()
-
-
-def open_page(browser, url, query=""):
-    """A new page (a context of its own, so an empty localStorage) of the served export, loaded and ready, and the
-    list its console and page errors go to."""
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    errors = []
-    page.on("console", lambda m: m.type == "error" and errors.append(f"console: {m.text}"))
-    page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
-    page.goto(f"{url}/index.html{query}")
-    page.wait_for_function("window.ready === true")
-    return page, errors
 
 
 def enter_guess(page, key, text):
@@ -180,11 +168,11 @@ def test_the_page_fills_the_exports_templates_with_the_numbers_of_its_tokenizer(
         return change
 
     with served(exported(tmp_path / "a", question("V {vocab}, ln V {ln_vocab:.4f}, {merges} merges {{x}}"))) as url:
-        page, errors = open_page(browser, url)
+        page, errors = open_page(browser, f"{url}/index.html")
         assert page.inner_text("#lesson-init-loss .question") == "V 96, ln V 4.5643, 70 merges {x}"
         page.close()
     with served(exported(tmp_path / "b", question("the {width} of it"))) as url:
-        page, errors2 = open_page(browser, url)
+        page, errors2 = open_page(browser, f"{url}/index.html")
         said = page.inner_text("#lessons-message")
         assert "The lessons could not load: the words name {width}, which the page has no value for" in said
         assert page.locator("#lesson-list > li").count() == 0 and page.inner_text("#model-status") != ""
@@ -295,7 +283,7 @@ def test_the_ten_model_lessons_in_the_page_answer_as_model_py_does(browser, site
     answer is model.py's on the seed's weights: bit for bit where the sums are exact, as the module says; and a
     reveal's code is read from the served file."""
     lab = py_lessons.build_lab()
-    page, errors = open_page(browser, site_url)
+    page, errors = open_page(browser, f"{site_url}/index.html")
     for lesson in py_lessons.LESSONS:
         enter_guess(page, lesson.key, GUESSES[lesson.key])
         shown = check(page, lesson.key)
@@ -355,7 +343,7 @@ def test_the_ten_model_lessons_in_the_page_answer_as_model_py_does(browser, site
 
 
 def test_a_bad_guess_is_refused_naming_it_and_check_waits_for_a_good_one(browser, site_url):
-    page, errors = open_page(browser, site_url)
+    page, errors = open_page(browser, f"{site_url}/index.html")
     button = "#lesson-{} button.check"
     assert page.is_disabled(button.format("init-loss"))  # nothing entered yet
     for key, bad, good in (("init-loss", "four", "4.5"), ("layernorm-variance", "1 0.9", "0.9 1"),
@@ -379,7 +367,7 @@ def test_a_bad_guess_is_refused_naming_it_and_check_waits_for_a_good_one(browser
 
 
 def test_progress_survives_a_reload_and_the_clear_button_forgets_it(browser, site_url):
-    page, errors = open_page(browser, site_url)
+    page, errors = open_page(browser, f"{site_url}/index.html")
     enter_guess(page, "tokens", "4")
     first = check(page, "tokens")
     enter_guess(page, "causality", "3")
@@ -419,7 +407,7 @@ def test_a_tampered_record_is_dropped_saying_so_and_the_page_starts(browser, sit
     """Before: one kept record with its when, shown or seconds missing or of another type stopped the page's
     start-up (no lesson card, panels not drawn, the clear button dead). Now it is dropped with a note, and the
     others are restored."""
-    page, errors = open_page(browser, site_url)
+    page, errors = open_page(browser, f"{site_url}/index.html")
     for key, guess in (("tokens", "4"), ("init-loss", "4.5")):
         enter_guess(page, key, guess)
         check(page, key)
@@ -506,7 +494,7 @@ def test_the_three_trained_lessons_train_in_the_page_as_numpy_float64_does(brows
     refused, in the same words), and the copy accuracy and loss of one block and two."""
     from experiments.lessons_trained import copy_choice, page_val_loss, scheme_choice
 
-    page, errors = open_page(browser, site_url, f"?lesson-steps={TEST_STEPS}")
+    page, errors = open_page(browser, f"{site_url}/index.html?lesson-steps={TEST_STEPS}")
     assert page.locator("#lessons .lesson p.small", has_text=f"?lesson-steps={TEST_STEPS}),").count() == 3
     for key in ("floor", "positions-past-length", "second-block"):
         enter_guess(page, key, GUESSES[key])
@@ -571,7 +559,7 @@ def test_the_scaling_lesson_in_the_page_shows_the_answer_the_terminal_computes(b
     pytest.importorskip("scipy")
     from experiments.lessons_scaling import SCALING
 
-    page, errors = open_page(browser, site_url)
+    page, errors = open_page(browser, f"{site_url}/index.html")
     enter_guess(page, "scaling", "0.43")
     card = check(page, "scaling")
     ours = SCALING.answer(None)
@@ -590,14 +578,14 @@ def test_a_crafted_export_is_refused_in_a_line_and_freezes_nothing(browser, tmp_
 
     big = exported(tmp_path / "big", lambda data: json.dumps({**data, "pad": "x" * 1_600_000}).encode())
     with served(big) as url:
-        page, errors = open_page(browser, url)  # (ready at once: the file is not read)
+        page, errors = open_page(browser, f"{url}/index.html")  # (ready at once: the file is not read)
         said = page.inner_text("#lessons-message")
         assert said.startswith("The lessons could not load: data/lessons.json is 16") and "more than the" in said
         assert page.locator("#lesson-list > li").count() == 0 and page.is_enabled("#lessons-clear")
         page.close()
     long = exported(tmp_path / "long", lambda data: {**data, "scaling": {**data["scaling"], "shown": ["x"] * 5000}})
     with served(long) as url:
-        page, errors2 = open_page(browser, url)
+        page, errors2 = open_page(browser, f"{url}/index.html")
         enter_guess(page, "scaling", "0.43")
         page.click("#lesson-scaling button.check")
         page.wait_for_function("() => !document.querySelector('#lesson-scaling .message').hidden", timeout=5_000)
@@ -607,7 +595,7 @@ def test_a_crafted_export_is_refused_in_a_line_and_freezes_nothing(browser, tmp_
     lines = exported(tmp_path / "lines", lambda data: {**data, "lessons": [
         {**words, "shown": ["{loss}"] * 5000} if words["key"] == "init-loss" else words for words in data["lessons"]]})
     with served(lines) as url:  # an answer's templates of too many lines: refused as the page loads, in a line
-        page, errors3 = open_page(browser, url)
+        page, errors3 = open_page(browser, f"{url}/index.html")
         said = page.inner_text("#lessons-message")
         assert said.startswith("The lessons could not load: lesson init-loss of data/lessons.json: its shown is not"
                                " a list of at most 64 texts")

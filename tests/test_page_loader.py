@@ -27,8 +27,8 @@ import pytest
 from oneblock import checkpoint, export
 from checkpoint_edits import (HOSTILE_HEADERS, edit_json, join_file, mutations, pitfalls, split_file,
                               write_bases)
+from run_helpers import open_page
 from run_helpers import served as serving
-from test_explorer_lessons import open_page
 
 ROOT = Path(__file__).resolve().parent.parent
 SITES = {"one-block": "stories", "grown": "stories", "own-text": "own-text"}  # base -> the page whose tokenizer it has
@@ -107,7 +107,7 @@ READ_ALL = """async (names) => {
 
 def page_readings(browser, url, site, names):
     """The page's reading of each served file in names (the page at site), as READ_ALL gives it."""
-    page, errors = open_page(browser, f"{url}/{site}")
+    page, errors = open_page(browser, f"{url}/{site}/index.html")
     try:
         got = page.evaluate(READ_ALL, names)
     finally:
@@ -261,7 +261,7 @@ def chosen(page, path):
 def stories_page(browser, served):
     """A page of stories/ for the tests that choose files it must refuse: (page, its errors)."""
     _, url = served
-    page, errors = open_page(browser, f"{url}/stories")
+    page, errors = open_page(browser, f"{url}/stories/index.html")
     yield page, errors
     page.close()
 
@@ -345,7 +345,7 @@ def test_a_large_valid_file_is_read_while_the_page_keeps_running(browser, served
     timer on the page's main thread keeps running, never held up for more than STALL_MS."""
     root, url = served
     (root / "files" / "large.safetensors").write_bytes(large_ckpt.read_bytes())
-    page, errors = open_page(browser, f"{url}/stories")
+    page, errors = open_page(browser, f"{url}/stories/index.html")
     try:
         got = page.evaluate(READ_ONE, "large.safetensors")
     finally:

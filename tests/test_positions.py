@@ -13,6 +13,7 @@ import bpe
 import make_corpus
 from experiments import positions, recording
 from oneblock import machine
+from run_helpers import files_under
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,11 +22,13 @@ VAL = (ROOT / "corpus.txt").read_text(encoding="utf-8").splitlines()[-300:]  # t
 
 
 def reduced_run(experiment, tmp_path, capsys):
-    """The record of an experiment's --check (positions or depth, as a module), after checking that it says OK and
-    that the record has the reduced plan's shape."""
-    out = tmp_path / "reduced.json"
+    """The record of an experiment's --check (positions, depth or drops, as a module), after checking that it says
+    OK, that the record has the reduced plan's shape, and that its --out in a missing folder got that folder and the
+    record, and nothing else (before the fix: a traceback after the run)."""
+    out = tmp_path / "new" / "sub" / "reduced.json"
     assert experiment.main(["--check", "--out", str(out), "--quiet"]) == 0, capsys.readouterr().out
     assert capsys.readouterr().out.splitlines()[-1].startswith("OK: the reduced run has the shape of the full one")
+    assert files_under(tmp_path / "new") == ["sub", "sub/reduced.json"]
     record = json.loads(out.read_text(encoding="utf-8"))
     experiment.check_record(record, experiment.REDUCED)
     return record

@@ -73,6 +73,15 @@ RUN_ELSEWHERE = {  # (page, a command) -> (page, the command there that makes th
                                                                               "python3 -m dev.bench_grid"),
     ("docs/developers.md", "python3 -m dev.bench --sizes series-b1 --no-torch"): ("docs/developers.md",
                                                                                  "python3 -m dev.bench"),
+    ("docs/build.md", "python3 -m unittest -v test_model.py"): ("README.md", "python3 -m unittest -v test_model.py"),
+    **{(page, "python3 trace_block.py --check"): ("docs/model.md", "python3 trace_block.py --check")
+       for page in ("README.md", "docs/build.md", "docs/lessons.md", "docs/reproducibility.md")},
+    **{("docs/reproducibility.md", command): (page, command) for page, command in [  # the checks it gathers
+        ("docs/model.md", "python3 make_corpus.py --check"), ("docs/model.md", "python3 bpe.py --check"),
+        ("docs/model.md", "python3 -m oneblock.floor --check"),
+        ("docs/depth.md", "python3 -m experiments.depth --check"),
+        ("docs/positions.md", "python3 -m experiments.positions --check"),
+        ("docs/positions.md", "python3 -m experiments.positions --rerun rope --seed 3")]},
 }  # (the same run: the same text, or the same once the reduction's options replace the page's values of them)
 SERVERS = {  # a command that serves until Ctrl-C -> what this test adds to it (a browser cannot open here)
     "python3 explore.py": ["--no-open"],

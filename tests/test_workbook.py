@@ -42,11 +42,6 @@ def command(*args):
 # The grader
 
 
-@pytest.mark.parametrize("step", grade.STEPS)
-def test_the_labs_own_model_passes_every_step(step):
-    assert grade.grade_step(step, str(mistakes.LAB_MODEL))["status"] == "pass"
-
-
 def test_the_catalogue_holds_the_twelve_mistakes_the_build_is_known_for():
     assert len(MISTAKES) >= 12
     assert {"variance_n_minus_1", "eps_outside_sqrt", "layernorm_backward_no_mean_terms", "dg_without_xhat",
@@ -148,6 +143,7 @@ def test_the_workbook_blanks_the_steps_from_its_start_keeping_signatures_and_doc
 
 
 def test_a_workbook_filled_in_from_the_lab_passes_every_step(tmp_path):
+    """It is the lab's model.py again, and so the lab's own model passes every step."""
     text, lab_lines = workbook.workbook(LAB), LAB.split("\n")
     for step in reversed(grade.STEPS):  # (last first: the line numbers of the earlier ones hold)
         node, lines = functions(text)[step], text.split("\n")
