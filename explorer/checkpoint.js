@@ -18,7 +18,7 @@
 
 import { by_code_point } from "./bpe.js";
 import {
-  BLOCK_NAMES, GROWN_KEYS, GROWN_VERSION, JSON_KEYS, ONE_BLOCK_VERSION, OUTSIDE, SCHEMES, SWITCH_KEY, check_sizes,
+  BLOCK_NAMES, GROWN_KEYS, GROWN_VERSION, JSON_KEYS, ONE_BLOCK_VERSION, OUTSIDE, SCHEMES, SWITCH_KEY, checked,
   config_from_json, config_to_json, each_param, is_grown, parameter_count,
 } from "./model.js";
 
@@ -108,24 +108,37 @@ export function read_json(text, what, known) {
   })));
 }
 
+/** The index of the first character of the JSON text from `from` on, outside its strings, for which found(its
+ * code, its index) is true, or -1; `from` must be outside the strings.
+ *
+ *     outside_strings('"e" e', 0, (c) => c === 0x65)   // 4 */
+function outside_strings(text, from, found) {
+  let quoted = false;
+  for (let i = from; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (quoted) {
+      if (c === 0x5c) i++;
+      else if (c === 0x22) quoted = false;
+    } else if (c === 0x22) {
+      quoted = true;
+    } else if (found(c, i)) {
+      return i;
+    }
+  }
+  return -1;
+}
+
 /** text with the bare Infinity and -Infinity that Python writes as a number that JSON.parse and Python both read as
  * infinite, 1e99999; the strings of text left as they are.
  *
  *     with_infinity('{"clip": Infinity, "note": "Infinity"}')   // '{"clip": 1e99999, "note": "Infinity"}' */
 function with_infinity(text) {
   if (!text.includes("Infinity")) return text;
-  let out = "", from = 0, quoted = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i];
-    if (quoted) {
-      if (c === "\\") i++;
-      else if (c === '"') quoted = false;
-    } else if (c === '"') {
-      quoted = true;
-    } else if (c === "I" && text.startsWith("Infinity", i)) {
-      out += text.slice(from, i) + "1e99999";
-      from = i + "Infinity".length;
-    }
+  const bare = (c, i) => c === 0x49 && text.startsWith("Infinity", i);
+  let out = "", from = 0;
+  for (let at = outside_strings(text, 0, bare); at !== -1; at = outside_strings(text, from, bare)) {
+    out += text.slice(from, at) + "1e99999";
+    from = at + "Infinity".length;
   }
   return out + text.slice(from);
 }
@@ -134,19 +147,8 @@ function with_infinity(text) {
  *
  *     has_float('{"shape": [4.0], "note": "1.5"}'), has_float('{"shape": [4], "ok": true}')   // true, false */
 function has_float(text) {
-  let quoted = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (quoted) {
-      if (c === 0x5c) i++;
-      else if (c === 0x22) quoted = false;
-    } else if (c === 0x22) {
-      quoted = true;
-    } else if (c === 0x2e || ((c === 0x65 || c === 0x45) && is_digit(text.charCodeAt(i - 1)))) {
-      return true;
-    }
-  }
-  return false;
+  const float = (c, i) => c === 0x2e || ((c === 0x65 || c === 0x45) && is_digit(text.charCodeAt(i - 1)));
+  return outside_strings(text, 0, float) !== -1;
 }
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -431,15 +433,15 @@ function check_tensors(tensors, config, training) {
 
 /** Check a decoded checkpoint, deciding as checkpoint.check_checkpoint does: the metadata strings, the config, the
  * sizes against what the file holds (before any per-block name is made), the training settings, the tokenizer's
- * hash, the tensors and, last, the metadata's own hash. Returns {config, training} (Maps), or throws an Error. */
+ * hash, the tensors and, last, the metadata's own hash. Returns {config, training} (Maps) and described, the model's
+ * model_config, or throws an Error. */
 export function check_checkpoint(tensors, metadata, tokenizer_sha256) {
   const version = check_metadata(metadata);
   const config = read_json(metadata.get("config"), "config", JSON_KEYS); // its sizes BigInts, to hold to the file's
-  const { positions } = config_from_json(config, version === GROWN_VERSION);
+  const described = config_from_json(config, version === GROWN_VERSION);
+  const { positions } = described;
   check_fits(config, tensors);
-  const [d, blocks, heads] = ["d", ...GROWN_KEYS].map((key) => config.get(key) ?? 1n);
-  if (heads > d) throw new Error(`its config has heads ${heads} for a width d of ${d}`);
-  check_sizes(Number(d), Number(blocks), Number(heads), positions); // (d and blocks bounded by check_fits)
+  checked(described); // (d and blocks held to the file by check_fits; heads past d, whatever its size, divide no d)
   const training = read_json(metadata.get("training"), "training", [...SETTINGS.keys()]);
   check_training(training, config, positions, metadata);
   if (metadata.get("tokenizer_sha256") !== tokenizer_sha256) {
@@ -450,7 +452,7 @@ export function check_checkpoint(tensors, metadata, tokenizer_sha256) {
     : version === GROWN_VERSION) {
     throw new Error(`its metadata's SHA-256 is not the one it records in ${METADATA_HASH_KEY}`);
   }
-  return { config, training };
+  return { config, described, training };
 }
 
 /** The one line a refused file gets: where, the page's few words (why), and the command that says why in full. */
@@ -522,7 +524,7 @@ export function read_weights(bytes, where, tokenizer_sha256, vocab) {
   } catch (e) {
     throw refusal(where, e.message.split("\n")[0]);
   }
-  const config = config_from_json(ckpt.config); // (its sizes held to the file's by check_fits: Numbers, exact)
+  const config = ckpt.described; // (its sizes held to the file's by check_fits: Numbers, exact)
   if (config.vocab !== vocab) throw refusal(where, `its vocabulary is ${config.vocab} tokens, the page's ${vocab}`);
   if (PAGE_COPIES * 8 * Number(parameter_count(Object.fromEntries(ckpt.config))) > PAGE_BYTES) {
     throw refusal(where, `its model has more than the ${MOST_PARAMETERS} parameters the page runs (sample.py runs it)`);
