@@ -174,15 +174,9 @@ export function encode(tensors, metadata = {}) {
     offset += n * DTYPES[t.dtype];
   }
   const data = new Uint8Array(offset);
-  const view = new DataView(data.buffer);
   for (const [name, t] of Object.entries(tensors)) {
-    let at = header[name].data_offsets[0];
-    for (const x of t.values) {
-      if (t.dtype === "F64") view.setFloat64(at, x, true);
-      else if (t.dtype === "F32") view.setFloat32(at, x, true);
-      else view.setBigInt64(at, BigInt(x), true);
-      at += DTYPES[t.dtype];
-    }
+    const values = ARRAYS[t.dtype].from(t.values, t.dtype === "I64" ? BigInt : undefined); // (F32: rounded)
+    data.set(little_endian(new Uint8Array(values.buffer), DTYPES[t.dtype]), header[name].data_offsets[0]);
   }
   const meta = { ...metadata, [DATA_HASH_KEY]: sha256(data) };
   let text = JSON.stringify({ __metadata__: meta, ...header });
@@ -196,16 +190,20 @@ export function encode(tensors, metadata = {}) {
 }
 
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1; // this machine's byte order
-const ARRAYS = { F32: Float32Array, F64: Float64Array, I64: BigInt64Array }; // what each dtype's values are read as
+const ARRAYS = { F32: Float32Array, F64: Float64Array, I64: BigInt64Array }; // what each dtype's values are
 
-/** A typed array of the numbers in little-endian bytes raw (a copy).
+/** bytes, the values of width bytes each of a typed array, turned in place between this machine's byte order and
+ * the little-endian order of a file (nothing to do on a little-endian machine). */
+function little_endian(bytes, width) {
+  if (!LITTLE_ENDIAN) for (let at = 0; at < bytes.length; at += width) bytes.subarray(at, at + width).reverse();
+  return bytes;
+}
+
+/** A typed array of the numbers in little-endian bytes raw (a copy, in its own buffer, aligned for the typed array).
  *
  *     unpacked("F64", new Uint8Array(8))   // Float64Array [0] */
 function unpacked(dtype, raw) {
-  const copy = raw.slice(); // (its own buffer, aligned for the typed array)
-  const width = DTYPES[dtype];
-  if (!LITTLE_ENDIAN) for (let at = 0; at < copy.length; at += width) copy.subarray(at, at + width).reverse();
-  return new ARRAYS[dtype](copy.buffer);
+  return new ARRAYS[dtype](little_endian(raw.slice(), DTYPES[dtype]).buffer);
 }
 
 /** The number of values of a tensor of this shape (BigInts), or null once it is past most: a shape of a million

@@ -532,21 +532,22 @@ export function count_params(params) {
 
 /** An Error unless params are the parameters of the model config describes, as numpy_model.check_params decides (in
  * words of the page's own: config.py's shape_problem has Python's): a dict of model.js tensors (matrices {rows,
- * cols, data} and Float64Array vectors) with exactly the names and shapes of each_param(config).
+ * cols, data} and Float64Array vectors) with exactly the names and shapes of each_param(config); context, the words
+ * before its message.
  *
  *     check_params({ ...p, W1: matrix(4, 9) }, config)   // Error: parameter W1 is not a tensor of shape [4, 8] */
-export function check_params(params, config) {
+export function check_params(params, config, context = "") {
   let count = 0;
   for (const [name, want] of each_param(checked(config))) {
     const t = Object.hasOwn(params, name) ? params[name] : null;
     const fits = t instanceof Float64Array ? want.length === 1 && t.length === want[0]
       : t?.data instanceof Float64Array && want.length === 2 && t.rows === want[0] && t.cols === want[1]
         && t.data.length === t.rows * t.cols;
-    if (!fits) throw new Error(`parameter ${name} is not a tensor of shape [${want.join(", ")}]`);
+    if (!fits) throw new Error(`${context}parameter ${name} is not a tensor of shape [${want.join(", ")}]`);
     count += 1;
   }
   if (Object.keys(params).length !== count) {
-    throw new Error(`the parameters hold tensors that a model of ${blocks_words(config)} does not have`);
+    throw new Error(`${context}the parameters hold tensors that a model of ${blocks_words(config)} does not have`);
   }
 }
 
@@ -997,11 +998,7 @@ export function sequence_loss(params, ids, targets, config, sums = EXACT) {
  * forward pass whose cache holds the config. */
 export function backward(params, cache, dlogits, sums = EXACT) {
   const { ids, config } = cache;
-  try {
-    check_params(params, config);
-  } catch (e) {
-    throw new Error(`the parameters are not those of the cache's forward pass: ${e.message}`);
-  }
+  check_params(params, config, "the parameters are not those of the cache's forward pass: ");
   const T = ids.length, { d } = config;
   const g = {};
 

@@ -573,7 +573,7 @@ function render_position_rows() {
   canvas.hidden = rows === null;
   if (rows === null) return;
   const r = model.rows_of(rows); // (L, d)
-  const norms = r.map((x) => Math.sqrt(model.dot(EXACT, x, x))); // (L,)
+  const norms = row_norms(rows); // (L,)
   const cos = r.map((x, i) => r.map((y, j) => model.dot(EXACT, x, y) / (norms[i] * norms[j]))); // (L, L)
   heatmap(canvas, cos, { color: diverging, max_cell: 5 });
 }
