@@ -5,9 +5,7 @@
 //
 // A safetensors file is 8 bytes N (little-endian), N bytes of JSON header (padded with spaces to a multiple of 8),
 // then every tensor's little-endian values one after another; oneblock/tensorfile.py's docstring has the details.
-// A training checkpoint holds the parameters (a grown model's other blocks as block{k}.<name>), Adam's moments
-// (adam_m.<name>, adam_v.<name>), adam_step, rng_state, and metadata strings: format, format_version (VERSIONS),
-// config, training, tokenizer_sha256, data_sha256 and, for a grown model, metadata_sha256 (the hash of the rest).
+// What a training checkpoint holds is checkpoint.py's: each_expected and the metadata keys below say it here.
 //
 // The page refuses every file checkpoint.py refuses (tests/test_page_loader.py gives both the damaged files of
 // tests/checkpoint_edits.py and compares the decisions), but for the JSON grammar that cannot change what the page

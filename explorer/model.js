@@ -172,8 +172,8 @@ export function sum(sums, a, n = a.length) {
 
 // ----------------------------------------------------------------------------------------------------------------
 // Small matrix helpers. A matrix is {rows, cols, data}: its numbers row after row in one Float64Array, so that a
-// loop reads them in order and making one costs one allocation. Every product is rows times rows (matmul_bt): the
-// sums then read both operands in order, and a product with a matrix b is one with b's transpose, made first.
+// loop reads them in order and making one costs one allocation. Every product is one loop (products) that walks
+// its two operands by strides.
 
 /** A rows x cols matrix of 0.0 (inside fast.js's `reusing`, in a buffer of its pool).
  *
