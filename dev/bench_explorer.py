@@ -123,7 +123,7 @@ TIME_TRICKS = """(rounds) => {
   const pool = {buffers: []};
   const window = () => model.loss_and_grads(params, ids.slice(0, -1), ids.slice(1), config, model.PLAIN);
   const cases = {
-    // the logits of a window: hf (T, d) times W_out (d, V), as model.linear calls it
+    // the logits of a window: hf (T, d) times W_out (d, V), as model.matmul calls it
     products: [(f) => f(hf, d, 1, w_out, 1, V, O, T, V, d), fast.PLAIN_LINES.products, fast.TRICKS.products],
     // one head's scores, every row i: q_i against the keys j <= i, as attention_forward calls it
     rows_dots: [(f) => { for (let i = 0; i < T; i++) f(q, i * d, k, 0, d, i + 1, d, e); },

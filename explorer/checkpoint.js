@@ -5,9 +5,7 @@
 //
 // A safetensors file is 8 bytes N (little-endian), N bytes of JSON header (padded with spaces to a multiple of 8),
 // then every tensor's little-endian values one after another; oneblock/tensorfile.py's docstring has the details.
-// A training checkpoint holds the parameters (a grown model's other blocks as block{k}.<name>), Adam's moments
-// (adam_m.<name>, adam_v.<name>), adam_step, rng_state, and metadata strings: format, format_version (VERSIONS),
-// config, training, tokenizer_sha256, data_sha256 and, for a grown model, metadata_sha256 (the hash of the rest).
+// What a training checkpoint holds is checkpoint.py's: each_expected and the metadata keys below say it here.
 //
 // The page refuses every file checkpoint.py refuses (tests/test_page_loader.py gives both the damaged files of
 // tests/checkpoint_edits.py and compares the decisions), but for the JSON grammar that cannot change what the page
@@ -18,7 +16,7 @@
 
 import { by_code_point } from "./bpe.js";
 import {
-  BLOCK_NAMES, GROWN_KEYS, GROWN_VERSION, JSON_KEYS, ONE_BLOCK_VERSION, OUTSIDE, SCHEMES, SWITCH_KEY, check_sizes,
+  BLOCK_NAMES, GROWN_KEYS, GROWN_VERSION, JSON_KEYS, ONE_BLOCK_VERSION, OUTSIDE, SCHEMES, SWITCH_KEY, checked,
   config_from_json, config_to_json, each_param, is_grown, parameter_count,
 } from "./model.js";
 
@@ -108,24 +106,37 @@ export function read_json(text, what, known) {
   })));
 }
 
+/** The index of the first character of the JSON text from `from` on, outside its strings, for which found(its
+ * code, its index) is true, or -1; `from` must be outside the strings.
+ *
+ *     outside_strings('"e" e', 0, (c) => c === 0x65)   // 4 */
+function outside_strings(text, from, found) {
+  let quoted = false;
+  for (let i = from; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (quoted) {
+      if (c === 0x5c) i++;
+      else if (c === 0x22) quoted = false;
+    } else if (c === 0x22) {
+      quoted = true;
+    } else if (found(c, i)) {
+      return i;
+    }
+  }
+  return -1;
+}
+
 /** text with the bare Infinity and -Infinity that Python writes as a number that JSON.parse and Python both read as
  * infinite, 1e99999; the strings of text left as they are.
  *
  *     with_infinity('{"clip": Infinity, "note": "Infinity"}')   // '{"clip": 1e99999, "note": "Infinity"}' */
 function with_infinity(text) {
   if (!text.includes("Infinity")) return text;
-  let out = "", from = 0, quoted = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i];
-    if (quoted) {
-      if (c === "\\") i++;
-      else if (c === '"') quoted = false;
-    } else if (c === '"') {
-      quoted = true;
-    } else if (c === "I" && text.startsWith("Infinity", i)) {
-      out += text.slice(from, i) + "1e99999";
-      from = i + "Infinity".length;
-    }
+  const bare = (c, i) => c === 0x49 && text.startsWith("Infinity", i);
+  let out = "", from = 0;
+  for (let at = outside_strings(text, 0, bare); at !== -1; at = outside_strings(text, from, bare)) {
+    out += text.slice(from, at) + "1e99999";
+    from = at + "Infinity".length;
   }
   return out + text.slice(from);
 }
@@ -134,19 +145,8 @@ function with_infinity(text) {
  *
  *     has_float('{"shape": [4.0], "note": "1.5"}'), has_float('{"shape": [4], "ok": true}')   // true, false */
 function has_float(text) {
-  let quoted = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (quoted) {
-      if (c === 0x5c) i++;
-      else if (c === 0x22) quoted = false;
-    } else if (c === 0x22) {
-      quoted = true;
-    } else if (c === 0x2e || ((c === 0x65 || c === 0x45) && is_digit(text.charCodeAt(i - 1)))) {
-      return true;
-    }
-  }
-  return false;
+  const float = (c, i) => c === 0x2e || ((c === 0x65 || c === 0x45) && is_digit(text.charCodeAt(i - 1)));
+  return outside_strings(text, 0, float) !== -1;
 }
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -172,15 +172,9 @@ export function encode(tensors, metadata = {}) {
     offset += n * DTYPES[t.dtype];
   }
   const data = new Uint8Array(offset);
-  const view = new DataView(data.buffer);
   for (const [name, t] of Object.entries(tensors)) {
-    let at = header[name].data_offsets[0];
-    for (const x of t.values) {
-      if (t.dtype === "F64") view.setFloat64(at, x, true);
-      else if (t.dtype === "F32") view.setFloat32(at, x, true);
-      else view.setBigInt64(at, BigInt(x), true);
-      at += DTYPES[t.dtype];
-    }
+    const values = ARRAYS[t.dtype].from(t.values, t.dtype === "I64" ? BigInt : undefined); // (F32: rounded)
+    data.set(little_endian(new Uint8Array(values.buffer), DTYPES[t.dtype]), header[name].data_offsets[0]);
   }
   const meta = { ...metadata, [DATA_HASH_KEY]: sha256(data) };
   let text = JSON.stringify({ __metadata__: meta, ...header });
@@ -194,16 +188,20 @@ export function encode(tensors, metadata = {}) {
 }
 
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1; // this machine's byte order
-const ARRAYS = { F32: Float32Array, F64: Float64Array, I64: BigInt64Array }; // what each dtype's values are read as
+const ARRAYS = { F32: Float32Array, F64: Float64Array, I64: BigInt64Array }; // what each dtype's values are
 
-/** A typed array of the numbers in little-endian bytes raw (a copy).
+/** bytes, the values of width bytes each of a typed array, turned in place between this machine's byte order and
+ * the little-endian order of a file (nothing to do on a little-endian machine). */
+function little_endian(bytes, width) {
+  if (!LITTLE_ENDIAN) for (let at = 0; at < bytes.length; at += width) bytes.subarray(at, at + width).reverse();
+  return bytes;
+}
+
+/** A typed array of the numbers in little-endian bytes raw (a copy, in its own buffer, aligned for the typed array).
  *
  *     unpacked("F64", new Uint8Array(8))   // Float64Array [0] */
 function unpacked(dtype, raw) {
-  const copy = raw.slice(); // (its own buffer, aligned for the typed array)
-  const width = DTYPES[dtype];
-  if (!LITTLE_ENDIAN) for (let at = 0; at < copy.length; at += width) copy.subarray(at, at + width).reverse();
-  return new ARRAYS[dtype](copy.buffer);
+  return new ARRAYS[dtype](little_endian(raw.slice(), DTYPES[dtype]).buffer);
 }
 
 /** The number of values of a tensor of this shape (BigInts), or null once it is past most: a shape of a million
@@ -431,15 +429,15 @@ function check_tensors(tensors, config, training) {
 
 /** Check a decoded checkpoint, deciding as checkpoint.check_checkpoint does: the metadata strings, the config, the
  * sizes against what the file holds (before any per-block name is made), the training settings, the tokenizer's
- * hash, the tensors and, last, the metadata's own hash. Returns {config, training} (Maps), or throws an Error. */
+ * hash, the tensors and, last, the metadata's own hash. Returns {config, training} (Maps) and described, the model's
+ * model_config, or throws an Error. */
 export function check_checkpoint(tensors, metadata, tokenizer_sha256) {
   const version = check_metadata(metadata);
   const config = read_json(metadata.get("config"), "config", JSON_KEYS); // its sizes BigInts, to hold to the file's
-  const { positions } = config_from_json(config, version === GROWN_VERSION);
+  const described = config_from_json(config, version === GROWN_VERSION);
+  const { positions } = described;
   check_fits(config, tensors);
-  const [d, blocks, heads] = ["d", ...GROWN_KEYS].map((key) => config.get(key) ?? 1n);
-  if (heads > d) throw new Error(`its config has heads ${heads} for a width d of ${d}`);
-  check_sizes(Number(d), Number(blocks), Number(heads), positions); // (d and blocks bounded by check_fits)
+  checked(described); // (d and blocks held to the file by check_fits; heads past d, whatever its size, divide no d)
   const training = read_json(metadata.get("training"), "training", [...SETTINGS.keys()]);
   check_training(training, config, positions, metadata);
   if (metadata.get("tokenizer_sha256") !== tokenizer_sha256) {
@@ -450,7 +448,7 @@ export function check_checkpoint(tensors, metadata, tokenizer_sha256) {
     : version === GROWN_VERSION) {
     throw new Error(`its metadata's SHA-256 is not the one it records in ${METADATA_HASH_KEY}`);
   }
-  return { config, training };
+  return { config, described, training };
 }
 
 /** The one line a refused file gets: where, the page's few words (why), and the command that says why in full. */
@@ -522,7 +520,7 @@ export function read_weights(bytes, where, tokenizer_sha256, vocab) {
   } catch (e) {
     throw refusal(where, e.message.split("\n")[0]);
   }
-  const config = config_from_json(ckpt.config); // (its sizes held to the file's by check_fits: Numbers, exact)
+  const config = ckpt.described; // (its sizes held to the file's by check_fits: Numbers, exact)
   if (config.vocab !== vocab) throw refusal(where, `its vocabulary is ${config.vocab} tokens, the page's ${vocab}`);
   if (PAGE_COPIES * 8 * Number(parameter_count(Object.fromEntries(ckpt.config))) > PAGE_BYTES) {
     throw refusal(where, `its model has more than the ${MOST_PARAMETERS} parameters the page runs (sample.py runs it)`);

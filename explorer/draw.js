@@ -6,20 +6,19 @@
 // ----------------------------------------------------------------------------------------------------------------
 // Colours
 
+/** The colour a share t in [0, 1] of the way from the colour from to the colour to, each [red, green, blue]. */
+function mix(from, to, t) {
+  return `rgb(${from.map((f, k) => Math.round(f + (to[k] - f) * Math.min(1, Math.max(0, t)))).join(", ")})`;
+}
+
 /** A colour for t in [0, 1] along white -> dark blue (attention weights). */
 export function blues(t) {
-  t = Math.min(1, Math.max(0, t));
-  const mix = (a, b) => Math.round(a + (b - a) * t);
-  return `rgb(${mix(247, 8)}, ${mix(251, 48)}, ${mix(255, 107)})`;
+  return mix([247, 251, 255], [8, 48, 107], t);
 }
 
 /** A colour for c in [-1, 1] along blue -> white -> red (cosine similarity). */
 export function diverging(c) {
-  c = Math.min(1, Math.max(-1, c));
-  const to = c < 0 ? [33, 102, 172] : [178, 24, 43];
-  const t = Math.abs(c);
-  const channel = (k) => Math.round(255 + (to[k] - 255) * t);
-  return `rgb(${channel(0)}, ${channel(1)}, ${channel(2)})`;
+  return mix([255, 255, 255], c < 0 ? [33, 102, 172] : [178, 24, 43], Math.abs(c));
 }
 
 /** A colour for a loss in nats: green when the model expected the token, through yellow, to red from 4 nats up. */

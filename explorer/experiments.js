@@ -13,7 +13,7 @@ import * as induction from "./induction.js";
 import { SCHEMES, model_config, rows_of } from "./model.js";
 import * as positions from "./positions.js";
 import * as train from "./train.js";
-import { $, add_figure, read_int, read_number, say, soon, table_row } from "./ui.js";
+import { $, add_figure, read_int, read_number, read_or_say, say, soon, table_row } from "./ui.js";
 
 // the second-block experiment's settings: the two-block model passes 90% copy accuracy at step 450 in Chromium
 // (0.9 million tokens), and the one-block model stays below 23% to the end (docs/explorer.md)
@@ -30,6 +30,7 @@ const BLOCK_COLORS = { 1: "#f57c00", 2: "#1f5fbf" };
 export const runs = { depth: null, positions: null };
 let page = null; // {tok, split, data}: what page.js loaded
 const pending = new Map(); // soon's frames
+const DRAW = { depth: draw_depth, positions: draw_positions }; // each panel's drawing
 
 /** Draw the two panels' fields and buttons from index.html's template (page.js calls this first). */
 export function draw_panels() {
@@ -93,21 +94,36 @@ function read_fields(prefix) {
   };
 }
 
-/** A panel's Start: its fields read (or null, with the message of the first that is wrong), its last run stopped,
- * and its Stop button the one enabled. */
-function begin(name) {
-  say(`${name}-message`, "");
-  let fields;
-  try {
-    fields = read_fields(name);
-  } catch (e) {
-    say(`${name}-message`, `${e.message}.`);
-    return null;
-  }
+/** A panel's Start: its fields read (or the message of the first that is wrong, and nothing started), its last run
+ * stopped, its Stop button the one enabled, and a run of its models, one worker each: models(fields) gives each
+ * model's [m, its worker's start], m.what naming it in a message; the run holds more too. Each evaluation
+ * goes to on_eval(run, m, msg). */
+function start_run(name, more, models, on_eval) {
+  const fields = read_or_say(`${name}-message`, () => read_fields(name));
+  if (!fields) return;
   stop(name);
   $(`${name}-start`).disabled = true;
   $(`${name}-stop`).disabled = false;
-  return fields;
+  const run = { fields, started: performance.now(), ended: false, models: [], ...more };
+  runs[name] = run;
+  for (const [m, start] of models(fields)) {
+    m.worker = start_worker({ params: null, seed: fields.seed, ...start }, (msg) => on_message(name, run, m, msg,
+      on_eval), (why) => failed(name, `the ${m.what} model`, why));
+    run.models.push(m);
+  }
+  DRAW[name]();
+}
+
+/** A message of model m's worker: its step, its evaluations (on_eval), its end; the run ends when every model is
+ * done. */
+function on_message(name, run, m, msg, on_eval) {
+  if (run !== runs[name]) return; // a message of a run that was stopped or restarted
+  m.step = msg.step;
+  if (msg.type === "progress") m.tokens_per_s = msg.tokens_per_s;
+  else if (msg.type === "eval") on_eval(run, m, msg);
+  else if (msg.type === "done") m.done = true;
+  if (run.models.every((x) => x.done)) stop(name);
+  soon(pending, name, DRAW[name]);
 }
 
 function stop(name) {
@@ -128,30 +144,16 @@ function failed(name, what, why) {
   stop(name);
 }
 
-/** End the run when every model is done. */
-function maybe_done(name) {
-  if (runs[name].models.every((m) => m.done)) stop(name);
-}
-
 // ----------------------------------------------------------------------------------------------------------------
 // The second block: one block and two on periodic sequences
 
 function start_depth() {
-  const fields = begin("depth");
-  if (!fields) return;
-  const run = { fields, started: performance.now(), passed: null, ended: false, models: [] };
-  runs.depth = run;
-  for (const blocks of DEPTH.blocks) {
-    const m = { blocks, step: 0, evals: [], latest: null, done: false, tokens_per_s: null };
+  start_run("depth", { passed: null }, (fields) => DEPTH.blocks.map((blocks) => {
     const config = depth_config(blocks);
     const settings = settings_of(fields, config, { eval_every: DEPTH.eval_every });
-    const start = { task: "induction", params: null, config, seed: fields.seed, settings,
-      data: { test_count: DEPTH.test_count } };
-    m.worker = start_worker(start, (msg) => on_depth_message(run, m, msg),
-      (why) => failed("depth", `the ${blocks}-block model`, why));
-    run.models.push(m);
-  }
-  draw_depth();
+    return [{ blocks, what: `${blocks}-block`, step: 0, evals: [], latest: null, done: false, tokens_per_s: null },
+      { task: "induction", config, settings, data: { test_count: DEPTH.test_count } }];
+  }), on_depth_eval);
 }
 
 /** The experiment's model with this many blocks (learned positions), as the second-block lesson trains it too. */
@@ -166,28 +168,18 @@ export function series_config(vocab, positions = "learned") {
   return model_config({ vocab, d: 16, hidden: 64, max_len: 64, positions });
 }
 
-function on_depth_message(run, m, msg) {
-  if (run !== runs.depth) return;
-  if (msg.type === "progress") {
-    m.step = msg.step;
-    m.tokens_per_s = msg.tokens_per_s;
-  } else if (msg.type === "eval") {
-    m.step = msg.step;
-    m.latest = msg;
-    m.evals.push([msg.step, msg.measures.copy_accuracy, msg.measures.copy_loss, msg.seconds]);
-    const two = run.models.find((x) => x.blocks === 2);
-    if (m === two && run.passed === null && msg.measures.copy_accuracy >= PASS) {
-      run.passed = { step: msg.step, seconds: (performance.now() - run.started) / 1000, one_block: null };
-    }
-    // one block's accuracy at the step two blocks passed, not at its latest: the two workers run at their own pace
-    if (run.passed && run.passed.one_block === null) {
-      run.passed.one_block = accuracy_at(run.models.find((x) => x.blocks === 1), run.passed.step);
-    }
-  } else if (msg.type === "done") {
-    m.done = true;
-    maybe_done("depth");
+function on_depth_eval(run, m, msg) {
+  m.latest = msg;
+  m.evals.push([msg.step, msg.measures.copy_accuracy, msg.measures.copy_loss, msg.seconds]);
+  if (m.blocks === 2 && run.passed === null && msg.measures.copy_accuracy >= PASS) {
+    run.passed = { step: msg.step, seconds: (performance.now() - run.started) / 1000, one_block: null };
   }
-  soon(pending, "depth", draw_depth);
+  // one block's accuracy at the step two blocks passed (null until it is measured there), not at its latest: the
+  // two workers run at their own pace
+  if (run.passed && run.passed.one_block === null) {
+    const one = run.models.find((x) => x.blocks === 1);
+    run.passed.one_block = one.evals.find((e) => e[0] === run.passed.step)?.[1] ?? null;
+  }
 }
 
 function draw_depth() {
@@ -205,14 +197,6 @@ function draw_depth() {
     height: 160 });
   $("depth-summary").textContent = depth_summary(run);
   for (const blocks of DEPTH.blocks) draw_depth_model(models.find((m) => m.blocks === blocks), blocks);
-}
-
-/** A model's copy accuracy at step (its evals are [step, accuracy, ...]), or null while it has not been measured
- * there.
- *
- *     accuracy_at({ evals: [[25, 0.1, 3.2, 1.5], [50, 0.2, 3.0, 2.9]] }, 25)   // 0.1 */
-export function accuracy_at(m, step) {
-  return m?.evals.find((e) => e[0] === step)?.[1] ?? null;
 }
 
 /** The line above the charts: the step at which two blocks passed PASS, and one block's accuracy at that same step.
@@ -266,34 +250,16 @@ function draw_depth_model(m, blocks) {
 // Positions: the four schemes on the stories, and the loss past position 64
 
 function start_positions() {
-  const fields = begin("positions");
-  if (!fields) return;
   const long = positions.windows(positions.validation_stream(page.tok, page.split), positions.WINDOW);
-  const run = { fields, started: performance.now(), ended: false, windows: long.inputs.length, models: [] };
-  runs.positions = run;
-  for (const scheme of POSITIONS.schemes) {
-    const m = { scheme, step: 0, vals: [], by_position: null, done: false };
+  start_run("positions", { windows: long.inputs.length }, (fields) => POSITIONS.schemes.map((scheme) => {
     const config = series_config(page.tok.vocab.length, scheme);
     const settings = settings_of(fields, config, { eval_every: Math.min(POSITIONS.eval_every, fields.steps) });
-    const start = { task: "stories", params: null, config, seed: fields.seed, settings, data: { ...page.data, long } };
-    m.worker = start_worker(start, (msg) => on_positions_message(run, m, msg),
-      (why) => failed("positions", `the ${scheme} model`, why));
-    run.models.push(m);
-  }
-  draw_positions();
-}
-
-function on_positions_message(run, m, msg) {
-  if (run !== runs.positions) return;
-  if (msg.type === "progress") m.step = msg.step;
-  else if (msg.type === "eval") {
+    return [{ scheme, what: scheme, step: 0, vals: [], by_position: null, done: false },
+      { task: "stories", config, settings, data: { ...page.data, long } }];
+  }), (run, m, msg) => {
     m.vals.push([msg.step, msg.val]);
     m.by_position = msg.by_position;
-  } else if (msg.type === "done") {
-    m.done = true;
-    maybe_done("positions");
-  }
-  soon(pending, "positions", draw_positions);
+  });
 }
 
 function draw_positions() {

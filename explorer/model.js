@@ -12,17 +12,9 @@
 //   and is what training uses (its results agree with NumPy's to about 1e-15 relative, not bit for bit). The loops
 //   of the plain sums that training spends its time in are in fast.js, apart from the maths: each of its tricks
 //   names the plain loop it replaces, adds in the same order, and says what it bought.
-// - The model's description is one object beside the weights, as in Python: model_config({vocab, d, hidden,
-//   max_len, blocks, heads, positions}) is oneblock/config.py's ModelConfig under the same names (checked,
-//   config_to_json, config_from_json, parameter_count, ...), and every function below that runs the model takes it.
-// - Blocks: block 0's tensors have model.py's names, block k's the same names after "block{k}." (oneblock/config.py),
-//   so a one-block dict is model.py's. The number of blocks, the heads and the scheme are the config's.
-// - Heads: head h of a block reads columns h dh .. (h + 1) dh - 1 of its q, k and v (dh = d / heads), has its own
-//   softmax scaled by 1 / sqrt(dh), and its output goes back to the same columns before Wo. The cache keeps a list
-//   with one (T, T) matrix of weights per head (numpy_model has a heads axis, and none for one head).
-// - Positions: "learned" (the pos_emb rows, at most max_len positions), "none", "sinusoidal" (a fixed table added to
-//   the token rows) and "rope" (each head's q and k turned by angles that grow with the position). The last three
-//   read up to LONGEST positions; pos_emb gets gradient 0.
+// - The model's description, its config, is one object beside the weights, as in Python (model_config), and every
+//   function below that runs the model takes it; how it grows is numpy_model's: the names of block k's tensors
+//   (block_params), its heads (attention_forward) and the four position schemes (forward, turn_pairs).
 //
 //     const config = model_config({ vocab: 96, d: 16, hidden: 64, max_len: 64, blocks: 2, heads: 4,
 //       positions: "rope" });                                    // two blocks of four heads, rotary positions
@@ -126,11 +118,11 @@ export function fsum(xs, n = xs.length) {
   return acc.value();
 }
 
-/** sum_i<n a[i] b[i] + extra, fast: four running sums over every fourth term, added at the end (no sum waits for
- * the one before it, which is what makes it fast).
+/** sum_i<n a[i] b[i], fast: four running sums over every fourth term, added at the end (no sum waits for the one
+ * before it, which is what makes it fast).
  *
- *     plain_dot([1, 2, 3], [4, 5, 6], 3, 0.5)   // 32.5 */
-export function plain_dot(a, b, n, extra) {
+ *     plain_dot([1, 2, 3], [4, 5, 6], 3)   // 32 */
+function plain_dot(a, b, n) {
   let s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
   let i = 0;
   for (; i + 3 < n; i += 4) {
@@ -140,13 +132,13 @@ export function plain_dot(a, b, n, extra) {
     s3 += a[i + 3] * b[i + 3];
   }
   for (; i < n; i++) s0 += a[i] * b[i];
-  return s0 + s1 + (s2 + s3) + extra;
+  return s0 + s1 + (s2 + s3);
 }
 
 /** sum_i<n a[i], fast, in four running sums.
  *
  *     plain_sum([1, 2, 3], 3)   // 6 */
-export function plain_sum(a, n) {
+function plain_sum(a, n) {
   let s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
   let i = 0;
   for (; i + 3 < n; i += 4) {
@@ -164,11 +156,11 @@ export function plain_sum(a, n) {
 export const EXACT = { name: "exact" };
 export const PLAIN = { name: "plain" };
 
-/** sum_i<n a[i] b[i], plus extra as one more term (a bias), the way sums says.
+/** sum_i<n a[i] b[i], the way sums says.
  *
  *     dot(EXACT, [1, 2], [3, 4], 2)   // 11 */
-export function dot(sums, a, b, n = a.length, extra = 0.0) {
-  return sums === EXACT ? exact_dot_at(a, 0, b, 0, n, extra) : plain_dot(a, b, n, extra);
+export function dot(sums, a, b, n = a.length) {
+  return sums === EXACT ? exact_dot_at(a, 0, b, 0, n) : plain_dot(a, b, n);
 }
 
 /** sum_i<n a[i], the way sums says.
@@ -180,8 +172,8 @@ export function sum(sums, a, n = a.length) {
 
 // ----------------------------------------------------------------------------------------------------------------
 // Small matrix helpers. A matrix is {rows, cols, data}: its numbers row after row in one Float64Array, so that a
-// loop reads them in order and making one costs one allocation. Every product is rows times rows (matmul_bt): the
-// sums then read both operands in order, and a product with a matrix b is one with b's transpose, made first.
+// loop reads them in order and making one costs one allocation. Every product is one loop (products) that walks
+// its two operands by strides.
 
 /** A rows x cols matrix of 0.0 (inside fast.js's `reusing`, in a buffer of its pool).
  *
@@ -253,13 +245,12 @@ export function transpose(a) {
   return t;
 }
 
-/** sum_{i<n} A[a + i] B[b + i] + extra, rounded once: a dot product of two stretches of flat arrays.
+/** sum_{i<n} A[a + i] B[b + i], rounded once: a dot product of two stretches of flat arrays.
  *
- *     exact_dot_at([1e16, 1, -1e16], 0, [1, 1, 1], 0, 3, 0)   // 1 (plain adds give 0) */
-function exact_dot_at(A, a, B, b, n, extra) {
+ *     exact_dot_at([1e16, 1, -1e16], 0, [1, 1, 1], 0, 3)   // 1 (plain adds give 0) */
+function exact_dot_at(A, a, B, b, n) {
   acc.reset();
   for (let i = 0; i < n; i++) acc.add(A[a + i] * B[b + i]);
-  if (extra !== 0.0) acc.add(extra);
   return acc.value();
 }
 
@@ -285,48 +276,37 @@ function products(A, ai, at, B, bj, bt, n, m, k, bias, sums) {
   return out;
 }
 
+/** An Error unless b's size `of` (its rows or its columns) is `want`, for the product `name` of a and b. */
+function check_operands(name, a, b, of, want) {
+  if ((of === "rows" ? b.rows : b.cols) !== want) {
+    const sizes = `a is (${a.rows}, ${a.cols}) but b is (${b.rows}, ${b.cols})`;
+    throw new Error(`${name}: ${sizes}; expected b of ${want} ${of}`);
+  }
+}
+
 /** a times b transposed, plus a bias as one more term of each sum: a (n, k), b (m, k), bias (m,) or null -> (n, m).
  *
  *     matmul_bt(from_rows([[1, 2]]), from_rows([[3, 4], [5, 6]]), EXACT).data   // [11, 17] */
 export function matmul_bt(a, b, sums, bias = null) {
-  if (b.cols !== a.cols) {
-    throw new Error(`matmul_bt: a is (${a.rows}, ${a.cols}) but b is (${b.rows}, ${b.cols}); expected b of ${a.cols}`
-      + " columns");
-  }
+  check_operands("matmul_bt", a, b, "columns", a.cols);
   return products(a.data, a.cols, 1, b.data, b.cols, 1, a.rows, b.rows, a.cols, bias, sums);
 }
 
-/** Matrix product of a (n, k) and b (k, m), each entry one sum.
+/** Matrix product of a (n, k) and b (k, m), plus a bias (m,) as one more term of each sum (x w + b, a layer), each
+ * entry one sum.
  *
- *     matmul(from_rows([[1, 2]]), from_rows([[3], [4]]), EXACT).data   // [11] */
-export function matmul(a, b, sums) {
-  if (b.rows !== a.cols) {
-    throw new Error(`matmul: a is (${a.rows}, ${a.cols}) but b is (${b.rows}, ${b.cols}); expected b of ${a.cols}`
-      + " rows");
-  }
-  return products(a.data, a.cols, 1, b.data, 1, b.cols, a.rows, b.cols, a.cols, null, sums);
+ *     matmul(from_rows([[1, 2]]), from_rows([[3], [4]]), EXACT, [0.5]).data   // [11.5] */
+export function matmul(a, b, sums, bias = null) {
+  check_operands("matmul", a, b, "rows", a.cols);
+  return products(a.data, a.cols, 1, b.data, 1, b.cols, a.rows, b.cols, a.cols, bias, sums);
 }
 
 /** a transposed times b: a (n, k), b (n, m) -> (k, m), each entry one sum over the n rows (a weight's gradient).
  *
  *     matmul_at(from_rows([[1], [2]]), from_rows([[3], [4]]), EXACT).data   // [11] */
 export function matmul_at(a, b, sums) {
-  if (b.rows !== a.rows) {
-    throw new Error(`matmul_at: a is (${a.rows}, ${a.cols}) but b is (${b.rows}, ${b.cols}); expected b of ${a.rows}`
-      + " rows");
-  }
+  check_operands("matmul_at", a, b, "rows", a.rows);
   return products(a.data, 1, a.cols, b.data, 1, b.cols, a.cols, b.cols, a.rows, null, sums);
-}
-
-/** x w + b, where the bias is one more term of each sum: x (n, k), w (k, m), b (m,) -> (n, m).
- *
- *     linear(from_rows([[1, 2]]), from_rows([[3], [4]]), [0.5], EXACT).data   // [11.5] */
-export function linear(x, w, b, sums) {
-  if (w.rows !== x.cols) {
-    throw new Error(`linear: x is (${x.rows}, ${x.cols}) but w is (${w.rows}, ${w.cols}); expected w of ${x.cols}`
-      + " rows");
-  }
-  return products(x.data, x.cols, 1, w.data, 1, w.cols, x.rows, w.cols, x.cols, b, sums);
 }
 
 /** Elementwise sum of two matrices (of a's rows and b's first rows, when b has more). One addition is already
@@ -431,9 +411,9 @@ export function config_to_json(config) {
   return json;
 }
 
-/** The config of a checkpoint's JSON object (a Map of BigInts, as checkpoint.js's read_json reads it), or an Error
- * saying in a few words what is wrong, deciding as ModelConfig.from_json does: known keys only, every size a
- * positive whole number, the switch true or false and the scheme one of SCHEMES that agrees with it (a file from
+/** The config of a checkpoint's JSON object (a Map of BigInts, as checkpoint.js's read_json reads it, of the keys
+ * JSON_KEYS only), or an Error saying in a few words what is wrong, deciding as ModelConfig.from_json does: every size
+ * a positive whole number, the switch true or false and the scheme one of SCHEMES that agrees with it (a file from
  * before the schemes has the switch only). grown: true when the sizes must hold blocks and heads (format version
  * 2), false when they must not (version 1), null for either. The sizes' fit to each other is checked's, after the
  * caller has held them to what its file holds (they are read as Numbers here: past 2^53 they are no longer exact).
@@ -442,8 +422,6 @@ export function config_to_json(config) {
  *     // {vocab: 96, d: 16, hidden: 64, max_len: 64, blocks: 1, heads: 1, positions: "none"}
  *     config_from_json(read_json('{"vocab": 96, "d": "16"}'))   // Error: its config's d is not a positive int */
 export function config_from_json(value, grown = null) {
-  if (!(value instanceof Map)) throw new Error("its config is not a JSON object");
-  if ([...value.keys()].some((key) => !JSON_KEYS.includes(key))) throw new Error("its config has a key no config has");
   const given = GROWN_KEYS.filter((key) => value.has(key)); // (read as sizes when they may be there)
   const needed = [...SIZE_KEYS, ...(grown ? GROWN_KEYS : grown === null ? given : [])];
   const bad = needed.find((key) => typeof value.get(key) !== "bigint" || value.get(key) < 1n);
@@ -554,21 +532,22 @@ export function count_params(params) {
 
 /** An Error unless params are the parameters of the model config describes, as numpy_model.check_params decides (in
  * words of the page's own: config.py's shape_problem has Python's): a dict of model.js tensors (matrices {rows,
- * cols, data} and Float64Array vectors) with exactly the names and shapes of each_param(config).
+ * cols, data} and Float64Array vectors) with exactly the names and shapes of each_param(config); context, the words
+ * before its message.
  *
  *     check_params({ ...p, W1: matrix(4, 9) }, config)   // Error: parameter W1 is not a tensor of shape [4, 8] */
-export function check_params(params, config) {
+export function check_params(params, config, context = "") {
   let count = 0;
   for (const [name, want] of each_param(checked(config))) {
     const t = Object.hasOwn(params, name) ? params[name] : null;
     const fits = t instanceof Float64Array ? want.length === 1 && t.length === want[0]
       : t?.data instanceof Float64Array && want.length === 2 && t.rows === want[0] && t.cols === want[1]
         && t.data.length === t.rows * t.cols;
-    if (!fits) throw new Error(`parameter ${name} is not a tensor of shape [${want.join(", ")}]`);
+    if (!fits) throw new Error(`${context}parameter ${name} is not a tensor of shape [${want.join(", ")}]`);
     count += 1;
   }
   if (Object.keys(params).length !== count) {
-    throw new Error(`the parameters hold tensors that a model of ${blocks_words(config)} does not have`);
+    throw new Error(`${context}the parameters hold tensors that a model of ${blocks_words(config)} does not have`);
   }
 }
 
@@ -706,20 +685,11 @@ export function rope_tables(T, d) {
 }
 
 /** x (T, d) with each channel pair (a, b) of each head turned by its angle: (a cos - b sin, a sin + b cos), the
- * tables (T, dh) of one head's width (with one head, d). As numpy_model.rope_forward on x's heads.
+ * tables (T, dh) of one head's width (with one head, d), as numpy_model.rope_forward on x's heads (way 1); or turned
+ * back, the gradient through that turn, as numpy_model.rope_backward (way -1: a rotation's inverse is its transpose).
  *
- *     rope_forward(from_rows([[1, 0], [1, 0]]), ...rope_tables(2, 2))   // rows [1, 0], [0.5403, 0.8415]: position 1
- *                                                                       // turns by 1 radian */
-export function rope_forward(x, cos, sin) {
-  return turn_pairs(x, cos, sin, 1.0);
-}
-
-/** The gradient through rope_forward: each pair turned back by its angle (a rotation's inverse is its transpose). */
-export function rope_backward(dout, cos, sin) {
-  return turn_pairs(dout, cos, sin, -1.0);
-}
-
-/** x's channel pairs turned by their angles (way 1) or back (way -1); see rope_forward. */
+ *     turn_pairs(from_rows([[1, 0], [1, 0]]), ...rope_tables(2, 2), 1)   // rows [1, 0], [0.5403, 0.8415]: position 1
+ *                                                                        // turns by 1 radian */
 function turn_pairs(x, cos, sin, way) {
   const { rows: T, cols: d } = x;
   const width = cos.cols;
@@ -729,13 +699,8 @@ function turn_pairs(x, cos, sin, way) {
     for (let j = 0; j < d; j += 2) {
       const at = t * d + j, angle = t * width + (j % width);
       const a = X[at], b = X[at + 1];
-      if (way > 0) {
-        O[at] = a * C[angle] - b * S[angle];
-        O[at + 1] = b * C[angle + 1] + a * S[angle + 1];
-      } else {
-        O[at] = a * C[angle] + b * S[angle];
-        O[at + 1] = b * C[angle + 1] - a * S[angle + 1];
-      }
+      O[at] = a * C[angle] - b * (way * S[angle]); // (way * S: the sine, or exactly its negation)
+      O[at + 1] = b * C[angle + 1] + a * (way * S[angle + 1]);
     }
   }
   return out;
@@ -797,7 +762,7 @@ export function layernorm_backward(dy, g, cache, sums) {
  * scores: q_i against the keys j <= i). PLAIN adds each sum left to right. */
 function dots_with_rows(sums, X, x, Y, y, step, count, width, out) {
   if (sums === EXACT) {
-    for (let n = 0; n < count; n++) out[n] = exact_dot_at(X, x, Y, y + n * step, width, 0.0);
+    for (let n = 0; n < count; n++) out[n] = exact_dot_at(X, x, Y, y + n * step, width);
   } else {
     rows_dots_plain(X, x, Y, y, step, count, width, out); // fast.js: each sum left to right over c
   }
@@ -821,7 +786,7 @@ function weighted_rows(sums, W, w, w_step, count, X, x, x_step, width, O, o) {
  *
  * Head h reads columns h dh .. (h + 1) dh - 1 of q, k and v (dh = d / heads) and has its own softmax, scaled by
  * 1 / sqrt(dh); Wo mixes the heads' outputs, set side by side in ctx. With the "rope" scheme, each head's q and k are
- * turned after the projections (see rope_forward), so that a score q_i . k_j depends on the offset i - j.
+ * turned after the projections (see turn_pairs), so that a score q_i . k_j depends on the offset i - j.
  * cache.weights: one (T, T) matrix per head, zero above the diagonal. */
 export function attention_forward(block, x, config, sums) {
   const { rows: T, cols: d } = x;
@@ -833,8 +798,8 @@ export function attention_forward(block, x, config, sums) {
   const v = matmul(x, block.Wv, sums); // (T, d)
   const turn = rope ? rope_tables(T, width) : null; // (T, dh) cos and (T, dh) sin
   if (turn) {
-    q = rope_forward(q, ...turn); // (T, d) every head's pairs turned
-    k = rope_forward(k, ...turn); // (T, d)
+    q = turn_pairs(q, ...turn, 1); // (T, d) every head's pairs turned
+    k = turn_pairs(k, ...turn, 1); // (T, d)
   }
   const ctx = matrix(T, d); // (T, d) the heads' outputs side by side
   const weights = [];
@@ -891,8 +856,8 @@ export function attention_backward(block, cache, dout, sums) {
     }
   }
   if (turn) { // q and k were turned: turn their gradients back
-    dq = rope_backward(dq, ...turn);
-    dk = rope_backward(dk, ...turn);
+    dq = turn_pairs(dq, ...turn, -1);
+    dk = turn_pairs(dk, ...turn, -1);
   }
 
   const grads = {
@@ -922,11 +887,11 @@ export function block_forward(block, x, config, sums) {
   const [a, att] = attention_forward(block, h1, config, sums); // (T, d)
   const x1 = add(x, a); // (T, d) skip path 1
   const [h2, ln2] = layernorm_forward(x1, block.ln2_g, block.ln2_b, sums); // (T, d)
-  const pre = linear(h2, block.W1, block.b1, sums); // (T, H)
+  const pre = matmul(h2, block.W1, sums, block.b1); // (T, H)
   const act = matrix(pre.rows, pre.cols); // (T, H) ReLU
   const P = pre.data, A = act.data;
   for (let i = 0; i < P.length; i++) A[i] = P[i] > 0.0 ? P[i] : 0.0;
-  const m = linear(act, block.W2, block.b2, sums); // (T, d)
+  const m = matmul(act, block.W2, sums, block.b2); // (T, d)
   const x2 = add(x1, m); // (T, d) skip path 2
   return [x2, { x, h1, ln1, att, x1, h2, ln2, pre, act, x2 }];
 }
@@ -988,7 +953,7 @@ export function forward(params, ids, config, sums = EXACT) {
     x = out;
   }
   const [hf, lnf] = layernorm_forward(x, params.lnf_g, params.lnf_b, sums); // (T, d)
-  const logits = linear(hf, params.W_out, params.b_out, sums); // (T, V)
+  const logits = matmul(hf, params.W_out, sums, params.b_out); // (T, V)
   return [logits, { ids: Array.from(ids), config, x0, blocks, hf, lnf }];
 }
 
@@ -1033,11 +998,7 @@ export function sequence_loss(params, ids, targets, config, sums = EXACT) {
  * forward pass whose cache holds the config. */
 export function backward(params, cache, dlogits, sums = EXACT) {
   const { ids, config } = cache;
-  try {
-    check_params(params, config);
-  } catch (e) {
-    throw new Error(`the parameters are not those of the cache's forward pass: ${e.message}`);
-  }
+  check_params(params, config, "the parameters are not those of the cache's forward pass: ");
   const T = ids.length, { d } = config;
   const g = {};
 

@@ -20,8 +20,8 @@ import * as random from "./random.js";
 import * as sample from "./sample.js";
 import * as train from "./train.js";
 import * as trace_block from "./trace_block.js";
-import { $, add_figure, element, fetch_data, format_number, read_int, read_number, say, show_token, soon,
-  table_row } from "./ui.js";
+import { $, add_figure, element, fetch_data, format_number, read_int, read_number, read_or_say, say, show_token,
+  soon, table_row } from "./ui.js";
 
 const state = {
   manifest: null, // data/manifest.json: where the weights came from, the floors, the trace's sentences
@@ -43,6 +43,8 @@ const state = {
   sampling: null, // {stop: bool} while the sample panel generates
 };
 
+// the pickers of the attention and inside panels: [element id, its key in state.view]
+const PICKERS = [["attention-block", "block"], ["attention-head", "head"], ["inside-block", "inside"]];
 const SCHEME_WORDS = { learned: "learned positions", none: "no positions", sinusoidal: "sinusoidal positions",
   rope: "rotary positions (rope)" };
 
@@ -83,12 +85,9 @@ async function load() {
     window.ready = true;
     return;
   }
-  $("order-a").value = state.manifest.order.a;
-  $("order-b").value = state.manifest.order.b;
+  for (const key of ["a", "b"]) $(`order-${key}`).value = state.manifest.order[key];
   describe_text();
-  $("train-batch").value = train.DEFAULTS.batch;
-  $("train-steps").value = train.DEFAULTS.steps;
-  $("train-lr").value = train.DEFAULTS.lr;
+  for (const key of ["batch", "steps", "lr"]) $(`train-${key}`).value = train.DEFAULTS[key];
   wire_controls();
   experiments.setup({ tok: state.tok, split: state.split, data: state.data });
   await lessons.setup({ tok: state.tok, split: state.split, data: state.data, manifest: state.manifest,
@@ -115,8 +114,7 @@ function describe_text() {
  * model.js tensors) the model every panel shows, and the one "Back to the loaded weights" returns to. */
 function set_model(ckpt, { source, trained }) {
   const val = ckpt.val_loss;
-  const config = model.checked(model_config(ckpt.config)); // (frozen again: from a worker, a message carries a copy)
-  state.model = { params: ckpt.params, config, source, trained, step: ckpt.step,
+  state.model = { params: ckpt.params, config: ckpt.config, source, trained, step: ckpt.step,
     val_loss: val === null ? null : Number(val) };
   state.loaded = state.model;
   state.view = { block: 0, head: 0, inside: 0 };
@@ -126,17 +124,13 @@ function set_model(ckpt, { source, trained }) {
 /** The words and pickers of the page that depend on the model's sizes. */
 function describe_model() {
   const m = state.model;
-  const fill = (id, count, noun) => {
+  for (const [id, key] of PICKERS) {
+    const noun = key === "head" ? "head" : "block", count = m.config[`${noun}s`];
     const select = $(id);
     select.textContent = "";
     for (let i = 0; i < count; i++) select.append(new Option(`${noun} ${i + 1} of ${count}`, String(i)));
-  };
-  fill("attention-block", m.config.blocks, "block");
-  fill("attention-head", m.config.heads, "head");
-  fill("inside-block", m.config.blocks, "block");
-  $("attention-block").value = String(state.view.block);
-  $("attention-head").value = String(state.view.head);
-  $("inside-block").value = String(state.view.inside);
+    select.value = String(state.view[key]);
+  }
   $("train-positions").value = m.config.positions;
   $("train-sizes").textContent = sizes_words(m);
   const tiny = tiny_params();
@@ -209,6 +203,7 @@ async function read_weights_file(file) {
     const { tokenizer_sha256 } = state.manifest, vocab = state.tok.vocab.length;
     loader.postMessage({ type: "load", id, file, tokenizer_sha256, vocab });
   });
+  // (the config frozen again: from a worker, a message carries a copy)
   return { ...ckpt, config: model_config(ckpt.config), params: checkpoint.unflat_tensors(ckpt.params) };
 }
 
@@ -245,18 +240,16 @@ function restore_loaded() {
 /** The current weights as a checkpoint file that sample.py, explore.py and checkpoint.read_weights read. */
 async function download_weights() {
   const m = state.model;
-  let snap = null;
-  if (state.worker && state.training && !state.training.ended) snap = await request_snapshot();
-  const moments = snap ? [snap.m, snap.v].map(checkpoint.unflat_tensors)
-    : [train.zeros_like(m.params), train.zeros_like(m.params)];
-  const settings = snap ? snap.settings : {};
+  const live = state.worker && state.training && !state.training.ended ? await request_snapshot() : null;
+  // a live run's whole state; else the weights shown, with zero moments and a sampler of the Seed field
+  const snap = live ? { ...live, params: checkpoint.unflat_tensors(live.params),
+    moments: [live.m, live.v].map(checkpoint.unflat_tensors) }
+    : { params: m.params, moments: [train.zeros_like(m.params), train.zeros_like(m.params)], step: m.step,
+      rng_words: new random.Random(Number($("train-seed").value) || 0).getstate(), seed: null, settings: {} };
   const bytes = checkpoint.checkpoint_bytes({
-    params: snap ? checkpoint.unflat_tensors(snap.params) : m.params,
-    moments,
-    step: snap ? snap.step : m.step,
-    rng_words: snap ? snap.rng_words : new random.Random(Number($("train-seed").value) || 0).getstate(),
+    ...snap,
     config: m.config,
-    training: { backend: "explorer", dtype: "float64", seed: snap ? snap.seed : null, ...settings },
+    training: { backend: "explorer", dtype: "float64", seed: snap.seed, ...snap.settings },
     tokenizer_sha256: state.manifest.tokenizer_sha256,
     extra: { explorer_source: m.source, ...(m.val_loss === null ? {} : { val_loss: String(m.val_loss) }) },
   });
@@ -580,7 +573,7 @@ function render_position_rows() {
   canvas.hidden = rows === null;
   if (rows === null) return;
   const r = model.rows_of(rows); // (L, d)
-  const norms = r.map((x) => Math.sqrt(model.dot(EXACT, x, x))); // (L,)
+  const norms = row_norms(rows); // (L,)
   const cos = r.map((x, i) => r.map((y, j) => model.dot(EXACT, x, y) / (norms[i] * norms[j]))); // (L, L)
   heatmap(canvas, cos, { color: diverging, max_cell: 5 });
 }
@@ -602,25 +595,9 @@ function sample_settings() {
   return { ...settings, prompt };
 }
 
-/** As the fields change: the message of the first one that is wrong, or none once all are right. */
-function check_sample_fields() {
-  if (state.sampling) return;
-  try {
-    sample_settings();
-    say("sample-message", "");
-  } catch (e) {
-    say("sample-message", `${e.message}.`);
-  }
-}
-
 async function run_sample() {
-  say("sample-message", "");
-  let settings;
-  try {
-    settings = sample_settings();
-  } catch (e) {
-    return say("sample-message", `${e.message}.`);
-  }
+  const settings = read_or_say("sample-message", sample_settings);
+  if (!settings) return;
   const { params, config } = state.model; // the weights of this moment, even if training goes on
   const rng = new random.Random(settings.seed);
   const context = [...start_ids(), ...state.tok.encode(settings.prompt)];
@@ -678,23 +655,23 @@ function show_replace_note() {
 }
 
 function start_training() {
-  say("train-message", "");
-  let settings, seed, config;
   const m = state.model;
   const from_loaded = !from_fresh();
-  try {
+  const read = read_or_say("train-message", () => {
     const positions = from_loaded ? m.config.positions : $("train-positions").value;
     const lr = read_number("train-lr", "Learning rate", (v) => v > 0, "a positive number");
     const steps = read_int("train-steps", "Steps", 1, 1e6);
     const batch = read_int("train-batch", "Batch", 1, 256);
-    seed = read_int("train-seed", "Seed", 0, 2 ** 32 - 1);
-    config = model.checked(model_config({ ...m.config, positions })); // the loaded model's sizes, this scheme
+    const seed = read_int("train-seed", "Seed", 0, 2 ** 32 - 1);
+    const config = model.checked(model_config({ ...m.config, positions })); // the loaded model's sizes, this scheme
     // train.py's schedule, as the experiments': a model with fewer positions trains on shorter windows
-    settings = experiments.settings_of({ steps, batch, lr }, config, { seq_len: Math.min(train.DEFAULTS.seq_len,
-      config.max_len), eval_every: Math.min(train.DEFAULTS.eval_every, steps) });
-  } catch (e) {
-    return say("train-message", `${e.message}.`);
-  }
+    const seq_len = Math.min(train.DEFAULTS.seq_len, config.max_len);
+    const settings = experiments.settings_of({ steps, batch, lr }, config, { seq_len,
+      eval_every: Math.min(train.DEFAULTS.eval_every, steps) });
+    return { settings, seed, config };
+  });
+  if (!read) return;
+  const { settings, seed, config } = read;
   state.run_id += 1;
   state.training = { id: state.run_id, settings, seed, from_loaded, losses: [], vals: [], step: 0, paused: false,
     tokens_per_s: null, last_render: 0 };
@@ -880,7 +857,7 @@ function wire_controls() {
   const redraw_order = () => soon(pending, "order", () => guarded("order-message", render_order));
   for (const id of ["order-a", "order-b", "order-positions"]) $(id).addEventListener("input", redraw_order);
   $("order-answer").addEventListener("toggle", redraw_order); // (its chart, drawn while folded, takes its width)
-  for (const [id, key] of [["attention-block", "block"], ["attention-head", "head"], ["inside-block", "inside"]]) {
+  for (const [id, key] of PICKERS) {
     $(id).addEventListener("change", () => {
       state.view[key] = Number($(id).value);
       guarded("token-message", key === "inside" ? render_inside : render_attention);
@@ -891,23 +868,22 @@ function wire_controls() {
     e.target.value = ""; // so that choosing the same file again is a change too
     if (file) load_weights_file(file);
   });
-  $("download").addEventListener("click", () => download_weights()
-    .catch((e) => say("load-message", `Could not make the file: ${e.message}`)));
-  $("restore").addEventListener("click", restore_loaded);
   for (const id of ["sample-prompt", "sample-temperature", "sample-top-k", "sample-seed", "sample-tokens"]) {
-    $(id).addEventListener("input", check_sample_fields);
+    // as the fields change: the message of the first one that is wrong, or none once all are right
+    $(id).addEventListener("input", () => state.sampling || read_or_say("sample-message", sample_settings));
   }
-  $("sample-go").addEventListener("click", () => run_sample()
-    .catch((e) => say("sample-message", `Sampling failed: ${e.message}`)));
-  $("sample-stop").addEventListener("click", () => state.sampling && (state.sampling.stop = true));
   for (const radio of document.querySelectorAll('input[name="train-from"]')) {
     radio.addEventListener("change", show_replace_note);
   }
-  $("train-start").addEventListener("click", start_training);
-  $("train-pause").addEventListener("click", toggle_pause);
-  $("train-stop").addEventListener("click", stop_training);
-  $("check-go").addEventListener("click", () => run_check()
-    .catch((e) => say("check-status", `The check failed: ${e.message}`)));
+  // the buttons: [id, what a click does, and for a task that may fail, where and in what words it says so]
+  const buttons = [["restore", restore_loaded], ["train-start", start_training], ["train-pause", toggle_pause],
+    ["train-stop", stop_training], ["sample-stop", () => state.sampling && (state.sampling.stop = true)],
+    ["download", download_weights, "load-message", "Could not make the file"],
+    ["sample-go", run_sample, "sample-message", "Sampling failed"],
+    ["check-go", run_check, "check-status", "The check failed"]];
+  for (const [id, task, where, words] of buttons) {
+    $(id).addEventListener("click", () => (where ? task().catch((e) => say(where, `${words}: ${e.message}`)) : task()));
+  }
   let resize = null;
   window.addEventListener("resize", () => {
     clearTimeout(resize);

@@ -11,17 +11,20 @@ export function say(id, text, kind = "error") {
   el.hidden = !text;
 }
 
-/** An integer field's value, or an Error naming the field, the bad value and what is allowed. */
-export function read_int(id, label, low, high) {
-  const raw = $(id).value.trim();
-  const v = Number(raw);
-  if (raw === "" || !Number.isInteger(v) || v < low || v > high) {
-    throw new Error(`${label} is ${JSON.stringify(raw)}; expected a whole number from ${low} to ${high}`);
+/** What read() reads from a panel's fields, with the panel's message element id emptied; or null, with the message
+ * of read's Error (the first field that is wrong) said there. */
+export function read_or_say(id, read) {
+  say(id, "");
+  try {
+    return read();
+  } catch (e) {
+    say(id, `${e.message}.`);
+    return null;
   }
-  return v;
 }
 
-/** A number field's value, or an Error naming the field and the bad value; ok(v) says whether v is allowed. */
+/** A number field's value, or an Error naming the field, the bad value and what is expected; ok(v) says whether v
+ * is allowed. */
 export function read_number(id, label, ok, expected) {
   const raw = $(id).value.trim();
   const v = Number(raw);
@@ -29,6 +32,12 @@ export function read_number(id, label, ok, expected) {
     throw new Error(`${label} is ${JSON.stringify(raw)}; expected ${expected}`);
   }
   return v;
+}
+
+/** An integer field's value from low to high, or an Error as read_number's. */
+export function read_int(id, label, low, high) {
+  const whole = (v) => Number.isInteger(v) && v >= low && v <= high;
+  return read_number(id, label, whole, `a whole number from ${low} to ${high}`);
 }
 
 /** A number in four significant digits, or in e-notation when it is tiny or huge; 0 as "0".

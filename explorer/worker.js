@@ -152,21 +152,17 @@ const handlers = {
       run.wake?.();
     }
   },
-  async load(msg) {
-    let bytes;
-    try {
-      bytes = new Uint8Array(await msg.file.arrayBuffer());
-    } catch (e) {
-      const message = `${msg.file.name} could not be read (${e.message})`;
-      return postMessage({ type: "refused", id: msg.id, message });
-    }
+  async load({ id, file, tokenizer_sha256, vocab }) {
     let ckpt;
     try {
-      ckpt = read_weights(bytes, msg.file.name, msg.tokenizer_sha256, msg.vocab);
+      const bytes = new Uint8Array(await file.arrayBuffer().catch((e) => {
+        throw new Error(`${file.name} could not be read (${e.message})`);
+      }));
+      ckpt = read_weights(bytes, file.name, tokenizer_sha256, vocab);
     } catch (e) {
-      return postMessage({ type: "refused", id: msg.id, message: e.message });
+      return postMessage({ type: "refused", id, message: e.message });
     }
-    postMessage({ type: "loaded", id: msg.id, ckpt }, Object.values(ckpt.params).map((t) => t.values.buffer));
+    postMessage({ type: "loaded", id, ckpt }, Object.values(ckpt.params).map((t) => t.values.buffer));
   },
   snapshot() {
     if (!run) return postMessage({ type: "snapshot", run: null });
