@@ -61,7 +61,7 @@ def main(argv=None):
     if args.list:
         width = max(len(lesson.key) for lesson in every)
         for n, lesson in enumerate(every, 1):
-            print(f"{n:2d}. {lesson.key:{width}s}  {lesson.title}" + (" (NumPy)" if lesson.needs == "numpy" else ""))
+            print(f"{n:2d}. {lesson.key:{width}s}  {lesson.title}" + (" (NumPy)" if n > len(lessons.LESSONS) else ""))
         if why_not:
             print(why_not)
         return 0

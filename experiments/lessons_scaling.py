@@ -149,7 +149,6 @@ SCALING = Lesson(
             "fits its export made: python3 explore.py).",
     source="experiments/scaling_law.py: fit_law, law, law_cost, law_points; experiments/lessons_scaling.py:"
            " scaling_numbers",
-    needs="numpy",
 )
 
 

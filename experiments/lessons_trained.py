@@ -110,7 +110,6 @@ FLOOR = Lesson(
             "busy one) stops far above it, and python3 train.py's 12,000 steps still end a few hundredths above it\n"
             "(val loss 0.3306 against 0.3074, in docs/training.md).",
     source="oneblock/floor.py: story_floor, load_floor; oneblock/training.py: fit (the floor and the gap)",
-    needs="numpy",
     slots={"steps": FLOOR_STEPS, "batch": 16},
 )
 
@@ -250,7 +249,6 @@ POSITIONS_PAST_LENGTH = Lesson(
             "The four runs here train {steps} steps of {batch} windows each (400 take about 5 s on a 2-vCPU\n"
             "machine; longer on a busy one).",
     source="oneblock/numpy_model.py: check_length (the refusal), forward, sinusoid_table, rope_tables",
-    needs="numpy",
     slots={"steps": PAST_STEPS, "batch": 16},
 )
 
@@ -365,7 +363,6 @@ SECOND_BLOCK = Lesson(
             "a busy one); python3 -m experiments.depth has the full study.",
     source="experiments/induction.py: periodic, induction_measures; oneblock/numpy_model.py: block_forward,"
            " attention_forward",
-    needs="numpy",
     slots={"steps": COPY_STEPS, "batch": COPY_BATCH, "lr": f"{COPY_LR[1, 1]:g} for one block and {COPY_LR[2, 1]:g}"
                                                           f" for two"},
 )

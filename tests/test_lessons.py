@@ -143,9 +143,10 @@ def test_each_answer_is_what_model_py_computes_for_the_same_weights():
 def test_the_block_lessons_backward_steps_are_model_pys_backward():
     """The gradients the lessons on the block's parts follow, with the skip paths, are backward's own: the gradient
     at x0 is what pos_emb's rows get, and ReLU's is what b1's sums; without the skip paths it is another, smaller."""
-    params, x, y, logits, cache, dlogits = lessons.story_pass(LAB)
+    run = lessons.story_pass(LAB)
+    params, x, y, cache, dlogits = run.params, run.x, run.y, run.cache, run.dlogits
     grads = model.backward(params, cache, dlogits)
-    dx2 = lessons.stream_gradient(params, cache, dlogits)
+    dx2 = lessons.stream_gradient(run)
     assert lessons.sublayers_backward(params, cache, dx2, skips=True) == grads["pos_emb"][:len(x)]
     assert model.column_sums(lessons.relu_gradient(params, cache, dx2)) == grads["b1"]
     without = lessons.sublayers_backward(params, cache, dx2, skips=False)
@@ -225,7 +226,7 @@ def test_a_choice_is_taken_by_its_number_or_its_words():
 
 def test_a_judge_that_says_something_else_is_an_error():
     odd = lessons.Lesson(key="x", title="t", question="q", guess=("number",), answer=lessons.TOKENS.answer,
-                         judge=lambda guess, answer: "maybe", explain="e", source="bpe.py: Tokenizer", needs="stdlib")
+                         judge=lambda guess, answer: "maybe", explain="e", source="bpe.py: Tokenizer")
     with pytest.raises(ValueError, match="said 'maybe'; expected one of"):
         run_ask(odd, "4")
 
@@ -257,9 +258,8 @@ def test_every_lesson_of_the_path_in_order_each_well_formed():
         assert isinstance(lesson, lessons.Lesson)
         assert re.fullmatch(r"[a-z]+(-[a-z]+)*", lesson.key) and "\n" not in lesson.title
         assert lesson.guess[0] in ("number", "range", "pair", "choice")
-        assert lesson.needs == ("stdlib" if lesson in lessons.LESSONS else "numpy"), lesson.key
         assert all(len(line) <= 120 for line in (lesson.question + "\n" + lesson.explain).splitlines()), lesson.key
-        if lesson.needs == "numpy":  # each says what it costs, and that a busy machine takes longer
+        if lesson not in lessons.LESSONS:  # (NumPy) each says what it costs, and that a busy machine takes longer
             assert all(says in flat(lesson.explain) for says in ("2-vCPU machine", "longer on a busy one")), lesson.key
 
 
