@@ -15,7 +15,6 @@ import importlib.util
 import random
 import time
 from functools import partial
-from pathlib import Path
 
 import numpy as np
 
@@ -23,8 +22,6 @@ from oneblock import floor, numpy_model, training
 from oneblock.config import SCHEMES
 from oneblock.lessons import Exactly, Lesson, Skip, each, shipped_tokenizer, shows, weights
 from oneblock.settings import Settings, checked, model_config
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def need(*packages):

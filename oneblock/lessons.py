@@ -33,10 +33,8 @@ import bpe
 import model
 from oneblock import checkpoint
 from oneblock.config import ModelConfig, seed_switch
+from oneblock.data import CORPUS_FILE, TOKENIZER_FILE
 
-ROOT = Path(__file__).resolve().parent.parent
-TOKENIZER = ROOT / "tokenizer.json"
-CORPUS = ROOT / "corpus.txt"
 SEED = (96, 16, 64, 64, 3)  # model.init_params(vocab, d, hidden, max_len, seed): the seed's series model
 VERDICTS = ("right", "close", "off")  # what a judge says
 QUIT = "q"  # typed instead of a guess: the learner stops
@@ -61,17 +59,6 @@ class Lesson:
     source: str       # where the lab makes it so: "model.py: layernorm_forward" (file and function names)
     slots: dict = field(default_factory=dict)  # the values of the slots of its own runs ({steps}, ...) here; the
     # page fills them with its own runs' (explorer/lessons.js)
-
-
-    @property
-    def shown(self):
-        """The templates of its answer's lines (shows), or () where answer() writes its lines itself."""
-        return getattr(self.answer, "shown", ())
-
-    @property
-    def bounds(self):
-        """The template of how exact its answer is (shows), or None where answer() writes it itself."""
-        return getattr(self.answer, "bounds", None)
 
 
 def shows(*templates, bounds):
@@ -154,7 +141,7 @@ def words(lesson, lab):
 
 def page_words(lesson):
     """What the page gets of a lesson (explore.py's export, data/lessons.json): its words, the question, the
-    explanation, the answer's lines (shown) and how exact it is (bounds), where it has them, as templates whose
+    explanation, the answer's lines (shown) and how exact it is (bounds), where it has them (shows), as templates whose
     slots the page fills with the numbers of the model and the runs it has and of its answer, what to type for its
     guess, and its judge (name and numbers, for the page's copy of it) with its rule.
 
@@ -162,7 +149,8 @@ def page_words(lesson):
     (['Within', 0.05, 0.5], 'right within 0.05 of the answer, close within 0.5')
     """
     return {"key": lesson.key, "title": lesson.title, "question": lesson.question, "explain": lesson.explain,
-            "source": lesson.source, "shown": list(lesson.shown), "bounds": lesson.bounds,
+            "source": lesson.source, "shown": list(getattr(lesson.answer, "shown", ())),
+            "bounds": getattr(lesson.answer, "bounds", None),
             "guess": [lesson.guess[0], *(list(part) for part in lesson.guess[1:])],
             "describe": describe_guess(lesson.guess), "judge": lesson.judge.spec, "rule": lesson.judge.rule}
 
@@ -182,7 +170,7 @@ def build_lab(ckpt_path=None):
     (ModelConfig(vocab=96, d=16, hidden=64, max_len=64, blocks=1, heads=1, positions='learned'), None, 7440)
     """
     if ckpt_path is None:
-        tokenizer = bpe.Tokenizer.load(TOKENIZER)
+        tokenizer = bpe.Tokenizer.load(TOKENIZER_FILE)
         vocab, d, hidden, max_len, seed = SEED
         return SimpleNamespace(params=model.init_params(vocab, d, hidden, max_len, seed),
                                config=ModelConfig(vocab, d, hidden, max_len), tokenizer=tokenizer, ckpt_path=None,
@@ -195,7 +183,7 @@ def build_lab(ckpt_path=None):
         raise ValueError(f"--ckpt {ckpt_path} is a folder; expected a checkpoint file such as"
                          f" {path / 'ckpt.safetensors'}")
     ckpt = checkpoint.load_checkpoint(path)
-    tokenizer = checkpoint.tokenizer_of(ckpt, TOKENIZER, str(ckpt_path))
+    tokenizer = checkpoint.tokenizer_of(ckpt, TOKENIZER_FILE, str(ckpt_path))
     return SimpleNamespace(params=checkpoint.reference_params(ckpt), config=ckpt["config"], tokenizer=tokenizer,
                            ckpt_path=str(ckpt_path), write=print)
 
@@ -208,7 +196,7 @@ def shipped_tokenizer(lab):
     >>> shipped_tokenizer(build_lab())
     True
     """
-    return lab.tokenizer.merges == bpe.Tokenizer.load(TOKENIZER).merges
+    return lab.tokenizer.merges == bpe.Tokenizer.load(TOKENIZER_FILE).merges
 
 
 def weights(lab):
@@ -247,7 +235,7 @@ def pieces(lab, ids):
 
 def first_story(lab):
     """The token IDs of the corpus's first story, cut to the model's positions plus the one it predicts last."""
-    with open(CORPUS, encoding="utf-8") as f:
+    with open(CORPUS_FILE, encoding="utf-8") as f:
         story = f.readline()
     return encode(lab, story, "the corpus's first story")[: lab.config.max_len + 1]
 
@@ -478,7 +466,7 @@ def tokens_answer(lab):
             for i in ids]
     counts = []  # how often WORD and KITE stand in corpus.txt: nothing for a tokenizer of a text of its own
     if shipped_tokenizer(lab):
-        text = CORPUS.read_text(encoding="utf-8")
+        text = CORPUS_FILE.read_text(encoding="utf-8")
         counts = [{"word_count": text.count(WORD), "kite_count": text.count(KITE)}]
     return {"value": len(ids),
             "slots": {"word": repr(WORD), "count": len(ids), "pieces": pieces(lab, ids),

@@ -187,17 +187,6 @@ class Workspace:
         loss, dlogits = self.loss_and_dlogits(logits, targets)
         return loss, self.backward(params, dlogits, check=False)  # (forward checked the same params)
 
-    def loss(self, params, ids, targets):
-        """The mean loss over the B * T positions, as one float (the backward pass is not run).
-
-        >>> config = ModelConfig(96, 4, 8, 8)
-        >>> p = numpy_model.init_params(config, 3)
-        >>> round(Workspace(p, config, B=1, T=2).loss(p, [[1, 2]], [[2, 3]]), 2)
-        4.55
-        """
-        logits, _ = self.forward(params, ids)
-        return self.loss_and_dlogits(logits, targets)[0]
-
     def check(self, params):
         """Raise a ValueError unless params have the shapes and dtype this workspace was made for.
 
@@ -866,7 +855,7 @@ def loss_and_grads(params, ids, targets, config):
 
 def sequence_loss(params, ids, targets, config):
     """numpy_model.sequence_loss through a fresh workspace: the loss of predicting targets from ids, one float.
-    For one-off use: in a loop, make one `Workspace` and call its `loss`.
+    For one-off use: in a loop, make one `Workspace` and call its `forward`, then its `loss_and_dlogits`.
 
     >>> config = ModelConfig(96, 4, 8, 8)
     >>> round(sequence_loss(numpy_model.init_params(config, 3), [1, 2], [2, 3], config), 2)
