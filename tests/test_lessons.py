@@ -377,6 +377,7 @@ def test_one_lesson_by_its_key_with_a_guess_given_or_typed_and_the_list(monkeypa
     assert status == 0 and len(listed) >= len(lessons.all_lessons())
     for n, lesson in enumerate(lessons.all_lessons(), 1):
         assert listed[n - 1].startswith(f"{n:2d}. {lesson.key} ") and lesson.title in listed[n - 1], listed
+        assert listed[n - 1].endswith(" (NumPy)") == (lesson not in lessons.LESSONS), listed  # the ones after the ten
 
 
 @pytest.mark.parametrize("args, says", [
