@@ -305,7 +305,7 @@ def trick_cases(nf=None):
              "np.exp(w, out=w)\n"
              "np.sum(w, axis=-1, keepdims=True, out=m)\n"
              "w /= m"),
-            (("np.matmul(by_query(st, B, nh), v",), "np.matmul(w, v, out=by_head(blk.ctx, nh))")),
+            (("np.matmul(by_query(st, B, nh), v",), "np.matmul(w, v, out=split_heads(blk.ctx, nh))")),
         "full mask": variant("attention_forward", (("st += ws.mask",), "st += ws.mask[:, :1]  # (T, 1, T)")),
     }
     forward = {  # the plain lines in Workspace.forward

@@ -85,24 +85,6 @@ def scaling_numbers(points):
             "cost_ratio": fixed["cost"] / free["cost"], "cuts": rows}
 
 
-def gflop(budget):
-    """A budget in GFLOP, as the lesson writes it.
-
-    >>> gflop(160_000_000_000)
-    '160 GFLOP'
-    """
-    return f"{budget / 1e9:g} GFLOP"
-
-
-def side(e, floor):
-    """How far E is from the floor, and on which side.
-
-    >>> side(0.430, 0.4912), side(0.522, 0.4912)
-    ('0.0612 below the floor', '0.0308 above the floor')
-    """
-    return f"{abs(e - floor):.4f} {'below' if e < floor else 'above'} the floor"
-
-
 def scaling_answer(lab, path=RECORD_FILE):
     """The fits of the record's cells (scaling_numbers), as the lesson shows them; the value is E with E free. The
     lab is not read: explore.py's export computes this answer for the page (lab None)."""
@@ -110,16 +92,17 @@ def scaling_answer(lab, path=RECORD_FILE):
     floor, free, fixed = numbers["floor"], numbers["free"], numbers["fixed"]
     shown = [f"the floor of the validation stories: {floor:.4f} nats per token (exact: stories x entropy / tokens)",
              f"the law fitted by least squares on log L to the {numbers['cells']} cells (each the mean of its seeds):",
-             f"  E free:   E {free['E']:.4f}, A {free['A']:.3g}, alpha {free['alpha']:.3f}, B {free['B']:.3g},"
-             f" beta {free['beta']:.3f}; cost {free['cost']:.4g}",
-             f"  E fixed:  E {fixed['E']:.4f}, A {fixed['A']:.3g}, alpha {fixed['alpha']:.3f}, B {fixed['B']:.3g},"
-             f" beta {fixed['beta']:.3f}; cost {fixed['cost']:.4g}",
+             *(f"  E {name:7s} E {fit['E']:.4f}, A {fit['A']:.3g}, alpha {fit['alpha']:.3f}, B {fit['B']:.3g},"
+               f" beta {fit['beta']:.3f}; cost {fit['cost']:.4g}"
+               for name, fit in (("free:", free), ("fixed:", fixed))),
              f"  forcing E to the floor costs {numbers['cost_ratio']:.2f}x the free fit's cost (half the sum of"
              f" squares of the misses in log L)",
              "E free, refitted on the budgets from a cut up:"]
     for row in numbers["cuts"]:
-        shown.append(f"  budgets >= {gflop(row['budget']):>9}: {row['cells']:2d} cells, E {row['E']:.4f}"
-                     f" ({side(row['E'], floor)}), alpha {row['alpha']:.3f}, beta {row['beta']:.3f}")
+        side = "below" if row["E"] < floor else "above"  # which side of the floor E is
+        shown.append(f"  budgets >= {row['budget'] / 1e9:>3g} GFLOP: {row['cells']:2d} cells, E {row['E']:.4f}"
+                     f" ({abs(row['E'] - floor):.4f} {side} the floor), alpha {row['alpha']:.3f},"
+                     f" beta {row['beta']:.3f}")
     return {"value": free["E"], "shown": shown,
             "bounds": "fitted live from scaling.json's runs: the record's own fits, to the six digits it keeps",
             "numbers": numbers}
@@ -149,7 +132,6 @@ SCALING = Lesson(
             "fits its export made: python3 explore.py).",
     source="experiments/scaling_law.py: fit_law, law, law_cost, law_points; experiments/lessons_scaling.py:"
            " scaling_numbers",
-    needs="numpy",
 )
 
 

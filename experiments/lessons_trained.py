@@ -15,28 +15,21 @@ import importlib.util
 import random
 import time
 from functools import partial
-from pathlib import Path
 
 import numpy as np
 
-from oneblock import floor, numpy_model, training
+from oneblock import floor, machine, numpy_model, training
 from oneblock.config import SCHEMES
 from oneblock.lessons import Exactly, Lesson, Skip, each, shipped_tokenizer, shows, weights
 from oneblock.settings import Settings, checked, model_config
 
-ROOT = Path(__file__).resolve().parent.parent
 
-
-def need(*packages):
-    """Skip, naming the first of packages that is not installed and the command that installs it; None when all are.
-    (training.train sets its BLAS threads with threadpoolctl.)
-
-    >>> need("json")
-    """
-    for package in packages:
-        if importlib.util.find_spec(package) is None:
-            raise Skip(f"it needs {package}, which is not installed; install it with: python3 -m pip install -r"
-                       f" tests/requirements.txt")
+def need_threadpoolctl():
+    """Skip, with the command that installs it, where threadpoolctl is not installed: training.train sets its BLAS
+    threads with it."""
+    if importlib.util.find_spec("threadpoolctl") is None:
+        raise Skip("it needs threadpoolctl, which is not installed; install it with: "
+                   + machine.INSTALL["threadpoolctl"])
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -71,7 +64,7 @@ def page_val_loss(lab, data):
 def floor_answer(lab, steps=FLOOR_STEPS):
     """Train a run of `steps` steps on the stories (the numpy backend, from the seed's initial weights) and read its
     validation loss against the floor of the validation stories (and the corpus's, corpus-entropy.json's)."""
-    need("threadpoolctl")
+    need_threadpoolctl()
     corpus_floor = floor.load_floor()
     s = Settings(steps=steps, eval_every=min(FLOOR_EVAL, steps), quiet=True)
     lab.write(f"training {steps} steps on the stories (numpy backend, the seed's initial weights) ...")
@@ -110,7 +103,6 @@ FLOOR = Lesson(
             "busy one) stops far above it, and python3 train.py's 12,000 steps still end a few hundredths above it\n"
             "(val loss 0.3306 against 0.3074, in docs/training.md).",
     source="oneblock/floor.py: story_floor, load_floor; oneblock/training.py: fit (the floor and the gap)",
-    needs="numpy",
     slots={"steps": FLOOR_STEPS, "batch": 16},
 )
 
@@ -203,7 +195,7 @@ PAGE = "the page's model ({weights}, {positions} positions): "
 def past_length_answer(lab, steps=PAST_STEPS):
     """Train each scheme `steps` steps on windows of 64 tokens, then run it with numpy_model on windows of 101
     tokens of the validation stories: the learned scheme's refusal, the others' loss before and past 64."""
-    need("threadpoolctl")
+    need_threadpoolctl()
     data, runs = None, {}
     started = time.perf_counter()
     for scheme in SCHEMES:
@@ -250,7 +242,6 @@ POSITIONS_PAST_LENGTH = Lesson(
             "The four runs here train {steps} steps of {batch} windows each (400 take about 5 s on a 2-vCPU\n"
             "machine; longer on a busy one).",
     source="oneblock/numpy_model.py: check_length (the refusal), forward, sinusoid_table, rope_tables",
-    needs="numpy",
     slots={"steps": PAST_STEPS, "batch": 16},
 )
 
@@ -319,7 +310,7 @@ COPIED = ("copies {accuracy:.1f}% of the copyable tokens right; copy loss {copy_
 def second_block_answer(lab, steps=COPY_STEPS):
     """Train one block and two blocks `steps` steps each on the copying task and measure both on the same fresh
     sequences: the copied-token accuracy and loss (experiments/induction.py's induction_measures)."""
-    need("threadpoolctl")
+    need_threadpoolctl()
     from experiments.induction import induction_config, induction_measures, periodic
 
     test = periodic(random.Random(TEST_SEED), TEST_SEQUENCES)
@@ -365,7 +356,6 @@ SECOND_BLOCK = Lesson(
             "a busy one); python3 -m experiments.depth has the full study.",
     source="experiments/induction.py: periodic, induction_measures; oneblock/numpy_model.py: block_forward,"
            " attention_forward",
-    needs="numpy",
     slots={"steps": COPY_STEPS, "batch": COPY_BATCH, "lr": f"{COPY_LR[1, 1]:g} for one block and {COPY_LR[2, 1]:g}"
                                                           f" for two"},
 )

@@ -33,10 +33,8 @@ import bpe
 import model
 from oneblock import checkpoint
 from oneblock.config import ModelConfig, seed_switch
+from oneblock.data import CORPUS_FILE, TOKENIZER_FILE
 
-ROOT = Path(__file__).resolve().parent.parent
-TOKENIZER = ROOT / "tokenizer.json"
-CORPUS = ROOT / "corpus.txt"
 SEED = (96, 16, 64, 64, 3)  # model.init_params(vocab, d, hidden, max_len, seed): the seed's series model
 VERDICTS = ("right", "close", "off")  # what a judge says
 QUIT = "q"  # typed instead of a guess: the learner stops
@@ -59,20 +57,8 @@ class Lesson:
     judge: Callable   # judge(guess_value, answer_dict) -> "right" / "close" / "off", in words a learner reads
     explain: str      # a short explanation, a few lines: a template, as the question
     source: str       # where the lab makes it so: "model.py: layernorm_forward" (file and function names)
-    needs: str = "stdlib"  # "stdlib" or "numpy" (what answer() imports)
     slots: dict = field(default_factory=dict)  # the values of the slots of its own runs ({steps}, ...) here; the
     # page fills them with its own runs' (explorer/lessons.js)
-
-
-    @property
-    def shown(self):
-        """The templates of its answer's lines (shows), or () where answer() writes its lines itself."""
-        return getattr(self.answer, "shown", ())
-
-    @property
-    def bounds(self):
-        """The template of how exact its answer is (shows), or None where answer() writes it itself."""
-        return getattr(self.answer, "bounds", None)
 
 
 def shows(*templates, bounds):
@@ -155,7 +141,7 @@ def words(lesson, lab):
 
 def page_words(lesson):
     """What the page gets of a lesson (explore.py's export, data/lessons.json): its words, the question, the
-    explanation, the answer's lines (shown) and how exact it is (bounds), where it has them, as templates whose
+    explanation, the answer's lines (shown) and how exact it is (bounds), where it has them (shows), as templates whose
     slots the page fills with the numbers of the model and the runs it has and of its answer, what to type for its
     guess, and its judge (name and numbers, for the page's copy of it) with its rule.
 
@@ -163,7 +149,8 @@ def page_words(lesson):
     (['Within', 0.05, 0.5], 'right within 0.05 of the answer, close within 0.5')
     """
     return {"key": lesson.key, "title": lesson.title, "question": lesson.question, "explain": lesson.explain,
-            "source": lesson.source, "shown": list(lesson.shown), "bounds": lesson.bounds,
+            "source": lesson.source, "shown": list(getattr(lesson.answer, "shown", ())),
+            "bounds": getattr(lesson.answer, "bounds", None),
             "guess": [lesson.guess[0], *(list(part) for part in lesson.guess[1:])],
             "describe": describe_guess(lesson.guess), "judge": lesson.judge.spec, "rule": lesson.judge.rule}
 
@@ -183,7 +170,7 @@ def build_lab(ckpt_path=None):
     (ModelConfig(vocab=96, d=16, hidden=64, max_len=64, blocks=1, heads=1, positions='learned'), None, 7440)
     """
     if ckpt_path is None:
-        tokenizer = bpe.Tokenizer.load(TOKENIZER)
+        tokenizer = bpe.Tokenizer.load(TOKENIZER_FILE)
         vocab, d, hidden, max_len, seed = SEED
         return SimpleNamespace(params=model.init_params(vocab, d, hidden, max_len, seed),
                                config=ModelConfig(vocab, d, hidden, max_len), tokenizer=tokenizer, ckpt_path=None,
@@ -196,7 +183,7 @@ def build_lab(ckpt_path=None):
         raise ValueError(f"--ckpt {ckpt_path} is a folder; expected a checkpoint file such as"
                          f" {path / 'ckpt.safetensors'}")
     ckpt = checkpoint.load_checkpoint(path)
-    tokenizer = checkpoint.tokenizer_of(ckpt, TOKENIZER, str(ckpt_path))
+    tokenizer = checkpoint.tokenizer_of(ckpt, TOKENIZER_FILE, str(ckpt_path))
     return SimpleNamespace(params=checkpoint.reference_params(ckpt), config=ckpt["config"], tokenizer=tokenizer,
                            ckpt_path=str(ckpt_path), write=print)
 
@@ -209,7 +196,7 @@ def shipped_tokenizer(lab):
     >>> shipped_tokenizer(build_lab())
     True
     """
-    return lab.tokenizer.merges == bpe.Tokenizer.load(TOKENIZER).merges
+    return lab.tokenizer.merges == bpe.Tokenizer.load(TOKENIZER_FILE).merges
 
 
 def weights(lab):
@@ -248,9 +235,22 @@ def pieces(lab, ids):
 
 def first_story(lab):
     """The token IDs of the corpus's first story, cut to the model's positions plus the one it predicts last."""
-    with open(CORPUS, encoding="utf-8") as f:
+    with open(CORPUS_FILE, encoding="utf-8") as f:
         story = f.readline()
     return encode(lab, story, "the corpus's first story")[: lab.config.max_len + 1]
+
+
+def story_pass(lab, tokens=None):
+    """model.py on the first story (its first `tokens` predicting the next, or all of it), as a namespace: params
+    and positions (reference's), x and y (the inputs and their targets), forward's logits and cache, the loss and
+    its gradient dlogits."""
+    params, positions = reference(lab)
+    ids = first_story(lab)[: None if tokens is None else tokens + 1]
+    x, y = ids[:-1], ids[1:]
+    logits, cache = model.forward(params, x, positions)
+    loss, dlogits = model.loss_and_dlogits(logits, y)
+    return SimpleNamespace(params=params, positions=positions, x=x, y=y, logits=logits, cache=cache, loss=loss,
+                           dlogits=dlogits)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -450,15 +450,6 @@ WORD = " garden"  # with the space before it, as it stands in a sentence
 KITE = " kite"  # a word of the stories that is one token
 
 
-def corpus_counts(lab):
-    """How often WORD and KITE (a token of its own) stand in corpus.txt, the text the shipped tokenizer learned from:
-    nothing for a checkpoint that carries a tokenizer of its own text."""
-    if not shipped_tokenizer(lab):
-        return []
-    text = CORPUS.read_text(encoding="utf-8")
-    return [{"word_count": text.count(WORD), "kite_count": text.count(KITE)}]
-
-
 @shows("{word} -> {count} pieces: {pieces} (token IDs {ids})",
        each("made", character="  {piece}: a character", merge="  {piece}: merge {rank} of {merges}, {left} + {right}"),
        "the tokenizer: {characters} characters + {merges} merges = {vocab} tokens",
@@ -473,11 +464,15 @@ def tokens_answer(lab):
             {"case": "merge", "piece": repr(tok.vocab[i]), "rank": i - first_merge + 1,
              "left": repr(tok.merges[i - first_merge][0]), "right": repr(tok.merges[i - first_merge][1])}
             for i in ids]
+    counts = []  # how often WORD and KITE stand in corpus.txt: nothing for a tokenizer of a text of its own
+    if shipped_tokenizer(lab):
+        text = CORPUS_FILE.read_text(encoding="utf-8")
+        counts = [{"word_count": text.count(WORD), "kite_count": text.count(KITE)}]
     return {"value": len(ids),
             "slots": {"word": repr(WORD), "count": len(ids), "pieces": pieces(lab, ids),
                       "ids": ", ".join(map(str, ids)), "made": made, "characters": len(tok.alphabet),
                       "merges": len(tok.merges), "vocab": len(tok.vocab), "kite": repr(KITE),
-                      "counts": corpus_counts(lab)}}
+                      "counts": counts}}
 
 
 TOKENS = Lesson(
@@ -510,17 +505,12 @@ TOKENS = Lesson(
        bounds="exact: every sum is one math.fsum")
 def init_loss_answer(lab):
     """The mean next-token loss on the first story, against the loss of the uniform guess ln V."""
-    params, positions = reference(lab)
-    ids = first_story(lab)
-    x, y = ids[:-1], ids[1:]
-    logits, _ = model.forward(params, x, positions)
-    loss, _ = model.loss_and_dlogits(logits, y)
+    run = story_pass(lab)
     uniform = math.log(lab.config.vocab)
-    flat = [v for row in logits for v in row]
-    mean = fsum(flat) / len(flat)
-    spread = math.sqrt(fsum((v - mean) ** 2 for v in flat) / len(flat))
-    return {"value": loss, "slots": {"loss": loss, "tokens": len(y), "weights": weights(lab), "vocab": lab.config.vocab,
-                                     "uniform": uniform, "gap": loss - uniform, "spread": spread}}
+    spread = math.sqrt(row_variance([v for row in run.logits for v in row]))
+    return {"value": run.loss, "slots": {"loss": run.loss, "tokens": len(run.y), "weights": weights(lab),
+                                         "vocab": lab.config.vocab, "uniform": uniform, "gap": run.loss - uniform,
+                                         "spread": spread}}
 
 
 INIT_LOSS = Lesson(
@@ -566,9 +556,7 @@ def row_variance(row):
 def layernorm_answer(lab):
     """The mean variance of layer norm's normalised rows (before its gain) on the first story's x0, and the same with
     x0 made SMALLER."""
-    params, positions = reference(lab)
-    x = first_story(lab)[:-1]
-    _, cache = model.forward(params, x, positions)
+    cache = story_pass(lab).cache
     out = [row_variance(row) for row in cache["ln1"]["xhat"]]  # layer norm's rows before the gain and bias
     before = [row_variance(row) for row in cache["x0"]]
     mean_out, mean_before = fsum(out) / len(out), fsum(before) / len(before)
@@ -743,12 +731,9 @@ def error_shape(errors, factor=10.0):
                       " where exp and log round differently")
 def finite_difference_answer(lab):
     """backward's gradient of one weight, W_out[0][the first target], against central differences at each step."""
-    params, positions = reference(lab)
-    ids = first_story(lab)[: FD_T + 1]
-    x, y = ids[:-1], ids[1:]
-    logits, cache = model.forward(params, x, positions)
-    loss, dlogits = model.loss_and_dlogits(logits, y)
-    grad = model.backward(params, cache, dlogits)["W_out"][0][y[0]]
+    run = story_pass(lab, FD_T)
+    params, positions, x, y, loss = run.params, run.positions, run.x, run.y, run.loss
+    grad = model.backward(params, run.cache, run.dlogits)["W_out"][0][y[0]]
     row, j = params["W_out"][0], y[0]
     saved = row[j]
     errors, at = [], []
@@ -804,20 +789,11 @@ def size(m):
     return math.sqrt(fsum(v * v for row in m for v in row))
 
 
-def story_pass(lab):
-    """(params, ids, targets, logits, cache, dlogits) of model.py on the first story: forward, the loss's gradient."""
-    params, positions = reference(lab)
-    ids = first_story(lab)
-    x, y = ids[:-1], ids[1:]
-    logits, cache = model.forward(params, x, positions)
-    _, dlogits = model.loss_and_dlogits(logits, y)
-    return params, x, y, logits, cache, dlogits
-
-
-def stream_gradient(params, cache, dlogits):
-    """dx2 (T, d): the gradient at the stream's end, below the final layer norm, as backward computes it."""
-    dhf = model.matmul_bt(dlogits, params["W_out"])  # (T, d)
-    return model.layernorm_backward(dhf, params["lnf_g"], cache["lnf"])[0]  # (T, d)
+def stream_gradient(run):
+    """dx2 (T, d): the gradient at the stream's end, below the final layer norm, as backward computes it, of a
+    story_pass."""
+    dhf = model.matmul_bt(run.dlogits, run.params["W_out"])  # (T, d)
+    return model.layernorm_backward(dhf, run.params["lnf_g"], run.cache["lnf"])[0]  # (T, d)
 
 
 def relu_gradient(params, cache, dx2):
@@ -849,9 +825,8 @@ def attention_on(params, stream, norm):
 def pre_norm_answer(lab):
     """How much attention's output grows when x0 is SCALE times larger: through layer norm (the block's pre-norm),
     and on the stream itself."""
-    params, positions = reference(lab)
-    _, cache = model.forward(params, first_story(lab)[:-1], positions)
-    x0 = cache["x0"]  # (T, d)
+    run = story_pass(lab)
+    params, x0 = run.params, run.cache["x0"]  # x0 (T, d)
     big = [[v * SCALE for v in row] for row in x0]  # (T, d)
     a, a_big = attention_on(params, x0, True), attention_on(params, big, True)  # (T, d), (T, d)
     ratio = size(a_big) / size(a)
@@ -898,9 +873,9 @@ PRE_NORM = Lesson(
 def relu_answer(lab):
     """The share of the MLP's pre-activations that ReLU makes 0, and the share of backward's gradient at them that
     is exactly 0.0."""
-    params, _, _, _, cache, dlogits = story_pass(lab)
-    pre = cache["pre"]  # (T, H)
-    dpre = relu_gradient(params, cache, stream_gradient(params, cache, dlogits))  # (T, H)
+    run = story_pass(lab)
+    pre = run.cache["pre"]  # (T, H)
+    dpre = relu_gradient(run.params, run.cache, stream_gradient(run))  # (T, H)
     T, H = len(pre), len(pre[0])
     off = sum(z <= 0.0 for row in pre for z in row)
     still = sum(g == 0.0 for row in dpre for g in row)
@@ -946,8 +921,9 @@ FD_H = 1e-6  # the central difference's step, as the gradient check's
 def softmax_gradient_answer(lab):
     """T x d loss / d logits[0][the first target], from loss_and_dlogits, with the softmax behind it and a central
     difference of the loss."""
-    params, x, y, logits, _, dlogits = story_pass(lab)
-    T, target, row = len(y), y[0], dlogits[0]
+    run = story_pass(lab)
+    logits, y = run.logits, run.y
+    T, target, row = len(y), y[0], run.dlogits[0]
     top = max(logits[0])
     e = [math.exp(z - top) for z in logits[0]]  # (V,)
     p = e[target] / fsum(e)
@@ -1010,9 +986,9 @@ def sublayers_backward(params, cache, dx2, skips):
        bounds="exact: every sum is one math.fsum")
 def skip_paths_answer(lab):
     """The size of the gradient at x0 without the skip paths against with them (backward's)."""
-    params, _, _, _, cache, dlogits = story_pass(lab)
-    dx2 = stream_gradient(params, cache, dlogits)  # (T, d)
-    both, neither = (size(sublayers_backward(params, cache, dx2, skips)) for skips in (True, False))
+    run = story_pass(lab)
+    dx2 = stream_gradient(run)  # (T, d)
+    both, neither = (size(sublayers_backward(run.params, run.cache, dx2, skips)) for skips in (True, False))
     return {"value": neither / both,
             "slots": {"end": size(dx2), "weights": weights(lab), "both": both, "neither": neither,
                       "ratio": neither / both}}

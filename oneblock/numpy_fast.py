@@ -48,6 +48,7 @@ from model import EPS
 from oneblock import numpy_model
 from oneblock.config import BLOCK_NAMES, block_params, prefix
 from oneblock.config import ModelConfig  # noqa: F401  (the examples)
+from oneblock.numpy_model import split_heads
 
 VOCAB_MAJOR_BELOW = 512  # logits are stored (V, N) for a smaller vocabulary, (N, V) from this size on
 LOSS_BLOCK_BYTES = 1 << 19  # row-major logits go through the loss in blocks of this size, which stay in cache
@@ -185,17 +186,6 @@ class Workspace:
         logits, _ = self.forward(params, ids)
         loss, dlogits = self.loss_and_dlogits(logits, targets)
         return loss, self.backward(params, dlogits, check=False)  # (forward checked the same params)
-
-    def loss(self, params, ids, targets):
-        """The mean loss over the B * T positions, as one float (the backward pass is not run).
-
-        >>> config = ModelConfig(96, 4, 8, 8)
-        >>> p = numpy_model.init_params(config, 3)
-        >>> round(Workspace(p, config, B=1, T=2).loss(p, [[1, 2]], [[2, 3]]), 2)
-        4.55
-        """
-        logits, _ = self.forward(params, ids)
-        return self.loss_and_dlogits(logits, targets)[0]
 
     def check(self, params):
         """Raise a ValueError unless params have the shapes and dtype this workspace was made for.
@@ -634,18 +624,6 @@ def block_backward(params, dx2, blk, ws, g):
 # Causal self-attention, each head of width dh = d / nh
 
 
-def by_head(x, heads):
-    """x (B, T, n), each head's channels side by side, as (B, nh, T, n / nh), a view; for one head x itself.
-
-    >>> by_head(np.zeros((2, 5, 12)), 3).shape, by_head(np.zeros((2, 5, 12)), 1).shape
-    ((2, 3, 5, 4), (2, 5, 12))
-    """
-    if heads == 1:
-        return x
-    B, T, n = x.shape
-    return x.reshape(B, T, heads, n // heads).transpose(0, 2, 1, 3)  # (B, nh, T, dh)
-
-
 def by_key(scores, B, heads):
     """Key-major scores (T_key, B nh, T_query) as (B, nh, T_key, T_query), a view; for one head (B, T_key, T_query).
 
@@ -694,7 +672,7 @@ def attention_forward(params, x, blk, ws):
         turned *= ws.rope_sin
         turned += np.multiply(qkv[:, :, :2 * d], ws.rope_cos, out=ws.qk_cos)  # (B, T, 2d)
         q, k = turned[:, :, :d], turned[:, :, d:]  # (B, T, d) each, views
-    q, k, v = by_head(q, nh), by_head(k, nh), by_head(v, nh)  # (B, nh, T, dh) each, views
+    q, k, v = split_heads(q, nh), split_heads(k, nh), split_heads(v, nh)  # (B, nh, T, dh) each, views
     # trick: for a batch (or several heads) q is copied transposed, because the batched product runs slower on a
     # transposed view than on a contiguous copy: the attention takes 342 us instead of 395 (dev/bench.py --tricks:
     # q transposed)
@@ -719,7 +697,7 @@ def attention_forward(params, x, blk, ws):
     np.divide(1.0, z, out=z)  # (N nh,) one division per query, then products (see reciprocal in layernorm_forward)
     st2 *= z  # (T, N nh) now the softmax weights, still key-major
 
-    np.matmul(by_query(st, B, nh), v, out=by_head(blk.ctx, nh))  # (B, nh, T, dh) into (B, T, d)
+    np.matmul(by_query(st, B, nh), v, out=split_heads(blk.ctx, nh))  # (B, nh, T, dh) into (B, T, d)
     out = np.matmul(blk.ctx.reshape(N, d), params["Wo"], out=ws.att_out)  # (N, d)
     return out.reshape(B, T, d)
 
@@ -747,11 +725,11 @@ def attention_backward(params, dout, blk, ws, g):
     q, k, v = qkv[:, :, :d], qkv[:, :, d:2 * d], qkv[:, :, 2 * d:]  # (B, T, d) each
     if ws.positions == "rope":
         q, k = blk.qk_turned[:, :, :d], blk.qk_turned[:, :, d:]  # (B, T, d) each: the scores were made from these
-    q, k, v = by_head(q, nh), by_head(k, nh), by_head(v, nh)  # (B, nh, T, dh) each, views
+    q, k, v = split_heads(q, nh), split_heads(k, nh), split_heads(v, nh)  # (B, nh, T, dh) each, views
     dout2 = dout.reshape(N, d)  # (N, d)
     weight_grad(blk.ctx.reshape(N, d), dout2, g["Wo"], None)  # (d, d) square: formed as it is
     dctx = np.matmul(dout2, params["Wo"].T, out=ws.dctx)  # (N, d)
-    dctx = by_head(dctx.reshape(B, T, d), nh)  # (B, nh, T, dh) a view
+    dctx = split_heads(dctx.reshape(B, T, d), nh)  # (B, nh, T, dh) a view
     dctx_t = dctx.swapaxes(-1, -2)  # (B, nh, dh, T) a view
     if B > 1 or nh > 1:
         dctx_t = ws.dctx_t if nh > 1 else ws.dctx_t[:, 0]
@@ -766,7 +744,7 @@ def attention_backward(params, dout, blk, ws, g):
     dst2 -= np.multiply(st2, rowdot, out=ws.weighted)  # (T, N nh) dscores; exactly 0 where w is 0 or 1
 
     dqkv = ws.dqkv  # (B, T, 3d) dq, dk, dv side by side
-    dq, dk, dv = (by_head(dqkv[:, :, i * d:(i + 1) * d], nh) for i in range(3))  # (B, nh, T, dh) each, views
+    dq, dk, dv = (split_heads(dqkv[:, :, i * d:(i + 1) * d], nh) for i in range(3))  # (B, nh, T, dh) each, views
     np.matmul(by_query(dst, B, nh), k, out=dq)  # dq_i = sum_j ds_ij k_j (for the scaled q)
     np.matmul(by_key(dst, B, nh), q, out=dk)  # dk_j = sum_i ds_ij q_i
     np.matmul(by_key(st, B, nh), dctx, out=dv)  # dv_j = sum_i w_ij dctx_i
@@ -877,7 +855,7 @@ def loss_and_grads(params, ids, targets, config):
 
 def sequence_loss(params, ids, targets, config):
     """numpy_model.sequence_loss through a fresh workspace: the loss of predicting targets from ids, one float.
-    For one-off use: in a loop, make one `Workspace` and call its `loss`.
+    For one-off use: in a loop, make one `Workspace` and call its `forward`, then its `loss_and_dlogits`.
 
     >>> config = ModelConfig(96, 4, 8, 8)
     >>> round(sequence_loss(numpy_model.init_params(config, 3), [1, 2], [2, 3], config), 2)

@@ -95,12 +95,6 @@ def answer_of(page, key):
     return page.evaluate("(k) => explorer.modules.lessons.last_answers[k]", key)
 
 
-def all_lessons():
-    from experiments import lessons as cli
-
-    return cli.all_lessons()
-
-
 def flow(text):
     return re.sub(r"\n\s*", " ", text)
 
@@ -129,7 +123,7 @@ def test_the_pages_lessons_are_the_exports_words_filled_with_its_own_numbers(fir
              "explain": lesson.explain.format(**page_values(lesson, depth)),
              "guess": [lesson.guess[0], *([list(lesson.guess[1])] if len(lesson.guess) > 1 else [])],
              "describe": py_lessons.describe_guess(lesson.guess), "rule": lesson.judge.rule, "source": lesson.source}
-            for lesson in all_lessons()]
+            for lesson in py_lessons.all_lessons()]
     assert got == want and [lesson["key"] for lesson in got[:13]] == MODEL_AND_TRAINED
     assert "{" not in "".join(lesson["question"] + lesson["explain"] for lesson in got)  # every slot filled
     second = got[MODEL_AND_TRAINED.index("second-block")]
@@ -243,7 +237,7 @@ JUDGE_CASES = {
 
 def test_every_judge_gives_the_python_judges_verdict(modules_page):
     modules_page.evaluate("async () => { window.lessons = await import('./lessons.js'); }")
-    by_key = {lesson.key: lesson for lesson in all_lessons()}
+    by_key = {lesson.key: lesson for lesson in py_lessons.all_lessons()}
     seen = set()
     for key, (answers, guesses) in JUDGE_CASES.items():
         for value in answers:
@@ -427,7 +421,7 @@ def test_a_tampered_record_is_dropped_saying_so_and_the_page_starts(browser, sit
             " ('tokens')" in said, field
         assert page.get_attribute("#lesson-tokens", "data-state") == "idle", field
         assert page.get_attribute("#lesson-init-loss", "data-state") == "revealed", field
-        assert page.locator("#lesson-list > li").count() == len(all_lessons())
+        assert page.locator("#lesson-list > li").count() == len(py_lessons.all_lessons())
         assert page.inner_text("#model-status") != "No model loaded."
     page.click("#lessons-clear")
     assert page.evaluate("(k) => localStorage.getItem(k)", "oneblock-lessons-v1") is None

@@ -143,9 +143,10 @@ def test_each_answer_is_what_model_py_computes_for_the_same_weights():
 def test_the_block_lessons_backward_steps_are_model_pys_backward():
     """The gradients the lessons on the block's parts follow, with the skip paths, are backward's own: the gradient
     at x0 is what pos_emb's rows get, and ReLU's is what b1's sums; without the skip paths it is another, smaller."""
-    params, x, y, logits, cache, dlogits = lessons.story_pass(LAB)
+    run = lessons.story_pass(LAB)
+    params, x, y, cache, dlogits = run.params, run.x, run.y, run.cache, run.dlogits
     grads = model.backward(params, cache, dlogits)
-    dx2 = lessons.stream_gradient(params, cache, dlogits)
+    dx2 = lessons.stream_gradient(run)
     assert lessons.sublayers_backward(params, cache, dx2, skips=True) == grads["pos_emb"][:len(x)]
     assert model.column_sums(lessons.relu_gradient(params, cache, dx2)) == grads["b1"]
     without = lessons.sublayers_backward(params, cache, dx2, skips=False)
@@ -180,7 +181,7 @@ def lesson_of(key):
     if key == "scaling":
         pytest.importorskip("numpy", reason="the scaling lesson needs NumPy")
         pytest.importorskip("scipy", reason="the scaling lesson fits with SciPy")
-    return lessons.by_key(key, command.all_lessons())
+    return lessons.by_key(key, lessons.all_lessons())
 
 
 @pytest.mark.parametrize("key", KEYS + ["scaling"])
@@ -225,7 +226,7 @@ def test_a_choice_is_taken_by_its_number_or_its_words():
 
 def test_a_judge_that_says_something_else_is_an_error():
     odd = lessons.Lesson(key="x", title="t", question="q", guess=("number",), answer=lessons.TOKENS.answer,
-                         judge=lambda guess, answer: "maybe", explain="e", source="bpe.py: Tokenizer", needs="stdlib")
+                         judge=lambda guess, answer: "maybe", explain="e", source="bpe.py: Tokenizer")
     with pytest.raises(ValueError, match="said 'maybe'; expected one of"):
         run_ask(odd, "4")
 
@@ -248,8 +249,8 @@ def without(monkeypatch, module, name):
 
 
 def test_every_lesson_of_the_path_in_order_each_well_formed():
-    every = command.all_lessons()
-    more, why = command.numpy_lessons()
+    every = lessons.all_lessons()
+    more, why = lessons.numpy_lessons()
     assert [lesson.key for lesson in every] == KEYS + AFTER_THE_TEN[:len(more)] and len(more) in (0, 3, 4)
     assert every == lessons.LESSONS + more and (why is None) == (len(more) == 4)
     assert len({lesson.key for lesson in every}) == len(every)
@@ -257,14 +258,13 @@ def test_every_lesson_of_the_path_in_order_each_well_formed():
         assert isinstance(lesson, lessons.Lesson)
         assert re.fullmatch(r"[a-z]+(-[a-z]+)*", lesson.key) and "\n" not in lesson.title
         assert lesson.guess[0] in ("number", "range", "pair", "choice")
-        assert lesson.needs == ("stdlib" if lesson in lessons.LESSONS else "numpy"), lesson.key
         assert all(len(line) <= 120 for line in (lesson.question + "\n" + lesson.explain).splitlines()), lesson.key
-        if lesson.needs == "numpy":  # each says what it costs, and that a busy machine takes longer
+        if lesson not in lessons.LESSONS:  # (NumPy) each says what it costs, and that a busy machine takes longer
             assert all(says in flat(lesson.explain) for says in ("2-vCPU machine", "longer on a busy one")), lesson.key
 
 
 def test_every_source_names_a_file_and_functions_that_are_there():
-    for lesson in command.all_lessons():
+    for lesson in lessons.all_lessons():
         for part in lesson.source.split("; "):
             file, names = part.split(": ", 1)
             tree = ast.parse((ROOT / file).read_text(encoding="utf-8"))
@@ -277,21 +277,21 @@ def test_a_missing_module_or_package_leaves_its_lessons_out_saying_why_and_a_bro
     for name, says in (("experiments.lessons_trained", "lessons_trained.py is not there"),
                        ("numpy", "NumPy is not installed")):
         without(monkeypatch, "experiments.lessons_trained", name)
-        assert command.all_lessons() == lessons.LESSONS
-        assert says in command.numpy_lessons()[1]
+        assert lessons.all_lessons() == lessons.LESSONS
+        assert says in lessons.numpy_lessons()[1]
     without(monkeypatch, "experiments.lessons_trained", "scipy")  # not what may be missing: a bug
     with pytest.raises(ModuleNotFoundError):
-        command.all_lessons()
+        lessons.all_lessons()
     pytest.importorskip("numpy", reason="the scaling lesson comes after the lessons that train, which need NumPy")
     for name, why in (("scipy", "SciPy is not installed"),
                       ("experiments.lessons_scaling", "experiments/lessons_scaling.py is not there")):
         without(monkeypatch, "experiments.lessons_scaling", name)
-        more, said = command.numpy_lessons()
+        more, said = lessons.numpy_lessons()
         assert [lesson.key for lesson in more] == AFTER_THE_TEN[:3]
         assert said == f"the scaling lesson is left out: {why}"
     without(monkeypatch, "experiments.lessons_scaling", "matplotlib")  # not what may be missing: a bug
     with pytest.raises(ModuleNotFoundError):
-        command.numpy_lessons()
+        lessons.numpy_lessons()
 
 
 def test_a_lesson_asked_for_without_numpy_is_refused_naming_the_package(monkeypatch, capsys):
@@ -374,9 +374,10 @@ def test_one_lesson_by_its_key_with_a_guess_given_or_typed_and_the_list(monkeypa
     assert "\n".join(lessons.answer_lines(lessons.ORDER.answer(LAB))) in out  # every figure, as the lesson's
     status, out, _ = lessons_main(monkeypatch, capsys, "--list")
     listed = out.splitlines()
-    assert status == 0 and len(listed) >= len(command.all_lessons())
-    for n, lesson in enumerate(command.all_lessons(), 1):
+    assert status == 0 and len(listed) >= len(lessons.all_lessons())
+    for n, lesson in enumerate(lessons.all_lessons(), 1):
         assert listed[n - 1].startswith(f"{n:2d}. {lesson.key} ") and lesson.title in listed[n - 1], listed
+        assert listed[n - 1].endswith(" (NumPy)") == (lesson not in lessons.LESSONS), listed  # the ones after the ten
 
 
 @pytest.mark.parametrize("args, says", [
@@ -438,7 +439,7 @@ def test_the_page_folds_each_answer_as_the_lessons_compute_it():
 
 
 def test_the_page_has_a_section_for_every_lesson_of_the_path_in_its_order():
-    assert list(page_sections()) == [lesson.key for lesson in command.all_lessons()]
+    assert list(page_sections()) == [lesson.key for lesson in lessons.all_lessons()]
 
 
 # The lessons that train: the page folds one machine's output, labelled with its NumPy, kernels and threads. What

@@ -18,7 +18,7 @@ import pytest
 np = pytest.importorskip("numpy", reason="the scaling lesson needs NumPy")
 pytest.importorskip("scipy", reason="the scaling lesson fits with SciPy")
 
-from experiments import lessons as command, lessons_scaling as ls, recording, scaling, scaling_law  # noqa: E402
+from experiments import lessons_scaling as ls, recording, scaling, scaling_law  # noqa: E402
 from experiments.recording import rounded  # noqa: E402
 from oneblock import lessons  # noqa: E402
 
@@ -199,7 +199,7 @@ def test_the_export_gives_the_page_the_lessons_own_answer(tmp_path):
     ours = ls.SCALING.answer(LAB)
     assert data["scaling"] == {key: ours[key] for key in ("value", "shown", "bounds")}
     assert json.loads(json.dumps(data)) == data  # plain JSON, every float back to its bits
-    assert [words["key"] for words in data["lessons"]] == [lesson.key for lesson in command.all_lessons()]
+    assert [words["key"] for words in data["lessons"]] == [lesson.key for lesson in lessons.all_lessons()]
     with pytest.raises(ValueError, match="no-such.json is not there; run python3 -m experiments.scaling --out"):
         export.scaling_answer(tmp_path / "no-such.json", ls.SCALING)
     spoiled(tmp_path / "bad.json", "nested")

@@ -21,7 +21,7 @@ from experiments import lessons_trained as lt  # noqa: E402
 from oneblock.settings import Settings, checked, model_config  # noqa: E402
 
 TEST_STEPS = 100  # the most steps any model trains in these tests (the lessons' own: 600, 400 and 1000)
-ROOT = lessons.ROOT
+ROOT = data_files.ROOT
 
 
 @pytest.fixture
