@@ -124,7 +124,7 @@ def save(fig, out, name):
 # The pictures
 
 
-def plot_loss_curves(history, floor, steps, out):
+def plot_loss_curves(history, floor, out):
     fig, ax = subplots(figsize=(8, 4.5))
     train_points = [(h["step"], h["train"]) for h in history if h["train"] is not None]
     ax.plot(*zip(*train_points), color="tab:blue", lw=1.2, label="training (mean over the steps since the last point)")
@@ -132,7 +132,7 @@ def plot_loss_curves(history, floor, steps, out):
             label="validation (300 held-out stories)")
     ax.axhline(floor, color="black", ls="--", lw=1, label=f"entropy floor of those stories ({floor:.4f})")
     log_axis(ax, [0.3, 0.4, 0.5, 0.7, 1, 2, 3, 4.5], (0.28, 5))
-    ax.set_xlim(0, steps)
+    ax.set_xlim(0, history[-1]["step"])
     ax.set_xlabel("optimiser step (16 windows of 64 tokens each)")
     ax.set_ylabel("loss (nats per token, log scale)")
     ax.set_title(f"Training the one-block model (learned positions, seed 3): final validation loss"
@@ -390,16 +390,15 @@ def plot_induction_heads(params, config, sequences, scores, out):
     return save(fig, out, "induction_heads.png")
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Command line
-
-
 def plot_scaling(record, out):
     """The scaling experiment: left, the IsoFLOP curves (the reducible loss L - E against the true floor E, against
     non-embedding parameters N, one curve per budget, each seed a dot), the frontier through each budget's least
     loss, and the law fitted with E fixed at the true floor along each curve (dashed: the fit with E free has its
     floor below the true one, so its L - E would cross zero); right, N_opt and D_opt against compute with their
-    fitted powers."""
+    fitted powers; below, the fits judged (the record's "judged"): on the left E fitted free on the budgets from a
+    least one up, by least squares and by the Huber fit, with their intervals, against the true floor; on the right
+    the law fitted on all but the top two budgets, its predictions of the cells it never saw against their measured
+    losses."""
     settings, floor = record["settings"], record["floor"]["validation_nats_per_token"]
     budgets, names = settings["budgets"], [f"{w}x{b}" for w, b in settings["sizes"]]
     n = np.array([settings["parameters"][s] for s in names], dtype=float)  # (sizes,)
@@ -435,11 +434,10 @@ def plot_scaling(record, out):
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3)
     iso = record["isoflop"]
     c = np.array([f["budget"] for f in front], dtype=float)  # (budgets,)
-    used = [f["budget"] in iso["budgets"] for f in front]
-    for key, exponent, marker, what in (("n_opt", iso["a"], "o", "N_opt"), ("d_opt", iso["b"], "s", "D_opt")):
+    at = np.array([f["budget"] in iso["budgets"] for f in front])  # (budgets,)
+    for key, exponent, marker, what, colour in (("n_opt", iso["a"], "o", "N_opt", "tab:blue"),
+                                                ("d_opt", iso["b"], "s", "D_opt", "tab:orange")):
         y = np.array([f[key] for f in front])  # (budgets,)
-        at = np.array(used)
-        colour = "tab:blue" if key == "n_opt" else "tab:orange"
         right.plot(c[at], y[at], marker, color=colour, label=f"{what} (parabola through the least cell and its"
                    f" neighbours)")
         if not at.all():
@@ -454,17 +452,8 @@ def plot_scaling(record, out):
     right.set_title(f"Compute-optimal size: {iso['tokens_per_parameter']:.1f} tokens per parameter (geometric"
                     f" mean)\nChinchilla: about 20, N_opt ~ C^0.5; Kaplan: N_opt ~ C^0.73")
     right.legend(fontsize=8)
-    plot_judged(record, cuts, held)
-    fig.suptitle("Scaling in a teacup: loss against compute, measured against the data's true entropy")
-    return save(fig, out, "scaling_experiment.png")
 
-
-def plot_judged(record, cuts, held):
-    """The scaling record's fits judged (its "judged", experiments/scaling_judged.py): on cuts, E fitted free on the
-    budgets from a least one up, by least squares and by the Huber fit, with their intervals, against the true
-    floor; on held, the law fitted on all but the top two budgets, its predictions of the cells it never saw
-    against their measured losses."""
-    j, floor = record["judged"], record["floor"]["validation_nats_per_token"]
+    j = record["judged"]  # the fits judged (experiments/scaling_judged.py)
     least = np.array([cut["least_budget"] for cut in j["floors_by_cut"]], dtype=float)  # (cuts,)
     for shift, name, colour in ((0.95, "least_squares", "tab:blue"), (1.05, "huber", "tab:red")):
         e = np.array([cut[name]["E"] for cut in j["floors_by_cut"]])  # (cuts,)
@@ -494,6 +483,12 @@ def plot_judged(record, cuts, held):
                    f" predicting {' and '.join(f'{c / 1e9:g}' for c in cut['held_budgets'])} GFLOP\n(the seeds"
                    f" measure these cells to {cut['seed_error']:.2%})")
     held.legend(fontsize=8)
+    fig.suptitle("Scaling in a teacup: loss against compute, measured against the data's true entropy")
+    return save(fig, out, "scaling_experiment.png")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Command line
 
 
 def main(argv=None):
@@ -564,6 +559,7 @@ def drawn(args, owned, staging, note):
         if problem is not None:
             print(f"error: {problem}", file=sys.stderr)
             return 2
+    steps = {"steps": args.steps} if args.steps else {}  # every model's training steps, where --steps sets them
     paths = (args.record, args.depth_record, args.scaling_record)
     scripts = [writes(f"python3 -m experiments.{name}", f"{name}.json") for name in ("positions", "depth", "scaling")]
     pictures = {}
@@ -576,7 +572,7 @@ def drawn(args, owned, staging, note):
             with reading(path, script, also=(ValueError,)):  # every field a picture reads, before any training
                 pictures[draw] = draw(record, staging)
         with reading(paths[1], scripts[1], also=(ValueError,)):
-            plan = {**records[1]["settings"]["induction"], **({"steps": args.steps} if args.steps else {})}
+            plan = {**records[1]["settings"]["induction"], **steps}
             lr = records[1]["induction"]["sizes"][f"{HEADS_SIZE[0]}x{HEADS_SIZE[1]}"]["sweep"]["chosen"]
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -584,7 +580,6 @@ def drawn(args, owned, staging, note):
     except OSError as e:  # a picture that cannot be drawn to the temporary folder: a full disk there
         return cannot_write(e, args.out, "draw the pictures in a temporary folder")
 
-    steps = {"steps": args.steps} if args.steps else {}
     print("1/3: train.py's default training (seed 3, learned positions)", flush=True)
     learned_settings, none_settings = (Settings(eval_every=100, positions=scheme, quiet=True, **steps)
                                        for scheme in ("learned", "none"))
@@ -594,17 +589,17 @@ def drawn(args, owned, staging, note):
     print("2/3: the same without positions, for the order test", flush=True)
     without = training.train(none_settings, data=run.data).state["params"]
     start = numpy_model.init_params(config, 3)
-    print(f"3/3: the {induction_config(HEADS_SIZE).blocks_and_heads()} model on periodic sequences (lr {lr:g}), for"
+    copier_config = induction_config(HEADS_SIZE)
+    print(f"3/3: the {copier_config.blocks_and_heads()} model on periodic sequences (lr {lr:g}), for"
           f" its heads", flush=True)
     tuning = periodic(random.Random(TUNE_SEED), plan["tune_sequences"])
     copier, _ = train_induction(HEADS_SIZE, lr, 3, plan, tuning)
     test = periodic(random.Random(TEST_SEED), plan["test_sequences"])
-    copier_config = induction_config(HEADS_SIZE)
     measures, scores = induction_measures(copier, copier_config, test)
     tok = bpe.Tokenizer.load(TOKENIZER_FILE)
     try:
         staged = [
-            plot_loss_curves(history, run.data.val_floor, history[-1]["step"], staging),
+            plot_loss_curves(history, run.data.val_floor, staging),
             plot_attention(learned, config, tok, staging),
             plot_position_similarity(start["pos_emb"], learned["pos_emb"], staging),
             plot_order_test((numpy_model.to_lists(learned), config), (numpy_model.to_lists(without), config_none), tok,
@@ -626,13 +621,11 @@ def drawn(args, owned, staging, note):
     near = similarity_by_distance(learned["pos_emb"])
     print("trained position rows, mean cosine similarity by distance: "
           + ", ".join(f"{v:+.2f} at {k}" for k, v in near.items()) + f" (computing with {machine.blas(1)})")
-    print(f"{induction_config(HEADS_SIZE).blocks_and_heads()} on periodic sequences (seed 3, lr {lr:g}): copy accuracy"
-          f" {measures['copy_accuracy']:.0%}; induction score by head: "
-          + "; ".join(f"block {b}: " + ", ".join(f"{s['induction']:.2f}" for s in block)
-                      for b, block in enumerate(scores))
-          + "; previous-token score by head: "
-          + "; ".join(f"block {b}: " + ", ".join(f"{s['previous_token']:.2f}" for s in block)
-                      for b, block in enumerate(scores)))
+    by_head = {key: "; ".join(f"block {b}: " + ", ".join(f"{s[key]:.2f}" for s in block)
+                              for b, block in enumerate(scores)) for key in ("induction", "previous_token")}
+    print(f"{copier_config.blocks_and_heads()} on periodic sequences (seed 3, lr {lr:g}): copy accuracy"
+          f" {measures['copy_accuracy']:.0%}; induction score by head: {by_head['induction']}; previous-token score"
+          f" by head: {by_head['previous_token']}")
     return 0
 
 

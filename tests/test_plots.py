@@ -13,8 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 pytest.importorskip("numpy")
 pytest.importorskip("matplotlib", reason="matplotlib is not installed (pip install matplotlib==3.11.2)")
 
-PICTURES = ["loss_curves.png", "attention.png", "position_similarity.png", "order_test.png",
-            "positions_experiment.png", "depth_experiment.png", "induction_heads.png", "scaling_experiment.png"]
+from experiments.plots import PICTURES  # noqa: E402  (after the skips)
 
 
 def test_plots_run_headless_and_write_every_png(tmp_path):
