@@ -348,20 +348,17 @@ def test_truncated_file_is_rejected_at_every_length(tmp_path):
 
 
 def test_gap_between_tensors_is_rejected():
-    raw = checkpoint.encode({"a": ("F32", (1,), [1.0]), "b": ("F32", (1,), [2.0])})
-    n = int.from_bytes(raw[:8], "little")
-    header = json.loads(raw[8:8 + n])
+    header, data = split_file(checkpoint.encode({"a": ("F32", (1,), [1.0]), "b": ("F32", (1,), [2.0])}))
     header["b"]["data_offsets"] = [8, 12]  # a hole from 4 to 8, and the data part is now too short
-    text = json.dumps(header).encode()
     with pytest.raises(ValueError, match="truncated|gaps"):
-        checkpoint.decode(len(text).to_bytes(8, "little") + text + raw[8 + n:] + bytes(4))
+        checkpoint.decode(with_header(json.dumps(header).encode(), data + bytes(4)))
 
 
 def test_duplicate_header_key_is_rejected():
     entry = b'{"dtype":"F32","shape":[1],"data_offsets":[0,4]}'
     text = b'{"a":' + entry + b',"a":' + entry + b"}"
     with pytest.raises(ValueError, match="twice"):
-        checkpoint.decode(len(text).to_bytes(8, "little") + text + bytes(4))
+        checkpoint.decode(with_header(text, bytes(4)))
 
 
 def test_other_tokenizer_is_rejected(tmp_path):
