@@ -24,7 +24,6 @@ from pathlib import Path
 import pytest
 
 import grid_tasks
-from atomic import hold
 from conftest import IN_CI
 from experiments import grid
 from run_helpers import killed_once_written
@@ -197,15 +196,17 @@ def test_a_local_dask_cluster_admits_no_other_client_and_serves_no_http(tmp_path
 # ----------------------------------------------------------------------------------------------------------------
 # Resuming after a kill
 
-KILLED = """
+# a grid of count toy tasks of pause seconds each on the executor kind, in a process of its own, to be killed:
+# argv is marks, the results folder, kind, count, pause
+KILLED = f"""
 import functools, sys
-sys.path[:0] = [{root!r}, {tests!r}]
+sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / "tests")!r}]
 from experiments import grid
 import grid_tasks
-marks, folder = sys.argv[1], sys.argv[2]
-with grid.executor("process", workers=2) as pool:
-    grid.run_tasks(pool, grid_tasks.toy, grid_tasks.toy_tasks(10, marks, 0.15), folder,
-                   follow=functools.partial(grid_tasks.chain, marks, 0.15), report=None)
+marks, folder, kind, count, pause = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
+with grid.executor(kind, workers=2) as pool:
+    grid.run_tasks(pool, grid_tasks.toy, grid_tasks.toy_tasks(count, marks, pause), folder,
+                   follow=functools.partial(grid_tasks.chain, marks, pause), report=None)
 """
 
 
@@ -213,8 +214,7 @@ with grid.executor("process", workers=2) as pool:
 def test_a_grid_killed_with_sigkill_resumes_computing_only_the_missing_tasks(tmp_path):
     folder, marks = tmp_path / "results", tmp_path / "marks"
     marks.mkdir()
-    code = KILLED.format(root=str(ROOT), tests=str(ROOT / "tests"))
-    killed_once_written([sys.executable, "-c", code, str(marks), str(folder)], folder, 4, timeout=60)
+    killed_once_written([sys.executable, "-c", KILLED, marks, folder, "process", "10", "0.15"], folder, 4, timeout=60)
     kept = {p.name[:-5]: grid.read_result(p)["result"] for p in folder.glob("*.json")}  # each file whole
     every = {f"a-{k}" for k in range(10)} | {f"b-{k}" for k in range(10)} | {"c"}
     assert 4 <= len(kept) < len(every)
@@ -232,16 +232,6 @@ def test_a_grid_killed_with_sigkill_resumes_computing_only_the_missing_tasks(tmp
     assert sorted(p.name for p in folder.iterdir()) == sorted(f"{key}.json" for key in every)  # no .tmp, no lock
 
 
-ORPHANED = """
-import sys
-sys.path[:0] = [{root!r}, {tests!r}]
-from experiments import grid
-import grid_tasks
-with grid.executor({kind!r}, workers=2) as pool:
-    grid.run_tasks(pool, grid_tasks.toy, grid_tasks.toy_tasks(4, sys.argv[1], 60), sys.argv[2], report=None)
-"""
-
-
 @pytest.mark.skipif(not hasattr(os, "getppid") or os.name != "posix", reason="a parent killed with SIGKILL (POSIX)")
 @pytest.mark.parametrize("kind", ["process", "dask"])
 def test_the_workers_of_a_grid_killed_with_sigkill_end_with_it(tmp_path, kind):
@@ -253,8 +243,7 @@ def test_the_workers_of_a_grid_killed_with_sigkill_end_with_it(tmp_path, kind):
         need_dask()
     marks = tmp_path / "marks"
     marks.mkdir()
-    code = ORPHANED.format(root=str(ROOT), tests=str(ROOT / "tests"), kind=kind)
-    proc = subprocess.Popen([sys.executable, "-c", code, str(marks), str(tmp_path / "results")])
+    proc = subprocess.Popen([sys.executable, "-c", KILLED, marks, tmp_path / "results", kind, "4", "60"])
     try:
         deadline = time.monotonic() + 60
         while len(list(marks.iterdir())) < 2 and time.monotonic() < deadline:  # both workers in a task
@@ -384,12 +373,6 @@ def test_a_task_that_raises_stops_the_grid_naming_it_and_the_finished_results_st
         assert "a-0.json" in written and f"a-{failing}.json" not in written and len(calls) < 10
         assert written == sorted(f"{key}.json" for key in calls if key != f"a-{failing}")  # every other one written
     assert all(grid.read_result(folder / name)["key"] == name[:-5] for name in written)
-
-
-def test_a_folder_another_grid_holds_is_refused(tmp_path):
-    with hold(tmp_path / "grid", "another grid"), grid.executor("serial") as pool:
-        with pytest.raises(ValueError, match=r"in use by another run \(another grid\)"):
-            grid.run_tasks(pool, grid_tasks.toy, grid_tasks.toy_tasks(2, tmp_path), tmp_path, report=None)
 
 
 def test_a_link_at_the_grids_lock_name_is_never_followed(tmp_path):

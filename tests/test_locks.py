@@ -315,66 +315,38 @@ def test_torchrun_numbers_that_make_no_sense_are_one_line(tmp_path, capsys, monk
 # ----------------------------------------------------------------------------------------------------------------
 # 6. A signal the moment the lock file is made
 
-# a run whose SIGTERM arrives the instant os.open has made its lock file (the moment a test or a user who waits for
-# the lock to appear sends it), turned into a KeyboardInterrupt as the experiments' interruptible() does
-SIGNAL_AT_OPEN = """
-import os, signal, sys
+# a run whose SIGTERM arrives the instant os.open has made argv[3]'s file (a checkpoint's temporary file, or the
+# lock: the moment a test or a user who waits for the lock to appear sends it). argv[4] "alone": a process of one
+# thread, with a handler of its own that turns SIGTERM into a KeyboardInterrupt, so that only the system's hold keeps
+# the signal back. "thread": a process with another thread (as NumPy's BLAS pool is), under interruptible(); the
+# system hands SIGTERM to that thread, since the main one holds it back, and Python runs the handler in the main
+# thread at its next step
+SIGNAL_AS_MADE = """
+import contextlib, os, signal, sys, threading, time
 sys.path.insert(0, sys.argv[2])
 import atomic
 
 def stop(signum, frame):
     raise KeyboardInterrupt(signum)
 
-signal.signal(signal.SIGTERM, stop)
-real_open = os.open
-
-def open_then_signalled(path, flags, mode=0o777):
-    fd = real_open(path, flags, mode)
-    if str(path).endswith(".lock"):
-        os.kill(os.getpid(), signal.SIGTERM)  # delivered as this call returns, before its caller stores fd
-    return fd
-
-atomic.os.open = open_then_signalled
-try:
-    with atomic.hold(sys.argv[1], "a run stopped as it starts"):
-        print("held", flush=True)
-except KeyboardInterrupt:
-    print("interrupted", flush=True)
-"""
-
-
-@POSIX
-def test_a_signal_as_the_lock_file_is_made_leaves_no_lock_behind(tmp_path):
-    """SIGTERM between the lock file's creation and the moment hold keeps its descriptor: the interrupt is held
-    back until hold can clean up, so nothing stays (before: the lock file, and the folder made for it)."""
-    out = tmp_path / "runs" / "ck.safetensors"
-    proc = subprocess.run([sys.executable, "-c", SIGNAL_AT_OPEN, str(out), str(ROOT)], capture_output=True,
-                          text=True, timeout=60)
-    assert proc.returncode == 0 and proc.stdout.split() in (["interrupted"], ["held", "interrupted"]), proc.stderr
-    assert files_under(tmp_path) == [], files_under(tmp_path)
-
-
-# the same, in a process with another thread (as NumPy's BLAS pool is): the system hands SIGTERM to that thread,
-# since the main one holds it back, and Python runs the handler of interruptible() in the main thread at its next step;
-# argv[3] says what is made as the signal comes: a checkpoint's temporary file, or the lock
-SIGNAL_THROUGH_A_THREAD = """
-import os, signal, sys, threading, time
-sys.path.insert(0, sys.argv[2])
-import atomic
-
-threading.Thread(target=threading.Event().wait, daemon=True).start()  # a thread that holds no signal back
+if sys.argv[4] == "thread":
+    threading.Thread(target=threading.Event().wait, daemon=True).start()  # a thread that holds no signal back
+    stopping = atomic.interruptible()
+else:
+    signal.signal(signal.SIGTERM, stop)
+    stopping = contextlib.nullcontext()
 real_open = os.open
 
 def open_then_signalled(path, flags, mode=0o777):
     fd = real_open(path, flags, mode)
     if str(path).endswith(sys.argv[3]):
-        os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(0.2)  # (the other thread takes it meanwhile; Python's handler runs at the main thread's next step)
+        os.kill(os.getpid(), signal.SIGTERM)  # delivered as this call returns, before its caller stores fd
+        time.sleep(0.2)  # (another thread takes it meanwhile; Python's handler runs at the main thread's next step)
     return fd
 
 atomic.os.open = open_then_signalled
 try:
-    with atomic.interruptible():
+    with stopping:
         if sys.argv[3] == ".lock":
             with atomic.hold(sys.argv[1], "a run stopped as it starts"):
                 print("held", flush=True)
@@ -387,15 +359,17 @@ except KeyboardInterrupt as e:
 
 
 @POSIX
-@pytest.mark.parametrize("made", [".tmp", ".lock"])
-def test_a_signal_through_another_thread_waits_for_the_file_to_be_kept(tmp_path, made):
-    """SIGTERM as the temporary file of a save (or the lock) is made, in a process with another thread: it waits
-    until the file's name is kept, and the clean-up removes it (before: the mask held it back from the main thread
+@pytest.mark.parametrize("made, threads", [(".lock", "alone"), (".tmp", "thread"), (".lock", "thread")])
+def test_a_signal_as_the_lock_or_a_temporary_file_is_made_leaves_nothing_behind(tmp_path, made, threads):
+    """SIGTERM between a file's creation and the moment its name is kept: the interrupt waits until the clean-up
+    can remove it. Alone, the system's hold does it (before: the lock file, and the folder made for it, stayed);
+    with another thread, interruptible's handler does (before: the mask held the signal back from the main thread
     alone, the handler ran all the same, and ck.safetensors.PID.RANDOM.tmp, or the lock, stayed)."""
-    out = tmp_path / "ck.safetensors"
-    proc = subprocess.run([sys.executable, "-c", SIGNAL_THROUGH_A_THREAD, str(out), str(ROOT), made],
+    out = tmp_path / ("runs/ck.safetensors" if made == ".lock" else "ck.safetensors")  # (a lock makes its folder)
+    proc = subprocess.run([sys.executable, "-c", SIGNAL_AS_MADE, str(out), str(ROOT), made, threads],
                           capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0 and proc.stdout == "interrupted SIGTERM 143\n", proc.stdout + proc.stderr
+    said = ["interrupted SIGTERM 143\n"] + (["held\ninterrupted SIGTERM 143\n"] if threads == "alone" else [])
+    assert proc.returncode == 0 and proc.stdout in said, proc.stdout + proc.stderr
     assert files_under(tmp_path) == [], files_under(tmp_path)
 
 

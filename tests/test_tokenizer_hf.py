@@ -30,10 +30,11 @@ def test_same_vocabulary():
     assert all(HF.token_to_id(tok) == i for i, tok in enumerate(TOK.vocab))
 
 
-def test_same_ids_on_every_corpus_line():
+def test_same_ids_on_every_corpus_line_and_each_decodes_back():
     for encoding, line in zip(HF.encode_batch(LINES), LINES):
         assert encoding.ids == TOK.encode(line), line
         assert encoding.tokens == TOK.tokens(line), line
+        assert HF.decode(encoding.ids) == line
 
 
 def test_same_ids_on_the_whole_corpus():
@@ -46,11 +47,6 @@ def test_same_ids_on_required_sentences(text):
     assert encoding.ids == TOK.encode(text)
     assert encoding.tokens == TOK.tokens(text)
     assert HF.decode(encoding.ids) == text
-
-
-def test_decodes_back_every_corpus_line():
-    for line in LINES:
-        assert HF.decode(TOK.encode(line)) == line
 
 
 @settings(max_examples=300, deadline=None)
