@@ -117,10 +117,15 @@ def make_inputs(cfg):
 
 
 def make_step(backend, cfg):
-    """A function running one training step for a backend, and the number of tokens it processes (for the
-    ceiling's matmul-f32 and matmul-f64: one matmul, and 0)."""
+    """A function running one training step for a backend (for the ceiling's matmul-f32 and matmul-f64: one
+    CEILING_N x CEILING_N matmul in that dtype)."""
+    import numpy as np
+
     if backend.startswith("matmul"):
-        return matmul_step(backend), 0
+        a = np.random.default_rng(0).standard_normal((CEILING_N, CEILING_N))  # (n, n)
+        a = a.astype(np.float32 if backend.endswith("f32") else np.float64)
+        out = np.empty_like(a)  # (n, n)
+        return lambda: np.matmul(a, a, out=out)
     params, ids, targets = make_inputs(cfg)
     config = model_config(cfg)
     if backend == "reference":
@@ -134,18 +139,15 @@ def make_step(backend, cfg):
             _, dlogits = model.loss_and_dlogits(logits, y)
             model.backward(p, cache, dlogits)
 
-        return step, cfg["T"]
+        return step
     if backend.startswith(("plain", "fast")):
-        import numpy as np
-
         from oneblock import numpy_fast, numpy_model
 
         p = numpy_model.from_lists(params, np.float32 if backend.endswith("f32") else np.float64)
         if backend.startswith("plain"):
-            return lambda: numpy_model.loss_and_grads(p, ids, targets, config), cfg["B"] * cfg["T"]
-        threads = int(os.environ.get("OPENBLAS_NUM_THREADS") or os.cpu_count())  # as many as BLAS has
-        ws = numpy_fast.Workspace(p, config, cfg["B"], cfg["T"], threads=threads)  # once
-        return lambda: ws.loss_and_grads(p, ids, targets), cfg["B"] * cfg["T"]
+            return lambda: numpy_model.loss_and_grads(p, ids, targets, config)
+        ws = numpy_fast.Workspace(p, config, cfg["B"], cfg["T"], threads=machine.blas_threads())  # once
+        return lambda: ws.loss_and_grads(p, ids, targets)
     import torch
 
     from oneblock import torch_model
@@ -165,54 +167,38 @@ def make_step(backend, cfg):
             t.grad = None
         loss(x, y).backward()
 
-    return step, cfg["B"] * cfg["T"]
+    return step
 
 
 CEILING_N = 2048  # the ceiling is NumPy's own rate on an n x n matmul, n this
 
 
-def matmul_step(backend):
-    """The ceiling's step: one CEILING_N x CEILING_N matmul in float32 (matmul-f32) or float64 (matmul-f64)."""
-    import numpy as np
-
-    a = np.random.default_rng(0).standard_normal((CEILING_N, CEILING_N))  # (n, n)
-    a = a.astype(np.float32 if backend.endswith("f32") else np.float64)
-    out = np.empty_like(a)  # (n, n)
-    return lambda: np.matmul(a, a, out=out)
-
-
-def _timed(fn):
-    """Seconds one call of fn takes."""
+def _timed(fn, k=1):
+    """Seconds per call of fn, over k calls in a row."""
     t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
+    for _ in range(k):
+        fn()
+    return (time.perf_counter() - t0) / k
 
 
 def worker(backend, size):
-    """Serve the parent over stdin/stdout: 'run K' -> seconds per step over K timed steps; 'quit'."""
-    if backend == "tricks":
-        print(json.dumps(time_tricks(int(size))), flush=True)
+    """Serve the parent over stdin/stdout: 'run K' -> seconds per step over K timed steps; 'quit'. The tricks'
+    worker (size: its rounds) and the profile's answer once and stop."""
+    if backend in ("tricks", "profile"):
+        print(json.dumps(time_tricks(int(size)) if backend == "tricks" else profile_step(size)), flush=True)
         return
-    if backend == "profile":
-        print(json.dumps(profile_step(size)), flush=True)
-        return
-    step, tokens = make_step(backend, SIZES[size])
+    step = make_step(backend, SIZES[size])
     first = _timed(step)  # with torch.compile: the compiling
     times, t_end = [], time.perf_counter() + 0.5  # warm-up for about half a second, at least 3 steps
     while len(times) < 3 or time.perf_counter() < t_end:
         times.append(_timed(step))
-    print(json.dumps({"tokens": tokens, "estimate": statistics.median(times[len(times) // 2:]), "first": first}),
-          flush=True)
+    print(json.dumps({"estimate": statistics.median(times[len(times) // 2:]), "first": first}), flush=True)
     for line in sys.stdin:
         cmd = line.split()
         if cmd[0] == "quit":
             return
-        k = int(cmd[1])
         step()  # untimed: caches and threads back to work after the other workers' turns
-        t0 = time.perf_counter()
-        for _ in range(k):
-            step()
-        print(json.dumps({"per_step": (time.perf_counter() - t0) / k}), flush=True)
+        print(json.dumps({"per_step": _timed(step, int(cmd[1]))}), flush=True)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -514,10 +500,7 @@ def time_tricks(rounds, nf=None, turn_seconds=0.02):
         times = {plain: [], tuned: []}
         for _ in range(rounds):
             for fn in (plain, tuned):
-                t0 = time.perf_counter()
-                for _ in range(k[fn]):
-                    fn()
-                times[fn].append((time.perf_counter() - t0) / k[fn] * 1e6)
+                times[fn].append(_timed(fn, k[fn]) * 1e6)
         rows.append({"name": name, "shape": shape, "plain_us": statistics.median(times[plain]),
                      "tuned_us": statistics.median(times[tuned]), "calls": calls, "lines": lines,
                      "plain_calls": plain_calls})
@@ -528,7 +511,7 @@ def time_tricks(rounds, nf=None, turn_seconds=0.02):
 # Where a tuned step's time goes: every line of numpy_fast.py timed by a line tracer
 
 
-def profile_step(size, steps=None):
+def profile_step(size):
     """{"step_ms", "traced_ms", "functions": [{name, calls, us}], "lines": [{name, line, code, us}]}: the untraced
     median time of a float32 step of numpy_fast.py at size, the traced one, and per step the microseconds spent in
     each function and on each line of numpy_fast.py (a line's NumPy calls, and the functions outside the file it
@@ -538,10 +521,10 @@ def profile_step(size, steps=None):
 
     from oneblock import numpy_fast
 
-    step, _ = make_step("fast-f32", SIZES[size])  # a Workspace made once, on as many threads as BLAS has
-    threads = int(os.environ.get("OPENBLAS_NUM_THREADS") or os.cpu_count())
+    step = make_step("fast-f32", SIZES[size])  # a Workspace made once, on as many threads as BLAS has
+    threads = machine.blas_threads()
     step()
-    steps = steps or max(3, round(1.0 / _timed(step)))  # about a second of steps
+    steps = max(3, round(1.0 / _timed(step)))  # about a second of steps
     untraced = statistics.median(_timed(step) for _ in range(steps))
     source, spent, calls = numpy_fast.__file__, collections.Counter(), collections.Counter()
     now = {"key": None, "t": 0.0}  # the line running since time t
@@ -569,10 +552,7 @@ def profile_step(size, steps=None):
         return on_line(frame, event, arg)
 
     sys.settrace(on_call)
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    traced = (time.perf_counter() - t0) / steps
+    traced = _timed(step, steps)
     sys.settrace(None)
     functions = collections.Counter()
     for (name, _), seconds in spent.items():
@@ -622,33 +602,23 @@ def reply(proc):
 def start(backend, size, threads=None, code=None):
     """A worker process for backend at size (with that many BLAS and OpenMP threads, when given), after its
     warm-up; and its first reply. code: the folder of another checkout whose bench.py (and model files) the worker
-    runs; None for this one."""
+    runs, started as python3 -m dev.bench in a checkout of this layout, as python3 bench.py in one from before it
+    (when the benchmark lay at the root); None for this one."""
     env = dict(os.environ)
     if threads:
         env.update({var: str(threads) for var in machine.THREAD_VARIABLES})
-    proc = subprocess.Popen([*bench_command(code), "--worker", backend, "--size", size], cwd=code or ROOT,
+    command = [sys.executable, "-m", "dev.bench"]
+    if code and not os.path.isfile(os.path.join(code, "dev", "bench.py")):
+        command = [sys.executable, os.path.join(os.path.abspath(code), "bench.py")]
+    proc = subprocess.Popen([*command, "--worker", backend, "--size", size], cwd=code or ROOT,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     return proc, reply(proc)
 
 
-def bench_command(code=None):
-    """How to start bench.py in the checkout at code (this one when None): python3 -m dev.bench in a checkout of this
-    layout, python3 bench.py in one from before it, when the benchmark lay at the root."""
-    if code and not os.path.isfile(os.path.join(code, "dev", "bench.py")):
-        return [sys.executable, os.path.join(os.path.abspath(code), "bench.py")]
-    return [sys.executable, "-m", "dev.bench"]
-
-
-def ask(proc, k):
-    """Seconds per step over k steps, from a running worker."""
-    proc.stdin.write(f"run {k}\n")
+def tell(proc, line):
+    """Send a running worker a line: 'run K' (then its reply is the seconds per step) or 'quit'."""
+    proc.stdin.write(line + "\n")
     proc.stdin.flush()
-    return reply(proc)["per_step"]
-
-
-def torch_available():
-    """Whether torch can be imported, checked in a throwaway process (this one must stay torch-free)."""
-    return subprocess.run([sys.executable, "-c", "import torch"], capture_output=True).returncode == 0
 
 
 def say(line):
@@ -681,26 +651,24 @@ def bench_size(size, backends, args):
             if key[0] == "reference" and r >= args.reference_rounds:
                 continue
             time.sleep(args.pause)
-            times[key].append(ask(workers[key], k[key]))
+            tell(workers[key], f"run {k[key]}")
+            times[key].append(reply(workers[key])["per_step"])
         left = (time.perf_counter() - rounds_started) / (r + 1) * (args.rounds - r - 1)
         say(f"    {size}: round {r + 1} of {args.rounds} ({time.perf_counter() - started:.0f} s so far, about"
             f" {left:.0f} s left for this size)")
     for proc in workers.values():
-        proc.stdin.write("quit\n")
-        proc.stdin.flush()
+        tell(proc, "quit")
         proc.wait()
     rows = []
     for b, code in order:
         per_step = statistics.median(times[b, code])
+        rows.append({"size": size, "backend": b, "code": code, "ms": per_step * 1e3, "rounds": len(times[b, code])})
         if b in CEILING:
-            rows.append({"size": size, "backend": b, "code": code, "ms": per_step * 1e3,
-                         "gflops": 2 * CEILING_N**3 / per_step / 1e9, "rounds": len(times[b, code])})
+            rows[-1]["gflops"] = 2 * CEILING_N**3 / per_step / 1e9
             continue
         tokens = cfg["T"] if b == "reference" else cfg["B"] * cfg["T"]
-        rows.append({"size": size, "backend": b, "code": code, "ms": per_step * 1e3,
-                     "tokens_per_s": tokens / per_step,
-                     "gflops": tokens / per_step * flops_per_token(cfg) / 1e9, "rounds": len(times[b, code]),
-                     "steps_per_round": k[b, code], "first_step_s": first[b, code]})
+        rows[-1].update({"tokens_per_s": tokens / per_step, "gflops": tokens / per_step * flops_per_token(cfg) / 1e9,
+                         "steps_per_round": k[b, code], "first_step_s": first[b, code]})
     return rows
 
 
@@ -731,18 +699,18 @@ def report(rows, ceiling):
     print(f"{'size':11s} {'backend':17s} {'ms/step':>10s} {'tokens/s':>12s} {'GFLOP/s':>8s} {'%ceil':>6s} "
           f"{'vs eager':>9s} {'vs compile':>10s} {'vs ref':>8s}" + (f" {'vs before':>10s}" if before else "")
           + "  rounds x steps")
+
+    def vs(r, peer, digits=2):  # r's speed as a multiple of peer's, or "" where there is no peer
+        return f"{r['tokens_per_s'] / peer['tokens_per_s']:.{digits}f}x" if peer else ""
+
     for r in rows:
         dt = r["backend"][-3:] if r["backend"] != "reference" else None
         ceil = f"{100 * r['gflops'] / ceiling[r['size']][dt]:5.1f}%" if dt in ceiling[r["size"]] else ""
         numpy = r["backend"].startswith(("plain", "fast"))
-        peer = by.get((r["size"], "torch-" + dt)) if numpy or r["backend"].startswith("compile") else None
-        vs_torch = f"{r['tokens_per_s'] / peer['tokens_per_s']:8.2f}x" if peer else ""
-        peer = by.get((r["size"], "compile-" + dt)) if numpy else None
-        vs_compile = f"{r['tokens_per_s'] / peer['tokens_per_s']:9.2f}x" if peer else ""
-        ref = by.get((r["size"], "reference"))
-        vs_ref = f"{r['tokens_per_s'] / ref['tokens_per_s']:7.0f}x" if ref and r["backend"] != "reference" else ""
-        old = before.get((r["size"], r["backend"])) if not r["code"] else None
-        vs_old = f"{r['tokens_per_s'] / old['tokens_per_s']:9.2f}x" if old else ""
+        vs_torch = vs(r, (numpy or r["backend"].startswith("compile")) and by.get((r["size"], "torch-" + dt)))
+        vs_compile = vs(r, numpy and by.get((r["size"], "compile-" + dt)))
+        vs_ref = vs(r, r["backend"] != "reference" and by.get((r["size"], "reference")), 0)
+        vs_old = vs(r, not r["code"] and before.get((r["size"], r["backend"])))
         name = f"{r['backend']} {r['code']}".strip()
         print(f"{r['size']:11s} {name:17s} {r['ms']:10.3f} {r['tokens_per_s']:12,.0f} {r['gflops']:8.2f} "
               f"{ceil:>6s} {vs_torch:>9s} {vs_compile:>10s} {vs_ref:>8s}" + (f" {vs_old:>10s}" if before else "")
@@ -754,7 +722,8 @@ def report(rows, ceiling):
 
 
 def report_tricks(args):
-    """Time the tricks in a torch-free worker and print one line each: microseconds per call, plain and tuned."""
+    """Time the tricks in a torch-free worker and print one line each: microseconds per call, plain and tuned; the
+    rows."""
     proc, rows = start("tricks", str(args.rounds), args.threads)
     proc.wait()
     print(f"numpy_fast.py's tricks against the plain lines they replace (in brackets: the function of numpy_fast.py"
@@ -765,11 +734,7 @@ def report_tricks(args):
     for r in rows:
         print(f"{r['name']:{width}s} {r['shape']:16s} {r['plain_us']:10.1f} {r['tuned_us']:10.1f} "
               f"{r['plain_us'] / r['tuned_us']:6.2f}x")
-    if args.json:
-        write_atomic(resolved(args.json), json.dumps({"command": " ".join(["python3", "-m", "dev.bench",
-                                                                            *sys.argv[1:]]), "tricks": rows}, indent=2))
-        print(f"\nwrote {args.json}")
-    return 0
+    return rows
 
 
 def figures_json(raw):
@@ -819,17 +784,6 @@ def targets(rows, ceiling):
     return checks
 
 
-def print_targets(checks, rounds):
-    """One line per target: MET, NOT MET or not measured, and the value (medians over the rounds)."""
-    print(f"\ntargets (medians over {rounds} rounds of this run):")
-    for c in checks:
-        if c["value"] is None:
-            print(f"  not measured  {c['target']}: {c['missing']}")
-            continue
-        value = f"{100 * c['value']:.0f}%" if c["want"] < 1 else f"{c['value']:.2f}x"
-        print(f"  {'MET          ' if c['met'] else 'NOT MET      '} {c['target']}: {value}")
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--sizes", default="series-b1,series-b32,large",
@@ -875,12 +829,23 @@ def main(argv=None):
                                            "bench.json")
     if problem:  # judged before minutes of timing, never after them
         parser.error(problem)
-    if args.tricks:
-        return report_tricks(args)
     if args.profile:
         return report_profile(args, sizes)
+    command = " ".join(["python3", "-m", "dev.bench", *(argv or sys.argv[1:])])
+    figures = {"command": command, "tricks": report_tricks(args)} if args.tricks else report_steps(args, sizes, command)
+    if args.json:
+        write_atomic(resolved(args.json), json.dumps(figures, indent=2))
+        print(f"\nwrote {args.json}")
+    return 0
+
+
+def report_steps(args, sizes, command):
+    """Time the backends' steps at each size, print the table and the targets, and return the figures for --json."""
+    import numpy
+
     backends = BACKENDS
-    if args.no_torch or not torch_available():
+    torch_here = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True).returncode == 0
+    if args.no_torch or not torch_here:  # (checked in a throwaway process: this one stays torch-free)
         print("PyTorch: not compared (" + ("--no-torch" if args.no_torch else "torch is not installed") + ")")
         backends = [b for b in BACKENDS if not b.startswith(("torch", "compile"))]
     elif args.no_compile:
@@ -900,16 +865,16 @@ def main(argv=None):
         print(f"\nreference model.py, series size, T = 63: forward + loss + backward {ref[0]['ms']:.1f} ms "
               f"(median of {ref[0]['rounds']})")
     checks = targets(rows, ceiling)
-    print_targets(checks, args.rounds)
-    if args.json:
-        import numpy
-
-        info = {"python": platform.python_version(), "numpy": numpy.__version__, "machine": platform.machine(),
-                "cpus": os.cpu_count(), "command": " ".join(["python3", "-m", "dev.bench", *(argv or sys.argv[1:])])}
-        write_atomic(resolved(args.json), json.dumps({"info": info, "ceiling_gflops": ceiling, "rows": rows,
-                                                      "targets": checks}, indent=2))
-        print(f"\nwrote {args.json}")
-    return 0
+    print(f"\ntargets (medians over {args.rounds} rounds of this run):")  # MET, NOT MET or not measured, each
+    for c in checks:
+        if c["value"] is None:
+            print(f"  not measured  {c['target']}: {c['missing']}")
+            continue
+        value = f"{100 * c['value']:.0f}%" if c["want"] < 1 else f"{c['value']:.2f}x"
+        print(f"  {'MET          ' if c['met'] else 'NOT MET      '} {c['target']}: {value}")
+    info = {"python": platform.python_version(), "numpy": numpy.__version__, "machine": platform.machine(),
+            "cpus": os.cpu_count(), "command": command}
+    return {"info": info, "ceiling_gflops": ceiling, "rows": rows, "targets": checks}
 
 
 if __name__ == "__main__":

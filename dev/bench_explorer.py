@@ -109,7 +109,7 @@ def depth_run(steps, timeout, screenshot=None):
             "maps": {b: m["maps"] for b, m in by_blocks.items()}, "summary": run["summary"], "wall": wall}
 
 
-TIME_TRICKS = """(rounds) => {
+TIME_TRICKS = """(rounds) => {  // {trick: [us per call of the plain line, of the trick]}: medians, in turns
   const {fast, model, random} = explorer.modules;
   const rng = new random.Random(0);
   const filled = (n) => Float64Array.from({length: n}, () => rng.gauss(0.0, 1.0));
@@ -153,13 +153,6 @@ TIME_TRICKS = """(rounds) => {
   }
   return out;
 }"""
-
-
-def time_tricks(rounds):
-    """{trick: [microseconds per call of the plain line, of the trick]} in the page, medians of rounds of 0.1 s each,
-    the two taking turns on the same inputs."""
-    with served_page() as (page, version):
-        return page.evaluate(TIME_TRICKS, rounds), f"Chromium {version}"
 
 
 def page_of(against):
@@ -277,10 +270,12 @@ def main(argv=None):
     if machine.find_chromium() is None:
         print("error: no Chromium found (chromium, chromium-browser or google-chrome on PATH)", file=sys.stderr)
         return 2
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     if args.tricks:
-        gains, browser = time_tricks(args.rounds if args.rounds > 1 else 7)
-        print(f"explorer/fast.js's tricks against the plain lines they replace, in {browser}, microseconds per call,"
-              f" medians; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+        with served_page() as (page, version):  # rounds of 0.1 s each, the two sides on the same inputs
+            gains = page.evaluate(TIME_TRICKS, args.rounds if args.rounds > 1 else 7)
+        print(f"explorer/fast.js's tricks against the plain lines they replace, in Chromium {version}, microseconds"
+              f" per call, medians; {os.cpu_count()} CPUs, load average {load:.1f}")
         for name, (plain, trick) in gains.items():
             print(f"{name:<16} plain {plain:>9.1f}   trick {trick:>9.1f}   {plain / trick:.2f}x")
         return 0
@@ -290,7 +285,6 @@ def main(argv=None):
         print(f"error: {e}", file=sys.stderr)
         return 2
 
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"{args.steps} steps of {args.batch} x 64 tokens, lr 0.01 -> 0.001 after 100 warm-up steps, seed 3,"
           f" validation on 300 stories every 100 steps; {os.cpu_count()} CPUs, load average {load:.1f} at the start")
     try:
@@ -410,13 +404,12 @@ def depth_report(depth):
     when = (f"two blocks passed 90% copy accuracy at step {passed['step']}, {passed['seconds']:.1f} s after Start (one"
             f" block then {100 * passed['one_block']:.1f}%)" if passed else "two blocks did not pass 90% copy accuracy")
     final, speed = depth["final"], depth["tokens_per_s"]
-    key = (lambda b: b) if 1 in final else str  # (JSON gives the blocks as strings)
-    one, two = final[key(1)], final[key(2)]
+    one, two = final[1], final[2]
     met = passed is not None and passed["seconds"] <= 120 and depth["best_one_block"] < 0.4
     return (f"{head}{when}\n  at the end: two blocks {100 * two:.1f}%, one block {100 * one:.1f}% (its best"
-            f" {100 * depth['best_one_block']:.1f}%); {speed[key(1)]:,.0f} and {speed[key(2)]:,.0f} tokens/s; whole"
+            f" {100 * depth['best_one_block']:.1f}%); {speed[1]:,.0f} and {speed[2]:,.0f} tokens/s; whole"
             f" run {depth['wall']:.1f} s\n  head scores at the end, induction / previous token: one block:"
-            f" {heads_words(depth['scores'][key(1)])}; two blocks:\n  {heads_words(depth['scores'][key(2)])}"
+            f" {heads_words(depth['scores'][1])}; two blocks:\n  {heads_words(depth['scores'][2])}"
             f"\naim, two blocks above 90% and one block below 40% within 120 s:"
             f" {'met' if met else 'NOT met'}")
 

@@ -16,8 +16,8 @@ QUICK = ["--rounds", "1", "--round-seconds", "0.01", "--pause", "0", "--no-torch
 
 
 def bench(*args):
-    return subprocess.run([sys.executable, "-m", "dev.bench", *QUICK, *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=600)
+    return subprocess.run([sys.executable, "-m", "dev.bench", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=600)
 
 
 def rows(stdout):
@@ -35,7 +35,7 @@ def rows(stdout):
 def quick_run():
     """The table and targets of one quick run of a grown size and two series sizes, the reference for one round
     (where it runs), and this checkout's backends timed against itself (--against): what the next three tests read."""
-    proc = bench("--sizes", "grown-b32,series-b1,series-b32", "--reference-rounds", "1", "--against", str(ROOT))
+    proc = bench(*QUICK, "--sizes", "grown-b32,series-b1,series-b32", "--reference-rounds", "1", "--against", str(ROOT))
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -91,8 +91,7 @@ def test_every_target_is_printed_met_not_met_or_not_measured(quick_run):
 def test_torch_eager_and_compile_are_timed_with_the_compile_time_stated():
     pytest.importorskip("torch")
     quick = [a for a in QUICK if a != "--no-torch"]
-    proc = subprocess.run([sys.executable, "-m", "dev.bench", *quick, "--sizes", "series-b1",
-                           "--reference-rounds", "0"], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    proc = bench(*quick, "--sizes", "series-b1", "--reference-rounds", "0")
     assert proc.returncode == 0, proc.stderr
     assert "Warning" not in proc.stderr and "graph break" not in proc.stderr, proc.stderr  # the twin compiles whole
     found = rows(proc.stdout.split("\n\ntorch.compile:", 1)[0] + "\n\n")
@@ -108,8 +107,7 @@ def test_torch_eager_and_compile_are_timed_with_the_compile_time_stated():
 
 
 def test_the_profile_names_every_layer_and_the_slowest_lines():
-    proc = subprocess.run([sys.executable, "-m", "dev.bench", "--profile", "--sizes", "series-b1", "--threads",
-                           "1", "--profile-lines", "3"], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    proc = bench("--profile", "--sizes", "series-b1", "--threads", "1", "--profile-lines", "3")
     assert proc.returncode == 0, proc.stderr
     head = proc.stdout.splitlines()[0]
     assert head.startswith("numpy_fast.py float32 at series-b1 (B 1, T 63), 1 BLAS thread(s): ") and "untraced" in head
