@@ -16,7 +16,7 @@
 
 import { by_code_point } from "./bpe.js";
 import {
-  BLOCK_NAMES, GROWN_KEYS, GROWN_VERSION, JSON_KEYS, ONE_BLOCK_VERSION, OUTSIDE, SCHEMES, SWITCH_KEY, checked,
+  BLOCK_NAMES, GROWN_KEYS, JSON_KEYS, ONE_BLOCK_VERSION, OUTSIDE, SCHEMES, SWITCH_KEY, checked,
   config_from_json, config_to_json, each_param, is_grown, parameter_count,
 } from "./model.js";
 
@@ -293,8 +293,12 @@ export function decode(bytes) {
 
 export const FORMAT = "one-block checkpoint";
 export const FORMAT_VERSION = ONE_BLOCK_VERSION; // a model of one block and one head, as before models could grow
-export { GROWN_VERSION }; // a grown model: its config has blocks and heads, its metadata is hashed
-const VERSIONS = [FORMAT_VERSION, GROWN_VERSION]; // the format versions read: a new one is added here
+// a grown model: its config has blocks and heads, its metadata is hashed; 2 repeats the model in its training (read,
+// no longer written), 3 records it in its config alone
+const GROWN_VERSIONS = ["2", "3"];
+const GROWN_VERSION = "3"; // what a grown model's file is written as
+const VERSIONS = [FORMAT_VERSION, ...GROWN_VERSIONS]; // the format versions read: a new one is added here
+const MODEL_SETTINGS = ["positions", ...GROWN_KEYS, SWITCH_KEY]; // a run's settings that are its model's: the config's
 export const METADATA_HASH_KEY = "metadata_sha256";
 const MOMENT_PREFIXES = ["adam_m.", "adam_v."];
 const STEP = "adam_step", RNG = "rng_state", RNG_STATE_LEN = 625n;
@@ -388,7 +392,8 @@ function check_training(training, config, positions, metadata) {
       || get("seq_len", 0n) > config.get("max_len") || (training.has("lr") && get("min_lr", 0n) > training.get("lr"))
       || (training.has("steps") && get("warmup", 0n) > training.get("steps")) || scheme !== positions
       || get(SWITCH_KEY, positions === "learned") !== (positions === "learned")
-      || GROWN_KEYS.some((key) => get(key, config.get(key) ?? 1n) !== (config.get(key) ?? 1n))) {
+      || GROWN_KEYS.some((key) => get(key, config.get(key) ?? 1n) !== (config.get(key) ?? 1n))
+      || (metadata.get("format_version") === GROWN_VERSION && MODEL_SETTINGS.some((key) => training.has(key)))) {
     throw new Error("its training settings are not ones a run of this model records");
   }
 }
@@ -434,7 +439,7 @@ function check_tensors(tensors, config, training) {
 export function check_checkpoint(tensors, metadata, tokenizer_sha256) {
   const version = check_metadata(metadata);
   const config = read_json(metadata.get("config"), "config", JSON_KEYS); // its sizes BigInts, to hold to the file's
-  const described = config_from_json(config, version === GROWN_VERSION);
+  const described = config_from_json(config, GROWN_VERSIONS.includes(version));
   const { positions } = described;
   check_fits(config, tensors);
   checked(described); // (d and blocks held to the file by check_fits; heads past d, whatever its size, divide no d)
@@ -445,7 +450,7 @@ export function check_checkpoint(tensors, metadata, tokenizer_sha256) {
   }
   check_tensors(tensors, config, training);
   if (metadata.has(METADATA_HASH_KEY) ? metadata_digest(metadata) !== metadata.get(METADATA_HASH_KEY)
-    : version === GROWN_VERSION) {
+    : GROWN_VERSIONS.includes(version)) {
     throw new Error(`its metadata's SHA-256 is not the one it records in ${METADATA_HASH_KEY}`);
   }
   return { config, described, training };
@@ -552,10 +557,20 @@ export function unflat_tensors(flat) {
   return Object.fromEntries(Object.entries(flat).map(([name, t]) => [name, tensor(t)]));
 }
 
+/** The settings a checkpoint of config records of a run's settings (an object), as checkpoint.recorded_training:
+ * the model's own (MODEL_SETTINGS) are in its config, so a grown model's file leaves them all out and a one-block
+ * file keeps positions alone.
+ *
+ *     recorded_training({ seed: 3, positions: "rope", blocks: 2, heads: 1 }, { blocks: 2, heads: 1 })   // {seed: 3} */
+function recorded_training(training, config) {
+  const left_out = is_grown(config) ? MODEL_SETTINGS : GROWN_KEYS;
+  return Object.fromEntries(Object.entries(training).filter(([name]) => !left_out.includes(name)));
+}
+
 /** The bytes of a training checkpoint of float64 parameters, as checkpoint.save_checkpoint writes them: config the
  * model's (a model_config, recorded as config_to_json gives it), moments (m, v) model.js tensors like params (zeros
  * when none were kept), step the Adam step, rng_words the batch sampler's 625-number state (random.js getstate),
- * extra more metadata strings. A grown model's file (is_grown) is version 2, with the metadata's hash. */
+ * extra more metadata strings. A grown model's file (is_grown) is version 3, with the metadata's hash. */
 export function checkpoint_bytes({ params, moments, step, rng_words, config, training, tokenizer_sha256,
   extra = {} }) {
   const tensors = {};
@@ -572,7 +587,7 @@ export function checkpoint_bytes({ params, moments, step, rng_words, config, tra
     format: FORMAT,
     format_version: grown ? GROWN_VERSION : FORMAT_VERSION,
     config: JSON.stringify(config_to_json(config)),
-    training: JSON.stringify(training),
+    training: JSON.stringify(recorded_training(training, config)),
     tokenizer_sha256,
     ...extra,
   };

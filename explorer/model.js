@@ -347,7 +347,6 @@ export const GROWN_KEYS = Object.freeze(["blocks", "heads"]); // a grown model's
 export const SWITCH_KEY = "use_positions"; // model.py's switch, in the JSON beside the scheme (true: "learned")
 export const JSON_KEYS = Object.freeze([...SIZE_KEYS, ...GROWN_KEYS, SWITCH_KEY, "positions"]); // a config's JSON
 export const ONE_BLOCK_VERSION = "1"; // checkpoint format version of a model of one block and one head
-export const GROWN_VERSION = "2"; // ... of a grown model, whose JSON has blocks and heads
 
 /** A model's description, frozen (a value passed beside its weights, never changed under them): its vocabulary,
  * width d, the MLP's hidden width, max_len (the rows of learned positions), blocks, heads and position scheme, as
@@ -369,7 +368,7 @@ export function checked(config) {
   return config;
 }
 
-/** Whether the model has more than one block or one head (ModelConfig.grown): its checkpoint is then version 2.
+/** Whether the model has more than one block or one head (ModelConfig.grown): its checkpoint is then version 3.
  *
  *     is_grown(model_config({ vocab: 96, d: 16, hidden: 64, max_len: 64, heads: 2 }))   // true */
 export function is_grown(config) {
@@ -414,8 +413,8 @@ export function config_to_json(config) {
 /** The config of a checkpoint's JSON object (a Map of BigInts, as checkpoint.js's read_json reads it, of the keys
  * JSON_KEYS only), or an Error saying in a few words what is wrong, deciding as ModelConfig.from_json does: every size
  * a positive whole number, the switch true or false and the scheme one of SCHEMES that agrees with it (a file from
- * before the schemes has the switch only). grown: true when the sizes must hold blocks and heads (format version
- * 2), false when they must not (version 1), null for either. The sizes' fit to each other is checked's, after the
+ * before the schemes has the switch only). grown: true when the sizes must hold blocks and heads (format versions
+ * 2 and 3), false when they must not (version 1), null for either. The sizes' fit to each other is checked's, after the
  * caller has held them to what its file holds (they are read as Numbers here: past 2^53 they are no longer exact).
  *
  *     config_from_json(read_json('{"vocab": 96, "d": 16, "hidden": 64, "max_len": 64, "use_positions": false}'))

@@ -7,13 +7,16 @@ Its tensors are every parameter (F32 or F64, one dtype for all, named as config.
 (I64, 625 numbers: the batch sampler's Mersenne Twister state). Its metadata strings are
 
     format, format_version   "one-block checkpoint"; "1" for one block and one head (its bytes are what they were
-                             before models could grow), "2" for a grown model, whose config has blocks and heads
+                             before models could grow), "3" for a grown model, whose config has blocks and heads
+                             ("2", read but no longer written: a grown model whose training repeats its model)
     config                   the ModelConfig as JSON (to_json): vocab, d, hidden, max_len, model.py's switch,
-                             positions (absent in files from before the schemes), in version 2 blocks and heads
-    training                 the run's settings (train.py's, or the explorer page's), held to TRAINING_RULES
+                             positions (absent in files from before the schemes), in versions 2 and 3 blocks and heads
+    training                 the run's settings (train.py's, or the explorer page's), held to TRAINING_RULES: the
+                             model's (MODEL_SETTINGS) are its config's, so version 3 has none of them and version 1
+                             positions only, as before models could grow
     tokenizer_sha256         the SHA-256 of the tokenizer.json its token IDs belong to
     data_sha256              the SHA-256 of the data part: a file without it cannot show its data is whole
-    metadata_sha256          version 2 (required): the SHA-256 of the rest of the metadata (metadata_digest), so
+    metadata_sha256          versions 2 and 3 (required): the SHA-256 of the rest of the metadata (metadata_digest), so
                              that a changed size no tensor shows (heads) is caught
     corpus_sha256, val_loss, floor_nats_per_token, val_floor_nats_per_token   the stories' hash, and finite numbers
                              of nats, at least 0, in digits (as repr writes a float)
@@ -37,7 +40,8 @@ from atomic import write_atomic
 import bpe
 import model
 from oneblock import settings
-from oneblock.config import GROWN_KEYS, GROWN_VERSION, ONE_BLOCK_VERSION, SIZE_KEYS, SWITCH_KEY, ModelConfig
+from oneblock.config import GROWN_KEYS, GROWN_VERSION, GROWN_VERSIONS, ONE_BLOCK_VERSION, SIZE_KEYS, SWITCH_KEY
+from oneblock.config import ModelConfig
 from oneblock.config import BLOCK_NAMES, OUTSIDE, each_param_name, said, seed_switch
 from oneblock.tensorfile import (DATA_HASH_KEY, MAX_DIGITS, METADATA_HASH_KEY, RNG_STATE_LEN, as_lists, decode,
                                  encode, metadata_digest, parse_json, read_bytes, rng_from_tensor, rng_tensor,
@@ -57,6 +61,8 @@ TOKENIZER_KEY = "tokenizer"  # optional: the tokenizer.json text of a model of y
 TEXT_KEYS = ("text", "text_sha256", "split", TOKENIZER_KEY)  # your own text: all four; the stories: none
 HASH_KEYS = ("tokenizer_sha256", "corpus_sha256", "text_sha256", DATA_HASH_KEY, METADATA_HASH_KEY)  # SHA-256s, in hex
 NUMBER_KEYS = ("val_loss", "floor_nats_per_token", "val_floor_nats_per_token")  # nats (at least 0), as text
+VERSIONS = (ONE_BLOCK_VERSION, *GROWN_VERSIONS)  # the format versions read
+MODEL_SETTINGS = ("positions", *GROWN_KEYS, SWITCH_KEY)  # a run's settings that are its model's: the config's
 KNOWN_KEYS = (*METADATA_KEYS, "corpus_sha256", *NUMBER_KEYS, *TEXT_KEYS, "explorer_source", DATA_HASH_KEY,
               METADATA_HASH_KEY)  # every metadata key a checkpoint of this model may have
 
@@ -84,7 +90,8 @@ def save_checkpoint(path, params, moments, step, rng, config, training, tokenize
 def checkpoint_bytes(params, moments, step, rng, config, training, tokenizer_sha256, extra=None):
     """The bytes of a training checkpoint: params and each of moments (m, v) {name: (dtype, shape, flat values)} in
     the model's order, step an int, rng the batch sampler's random.Random, config the ModelConfig, training the
-    settings dict, extra more metadata strings. A grown model's file is version 2, its metadata hashed."""
+    settings dict (recorded_training keeps the run's), extra more metadata strings. A grown model's file is version
+    3, its metadata hashed."""
     tensors = dict(params)
     for prefix, moment in zip(MOMENT_PREFIXES, moments):
         tensors.update({prefix + name: t for name, t in moment.items()})
@@ -94,13 +101,28 @@ def checkpoint_bytes(params, moments, step, rng, config, training, tokenizer_sha
         "format": FORMAT,
         "format_version": GROWN_VERSION if config.grown else ONE_BLOCK_VERSION,
         "config": json.dumps(config.to_json()),
-        "training": json.dumps(training),
+        "training": json.dumps(recorded_training(training, config)),
         "tokenizer_sha256": tokenizer_sha256,
         **(extra or {}),
     }
     if config.grown:
         metadata[METADATA_HASH_KEY] = metadata_digest(metadata)
     return encode(tensors, metadata)
+
+
+def recorded_training(training, config):
+    """The settings a checkpoint of the ModelConfig records of a run's settings (training): the model's own
+    (MODEL_SETTINGS) are in its config, so a grown model's file (version 3) leaves them all out, and a one-block
+    file keeps positions alone, byte for byte as before models could grow.
+
+    >>> run = {"seed": 3, "positions": "rope", "blocks": 1, "heads": 1}
+    >>> recorded_training(run, ModelConfig(96, 16, 64, 64, positions="rope"))
+    {'seed': 3, 'positions': 'rope'}
+    >>> recorded_training({**run, "blocks": 2}, ModelConfig(96, 16, 64, 64, blocks=2, positions="rope"))
+    {'seed': 3}
+    """
+    left_out = MODEL_SETTINGS if config.grown else GROWN_KEYS
+    return {name: value for name, value in training.items() if name not in left_out}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -156,9 +178,9 @@ def check_metadata(metadata):
         raise ValueError(f"format is {said(metadata.get('format'))}, expected {FORMAT!r}: not a checkpoint of this"
                          f" model")
     version = metadata.get("format_version")
-    if version not in (ONE_BLOCK_VERSION, GROWN_VERSION):
-        raise ValueError(f"format version is {said(version)}, but this code reads versions {ONE_BLOCK_VERSION!r} and"
-                         f" {GROWN_VERSION!r}")
+    if version not in VERSIONS:
+        raise ValueError(f"format version is {said(version)}, but this code reads versions"
+                         f" {', '.join(map(repr, VERSIONS))}")
     missing = [key for key in METADATA_KEYS if key not in metadata]
     if missing:
         raise ValueError(f"metadata lacks {missing}")
@@ -221,7 +243,7 @@ def check_fits(config, tensors, version):
                 f"{'s' * (config.blocks != 1)} holds {_many(need_tensors)} tensors, but this file holds"
                 f" {len(tensors):,}")
     else:
-        named = (*SIZE_KEYS, *GROWN_KEYS[:1] * (version == GROWN_VERSION))  # (a version 1 file has no blocks)
+        named = (*SIZE_KEYS, *GROWN_KEYS[:1] * (version in GROWN_VERSIONS))  # (a version 1 file has no blocks)
         asked = ", ".join(f"{key} {getattr(config, key):,}" for key in named)
         what = (f"the config's sizes ({asked}) make {_many(need_numbers)} numbers, but the tensors of this file hold"
                 f" {have_numbers:,}")
@@ -244,6 +266,10 @@ def check_training(training, config, metadata):
         test, expected = TRAINING_RULES[name]
         if not test(value):
             raise ValueError(f"training {name} is {said(value)}, expected {expected}")
+    repeated = [name for name in MODEL_SETTINGS if name in training]
+    if metadata["format_version"] == GROWN_VERSION and repeated:
+        raise ValueError(f"training has {repeated}, but a version {GROWN_VERSION!r} file records the model in its"
+                         f" config alone")
     lacks = [name for name in TEXT_NEEDS if name not in training]
     if "text" in metadata and lacks:
         raise ValueError(f"training lacks {lacks}, which a model of your own text (metadata text) needs to split its"
@@ -251,7 +277,10 @@ def check_training(training, config, metadata):
     problem = settings.crossed({**training, "max_len": config.max_len}, TRAINING_WORDS)
     if problem:
         raise ValueError(problem)
-    if recorded_settings(training).get("positions", config.positions) != config.positions:
+    scheme = training.get("positions", config.positions)
+    if isinstance(scheme, bool):  # written before the schemes, when --no-positions made it false
+        scheme = "learned" if scheme else "none"
+    if scheme != config.positions:
         raise ValueError(f"training positions is {said(training['positions'])}, but the config's scheme is"
                          f" {config.positions!r}")
     if training.get(SWITCH_KEY, seed_switch(config)) != seed_switch(config):
@@ -308,24 +337,21 @@ def check_tensors(tensors, config, training, recorded):
 
 
 def recorded_settings(training):
-    """The training settings a checkpoint records, as today's runs record them: blocks and heads 1 where a one-block,
-    one-head file records none, and positions by name where a file from before the schemes records true or false.
+    """The run's settings in a checkpoint's training, without the model's (MODEL_SETTINGS): its config holds those
+    (check_training holds any that a version 1 or 2 file repeats to it), and a resume compares the configs apart.
 
     >>> recorded_settings({"seed": 0, "positions": False})
-    {'blocks': 1, 'heads': 1, 'seed': 0, 'positions': 'none'}
+    {'seed': 0}
     """
-    there = {**dict.fromkeys(GROWN_KEYS, 1), **training}
-    if isinstance(there.get("positions"), bool):  # written before the schemes, when --no-positions made it false
-        there["positions"] = "learned" if there["positions"] else "none"
-    return there
+    return {name: value for name, value in training.items() if name not in MODEL_SETTINGS}
 
 
 def check_metadata_hash(metadata, version):
-    """Raise a ValueError unless the metadata is the metadata that was written: a version 2 file (a grown model,
+    """Raise a ValueError unless the metadata is the metadata that was written: a version 2 or 3 file (a grown model,
     whose heads no tensor's shape shows) must carry metadata_sha256, and any file that carries it must match it."""
     if METADATA_HASH_KEY not in metadata:
-        if version == GROWN_VERSION:
-            raise ValueError(f"this grown model's file (format version {GROWN_VERSION!r}) has no {METADATA_HASH_KEY},"
+        if version in GROWN_VERSIONS:
+            raise ValueError(f"this grown model's file (format version {version!r}) has no {METADATA_HASH_KEY},"
                              f" so nothing shows that its sizes, such as heads, are the ones it was trained with: it"
                              f" was written by code from before grown models' metadata was hashed; train it again")
         return
@@ -341,7 +367,7 @@ def check_checkpoint(tensors, metadata):
     training settings, the tensors and, last, the metadata's own hash. (Whose tokenizer: tokenizer_of.)"""
     version = check_metadata(metadata)
     recorded = parse_json(metadata["config"], "metadata config")
-    config = ModelConfig.from_json(recorded, grown=version == GROWN_VERSION)
+    config = ModelConfig.from_json(recorded, grown=version in GROWN_VERSIONS)
     check_fits(config, tensors, version)
     try:
         config.checked()

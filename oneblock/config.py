@@ -48,7 +48,9 @@ GROWN_KEYS = ("blocks", "heads")  # the sizes of a grown model, in its JSON only
 SWITCH_KEY = "use_positions"  # model.py's switch, in the JSON beside the scheme (true exactly for "learned")
 JSON_KEYS = (*SIZE_KEYS, *GROWN_KEYS, SWITCH_KEY, "positions")  # every key a config's JSON may have, in its order
 ONE_BLOCK_VERSION = "1"  # checkpoint format version of a model of one block and one head: the sizes are all shapes
-GROWN_VERSION = "2"  # ... of a grown model, whose JSON has blocks and heads
+GROWN_VERSIONS = ("2", "3")  # ... of a grown model, whose JSON has blocks and heads: 2 repeats the model in its
+#                              training settings (read, no longer written), 3 records it in its config alone
+GROWN_VERSION = GROWN_VERSIONS[-1]  # what a grown model's file is written as
 SEED_SCHEMES = ("learned", "none")  # the schemes model.py has (its switch use_positions true and false)
 OUTSIDE = ("tok_emb", "pos_emb", "lnf_g", "lnf_b", "W_out", "b_out")  # the tensors that are no block's
 BLOCK_NAMES = tuple(name for name in PARAM_SHAPES if name not in OUTSIDE)  # ln1_g, ..., b2: one block's, in order
@@ -99,7 +101,7 @@ class ModelConfig:
 
     @property
     def grown(self):
-        """Whether the model has more than one block or one head: its checkpoint is then format version 2."""
+        """Whether the model has more than one block or one head: its checkpoint is then format version 3."""
         return (self.blocks, self.heads) != (1, 1)
 
     def seed_problem(self):
@@ -273,8 +275,8 @@ class ModelConfig:
         """The config of a parsed JSON object, or a ValueError naming its first bad entry: known keys only, every
         size a positive whole number, the switch true or false and the scheme one of SCHEMES that agrees with it (a
         file from before the schemes has the switch only). grown: True when the sizes must hold blocks and heads
-        (format version 2), False when they must not (version 1), None for either. The sizes' fit to each other is
-        `checked()`'s, after the caller has held them to what its file holds.
+        (format versions 2 and 3), False when they must not (version 1), None for either. The sizes' fit to each
+        other is `checked()`'s, after the caller has held them to what its file holds.
 
         >>> ModelConfig.from_json({"vocab": 96, "d": 16, "hidden": 64, "max_len": 64, "use_positions": False})
         ModelConfig(vocab=96, d=16, hidden=64, max_len=64, blocks=1, heads=1, positions='none')

@@ -338,16 +338,11 @@ def model_config(s, vocab):
 
 
 def training_settings(s):
-    """The settings that decide the weights, as a checkpoint records them (a resume must match them); blocks and
-    heads only when not both 1, so that a one-block, one-head checkpoint is byte for byte what it was before models
-    could grow.
+    """The settings that decide the weights (a resume must match them): what a checkpoint records of the run, less
+    the model's own, which its config holds (checkpoint.recorded_training).
 
-    >>> training_settings(checked(Settings(heads=4)))["heads"], "heads" in training_settings(checked(Settings()))
+    >>> training_settings(checked(Settings(heads=4)))["heads"], "val_fraction" in training_settings(checked(Settings()))
     (4, False)
     """
     names = TRAINING_SETTINGS + (TEXT_SETTINGS if s.data is not None else ())
-    training = {name: getattr(s, name) for name in names}
-    if (s.blocks, s.heads) == (1, 1):
-        for name in config.GROWN_KEYS:
-            del training[name]
-    return training
+    return {name: getattr(s, name) for name in names}

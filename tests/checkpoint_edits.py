@@ -21,7 +21,7 @@ SHORT = ["--steps", "4", "--batch", "2", "--seq-len", "8", "--width", "8", "--ev
          "--quiet"]
 RUNS = {  # name -> train.py arguments of a small checkpoint (a --resume of it takes the same ones)
     "one-block": [*SHORT, "--val-stories", "5"],  # format version 1
-    "grown": [*SHORT, "--val-stories", "5", "--blocks", "2", "--heads", "2"],  # format version 2
+    "grown": [*SHORT, "--val-stories", "5", "--blocks", "2", "--heads", "2"],  # format version 3
     "own-text": [*SHORT, "--data", "notes.txt", "--max-len", "8", "--vocab-size", "60"],  # needs notes.txt
 }
 
@@ -129,6 +129,17 @@ def drop_meta(key):
     return edit
 
 
+def version_2(**model):
+    """An edit of a grown model's file (version 3) into one as version 2 wrote it: its training repeats the model's
+    positions, blocks and heads (those of its config, or model's values for them)."""
+    def edit(header, data):
+        config = json.loads(header["__metadata__"]["config"])
+        header["__metadata__"]["format_version"] = "2"
+        repeated = {name: config[name] for name in ("positions", "blocks", "heads")}
+        meta_json_edit("training", lambda o: o.update({**repeated, **model}))(header, data)
+    return edit
+
+
 def tensor_value(name, values, dtype="<q"):
     """An edit of the data: the first values of tensor name, packed as dtype."""
     def edit(header, data):
@@ -167,13 +178,16 @@ def structured(name, base):
                                                   resign=False))
     if grown:
         for heads in (1, 4, 8):  # valid sizes: only the metadata's hash can tell
-            add(f"heads {heads} in config and training", edited(
-                base, meta_json_edit("config", lambda o, n=heads: o.update(heads=n)),
-                meta_json_edit("training", lambda o, n=heads: o.update(heads=n)), resign=False))
+            add(f"heads {heads} in config", edited(
+                base, meta_json_edit("config", lambda o, n=heads: o.update(heads=n)), resign=False))
+        add("training repeats heads in version 3", edited(base, meta_json_edit("training",
+                                                                                lambda o: o.update(heads=2))))
+        add("version 2, training heads 1", edited(base, version_2(heads=1)))
+        add("version 2, training positions rope", edited(base, version_2(positions="rope")))
         add("no metadata_sha256", edited(base, drop_meta(checkpoint.METADATA_HASH_KEY)))
         add("metadata_sha256 of zeros", edited(base, set_meta(checkpoint.METADATA_HASH_KEY, "0" * 64), resign=False))
         add("format version 1", edited(base, set_meta("format_version", "1")))
-    add("format version 3", edited(base, set_meta("format_version", "3")))
+    add("format version 4", edited(base, set_meta("format_version", "4")))
     add("no data_sha256", edited(base, drop_meta(checkpoint.DATA_HASH_KEY), data_hash=False))
     top = header["pos_emb"]["data_offsets"][0] + int(header["pos_emb"]["dtype"][1:]) // 8 - 1  # row 0's exponent
     add("no data_sha256, a weight changed", edited(base, drop_meta(checkpoint.DATA_HASH_KEY),
@@ -185,8 +199,9 @@ def structured(name, base):
         add(f"metadata without {key}", edited(base, drop_meta(key)))
         add(f"metadata {key} renamed", edited(base, lambda h, d, k=key: h["__metadata__"].__setitem__(
             k[:-1] + chr(ord(k[-1]) ^ 1), h["__metadata__"].pop(k))))
-        for value in (*BAD_TEXT_NUMBERS, "0" * 64, "Z" * 64):
-            add(f"metadata {key} = {value!r}", edited(base, set_meta(key, value)))
+        for value in (*BAD_TEXT_NUMBERS, "0" * 64, "Z" * 64):  # ("0" * 64 is a loss of 0: only the hash tells)
+            add(f"metadata {key} = {value!r}", edited(base, set_meta(key, value),
+                                                       resign=key not in checkpoint.NUMBER_KEYS))
     add("an unknown metadata key", edited(base, set_meta("note", "hello")))
     if checkpoint.TOKENIZER_KEY in meta:
         for text in ("[]", '{"model": {"vocab": {}, "merges": []}}', '{"model": 1}', *DEEP):

@@ -18,6 +18,7 @@ from oneblock import checkpoint
 from oneblock.config import SWITCH_KEY, ModelConfig
 import model
 from checkpoint_edits import (DEEP, drop_meta, edited, join_file, meta_json_edit, set_meta, split_file, tensor_value,
+                              version_2,
                               with_header)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,7 +27,7 @@ np = pytest.importorskip("numpy")
 
 TOKENIZER_SHA = checkpoint.sha256_file(ROOT / "tokenizer.json")
 CONFIG = ModelConfig(vocab=96, d=4, hidden=8, max_len=8)  # the tiny copy: small files
-GROWN = dataclasses.replace(CONFIG, blocks=2, heads=2)  # its grown model (format version 2)
+GROWN = dataclasses.replace(CONFIG, blocks=2, heads=2)  # its grown model (format version 3)
 DECODE_S = 1.0  # the most CPU time checkpoint.decode may take to refuse a shape of 3,000,000 sizes
 
 
@@ -62,7 +63,7 @@ def write_tiny(path, dtype="F32", blocks=1, **changes):
 
 @pytest.fixture(scope="module")
 def bases(tmp_path_factory):
-    """{name: bytes} of three tiny checkpoints: one block (format version 1), grown (2 blocks x 2 heads, version 2)
+    """{name: bytes} of three tiny checkpoints: one block (format version 1), grown (2 blocks x 2 heads, version 3)
     and a model of your own text (its metadata names the text and carries the tokenizer)."""
     folder = tmp_path_factory.mktemp("bases")
     own = {"text": "notes.txt", "text_sha256": "0" * 64, "split": "document",
@@ -217,9 +218,8 @@ def rewritten(tensors=lambda t: t, metadata=lambda m: m):
 
 
 def heads(n, resign):
-    """Damage: heads n in the config and the training; the metadata's hash as it was, or made right (resign)."""
-    return damage(*(meta_json_edit(key, lambda o: o.update(heads=n)) for key in ("config", "training")),
-                  resign=resign)
+    """Damage: heads n in the config; the metadata's hash as it was, or made right (resign)."""
+    return damage(meta_json_edit("config", lambda o: o.update(heads=n)), resign=resign)
 
 
 def flip_w1(header, data):
@@ -251,11 +251,11 @@ CASES = [  # label, base, damage, phrases of the message
     # the metadata strings
     ("not a checkpoint of this model", "one-block",
      lambda r: checkpoint.encode({"w": ("F32", (1,), [1.0])}, {"format": "pt"}), ["format is 'pt'"]),
-    ("format version 3", "one-block", damage(set_meta("format_version", "3")),
-     ["format version is '3'", "reads versions '1' and '2'"]),
+    ("format version 4", "one-block", damage(set_meta("format_version", "4")),
+     ["format version is '4'", "reads versions '1', '2', '3'"]),
     ("no data_sha256", "one-block", damage(drop_meta(checkpoint.DATA_HASH_KEY), flip_w1, data_hash=False),
      ["metadata lacks data_sha256, so nothing shows whether the data is the data that was written"]),
-    ("version 2 without metadata_sha256", "grown", damage(drop_meta(checkpoint.METADATA_HASH_KEY)),
+    ("version 3 without metadata_sha256", "grown", damage(drop_meta(checkpoint.METADATA_HASH_KEY)),
      ["has no metadata_sha256", "train it again"]),
     ("heads 2 -> 1", "grown", heads(1, resign=False),  # (valid sizes: only the metadata's hash can tell)
      ["the metadata's SHA-256 differs from the one recorded in metadata_sha256"]),
@@ -283,11 +283,11 @@ CASES = [  # label, base, damage, phrases of the message
      ["config heads = 3 does not divide the width d = 4"]),
     ("grown sizes in version 1", "grown", sized("1", GROWN.to_json()),
      ["config has blocks or heads, but format version '1' is of one block and one head"]),
-    ("version 2 without sizes", "grown", sized("2", CONFIG.to_json()),
+    ("version 3 without sizes", "grown", sized("3", CONFIG.to_json()),
      ["config blocks is None, expected a positive int"]),
-    ("heads 0", "grown", sized("2", {**GROWN.to_json(), "heads": 0}), ["config heads is 0, expected a positive int"]),
-    ("blocks 3", "grown", sized("2", {**GROWN.to_json(), "blocks": 3}), ["missing tensors", "block2.ln1_g"]),
-    ("blocks 1", "grown", sized("2", {**GROWN.to_json(), "blocks": 1}), ["unexpected tensors", "block1.ln1_g"]),
+    ("heads 0", "grown", sized("3", {**GROWN.to_json(), "heads": 0}), ["config heads is 0, expected a positive int"]),
+    ("blocks 3", "grown", sized("3", {**GROWN.to_json(), "blocks": 3}), ["missing tensors", "block2.ln1_g"]),
+    ("blocks 1", "grown", sized("3", {**GROWN.to_json(), "blocks": 1}), ["unexpected tensors", "block1.ln1_g"]),
     ("positions sinusoidal, switch on", "one-block", sized("1", {**CONFIG.to_json(), "positions": "sinusoidal"}),
      [f"{SWITCH_KEY} is true but positions is 'sinusoidal'", "exactly for 'learned'"]),
     ("positions alibi", "one-block", sized("1", {**CONFIG.to_json(), "positions": "alibi"}),
@@ -303,6 +303,16 @@ CASES = [  # label, base, damage, phrases of the message
      ["training warmup is 11, longer than the run (steps 10)"]),
     ("min_lr above lr", "one-block", damage(meta_json_edit("training", lambda t: t.update(min_lr=0.1))),
      ["training min_lr is 0.1, more than lr 0.01: expected a learning rate that falls"]),
+    # the model, in the config alone (version 3), or repeated in the training and held to it (versions 1 and 2)
+    ("training repeats heads in version 3", "grown", damage(meta_json_edit("training", lambda t: t.update(heads=2))),
+     ["training has ['heads'], but a version '3' file records the model in its config alone"]),
+    ("version 2, training heads 1", "grown", damage(version_2(heads=1)),
+     ["training heads is 1, but the config's heads is 2"]),
+    ("version 2, training positions rope", "grown", damage(version_2(positions="rope")),
+     ["training positions is 'rope', but the config's scheme is 'learned'"]),
+    ("version 1, training positions false", "one-block",
+     damage(meta_json_edit("training", lambda t: t.update(positions=False))),
+     ["training positions is False, but the config's scheme is 'learned'"]),
     # the tensors
     ("a missing tensor", "one-block", rewritten(lambda t: {k: v for k, v in t.items() if k != "adam_v.Wq"}),
      ["missing tensors", "adam_v.Wq"]),
@@ -372,7 +382,7 @@ def test_other_tokenizer_is_rejected(tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# The position scheme in the config, and a grown model's sizes (format version 2)
+# The position scheme in the config, and a grown model's sizes (format version 3; version 2 still reads)
 
 
 def test_position_scheme_in_the_config(tmp_path):
@@ -392,11 +402,18 @@ def test_position_scheme_in_the_config(tmp_path):
         assert checkpoint.load_checkpoint(path)["config"] == dataclasses.replace(CONFIG, positions=scheme)
 
 
-def test_a_grown_checkpoint_records_its_sizes_as_version_2_and_a_one_block_one_stays_version_1(tmp_path):
+def test_a_grown_checkpoint_records_its_model_once_as_version_3_and_a_one_block_one_stays_version_1(tmp_path):
+    """A grown model's training records the run's settings only: its positions, blocks and heads are its config's.
+    A version 2 file, whose training repeats them, reads as the same model and the same run."""
     path = tmp_path / "grown.safetensors"
-    args = write_tiny(path, blocks=2, config=GROWN)
+    run = {"steps": 10, "lr": 0.01}
+    args = write_tiny(path, blocks=2, config=GROWN, training={**run, "positions": "learned", "blocks": 2, "heads": 2})
     ckpt = checkpoint.load_checkpoint(path)
-    assert ckpt["metadata"]["format_version"] == checkpoint.GROWN_VERSION == "2"
+    assert ckpt["metadata"]["format_version"] == checkpoint.GROWN_VERSION == "3" and ckpt["training"] == run
+    old = checkpoint.load_bytes(edited(path.read_bytes(), version_2())(), "old.safetensors")
+    assert old["metadata"]["format_version"] == "2" and old["config"] == GROWN
+    assert old["training"] == {**run, "positions": "learned", "blocks": 2, "heads": 2}
+    assert checkpoint.recorded_settings(old["training"]) == run == checkpoint.recorded_settings(ckpt["training"])
     assert ckpt["config"] == GROWN and (ckpt["config"].blocks, ckpt["config"].heads) == (2, 2)
     assert json.loads(ckpt["metadata"]["config"]) == GROWN.to_json() and "blocks" in GROWN.to_json()
     assert list(ckpt["params"]) == ModelConfig(96, 16, 64, 64, blocks=2).param_names() == list(args["params"])

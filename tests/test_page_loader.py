@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 
 from oneblock import checkpoint, export
-from checkpoint_edits import (HOSTILE_HEADERS, edit_json, join_file, mutations, pitfalls, split_file,
-                              write_bases)
+from checkpoint_edits import (HOSTILE_HEADERS, edit_json, edited, join_file, mutations, pitfalls, split_file,
+                              version_2, write_bases)
 from run_helpers import open_page
 from run_helpers import served as serving
 
@@ -122,16 +122,19 @@ def page_readings(browser, url, site, names):
 # The cases where the page and Python decide differently, by JSON grammar alone: JSON.parse keeps the last of two
 # equal keys, which Python refuses. Each of these files repeats a key with the same value, so that the page shows
 # what the file without the repeat shows (checked below against the undamaged file).
+OLD_GROWN = "grown: as version 2 wrote it"  # the page reads it as the same model as the file of version 3
 GRAMMAR = ("config with a key twice", "training with a key twice", "header with __metadata__ twice",
            "header twice the key W1")
 
 
 def valid_edits(bases):
     """Edits that Python reads (the page must too) and one that only the vocabulary check refuses: (label, bytes).
-    A clip of Infinity (JSON that JSON.parse refuses), a step and a run of 2^53 + 1 (past what a Number holds), and
-    a model of 95 tokens for the page's 96 (every tensor cut to fit, the hashes made right)."""
+    The grown model as version 2 wrote it (its training repeating the model), a clip of Infinity (JSON that
+    JSON.parse refuses), a step and a run of 2^53 + 1 (past what a Number holds), and a model of 95 tokens for the
+    page's 96 (every tensor cut to fit, the hashes made right)."""
     grown = bases["grown"]
-    out = [("grown: training clip = Infinity", edit_json(grown, "training", lambda t: t.update(clip=float("inf"))))]
+    out = [(OLD_GROWN, edited(grown, version_2())()),
+           ("grown: training clip = Infinity", edit_json(grown, "training", lambda t: t.update(clip=float("inf"))))]
     header, data = split_file(edit_json(grown, "training", lambda t: t.update(steps=2 ** 53 + 1)))
     begin = header[checkpoint.STEP]["data_offsets"][0]
     data = data[:begin] + (2 ** 53 + 1).to_bytes(8, "little") + data[begin + 8:]
@@ -210,6 +213,7 @@ def test_the_page_refuses_what_python_refuses_in_one_line(browser, work, served)
     for label, model in grammar.items():
         assert model == read[f"{label.split(':')[0]}: undamaged"], label
     assert all(read[f"{name}: undamaged"] is not None for name in bases)  # (what the page reads: a model)
+    assert read[OLD_GROWN] == read["grown: undamaged"]
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from checkpoint_edits import edited, version_2
 from run_helpers import kill_at, ran
 
 from oneblock import checkpoint, training
@@ -376,6 +377,20 @@ def test_a_checkpoint_from_before_the_schemes_still_resumes_and_samples(tmp_path
         assert proc.returncode == 0, proc.stderr
 
 
+def test_a_grown_checkpoint_of_version_2_resumes_to_the_bytes_of_the_run_it_continues(tmp_path, run_train):
+    """A version 2 file repeats the model's positions, blocks and heads in its training; it resumes as the same run,
+    and the resumed run writes version 3."""
+    grown = ["--steps", "20", "--ckpt-every", "10", "--eval-every", "10", "--blocks", "2", "--heads", "2"]
+    straight, old = tmp_path / "straight.safetensors", tmp_path / "old.safetensors"
+    run_train(straight, *grown)
+    run_train(old, *grown, "--stop-at", "10")
+    old.write_bytes(edited(old.read_bytes(), version_2())())
+    assert checkpoint.load_checkpoint(old)["metadata"]["format_version"] == "2"
+    proc = run_train(old, *grown, "--resume")
+    assert f"resuming {old} at step 10" in proc.stdout
+    assert old.read_bytes() == straight.read_bytes()
+
+
 def test_the_librarys_train_gives_the_command_lines_weights(tmp_path, run_train):
     """training.train (what the experiments call, with values) is the same training as the command line, bit for
     bit."""
@@ -426,9 +441,8 @@ def test_a_grown_run_says_its_path_records_its_sizes_and_sample_reads_them(tmp_p
     proc = run_train(out, "--steps", "30", "--blocks", "2", "--heads", "4", "--eval-every", "30")
     assert "numpy float32, 2 blocks x 4 heads, " in proc.stdout
     ckpt = checkpoint.load_checkpoint(out)
-    assert ckpt["metadata"]["format_version"] == "2" and (ckpt["config"].blocks, ckpt["config"].heads) == (2, 4)
-    training = ckpt["training"]
-    assert (training["backend"], training["blocks"], training["heads"]) == ("numpy", 2, 4)
+    assert ckpt["metadata"]["format_version"] == "3" and (ckpt["config"].blocks, ckpt["config"].heads) == (2, 4)
+    assert ckpt["training"]["backend"] == "numpy" and not set(checkpoint.MODEL_SETTINGS) & set(ckpt["training"])
     sample = ["--ckpt", out, "--tokens", "30", "--temperature", "0"]
     texts = {}
     for backend in ("numpy", "torch") if importlib.util.find_spec("torch") else ("numpy",):
