@@ -27,8 +27,8 @@ def figures_judge(*key_sets, form=None):
     >>> ours = figures_judge({"info", "rows"}, {"command", "tricks"})
     >>> ours(b'{"info": {}, "rows": []}'), ours(b'{"command": "", "tricks": []}'), ours(b'{"info": {}}')
     (True, True, False)
-    >>> ours(b"my notes"), ours(b"[1, 2]"), figures_judge(form="v1")(b'{"format": "v0"}')
-    (False, False, False)
+    >>> ours(b"my notes"), ours(b"[1, 2]"), [figures_judge(form="v1")(raw) for raw in (b'{"format": "v1"}', b"{}")]
+    (False, False, [True, False])
     """
     def ours(raw):
         try:
