@@ -2,8 +2,8 @@
 of examples so that a run can be repeated exactly; elsewhere every run explores new random examples. And the
 longest tests start first, so that when the suite runs on several cores (pytest-xdist) no core is left with one
 long test at the end while the others wait. The browser tests share one fixture, the system's Chromium driven by
-Playwright (and modules_page, a page of it with the explorer's model.js and checkpoint.js imported): without either
-the tests skip with a one-line reason, and under CI=true that is a failure."""
+Playwright (and modules_page, a page of it with the explorer's model.js, checkpoint.js and lessons.js imported):
+without either the tests skip with a one-line reason, and under CI=true that is a failure."""
 
 import os
 from pathlib import Path
@@ -134,13 +134,15 @@ def browser():
 
 @pytest.fixture(scope="module")
 def modules_page(browser):
-    """A page of the served explorer/ with model.js and checkpoint.js imported as window.model and window.ckpt."""
+    """A page of the served explorer/ with model.js, checkpoint.js and lessons.js imported as window.model,
+    window.ckpt and window.lessons."""
     with served(Path(__file__).resolve().parent.parent / "explorer") as url:
         page = browser.new_page()
         page.route(f"{url}/modules.html", lambda route: route.fulfill(status=200, content_type="text/html",
                                                                       body="<!doctype html><title>modules</title>"))
         page.goto(f"{url}/modules.html")
         page.evaluate("async () => { window.model = await import('./model.js');"
-                      " window.ckpt = await import('./checkpoint.js'); }")
+                      " window.ckpt = await import('./checkpoint.js');"
+                      " window.lessons = await import('./lessons.js'); }")
         yield page
         page.close()
