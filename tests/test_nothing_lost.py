@@ -17,7 +17,6 @@ from run_helpers import HELD, files_under, held, memory_limit, one_line_error, o
 import bpe
 from oneblock import checkpoint
 
-ROOT = Path(__file__).resolve().parent.parent
 SHORT = ["--steps", "4", "--batch", "2", "--seq-len", "16", "--val-stories", "20", "--eval-every", "4", "--quiet"]
 MEMORY_LIMIT = 4 * 2**30  # RLIMIT_AS of the runs that are asked for too much: a regression fails, it cannot swap
 
