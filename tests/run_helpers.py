@@ -317,3 +317,21 @@ def holding(script, module, name, when="True"):
 
 
 HELD = holding("train.py", "oneblock.data", "prepare")  # train.py held in its data preparation
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Limits of a run in a subprocess, and train.py's shortest run
+
+SHORT = ["--steps", "4", "--batch", "2", "--seq-len", "16", "--val-stories", "20", "--eval-every", "4", "--quiet"]
+MOST_MEMORY = 4 * 2**30  # RLIMIT_AS of a run asked for too much, or reading without end: it fails, it cannot swap
+
+
+def file_size_limit(n):
+    """A preexec_fn: files of at most n bytes, and a write past that fails with EFBIG, as on a full disk, instead of
+    killing the process with SIGXFSZ (an ignored signal stays ignored across exec). POSIX."""
+    def limit():
+        import resource
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (n, n))
+    return limit

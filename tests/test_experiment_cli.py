@@ -13,7 +13,6 @@ record's seeds (no --rerun reads spread.json)."""
 import importlib
 import json
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -22,13 +21,12 @@ import time
 from pathlib import Path
 
 import pytest
-from run_helpers import ROOT, one_line_error
+from run_helpers import MOST_MEMORY, ROOT, file_size_limit, memory_limit, one_line_error
 
 from experiments import recording
 from oneblock import machine
 
 POSIX = pytest.mark.skipif(os.name != "posix", reason="FIFOs, signals and resource limits are POSIX's")
-MEMORY_LIMIT = 4 * 2**30  # RLIMIT_AS of every run here: a record read without end fails, it cannot swap
 FORMATS = {name: json.loads((ROOT / "experiments" / f"{name}.json").read_text(encoding="utf-8"))["format"]
            for name in ("positions", "depth", "scaling", "spread", "drops")}  # each record's "format" field
 
@@ -51,14 +49,13 @@ def lab(tmp_path_factory):
 
 
 def limits(fsize=None):
-    """A preexec_fn: the memory limit, SIGINT as a terminal sends it (a background pytest starts its children with it
-    ignored), and with fsize files of at most fsize bytes, a write past that failing with EFBIG as on a full disk."""
+    """A preexec_fn: the memory limit (every run here: a record read without end fails, it cannot swap), SIGINT as a
+    terminal sends it (a background pytest starts its children with it ignored), and with fsize file_size_limit's."""
     def limit():
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+        memory_limit(MOST_MEMORY)()
         if fsize is not None:
-            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+            file_size_limit(fsize)()
     return limit
 
 
