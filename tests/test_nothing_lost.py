@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-from run_helpers import (HELD, MOST_MEMORY, SHORT, file_size_limit, files_under, held, memory_limit, one_line_error,
-                         own_text, ran, run)
+from run_helpers import (HELD, MOST_MEMORY, SHORT, file_size_limit, files_under, held, kinds_under, memory_limit,
+                         one_line_error, own_text, ran, run)
 
 import bpe
 from oneblock import checkpoint
@@ -57,12 +57,17 @@ def test_a_training_text_named_like_a_tokenizer_copy_is_never_replaced(notes, ca
     carried = checkpoint.load_checkpoint(notes / "notes.safetensors")["metadata"][checkpoint.TOKENIZER_KEY]
     assert (notes / "notes.safetensors.tokenizer.json").read_text(encoding="utf-8") == carried
 
-    # the one name that is the copy's is refused before anything is written
-    (notes / "n.safetensors.tokenizer.json").write_bytes(text)
-    before = files_under(notes)
-    proc = ran("train.py", capsys, "--data", "n.safetensors.tokenizer.json", "--out", "n.safetensors", *TEXT_RUN)
-    one_line_error(proc, "--data n.safetensors.tokenizer.json is where this run writes the copy of its tokenizer")
-    assert files_under(notes) == before and (notes / "n.safetensors.tokenizer.json").read_bytes() == text
+
+@pytest.mark.parametrize("name, what", [("n.safetensors.tokenizer.json", "the copy of its tokenizer"),
+                                        ("n.best.safetensors", "its best checkpoint")])
+def test_a_training_text_at_a_name_the_run_writes_beside_its_out_is_refused(notes, capsys, name, what):
+    """The names the copy and the best checkpoint are written to, refused before anything is written (--out itself
+    by any name: tests/test_locks.py)."""
+    (notes / name).write_text(own_text(), encoding="utf-8")
+    before = kinds_under(notes)
+    proc = ran("train.py", capsys, "--data", name, "--out", "n.safetensors", *TEXT_RUN)
+    one_line_error(proc, f"--data {name} is where this run writes {what}")
+    assert kinds_under(notes) == before
 
 
 def test_two_checkpoints_in_one_folder_keep_a_copy_each(notes, capsys):
