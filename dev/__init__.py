@@ -9,8 +9,33 @@ lab needs to run. Run them from the lab's folder:
     bench_fits.py      the scaling record's bootstrap fits of its floors, here and through a pool of every core
     lessons_page.py    the explorer's lessons in a headless Chromium: each one's time, and the picture of a reveal
     chromium.py        what those two share: the explorer served in a headless Chromium page, and its pictures
+    __init__.py        what the benchmarks share: how each knows its own figures' file, which it may replace
     jit_probe.py       what a JIT (numba) would buy the tuned path's row-wise passes
     scale.py           a larger model on paper: parameters, memory, FLOPs, tokens per second per GPU
 
     python3 -m dev.scale --width 16 --blocks 1 --heads 1 --vocab 96 --max-len 64 --batch 16
 """
+
+import json
+
+
+def figures_judge(*key_sets, form=None):
+    """The judge a benchmark gives atomic.output_problem (its ours) to know its own figures' file, which its --json
+    or --out may replace, from a file of yours: whether a file's bytes are a JSON object that holds every key of one
+    of key_sets, and, with form, whose "format" is form.
+
+    >>> ours = figures_judge({"info", "rows"}, {"command", "tricks"})
+    >>> ours(b'{"info": {}, "rows": []}'), ours(b'{"command": "", "tricks": []}'), ours(b'{"info": {}}')
+    (True, True, False)
+    >>> ours(b"my notes"), ours(b"[1, 2]"), [figures_judge(form="v1")(raw) for raw in (b'{"format": "v1"}', b"{}")]
+    (False, False, [True, False])
+    """
+    def ours(raw):
+        try:
+            found = json.loads(raw)
+        except ValueError:
+            return False
+        return (isinstance(found, dict) and (not key_sets or any(set(keys) <= found.keys() for keys in key_sets))
+                and (form is None or found.get("format") == form))
+
+    return ours

@@ -54,6 +54,7 @@ import sys
 import time
 
 from atomic import output_problem, resolved, write_atomic
+from dev import figures_judge
 from oneblock import machine
 from oneblock.config import ModelConfig
 
@@ -737,19 +738,6 @@ def report_tricks(args):
     return rows
 
 
-def figures_json(raw):
-    """Whether raw (the bytes of a file) is a JSON of this benchmark's figures, which --json may replace.
-
-    >>> figures_json(b'{"info": {}, "rows": []}'), figures_json(b"my notes")
-    (True, False)
-    """
-    try:
-        figures = json.loads(raw)
-    except ValueError:
-        return False
-    return isinstance(figures, dict) and ({"info", "rows"} <= figures.keys() or {"command", "tricks"} <= figures.keys())
-
-
 TARGETS = [  # (size, what is measured, its peer or "ceiling", at least, what it is)
     ("series-b32", "fast-f32", "torch-f32", 1.5, "series B=32 f32: NumPy fast / PyTorch eager >= 1.5x"),
     ("series-b1", "fast-f32", "torch-f32", 3.0, "series B=1 f32: NumPy fast / PyTorch eager >= 3x"),
@@ -825,8 +813,8 @@ def main(argv=None):
                                                                                                 ("bench.py",))):
         parser.error(f"--against {args.against}: expected a folder holding another checkout (its dev/bench.py, or"
                      f" the bench.py at the root of a checkout from before the lab had folders)")
-    problem = args.json and output_problem(args.json, "--json", "a JSON of dev.bench's figures", figures_json,
-                                           "bench.json")
+    ours = figures_judge({"info", "rows"}, {"command", "tricks"})  # the figures of steps, or of tricks
+    problem = args.json and output_problem(args.json, "--json", "a JSON of dev.bench's figures", ours, "bench.json")
     if problem:  # judged before minutes of timing, never after them
         parser.error(problem)
     if args.profile:

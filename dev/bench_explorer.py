@@ -36,7 +36,8 @@ import time
 from pathlib import Path
 
 from atomic import output_problem, resolved, write_atomic
-from dev.chromium import is_png, palette_png, served_page
+from dev import figures_judge
+from dev.chromium import is_png, need_browser, palette_png, served_page
 from oneblock import data as data_files, machine, training
 from oneblock.data import ROOT
 from oneblock.export import PAGE_SUFFIXES
@@ -258,7 +259,8 @@ def main(argv=None):
         p.error(f"--steps, --batch and --rounds must be at least 1, got {args.steps}, {args.batch} and {args.rounds}")
     if args.depth_steps is not None and args.depth_steps < 1:
         p.error(f"--depth-steps must be at least 1, got {args.depth_steps}")
-    outputs = (("--json", args.json, "a JSON of dev.bench_explorer's figures", figures_json, "bench.json"),
+    outputs = (("--json", args.json, "a JSON of dev.bench_explorer's figures", figures_judge({"settings", "runs"}),
+                "bench.json"),
                ("--screenshot", args.screenshot, "a PNG picture", is_png, "explorer.png"),
                ("--depth-screenshot", args.depth_screenshot, "a PNG picture", is_png, "explorer-depth.png"))
     for flag, path, *kind in outputs:  # judged before minutes of page runs, never after them
@@ -266,10 +268,7 @@ def main(argv=None):
         if problem:
             p.error(problem)
     machine.need("numpy", "python3 -m dev.bench_explorer")  # for train.py's runs beside the page's
-    machine.need("playwright", "python3 -m dev.bench_explorer")
-    if machine.find_chromium() is None:
-        print("error: no Chromium found (chromium, chromium-browser or google-chrome on PATH)", file=sys.stderr)
-        return 2
+    need_browser("python3 -m dev.bench_explorer")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     if args.tricks:
         with served_page() as (page, version):  # rounds of 0.1 s each, the two sides on the same inputs
@@ -338,19 +337,6 @@ def main(argv=None):
                    "runs": runs, "rounds": {"page": pages, "before": befores}, "against": args.against, "depth": depth}
         write_atomic(resolved(args.json), json.dumps(figures, indent=2) + "\n")
     return 0
-
-
-def figures_json(raw):
-    """Whether raw (the bytes of a file) is a JSON of this benchmark's figures, which --json may replace.
-
-    >>> figures_json(b'{"settings": {}, "runs": {}}'), figures_json(b"[1, 2]")
-    (True, False)
-    """
-    try:
-        figures = json.loads(raw)
-    except ValueError:
-        return False
-    return isinstance(figures, dict) and {"settings", "runs"} <= figures.keys()
 
 
 def speeds(runs):

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from atomic import output_problem, resolved, write_atomic
+from dev import figures_judge
 from oneblock import machine
 
 OUT = Path("out") / "bench-grid.json"  # where the figures go unless --out names a path
@@ -75,18 +76,6 @@ def timed_grid(plan, workers):
         return time.perf_counter() - started, cpu_now() - cpu, results
 
 
-def ours(raw):
-    """Whether raw (a file's bytes) is this benchmark's figures, which --out may replace.
-
-    >>> ours(b'{"format": "grid benchmark v1"}'), ours(b"my notes")
-    (True, False)
-    """
-    try:
-        return json.loads(raw).get("format") == FORM
-    except (ValueError, AttributeError):
-        return False
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     p.add_argument("--rounds", type=int, default=3, help="rounds; the medians are reported (default: %(default)s)")
@@ -110,7 +99,8 @@ def main(argv=None):
                 f" {args.rounds}, {args.scale:g} and {wide} (cores here: {grid.cores()})")
     if args.full is not None and not 1 <= args.full <= len(FULL["budgets"]):
         p.error(f"--full {args.full}: expected 1 to {len(FULL['budgets'])} of the full grid's budgets")
-    problem = output_problem(args.out, "--out", "a JSON of dev.bench_grid's figures", ours, OUT.name)
+    problem = output_problem(args.out, "--out", "a JSON of dev.bench_grid's figures", figures_judge(form=FORM),
+                             OUT.name)
     if problem:  # judged before the timing, never after it
         p.error(problem)
     grid_plan = REDUCED if args.full is None else {**FULL, "budgets": FULL["budgets"][:args.full]}

@@ -4,6 +4,7 @@ a 256-colour palette. Needs Playwright (tests/requirements.txt) and a system Chr
 """
 
 import io
+import sys
 import tempfile
 import threading
 from contextlib import contextmanager
@@ -12,6 +13,15 @@ from pathlib import Path
 from oneblock import machine
 from oneblock.export import UNTRAINED_SEED, export_site, read_weights
 from oneblock.server import make_server
+
+
+def need_browser(who):
+    """Exit as machine.need does, one line on stderr and exit status 2, where who cannot drive a browser here:
+    Playwright is not installed, or no system Chromium is found."""
+    machine.need("playwright", who)
+    if machine.find_chromium() is None:
+        print("error: no Chromium found (chromium, chromium-browser or google-chrome on PATH)", file=sys.stderr)
+        raise SystemExit(2)
 
 
 @contextmanager

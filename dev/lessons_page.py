@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from atomic import output_problem, resolved, write_atomic
-from dev.chromium import is_png, palette_png, served_page
+from dev.chromium import is_png, need_browser, palette_png, served_page
 from oneblock import machine
 
 # a guess for each lesson, as a learner types it (a choice by its number); a lesson of the page that is not here
@@ -83,12 +83,9 @@ def main(argv=None):
                                                  "lessons-reveal.png")
     if problem:
         p.error(problem)
-    machine.need("playwright", "python3 -m dev.lessons_page")
+    need_browser("python3 -m dev.lessons_page")
     if args.screenshot:
         machine.need("PIL", "python3 -m dev.lessons_page --screenshot")
-    if machine.find_chromium() is None:
-        print("error: no Chromium found (chromium, chromium-browser or google-chrome on PATH)", file=sys.stderr)
-        return 2
     with served_page(view="#lessons") as (page, version):  # the untrained seed-3 export, at its lessons
         keys = page.evaluate("() => explorer.modules.lessons.LESSONS.map((l) => l.key)")
         wanted = args.lesson or keys

@@ -2,8 +2,8 @@
 of examples so that a run can be repeated exactly; elsewhere every run explores new random examples. And the
 longest tests start first, so that when the suite runs on several cores (pytest-xdist) no core is left with one
 long test at the end while the others wait. The browser tests share one fixture, the system's Chromium driven by
-Playwright (and modules_page, a page of it with the explorer's model.js and checkpoint.js imported): without either
-the tests skip with a one-line reason, and under CI=true that is a failure."""
+Playwright (and modules_page, a page of it with the explorer's model.js, checkpoint.js and lessons.js imported):
+without either the tests skip with a one-line reason, and under CI=true that is a failure."""
 
 import os
 from pathlib import Path
@@ -43,7 +43,6 @@ SLOW_TESTS = {  # and these tests of the others (each parametrized case of them)
                                "test_a_second_run_on_one_out_is_refused_at_once_naming_the_path_and_its_holder",
                                "test_a_write_that_fails_at_the_end_is_one_line_and_keeps_the_old_record",
                                "test_plots_refuses_a_damaged_record_before_training",
-                               "test_plots_refuses_a_fifo_as_its_record_in_one_line",
                                "test_plots_refuses_a_file_as_its_folder_and_keeps_its_pictures_when_a_write_fails"],
     "test_explore_server.py": ["test_a_checkpoint_cannot_export_a_file_it_names_elsewhere",
                                "test_a_signalled_export_says_so_in_one_line_and_leaves_the_old_export",
@@ -87,7 +86,7 @@ SLOW_TESTS = {  # and these tests of the others (each parametrized case of them)
     "test_train.py": ["test_kill_at_random_moments_never_leaves_a_broken_checkpoint",
                       "test_resume_refuses_other_settings",
                       "test_sigkill_then_resume_gives_bit_identical_weights",
-                      "test_the_three_backends_take_the_same_steps"],
+                      "test_the_backends_take_the_same_steps"],
     "test_workbook.py": ["test_a_step_that_never_returns_is_stopped_and_the_others_are_graded",
                          "test_the_learners_path_write_check_then_a_planted_bug_and_a_guess"],
 }
@@ -134,13 +133,15 @@ def browser():
 
 @pytest.fixture(scope="module")
 def modules_page(browser):
-    """A page of the served explorer/ with model.js and checkpoint.js imported as window.model and window.ckpt."""
+    """A page of the served explorer/ with model.js, checkpoint.js and lessons.js imported as window.model,
+    window.ckpt and window.lessons."""
     with served(Path(__file__).resolve().parent.parent / "explorer") as url:
         page = browser.new_page()
         page.route(f"{url}/modules.html", lambda route: route.fulfill(status=200, content_type="text/html",
                                                                       body="<!doctype html><title>modules</title>"))
         page.goto(f"{url}/modules.html")
         page.evaluate("async () => { window.model = await import('./model.js');"
-                      " window.ckpt = await import('./checkpoint.js'); }")
+                      " window.ckpt = await import('./checkpoint.js');"
+                      " window.lessons = await import('./lessons.js'); }")
         yield page
         page.close()

@@ -1,8 +1,8 @@
 """Helpers shared by the tests that run the lab's commands: run one in a subprocess (run, under a memory_limit;
-run_without, where some packages cannot be imported) or in this process (ran), hold a train.py run in its data
-preparation (held), kill one with a real SIGKILL once its checkpoint has reached a step, start explore.py's server,
-assert that a run failed as a bad input should and see what it left (files_under, kinds_under), a text of one's
-own, and the cases of a private one (PRIVACY)."""
+run_without, where some packages cannot be imported) or in this process (ran), hold one at a call of the library
+(held, holding: HELD holds train.py in its data preparation), kill one with a real SIGKILL once its checkpoint has
+reached a step, start explore.py's server, assert that a run failed as a bad input should and see what it left
+(files_under, kinds_under), a text of one's own, and the cases of a private one (PRIVACY)."""
 
 import os
 import random
@@ -83,29 +83,9 @@ def kinds_under(folder):
     return found
 
 
-# train.py with its data preparation held: it touches the file argv[1] when it gets there, and goes on once the
-# file argv[2] exists (the hook is the test's, on the library's prepare; train.py has none)
-HELD = """
-import pathlib, runpy, sys, time
-sys.path.insert(0, sys.argv[3])
-from oneblock import data
-waiting, go = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
-prepare = data.prepare
-def held(*args, **kwargs):
-    waiting.touch()
-    while not go.exists():
-        time.sleep(0.01)
-    return prepare(*args, **kwargs)
-data.prepare = held
-script = str(pathlib.Path(sys.argv[3]) / "train.py")
-sys.argv = [script, *sys.argv[4:]]
-runpy.run_path(script, run_name="__main__")  # train.py as its command line runs it
-"""
-
-
 @contextmanager
 def held(script, waiting, go, *args, cwd):
-    """Run script (a held command line such as HELD: argv is waiting, go, the lab's folder, then args) in cwd; once it
+    """Run script (a held command line, holding's: argv is waiting, go, the lab's folder, then args) in cwd; once it
     is held (it made the file waiting), the with-block runs; at its end the file go lets it go on, and the run is
     waited for. Yields a namespace whose returncode, stdout and stderr are the run's after the block; a run that
     never gets held fails the test, and one still running when the block fails is killed."""
@@ -305,3 +285,53 @@ def script(*lines):
         return queue.pop(0)
 
     return read, said
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# A command held at one call of the library, for held()
+
+HOLDING = """
+import importlib, pathlib, runpy, sys, time
+sys.path.insert(0, sys.argv[3])
+hooked = importlib.import_module({module!r})
+waiting, go = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+real = getattr(hooked, {name!r})
+def held(*args, **kwargs):
+    if {when}:
+        waiting.touch()
+        while not go.exists():
+            time.sleep(0.01)
+    return real(*args, **kwargs)
+setattr(hooked, {name!r}, held)
+script = str(pathlib.Path(sys.argv[3]) / {script!r})
+sys.argv = [script, *sys.argv[4:]]
+runpy.run_path(script, run_name="__main__")  # the script as its command line runs it
+"""
+
+
+def holding(script, module, name, when="True"):
+    """A held command line for held(): script (a file of the lab's folder) with module's function name hooked (the
+    hook is the test's; the script has none): a call of it for which when holds (a condition on its args and
+    kwargs) touches the file argv[1], and goes on once the file argv[2] exists."""
+    return HOLDING.format(script=script, module=module, name=name, when=when)
+
+
+HELD = holding("train.py", "oneblock.data", "prepare")  # train.py held in its data preparation
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Limits of a run in a subprocess, and train.py's shortest run
+
+SHORT = ["--steps", "4", "--batch", "2", "--seq-len", "16", "--val-stories", "20", "--eval-every", "4", "--quiet"]
+MOST_MEMORY = 4 * 2**30  # RLIMIT_AS of a run asked for too much, or reading without end: it fails, it cannot swap
+
+
+def file_size_limit(n):
+    """A preexec_fn: files of at most n bytes, and a write past that fails with EFBIG, as on a full disk, instead of
+    killing the process with SIGXFSZ (an ignored signal stays ignored across exec). POSIX."""
+    def limit():
+        import resource
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (n, n))
+    return limit

@@ -1,11 +1,11 @@
 """The best checkpoint beside the last: at each validation whose loss is the lowest so far, train.py writes that
 checkpoint to --out's name with .best before its suffix, by --out's rules (atomically, never over a file that is not
-a checkpoint, refused before any work); it says once, on stderr, when the validation loss has risen
-training.RISES_TO_WARN validations in a row; the last checkpoint stays the last step's; and a resumed run keeps the
-best so far. The text is one that a model can only learn by heart: lines of random letters, so that past the
-letters' frequencies nothing in the training part carries over to the held-out part, and the validation loss rises
-after a few dozen steps. The whole run that the tests read is one subprocess; the others run train.py in this
-process (runpy), as its command line runs it."""
+a checkpoint, refused before any work; a training text at that name: tests/test_nothing_lost.py); it says once, on
+stderr, when the validation loss has risen training.RISES_TO_WARN validations in a row; the last checkpoint stays
+the last step's; and a resumed run keeps the best so far. The text is one that a model can only learn by heart:
+lines of random letters, so that past the letters' frequencies nothing in the training part carries over to the
+held-out part, and the validation loss rises after a few dozen steps. The whole run that the tests read is one
+subprocess; the others run train.py in this process (runpy), as its command line runs it."""
 
 import random
 import re
@@ -200,12 +200,3 @@ def test_what_is_at_the_best_path_is_refused_before_any_work(tmp_path, capsys, m
     else:
         assert overwrite.returncode == 0, overwrite.stderr
         assert checkpoint.load_checkpoint(best)["training"]["seed"] != 7  # this run's, not the other one's
-
-
-def test_an_input_at_the_best_path_is_refused(tmp_path, capsys, monkeypatch):
-    work = folder_with_text(tmp_path)
-    monkeypatch.chdir(work)
-    proc = ran("train.py", capsys, *[arg if arg != "letters.txt" else "l.best.safetensors" for arg in RUN],
-               "--out", "l.safetensors")
-    one_line_error(proc, "--data l.best.safetensors is where this run writes its best checkpoint")
-    assert files_under(work) == ["letters.txt"]

@@ -3,7 +3,7 @@ and never --data itself by any name (bpe.py in this process; every path atomic.o
 run owns its --out while it runs (one held in its reading by a hook, so that the race happens every time): this,
 and the memory, each a real bpe.py in a subprocess. A training that runs out of memory is one line and writes
 nothing, under an address-space limit (RLIMIT_AS, so that a regression cannot take the machine down); the training
-is the same as before, merge for merge, and the ordinary run still works under the same limit."""
+is the same as before, merge for merge, and sixty megabytes of words train under a limit of one gigabyte."""
 
 import os
 import re
@@ -11,37 +11,18 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
-from run_helpers import (PRIVACY, files_under, held, kinds_under, memory_limit, one_line_error, own_text, privacy_id,
-                         ran, run)
+from run_helpers import (PRIVACY, ROOT, files_under, held, holding, kinds_under, memory_limit, one_line_error,
+                         own_text, privacy_id, ran, run)
 
 import bpe
 
-ROOT = Path(__file__).resolve().parent.parent
 MB = 10**6
 
-# bpe.py with its reading of --data held: it touches the file argv[1] when it gets there, and goes on once the file
-# argv[2] exists (the hook is the test's, on atomic's read_whole, which bpe.py imports; bpe.py has none)
-HELD = """
-import pathlib, runpy, sys, time
-sys.path.insert(0, sys.argv[3])
-import atomic
-waiting, go = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
-read_whole = atomic.read_whole
-def held(path, what, *args, **kwargs):
-    if what == "a UTF-8 text file":
-        waiting.touch()
-        while not go.exists():
-            time.sleep(0.01)
-    return read_whole(path, what, *args, **kwargs)
-atomic.read_whole = held
-script = str(pathlib.Path(sys.argv[3]) / "bpe.py")
-sys.argv = [script, *sys.argv[4:]]
-runpy.run_path(script, run_name="__main__")  # bpe.py as its command line runs it
-"""
+# bpe.py held in its reading of --data (atomic's read_whole, which bpe.py imports)
+HELD = holding("bpe.py", "atomic", "read_whole", when='args[1:2] == ("a UTF-8 text file",)')
 
 
 @pytest.fixture
@@ -223,9 +204,3 @@ def test_sixty_megabytes_of_words_train_under_one_gigabyte(tmp_path):
     assert proc.stdout.startswith(f"wrote t.json: 55 characters + 5 merges = 60 tokens; words.txt is"
                                   f" {reps * len(once.encode(own_text())):,} tokens")
     assert (tmp_path / "t.json").read_text(encoding="utf-8") == once.to_json()
-
-
-def test_the_ordinary_run_still_works_under_the_limit(notes):
-    """(train.py's run of a text under a limit: tests/test_nothing_lost.py.)"""
-    proc = run("bpe.py", *TRAIN, "--out", "t.json", cwd=notes, limit=memory_limit(2**30))
-    assert proc.returncode == 0, proc.stderr

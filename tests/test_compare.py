@@ -27,8 +27,8 @@ def tables(out):
     for line in out.splitlines():
         if "(OK: relative error <=" in line:
             rows = found[line.split(" (OK:")[0]] = {}
-        elif rows is not None and line.startswith("  ") and "(" in line and line.rstrip().endswith("OK"):
-            rows[line[2:16].strip()] = "NOT OK" if line.rstrip().endswith("NOT OK") else "OK"
+        elif rows is not None and (row := re.match(r"  (\S.*?)\s+\(.*\s\s(NOT OK|OK)$", line)):
+            rows[row.group(1)] = row.group(2)
     return found
 
 
@@ -125,30 +125,16 @@ def test_without_the_twin_a_scheme_without_reference_compares_the_numpy_paths(pa
     assert out.rstrip().splitlines()[-1] == "NOT OK (PyTorch skipped: --no-torch)"
 
 
-PATHS_BY_NAME = list(compare.NUMPY_PATHS)  # numpy_model, numpy_fast
-
-
-def grown_rows(out):
-    """{row name: "OK" or "NOT OK"} of the one table compare.py prints for a grown model."""
-    rows = {}
-    for line in out.splitlines():
-        m = re.match(r"  (\S.*?)\s+\(.*\s\s(NOT OK|OK)$", line)
-        if m:
-            rows[m.group(1)] = m.group(2)
-    return rows
-
-
 def test_a_grown_model_compares_numpy_model_with_the_twin(capsys, monkeypatch):
     """--blocks 2 --heads 4: a table for each NumPy path against PyTorch, a row per intermediate of each block (block
     1's named like its parameters), the loss and all 30 gradients, all OK. A backward pass of numpy_model that gets
     one head's part of one Wq gradient wrong turns those rows, and only those, NOT OK."""
     pytest.importorskip("torch", reason="torch is not installed")
     assert compare.main(["--blocks", "2", "--heads", "4", "--batch", "1", "--length", "20"]) == 0
-    out = capsys.readouterr().out
-    titles = [f"{name} float64 vs PyTorch float64 autograd (learned, 2 blocks x 4 heads)" for name in PATHS_BY_NAME]
-    assert [line.split(" (OK:")[0] for line in out.splitlines() if "(OK:" in line] == titles
-    for table in out.split("(OK: relative error")[1:]:
-        rows = grown_rows(table)
+    found = tables(capsys.readouterr().out)
+    assert list(found) == [f"{name} float64 vs PyTorch float64 autograd (learned, 2 blocks x 4 heads)"
+                           for name in compare.NUMPY_PATHS]
+    for rows in found.values():
         assert list(rows) == [*compare.intermediate_names(2), "loss", *("grad " + n for n in each_param_name(2))]
         assert set(rows.values()) == {"OK"}
 
@@ -162,10 +148,9 @@ def test_a_grown_model_compares_numpy_model_with_the_twin(capsys, monkeypatch):
 
     monkeypatch.setattr(numpy_model, "attention_backward", one_head_off)
     assert compare.main(["--blocks", "2", "--heads", "4", "--batch", "1", "--length", "20"]) == 1
-    broken, fine = capsys.readouterr().out.split("(OK: relative error")[1:]
-    assert [name for name, status in grown_rows(broken).items() if status == "NOT OK"] == ["grad Wq",
-                                                                                             "grad block1.Wq"]
-    assert set(grown_rows(fine).values()) == {"OK"}
+    broken, fine = tables(capsys.readouterr().out).values()
+    assert [name for name, status in broken.items() if status == "NOT OK"] == ["grad Wq", "grad block1.Wq"]
+    assert set(fine.values()) == {"OK"}
 
 
 @pytest.mark.parametrize("args, phrase", [
@@ -246,6 +231,6 @@ def test_without_torch_every_compare_command_of_the_pages_skips_the_twin_and_exi
             assert titles == ["numpy_model float64 vs reference", "numpy_fast float64 vs reference"], said
         else:  # no reference and no twin: the NumPy paths against each other
             assert titles == ["numpy_fast float64 vs numpy_model float64"], said
-        for table in run.stdout.split("(OK: relative error")[1:]:
-            assert len(grown_rows(table)) >= 27 and set(grown_rows(table).values()) == {"OK"}, said
+        for rows in tables(run.stdout).values():
+            assert len(rows) >= 27 and set(rows.values()) == {"OK"}, said
         assert run.stdout.rstrip().splitlines()[-1] == "all OK (PyTorch skipped: torch is not installed)", said

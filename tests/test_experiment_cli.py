@@ -13,7 +13,6 @@ record's seeds (no --rerun reads spread.json)."""
 import importlib
 import json
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -22,14 +21,12 @@ import time
 from pathlib import Path
 
 import pytest
-from run_helpers import one_line_error
+from run_helpers import MOST_MEMORY, ROOT, file_size_limit, memory_limit, one_line_error
 
 from experiments import recording
 from oneblock import machine
 
-ROOT = Path(__file__).resolve().parent.parent
 POSIX = pytest.mark.skipif(os.name != "posix", reason="FIFOs, signals and resource limits are POSIX's")
-MEMORY_LIMIT = 4 * 2**30  # RLIMIT_AS of every run here: a record read without end fails, it cannot swap
 FORMATS = {name: json.loads((ROOT / "experiments" / f"{name}.json").read_text(encoding="utf-8"))["format"]
            for name in ("positions", "depth", "scaling", "spread", "drops")}  # each record's "format" field
 
@@ -52,14 +49,13 @@ def lab(tmp_path_factory):
 
 
 def limits(fsize=None):
-    """A preexec_fn: the memory limit, SIGINT as a terminal sends it (a background pytest starts its children with it
-    ignored), and with fsize files of at most fsize bytes, a write past that failing with EFBIG as on a full disk."""
+    """A preexec_fn: the memory limit (every run here: a record read without end fails, it cannot swap), SIGINT as a
+    terminal sends it (a background pytest starts its children with it ignored), and with fsize file_size_limit's."""
     def limit():
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+        memory_limit(MOST_MEMORY)()
         if fsize is not None:
-            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+            file_size_limit(fsize)()
     return limit
 
 
@@ -415,20 +411,21 @@ def test_a_damaged_record_is_one_line_through_every_command_that_reads_it(name, 
 
 
 @POSIX
-@pytest.mark.parametrize("name, how", [("positions", "a FIFO"), ("depth", "a link to /dev/zero"),
-                                       ("scaling", "a FIFO"), ("drops", "a link to /dev/zero")])
-def test_a_fifo_or_a_device_as_the_record_is_one_line_from_every_command(lab, name, how):
+@pytest.mark.parametrize("name, how, module, args", [
+    ("positions", "a FIFO", *READERS["positions"][1][1]), ("depth", "a link to /dev/zero", *READERS["depth"][1][1]),
+    ("scaling", "a FIFO", *READERS["scaling"][1][1]), ("drops", "a link to /dev/zero", *READERS["drops"][1][1]),
+    ("positions", "a FIFO", "plots", ["--out", "figures", "--steps", "2"]),
+])
+def test_a_fifo_or_a_device_as_the_record_is_one_line_from_every_command(lab, name, how, module, args):
     """The same refusals from the command line, under a memory limit and a time limit: through --check, which reads
-    the record first; each record once, the two kinds in turn. (Every reader reads it through
-    recording.read_record, whose other refusals the test above finds in each; atomic.read_whole's of a FIFO and a
-    device are tests/test_locks.py's.)"""
-    key, readers = READERS[name]
-    phrase = damage(lab / "experiments" / f"{name}.json", how, key)
-    module, args = readers[1]
+    the record first; each record once, the two kinds in turn; and plots.py, which reads its records before it
+    trains. (Every reader reads it through recording.read_record, whose other refusals the test above finds in each;
+    atomic.read_whole's of a FIFO and a device are tests/test_nothing_lost.py's.)"""
+    phrase = damage(lab / "experiments" / f"{name}.json", how, READERS[name][0])
     proc = run(module, *args, cwd=lab, timeout=40)
     one_line_error(proc, f"{name}.json", phrase)
     assert proc.stdout == "" and "NOT OK" not in proc.stderr
-    assert not (lab / "out").exists()
+    assert not (lab / "out").exists() and not (lab / "figures").exists()
 
 
 def test_a_record_whose_numbers_its_runs_do_not_give_stays_not_ok_exit_1(lab):
@@ -528,17 +525,6 @@ def test_plots_refuses_a_damaged_record_before_training(tmp_path, option, name, 
     also = [f"run python3 -m experiments.{name}"] if how == "missing" else []
     one_line_error(subprocess.CompletedProcess(args, status, out, err), f"{name}.json", phrase, *also)
     assert out == "" and files_under(tmp_path) == ([] if how == "missing" else [f"{name}.json"])  # nothing drawn
-
-
-@POSIX
-def test_plots_refuses_a_fifo_as_its_record_in_one_line(tmp_path):
-    """The same refusal from the command line, under a memory limit and a time limit (a FIFO's read would hang)."""
-    path = tmp_path / "positions.json"
-    shutil.copy(ROOT / "experiments" / "positions.json", path)
-    phrase = damage(path, "a FIFO", READERS["positions"][0])
-    proc = run("plots", "--out", tmp_path / "figures", "--steps", "2", "--record", path, cwd=ROOT)
-    one_line_error(proc, "positions.json", phrase)
-    assert proc.stdout == "" and not (tmp_path / "figures").exists()
 
 
 @POSIX

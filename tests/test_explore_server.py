@@ -307,18 +307,11 @@ def test_an_idle_connection_is_closed_after_the_timeout(server):
     assert server.log()[mark:] == ""
 
 
-def test_the_real_idle_timeout_is_sane():
+def test_the_server_binds_127_0_0_1_only_and_its_real_idle_timeout_is_sane(server):
     """explore.py serves with IDLE_TIMEOUT: long enough for a slow page load, short enough to free a thread soon."""
+    assert server.httpd.server_address[0] == "127.0.0.1"
     assert 10 <= serving.IDLE_TIMEOUT <= 30
     assert inspect.signature(serving.make_server).parameters["timeout"].default == serving.IDLE_TIMEOUT
-
-
-def test_the_server_binds_127_0_0_1_only(tmp_path):
-    served = serving.make_server(tmp_path, 0)
-    try:
-        assert served.server_address[0] == "127.0.0.1"
-    finally:
-        served.server_close()
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -495,16 +488,6 @@ def placed(runs, folder, name, text=None, text_name="notes.txt"):
     return ckpt
 
 
-def with_metadata(path, **changes):
-    """The checkpoint at path rewritten with these metadata entries changed (its data hash made right again)."""
-    from oneblock import checkpoint
-
-    tensors, metadata = checkpoint.decode(path.read_bytes())
-    metadata.pop(checkpoint.DATA_HASH_KEY)
-    metadata.update(changes)
-    path.write_bytes(checkpoint.encode(tensors, metadata))
-
-
 def test_the_export_holds_no_path_of_the_machine(runs, explore, tmp_path):
     """A checkpoint named by its whole path, of a text train.py was given by its whole path: the export names both
     by their file names alone, the weights included, and is still the model (tensors and checks as before)."""
@@ -570,6 +553,7 @@ def test_the_export_keeps_the_privacy_of_what_it_was_made_from(runs, explore, tm
 def test_a_checkpoint_cannot_export_a_file_it_names_elsewhere(runs, explore, tmp_path):
     """A crafted checkpoint that names another file, by its whole path or through folders, with that file's right
     SHA-256: nothing is read from there, the export is refused in one line, and nothing is written."""
+    from checkpoint_edits import edited, set_meta
     from oneblock import checkpoint
 
     secret = tmp_path / "outside" / "secret.txt"
@@ -578,7 +562,8 @@ def test_a_checkpoint_cannot_export_a_file_it_names_elsewhere(runs, explore, tmp
     work = tmp_path / "work"
     for name in (str(secret), "../outside/secret.txt", "outside/secret.txt"):
         ckpt = placed(runs, work, "own")
-        with_metadata(ckpt, text=name, text_sha256=checkpoint.sha256_file(secret))
+        ckpt.write_bytes(edited(ckpt.read_bytes(), set_meta("text", name),
+                                set_meta("text_sha256", checkpoint.sha256_file(secret)))())
         for cwd in (work, tmp_path):
             proc = explore("--ckpt", ckpt, "--export", tmp_path / "site", cwd=cwd)
             one_line_error(proc, "learned the text of", "secret.txt", "--data FILE")

@@ -116,63 +116,35 @@ def base_url(sites):
         yield url
 
 
-class Page:
-    """A page of one served copy, loaded and ready, collecting console errors and page errors; init_script runs in
-    the page before its own scripts."""
-
-    def __init__(self, browser, url, tmp_path, width=1280, init_script=None):
-        self.page, self.errors = run_helpers.open_page(browser, url, width, init_script)
-        self.tmp_path = tmp_path
-
-    def js(self, script, arg=None):
-        return self.page.evaluate(script, arg)
-
-    def text(self, selector):
-        return self.page.inner_text(selector)
-
-    def wait_text(self, selector, phrase, timeout=30_000):
-        """Wait until the element's text contains phrase; return the text."""
-        self.page.wait_for_function("([s, p]) => document.querySelector(s)?.textContent.includes(p)",
-                                    arg=[selector, phrase], timeout=timeout)
-        return self.text(selector)
-
-    def shot(self, panel):
-        self.page.locator(f"#{panel}").screenshot(path=str(self.tmp_path / f"{panel}.png"))
+def wait_text(page, selector, phrase, timeout=30_000):
+    """Wait until the element's text contains phrase; return the text."""
+    page.wait_for_function("([s, p]) => document.querySelector(s)?.textContent.includes(p)", arg=[selector, phrase],
+                           timeout=timeout)
+    return page.inner_text(selector)
 
 
 @pytest.fixture
-def open_page(browser, base_url, tmp_path):
+def open_page(browser, base_url):
+    """open_page(site, width, init_script): run_helpers.open_page of one served copy, closed after the test."""
     pages = []
 
     def opener(site="init", width=1280, init_script=None):
-        page = Page(browser, f"{base_url}/{site}/index.html", tmp_path, width, init_script)
+        page, errors = run_helpers.open_page(browser, f"{base_url}/{site}/index.html", width, init_script)
         pages.append(page)
-        return page
+        return page, errors
 
     yield opener
     for page in pages:
-        page.page.close()
+        page.close()
 
 
 @pytest.fixture(scope="module")
-def reader(browser, base_url, tmp_path_factory):
+def reader(browser, base_url):
     """One page of the untrained export for the tests that read it and run its functions, but change no panel's
-    model or text: loaded once for them all."""
-    page = Page(browser, f"{base_url}/init/index.html", tmp_path_factory.mktemp("explorer-reader"))
-    yield page
-    page.page.close()
-
-
-def reference_params(site_dir):
-    """The exported weights of a served copy, as model.py's dict of lists."""
-    return checkpoint.reference_params(checkpoint.load_checkpoint(site_dir / "data" / export.WEIGHTS_FILE))
-
-
-def corpus_windows(n, length, seed=0):
-    """n windows of length token IDs from the training stream, at starts drawn by random.Random(seed)."""
-    stream, _, _ = data.load_data(TOK, VAL_STORIES, length)
-    rng = random.Random(seed)
-    return [stream[start:start + length] for start in (rng.randrange(len(stream) - length) for _ in range(n))]
+    model or text: loaded once for them all. (page, its errors)"""
+    page, errors = run_helpers.open_page(browser, f"{base_url}/init/index.html")
+    yield page, errors
+    page.close()
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -180,16 +152,16 @@ def corpus_windows(n, length, seed=0):
 
 
 def test_js_tokenizer_gives_bpe_py_ids_on_every_corpus_line_and_the_same_errors(reader):
-    page = reader
+    page, errors = reader
     lines = (ROOT / "corpus.txt").read_text(encoding="utf-8").splitlines()
-    got = page.js("(lines) => lines.map((l) => explorer.state.tok.encode(l + '\\n'))", lines)
+    got = page.evaluate("(lines) => lines.map((l) => explorer.state.tok.encode(l + '\\n'))", lines)
     want = [TOK.encode(line + "\n") for line in lines]
     assert len(got) == 3000 and got == want
 
     # SPEC section 2's tokenisations
-    tokens = page.js("(texts) => texts.map((t) => explorer.state.tok.tokens(t))",
-                     [ORDER_A, ORDER_B, "mia has a red ball.", "mia has a red hat.",
-                      lines[0] + "\n"])
+    tokens = page.evaluate("(texts) => texts.map((t) => explorer.state.tok.tokens(t))",
+                           [ORDER_A, ORDER_B, "mia has a red ball.", "mia has a red hat.",
+                            lines[0] + "\n"])
     assert tokens[0] == ["n", "ow", " mia", " gives", " the", " hat", " to", " leo", "."]
     assert tokens[1] == ["n", "ow", " leo", " gives", " the", " hat", " to", " mia", "."]
     assert tokens[2][:4] == tokens[3][:4] and tokens[2][4] != tokens[3][4]
@@ -197,32 +169,22 @@ def test_js_tokenizer_gives_bpe_py_ids_on_every_corpus_line_and_the_same_errors(
 
     bad = ["Mia has a hat", "it's", "a\tb", "x\x00y", "\u200b", "é", "\U0001F600 ok", '"', "a\\b", "mia\r\n", "\x7f",
            "\xa0", "ok \u2028", "\U000e0001", "A'\""]
-    messages = page.js("(texts) => texts.map((t) => { try { explorer.state.tok.encode(t); return null; }"
-                       " catch (e) { return e.message; } })", bad)
+    messages = page.evaluate("(texts) => texts.map((t) => { try { explorer.state.tok.encode(t); return null; }"
+                             " catch (e) { return e.message; } })", bad)
     for text, message in zip(bad, messages):
         with pytest.raises(ValueError) as err:
             TOK.encode(text)
         assert message == str(err.value), text
-    assert page.errors == []
+    assert errors == []
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # Forward and backward against model.py and the NumPy path
 
-FORWARD = """([windows, sums]) => {
-  const {model} = explorer.modules, {params, config} = explorer.state.model;
-  const with_positions = (pos) => model.model_config({...config, positions: pos ? "learned" : "none"});
-  return windows.map(([ids, pos]) => model.to_lists({l: model.forward(params, ids, with_positions(pos),
-                                                                       model[sums])[0]}).l);
-}"""
-
-
-# the gap between the last logits of sentences a and b (token IDs), with or without learned positions: the order
-# panel's function
-ORDER_GAP = """([a, b, pos]) => {
-  const {model, trace_block} = explorer.modules, m = explorer.state.model;
-  const config = model.model_config({...m.config, positions: pos ? "learned" : "none"});
-  return trace_block.position_gaps(m.params, a, b, config).at(-1);
+# the loaded model's config and its logits of the token IDs ids, with exact sums
+LOADED = """([ids]) => {
+  const {model} = explorer.modules, m = explorer.state.model;
+  return [Object.entries(m.config), model.to_lists({l: model.forward(m.params, ids, m.config, model.EXACT)[0]}).l];
 }"""
 
 
@@ -271,12 +233,12 @@ TRICKS_AGREE = """() => {
 def test_the_tricks_of_fast_js_add_in_the_order_of_the_plain_lines_they_replace(reader):
     """Each trick gives its plain line's numbers to the last bit, at the edges too (sizes not a multiple of its
     blocking), and a window through the pool gives what fresh matrices give."""
-    page = reader
-    results = page.js(TRICKS_AGREE)
+    page, errors = reader
+    results = page.evaluate(TRICKS_AGREE)
     assert [r for r in results if not r[-1]] == []
     assert {r[0] for r in results} == {"products", "rows_dots", "weighted_rows", "pool"}
     assert results[-1][2] > 100  # the pool holds the matrices of a pass
-    assert page.errors == []
+    assert errors == []
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -300,53 +262,54 @@ def test_a_grown_rope_checkpoint_of_train_py_checks_its_gradients_and_trains_at_
     why it cannot; and the page trains at the loaded sizes. (Its logits against numpy_model's, through the Load
     weights button: the test of every kind; the page's samples against sample.py's, past the 64 positions: the test
     of the downloaded weights.)"""
-    page = open_page("grown")
-    assert "2 blocks x 2 heads" in page.text("#model-status") and "rotary" in page.text("#model-status")
-    assert "width 4, 2 blocks x 2 heads, rotary positions" in page.text("#check-sizes")
-    page.page.click("#check-go")
-    status = page.wait_text("#check-status", "numbers checked", timeout=300_000)
-    rows = [row.split("\t") for row in page.text("#check-table tbody").splitlines()]
+    page, errors = open_page("grown")
+    assert "2 blocks x 2 heads" in page.inner_text("#model-status") and "rotary" in page.inner_text("#model-status")
+    assert "width 4, 2 blocks x 2 heads, rotary positions" in page.inner_text("#check-sizes")
+    page.click("#check-go")
+    status = wait_text(page, "#check-status", "numbers checked", timeout=300_000)
+    rows = [row.split("\t") for row in page.inner_text("#check-table tbody").splitlines()]
     tiny = ModelConfig(96, 4, 8, 8, blocks=2, heads=2, positions="rope")  # the page's tiny copy of the model
     assert [row[0] for row in rows] == tiny.param_names()
-    errors = {row[0]: float(row[2]) for row in rows}
+    check = {row[0]: float(row[2]) for row in rows}  # each tensor's error
     count = sum(int(np.prod(shape)) for shape in tiny.param_shapes().values())
     assert f"{count:,} numbers checked" in status and "below 1e-7" in status
-    assert max(errors.values()) < 1e-7 and all(row[3] == "OK" for row in rows), errors
-    assert errors["block1.Wq"] > 0 and errors["block1.Wk"] > 0  # the rotary q and k of the second block are checked
-    print(f"\ngrown page's gradient check: worst {max(errors.values()):.2e} ({max(errors, key=errors.get)})")
+    assert max(check.values()) < 1e-7 and all(row[3] == "OK" for row in rows), check
+    assert check["block1.Wq"] > 0 and check["block1.Wk"] > 0  # the rotary q and k of the second block are checked
+    print(f"\ngrown page's gradient check: worst {max(check.values()):.2e} ({max(check, key=check.get)})")
 
     # one number wrong, in the second block's query weights: NOT OK there, and only there
-    broken = page.js("() => explorer.run_check((p, c, d, s) => { const g = explorer.modules.model.backward(p, c, d, s);"
-                     " g['block1.Wq'].data[1] += 1e-5; return g; })")
+    broken = page.evaluate("() => explorer.run_check((p, c, d, s) => {"
+                           " const g = explorer.modules.model.backward(p, c, d, s);"
+                           " g['block1.Wq'].data[1] += 1e-5; return g; })")
     assert broken["block1.Wq"] > 1e-6 and all(err < 1e-7 for name, err in broken.items() if name != "block1.Wq")
-    assert "NOT below 1e-7" in page.text("#check-status")
-    bad = [row.split("\t") for row in page.text("#check-table tbody").splitlines() if "NOT OK" in row]
+    assert "NOT below 1e-7" in page.inner_text("#check-status")
+    bad = [row.split("\t") for row in page.inner_text("#check-table tbody").splitlines() if "NOT OK" in row]
     assert [row[0] for row in bad] == ["block1.Wq"]
 
-    assert page.js("() => [explorer.state.model.config.blocks, explorer.state.model.config.heads,"
-                   " explorer.state.model.config.positions]") == [2, 2, "rope"]
+    assert page.evaluate("() => [explorer.state.model.config.blocks, explorer.state.model.config.heads,"
+                         " explorer.state.model.config.positions]") == [2, 2, "rope"]
 
     # a lesson that runs model.py's model is skipped, in config.py's words (model.js's seed_problem)
-    page.page.fill("#lesson-init-loss .guess-text", "4.5")
-    page.page.click("#lesson-init-loss button.check")
-    page.page.wait_for_function("document.querySelector('#lesson-init-loss').dataset.state === 'skipped'")
+    page.fill("#lesson-init-loss .guess-text", "4.5")
+    page.click("#lesson-init-loss button.check")
+    page.wait_for_function("document.querySelector('#lesson-init-loss').dataset.state === 'skipped'")
     assert ("the page's model has 2 blocks x 2 heads, but model.py has one block and one head; this lesson runs"
-            " model.py" in " ".join(page.text("#lesson-init-loss .reveal").split()))
+            " model.py" in " ".join(page.inner_text("#lesson-init-loss .reveal").split()))
 
     # training at the loaded sizes, from the loaded weights and from fresh ones of another scheme
-    assert page.page.locator("#inside-block option").count() == 2
+    assert page.locator("#inside-block option").count() == 2
     for source, scheme in (("loaded", "rope"), ("scratch", "sinusoidal")):
-        page.page.check(f"input[name='train-from'][value='{source}']")
+        page.check(f"input[name='train-from'][value='{source}']")
         if source == "scratch":
-            page.page.select_option("#train-positions", scheme)
-        page.page.fill("#train-steps", "5")
-        page.page.click("#train-start")
-        page.page.wait_for_function("explorer.state.training?.done === true", timeout=120_000)
-        m = page.js("() => { const m = explorer.state.model; return [m.config.blocks, m.config.heads,"
-                    " m.config.positions, m.step, m.val_loss]; }")
+            page.select_option("#train-positions", scheme)
+        page.fill("#train-steps", "5")
+        page.click("#train-start")
+        page.wait_for_function("explorer.state.training?.done === true", timeout=120_000)
+        m = page.evaluate("() => { const m = explorer.state.model; return [m.config.blocks, m.config.heads,"
+                          " m.config.positions, m.step, m.val_loss]; }")
         assert m[:4] == [2, 2, scheme, 5] and m[4] < (4.0 if source == "loaded" else 4.7), (source, m)
 
-    assert page.errors == []
+    assert errors == []
 
 
 # {scheme: (the words of the position panel, whether it shows a heatmap of position rows)}
@@ -356,9 +319,9 @@ POSITION_PANEL = {"learned": ("learned position rows", True), "rope": ("Rotary p
 
 def shown(page, selector):
     """Whether the element takes room on the screen: its computed display is not none and it has a box."""
-    return page.js("(s) => { const el = document.querySelector(s);"
-                   " return getComputedStyle(el).display !== 'none' && el.getBoundingClientRect().height > 0; }",
-                   selector)
+    return page.evaluate("(s) => { const el = document.querySelector(s);"
+                         " return getComputedStyle(el).display !== 'none' && el.getBoundingClientRect().height > 0; }",
+                         selector)
 
 
 def test_explore_py_and_the_load_button_read_every_kind_of_checkpoint_train_py_writes(open_page, capsys, grown_ckpt,
@@ -371,42 +334,41 @@ def test_explore_py_and_the_load_button_read_every_kind_of_checkpoint_train_py_w
     is none.) At the end every hidden element of the page is not displayed, whatever its rules say."""
     from oneblock import numpy_model
 
-    page = open_page()
+    page, errors = open_page()
     words, heatmap = POSITION_PANEL["learned"]
-    assert words in page.text("#position-note") and shown(page, "#position-similarity") == heatmap
+    assert words in page.inner_text("#position-note") and shown(page, "#position-similarity") == heatmap
+    stream, _, _ = data.load_data(TOK, VAL_STORIES, 64)
     for path in (grown_ckpt, *kind_ckpts.values()):
         assert ran("explore.py", capsys, "--ckpt", path, "--export", path.parent / "site").returncode == 0, path
         ckpt = checkpoint.load_checkpoint(path)
         config = ckpt["config"]  # a ModelConfig
         params = {name: np.asarray(values, dtype=np.float64).reshape(shape)
                   for name, (_, shape, values) in ckpt["params"].items()}  # float64
-        page.page.set_input_files("#weights-file", str(path))
-        message = page.wait_text("#load-message", f"Loaded {path.name}")
+        page.set_input_files("#weights-file", str(path))
+        message = wait_text(page, "#load-message", f"Loaded {path.name}")
         assert f"Loaded {path.name}: step {ckpt['step']}" in message
-        window = corpus_windows(1, config.max_len, seed=5)[0]
+        start = random.Random(5).randrange(len(stream) - config.max_len)  # a window of the training stream
+        window = stream[start:start + config.max_len]
         want, _ = numpy_model.forward(params, np.array([window]), config)  # (1, T, V)
-        got = page.js("([ids]) => { const {model} = explorer.modules, m = explorer.state.model;"
-                      " return [Object.entries(m.config), model.to_lists({l: model.forward(m.params, ids, m.config,"
-                      " model.EXACT)[0]}).l]; }", [window])
+        got = page.evaluate(LOADED, [window])
         assert [tuple(item) for item in got[0]] == list(dataclasses.asdict(config).items())
         assert rel_err(got[1], want[0]) <= 1e-12, path.name
         words, heatmap = POSITION_PANEL[config.positions]
-        assert words in page.text("#position-note") and shown(page, "#position-note"), path.name
-        assert page.page.get_attribute("#position-similarity", "hidden") == (None if heatmap else ""), path.name
+        assert words in page.inner_text("#position-note") and shown(page, "#position-note"), path.name
+        assert page.get_attribute("#position-similarity", "hidden") == (None if heatmap else ""), path.name
         assert shown(page, "#position-similarity") == heatmap, (path.name, f"the heatmap shown: {not heatmap}")
         if path == grown_ckpt:
             assert "2 blocks x 2 heads, rotary positions (rope)" in message
-            assert page.page.locator("#attention-block option").count() == 2
-            assert page.page.locator("#attention-head option").count() == 2
-            page.page.select_option("#attention-block", "1")
-            page.page.select_option("#attention-head", "1")
-            canvas = page.page.locator("#attention-maps canvas")
+            assert page.locator("#attention-block option").count() == 2
+            assert page.locator("#attention-head option").count() == 2
+            page.select_option("#attention-block", "1")
+            page.select_option("#attention-head", "1")
+            canvas = page.locator("#attention-maps canvas")
             assert canvas.get_attribute("data-block") == "1" and canvas.get_attribute("data-head") == "1"
-            page.shot("attention-panel")
-    displayed = page.js("() => [...document.querySelectorAll('[hidden]')].filter((el) =>"
-                        " getComputedStyle(el).display !== 'none').map((el) => el.id || el.tagName)")
+    displayed = page.evaluate("() => [...document.querySelectorAll('[hidden]')].filter((el) =>"
+                              " getComputedStyle(el).display !== 'none').map((el) => el.id || el.tagName)")
     assert displayed == []
-    assert page.errors == []
+    assert errors == []
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -418,43 +380,43 @@ def test_induction_js_draws_and_measures_as_experiments_induction_does(reader):
     accuracy and per-head induction and previous-token scores of a 2 x 2 model, within 1e-12 relative."""
     from experiments import induction
 
-    page = reader
+    page, errors = reader
     ids, targets, periods = induction.periodic(random.Random(1002), 30)
-    js = page.js("() => explorer.modules.induction.periodic(new explorer.modules.random.Random(1002), 30)")
+    js = page.evaluate("() => explorer.modules.induction.periodic(new explorer.modules.random.Random(1002), 30)")
     assert js == {"ids": ids.tolist(), "targets": targets.tolist(), "periods": periods.tolist()}
 
     params = spread_params(2, seed=7)
     config = ModelConfig(96, 16, 64, 64, blocks=2, heads=2)
     want, want_scores = induction.induction_measures(params, config, (ids, targets, periods))
     lists = {name: t.tolist() for name, t in params.items()}
-    got = page.js("([lists, fields, set]) => { const {induction, model} = explorer.modules;"
-                  " const {weights, ...m} = induction.induction_measures(model.from_lists(lists),"
-                  " model.model_config(fields), set); return m; }", [lists, dataclasses.asdict(config), js])
+    got = page.evaluate("([lists, fields, set]) => { const {induction, model} = explorer.modules;"
+                        " const {weights, ...m} = induction.induction_measures(model.from_lists(lists),"
+                        " model.model_config(fields), set); return m; }", [lists, dataclasses.asdict(config), js])
     for key, value in want.items():
         assert got[key] == pytest.approx(value, rel=1e-12, abs=0), key
     for block, want_block in zip(got["scores"], want_scores, strict=True):
         for head, want_head in zip(block, want_block, strict=True):
             assert head == pytest.approx(want_head, rel=1e-12, abs=0)
-    assert page.errors == []
+    assert errors == []
 
 
 def test_the_experiments_refuse_a_bad_field_naming_it_and_start_nothing(open_page):
     """Start with a field out of range: the panel's message names the field, its value and what it allows, and no
     run starts; fixed, the message goes and the run starts."""
-    page = open_page()
+    page, errors = open_page()
     cases = (("depth", "steps", "0", "Steps is \"0\"; expected a whole number from 1 to 100000.", 1),
              ("positions", "lr", "2", "Learning rate is \"2\"; expected a number between 0 and 1.", 0.01))
     for name, field, value, expected, good in cases:
-        page.page.fill(f"#{name}-{field}", value)
-        page.page.click(f"#{name}-start")
-        assert page.text(f"#{name}-message") == expected
-        assert page.js(f"() => explorer.modules.experiments.runs.{name}") is None
-        page.page.fill(f"#{name}-{field}", str(good))
-        page.page.click(f"#{name}-start")
-        assert page.page.locator(f"#{name}-message").is_hidden()
-        assert page.js(f"() => explorer.modules.experiments.runs.{name}.fields.{field}") == good
-        page.page.click(f"#{name}-stop")
-    assert page.errors == []
+        page.fill(f"#{name}-{field}", value)
+        page.click(f"#{name}-start")
+        assert page.inner_text(f"#{name}-message") == expected
+        assert page.evaluate(f"() => explorer.modules.experiments.runs.{name}") is None
+        page.fill(f"#{name}-{field}", str(good))
+        page.click(f"#{name}-start")
+        assert page.locator(f"#{name}-message").is_hidden()
+        assert page.evaluate(f"() => explorer.modules.experiments.runs.{name}.fields.{field}") == good
+        page.click(f"#{name}-stop")
+    assert errors == []
 
 
 def test_the_positions_experiment_reads_every_scheme_past_position_64(reader):
@@ -462,40 +424,40 @@ def test_the_positions_experiment_reads_every_scheme_past_position_64(reader):
     in the same words), and a short run of the panel trains the four schemes and shows each one's loss out to 128."""
     from experiments import positions
 
-    page = reader
+    page, errors = reader
     stories = data.load_data(TOK, VAL_STORIES, 64)[1]  # the held-out stories, as texts
     inputs, targets = positions.windows(TOK, stories, positions.WINDOW)  # (W, 128) each
-    assert page.js("() => explorer.modules.positions.windows(explorer.state.tok.encode('\\n' +"
-                   " explorer.state.split.val.map((s) => s + '\\n').join(''))).inputs.length") == len(inputs)
+    assert page.evaluate("() => explorer.modules.positions.windows(explorer.state.tok.encode('\\n' +"
+                         " explorer.state.split.val.map((s) => s + '\\n').join(''))).inputs.length") == len(inputs)
     params = spread_params(1, seed=11)
     lists = {name: t.tolist() for name, t in params.items()}
     for scheme in SCHEMES:
         config = ModelConfig(96, 16, 64, 64, positions=scheme)
         want, refusal = positions.loss_by_position(params, config, inputs[:6], targets[:6])
         fields = dataclasses.asdict(config)
-        got = page.js("([lists, fields, x, y]) => { const {positions, model} = explorer.modules;"
-                      " return positions.loss_by_position(model.from_lists(lists), model.model_config(fields), x, y);"
-                      " }", [lists, fields, inputs[:6].tolist(), targets[:6].tolist()])
+        got = page.evaluate("([lists, fields, x, y]) => { const {positions, model} = explorer.modules;"
+                            " return positions.loss_by_position(model.from_lists(lists), model.model_config(fields),"
+                            " x, y); }", [lists, fields, inputs[:6].tolist(), targets[:6].tolist()])
         assert rel_err(got["losses"], want) <= 1e-12 and got["refusal"] == refusal, scheme
         assert len(got["losses"]) == (64 if scheme == "learned" else 128)
 
-    page.page.fill("#positions-steps", "40")
-    page.page.click("#positions-start")
-    page.page.wait_for_function("explorer.modules.experiments.runs.positions?.ended === true", timeout=600_000,
-                                polling=1000)
-    models = page.js("() => explorer.modules.experiments.runs.positions.models.map((m) => ({scheme: m.scheme,"
-                     " done: m.done, vals: m.vals, losses: m.by_position.losses, refusal: m.by_position.refusal}))")
+    page.fill("#positions-steps", "40")
+    page.click("#positions-start")
+    page.wait_for_function("explorer.modules.experiments.runs.positions?.ended === true", timeout=600_000,
+                           polling=1000)
+    models = page.evaluate("() => explorer.modules.experiments.runs.positions.models.map((m) => ({scheme: m.scheme,"
+                           " done: m.done, vals: m.vals, losses: m.by_position.losses,"
+                           " refusal: m.by_position.refusal}))")
     assert [m["scheme"] for m in models] == list(SCHEMES) and all(m["done"] for m in models)
     for m in models:
         assert [v[0] for v in m["vals"]] == [0, 40] and m["vals"][1][1] < m["vals"][0][1] - 0.5, m["scheme"]
         assert len(m["losses"]) == (64 if m["scheme"] == "learned" else 128)
         assert (m["refusal"] is not None) == (m["scheme"] == "learned")
-    rows = {row.split("\t")[0]: row.split("\t") for row in page.text("#positions-table tbody").splitlines()}
+    rows = {row.split("\t")[0]: row.split("\t") for row in page.inner_text("#positions-table tbody").splitlines()}
     assert sorted(rows) == sorted(SCHEMES) and rows["learned"][4] == "cannot read them"
     assert all(float(rows[scheme][4]) > 0 for scheme in ("none", "sinusoidal", "rope"))
-    assert "learned has no row past 63" in page.text("#positions-note")
-    page.shot("positions-panel")
-    assert page.errors == []
+    assert "learned has no row past 63" in page.inner_text("#positions-note")
+    assert errors == []
 
 
 # workers that train nothing: each keeps what the page sends it, and the test answers for it (window.fake_workers)
@@ -530,22 +492,22 @@ def test_the_second_block_summary_reads_one_block_at_the_step_two_blocks_passed(
     Restarted, two blocks pass at step 75 before one block gets there: the summary says one block has not reached
     step 75 yet, and once it is measured there (25%), gives that figure, not a later one (40% at step 100).
     (Before, the summary set one block's accuracy at its latest step beside two blocks' at the step they passed.)"""
-    page = open_page(init_script=FAKE_WORKERS)
+    page, errors = open_page(init_script=FAKE_WORKERS)
     exp = "explorer.modules.experiments"
 
     def start():
         """Start, and the indexes of the one-block and the two-block model's workers among the fake ones."""
-        before = page.js("() => window.fake_workers.length")
-        page.page.click("#depth-start")
-        blocks = page.js("(n) => window.fake_workers.slice(n).map((w) => w.sent[0].config.blocks)", before)
+        before = page.evaluate("() => window.fake_workers.length")
+        page.click("#depth-start")
+        blocks = page.evaluate("(n) => window.fake_workers.slice(n).map((w) => w.sent[0].config.blocks)", before)
         assert sorted(blocks) == [1, 2], blocks
         return before + blocks.index(1), before + blocks.index(2)
 
     def answer(worker, step, accuracy):
-        page.js(ANSWER, [worker, step, accuracy])
+        page.evaluate(ANSWER, [worker, step, accuracy])
 
     def summary_says(words):
-        return page.wait_text("#depth-summary", words)
+        return wait_text(page, "#depth-summary", words)
 
     one, two = start()
     answer(one, 25, 0.2)
@@ -553,9 +515,9 @@ def test_the_second_block_summary_reads_one_block_at_the_step_two_blocks_passed(
     answer(two, 25, 0.95)
     said = summary_says("Two blocks passed 90% copy accuracy at step 25")
     assert "while one block was at 20.0% at that step." in said, said
-    assert page.js(f"() => {exp}.runs.depth.passed.one_block") == 0.2
+    assert page.evaluate(f"() => {exp}.runs.depth.passed.one_block") == 0.2
 
-    page.page.click("#depth-stop")
+    page.click("#depth-stop")
     one, two = start()
     for step, accuracy in ((25, 0.5), (50, 0.8), (75, 0.92)):
         answer(two, step, accuracy)
@@ -567,10 +529,10 @@ def test_the_second_block_summary_reads_one_block_at_the_step_two_blocks_passed(
     answer(one, 100, 0.4)
     said = summary_says("while one block")
     assert said.endswith("while one block was at 25.0% at that step."), said
-    passed = page.js(f"() => {exp}.runs.depth.passed")
+    passed = page.evaluate(f"() => {exp}.runs.depth.passed")
     assert (passed["step"], passed["one_block"]) == (75, 0.25), passed
-    page.page.click("#depth-stop")
-    assert page.errors == []
+    page.click("#depth-stop")
+    assert errors == []
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -598,31 +560,31 @@ def test_30_js_training_steps_match_train_pys_numpy_path(reader):
     norms = [norm for _, norm in steps]
     assert min(norms) < s.clip < max(norms)  # both branches of the clipping are taken
 
-    page = reader
+    page, errors = reader
     settings = {"lr": s.lr, "min_lr": s.min_lr, "warmup": s.warmup, "steps": s.steps, "beta1": s.beta1,
                 "beta2": s.beta2, "eps": s.eps, "clip": s.clip, "positions": "learned", "heads": 1}
-    js_steps, js_params = page.js(STEPS, [windows, settings])
+    js_steps, js_params = page.evaluate(STEPS, [windows, settings])
     for (loss, norm), js in zip(steps, js_steps):
         assert js["loss"] == pytest.approx(loss, rel=1e-12) and js["norm"] == pytest.approx(norm, rel=1e-12)
-    errors = {name: rel_err(js_params[name], state["params"][name]) for name in model.PARAM_SHAPES}
-    assert max(errors.values()) <= 1e-9, errors
-    print(f"\n30 training steps: worst relative parameter error {max(errors.values()):.2e}"
-          f" ({max(errors, key=errors.get)})")
+    param_errors = {name: rel_err(js_params[name], state["params"][name]) for name in model.PARAM_SHAPES}
+    assert max(param_errors.values()) <= 1e-9, param_errors
+    print(f"\n30 training steps: worst relative parameter error {max(param_errors.values()):.2e}"
+          f" ({max(param_errors, key=param_errors.get)})")
 
     # the page's sampler draws train.py's starts, and its initial weights are model.init_params' to the last bit
     # or two (V8's cos, sin and log round a few results differently from the C library's)
-    js_starts = page.js("(n) => { const r = new explorer.modules.random.Random(3);"
-                        " return Array.from({length: 30}, () => explorer.modules.train.draw_starts(r, n, 64, 4)); }",
-                        len(stream))
+    js_starts = page.evaluate("(n) => { const r = new explorer.modules.random.Random(3); return Array.from("
+                              "{length: 30}, () => explorer.modules.train.draw_starts(r, n, 64, 4)); }", len(stream))
     assert js_starts == [training.draw_starts(r, len(stream), 64, 4) for r in [random.Random(3)] for _ in range(30)]
-    js_init = page.js("(fields) => { const {model} = explorer.modules;"
-                      " return Object.values(model.init_params(model.model_config(fields), 3))"
-                      ".map((t) => Array.from(t instanceof Float64Array ? t : t.data)); }", dataclasses.asdict(SERIES))
+    js_init = page.evaluate("(fields) => { const {model} = explorer.modules;"
+                            " return Object.values(model.init_params(model.model_config(fields), 3))"
+                            ".map((t) => Array.from(t instanceof Float64Array ? t : t.data)); }",
+                            dataclasses.asdict(SERIES))
     want = np.concatenate([np.ravel(t) for t in model.init_params(96, 16, 64, 64, 3).values()])
     got = np.concatenate([np.asarray(t, dtype=np.float64) for t in js_init])
     assert np.all(np.abs(got - want) <= 2 * np.spacing(np.abs(want)))
     print(f"JS init: {int(np.sum(got != want))} of {got.size} weights differ, by at most 2 ulp")
-    assert page.errors == []
+    assert errors == []
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -630,58 +592,51 @@ def test_30_js_training_steps_match_train_pys_numpy_path(reader):
 
 
 def test_page_loads_clean_and_follows_typing(open_page):
-    page = open_page()
-    assert "Untrained model" in page.text("#model-status")
-    for panel in ("tokens-panel", "next-panel", "attention-panel", "order-panel", "inside-panel", "sample-panel",
-                  "train-panel", "check-panel"):
-        page.shot(panel)
-    before_next = page.text("#next-list")
+    page, errors = open_page()
+    assert "Untrained model" in page.inner_text("#model-status")
+    panels = ("tokens", "next", "attention", "order", "inside", "sample", "train", "check")
+    assert [page.is_visible(f"#{panel}-panel") for panel in panels] == [True] * len(panels)
+    before_next = page.inner_text("#next-list")
 
     text = "ben has a blue ball. ben gives the ball to zoe."
-    page.page.fill("#text", text)
+    page.fill("#text", text)
     want = ["\n", *TOK.tokens(text)]
-    page.page.wait_for_function("(n) => document.querySelectorAll('#chips .chip').length === n", arg=len(want))
-    chips = page.page.locator("#chips .chip .text").all_inner_texts()
+    page.wait_for_function("(n) => document.querySelectorAll('#chips .chip').length === n", arg=len(want))
+    chips = page.locator("#chips .chip .text").all_inner_texts()
     assert chips == [t.replace(" ", "␣").replace("\n", "⏎") for t in want]
-    assert page.page.locator("#chips .chip .id").all_inner_texts() == [str(i) for i in TOK.encode("\n" + text)]
-    assert page.page.get_attribute("#attention-maps canvas", "data-rows") == str(len(want))
-    assert f"After position {len(want) - 1} " in page.text("#next-caption")
-    assert page.text("#next-list") != before_next and page.page.locator("#next-list li").count() >= 10
+    assert page.locator("#chips .chip .id").all_inner_texts() == [str(i) for i in TOK.encode("\n" + text)]
+    assert page.get_attribute("#attention-maps canvas", "data-rows") == str(len(want))
+    assert f"After position {len(want) - 1} " in page.inner_text("#next-caption")
+    assert page.inner_text("#next-list") != before_next and page.locator("#next-list li").count() >= 10
 
     # choosing a position: a click, then the arrow keys
-    page.page.click("#chips .chip[data-position='3']")
-    assert "After position 3 " in page.text("#next-caption")
-    assert "Position 3 " in page.text("#attention-readout")
-    page.page.keyboard.press("ArrowLeft")
-    page.wait_text("#next-caption", "After position 2 ")
-    assert page.page.evaluate("document.activeElement.dataset.position") == "2"
+    page.click("#chips .chip[data-position='3']")
+    assert "After position 3 " in page.inner_text("#next-caption")
+    assert "Position 3 " in page.inner_text("#attention-readout")
+    page.keyboard.press("ArrowLeft")
+    wait_text(page, "#next-caption", "After position 2 ")
+    assert page.evaluate("document.activeElement.dataset.position") == "2"
 
     # the word-order panel: lesson 4's question, its answer folded until asked; then 0 without positions, a gap with
     # them
-    assert "Lesson 4's question" in page.text("#order-panel") and "bit-identical" not in page.text("#order-panel")
-    assert [page.page.is_hidden(f) for f in ORDER_FIGURES] == [True] * len(ORDER_FIGURES)
-    page.page.click("#order-answer summary")
-    assert [page.page.is_visible(f) for f in ORDER_FIGURES] == [True] * len(ORDER_FIGURES)
-    assert "bit-identical" in page.text("#order-panel")
-    page.page.uncheck("#order-positions")
-    page.page.wait_for_function("document.querySelector('#order-gap').textContent === '0'")
-    assert "bit-identical" in page.text("#order-gap-note")
-    page.page.check("#order-positions")
-    page.page.wait_for_function("document.querySelector('#order-gap').textContent !== '0'")
-    assert float(page.page.get_attribute("#order-gap", "data-value")) > 0
-    a, b = TOK.encode(ORDER_A), TOK.encode(ORDER_B)  # the panel's function: the trace's facts, bit for bit
-    assert page.js(ORDER_GAP, [a, b, False]) == 0.0  # exactly: the same set of tokens at the last position
-    recorded = json.loads((ROOT / "block-trace.json").read_text())["order_test"]["last_logit_gap_with_positions"]
-    assert page.js(ORDER_GAP, [a, b, True]) == pytest.approx(recorded, rel=1e-12, abs=0)
-    for panel in ("tokens-panel", "attention-panel", "order-panel"):
-        page.shot(panel)
+    order = page.inner_text("#order-panel")
+    assert "Lesson 4's question" in order and "bit-identical" not in order
+    assert [page.is_hidden(f) for f in ORDER_FIGURES] == [True] * len(ORDER_FIGURES)
+    page.click("#order-answer summary")
+    assert [page.is_visible(f) for f in ORDER_FIGURES] == [True] * len(ORDER_FIGURES)
+    assert "bit-identical" in page.inner_text("#order-panel")
+    page.uncheck("#order-positions")
+    page.wait_for_function("document.querySelector('#order-gap').textContent === '0'")
+    assert "bit-identical" in page.inner_text("#order-gap-note")
+    page.check("#order-positions")
+    page.wait_for_function("document.querySelector('#order-gap').textContent !== '0'")
+    assert float(page.get_attribute("#order-gap", "data-value")) > 0  # (its numbers: the order lesson's test)
 
     # a phone-sized screen: one column, nothing wider than the screen but the scrolling canvases
-    phone = open_page(width=390)
-    overflow = phone.js("() => document.documentElement.scrollWidth - window.innerWidth")
+    phone, phone_errors = open_page(width=390)
+    overflow = phone.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
     assert overflow <= 0, overflow
-    phone.page.screenshot(path=str(page.tmp_path / "phone.png"), full_page=True)
-    assert page.errors == [] and phone.errors == []
+    assert errors == [] and phone_errors == []
 
 
 # the box of the outline's pixels on the attention map, in CSS pixels of the canvas ({x0, y0, x1, y1}, ends
@@ -704,7 +659,7 @@ OUTLINE_BOX = """([r, g, b]) => {
 
 
 def outline_box(page):
-    return page.js(OUTLINE_BOX, list(OUTLINE))
+    return page.evaluate(OUTLINE_BOX, list(OUTLINE))
 
 
 def test_the_attention_outline_follows_the_hovered_row_and_returns_to_the_chosen_one(reader):
@@ -712,64 +667,64 @@ def test_the_attention_outline_follows_the_hovered_row_and_returns_to_the_chosen
     reads that row and the outline is around it, and only it; the mouse leaves: both are back on the chosen row.
     Where the rows lie is read from the pixels of the first outline (a row's outline is one cell and 2 pixels of
     line each side tall). (Before, the outline stayed on the chosen row while the readout followed the mouse.)"""
-    page = reader
-    rows = int(page.page.get_attribute("#attention-maps canvas", "data-rows"))
+    page, errors = reader
+    rows = int(page.get_attribute("#attention-maps canvas", "data-rows"))
     chosen = rows - 1
-    assert rows > 8 and f"Position {chosen} " in page.text("#attention-readout")
+    assert rows > 8 and f"Position {chosen} " in page.inner_text("#attention-readout")
     first = outline_box(page)
     assert first is not None
     cell = first["y1"] - first["y0"] - 4
     top = first["y0"] + 2 - chosen * cell  # the first row's top edge
     assert cell >= 9, first
-    page.page.locator("#attention-maps canvas").scroll_into_view_if_needed()
-    rect = page.page.locator("#attention-maps canvas").bounding_box()
+    page.locator("#attention-maps canvas").scroll_into_view_if_needed()
+    rect = page.locator("#attention-maps canvas").bounding_box()
 
     def around(row):
         """The outline's box around row, in the first one's columns."""
         return {**first, "y0": top + row * cell - 2, "y1": top + (row + 1) * cell + 2}
 
     for row in (2, 5):
-        page.page.mouse.move(rect["x"] + first["x0"] + 2 + cell / 2, rect["y"] + top + (row + 0.5) * cell)
-        page.page.wait_for_function("(n) => document.querySelector('#attention-readout').textContent.startsWith(n)",
-                                    arg=f"Position {row} ")
+        page.mouse.move(rect["x"] + first["x0"] + 2 + cell / 2, rect["y"] + top + (row + 0.5) * cell)
+        page.wait_for_function("(n) => document.querySelector('#attention-readout').textContent.startsWith(n)",
+                               arg=f"Position {row} ")
         assert outline_box(page) == around(row), f"the outline is not around the hovered row {row}"
-        assert page.page.get_attribute("#attention-maps canvas", "data-highlight") == str(row)
-    page.page.mouse.move(5, 5)  # off the map
-    page.page.wait_for_function("(n) => document.querySelector('#attention-readout').textContent.startsWith(n)",
-                                arg=f"Position {chosen} ")
+        assert page.get_attribute("#attention-maps canvas", "data-highlight") == str(row)
+    page.mouse.move(5, 5)  # off the map
+    page.wait_for_function("(n) => document.querySelector('#attention-readout').textContent.startsWith(n)",
+                           arg=f"Position {chosen} ")
     assert outline_box(page) == first == around(chosen)
-    assert page.page.get_attribute("#attention-maps canvas", "data-highlight") == str(chosen)
-    assert page.errors == []
+    assert page.get_attribute("#attention-maps canvas", "data-highlight") == str(chosen)
+    assert errors == []
 
 
 def test_fifty_steps_in_the_worker_lower_the_loss_draw_the_curve_and_move_the_panels(open_page):
-    page = open_page()
-    next_before = page.text("#next-list")
-    page.page.fill("#train-steps", "50")
-    page.page.click("#train-start")
-    page.page.click("#train-pause")  # pause at once (the worker first evaluates): the steps stop
+    page, errors = open_page()
+    next_before = page.inner_text("#next-list")
+    page.fill("#train-steps", "50")
+    page.click("#train-start")
+    page.click("#train-pause")  # pause at once (the worker first evaluates): the steps stop
     time.sleep(1.0)
-    paused_at = page.js("explorer.state.training.step")
+    paused_at = page.evaluate("explorer.state.training.step")
     time.sleep(1.0)
-    assert page.js("explorer.state.training.step") == paused_at < 50
-    assert "paused" in page.text("#train-status")
-    page.page.click("#train-pause")
-    page.page.wait_for_function("explorer.state.training.done === true", timeout=120_000)
+    assert page.evaluate("explorer.state.training.step") == paused_at < 50
+    assert "paused" in page.inner_text("#train-status")
+    page.click("#train-pause")
+    page.wait_for_function("explorer.state.training.done === true", timeout=120_000)
 
-    run = page.js("() => { const r = explorer.state.training; return {losses: r.losses, vals: r.vals, step: r.step} }")
+    run = page.evaluate("() => { const r = explorer.state.training;"
+                        " return {losses: r.losses, vals: r.vals, step: r.step} }")
     losses = [loss for _, loss in run["losses"]]
     assert run["step"] == 50 and len(losses) == 50
     assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 - 0.5  # from ln 96 = 4.56 to far below
     assert [v[0] for v in run["vals"]] == [0, 50] and run["vals"][1][1] < run["vals"][0][1] - 0.5
-    assert int(page.page.get_attribute("#train-chart", "data-points")) == 52
-    inked = page.js("() => { const c = document.querySelector('#train-chart');"
-                    " const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
-                    " let n = 0; for (let i = 0; i < d.length; i += 4) if (d[i + 3] && d[i] < 200) n++; return n; }")
+    assert int(page.get_attribute("#train-chart", "data-points")) == 52
+    inked = page.evaluate("() => { const c = document.querySelector('#train-chart');"
+                          " const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; let n = 0;"
+                          " for (let i = 0; i < d.length; i += 4) if (d[i + 3] && d[i] < 200) n++; return n; }")
     assert inked > 500, inked  # axes, the two curves and the floor
-    assert "step 50 of 50" in page.text("#train-status") and "done" in page.text("#train-status")
-    assert page.js("explorer.state.model.step") == 50 and page.text("#next-list") != next_before
-    page.shot("train-panel")
-    assert page.errors == []
+    assert "step 50 of 50" in page.inner_text("#train-status") and "done" in page.inner_text("#train-status")
+    assert page.evaluate("explorer.state.model.step") == 50 and page.inner_text("#next-list") != next_before
+    assert errors == []
 
 
 def test_downloaded_weights_load_in_sample_py_and_give_the_pages_greedy_text(open_page, capsys, tmp_path):
@@ -777,44 +732,44 @@ def test_downloaded_weights_load_in_sample_py_and_give_the_pages_greedy_text(ope
     20 steps from the loaded weights, their greedy sample (past the 64 positions, so cropped as sample.py crops) and
     a seeded one, and the file the page downloads: sample.py gives the same texts from it, and it loads back into the
     page and into explore.py."""
-    page = open_page("trained")
-    status = page.text("#model-status")
-    note = page.page.locator("#train-replace-note")
+    page, errors = open_page("trained")
+    status = page.inner_text("#model-status")
+    note = page.locator("#train-replace-note")
     assert note.is_visible() and "Start replaces the trained weights in every panel" in note.inner_text()
     assert "step 300" in note.inner_text()
-    page.page.check("input[name='train-from'][value='loaded']")
+    page.check("input[name='train-from'][value='loaded']")
     assert not note.is_visible()
-    page.page.check("input[name='train-from'][value='scratch']")
+    page.check("input[name='train-from'][value='scratch']")
     assert note.is_visible()
 
-    page.page.fill("#train-steps", "5")
-    page.page.click("#train-start")
-    page.page.wait_for_function("explorer.state.training?.done === true", timeout=120_000)
-    assert "The loaded weights" in page.text("#model-status") and "are not shown" in page.text("#model-status")
-    assert page.page.is_visible("#restore")
-    page.page.click("#restore")
-    assert page.text("#model-status") == status and not page.page.is_visible("#restore")
-    assert "Back to the loaded weights" in page.text("#load-message")
+    page.fill("#train-steps", "5")
+    page.click("#train-start")
+    page.wait_for_function("explorer.state.training?.done === true", timeout=120_000)
+    replaced = page.inner_text("#model-status")
+    assert "The loaded weights" in replaced and "are not shown" in replaced
+    assert page.is_visible("#restore")
+    page.click("#restore")
+    assert page.inner_text("#model-status") == status and not page.is_visible("#restore")
+    assert "Back to the loaded weights" in page.inner_text("#load-message")
 
-    page.page.check("input[name='train-from'][value='loaded']")
-    page.page.fill("#train-steps", "20")
-    page.page.click("#train-start")
-    page.page.wait_for_function("explorer.state.training?.done === true && explorer.state.training.step === 20",
-                                timeout=120_000)
+    page.check("input[name='train-from'][value='loaded']")
+    page.fill("#train-steps", "20")
+    page.click("#train-start")
+    page.wait_for_function("explorer.state.training?.done === true && explorer.state.training.step === 20",
+                           timeout=120_000)
 
     def page_sample(prompt, temperature, top_k, seed, tokens):
         for field, value in (("prompt", prompt), ("temperature", temperature), ("top-k", top_k), ("seed", seed),
                              ("tokens", tokens)):
-            page.page.fill(f"#sample-{field}", str(value))
-        page.page.click("#sample-go")
-        page.page.wait_for_function("document.querySelector('#sample-out').dataset.done === 'true'", timeout=120_000)
-        return page.text("#sample-out")
+            page.fill(f"#sample-{field}", str(value))
+        page.click("#sample-go")
+        page.wait_for_function("document.querySelector('#sample-out').dataset.done === 'true'", timeout=120_000)
+        return page.inner_text("#sample-out")
 
     greedy = page_sample("mia has", 0, 0, 0, 70)
     drawn = page_sample("ben", 1, 10, 5, 40)
-    page.shot("sample-panel")
-    with page.page.expect_download() as download:
-        page.page.click("#download")
+    with page.expect_download() as download:
+        page.click("#download")
     path = tmp_path / "explorer.safetensors"
     download.value.save_as(path)
 
@@ -835,11 +790,11 @@ def test_downloaded_weights_load_in_sample_py_and_give_the_pages_greedy_text(ope
                      "--backend", "python") == drawn + "\n"
 
     # the file loads back into the page and into explore.py
-    page.page.set_input_files("#weights-file", str(path))
-    assert "Loaded explorer.safetensors: step 20" in page.wait_text("#load-message", "Loaded")
+    page.set_input_files("#weights-file", str(path))
+    assert "Loaded explorer.safetensors: step 20" in wait_text(page, "#load-message", "Loaded")
     assert ran("explore.py", capsys, "--ckpt", path, "--export", tmp_path / "site").returncode == 0
     assert json.loads((tmp_path / "site" / "data" / "manifest.json").read_text())["step"] == 20
-    assert page.errors == []
+    assert errors == []
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -849,60 +804,59 @@ def test_downloaded_weights_load_in_sample_py_and_give_the_pages_greedy_text(ope
 def test_bad_input_gives_messages_and_the_rest_keeps_working(open_page):
     """A bad text, prompt, temperature, learning rate and sentence: each a message, and the page works on. (A bad
     weights file: tests/test_page_loader.py.)"""
-    page = open_page()
-    status = page.text("#model-status")
+    page, errors = open_page()
+    status = page.inner_text("#model-status")
 
-    page.page.fill("#text", "Mia has a hat.")
-    message = page.wait_text("#token-message", "unknown character")
+    page.fill("#text", "Mia has a hat.")
+    message = wait_text(page, "#token-message", "unknown character")
     assert "unknown character 'M' at position 0; the tokenizer knows only" in message
-    assert page.text("#token-where mark") == "M"
-    assert page.page.locator("#chips .chip").count() > 1  # the last readable text stays on show
-    page.shot("tokens-panel")
+    assert page.inner_text("#token-where mark") == "M"
+    assert page.locator("#chips .chip").count() > 1  # the last readable text stays on show
 
-    page.page.fill("#text", "")
-    assert "box is empty" in page.wait_text("#token-message", "empty")
-    assert page.page.locator("#chips .chip").count() == 1 and page.page.locator("#next-list li").count() == 10
+    page.fill("#text", "")
+    assert "box is empty" in wait_text(page, "#token-message", "empty")
+    assert page.locator("#chips .chip").count() == 1 and page.locator("#next-list li").count() == 10
 
     long_text = " ".join(["mia has a red hat."] * 15)  # 90 tokens
-    page.page.fill("#text", long_text)
+    page.fill("#text", long_text)
     n = len(TOK.encode(long_text)) + 1
-    assert "reads the last 64, as sample.py does" in page.wait_text("#token-message", "last 64")
-    assert page.page.locator("#chips .chip.unread").count() == n - 64
-    assert page.page.get_attribute("#attention-maps canvas", "data-rows") == "64"
+    assert "reads the last 64, as sample.py does" in wait_text(page, "#token-message", "last 64")
+    assert page.locator("#chips .chip.unread").count() == n - 64
+    assert page.get_attribute("#attention-maps canvas", "data-rows") == "64"
 
-    page.page.fill("#sample-temperature", "-1")
-    page.page.click("#sample-go")
-    assert 'Temperature is "-1"; expected 0 (greedy) or a positive number' in page.wait_text("#sample-message", "-1")
-    page.page.fill("#sample-temperature", "1")
-    page.page.fill("#sample-prompt", "Ben")
-    page.page.click("#sample-go")
-    assert "Prompt: unknown character 'B' at position 0" in page.wait_text("#sample-message", "Prompt")
-    page.page.fill("#sample-prompt", "ben")  # fixed: the old error goes at once, before any sampling
-    page.page.wait_for_function("document.querySelector('#sample-message').hidden")
-    assert page.text("#sample-message") == ""
+    page.fill("#sample-temperature", "-1")
+    page.click("#sample-go")
+    assert 'Temperature is "-1"; expected 0 (greedy) or a positive number' in wait_text(page, "#sample-message", "-1")
+    page.fill("#sample-temperature", "1")
+    page.fill("#sample-prompt", "Ben")
+    page.click("#sample-go")
+    assert "Prompt: unknown character 'B' at position 0" in wait_text(page, "#sample-message", "Prompt")
+    page.fill("#sample-prompt", "ben")  # fixed: the old error goes at once, before any sampling
+    page.wait_for_function("document.querySelector('#sample-message').hidden")
+    assert page.inner_text("#sample-message") == ""
 
-    page.page.fill("#train-lr", "0")
-    page.page.click("#train-start")
-    assert 'Learning rate is "0"; expected a positive number' in page.wait_text("#train-message", "Learning rate")
-    page.page.fill("#train-lr", "1e300")  # a run that diverges: the first step throws the weights to ~1e298
-    page.page.fill("#train-steps", "40")
-    page.page.click("#train-start")
-    message = page.wait_text("#train-message", "diverged", timeout=120_000)
+    page.fill("#train-lr", "0")
+    page.click("#train-start")
+    assert 'Learning rate is "0"; expected a positive number' in wait_text(page, "#train-message", "Learning rate")
+    page.fill("#train-lr", "1e300")  # a run that diverges: the first step throws the weights to ~1e298
+    page.fill("#train-steps", "40")
+    page.click("#train-start")
+    message = wait_text(page, "#train-message", "diverged", timeout=120_000)
     assert "the run diverged and stops" in message and "HINT: a lower learning rate" in message
     assert "back to the weights it had before this run" in message
-    assert page.text("#model-status") == status
+    assert page.inner_text("#model-status") == status
 
-    page.page.click("#order-answer summary")  # (the gap is lesson 4's answer: shown when asked)
-    page.page.fill("#order-b", "now leo gives the hat to Mia.")
-    assert "Sentence B: unknown character 'M'" in page.wait_text("#order-message", "Sentence B")
-    assert page.text("#order-gap") == "–"
+    page.click("#order-answer summary")  # (the gap is lesson 4's answer: shown when asked)
+    page.fill("#order-b", "now leo gives the hat to Mia.")
+    assert "Sentence B: unknown character 'M'" in wait_text(page, "#order-message", "Sentence B")
+    assert page.inner_text("#order-gap") == "–"
 
     # and the page still works
-    page.page.fill("#text", "zoe has a ball.")
-    page.page.wait_for_function("(n) => document.querySelectorAll('#chips .chip').length === n",
-                                arg=len(TOK.encode("zoe has a ball.")) + 1)
-    assert page.text("#token-message") == ""
-    assert page.errors == []
+    page.fill("#text", "zoe has a ball.")
+    page.wait_for_function("(n) => document.querySelectorAll('#chips .chip').length === n",
+                           arg=len(TOK.encode("zoe has a ball.")) + 1)
+    assert page.inner_text("#token-message") == ""
+    assert errors == []
 
 
 def test_bench_explorer_runs_another_version_in_turns_and_the_second_block_experiment(browser, tmp_path, capsys):
@@ -943,22 +897,21 @@ def test_bench_explorer_runs_another_version_in_turns_and_the_second_block_exper
 
 
 def test_a_worker_that_fails_is_a_message_and_the_rest_keeps_working(open_page):
-    page = open_page("broken-worker")
-    page.page.click("#train-start")
-    assert "the training worker failed" in page.wait_text("#train-message", "worker failed")
-    assert page.page.is_disabled("#train-pause") and page.page.is_disabled("#train-stop")
-    page.page.fill("#text", "leo has a hat.")
-    page.page.wait_for_function("(n) => document.querySelectorAll('#chips .chip').length === n",
-                                arg=len(TOK.encode("leo has a hat.")) + 1)
-    page.shot("train-panel")
-    assert [e for e in page.errors if "fails on purpose" not in e] == []  # only the worker's own error, if logged
+    page, errors = open_page("broken-worker")
+    page.click("#train-start")
+    assert "the training worker failed" in wait_text(page, "#train-message", "worker failed")
+    assert page.is_disabled("#train-pause") and page.is_disabled("#train-stop")
+    page.fill("#text", "leo has a hat.")
+    page.wait_for_function("(n) => document.querySelectorAll('#chips .chip').length === n",
+                           arg=len(TOK.encode("leo has a hat.")) + 1)
+    assert [e for e in errors if "fails on purpose" not in e] == []  # only the worker's own error, if logged
 
 
 def test_without_data_the_page_says_how_to_get_it(open_page):
     """A copy of the page with no data/ folder (opened without explore.py): a message, not a blank page."""
-    page = open_page("bare")
-    assert "Run python3 explore.py" in page.text("#page-message")
-    assert "data/manifest.json (HTTP 404)" in page.text("#page-message")
+    page, errors = open_page("bare")
+    assert "Run python3 explore.py" in page.inner_text("#page-message")
+    assert "data/manifest.json (HTTP 404)" in page.inner_text("#page-message")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -968,44 +921,43 @@ def test_without_data_the_page_says_how_to_get_it(open_page):
 def test_a_model_of_your_own_text_in_the_page(open_page, sites, own_ckpt):
     """The page reads the tokenizer the checkpoint carries (bpe.py's pattern and IDs on every line of the text, and
     on text past U+FFFF, with a combining accent), train.py's split and validation windows, and gives model.py's
-    logits with both kinds of sums (within 1e-13 relative: on every config against every implementation,
+    logits (within 1e-13 relative; with both kinds of sums, on every config against every implementation:
     tests/test_one_config.py), and says that there is no floor."""
-    page = open_page("own-text")
+    page, errors = open_page("own-text")
     ckpt = checkpoint.load_checkpoint(own_ckpt)
     tok = checkpoint.tokenizer_of(ckpt, ROOT / "tokenizer.json", own_ckpt)
     lines = own_text().splitlines(keepends=True)
     assert tok.pattern == " ?[A-Za-zÅØßèéëûü]+|[^A-Za-zÅØßèéëûü]"  # the letters of own_text
-    assert page.js("() => explorer.state.tok.pattern") == tok.pattern
-    assert page.js("(lines) => lines.map((l) => explorer.state.tok.encode(l))", lines) == [tok.encode(x) for x in lines]
+    assert page.evaluate("() => explorer.state.tok.pattern") == tok.pattern
+    got = page.evaluate("(lines) => lines.map((l) => explorer.state.tok.encode(l))", lines)
+    assert got == [tok.encode(x) for x in lines]
     exotic = "Ωμέγα 𝔘𝔫𝔦 漢字 and cafe\u0301 🙂 naïve\n" * 3 + own_text(20)
     other = bpe.Tokenizer.train(exotic, 90)
-    got = page.js("([doc, text]) => { const t = explorer.modules.bpe.Tokenizer.from_json(doc);"
-                  " return [t.pattern, t.encode(text)]; }", [other.to_dict(), exotic])
+    got = page.evaluate("([doc, text]) => { const t = explorer.modules.bpe.Tokenizer.from_json(doc);"
+                        " return [t.pattern, t.encode(text)]; }", [other.to_dict(), exotic])
     assert got == [other.pattern, other.encode(exotic)]
 
     s = checked(Settings(data=str(own_ckpt.parent / "notes.txt"), vocab_size=100, seq_len=32, backend="python"))
     text = data.prepare(s)
-    js = page.js("() => { const d = explorer.state.data;"
-                 " return [Array.from(d.stream), d.val_ids.map((w) => Array.from(w)), d.val_tokens]; }")
+    js = page.evaluate("() => { const d = explorer.state.data;"
+                       " return [Array.from(d.stream), d.val_ids.map((w) => Array.from(w)), d.val_tokens]; }")
     assert js == [text.stream, text.val_ids, text.val_tokens]
 
-    params = checkpoint.reference_params(ckpt)  # model.py's logits, positions on and off, within 1e-13 relative
-    window = text.stream[:32]
-    want = [model.forward(params, window, positions)[0] for positions in (True, False)]
-    for sums in ("EXACT", "PLAIN"):  # (the exact sums, and the plain ones the page trains with)
-        got = page.js(FORWARD, [[[window, True], [window, False]], sums])
-        assert max(rel_err(np.array(g), np.array(w)) for g, w in zip(got, want, strict=True)) <= 1e-13, sums
+    window = text.stream[:32]  # model.py's logits, within 1e-13 relative
+    want, _ = model.forward(checkpoint.reference_params(ckpt), window, True)
+    assert rel_err(np.array(page.evaluate(LOADED, [window])[1]), np.array(want)) <= 1e-13
 
-    assert "validation loss" in page.text("#model-status") and "no floor is known for" in page.text("#model-status")
-    assert "No floor is known for" in page.text("#train-status") and "no floor to draw" in page.text("#train-panel")
+    status = page.inner_text("#model-status")
+    assert "validation loss" in status and "no floor is known for" in status
+    assert "No floor is known for" in page.inner_text("#train-status")
+    assert "no floor to draw" in page.inner_text("#train-panel")
     held_out = own_text().splitlines(keepends=True)[-12:]  # the last 12 of 120 lines validate
-    assert page.js("() => document.querySelector('#text').value") == "".join(held_out)[:400].rsplit("\n", 1)[0]
-    assert "the held-out part of" in page.text("#text-label") and page.text("#vocab-size") == "100"
+    assert page.evaluate("() => document.querySelector('#text').value") == "".join(held_out)[:400].rsplit("\n", 1)[0]
+    assert "the held-out part of" in page.inner_text("#text-label") and page.inner_text("#vocab-size") == "100"
     tiny = model.init_params(100, TINY["d"], TINY["hidden"], TINY["max_len"], 3)
-    assert page.text("#check-count") == f"{model.count_params(tiny):,}"
-    assert page.js("() => explorer.state.manifest.val_floor") is None
-    page.shot("model-status")
-    assert page.errors == []
+    assert page.inner_text("#check-count") == f"{model.count_params(tiny):,}"
+    assert page.evaluate("() => explorer.state.manifest.val_floor") is None
+    assert errors == []
 
 
 def test_export_without_a_checkpoint_is_the_untrained_seed_3_model(tmp_path, monkeypatch, capsys):
@@ -1018,7 +970,8 @@ def test_export_without_a_checkpoint_is_the_untrained_seed_3_model(tmp_path, mon
     assert manifest["val_floor"] == pytest.approx(0.3074, abs=1e-4)
     assert manifest["floor"] == pytest.approx(0.3081, abs=1e-4)
     assert manifest["order"] == {"a": ORDER_A, "b": ORDER_B}
-    assert reference_params(site) == model.init_params(96, 16, 64, 64, 3)  # bit for bit
+    weights = checkpoint.load_checkpoint(site / "data" / export.WEIGHTS_FILE)
+    assert checkpoint.reference_params(weights) == model.init_params(96, 16, 64, 64, 3)  # bit for bit
     split = json.loads((site / "data" / "split.json").read_text())
     stories = (ROOT / "corpus.txt").read_text().splitlines()
     assert split["train"] + split["val"] == stories and len(split["val"]) == 300
@@ -1043,11 +996,11 @@ def test_a_model_too_large_for_the_page_is_refused_naming_it(grown_ckpt, monkeyp
 def test_a_bad_checkpoint_is_checkpoint_pys_message_and_exit_2(tmp_path, capsys, trained_ckpt):
     """A missing checkpoint, and one whose config and training settings disagree on the positions, and bad options:
     one line, exit 2, nothing written. (Every damaged file of the fuzz corpus: tests/test_fuzz_checkpoints.py.)"""
-    tensors, metadata = checkpoint.decode(trained_ckpt.read_bytes())
-    metadata.pop(checkpoint.DATA_HASH_KEY)
-    metadata["config"] = json.dumps({**json.loads(metadata["config"]), "positions": "rope", "use_positions": False})
+    from checkpoint_edits import edit_json
+
     half = tmp_path / "half-rope.safetensors"  # only the config says rope: the two do not agree
-    half.write_bytes(checkpoint.encode(tensors, metadata))
+    half.write_bytes(edit_json(trained_ckpt.read_bytes(), "config",
+                               lambda config: config.update(positions="rope", use_positions=False)))
     for path, phrase in [(tmp_path / "missing.safetensors", "no checkpoint at"),
                          (half, "training positions is 'learned', but the config's scheme is 'rope'")]:
         proc = ran("explore.py", capsys, "--ckpt", path, "--export", tmp_path / "site")

@@ -22,6 +22,7 @@ that is a failure (tests/conftest.py's browser fixture)."""
 
 import random
 import re
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -32,13 +33,11 @@ from run_helpers import open_page, served
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_STEPS = 40  # the steps of each trained lesson here, through ?lesson-steps
-# the lessons of oneblock/lessons.py and experiments/lessons_trained.py
-MODEL_AND_TRAINED = ["tokens", "init-loss", "layernorm-variance", "order", "causality", "finite-difference",
-                     "pre-norm", "relu-mlp", "softmax-gradient", "skip-paths", "floor", "positions-past-length",
-                     "second-block"]
+# a guess for each lesson of oneblock/lessons.py and experiments/lessons_trained.py, in their order
 GUESSES = {"tokens": "3", "init-loss": "4.5", "layernorm-variance": "0.95 1", "order": "0 0.001", "causality": "2",
            "finite-difference": "2", "pre-norm": "1", "relu-mlp": "0.5 0.6", "softmax-gradient": "-0.8",
            "skip-paths": "0.3", "floor": "2", "positions-past-length": "3", "second-block": "2"}
+MODEL_AND_TRAINED = list(GUESSES)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -60,6 +59,26 @@ def first_page(browser, site_url):
     page, errors = open_page(browser, f"{site_url}/index.html")
     yield page, errors
     page.close()
+
+
+@pytest.fixture
+def learner(browser, site_url):
+    """learner(where): a new page, as a learner first opens it, of where: a page of the served export (its
+    index.html unless named), or the folder of another export, served until the test ends. After the test, each page
+    it opened is closed, and none may have logged a console or page error."""
+    opened = []
+    with ExitStack() as servers:
+        def opener(where="index.html"):
+            if not isinstance(where, str):  # a folder: its index.html, served
+                where = f"{servers.enter_context(served(where))}/index.html"
+            page, errors = open_page(browser, where if "://" in where else f"{site_url}/{where}")
+            opened.append((page, errors))
+            return page
+
+        yield opener
+        for page, _ in opened:
+            page.close()
+    assert [errors for _, errors in opened] == [[]] * len(opened)
 
 
 def enter_guess(page, key, text):
@@ -152,7 +171,7 @@ def exported(tmp_path, change):
     return site
 
 
-def test_the_page_fills_the_exports_templates_with_the_numbers_of_its_tokenizer(browser, tmp_path):
+def test_the_page_fills_the_exports_templates_with_the_numbers_of_its_tokenizer(learner, tmp_path):
     """A template the export wrote, filled in the page: the slots are the page's tokenizer's numbers, in Python's
     formats; a slot the page has no value for is refused in one line naming it, and the other panels work on."""
     def question(template):
@@ -161,17 +180,12 @@ def test_the_page_fills_the_exports_templates_with_the_numbers_of_its_tokenizer(
             return data
         return change
 
-    with served(exported(tmp_path / "a", question("V {vocab}, ln V {ln_vocab:.4f}, {merges} merges {{x}}"))) as url:
-        page, errors = open_page(browser, f"{url}/index.html")
-        assert page.inner_text("#lesson-init-loss .question") == "V 96, ln V 4.5643, 70 merges {x}"
-        page.close()
-    with served(exported(tmp_path / "b", question("the {width} of it"))) as url:
-        page, errors2 = open_page(browser, f"{url}/index.html")
-        said = page.inner_text("#lessons-message")
-        assert "The lessons could not load: the words name {width}, which the page has no value for" in said
-        assert page.locator("#lesson-list > li").count() == 0 and page.inner_text("#model-status") != ""
-        page.close()
-    assert errors == errors2 == []
+    page = learner(exported(tmp_path / "a", question("V {vocab}, ln V {ln_vocab:.4f}, {merges} merges {{x}}")))
+    assert page.inner_text("#lesson-init-loss .question") == "V 96, ln V 4.5643, 70 merges {x}"
+    page = learner(exported(tmp_path / "b", question("the {width} of it")))
+    said = page.inner_text("#lessons-message")
+    assert "The lessons could not load: the words name {width}, which the page has no value for" in said
+    assert page.locator("#lesson-list > li").count() == 0 and page.inner_text("#model-status") != ""
 
 
 def test_the_trained_lessons_offer_their_live_settings_without_the_test_hook(first_page):
@@ -205,15 +219,13 @@ def python_parse(guess, text):
 PARSE_CASES = [
     (("number",), ["4", " 4 ", "1e-3", "-2.5", ".5", "5.", "1_000", "abc", "", "inf", "-nan", "0x10", "1e", "4 5"]),
     (("range",), ["0.9 1", "0.9, 1", "1 0.9", "1", "1 2 3", "a b", "0 inf", "2 2"]),
-    (("pair", ("without positions", "with positions")), ["0 0.001", "0.001 0", "0", "x 1"]),
-    (("choice", ("all positions", "position k and after", "only position k", "only positions before k")),
-     ["2", "4", "0", "5", "Position K and after", "k and after", "02", "-1"]),
+    (py_lessons.by_key("order").guess, ["0 0.001", "0.001 0", "0", "x 1"]),  # a pair
+    (py_lessons.by_key("causality").guess, ["2", "4", "0", "5", "Position K and after", "k and after", "02", "-1"]),
 ]
 
 
 def test_a_guess_is_read_and_refused_as_parse_guess_reads_and_refuses_it(modules_page):
     """The same value, or the same message word for word, for good and bad input of every kind."""
-    modules_page.evaluate("async () => { window.lessons = await import('./lessons.js'); }")
     for guess, texts in PARSE_CASES:
         want = [python_parse(guess, text) for text in texts]
         got = modules_page.evaluate("""([guess, describe, texts]) => texts.map((text) => {
@@ -236,7 +248,6 @@ JUDGE_CASES = {
 
 
 def test_every_judge_gives_the_python_judges_verdict(modules_page):
-    modules_page.evaluate("async () => { window.lessons = await import('./lessons.js'); }")
     by_key = {lesson.key: lesson for lesson in py_lessons.all_lessons()}
     seen = set()
     for key, (answers, guesses) in JUDGE_CASES.items():
@@ -257,7 +268,6 @@ FORMATS = [(x, spec) for x in (0.0, 4.0, 0.000659043, 0.0006590429381321261, 1.4
 
 
 def test_numbers_are_written_as_pythons_format_writes_them(modules_page):
-    modules_page.evaluate("async () => { window.lessons = await import('./lessons.js'); }")
     got = modules_page.evaluate("(cases) => cases.map(([x, s]) => lessons.py_format(x, s))", FORMATS)
     assert got == [format(x, spec) for x, spec in FORMATS]
     ints = [(n, spec) for n in (0, 5, 11, -3, 123) for spec in ("d", "2d", "4d")]  # (causality's positions)
@@ -272,12 +282,12 @@ def test_numbers_are_written_as_pythons_format_writes_them(modules_page):
 # The ten lessons of model.py, each end to end in the page, against oneblock/lessons.py on the same weights
 
 
-def test_the_ten_model_lessons_in_the_page_answer_as_model_py_does(browser, site_url):
+def test_the_ten_model_lessons_in_the_page_answer_as_model_py_does(learner):
     """A guess entered, Check, the reveal read: the verdict is the Python judge's on the Python answer, and each
     answer is model.py's on the seed's weights: bit for bit where the sums are exact, as the module says; and a
     reveal's code is read from the served file."""
     lab = py_lessons.build_lab()
-    page, errors = open_page(browser, f"{site_url}/index.html")
+    page = learner()
     for lesson in py_lessons.LESSONS:
         enter_guess(page, lesson.key, GUESSES[lesson.key])
         shown = check(page, lesson.key)
@@ -328,16 +338,14 @@ def test_the_ten_model_lessons_in_the_page_answer_as_model_py_does(browser, site
                                                                                              "}"]
     assert f"lines {start} to {start + len(code) - 1}" in details.locator("summary").inner_text()
     assert details.locator("a").get_attribute("href") == "model.js"
-    page.close()
-    assert errors == []
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # A bad guess, and the learner's progress
 
 
-def test_a_bad_guess_is_refused_naming_it_and_check_waits_for_a_good_one(browser, site_url):
-    page, errors = open_page(browser, f"{site_url}/index.html")
+def test_a_bad_guess_is_refused_naming_it_and_check_waits_for_a_good_one(learner):
+    page = learner()
     button = "#lesson-{} button.check"
     assert page.is_disabled(button.format("init-loss"))  # nothing entered yet
     for key, bad, good in (("init-loss", "four", "4.5"), ("layernorm-variance", "1 0.9", "0.9 1"),
@@ -356,12 +364,10 @@ def test_a_bad_guess_is_refused_naming_it_and_check_waits_for_a_good_one(browser
     assert page.is_disabled(button.format("causality"))  # a choice: waits for one to be picked
     enter_guess(page, "causality", "1")
     assert page.is_enabled(button.format("causality"))
-    page.close()
-    assert errors == []
 
 
-def test_progress_survives_a_reload_and_the_clear_button_forgets_it(browser, site_url):
-    page, errors = open_page(browser, f"{site_url}/index.html")
+def test_progress_survives_a_reload_and_the_clear_button_forgets_it(learner):
+    page = learner()
     enter_guess(page, "tokens", "4")
     first = check(page, "tokens")
     enter_guess(page, "causality", "3")
@@ -390,18 +396,16 @@ def test_progress_survives_a_reload_and_the_clear_button_forgets_it(browser, sit
     page.wait_for_function("window.ready === true")
     assert page.get_attribute("#lesson-tokens", "data-state") == "idle"
     assert page.input_value("#lesson-tokens .guess-text") == ""
-    page.close()
-    assert errors == []
 
 
 DAMAGES = ("when", "shown", "seconds")  # a kept record's field: missing, or of another type
 
 
-def test_a_tampered_record_is_dropped_saying_so_and_the_page_starts(browser, site_url):
+def test_a_tampered_record_is_dropped_saying_so_and_the_page_starts(learner):
     """Before: one kept record with its when, shown or seconds missing or of another type stopped the page's
     start-up (no lesson card, panels not drawn, the clear button dead). Now it is dropped with a note, and the
     others are restored."""
-    page, errors = open_page(browser, f"{site_url}/index.html")
+    page = learner()
     for key, guess in (("tokens", "4"), ("init-loss", "4.5")):
         enter_guess(page, key, guess)
         check(page, key)
@@ -426,20 +430,10 @@ def test_a_tampered_record_is_dropped_saying_so_and_the_page_starts(browser, sit
     page.click("#lessons-clear")
     assert page.evaluate("(k) => localStorage.getItem(k)", "oneblock-lessons-v1") is None
     assert page.get_attribute("#lesson-init-loss", "data-state") == "idle"
-    page.close()
-    assert errors == []
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # The three lessons that train, in the page's workers, against the NumPy float64 library at the same settings
-
-
-def python_floor(steps):
-    from oneblock import training
-    from oneblock.settings import Settings
-
-    run = training.train(Settings(steps=steps, eval_every=steps, dtype="float64", quiet=True))
-    return run
 
 
 def python_positions(steps, data):
@@ -481,14 +475,16 @@ def python_copy(steps, depth):
     return out
 
 
-def test_the_three_trained_lessons_train_in_the_page_as_numpy_float64_does(browser, site_url):
+def test_the_three_trained_lessons_train_in_the_page_as_numpy_float64_does(learner):
     """Each with TEST_STEPS steps (the test hook, which each of the three names): the reveal's choice is the one the
     Python's numbers make, and the numbers agree within 1e-9 relative: the floor run's validation loss (and the
     floor, and the page's model's loss), each scheme's losses before and past position 64 and at 100 (learned
     refused, in the same words), and the copy accuracy and loss of one block and two."""
     from experiments.lessons_trained import copy_choice, page_val_loss, scheme_choice
+    from oneblock import training
+    from oneblock.settings import Settings
 
-    page, errors = open_page(browser, f"{site_url}/index.html?lesson-steps={TEST_STEPS}")
+    page = learner(f"index.html?lesson-steps={TEST_STEPS}")
     assert page.locator("#lessons .lesson p.small", has_text=f"?lesson-steps={TEST_STEPS}),").count() == 3
     for key in ("floor", "positions-past-length", "second-block"):
         enter_guess(page, key, GUESSES[key])
@@ -496,7 +492,7 @@ def test_the_three_trained_lessons_train_in_the_page_as_numpy_float64_does(brows
     answers = page.evaluate("() => JSON.parse(localStorage.getItem('oneblock-lessons-v1'))")
     stats = {key: answer_of(page, key) for key in ("floor", "positions-past-length", "second-block")}
 
-    run = python_floor(TEST_STEPS)
+    run = training.train(Settings(steps=TEST_STEPS, eval_every=TEST_STEPS, dtype="float64", quiet=True))
     floor = stats["floor"]
     assert floor["steps"] == TEST_STEPS and floor["val_floor"] == run.data.val_floor
     assert floor["val_loss"] == pytest.approx(run.val_loss, rel=1e-9, abs=0)
@@ -539,31 +535,27 @@ def test_the_three_trained_lessons_train_in_the_page_as_numpy_float64_does(brows
         assert line.startswith(f"{name}: copies {100 * copies[blocks]['copy_accuracy']:.1f}% of the copyable tokens")
         assert re.search(r"; trained in \d+\.\d s$", line), line
     assert lines[3].startswith("two blocks minus one: ") and len(lines) == 4
-    page.close()
-    assert errors == []
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # 10. scaling: the answer the export fitted, shown; a damaged or oversized export refused
 
 
-def test_the_scaling_lesson_in_the_page_shows_the_answer_the_terminal_computes(browser, site_url):
+def test_the_scaling_lesson_in_the_page_shows_the_answer_the_terminal_computes(learner):
     """The guess, Check, and the answer experiments/lessons_scaling.py computes from the same record, line for
     line, with the same verdict."""
     pytest.importorskip("scipy")
     from experiments.lessons_scaling import SCALING
 
-    page, errors = open_page(browser, f"{site_url}/index.html")
+    page = learner()
     enter_guess(page, "scaling", "0.43")
     card = check(page, "scaling")
     ours = SCALING.answer(None)
     assert card["state"] == "revealed" and card["verdict"] == SCALING.judge(0.43, ours) == "right"
     assert card["value"] == ours["value"] and answer_of(page, "scaling")["shown"] == ours["shown"]
-    page.close()
-    assert errors == []
 
 
-def test_a_crafted_export_is_refused_in_a_line_and_freezes_nothing(browser, tmp_path):
+def test_a_crafted_export_is_refused_in_a_line_and_freezes_nothing(learner, tmp_path):
     """Before: a crafted 1.6 MB data/scaling.json (120 x 120 cells) froze the tab for 38 s on the scaling lesson's
     Check, which fitted it. Now the page fits nothing: a lessons.json past the bytes the page reads is refused
     unread, a scaling answer of too many lines is refused on Check and a lesson's answer templates of too many lines
@@ -571,28 +563,21 @@ def test_a_crafted_export_is_refused_in_a_line_and_freezes_nothing(browser, tmp_
     import json
 
     big = exported(tmp_path / "big", lambda data: json.dumps({**data, "pad": "x" * 1_600_000}).encode())
-    with served(big) as url:
-        page, errors = open_page(browser, f"{url}/index.html")  # (ready at once: the file is not read)
-        said = page.inner_text("#lessons-message")
-        assert said.startswith("The lessons could not load: data/lessons.json is 16") and "more than the" in said
-        assert page.locator("#lesson-list > li").count() == 0 and page.is_enabled("#lessons-clear")
-        page.close()
+    page = learner(big)  # (ready at once: the file is not read)
+    said = page.inner_text("#lessons-message")
+    assert said.startswith("The lessons could not load: data/lessons.json is 16") and "more than the" in said
+    assert page.locator("#lesson-list > li").count() == 0 and page.is_enabled("#lessons-clear")
     long = exported(tmp_path / "long", lambda data: {**data, "scaling": {**data["scaling"], "shown": ["x"] * 5000}})
-    with served(long) as url:
-        page, errors2 = open_page(browser, f"{url}/index.html")
-        enter_guess(page, "scaling", "0.43")
-        page.click("#lesson-scaling button.check")
-        page.wait_for_function("() => !document.querySelector('#lesson-scaling .message').hidden", timeout=5_000)
-        said = page.inner_text("#lesson-scaling .message")
-        assert "data/lessons.json holds no scaling answer the page can show (expected a number, at most 64" in said
-        page.close()
+    page = learner(long)
+    enter_guess(page, "scaling", "0.43")
+    page.click("#lesson-scaling button.check")
+    page.wait_for_function("() => !document.querySelector('#lesson-scaling .message').hidden", timeout=5_000)
+    said = page.inner_text("#lesson-scaling .message")
+    assert "data/lessons.json holds no scaling answer the page can show (expected a number, at most 64" in said
     lines = exported(tmp_path / "lines", lambda data: {**data, "lessons": [
         {**words, "shown": ["{loss}"] * 5000} if words["key"] == "init-loss" else words for words in data["lessons"]]})
-    with served(lines) as url:  # an answer's templates of too many lines: refused as the page loads, in a line
-        page, errors3 = open_page(browser, f"{url}/index.html")
-        said = page.inner_text("#lessons-message")
-        assert said.startswith("The lessons could not load: lesson init-loss of data/lessons.json: its shown is not"
-                               " a list of at most 64 texts")
-        assert page.locator("#lesson-list > li").count() == 0
-        page.close()
-    assert errors == errors2 == errors3 == []
+    page = learner(lines)  # an answer's templates of too many lines: refused as the page loads, in a line
+    said = page.inner_text("#lessons-message")
+    assert said.startswith("The lessons could not load: lesson init-loss of data/lessons.json: its shown is not"
+                           " a list of at most 64 texts")
+    assert page.locator("#lesson-list > li").count() == 0

@@ -19,16 +19,13 @@ import threading
 import time
 from collections import Counter
 from contextlib import contextmanager, nullcontext
-from pathlib import Path
 
 import pytest
 
 import grid_tasks
 from conftest import IN_CI
 from experiments import grid
-from run_helpers import killed_once_written
-
-ROOT = Path(__file__).resolve().parent.parent
+from run_helpers import ROOT, killed_once_written
 
 
 def need_dask():
@@ -276,6 +273,8 @@ def test_the_workers_of_a_grid_killed_with_sigkill_end_with_it(tmp_path, kind):
      "is not a 'grid result v1' file"),
     (lambda folder: (folder / "a-1.json").write_text('{"format": "grid result v1", "key": "a-1", "args": []}'),
      "lacks one of the fields"),
+    (lambda folder: (folder / "a-1.json").write_text((folder / "a-1.json").read_text().replace("\n  11,", "\n  99,")),
+     r"a-1.json holds the result of a-1 for other arguments \(.*99.*\) than this grid's \(.*11.*\)"),
     (lambda folder: (folder / "x.json").mkdir(), "is a folder"),
     (lambda folder: (folder / "\x1b]0;owned\x07\x1b[2J.json").write_text("{}"),
      r"holds '\\x1b\]0;owned\\x07\\x1b\[2J\.json', which is no result file's name"),
@@ -337,20 +336,6 @@ def test_the_keys_read_back_are_named_in_the_tasks_order_and_each_is_checked(tmp
                              check=lambda args, result: seen.append(args[0]))
     assert got == {"t-0": 0, "t-1": 1, "t-2": 2, "t-3": 3} and read_back == ["t-0", "t-2", "t-3"]
     assert seen == [0, 2, 3, 1]  # (those read first, as they are added; then the one computed)
-
-
-def test_a_result_of_other_arguments_is_named_and_never_replaced(tmp_path):
-    folder, marks = tmp_path / "results", tmp_path / "marks"
-    marks.mkdir()
-    tasks = grid_tasks.toy_tasks(3, marks)
-    with grid.executor("serial") as pool:
-        grid.run_tasks(pool, grid_tasks.toy, tasks, folder, report=None)
-        raw, calls = (folder / "a-1.json").read_bytes(), grid_tasks.calls(marks)
-        tasks[1][1][1] = 99  # another seed for a-1
-        with pytest.raises(ValueError, match=r"a-1.json holds the result of a-1 for other arguments \(.*11.*\) than"
-                                             r" this grid's \(.*99.*\)"):
-            grid.run_tasks(pool, grid_tasks.toy, tasks, folder, report=None)
-    assert (folder / "a-1.json").read_bytes() == raw and grid_tasks.calls(marks) == calls
 
 
 @pytest.mark.parametrize("kind", ["serial", "process"])

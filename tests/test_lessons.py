@@ -13,7 +13,6 @@ import random
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -22,9 +21,8 @@ import model
 from experiments import lessons as command
 from oneblock import checkpoint, lessons
 from oneblock.config import ModelConfig
-from run_helpers import script
+from run_helpers import ROOT, script
 
-ROOT = Path(__file__).resolve().parent.parent
 TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
 SEED = model.init_params(96, 16, 64, 64, 3)  # the seed's series model, drawn here on its own
 STORY = (ROOT / "corpus.txt").read_text(encoding="utf-8").splitlines(keepends=True)[0]

@@ -23,13 +23,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from run_helpers import HELD, files_under, held, kinds_under, one_line_error, ran
+from run_helpers import HELD, ROOT, SHORT, files_under, held, kinds_under, one_line_error, ran
 
 import atomic
 from oneblock import checkpoint
 
-ROOT = Path(__file__).resolve().parent.parent
-SHORT = ["--steps", "4", "--batch", "2", "--seq-len", "16", "--val-stories", "20", "--eval-every", "4", "--quiet"]
 POSIX = pytest.mark.skipif(os.name != "posix", reason="links, FIFOs and flock are POSIX's")
 if os.name == "posix":
     import fcntl

@@ -6,28 +6,15 @@ full disk does), each in a real subprocess; the tokenizer's copy beside a checkp
 process."""
 
 import os
-import resource
-import signal
 import time
 from pathlib import Path
 
 import pytest
-from run_helpers import HELD, files_under, held, memory_limit, one_line_error, own_text, ran, run
+from run_helpers import (HELD, MOST_MEMORY, SHORT, file_size_limit, files_under, held, kinds_under, memory_limit,
+                         one_line_error, own_text, ran, run)
 
 import bpe
 from oneblock import checkpoint
-
-ROOT = Path(__file__).resolve().parent.parent
-SHORT = ["--steps", "4", "--batch", "2", "--seq-len", "16", "--val-stories", "20", "--eval-every", "4", "--quiet"]
-MEMORY_LIMIT = 4 * 2**30  # RLIMIT_AS of the runs that are asked for too much: a regression fails, it cannot swap
-
-def file_size_limit(n):
-    """A preexec_fn: files of at most n bytes, and a write past that fails with EFBIG instead of killing the
-    process with SIGXFSZ (an ignored signal stays ignored across exec)."""
-    def limit():
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (n, n))
-    return limit
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -70,12 +57,17 @@ def test_a_training_text_named_like_a_tokenizer_copy_is_never_replaced(notes, ca
     carried = checkpoint.load_checkpoint(notes / "notes.safetensors")["metadata"][checkpoint.TOKENIZER_KEY]
     assert (notes / "notes.safetensors.tokenizer.json").read_text(encoding="utf-8") == carried
 
-    # the one name that is the copy's is refused before anything is written
-    (notes / "n.safetensors.tokenizer.json").write_bytes(text)
-    before = files_under(notes)
-    proc = ran("train.py", capsys, "--data", "n.safetensors.tokenizer.json", "--out", "n.safetensors", *TEXT_RUN)
-    one_line_error(proc, "--data n.safetensors.tokenizer.json is where this run writes the copy of its tokenizer")
-    assert files_under(notes) == before and (notes / "n.safetensors.tokenizer.json").read_bytes() == text
+
+@pytest.mark.parametrize("name, what", [("n.safetensors.tokenizer.json", "the copy of its tokenizer"),
+                                        ("n.best.safetensors", "its best checkpoint")])
+def test_a_training_text_at_a_name_the_run_writes_beside_its_out_is_refused(notes, capsys, name, what):
+    """The names the copy and the best checkpoint are written to, refused before anything is written (--out itself
+    by any name: tests/test_locks.py)."""
+    (notes / name).write_text(own_text(), encoding="utf-8")
+    before = kinds_under(notes)
+    proc = ran("train.py", capsys, "--data", name, "--out", "n.safetensors", *TEXT_RUN)
+    one_line_error(proc, f"--data {name} is where this run writes {what}")
+    assert kinds_under(notes) == before
 
 
 def test_two_checkpoints_in_one_folder_keep_a_copy_each(notes, capsys):
@@ -125,7 +117,7 @@ def test_a_fifo_or_a_device_is_refused_at_once_not_read(notes):
         cases.append(("train.py", ["--data", "/dev/zero", "--out", "c.safetensors", *TEXT_RUN]))
     before = files_under(notes)
     for script, args in cases:  # before the fix: a FIFO hung the run, /dev/zero read until the kernel killed it
-        proc = run(script, *args, cwd=notes, limit=memory_limit(MEMORY_LIMIT), timeout=60)
+        proc = run(script, *args, cwd=notes, limit=memory_limit(MOST_MEMORY), timeout=60)
         one_line_error(proc, "not a regular file")
     assert files_under(notes) == before
 
@@ -136,7 +128,7 @@ def test_a_text_past_the_bound_is_refused_before_it_is_read(tmp_path):
     with open(big, "wb") as f:  # a sparse file: no disk or memory spent on it
         f.truncate(bpe.MOST_TEXT + 1)
     proc = run("train.py", "--data", big, "--out", "c.safetensors", *TEXT_RUN, cwd=tmp_path,
-               limit=memory_limit(MEMORY_LIMIT), timeout=60)
+               limit=memory_limit(MOST_MEMORY), timeout=60)
     one_line_error(proc, f"is {bpe.MOST_TEXT + 1:,} bytes, more than the {bpe.MOST_TEXT:,} bytes")
     assert files_under(tmp_path) == ["big.txt"]
 
@@ -151,7 +143,7 @@ def test_a_text_past_the_bound_is_refused_before_it_is_read(tmp_path):
                                   ["--backend", "numpy-plain", "--dtype", "float64", "--width", "100000"]])
 def test_a_size_that_will_not_fit_is_refused_at_once_naming_the_memory(tmp_path, args):
     started = time.monotonic()
-    proc = run("train.py", *args, "--out", "c.safetensors", cwd=tmp_path, limit=memory_limit(MEMORY_LIMIT), timeout=60)
+    proc = run("train.py", *args, "--out", "c.safetensors", cwd=tmp_path, limit=memory_limit(MOST_MEMORY), timeout=60)
     one_line_error(proc, "needs about", "of memory, more than the", args[-1])
     assert time.monotonic() - started < 30  # (before the fix: minutes of growing memory, or a MemoryError)
     assert files_under(tmp_path) == []

@@ -12,15 +12,13 @@ from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
-from run_helpers import PRIVACY, files_under, own_text, privacy_id, ran, run
+from run_helpers import ROOT, PRIVACY, files_under, own_text, privacy_id, ran, run
 
 import bpe
 from oneblock import checkpoint, export
 from oneblock.config import ModelConfig
 import model
 from oneblock.data import split_text, windows
-
-ROOT = Path(__file__).resolve().parent.parent
 
 np = pytest.importorskip("numpy")
 
@@ -142,34 +140,27 @@ def test_a_vocab_size_the_text_cannot_give_is_refused_naming_the_file(text, voca
         bpe.train_on_text(text, vocab_size, "notes.txt")
 
 
-@pytest.mark.parametrize("name, content, phrase", [  # (what bpe.read_text refuses: tested above)
-    BAD_TEXTS[2],
-    ("tiny.txt", "Zoë saw it.\nOk.\n".encode(),
+@pytest.mark.parametrize("script, name, content, phrase", [  # (what bpe.read_text refuses: tested above)
+    ("train.py", *BAD_TEXTS[2]),
+    ("bpe.py", *BAD_TEXTS[2]),
+    ("train.py", "tiny.txt", "Zoë saw it.\nOk.\n".encode(),
      "tiny.txt: its training text is 5 tokens, fewer than one window of --seq-len 32 + 1"),
-    ("small.txt", "Zoë saw it.\nOk.\n".encode(),
+    ("train.py", "small.txt", "Zoë saw it.\nOk.\n".encode(),
      "small.txt: --vocab-size 256 is too large: no pairs are left to merge after 8 merges (21 tokens)"),
-    ("one-line.txt", ("Zoë saw 2 Zoës. " * 40).encode(), "it has 1 line of text: nothing to hold out"),
+    ("train.py", "one-line.txt", ("Zoë saw 2 Zoës. " * 40).encode(), "it has 1 line of text: nothing to hold out"),
 ])
-def test_train_py_refuses_bad_data_in_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch, name, content,
-                                                                  phrase):
+def test_train_py_and_bpe_py_refuse_bad_data_in_one_line_and_write_nothing(tmp_path, capsys, monkeypatch, script,
+                                                                            name, content, phrase):
     monkeypatch.chdir(tmp_path)
     (tmp_path / name).write_bytes(content)
     vocab = {"tiny.txt": ["--vocab-size", 21]}.get(name, [])
+    out = (["--out", "runs/x.safetensors", *SHORT] if script == "train.py"
+           else ["--vocab-size", 20, "--out", "toks/t.json"])
     before = files_under(tmp_path)
-    proc = ran("train.py", capsys, "--data", name, *vocab, "--out", "runs/x.safetensors", *SHORT)
+    proc = ran(script, capsys, "--data", name, *vocab, *out)
     assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
     assert proc.stderr.count("\n") == 1 and phrase in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert files_under(tmp_path) == before  # not even the folder of --out
-
-
-def test_bpe_py_refuses_bad_data_in_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    name, content, phrase = BAD_TEXTS[2]
-    (tmp_path / name).write_bytes(content)
-    proc = ran("bpe.py", capsys, "--data", name, "--vocab-size", 20, "--out", "toks/t.json")
-    assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
-    assert proc.stderr.count("\n") == 1 and phrase in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
-    assert files_under(tmp_path) == [name]
 
 
 def test_a_tokenizer_without_a_character_of_the_text_is_refused(tmp_path, capsys, monkeypatch):
@@ -181,22 +172,6 @@ def test_a_tokenizer_without_a_character_of_the_text_is_refused(tmp_path, capsys
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "notes.txt, line 1: the character 'M' is not in the tokenizer" in proc.stderr
     assert files_under(tmp_path) == before
-
-
-@pytest.mark.parametrize("args, phrase", [
-    (["--tokenizer", "t.json"], "--tokenizer go with --data FILE"),
-    (["--vocab-size", "64", "--val-fraction", "0.2"], "--vocab-size and --val-fraction go with --data FILE"),
-    (["--data", "x.txt", "--val-stories", "30"], "with --data the share of the text that validates is --val-fraction"),
-    (["--data", "x.txt", "--tokenizer", "t.json", "--vocab-size", "64"], "contradict each other"),
-    (["--data", "x.txt", "--val-fraction", "1"], "--val-fraction 1.0: expected a number between 0 and 1"),
-    (["--data", "x.txt", "--vocab-size", "0"], "--vocab-size 0: expected a whole number of at least 1"),
-    (["--width", "0"], "--width 0: expected a whole number of at least 1"),
-    (["--max-len", "16", "--seq-len", "32"], "--seq-len 32 is longer than the 16 positions the model has"),
-])
-def test_settings_of_the_data_are_checked(tmp_path, capsys, monkeypatch, args, phrase):
-    monkeypatch.chdir(tmp_path)
-    proc = ran("train.py", capsys, *args, "--out", "x.safetensors")
-    assert proc.returncode == 2 and phrase in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -5,16 +5,13 @@ prompt the tokenizer cannot read: tests/test_own_text.py.)"""
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from run_helpers import ran
+from run_helpers import ROOT, ran
 
 import bpe
 from oneblock import checkpoint, sampling
 import model
-
-ROOT = Path(__file__).resolve().parent.parent
 
 np = pytest.importorskip("numpy")
 TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")

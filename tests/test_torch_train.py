@@ -7,15 +7,13 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from oneblock import checkpoint, training
 from oneblock.settings import Settings, checked
-from run_helpers import kill_group
+from run_helpers import ROOT, kill_group
 
-ROOT = Path(__file__).resolve().parent.parent
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install -r tests/requirements-torch.txt)")
 np = pytest.importorskip("numpy")
 

@@ -12,18 +12,15 @@ import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from checkpoint_edits import edited, version_2
-from run_helpers import kill_at, ran
+from run_helpers import ROOT, kill_at, ran
 
 from oneblock import checkpoint, training
 from oneblock.config import SWITCH_KEY, ModelConfig
 from oneblock.settings import Settings, checked
-
-ROOT = Path(__file__).resolve().parent.parent
 
 np = pytest.importorskip("numpy")
 
@@ -110,35 +107,25 @@ def test_same_seed_same_bits_other_seed_other_weights(tmp_path, run_train):
     assert checkpoint.decode(a)[0]["W1"][2] != checkpoint.decode(c)[0]["W1"][2]
 
 
-def test_the_three_backends_take_the_same_steps():
-    # the same loop on model.py, the plain NumPy mirror and the tuned path, in float64: every step's training loss,
-    # every validation loss and the final weights agree to rounding
-    values = {"steps": 4, "batch": 2, "seq_len": 64, "dtype": "float64", "eval_every": 1, "val_stories": 5}
-    runs = {backend: trained(**values, backend=backend) for backend in ("python", "numpy-plain", "numpy")}
-    ref_params, ref_history = runs["python"]
+@pytest.mark.parametrize("grown, backends", [
+    ({"batch": 2, "seq_len": 64}, ("python", "numpy-plain", "numpy")),
+    ({"batch": 3, "seq_len": 40, "blocks": 2, "heads": 4, "positions": "rope"}, ("numpy-plain", "numpy")),
+], ids=["one-block", "2x4-rope"])
+def test_the_backends_take_the_same_steps(grown, backends):
+    """The same loop on model.py (one block), the plain NumPy mirror and the tuned path, in float64: every step's
+    training loss, every validation loss and the final weights agree to rounding, for the one-block model and a
+    grown one (2 blocks x 4 heads, rope)."""
+    values = {"steps": 4, "dtype": "float64", "eval_every": 1, "val_stories": 5, **grown}
+    (ref_params, ref_history), *others = (trained(**values, backend=backend) for backend in backends)
     assert ref_history[-1]["train"] < ref_history[1]["train"] - 0.05  # the steps did change the weights
-    for backend in ("numpy-plain", "numpy"):
-        params, history = runs[backend]
+    for backend, (params, history) in zip(backends[1:], others, strict=True):
+        assert list(params) == list(ref_params) and ("block1.Wq" in params) == ("blocks" in grown), backend
         for h, ref in zip(history, ref_history, strict=True):
             assert h["step"] == ref["step"] and h["val"] == pytest.approx(ref["val"], abs=1e-9, rel=0), backend
             if ref["train"] is not None:
                 assert h["train"] == pytest.approx(ref["train"], abs=1e-9, rel=0), backend
         for name, t in params.items():
             assert np.abs(t - np.array(ref_params[name])).max() <= 1e-9, (backend, name)
-
-
-def test_both_numpy_backends_take_the_same_steps_with_a_grown_model():
-    # 2 blocks x 4 heads, rope, float64: numpy_model.py and numpy_fast.py agree to rounding, step by step
-    values = {"steps": 4, "batch": 3, "seq_len": 40, "dtype": "float64", "eval_every": 1, "val_stories": 5,
-              "blocks": 2, "heads": 4, "positions": "rope"}
-    (plain, plain_history), (fast, fast_history) = (trained(**values, backend=backend)
-                                                    for backend in ("numpy-plain", "numpy"))
-    assert list(fast) == list(plain) and "block1.Wq" in fast
-    assert fast_history[-1]["train"] < fast_history[1]["train"] - 0.05
-    for a, b in zip(fast_history, plain_history, strict=True):
-        assert a["val"] == pytest.approx(b["val"], abs=1e-9, rel=0)
-    for name, t in fast.items():
-        assert np.abs(t - plain[name]).max() <= 1e-9, name
 
 
 def test_python_backend_runs_from_the_command_line_and_shows_its_speed_in_tokens_per_second(tmp_path, run_train):
@@ -307,6 +294,15 @@ def test_settings_that_make_no_sense_are_one_line_naming_the_value(values, messa
     (["--val-stories", "3000"], "--val-stories 3000 leaves no training stories"),
     (["--no-positions", "--positions", "rope"], "--no-positions and --positions rope contradict"),
     (["--positions", "rotary"], "invalid choice: 'rotary'"),
+    # the settings of --data
+    (["--tokenizer", "t.json"], "--tokenizer go with --data FILE"),
+    (["--vocab-size", "64", "--val-fraction", "0.2"], "--vocab-size and --val-fraction go with --data FILE"),
+    (["--data", "x.txt", "--val-stories", "30"], "with --data the share of the text that validates is --val-fraction"),
+    (["--data", "x.txt", "--tokenizer", "t.json", "--vocab-size", "64"], "contradict each other"),
+    (["--data", "x.txt", "--val-fraction", "1"], "--val-fraction 1.0: expected a number between 0 and 1"),
+    (["--data", "x.txt", "--vocab-size", "0"], "--vocab-size 0: expected a whole number of at least 1"),
+    (["--width", "0"], "--width 0: expected a whole number of at least 1"),
+    (["--max-len", "16", "--seq-len", "32"], "--seq-len 32 is longer than the 16 positions the model has"),
 ])
 def test_nonsensical_settings_are_rejected(tmp_path, train_py, args, phrase):
     proc = train_py(*args, "--out", "c.safetensors")
