@@ -178,7 +178,7 @@ def slope(x, y):
 
 
 def name_of(size):
-    """The key of a size in the record: width x blocks.
+    """The key of a size in a record: its two numbers joined by an x (width x blocks; depth.py's blocks x heads).
 
     >>> name_of([64, 2])
     '64x2'
