@@ -56,6 +56,7 @@ with machine.needed_by("python3 -m experiments.depth"):
                                        first_difference, flags, judged_rerun, last_probs, lr_values, need, parsed,
                                        provenance, recorded_settings, rounded, run_config, run_or_check, spread_text,
                                        sweep_data, sweep_summary, sweep_text, table_row, trained, validation_loss)
+    from experiments.scaling_law import name_of
 
 # ----------------------------------------------------------------------------------------------------------------
 # Settings
@@ -78,15 +79,6 @@ REDUCED = {  # --check: the same shape in seconds
                   "test_sequences": 40},
 }
 COLOUR_SHAPES = ("walk", "pass")  # the story shapes that repeat the colour at the end
-
-
-def name_of(size):
-    """The key of a size in depth.json.
-
-    >>> name_of((2, 4))
-    '2x4'
-    """
-    return f"{size[0]}x{size[1]}"
 
 
 def stories_settings(plan):

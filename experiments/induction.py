@@ -18,13 +18,14 @@ import random  # noqa: F401  (the example above)
 
 import numpy as np
 
+import bpe
 from experiments.recording import lr_values
 from oneblock import numpy_fast, training
 from oneblock.settings import Settings, checked, model_config
 
 PERIODS = (4, 16)  # the shortest and longest repeated segment of an induction sequence
 WINDOW = Settings().max_len  # 64: tokens an induction sequence is read in (train.py's max_len)
-VOCAB = 96  # the tokenizer's vocabulary: induction sequences are IDs 0..95
+VOCAB = bpe.VOCAB_SIZE  # the tokenizer's vocabulary: induction sequences are IDs 0..95
 TUNE_SEED, TEST_SEED = 1001, 1002  # random.Random seeds of depth.py's fixed tuning and test sequences (training
                                    # draws its own from each run's seed)
 

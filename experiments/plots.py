@@ -44,6 +44,7 @@ with machine.needed_by("python3 -m experiments.plots"):
     from experiments.induction import (TEST_SEED, TUNE_SEED, induction_config, induction_measures, periodic,
                                        train_induction)
     from experiments.recording import given, holder, interruptible, read_record, reading, stopped, writes
+    from experiments.scaling_law import name_of
     from oneblock import numpy_model, training
     from oneblock.config import seed_switch
     from oneblock.data import CORPUS_FILE, TOKENIZER_FILE
@@ -400,7 +401,7 @@ def plot_scaling(record, out):
     the law fitted on all but the top two budgets, its predictions of the cells it never saw against their measured
     losses."""
     settings, floor = record["settings"], record["floor"]["validation_nats_per_token"]
-    budgets, names = settings["budgets"], [f"{w}x{b}" for w, b in settings["sizes"]]
+    budgets, names = settings["budgets"], list(map(name_of, settings["sizes"]))
     n = np.array([settings["parameters"][s] for s in names], dtype=float)  # (sizes,)
     fit, free = record["fits"]["true_floor"], record["fits"]["free_floor"]
     colours = matplotlib.colormaps["viridis"](np.linspace(0.0, 0.9, len(budgets)))
@@ -509,7 +510,15 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.steps is not None and args.steps < 1:
         parser.error(f"--steps must be at least 1, got {args.steps}")
-    problem = folder_problem(args.out)
+    out, problem = Path(args.out), None  # judged from the path alone, before anything is read or trained
+    too_long = name_problem(out / max(PICTURES, key=len))  # first: a name too long cannot even be looked up
+    files = [] if too_long else [folder for folder in reversed(out.parents) if folder.exists() and not folder.is_dir()]
+    if too_long:
+        problem = f"--out {args.out}: {too_long}; choose a shorter one"
+    elif out.exists() and not out.is_dir():
+        problem = f"--out {args.out} is a file; expected a folder for the pictures"
+    elif files:
+        problem = f"--out {args.out}: {files[0]} is a file, not a folder"
     if problem is not None:
         print(f"error: {problem}", file=sys.stderr)
         return 2
@@ -521,19 +530,6 @@ def main(argv=None):
             return drawn(args, owned, staging, note)
     except KeyboardInterrupt as e:
         return stopped(e, args.out)
-
-
-def folder_problem(typed):
-    """Why --out (as typed) cannot be the pictures' folder, in one line, judged from the path alone; None if it can:
-    a file, a path through a file, or a name too long for a picture in it."""
-    path = Path(typed)
-    if path.exists() and not path.is_dir():
-        return f"--out {typed} is a file; expected a folder for the pictures"
-    for folder in reversed(path.parents):
-        if folder.exists() and not folder.is_dir():
-            return f"--out {typed}: {folder} is a file, not a folder"
-    problem = name_problem(path / max(PICTURES, key=len))
-    return f"--out {typed}: {problem}; choose a shorter one" if problem else None
 
 
 def cannot_write(e, out, what):
@@ -573,7 +569,7 @@ def drawn(args, owned, staging, note):
                 pictures[draw] = draw(record, staging)
         with reading(paths[1], scripts[1], also=(ValueError,)):
             plan = {**records[1]["settings"]["induction"], **steps}
-            lr = records[1]["induction"]["sizes"][f"{HEADS_SIZE[0]}x{HEADS_SIZE[1]}"]["sweep"]["chosen"]
+            lr = records[1]["induction"]["sizes"][name_of(HEADS_SIZE)]["sweep"]["chosen"]
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -295,13 +295,14 @@ def rounded(x):
 
 def json_text(record):
     """JSON with two-space indentation, but each list of plain numbers on one line; strict JSON, so a ValueError
-    names the first number that is NaN or infinite (no record is ever written with one).
+    names the first number that is NaN or infinite (no record is ever written with one). Numbers are rounded first.
 
-    >>> print(json_text({"a": [1, 2.5], "b": {"c": None}}))
+    >>> print(json_text({"a": [1, 2.5], "b": {"c": None, "curve": [[0, 4.56789012], [500, 0.5]]}}))
     {
       "a": [1, 2.5],
       "b": {
-        "c": null
+        "c": null,
+        "curve": [[0, 4.56789], [500, 0.5]]
       }
     }
     >>> json_text({"runs": [{"val": float("nan")}]})

@@ -76,9 +76,9 @@ with machine.needed_by("python3 -m experiments.scaling"):
     from experiments.scaling_judged import JUDGED_SEED, cell_arrays, judged, minimum, percentiles
     from experiments.scaling_law import cell_values, chosen_lr, fit_law, law_summary, name_of, slope
     from experiments.scaling_runs import REDUCED  # noqa: F401  (--check's plan: recording.run_or_check reads it)
-    from experiments.scaling_runs import (FULL, T, TUNE_SEED, VALIDATION_SEED, VOCAB, flops_per_token, grid_run,
-                                          held_out, parameters, result_problem, run_data, run_problem, run_values,
-                                          splits, steps_for, sweep_tasks, task_key)
+    from experiments.scaling_runs import (FULL, TUNE_SEED, VALIDATION_SEED, VOCAB, flops_per_token, grid_run, held_out,
+                                          parameters, result_problem, run_data, run_problem, run_values, splits,
+                                          steps_for, sweep_tasks, task_key, tokens_for)
     from oneblock.data import TOKENIZER_FILE
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -104,8 +104,7 @@ def grid_cost(plan):
     (315, '1.79e+14', '3.1e+09')
     """
     per_cell = len(plan["lrs"]) + len(plan["seeds"]) - 1
-    cells = [(size, steps_for(size, c, plan["batch"]) * plan["batch"] * T) for size in plan["sizes"]
-             for c in plan["budgets"]]  # (size, tokens) of every cell
+    cells = [(size, tokens_for(size, c, plan["batch"])) for size in plan["sizes"] for c in plan["budgets"]]
     flops = sum(tokens * flops_per_token(size) for size, tokens in cells)
     return per_cell * len(cells), per_cell * flops, per_cell * sum(tokens for _, tokens in cells)
 
@@ -189,7 +188,7 @@ def frontier(means, plan, floor):
     n = np.log([parameters(s) for s in plan["sizes"]])  # (sizes,)
     for budget in plan["budgets"]:
         loss = np.array([means[name_of(s), budget] for s in plan["sizes"]])  # (sizes,)
-        d = np.log([steps_for(s, budget, plan["batch"]) * plan["batch"] * T for s in plan["sizes"]])  # decreasing
+        d = np.log([tokens_for(s, budget, plan["batch"]) for s in plan["sizes"]])  # decreasing
         log_n, log_d = minimum(n, loss, "three_point"), minimum(d[::-1], loss[::-1], "three_point")
         k = int(np.argmin(loss))
         out.append({"budget": budget, "best_size": name_of(plan["sizes"][k]), "loss": float(loss[k]),
@@ -202,7 +201,7 @@ def summaries_of(values, plan, floor):
     """The point summaries (frontier, law fits, IsoFLOP exponents) of cell values {(size, budget): [losses]}."""
     means = {key: statistics.fmean(v) for key, v in values.items()}
     front = frontier(means, plan, floor)
-    keys, n, d, _, loss = cell_arrays(means, plan)  # (the cells in values' order)
+    keys, n, d, _, loss = cell_arrays(values, plan)  # (the cells in values' order)
     fits = law_summary((n, d, loss), floor)
     usable = interior(front)
     c = [f["budget"] for f in usable]
@@ -428,8 +427,8 @@ def rerun(record, size, budget, seed, until):
     def train(lr):
         tok = bpe.Tokenizer.load(TOKENIZER_FILE)
         steps = steps_for(shape, budget, plan["batch"])
-        data, _ = run_data(tok, plan, seed, steps * plan["batch"] * T, held_out(tok, TUNE_SEED, plan["tune_stories"]),
-                           ())
+        data, _ = run_data(tok, plan, seed, tokens_for(shape, budget, plan["batch"]),
+                           held_out(tok, TUNE_SEED, plan["tune_stories"]), ())
         _, history = trained(run_values(plan, shape, steps, lr, seed), data=data, until=until)
         return f"{size} at {budget / 1e9:g} GFLOP lr {lr:g}", history[-1]["val"]
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from experiments import grid
 from experiments.scaling_law import TIGHT, fit_huber, fit_law, law, law_cost, name_of, slope
-from experiments.scaling_runs import T, flops_per_token, parameters, steps_for
+from experiments.scaling_runs import flops_per_token, parameters, tokens_for
 
 LEFT = 4  # the fewest budgets a floor by cut is fitted on (on three, five parameters are not pinned)
 JUDGED_SEED = 1  # numpy.random.default_rng's seed of floors_by_cut's resamplings (scaling.py's summaries)
@@ -39,15 +39,16 @@ FITS = {  # the held-out fits: name -> (fit, with the floor given)
 # The cells as arrays
 
 
-def cell_arrays(means, plan):
+def cell_arrays(values, plan):
     """(keys, n, d, c, loss) of every cell (size, budget) of the plan in its order: non-embedding parameters, training
-    tokens, budget and mean loss, as arrays of one value a cell."""
+    tokens, budget and the mean of its seeds' losses (values: {(size, budget): [losses]}), as arrays of one value a
+    cell."""
     keys = [(name_of(s), c) for s in plan["sizes"] for c in plan["budgets"]]
     sizes = {name_of(s): s for s in plan["sizes"]}
     n = np.array([parameters(sizes[k]) for k, _ in keys], dtype=float)  # (cells,)
-    d = np.array([steps_for(sizes[k], c, plan["batch"]) * plan["batch"] * T for k, c in keys], dtype=float)  # (cells,)
+    d = np.array([tokens_for(sizes[k], c, plan["batch"]) for k, c in keys], dtype=float)  # (cells,)
     c = np.array([c for _, c in keys], dtype=float)  # (cells,)
-    loss = np.array([means[k] for k in keys])  # (cells,)
+    loss = np.array([statistics.fmean(values[k]) for k in keys])  # (cells,)
     return keys, n, d, c, loss
 
 
@@ -62,8 +63,7 @@ def floors_by_cut(values, plan, floor, rng):
     fit), and the least-squares cost with E the true floor over that with E free. E and its interval are kept to
     1e-4 nats (nats), and every fit converges fully (scaling_law.TIGHT), so that a record's floors come out the
     same on every BLAS kernel."""
-    means = {k: statistics.fmean(v) for k, v in values.items()}
-    keys, n, d, c, loss = cell_arrays(means, plan)
+    keys, n, d, c, loss = cell_arrays(values, plan)
     cuts = []
     for least in plan["budgets"][:-LEFT + 1]:
         at = c >= least  # (cells,)
@@ -143,8 +143,7 @@ def held_out(values, plan, floor):
     and for each fit of FITS its E and its errors on the held-out cells in log L (predicted over measured): their
     root mean square, mean and worst; the held-out cells' seed error in log L (the median over them of the standard
     error of their mean) for scale; and every held-out cell's measured and predicted losses."""
-    means = {k: statistics.fmean(v) for k, v in values.items()}
-    keys, n, d, c, loss = cell_arrays(means, plan)
+    keys, n, d, c, loss = cell_arrays(values, plan)
     budgets, out = plan["budgets"], []
     for k in [k for k in HELD if len(plan["budgets"]) - k >= 2]:
         top = budgets[-k - 1]  # the last budget fitted
@@ -197,11 +196,11 @@ def minimum(x, y, how):
 METHODS = ("three_point", "all_sizes", "least_cell")
 
 
-def isoflop_methods(means, plan, budgets):
+def isoflop_methods(values, plan, budgets):
     """For each way of METHODS to locate a budget's minimum (in log N, and in log D for D_opt): the exponents a and b
     of N_opt ~ C^a and D_opt ~ C^b over the given budgets (the record's isoflop budgets: those whose least cell is
     interior), and how far the three a's and b's lie apart."""
-    keys, n, d, c, loss = cell_arrays(means, plan)
+    keys, n, d, c, loss = cell_arrays(values, plan)
     out = {}
     for how in METHODS:
         n_opt, d_opt = [], []
@@ -254,14 +253,13 @@ def judged(values, plan, floor, fits, isoflop_budgets, rng):
     """Every judgement of the fits: {"floors_by_cut", "held_out", "isoflop_methods", "flops"}, "flops" holding the
     power of FLOPs per token (flop_power) and the law's exponents (law_exponents) of the record's two fits (fits:
     law_summary's) and of the Huber fit to every cell."""
-    means = {k: statistics.fmean(v) for k, v in values.items()}
-    _, n, d, _, loss = cell_arrays(means, plan)
+    _, n, d, _, loss = cell_arrays(values, plan)
     gamma, k, worst = flop_power(plan)
     huber, _ = fit_huber(n, d, loss, **TIGHT)
     return {
         "floors_by_cut": floors_by_cut(values, plan, floor, rng),
         "held_out": held_out(values, plan, floor),
-        "isoflop_methods": isoflop_methods(means, plan, isoflop_budgets),
+        "isoflop_methods": isoflop_methods(values, plan, isoflop_budgets),
         "flops": {"gamma": gamma, "k": k, "worst": worst, "huber": {"E": huber["E"], "alpha": huber["alpha"],
                                                                      "beta": huber["beta"]},
                   "exponents": {name: law_exponents(fit, gamma) for name, fit in

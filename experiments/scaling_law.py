@@ -69,15 +69,18 @@ def fit_law(n, d, loss, floor=None, starts=STARTS, **solver):
     >>> fitted["E"], round(fitted["A"], 2), len(x)
     (0.5, 20.0, 4)
     """
-    best, lower, upper = None, LOWER, UPPER  # log E, log A, alpha, log B, beta
-    if floor is not None:
-        lower, upper = lower[1:], upper[1:]
-    for x0 in starts:
-        x0 = x0[-len(lower):]  # a start of the free fit, without its log E when the floor is given
-        got = least_squares(lambda x: law(x, n, d, floor) - np.log(loss), x0, bounds=(lower, upper), **solver)
-        if best is None or got.cost < best.cost:
-            best = got
-    x = best.x
+    return least_cost(n, d, loss, floor, starts, **solver)
+
+
+def least_cost(n, d, measured, floor, starts, **options):
+    """The fit of fit_law and fit_huber: least_squares (given options) of log L of the law less log measured, from
+    each of starts (a start of the free fit, without its log E when the floor is given) within LOWER and UPPER; of
+    those fits the one of least cost (the first of equal ones), as {"E", "A", "alpha", "B", "beta"} (E the floor
+    when given) and its parameters as fitted."""
+    lower, upper = (LOWER, UPPER) if floor is None else (LOWER[1:], UPPER[1:])  # log E, log A, alpha, log B, beta
+    fits = (least_squares(lambda x: law(x, n, d, floor) - np.log(measured), x0[-len(lower):], bounds=(lower, upper),
+                          **options) for x0 in starts)
+    x = min(fits, key=lambda got: got.cost).x
     e = floor if floor is not None else math.exp(x[0])
     return {"E": e, "A": math.exp(x[-4]), "alpha": x[-3], "B": math.exp(x[-2]), "beta": x[-1]}, list(x)
 
@@ -131,20 +134,11 @@ def fit_huber(n, d, loss, floor=None, starts=None, **solver):
     >>> round(fitted["E"], 4), round(float(fitted["alpha"]), 3), round(float(fitted["beta"]), 3)
     (0.5, 0.4, 0.3)
     """
-    lower, upper = (LOWER, UPPER) if floor is None else (LOWER[1:], UPPER[1:])
     if starts is None:
-        grid = [x0[-len(lower):] for x0 in INIT_GRID]
+        grid = [x0[1:] if floor is not None else x0 for x0 in INIT_GRID]  # (without log E when the floor is given)
         starts = sorted(grid, key=lambda x0: huber_cost(x0, n, d, loss, floor))[:KEEP]
-    best = None
-    for x0 in starts:
-        got = least_squares(lambda x: law(x, n, d, floor) - np.log(loss), x0[-len(lower):],
-                            jac=lambda x: law_jacobian(x, n, d, floor), bounds=(lower, upper), loss="huber",
-                            f_scale=HUBER_DELTA, **solver)
-        if best is None or got.cost < best.cost:
-            best = got
-    x = best.x
-    e = floor if floor is not None else math.exp(x[0])
-    return {"E": e, "A": math.exp(x[-4]), "alpha": x[-3], "B": math.exp(x[-2]), "beta": x[-1]}, list(x)
+    return least_cost(n, d, loss, floor, starts, jac=lambda x: law_jacobian(x, n, d, floor), loss="huber",
+                      f_scale=HUBER_DELTA, **solver)
 
 
 def law_summary(points, floor):
@@ -178,7 +172,7 @@ def slope(x, y):
 
 
 def name_of(size):
-    """The key of a size in the record: width x blocks.
+    """The key of a size in a record: its two numbers joined by an x (width x blocks; depth.py's blocks x heads).
 
     >>> name_of([64, 2])
     '64x2'

@@ -33,7 +33,7 @@ from oneblock.settings import Settings, model_config
 # ----------------------------------------------------------------------------------------------------------------
 # Settings
 
-VOCAB, T = 96, Settings().max_len  # the tokenizer's tokens; the window of every run, 64 tokens (train.py's)
+VOCAB, T = bpe.VOCAB_SIZE, Settings().max_len  # the tokenizer's 96 tokens; the window of every run, 64 (train.py's)
 FULL = {  # the recorded grid: about an hour and a half of both cores
     "sizes": [[8, 1], [16, 1], [16, 2], [32, 1], [32, 2], [64, 1], [64, 2]],  # [width, blocks]
     "budgets": [10_000_000_000 * 2 ** k for k in range(9)],  # FLOPs of a run: 10 to 2,560 GFLOP
@@ -87,6 +87,15 @@ def steps_for(size, budget, batch):
     (636, 13)
     """
     return max(1, round(budget / (flops_per_token(size) * batch * T)))
+
+
+def tokens_for(size, budget, batch):
+    """The training tokens of a run of size at budget: steps_for's steps of batch windows of 64 tokens.
+
+    >>> tokens_for([8, 1], 300_000_000, 4)
+    19456
+    """
+    return steps_for(size, budget, batch) * batch * T
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -262,8 +271,7 @@ def longest_run(plan):
     >>> longest_run({"sizes": [[8, 1], [16, 1]], "budgets": [300_000_000, 600_000_000], "batch": 4})
     39168
     """
-    return max(steps_for(size, budget, plan["batch"]) for size in plan["sizes"]
-               for budget in plan["budgets"]) * plan["batch"] * T
+    return max(tokens_for(size, budget, plan["batch"]) for size in plan["sizes"] for budget in plan["budgets"])
 
 
 @functools.lru_cache(maxsize=1)

@@ -72,8 +72,7 @@ def test_law_points_are_the_cells_scaling_py_fits():
     sizes = {scaling.name_of(s): s for s in scaling.FULL["sizes"]}
     for c in points["cells"]:  # N and D as scaling.py's own formulas give them
         assert c["n"] == scaling.parameters(sizes[c["size"]])
-        assert c["d"] == scaling.steps_for(sizes[c["size"]], c["budget"], scaling.FULL["batch"]) * (
-            scaling.FULL["batch"] * scaling.T)
+        assert c["d"] == scaling.tokens_for(sizes[c["size"]], c["budget"], scaling.FULL["batch"])
     assert json.loads(json.dumps(points)) == points  # plain JSON, every float back to its bits
 
 

@@ -11,7 +11,7 @@ import pytest
 
 import bpe
 import make_corpus
-from experiments import positions, recording
+from experiments import positions
 from oneblock import machine
 from run_helpers import files_under
 
@@ -191,12 +191,6 @@ def test_windows_are_consecutive_stretches_of_the_validation_stories():
     assert inputs.shape == targets.shape == ((len(stream) - 1) // 128, 128)
     assert inputs.reshape(-1).tolist() == stream[:inputs.size]
     assert targets.reshape(-1).tolist() == stream[1:inputs.size + 1]
-
-
-def test_json_text_keeps_lists_of_numbers_on_one_line():
-    text = recording.json_text({"a": {"curve": [[0, 4.56789012], [500, 0.5]], "x": [1.0, 2.0]}})
-    assert '"curve": [[0, 4.56789], [500, 0.5]]' in text and '"x": [1.0, 2.0]' in text
-    assert json.loads(text) == {"a": {"curve": [[0, 4.56789], [500, 0.5]], "x": [1.0, 2.0]}}
 
 
 def test_the_positions_page_shows_the_records_table(capsys):

@@ -20,8 +20,8 @@ E, A, ALPHA, B, BETA = 0.49, 40.0, 0.6, 900.0, 0.45  # the law the losses are dr
 
 def law_values(plan, noise=0.0, seeds=3, rng=None):
     """{(size, budget): [a loss a seed]} of the law at every cell of plan, each seed's loss times exp(noise z)."""
-    means = {(name_of(s), c): 0.0 for s in plan["sizes"] for c in plan["budgets"]}
-    keys, n, d, _, _ = judged.cell_arrays(means, plan)
+    cells = {(name_of(s), c): [0.0] for s in plan["sizes"] for c in plan["budgets"]}  # (every cell's one loss)
+    keys, n, d, _, _ = judged.cell_arrays(cells, plan)
     loss = E + A / n ** ALPHA + B / d ** BETA  # (cells,)
     rng = rng or np.random.default_rng(0)
     return {k: list(value * np.exp(noise * rng.standard_normal(seeds))) for k, value in zip(keys, loss)}
@@ -69,11 +69,11 @@ def test_held_out_errors_are_the_predictions_against_the_measurements():
 
 def test_isoflop_methods_agree_where_every_budget_is_a_parabola_in_log_n():
     plan = {"sizes": FULL["sizes"], "budgets": FULL["budgets"], "batch": 16}
-    means = {(name_of(s), c): 0.0 for s in plan["sizes"] for c in plan["budgets"]}
-    keys, n, _, c, _ = judged.cell_arrays(means, plan)
+    cells = {(name_of(s), c): [0.0] for s in plan["sizes"] for c in plan["budgets"]}  # (every cell's one loss)
+    keys, n, _, c, _ = judged.cell_arrays(cells, plan)
     centre = 0.5 * np.log(c) - 4.0  # (cells,): the minimum in log N moves as C^0.5
     loss = 1.0 + (np.log(n) - centre) ** 2  # (cells,)
-    out = judged.isoflop_methods(dict(zip(keys, loss)), plan, plan["budgets"])
+    out = judged.isoflop_methods({key: [value] for key, value in zip(keys, loss)}, plan, plan["budgets"])
     assert out["three_point"]["a"] == pytest.approx(0.5, abs=1e-9)
     assert out["all_sizes"]["a"] == pytest.approx(0.5, abs=1e-9)
     assert out["least_cell"]["a"] == pytest.approx(0.5, abs=0.15)  # the sizes are a factor of 2 apart
