@@ -168,24 +168,18 @@ function show_model_status() {
 /** The worker that reads weights files: its module is worker.js, which answers "load" (see there). */
 function get_loader() {
   if (!state.loader) {
-    const loader = new Worker(new URL("worker.js", import.meta.url), { type: "module" });
-    loader.pending = new Map(); // id -> {name, resolve, reject} of each file it reads
-    loader.asked = 0;
-    loader.onmessage = (e) => {
-      const asked = loader.pending.get(e.data.id);
-      loader.pending.delete(e.data.id);
-      if (e.data.type === "loaded") asked?.resolve(e.data.ckpt);
-      else asked?.reject(new Error(e.data.message));
-    };
-    loader.onerror = (e) => {
-      e.preventDefault();
-      const why = e.message || "worker.js did not load or threw";
-      for (const asked of loader.pending.values()) {
-        asked.reject(new Error(`${asked.name}: the worker that reads weights files failed (${why})`));
-      }
+    const loader = experiments.new_worker("worker that reads weights files", (data) => {
+      const asked = loader.pending.get(data.id);
+      loader.pending.delete(data.id);
+      if (data.type === "loaded") asked?.resolve(data.ckpt);
+      else asked?.reject(new Error(data.message));
+    }, (why) => {
+      for (const asked of loader.pending.values()) asked.reject(new Error(`${asked.name}: ${why}`));
       loader.terminate();
       if (state.loader === loader) state.loader = null;
-    };
+    });
+    loader.pending = new Map(); // id -> {name, resolve, reject} of each file it reads
+    loader.asked = 0;
     state.loader = loader;
   }
   return state.loader;
