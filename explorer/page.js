@@ -703,20 +703,15 @@ function on_worker_message(msg) {
   } else if (msg.type === "weights") {
     state.model.params = checkpoint.unflat_tensors(msg.params);
     state.model.step = msg.step;
-    follow_weights();
+    if (performance.now() - run.last_render >= 400) { // the panels follow the weights, about twice a second at most
+      run.last_render = performance.now();
+      render_all();
+    }
   } else if (msg.type === "done") {
     run.done = true;
     end_training();
   }
   draw_training();
-}
-
-/** Redraw the panels with the newest weights, at most about twice a second. */
-function follow_weights() {
-  const now = performance.now();
-  if (now - (state.training?.last_render ?? 0) < 400) return;
-  if (state.training) state.training.last_render = now;
-  render_all();
 }
 
 function draw_training() {
