@@ -32,13 +32,20 @@ let page = null; // {tok, split, data}: what page.js loaded
 const pending = new Map(); // soon's frames
 const DRAW = { depth: draw_depth, positions: draw_positions }; // each panel's drawing
 
-/** Draw the two panels' fields and buttons from index.html's template (page.js calls this first). */
+/** Draw the two panels' fields and buttons from index.html's template, and a column of the second-block panel for
+ * each of its models (page.js calls this first). */
 export function draw_panels() {
   for (const name of ["depth", "positions"]) {
     const fields = $("experiment-fields").content.cloneNode(true);
     for (const el of fields.querySelectorAll("[data-id]")) el.id = `${name}-${el.dataset.id}`;
     $(`${name}-fields`).replaceWith(fields);
   }
+  $("depth-model").replaceWith(...DEPTH.blocks.map((blocks) => {
+    const column = $("depth-model").cloneNode(true);
+    column.id = `depth-model-${blocks}`;
+    column.querySelector("h3").textContent = `${blocks} block${blocks > 1 ? "s" : ""}`;
+    return column;
+  }));
 }
 
 /** Wire the two panels to the page's data (page.js calls this once it has loaded). */
@@ -61,16 +68,23 @@ export function redraw() {
 // ----------------------------------------------------------------------------------------------------------------
 // Runs: a worker per model
 
-/** A worker that trains one model (each experiment's models, the lessons' and the Train panel's run): on_message
- * gets its messages, on_fail a sentence when it breaks. */
-export function start_worker(start, on_message, on_fail) {
+/** A worker of worker.js, the `what` of the page's messages: on_message gets its messages, on_fail a sentence when
+ * it breaks (a "failed" message, or a worker that could not start). */
+export function new_worker(what, on_message, on_fail) {
   const worker = new Worker(new URL("worker.js", import.meta.url), { type: "module" });
   worker.onmessage = (e) => (e.data.type === "failed" ? on_fail(e.data.message) : on_message(e.data));
   worker.onerror = (e) => {
     e.preventDefault();
-    on_fail(`the training worker failed (${e.message || "it could not start"})`);
+    on_fail(`the ${what} failed (${e.message || "it could not start"})`);
   };
-  worker.onmessageerror = () => on_fail("a message from the training worker could not be read");
+  worker.onmessageerror = () => on_fail(`a message from the ${what} could not be read`);
+  return worker;
+}
+
+/** A worker that trains one model (each experiment's models, the lessons' and the Train panel's run): on_message
+ * gets its messages, on_fail a sentence when it breaks. */
+export function start_worker(start, on_message, on_fail) {
+  const worker = new_worker("training worker", on_message, on_fail);
   worker.postMessage({ type: "start", run: 1, follow: false, ...start });
   return worker;
 }
@@ -108,7 +122,10 @@ function start_run(name, more, models, on_eval) {
   runs[name] = run;
   for (const [m, start] of models(fields)) {
     m.worker = start_worker({ params: null, seed: fields.seed, ...start }, (msg) => on_message(name, run, m, msg,
-      on_eval), (why) => failed(name, `the ${m.what} model`, why));
+      on_eval), (why) => {
+      say(`${name}-message`, `the ${m.what} model: ${why}. The experiment stops; the rest of the page still works.`);
+      stop(name);
+    });
     run.models.push(m);
   }
   DRAW[name]();
@@ -139,10 +156,6 @@ function stop(name) {
   redraw();
 }
 
-function failed(name, what, why) {
-  say(`${name}-message`, `${what}: ${why}. The experiment stops; the rest of the page still works.`);
-  stop(name);
-}
 
 // ----------------------------------------------------------------------------------------------------------------
 // The second block: one block and two on periodic sequences

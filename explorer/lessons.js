@@ -40,6 +40,16 @@ const FORMAT = "one-block explorer lessons v5"; // its "format" field
 const MOST_BYTES = 1 << 18; // bytes of it read, at most (it is about 15 KB): a larger file is refused unread
 const MOST_TEXT = 4000; // characters of one of its words, at most
 const MOST_LINES = 64; // lines of an answer (the scaling answer's, the templates of one), at most
+
+/** Whether t is a text of at most MOST_TEXT characters: one of the export's words. */
+function is_text(t) {
+  return typeof t === "string" && t.length <= MOST_TEXT;
+}
+
+/** Whether list is a list of at most MOST_LINES items, each one that line says is a line (is_text unless said). */
+function is_lines(list, line = is_text) {
+  return Array.isArray(list) && list.length <= MOST_LINES && list.every(line);
+}
 // ----------------------------------------------------------------------------------------------------------------
 // Numbers written as Python's format specs write them (the answers' lines read as the terminal's)
 
@@ -332,12 +342,36 @@ function first_story(lab) {
   return encode(lab, lab.split.train[0] + "\n", "the corpus's first story").slice(0, lab.model.config.max_len + 1);
 }
 
+/** model.py on the first story (its first `tokens` predicting the next, or all of it), as lessons.story_pass:
+ * {params, config} (reference's), x and y (the inputs and their targets), forward's logits and cache, the loss and
+ * its gradient dlogits. */
+function story_pass(lab, tokens = null) {
+  const [params, config] = reference(lab);
+  const ids = first_story(lab).slice(0, tokens === null ? undefined : tokens + 1);
+  const x = ids.slice(0, -1), y = ids.slice(1); // (T,), (T,)
+  const [logits, cache] = forward(params, x, config, EXACT); // (T, V)
+  const [loss, dlogits] = model.loss_and_dlogits(logits, y, EXACT); // (T, V)
+  return { params, config, x, y, logits, cache, loss, dlogits };
+}
+
 /** The population variance of a row, as one exact-rounded sum (lessons.row_variance).
  *
  *     row_variance([1, 3])   // 1 */
 export function row_variance(row) {
   const mean = fsum(row) / row.length;
   return fsum(Array.from(row, (v) => (v - mean) ** 2)) / row.length;
+}
+
+/** The mean variance of a stream's rows (T, d) after a layer norm of gain 1 and bias 0, one exact sum each. */
+function normed_variance(stream) {
+  const d = stream.cols;
+  const [out] = model.layernorm_forward(stream, new Float64Array(d).fill(1.0), new Float64Array(d), EXACT); // (T, d)
+  return fsum(model.rows_of(out).map(row_variance)) / out.rows;
+}
+
+/** Every number of a matrix times factor, in a new matrix. */
+function scaled(m, factor) {
+  return { rows: m.rows, cols: m.cols, data: m.data.map((v) => v * factor) };
 }
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -366,15 +400,9 @@ function tokens_answer(lab) {
 // 2. init-loss: the loss before training, against ln 96
 
 function init_loss_answer(lab) {
-  const [params, config] = reference(lab);
-  const ids = first_story(lab);
-  const x = ids.slice(0, -1), y = ids.slice(1); // (T,), (T,)
-  const [logits] = forward(params, x, config, EXACT); // (T, V)
-  const [loss] = model.loss_and_dlogits(logits, y, EXACT);
+  const { config, y, logits, loss } = story_pass(lab);
   const uniform = Math.log(config.vocab);
-  const flat = logits.data; // (T V,)
-  const mean = fsum(flat) / flat.length;
-  const spread = Math.sqrt(fsum(Array.from(flat, (v) => (v - mean) ** 2)) / flat.length);
+  const spread = Math.sqrt(row_variance(logits.data)); // over every logit
   return {
     value: loss,
     slots: { loss, tokens: y.length, weights: weights(lab), vocab: config.vocab, uniform, gap: loss - uniform,
@@ -388,16 +416,11 @@ function init_loss_answer(lab) {
 const SMALLER = 1e-3; // the embeddings made 1000 times smaller still
 
 function layernorm_answer(lab) {
-  const [params, config] = reference(lab);
-  const x = first_story(lab).slice(0, -1); // (T,)
-  const [, cache] = forward(params, x, config, EXACT);
+  const { cache } = story_pass(lab);
   const out = model.rows_of(cache.blocks[0].ln1.xhat).map(row_variance); // (T,) layer norm's rows before the gain
   const before = model.rows_of(cache.x0).map(row_variance); // (T,)
   const mean_out = fsum(out) / out.length, mean_before = fsum(before) / before.length;
-  const { d } = config;
-  const small = model.from_rows(model.rows_of(cache.x0).map((row) => row.map((v) => v * SMALLER))); // (T, d)
-  const [tiny] = model.layernorm_forward(small, new Float64Array(d).fill(1.0), new Float64Array(d), EXACT); // (T, d)
-  const mean_tiny = fsum(model.rows_of(tiny).map(row_variance)) / tiny.rows;
+  const mean_tiny = normed_variance(scaled(cache.x0, SMALLER));
   return {
     value: mean_out,
     slots: { mean_out, positions: out.length, low: Math.min(...out), high: Math.max(...out), mean_before,
@@ -473,23 +496,12 @@ export function error_shape(errors, factor = 10.0) {
 }
 
 function finite_difference_answer(lab, report, { guess: [, choices] }) {
-  const [params, config] = reference(lab);
-  const ids = first_story(lab).slice(0, FD_T + 1);
-  const x = ids.slice(0, -1), y = ids.slice(1); // (T,), (T,)
-  const [logits, cache] = forward(params, x, config, EXACT); // (T, V)
-  const [loss, dlogits] = model.loss_and_dlogits(logits, y, EXACT);
+  const { params, config, x, y, cache, loss, dlogits } = story_pass(lab, FD_T);
   const j = y[0]; // W_out[0][j]: row 0 of W_out (d, V) is its first V numbers
   const grad = model.backward(params, cache, dlogits, EXACT).W_out.data[j];
-  const W = params.W_out;
-  const nudged = { ...params, W_out: { rows: W.rows, cols: W.cols, data: Float64Array.from(W.data) } }; // a copy
-  const saved = W.data[j];
   const errors = [], at = [];
   for (const h of STEPS) {
-    nudged.W_out.data[j] = saved + h;
-    const up = model.sequence_loss(nudged, x, y, config, EXACT);
-    nudged.W_out.data[j] = saved - h;
-    const down = model.sequence_loss(nudged, x, y, config, EXACT);
-    const central = (up - down) / (2 * h);
+    const central = trace_block.central_difference(params, params.W_out.data, j, h, x, y, config);
     errors.push(Math.abs(central - grad));
     at.push({ h, central, error: errors.at(-1) });
   }
@@ -510,17 +522,6 @@ function finite_difference_answer(lab, report, { guess: [, choices] }) {
 /** The size of a matrix: the root of the sum of its entries' squares, one exact sum (lessons.size). */
 function size(m) {
   return Math.sqrt(fsum(Array.from(m.data, (v) => v * v)));
-}
-
-/** [params, config, ids, targets, logits, cache, dlogits] of the first story: forward, the loss's gradient
- * (lessons.story_pass). */
-function story_pass(lab) {
-  const [params, config] = reference(lab);
-  const ids = first_story(lab);
-  const x = ids.slice(0, -1), y = ids.slice(1); // (T,), (T,)
-  const [logits, cache] = forward(params, x, config, EXACT); // (T, V)
-  const [, dlogits] = model.loss_and_dlogits(logits, y, EXACT); // (T, V)
-  return [params, config, x, y, logits, cache, dlogits];
 }
 
 /** dx2 (T, d): the gradient at the stream's end, below the final layer norm (lessons.stream_gradient). */
@@ -550,22 +551,18 @@ function attention_on(block, config, stream, norm) {
 }
 
 function pre_norm_answer(lab) {
-  const [params, config] = reference(lab);
-  const [, cache] = forward(params, first_story(lab).slice(0, -1), config, EXACT);
+  const { params, config, cache } = story_pass(lab);
   const block = model.block_params(params, 0);
   const x0 = cache.x0; // (T, d)
-  const big = { rows: x0.rows, cols: x0.cols, data: x0.data.map((v) => v * SCALE) }; // (T, d)
+  const big = scaled(x0, SCALE); // (T, d)
   const a = attention_on(block, config, x0, true), a_big = attention_on(block, config, big, true); // (T, d)
   const ratio = size(a_big) / size(a);
   const raw = size(attention_on(block, config, big, false)) / size(attention_on(block, config, x0, false));
-  const ones = new Float64Array(config.d).fill(1.0), zeros = new Float64Array(config.d);
-  const variance = (s) => fsum(model.rows_of(model.layernorm_forward(s, ones, zeros, EXACT)[0]).map(row_variance))
-    / s.rows;
   const x1 = size(model.add(big, a_big)) / size(model.add(x0, a));
   return {
     value: ratio,
-    slots: { small: size(a), large: size(a_big), scale: SCALE, ratio, var_small: variance(x0),
-      var_large: variance(big), x1, raw },
+    slots: { small: size(a), large: size(a_big), scale: SCALE, ratio, var_small: normed_variance(x0),
+      var_large: normed_variance(big), x1, raw },
   };
 }
 
@@ -573,7 +570,7 @@ function pre_norm_answer(lab) {
 // 8. relu-mlp: how many hidden units are zero, and what is their gradient?
 
 function relu_answer(lab) {
-  const [params, , , , , cache, dlogits] = story_pass(lab);
+  const { params, cache, dlogits } = story_pass(lab);
   const block = model.block_params(params, 0), c = cache.blocks[0];
   const dpre = relu_gradient(block, c, stream_gradient(params, cache, dlogits)); // (T, H)
   const { rows: T, cols: H } = c.pre, n = T * H;
@@ -591,10 +588,8 @@ function relu_answer(lab) {
 // ----------------------------------------------------------------------------------------------------------------
 // 9. softmax-gradient: the loss's gradient at the right token's score
 
-const FD_H = 1e-6; // the central difference's step, as the gradient check's
-
 function softmax_gradient_answer(lab) {
-  const [, , , y, logits, , dlogits] = story_pass(lab);
+  const { y, logits, dlogits } = story_pass(lab);
   const T = y.length, V = logits.cols, target = y[0];
   const row = Array.from(dlogits.data.subarray(0, V)); // (V,)
   const first = Array.from(logits.data.subarray(0, V)); // (V,)
@@ -607,13 +602,13 @@ function softmax_gradient_answer(lab) {
     return model.loss_and_dlogits(changed, y, EXACT)[0];
   };
   const z = first[target];
-  const central = (loss_at(z + FD_H) - loss_at(z - FD_H)) / (2 * FD_H);
+  const central = (loss_at(z + trace_block.STEP) - loss_at(z - trace_block.STEP)) / (2 * trace_block.STEP);
   const others = row.flatMap((v, j) => (j === target ? [] : [T * v]));
   return {
     value: T * row[target],
     slots: { piece: py_repr(lab.tok.vocab[target]), target, p, weights: weights(lab), V, uniform: 1 / V, T,
       gradient: row[target], scaled: T * row[target], low: Math.min(...others), high: Math.max(...others),
-      total: fsum(row), h: FD_H, central: T * central },
+      total: fsum(row), h: trace_block.STEP, central: T * central },
   };
 }
 
@@ -633,7 +628,7 @@ function sublayers_backward(block, c, dx2, skips) {
 }
 
 function skip_paths_answer(lab) {
-  const [params, , , , , cache, dlogits] = story_pass(lab);
+  const { params, cache, dlogits } = story_pass(lab);
   const block = model.block_params(params, 0), c = cache.blocks[0];
   const dx2 = stream_gradient(params, cache, dlogits); // (T, d)
   const both = size(sublayers_backward(block, c, dx2, true)), neither = size(sublayers_backward(block, c, dx2, false));
@@ -817,9 +812,7 @@ async function second_block_answer(lab, report, { guess: [, choices] }) {
  * within bounds ({value, shown: at most MOST_LINES lines, bounds}). */
 function scaling_answer(lab) {
   const got = lab.scaling;
-  const line = (text) => typeof text === "string" && text.length <= MOST_TEXT;
-  if (!Number.isFinite(got?.value) || !Array.isArray(got.shown) || got.shown.length > MOST_LINES
-    || !got.shown.every(line) || !line(got.bounds)) {
+  if (!Number.isFinite(got?.value) || !is_lines(got.shown) || !is_text(got.bounds)) {
     throw new Error(`${DATA} holds no scaling answer the page can show (expected a number, at most ${MOST_LINES}`
       + ` lines of at most ${MOST_TEXT} characters, and its bounds); run python3 explore.py again`);
   }
@@ -841,7 +834,7 @@ export const LIVE = {
   order: { answer: order_answer, code: [["model.js", "forward"], ["model.js", "attention_forward"]] },
   causality: { answer: causality_answer, code: [["model.js", "attention_forward"]] },
   "finite-difference": { answer: finite_difference_answer,
-    code: [["model.js", "sequence_loss"], ["trace_block.js", "gradient_errors_by_tensor"]] },
+    code: [["model.js", "sequence_loss"], ["trace_block.js", "central_difference"]] },
   "pre-norm": { answer: pre_norm_answer, code: [["model.js", "block_forward"], ["model.js", "layernorm_forward"]] },
   "relu-mlp": { answer: relu_answer, code: [["model.js", "block_forward"], ["model.js", "block_backward"]] },
   "softmax-gradient": { answer: softmax_gradient_answer, code: [["model.js", "loss_and_dlogits"]] },
@@ -863,7 +856,7 @@ function checked_lessons(data, tok) {
   }
   return data.lessons.map((words, n) => {
     const text = (name) => {
-      if (typeof words?.[name] !== "string" || words[name].length > MOST_TEXT) {
+      if (!is_text(words?.[name])) {
         throw new Error(`lesson ${n + 1} of ${DATA}: its ${name} is not a text of at most ${MOST_TEXT} characters`);
       }
       return words[name];
@@ -880,12 +873,10 @@ function checked_lessons(data, tok) {
       throw new Error(`lesson ${key} of ${DATA}: guess ${JSON.stringify(words.guess).slice(0, 80)}: expected`
         + " number, range, or pair or choice with its words");
     }
-    const line = (t) => typeof t === "string" && t.length <= MOST_TEXT;
-    const lines = (t) => line(t) || (line(t?.each) && t.cases && typeof t.cases === "object"
-      && Object.keys(t.cases).length <= MOST_LINES && Object.values(t.cases).every(line));
+    const lines = (t) => is_text(t) || (is_text(t?.each) && t.cases && typeof t.cases === "object"
+      && is_lines(Object.values(t.cases)));
     const { shown, bounds } = words;
-    if (!Array.isArray(shown) || shown.length > MOST_LINES || !shown.every(lines)
-      || !(bounds === null || line(bounds))) {
+    if (!is_lines(shown, lines) || !(bounds === null || is_text(bounds))) {
       throw new Error(`lesson ${key} of ${DATA}: its shown is not a list of at most ${MOST_LINES} texts of at most`
         + ` ${MOST_TEXT} characters (or {each, cases} of such texts), or its bounds is not null or such a text`);
     }

@@ -643,44 +643,39 @@ export function float_repr(x) {
 
 const tables = new Map(); // "kind T d" -> the tables below, worked out once for each size (they are never written)
 
+/** count tables (T, d) of kind, each in its own memory (never a pool's), made once for each size: fill(tables, at,
+ * angle) for each position pos < T and channel pair (c, c + 1), at = pos d + c, with the angle pos / 10000^(c/d). */
+function angle_tables(kind, count, T, d, fill) {
+  const key = `${kind} ${T} ${d}`;
+  if (!tables.has(key)) {
+    const made = Array.from({ length: count }, () => ({ rows: T, cols: d, data: new Float64Array(T * d) })); // (T, d)
+    for (let pos = 0; pos < T; pos++) {
+      for (let c = 0; c < d; c += 2) fill(made, pos * d + c, pos * ROPE_BASE ** (-c / d));
+    }
+    tables.set(key, made);
+  }
+  return tables.get(key);
+}
+
 /** The fixed position table of the original transformer, (T, d): PE[pos][2i] = sin(pos / 10000^(2i/d)),
  * PE[pos][2i + 1] = cos(pos / 10000^(2i/d)), as numpy_model.sinusoid_table. Shared: do not write into it.
  *
  *     row(sinusoid_table(2, 4), 1)   // [0.8415, 0.5403, 0.01, 1.0] (rounded) */
 export function sinusoid_table(T, d) {
-  const key = `sin ${T} ${d}`;
-  if (!tables.has(key)) {
-    const table = { rows: T, cols: d, data: new Float64Array(T * d) }; // (T, d) its own memory, never a pool's
-    for (let pos = 0; pos < T; pos++) {
-      for (let c = 0; c < d; c += 2) {
-        const angle = pos * ROPE_BASE ** (-c / d);
-        table.data[pos * d + c] = Math.sin(angle);
-        if (c + 1 < d) table.data[pos * d + c + 1] = Math.cos(angle);
-      }
-    }
-    tables.set(key, table);
-  }
-  return tables.get(key);
+  return angle_tables("sin", 1, T, d, ([table], at, angle) => {
+    table.data[at] = Math.sin(angle);
+    if (at % d + 1 < d) table.data[at + 1] = Math.cos(angle);
+  })[0];
 }
 
 /** [cos, sin], each (T, d): the rotary angle pos / 10000^(2i/d) of channel pair i at position pos, written into both
  * channels of the pair, as numpy_model.rope_tables; d must be even. Shared: do not write into them. */
 export function rope_tables(T, d) {
   if (d % 2) throw new Error(`rope rotates pairs of channels: the width d must be even, got d = ${d}`);
-  const key = `rope ${T} ${d}`;
-  if (!tables.has(key)) {
-    const cos = { rows: T, cols: d, data: new Float64Array(T * d) }; // (T, d), its own memory, never a pool's
-    const sin = { rows: T, cols: d, data: new Float64Array(T * d) }; // (T, d)
-    for (let pos = 0; pos < T; pos++) {
-      for (let c = 0; c < d; c += 2) {
-        const angle = pos * ROPE_BASE ** (-c / d);
-        cos.data[pos * d + c] = cos.data[pos * d + c + 1] = Math.cos(angle);
-        sin.data[pos * d + c] = sin.data[pos * d + c + 1] = Math.sin(angle);
-      }
-    }
-    tables.set(key, [cos, sin]);
-  }
-  return tables.get(key);
+  return angle_tables("rope", 2, T, d, ([cos, sin], at, angle) => {
+    cos.data[at] = cos.data[at + 1] = Math.cos(angle);
+    sin.data[at] = sin.data[at + 1] = Math.sin(angle);
+  });
 }
 
 /** x (T, d) with each channel pair (a, b) of each head turned by its angle: (a cos - b sin, a sin + b cos), the

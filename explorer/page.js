@@ -168,24 +168,18 @@ function show_model_status() {
 /** The worker that reads weights files: its module is worker.js, which answers "load" (see there). */
 function get_loader() {
   if (!state.loader) {
-    const loader = new Worker(new URL("worker.js", import.meta.url), { type: "module" });
-    loader.pending = new Map(); // id -> {name, resolve, reject} of each file it reads
-    loader.asked = 0;
-    loader.onmessage = (e) => {
-      const asked = loader.pending.get(e.data.id);
-      loader.pending.delete(e.data.id);
-      if (e.data.type === "loaded") asked?.resolve(e.data.ckpt);
-      else asked?.reject(new Error(e.data.message));
-    };
-    loader.onerror = (e) => {
-      e.preventDefault();
-      const why = e.message || "worker.js did not load or threw";
-      for (const asked of loader.pending.values()) {
-        asked.reject(new Error(`${asked.name}: the worker that reads weights files failed (${why})`));
-      }
+    const loader = experiments.new_worker("worker that reads weights files", (data) => {
+      const asked = loader.pending.get(data.id);
+      loader.pending.delete(data.id);
+      if (data.type === "loaded") asked?.resolve(data.ckpt);
+      else asked?.reject(new Error(data.message));
+    }, (why) => {
+      for (const asked of loader.pending.values()) asked.reject(new Error(`${asked.name}: ${why}`));
       loader.terminate();
       if (state.loader === loader) state.loader = null;
-    };
+    });
+    loader.pending = new Map(); // id -> {name, resolve, reject} of each file it reads
+    loader.asked = 0;
     state.loader = loader;
   }
   return state.loader;
@@ -709,20 +703,15 @@ function on_worker_message(msg) {
   } else if (msg.type === "weights") {
     state.model.params = checkpoint.unflat_tensors(msg.params);
     state.model.step = msg.step;
-    follow_weights();
+    if (performance.now() - run.last_render >= 400) { // the panels follow the weights, about twice a second at most
+      run.last_render = performance.now();
+      render_all();
+    }
   } else if (msg.type === "done") {
     run.done = true;
     end_training();
   }
   draw_training();
-}
-
-/** Redraw the panels with the newest weights, at most about twice a second. */
-function follow_weights() {
-  const now = performance.now();
-  if (now - (state.training?.last_render ?? 0) < 400) return;
-  if (state.training) state.training.last_render = now;
-  render_all();
 }
 
 function draw_training() {

@@ -8,6 +8,7 @@
 
 import * as model from "./model.js";
 import { PLAIN } from "./model.js";
+import * as train from "./train.js";
 
 export const WINDOW = 128; // tokens per extrapolation window: twice the 64 positions the models train on
 
@@ -16,13 +17,8 @@ export const WINDOW = 128; // tokens per extrapolation window: twice the 64 posi
  *
  *     windows([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 4).inputs   // [[1, 2, 3, 4], [5, 6, 7, 8]] */
 export function windows(stream, length = WINDOW) {
-  const count = Math.floor((stream.length - 1) / length);
-  const inputs = [], targets = [];
-  for (let w = 0; w < count; w++) {
-    inputs.push(Array.from(stream.slice(w * length, (w + 1) * length)));
-    targets.push(Array.from(stream.slice(w * length + 1, (w + 1) * length + 1)));
-  }
-  return { inputs, targets };
+  const full = train.windows(Array.from(stream), length).filter((w) => w.length === length + 1); // train.py's, whole
+  return { inputs: full.map((w) => w.slice(0, -1)), targets: full.map((w) => w.slice(1)) };
 }
 
 /** The held-out text as one stream of IDs, as windows reads it: a newline, then each story and its newline; for a

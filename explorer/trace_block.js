@@ -61,14 +61,23 @@ export function* gradient_errors_by_tensor(params, x, y, config, backward_fn = b
     const grad = grads[name] instanceof Float64Array ? grads[name] : grads[name].data;
     let worst = 0.0;
     for (let j = 0; j < values.length; j++) {
-      const saved = values[j];
-      values[j] = saved + STEP;
-      const up = sequence_loss(params, x, y, config, EXACT);
-      values[j] = saved - STEP;
-      const down = sequence_loss(params, x, y, config, EXACT);
-      values[j] = saved;
-      worst = Math.max(worst, Math.abs((up - down) / (2 * STEP) - grad[j]));
+      worst = Math.max(worst, Math.abs(central_difference(params, values, j, STEP, x, y, config) - grad[j]));
     }
     yield [name, shape(tensor), worst];
+  }
+}
+
+/** (L(w + h) - L(w - h)) / 2h for the number w = values[j] of one of params' tensors, L the loss of predicting y
+ * from x with exact sums; values[j] is w again afterwards. */
+export function central_difference(params, values, j, h, x, y, config) {
+  const saved = values[j];
+  try {
+    values[j] = saved + h;
+    const up = sequence_loss(params, x, y, config, EXACT);
+    values[j] = saved - h;
+    const down = sequence_loss(params, x, y, config, EXACT);
+    return (up - down) / (2 * h);
+  } finally {
+    values[j] = saved;
   }
 }

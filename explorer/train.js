@@ -18,8 +18,8 @@ import { PLAIN, sequence_loss } from "./model.js";
 import { Random } from "./random.js";
 
 // the live run's settings: a couple of minutes on a laptop, and below 0.6 nats/token within about a minute (as
-// docs/explorer.md measures it, with dev/bench_explorer.py); the rest as train.py's defaults. positions, blocks and
-// heads are what a checkpoint's training records of the run: the model's config says them
+// docs/explorer.md measures it, with dev/bench_explorer.py); the rest as train.py's defaults. The scheme, blocks and
+// heads a checkpoint's training records of the run are the model's config's (experiments.js's settings_of)
 export const DEFAULTS = {
   steps: 2000, // optimiser steps in the whole run
   batch: 8, // windows per step
@@ -31,9 +31,6 @@ export const DEFAULTS = {
   beta2: 0.99, // Adam: decay rate of the running mean of its square
   eps: 1e-8, // Adam: added to the root of the second moment
   clip: 1.0, // largest global gradient norm
-  positions: "learned", // the position scheme: learned, none, sinusoidal or rope (model.SCHEMES)
-  blocks: 1, // transformer blocks (a model from fresh weights has the loaded model's sizes)
-  heads: 1, // attention heads in each block
   eval_every: 100, // steps between validation losses (also at the start and the end)
 };
 
