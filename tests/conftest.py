@@ -43,7 +43,7 @@ SLOW_TESTS = {  # and these tests of the others (each parametrized case of them)
                                "test_a_second_run_on_one_out_is_refused_at_once_naming_the_path_and_its_holder",
                                "test_a_write_that_fails_at_the_end_is_one_line_and_keeps_the_old_record",
                                "test_plots_refuses_a_damaged_record_before_training",
-                               "test_plots_refuses_a_file_as_its_folder_and_keeps_its_pictures_when_a_write_fails"],
+                               "test_plots_keeps_its_pictures_when_a_write_fails"],
     "test_explore_server.py": ["test_a_checkpoint_cannot_export_a_file_it_names_elsewhere",
                                "test_a_signalled_export_says_so_in_one_line_and_leaves_the_old_export",
                                "test_an_export_never_writes_through_a_link",
