@@ -131,28 +131,3 @@ def test_rerun_gives_each_verdict_on_records_made_up_around_its_loss():
     chosen = r["induction"]["sizes"]["2x1"]["sweep"]["chosen"]
     runs = [run for run in r["induction"]["runs"]["2x1"] if run["lr"] == chosen]
     verdicts_on_made_up_records(lambda rec: depth.rerun(rec, "induction", (2, 1), 3, 250), r, runs, 3, 250)
-
-
-def usage_error(capsys, *args):
-    """What depth.py says when it refuses its arguments (exit status 2)."""
-    with pytest.raises(SystemExit) as e:
-        depth.main(list(args))
-    assert e.value.code == 2
-    return capsys.readouterr().err
-
-
-def test_rerun_refuses_a_cell_the_record_does_not_have(capsys):
-    sizes = "--blocks 3 --heads 1: depth.json has the sizes 1x1, 1x4, 2x1, 2x4"
-    assert sizes in usage_error(capsys, "--rerun", "induction", "--blocks", "3")
-    assert "--seed 9: depth.json has the seeds [3, 4, 5]" in usage_error(capsys, "--rerun", "stories", "--seed", "9")
-    steps = "--until 700: expected a step of the recorded tuning curves, 1000 to 6000 in steps of 1000"
-    assert steps in usage_error(capsys, "--rerun", "stories", "--until", "700")
-    assert "invalid choice: 'sideways'" in usage_error(capsys, "--rerun", "sideways")
-
-
-def test_the_depth_page_shows_the_records_tables(capsys):
-    assert depth.main(["--table"]) == 0
-    tables = capsys.readouterr().out.strip()
-    assert tables == depth.tables(record()) and tables.count("| 2x4 |") == 2  # one row in each table
-    page = ROOT / "docs" / "depth.md"
-    assert tables in page.read_text(encoding="utf-8"), "docs/depth.md: paste python3 -m experiments.depth --table"

@@ -1,7 +1,7 @@
 """experiments/drops.py: when each size learns to follow the chain. The reduced plan runs and has the full one's
-shape, the committed record's summaries come again from its runs, a drop is what its definition says, and a bad rerun
-is refused before training (a run rerunning to the record's digits is docs/scaling.md's command, which
-tests/test_readme.py runs)."""
+shape, the committed record's summaries come again from its runs, and a drop is what its definition says (a bad rerun,
+refused before training, is tests/test_experiment_cli.py's; a run rerunning to the record's digits is
+docs/scaling.md's command, which tests/test_readme.py runs)."""
 
 import json
 import math
@@ -63,6 +63,7 @@ def test_the_summaries_of_runs_made_up_around_a_known_drop():
 def test_committed_record_has_the_shape_of_this_code_and_its_summaries_come_from_its_runs():
     r = committed()
     drops.check_record(r, drops.FULL)
+    assert np.isfinite([s["final"] for s in r["sizes"].values()]).all()
     floor = r["floor"]["tuning_nats_per_token"]
     for size, s in r["sizes"].items():  # found again here, from the curves
         runs = [x for x in r["runs"] if x["size"] == size]
@@ -92,26 +93,3 @@ def test_check_record_names_what_is_wrong():
         drops.check_record(r, drops.FULL)
     with pytest.raises(ValueError, match="settings .* are not this code's"):
         drops.check_record(committed(), drops.REDUCED)
-
-
-@pytest.mark.parametrize("args, phrase", [
-    (["--rerun", "8x3", "--seed", "4"], "--rerun 8x3: drops.json has the sizes"),
-    (["--rerun", "8x1", "--seed", "9"], "--seed 9: drops.json has the seeds"),
-    (["--rerun", "8x1", "--until", "75"], "--until 75: expected a step of the recorded tuning curves"),
-])
-def test_a_bad_rerun_is_refused_before_training_naming_the_value(args, phrase, capsys):
-    with pytest.raises(SystemExit) as stop:
-        drops.main(args)
-    assert stop.value.code == 2 and phrase in capsys.readouterr().err
-
-
-def test_the_scaling_page_shows_the_drops_table(capsys):
-    from pathlib import Path
-
-    r = committed()
-    assert drops.main(["--table"]) == 0
-    table = capsys.readouterr().out.strip()
-    assert table == drops.tables(r)
-    page = Path(__file__).resolve().parent.parent / "docs" / "scaling.md"
-    assert table in page.read_text(encoding="utf-8"), "docs/scaling.md: paste python3 -m experiments.drops --table"
-    assert np.isfinite([s["final"] for s in r["sizes"].values()]).all()

@@ -1,14 +1,15 @@
 """The experiments' command lines as careful as train.py's, each case a real subprocess on a copy of the lab (so that no
 committed record is ever damaged or replaced): a run owns its --out from its start (a second run is refused at once,
 naming the path and its holder), Ctrl-C and SIGTERM leave nothing behind, and a killed writer's temporary file is
-removed by the next run; an empty or stray option is a usage error, and no run replaces a committed record unless
---out names it; an --out that cannot take the record is one line before any training, a write that fails at the end
-one line that keeps the old record; and a damaged record (not UTF-8, not JSON, of another shape, a folder, too large,
-missing: each command's main in this process, on a copy; a FIFO or a device: a subprocess under a memory and a time
-limit) is one line and exit 2 through --table, --check and --rerun, for positions.json, depth.json, scaling.json and
-drops.json, while --check's NOT OK (exit 1) stays the answer for a record whose numbers its runs do not give; and a
-rerun's verdict is the same digits with the record's kernels and thread count, else a loss within the spread of the
-record's seeds (no --rerun reads spread.json)."""
+removed by the next run; an empty or stray option, or a rerun of a cell the record does not have, is a usage error, and
+no run replaces a committed record unless --out names it; an --out that cannot take the record is one line before any
+training, a write that fails at the end one line that keeps the old record; and a damaged record (not UTF-8, not JSON,
+of another shape, a folder, too large, missing: each command's main in this process, on a copy; a FIFO or a device: a
+subprocess under a memory and a time limit) is one line and exit 2 through --table, --check and --rerun, for
+positions.json, depth.json, scaling.json and drops.json, whose --table is the tables its page shows, while --check's NOT
+OK (exit 1) stays the answer for a record whose numbers its runs do not give; and a rerun's verdict is the same digits
+with the record's kernels and thread count, else a loss within the spread of the record's seeds (no --rerun reads
+spread.json)."""
 
 import importlib
 import json
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from run_helpers import MOST_MEMORY, ROOT, file_size_limit, memory_limit, one_line_error
+from test_positions import OTHER_KERNELS
 
 from experiments import recording
 from oneblock import machine
@@ -191,7 +193,8 @@ def test_a_full_run_owns_its_out_from_the_start_and_sigterm_leaves_the_committed
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# 2. Options: an empty or stray one is a usage error, and a committed record is replaced only when named
+# 2. Options: an empty or stray one, or a rerun of a cell the record does not have, is a usage error, and a committed
+#    record is replaced only when named
 
 
 @pytest.mark.parametrize("module, args, phrase", [
@@ -218,6 +221,25 @@ def test_a_full_run_owns_its_out_from_the_start_and_sigterm_leaves_the_committed
     ("spread", ["--worker", ""], "--worker"),
     ("plots", ["--out", "", "--steps", "2"], "--out"),  # before the fix: the pictures in the current folder
     ("plots", ["--record", "", "--steps", "2"], "--record"),
+    # a cell that the record does not have: refused before training, naming the value and what the record holds
+    ("positions", ["--rerun", "rope", "--seed", "9"], "--seed 9: positions.json has the seeds [3, 4, 5, 6, 7]"),
+    ("positions", ["--rerun", "rope", "--until", "700"], "--until 700: expected a step of the recorded tuning curves"),
+    ("positions", ["--rerun", "rope", "--lr", "0.02"],
+     "--lr 0.02: positions.json has the learning rates [0.003, 0.01, 0.03]"),
+    ("positions", ["--rerun", "sideways"], "invalid choice: 'sideways'"),
+    ("depth", ["--rerun", "induction", "--blocks", "3"], "--blocks 3 --heads 1: depth.json has the sizes 1x1, 1x4,"
+                                                         " 2x1, 2x4"),
+    ("depth", ["--rerun", "stories", "--seed", "9"], "--seed 9: depth.json has the seeds [3, 4, 5]"),
+    ("depth", ["--rerun", "stories", "--until", "700"], "--until 700: expected a step of the recorded tuning curves,"
+                                                        " 1000 to 6000 in steps of 1000"),
+    ("depth", ["--rerun", "sideways"], "invalid choice: 'sideways'"),
+    ("drops", ["--rerun", "8x3", "--seed", "4"], "--rerun 8x3: drops.json has the sizes"),
+    ("drops", ["--rerun", "8x1", "--seed", "9"], "--seed 9: drops.json has the seeds"),
+    ("drops", ["--rerun", "8x1", "--until", "75"], "--until 75: expected a step of the recorded tuning curves"),
+    ("scaling", ["--rerun", "12x1"], "--rerun 12x1: scaling.json has the sizes 8x1, 16x1"),
+    ("scaling", ["--rerun", "16x1", "--budget", "123"], "--budget 123: scaling.json has the budgets 10000000000"),
+    ("scaling", ["--rerun", "16x1", "--seed", "9"], "--seed 9: scaling.json has the seeds"),
+    ("scaling", ["--rerun", "16x1", "--until", "7"], "--until 7: expected a step of the recorded tuning curves"),
 ])
 def test_an_empty_or_stray_option_is_a_usage_error_before_any_work(tmp_path, module, args, phrase, monkeypatch,
                                                                    capsys):
@@ -463,10 +485,27 @@ def test_a_rerun_further_from_the_record_than_its_seeds_spread_is_not_ok_exit_1(
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# 5. A rerun's verdict (recording.rerun_verdict), on records made up here
+# 5. --table: each record's tables, as its page shows them
 
 
-OTHER_KERNELS = "NumPy 0.0, OpenBLAS Elsewhere kernels, 1 thread"  # not this machine's
+@pytest.mark.parametrize("name, page, part, count", [
+    ("positions", "positions.md", "\n", 5),  # a header, a rule, four schemes
+    ("depth", "depth.md", "| 2x4 |", 2),  # one row in each table
+    ("scaling", "scaling.md", None, None),
+    ("drops", "scaling.md", None, None),
+])
+def test_the_page_shows_the_records_tables(name, page, part, count, capsys):
+    experiment = importlib.import_module(f"experiments.{name}")
+    assert experiment.main(["--table"]) == 0
+    tables = capsys.readouterr().out.strip()
+    assert tables == experiment.tables(json.loads(experiment.RECORD_FILE.read_text(encoding="utf-8")))
+    assert part is None or tables.count(part) == count, tables
+    assert tables in (ROOT / "docs" / page).read_text(encoding="utf-8"), (f"docs/{page}: paste the output of"
+                                                                        f" python3 -m experiments.{name} --table")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 6. A rerun's verdict (recording.rerun_verdict), on records made up here
 
 
 @pytest.mark.parametrize("kernels, got, recorded, seeds, ok, said", [
@@ -500,7 +539,7 @@ def test_a_reruns_verdict(kernels, got, recorded, seeds, ok, said):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# 6. plots.py: its records read before any training, its folder checked, its pictures written all or none
+# 7. plots.py: its records read before any training, its folder checked, its pictures written all or none
 
 
 @pytest.mark.parametrize("option, name, how", [("--record", "positions", "not JSON"),
@@ -528,12 +567,9 @@ def test_plots_refuses_a_damaged_record_before_training(tmp_path, option, name, 
 
 
 @POSIX
-def test_plots_refuses_a_file_as_its_folder_and_keeps_its_pictures_when_a_write_fails(tmp_path):
-    (tmp_path / "notes.txt").write_text("my notes\n", encoding="utf-8")
-    proc = run("plots", "--out", tmp_path / "notes.txt", "--steps", "2", cwd=ROOT)  # before: a traceback
-    one_line_error(proc, "notes.txt is a file; expected a folder for the pictures")
-    assert proc.stdout == ""
-
+def test_plots_keeps_its_pictures_when_a_write_fails(tmp_path):
+    """A write that fails part-way leaves the pictures as they were (an --out that cannot hold them is refused
+    before anything is read: tests/test_plots.py)."""
     figures = tmp_path / "figures"
     figures.mkdir()
     old = (ROOT / "docs" / "figures" / "attention.png").read_bytes()

@@ -241,22 +241,8 @@ def test_the_scheme_is_the_configs(path):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Position schemes: learned, none, sinusoidal, rope
-
-MID = (96, 8, 16, 16, 5)  # vocab, d, hidden, max_len, seed: 2,344 parameters, small enough for every one by FD
-
-
-@pytest.mark.parametrize("scheme, T", [("learned", 16), ("none", 40), ("sinusoidal", 40), ("rope", 40)])
-def test_each_scheme_passes_central_differences(path, scheme, T):
-    """As at series size above, for every scheme. The schemes without learned rows run past max_len = 16
-    (T = 40); their pos_emb gradient is exactly 0 and so is every central difference of it (the loss does not
-    read pos_emb at all)."""
-    params = nm.from_lists(jittered(*MID, scale=0.1))
-    rng = np.random.default_rng(3)
-    ids, targets = rng.integers(0, 96, (2, T)), rng.integers(0, 96, (2, T))
-    numeric, grads, _ = assert_central_differences_match(path, params, ids, targets, config_for(*MID, positions=scheme))
-    if scheme != "learned":
-        assert not numeric["pos_emb"].any() and not grads["pos_emb"].any()
+# Position schemes: learned, none, sinusoidal, rope (each one's gradients by central differences:
+# test_grown.py's, for one block of one head too)
 
 
 def test_sinusoidal_scheme_adds_the_table(path):

@@ -162,18 +162,6 @@ def test_rerun_gives_each_verdict_on_records_made_up_around_its_loss():
     verdicts_on_made_up_records(lambda rec: positions.rerun(rec, "learned", 3, 500, lr), r, runs, 3, 500)
 
 
-@pytest.mark.parametrize("args, phrase", [
-    (["--rerun", "rope", "--seed", "9"], "--seed 9: positions.json has the seeds [3, 4, 5, 6, 7]"),
-    (["--rerun", "rope", "--until", "700"], "--until 700: expected a step of the recorded tuning curves"),
-    (["--rerun", "rope", "--lr", "0.02"], "--lr 0.02: positions.json has the learning rates [0.003, 0.01, 0.03]"),
-    (["--rerun", "sideways"], "invalid choice: 'sideways'"),
-])
-def test_rerun_refuses_a_cell_the_record_does_not_have(capsys, args, phrase):
-    with pytest.raises(SystemExit) as e:
-        positions.main(args)
-    assert e.value.code == 2 and phrase in capsys.readouterr().err
-
-
 def test_probe_items_cover_every_validation_story_with_the_name_after_now():
     inputs, answers, shapes = positions.probe_items(TOK, VAL)
     assert len(inputs) == len(answers) == len(shapes) == 300
@@ -191,12 +179,3 @@ def test_windows_are_consecutive_stretches_of_the_validation_stories():
     assert inputs.shape == targets.shape == ((len(stream) - 1) // 128, 128)
     assert inputs.reshape(-1).tolist() == stream[:inputs.size]
     assert targets.reshape(-1).tolist() == stream[1:inputs.size + 1]
-
-
-def test_the_positions_page_shows_the_records_table(capsys):
-    assert positions.main(["--table"]) == 0
-    table = capsys.readouterr().out.strip()
-    assert table == positions.tables(record()) and table.count("\n") == 5  # a header, a rule, four schemes
-    page = ROOT / "docs" / "positions.md"
-    assert table in page.read_text(encoding="utf-8"), ("docs/positions.md: paste the output of python3 -m"
-                                                      " experiments.positions --table")

@@ -205,19 +205,6 @@ def test_a_rerun_gives_each_verdict_on_records_made_up_around_its_loss():
     verdicts_on_made_up_records(lambda rec: scaling.rerun(rec, size, budget, 4, step), r, runs, 4, step)
 
 
-@pytest.mark.parametrize("args, phrase", [
-    (["--rerun", "12x1"], "--rerun 12x1: scaling.json has the sizes 8x1, 16x1"),
-    (["--rerun", "16x1", "--budget", "123"], "--budget 123: scaling.json has the budgets 10000000000"),
-    (["--rerun", "16x1", "--seed", "9"], "--seed 9: scaling.json has the seeds"),
-    (["--rerun", "16x1", "--until", "7"], "--until 7: expected a step of the recorded tuning curves"),
-])
-def test_a_bad_rerun_is_refused_before_training_naming_the_value(args, phrase, capsys):
-    scaling, _ = scaling_record()
-    with pytest.raises(SystemExit) as e:
-        scaling.main(args)
-    assert e.value.code == 2 and phrase in capsys.readouterr().err
-
-
 def test_the_committed_grid_trained_more_seeds_where_its_seeds_split_and_reruns_only_those(capsys):
     scaling, r = scaling_record()
     split = split_cells(r, scaling.FULL)
@@ -256,12 +243,3 @@ def test_the_law_fit_recovers_the_law_it_is_given():
         free["beta"] == pytest.approx(0.3, rel=1e-4))
     known, _ = scaling.fit_law(n, d, loss, floor=0.5)
     assert known["alpha"] == pytest.approx(0.4, rel=1e-4) and known["B"] == pytest.approx(300, rel=1e-3)
-
-
-def test_the_scaling_page_shows_the_records_tables(capsys):
-    scaling, r = scaling_record()
-    assert scaling.main(["--table"]) == 0
-    tables = capsys.readouterr().out.strip()
-    assert tables == scaling.tables(r)
-    page = ROOT / "docs" / "scaling.md"
-    assert tables in page.read_text(encoding="utf-8"), "docs/scaling.md: paste python3 -m experiments.scaling --table"
