@@ -469,8 +469,7 @@ def tokens_answer(lab):
         counts = [{"word_count": text.count(WORD), "kite_count": text.count(KITE)}]
     return {"value": len(ids),
             "slots": {"word": repr(WORD), "count": len(ids), "pieces": pieces(lab, ids),
-                      "ids": ", ".join(map(str, ids)), "made": made, "characters": len(tok.alphabet),
-                      "merges": len(tok.merges), "vocab": len(tok.vocab), "kite": repr(KITE),
+                      "ids": ", ".join(map(str, ids)), "made": made, **facts(tok), "kite": repr(KITE),
                       "counts": counts}}
 
 
