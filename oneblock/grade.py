@@ -197,14 +197,6 @@ def learner_module(path):
     return module
 
 
-def with_lab_steps(module, step):
-    """module with every build step but step replaced by the lab's own, so that step is graded alone."""
-    for other in STEPS:
-        if other != step:
-            setattr(module, other, getattr(lab, other))
-    return module
-
-
 FORWARD_OF = {"layernorm_backward": "layernorm_forward", "attention_backward": "attention_forward",
               "backward": "forward", "loss_and_dlogits": "loss_and_dlogits"}  # a gradient step: whose gradient
 UPSTREAM = {"layernorm_backward": "dy", "attention_backward": "dout", "backward": "dlogits"}  # the gradient it is given
@@ -235,12 +227,6 @@ def nudged(step, module, case, name, index, by):
         return out
     upstream = case[UPSTREAM[step]]  # (T, n)
     return fsum(u * o for u_row, o_row in zip(upstream, out) for u, o in zip(u_row, o_row))
-
-
-def finite_difference(step, module, case, name, where):
-    """The central difference of the learner's own forward at the input entry whose gradient (name, where) is."""
-    index = [int(i) for i in where.strip("[]").split("][")]
-    return (nudged(step, module, case, name, index, H) - nudged(step, module, case, name, index, -H)) / (2 * H)
 
 
 def probes(module):
@@ -290,8 +276,11 @@ def grade_step(step, path):
     case = lab_case()
     want = outputs(step, getattr(lab, step)(*arguments(step, case)))
     try:
+        for other in STEPS:  # every other step the lab's own, so that step is graded alone
+            if other != step:
+                setattr(module, other, getattr(lab, other))
         with contextlib.redirect_stdout(io.StringIO()):
-            got = getattr(with_lab_steps(module, step), step)(*arguments(step, case))
+            got = getattr(module, step)(*arguments(step, case))
     except NotImplementedError:
         return {**result, "status": "todo", "explain": f"{step} is not written yet"}
     except Exception as e:  # noqa: BLE001
@@ -316,10 +305,13 @@ def grade_step(step, path):
             if compare(got, mistaken) is None:
                 result.update(mistake=key, explain=f"{entry['explain']} It breaks: \"{entry['breaks']}\".")
                 break
-    if step in FORWARD_OF and tensor != "loss":
+    if step in FORWARD_OF and tensor != "loss":  # the central difference of the learner's own forward there
         try:
+            index = [int(i) for i in where.strip("[]").split("][")]
             with contextlib.redirect_stdout(io.StringIO()):
-                result["fd"] = finite_difference(step, learner_module(path), case, tensor, where)
+                module = learner_module(path)
+                result["fd"] = (nudged(step, module, case, tensor, index, H)
+                                - nudged(step, module, case, tensor, index, -H)) / (2 * H)
         except Exception:  # noqa: BLE001  (a forward not written yet, or failing: no finite difference to show)
             result["fd"] = None
     if result["explain"] is None:

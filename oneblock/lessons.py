@@ -49,8 +49,7 @@ class Lesson:
     key: str          # "tokens", "init-loss", ... (unique, kebab-case)
     title: str        # one line
     question: str     # what the learner is asked, a few lines: a template whose slots ({vocab}, ...) words() fills
-    guess: tuple      # what the learner enters first: ("number",), ("range",) two numbers low high, or
-                      # ("choice", ("a", "b", ...))
+    guess: tuple      # what the learner enters first: one of the kinds the module lists
     answer: Callable  # answer(lab) -> dict {"value": the computed answer (number, pair or choice),
                       #   "shown": lines of text showing it, "bounds": how exact it is (e.g. "exact", "+-0.01")};
                       #   its lines are templates (shows) where it has them, the page fills the same
@@ -470,8 +469,7 @@ def tokens_answer(lab):
         counts = [{"word_count": text.count(WORD), "kite_count": text.count(KITE)}]
     return {"value": len(ids),
             "slots": {"word": repr(WORD), "count": len(ids), "pieces": pieces(lab, ids),
-                      "ids": ", ".join(map(str, ids)), "made": made, "characters": len(tok.alphabet),
-                      "merges": len(tok.merges), "vocab": len(tok.vocab), "kite": repr(KITE),
+                      "ids": ", ".join(map(str, ids)), "made": made, **facts(tok), "kite": repr(KITE),
                       "counts": counts}}
 
 
@@ -1055,9 +1053,8 @@ def imported_lessons(name, what, packages):
 def numpy_lessons():
     """(the lessons after the ten, why some are left out, or None): the three that train, of
     experiments/lessons_trained.py (NumPy), then the scaling lesson of experiments/lessons_scaling.py, which needs
-    SciPy too. A missing module or package leaves its lessons out; any other error in it raises: a broken module is
-    not a missing one. The path keeps its order, so the scaling lesson comes only after the three (without NumPy,
-    neither imports)."""
+    SciPy too, each as imported_lessons finds them. The path keeps its order, so the scaling lesson comes only after
+    the three (without NumPy, neither imports)."""
     trained, why = imported_lessons("experiments.lessons_trained", "the lessons that train are", ("numpy",))
     if why:
         return [], f"{why} (and the scaling lesson after them)"

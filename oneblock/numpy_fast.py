@@ -807,7 +807,6 @@ def token_rows_sum(ids, dx0, out, ws):
 
 def forward(params, ids, config):
     """numpy_model.forward through a fresh workspace: logits (T, V) or (B, T, V), and the cache of intermediates.
-    For one-off use: in a loop, make one `Workspace` and call its `forward` (see the top of this file).
 
     >>> config = ModelConfig(96, 4, 8, 8)
     >>> logits, cache = forward(numpy_model.init_params(config, 3), [1, 2, 3], config)
@@ -838,8 +837,7 @@ def first_row(x):
 
 def loss_and_grads(params, ids, targets, config):
     """numpy_model.loss_and_grads through a fresh workspace: the mean loss over every position of ids (T,) or
-    (B, T), and one gradient per parameter. For one-off use: a training loop that calls this pays for every array
-    of a step on every call; make one `Workspace` and call its `loss_and_grads` instead (see the top of this file).
+    (B, T), and one gradient per parameter.
 
     >>> config = ModelConfig(96, 4, 8, 8)
     >>> loss, grads = loss_and_grads(numpy_model.init_params(config, 3), [[1, 2]], [[2, 3]], config)
@@ -855,7 +853,6 @@ def loss_and_grads(params, ids, targets, config):
 
 def sequence_loss(params, ids, targets, config):
     """numpy_model.sequence_loss through a fresh workspace: the loss of predicting targets from ids, one float.
-    For one-off use: in a loop, make one `Workspace` and call its `forward`, then its `loss_and_dlogits`.
 
     >>> config = ModelConfig(96, 4, 8, 8)
     >>> round(sequence_loss(numpy_model.init_params(config, 3), [1, 2], [2, 3], config), 2)
@@ -877,5 +874,4 @@ def one_off(params, ids, config):
     """
     numpy_model.check_params(params, config)
     ids = numpy_model.check_ids(ids, config.vocab)
-    numpy_model.check_length(ids.shape, config.positions, config.max_len)
     return Workspace(params, config, *((1, *ids.shape) if ids.ndim == 1 else ids.shape)), ids

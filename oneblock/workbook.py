@@ -15,7 +15,7 @@ A blank function keeps its signature, its docstring (what it computes, with a ti
 to return (the cache's keys, which the later steps read). Its body ends in a line that raises NotImplementedError,
 which the grader reads as "not written yet".
 
-    >>> text = workbook(lab_source(), "loss_and_dlogits")
+    >>> text = workbook("loss_and_dlogits")
     >>> "def loss_and_dlogits(logits, targets):" in text, "dlogits.append([pi / T for pi in p])" in text
     (True, False)
     >>> "x1 = add(x0, a)  # (T, d) skip path 1" in text  # (forward comes before: the lab's, filled in)
@@ -41,11 +41,6 @@ BUG_MARK = "# find the bug: "  # the first line of a find-the-bug file, which ch
 
 # ----------------------------------------------------------------------------------------------------------------
 # The workbook
-
-
-def lab_source():
-    """The text of the lab's model.py, the source of every copy."""
-    return LAB_MODEL.read_text(encoding="utf-8")
 
 
 def plain(node):
@@ -94,12 +89,13 @@ def blank(lines, node, number, comments):
     return lines[node.lineno - 1:first_body - 1] + body
 
 
-def workbook(source, start=STEPS[0]):
-    """source (model.py's text) with the build's functions from step start on blanked, the earlier ones the lab's.
+def workbook(start=STEPS[0]):
+    """The lab's model.py with the build's functions from step start on blanked, the earlier ones the lab's.
 
-    >>> "raise NotImplementedError" in workbook(lab_source(), "backward")
+    >>> "raise NotImplementedError" in workbook("backward")
     True
     """
+    source = LAB_MODEL.read_text(encoding="utf-8")
     lines = source.split("\n")
     functions = {node.name: node for node in ast.parse(source).body if isinstance(node, ast.FunctionDef)}
     comments = trailing_comments(source)
@@ -120,16 +116,17 @@ SEED_LAB = ["trace_block.py", "test_model.py", "bpe.py", "make_corpus.py", "atom
             "tokenizer.json", "corpus.txt"]  # copied beside the planted model.py: the lab's own checks run there
 
 
-def bug_file(source, seed):
-    """(text, key): source with a catalogue mistake planted, chosen by seed, and a first line that says the file is
-    a find-the-bug exercise (its key is not written: the learner names the function that holds it).
+def bug_file(seed):
+    """(text, key): the lab's model.py with a catalogue mistake planted, chosen by seed, and a first line that says
+    the file is a find-the-bug exercise (its key is not written: the learner names the function that holds it).
 
-    >>> text, key = bug_file(lab_source(), 0)
+    >>> text, key = bug_file(0)
     >>> text.startswith(BUG_MARK), key in MISTAKES
     (True, True)
     """
     key = random.Random(seed).choice(sorted(MISTAKES))
-    return f"{BUG_MARK}one function of this file holds a mistake\n" + planted(source, MISTAKES[key]), key
+    return (f"{BUG_MARK}one function of this file holds a mistake\n"
+            + planted(LAB_MODEL.read_text(encoding="utf-8"), MISTAKES[key]), key)
 
 
 def bug_folder(folder, seed):
@@ -140,7 +137,7 @@ def bug_folder(folder, seed):
     taken = [name for name in ["model.py", *SEED_LAB] if os.path.lexists(folder / name)]
     if taken:
         raise ValueError(f"{folder / taken[0]} exists: your work is never written over (choose another folder)")
-    write_new(folder / "model.py", bug_file(lab_source(), seed)[0])
+    write_new(folder / "model.py", bug_file(seed)[0])
     for name in SEED_LAB:
         write_new(folder / name, (LAB_MODEL.parent / name).read_text(encoding="utf-8"))
 
@@ -192,13 +189,6 @@ def report(path, grades):
 # The commands
 
 
-def learner_file(parser, path):
-    """path if it is a file that can be read, else a parser error naming it."""
-    if not Path(path).is_file():
-        parser.error(f"{path} is not a file; expected your model.py (python3 -m oneblock.workbook write DIR makes one)")
-    return Path(path)
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python3 -m oneblock.workbook", description=__doc__.split("\n")[0],
                                      allow_abbrev=False)
@@ -222,7 +212,7 @@ def main(argv=None):
         where = Path(args.dir) / "model.py"
         try:
             if args.command == "write":
-                write_new(where, workbook(lab_source(), args.start))
+                write_new(where, workbook(args.start))
             else:
                 bug_folder(args.dir, args.seed)
         except (ValueError, OSError) as e:
@@ -236,7 +226,9 @@ def main(argv=None):
               f" {where} FUNCTION")
         return 0
 
-    path = learner_file(parser, args.file)
+    path = Path(args.file)
+    if not path.is_file():
+        parser.error(f"{path} is not a file; expected your model.py (python3 -m oneblock.workbook write DIR makes one)")
     planted = path.read_text(encoding="utf-8", errors="replace").startswith(BUG_MARK)
     if args.command == "check" and planted:
         parser.error(f"{path} is a find-the-bug file: the grader would name its mistake; find it with the lab's"

@@ -16,7 +16,7 @@ from oneblock import grade, mistakes, workbook
 from oneblock.mistakes import MISTAKES
 
 ROOT = Path(__file__).resolve().parent.parent
-LAB = workbook.lab_source()
+LAB = mistakes.LAB_MODEL.read_text(encoding="utf-8")
 DB = "    db = column_sums(dy)  # (n,)"  # a line of layernorm_backward
 
 
@@ -131,7 +131,7 @@ def test_the_probes_find_a_mask_that_reads_later_and_an_order_read_without_posit
 
 @pytest.mark.parametrize("start", grade.STEPS)
 def test_the_workbook_blanks_the_steps_from_its_start_keeping_signatures_and_docstrings(start, tmp_path):
-    text = workbook.workbook(LAB, start)
+    text = workbook.workbook(start)
     mine, lab = functions(text), functions(LAB)
     assert list(mine) == list(lab)  # every function, in order
     path = written(tmp_path, text)
@@ -144,7 +144,7 @@ def test_the_workbook_blanks_the_steps_from_its_start_keeping_signatures_and_doc
 
 def test_a_workbook_filled_in_from_the_lab_passes_every_step(tmp_path):
     """It is the lab's model.py again, and so the lab's own model passes every step."""
-    text, lab_lines = workbook.workbook(LAB), LAB.split("\n")
+    text, lab_lines = workbook.workbook(), LAB.split("\n")
     for step in reversed(grade.STEPS):  # (last first: the line numbers of the earlier ones hold)
         node, lines = functions(text)[step], text.split("\n")
         first, last = mistakes.function_span(LAB, step)
@@ -186,7 +186,7 @@ def test_the_learners_path_write_check_then_a_planted_bug_and_a_guess(tmp_path):
 
     hunt = tmp_path / "hunt"
     assert command("bug", hunt, "--seed", "4").returncode == 0
-    _, key = workbook.bug_file(LAB, 4)
+    _, key = workbook.bug_file(4)
     tests = subprocess.run([sys.executable, "-m", "unittest", "test_model.py"], cwd=hunt, capture_output=True,
                            text=True, timeout=300)
     assert tests.returncode == 1  # (the lab's own checks, run beside the planted file, find something wrong)
