@@ -69,10 +69,9 @@ STRETCH = 2**16                 # characters split into pieces at a time (stretc
 
 
 def pattern_for(alphabet):
-    """The pre-tokenizer regex for a tokenizer with this alphabet: an optional space and a run of its letters, or
-    any one other character. The letters are written out: a-z and A-Z for the ASCII letters (whichever of the two
-    the alphabet has), then its other letters one by one in code point order. Encoding rejects characters outside
-    the alphabet first, so the pattern only ever meets these. None of the characters regexes treat specially inside
+    """The pre-tokenizer regex for a tokenizer with this alphabet: an optional space and a run of its letters
+    (written out as letter_class writes them), or any one other character. Encoding rejects characters outside the
+    alphabet first, so the pattern only ever meets these. None of the characters regexes treat specially inside
     brackets is a letter, so nothing needs escaping.
 
     >>> pattern_for("\\n ,.abhimst")
@@ -87,8 +86,9 @@ def pattern_for(alphabet):
 
 
 def letter_class(alphabet):
-    """The letters of an alphabet as the inside of a regex's brackets, as pattern_for writes them ("" for none): the
-    characters that belong in words, letters (str.isalpha) and combining marks (Unicode category M*).
+    """The letters of an alphabet as the inside of a regex's brackets ("" for none): the characters that belong in
+    words, letters (str.isalpha) and combining marks (Unicode category M*); a-z and A-Z for the ASCII ones (whichever
+    of the two it has), then the others one by one in code point order.
 
     >>> letter_class("\\n .Zaeéz"), letter_class("9_ß\\u0301")
     ('A-Za-zé', 'ß\u0301')
