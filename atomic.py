@@ -35,9 +35,7 @@ LOCK_OFFSET = 1 << 20  # Windows locks a byte range: one byte here, far past the
 
 def write_atomic(path, data, mode=0o644):
     """Write data (str as UTF-8 with "\\n" line ends, or bytes) to a temporary file beside path, flush it to disk,
-    then rename it over path in one step; the file gets the permissions mode as the umask leaves them (0o644: readable
-    by all where the umask lets them be; 0o600: for its owner only; private_mode: as private as what it is made
-    from)."""
+    then rename it over path in one step, with the permissions mode less the umask (write_together writes it)."""
     write_together({path: data}, {path: mode})
 
 

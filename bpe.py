@@ -37,10 +37,7 @@ How it works:
 Training is the classmethod Tokenizer.train(text, vocab_size); read_text reads a training text from a file and
 says clearly what is wrong with one that is not UTF-8 text or is past MOST_TEXT, before any work, and train_on_text
 trains on it. The text is split a stretch at a time (stretches), so that no list of all its pieces is ever made.
-bpe.py --data owns its --out while it runs (atomic.own: a second run on it is refused), never writes over --data,
-and replaces what is there only when it is a tokenizer and --overwrite says so. The tokenizer it writes is as
-private as --data (its merges spell the text's words; atomic.private_mode): from a text only you can read (mode
-0600), it is 0600 too, and no file is more open than your umask allows.
+What bpe.py --data writes, as private as the text, and what it never replaces, train_on_file says.
 """
 
 import argparse
@@ -71,20 +68,10 @@ STRETCH = 2**16                 # characters split into pieces at a time (stretc
 # small helpers
 
 
-def is_letter(ch):
-    """Whether a character belongs in words: a letter (str.isalpha) or a combining mark (Unicode category M*).
-
-    >>> [is_letter(ch) for ch in "aZß9_\\u0301"]
-    [True, True, True, False, False, True]
-    """
-    return ch.isalpha() or unicodedata.category(ch).startswith("M")
-
-
 def pattern_for(alphabet):
-    """The pre-tokenizer regex for a tokenizer with this alphabet: an optional space and a run of its letters, or
-    any one other character. The letters are written out: a-z and A-Z for the ASCII letters (whichever of the two
-    the alphabet has), then its other letters one by one in code point order. Encoding rejects characters outside
-    the alphabet first, so the pattern only ever meets these. None of the characters regexes treat specially inside
+    """The pre-tokenizer regex for a tokenizer with this alphabet: an optional space and a run of its letters
+    (written out as letter_class writes them), or any one other character. Encoding rejects characters outside the
+    alphabet first, so the pattern only ever meets these. None of the characters regexes treat specially inside
     brackets is a letter, so nothing needs escaping.
 
     >>> pattern_for("\\n ,.abhimst")
@@ -99,12 +86,14 @@ def pattern_for(alphabet):
 
 
 def letter_class(alphabet):
-    """The letters of an alphabet as the inside of a regex's brackets, as pattern_for writes them ("" for none).
+    """The letters of an alphabet as the inside of a regex's brackets ("" for none): the characters that belong in
+    words, letters (str.isalpha) and combining marks (Unicode category M*); a-z and A-Z for the ASCII ones (whichever
+    of the two it has), then the others one by one in code point order.
 
-    >>> letter_class("\\n .Zaeéz")
-    'A-Za-zé'
+    >>> letter_class("\\n .Zaeéz"), letter_class("9_ß\\u0301")
+    ('A-Za-zé', 'ß\u0301')
     """
-    letters = sorted(ch for ch in set(alphabet) if is_letter(ch))
+    letters = sorted(ch for ch in set(alphabet) if ch.isalpha() or unicodedata.category(ch).startswith("M"))
     ranges = [r for r, (lo, hi) in (("A-Z", "AZ"), ("a-z", "az")) if any(lo <= ch <= hi for ch in letters)]
     others = [ch for ch in letters if not ("A" <= ch <= "Z" or "a" <= ch <= "z")]
     return "".join(ranges + others)
@@ -470,20 +459,20 @@ def check(path, text):
     return None
 
 
-def tokenizer_there(out, overwrite):
-    """The reader bpe.py --data judges its --out (out, as typed) with while it owns it (atomic.own): nothing there, or a
-    tokenizer.json and overwrite (--overwrite); a file that is not a tokenizer is never replaced (a ValueError in one
-    line says why)."""
+def tokenizer_there(shown, overwrite):
+    """The reader bpe.py --data judges its --out with while it owns it (atomic.own), and train.py --data the copy of
+    its tokenizer: nothing there, or a tokenizer.json and overwrite (--overwrite); a file that is not a tokenizer is
+    never replaced (a ValueError in one line, naming the file as shown, says why)."""
     def judge(target):
         if not os.path.lexists(target):
             return None
         try:
             there = Tokenizer.load(target)
         except ValueError as e:
-            raise ValueError(f"--out {out} exists but is not a tokenizer.json ({e}); it is never replaced: choose"
+            raise ValueError(f"{shown} exists but is not a tokenizer.json ({e}); it is never replaced: choose"
                              f" another --out, or remove the file yourself") from None
         if not overwrite:
-            raise ValueError(f"--out {out} already holds a tokenizer ({len(there.vocab)} tokens); pass --overwrite"
+            raise ValueError(f"{shown} already holds a tokenizer ({len(there.vocab)} tokens); pass --overwrite"
                              f" to replace it, or another --out to keep it")
     return judge
 
@@ -553,7 +542,8 @@ def train_on_file(data, vocab_size, out, overwrite=False, argv=None):
     needs or the path is wrong, or the tokenizer cannot be written."""
     try:
         with ExitStack() as owned:  # owned first, so that what is at out is judged by the run that will write there
-            target, _ = own(owned, out, "--out", "a tokenizer file", "tokenizer.json", tokenizer_there(out, overwrite),
+            target, _ = own(owned, out, "--out", "a tokenizer file", "tokenizer.json",
+                            tokenizer_there(f"--out {out}", overwrite),
                             holder("bpe.py", sys.argv[1:] if argv is None else argv), [("--data", data)])
             text = read_text(data)
             mode = private_mode(paths=[data])  # its merges spell the text's words: as private as the text

@@ -7,12 +7,10 @@
     python3 explore.py --export out/site/    # write a self-contained folder for any static host, and stop
 
 Standard library only. This file is the command line: what the export holds is oneblock/export.py's, how the server
-serves it oneblock/server.py's. The server binds 127.0.0.1 only, on a free port unless --port, answers only requests
-for its own names (127.0.0.1, localhost, [::1] with its port), and stops cleanly on Ctrl-C. A missing or bad
+serves it (on 127.0.0.1 only, a free port unless --port, until Ctrl-C) oneblock/server.py's. A missing or bad
 checkpoint, a text that is not the one the model learned, a port that is taken or a bad option exits with status 2
-before anything is written; so does an export that cannot be written (a full disk, a folder that cannot be made or
-written) or must not be (a folder of other files, a link in the way), and it writes nothing: an old export stays as
-it was.
+before anything is written; so does an export that cannot or must not be written (export.py says which), and it
+writes nothing: an old export stays as it was.
 """
 
 import argparse
@@ -28,26 +26,21 @@ from oneblock.server import make_server
 # Command line
 
 
-def build_parser():
-    p = argparse.ArgumentParser(description="Export a checkpoint for the browser explorer and serve it on 127.0.0.1.",
-                                allow_abbrev=False)
-    p.add_argument("--ckpt", default=None, metavar="PATH",
-                   help="the checkpoint to explore (default: out/ckpt.safetensors, as train.py writes it; without"
-                        " one, the untrained seed-3 weights)")
-    p.add_argument("--data", default=None, metavar="FILE",
-                   help="for a model of your own text: the text it learned, checked against the SHA-256 the"
-                        " checkpoint recorded (default: the file of the name it recorded, beside the checkpoint or"
-                        " in the current folder)")
-    p.add_argument("--port", type=int, default=0, metavar="N",
-                   help="the port to serve on (default: a free one)")
-    p.add_argument("--no-open", action="store_true", help="do not open a browser; just print the URL")
-    p.add_argument("--export", default=None, metavar="DIR",
-                   help="write a self-contained folder (the page and its data) for any static host, and stop")
-    return p
-
-
 def main(argv=None):
-    parser = build_parser()
+    parser = argparse.ArgumentParser(
+        description="Export a checkpoint for the browser explorer and serve it on 127.0.0.1.", allow_abbrev=False)
+    parser.add_argument("--ckpt", default=None, metavar="PATH",
+                        help="the checkpoint to explore (default: out/ckpt.safetensors, as train.py writes it; without"
+                             " one, the untrained seed-3 weights)")
+    parser.add_argument("--data", default=None, metavar="FILE",
+                        help="for a model of your own text: the text it learned, checked against the SHA-256 the"
+                             " checkpoint recorded (default: the file of the name it recorded, beside the checkpoint or"
+                             " in the current folder)")
+    parser.add_argument("--port", type=int, default=0, metavar="N",
+                        help="the port to serve on (default: a free one)")
+    parser.add_argument("--no-open", action="store_true", help="do not open a browser; just print the URL")
+    parser.add_argument("--export", default=None, metavar="DIR",
+                        help="write a self-contained folder (the page and its data) for any static host, and stop")
     args = parser.parse_args(argv)
     if not 0 <= args.port <= 65535:
         parser.error(f"--port {args.port} is not a port; expected 0 (a free one) to 65535")

@@ -118,12 +118,23 @@ def render(shape, choices):
     return SHAPES[shape].format(**choices)
 
 
+def draw_choices(shape, pick):
+    """The choices of one story of this shape: each slot's word is pick(the words it can take), slot by slot in the
+    order they are drawn.
+
+    >>> draw_choices("gift", lambda words: words[0])
+    {'x': 'mia', 'colour': 'red', 'thing': 'hat', 'y': 'ava'}
+    """
+    chosen = {}
+    for slot in slot_order(shape):
+        chosen[slot] = pick(slot_options(slot, chosen))
+    return chosen
+
+
 def draw_story(rng):
     """Draw one story: (text, log-probability), using rng for every choice."""
     shape = rng.choice(sorted(SHAPES))
-    chosen = {}
-    for slot in slot_order(shape):
-        chosen[slot] = rng.choice(slot_options(slot, chosen))
+    chosen = draw_choices(shape, rng.choice)
     return render(shape, chosen), choices_log_prob(shape, chosen)
 
 
@@ -170,28 +181,16 @@ def story_log_prob(text):
     return choices_log_prob(*parse_story(text))
 
 
-def example_choices(shape):
-    """The choices of one story of this shape: the first allowed word for every slot.
-
-    >>> example_choices("gift")
-    {'x': 'mia', 'colour': 'red', 'thing': 'hat', 'y': 'ava'}
-    """
-    chosen = {}
-    for slot in slot_order(shape):
-        chosen[slot] = slot_options(slot, chosen)[0]
-    return chosen
-
-
 def generator_entropy():
     """Entropy of one story in nats.
 
     Shapes are equally likely and, within a shape, every story has the same
     probability (each slot has a fixed number of options), so the entropy is the
-    mean over shapes of -log p of any one story of that shape.
+    mean over shapes of -log p of any one story of that shape (here the one of the first word each slot can take).
     """
     total = 0.0
     for shape in SHAPES:
-        total -= choices_log_prob(shape, example_choices(shape))
+        total -= choices_log_prob(shape, draw_choices(shape, lambda words: words[0]))
     return total / len(SHAPES)
 
 

@@ -5,11 +5,8 @@
     python3 sample.py --backend python                  # the same on model.py, standard library only
     python3 sample.py --backend torch                   # the same on torch_model.py, read by safetensors.torch
 
-This file is the command line; how a token is chosen, and how each backend computes the logits, is
-oneblock/sampling.py's: each step feeds the context (a newline, the prompt, what was generated so far) to the model
-and draws the next token from the last position's softmax, with the temperature and top-k given, by one seeded
-random.Random. Every backend computes in float64, so they agree to about 1e-15 and, away from exact ties, pick the
-same tokens. The model's sizes (blocks, heads, position scheme) are read from the checkpoint.
+This file is the command line; how a token is chosen, and how each backend computes the logits (all in float64,
+so that they pick the same tokens), is oneblock/sampling.py's.
 
 The tokens are those of the tokenizer the checkpoint was trained with: the one it carries (a model of your own text,
 train.py --data), or the shipped tokenizer.json, which must be the one the checkpoint recorded.
@@ -33,27 +30,23 @@ from oneblock.sampling import TOKEN_BYTES, generate, load_logits_fn
 # Command line
 
 
-def build_parser():
-    """The command line: every option with its default and what it does."""
-    p = argparse.ArgumentParser(description="Generate text from a checkpoint written by train.py.", allow_abbrev=False)
-    p.add_argument("--ckpt", default="out/ckpt.safetensors", metavar="PATH",  # where train.py writes by default
-                   help="the checkpoint (default: %(default)s)")
-    p.add_argument("--prompt", default="", help="text to continue; it always follows a newline, so the default,"
-                                                " empty, starts a new story")
-    p.add_argument("--tokens", type=int, default=160, metavar="N", help="tokens to generate (default: %(default)s)")
-    p.add_argument("--temperature", type=float, default=1.0,
-                   help="divides the logits: below 1 sharper, above 1 flatter, 0 greedy (default: %(default)s)")
-    p.add_argument("--top-k", type=int, default=0, metavar="K",
-                   help="draw only among the K most likely tokens; 0 means all (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=0, help="seeds the random.Random that draws (default: %(default)s)")
-    p.add_argument("--backend", choices=("numpy", "python", "torch"), default="numpy",
-                   help="numpy_model.py (default), model.py (standard library only) or torch_model.py (reads the"
-                        " file with safetensors.torch)")
-    return p
-
-
 def main(argv=None):
-    parser = build_parser()
+    parser = argparse.ArgumentParser(description="Generate text from a checkpoint written by train.py.",
+                                     allow_abbrev=False)
+    parser.add_argument("--ckpt", default="out/ckpt.safetensors", metavar="PATH",  # where train.py writes by default
+                        help="the checkpoint (default: %(default)s)")
+    parser.add_argument("--prompt", default="", help="text to continue; it always follows a newline, so the default,"
+                                                     " empty, starts a new story")
+    parser.add_argument("--tokens", type=int, default=160, metavar="N",
+                        help="tokens to generate (default: %(default)s)")
+    parser.add_argument("--temperature", type=float, default=1.0,
+                        help="divides the logits: below 1 sharper, above 1 flatter, 0 greedy (default: %(default)s)")
+    parser.add_argument("--top-k", type=int, default=0, metavar="K",
+                        help="draw only among the K most likely tokens; 0 means all (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=0, help="seeds the random.Random that draws (default: %(default)s)")
+    parser.add_argument("--backend", choices=("numpy", "python", "torch"), default="numpy",
+                        help="numpy_model.py (default), model.py (standard library only) or torch_model.py (reads the"
+                             " file with safetensors.torch)")
     args = parser.parse_args(argv)
     if args.tokens < 1:
         parser.error(f"--tokens must be at least 1, got {args.tokens}")

@@ -11,21 +11,10 @@ and a loss you can read against the best any model could do.
 
 This file is the command line: it parses the settings (oneblock/settings.py checks them), owns --out for the length
 of the run (atomic.own), judges what is there, reads the data once (oneblock/data.py), and trains with
-oneblock/training.py's train, saving checkpoints (oneblock/checkpoint.py) as it goes. The training itself, its step
-and its loop, is the library's: experiments and benchmarks call the same function with values.
-
-With --data FILE the checkpoint carries the tokenizer the model learned with, and a copy of it lies beside the
-checkpoint, named after it (notes.safetensors.tokenizer.json). A run owns its --out from its start: a second run on
-the same path is refused while the first one lives, and what a finished run left there is replaced only with
---overwrite (never a file that is not a checkpoint or, for the copy, not a tokenizer). What it writes is as private
-as what it is made from (atomic.private_mode): from a text only you can read (mode 0600), the checkpoints and the
-copy are 0600 too, and no file is more open than your umask allows.
-
-At each validation whose loss is the lowest so far (after step 0, the seed's initial weights), the run also writes
-that checkpoint beside --out, with ".best" before its suffix (out/ckpt.best.safetensors), by the same rules; the last
-one stays at --out, which --resume reads, and a resumed run keeps the best so far. A small text shows why: the model
-learns it by heart, and its validation loss rises again (the run says so on stderr, once, after
-training.RISES_TO_WARN rises in a row; docs/own-text.md).
+oneblock/training.py's train, saving checkpoints (oneblock/checkpoint.py) as it goes. docs/training.md says how a run
+owns, replaces and resumes its --out and keeps its best checkpoint beside it (out/ckpt.best.safetensors);
+docs/own-text.md says what --data adds: the copy of its tokenizer beside the checkpoint, and files as private as
+the text.
 """
 
 import argparse
@@ -219,16 +208,10 @@ def on_disk(args, out):
     replaced only by a run that resumes or overwrites, and anything else never is. A ValueError says what stops it."""
     copy = tokenizer_beside(out)
     its_input = args.tokenizer is not None and copy.exists() and same_file(args.tokenizer, copy)  # rewritten as it is
-    if args.data is not None and copy.exists() and not its_input:
-        try:
-            bpe.Tokenizer.load(copy)
-        except ValueError as e:
-            raise ValueError(f"{copy}, where this run keeps the copy of its tokenizer, exists but is not a"
-                             f" tokenizer.json ({e}); it is never replaced: choose another --out, or remove the file"
-                             f" yourself") from None
-        if not (args.resume or args.overwrite):
-            raise ValueError(f"{copy} already holds a tokenizer (the copy of an earlier run's); pass --overwrite to"
-                             f" replace it with this run's, or another --out to keep it")
+    if args.data is not None and copy.exists() and not its_input:  # (judged as bpe.py --data judges its --out)
+        judge = bpe.tokenizer_there(f"{copy}, where this run keeps the copy of its tokenizer,",
+                                    args.resume or args.overwrite)
+        judge(copy)
     if not out.exists():
         if args.resume:
             raise ValueError(f"cannot resume: there is no checkpoint at {args.out}; run without --resume to start one")
@@ -289,28 +272,24 @@ def best_there(args, resumed, best):
     return None
 
 
-def other_text(s, path, metadata, text_sha256):
-    """Raise a ValueError if the checkpoint at path (its metadata) learned another text than this run reads: the
-    stories or --data FILE, and which FILE (text_sha256: the SHA-256 of the bytes this run read from it)."""
-    there = metadata.get("text")  # the --data FILE it learned, as it was given
-    if there is None and s.data is not None:
-        raise ValueError(f"{path} learned the stories of corpus.txt; resume it without --data")
-    if there is not None and s.data is None:
-        raise ValueError(f"{path} learned --data {there}; resume it with the same --data")
-    if there is not None and metadata.get("text_sha256") != text_sha256:
-        raise ValueError(f"{path} learned another text than {s.data} ({there} as it was then); it cannot be resumed"
-                         f" on this one")
-
-
 def read_inputs(s, resumed, out):
     """What the run with settings s reads, once each: its --data FILE (if any) and data.prepare's data. resumed: the
-    checkpoint at out that the run resumes (loaded), or None; it must have learned that text, and its tokenizer is
-    then the run's (unless --tokenizer names one, which must be the same). A ValueError says what is wrong."""
+    checkpoint at out that the run resumes (loaded), or None; it must have learned that text (the stories, or the
+    bytes of that FILE by their SHA-256), and its tokenizer is then the run's (unless --tokenizer names one, which
+    must be the same). A ValueError says what is wrong."""
     text = data_files.read_data(s.data) if s.data is not None else None
     carried = None
     if resumed is not None:
-        other_text(s, out, resumed["metadata"], text and text[1])
-        carried = checkpoint.carried_tokenizer(resumed["metadata"], out) if s.tokenizer is None else None
+        metadata = resumed["metadata"]
+        there = metadata.get("text")  # the --data FILE it learned, as it was given
+        if there is None and s.data is not None:
+            raise ValueError(f"{out} learned the stories of corpus.txt; resume it without --data")
+        if there is not None and s.data is None:
+            raise ValueError(f"{out} learned --data {there}; resume it with the same --data")
+        if there is not None and metadata.get("text_sha256") != text[1]:
+            raise ValueError(f"{out} learned another text than {s.data} ({there} as it was then); it cannot be"
+                             f" resumed on this one")
+        carried = checkpoint.carried_tokenizer(metadata, out) if s.tokenizer is None else None
     return data_files.prepare(s, carried, text)
 
 
