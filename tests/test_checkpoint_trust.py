@@ -9,7 +9,6 @@ tests/test_page_loader.py gives the same files to the explorer page.)"""
 
 import os
 import re
-import signal
 import time
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import pytest
 from oneblock import checkpoint, export, settings
 from checkpoint_edits import RUNS, write_bases
 import run_helpers
-from run_helpers import ran
+from run_helpers import file_size_limit, memory_limit, ran
 
 pytest.importorskip("numpy")
 if os.name == "nt":
@@ -35,26 +34,18 @@ def work(tmp_path_factory):
     return folder, write_bases(folder)
 
 
-def limited(memory=None, file_size=None):
-    """A preexec_fn for subprocess: RLIMIT_AS of memory bytes, and RLIMIT_FSIZE of file_size bytes with SIGXFSZ
-    ignored (so that a write past it fails with EFBIG, as on a full disk, instead of killing the process)."""
-    def apply():
-        import resource
-
-        if memory is not None:
-            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-        if file_size is not None:
-            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-            resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
-    return apply
-
-
 def run(tool, *args, cwd, memory=LIMIT, file_size=None):
     """A tool (sample, compare, train, explore) run in a subprocess in cwd, as its command line runs it (compare:
-    python3 -m dev.compare, with the lab's folder on the module path): (CompletedProcess, seconds it took)."""
+    python3 -m dev.compare, with the lab's folder on the module path), under RLIMIT_AS of memory bytes and, when
+    given, RLIMIT_FSIZE of file_size bytes (a write past it fails as on a full disk): (CompletedProcess, seconds it
+    took)."""
+    def limit():
+        memory_limit(memory)()
+        if file_size is not None:
+            file_size_limit(file_size)()
+
     started = time.monotonic()
-    proc = run_helpers.run("-m dev.compare" if tool == "compare" else f"{tool}.py", *args, cwd=cwd,
-                           limit=limited(memory, file_size))
+    proc = run_helpers.run("-m dev.compare" if tool == "compare" else f"{tool}.py", *args, cwd=cwd, limit=limit)
     return proc, time.monotonic() - started
 
 

@@ -1,51 +1,44 @@
 """One place for the defaults: every default of train.py's command line is the Settings field's, read from Settings
 when the parser is built, so that a default written twice (once in Settings, once typed into the parser) cannot
 drift apart. A Settings whose defaults all differ shows through in every flag's default and in the help that quotes
-them. train.py is a command line, which no test imports (test_layout.py): its parser is built in a subprocess."""
+them. train.py is a command line, which no test imports (test_layout.py): its parser is built from the file run
+in this process."""
 
 import dataclasses
-import json
-import os
-import subprocess
-import sys
+import runpy
 import typing
 from pathlib import Path
 
+from oneblock import settings
 from oneblock.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 FLAGLESS = ("rank", "world")  # torchrun's environment, never a flag
-PROBE = """
-import dataclasses, json, sys
-import train
-from oneblock import settings
-
-changed = json.loads(sys.argv[1])  # {setting: another default}, given to Settings where train.py looks it up
-if changed:
-    train.Settings = settings.Settings = dataclasses.make_dataclass("Settings", [
-        (f.name, f.type, dataclasses.field(default=changed.get(f.name, f.default)))
-        for f in dataclasses.fields(settings.Settings)], frozen=True)
-parser = train.build_parser()
-names = {f.name for f in dataclasses.fields(settings.Settings)}
-print(json.dumps({"defaults": {a.dest: parser.get_default(a.dest) for a in parser._actions if a.dest in names},
-                  "help": parser.format_help(),
-                  "same": train.settings_from(parser.parse_args([])) == settings.Settings()}))
-"""
 
 
-def parser_of(changed=None):
-    """What train.py's parser says, built in a subprocess with Settings' defaults changed as changed says: {"defaults":
-    {setting: the parser's default}, "help": its help, one line a flag's text, "same": whether the command line
-    without flags gives the default Settings}."""
-    env = {name: value for name, value in os.environ.items() if name not in ("RANK", "WORLD_SIZE")}
-    done = subprocess.run([sys.executable, "-c", PROBE, json.dumps(changed or {})], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60, env={**env, "COLUMNS": "10000"}, check=False)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+def parser_of(monkeypatch, changed=None):
+    """What train.py's parser says, built in this process with Settings' defaults changed as changed says:
+    {"defaults": {setting: the parser's default}, "help": its help, one line a flag's text, "same": whether the
+    command line without flags gives the default Settings}."""
+    for name in ("RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("COLUMNS", "10000")
+    train = runpy.run_path(str(ROOT / "train.py"))["build_parser"].__globals__  # (run as a file: never imported)
+    if changed:  # another default for each setting, in Settings where train.py looks it up
+        other = dataclasses.make_dataclass("Settings", [
+            (f.name, f.type, dataclasses.field(default=changed.get(f.name, f.default)))
+            for f in dataclasses.fields(Settings)], frozen=True)
+        train["Settings"] = other
+        monkeypatch.setattr(settings, "Settings", other)
+    parser = train["build_parser"]()
+    names = {f.name for f in dataclasses.fields(settings.Settings)}
+    return {"defaults": {a.dest: parser.get_default(a.dest) for a in parser._actions if a.dest in names},
+            "help": parser.format_help(),
+            "same": train["settings_from"](parser.parse_args([])) == settings.Settings()}
 
 
-def test_every_flag_of_a_setting_has_the_fields_default():
-    got = parser_of()
+def test_every_flag_of_a_setting_has_the_fields_default(monkeypatch):
+    got = parser_of(monkeypatch)
     want = {field.name: field.default for field in dataclasses.fields(Settings) if field.name not in FLAGLESS}
     assert got["defaults"] == want  # every setting has its flag, None-filled defaults included
     assert len(want) == 29 and want["seq_len"] is None and want["positions"] == "learned"
@@ -85,9 +78,9 @@ def help_of(text):
     return entries
 
 
-def test_a_changed_default_shows_through_in_every_flag_and_its_help():
+def test_a_changed_default_shows_through_in_every_flag_and_its_help(monkeypatch):
     assert all(OTHER[field.name] != field.default for field in dataclasses.fields(Settings))  # each one changed
-    got = parser_of(OTHER)
+    got = parser_of(monkeypatch, OTHER)
     assert got["defaults"] == {name: value for name, value in OTHER.items() if name not in FLAGLESS}
     assert got["same"]
     lines = help_of(got["help"])

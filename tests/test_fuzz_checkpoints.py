@@ -3,7 +3,7 @@ and explore.py --export. Each must either refuse the file (exit status 2, one li
 "error:", nothing on stdout, nothing written) or give exactly what the undamaged file gives.
 
 The files are mutations of three small checkpoints that train.py writes in a second: one block of the stories
-(format version 1), a grown model of the stories (2 blocks x 2 heads, version 2) and one block of a text of your own
+(format version 1), a grown model of the stories (2 blocks x 2 heads, version 3) and one block of a text of your own
 (--data). checkpoint_edits.mutations builds them, seeded: damage anywhere in the header and the data, every kind of
 edit of the header's JSON and of the values (the hashes made right again, so that only the checks of the values
 stand in the way), the pitfalls of a reader that does not read numbers, keys and names as Python does, and the

@@ -11,7 +11,6 @@ import json
 import math
 import random
 import re
-import subprocess
 import sys
 
 import pytest
@@ -21,7 +20,7 @@ import model
 from experiments import lessons as command
 from oneblock import checkpoint, lessons
 from oneblock.config import ModelConfig
-from run_helpers import ROOT, script
+from run_helpers import ROOT, run, script
 
 TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
 SEED = model.init_params(96, 16, 64, 64, 3)  # the seed's series model, drawn here on its own
@@ -387,8 +386,7 @@ def test_a_bad_argument_is_refused_in_one_line_with_status_2(monkeypatch, capsys
 
 def test_bad_arguments_are_refused_in_one_line_with_status_2():
     """The same, as a learner's terminal sees it: python3 -m experiments.lessons in a process of its own."""
-    done = subprocess.run([sys.executable, "-m", "experiments.lessons", "--lesson", "nope"], capture_output=True,
-                          text=True, cwd=ROOT, timeout=120)
+    done = run("-m experiments.lessons", "--lesson", "nope", cwd=ROOT, timeout=120)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith("error: no lesson 'nope'; expected one of: tokens,") and done.stderr.count("\n") == 1
 

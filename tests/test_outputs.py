@@ -5,21 +5,17 @@ README) is one line of usage error, and the file there stays as it was; a file o
 a link to it the file it leads to. Each case is the command in a real subprocess."""
 
 import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
-from run_helpers import one_line_error
+from run_helpers import ROOT, one_line_error, run
 
-ROOT = Path(__file__).resolve().parent.parent
 pytest.importorskip("numpy")
 
 
-def dev(module, *args, timeout=120):
-    return subprocess.run([sys.executable, "-m", f"dev.{module}", *map(str, args)], capture_output=True, text=True,
-                          cwd=ROOT, timeout=timeout)
+def dev(module, *args):
+    """python3 -m dev.module with args, in a subprocess in the lab's folder."""
+    return run(f"-m dev.{module}", *args, cwd=ROOT, timeout=120)
 
 
 def test_dev_bench_refuses_a_json_path_it_does_not_own_before_it_times_anything(tmp_path):
