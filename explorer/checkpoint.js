@@ -76,7 +76,7 @@ export function sha256(bytes) {
 // reviver that sees each number's text mends the first three, but costs seconds on a header of millions of numbers,
 // so it reads only a config's or training's flat object, after a plain JSON.parse has shown it to be one.
 
-const MAX_DIGITS = 4300; // checkpoint.MAX_DIGITS: the longest whole number read (a longer one is refused)
+const MAX_DIGITS = 4300; // tensorfile.MAX_DIGITS: the longest whole number read (a longer one is refused)
 const is_digit = (c) => c >= 0x30 && c <= 0x39; // a character code of 0 to 9
 
 /** The flat JSON object text as a Map of its keys, each one of known, to their values: a whole number as a BigInt
@@ -152,11 +152,11 @@ function has_float(text) {
 // ----------------------------------------------------------------------------------------------------------------
 // The safetensors container
 
-export const DTYPES = { F32: 4, F64: 8, I64: 8 }; // safetensors dtype -> bytes per value
-const HEADER_ALIGN = 8;
-const MAX_HEADER = 100 * 1024 * 1024; // a longer header means a corrupt file
-const MAX_RANK = 64; // checkpoint.MAX_RANK: the most dimensions a tensor may have
-export const DATA_HASH_KEY = "data_sha256";
+const DTYPES = { F32: 4, F64: 8, I64: 8 }; // tensorfile.DTYPES: safetensors dtype -> bytes per value
+const HEADER_ALIGN = 8; // tensorfile.HEADER_ALIGN: the header is padded to a multiple of this
+const MAX_HEADER = 100 * 1024 * 1024; // tensorfile.MAX_HEADER: a longer header means a corrupt file
+const MAX_RANK = 64; // tensorfile.MAX_RANK: the most dimensions a tensor may have
+export const DATA_HASH_KEY = "data_sha256"; // tensorfile.DATA_HASH_KEY
 
 /** The bytes of a safetensors file holding tensors {name: {dtype, shape, values}} in the given order; metadata
  * (strings) goes into "__metadata__" with the data's SHA-256 added. I64 values are Numbers (exact below 2^53). */
@@ -195,13 +195,6 @@ const ARRAYS = { F32: Float32Array, F64: Float64Array, I64: BigInt64Array }; // 
 function little_endian(bytes, width) {
   if (!LITTLE_ENDIAN) for (let at = 0; at < bytes.length; at += width) bytes.subarray(at, at + width).reverse();
   return bytes;
-}
-
-/** A typed array of the numbers in little-endian bytes raw (a copy, in its own buffer, aligned for the typed array).
- *
- *     unpacked("F64", new Uint8Array(8))   // Float64Array [0] */
-function unpacked(dtype, raw) {
-  return new ARRAYS[dtype](little_endian(raw.slice(), DTYPES[dtype]).buffer);
 }
 
 /** The number of values of a tensor of this shape (BigInts), or null once it is past most: a shape of a million
@@ -283,7 +276,8 @@ export function decode(bytes) {
   if (want !== undefined && sha256(data) !== want) throw new Error("its data's SHA-256 is not the one it records");
   const tensors = new Map();
   for (const [name, { dtype, shape, data_offsets: [begin, stop] }] of header) {
-    tensors.set(name, { dtype, shape: shape.map(BigInt), values: unpacked(dtype, data.subarray(begin, stop)) });
+    const values = new ARRAYS[dtype](little_endian(data.slice(begin, stop), DTYPES[dtype]).buffer); // (aligned copy)
+    tensors.set(name, { dtype, shape: shape.map(BigInt), values });
   }
   return { tensors, metadata };
 }
@@ -292,12 +286,11 @@ export function decode(bytes) {
 // The training checkpoint: which tensors and metadata it holds
 
 export const FORMAT = "one-block checkpoint";
-export const FORMAT_VERSION = ONE_BLOCK_VERSION; // a model of one block and one head, as before models could grow
 // a grown model: its config has blocks and heads, its metadata is hashed; 2 repeats the model in its training (read,
 // no longer written), 3 records it in its config alone
 const GROWN_VERSIONS = ["2", "3"];
 const GROWN_VERSION = "3"; // what a grown model's file is written as
-const VERSIONS = [FORMAT_VERSION, ...GROWN_VERSIONS]; // the format versions read: a new one is added here
+const VERSIONS = [ONE_BLOCK_VERSION, ...GROWN_VERSIONS]; // the format versions read: a new one is added here
 const MODEL_SETTINGS = ["positions", ...GROWN_KEYS, SWITCH_KEY]; // a run's settings that are its model's: the config's
 export const METADATA_HASH_KEY = "metadata_sha256";
 const MOMENT_PREFIXES = ["adam_m.", "adam_v."];
@@ -461,23 +454,17 @@ function refusal(where, why) {
   return new Error(`${where}: ${why}; python3 explore.py --ckpt ${where} gives the full reason`);
 }
 
-/** A JSON string as Python's json.dumps writes it with ensure_ascii: JSON.stringify's, with every character past ~
- * escaped too, as \uXXXX in lower-case hex (a character past U+FFFF as its two surrogates).
- *
- *     python_json_string('Zoë "x"\n')   // '"Zo\\u00eb \\"x\\"\\n"' */
-export function python_json_string(text) {
-  const escaped = (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, "0")}`;
-  return JSON.stringify(text).replace(/[\u007f-\uffff]/g, escaped);
-}
-
 /** The SHA-256 that metadata_sha256 records, as checkpoint.metadata_digest: of every metadata entry (a Map, or an
  * object of strings) but data_sha256 and metadata_sha256 itself, written as one JSON object with its keys sorted,
- * no spaces and every character past ASCII escaped. */
+ * no spaces and every character past ASCII escaped, as Python's json.dumps writes it with ensure_ascii: \uXXXX in
+ * lower-case hex (a character past U+FFFF as its two surrogates). */
 export function metadata_digest(metadata) {
   const entries = (metadata instanceof Map ? [...metadata] : Object.entries(metadata))
     .filter(([key]) => key !== DATA_HASH_KEY && key !== METADATA_HASH_KEY)
     .sort((a, b) => by_code_point(a[0], b[0]));
-  const pairs = entries.map(([key, value]) => `${python_json_string(key)}:${python_json_string(value)}`);
+  const escaped = (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, "0")}`;
+  const python_json = (text) => JSON.stringify(text).replace(/[\u007f-\uffff]/g, escaped);
+  const pairs = entries.map(([key, value]) => `${python_json(key)}:${python_json(value)}`);
   const text = `{${pairs.join(",")}}`;
   return sha256(new TextEncoder().encode(text));
 }
@@ -489,7 +476,7 @@ export const PAGE_COPIES = 8; // export.PAGE_COPIES: float64 copies of the weigh
 export const PAGE_BYTES = 2 ** 30; // export.PAGE_BYTES: what the page keeps to
 const MOST_PARAMETERS = PAGE_BYTES / (8 * PAGE_COPIES); // 16,777,216
 // the largest file of a model the page runs: the longest header, float64 weights and their two moments, step and RNG
-export const MOST_FILE_BYTES = 8 + MAX_HEADER + 3 * 8 * MOST_PARAMETERS + 8 * (1 + 625);
+export const MOST_FILE_BYTES = 8 + MAX_HEADER + 3 * 8 * MOST_PARAMETERS + 8 * (1 + Number(RNG_STATE_LEN));
 
 /** A number of bytes in words, with a binary prefix.
  *
@@ -557,20 +544,12 @@ export function unflat_tensors(flat) {
   return Object.fromEntries(Object.entries(flat).map(([name, t]) => [name, tensor(t)]));
 }
 
-/** The settings a checkpoint of config records of a run's settings (an object), as checkpoint.recorded_training:
- * the model's own (MODEL_SETTINGS) are in its config, so a grown model's file leaves them all out and a one-block
- * file keeps positions alone.
- *
- *     recorded_training({ seed: 3, positions: "rope", blocks: 2, heads: 1 }, { blocks: 2, heads: 1 })   // {seed: 3} */
-function recorded_training(training, config) {
-  const left_out = is_grown(config) ? MODEL_SETTINGS : GROWN_KEYS;
-  return Object.fromEntries(Object.entries(training).filter(([name]) => !left_out.includes(name)));
-}
-
 /** The bytes of a training checkpoint of float64 parameters, as checkpoint.save_checkpoint writes them: config the
  * model's (a model_config, recorded as config_to_json gives it), moments (m, v) model.js tensors like params (zeros
  * when none were kept), step the Adam step, rng_words the batch sampler's 625-number state (random.js getstate),
- * extra more metadata strings. A grown model's file (is_grown) is version 3, with the metadata's hash. */
+ * extra more metadata strings. A grown model's file (is_grown) is version 3, with the metadata's hash, and records
+ * none of the model's own settings (MODEL_SETTINGS: its config has them); a one-block file keeps positions alone, as
+ * checkpoint.recorded_training. */
 export function checkpoint_bytes({ params, moments, step, rng_words, config, training, tokenizer_sha256,
   extra = {} }) {
   const tensors = {};
@@ -580,14 +559,15 @@ export function checkpoint_bytes({ params, moments, step, rng_words, config, tra
       tensors[["", ...MOMENT_PREFIXES][i] + name] = { dtype: "F64", ...flat[name] };
     }
   });
-  tensors.adam_step = { dtype: "I64", shape: [], values: [step] };
-  tensors.rng_state = { dtype: "I64", shape: [625], values: rng_words };
+  tensors[STEP] = { dtype: "I64", shape: [], values: [step] };
+  tensors[RNG] = { dtype: "I64", shape: [Number(RNG_STATE_LEN)], values: rng_words };
   const grown = is_grown(config);
+  const recorded = Object.entries(training).filter(([name]) => !(grown ? MODEL_SETTINGS : GROWN_KEYS).includes(name));
   const metadata = {
     format: FORMAT,
-    format_version: grown ? GROWN_VERSION : FORMAT_VERSION,
+    format_version: grown ? GROWN_VERSION : ONE_BLOCK_VERSION,
     config: JSON.stringify(config_to_json(config)),
-    training: JSON.stringify(recorded_training(training, config)),
+    training: JSON.stringify(Object.fromEntries(recorded)),
     tokenizer_sha256,
     ...extra,
   };

@@ -39,13 +39,13 @@ import re
 from atomic import write_atomic
 import bpe
 import model
-from oneblock import settings
+from oneblock import machine, settings
 from oneblock.config import GROWN_KEYS, GROWN_VERSION, GROWN_VERSIONS, ONE_BLOCK_VERSION, SIZE_KEYS, SWITCH_KEY
 from oneblock.config import ModelConfig
 from oneblock.config import BLOCK_NAMES, OUTSIDE, each_param_name, said, seed_switch
-from oneblock.tensorfile import (DATA_HASH_KEY, MAX_DIGITS, METADATA_HASH_KEY, RNG_STATE_LEN, as_lists, decode,
-                                 encode, metadata_digest, parse_json, read_bytes, rng_from_tensor, rng_tensor,
-                                 sha256_file, sha256_text)
+from oneblock.tensorfile import (DATA_HASH_KEY, MAX_DIGITS, METADATA_HASH_KEY, RNG_STATE_LEN, decode, encode,
+                                 metadata_digest, parse_json, read_bytes, rng_from_tensor, rng_tensor, sha256_file,
+                                 sha256_text)
 # the container's names that callers read as checkpoint.NAME
 from oneblock.tensorfile import DTYPES, HEADER_ALIGN, LIST_NUMBER_BYTES, MAX_HEADER, flat, nested  # noqa: F401
 
@@ -346,20 +346,6 @@ def recorded_settings(training):
     return {name: value for name, value in training.items() if name not in MODEL_SETTINGS}
 
 
-def check_metadata_hash(metadata, version):
-    """Raise a ValueError unless the metadata is the metadata that was written: a version 2 or 3 file (a grown model,
-    whose heads no tensor's shape shows) must carry metadata_sha256, and any file that carries it must match it."""
-    if METADATA_HASH_KEY not in metadata:
-        if version in GROWN_VERSIONS:
-            raise ValueError(f"this grown model's file (format version {version!r}) has no {METADATA_HASH_KEY},"
-                             f" so nothing shows that its sizes, such as heads, are the ones it was trained with: it"
-                             f" was written by code from before grown models' metadata was hashed; train it again")
-        return
-    if metadata_digest(metadata) != metadata[METADATA_HASH_KEY]:
-        raise ValueError(f"the metadata's SHA-256 differs from the one recorded in {METADATA_HASH_KEY}: the header"
-                         f" is corrupt or was edited (a model's sizes, such as heads, are in it)")
-
-
 def check_checkpoint(tensors, metadata):
     """Raise a ValueError naming the first problem of a decoded checkpoint; return (config, training), the config a
     ModelConfig. The one place a checkpoint is checked, in this order: the metadata strings, the config's JSON, its
@@ -375,7 +361,14 @@ def check_checkpoint(tensors, metadata):
         raise ValueError(f"config {e}") from None
     training = check_training(parse_json(metadata["training"], "metadata training"), config, metadata)
     check_tensors(tensors, config, training, recorded)
-    check_metadata_hash(metadata, version)
+    # last, the metadata's own hash: a grown model's heads are a size that no tensor's shape shows
+    if METADATA_HASH_KEY not in metadata and version in GROWN_VERSIONS:
+        raise ValueError(f"this grown model's file (format version {version!r}) has no {METADATA_HASH_KEY},"
+                         f" so nothing shows that its sizes, such as heads, are the ones it was trained with: it"
+                         f" was written by code from before grown models' metadata was hashed; train it again")
+    if METADATA_HASH_KEY in metadata and metadata_digest(metadata) != metadata[METADATA_HASH_KEY]:
+        raise ValueError(f"the metadata's SHA-256 differs from the one recorded in {METADATA_HASH_KEY}: the header"
+                         f" is corrupt or was edited (a model's sizes, such as heads, are in it)")
     return config, training
 
 
@@ -410,8 +403,15 @@ def load_checkpoint(path):
 
 
 def reference_params(ckpt):
-    """The parameters of a loaded checkpoint as the reference model's dict of lists, if they fit in memory."""
-    return as_lists(ckpt["params"], "parameters")
+    """The parameters of a loaded checkpoint as the reference model's dict of nested lists of Python numbers; a
+    ValueError, before they are made, when they would not fit in memory (LIST_NUMBER_BYTES a number).
+
+    >>> reference_params({"params": {"b": ("F32", (2,), [0.5, 1.5]), "w": ("F64", (1, 2), [1.0, 2.0])}})
+    {'b': [0.5, 1.5], 'w': [[1.0, 2.0]]}
+    """
+    count = sum(len(values) for _, _, values in ckpt["params"].values())
+    machine.check_memory(LIST_NUMBER_BYTES * count, f"the {count:,} parameters as Python lists")
+    return {name: nested(values, shape) for name, (_, shape, values) in ckpt["params"].items()}
 
 
 def tokenizer_mismatch(recorded, have):

@@ -49,26 +49,13 @@ RNG_STATE_LEN = 625  # a random.Random's state as a tensor: its 624 Mersenne Twi
 LIST_NUMBER_BYTES = 32  # a number in a Python list: the float object (24 bytes) and the list's pointer to it (8)
 
 
-def _packed(dtype, values):
-    """The little-endian bytes of a flat sequence of numbers as dtype.
+def _little_endian(a):
+    """The array.array a, its numbers turned in place between this machine's byte order and a file's little-endian
+    order (nothing to do on a little-endian machine).
 
-    >>> _packed("I64", [1, 2]).hex()
+    >>> _little_endian(array.array("q", [1, 2])).tobytes().hex()
     '01000000000000000200000000000000'
     """
-    a = array.array(DTYPES[dtype], values)
-    if sys.byteorder == "big":
-        a.byteswap()
-    return a.tobytes()
-
-
-def _unpacked(dtype, raw):
-    """A flat array.array of the numbers in little-endian bytes raw.
-
-    >>> _unpacked("F64", bytes(8)).tolist()
-    [0.0]
-    """
-    a = array.array(DTYPES[dtype])
-    a.frombytes(raw)
     if sys.byteorder == "big":
         a.byteswap()
     return a
@@ -86,7 +73,7 @@ def encode(tensors, metadata=None):
     metadata = dict(metadata or {})  # (the callers' own: strings, and tensors whose shapes fit their values)
     header, chunks, offset = {}, [], 0
     for name, (dtype, shape, values) in tensors.items():
-        raw = _packed(dtype, values)
+        raw = _little_endian(array.array(DTYPES[dtype], values)).tobytes()
         header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + len(raw)]}
         chunks.append(raw)
         offset += len(raw)
@@ -258,7 +245,9 @@ def decode(raw):
             raise ValueError(f"tensor {said(name)} ends at byte {offsets[1]} of the data, but the file holds only"
                              f" {len(data)} bytes of data: the file is truncated")
         spans.append((offsets[0], offsets[1], name))
-        tensors[name] = (dtype, tuple(shape), _unpacked(dtype, data[offsets[0]:offsets[1]]))
+        values = array.array(DTYPES[dtype])
+        values.frombytes(data[offsets[0]:offsets[1]])
+        tensors[name] = (dtype, tuple(shape), _little_endian(values))
     end = 0
     for begin, stop, name in sorted(spans):
         if begin != end:
@@ -346,18 +335,6 @@ def nested(values, shape):
         return values
     step = len(values) // shape[0]
     return [nested(values[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])]
-
-
-def as_lists(tensors, what="tensors"):
-    """Tensors {name: (dtype, shape, values)} as nested lists of Python numbers; a ValueError, before they are made,
-    when they would not fit in memory (LIST_NUMBER_BYTES a number).
-
-    >>> as_lists({"b": ("F32", (2,), [0.5, 1.5]), "w": ("F64", (1, 2), [1.0, 2.0])})
-    {'b': [0.5, 1.5], 'w': [[1.0, 2.0]]}
-    """
-    count = sum(len(values) for _, _, values in tensors.values())
-    machine.check_memory(LIST_NUMBER_BYTES * count, f"the {count:,} {what} as Python lists")
-    return {name: nested(values, shape) for name, (dtype, shape, values) in tensors.items()}
 
 
 def flat(t):

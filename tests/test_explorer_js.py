@@ -4,12 +4,14 @@ a real headless Chromium (a syntax error, an import of a name that no module exp
 loads is a failure naming the file), and model.js's model_config is oneblock/config.py's ModelConfig where the page
 meets a config: checked (the Train panel's scheme) gives ModelConfig.checked's messages for blocks and heads that do
 not fit, config_from_json (the same refusals, in the page's words), the parameters' names, shapes and count and
-seed_problem give the same results in both languages (config_to_json: tests/test_one_config.py), and check_params
-refuses a parameter dict that does not fit, naming the tensor. The browser tests skip as tests/test_explorer.py's do
+seed_problem give the same results in both languages (config_to_json: tests/test_one_config.py), check_params
+refuses a parameter dict that does not fit, naming the tensor, and a checkpoint the page writes reads in
+checkpoint.py as the model it was. The browser tests skip as tests/test_explorer.py's do
 when there is no Chromium (and fail under CI=true)."""
 
 import dataclasses
 import json
+import random
 import re
 from pathlib import Path
 
@@ -214,7 +216,7 @@ def python_from_json(text, grown):
 
 def test_the_js_config_reads_a_checkpoints_json_as_model_config_from_json_does(modules_page):
     """The same configs from the same JSON (a file's JSON read with Python's ints and floats: checkpoint.js's
-    read_json), and a refusal of every JSON Python refuses, with grown true (version 2), false (version 1) or null
+    read_json), and a refusal of every JSON Python refuses, with grown true (versions 2 and 3), false (version 1) or null
     (the page's words are its own)."""
     got = modules_page.evaluate(FROM_JSON_JS, FROM_JSON_CASES)
     for case, js in zip(FROM_JSON_CASES, got, strict=True):
@@ -251,3 +253,33 @@ def test_a_js_parameter_dict_that_does_not_fit_its_config_is_refused_naming_the_
                    "the parameters hold tensors that a model of 2 blocks x 1 head does not have",
                    "parameter Wq is not a tensor of shape [4, 4]",
                    "parameter block1.W2 is not a tensor of shape [8, 4]"]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The page's checkpoint writer, read by checkpoint.py
+
+WRITE_JS = """([fields, rng_words]) => {
+  const config = model.model_config(fields), params = model.init_params(config, 3);
+  const zeros = Object.fromEntries(Object.entries(params).map(([name, t]) => [name,
+    t instanceof Float64Array ? new Float64Array(t.length) : model.matrix(t.rows, t.cols)]));
+  const run = { backend: "explorer", dtype: "float64", seed: 3, steps: 10 };
+  const training = { ...run, positions: config.positions, blocks: config.blocks, heads: config.heads };
+  return Array.from(ckpt.checkpoint_bytes({ params, moments: [zeros, zeros], step: 0, rng_words, config, training,
+    tokenizer_sha256: "0".repeat(64) }));
+}"""
+
+
+def test_the_pages_checkpoint_records_the_model_once_as_checkpoint_py_does(modules_page):
+    """A file the page writes (its Download button's checkpoint_bytes, given the run's settings with the model's as
+    the page keeps them) reads in checkpoint.py as the model it was: a grown one as format version 3, its training
+    the run's settings alone, and a one-block one as version 1, with positions but no blocks or heads in its
+    training, as before models could grow."""
+    from oneblock import checkpoint
+
+    rng_words = list(random.Random(3).getstate()[1])
+    run = {"backend": "explorer", "dtype": "float64", "seed": 3, "steps": 10}
+    for cfg, version, training in ((ModelConfig(96, 4, 8, 8, blocks=2, heads=2, positions="rope"), "3", run),
+                                   (ModelConfig(96, 4, 8, 8, positions="none"), "1", {**run, "positions": "none"})):
+        raw = bytes(modules_page.evaluate(WRITE_JS, [dataclasses.asdict(cfg), rng_words]))
+        ckpt = checkpoint.load_bytes(raw, "explorer.safetensors")
+        assert (ckpt["metadata"]["format_version"], ckpt["config"], ckpt["training"]) == (version, cfg, training)
