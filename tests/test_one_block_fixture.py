@@ -6,13 +6,14 @@ before blocks and heads (commit 0cdc8fa):
     python3 tests/test_one_block_fixture.py --write
 
 BLAS results depend on the machine's kernels (spread.py), so the record names the NumPy, OpenBLAS kernels and
-thread count it was made with; the digests are computed again in a fresh process with one BLAS thread, and on a
-machine that computes with other kernels the test is skipped, saying so (the other tests check the maths there to
-rounding)."""
+thread count it was made with; the digests are computed again in a fresh process with one BLAS thread and, where the
+processor has the instructions of the recorded kernels, with those kernels (OPENBLAS_CORETYPE). On a machine that
+computes with other kernels the test is skipped, saying so (the other tests check the maths there to rounding)."""
 
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -28,6 +29,10 @@ TRAIN_RUNS = {  # name -> train.py arguments of a short run whose checkpoint's b
     "numpy-rope": ["--positions", "rope"],
     "numpy-plain-sinusoidal": ["--backend", "numpy-plain", "--positions", "sinusoidal"],
     "numpy-plain-float64": ["--backend", "numpy-plain", "--dtype", "float64"],
+}
+NEEDS = {  # OpenBLAS kernels -> the processor's flags (/proc/cpuinfo) that they run on
+    "SkylakeX": {"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"},
+    "Haswell": {"avx2", "fma"},
 }
 SHORT = ["--steps", "12", "--batch", "4", "--seq-len", "32", "--val-stories", "20", "--eval-every", "6",
          "--ckpt-every", "6", "--quiet"]
@@ -82,9 +87,27 @@ def digests():
     return out
 
 
-def computed():
-    """digests() in a fresh process with one BLAS thread, as train.py computes by default."""
+def runnable(machine):
+    """The OpenBLAS kernels a record's machine line names, if this processor has their instructions, else None.
+
+    >>> runnable("NumPy 2.4.6, a BLAS that does not name its kernels, 1 thread") is None
+    True
+    """
+    named = re.search(r"OpenBLAS (\w+) kernels", machine)
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            flags = set(next((line for line in f if line.startswith("flags")), ":").split(":", 1)[1].split())
+    except OSError:
+        return None
+    return named[1] if named and named[1] in NEEDS and NEEDS[named[1]] <= flags else None
+
+
+def computed(core=None):
+    """digests() in a fresh process with one BLAS thread, as train.py computes by default, and OpenBLAS's kernels
+    core where one is given."""
     env = {**os.environ, **{var: "1" for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}}
+    if core is not None:
+        env["OPENBLAS_CORETYPE"] = core
     proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--print"], capture_output=True,
                           text=True, cwd=ROOT, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr
@@ -94,7 +117,7 @@ def computed():
 def test_one_block_one_head_gives_the_recorded_bits():
     pytest.importorskip("numpy")
     record = json.loads(RECORD.read_text(encoding="utf-8"))
-    now = computed()
+    now = computed(runnable(record["machine"]))
     if now["machine"] != record["machine"]:
         pytest.skip(f"the fixture was recorded with {record['machine']}; here the NumPy path computes with"
                     f" {now['machine']}, whose last bits differ (spread.py)")
