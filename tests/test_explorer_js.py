@@ -216,8 +216,8 @@ def python_from_json(text, grown):
 
 def test_the_js_config_reads_a_checkpoints_json_as_model_config_from_json_does(modules_page):
     """The same configs from the same JSON (a file's JSON read with Python's ints and floats: checkpoint.js's
-    read_json), and a refusal of every JSON Python refuses, with grown true (versions 2 and 3), false (version 1) or null
-    (the page's words are its own)."""
+    read_json), and a refusal of every JSON Python refuses, with grown true (versions 2 and 3), false (version 1) or
+    null (the page's words are its own)."""
     got = modules_page.evaluate(FROM_JSON_JS, FROM_JSON_CASES)
     for case, js in zip(FROM_JSON_CASES, got, strict=True):
         if "config" in js:
