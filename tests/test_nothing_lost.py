@@ -48,26 +48,21 @@ def notes(tmp_path, monkeypatch):
 TEXT_RUN = ["--vocab-size", "100", "--steps", "4", "--batch", "2", "--seq-len", "16", "--eval-every", "4", "--quiet"]
 
 
-def test_a_training_text_named_like_a_tokenizer_copy_is_never_replaced(notes, capsys):
-    (notes / "notes.tokenizer.json").write_text(own_text(), encoding="utf-8")  # training text, oddly named
-    text = (notes / "notes.tokenizer.json").read_bytes()
-    proc = ran("train.py", capsys, "--data", "notes.tokenizer.json", "--out", "notes.safetensors", *TEXT_RUN)
-    assert proc.returncode == 0, proc.stderr
-    assert (notes / "notes.tokenizer.json").read_bytes() == text  # before the fix: replaced by tokenizer JSON
-    carried = checkpoint.load_checkpoint(notes / "notes.safetensors")["metadata"][checkpoint.TOKENIZER_KEY]
-    assert (notes / "notes.safetensors.tokenizer.json").read_text(encoding="utf-8") == carried
-
-
-def test_two_checkpoints_in_one_folder_keep_a_copy_each(notes, capsys):
+def test_two_checkpoints_in_one_folder_keep_a_copy_each_and_a_text_named_like_one_is_kept(notes, capsys):
+    (notes / "run").mkdir()
+    (notes / "run" / "ckpt.tokenizer.json").write_text(own_text(), encoding="utf-8")  # a training text, oddly named
+    text = (notes / "run" / "ckpt.tokenizer.json").read_bytes()
     for name, vocab in (("ckpt.a", "100"), ("ckpt.b", "120")):
         args = ["--vocab-size", vocab, *TEXT_RUN[2:]]
-        proc = ran("train.py", capsys, "--data", "notes.txt", "--out", f"run/{name}", *args)
+        proc = ran("train.py", capsys, "--data", "run/ckpt.tokenizer.json", "--out", f"run/{name}", *args)
         assert proc.returncode == 0, proc.stderr
-    for name in ("ckpt.a", "ckpt.b"):  # before the fix: both wrote run/ckpt.tokenizer.json, b's replacing a's
+    # before the fix: both wrote run/ckpt.tokenizer.json, replacing the text, then b's replacing a's
+    assert (notes / "run" / "ckpt.tokenizer.json").read_bytes() == text
+    for name in ("ckpt.a", "ckpt.b"):
         carried = checkpoint.load_checkpoint(notes / "run" / name)["metadata"][checkpoint.TOKENIZER_KEY]
         assert (notes / "run" / f"{name}.tokenizer.json").read_text(encoding="utf-8") == carried
     assert files_under(notes / "run") == ["ckpt.a", "ckpt.a.tokenizer.json", "ckpt.b", "ckpt.b.tokenizer.json",
-                                         "ckpt.best.a", "ckpt.best.b"]
+                                         "ckpt.best.a", "ckpt.best.b", "ckpt.tokenizer.json"]
 
 
 # ----------------------------------------------------------------------------------------------------------------
