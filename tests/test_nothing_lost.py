@@ -144,7 +144,7 @@ def test_another_runs_file_is_replaced_only_with_overwrite(notes, capsys, monkey
     assert kinds_under(notes) == before
     proc = ran(script, capsys, *args, "--overwrite")
     assert proc.returncode == 0, proc.stderr
-    if path.endswith(".json"):  # this run's tokenizer, which a copy is of the one its checkpoint carries
+    if path.endswith(".json"):  # this run's (the copy: the one its checkpoint carries)
         assert (notes / path).read_text(encoding="utf-8") == bpe.Tokenizer.train(own_text(), 100).to_json()
     else:
         assert checkpoint.load_checkpoint(notes / path)["training"]["seed"] != 7  # this run's, not the other one's
