@@ -1,6 +1,6 @@
 """The best checkpoint beside the last: at each validation whose loss is the lowest so far, train.py writes that
 checkpoint to --out's name with .best before its suffix, by --out's rules (atomically, never over a file that is not
-a checkpoint, refused before any work; a training text at that name: tests/test_nothing_lost.py); it says once, on
+a checkpoint, refused before any work: what is at that name, tests/test_nothing_lost.py); it says once, on
 stderr, when the validation loss has risen training.RISES_TO_WARN validations in a row; the last checkpoint stays
 the last step's; and a resumed run keeps the best so far. The text is one that a model can only learn by heart:
 lines of random letters, so that past the letters' frequencies nothing in the training part carries over to the
@@ -9,7 +9,6 @@ subprocess; the others run train.py in this process (runpy), as its command line
 
 import random
 import re
-import time
 
 import pytest
 from run_helpers import files_under, one_line_error, ran, run
@@ -166,37 +165,3 @@ def test_a_resume_refuses_a_best_file_of_another_run_and_leaves_it(tmp_path, cap
                    "never replaced by a resume")
     assert (work / "l.best.safetensors").read_bytes() == foreign and (work / "l.safetensors").read_bytes() == kept
 
-
-# ----------------------------------------------------------------------------------------------------------------
-# What is at the best file's path: refused before any work, never replaced unless it is a checkpoint and asked
-
-
-@pytest.mark.parametrize("kind", ["notes", "checkpoint"])
-def test_what_is_at_the_best_path_is_refused_before_any_work(tmp_path, capsys, monkeypatch, kind):
-    work = folder_with_text(tmp_path)
-    monkeypatch.chdir(work)
-    best = work / "runs" / "l.best.safetensors"
-    best.parent.mkdir()
-    if kind == "notes":
-        best.write_text("my notes, not a checkpoint\n", encoding="utf-8")
-    else:
-        other = ran("train.py", capsys, *RUN, "--steps", "5", "--seed", "7", "--out", "runs/other.safetensors")
-        assert other.returncode == 0, other.stderr
-        best.write_bytes((work / "runs" / "other.safetensors").read_bytes())
-    before = {name: (work / name).read_bytes() for name in files_under(work) if (work / name).is_file()}
-    started = time.monotonic()
-    proc = ran("train.py", capsys, *RUN, "--out", "runs/l.safetensors")  # before the fix: it ran, wrote no best
-    assert time.monotonic() - started < 30 and "step" not in proc.stdout  # refused before training
-    if kind == "notes":
-        one_line_error(proc, "runs/l.best.safetensors, where this run keeps its best checkpoint",
-                       "is not a checkpoint", "it is never replaced")
-    else:
-        one_line_error(proc, "runs/l.best.safetensors already holds a checkpoint (step 5", "pass --overwrite")
-    assert {name: (work / name).read_bytes() for name in files_under(work) if (work / name).is_file()} == before
-    overwrite = ran("train.py", capsys, *RUN, "--steps", "5", "--out", "runs/l.safetensors", "--overwrite")
-    if kind == "notes":  # a file that is not a checkpoint, not even with --overwrite
-        one_line_error(overwrite, "is not a checkpoint", "it is never replaced")
-        assert best.read_text(encoding="utf-8") == "my notes, not a checkpoint\n"
-    else:
-        assert overwrite.returncode == 0, overwrite.stderr
-        assert checkpoint.load_checkpoint(best)["training"]["seed"] != 7  # this run's, not the other one's

@@ -1,9 +1,10 @@
-"""bpe.py's --out and its memory. --out replaces nothing that is not a tokenizer, a tokenizer only with --overwrite,
-and never --data itself by any name (bpe.py in this process; every path atomic.own refuses: tests/test_locks.py); a
-run owns its --out while it runs (one held in its reading by a hook, so that the race happens every time): this,
-and the memory, each a real bpe.py in a subprocess. A training that runs out of memory is one line and writes
-nothing, under an address-space limit (RLIMIT_AS, so that a regression cannot take the machine down); the training
-is the same as before, merge for merge, and sixty megabytes of words train under a limit of one gigabyte."""
+"""bpe.py's --out and its memory. Through a link --out writes the file it leads to, as private as the text (bpe.py
+in this process; what is at --out, and --data by another name: tests/test_nothing_lost.py; every path atomic.own
+refuses: tests/test_locks.py); a run owns its --out while it runs (one held in its reading by a hook, so that the
+race happens every time): this, and the memory, each a real bpe.py in a subprocess. A training that runs out of
+memory is one line and writes nothing, under an address-space limit (RLIMIT_AS, so that a regression cannot take the
+machine down); the training is the same as before, merge for merge, and sixty megabytes of words train under a
+limit of one gigabyte."""
 
 import os
 import re
@@ -14,8 +15,8 @@ from collections import Counter
 
 import pytest
 from hypothesis import given, settings, strategies as st
-from run_helpers import (PRIVACY, ROOT, files_under, held, holding, kinds_under, memory_limit, one_line_error,
-                         own_text, privacy_id, ran, run)
+from run_helpers import (PRIVACY, ROOT, files_under, held, holding, memory_limit, one_line_error, own_text,
+                         privacy_id, ran, run)
 
 import bpe
 
@@ -35,52 +36,21 @@ TRAIN = ["--data", "notes.txt", "--vocab-size", "100"]
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# 1. --out: never its own input, never a file that is not a tokenizer, a tokenizer only with --overwrite
+# 1. --out: through a link, as private as the text, one run at a time (what is there, and --data by another name:
+# tests/test_nothing_lost.py)
 
 
-@pytest.mark.skipif(os.name != "posix", reason="links are POSIX's")
-def test_its_input_by_another_name_is_one_line_and_left_as_it_is(notes, capsys, monkeypatch):
-    """bpe.py gives atomic.own its --data: a link to it as --out is refused in one line even with --overwrite (a FIFO
-    and every other path own refuses: tests/test_locks.py)."""
-    monkeypatch.chdir(notes)
-    (notes / "link.txt").symlink_to("notes.txt")
-    before = kinds_under(notes)
-    proc = ran("bpe.py", capsys, *TRAIN, "--out", "link.txt", "--overwrite")
-    one_line_error(proc, "--data notes.txt is where this run writes --out link.txt; choose another --out")
-    assert kinds_under(notes) == before  # before the fix: the text replaced by the tokenizer's JSON
-
-
-def test_a_file_that_is_not_a_tokenizer_is_never_replaced(notes, capsys, monkeypatch):
-    monkeypatch.chdir(notes)
-    cases = {"story.json": own_text().encode(), "record.json": b'{"model": {"vocab": {}, "merges": 3}}\n',
-             "ckpt.safetensors": (ROOT / "tokenizer.json").read_bytes()[:100] + b"\x00\xff"}
-    for name, content in cases.items():
-        (notes / name).write_bytes(content)
-        for extra in ([], ["--overwrite"]):  # before the fix: replaced, with the flag or without
-            proc = ran("bpe.py", capsys, *TRAIN, "--out", name, *extra)
-            one_line_error(proc, f"--out {name} exists but is not a tokenizer.json", "it is never replaced")
-            assert (notes / name).read_bytes() == content
-    assert files_under(notes) == sorted(["notes.txt", *cases])  # no lock, no temporary file
-
-
-def test_a_tokenizer_is_replaced_only_with_overwrite_and_through_a_link_its_file(notes, capsys, monkeypatch):
+def test_through_a_link_to_a_tokenizer_the_file_it_leads_to_is_written(notes, capsys, monkeypatch):
     monkeypatch.chdir(notes)
     out = notes / "t.json"
     bpe.Tokenizer.train(own_text(), 90).save(out)  # an earlier run's tokenizer
-    earlier = out.read_bytes()
-    proc = ran("bpe.py", capsys, *TRAIN, "--out", "t.json")  # before the fix: replaced without a word
-    one_line_error(proc, "--out t.json already holds a tokenizer (90 tokens)", "pass --overwrite to replace it")
-    assert out.read_bytes() == earlier
-    proc = ran("bpe.py", capsys, *TRAIN, "--out", "t.json", "--overwrite")
-    assert proc.returncode == 0 and proc.stdout.startswith("wrote t.json: 55 characters + 45 merges"), proc.stderr
-    assert out.read_text(encoding="utf-8") == bpe.Tokenizer.train(own_text(), 100).to_json()
-
-    (notes / "link.json").symlink_to("t.json")  # a link to a tokenizer: the file it leads to is written, not the link
-    proc = ran("bpe.py", capsys, "--data", "notes.txt", "--vocab-size", "110", "--out", "link.json", "--overwrite")
+    (notes / "link.json").symlink_to("t.json")  # the file it leads to is written, not the link
+    proc = ran("bpe.py", capsys, *TRAIN, "--out", "link.json", "--overwrite")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith(f"--out link.json leads to {out.resolve()}: this run writes there\nwrote link.json: ")
+    assert proc.stdout.startswith(f"--out link.json leads to {out.resolve()}: this run writes there\nwrote link.json:"
+                                  f" 55 characters + 45 merges")
     assert os.readlink(notes / "link.json") == "t.json"
-    assert out.read_text(encoding="utf-8") == bpe.Tokenizer.train(own_text(), 110).to_json()
+    assert out.read_text(encoding="utf-8") == bpe.Tokenizer.train(own_text(), 100).to_json()
     assert files_under(notes) == ["link.json", "notes.txt", "t.json"]
 
     proc = ran("bpe.py", capsys, "--overwrite")  # the flag belongs to --data's tokenizer

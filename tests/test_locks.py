@@ -7,7 +7,7 @@ files a killed writer of its own path left, never another run's save in progress
 lock however it is named (a link to it and the file itself are one path, and a run through a link writes its
 target). Then, through the commands (train.py in this process, through runpy, where no signal is sent): torchrun
 numbers that make no sense, a signal as the lock is made, and train.py and bpe.py stopped by a signal, each in one
-line, leaving nothing behind. (train.py's refusal of an --out it cannot own: tests/test_train.py.)"""
+line, leaving nothing behind. (What is at train.py's and bpe.py's --out: tests/test_nothing_lost.py.)"""
 
 import os
 import random

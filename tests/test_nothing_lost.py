@@ -2,15 +2,15 @@
 racing for one --out (one held in its data preparation by a hook, so that the race happens every time), inputs that
 are not regular files or are too large, sizes that would not fit in memory (under a resource limit, so that a
 regression cannot take the machine down), and writes that fail (a file-size limit gives a real write error, as a
-full disk does), each in a real subprocess; the tokenizer's copy beside a checkpoint through train.py in this
-process."""
+full disk does), each in a real subprocess; the tokenizer's copy beside a checkpoint, and what is at a path a run
+writes (train.py's --out, its best checkpoint and that copy, bpe.py's --out), through the commands in this process."""
 
 import os
 import time
 from pathlib import Path
 
 import pytest
-from run_helpers import (HELD, MOST_MEMORY, SHORT, file_size_limit, files_under, held, kinds_under, memory_limit,
+from run_helpers import (HELD, MOST_MEMORY, ROOT, SHORT, file_size_limit, files_under, held, kinds_under, memory_limit,
                          one_line_error, own_text, ran, run)
 
 import bpe
@@ -48,61 +48,131 @@ def notes(tmp_path, monkeypatch):
 TEXT_RUN = ["--vocab-size", "100", "--steps", "4", "--batch", "2", "--seq-len", "16", "--eval-every", "4", "--quiet"]
 
 
-def test_a_training_text_named_like_a_tokenizer_copy_is_never_replaced(notes, capsys):
-    (notes / "notes.tokenizer.json").write_text(own_text(), encoding="utf-8")  # training text, oddly named
-    text = (notes / "notes.tokenizer.json").read_bytes()
-    proc = ran("train.py", capsys, "--data", "notes.tokenizer.json", "--out", "notes.safetensors", *TEXT_RUN)
-    assert proc.returncode == 0, proc.stderr
-    assert (notes / "notes.tokenizer.json").read_bytes() == text  # before the fix: replaced by tokenizer JSON
-    carried = checkpoint.load_checkpoint(notes / "notes.safetensors")["metadata"][checkpoint.TOKENIZER_KEY]
-    assert (notes / "notes.safetensors.tokenizer.json").read_text(encoding="utf-8") == carried
-
-
-@pytest.mark.parametrize("name, what", [("n.safetensors.tokenizer.json", "the copy of its tokenizer"),
-                                        ("n.best.safetensors", "its best checkpoint")])
-def test_a_training_text_at_a_name_the_run_writes_beside_its_out_is_refused(notes, capsys, name, what):
-    """The names the copy and the best checkpoint are written to, refused before anything is written (--out itself
-    by any name: tests/test_locks.py)."""
-    (notes / name).write_text(own_text(), encoding="utf-8")
-    before = kinds_under(notes)
-    proc = ran("train.py", capsys, "--data", name, "--out", "n.safetensors", *TEXT_RUN)
-    one_line_error(proc, f"--data {name} is where this run writes {what}")
-    assert kinds_under(notes) == before
-
-
-def test_two_checkpoints_in_one_folder_keep_a_copy_each(notes, capsys):
+def test_two_checkpoints_in_one_folder_keep_a_copy_each_and_a_text_named_like_one_is_kept(notes, capsys):
+    (notes / "run").mkdir()
+    (notes / "run" / "ckpt.tokenizer.json").write_text(own_text(), encoding="utf-8")  # a training text, oddly named
+    text = (notes / "run" / "ckpt.tokenizer.json").read_bytes()
     for name, vocab in (("ckpt.a", "100"), ("ckpt.b", "120")):
         args = ["--vocab-size", vocab, *TEXT_RUN[2:]]
-        proc = ran("train.py", capsys, "--data", "notes.txt", "--out", f"run/{name}", *args)
+        proc = ran("train.py", capsys, "--data", "run/ckpt.tokenizer.json", "--out", f"run/{name}", *args)
         assert proc.returncode == 0, proc.stderr
-    for name in ("ckpt.a", "ckpt.b"):  # before the fix: both wrote run/ckpt.tokenizer.json, b's replacing a's
+    # before the fix: both wrote run/ckpt.tokenizer.json, replacing the text, then b's replacing a's
+    assert (notes / "run" / "ckpt.tokenizer.json").read_bytes() == text
+    for name in ("ckpt.a", "ckpt.b"):
         carried = checkpoint.load_checkpoint(notes / "run" / name)["metadata"][checkpoint.TOKENIZER_KEY]
         assert (notes / "run" / f"{name}.tokenizer.json").read_text(encoding="utf-8") == carried
     assert files_under(notes / "run") == ["ckpt.a", "ckpt.a.tokenizer.json", "ckpt.b", "ckpt.b.tokenizer.json",
-                                         "ckpt.best.a", "ckpt.best.b"]
-
-
-def test_the_copy_is_replaced_by_the_checkpoints_rules(notes, capsys):
-    out, copy = notes / "n.safetensors", notes / "n.safetensors.tokenizer.json"
-    copy.write_text("my own notes, not a tokenizer\n", encoding="utf-8")
-    for extra in ([], ["--overwrite"]):  # a file there that is not a tokenizer is never replaced
-        proc = ran("train.py", capsys, "--data", "notes.txt", "--out", out, *TEXT_RUN, *extra)
-        one_line_error(proc, "exists but is not a tokenizer.json", "it is never replaced")
-        assert copy.read_text(encoding="utf-8") == "my own notes, not a tokenizer\n" and not out.exists()
-
-    bpe.Tokenizer.train(own_text(), 90).save(copy)  # an earlier run's copy, whose checkpoint is gone
-    earlier = copy.read_bytes()
-    proc = ran("train.py", capsys, "--data", "notes.txt", "--out", out, *TEXT_RUN)
-    one_line_error(proc, "already holds a tokenizer", "--overwrite")
-    assert copy.read_bytes() == earlier and not out.exists()
-    proc = ran("train.py", capsys, "--data", "notes.txt", "--out", out, *TEXT_RUN, "--overwrite")
-    assert proc.returncode == 0, proc.stderr
-    carried = checkpoint.load_checkpoint(out)["metadata"][checkpoint.TOKENIZER_KEY]
-    assert copy.read_text(encoding="utf-8") == carried != earlier.decode()
+                                         "ckpt.best.a", "ckpt.best.b", "ckpt.tokenizer.json"]
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# 3. Every input read once, only when it is a regular file, and only up to a bound
+# 3. What is at a path a run writes (train.py's --out, its best checkpoint and the copy of its tokenizer, bpe.py's
+# --out): judged before any work, never replaced unless it is the run's kind and --overwrite asks; never an input
+# of the run. (Every path atomic.own refuses, a FIFO, a device and a link among them: tests/test_locks.py.)
+
+TRAIN = ["--data", "notes.txt", "--out", "n.safetensors", *TEXT_RUN]
+WRITES = {  # a path a run writes -> (the command, its arguments, the path)
+    "--out": ("train.py", TRAIN, "n.safetensors"),
+    "best": ("train.py", TRAIN, "n.best.safetensors"),
+    "copy": ("train.py", TRAIN, "n.safetensors.tokenizer.json"),
+    "bpe.py --out": ("bpe.py", ["--data", "notes.txt", "--vocab-size", "100", "--out", "t.json"], "t.json"),
+}
+NEVER = "it is never replaced: choose another --out, or remove the file yourself"
+NOT_A_CHECKPOINT = "n.best.safetensors, where this run keeps its best checkpoint, exists but is not a checkpoint"
+NOT_A_COPY = "n.safetensors.tokenizer.json, where this run keeps the copy of its tokenizer, exists but is not a"
+
+
+def refused_unprepared(monkeypatch, script, capsys, *args):
+    """script run in this process with args, failing the test if the run prepares its data: a refusal is before any
+    work."""
+    from oneblock import data
+
+    with monkeypatch.context() as patched:
+        patched.setattr(data, "prepare", lambda *a, **k: pytest.fail("the data was prepared"))
+        return ran(script, capsys, *args)
+
+
+@pytest.mark.parametrize("where, there, extra, phrases", [
+    ("--out", b"", [], ["--out n.safetensors exists but is not a checkpoint", NEVER]),
+    ("--out", own_text().encode(), [], ["--out n.safetensors exists but is not a checkpoint", NEVER]),
+    ("--out", b"", ["--resume"], ["cannot resume: n.safetensors: the file is 0 bytes"]),
+    ("--out", None, ["--resume"], ["--out n.safetensors is a folder; expected a checkpoint file such as"
+                                   " n.safetensors"]),
+    ("best", own_text().encode(), [], [NOT_A_CHECKPOINT, NEVER]),
+    ("copy", own_text().encode(), [], [NOT_A_COPY + " tokenizer.json", NEVER]),
+    ("bpe.py --out", own_text().encode(), [], ["--out t.json exists but is not a tokenizer.json", NEVER]),
+    ("bpe.py --out", b'{"model": {"vocab": {}, "merges": 3}}\n', [],
+     ["--out t.json exists but is not a tokenizer.json", NEVER]),
+    ("bpe.py --out", (ROOT / "tokenizer.json").read_bytes()[:100] + b"\x00\xff", [],
+     ["--out t.json exists but is not a tokenizer.json", NEVER]),
+], ids=["out-empty", "out-notes", "out-empty-resume", "out-folder", "best-notes", "copy-notes", "bpe-notes",
+        "bpe-record", "bpe-torn"])
+def test_a_file_not_of_the_runs_kind_is_never_replaced(notes, capsys, monkeypatch, where, there, extra, phrases):
+    """Refused in one line naming the path, with --overwrite as without it (before the fix: replaced, or the run
+    trained and wrote no best file), and left as it was: no lock, no temporary file, no folder."""
+    script, args, path = WRITES[where]
+    if there is None:
+        (notes / path).mkdir()
+    else:
+        (notes / path).write_bytes(there)
+    before = kinds_under(notes)
+    for flags in [extra] if "--resume" in extra else [[], ["--overwrite"]]:
+        proc = refused_unprepared(monkeypatch, script, capsys, *args, *flags)
+        one_line_error(proc, *phrases)
+        assert proc.stdout == "" and kinds_under(notes) == before, proc.stdout  # no training line printed
+
+
+@pytest.mark.parametrize("where, phrase", [
+    ("--out", "--out n.safetensors already holds a checkpoint (step 4); pass --resume to continue it, --overwrite to"
+              " replace it"),
+    ("best", "n.best.safetensors already holds a checkpoint (step 4, the best of an earlier run); pass --overwrite"),
+    ("copy", NOT_A_COPY.replace("exists but is not a", "already holds a tokenizer (90 tokens); pass --overwrite")),
+    ("bpe.py --out", "--out t.json already holds a tokenizer (90 tokens); pass --overwrite to replace it"),
+])
+def test_another_runs_file_is_replaced_only_with_overwrite(notes, capsys, monkeypatch, where, phrase):
+    """Another run's checkpoint (seed 7), or an earlier run's tokenizer (90 tokens), whose checkpoint is gone."""
+    script, args, path = WRITES[where]
+    if path.endswith(".json"):
+        bpe.Tokenizer.train(own_text(), 90).save(notes / path)
+    else:
+        other = ran("train.py", capsys, *TRAIN[:3], "other/o.safetensors", *TEXT_RUN, "--seed", "7")
+        assert other.returncode == 0, other.stderr
+        (notes / path).write_bytes((notes / "other" / "o.safetensors").read_bytes())
+    before = kinds_under(notes)
+    proc = refused_unprepared(monkeypatch, script, capsys, *args)  # before the fix: replaced without a word
+    one_line_error(proc, phrase)
+    assert kinds_under(notes) == before
+    proc = ran(script, capsys, *args, "--overwrite")
+    assert proc.returncode == 0, proc.stderr
+    if path.endswith(".json"):  # this run's (the copy: the one its checkpoint carries)
+        assert (notes / path).read_text(encoding="utf-8") == bpe.Tokenizer.train(own_text(), 100).to_json()
+    else:
+        assert checkpoint.load_checkpoint(notes / path)["training"]["seed"] != 7  # this run's, not the other one's
+
+
+@pytest.mark.parametrize("script, args, phrase", [
+    ("train.py", ["--data", "n.safetensors.tokenizer.json", *TRAIN[2:]],
+     "--data n.safetensors.tokenizer.json is where this run writes the copy of its tokenizer"),
+    ("train.py", ["--data", "n.best.safetensors", *TRAIN[2:]],
+     "--data n.best.safetensors is where this run writes its best checkpoint"),
+    ("bpe.py", ["--data", "notes.txt", "--vocab-size", "100", "--out", "link.txt", "--overwrite"],
+     "--data notes.txt is where this run writes --out link.txt; choose another --out"),  # a link to its input
+])
+def test_an_input_at_a_path_the_run_writes_is_refused_by_any_name(notes, capsys, script, args, phrase):
+    """(--out itself by any name: tests/test_locks.py.) Before the fix: the text replaced by what the run wrote."""
+    if args[1] == "notes.txt":
+        if os.name != "posix":
+            pytest.skip("links are POSIX's")
+        (notes / "link.txt").symlink_to("notes.txt")
+    else:
+        (notes / args[1]).write_text(own_text(), encoding="utf-8")
+    before = kinds_under(notes)
+    one_line_error(ran(script, capsys, *args), phrase)
+    assert kinds_under(notes) == before
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 4. Every input read once, only when it is a regular file, and only up to a bound
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
@@ -134,7 +204,7 @@ def test_a_text_past_the_bound_is_refused_before_it_is_read(tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# 4. Sizes priced before they are spent
+# 5. Sizes priced before they are spent
 
 
 @pytest.mark.parametrize("args", [["--batch", "1000000000"], ["--width", "1000000"], ["--blocks", "1000000"],

@@ -148,12 +148,13 @@ def test_a_vocab_size_the_text_cannot_give_is_refused_naming_the_file(text, voca
     ("train.py", "small.txt", "Zoë saw it.\nOk.\n".encode(),
      "small.txt: --vocab-size 256 is too large: no pairs are left to merge after 8 merges (21 tokens)"),
     ("train.py", "one-line.txt", ("Zoë saw 2 Zoës. " * 40).encode(), "it has 1 line of text: nothing to hold out"),
+    ("train.py", "notes.txt", own_text().encode(), "notes.txt, line 1: the character 'M' is not in the tokenizer"),
 ])
 def test_train_py_and_bpe_py_refuse_bad_data_in_one_line_and_write_nothing(tmp_path, capsys, monkeypatch, script,
                                                                             name, content, phrase):
     monkeypatch.chdir(tmp_path)
     (tmp_path / name).write_bytes(content)
-    vocab = {"tiny.txt": ["--vocab-size", 21]}.get(name, [])
+    vocab = {"tiny.txt": ["--vocab-size", 21], "notes.txt": ["--tokenizer", ROOT / "tokenizer.json"]}.get(name, [])
     out = (["--out", "runs/x.safetensors", *SHORT] if script == "train.py"
            else ["--vocab-size", 20, "--out", "toks/t.json"])
     before = files_under(tmp_path)
@@ -161,17 +162,6 @@ def test_train_py_and_bpe_py_refuse_bad_data_in_one_line_and_write_nothing(tmp_p
     assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
     assert proc.stderr.count("\n") == 1 and phrase in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert files_under(tmp_path) == before  # not even the folder of --out
-
-
-def test_a_tokenizer_without_a_character_of_the_text_is_refused(tmp_path, capsys, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "notes.txt").write_text(own_text(), encoding="utf-8")
-    before = files_under(tmp_path)
-    proc = ran("train.py", capsys, "--data", "notes.txt", "--tokenizer", ROOT / "tokenizer.json", "--out",
-               "x.safetensors", *SHORT)
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
-    assert "notes.txt, line 1: the character 'M' is not in the tokenizer" in proc.stderr
-    assert files_under(tmp_path) == before
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -216,23 +216,6 @@ def test_resume_refuses_a_model_config_that_differs_in_any_field(change, differ)
                             f" settings of the run you resume")
 
 
-def test_existing_checkpoint_is_refused_before_any_data_is_prepared_and_replaced_only_when_asked(tmp_path, train_py,
-                                                                                                 monkeypatch):
-    from oneblock import data
-
-    out = tmp_path / "ckpt.safetensors"
-    assert train_py("--out", out, *SHORT, "--steps", "10").returncode == 0
-    before = out.read_bytes()
-    with monkeypatch.context() as patched:  # the run is judged under its lock, before its data preparation
-        patched.setattr(data, "prepare", lambda *a, **k: pytest.fail("the data was prepared"))
-        proc = train_py("--out", out, *SHORT, "--steps", "10", "--seed", "4")
-    assert proc.returncode == 2 and "already holds a checkpoint (step 10)" in proc.stderr
-    assert "--resume" in proc.stderr and "--overwrite" in proc.stderr
-    assert out.read_bytes() == before
-    assert train_py("--out", out, *SHORT, "--steps", "10", "--seed", "4", "--overwrite").returncode == 0
-    assert out.read_bytes() != before
-
-
 def test_resume_without_a_checkpoint_says_so(tmp_path, train_py):
     out = tmp_path / "none.safetensors"
     proc = train_py("--out", out, *SHORT, "--steps", "10", "--resume")
@@ -397,33 +380,6 @@ def test_the_librarys_train_gives_the_command_lines_weights(tmp_path, run_train)
     for name, a in params.items():
         assert a.tobytes() == saved[name][2].tobytes(), name
     assert [h["step"] for h in history] == [0, 20, 40] and history[0]["train"] is None
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Owning --out: a bad path refused before any work (one run at a time: test_nothing_lost.py; the owner's every
-# case, a killed holder's lock taken over among them: test_locks.py)
-
-
-@pytest.mark.parametrize("make, out, extra, phrase", [  # (every kind of path atomic.own refuses: test_locks.py)
-    ("dir", "adir", ["--resume"], "--out adir is a folder; expected a checkpoint file such as adir"),
-    ("empty", "empty.safetensors", [], "--out empty.safetensors exists but is not a checkpoint"),
-    ("empty", "empty.safetensors", ["--overwrite"], "--out empty.safetensors exists but is not a checkpoint"),
-    ("empty", "empty.safetensors", ["--resume"], "cannot resume: empty.safetensors: the file is 0 bytes"),
-])
-def test_a_bad_out_is_refused_before_any_work_naming_the_path(tmp_path, capsys, monkeypatch, make, out, extra,
-                                                              phrase):
-    monkeypatch.chdir(tmp_path)
-    if make == "dir":
-        (tmp_path / out).mkdir()
-    elif make == "empty":
-        (tmp_path / out).write_bytes(b"")
-    before = sorted(p.name for p in tmp_path.rglob("*"))
-    proc = ran("train.py", capsys, "--out", out, *SHORT, "--steps", "5", *extra)
-    assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr  # no training line printed
-    assert proc.stderr.count("\n") == 1 and phrase in proc.stderr and "Traceback" not in proc.stderr
-    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing made, nothing replaced
-    if make == "empty":
-        assert (tmp_path / out).read_bytes() == b""
 
 
 # ----------------------------------------------------------------------------------------------------------------
