@@ -2,8 +2,10 @@
 of examples so that a run can be repeated exactly; elsewhere every run explores new random examples. And the
 longest tests start first, so that when the suite runs on several cores (pytest-xdist) no core is left with one
 long test at the end while the others wait. The browser tests share one fixture, the system's Chromium driven by
-Playwright (and modules_page, a page of it with the explorer's model.js, checkpoint.js and lessons.js imported):
-without either the tests skip with a one-line reason, and under CI=true that is a failure."""
+Playwright: without it or Playwright the tests skip with a one-line reason, and under CI=true that is a failure. Its
+pages: modules_page (the explorer's model.js, checkpoint.js and lessons.js imported), pages (new pages of a served
+page, opened by a test) and reader (one page shared by a module's tests that only read it); no page of pages or
+reader may log a console or page error, unless it was opened to fail."""
 
 import os
 from pathlib import Path
@@ -12,7 +14,7 @@ import pytest
 from hypothesis import settings
 
 from oneblock import machine
-from run_helpers import served
+from run_helpers import open_page, served
 
 LONGEST_FIRST = ["test_fuzz_checkpoints.py", "test_readme.py", "test_bench.py", "test_torch_train.py",
                  "test_explorer.py", "test_grown.py"]  # the files whose tests take longest, each a minute or two
@@ -44,7 +46,9 @@ SLOW_TESTS = {  # and these tests of the others (each parametrized case of them)
                                "test_a_write_that_fails_at_the_end_is_one_line_and_keeps_the_old_record",
                                "test_plots_refuses_a_damaged_record_before_training",
                                "test_plots_keeps_its_pictures_when_a_write_fails"],
-    "test_explore_server.py": ["test_a_checkpoint_cannot_export_a_file_it_names_elsewhere",
+    "test_explore_server.py": ["test_a_bad_checkpoint_is_checkpoint_pys_message_and_exit_2",
+                               "test_a_checkpoint_cannot_export_a_file_it_names_elsewhere",
+                               "test_a_model_too_large_for_the_page_is_refused_naming_it",
                                "test_a_signalled_export_says_so_in_one_line_and_leaves_the_old_export",
                                "test_an_export_never_writes_through_a_link",
                                "test_an_export_replaces_only_an_export",
@@ -144,3 +148,40 @@ def modules_page(browser):
                       " window.lessons = await import('./lessons.js'); }")
         yield page
         page.close()
+
+
+@pytest.fixture
+def pages(browser):
+    """pages(url, width, init_script, failing): run_helpers.open_page's page at url, closed after the test. After
+    it, no page the test opened may have logged a console or page error, but one that contains the phrase failing,
+    given for a page opened to fail (a worker that throws, a page without its data)."""
+    opened = []
+
+    def opener(url, width=1280, init_script=None, failing=None):
+        page, errors = open_page(browser, url, width, init_script)
+        opened.append((page, errors, failing))
+        return page
+
+    yield opener
+    for page, _, _ in opened:
+        page.close()
+    unexpected = [[e for e in errors if not (failing and failing in e)] for _, errors, failing in opened]
+    assert unexpected == [[]] * len(opened)
+
+
+@pytest.fixture(scope="module")
+def shared_page(browser, page_url):
+    """One page at the module's page_url (a fixture of the module), loaded once for all its readers, and the list
+    its errors go to."""
+    page, errors = open_page(browser, page_url)
+    yield page, errors
+    page.close()
+
+
+@pytest.fixture
+def reader(shared_page):
+    """The module's shared page, for a test that reads it and runs its functions but changes no panel's model or
+    text. After the test, the page may have logged no console or page error."""
+    page, errors = shared_page
+    yield page
+    assert errors == []

@@ -1,7 +1,8 @@
 """The explorer's server (oneblock/server.py, which explore.py serves with) against bad and hostile requests: links out
 of the folder, folders, bad paths, malformed request lines, a TLS hello sent to the plain-HTTP port, idle
-connections, and Host headers that name another server (DNS rebinding) or none; and explore.py --export against a
-hostile neighbour: a checkpoint that names another file as its text, links and other files in the export's folder,
+connections, and Host headers that name another server (DNS rebinding) or none; and explore.py --export: the
+untrained seed-3 model by default, a bad checkpoint and one too large for the page refused, and against a hostile
+neighbour: a checkpoint that names another file as its text, links and other files in the export's folder,
 a second export at once, and an export that must keep the privacy of its inputs and name no path of the machine.
 
 Each request is sent over a raw socket to the real server (serving.make_server on a temporary folder), serving in a
@@ -25,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+import model
+from oneblock import checkpoint, export
 from oneblock import server as serving
 from run_helpers import kinds_under, one_line_error, ran, serving_explorer
 
@@ -445,7 +448,8 @@ def test_explore_py_answers_bad_requests_and_rebinding_pages_and_stops_cleanly(t
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# explore.py --export against a hostile neighbour: which text, which folder, which permissions, no path of the machine
+# explore.py --export: the untrained model by default, a bad or too large checkpoint refused; and against a hostile
+# neighbour: which text, which folder, which permissions, no path of the machine
 
 
 @pytest.fixture
@@ -488,11 +492,64 @@ def placed(runs, folder, name, text=None, text_name="notes.txt"):
     return ckpt
 
 
+def test_an_export_without_a_checkpoint_is_the_untrained_seed_3_model(explore, tmp_path):
+    """No out/ckpt.safetensors where explore.py runs: the page's files and data/ of model.init_params' seed-3
+    weights, bit for bit, with the stories' floors, the order test's sentences and the stories' split."""
+    assert explore("--export", "site", cwd=tmp_path).returncode == 0
+    site = tmp_path / "site"
+    assert sorted(p.name for p in site.iterdir()) == sorted([p.name for p in export.page_files()] + ["data"])
+    manifest = json.loads((site / "data" / "manifest.json").read_text())
+    assert manifest["trained"] is False and "seed-3 initial weights" in manifest["source"]
+    assert manifest["val_floor"] == pytest.approx(0.3074, abs=1e-4)
+    assert manifest["floor"] == pytest.approx(0.3081, abs=1e-4)
+    assert manifest["order"] == dict(zip("ab", export.ORDER))
+    weights = checkpoint.load_checkpoint(site / "data" / export.WEIGHTS_FILE)
+    assert checkpoint.reference_params(weights) == model.init_params(96, 16, 64, 64, 3)  # bit for bit
+    split = json.loads((site / "data" / "split.json").read_text())
+    stories = (ROOT / "corpus.txt").read_text().splitlines()
+    assert split["train"] + split["val"] == stories and len(split["val"]) == 300
+    assert not list(site.rglob("*.tmp"))
+
+
+def test_a_model_too_large_for_the_page_is_refused_naming_it(runs, monkeypatch):
+    """read_weights holds every checkpoint to page_fits before anything is exported: with the page's bound set just
+    below what the model needs, it is refused with its sizes and parameter count; at the bound, it loads."""
+    ckpt = runs / "stories.safetensors"
+    config = checkpoint.load_checkpoint(ckpt)["config"]
+    count = config.parameter_count()
+    monkeypatch.setattr(export, "PAGE_BYTES", export.PAGE_COPIES * 8 * count - 1)
+    sizes = f"{re.escape(config.blocks_and_heads())}, width {config.d}: {count:,} parameters"
+    refusal = rf"is a model of {sizes}, which the explorer does not run: .* sample.py runs it"
+    with pytest.raises(ValueError, match=refusal):
+        export.read_weights(ckpt, explicit=True)
+    monkeypatch.setattr(export, "PAGE_BYTES", export.PAGE_COPIES * 8 * count)
+    raw, fields = export.read_weights(ckpt, explicit=True)
+    assert raw == ckpt.read_bytes() and fields["trained"]
+
+
+def test_a_bad_checkpoint_is_checkpoint_pys_message_and_exit_2(runs, explore, tmp_path):
+    """A missing checkpoint, and one whose config and training settings disagree on the positions, and bad options:
+    one line, exit 2, nothing written. (Every damaged file of the fuzz corpus: tests/test_fuzz_checkpoints.py.)"""
+    from checkpoint_edits import edit_json
+
+    half = tmp_path / "half-rope.safetensors"  # only the config says rope: the two do not agree
+    half.write_bytes(edit_json((runs / "stories.safetensors").read_bytes(), "config",
+                               lambda config: config.update(positions="rope", use_positions=False)))
+    for path, phrase in [(tmp_path / "missing.safetensors", "no checkpoint at"),
+                         (half, "training positions is 'learned', but the config's scheme is 'rope'")]:
+        proc = explore("--ckpt", path, "--export", tmp_path / "site", cwd=tmp_path)
+        assert proc.returncode == 2 and phrase in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "site").exists()  # nothing written
+    (tmp_path / "file").write_text("x")
+    for args, phrase in [(["--export", tmp_path / "file"], "is a file"), (["--port", "70000"], "is not a port"),
+                         (["--port", "eighty"], "invalid int value")]:
+        proc = explore(*args, cwd=tmp_path)
+        assert proc.returncode == 2 and phrase in proc.stderr, proc.stderr
+
+
 def test_the_export_holds_no_path_of_the_machine(runs, explore, tmp_path):
     """A checkpoint named by its whole path, of a text train.py was given by its whole path: the export names both
     by their file names alone, the weights included, and is still the model (tensors and checks as before)."""
-    from oneblock import checkpoint
-
     site, elsewhere = tmp_path / "site", tmp_path / "elsewhere"
     elsewhere.mkdir()
     assert checkpoint.load_checkpoint(runs / "whole.safetensors")["metadata"]["text"] == str(runs / "notes.txt")
@@ -554,8 +611,6 @@ def test_a_checkpoint_cannot_export_a_file_it_names_elsewhere(runs, explore, tmp
     """A crafted checkpoint that names another file, by its whole path or through folders, with that file's right
     SHA-256: nothing is read from there, the export is refused in one line, and nothing is written."""
     from checkpoint_edits import edited, set_meta
-    from oneblock import checkpoint
-
     secret = tmp_path / "outside" / "secret.txt"
     secret.parent.mkdir()
     secret.write_text("a secret line one\n" * 30 + "\n" + "a secret line two\n" * 4, encoding="utf-8")

@@ -1,6 +1,7 @@
 """The browser explorer: its JavaScript tokenizer, model, backward pass and training checked against the Python code
-in a real headless Chromium (driven by Playwright), every panel and every bad-input message of the page, and
-explore.py's export and server.
+in a real headless Chromium (driven by Playwright), and every panel and every bad-input message of the page, on the
+exports of the checkpoints train.py writes (explore.py's export itself, its refusals and its server:
+tests/test_explore_server.py).
 
 The page is served from a temporary folder by explore.py's own server on 127.0.0.1, in six copies: the untrained
 seed-3 export, a trained checkpoint's export, a copy whose worker.js throws, the export of a model of another text
@@ -27,7 +28,6 @@ from fastpath_helpers import rel_err
 from oneblock import checkpoint, data, export, training
 from oneblock.config import SCHEMES, ModelConfig
 from oneblock.settings import VAL_STORIES, Settings, checked, model_config
-import run_helpers
 from run_helpers import own_text, ran, served
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,7 +41,7 @@ OUTLINE = (216, 27, 96)  # draw.js's outline of a heatmap row, #d81b60
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# The browser, the checkpoints, the served copies of the page, and pages with their console errors
+# The checkpoints, the served copies of the page, and pages of them (conftest.py's, which check their errors)
 
 
 def train(out, *flags):
@@ -124,27 +124,15 @@ def wait_text(page, selector, phrase, timeout=30_000):
 
 
 @pytest.fixture
-def open_page(browser, base_url):
-    """open_page(site, width, init_script): run_helpers.open_page of one served copy, closed after the test."""
-    pages = []
-
-    def opener(site="init", width=1280, init_script=None):
-        page, errors = run_helpers.open_page(browser, f"{base_url}/{site}/index.html", width, init_script)
-        pages.append(page)
-        return page, errors
-
-    yield opener
-    for page in pages:
-        page.close()
+def open_page(pages, base_url):
+    """open_page(site, **options): conftest's pages of one served copy (the untrained export unless named)."""
+    return lambda site="init", **options: pages(f"{base_url}/{site}/index.html", **options)
 
 
 @pytest.fixture(scope="module")
-def reader(browser, base_url):
-    """One page of the untrained export for the tests that read it and run its functions, but change no panel's
-    model or text: loaded once for them all. (page, its errors)"""
-    page, errors = run_helpers.open_page(browser, f"{base_url}/init/index.html")
-    yield page, errors
-    page.close()
+def page_url(base_url):
+    """The page conftest's reader shares among the tests that only read it: the untrained export."""
+    return f"{base_url}/init/index.html"
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -152,7 +140,7 @@ def reader(browser, base_url):
 
 
 def test_js_tokenizer_gives_bpe_py_ids_on_every_corpus_line_and_the_same_errors(reader):
-    page, errors = reader
+    page = reader
     lines = (ROOT / "corpus.txt").read_text(encoding="utf-8").splitlines()
     got = page.evaluate("(lines) => lines.map((l) => explorer.state.tok.encode(l + '\\n'))", lines)
     want = [TOK.encode(line + "\n") for line in lines]
@@ -175,7 +163,6 @@ def test_js_tokenizer_gives_bpe_py_ids_on_every_corpus_line_and_the_same_errors(
         with pytest.raises(ValueError) as err:
             TOK.encode(text)
         assert message == str(err.value), text
-    assert errors == []
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -233,12 +220,11 @@ TRICKS_AGREE = """() => {
 def test_the_tricks_of_fast_js_add_in_the_order_of_the_plain_lines_they_replace(reader):
     """Each trick gives its plain line's numbers to the last bit, at the edges too (sizes not a multiple of its
     blocking), and a window through the pool gives what fresh matrices give."""
-    page, errors = reader
+    page = reader
     results = page.evaluate(TRICKS_AGREE)
     assert [r for r in results if not r[-1]] == []
     assert {r[0] for r in results} == {"products", "rows_dots", "weighted_rows", "pool"}
     assert results[-1][2] > 100  # the pool holds the matrices of a pass
-    assert errors == []
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -262,7 +248,7 @@ def test_a_grown_rope_checkpoint_of_train_py_checks_its_gradients_and_trains_at_
     why it cannot; and the page trains at the loaded sizes. (Its logits against numpy_model's, through the Load
     weights button: the test of every kind; the page's samples against sample.py's, past the 64 positions: the test
     of the downloaded weights.)"""
-    page, errors = open_page("grown")
+    page = open_page("grown")
     assert "2 blocks x 2 heads" in page.inner_text("#model-status") and "rotary" in page.inner_text("#model-status")
     assert "width 4, 2 blocks x 2 heads, rotary positions" in page.inner_text("#check-sizes")
     page.click("#check-go")
@@ -309,7 +295,6 @@ def test_a_grown_rope_checkpoint_of_train_py_checks_its_gradients_and_trains_at_
                           " m.config.positions, m.step, m.val_loss]; }")
         assert m[:4] == [2, 2, scheme, 5] and m[4] < (4.0 if source == "loaded" else 4.7), (source, m)
 
-    assert errors == []
 
 
 # {scheme: (the words of the position panel, whether it shows a heatmap of position rows)}
@@ -334,7 +319,7 @@ def test_explore_py_and_the_load_button_read_every_kind_of_checkpoint_train_py_w
     is none.) At the end every hidden element of the page is not displayed, whatever its rules say."""
     from oneblock import numpy_model
 
-    page, errors = open_page()
+    page = open_page()
     words, heatmap = POSITION_PANEL["learned"]
     assert words in page.inner_text("#position-note") and shown(page, "#position-similarity") == heatmap
     stream, _, _ = data.load_data(TOK, VAL_STORIES, 64)
@@ -368,7 +353,6 @@ def test_explore_py_and_the_load_button_read_every_kind_of_checkpoint_train_py_w
     displayed = page.evaluate("() => [...document.querySelectorAll('[hidden]')].filter((el) =>"
                               " getComputedStyle(el).display !== 'none').map((el) => el.id || el.tagName)")
     assert displayed == []
-    assert errors == []
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -380,7 +364,7 @@ def test_induction_js_draws_and_measures_as_experiments_induction_does(reader):
     accuracy and per-head induction and previous-token scores of a 2 x 2 model, within 1e-12 relative."""
     from experiments import induction
 
-    page, errors = reader
+    page = reader
     ids, targets, periods = induction.periodic(random.Random(1002), 30)
     js = page.evaluate("() => explorer.modules.induction.periodic(new explorer.modules.random.Random(1002), 30)")
     assert js == {"ids": ids.tolist(), "targets": targets.tolist(), "periods": periods.tolist()}
@@ -397,13 +381,12 @@ def test_induction_js_draws_and_measures_as_experiments_induction_does(reader):
     for block, want_block in zip(got["scores"], want_scores, strict=True):
         for head, want_head in zip(block, want_block, strict=True):
             assert head == pytest.approx(want_head, rel=1e-12, abs=0)
-    assert errors == []
 
 
 def test_the_experiments_refuse_a_bad_field_naming_it_and_start_nothing(open_page):
     """Start with a field out of range: the panel's message names the field, its value and what it allows, and no
     run starts; fixed, the message goes and the run starts."""
-    page, errors = open_page()
+    page = open_page()
     cases = (("depth", "steps", "0", "Steps is \"0\"; expected a whole number from 1 to 100000.", 1),
              ("positions", "lr", "2", "Learning rate is \"2\"; expected a number between 0 and 1.", 0.01))
     for name, field, value, expected, good in cases:
@@ -416,7 +399,6 @@ def test_the_experiments_refuse_a_bad_field_naming_it_and_start_nothing(open_pag
         assert page.locator(f"#{name}-message").is_hidden()
         assert page.evaluate(f"() => explorer.modules.experiments.runs.{name}.fields.{field}") == good
         page.click(f"#{name}-stop")
-    assert errors == []
 
 
 def test_the_positions_experiment_reads_every_scheme_past_position_64(reader):
@@ -424,7 +406,7 @@ def test_the_positions_experiment_reads_every_scheme_past_position_64(reader):
     in the same words), and a short run of the panel trains the four schemes and shows each one's loss out to 128."""
     from experiments import positions
 
-    page, errors = reader
+    page = reader
     stories = data.load_data(TOK, VAL_STORIES, 64)[1]  # the held-out stories, as texts
     inputs, targets = positions.windows(TOK, stories, positions.WINDOW)  # (W, 128) each
     assert page.evaluate("() => explorer.modules.positions.windows(explorer.state.tok.encode('\\n' +"
@@ -457,7 +439,6 @@ def test_the_positions_experiment_reads_every_scheme_past_position_64(reader):
     assert sorted(rows) == sorted(SCHEMES) and rows["learned"][4] == "cannot read them"
     assert all(float(rows[scheme][4]) > 0 for scheme in ("none", "sinusoidal", "rope"))
     assert "learned has no row past 63" in page.inner_text("#positions-note")
-    assert errors == []
 
 
 # workers that train nothing: each keeps what the page sends it, and the test answers for it (window.fake_workers)
@@ -492,7 +473,7 @@ def test_the_second_block_summary_reads_one_block_at_the_step_two_blocks_passed(
     Restarted, two blocks pass at step 75 before one block gets there: the summary says one block has not reached
     step 75 yet, and once it is measured there (25%), gives that figure, not a later one (40% at step 100).
     (Before, the summary set one block's accuracy at its latest step beside two blocks' at the step they passed.)"""
-    page, errors = open_page(init_script=FAKE_WORKERS)
+    page = open_page(init_script=FAKE_WORKERS)
     exp = "explorer.modules.experiments"
 
     def start():
@@ -532,7 +513,6 @@ def test_the_second_block_summary_reads_one_block_at_the_step_two_blocks_passed(
     passed = page.evaluate(f"() => {exp}.runs.depth.passed")
     assert (passed["step"], passed["one_block"]) == (75, 0.25), passed
     page.click("#depth-stop")
-    assert errors == []
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -560,7 +540,7 @@ def test_30_js_training_steps_match_train_pys_numpy_path(reader):
     norms = [norm for _, norm in steps]
     assert min(norms) < s.clip < max(norms)  # both branches of the clipping are taken
 
-    page, errors = reader
+    page = reader
     settings = {"lr": s.lr, "min_lr": s.min_lr, "warmup": s.warmup, "steps": s.steps, "beta1": s.beta1,
                 "beta2": s.beta2, "eps": s.eps, "clip": s.clip, "positions": "learned", "heads": 1}
     js_steps, js_params = page.evaluate(STEPS, [windows, settings])
@@ -584,7 +564,6 @@ def test_30_js_training_steps_match_train_pys_numpy_path(reader):
     got = np.concatenate([np.asarray(t, dtype=np.float64) for t in js_init])
     assert np.all(np.abs(got - want) <= 2 * np.spacing(np.abs(want)))
     print(f"JS init: {int(np.sum(got != want))} of {got.size} weights differ, by at most 2 ulp")
-    assert errors == []
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -592,7 +571,7 @@ def test_30_js_training_steps_match_train_pys_numpy_path(reader):
 
 
 def test_page_loads_clean_and_follows_typing(open_page):
-    page, errors = open_page()
+    page = open_page()
     assert "Untrained model" in page.inner_text("#model-status")
     panels = ("tokens", "next", "attention", "order", "inside", "sample", "train", "check")
     assert [page.is_visible(f"#{panel}-panel") for panel in panels] == [True] * len(panels)
@@ -633,10 +612,9 @@ def test_page_loads_clean_and_follows_typing(open_page):
     assert float(page.get_attribute("#order-gap", "data-value")) > 0  # (its numbers: the order lesson's test)
 
     # a phone-sized screen: one column, nothing wider than the screen but the scrolling canvases
-    phone, phone_errors = open_page(width=390)
+    phone = open_page(width=390)
     overflow = phone.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
     assert overflow <= 0, overflow
-    assert errors == [] and phone_errors == []
 
 
 # the box of the outline's pixels on the attention map, in CSS pixels of the canvas ({x0, y0, x1, y1}, ends
@@ -667,7 +645,7 @@ def test_the_attention_outline_follows_the_hovered_row_and_returns_to_the_chosen
     reads that row and the outline is around it, and only it; the mouse leaves: both are back on the chosen row.
     Where the rows lie is read from the pixels of the first outline (a row's outline is one cell and 2 pixels of
     line each side tall). (Before, the outline stayed on the chosen row while the readout followed the mouse.)"""
-    page, errors = reader
+    page = reader
     rows = int(page.get_attribute("#attention-maps canvas", "data-rows"))
     chosen = rows - 1
     assert rows > 8 and f"Position {chosen} " in page.inner_text("#attention-readout")
@@ -694,11 +672,10 @@ def test_the_attention_outline_follows_the_hovered_row_and_returns_to_the_chosen
                            arg=f"Position {chosen} ")
     assert outline_box(page) == first == around(chosen)
     assert page.get_attribute("#attention-maps canvas", "data-highlight") == str(chosen)
-    assert errors == []
 
 
 def test_fifty_steps_in_the_worker_lower_the_loss_draw_the_curve_and_move_the_panels(open_page):
-    page, errors = open_page()
+    page = open_page()
     next_before = page.inner_text("#next-list")
     page.fill("#train-steps", "50")
     page.click("#train-start")
@@ -724,7 +701,6 @@ def test_fifty_steps_in_the_worker_lower_the_loss_draw_the_curve_and_move_the_pa
     assert inked > 500, inked  # axes, the two curves and the floor
     assert "step 50 of 50" in page.inner_text("#train-status") and "done" in page.inner_text("#train-status")
     assert page.evaluate("explorer.state.model.step") == 50 and page.inner_text("#next-list") != next_before
-    assert errors == []
 
 
 def test_downloaded_weights_load_in_sample_py_and_give_the_pages_greedy_text(open_page, capsys, tmp_path):
@@ -732,7 +708,7 @@ def test_downloaded_weights_load_in_sample_py_and_give_the_pages_greedy_text(ope
     20 steps from the loaded weights, their greedy sample (past the 64 positions, so cropped as sample.py crops) and
     a seeded one, and the file the page downloads: sample.py gives the same texts from it, and it loads back into the
     page and into explore.py."""
-    page, errors = open_page("trained")
+    page = open_page("trained")
     status = page.inner_text("#model-status")
     note = page.locator("#train-replace-note")
     assert note.is_visible() and "Start replaces the trained weights in every panel" in note.inner_text()
@@ -794,7 +770,6 @@ def test_downloaded_weights_load_in_sample_py_and_give_the_pages_greedy_text(ope
     assert "Loaded explorer.safetensors: step 20" in wait_text(page, "#load-message", "Loaded")
     assert ran("explore.py", capsys, "--ckpt", path, "--export", tmp_path / "site").returncode == 0
     assert json.loads((tmp_path / "site" / "data" / "manifest.json").read_text())["step"] == 20
-    assert errors == []
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -804,7 +779,7 @@ def test_downloaded_weights_load_in_sample_py_and_give_the_pages_greedy_text(ope
 def test_bad_input_gives_messages_and_the_rest_keeps_working(open_page):
     """A bad text, prompt, temperature, learning rate and sentence: each a message, and the page works on. (A bad
     weights file: tests/test_page_loader.py.)"""
-    page, errors = open_page()
+    page = open_page()
     status = page.inner_text("#model-status")
 
     page.fill("#text", "Mia has a hat.")
@@ -856,7 +831,6 @@ def test_bad_input_gives_messages_and_the_rest_keeps_working(open_page):
     page.wait_for_function("(n) => document.querySelectorAll('#chips .chip').length === n",
                            arg=len(TOK.encode("zoe has a ball.")) + 1)
     assert page.inner_text("#token-message") == ""
-    assert errors == []
 
 
 def test_bench_explorer_runs_another_version_in_turns_and_the_second_block_experiment(browser, tmp_path, capsys):
@@ -897,25 +871,24 @@ def test_bench_explorer_runs_another_version_in_turns_and_the_second_block_exper
 
 
 def test_a_worker_that_fails_is_a_message_and_the_rest_keeps_working(open_page):
-    page, errors = open_page("broken-worker")
+    page = open_page("broken-worker", failing="fails on purpose")  # only the worker's own error, if logged
     page.click("#train-start")
     assert "the training worker failed" in wait_text(page, "#train-message", "worker failed")
     assert page.is_disabled("#train-pause") and page.is_disabled("#train-stop")
     page.fill("#text", "leo has a hat.")
     page.wait_for_function("(n) => document.querySelectorAll('#chips .chip').length === n",
                            arg=len(TOK.encode("leo has a hat.")) + 1)
-    assert [e for e in errors if "fails on purpose" not in e] == []  # only the worker's own error, if logged
 
 
 def test_without_data_the_page_says_how_to_get_it(open_page):
     """A copy of the page with no data/ folder (opened without explore.py): a message, not a blank page."""
-    page, errors = open_page("bare")
+    page = open_page("bare", failing="status of 404")  # its fetch of data/manifest.json
     assert "Run python3 explore.py" in page.inner_text("#page-message")
     assert "data/manifest.json (HTTP 404)" in page.inner_text("#page-message")
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# explore.py: the export, its errors, the server
+# A model of your own text
 
 
 def test_a_model_of_your_own_text_in_the_page(open_page, sites, own_ckpt):
@@ -923,7 +896,7 @@ def test_a_model_of_your_own_text_in_the_page(open_page, sites, own_ckpt):
     on text past U+FFFF, with a combining accent), train.py's split and validation windows, and gives model.py's
     logits (within 1e-13 relative; with both kinds of sums, on every config against every implementation:
     tests/test_one_config.py), and says that there is no floor."""
-    page, errors = open_page("own-text")
+    page = open_page("own-text")
     ckpt = checkpoint.load_checkpoint(own_ckpt)
     tok = checkpoint.tokenizer_of(ckpt, ROOT / "tokenizer.json", own_ckpt)
     lines = own_text().splitlines(keepends=True)
@@ -957,57 +930,3 @@ def test_a_model_of_your_own_text_in_the_page(open_page, sites, own_ckpt):
     tiny = model.init_params(100, TINY["d"], TINY["hidden"], TINY["max_len"], 3)
     assert page.inner_text("#check-count") == f"{model.count_params(tiny):,}"
     assert page.evaluate("() => explorer.state.manifest.val_floor") is None
-    assert errors == []
-
-
-def test_export_without_a_checkpoint_is_the_untrained_seed_3_model(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)  # no out/ckpt.safetensors here
-    assert ran("explore.py", capsys, "--export", "site").returncode == 0
-    site = tmp_path / "site"
-    assert sorted(p.name for p in site.iterdir()) == sorted([p.name for p in export.page_files()] + ["data"])
-    manifest = json.loads((site / "data" / "manifest.json").read_text())
-    assert manifest["trained"] is False and "seed-3 initial weights" in manifest["source"]
-    assert manifest["val_floor"] == pytest.approx(0.3074, abs=1e-4)
-    assert manifest["floor"] == pytest.approx(0.3081, abs=1e-4)
-    assert manifest["order"] == {"a": ORDER_A, "b": ORDER_B}
-    weights = checkpoint.load_checkpoint(site / "data" / export.WEIGHTS_FILE)
-    assert checkpoint.reference_params(weights) == model.init_params(96, 16, 64, 64, 3)  # bit for bit
-    split = json.loads((site / "data" / "split.json").read_text())
-    stories = (ROOT / "corpus.txt").read_text().splitlines()
-    assert split["train"] + split["val"] == stories and len(split["val"]) == 300
-    assert not list(site.rglob("*.tmp"))
-
-
-def test_a_model_too_large_for_the_page_is_refused_naming_it(grown_ckpt, monkeypatch):
-    """read_weights holds every checkpoint to page_fits before anything is exported: with the page's bound set just
-    below what the grown 2 x 2 model needs, it is refused with its sizes and parameter count; at the bound, it loads."""
-    config = checkpoint.load_checkpoint(grown_ckpt)["config"]
-    assert (config.blocks, config.heads) == (2, 2)
-    count = config.parameter_count()
-    monkeypatch.setattr(export, "PAGE_BYTES", export.PAGE_COPIES * 8 * count - 1)
-    with pytest.raises(ValueError, match=rf"is a model of 2 blocks x 2 heads, width 16: {count:,} parameters, which"
-                                         r" the explorer does not run: .* sample.py runs it"):
-        export.read_weights(grown_ckpt, explicit=True)
-    monkeypatch.setattr(export, "PAGE_BYTES", export.PAGE_COPIES * 8 * count)
-    raw, fields = export.read_weights(grown_ckpt, explicit=True)
-    assert raw == grown_ckpt.read_bytes() and fields["trained"]
-
-
-def test_a_bad_checkpoint_is_checkpoint_pys_message_and_exit_2(tmp_path, capsys, trained_ckpt):
-    """A missing checkpoint, and one whose config and training settings disagree on the positions, and bad options:
-    one line, exit 2, nothing written. (Every damaged file of the fuzz corpus: tests/test_fuzz_checkpoints.py.)"""
-    from checkpoint_edits import edit_json
-
-    half = tmp_path / "half-rope.safetensors"  # only the config says rope: the two do not agree
-    half.write_bytes(edit_json(trained_ckpt.read_bytes(), "config",
-                               lambda config: config.update(positions="rope", use_positions=False)))
-    for path, phrase in [(tmp_path / "missing.safetensors", "no checkpoint at"),
-                         (half, "training positions is 'learned', but the config's scheme is 'rope'")]:
-        proc = ran("explore.py", capsys, "--ckpt", path, "--export", tmp_path / "site")
-        assert proc.returncode == 2 and phrase in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
-    assert not (tmp_path / "site").exists()  # nothing written
-    (tmp_path / "file").write_text("x")
-    for args, phrase in [(["--export", tmp_path / "file"], "is a file"), (["--port", "70000"], "is not a port"),
-                         (["--port", "eighty"], "invalid int value")]:
-        proc = ran("explore.py", capsys, *args)
-        assert proc.returncode == 2 and phrase in proc.stderr, proc.stderr

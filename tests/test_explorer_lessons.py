@@ -29,7 +29,7 @@ import pytest
 
 from oneblock import export
 from oneblock import lessons as py_lessons
-from run_helpers import open_page, served
+from run_helpers import served
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_STEPS = 40  # the steps of each trained lesson here, through ?lesson-steps
@@ -54,31 +54,22 @@ def site_url(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def first_page(browser, site_url):
-    """A page of the export as a learner first opens it, for the tests that only read it: (page, its errors)."""
-    page, errors = open_page(browser, f"{site_url}/index.html")
-    yield page, errors
-    page.close()
+def page_url(site_url):
+    """The page conftest's reader shares among the tests that only read it: the export as a learner first opens it."""
+    return f"{site_url}/index.html"
 
 
 @pytest.fixture
-def learner(browser, site_url):
-    """learner(where): a new page, as a learner first opens it, of where: a page of the served export (its
-    index.html unless named), or the folder of another export, served until the test ends. After the test, each page
-    it opened is closed, and none may have logged a console or page error."""
-    opened = []
+def learner(pages, site_url):
+    """learner(where): a new page of conftest's pages, as a learner first opens it, of where: a page of the served
+    export (its index.html unless named), or the folder of another export, served until the test ends."""
     with ExitStack() as servers:
         def opener(where="index.html"):
             if not isinstance(where, str):  # a folder: its index.html, served
                 where = f"{servers.enter_context(served(where))}/index.html"
-            page, errors = open_page(browser, where if "://" in where else f"{site_url}/{where}")
-            opened.append((page, errors))
-            return page
+            return pages(where if "://" in where else f"{site_url}/{where}")
 
         yield opener
-        for page, _ in opened:
-            page.close()
-    assert [errors for _, errors in opened] == [[]] * len(opened)
 
 
 def enter_guess(page, key, text):
@@ -129,11 +120,11 @@ def page_values(lesson, depth):
     return {**py_lessons.facts(py_lessons.build_lab().tokenizer), **runs.get(lesson.key, {})}
 
 
-def test_the_pages_lessons_are_the_exports_words_filled_with_its_own_numbers(first_page):
+def test_the_pages_lessons_are_the_exports_words_filled_with_its_own_numbers(reader):
     """Keys, titles, questions and explanations (the templates filled with the page's tokenizer and runs), guesses,
     what to type and the judges' rules, in the command line's order; the first screen has the link, and the link
     brings the lessons into view."""
-    page, errors = first_page
+    page = reader
     got = page.evaluate("() => explorer.modules.lessons.LESSONS.map((l) => ({key: l.key, title: l.title,"
                         " question: l.question, explain: l.explain, guess: l.guess, describe: l.describe,"
                         " rule: l.rule, source: l.source}))")
@@ -155,7 +146,6 @@ def test_the_pages_lessons_are_the_exports_words_filled_with_its_own_numbers(fir
     assert link is not None and 0 <= link["y"] and link["y"] + link["height"] <= 900  # seen without scrolling
     page.click("#lessons-link")
     page.wait_for_function("() => Math.abs(document.querySelector('#lessons').getBoundingClientRect().top) < 5")
-    assert errors == []
 
 
 def exported(tmp_path, change):
@@ -188,11 +178,11 @@ def test_the_page_fills_the_exports_templates_with_the_numbers_of_its_tokenizer(
     assert page.locator("#lesson-list > li").count() == 0 and page.inner_text("#model-status") != ""
 
 
-def test_the_trained_lessons_offer_their_live_settings_without_the_test_hook(first_page):
+def test_the_trained_lessons_offer_their_live_settings_without_the_test_hook(reader):
     """Without ?lesson-steps: floor 600 steps of 16 windows, positions 400 steps of 16 for each scheme, the second
     block the page's experiment's settings (experiments.js DEPTH: 800 steps of 32); and no word of fewer steps. (With
     it, the three say so: the test of the trained lessons.)"""
-    page, errors = first_page
+    page = reader
     trains = page.evaluate("() => Object.fromEntries(explorer.modules.lessons.LESSONS.map((l) => [l.key, l.trains]))")
     depth = page.evaluate("() => explorer.modules.experiments.DEPTH")
     assert trains["floor"] == {"steps": 600, "batch": 16, "lr": 0.01, "eval_every": 100, "seed": 3}
@@ -201,7 +191,6 @@ def test_the_trained_lessons_offer_their_live_settings_without_the_test_hook(fir
     assert depth["steps"] == 800 and depth["batch"] == 32
     assert [key for key in MODEL_AND_TRAINED if trains[key] is None] == [lesson.key for lesson in py_lessons.LESSONS]
     assert "lesson-steps" not in page.inner_text("#lessons")
-    assert errors == []
 
 
 # ----------------------------------------------------------------------------------------------------------------
