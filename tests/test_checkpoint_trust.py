@@ -17,7 +17,7 @@ import pytest
 from oneblock import checkpoint, export, settings
 from checkpoint_edits import RUNS
 import run_helpers
-from run_helpers import file_size_limit, memory_limit, ran
+from run_helpers import file_size_limit, kinds_under, memory_limit, ran
 
 pytest.importorskip("numpy")
 if os.name == "nt":
@@ -109,11 +109,6 @@ def test_every_setting_train_py_and_the_page_record_is_known(base_checkpoints):
 # explore.py --export: a write that fails is one line, exit 2, and nothing half-written
 
 
-def snapshot(folder):
-    """{relative path: bytes} of every file under folder."""
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(Path(folder).rglob("*")) if p.is_file()}
-
-
 def test_an_export_that_cannot_be_written_is_one_line_and_leaves_the_old_export(base_checkpoints, tmp_path):
     """A full disk, as RLIMIT_FSIZE makes one: no file may pass 64 KB, so the stories' split.json (over 100 KB) fails
     after the weights and the tokenizer were written beside their old copies. The old export (of the own text)
@@ -122,10 +117,10 @@ def test_an_export_that_cannot_be_written_is_one_line_and_leaves_the_old_export(
     site = tmp_path / "site"
     proc, _ = run("explore", "--ckpt", "own-text.safetensors", "--export", site, cwd=folder)
     assert proc.returncode == 0, proc.stderr
-    old = snapshot(site)
+    old = kinds_under(site)
     proc, _ = run("explore", "--ckpt", "one-block.safetensors", "--export", site, cwd=folder, file_size=64 << 10)
     refused(proc, f"--export {site}: cannot write {site / 'data' / 'split.json'} (File too large)")
-    assert snapshot(site) == old
+    assert kinds_under(site) == old
 
     # the same into a folder that did not exist: the folders it made are not left behind
     proc, _ = run("explore", "--ckpt", "one-block.safetensors", "--export", tmp_path / "new" / "site", cwd=folder,
@@ -135,7 +130,7 @@ def test_an_export_that_cannot_be_written_is_one_line_and_leaves_the_old_export(
 
     # and without the limit the export goes through: the stories' files replace the own text's
     proc, _ = run("explore", "--ckpt", "one-block.safetensors", "--export", site, cwd=folder)
-    assert proc.returncode == 0 and len(snapshot(site)["data/split.json"]) > 100_000, proc.stderr
+    assert proc.returncode == 0 and len(kinds_under(site)["data/split.json"]) > 100_000, proc.stderr
 
 
 def test_an_export_to_where_no_folder_can_be_is_one_line(base_checkpoints, tmp_path, capsys, monkeypatch):

@@ -184,8 +184,7 @@ def test_a_rank_that_dies_ends_the_run_and_keeps_the_last_checkpoint(tmp_path):
 def test_a_bad_launch_is_one_message_and_writes_nothing(tmp_path, args, phrase):
     out = tmp_path / "run" / "ckpt.safetensors"
     out.parent.mkdir()
-    proc = subprocess.run([*TORCHRUN, str(ROOT / "train.py"), "--out", str(out), *RUN, *args], capture_output=True,
-                          text=True, cwd=tmp_path, timeout=600)
+    proc = train_py(out, *RUN, *args, launcher=TORCHRUN, check=False)
     assert proc.returncode != 0
     assert proc.stderr.count(phrase) == 1, proc.stderr  # said once, by rank 0 (torchrun adds its own report)
     assert list(out.parent.iterdir()) == []
