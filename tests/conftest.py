@@ -5,7 +5,8 @@ long test at the end while the others wait. The browser tests share one fixture,
 Playwright: without it or Playwright the tests skip with a one-line reason, and under CI=true that is a failure. Its
 pages: modules_page (the explorer's model.js, checkpoint.js and lessons.js imported), pages (new pages of a served
 page, opened by a test) and reader (one page shared by a module's tests that only read it); no page of pages or
-reader may log a console or page error, unless it was opened to fail."""
+reader may log a console or page error, unless it was opened to fail. And base_checkpoints: the three small
+checkpoints that the tests of damaged checkpoints start from, trained once."""
 
 import os
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from hypothesis import settings
 
 from oneblock import machine
+from checkpoint_edits import write_bases
 from run_helpers import open_page, served
 
 LONGEST_FIRST = ["test_fuzz_checkpoints.py", "test_readme.py", "test_bench.py", "test_torch_train.py",
@@ -185,3 +187,11 @@ def reader(shared_page):
     page, errors = shared_page
     yield page
     assert errors == []
+
+
+@pytest.fixture(scope="session")
+def base_checkpoints(tmp_path_factory):
+    """A folder with notes.txt and the three small checkpoints of checkpoint_edits.RUNS, written once for the tests
+    that damage, load or refuse them: (folder, {name: the checkpoint's bytes})."""
+    folder = tmp_path_factory.mktemp("bases")
+    return folder, write_bases(folder)

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from oneblock import checkpoint, export, settings
-from checkpoint_edits import RUNS, write_bases
+from checkpoint_edits import RUNS
 import run_helpers
-from run_helpers import file_size_limit, memory_limit, ran
+from run_helpers import file_size_limit, kinds_under, memory_limit, ran
 
 pytest.importorskip("numpy")
 if os.name == "nt":
@@ -25,13 +25,6 @@ if os.name == "nt":
 
 ROOT = Path(__file__).resolve().parent.parent
 LIMIT = 3 << 30  # RLIMIT_AS of the subprocesses that could spend memory: enough for NumPy, far below the machine
-
-
-@pytest.fixture(scope="module")
-def work(tmp_path_factory):
-    """A folder with notes.txt and the three small checkpoints of checkpoint_edits.RUNS; returns (folder, bytes)."""
-    folder = tmp_path_factory.mktemp("trust")
-    return folder, write_bases(folder)
 
 
 def run(tool, *args, cwd, memory=LIMIT, file_size=None):
@@ -70,10 +63,10 @@ def refused(proc, *phrases):
      "--batch 1000000000 --length 63 at the weights of one-block.safetensors (1 block x 1 head) needs about"),
     ("sample", ["--ckpt", "one-block.safetensors", "--tokens", 10 ** 12], "--tokens 1000000000000 needs about"),
 ])
-def test_the_sizes_a_tool_is_asked_for_are_priced_before_any_work(work, tool, args, phrase):
+def test_the_sizes_a_tool_is_asked_for_are_priced_before_any_work(base_checkpoints, tool, args, phrase):
     """These ran for minutes while memory grew; under a 3 GiB limit each is now refused at once, naming the value
     and the memory it needs."""
-    folder, _ = work
+    folder, _ = base_checkpoints
     proc, seconds = run(tool, *args, cwd=folder)
     line = refused(proc, phrase, "of memory, more than the")
     assert "GiB" in line and seconds < 30
@@ -97,7 +90,7 @@ def test_a_checkpoint_larger_than_memory_is_refused_before_it_is_read(tmp_path):
 # The settings a checkpoint may record
 
 
-def test_every_setting_train_py_and_the_page_record_is_known(work):
+def test_every_setting_train_py_and_the_page_record_is_known(base_checkpoints):
     """checkpoint.py cannot import train.py (train imports checkpoint): its table of settings must cover train.py's
     and the explorer page's, and the backends must be train.py's --backend choices, or a new setting would make
     every new checkpoint unreadable."""
@@ -107,7 +100,7 @@ def test_every_setting_train_py_and_the_page_record_is_known(work):
     defaults = re.search(r"export const DEFAULTS = \{(.*?)\};", page, re.S).group(1)
     keys = re.findall(r"^\s+(\w+):", defaults, re.M)
     assert len(keys) >= 10 and set(keys) | {"backend", "dtype", "seed"} <= set(checkpoint.TRAINING_RULES), keys
-    folder, bases = work
+    _, bases = base_checkpoints
     assert checkpoint.load_bytes(bases["own-text"], "own")["training"]["val_stories"] is None
     assert checkpoint.load_bytes(export.untrained_checkpoint(), "untrained")["step"] == 0
 
@@ -116,23 +109,18 @@ def test_every_setting_train_py_and_the_page_record_is_known(work):
 # explore.py --export: a write that fails is one line, exit 2, and nothing half-written
 
 
-def snapshot(folder):
-    """{relative path: bytes} of every file under folder."""
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(Path(folder).rglob("*")) if p.is_file()}
-
-
-def test_an_export_that_cannot_be_written_is_one_line_and_leaves_the_old_export(work, tmp_path):
+def test_an_export_that_cannot_be_written_is_one_line_and_leaves_the_old_export(base_checkpoints, tmp_path):
     """A full disk, as RLIMIT_FSIZE makes one: no file may pass 64 KB, so the stories' split.json (over 100 KB) fails
     after the weights and the tokenizer were written beside their old copies. The old export (of the own text)
     stays as it was, file for file, with no temporary file left."""
-    folder, _ = work
+    folder, _ = base_checkpoints
     site = tmp_path / "site"
     proc, _ = run("explore", "--ckpt", "own-text.safetensors", "--export", site, cwd=folder)
     assert proc.returncode == 0, proc.stderr
-    old = snapshot(site)
+    old = kinds_under(site)
     proc, _ = run("explore", "--ckpt", "one-block.safetensors", "--export", site, cwd=folder, file_size=64 << 10)
     refused(proc, f"--export {site}: cannot write {site / 'data' / 'split.json'} (File too large)")
-    assert snapshot(site) == old
+    assert kinds_under(site) == old
 
     # the same into a folder that did not exist: the folders it made are not left behind
     proc, _ = run("explore", "--ckpt", "one-block.safetensors", "--export", tmp_path / "new" / "site", cwd=folder,
@@ -142,12 +130,12 @@ def test_an_export_that_cannot_be_written_is_one_line_and_leaves_the_old_export(
 
     # and without the limit the export goes through: the stories' files replace the own text's
     proc, _ = run("explore", "--ckpt", "one-block.safetensors", "--export", site, cwd=folder)
-    assert proc.returncode == 0 and len(snapshot(site)["data/split.json"]) > 100_000, proc.stderr
+    assert proc.returncode == 0 and len(kinds_under(site)["data/split.json"]) > 100_000, proc.stderr
 
 
-def test_an_export_to_where_no_folder_can_be_is_one_line(work, tmp_path, capsys, monkeypatch):
+def test_an_export_to_where_no_folder_can_be_is_one_line(base_checkpoints, tmp_path, capsys, monkeypatch):
     """(explore.py run in this process: the subject is where it writes, not what it spends.)"""
-    folder, _ = work
+    folder, _ = base_checkpoints
     monkeypatch.chdir(folder)
     (tmp_path / "file").write_text("x", encoding="utf-8")
     places = [(tmp_path / "file" / "site", "cannot create the folder", "(Not a directory)"),

@@ -37,7 +37,7 @@ import pytest
 
 from oneblock import checkpoint
 from oneblock.config import ModelConfig
-from checkpoint_edits import HOSTILE_HEADERS, RUNS, mutations, two_documents, write_bases
+from checkpoint_edits import HOSTILE_HEADERS, RUNS, mutations, two_documents
 
 pytest.importorskip("numpy")
 if not hasattr(os, "fork"):
@@ -139,13 +139,8 @@ def problem(got, want):
 SERVERS = {}
 
 
-@pytest.fixture(scope="module")
-def bases(tmp_path_factory):
-    """{name: bytes} of the three base checkpoints, each written by a short train.py run."""
-    return write_bases(tmp_path_factory.mktemp("fuzz-bases"))
-
-
-def test_damaged_checkpoints_are_refused_in_one_line_or_read_as_the_good_one(bases, tmp_path):
+def test_damaged_checkpoints_are_refused_in_one_line_or_read_as_the_good_one(base_checkpoints, tmp_path):
+    _, bases = base_checkpoints
     started = time.monotonic()
     for tool in TOOLS:
         SERVERS[tool] = start_server(tool)

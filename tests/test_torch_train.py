@@ -12,7 +12,7 @@ import pytest
 
 from oneblock import checkpoint, training
 from oneblock.settings import Settings, checked
-from run_helpers import ROOT, kill_group
+from run_helpers import ROOT, kill_group, ran
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install -r tests/requirements-torch.txt)")
 np = pytest.importorskip("numpy")
@@ -74,20 +74,18 @@ def test_the_torch_backend_takes_the_numpy_backends_steps(grown):
         assert a["val"] == pytest.approx(b["val"], rel=1e-10)
 
 
-def test_a_checkpoint_moves_between_backends(tmp_path):
+def test_a_checkpoint_moves_between_backends(tmp_path, capsys):
     # numpy stops halfway (on the whole run's schedule), torch finishes it, every sampler backend reads the result
-    straight, moved = tmp_path / "straight.safetensors", tmp_path / "moved.safetensors"
-    train_py(straight, *RUN, "--backend", "numpy")
+    moved = tmp_path / "moved.safetensors"
     train_py(moved, *RUN, "--backend", "numpy", "--stop-at", "10")
     assert checkpoint.load_checkpoint(moved)["step"] == 10
     proc = train_py(moved, *RUN, *TORCH, "--resume")
     assert "resuming" in proc.stdout and checkpoint.load_checkpoint(moved)["step"] == 20
-    error, name = worst_relative_error(params_of(moved), params_of(straight))
+    error, name = worst_relative_error(params_of(moved), trained(backend="numpy")[0])
     assert error <= 1e-10, (name, error)
     texts = set()
     for backend in ("numpy", "python", "torch"):
-        proc = subprocess.run([sys.executable, str(ROOT / "sample.py"), "--ckpt", str(moved), "--backend", backend,
-                               "--temperature", "0", "--tokens", "12"], capture_output=True, text=True, timeout=300)
+        proc = ran("sample.py", capsys, "--ckpt", moved, "--backend", backend, "--temperature", "0", "--tokens", "12")
         assert proc.returncode == 0, proc.stderr
         texts.add(proc.stdout)
     assert len(texts) == 1  # greedy: the same tokens from every backend
@@ -186,8 +184,7 @@ def test_a_rank_that_dies_ends_the_run_and_keeps_the_last_checkpoint(tmp_path):
 def test_a_bad_launch_is_one_message_and_writes_nothing(tmp_path, args, phrase):
     out = tmp_path / "run" / "ckpt.safetensors"
     out.parent.mkdir()
-    proc = subprocess.run([*TORCHRUN, str(ROOT / "train.py"), "--out", str(out), *RUN, *args], capture_output=True,
-                          text=True, cwd=tmp_path, timeout=600)
+    proc = train_py(out, *RUN, *args, launcher=TORCHRUN, check=False)
     assert proc.returncode != 0
     assert proc.stderr.count(phrase) == 1, proc.stderr  # said once, by rank 0 (torchrun adds its own report)
     assert list(out.parent.iterdir()) == []
