@@ -186,8 +186,7 @@ def check_record(record, plan):
 
 
 def rerun(record, size, seed, until):
-    """Train one run of the record (size, seed) again up to step until and compare its tuning loss there with the
-    record's curve (recording.judged_rerun). Returns (ok, one line saying so)."""
+    """recording.judged_rerun of one run of the record (size, seed), trained again up to step until."""
     def train(lr):
         data, _ = drop_data(json.dumps(FULL, sort_keys=True), seed)  # (the counts of its stories are the record's)
         _, history = trained(drop_values(FULL, [int(v) for v in size.split("x")], seed), data=data, until=until)
@@ -198,8 +197,7 @@ def rerun(record, size, seed, until):
 
 
 def rerun_cell(parser, args, record):
-    """The run --rerun trains, its size checked against the record (recording.rerun_main), and the tuning curve
-    whose steps --until may name."""
+    """recording.rerun_main's cell: rerun's size, and the tuning curve whose steps --until may name."""
     sizes = field(record["sizes"], "an object", "sizes")
     if args.rerun not in sizes:
         parser.error(f"--rerun {args.rerun}: {RECORD_FILE.name} has the sizes {', '.join(sizes)} (width x blocks)")

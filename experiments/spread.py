@@ -37,8 +37,8 @@ from oneblock.config import SCHEMES
 from oneblock.settings import Settings
 
 with machine.needed_by("python3 -m experiments.spread"):
-    from experiments.recording import (OUT_FOLDER, counted, flags, given, holder, interruptible, own, shown, stopped,
-                                       trained, write_record)
+    from experiments.recording import (OUT_FOLDER, counted, flags, given, holder, interruptible, out_option, own,
+                                       stopped, trained, write_record, wrote)
 
 ROOT = Path(__file__).resolve().parent.parent  # where the workers run: python3 -m experiments.spread --worker
 RECORD_FILE = ROOT / "experiments" / "spread.json"
@@ -71,11 +71,6 @@ def run_worker(family, scheme, threads, values):
         return None
     result = json.loads(proc.stdout.splitlines()[-1])
     return result if result["kernels"] == family else None
-
-
-def probe(family):
-    """Whether this CPU runs OpenBLAS's family (a few training steps with it)."""
-    return run_worker(family, "learned", 1, {"steps": 1, "val_stories": 2, "batch": 1}) is not None
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -121,11 +116,7 @@ def main(argv=None):
                         help=f"training steps (default: train.py's, {Settings.steps})")
     parser.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                         help="train.py's --dtype (default: %(default)s)")
-    parser.add_argument("--out", default=None, metavar="PATH", type=given("a file path"),
-                        help=f"where to write the record (default: {OUT_FOLDER / RECORD_FILE.name}). The committed"
-                             f" experiments/{RECORD_FILE.name} is replaced only when --out names it, and a file that"
-                             f" is not a spread record never is; the run owns the path from its start, so a second"
-                             f" run on it is refused")
+    out_option(parser, RECORD_FILE.name, OUT_FOLDER / RECORD_FILE.name)
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # JSON: {"scheme", "threads", "values"}
     args = parser.parse_args(argv)
     if args.worker is not None:
@@ -162,7 +153,8 @@ def measured(args, schemes, owned, typed, argv):
     cannot be written)."""
     out = own(owned, typed, args.out is not None, FORMAT, holder("python3 -m experiments.spread", argv),
               RECORD_FILE.name)
-    families = [f for f in FAMILIES if probe(f)]
+    families = [f for f in FAMILIES  # those this CPU runs (a training step with each)
+                if run_worker(f, "learned", 1, {"steps": 1, "val_stories": 2, "batch": 1}) is not None]
     if not families:
         print("error: NumPy here does not compute with OpenBLAS kernels that OPENBLAS_CORETYPE can choose, so"
               " spread.py cannot measure the spread on this machine", file=sys.stderr)
@@ -175,10 +167,7 @@ def measured(args, schemes, owned, typed, argv):
     for scheme, s in record["spread"].items():
         print(f"{scheme:>10}: final validation loss from {s['min'][-1]:.4f} to {s['max'][-1]:.4f}"
               f" (spread {s['width'][-1]:.2g})")
-    committed = shown(RECORD_FILE)
-    told = "" if args.out is not None else (f"; {committed}, the committed record, is as it was: --out {committed}"
-                                            f" replaces it")
-    print(f"wrote {typed} ({record['seconds']:.0f} s){told}")
+    wrote(typed, f"{record['seconds']:.0f} s", None if args.out is not None else RECORD_FILE)
     return 0
 
 
