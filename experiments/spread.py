@@ -6,14 +6,10 @@
     python3 -m experiments.spread --out experiments/spread.json    # the same, replacing the committed record
     python3 -m experiments.spread --schemes learned --steps 1000 --out quick-spread.json     # a quicker look
 
-NumPy's matrix products go through OpenBLAS, which picks a family of kernels for the CPU it runs on: SkylakeX on
-CPUs with AVX-512, Haswell with AVX2 (most laptops of the last ten years, AMD's Zen included), Sandybridge with AVX,
-Nehalem with SSE only. Each family, and each thread count, adds the same numbers in another order, so products
-differ in their last bits; training is a chain of 12,000 steps, and such differences grow until the runs are
-different runs of the same recipe. So:
-
-- same machine, same kernels, same thread count, same versions: the same bits, every time (the tests check it);
-- another machine: a number within the spread this script records.
+Why last bits differ from one machine to another, and what the record found: docs/reproducibility.md. In short, each
+OpenBLAS kernel family (SkylakeX, Haswell, Sandybridge, Nehalem) and each thread count adds in its own order, and
+12,000 steps grow those differences: the same machine, kernels, thread count and versions give the same bits every
+time (the tests check it); another machine gives a number within the spread this script records.
 
 It trains with the library's train (oneblock/training.py) in a fresh process per (family, threads), with
 OPENBLAS_CORETYPE forcing the family (read when OpenBLAS loads, so it must be set for a new process):
