@@ -44,7 +44,8 @@ with machine.needed_by("python3 -m experiments.positions"):
     from experiments.recording import (TUNE_STORIES, across_seeds, check_provenance, experiment_parser,
                                        first_difference, flags, judged_rerun, last_probs, lr_values, need, parsed,
                                        provenance, recorded_settings, rounded, run_config, run_or_check, spread_text,
-                                       sweep_data, sweep_summary, sweep_text, table_row, trained, validation_loss)
+                                       sweep_data, sweep_summary, sweep_text, table_row, target_nats, trained,
+                                       validation_loss)
     from oneblock import numpy_fast
     from oneblock.config import SCHEMES  # learned, none, sinusoidal, rope
     from oneblock.settings import Settings
@@ -135,11 +136,7 @@ def loss_by_position(params, config, inputs, targets):
         refusal = str(e)
         inputs, targets = inputs[:, :TRAINED], targets[:, :TRAINED]
     logits, _ = numpy_fast.forward(params, inputs, config)  # (W, T, V)
-    logits = np.asarray(logits, dtype=np.float64)
-    top = logits.max(axis=2, keepdims=True)  # (W, T, 1)
-    log_z = np.log(np.exp(logits - top).sum(axis=2)) + top[:, :, 0]  # (W, T)
-    picked = np.take_along_axis(logits, targets[:, :, None], axis=2)[:, :, 0]  # (W, T)
-    return (log_z - picked).mean(axis=0), refusal  # (T,)
+    return target_nats(logits, targets).mean(axis=0), refusal  # (T,)
 
 
 # ----------------------------------------------------------------------------------------------------------------

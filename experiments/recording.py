@@ -157,6 +157,14 @@ def last_probs(params, inputs, config):
     return out
 
 
+def target_nats(logits, targets):
+    """-log p of each target (B, T), in float64, under the next-token logits (B, T, V)."""
+    logits = np.asarray(logits, dtype=np.float64)
+    top = logits.max(axis=2, keepdims=True)  # (B, T, 1)
+    log_z = np.log(np.exp(logits - top).sum(axis=2)) + top[:, :, 0]  # (B, T)
+    return log_z - np.take_along_axis(logits, targets[:, :, None], axis=2)[:, :, 0]
+
+
 def across_seeds(values):
     """Mean, sample standard deviation, min, max and the values themselves (one per seed).
 
