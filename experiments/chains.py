@@ -2,28 +2,19 @@
 another that stays put; every story's probability known exactly, and enough entropy per story that no training run
 reads one twice.
 
-make_corpus.py's generator has 8.8 nats a story: 20,000 draws give only 6,901 distinct stories, so a run that reads
-a million fresh stories from it reads the same ones again and again. This generator is of the same kind (every
-choice uniform, every story parses back to exactly one set of choices), with more names, things and places and a
-longer chain to track:
-
-    at the park, mia has a red hat. tom finds a blue cup. tom gives the cup to kim. kim gives the cup to mia.
-    mia gives the cup to sami. now sami has the blue cup.
-
-A story is, in order: a place; two people (distinct names), each with a thing (distinct things) of a colour, which
-they have or find; three hand-overs of the second person's thing, each from whoever holds it to any other of the
-names (thirty-one, alike); and who holds it at the end, with its colour. The choices are the place, the people, their
-verbs, colours and things, and the three receivers; the givers, the thing handed and the last sentence are not
-choices, the story's state decides them: that is what a model must learn to track (the receiver before, the thing
-and its colour said earlier, and not the first person's). Every choice has the same number of options in every
-story, so every story has the same probability, exp(-27.9398) (`story_log_prob`): the generator's entropy is that many
-nats a story (`entropy`), and a million stories hold about 0.4 pairs of equal ones (`expected_repeats`).
+Why, and what a model must learn from them: docs/scaling.md's "The data". A story is, in order: a place; two people
+(distinct names), each with a thing (distinct things) of a colour, which they have or find; three hand-overs of the
+second person's thing, each from whoever holds it to any other of the names (thirty-one, alike); and who holds it at
+the end, with its colour. The choices are the place, the people, their verbs, colours and things, and the three
+receivers; the givers, the thing handed and the last sentence follow from the story's state. Every choice is uniform
+with the same number of options in every story, so every story has the same probability (`story_log_prob`), the
+generator's entropy is that many nats a story (`entropy`), and `expected_repeats` says how many equal pairs a number
+of draws holds.
 
 Stories use only words that the shipped tokenizer.json spells in at most two tokens (the places in at most four),
-so that the longest story, its newline included, is 63 tokens: with the newline before it, it fits the model's 64
-positions (`longest_story`). A story's tokens are the tokens
-of its words, each with the space before it (bpe.pretokenize's pieces), so `story_ids` encodes a story from its
-pieces without reading its text (tests/test_scaling.py checks it against the tokenizer's encode).
+so that the longest story with its newline fits the model's 64 positions (`longest_story`). `story_ids` encodes a
+story from its pieces (bpe.pretokenize's) without reading its text (tests/test_scaling.py checks it against the
+tokenizer's encode).
 
     >>> choices = draw(random.Random(0))
     >>> print(story_text(choices).replace(". ", ".\\n"))

@@ -6,31 +6,12 @@
     python3 -m experiments.depth --check    # a reduced run (seconds), a shape check of depth.json, its summaries
     python3 -m experiments.depth --rerun induction --blocks 2 --heads 1 --seed 3   # one cell trained again, checked
 
-Stories: train.py's training (the library's train: numpy_fast.py, float32, batches of 16 windows of 64 tokens, warm-up
-and cosine decay, clipping, Adam) for FULL's steps, with the blocks and heads of each size. Measured on the 300
-validation stories: the validation loss (train.py's) against the entropy floor of those stories, and the colour: every
-validation story of the shapes that end "now Y has the COLOUR THING." ("walk" and "pass") said the colour about 25
-tokens earlier, so the model can copy it from there; recorded are the loss and the accuracy (most likely token) of that
-colour, read at " the" (guessing one of the four colours is ln 4 = 1.386 nats).
-
-Induction (Elhage et al. 2021, Olsson et al. 2022; induction.py): no story text, sequences of token IDs. Each is a
-segment of distinct tokens drawn uniformly from the 96, of a length p drawn uniformly from 4 to 16, repeated to fill the
-65 tokens of a window. The first period cannot be predicted (loss about ln 95 for anyone); every later token can be
-copied from one period back. The period varies from sequence to sequence, so no fixed offset copies: a model must find
-the earlier occurrence of the current token and read the token after it. That needs two steps (a head that marks each
-position with its previous token, and a head that finds where the current token was the previous one), which is why one
-block is expected to fail and two to succeed. Training draws fresh sequences every step (train.py's step, its optimiser
-and schedule, batches of FULL's size); the sweep's tuning loss is on fixed sequences, and the report on others: the loss
-and accuracy on the copyable positions (t >= p: the current token occurred one period back) against the loss on the
-first period (t + 1 < p: each target a token not yet seen), and each head's induction score (its attention from a
-copyable token to the tokens after that token's earlier occurrences, summed over the earlier periods, averaged) and
-previous-token score (its mean attention to the position just before).
-
-The sweep: as in positions.py (recording.sweep_data, recording.chosen_lr), every size trains with each learning
-rate of its task's list (a factor of 3 either side of the task's reference rate: train.py's 0.01 for the stories,
-the 0.003 of the issue's PyTorch probe for the induction task) and every seed; the mean tuning loss over the seeds
-picks the rate, on stories held out of the training split (stories) or on 300 fixed tuning sequences (induction),
-and the runs at the chosen rate are reported, on the validation stories or on 500 other test sequences.
+The tasks, their measures and the sweep are docs/depth.md's "The experiment". Stories: train.py's training with the
+blocks and heads of each size, measured on the validation stories (the loss against their floor, and the colour that
+the stories of COLOUR_SHAPES repeat at the end, read at " the"). Induction (induction.py): fresh periodic sequences
+every step, measured on fixed test sequences (copying, the first period, each head's scores). Every size trains with
+each learning rate of its task's list and every seed; the mean tuning loss over the seeds picks the rate (as in
+positions.py), and the runs at that rate are reported.
 
 depth.json keeps every run's raw numbers (each tuning curve, every measure, every head's scores); the summaries are
 derived from them with exact sums, so `--check` derives each again. Same code, same machine, kernels and thread
@@ -342,10 +323,8 @@ def check_record(record, plan):
 
 
 def rerun(record, task, size, seed, until):
-    """Train one cell of the record (task, size, seed, at the learning rate the record chose) up to step until and
-    compare the tuning loss there with the record's curve (recording.judged_rerun): with the record's kernels and
-    thread count the digits must be the same; with others, the loss must lie within the spread of the record's
-    seeds of that task and size at that rate and step. Returns (ok, one line saying so)."""
+    """recording.judged_rerun of one cell of the record (task, size, seed, at the learning rate the record chose),
+    trained again up to step until."""
     plan, name = FULL, name_of(size)
 
     def runs_of(record):
@@ -383,8 +362,7 @@ def main(argv=None):
 
 
 def rerun_cell(parser, args, record):
-    """The cell depth.py --rerun trains, its arguments checked against the record (recording.rerun_main): rerun's
-    task and size, and the tuning curve whose steps --until may name."""
+    """recording.rerun_main's cell: rerun's task and size, and the tuning curve whose steps --until may name."""
     size = args.blocks, args.heads
     if size not in SIZES:
         parser.error(f"--blocks {args.blocks} --heads {args.heads}: {RECORD_FILE.name} has the sizes"

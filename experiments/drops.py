@@ -6,18 +6,15 @@ followed closely, and the steps at which it comes within each of LEVELS of the f
     python3 -m experiments.drops --check      # a reduced plan (seconds), drops.json's shape, every summary again
     python3 -m experiments.drops --rerun 32x2 --seed 4 --until 400   # one run trained again up to a step, checked
 
-The scaling grid's loss curves are not power laws near the top: a run sits on a plateau and then drops, once, when it
-learns to follow the chain of hand-overs (experiments/chains.py's stories), and its seeds split by whether they did
-(docs/scaling.md). The grid's runs say too little to see it (four points a curve, each budget its own schedule), so
-here every size trains the same 8,000 steps of 16 windows at one peak learning rate (0.01, the grid's most chosen),
-each on its seed's fresh stories as the grid's runs read them (scaling_runs.drop_run), the tuning loss every 50
-steps. A run reaches a level at the first evaluation at which its tuning loss is within that many nats per token
-of the tuning stories' exact floor; LEVELS are 0.3 (past the plateau every size sits on near step 200, 0.36 to
-0.85 above the floor), 0.1, and 0.02 (between where one block ends in the grid, 0.03 to 0.035 above the floor at 640
-GFLOP, and where two blocks that learned the chain end, 0.008). The summaries (derived from the runs, so --check
-derives them again): for each size and level, the steps by seed, their median and the tokens read by then when every
-seed reached it; each size's loss at the end; and for each level, over the sizes whose every seed reached it, the
-power of N the median step goes as (when there are two or more).
+Why (a run sits on a plateau, then drops once, when it learns to follow the chain of hand-overs) and what the record
+found: docs/scaling.md's "When a run learns to follow the chain". Every size trains the same steps at one peak
+learning rate, each on its seed's fresh stories as the grid's runs read them (scaling_runs.drop_run), the tuning loss
+every eval_every steps. A run reaches a level at the first evaluation at which its tuning loss is within that many
+nats per token of the tuning stories' exact floor; LEVELS are 0.3 (past the plateau every size sits on), 0.1, and
+0.02 (between where one block ends in the grid and where two blocks that learned the chain end). The summaries
+(derived from the runs, so --check derives them again): for each size and level, the steps by seed, their median and
+the tokens read by then when every seed reached it; each size's loss at the end; and for each level, over the sizes
+whose every seed reached it, the power of N the median step goes as (when there are two or more).
 
     >>> drop_step([[0, 4.5], [50, 0.6], [100, 0.505], [150, 0.5]], 0.49, 0.02)
     100
@@ -186,8 +183,7 @@ def check_record(record, plan):
 
 
 def rerun(record, size, seed, until):
-    """Train one run of the record (size, seed) again up to step until and compare its tuning loss there with the
-    record's curve (recording.judged_rerun). Returns (ok, one line saying so)."""
+    """recording.judged_rerun of one run of the record (size, seed), trained again up to step until."""
     def train(lr):
         data, _ = drop_data(json.dumps(FULL, sort_keys=True), seed)  # (the counts of its stories are the record's)
         _, history = trained(drop_values(FULL, [int(v) for v in size.split("x")], seed), data=data, until=until)
@@ -198,8 +194,7 @@ def rerun(record, size, seed, until):
 
 
 def rerun_cell(parser, args, record):
-    """The run --rerun trains, its size checked against the record (recording.rerun_main), and the tuning curve
-    whose steps --until may name."""
+    """recording.rerun_main's cell: rerun's size, and the tuning curve whose steps --until may name."""
     sizes = field(record["sizes"], "an object", "sizes")
     if args.rerun not in sizes:
         parser.error(f"--rerun {args.rerun}: {RECORD_FILE.name} has the sizes {', '.join(sizes)} (width x blocks)")

@@ -3,15 +3,11 @@ its arguments) goes through one `concurrent.futures` Executor, and each result i
 results folder the moment it comes back, so that a grid that is killed continues where it stopped and ends with the
 same results.
 
-The executor (`executor`): a local process pool over every core by default, each worker computing with one BLAS
-thread; "serial", every task in this process, for one worker and for debugging; or "dask", an existing Dask
-distributed scheduler (its address) or a local cluster of Dask workers, one thread each, closed to every other
-client (grid_dask.py: TLS with a certificate of its own, no HTTP server), through the Client's concurrent.futures
-executor. The tasks (`run_tasks`): those whose result file is already there are read, not run;
-the others are submitted; a task that needs another's result (the seeds that train at the rate a sweep chose) is
-added by `follow` as the results come in. The function a task calls must be importable by the workers (a
-module-level function of a module that is not run as a program), its arguments and its result plain JSON values.
-A worker keeps what several tasks read, such as a seed's stream of stories, with `kept`.
+The executor (`executor`): a process pool over every core (the default), "serial" (every task in this process), or
+"dask" (a scheduler's address, or a local cluster closed to every other client: grid_dask.py). The tasks
+(`run_tasks`): those whose result file is already there are read, not run; a task that needs another's result (the
+seeds that train at the rate a sweep chose) is added by `follow` as the results come in. A worker keeps what several
+tasks read, such as a seed's stream of stories, with `kept`.
 
     >>> import math, tempfile
     >>> with tempfile.TemporaryDirectory() as d, executor("serial") as pool:
@@ -51,6 +47,7 @@ KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")  # a task's key, which nam
 LARGEST = 1 << 26  # bytes of the largest result file read (64 MiB)
 KEPT = 6  # values `kept` keeps in each process, the least recently used dropped first
 LEFTOVER = re.compile(r"(.+\.json)\.[0-9]+\.[a-z0-9_]{8}\.tmp")  # a temporary file of write_atomic's, of a result
+NEVER = "it is never replaced: remove it to run its task again, or choose another folder"  # a bad result file
 DASK = ("dask", "distributed")  # the packages of the "dask" executor (tests/requirements.txt pins them)
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -186,9 +183,8 @@ def ending_with(parent, every=0.5):
 
 @contextmanager
 def dask_client(address, workers):
-    """For a with-block: a distributed.Client of the scheduler at address, or of a local cluster of `workers`
-    processes, one thread each, that only this client can reach (grid_dask.local_cluster: TLS on 127.0.0.1 with a
-    certificate of its own, no HTTP server), only its errors logged, closed at the end."""
+    """For a with-block: a distributed.Client of the scheduler at address, or of grid_dask.local_cluster(workers),
+    which only this client can reach; closed at the end."""
     try:
         import distributed
     except ModuleNotFoundError as e:
@@ -280,8 +276,7 @@ def run_tasks(pool, fn, tasks, folder, follow=None, report=print, check=None, re
     - A task whose result file is in folder already is not run: its result is read from the file.
     - follow(key, result), when given, is called once for every task, in the tasks' order (a result that comes back
       early waits for those before it), whether it was run now or read, and returns the tasks that need it
-      (an empty list for none). So follow sees the same results in the same order on every executor, in a grid run
-      at one go and in one that resumed, and the tasks and their order never depend on which worker finished first.
+      (an empty list for none): the tasks and their order never depend on which worker finished first.
     - report(line), unless None: a line for each task run, its key, its seconds and how many tasks are done of
       those known so far (follow adds to them), and one line first when results were found in folder.
     - check(args, result), when given, says in one line why result (as JSON gives it back) is not one that
@@ -290,21 +285,17 @@ def run_tasks(pool, fn, tasks, folder, follow=None, report=print, check=None, re
     - read_back, when given, is a list to which the keys of the results read from folder are added, in the
       tasks' order: what a record says it did not compute itself.
 
-    A key is a name of at most 100 letters, digits and ._+- (a file's name, one per task, distinct even where
-    the file system ignores case); args a list of JSON values (kept in the result file, so that a result of other
-    arguments is never taken for this one's); a result must be JSON too (read back from the file as it was
-    written: a fresh result and a resumed one are the same values). fn must be one the workers can import.
+    A key names its file (checked_task); args, a list of JSON values, are kept in the result file, so that a
+    result of other arguments is never taken for this one's; a result is JSON too, read back as it was written (a
+    fresh result and a resumed one are the same values). fn must be a module-level function the workers can import.
 
     A ValueError, before anything runs, names a bad task (one of follow's when follow returns it), a folder that is
-    a file or a link, a folder another grid is writing, and a bad result file: one that is not this format's strict
-    JSON (no NaN or infinity), names another key, holds other arguments, or a result that check refuses (a task
-    follow adds is judged as it is added). Such a file is never replaced, nor its task run again:
-    write_atomic never leaves half a file, so a bad one is someone else's or was changed, and a run that silently
-    replaced it would hide that (remove it to run its task again). A task that raises, or returns a result that
-    is not strict JSON or that check refuses (never written), stops the grid: nothing more starts, the results of
-    the tasks already running are still written, and a RuntimeError names the task's key and its error; every
-    result written stays. A result that cannot be written (a full disk, a folder made read-only) stops it the
-    same way, with a ValueError that names the file and why.
+    a file or a link, a folder another grid is writing, and a bad result file (read_result; one of other arguments;
+    one that check refuses): such a file is never replaced, nor its task run again, since write_atomic never
+    leaves half a file and a bad one was changed or is someone else's. A task that raises, or returns a result
+    that is not strict JSON or that check refuses (never written), stops the grid: nothing more starts, the tasks
+    already running are still written, and a RuntimeError names the task's key and its error. A result that cannot
+    be written (a full disk, a folder made read-only) stops it the same way, with a ValueError naming the file.
     """
     folder = results_folder(folder)
     tasks = [checked_task(task, "tasks") for task in tasks]
@@ -358,13 +349,11 @@ def run_tasks(pool, fn, tasks, folder, follow=None, report=print, check=None, re
                 args_of[key] = args
                 if key in stored and stored[key]["args"] != args:
                     raise ValueError(f"{folder / (key + '.json')} holds the result of {key} for other arguments"
-                                     f" ({compact(stored[key]['args'])}) than this grid's ({compact(args)}); it is"
-                                     f" never replaced: remove it to run the task again, or choose another folder")
+                                     f" ({compact(stored[key]['args'])}) than this grid's ({compact(args)}); {NEVER}")
                 problem = check(args, stored[key]["result"]) if key in stored and check else None
                 if problem:
                     raise ValueError(f"{folder / (key + '.json')} holds a result that {key} cannot give: {problem};"
-                                     f" it is never replaced: remove it to run the task again, or choose another"
-                                     f" folder")
+                                     f" {NEVER}")
             order.extend(key for key, _ in new)
             if read_back is not None:
                 read_back.extend(key for key, _ in new if key in stored)
@@ -517,8 +506,7 @@ def stored_results(folder):
 
 def read_result(path):
     """The contents of the result file at path, checked: a ValueError names it and says what is wrong."""
-    never = ("; a result file is written whole or not at all, so this one was changed or is another program's: it"
-             " is never replaced (remove it to run its task again, or choose another folder)")
+    never = f"; a result file is written whole or not at all, so this one was changed or is another program's: {NEVER}"
     if os.path.islink(path):
         raise ValueError(f"{path} is a link, not a result file{never}")
     try:

@@ -19,7 +19,7 @@ import random  # noqa: F401  (the example above)
 import numpy as np
 
 import bpe
-from experiments.recording import lr_values
+from experiments.recording import lr_values, target_nats
 from oneblock import numpy_fast, training
 from oneblock.settings import Settings, checked, model_config
 
@@ -121,11 +121,8 @@ def induction_measures(params, config, sequences, chunk=100):
     for start in range(0, len(ids), chunk):
         part = slice(start, start + chunk)
         logits, cache = numpy_fast.forward(params, ids[part], config)  # (s, T, V)
-        logits = np.asarray(logits, dtype=np.float64)
-        top = logits.max(axis=2, keepdims=True)
-        log_z = np.log(np.exp(logits - top).sum(axis=2)) + top[:, :, 0]  # (s, T)
-        losses.append(log_z - np.take_along_axis(logits, targets[part][:, :, None], axis=2)[:, :, 0])
-        right.append(logits.argmax(axis=2) == targets[part])
+        losses.append(target_nats(logits, targets[part]))  # (s, T)
+        right.append(np.asarray(logits).argmax(axis=2) == targets[part])
         weights = [np.asarray(b["att"]["weights"], dtype=np.float64) for b in cache["blocks"]]
         weights = [w[:, None] if heads == 1 else w for w in weights]  # (s, nh, T, T) each
         scores.append([[head_scores(w[:, h], periods[part]) for h in range(heads)] for w in weights])

@@ -11,13 +11,10 @@ schemes
 (numpy_model.py): learned (a trained row per position), none (a bag of tokens), sinusoidal (a fixed sine/cosine table
 added to the embeddings) and rope (q and k rotated by position inside attention).
 
-A fair comparison gives every scheme its best learning rate, not the one tuned for learned positions. So every
-scheme trains with each peak learning rate of SWEEP (the same few for all, each decaying to a tenth of itself, as
-train.py's 0.01 does to 0.001) and every seed, on the training stories without the last SWEEP["tune_stories"] of
-them; the loss on those held-out stories, averaged over the seeds, chooses the scheme's learning rate, and the runs
-at that rate are the ones reported, on the validation stories, which no choice has read (recording.sweep_data,
-recording.chosen_lr). depth.py chooses its learning rates the same way. After each run, through numpy_fast.py as the
-training itself:
+A fair comparison gives every scheme its best learning rate, not the one tuned for learned positions: every scheme
+trains with each peak learning rate of SWEEP and every seed, and the runs at the rate their held-out stories choose
+are reported (recording.sweep_data, recording.chosen_lr). After each run, through numpy_fast.py as the training
+itself:
 
 1. Validation loss: train.py's own (each validation story read from its start), next to the floor of the same
    stories (floor.py): no model can expect to go below it.
@@ -47,7 +44,8 @@ with machine.needed_by("python3 -m experiments.positions"):
     from experiments.recording import (TUNE_STORIES, across_seeds, check_provenance, experiment_parser,
                                        first_difference, flags, judged_rerun, last_probs, lr_values, need, parsed,
                                        provenance, recorded_settings, rounded, run_config, run_or_check, spread_text,
-                                       sweep_data, sweep_summary, sweep_text, table_row, trained, validation_loss)
+                                       sweep_data, sweep_summary, sweep_text, table_row, target_nats, trained,
+                                       validation_loss)
     from oneblock import numpy_fast
     from oneblock.config import SCHEMES  # learned, none, sinusoidal, rope
     from oneblock.settings import Settings
@@ -138,11 +136,7 @@ def loss_by_position(params, config, inputs, targets):
         refusal = str(e)
         inputs, targets = inputs[:, :TRAINED], targets[:, :TRAINED]
     logits, _ = numpy_fast.forward(params, inputs, config)  # (W, T, V)
-    logits = np.asarray(logits, dtype=np.float64)
-    top = logits.max(axis=2, keepdims=True)  # (W, T, 1)
-    log_z = np.log(np.exp(logits - top).sum(axis=2)) + top[:, :, 0]  # (W, T)
-    picked = np.take_along_axis(logits, targets[:, :, None], axis=2)[:, :, 0]  # (W, T)
-    return (log_z - picked).mean(axis=0), refusal  # (T,)
+    return target_nats(logits, targets).mean(axis=0), refusal  # (T,)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -298,10 +292,8 @@ def check_record(record, plan):
 
 
 def rerun(record, scheme, seed, until, lr):
-    """Train scheme with seed, learning rate lr and the full settings on the tuning split up to step until and
-    compare the loss on the tuning stories there with the record's curve (recording.judged_rerun): with the record's
-    kernels and thread count, the same digits; with others, a loss within the spread of the record's seeds of scheme
-    at lr at that step. Returns (ok, one line saying so)."""
+    """recording.judged_rerun of one cell of the record (scheme, seed, learning rate lr), trained again on the
+    tuning split up to step until."""
     def train(lr):
         tuning, _ = sweep_data(FULL["train"], SWEEP["tune_stories"])
         _, history = trained({**FULL["train"], **lr_values(lr), "positions": scheme, "seed": seed}, data=tuning,
@@ -330,9 +322,8 @@ def main(argv=None):
 
 
 def rerun_cell(parser, args, record):
-    """The cell positions.py --rerun trains, its arguments checked against the record (recording.rerun_main):
-    rerun's scheme and learning rate (the record's choice unless --lr is given), and the tuning curve whose steps
-    --until may name."""
+    """recording.rerun_main's cell: rerun's scheme and learning rate (the record's choice unless --lr is given),
+    and the tuning curve whose steps --until may name."""
     lr = record["schemes"][args.rerun]["sweep"]["chosen"] if args.lr is None else args.lr
     if lr not in record["settings"]["sweep"]["lrs"]:
         parser.error(f"--lr {args.lr:g}: {RECORD_FILE.name} has the learning rates"

@@ -157,6 +157,14 @@ def last_probs(params, inputs, config):
     return out
 
 
+def target_nats(logits, targets):
+    """-log p of each target (B, T), in float64, under the next-token logits (B, T, V)."""
+    logits = np.asarray(logits, dtype=np.float64)
+    top = logits.max(axis=2, keepdims=True)  # (B, T, 1)
+    log_z = np.log(np.exp(logits - top).sum(axis=2)) + top[:, :, 0]  # (B, T)
+    return log_z - np.take_along_axis(logits, targets[:, :, None], axis=2)[:, :, 0]
+
+
 def across_seeds(values):
     """Mean, sample standard deviation, min, max and the values themselves (one per seed).
 
@@ -394,16 +402,20 @@ def experiment_parser(description, record, reduced, rerun, until=None):
                         help="the step --rerun stops at: a step of the record's tuning curves (default: "
                              + (f"{until}" if until else "the curve's first point after step 0")
                              + ", seconds of training)")
-    parser.add_argument("--out", default=None, metavar="PATH", type=given("a file path"),
-                        help=f"where to write the record (default: {OUT_FOLDER / record} for the full run, nothing for"
-                             f" --check). The committed experiments/{record} is replaced only when --out names it,"
-                             f" and a file that is not a record of this experiment never is; the run owns the path"
-                             f" from its start, so a second run on it is refused")
+    out_option(parser, record, f"{OUT_FOLDER / record} for the full run, nothing for --check")
     parser.add_argument("--quiet", action="store_true", help="no line per run")
     parser.add_argument("--table", action="store_true",
                         help=f"print the tables of the committed {record} that its docs page shows (no training),"
                              f" and exit")
     return parser
+
+
+def out_option(parser, record, default):
+    """Add --out, the path a run writes its record to (default: what the help says it is), to parser."""
+    parser.add_argument("--out", default=None, metavar="PATH", type=given("a file path"),
+                        help=f"where to write the record (default: {default}). The committed experiments/{record} is"
+                             f" replaced only when --out names it, and a file that is not a record of this experiment"
+                             f" never is; the run owns the path from its start, so a second run on it is refused")
 
 
 def parsed(parser, argv, **rerun):
@@ -583,6 +595,14 @@ def write_record(out, typed, record):
                          f" record is lost: make room or fix the folder, then run again") from None
 
 
+def wrote(typed, took, committed):
+    """Print the line of a record written to --out typed (took: how long it took), which says too that committed,
+    the committed record (None: not to be said), is as it was."""
+    told = "" if committed is None else (f"; {shown(committed)}, the committed record, is as it was:"
+                                         f" --out {shown(committed)} replaces it")
+    print(f"wrote {typed} ({took}){told}")
+
+
 def stopped(e, typed, runs=None):
     """The exit status of a run that the KeyboardInterrupt e stopped (Ctrl-C, or a signal that atomic.interruptible
     turned into one): 128 + the signal's number, after one line saying so and what was kept (typed: --out, or None;
@@ -602,16 +622,13 @@ def stopped(e, typed, runs=None):
 
 
 def run_or_check(experiment, parser, args, argv=None, grid=None):
-    """The body of an experiment's main, once parser (experiment_parser's, with the experiment's options) has parsed
-    args (experiment is its module, with FULL, REDUCED, FORMAT, RECORD_FILE, run_experiment, check_record, tables,
-    and rerun_cell and rerun for rerun_main; argv: its arguments, for the note in the lock): train one cell again
-    (--rerun: rerun_main); print the tables of the committed record (--table); or run the full plan and write its
-    record to --out (out/NAME.json when --out is not given: the committed record is replaced only when --out names
-    it); or with --check read and check the committed record, run the reduced plan, check the shape of its record
-    (written to --out if given), and say what each check found. A run owns its --out from its start (own). grid,
-    for an experiment whose runs go through experiments/grid.py: a function of the path the record is written to
-    (None for none) that gives the options run_experiment takes besides the plan and the report (whose lines then
-    count the grid's tasks themselves). Returns the exit status."""
+    """The body of an experiment's main (experiment: its module, with FULL, REDUCED, FORMAT, RECORD_FILE,
+    run_experiment, check_record, tables, and rerun_cell and rerun; args: what parsed gave; argv: its arguments, for
+    the note in the lock): --rerun (rerun_main), --table (print_tables), the full run written to --out (out/NAME.json
+    unless given), or --check (the committed record checked, then the reduced run and its record's shape). A run owns
+    its --out from its start (own). grid, for an experiment whose runs go through experiments/grid.py: a function of
+    the path the record is written to (None for none) that gives run_experiment's further options (whose report
+    lines then count the grid's tasks themselves). Returns the exit status."""
     script, committed = command(experiment), experiment.RECORD_FILE
     machine.use_threads(1, script)  # one BLAS thread, as train.py's default --threads: the records' bits
     if args.rerun is not None:
@@ -633,9 +650,8 @@ def run_or_check(experiment, parser, args, argv=None, grid=None):
             record = experiment.run_experiment(plan, report=report, **options)
             if typed is not None:
                 write_record(out, typed, record)
-                told = "" if args.check or args.out is not None else (
-                    f"; {shown(committed)}, the committed record, is as it was: --out {shown(committed)} replaces it")
-                print(f"wrote {typed} ({record['seconds']:.0f} s, {record['cpu_seconds']:.0f} s of CPU){told}")
+                wrote(typed, f"{record['seconds']:.0f} s, {record['cpu_seconds']:.0f} s of CPU",
+                      None if args.check or args.out is not None else committed)
     except ValueError as e:  # (an --out refused, an unreadable committed record, a result refused, a full disk)
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -741,27 +757,13 @@ def rerun_verdict(cell, got, recorded, record, seeds):
                 f" {record['machine']}, this run with {here}")
 
 
-def rerun_step(parser, until, curve, seed, seeds, name):
-    """The step --rerun stops at (until, or the curve's first point after step 0), after checking that it is a step
-    of the recorded curve and the seed one of the record's; a bad one is a usage error naming it."""
-    if seed not in seeds:
-        parser.error(f"--seed {seed}: {name} has the seeds {seeds}")
-    steps = [step for step, _ in curve][1:]
-    until = steps[0] if until is None else until
-    if until not in steps:
-        parser.error(f"--until {until}: expected a step of the recorded tuning curves, {steps[0]} to {steps[-1]} in"
-                     f" steps of {steps[1] - steps[0]}")
-    return until
-
-
 def rerun_main(parser, args, experiment):
     """The body of an experiment's --rerun (experiment: its module): read its record whole, check the arguments
-    against it before any training, then train the cell again and print the verdict's line (rerun_verdict). What
-    differs from one experiment to another is the module's: rerun_cell(parser, args, record), which reads the record
-    and returns (rerun's keyword arguments besides seed and until, the recorded tuning curve whose steps --until may
-    name), a bad argument being parser.error; and rerun(record, seed, until, **those), which trains and returns (ok,
-    one line: judged_rerun's). A record that cannot be read, or lacks what the rerun reads, is one line and exit 2;
-    the exit status is else 0 for OK and 1 for NOT OK."""
+    against it before any training (the module's rerun_cell(parser, args, record) gives (rerun's keyword arguments
+    besides seed and until, the recorded tuning curve whose steps --until may name); a bad --seed or --until is a
+    usage error naming it), then train the cell again (the module's rerun(record, seed, until, **those)) and print
+    the verdict's line. Exit 2, after one line, for a record that cannot be read or lacks what the rerun reads; else
+    0 for OK and 1 for NOT OK."""
     path, form = experiment.RECORD_FILE, experiment.FORMAT
     writer = writes(command(experiment), path)
     try:
@@ -770,7 +772,13 @@ def rerun_main(parser, args, experiment):
             arguments, curve = experiment.rerun_cell(parser, args, record)
             settings = record["settings"]
             seeds = [*settings["seeds"], *settings.get("split_seeds", [])]  # (scaling.py's: more where seeds split)
-            until = rerun_step(parser, args.until, curve, args.seed, seeds, path.name)
+            if args.seed not in seeds:
+                parser.error(f"--seed {args.seed}: {path.name} has the seeds {seeds}")
+            steps = [step for step, _ in curve][1:]
+            until = steps[0] if args.until is None else args.until
+            if until not in steps:
+                parser.error(f"--until {until}: expected a step of the recorded tuning curves, {steps[0]} to"
+                             f" {steps[-1]} in steps of {steps[1] - steps[0]}")
         with interruptible():
             ok, line = experiment.rerun(record, seed=args.seed, until=until, **arguments)
     except ValueError as e:
@@ -783,12 +791,10 @@ def rerun_main(parser, args, experiment):
 
 
 def judged_rerun(experiment, record, runs_of, seed, until, train):
-    """(ok, one line) of an experiment's rerun (experiment: its module) of one cell of its record: runs_of(record)
-    gives the record's runs of the cell, one a seed, at one learning rate; train(lr) trains the run of seed again at
-    that rate up to step until (the same schedule as the full run, stopped early) and gives (the cell's name, its
-    tuning loss there), which rerun_verdict compares with the record's curves. Every field of the record it needs
-    is read before it trains: a damaged record is a ValueError naming it (reading); a run without the step is a
-    KeyError, a loss that is not a number a TypeError."""
+    """(ok, one line: rerun_verdict's) of an experiment's rerun (experiment: its module) of one cell of its record:
+    runs_of(record) gives the record's runs of the cell, one a seed, at one learning rate; train(lr) trains the run
+    of seed again at that rate up to step until (the full run's schedule, stopped early) and gives (the cell's name,
+    its tuning loss there). Every field of the record it needs is read before it trains (reading)."""
     path = experiment.RECORD_FILE
     with reading(path, writes(command(experiment), path), also=(ValueError,)):
         runs = runs_of(record)

@@ -6,14 +6,10 @@
     python3 -m experiments.spread --out experiments/spread.json    # the same, replacing the committed record
     python3 -m experiments.spread --schemes learned --steps 1000 --out quick-spread.json     # a quicker look
 
-NumPy's matrix products go through OpenBLAS, which picks a family of kernels for the CPU it runs on: SkylakeX on
-CPUs with AVX-512, Haswell with AVX2 (most laptops of the last ten years, AMD's Zen included), Sandybridge with AVX,
-Nehalem with SSE only. Each family, and each thread count, adds the same numbers in another order, so products
-differ in their last bits; training is a chain of 12,000 steps, and such differences grow until the runs are
-different runs of the same recipe. So:
-
-- same machine, same kernels, same thread count, same versions: the same bits, every time (the tests check it);
-- another machine: a number within the spread this script records.
+Why last bits differ from one machine to another, and what the record found: docs/reproducibility.md. In short, each
+OpenBLAS kernel family (SkylakeX, Haswell, Sandybridge, Nehalem) and each thread count adds in its own order, and
+12,000 steps grow those differences: the same machine, kernels, thread count and versions give the same bits every
+time (the tests check it); another machine gives a number within the spread this script records.
 
 It trains with the library's train (oneblock/training.py) in a fresh process per (family, threads), with
 OPENBLAS_CORETYPE forcing the family (read when OpenBLAS loads, so it must be set for a new process):
@@ -37,8 +33,8 @@ from oneblock.config import SCHEMES
 from oneblock.settings import Settings
 
 with machine.needed_by("python3 -m experiments.spread"):
-    from experiments.recording import (OUT_FOLDER, counted, flags, given, holder, interruptible, own, shown, stopped,
-                                       trained, write_record)
+    from experiments.recording import (OUT_FOLDER, counted, flags, given, holder, interruptible, out_option, own,
+                                       stopped, trained, write_record, wrote)
 
 ROOT = Path(__file__).resolve().parent.parent  # where the workers run: python3 -m experiments.spread --worker
 RECORD_FILE = ROOT / "experiments" / "spread.json"
@@ -71,11 +67,6 @@ def run_worker(family, scheme, threads, values):
         return None
     result = json.loads(proc.stdout.splitlines()[-1])
     return result if result["kernels"] == family else None
-
-
-def probe(family):
-    """Whether this CPU runs OpenBLAS's family (a few training steps with it)."""
-    return run_worker(family, "learned", 1, {"steps": 1, "val_stories": 2, "batch": 1}) is not None
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -121,11 +112,7 @@ def main(argv=None):
                         help=f"training steps (default: train.py's, {Settings.steps})")
     parser.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                         help="train.py's --dtype (default: %(default)s)")
-    parser.add_argument("--out", default=None, metavar="PATH", type=given("a file path"),
-                        help=f"where to write the record (default: {OUT_FOLDER / RECORD_FILE.name}). The committed"
-                             f" experiments/{RECORD_FILE.name} is replaced only when --out names it, and a file that"
-                             f" is not a spread record never is; the run owns the path from its start, so a second"
-                             f" run on it is refused")
+    out_option(parser, RECORD_FILE.name, OUT_FOLDER / RECORD_FILE.name)
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # JSON: {"scheme", "threads", "values"}
     args = parser.parse_args(argv)
     if args.worker is not None:
@@ -162,7 +149,8 @@ def measured(args, schemes, owned, typed, argv):
     cannot be written)."""
     out = own(owned, typed, args.out is not None, FORMAT, holder("python3 -m experiments.spread", argv),
               RECORD_FILE.name)
-    families = [f for f in FAMILIES if probe(f)]
+    families = [f for f in FAMILIES  # those this CPU runs (a training step with each)
+                if run_worker(f, "learned", 1, {"steps": 1, "val_stories": 2, "batch": 1}) is not None]
     if not families:
         print("error: NumPy here does not compute with OpenBLAS kernels that OPENBLAS_CORETYPE can choose, so"
               " spread.py cannot measure the spread on this machine", file=sys.stderr)
@@ -175,10 +163,7 @@ def measured(args, schemes, owned, typed, argv):
     for scheme, s in record["spread"].items():
         print(f"{scheme:>10}: final validation loss from {s['min'][-1]:.4f} to {s['max'][-1]:.4f}"
               f" (spread {s['width'][-1]:.2g})")
-    committed = shown(RECORD_FILE)
-    told = "" if args.out is not None else (f"; {committed}, the committed record, is as it was: --out {committed}"
-                                            f" replaces it")
-    print(f"wrote {typed} ({record['seconds']:.0f} s){told}")
+    wrote(typed, f"{record['seconds']:.0f} s", None if args.out is not None else RECORD_FILE)
     return 0
 
 
