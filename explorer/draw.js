@@ -30,27 +30,26 @@ export function surprise(nats) {
 // ----------------------------------------------------------------------------------------------------------------
 // Canvas set-up
 
-/** Size the canvas's pixels to its box (times the screen's pixel ratio) and return {ctx, width, height} in CSS
- * pixels. height: the box's height, or null to keep the canvas's CSS height. */
-export function fit_canvas(canvas, height = null) {
+/** Size the canvas's pixels to its box (times the screen's pixel ratio), its CSS height to height, and return
+ * {ctx, width, height} in CSS pixels. */
+function fit_canvas(canvas, height) {
   const width = Math.max(120, canvas.clientWidth || canvas.parentElement.clientWidth);
-  if (height !== null) canvas.style.height = `${height}px`;
-  const h = height ?? (canvas.clientHeight || 200);
+  canvas.style.height = `${height}px`;
   const ratio = window.devicePixelRatio || 1;
   canvas.width = Math.round(width * ratio);
-  canvas.height = Math.round(h * ratio);
+  canvas.height = Math.round(height * ratio);
   const ctx = canvas.getContext("2d");
   ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
-  ctx.clearRect(0, 0, width, h);
+  ctx.clearRect(0, 0, width, height);
   ctx.font = "11px system-ui, sans-serif";
-  return { ctx, width, height: h };
+  return { ctx, width, height };
 }
 
 // ----------------------------------------------------------------------------------------------------------------
 // Heatmap
 
 /** Draw values (rows x cols, arrays of numbers) as square cells, row labels on the left, column labels on top when
- * the cells are big enough. options: labels (row labels; columns get the same unless col_labels), color (value ->
+ * the cells are big enough. options: labels (of the rows, and of the columns too), color (value ->
  * CSS colour), mask (row, col) -> true to leave a cell blank, highlight (a row to outline), max_cell (pixels).
  * The canvas's data-left, data-top and data-cell give where the cells are (CSS pixels), data-highlight the row
  * outlined ("" for none). Returns {cell_at(mouse event) -> {row, col} | null, outline(row): move the outline to
@@ -62,13 +61,12 @@ export function heatmap(canvas, values, options = {}) {
   const rows = values.length;
   const cols = rows ? values[0].length : 0;
   const labels = options.labels ?? [];
-  const col_labels = options.col_labels ?? labels;
   const color = options.color ?? blues;
   const box = Math.max(120, canvas.parentElement.clientWidth);
   const margin = labels.length ? 64 : 4;
   const cell = Math.max(2, Math.min(options.max_cell ?? 28, Math.floor((box - margin - 4) / Math.max(cols, 1))));
   const show_labels = cell >= 9;
-  const top = show_labels && col_labels.length ? 56 : 4;
+  const top = show_labels && labels.length ? 56 : 4;
   canvas.style.width = `${margin + cell * cols + 4}px`;
   const { ctx, width, height } = fit_canvas(canvas, top + cell * rows + 4);
   Object.assign(canvas.dataset, { left: margin, top, cell });
@@ -89,7 +87,7 @@ export function heatmap(canvas, values, options = {}) {
       ctx.textAlign = "right";
       labels.forEach((label, i) => ctx.fillText(label, margin - 4, top + (i + 0.5) * cell, margin - 6));
       ctx.textAlign = "left";
-      col_labels.forEach((label, j) => {
+      labels.forEach((label, j) => {
         ctx.save();
         ctx.translate(margin + (j + 0.5) * cell, top - 4);
         ctx.rotate(-Math.PI / 3);

@@ -12,6 +12,7 @@
 
 import * as model from "./model.js";
 import { PLAIN } from "./model.js";
+import { token_loss } from "./train.js";
 
 export const PERIODS = [4, 16]; // the shortest and longest repeated segment of an induction sequence
 export const WINDOW = 64; // tokens an induction sequence is read in (the model's 64 positions)
@@ -111,14 +112,8 @@ export function induction_measures(params, config, set, keep = null) {
   set.ids.forEach((ids, n) => {
     const [logits, cache] = model.forward(params, ids, config, PLAIN); // (T, V)
     const p = set.periods[n];
-    const { rows: T, cols: V } = logits;
-    for (let t = 0; t < T; t++) {
-      const row = logits.data.subarray(t * V, (t + 1) * V);
-      let top = 0;
-      for (let j = 1; j < V; j++) if (row[j] > row[top]) top = j; // the first of the largest, as argmax
-      let z = 0.0;
-      for (let j = 0; j < V; j++) z += Math.exp(row[j] - row[top]);
-      const loss = Math.log(z) + row[top] - row[set.targets[n][t]];
+    for (let t = 0; t < logits.rows; t++) {
+      const [loss, top] = token_loss(model.row(logits, t), set.targets[n][t]);
       add_to(totals.loss, loss);
       if (copyable(p, t)) {
         add_to(totals.copy_loss, loss);

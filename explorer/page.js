@@ -350,19 +350,20 @@ function draw_chips() {
         const step = { ArrowLeft: -1, ArrowRight: 1, Home: -Infinity, End: Infinity }[e.key];
         if (step === undefined) return;
         e.preventDefault();
-        select_position(Math.min(a.ids.length - 1, Math.max(0, t + step)), true);
+        select_position(t + step, true);
       });
     }
     chips.append(chip);
   });
 }
 
+/** Show position t (kept within the text's) in the chips, the next-token and the attention panels. */
 function select_position(t, focus = false) {
-  state.selected = t;
+  state.selected = Math.min(state.text.ids.length - 1, Math.max(0, t));
   draw_chips();
   render_next();
   render_attention();
-  if (focus) document.querySelector(`#chips .chip[data-position="${t}"]`)?.focus();
+  if (focus) document.querySelector(`#chips .chip[data-position="${state.selected}"]`)?.focus();
 }
 
 function render_next() {
@@ -426,7 +427,7 @@ function render_attention() {
     const step = { ArrowUp: -1, ArrowDown: 1 }[e.key];
     if (step === undefined) return;
     e.preventDefault();
-    select_position(Math.min(a.ids.length - 1, Math.max(0, state.selected + step)));
+    select_position(state.selected + step);
     maps.querySelector("canvas")?.focus();
   });
   show_reads(weights, state.hover ?? state.selected);
@@ -474,9 +475,8 @@ function render_order() {
   const gaps = trace_block.position_gaps(m.params, ids[0], ids[1], model_config({ ...m.config, positions: scheme }));
   const same_tokens = [...ids[0]].sort().join() === [...ids[1]].sort().join();
   if (ids[0].length !== ids[1].length) {
-    say("order-message", `The sentences are ${ids[0].length} and ${ids[1].length} tokens: their last positions do not`
-      + " line up, so there is no last-position gap. The chart compares the positions they share.", "note");
-    $("order-gap").textContent = "–";
+    order_problem(`The sentences are ${ids[0].length} and ${ids[1].length} tokens: their last positions do not line`
+      + " up, so there is no last-position gap. The chart compares the positions they share.", "note");
   } else {
     say("order-message", same_tokens ? "" : "These are not the same tokens in another order, so the last positions can"
       + " differ even without positions.", "note");
@@ -503,8 +503,9 @@ function render_order() {
     .join(" · ");
 }
 
-function order_problem(text) {
-  say("order-message", text);
+/** The order panel without a last-position gap, and why (kind as say's). */
+function order_problem(text, kind = "error") {
+  say("order-message", text, kind);
   $("order-gap").textContent = "–";
   $("order-gap-note").textContent = "";
 }
@@ -829,11 +830,8 @@ async function run_check(backward_fn = model.backward) {
 
 function render_all() {
   if (!state.model) return;
-  const readable = guarded("token-message", render_tokens);
-  if (readable) {
-    guarded("token-message", render_next);
-    guarded("token-message", render_attention);
-    guarded("token-message", render_inside);
+  if (guarded("token-message", render_tokens)) {
+    for (const render of [render_next, render_attention, render_inside]) guarded("token-message", render);
   }
   guarded("order-message", render_order);
   draw_training();
@@ -883,10 +881,9 @@ function wire_controls() {
   });
 }
 
-window.addEventListener("error", (e) => say("page-message",
-  `Something went wrong: ${e.message}. The rest of the page still works.`));
-window.addEventListener("unhandledrejection", (e) => say("page-message",
-  `Something went wrong: ${e.reason?.message ?? e.reason}. The rest of the page still works.`));
+const went_wrong = (why) => say("page-message", `Something went wrong: ${why}. The rest of the page still works.`);
+window.addEventListener("error", (e) => went_wrong(e.message));
+window.addEventListener("unhandledrejection", (e) => went_wrong(e.reason?.message ?? e.reason));
 
 // for the tests and for anyone curious: the modules and the state, from the browser's console
 window.explorer = {

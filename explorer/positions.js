@@ -43,15 +43,7 @@ export function loss_by_position(params, config, inputs, targets) {
   const losses = new Float64Array(T); // (T,)
   inputs.forEach((ids, n) => {
     const [logits] = model.forward(params, ids.slice(0, T), config, PLAIN); // (T, V)
-    const V = logits.cols;
-    for (let t = 0; t < T; t++) {
-      const row = logits.data.subarray(t * V, (t + 1) * V);
-      let top = -Infinity;
-      for (let j = 0; j < V; j++) if (row[j] > top) top = row[j];
-      let z = 0.0;
-      for (let j = 0; j < V; j++) z += Math.exp(row[j] - top);
-      losses[t] += Math.log(z) + top - row[targets[n][t]];
-    }
+    for (let t = 0; t < T; t++) losses[t] += train.token_loss(model.row(logits, t), targets[n][t])[0];
   });
   for (let t = 0; t < T; t++) losses[t] /= inputs.length;
   return { losses: Array.from(losses), refusal };

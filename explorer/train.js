@@ -111,21 +111,16 @@ export function loss_and_grads(params, windows, config, sums = PLAIN) {
     const pass = () => model.loss_and_grads(params, window.slice(0, -1), window.slice(1), config, sums);
     const [loss, g] = fast.reusing(pool, pass);
     total_loss += loss;
-    add_into(grads, g); // (g is in the pool, which the next window reuses)
+    for (const name in g) { // grads += g, tensor by tensor (g is in the pool, which the next window reuses)
+      const to = numbers(grads[name]), from = numbers(g[name]);
+      for (let j = 0; j < to.length; j++) to[j] += from[j];
+    }
   }
   scale(grads, 1.0 / windows.length);
   return [total_loss / windows.length, grads];
 }
 
 const pool = { buffers: [] }; // the buffers of a window's forward and backward pass, reused by the next window
-
-/** total += g, tensor by tensor, in place. */
-function add_into(total, g) {
-  for (const name in g) {
-    const to = numbers(total[name]), from = numbers(g[name]);
-    for (let j = 0; j < to.length; j++) to[j] += from[j];
-  }
-}
 
 /** Every number of every gradient times factor, in place. */
 export function scale(grads, factor) {
@@ -176,6 +171,18 @@ export function train_step(state, windows, config, s) {
     state.step += 1;
   }
   return { loss, norm };
+}
+
+/** The loss -log softmax(row)[target] of one row of logits (nats, plain sums), and the row's argmax, the first of the
+ * largest: what the experiments measure at each position.
+ *
+ *     token_loss([0, 0], 1)   // [0.6931471805599453, 0] */
+export function token_loss(row, target) {
+  let top = 0;
+  for (let j = 1; j < row.length; j++) if (row[j] > row[top]) top = j;
+  let z = 0.0;
+  for (let j = 0; j < row.length; j++) z += Math.exp(row[j] - row[top]);
+  return [Math.log(z) + row[top] - row[target], top];
 }
 
 /** Total -log p (nats) of predicting tokens 1.. of each story from the ones before, for the model of config. */

@@ -65,8 +65,6 @@ const TASKS = {
 // ----------------------------------------------------------------------------------------------------------------
 // The loop
 
-const yield_to_messages = () => new Promise((resolve) => setTimeout(resolve, 0));
-
 async function fit(r) {
   const { state, s } = r;
   const task = TASKS[r.task];
@@ -111,7 +109,7 @@ async function fit(r) {
       send_weights();
       last_weights = performance.now();
     }
-    await yield_to_messages();
+    await new Promise((resolve) => setTimeout(resolve, 0)); // let the messages in (pause, stop, snapshot)
   }
   send_weights();
   post({ type: "done", step: state.step, stopped: r.stopped });
