@@ -16,8 +16,7 @@ import random
 import time
 from functools import partial
 
-import numpy as np
-
+from experiments.recording import target_nats
 from oneblock import floor, machine, numpy_model, training
 from oneblock.config import SCHEMES
 from oneblock.lessons import Exactly, Lesson, Skip, each, shipped_tokenizer, shows, weights
@@ -150,23 +149,9 @@ class SchemesOff:
         return "off"
 
 
-def long_windows(data, length=PAST_POSITION + 1):
-    """(ids, targets), each (n, length): the validation stories as one stream (each story after a newline, as in
-    the corpus) cut into windows of length + 1 tokens that follow each other."""
-    stream = data.tok.encode("\n" + "".join(text + "\n" for text in data.val_texts))
-    n = (len(stream) - 1) // length
-    rows = np.array([stream[i * length:i * length + length + 1] for i in range(n)])  # (n, length + 1)
-    return rows[:, :-1], rows[:, 1:]
-
-
 def position_losses(params, config, ids, targets):
     """(T,) the mean next-token loss at each position over the windows, in float64, from numpy_model.forward."""
-    logits, _ = numpy_model.forward(params, ids, config)  # (n, T, V)
-    z = np.asarray(logits, dtype=np.float64)
-    top = z.max(axis=2, keepdims=True)
-    log_z = np.log(np.exp(z - top).sum(axis=2)) + top[:, :, 0]  # (n, T)
-    picked = np.take_along_axis(z, targets[:, :, None], axis=2)[:, :, 0]  # (n, T)
-    return (log_z - picked).mean(axis=0)
+    return target_nats(numpy_model.forward(params, ids, config)[0], targets).mean(axis=0)
 
 
 def reads_past(params, config, ids, targets):
@@ -195,6 +180,8 @@ PAGE = "the page's model ({weights}, {positions} positions): "
 def past_length_answer(lab, steps=PAST_STEPS):
     """Train each scheme `steps` steps on windows of 64 tokens, then run it with numpy_model on windows of 101
     tokens of the validation stories: the learned scheme's refusal, the others' loss before and past 64."""
+    from experiments.positions import windows  # (here: without NumPy, that module ends the command)
+
     need_threadpoolctl()
     data, runs = None, {}
     started = time.perf_counter()
@@ -205,7 +192,7 @@ def past_length_answer(lab, steps=PAST_STEPS):
             raise RuntimeError(run.failure[0])
         data = run.data
         config = model_config(checked(Settings(positions=scheme)), data.vocab)
-        ids, targets = long_windows(data)
+        ids, targets = windows(data.tok, data.val_texts, PAST_POSITION + 1)
         runs[scheme] = reads_past(run.state["params"], config, ids, targets)
         if "refused" in runs[scheme]:  # what it reads in its own length, for scale
             within = position_losses(run.state["params"], config, ids[:, :TRAINED_LEN], targets[:, :TRAINED_LEN])

@@ -426,7 +426,8 @@ def test_a_tampered_record_is_dropped_saying_so_and_the_page_starts(learner):
 
 
 def python_positions(steps, data):
-    from experiments.lessons_trained import long_windows, reads_past
+    from experiments.lessons_trained import PAST_POSITION, reads_past
+    from experiments.positions import windows
     from oneblock import training
     from oneblock.config import SCHEMES
     from oneblock.settings import Settings, checked, model_config
@@ -436,7 +437,7 @@ def python_positions(steps, data):
         run = training.train(Settings(steps=steps, eval_every=steps, positions=scheme, dtype="float64", quiet=True),
                              data=data)
         config = model_config(checked(Settings(positions=scheme)), data.vocab)
-        ids, targets = long_windows(data)
+        ids, targets = windows(data.tok, data.val_texts, PAST_POSITION + 1)
         got[scheme] = reads_past(run.state["params"], config, ids, targets)
     return got
 
