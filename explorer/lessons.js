@@ -615,23 +615,21 @@ function softmax_gradient_answer(lab) {
 // ----------------------------------------------------------------------------------------------------------------
 // 10. skip-paths: what reaches the embeddings without them?
 
-/** The gradient at x0 (T, d) from dx2 (T, d), back through the MLP and attention, each with its skip path or
- * without (lessons.sublayers_backward). */
-function sublayers_backward(block, c, dx2, skips) {
+/** The gradient at x0 (T, d) from dx2 (T, d), back through the MLP and attention without their skip paths
+ * (lessons.sublayers_backward with skips false; with them, it is model.block_backward's). */
+function sublayers_backward(block, c, dx2) {
   const dpre = relu_gradient(block, c, dx2); // (T, H)
   const dh2 = model.matmul_bt(dpre, block.W1, EXACT); // (T, d)
-  let dx1 = model.layernorm_backward(dh2, block.ln2_g, c.ln2, EXACT)[0]; // (T, d) through the MLP
-  if (skips) dx1 = model.add(dx2, dx1); // (T, d) skip path 2
+  const dx1 = model.layernorm_backward(dh2, block.ln2_g, c.ln2, EXACT)[0]; // (T, d) through the MLP
   const dh1 = model.attention_backward(block, c.att, dx1, EXACT)[1]; // (T, d)
-  const dx0 = model.layernorm_backward(dh1, block.ln1_g, c.ln1, EXACT)[0]; // (T, d) through attention
-  return skips ? model.add(dx1, dx0) : dx0; // (T, d) skip path 1
+  return model.layernorm_backward(dh1, block.ln1_g, c.ln1, EXACT)[0]; // (T, d) through attention
 }
 
 function skip_paths_answer(lab) {
   const { params, cache, dlogits } = story_pass(lab);
   const block = model.block_params(params, 0), c = cache.blocks[0];
   const dx2 = stream_gradient(params, cache, dlogits); // (T, d)
-  const both = size(sublayers_backward(block, c, dx2, true)), neither = size(sublayers_backward(block, c, dx2, false));
+  const both = size(model.block_backward(block, c, dx2, EXACT)[1]), neither = size(sublayers_backward(block, c, dx2));
   return {
     value: neither / both,
     slots: { end: size(dx2), weights: weights(lab), both, neither, ratio: neither / both },
