@@ -4,13 +4,11 @@ import json
 import math
 import shutil
 from math import fsum
-from pathlib import Path
 
 import bpe
 from oneblock import floor
 import make_corpus
-
-ROOT = Path(__file__).resolve().parent.parent
+from run_helpers import ROOT
 
 TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
 RECORD = json.loads(floor.RECORD.read_text(encoding="utf-8"))

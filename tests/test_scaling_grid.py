@@ -16,15 +16,12 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from run_helpers import killed_once_written
+from run_helpers import ROOT, killed_once_written
 from test_grid import need_dask
 from test_scaling import assert_fresh, split_cells
-
-ROOT = Path(__file__).resolve().parent.parent
 
 pytest.importorskip("scipy")
 
@@ -101,17 +98,8 @@ def test_the_reduced_grid_trains_more_seeds_where_they_split_and_check_record_ho
         scaling.check_record(moved, scaling.REDUCED)
 
 
-def test_check_record_derives_the_summaries_again_from_a_changed_run(serial):
-    """A run's validation loss moved by 1e-3 and every summary left as it was: the first summary that differs is
-    that of the run's cell."""
-    r = json.loads(json.dumps(serial[0]))
-    run = r["runs"][-1]
-    run["val"] += 1e-3
-    with pytest.raises(ValueError, match=f"^cells.{run['size']}"):
-        scaling.check_record(r, scaling.REDUCED)
-
-
 @pytest.mark.parametrize("path, change, where", [
+    (("runs", -1, "val"), 1e-3, "cells.{size}"),  # (a run: the first summary that differs is that of its cell)
     (("cells", "16x1", "600000000", "reducible"), 1e-3, "cells.16x1.600000000.reducible"),
     (("fits", "free_floor", "alpha"), 1e-3, "fits.free_floor.alpha"),
     (("isoflop", "a"), 1e-2, "isoflop.a"),
@@ -119,14 +107,15 @@ def test_check_record_derives_the_summaries_again_from_a_changed_run(serial):
     (("judged", "held_out", 1, "fits", "true_floor", "rms_error"), 1e-3, "judged.held_out.1.fits.true_floor"),
 ])
 def test_check_record_derives_every_summary_again_from_the_runs(serial, path, change, where):
-    """A summary moved and the runs left as they were: check_record names it (on the reduced grid's record, whose
-    summaries are those of the full one's code, fitted in seconds)."""
+    """A summary moved and the runs left as they were, or a run's validation loss moved and every summary left as it
+    was: check_record names the summary that differs (on the reduced grid's record, whose summaries are those of the
+    full one's code, fitted in seconds). where is formatted with the fields of what holds the moved value."""
     r = json.loads(json.dumps(serial[0]))
     target = r
     for key in path[:-1]:
         target = target[key]
     target[path[-1]] += change
-    with pytest.raises(ValueError, match=f"^{where}"):
+    with pytest.raises(ValueError, match="^" + where.format(**target)):
         scaling.check_record(r, scaling.REDUCED)
 
 
