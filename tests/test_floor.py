@@ -3,26 +3,15 @@
 import json
 import math
 import shutil
-import subprocess
-import sys
 from math import fsum
-from pathlib import Path
 
 import bpe
 from oneblock import floor
 import make_corpus
-
-ROOT = Path(__file__).resolve().parent.parent
+from run_helpers import ROOT
 
 TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
 RECORD = json.loads(floor.RECORD.read_text(encoding="utf-8"))
-
-
-def test_file_is_current():
-    assert floor.check(ROOT) is None
-    proc = subprocess.run([sys.executable, "-m", "oneblock.floor", "--check"], capture_output=True, text=True,
-                          cwd=ROOT)
-    assert proc.returncode == 0 and proc.stdout.startswith("OK"), proc.stdout
 
 
 def test_floor_from_the_generators_own_log_probabilities():
@@ -45,7 +34,9 @@ def test_one_story_by_hand():
     assert tokens == len(TOK.encode(text + "\n")) == 20
 
 
-def test_check_reports_a_stale_file(tmp_path):
+def test_the_file_is_current_and_check_reports_a_stale_one(tmp_path):
+    """(python3 -m oneblock.floor --check, as docs/model.md shows it, runs in tests/test_readme.py.)"""
+    assert floor.check(ROOT) is None
     for name in ("corpus.txt", "tokenizer.json"):
         shutil.copy(ROOT / name, tmp_path / name)
     record = tmp_path / "corpus-entropy.json"

@@ -16,25 +16,18 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from run_helpers import killed_once_written
+from run_helpers import ROOT, killed_once_written
 from test_grid import need_dask
 from test_scaling import assert_fresh, split_cells
 
-ROOT = Path(__file__).resolve().parent.parent
-
 pytest.importorskip("scipy")
 
-from experiments import scaling_runs as runs  # noqa: E402  (after the skip: scaling's runs need scipy's fits)
+from experiments import scaling  # noqa: E402  (after the skip: scaling's fits need scipy)
+from experiments import scaling_runs as runs  # noqa: E402
 
-
-def scaling():
-    from experiments import scaling as module
-
-    return module
 
 def reduced_command(*args):
     """python3 -m experiments.scaling with args, in a process of its own, its committed record taken as checked and
@@ -54,8 +47,7 @@ def without_seconds(record):
 def serial(tmp_path_factory):
     """The reduced grid's record, trained in this process, and the folder of its per-run results."""
     folder = tmp_path_factory.mktemp("serial") / "runs"
-    s = scaling()
-    return s.run_experiment(s.REDUCED, report=None, kind="serial", runs_dir=folder), folder
+    return scaling.run_experiment(scaling.REDUCED, report=None, kind="serial", runs_dir=folder), folder
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -63,16 +55,15 @@ def serial(tmp_path_factory):
 
 
 def test_in_this_process_the_grid_writes_a_result_per_run_and_a_record_of_the_reduced_shape(serial):
-    s = scaling()
     record, folder = serial
-    s.check_record(json.loads(json.dumps(record)), s.REDUCED)
+    scaling.check_record(json.loads(json.dumps(record)), scaling.REDUCED)
     assert "read_back" not in record  # (it computed every run: a resumed grid names those it read back, below)
-    cells = len(s.REDUCED["sizes"]) * len(s.REDUCED["budgets"])
+    cells = len(scaling.REDUCED["sizes"]) * len(scaling.REDUCED["budgets"])
     files = sorted(p.name for p in folder.glob("*.json"))
-    split = sum(r["seed"] in s.REDUCED["split_seeds"] for r in record["runs"])  # (the runs of cells whose seeds split)
-    assert split and len(files) == s.grid_cost(s.REDUCED)[0] + split + cells
+    split = sum(r["seed"] in scaling.REDUCED["split_seeds"] for r in record["runs"])  # (runs of split cells)
+    assert split and len(files) == scaling.grid_cost(scaling.REDUCED)[0] + split + cells
     assert sum(name.endswith("-chosen.json") for name in files) == cells
-    chosen = [r for r in record["runs"] if r["val"] is not None and r["seed"] == s.REDUCED["seeds"][0]]
+    chosen = [r for r in record["runs"] if r["val"] is not None and r["seed"] == scaling.REDUCED["seeds"][0]]
     for run in chosen:  # the validation is that of the sweep run's own weights, kept in its result
         key = f"{run['size']}-{run['budget']}-{run['lr']:g}-{run['seed']}"
         validated = json.loads((folder / f"{key}-chosen.json").read_text())
@@ -83,16 +74,16 @@ def test_in_this_process_the_grid_writes_a_result_per_run_and_a_record_of_the_re
     size = [int(v) for v in run["size"].split("x")]
     weights = runs.unpacked(json.loads((folder / f"{run['size']}-{run['budget']}-{run['lr']:g}-3.json").read_text())
                             ["result"]["weights"])  # (validated again here, in this process)
-    assert runs.validate({}, weights, runs.size_config(size), runs.validation_data(s.REDUCED["validation_stories"])) \
-        == {"val": run["val"], "val_error": run["val_error"]}
+    stories = runs.validation_data(scaling.REDUCED["validation_stories"])
+    again = runs.validate({}, weights, runs.size_config(size), stories)
+    assert again == {"val": run["val"], "val_error": run["val_error"]}
 
 
 def test_the_reduced_grid_trains_more_seeds_where_they_split_and_check_record_holds_it_to_that(serial):
-    s = scaling()
     r = json.loads(json.dumps(serial[0]))
-    assert s.grid_cost(s.REDUCED)[0] == 3 * 4 * (2 + 2)
-    split = split_cells(r, s.REDUCED)
-    assert split and len(r["runs"]) == s.grid_cost(s.REDUCED)[0] + 2 * len(split)  # (the reduced grid splits)
+    assert scaling.grid_cost(scaling.REDUCED)[0] == 3 * 4 * (2 + 2)
+    split = split_cells(r, scaling.REDUCED)
+    assert split and len(r["runs"]) == scaling.grid_cost(scaling.REDUCED)[0] + 2 * len(split)  # (it splits)
     for (size, budget), cell in ((key, r["cells"][key[0]][str(key[1])]) for key in split):
         assert sorted(run["seed"] for run in r["runs"] if (run["size"], run["budget"], run["lr"]) == (
             size, budget, cell["lr"])) == [3, 4, 5, 6, 7] and len(cell["val"]["by_seed"]) == 5
@@ -100,25 +91,15 @@ def test_the_reduced_grid_trains_more_seeds_where_they_split_and_check_record_ho
     assert sorted(r["data"]["streams"]) == ["3", "4", "5", "6", "7"]
     less = {**r, "runs": [run for run in r["runs"] if (run["size"], run["budget"], run["seed"]) != (*split[0], 7)]}
     with pytest.raises(ValueError, match=f"runs, expected 48 and 2 more for each of the {len(split)} cells whose"):
-        s.check_record(less, s.REDUCED)
+        scaling.check_record(less, scaling.REDUCED)
     moved = {**r, "runs": [{**run, "seed": 6} if (run["size"], run["budget"], run["seed"]) == (*split[0], 7) else run
                            for run in r["runs"]]}
     with pytest.raises(ValueError, match="seed 6: expected one run of each cell whose seeds split"):
-        s.check_record(moved, s.REDUCED)
-
-
-def test_check_record_derives_the_summaries_again_from_a_changed_run(serial):
-    """A run's validation loss moved by 1e-3 and every summary left as it was: the first summary that differs is
-    that of the run's cell."""
-    s = scaling()
-    r = json.loads(json.dumps(serial[0]))
-    run = r["runs"][-1]
-    run["val"] += 1e-3
-    with pytest.raises(ValueError, match=f"^cells.{run['size']}"):
-        s.check_record(r, s.REDUCED)
+        scaling.check_record(moved, scaling.REDUCED)
 
 
 @pytest.mark.parametrize("path, change, where", [
+    (("runs", -1, "val"), 1e-3, "cells.{size}"),  # (a run: the first summary that differs is that of its cell)
     (("cells", "16x1", "600000000", "reducible"), 1e-3, "cells.16x1.600000000.reducible"),
     (("fits", "free_floor", "alpha"), 1e-3, "fits.free_floor.alpha"),
     (("isoflop", "a"), 1e-2, "isoflop.a"),
@@ -126,16 +107,16 @@ def test_check_record_derives_the_summaries_again_from_a_changed_run(serial):
     (("judged", "held_out", 1, "fits", "true_floor", "rms_error"), 1e-3, "judged.held_out.1.fits.true_floor"),
 ])
 def test_check_record_derives_every_summary_again_from_the_runs(serial, path, change, where):
-    """A summary moved and the runs left as they were: check_record names it (on the reduced grid's record, whose
-    summaries are those of the full one's code, fitted in seconds)."""
-    s = scaling()
+    """A summary moved and the runs left as they were, or a run's validation loss moved and every summary left as it
+    was: check_record names the summary that differs (on the reduced grid's record, whose summaries are those of the
+    full one's code, fitted in seconds). where is formatted with the fields of what holds the moved value."""
     r = json.loads(json.dumps(serial[0]))
     target = r
     for key in path[:-1]:
         target = target[key]
     target[path[-1]] += change
-    with pytest.raises(ValueError, match=f"^{where}"):
-        s.check_record(r, s.REDUCED)
+    with pytest.raises(ValueError, match="^" + where.format(**target)):
+        scaling.check_record(r, scaling.REDUCED)
 
 
 def test_the_command_line_on_a_running_dask_scheduler_writes_the_serial_record(serial, tmp_path):
@@ -214,11 +195,10 @@ def lower_tune(text):
      r"its stream's counts are not whole numbers of stories, none of them held out"),
 ])
 def test_a_result_file_edited_to_what_no_run_gives_is_refused_before_any_work(serial, tmp_path, key, edit, said):
-    s = scaling()
     folder = tampered(serial, tmp_path, key, edit)
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
     with pytest.raises(ValueError, match=said + ".*it is never replaced"):
-        s.run_experiment(s.REDUCED, report=None, kind="serial", runs_dir=folder)
+        scaling.run_experiment(scaling.REDUCED, report=None, kind="serial", runs_dir=folder)
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before  # (nothing trained, nothing replaced)
 
 
@@ -228,16 +208,15 @@ def test_a_damaged_result_or_another_grids_lock_is_refused_before_the_committed_
     from atomic import hold
     from experiments import recording
 
-    s = scaling()
     folder = tmp_path / "runs"
     folder.mkdir()
     if case == "damaged":
         (folder / "8x1-300000000-0.01-3.json").write_text('{"format": ')  # (half a file)
     monkeypatch.chdir(ROOT)
     monkeypatch.setattr(recording, "committed_verdict", lambda experiment: pytest.fail("the long check started"))
-    monkeypatch.setattr(s, "run_experiment", lambda *a, **k: pytest.fail("the grid started"))
+    monkeypatch.setattr(scaling, "run_experiment", lambda *a, **k: pytest.fail("the grid started"))
     with hold(folder / "grid", "another grid", follow=False) if case == "held" else contextlib.nullcontext():
-        status = s.main(["--check", "--runs-dir", str(folder), "--out", str(tmp_path / "r.json"), "--quiet"])
+        status = scaling.main(["--check", "--runs-dir", str(folder), "--out", str(tmp_path / "r.json"), "--quiet"])
     err = capsys.readouterr().err
     said = "is in use by another run (another grid)" if case == "held" else "is not strict JSON"
     assert status == 2 and len(err.splitlines()) == 1 and said in err, err
@@ -266,19 +245,17 @@ def test_a_damaged_result_or_another_grids_lock_is_refused_before_the_committed_
     (["--rerun", "16x1", "--executor", "serial"], "--executor serial: --rerun trains no grid"),
 ])
 def test_a_bad_grid_option_is_refused_before_any_work_naming_it(args, phrase, capsys, monkeypatch):
-    s = scaling()
     monkeypatch.chdir(ROOT)
-    monkeypatch.setattr(s, "run_experiment", lambda *a, **k: pytest.fail("the grid started"))
+    monkeypatch.setattr(scaling, "run_experiment", lambda *a, **k: pytest.fail("the grid started"))
     with pytest.raises(SystemExit) as e:
-        s.main(args)
+        scaling.main(args)
     assert e.value.code == 2 and phrase in capsys.readouterr().err
 
 
 def test_without_dask_the_dask_executor_is_refused_naming_the_packages(capsys, monkeypatch):
-    s = scaling()
-    monkeypatch.setattr(s.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(scaling.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(SystemExit) as e:
-        s.main(["--check", "--executor", "dask"])
+        scaling.main(["--check", "--executor", "dask"])
     assert e.value.code == 2 and "--executor dask needs dask and distributed, which are not installed" in (
         capsys.readouterr().err)
 

@@ -1,12 +1,9 @@
 """Property tests for bpe.py (pytest + hypothesis): round trips on random texts over the alphabet."""
 
-from pathlib import Path
-
 from hypothesis import given, settings, strategies as st
 
 import bpe
-
-ROOT = Path(__file__).resolve().parent.parent
+from run_helpers import ROOT
 
 TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
 ALPHABET = "".join(TOK.alphabet)
