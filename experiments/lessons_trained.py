@@ -16,7 +16,7 @@ import random
 import time
 from functools import partial
 
-from experiments.recording import target_nats
+from experiments.recording import target_nats, windows
 from oneblock import floor, machine, numpy_model, training
 from oneblock.config import SCHEMES
 from oneblock.lessons import Exactly, Lesson, Skip, each, shipped_tokenizer, shows, weights
@@ -180,8 +180,6 @@ PAGE = "the page's model ({weights}, {positions} positions): "
 def past_length_answer(lab, steps=PAST_STEPS):
     """Train each scheme `steps` steps on windows of 64 tokens, then run it with numpy_model on windows of 101
     tokens of the validation stories: the learned scheme's refusal, the others' loss before and past 64."""
-    from experiments.positions import windows  # (here: without NumPy, that module ends the command)
-
     need_threadpoolctl()
     data, runs = None, {}
     started = time.perf_counter()

@@ -45,7 +45,7 @@ with machine.needed_by("python3 -m experiments.positions"):
                                        first_difference, flags, judged_rerun, last_probs, lr_values, need, parsed,
                                        provenance, recorded_settings, rounded, run_config, run_or_check, spread_text,
                                        sweep_data, sweep_summary, sweep_text, table_row, target_nats, trained,
-                                       validation_loss)
+                                       validation_loss, windows)
     from oneblock import numpy_fast
     from oneblock.config import SCHEMES  # learned, none, sinusoidal, rope
     from oneblock.settings import Settings
@@ -108,21 +108,6 @@ def probe(params, config, items):
                 for shape in sorted(set(shapes))}
     return {"accuracy": float(right.mean()), "mean_probability": float(p[np.arange(len(answers)), answers].mean()),
             "accuracy_by_shape": by_shape}
-
-
-def windows(tok, val_texts, length):
-    """(inputs, targets), each (W, length): the validation stories one after another (a newline before the first,
-    one after each), cut into consecutive windows; window w reads tokens w*length .. and predicts the next ones.
-
-    >>> import bpe
-    >>> x, y = windows(bpe.Tokenizer.load(HERE.parent / "tokenizer.json"), ["mia has a red hat."] * 10, 16)
-    >>> x.shape, bool((x[0, 1:] == y[0, :-1]).all())
-    ((4, 16), True)
-    """
-    stream = np.array(tok.encode("\n" + "".join(s + "\n" for s in val_texts)))  # (n,)
-    count = (len(stream) - 1) // length
-    starts = np.arange(count)[:, None] * length + np.arange(length)  # (W, length)
-    return stream[starts], stream[starts + 1]
 
 
 def loss_by_position(params, config, inputs, targets):

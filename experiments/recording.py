@@ -165,6 +165,22 @@ def target_nats(logits, targets):
     return log_z - np.take_along_axis(logits, targets[:, :, None], axis=2)[:, :, 0]
 
 
+def windows(tok, val_texts, length):
+    """(inputs, targets), each (W, length): the validation stories one after another (a newline before the first,
+    one after each), cut into consecutive windows; window w reads tokens w*length .. and predicts the next ones.
+
+    >>> import bpe
+    >>> tok = bpe.Tokenizer.load(Path(__file__).parent.parent / "tokenizer.json")
+    >>> x, y = windows(tok, ["mia has a red hat."] * 10, 16)
+    >>> x.shape, bool((x[0, 1:] == y[0, :-1]).all())
+    ((4, 16), True)
+    """
+    stream = np.array(tok.encode("\n" + "".join(s + "\n" for s in val_texts)))  # (n,)
+    count = (len(stream) - 1) // length
+    starts = np.arange(count)[:, None] * length + np.arange(length)  # (W, length)
+    return stream[starts], stream[starts + 1]
+
+
 def across_seeds(values):
     """Mean, sample standard deviation, min, max and the values themselves (one per seed).
 
