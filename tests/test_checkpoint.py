@@ -18,8 +18,7 @@ from oneblock import checkpoint
 from oneblock.config import SWITCH_KEY, ModelConfig
 import model
 from checkpoint_edits import (DEEP, drop_meta, edited, join_file, meta_json_edit, set_meta, split_file, tensor_value,
-                              version_2,
-                              with_header)
+                              version_2, with_header)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -197,8 +196,7 @@ def test_decode_refuses_a_long_shape_before_multiplying_it(bases):
 
 # ----------------------------------------------------------------------------------------------------------------
 # Bad files: each kind refused by checkpoint.load_bytes in one line that names the problem (tests/checkpoint_edits.py
-# makes the edits; tests/test_fuzz_checkpoints.py gives such files to every tool, tests/test_page_loader.py to the
-# explorer page)
+# makes the edits)
 
 
 def damage(*edits, **options):

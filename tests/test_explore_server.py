@@ -1,7 +1,7 @@
 """The explorer's server (oneblock/server.py, which explore.py serves with) against bad and hostile requests: links out
 of the folder, folders, bad paths, malformed request lines, a TLS hello sent to the plain-HTTP port, idle
 connections, and Host headers that name another server (DNS rebinding) or none; and explore.py --export: the
-untrained seed-3 model by default, a bad checkpoint and one too large for the page refused, and against a hostile
+untrained seed-3 model by default, a missing checkpoint and one too large for the page refused, and against a hostile
 neighbour: a checkpoint that names another file as its text, links and other files in the export's folder,
 a second export at once, and an export that must keep the privacy of its inputs and name no path of the machine.
 
@@ -29,7 +29,7 @@ import pytest
 import model
 from oneblock import checkpoint, export
 from oneblock import server as serving
-from run_helpers import kinds_under, one_line_error, ran, serving_explorer
+from run_helpers import kinds_under, one_line_error, ran, run, serving_explorer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -448,7 +448,7 @@ def test_explore_py_answers_bad_requests_and_rebinding_pages_and_stops_cleanly(t
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# explore.py --export: the untrained model by default, a bad or too large checkpoint refused; and against a hostile
+# explore.py --export: the untrained model by default, a missing or too large checkpoint refused; and against a hostile
 # neighbour: which text, which folder, which permissions, no path of the machine
 
 
@@ -463,32 +463,26 @@ def explore(capsys, monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """A folder with notes.txt (two_documents) and three small checkpoints train.py wrote there: own.safetensors of
-    --data notes.txt, whole.safetensors of --data given as its whole path, and stories.safetensors of the stories."""
-    from checkpoint_edits import RUNS, two_documents
+def runs(base_checkpoints):
+    """conftest's folder of notes.txt (two_documents) and the small checkpoints train.py wrote there (own-text of
+    --data notes.txt, one-block of the stories), and beside them whole.safetensors: --data given as its whole path."""
+    from checkpoint_edits import RUNS
 
-    folder = tmp_path_factory.mktemp("explore-runs")
-    (folder / "notes.txt").write_text(two_documents(), encoding="utf-8")
-    whole = [str(folder / "notes.txt") if arg == "notes.txt" else arg for arg in RUNS["own-text"]]
-    runs = {"own": RUNS["own-text"], "whole": whole, "stories": RUNS["one-block"]}
-    procs = [subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args, "--out", f"{name}.safetensors"],
-                              cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-             for name, args in runs.items()]
-    for proc in procs:
-        assert proc.wait(timeout=300) == 0, proc.stderr.read()
-        proc.stderr.close()
+    folder, _ = base_checkpoints
+    whole = [folder / "notes.txt" if arg == "notes.txt" else arg for arg in RUNS["own-text"]]
+    proc = run("train.py", *whole, "--out", "whole.safetensors", cwd=folder)
+    assert proc.returncode == 0, proc.stderr
     return folder
 
 
-def placed(runs, folder, name, text=None, text_name="notes.txt"):
-    """A copy of the checkpoint runs/name.safetensors in folder (made), and of notes.txt as text_name there if text;
-    the copy's path."""
+def placed(runs, folder, name, text=False):
+    """A copy of the checkpoint runs/name.safetensors in folder (made), and of notes.txt there if text; the copy's
+    path."""
     folder.mkdir(parents=True, exist_ok=True)
     ckpt = folder / f"{name}.safetensors"
     ckpt.write_bytes((runs / f"{name}.safetensors").read_bytes())
     if text:
-        (folder / text_name).write_bytes((runs / "notes.txt").read_bytes())
+        (folder / "notes.txt").write_bytes((runs / "notes.txt").read_bytes())
     return ckpt
 
 
@@ -514,7 +508,7 @@ def test_an_export_without_a_checkpoint_is_the_untrained_seed_3_model(explore, t
 def test_a_model_too_large_for_the_page_is_refused_naming_it(runs, monkeypatch):
     """read_weights holds every checkpoint to page_fits before anything is exported: with the page's bound set just
     below what the model needs, it is refused with its sizes and parameter count; at the bound, it loads."""
-    ckpt = runs / "stories.safetensors"
+    ckpt = runs / "one-block.safetensors"
     config = checkpoint.load_checkpoint(ckpt)["config"]
     count = config.parameter_count()
     monkeypatch.setattr(export, "PAGE_BYTES", export.PAGE_COPIES * 8 * count - 1)
@@ -527,24 +521,17 @@ def test_a_model_too_large_for_the_page_is_refused_naming_it(runs, monkeypatch):
     assert raw == ckpt.read_bytes() and fields["trained"]
 
 
-def test_a_bad_checkpoint_is_checkpoint_pys_message_and_exit_2(runs, explore, tmp_path):
-    """A missing checkpoint, and one whose config and training settings disagree on the positions, and bad options:
-    one line, exit 2, nothing written. (Every damaged file of the fuzz corpus: tests/test_fuzz_checkpoints.py.)"""
-    from checkpoint_edits import edit_json
-
-    half = tmp_path / "half-rope.safetensors"  # only the config says rope: the two do not agree
-    half.write_bytes(edit_json((runs / "stories.safetensors").read_bytes(), "config",
-                               lambda config: config.update(positions="rope", use_positions=False)))
-    for path, phrase in [(tmp_path / "missing.safetensors", "no checkpoint at"),
-                         (half, "training positions is 'learned', but the config's scheme is 'rope'")]:
-        proc = explore("--ckpt", path, "--export", tmp_path / "site", cwd=tmp_path)
-        assert proc.returncode == 2 and phrase in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
-    assert not (tmp_path / "site").exists()  # nothing written
+def test_a_missing_checkpoint_and_bad_options_are_exit_2_and_write_nothing(explore, tmp_path):
+    """(A damaged checkpoint, every one of the fuzz corpus: tests/test_fuzz_checkpoints.py; checkpoint.py's message
+    for each kind: tests/test_checkpoint.py.)"""
     (tmp_path / "file").write_text("x")
-    for args, phrase in [(["--export", tmp_path / "file"], "is a file"), (["--port", "70000"], "is not a port"),
+    for args, phrase in [(["--ckpt", tmp_path / "missing.safetensors", "--export", tmp_path / "site"],
+                          "no checkpoint at"),
+                         (["--export", tmp_path / "file"], "is a file"), (["--port", "70000"], "is not a port"),
                          (["--port", "eighty"], "invalid int value")]:
         proc = explore(*args, cwd=tmp_path)
-        assert proc.returncode == 2 and phrase in proc.stderr, proc.stderr
+        assert proc.returncode == 2 and phrase in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "site").exists()  # nothing written
 
 
 def test_the_export_holds_no_path_of_the_machine(runs, explore, tmp_path):
@@ -570,8 +557,8 @@ def test_the_export_holds_no_path_of_the_machine(runs, explore, tmp_path):
     assert {k: v for k, v in weights["metadata"].items() if k not in ("text", checkpoint.DATA_HASH_KEY)} == {
         k: v for k, v in before["metadata"].items() if k not in ("text", checkpoint.DATA_HASH_KEY)}
     # and a checkpoint that names its text without folders is exported byte for byte
-    assert explore("--ckpt", "own.safetensors", "--export", site, cwd=runs).returncode == 0
-    assert (site / "data" / "weights.safetensors").read_bytes() == (runs / "own.safetensors").read_bytes()
+    assert explore("--ckpt", "own-text.safetensors", "--export", site, cwd=runs).returncode == 0
+    assert (site / "data" / "weights.safetensors").read_bytes() == (runs / "own-text.safetensors").read_bytes()
 
 
 @pytest.mark.skipif(os.name == "nt", reason="Windows has no owner, group and others' permission bits")
@@ -583,7 +570,7 @@ def test_the_export_keeps_the_privacy_of_what_it_was_made_from(runs, explore, tm
     """The data an export writes is as private as the checkpoint and the text it was made from (the owner may read
     and write it; the group and others may read it only where both let them, and never write it); the page's own
     files are readable by all."""
-    ckpt = placed(runs, tmp_path / "work", "own", text=True)
+    ckpt = placed(runs, tmp_path / "work", "own-text", text=True)
     ckpt.chmod(ckpt_mode)
     (ckpt.parent / "notes.txt").chmod(text_mode)
     proc = explore("--ckpt", ckpt, "--export", tmp_path / "site", cwd=ckpt.parent)
@@ -596,7 +583,7 @@ def test_the_export_keeps_the_privacy_of_what_it_was_made_from(runs, explore, tm
     assert set(data.values()) == {data_mode}, oct(data_mode)
     assert {mode for name, mode in modes.items() if name not in data} == {0o644}
     # the stories: the checkpoint's privacy alone
-    stories = placed(runs, tmp_path / "work", "stories")
+    stories = placed(runs, tmp_path / "work", "one-block")
     stories.chmod(ckpt_mode)
     assert explore("--ckpt", stories, "--export", tmp_path / "site", cwd=tmp_path).returncode == 0
     want = 0o600 | (ckpt_mode & 0o044)
@@ -616,7 +603,7 @@ def test_a_checkpoint_cannot_export_a_file_it_names_elsewhere(runs, explore, tmp
     secret.write_text("a secret line one\n" * 30 + "\n" + "a secret line two\n" * 4, encoding="utf-8")
     work = tmp_path / "work"
     for name in (str(secret), "../outside/secret.txt", "outside/secret.txt"):
-        ckpt = placed(runs, work, "own")
+        ckpt = placed(runs, work, "own-text")
         ckpt.write_bytes(edited(ckpt.read_bytes(), set_meta("text", name),
                                 set_meta("text_sha256", checkpoint.sha256_file(secret)))())
         for cwd in (work, tmp_path):
@@ -626,7 +613,7 @@ def test_a_checkpoint_cannot_export_a_file_it_names_elsewhere(runs, explore, tmp
 
 
 def test_the_text_beside_the_checkpoint_is_found_wherever_explore_runs(runs, explore, tmp_path):
-    ckpt = placed(runs, tmp_path / "runs", "own", text=True)
+    ckpt = placed(runs, tmp_path / "runs", "own-text", text=True)
     (tmp_path / "other").mkdir()
     proc = explore("--ckpt", ckpt, "--export", tmp_path / "site", cwd=tmp_path / "other")
     assert proc.returncode == 0, proc.stderr
@@ -648,7 +635,7 @@ def test_data_names_the_text_and_is_checked_against_the_checkpoint(runs, explore
     checkpoint recorded; a wrong file or a missing one is one line and nothing written, as is --data with a model
     of the stories. (A folder or a FIFO as the text: oneblock/data.py's read_data, which reads it, refuses them for
     train.py --data too, in tests/test_own_text.py and tests/test_nothing_lost.py.)"""
-    ckpt = placed(runs, tmp_path / "runs", "own")
+    ckpt = placed(runs, tmp_path / "runs", "own-text")
     moved = tmp_path / "texts" / "renamed.txt"
     moved.parent.mkdir()
     moved.write_bytes((runs / "notes.txt").read_bytes())
@@ -665,7 +652,7 @@ def test_data_names_the_text_and_is_checked_against_the_checkpoint(runs, explore
     other.write_text(moved.read_text(encoding="utf-8") + "one more line\n", encoding="utf-8")
     refusals = [(["--ckpt", ckpt, "--data", other], [str(other), "SHA-256"]),
                 (["--ckpt", ckpt, "--data", tmp_path / "missing.txt"], ["missing.txt", "No such file"]),
-                (["--ckpt", placed(runs, tmp_path / "runs", "stories"), "--data", moved],
+                (["--ckpt", placed(runs, tmp_path / "runs", "one-block"), "--data", moved],
                  ["--data", "the stories"]),
                 (["--data", moved], ["--data", "the stories"])]  # the untrained model learned nothing else
     for args, phrases in refusals:
@@ -684,7 +671,7 @@ def test_an_export_never_writes_through_a_link(runs, explore, tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "mine.html").write_text("my own page\n", encoding="utf-8")
-    assert explore("--ckpt", "stories.safetensors", "--export", tmp_path / "old", cwd=runs).returncode == 0
+    assert explore("--ckpt", "one-block.safetensors", "--export", tmp_path / "old", cwd=runs).returncode == 0
     cases = {"data": lambda site: (site / "data").symlink_to(outside, target_is_directory=True),
              "index.html": lambda site: (site / "index.html").symlink_to(outside / "mine.html"),
              "data/manifest.json": lambda site: ((site / "data").mkdir(),
@@ -697,7 +684,7 @@ def test_an_export_never_writes_through_a_link(runs, explore, tmp_path):
             site.mkdir()
         make(site)
         before, there = kinds_under(tmp_path / "outside"), kinds_under(site)
-        proc = explore("--ckpt", "stories.safetensors", "--export", site, cwd=runs)
+        proc = explore("--ckpt", "one-block.safetensors", "--export", site, cwd=runs)
         one_line_error(proc, f"{site / where if where else site} is a symbolic link")
         assert kinds_under(tmp_path / "outside") == before and kinds_under(site) == there, where
         assert kinds_under(tmp_path / "old")  # (the link's target export is still there)
@@ -716,21 +703,21 @@ def test_an_export_replaces_only_an_export(runs, explore, tmp_path):
     (mine / "data" / "manifest.json").write_text('{"format": "my own manifest"}\n', encoding="utf-8")
     for folder in (site, mine):
         before = kinds_under(folder)
-        proc = explore("--ckpt", "stories.safetensors", "--export", folder, cwd=runs)
+        proc = explore("--ckpt", "one-block.safetensors", "--export", folder, cwd=runs)
         one_line_error(proc, f"{folder} holds files that are not an explorer export", "missing, empty")
         assert kinds_under(folder) == before
     # empty, and then an earlier export: both written
     empty = tmp_path / "empty"
     empty.mkdir()
     for _ in range(2):
-        proc = explore("--ckpt", "stories.safetensors", "--export", empty, cwd=runs)
+        proc = explore("--ckpt", "one-block.safetensors", "--export", empty, cwd=runs)
         assert proc.returncode == 0, proc.stderr
     # a folder that a killed export left: the temporary files of its names, and an empty data/
     killed = tmp_path / "killed"
     (killed / "data").mkdir(parents=True)
     (killed / "data" / "weights.safetensors.999999999.abcd1234.tmp").write_bytes(b"half a file")
     (killed / "index.html.999999999.abcd1234.tmp").write_bytes(b"half a page")
-    proc = explore("--ckpt", "stories.safetensors", "--export", killed, cwd=runs)
+    proc = explore("--ckpt", "one-block.safetensors", "--export", killed, cwd=runs)
     assert proc.returncode == 0, proc.stderr
     assert not list(killed.rglob("*.tmp")) and sorted(kinds_under(killed)) == sorted(kinds_under(empty))
 
@@ -742,7 +729,7 @@ def test_two_exports_into_one_folder_do_not_mix(runs, explore, tmp_path):
 
     site = tmp_path / "site"
     with hold(site / "data" / "manifest.json", "another export"):
-        proc = explore("--ckpt", "stories.safetensors", "--export", site, cwd=runs)
+        proc = explore("--ckpt", "one-block.safetensors", "--export", site, cwd=runs)
         one_line_error(proc, "in use by another run (another export)")
         assert sorted(p.name for p in (site / "data").iterdir()) == ["manifest.json.lock"]
     assert not site.exists()
@@ -774,9 +761,9 @@ sys.exit(explore.main(sys.argv[2:]))
 def test_a_signalled_export_says_so_in_one_line_and_leaves_the_old_export(runs, explore, tmp_path):
     """Before: a traceback, and now and then a temporary file or the lock left in the folder."""
     site = tmp_path / "site"
-    assert explore("--ckpt", "stories.safetensors", "--export", site, cwd=runs).returncode == 0
+    assert explore("--ckpt", "one-block.safetensors", "--export", site, cwd=runs).returncode == 0
     before = kinds_under(site)
-    proc = subprocess.run([sys.executable, "-c", SIGNALLED_EXPORT, str(ROOT), "--ckpt", "stories.safetensors",
+    proc = subprocess.run([sys.executable, "-c", SIGNALLED_EXPORT, str(ROOT), "--ckpt", "one-block.safetensors",
                            "--export", str(site)], capture_output=True, text=True, cwd=runs, timeout=300)
     assert proc.returncode == 128 + signal.SIGTERM and proc.stdout == "", proc.stderr
     assert proc.stderr == f"interrupted (SIGTERM): the export wrote nothing; {site} is as it was\n"
