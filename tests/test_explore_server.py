@@ -321,32 +321,22 @@ def test_the_server_binds_127_0_0_1_only_and_its_real_idle_timeout_is_sane(serve
 # The Host header: only this server's own names, with its port (DNS rebinding)
 
 
-def foreign_hosts(port):
-    """Host values that do not name the server at 127.0.0.1:port, each as a page elsewhere on the web (or a proxy)
-    could send it: the rebinding page's own name, names and addresses that lead to this machine, another port, the
-    bare name (which means port 80), and names that merely start or end like a local one."""
-    return [b"evil.example:%d" % port, b"127.0.0.1.nip.io:%d" % port, b"localhost:%d" % (port + 1),
-            b"127.0.0.1:%d" % (port + 1), b"0.0.0.0:%d" % port, b"[::2]:%d" % port, b"localhost", b"127.0.0.1",
-            b"localhost..:%d" % port, b"localhost.evil.example:%d" % port, b"evil.localhost:%d" % port,
-            b"127.0.0.2:%d" % port, b"[::ffff:127.0.0.1]:%d" % port, b"localhost:%d0" % port,
-            b"localhost:0%d0" % port, b"localhost:99999999", b"localhost:"]
-
-
-def own_hosts(port):
-    """The Host values that name the server at 127.0.0.1:port: its three names with its port, in any case,
-    localhost written fully qualified (with its trailing dot), and the port with a leading zero (the same number)."""
-    return [b"127.0.0.1:%d" % port, b"localhost:%d" % port, b"[::1]:%d" % port, b"LOCALHOST:%d" % port,
-            b"LocalHost.:%d" % port, b"localhost.:%d" % port, b"localhost:0%d" % port]
-
-
 FILES = ["/index.html", "/page.js", "/data/manifest.json", "/alias.js", "/sub/", "/sub", "/data/", "/no-such.js",
          "/leak.txt"]  # files, folders, a link in and a link out, and nothing at all: one answer for all of them
 
 
 def test_a_host_that_names_another_server_is_421_and_nothing_of_the_folder(server):
-    """Every foreign Host is refused with 421 before the path is looked at: the same reply whatever the path names
-    (a file, a folder, a link, nothing), so that no byte of a file and not even which files exist is told."""
-    for host in foreign_hosts(server.port):
+    """Every foreign Host, each as a page elsewhere on the web (or a proxy) could send it (the rebinding page's own
+    name, names and addresses that lead to this machine, another port, the bare name, which means port 80, and
+    names that merely start or end like a local one), is refused with 421 before the path is looked at: the same
+    reply whatever the path names (a file, a folder, a link, nothing), so that no byte of a file and not even which
+    files exist is told."""
+    port = server.port
+    for host in [b"evil.example:%d" % port, b"127.0.0.1.nip.io:%d" % port, b"localhost:%d" % (port + 1),
+                 b"127.0.0.1:%d" % (port + 1), b"0.0.0.0:%d" % port, b"[::2]:%d" % port, b"localhost", b"127.0.0.1",
+                 b"localhost..:%d" % port, b"localhost.evil.example:%d" % port, b"evil.localhost:%d" % port,
+                 b"127.0.0.2:%d" % port, b"[::ffff:127.0.0.1]:%d" % port, b"localhost:%d0" % port,
+                 b"localhost:0%d0" % port, b"localhost:99999999", b"localhost:"]:
         replies = set()
         for path in FILES:
             reply, log = server.get(path, host=host)
@@ -384,7 +374,11 @@ def test_a_request_without_one_good_host_is_400_and_nothing_of_the_folder(server
 
 
 def test_the_names_of_this_server_are_served(server):
-    for host in own_hosts(server.port):
+    """Its three names with its port, in any case, localhost written fully qualified (with its trailing dot), and
+    the port with a leading zero (the same number)."""
+    port = server.port
+    for host in [b"127.0.0.1:%d" % port, b"localhost:%d" % port, b"[::1]:%d" % port, b"LOCALHOST:%d" % port,
+                 b"LocalHost.:%d" % port, b"localhost.:%d" % port, b"localhost:0%d" % port]:
         reply, log = server.get("/index.html", host=host)
         assert status(reply) == 200 and body(reply) == PAGE.encode() and log == "", host
     reply, _ = server.get("/sub", host=b"LOCALHOST:%d" % server.port)  # a redirect stays on the name it was asked
