@@ -378,8 +378,6 @@ def test_a_link_at_the_grids_lock_name_is_never_followed(tmp_path):
 
 
 @pytest.mark.parametrize("kind, workers, address, said", [
-    ("threads", None, None, "unknown executor 'threads'; expected one of process, serial, dask"),
-    ("process", 0, None, "workers 0: expected a whole number of at least 1"),
     ("process", -2, None, "workers -2: expected a whole number"),
     ("process", True, None, "workers True: expected a whole number"),
     ("dask", "2", None, "workers '2': expected a whole number"),
@@ -400,7 +398,6 @@ def test_a_bad_executor_is_named_before_anything_starts(kind, workers, address, 
 
 
 @pytest.mark.parametrize("tasks, said", [
-    ([("runs/1", [])], "key 'runs/1' names a file"),
     ([("", [])], "key '' names a file"),
     ([(3, [])], "key 3 names a file"),
     ([("a", [1]), ("a", [2])], "task 'a' comes twice"),

@@ -28,9 +28,13 @@ def cached_numbers(cache, seen):
 @pytest.mark.parametrize("d, vocab, max_len, blocks, heads", [(16, 96, 64, 1, 1), (8, 11, 5, 1, 1),
                                                               (16, 96, 64, 2, 4), (8, 11, 5, 3, 2)])
 def test_the_formulas_count_the_parameters_and_the_activations_of_the_model(d, vocab, max_len, blocks, heads):
+    """Every parameter, and those outside the embeddings and the output layer (the blocks and the final layer
+    norm); the numbers a training step keeps per token."""
     config = ModelConfig(vocab, d, 4 * d, max_len, blocks, heads)
     params = numpy_model.init_params(config, seed=1)
     assert config.parameter_count() == sum(p.size for p in params.values())
+    outside = ("tok_emb", "pos_emb", "W_out", "b_out")
+    assert config.non_embedding_parameters() == sum(p.size for name, p in params.items() if name not in outside)
     B = 3
     ids = np.arange(B * max_len).reshape(B, max_len) % vocab  # (B, T)
     logits, cache = numpy_model.forward(params, ids, config)  # (B, T, V)
@@ -56,13 +60,6 @@ def test_the_flops_formula_counts_the_matrix_products_of_a_training_step(d, voca
     with FlopCounterMode(display=False) as counter:
         torch_model.loss_and_grads(p, ids, (ids + 1) % vocab, config)
     assert counter.get_total_flops() == B * T * config.flops_per_token(T)
-
-
-def test_non_embedding_parameters_are_the_blocks_and_the_final_layer_norm():
-    config = ModelConfig(96, 16, 64, 64, blocks=2)
-    params = numpy_model.init_params(config, seed=1)
-    outside = ("tok_emb", "pos_emb", "W_out", "b_out")
-    assert config.non_embedding_parameters() == sum(p.size for name, p in params.items() if name not in outside)
 
 
 def test_bad_sizes_are_refused_naming_the_value(capsys):

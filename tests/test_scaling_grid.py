@@ -1,25 +1,24 @@
 """experiments/scaling.py on every core: the reduced grid (--check's plan) gives the same record, bit for bit but its
-seconds, in this process, on a running Dask scheduler's workers, and on a process pool of two workers in a --check
-killed with SIGKILL part-way, which resumes from the per-run results it wrote; that record has the full one's shape
-(its seeds split, check_record derives its summaries from its runs); the grid's options are checked before any work;
-and dev/bench_grid.py runs briefly. (That every executor of experiments/grid.py gives the same results, the local
-Dask cluster's included, is tests/test_grid.py's.)
+seconds, in this process, on a running Dask scheduler's workers, and on a process pool of two workers resuming from
+the per-run results a stopped grid wrote; that record has the full one's shape (its seeds split, check_record
+derives its summaries from its runs); the grid's options are checked before any work; and dev/bench_grid.py runs
+briefly. (That every executor of experiments/grid.py gives the same results, the local Dask cluster's included, and
+that a grid killed with SIGKILL leaves whole results to resume from, is tests/test_grid.py's.)
 
-The command lines here run without the committed record's check, the minute of every --check that these tests do
+The command line here runs without the committed record's check, the minute of every --check that these tests do
 not ask about (docs/scaling.md's --check checks scaling.json, as a command: tests/test_readme.py).
 
 Without dask and distributed the Dask case skips with its reason, except under CI=true, where that is a failure."""
 
 import contextlib
 import json
-import os
 import shutil
 import subprocess
 import sys
 
 import pytest
 
-from run_helpers import ROOT, killed_once_written
+from run_helpers import ROOT
 from test_grid import need_dask
 from test_scaling import assert_fresh, split_cells
 
@@ -27,14 +26,6 @@ pytest.importorskip("scipy")
 
 from experiments import scaling  # noqa: E402  (after the skip: scaling's fits need scipy)
 from experiments import scaling_runs as runs  # noqa: E402
-
-
-def reduced_command(*args):
-    """python3 -m experiments.scaling with args, in a process of its own, its committed record taken as checked and
-    found OK (recording.committed_verdict): the grid, its per-run results and its record written and checked."""
-    return [sys.executable, "-c", "import sys; from experiments import recording, scaling;"
-            " recording.committed_verdict = lambda experiment: (True, None); sys.exit(scaling.main(sys.argv[1:]))",
-            *args]
 
 
 def without_seconds(record):
@@ -121,7 +112,8 @@ def test_check_record_derives_every_summary_again_from_the_runs(serial, path, ch
 
 def test_the_command_line_on_a_running_dask_scheduler_writes_the_serial_record(serial, tmp_path):
     """--executor dask --scheduler ADDRESS: a cluster started apart (here, on 127.0.0.1, by this test), whose
-    workers train the runs while the command alone writes the record and the per-run results."""
+    workers train the runs while the command alone writes the record and the per-run results (its committed record
+    taken as checked and found OK: recording.committed_verdict)."""
     need_dask()
     import logging
 
@@ -131,8 +123,10 @@ def test_the_command_line_on_a_running_dask_scheduler_writes_the_serial_record(s
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                                   dashboard_address=None, worker_dashboard_address=None,
                                   silence_logs=logging.ERROR) as cluster:
-        done = subprocess.run(reduced_command("--check", "--out", str(out), "--quiet", "--executor", "dask",
-                                              "--scheduler", cluster.scheduler_address),
+        done = subprocess.run([sys.executable, "-c", "import sys; from experiments import recording, scaling;"
+                               " recording.committed_verdict = lambda experiment: (True, None);"
+                               " sys.exit(scaling.main(sys.argv[1:]))", "--check", "--out", str(out), "--quiet",
+                               "--executor", "dask", "--scheduler", cluster.scheduler_address],
                               cwd=ROOT, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stdout + done.stderr
         assert len(cluster.scheduler.workers) == 2  # (its own workers: the command started none)
@@ -142,41 +136,29 @@ def test_the_command_line_on_a_running_dask_scheduler_writes_the_serial_record(s
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Resuming after a kill
+# Resuming
 
 
-@pytest.mark.skipif(not hasattr(os, "killpg"), reason="kills a process group (POSIX)")
-def test_a_check_killed_with_sigkill_resumes_from_its_runs_and_ends_with_the_same_record(serial, tmp_path):
-    out, runs = tmp_path / "reduced.json", tmp_path / "reduced-runs"  # (the runs' folder beside --out, by default)
-    command = reduced_command("--check", "--out", str(out), "--workers", "2")
-    killed_once_written([*command, "--quiet"], runs, 12, timeout=120, cwd=ROOT)
-    names = sorted(p.name[:-5] for p in runs.glob("*.json"))
-    kept = len(names)
-    total = len(list(serial[1].glob("*.json")))
-    assert 12 <= kept < total and not out.exists()
-    again = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert again.returncode == 0, again.stdout + again.stderr
-    lines = again.stdout.splitlines()
-    assert lines[0] == f"{kept} results found in {runs}"
-    assert sum(line.endswith(" done") for line in lines) == total - kept  # only the missing runs trained
-    assert lines[-1].startswith("OK: the reduced run has the shape of the full one")
-    record = json.loads(out.read_text())
-    assert sorted(record.pop("read_back")) == names  # (the record names the results it did not compute)
+def test_a_stopped_grid_resumes_from_its_runs_on_two_workers_and_ends_with_the_same_record(serial, tmp_path):
+    """The results written first (the twelve a grid killed part-way had written: each file whole, tests/test_grid.py)
+    are read back, only the missing runs train, on a process pool of two workers, and the record names those it read
+    back."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    written = sorted(serial[1].glob("*.json"), key=lambda p: p.stat().st_mtime_ns)  # (in the order they finished)
+    for path in written[:12]:
+        shutil.copy2(path, runs / path.name)
+    lines = []
+    record = scaling.run_experiment(scaling.REDUCED, report=lines.append, workers=2, runs_dir=runs)
+    assert lines[0] == f"12 results found in {runs}"
+    assert sum(line.endswith(" done") for line in lines) == len(written) - 12  # only the missing runs trained
+    assert sorted(record.pop("read_back")) == sorted(path.name[:-5] for path in written[:12])
     assert without_seconds(record) == without_seconds(serial[0])
-    assert len(list(runs.glob("*.json"))) == total
+    assert len(list(runs.glob("*.json"))) == len(written)
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # A result read back is believed only if its run could have given it
-
-
-def tampered(serial, tmp_path, key, edit):
-    """A copy of the serial grid's results folder in which edit(the text of key's result file) replaced that file."""
-    folder = tmp_path / "runs"
-    shutil.copytree(serial[1], folder)
-    path = folder / f"{key}.json"
-    path.write_text(edit(path.read_text()))
-    return folder
 
 
 def lower_tune(text):
@@ -195,7 +177,9 @@ def lower_tune(text):
      r"its stream's counts are not whole numbers of stories, none of them held out"),
 ])
 def test_a_result_file_edited_to_what_no_run_gives_is_refused_before_any_work(serial, tmp_path, key, edit, said):
-    folder = tampered(serial, tmp_path, key, edit)
+    folder = tmp_path / "runs"  # (a copy of the serial grid's results, key's file edited)
+    shutil.copytree(serial[1], folder)
+    (folder / f"{key}.json").write_text(edit((folder / f"{key}.json").read_text()))
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
     with pytest.raises(ValueError, match=said + ".*it is never replaced"):
         scaling.run_experiment(scaling.REDUCED, report=None, kind="serial", runs_dir=folder)
@@ -264,18 +248,19 @@ def test_without_dask_the_dask_executor_is_refused_naming_the_packages(capsys, m
 # The benchmark
 
 
-def test_the_grid_benchmark_times_one_worker_and_two_and_writes_the_speed_up(tmp_path):
+def test_the_grid_benchmark_times_one_worker_and_two_and_writes_the_speed_up(tmp_path, capsys):
+    from dev import bench_grid
+
     out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, "-m", "dev.bench_grid", "--rounds", "1", "--scale", "0.25", "--workers",
-                           "2", "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert bench_grid.main(["--rounds", "1", "--scale", "0.25", "--workers", "2", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
     figures = json.loads(out.read_text())
     assert sorted(figures["seconds"]) == ["1", "2"] and figures["same_results"] is True
     per_run = figures["seconds_per_run"]
     assert figures["speed_up"] == pytest.approx(per_run["1"] / per_run["2"]) and all(v > 0 for v in per_run.values())
-    assert f"speed-up {figures['speed_up']:.2f}x" in proc.stdout and f"wrote {out}" in proc.stdout
+    assert f"speed-up {figures['speed_up']:.2f}x" in printed and f"wrote {out}" in printed
     (tmp_path / "notes.json").write_text("mine")
-    refused = subprocess.run([sys.executable, "-m", "dev.bench_grid", "--out", str(tmp_path / "notes.json")],
-                             cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert refused.returncode == 2 and "is never replaced" in refused.stderr
+    with pytest.raises(SystemExit) as refused:
+        bench_grid.main(["--out", str(tmp_path / "notes.json")])
+    assert refused.value.code == 2 and "is never replaced" in capsys.readouterr().err
     assert (tmp_path / "notes.json").read_text() == "mine"
