@@ -68,11 +68,11 @@ def test_the_tokenizer_is_as_private_as_the_text_and_the_umask(notes, capsys, mo
     (notes / "notes.txt").chmod(text_mode)
     (notes / "old.json").write_text(bpe.Tokenizer.train(own_text(), 90).to_json(), encoding="utf-8")
     (notes / "old.json").chmod(0o666)
-    for out, extra in (("t.json", []), ("old.json", ["--overwrite"])):
+    for out, extra in (("new/t.json", []), ("old.json", ["--overwrite"])):  # (--out's folder made as it is written)
         proc = ran("bpe.py", capsys, *TRAIN, "--out", out, *extra, umask=umask)
         assert proc.returncode == 0, proc.stderr
         assert (notes / out).stat().st_mode & 0o777 == written, (out, oct((notes / out).stat().st_mode))
-    assert files_under(notes) == ["notes.txt", "old.json", "t.json"]  # no temporary file, no lock
+    assert files_under(notes) == ["new", "new/t.json", "notes.txt", "old.json"]  # no temporary file, no lock
 
 
 def test_a_second_run_on_the_same_out_is_refused_while_the_first_holds_it(notes):

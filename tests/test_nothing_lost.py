@@ -177,9 +177,9 @@ def test_an_input_at_a_path_the_run_writes_is_refused_by_any_name(notes, capsys,
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
 def test_a_fifo_or_a_device_is_refused_at_once_not_read(notes):
-    os.mkfifo(notes / "fifo")
     """Each reader once: a text (bpe.read_text, bpe.py's --data too), a tokenizer, and a checkpoint
     (checkpoint.read_bytes, explore.py's --ckpt too); an --out that is a FIFO is atomic.own's (tests/test_locks.py)."""
+    os.mkfifo(notes / "fifo")
     cases = [("train.py", ["--data", "fifo", "--out", "c.safetensors", *TEXT_RUN]),
              ("train.py", ["--data", "notes.txt", "--tokenizer", "fifo", "--out", "c.safetensors", *TEXT_RUN[2:]]),
              ("sample.py", ["--ckpt", "fifo"])]
