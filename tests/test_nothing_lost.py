@@ -93,7 +93,6 @@ def refused_unprepared(monkeypatch, script, capsys, *args):
 
 
 @pytest.mark.parametrize("where, there, extra, phrases", [
-    ("--out", b"", [], ["--out n.safetensors exists but is not a checkpoint", NEVER]),
     ("--out", own_text().encode(), [], ["--out n.safetensors exists but is not a checkpoint", NEVER]),
     ("--out", b"", ["--resume"], ["cannot resume: n.safetensors: the file is 0 bytes"]),
     ("--out", None, ["--resume"], ["--out n.safetensors is a folder; expected a checkpoint file such as"
@@ -105,7 +104,7 @@ def refused_unprepared(monkeypatch, script, capsys, *args):
      ["--out t.json exists but is not a tokenizer.json", NEVER]),
     ("bpe.py --out", (ROOT / "tokenizer.json").read_bytes()[:100] + b"\x00\xff", [],
      ["--out t.json exists but is not a tokenizer.json", NEVER]),
-], ids=["out-empty", "out-notes", "out-empty-resume", "out-folder", "best-notes", "copy-notes", "bpe-notes",
+], ids=["out-notes", "out-empty-resume", "out-folder", "best-notes", "copy-notes", "bpe-notes",
         "bpe-record", "bpe-torn"])
 def test_a_file_not_of_the_runs_kind_is_never_replaced(notes, capsys, monkeypatch, where, there, extra, phrases):
     """Refused in one line naming the path, with --overwrite as without it (before the fix: replaced, or the run
