@@ -37,14 +37,6 @@ def test_a_run_held_in_preparation_owns_its_out_so_a_faster_run_cannot_finish_un
 # 2. The copy of the tokenizer belongs to its checkpoint
 
 
-@pytest.fixture
-def notes(tmp_path, monkeypatch):
-    """tmp_path, the folder the test runs in, with notes.txt in it."""
-    (tmp_path / "notes.txt").write_text(own_text(), encoding="utf-8")
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
 TEXT_RUN = ["--vocab-size", "100", "--steps", "4", "--batch", "2", "--seq-len", "16", "--eval-every", "4", "--quiet"]
 
 

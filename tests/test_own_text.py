@@ -335,25 +335,22 @@ PRIVATE_FILES = ["notes.best.safetensors", "notes.safetensors", "notes.safetenso
 
 @pytest.mark.skipif(os.name == "nt", reason="Windows has no owner, group and others' permission bits")
 @pytest.mark.parametrize("umask, text_mode, written", PRIVACY, ids=privacy_id)
-def test_the_checkpoints_and_the_copy_are_as_private_as_the_text_and_the_umask(tmp_path, capsys, monkeypatch, umask,
-                                                                               text_mode, written):
+def test_the_checkpoints_and_the_copy_are_as_private_as_the_text_and_the_umask(notes, capsys, umask, text_mode,
+                                                                               written):
     """train.py --data: the checkpoint, the best one and the copy of the tokenizer are readable by no one the
     umask or the text leaves out (before the fix: 0o644 whatever the umask and the text), and a resume keeps the
     privacy of the checkpoint it resumes."""
-    monkeypatch.chdir(tmp_path)
-    text = tmp_path / "notes.txt"
-    text.write_text(own_text(), encoding="utf-8")
-    text.chmod(text_mode)
+    (notes / "notes.txt").chmod(text_mode)
     proc = ran("train.py", capsys, *PRIVATE_RUN, "--stop-at", 4, umask=umask)
     assert proc.returncode == 0, proc.stderr
-    assert modes_under(tmp_path / "runs") == dict.fromkeys(PRIVATE_FILES, written)
+    assert modes_under(notes / "runs") == dict.fromkeys(PRIVATE_FILES, written)
     if written == 0o644:
-        (tmp_path / "runs" / "notes.safetensors").chmod(0o600)  # made private since: the resume keeps it so
+        (notes / "runs" / "notes.safetensors").chmod(0o600)  # made private since: the resume keeps it so
         written = 0o600
     proc = ran("train.py", capsys, *PRIVATE_RUN, "--resume", umask=umask)
     assert proc.returncode == 0 and "resuming runs/notes.safetensors at step 4" in proc.stdout, proc.stderr
     assert "best val" in proc.stdout and "at step 8" in proc.stdout  # the best one was written again too
-    assert modes_under(tmp_path / "runs") == dict.fromkeys(PRIVATE_FILES, written)
+    assert modes_under(notes / "runs") == dict.fromkeys(PRIVATE_FILES, written)
 
 
 def test_the_stories_run_carries_no_tokenizer_and_writes_as_the_umask_allows(tmp_path, capsys, monkeypatch):
