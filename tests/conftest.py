@@ -6,7 +6,8 @@ Playwright: without it or Playwright the tests skip with a one-line reason, and 
 pages: modules_page (the explorer's model.js, checkpoint.js and lessons.js imported), pages (new pages of a served
 page, opened by a test) and reader (one page shared by a module's tests that only read it); no page of pages or
 reader may log a console or page error, unless it was opened to fail. And base_checkpoints: the three small
-checkpoints that the tests of damaged checkpoints start from, trained once."""
+checkpoints that the tests of damaged checkpoints start from, trained once; and notes, a folder with a text of one's
+own to run the commands on."""
 
 import os
 from pathlib import Path
@@ -16,7 +17,7 @@ from hypothesis import settings
 
 from oneblock import machine
 from checkpoint_edits import write_bases
-from run_helpers import open_page, served
+from run_helpers import open_page, own_text, served
 
 LONGEST_FIRST = ["test_fuzz_checkpoints.py", "test_readme.py", "test_bench.py", "test_torch_train.py",
                  "test_explorer.py", "test_grown.py"]  # the files whose tests take longest, each a minute or two
@@ -87,7 +88,6 @@ SLOW_TESTS = {  # and these tests of the others (each parametrized case of them)
     "test_torch_model.py": ["test_grown_numpy_paths_match_the_twin_in_every_intermediate_and_gradient",
                             "test_the_twin_is_independent_of_the_numpy_path"],
     "test_train.py": ["test_kill_at_random_moments_never_leaves_a_broken_checkpoint",
-                      "test_resume_refuses_other_settings",
                       "test_sigkill_then_resume_gives_bit_identical_weights",
                       "test_the_backends_take_the_same_steps"],
     "test_workbook.py": ["test_a_step_that_never_returns_is_stopped_and_the_others_are_graded",
@@ -193,3 +193,11 @@ def base_checkpoints(tmp_path_factory):
     that damage, load or refuse them: (folder, {name: the checkpoint's bytes})."""
     folder = tmp_path_factory.mktemp("bases")
     return folder, write_bases(folder)
+
+
+@pytest.fixture
+def notes(tmp_path, monkeypatch):
+    """tmp_path, the folder the test runs in, with notes.txt in it (run_helpers.own_text)."""
+    (tmp_path / "notes.txt").write_text(own_text(), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path

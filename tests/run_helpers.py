@@ -1,7 +1,7 @@
 """Helpers shared by the tests that run the lab's commands: run one in a subprocess (run, under a memory_limit;
 run_without, where some packages cannot be imported) or in this process (ran), hold one at a call of the library
-(held, holding: HELD holds train.py in its data preparation), kill one with a real SIGKILL once its checkpoint has
-reached a step, start explore.py's server, assert that a run failed as a bad input should and see what it left
+(held, holding: HELD holds train.py in its data preparation), kill a grid or a process group with a real SIGKILL,
+start explore.py's server, assert that a run failed as a bad input should and see what it left
 (files_under, kinds_under), a text of one's own, and the cases of a private one (PRIVACY)."""
 
 import os
@@ -18,7 +18,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
-from oneblock import checkpoint
 from oneblock.server import make_server
 
 ROOT = Path(__file__).resolve().parent.parent  # the lab's folder
@@ -107,24 +106,6 @@ def held(script, waiting, go, *args, cwd):
             proc.wait()
 
 
-def kill_at(cmd, path, cwd, at_least, timeout=120):
-    """Start cmd (a train.py command line writing the checkpoint at path), kill it with SIGKILL (TerminateProcess on
-    Windows: no handler, no clean-up, no last save) once its checkpoint holds at least at_least steps, and return
-    the step the checkpoint holds after the kill. Every read on the way sees a whole checkpoint, never a torn one."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd)
-    try:
-        step, deadline = 0, time.monotonic() + timeout
-        while step < at_least and time.monotonic() < deadline and proc.poll() is None:
-            if path.exists():
-                step = checkpoint.load_checkpoint(path)["step"]
-            time.sleep(0.002)
-    finally:
-        proc.kill()
-        proc.wait()
-    assert proc.returncode == (-signal.SIGKILL if hasattr(signal, "SIGKILL") else 1), "the run ended by itself"
-    return checkpoint.load_checkpoint(path)["step"]
-
-
 def killed_once_written(cmd, folder, count, timeout, cwd=None):
     """Start cmd in a session of its own, SIGKILL its whole process group (a grid and its workers at once: no
     handler, no clean-up) once folder holds at least count result files (*.json), and return its stderr. POSIX."""
@@ -147,22 +128,18 @@ def kill_group(proc, communicate=False, timeout=60):
     os.killpg(proc.pid, signal.SIGKILL)
     out = proc.communicate() if communicate else proc.wait()
     deadline = time.monotonic() + timeout
-    while any(group == proc.pid and state != "Z" for state, group in group_members()):
+    while True:  # every process /proc lists (none where there is no /proc): its state and process group
+        members = []
+        for stat_file in Path("/proc").glob("[0-9]*/stat"):
+            try:  # (one may vanish as it is read)
+                fields = stat_file.read_text().rsplit(")", 1)[1].split()  # after "pid (name)": state, ppid, pgrp, ...
+            except OSError:
+                continue
+            members.append((fields[0], int(fields[2])))
+        if not any(group == proc.pid and state != "Z" for state, group in members):
+            return out if communicate else None
         assert time.monotonic() < deadline, f"process group {proc.pid} still runs {timeout} s after its SIGKILL"
         time.sleep(0.01)
-    return out if communicate else None
-
-
-def group_members():
-    """(state, process group) of every process /proc lists (none where there is no /proc, or as they vanish)."""
-    members = []
-    for stat_file in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat_file.read_text().rsplit(")", 1)[1].split()  # after "pid (name)": state, ppid, pgrp, ...
-        except OSError:
-            continue
-        members.append((fields[0], int(fields[2])))
-    return members
 
 
 def serving_explorer(cwd):

@@ -7,12 +7,12 @@ in this process."""
 import dataclasses
 import runpy
 import typing
-from pathlib import Path
+
+from run_helpers import ROOT
 
 from oneblock import settings
 from oneblock.settings import Settings
 
-ROOT = Path(__file__).resolve().parent.parent
 FLAGLESS = ("rank", "world")  # torchrun's environment, never a flag
 
 

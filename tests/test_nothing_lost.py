@@ -37,14 +37,6 @@ def test_a_run_held_in_preparation_owns_its_out_so_a_faster_run_cannot_finish_un
 # 2. The copy of the tokenizer belongs to its checkpoint
 
 
-@pytest.fixture
-def notes(tmp_path, monkeypatch):
-    """tmp_path, the folder the test runs in, with notes.txt in it."""
-    (tmp_path / "notes.txt").write_text(own_text(), encoding="utf-8")
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
 TEXT_RUN = ["--vocab-size", "100", "--steps", "4", "--batch", "2", "--seq-len", "16", "--eval-every", "4", "--quiet"]
 
 
@@ -93,7 +85,6 @@ def refused_unprepared(monkeypatch, script, capsys, *args):
 
 
 @pytest.mark.parametrize("where, there, extra, phrases", [
-    ("--out", b"", [], ["--out n.safetensors exists but is not a checkpoint", NEVER]),
     ("--out", own_text().encode(), [], ["--out n.safetensors exists but is not a checkpoint", NEVER]),
     ("--out", b"", ["--resume"], ["cannot resume: n.safetensors: the file is 0 bytes"]),
     ("--out", None, ["--resume"], ["--out n.safetensors is a folder; expected a checkpoint file such as"
@@ -105,7 +96,7 @@ def refused_unprepared(monkeypatch, script, capsys, *args):
      ["--out t.json exists but is not a tokenizer.json", NEVER]),
     ("bpe.py --out", (ROOT / "tokenizer.json").read_bytes()[:100] + b"\x00\xff", [],
      ["--out t.json exists but is not a tokenizer.json", NEVER]),
-], ids=["out-empty", "out-notes", "out-empty-resume", "out-folder", "best-notes", "copy-notes", "bpe-notes",
+], ids=["out-notes", "out-empty-resume", "out-folder", "best-notes", "copy-notes", "bpe-notes",
         "bpe-record", "bpe-torn"])
 def test_a_file_not_of_the_runs_kind_is_never_replaced(notes, capsys, monkeypatch, where, there, extra, phrases):
     """Refused in one line naming the path, with --overwrite as without it (before the fix: replaced, or the run
@@ -177,9 +168,9 @@ def test_an_input_at_a_path_the_run_writes_is_refused_by_any_name(notes, capsys,
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
 def test_a_fifo_or_a_device_is_refused_at_once_not_read(notes):
-    os.mkfifo(notes / "fifo")
     """Each reader once: a text (bpe.read_text, bpe.py's --data too), a tokenizer, and a checkpoint
     (checkpoint.read_bytes, explore.py's --ckpt too); an --out that is a FIFO is atomic.own's (tests/test_locks.py)."""
+    os.mkfifo(notes / "fifo")
     cases = [("train.py", ["--data", "fifo", "--out", "c.safetensors", *TEXT_RUN]),
              ("train.py", ["--data", "notes.txt", "--tokenizer", "fifo", "--out", "c.safetensors", *TEXT_RUN[2:]]),
              ("sample.py", ["--ckpt", "fifo"])]

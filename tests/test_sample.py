@@ -3,11 +3,8 @@ and friendly errors; sample.py runs in this process (runpy), as its command line
 tests/test_one_config.py; sample.py's three backends giving the same greedy text: tests/test_torch_train.py; a
 prompt the tokenizer cannot read: tests/test_own_text.py.)"""
 
-import subprocess
-import sys
-
 import pytest
-from run_helpers import ROOT, ran
+from run_helpers import ROOT, ran, run
 
 import bpe
 from oneblock import checkpoint, sampling
@@ -21,9 +18,9 @@ TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
 def ckpt(tmp_path_factory):
     """A float32 checkpoint after a short training run (good enough to write story-like text)."""
     out = tmp_path_factory.mktemp("sample") / "ckpt.safetensors"
-    subprocess.run([sys.executable, str(ROOT / "train.py"), "--out", str(out), "--steps", "400", "--batch", "8",
-                    "--seq-len", "64", "--val-stories", "20", "--eval-every", "400", "--quiet"],
-                   check=True, capture_output=True, cwd=out.parent, timeout=300)
+    proc = run("train.py", "--out", out, "--steps", 400, "--batch", 8, "--seq-len", 64, "--val-stories", 20,
+               "--eval-every", 400, "--quiet", cwd=out.parent)
+    assert proc.returncode == 0, proc.stderr
     return out
 
 
