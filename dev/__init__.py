@@ -9,7 +9,8 @@ lab needs to run. Run them from the lab's folder:
     bench_fits.py      the scaling record's bootstrap fits of its floors, here and through a pool of every core
     lessons_page.py    the explorer's lessons in a headless Chromium: each one's time, and the picture of a reveal
     chromium.py        what those two share: the explorer served in a headless Chromium page, and its pictures
-    __init__.py        what the benchmarks share: how each knows its own figures' file, which it may replace
+    __init__.py        what the benchmarks share: how each knows its own figures' file, which it may replace, and
+                       the time a call takes
     jit_probe.py       what a JIT (numba) would buy the tuned path's row-wise passes
     scale.py           a larger model on paper: parameters, memory, FLOPs, tokens per second per GPU
 
@@ -17,6 +18,7 @@ lab needs to run. Run them from the lab's folder:
 """
 
 import json
+import time
 
 
 def figures_judge(*key_sets, form=None):
@@ -39,3 +41,11 @@ def figures_judge(*key_sets, form=None):
                 and (form is None or found.get("format") == form))
 
     return ours
+
+
+def timed(fn, k=1):
+    """Seconds per call of fn, over k calls in a row."""
+    t0 = time.perf_counter()
+    for _ in range(k):
+        fn()
+    return (time.perf_counter() - t0) / k

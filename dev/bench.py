@@ -44,7 +44,6 @@ Shape legend: B = sequences per step, T = positions, d = width, H = hidden width
 """
 
 import argparse
-import contextlib
 import json
 import os
 import platform
@@ -52,9 +51,10 @@ import statistics
 import subprocess
 import sys
 import time
+from unittest import mock
 
 from atomic import output_problem, resolved, write_atomic
-from dev import figures_judge
+from dev import figures_judge, timed
 from oneblock import machine
 from oneblock.config import ModelConfig
 
@@ -81,10 +81,9 @@ def flops_per_token(cfg):
     >>> flops_per_token(SIZES["series-b32"]), flops_per_token(SIZES["large"]), flops_per_token(SIZES["grown-b32"])
     (35424, 4555008, 60864)
     """
-    V, d, H, blocks = cfg["V"], cfg["d"], cfg["H"], cfg.get("blocks", 1)
-    block = 4 * d + 4 * d * d + d * H + H + H * d + d  # two layer norms, attention, MLP
-    non_embedding = blocks * block + 2 * d + d * V + V  # and the final layer norm and the output layer
-    return 6 * non_embedding + 6 * blocks * cfg["T"] * d
+    config = model_config(cfg)
+    non_embedding = config.parameter_count() - (config.vocab + config.max_len) * config.d  # all but the two tables
+    return 6 * non_embedding + 6 * config.blocks * cfg["T"] * config.d
 
 
 def model_config(cfg):
@@ -174,14 +173,6 @@ def make_step(backend, cfg):
 CEILING_N = 2048  # the ceiling is NumPy's own rate on an n x n matmul, n this
 
 
-def _timed(fn, k=1):
-    """Seconds per call of fn, over k calls in a row."""
-    t0 = time.perf_counter()
-    for _ in range(k):
-        fn()
-    return (time.perf_counter() - t0) / k
-
-
 def worker(backend, size):
     """Serve the parent over stdin/stdout: 'run K' -> seconds per step over K timed steps; 'quit'. The tricks'
     worker (size: its rounds) and the profile's answer once and stop."""
@@ -189,17 +180,17 @@ def worker(backend, size):
         print(json.dumps(time_tricks(int(size)) if backend == "tricks" else profile_step(size)), flush=True)
         return
     step = make_step(backend, SIZES[size])
-    first = _timed(step)  # with torch.compile: the compiling
+    first = timed(step)  # with torch.compile: the compiling
     times, t_end = [], time.perf_counter() + 0.5  # warm-up for about half a second, at least 3 steps
     while len(times) < 3 or time.perf_counter() < t_end:
-        times.append(_timed(step))
+        times.append(timed(step))
     print(json.dumps({"estimate": statistics.median(times[len(times) // 2:]), "first": first}), flush=True)
     for line in sys.stdin:
         cmd = line.split()
         if cmd[0] == "quit":
             return
         step()  # untimed: caches and threads back to work after the other workers' turns
-        print(json.dumps({"per_step": _timed(step, int(cmd[1]))}), flush=True)
+        print(json.dumps({"per_step": timed(step, int(cmd[1]))}), flush=True)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -239,10 +230,9 @@ def trick_cases(nf=None):
         if t.ndim == 1:
             t += 0.1 * normal(*t.shape)  # (n,)
 
-    def workspace(**switches):
-        """A workspace after one forward pass; switches: numpy_fast's constants, as they are while it is made."""
-        with module_constants(nf, **switches):
-            ws = nf.Workspace(params, config, B, T)
+    def workspace():
+        """A workspace after one forward pass, made with numpy_fast's constants as they are then."""
+        ws = nf.Workspace(params, config, B, T)
         ws.forward(params, ids)
         return ws
 
@@ -254,7 +244,8 @@ def trick_cases(nf=None):
     dlogits, dw, dw_t = normal(N, V), np.empty((d + 1, V), f4), np.empty((V, d + 1), f4)
     tok_ids, d_tok = ids.reshape(N), np.empty((V, d), f4)  # (N,), (V, d)
     loss_ws = {side: workspace() for side in ("layout", "picked plain", "picked")}
-    loss_ws["layout plain"] = workspace(VOCAB_MAJOR_BELOW=0)  # the logits (N, V): the plain layout
+    with mock.patch.object(nf, "VOCAB_MAJOR_BELOW", 0):  # the logits (N, V): the plain layout
+        loss_ws["layout plain"] = workspace()
 
     def variant(qualname, *swaps):
         return plain_variant(nf, qualname, swaps)
@@ -380,15 +371,14 @@ def large_trick_cases(nf):
 
     blocks, one, two = workspace(), workspace(), workspace(threads=2)
 
-    def loss(ws, **switches):
-        def run():
-            with module_constants(nf, **switches):
-                return ws.loss_and_dlogits(ws.logits, targets)
-        return run
+    def loss(ws):
+        return lambda: ws.loss_and_dlogits(ws.logits, targets)
+
+    unblocked = mock.patch.object(nf, "LOSS_BLOCK_BYTES", 1 << 62)  # each call: the whole logits in one block
 
     dw1, dw1_t, dpre = np.empty((d, H), np.float32), np.empty((H, d), np.float32), whole.block[0].pre
     h2 = whole.block[0].h2.reshape(N, d)  # (N, d)
-    return [("large: loss blocks (loss_and_dlogits)", f"({N}, {V})", loss(whole, LOSS_BLOCK_BYTES=1 << 62),
+    return [("large: loss blocks (loss_and_dlogits)", f"({N}, {V})", unblocked(loss(whole)),
              loss(blocks)),
             ("large: loss threads (loss_and_dlogits)", f"({N}, {V})", loss(one), loss(two)),
             ("large: weight gradient", f"({d}, {H})", lambda: np.matmul(h2.T, dpre, out=dw1),
@@ -433,33 +423,12 @@ def plain_variant(module, qualname, swaps):
     return namespace[fn.__name__]
 
 
-@contextlib.contextmanager
-def module_constants(module, **values):
-    """The module's constants set to values inside the block, and back to what they were after it.
-
-    >>> me = sys.modules[__name__]
-    >>> with module_constants(me, SEED=4):
-    ...     me.SEED
-    4
-    >>> me.SEED
-    3
-    """
-    before = {name: getattr(module, name) for name in values}
-    for name, value in values.items():
-        setattr(module, name, value)
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            setattr(module, name, value)
-
-
 def traced(fn, module):
     """(what one call of fn returns, {function: calls}, lines): the functions of module's file that the call runs
     (by qualified name) and how often, and how many of the file's lines it runs (on this thread).
 
     >>> traced(lambda: flops_per_token(SIZES["large"]), sys.modules[__name__])
-    (4555008, {'flops_per_token': 1}, 4)
+    (4555008, {'flops_per_token': 1, 'model_config': 1}, 8)
     """
     source, calls, lines = module.__file__, {}, [0]
 
@@ -497,11 +466,11 @@ def time_tricks(rounds, nf=None, turn_seconds=0.02):
     for name, shape, plain, tuned in trick_cases(nf):
         _, plain_calls, _ = traced(plain, nf)
         _, calls, lines = traced(tuned, nf)
-        k = {fn: max(1, round(turn_seconds / max(_timed(fn), 1e-7))) for fn in (plain, tuned)}
+        k = {fn: max(1, round(turn_seconds / max(timed(fn), 1e-7))) for fn in (plain, tuned)}
         times = {plain: [], tuned: []}
         for _ in range(rounds):
             for fn in (plain, tuned):
-                times[fn].append(_timed(fn, k[fn]) * 1e6)
+                times[fn].append(timed(fn, k[fn]) * 1e6)
         rows.append({"name": name, "shape": shape, "plain_us": statistics.median(times[plain]),
                      "tuned_us": statistics.median(times[tuned]), "calls": calls, "lines": lines,
                      "plain_calls": plain_calls})
@@ -525,8 +494,8 @@ def profile_step(size):
     step = make_step("fast-f32", SIZES[size])  # a Workspace made once, on as many threads as BLAS has
     threads = machine.blas_threads()
     step()
-    steps = max(3, round(1.0 / _timed(step)))  # about a second of steps
-    untraced = statistics.median(_timed(step) for _ in range(steps))
+    steps = max(3, round(1.0 / timed(step)))  # about a second of steps
+    untraced = statistics.median(timed(step) for _ in range(steps))
     source, spent, calls = numpy_fast.__file__, collections.Counter(), collections.Counter()
     now = {"key": None, "t": 0.0}  # the line running since time t
 
@@ -553,7 +522,7 @@ def profile_step(size):
         return on_line(frame, event, arg)
 
     sys.settrace(on_call)
-    traced = _timed(step, steps)
+    traced = timed(step, steps)
     sys.settrace(None)
     functions = collections.Counter()
     for (name, _), seconds in spent.items():

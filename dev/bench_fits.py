@@ -16,6 +16,7 @@ import json
 import statistics
 import time
 from pathlib import Path
+from unittest import mock
 
 from oneblock import machine
 
@@ -26,15 +27,11 @@ def timed_floors(values, plan, floor, pooled):
 
     from experiments import scaling_judged
 
-    saved = scaling_judged.PARALLEL_FROM
-    scaling_judged.PARALLEL_FROM = 0 if pooled else float("inf")  # (the pool, or every fit here)
-    try:
+    with mock.patch.object(scaling_judged, "PARALLEL_FROM", 0 if pooled else float("inf")):  # the pool, or here
         started = time.perf_counter()
         rng = np.random.default_rng(scaling_judged.JUDGED_SEED)
         floors = scaling_judged.floors_by_cut(values, plan, floor, rng)
         return time.perf_counter() - started, floors
-    finally:
-        scaling_judged.PARALLEL_FROM = saved
 
 
 def main(argv=None):

@@ -253,7 +253,7 @@ def main(argv=None):
         print(f"error: {e}", file=sys.stderr)
         return 2
 
-    params = checkpoint_params(ckpt) if args.ckpt is not None else jittered_params(config, args.seed)
+    params = checkpoint.reference_params(ckpt) if args.ckpt is not None else jittered_params(config, args.seed)
     ids, targets = random_batch(args.seed, args.batch, args.length, config.vocab)
     print(f"{model}: B = {args.batch}, T = {args.length}, positions {config.positions}"
           + (f", {config.blocks_and_heads()}" if config.grown else "") + "\n")
@@ -318,12 +318,6 @@ def compare_paths(params, ids, targets, config, no_torch):
             ok = print_table("PyTorch float64 autograd vs reference", rows, TORCH_TOLERANCE) and ok
     print(("all OK" if ok else "NOT OK") + (f" (PyTorch skipped: {skipped})" if skipped is not None else ""))
     return 0 if ok else 1
-
-
-def checkpoint_params(ckpt):
-    """The parameters of a loaded checkpoint as a dict of lists of float64 values, as jittered_params gives them."""
-    return {name: np.array(values, dtype=np.float64).reshape(shape).tolist()
-            for name, (_, shape, values) in ckpt["params"].items()}
 
 
 def memory_needed(config, batch, length, reference):

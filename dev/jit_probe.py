@@ -24,6 +24,7 @@ import statistics
 import sys
 import time
 
+from dev import timed
 from oneblock import machine
 from oneblock.config import ModelConfig
 
@@ -85,15 +86,6 @@ def softmax_rows(lg, top, z, N):
 # Timing
 
 
-def mean_us(run, calls):
-    """The mean time of one call of run over calls calls, in microseconds (after a warm-up round of as many)."""
-    for _ in range(2):  # the warm-up round, then the timed one
-        start = time.perf_counter()
-        for _ in range(calls):
-            run()
-    return (time.perf_counter() - start) / calls * 1e6
-
-
 def passes(dtype, B, T, jits):
     """{pass name: {way: function}} for one dtype: each function runs one pass over fresh copies of the same
     inputs; and {pass name: the outputs of each way, to compare}."""
@@ -152,7 +144,8 @@ def main(argv=None):
             times = {way: [] for way in ways}
             for _ in range(args.rounds):  # the ways take turns, round by round
                 for way, run in ways.items():
-                    times[way].append(mean_us(run, calls))
+                    timed(run, calls)  # a warm-up round of as many calls, then the timed one
+                    times[way].append(timed(run, calls) * 1e6)
             base = statistics.median(times["numpy"])
             for way in ways:
                 us = statistics.median(times[way])

@@ -11,19 +11,13 @@ default dtype: 4 bytes a number.
 
 - parameters        N = V d + max_len d + blocks (12 d^2 + 9 d) + 2 d + d V + V
 - weights, gradients and Adam's two moments: 16 N bytes; DistributedDataParallel adds its gradient buckets, 4 N
-- activations kept for the backward pass, per token, as numpy_model.py's cache keeps them:
-  blocks (18 d + 2 + heads T) + 3 d + 1 + 2 V numbers (per block: its input, two layer norms' outputs, normalised
-  rows and deviations, q, k, v, the attention context, the residual after attention, both hidden layers of the MLP,
-  and each head's row of T attention weights; then the last block's output, the last layer norm's, the logits and
-  their gradient)
-- FLOPs per token of a training step (a multiply-add is 2 FLOPs; the backward pass costs twice the forward):
-  3 (blocks (24 d^2 + 4 T d) + 2 d V); attention's 4 T d counts every score of the (T, T) matrix, as the kernels
-  compute it before the causal mask
+- activations kept for the backward pass, per token: blocks (18 d + 2 + heads T) + 3 d + 1 + 2 V numbers
+- FLOPs per token of a training step: 3 (blocks (24 d^2 + 4 T d) + 2 d V)
 - tokens per second per GPU = sustained FLOP/s / FLOPs per token
 - gradient all-reduce over n ranks (a ring): each rank sends and receives 2 (n - 1) / n x 4 N bytes a step
 
-The counts are ModelConfig's (oneblock/config.py: parameter_count, activations_per_token, flops_per_token), with
-windows of the model's max_len tokens.
+The counts are ModelConfig's (oneblock/config.py: parameter_count, activations_per_token, flops_per_token, whose
+docstrings say what each counts), with windows of the model's max_len tokens.
 """
 
 import argparse
