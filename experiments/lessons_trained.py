@@ -34,8 +34,8 @@ def need_threadpoolctl():
 # ----------------------------------------------------------------------------------------------------------------
 # 11. floor: can training go below the entropy floor?
 
-FLOOR_STEPS = 600  # the live run: steps of 16 windows of 64 tokens, train.py's defaults otherwise
-FLOOR_EVAL = 100  # a validation loss (and a progress line) every this many steps
+FLOOR_RUN = {"steps": 600, "batch": 16, "lr": 0.01, "eval_every": 100, "seed": 3}  # the live run, on windows of 64
+# tokens (train.py's settings otherwise), a validation loss and a progress line every eval_every steps
 FLOOR_CHOICES = ("yes", "no")
 
 
@@ -60,12 +60,12 @@ def page_val_loss(lab, data):
             short="the page's model ({weights}): not measured: it has {max_len} positions, fewer than a validation"
                   " story needs"),
        bounds="trained live, {steps} steps: {side} the floor by {gap:.4f}")
-def floor_answer(lab, steps=FLOOR_STEPS):
+def floor_answer(lab, steps=FLOOR_RUN["steps"]):
     """Train a run of `steps` steps on the stories (the numpy backend, from the seed's initial weights) and read its
     validation loss against the floor of the validation stories (and the corpus's, corpus-entropy.json's)."""
     need_threadpoolctl()
     corpus_floor = floor.load_floor()
-    s = Settings(steps=steps, eval_every=min(FLOOR_EVAL, steps), quiet=True)
+    s = Settings(**{**FLOOR_RUN, "steps": steps, "eval_every": min(FLOOR_RUN["eval_every"], steps)}, quiet=True)
     lab.write(f"training {steps} steps on the stories (numpy backend, the seed's initial weights) ...")
     started = time.perf_counter()
     run = training.train(s, report=lab.write)
@@ -102,7 +102,7 @@ FLOOR = Lesson(
             "busy one) stops far above it, and python3 train.py's 12,000 steps still end a few hundredths above it\n"
             "(val loss 0.3306 against 0.3074, in docs/training.md).",
     source="oneblock/floor.py: story_floor, load_floor; oneblock/training.py: fit (the floor and the gap)",
-    slots={"steps": FLOOR_STEPS, "batch": 16},
+    trains=FLOOR_RUN,
 )
 
 
@@ -111,7 +111,7 @@ FLOOR = Lesson(
 
 TRAINED_LEN = 64  # the positions every run here trains on (train.py's max_len)
 PAST_POSITION = 100  # the position asked about: a window of 101 tokens reads positions 0..100
-PAST_STEPS = 400  # each scheme's quick run: steps of 16 windows of 64 tokens on the stories
+PAST_RUN = {"steps": 400, "batch": 16, "lr": 0.01, "seed": 3}  # each scheme's quick run on the stories
 PAST_CHOICES = ("no scheme", "learned only", "every scheme but learned", "all four")
 PAST_SETS = {"no scheme": set(), "learned only": {"learned"}, "every scheme but learned": set(SCHEMES) - {"learned"},
              "all four": set(SCHEMES)}
@@ -177,7 +177,7 @@ PAGE = "the page's model ({weights}, {positions} positions): "
        each("page", reads=PAGE + READS, refused=PAGE + REFUSED,
             own_text="the page's model ({weights}): not run, its tokenizer is a text's own, not the stories'"),
        bounds="which schemes run is exact; the losses are of runs of {steps} steps trained here")
-def past_length_answer(lab, steps=PAST_STEPS):
+def past_length_answer(lab, steps=PAST_RUN["steps"]):
     """Train each scheme `steps` steps on windows of 64 tokens, then run it with numpy_model on windows of 101
     tokens of the validation stories: the learned scheme's refusal, the others' loss before and past 64."""
     need_threadpoolctl()
@@ -185,7 +185,8 @@ def past_length_answer(lab, steps=PAST_STEPS):
     started = time.perf_counter()
     for scheme in SCHEMES:
         lab.write(f"training {scheme} positions, {steps} steps on windows of {TRAINED_LEN} tokens ...")
-        run = training.train(Settings(steps=steps, eval_every=steps, positions=scheme, quiet=True), data=data)
+        run = training.train(Settings(**{**PAST_RUN, "steps": steps}, eval_every=steps, positions=scheme, quiet=True),
+                             data=data)
         if run.failure is not None:
             raise RuntimeError(run.failure[0])
         data = run.data
@@ -227,7 +228,7 @@ POSITIONS_PAST_LENGTH = Lesson(
             "The four runs here train {steps} steps of {batch} windows each (400 take about 5 s on a 2-vCPU\n"
             "machine; longer on a busy one).",
     source="oneblock/numpy_model.py: check_length (the refusal), forward, sinusoid_table, rope_tables",
-    slots={"steps": PAST_STEPS, "batch": 16},
+    trains=PAST_RUN,
 )
 
 

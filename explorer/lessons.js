@@ -11,8 +11,9 @@
 // A lesson is the export's words and one entry of LIVE: {answer(lab, report, words) -> {value, slots, ...} (the
 // numbers the export's templates of its lines and bounds name; the scaling lesson's is the export's own {value,
 // shown, bounds}), code ([file, function] pairs of this page's modules, shown from the served file), trains (the
-// live settings of a lesson that trains, else null), slots(settings) (the numbers of its own runs that its words
-// name)}. The cards are drawn from the export's list, so a new lesson joins as its Python and one more entry here.
+// live settings of a lesson that trains, "export" where they are its Python's, else null), slots(settings) (the
+// numbers of its own runs that its words name, the settings themselves unless said)}. The cards are drawn from the
+// export's list, so a new lesson joins as its Python and one more entry here.
 //
 // Predictions and answers are kept in localStorage (STORE) and shown again on reload; a kept record that is not one
 // this page wrote is dropped, saying so; "Clear my progress" forgets them. For the tests, the page's address can cut
@@ -36,7 +37,7 @@ import { $, element, fetch_data, say } from "./ui.js";
 export const STORE = "oneblock-lessons-v1"; // the localStorage key of the learner's progress
 export const VERDICTS = ["right", "close", "off"]; // what a judge says
 const DATA = "data/lessons.json"; // the export's words (oneblock/export.py's lessons_data)
-const FORMAT = "one-block explorer lessons v5"; // its "format" field
+const FORMAT = "one-block explorer lessons v6"; // its "format" field
 const MOST_BYTES = 1 << 18; // bytes of it read, at most (it is about 15 KB): a larger file is refused unread
 const MOST_TEXT = 4000; // characters of one of its words, at most
 const MOST_LINES = 64; // lines of an answer (the scaling answer's, the templates of one), at most
@@ -292,28 +293,26 @@ export function judge_of(spec) {
 // ----------------------------------------------------------------------------------------------------------------
 // The lab: what every answer reads (the page's current weights, its tokenizer and its data)
 
-/** A lesson this page cannot answer (a model model.py does not run, a text that is not the stories): the reason. */
-function skip(why) {
-  const e = new Error(why);
+/** A lesson this page cannot answer (a model model.py does not run, a text that is not the stories): the export's
+ * reason of that name (lessons.SKIPS), in the page's names (lessons.PAGE_NAMES) and with the lesson's slots. */
+function skip(lab, reason, slots = {}) {
+  const e = new Error(fill(lab.words.skips[reason], { ...lab.words.names, ...slots }));
   e.name = "Skip";
   return e;
 }
 
-/** The page's weights in a few words, as lessons.weights says them. */
+/** The page's weights in a few words, as lessons.weights says them, in the export's names. */
 export function weights(lab) {
-  const m = lab.model;
-  return m.trained ? `the page's weights (${m.source.replace(/^./, (c) => c.toLowerCase())}, step ${m.step})`
-    : "the seed's weights";
+  const m = lab.model, { names } = lab.words;
+  return m.trained ? fill(names.weights, { source: m.source.replace(/^./, (c) => c.toLowerCase()), step: m.step })
+    : names.seed_weights;
 }
 
 /** [params, config] for model.js as model.py would run them, or a Skip, as lessons.reference. */
 function reference(lab) {
   const { params, config } = lab.model;
   const problem = model.seed_problem(config);
-  if (problem) {
-    throw skip(`the page's model ${problem}; this lesson runs model.py: open the page with the seed's weights (python3`
-      + " explore.py without --ckpt)");
-  }
+  if (problem) throw skip(lab, "not-model-py", { problem });
   return [params, config];
 }
 
@@ -327,7 +326,7 @@ function encode(lab, text, what) {
   try {
     return lab.tok.encode(text);
   } catch (e) {
-    throw skip(`the page's tokenizer cannot read ${what}: ${e.message}`);
+    throw skip(lab, "unreadable", { what, error: e.message });
   }
 }
 
@@ -338,7 +337,7 @@ function pieces(lab, ids) {
 
 /** The token IDs of the corpus's first story (and its newline), cut to the model's positions plus one. */
 function first_story(lab) {
-  if (!stories(lab)) throw skip(`the page's model learned ${lab.manifest.text}, not the stories of corpus.txt`);
+  if (!stories(lab)) throw skip(lab, "not-stories", { text: lab.manifest.text });
   return encode(lab, lab.split.train[0] + "\n", "the corpus's first story").slice(0, lab.model.config.max_len + 1);
 }
 
@@ -434,14 +433,9 @@ function layernorm_answer(lab) {
 function order_answer(lab) {
   const { a: sentence_a, b: sentence_b } = lab.manifest.order; // the trace's: the same tokens, two names swapped
   const [params, config] = reference(lab);
-  if (config.positions === "none") {
-    throw skip("the page's model was trained without positions, so it has no second half to this test; open the"
-      + " page with the seed's weights (python3 explore.py without --ckpt)");
-  }
+  if (config.positions === "none") throw skip(lab, "no-positions");
   const a = encode(lab, sentence_a, py_repr(sentence_a)), b = encode(lab, sentence_b, py_repr(sentence_b));
-  if ([...a].sort().join() !== [...b].sort().join()) {
-    throw skip("the page's tokenizer does not cut the two sentences into the same tokens");
-  }
+  if ([...a].sort().join() !== [...b].sort().join()) throw skip(lab, "cut-apart");
   const slots = { a: py_repr(sentence_a), a_pieces: pieces(lab, a), b: py_repr(sentence_b), b_pieces: pieces(lab, b) };
   const gaps = [];
   for (const [use, name] of [[false, "without"], [true, "with"]]) {
@@ -462,7 +456,7 @@ const CAUSAL_T = 12, CAUSAL_K = 5; // the first 12 tokens of the first story; th
 function causality_answer(lab, report, { guess: [, choices] }) {
   const [params, config] = reference(lab);
   const ids = first_story(lab).slice(0, CAUSAL_T); // (T,)
-  if (ids.length <= CAUSAL_K) throw skip(`the first story is only ${ids.length} tokens for the model's positions`);
+  if (ids.length <= CAUSAL_K) throw skip(lab, "short", { tokens: ids.length });
   const changed = [...ids];
   changed[CAUSAL_K] = (ids[CAUSAL_K] + 1) % config.vocab;
   const gaps = trace_block.position_gaps(params, ids, changed, config); // (T,) each position's largest logit change
@@ -679,11 +673,9 @@ function lesson_settings(config, { steps, batch = 16, lr = 0.01, eval_every = st
 // ----------------------------------------------------------------------------------------------------------------
 // 11. floor: can training go below the entropy floor?
 
-const FLOOR = { steps: 600, batch: 16, lr: 0.01, eval_every: 100, seed: 3 }; // lessons_trained's FLOOR_STEPS run
-
-async function floor_answer(lab, report, { guess: [, [yes, no]] }) {
-  if (lab.manifest.val_floor === null) throw skip(`no floor is known for ${lab.manifest.text}: it is not the stories`);
-  const s = lab.trained_settings(FLOOR);
+async function floor_answer(lab, report, { guess: [, [yes, no]], trains }) {
+  if (!stories(lab)) throw skip(lab, "not-stories", { text: lab.manifest.text });
+  const s = lab.trained_settings(trains); // lessons_trained's FLOOR_RUN
   const config = model.checked(series_config(lab.tok.vocab.length));
   const started = performance.now();
   const evals = await train_in_worker({ task: "stories", params: null, config, seed: s.seed,
@@ -710,7 +702,6 @@ async function floor_answer(lab, report, { guess: [, [yes, no]] }) {
 // 12. positions-past-length: what each scheme does at position 100
 
 const TRAINED_LEN = 64, PAST_POSITION = 100; // trained on windows of 64; read a window of 101 (positions 0..100)
-const PAST = { steps: 400, batch: 16, lr: 0.01, seed: 3 }; // each scheme's run (lessons_trained's PAST_STEPS)
 
 /** The choice that names a set of schemes that read position 100 (lessons_trained.scheme_choice), of the sets the
  * lesson's judge names ({choice: [schemes]}).
@@ -731,9 +722,9 @@ function reads_past({ losses, refusal }) {
   return { case: "reads", before: mean(0, TRAINED_LEN), after: mean(TRAINED_LEN), at: losses[PAST_POSITION] };
 }
 
-async function past_length_answer(lab, report, { spec: [, sets] }) {
-  if (!stories(lab)) throw skip(`the page's text is ${lab.manifest.text}, not the stories these runs train on`);
-  const s = lab.trained_settings(PAST);
+async function past_length_answer(lab, report, { spec: [, sets], trains }) {
+  if (!stories(lab)) throw skip(lab, "not-stories", { text: lab.manifest.text });
+  const s = lab.trained_settings(trains); // lessons_trained's PAST_RUN
   const long = positions.windows(positions.validation_stream(lab.tok, lab.split), PAST_POSITION + 1); // (n, 101)
   const steps = Object.fromEntries(SCHEMES.map((scheme) => [scheme, 0]));
   const started = performance.now();
@@ -820,11 +811,6 @@ function scaling_answer(lab) {
 // ----------------------------------------------------------------------------------------------------------------
 // The live part of each lesson, by its key; the words are the export's
 
-/** The numbers of a lesson's own runs that its words name: {steps} of {batch}. */
-function runs(s) {
-  return { steps: s.steps, batch: s.batch };
-}
-
 export const LIVE = {
   tokens: { answer: tokens_answer, code: [["bpe.js", "encode_piece"]] },
   "init-loss": { answer: init_loss_answer, code: [["model.js", "init_params"], ["model.js", "loss_and_dlogits"]] },
@@ -837,14 +823,23 @@ export const LIVE = {
   "relu-mlp": { answer: relu_answer, code: [["model.js", "block_forward"], ["model.js", "block_backward"]] },
   "softmax-gradient": { answer: softmax_gradient_answer, code: [["model.js", "loss_and_dlogits"]] },
   "skip-paths": { answer: skip_paths_answer, code: [["model.js", "block_backward"]] },
-  floor: { answer: floor_answer, code: [["train.js", "train_step"], ["train.js", "story_nats"]], trains: FLOOR,
-    slots: runs },
+  floor: { answer: floor_answer, code: [["train.js", "train_step"], ["train.js", "story_nats"]], trains: "export" },
   "positions-past-length": { answer: past_length_answer, code: [["model.js", "check_length"],
-    ["positions.js", "loss_by_position"]], trains: PAST, slots: runs },
+    ["positions.js", "loss_by_position"]], trains: "export" },
   "second-block": { answer: second_block_answer, code: [["induction.js", "induction_measures"],
-    ["model.js", "block_forward"]], trains: COPY, slots: (s) => ({ ...runs(s), lr: py_format(s.lr, "g") }) },
+    ["model.js", "block_forward"]], trains: COPY, slots: (s) => ({ ...s, lr: py_format(s.lr, "g") }) },
   scaling: { answer: scaling_answer, code: [["lessons.js", "scaling_answer"]] },
 };
+
+/** The run of a lesson that trains as its Python does (its trains, lessons_trained's FLOOR_RUN or PAST_RUN), or an
+ * Error that says it is not a run of train.py's steps, batch, lr and seed within the Train panel's bounds. */
+function checked_run(run, key) {
+  const count = (k, low, high) => Number.isSafeInteger(run?.[k]) && run[k] >= low && run[k] <= high;
+  if (count("steps", 1, 100000) && count("batch", 1, 256) && count("seed", 0, 2 ** 32 - 1) && run.lr > 0
+    && run.lr < 1 && (!("eval_every" in run) || count("eval_every", 1, run.steps))) return run;
+  throw new Error(`lesson ${key} of ${DATA}: its trains is not a run of train.py's steps, batch, lr and seed (and`
+    + " eval_every) within the Train panel's bounds");
+}
 
 /** The export's lessons with their live parts, the words filled with the numbers of the page's tokenizer and runs,
  * or an Error that names the first value that is not what the page reads. */
@@ -878,7 +873,8 @@ function checked_lessons(data, tok) {
       throw new Error(`lesson ${key} of ${DATA}: its shown is not a list of at most ${MOST_LINES} texts of at most`
         + ` ${MOST_TEXT} characters (or {each, cases} of such texts), or its bounds is not null or such a text`);
     }
-    const live = { trains: null, slots: () => ({}), ...LIVE[key] };
+    const live = { trains: null, slots: (s) => s, ...LIVE[key] };
+    if (live.trains === "export") live.trains = checked_run(words.trains, key);
     const vocab = tok.vocab.length; // the page's tokenizer's numbers that the words name (lessons.facts), and its runs'
     const values = { vocab, characters: tok.alphabet.length, merges: tok.merges.length, ln_vocab: Math.log(vocab),
       ...(live.trains ? live.slots(lab.trained_settings(live.trains)) : {}) };
@@ -890,6 +886,20 @@ function checked_lessons(data, tok) {
     return { ...words, ...live, answer, spec: words.judge, judge: judge_of(words.judge),
       question: fill(words.question, values), explain: fill(words.explain, values) };
   });
+}
+
+/** The export's words of why a lesson cannot answer, {skips, names} (lessons.SKIPS, the reasons skip names, and
+ * lessons.PAGE_NAMES, the page's names for their slots), or an Error that names the first that is not a text. */
+function checked_words(data) {
+  const needs = { skips: ["not-model-py", "unreadable", "no-positions", "cut-apart", "short", "not-stories"],
+    names: ["model", "tokenizer", "to_seed", "weights", "seed_weights"] };
+  for (const [part, keys] of Object.entries(needs)) {
+    const bad = keys.find((key) => !is_text(data[part]?.[key]));
+    if (bad !== undefined) {
+      throw new Error(`${DATA}: its ${part} has no text ${py_repr(bad)} of at most ${MOST_TEXT} characters`);
+    }
+  }
+  return { skips: data.skips, names: data.names };
 }
 
 /** The lesson of a key, or an Error that names it and every key there is (lessons.by_key). */
@@ -942,7 +952,8 @@ function save_progress(progress) {
 // The view: a card a lesson, drawn from LESSONS
 
 export const LESSONS = []; // the export's lessons with their live parts (checked_lessons), in its order
-let lab = null; // {model (the page's current model), tok, split, data, manifest, steps, trained_settings, scaling}
+let lab = null; // {model (the page's current model), tok, split, data, manifest, steps, trained_settings, scaling,
+// words (checked_words)}
 export const last_answers = {}; // key -> the whole answer of the lesson's last Check (for the tests, and the curious)
 let progress = {};
 let training = null; // the key of the lesson training now
@@ -955,7 +966,7 @@ export async function setup(page) {
   const cut = Number(new URLSearchParams(location.search).get("lesson-steps"));
   const steps = Number.isInteger(cut) && cut > 0 ? cut : null; // the tests' hook: fewer steps
   lab = {
-    tok: page.tok, split: page.split, data: page.data, manifest: page.manifest, steps, scaling: null,
+    tok: page.tok, split: page.split, data: page.data, manifest: page.manifest, steps, scaling: null, words: null,
     trained_settings: (live) => (steps === null ? live : { ...live, steps, eval_every: steps }),
     get model() { return page.model(); },
   };
@@ -973,6 +984,7 @@ export async function setup(page) {
   let data;
   try {
     data = await fetch_data("lessons.json", "json", MOST_BYTES);
+    lab.words = checked_words(data);
     LESSONS.splice(0, LESSONS.length, ...checked_lessons(data, page.tok));
   } catch (e) {
     say("lessons-message", `The lessons could not load: ${e.message}. Run python3 explore.py again, which exports`

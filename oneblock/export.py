@@ -48,7 +48,7 @@ ORDER = tuple(json.loads((ROOT / "block-trace.json").read_text(encoding="utf-8")
               for key in ("a", "b"))  # the order test's two sentences, as the trace records them
 SHOWN = ("trained", "step", "val_loss", "source")  # the fields of read_weights that manifest.json shows
 SCALING_RECORD = ROOT / "experiments" / "scaling.json"  # the scaling experiment's record: the scaling lesson's data
-LESSONS_FORMAT = "one-block explorer lessons v5"  # lessons.json "format"
+LESSONS_FORMAT = "one-block explorer lessons v6"  # lessons.json "format"
 PAGE_LESSONS = ROOT / "oneblock" / "page-lessons.json"  # lessons_data() as written, copied into every export
 LESSONS_COMMAND = "python3 -m oneblock.export"  # what writes it
 DATA_FILES = ("manifest.json", WEIGHTS_FILE, "tokenizer.json", "split.json", "lessons.json")  # in data/, renamed in
@@ -238,7 +238,8 @@ def page_lessons():
 
 def lessons_data():
     """page-lessons.json: every lesson's words as the page gets them (oneblock/lessons.py's page_words), in the order
-    of python3 -m experiments.lessons, and the scaling lesson's answer (scaling_answer). The page computes every other
+    of python3 -m experiments.lessons, the reasons a lesson cannot answer (lessons.SKIPS) with the page's names for
+    their slots (lessons.PAGE_NAMES), and the scaling lesson's answer (scaling_answer). The page computes every other
     answer live. A ValueError says what is missing to make it: NumPy or SciPy, or the record.
 
     >>> data = lessons_data()
@@ -252,7 +253,7 @@ def lessons_data():
         raise ValueError(f"{PAGE_LESSONS.name} holds every lesson, but {left_out}")
     every = lessons.LESSONS + more
     return {"format": LESSONS_FORMAT, "lessons": [lessons.page_words(lesson) for lesson in every],
-            "scaling": scaling_answer(SCALING_RECORD, every[-1])}
+            "skips": lessons.SKIPS, "names": lessons.PAGE_NAMES, "scaling": scaling_answer(SCALING_RECORD, every[-1])}
 
 
 def scaling_answer(path, lesson):
@@ -280,6 +281,7 @@ def lessons_text(data):
     """page-lessons.json's text for lessons_data()'s data: keys in order, one line a lesson."""
     inner = ",\n".join("  " + json.dumps(words) for words in data["lessons"])
     return (f'{{"format": {json.dumps(data["format"])},\n"lessons": [\n{inner}\n],\n'
+            f'"skips": {json.dumps(data["skips"], indent=1)},\n"names": {json.dumps(data["names"], indent=1)},\n'
             f'"scaling": {json.dumps(data["scaling"], indent=1)}}}\n')
 
 
@@ -288,13 +290,14 @@ def stale(committed, fresh):
     Every word and line must be the same; the scaling fit's value may differ past the six digits the record keeps
     (its bounds), which another machine's BLAS kernels can move.
 
-    >>> data = {"format": "f", "lessons": [], "scaling": {"value": 0.4302098, "shown": [], "bounds": ""}}
+    >>> data = {"format": "f", "lessons": [], "skips": {}, "names": {},
+    ...         "scaling": {"value": 0.4302098, "shown": [], "bounds": ""}}
     >>> stale(data, {**data, "scaling": {**data["scaling"], "value": 0.43020980000001}}) is None
     True
     >>> stale(data, {**data, "format": "g"})
     'its format differs'
     """
-    for key in ("format", "lessons"):
+    for key in ("format", "lessons", "skips", "names"):
         if committed.get(key) != fresh[key]:
             return f"its {key} differs"
     got, want = committed.get("scaling"), fresh["scaling"]

@@ -58,6 +58,8 @@ class Lesson:
     source: str       # where the lab makes it so: "model.py: layernorm_forward" (file and function names)
     slots: dict = field(default_factory=dict)  # the values of the slots of its own runs ({steps}, ...) here; the
     # page fills them with its own runs' (explorer/lessons.js)
+    trains: dict | None = None  # a lesson whose page trains as it does: its run's settings (train.py's steps, batch,
+    # lr, eval_every, seed), which are slots of its words too
 
 
 def shows(*templates, bounds):
@@ -116,6 +118,38 @@ class Skip(Exception):
     """A lesson this lab cannot answer (a checkpoint model.py cannot run, a package not installed): the reason."""
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# Why a lesson cannot answer, in one wording for the terminal's lab and the page's (explore.py exports both)
+
+SKIPS = {  # the reasons; their slots are the lab's names (lab_names, PAGE_NAMES) and the lesson's own
+    "not-model-py": "{model} {problem}; this lesson runs model.py: {to_seed}",
+    "unreadable": "{tokenizer} cannot read {what}: {error}",
+    "no-positions": "{model} was trained without positions, so it has no second half to this test; {to_seed}",
+    "cut-apart": "{tokenizer} does not cut the two sentences into the same tokens",
+    "short": "the first story is only {tokens} tokens for the model's positions",
+    "not-stories": "{model} learned {text}, not the stories of corpus.txt",  # (the page's: it trains on its own text)
+}
+SEED_WEIGHTS = "the seed's weights"
+PAGE_NAMES = {"model": "the page's model", "tokenizer": "the page's tokenizer",
+              "to_seed": "open the page with the seed's weights (python3 explore.py without --ckpt)",
+              "weights": "the page's weights ({source}, step {step})", "seed_weights": SEED_WEIGHTS}
+
+
+def lab_names(lab):
+    """The names SKIPS gives a terminal lab's model, its tokenizer and the way to the seed's weights.
+
+    >>> skip(SimpleNamespace(ckpt_path="two.safetensors"), "cut-apart")
+    Skip('the tokenizer of two.safetensors does not cut the two sentences into the same tokens')
+    """
+    return {"model": lab.ckpt_path, "tokenizer": f"the tokenizer of {lab.ckpt_path}",
+            "to_seed": "leave out --ckpt for the seed's weights"}
+
+
+def skip(lab, reason, **slots):
+    """The Skip of a reason of SKIPS, in the lab's names."""
+    return Skip(SKIPS[reason].format(**lab_names(lab), **slots))
+
+
 def facts(tokenizer):
     """The numbers of the model's tokenizer that the lessons' words name, by their slots' names.
 
@@ -134,7 +168,7 @@ def words(lesson, lab):
     >>> words(INIT_LOSS, build_lab())["question"].splitlines()[-1]
     'ln 96 = 4.5643.'
     """
-    values = {**facts(lab.tokenizer), **lesson.slots}
+    values = {**facts(lab.tokenizer), **(lesson.trains or {}), **lesson.slots}
     return {"question": lesson.question.format(**values), "explain": lesson.explain.format(**values)}
 
 
@@ -151,7 +185,8 @@ def page_words(lesson):
             "source": lesson.source, "shown": list(getattr(lesson.answer, "shown", ())),
             "bounds": getattr(lesson.answer, "bounds", None),
             "guess": [lesson.guess[0], *(list(part) for part in lesson.guess[1:])],
-            "describe": describe_guess(lesson.guess), "judge": lesson.judge.spec, "rule": lesson.judge.rule}
+            "describe": describe_guess(lesson.guess), "judge": lesson.judge.spec, "rule": lesson.judge.rule,
+            "trains": lesson.trains}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -200,7 +235,7 @@ def shipped_tokenizer(lab):
 
 def weights(lab):
     """What the seed's one-block lessons say about the lab's weights, in a few words."""
-    return "the seed's weights" if lab.ckpt_path is None else f"the weights of {lab.ckpt_path}"
+    return SEED_WEIGHTS if lab.ckpt_path is None else f"the weights of {lab.ckpt_path}"
 
 
 def reference(lab):
@@ -211,7 +246,7 @@ def reference(lab):
     """
     problem = lab.config.seed_problem()
     if problem:
-        raise Skip(f"{lab.ckpt_path} {problem}; this lesson runs model.py: leave out --ckpt for the seed's weights")
+        raise skip(lab, "not-model-py", problem=problem)
     return lab.params, seed_switch(lab.config)
 
 
@@ -220,7 +255,7 @@ def encode(lab, text, what):
     try:
         return lab.tokenizer.encode(text)
     except ValueError as e:
-        raise Skip(f"the tokenizer of {lab.ckpt_path} cannot read {what}: {e}") from None
+        raise skip(lab, "unreadable", what=what, error=e) from None
 
 
 def pieces(lab, ids):
@@ -611,11 +646,10 @@ def order_answer(lab):
     position embeddings."""
     params, positions = reference(lab)
     if not positions:
-        raise Skip(f"{lab.ckpt_path} was trained without positions, so it has no second half to this test; leave out"
-                   f" --ckpt for the seed's weights")
+        raise skip(lab, "no-positions")
     a, b = encode(lab, ORDER_A, repr(ORDER_A)), encode(lab, ORDER_B, repr(ORDER_B))
     if sorted(a) != sorted(b):
-        raise Skip(f"the tokenizer of {lab.ckpt_path} does not cut the two sentences into the same tokens")
+        raise skip(lab, "cut-apart")
     slots = {"a": repr(ORDER_A), "a_pieces": pieces(lab, a), "b": repr(ORDER_B), "b_pieces": pieces(lab, b)}
     gaps = []
     for use, name in ((False, "without"), (True, "with")):
@@ -663,7 +697,7 @@ def causality_answer(lab):
     params, positions = reference(lab)
     ids = first_story(lab)[:CAUSAL_T]
     if len(ids) <= CAUSAL_K:
-        raise Skip(f"the first story is only {len(ids)} tokens for the checkpoint's positions")
+        raise skip(lab, "short", tokens=len(ids))
     changed = list(ids)
     changed[CAUSAL_K] = (ids[CAUSAL_K] + 1) % lab.config.vocab
     before, _ = model.forward(params, ids, positions)

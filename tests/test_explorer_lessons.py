@@ -571,3 +571,17 @@ def test_a_crafted_export_is_refused_in_a_line_and_freezes_nothing(learner, tmp_
     assert said.startswith("The lessons could not load: lesson init-loss of data/lessons.json: its shown is not"
                            " a list of at most 64 texts")
     assert page.locator("#lesson-list > li").count() == 0
+    reasons = exported(tmp_path / "reasons", lambda data: {**data, "skips": {**data["skips"], "short": 5}})
+    page = learner(reasons)  # a reason a lesson cannot answer that is not a text: refused as the page loads
+    said = page.inner_text("#lessons-message")
+    assert said.startswith("The lessons could not load: data/lessons.json: its skips has no text 'short' of at most"
+                           " 4000 characters")
+    assert page.locator("#lesson-list > li").count() == 0
+    long_run = exported(tmp_path / "run", lambda data: {**data, "lessons": [
+        {**words, "trains": {**words["trains"], "steps": 10**9}} if words["key"] == "floor" else words
+        for words in data["lessons"]]})
+    page = learner(long_run)  # a run of a billion steps: refused as the page loads, never trained
+    said = page.inner_text("#lessons-message")
+    assert said.startswith("The lessons could not load: lesson floor of data/lessons.json: its trains is not a run of"
+                           " train.py's steps, batch, lr and seed")
+    assert page.locator("#lesson-list > li").count() == 0
