@@ -228,7 +228,7 @@ def page_lessons():
     """The bytes of page-lessons.json, which every export copies, or a ValueError that says how to write it.
 
     >>> json.loads(page_lessons())["format"]
-    'one-block explorer lessons v5'
+    'one-block explorer lessons v6'
     """
     try:
         return PAGE_LESSONS.read_bytes()
