@@ -205,7 +205,7 @@ export function line_chart(canvas, options) {
 /** A round step (1, 2 or 5 times a power of ten) near raw.
  *
  *     nice_step(0.37)   // 0.5 */
-export function nice_step(raw) {
+function nice_step(raw) {
   const power = 10 ** Math.floor(Math.log10(raw));
   const f = raw / power;
   return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * power;

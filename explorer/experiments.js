@@ -19,7 +19,7 @@ import { $, add_figure, read_int, read_number, read_or_say, say, soon, table_row
 // (0.9 million tokens), and the one-block model stays below 23% to the end (docs/explorer.md)
 export const DEPTH = { blocks: [1, 2], heads: 1, d: 16, hidden: 64, steps: 800, batch: 32, lr: 0.005, seed: 3,
   eval_every: 25, test_count: 100 };
-export const PASS = 0.9; // the copy accuracy that counts as copying
+const PASS = 0.9; // the copy accuracy that counts as copying
 // the positions experiment's settings: 1,000 steps of 8 windows, a twelfth of train.py's default run, show each
 // scheme's behaviour past position 64
 export const POSITIONS = { schemes: SCHEMES, steps: 1000, batch: 8, lr: 0.01, seed: 3, eval_every: 250 };
@@ -215,7 +215,7 @@ function draw_depth() {
 /** The line above the charts: the step at which two blocks passed PASS, and one block's accuracy at that same step.
  *
  *     depth_summary(null)   // "Not run yet." */
-export function depth_summary(run) {
+function depth_summary(run) {
   if (!run) return "Not run yet.";
   if (!run.passed) return run.ended ? `Stopped before two blocks passed ${PASS * 100}%.` : "Training…";
   const { step, seconds, one_block } = run.passed;

@@ -26,7 +26,7 @@ export const TEST_SEED = 1002; // random.Random seed of the test sequences (dept
  * pool threshold (which it is for k <= 16 of 96): draw an index, again while it was drawn before.
  *
  *     sample_range(new Random(0), 96, 4)   // as random.Random(0).sample(range(96), 4) */
-export function sample_range(rng, n, k) {
+function sample_range(rng, n, k) {
   let setsize = 21; // CPython's random.sample: a set of the drawn indexes unless n is at most this
   if (k > 5) setsize += 4 ** Math.ceil(Math.log(k * 3) / Math.log(4));
   if (n <= setsize) {
@@ -88,7 +88,7 @@ export function first_period(p, t) {
  * of token t (j = t + 1 - k p, k >= 1: every earlier period, since a copying head may read any of them);
  * previous_token, over the positions t >= 1, the attention to t - 1. head_scores averages them as
  * induction.head_scores does over all the sequences. */
-export function head_sums(weights, p) {
+function head_sums(weights, p) {
   const T = weights.rows, W = weights.data;
   let induction = 0.0, previous = 0.0, copies = 0;
   for (let t = 0; t < T; t++) {

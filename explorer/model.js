@@ -44,7 +44,7 @@ export const ROPE_BASE = 10000.0; // pair i turns by pos / ROPE_BASE^(2i/dh) rad
 /** A running sum kept exactly as a list of non-overlapping partials; value() rounds it once.
  *
  *     const s = new ExactSum(); s.add(1e16); s.add(1.0); s.add(-1e16); s.value()   // 1.0 (plain adds give 0.0) */
-export class ExactSum {
+class ExactSum {
   constructor() {
     this.p = new Float64Array(32); // the partials, smallest first; grown when needed
     this.reset();
@@ -185,7 +185,7 @@ export function matrix(rows, cols) {
 /** A matrix from a list of equally long rows (arrays of numbers).
  *
  *     from_rows([[1, 2], [3, 4]]).data   // Float64Array [1, 2, 3, 4] */
-export function from_rows(rows) {
+function from_rows(rows) {
   const m = matrix(rows.length, rows.length ? rows[0].length : 0); // (n, k)
   rows.forEach((r, i) => {
     if (r.length !== m.cols) {
@@ -232,17 +232,6 @@ export function to_lists(tensors) {
 export function from_lists(lists) {
   const as_tensor = (t) => (Array.isArray(t[0]) ? from_rows(t) : Float64Array.from(t));
   return Object.fromEntries(Object.entries(lists).map(([name, t]) => [name, as_tensor(t)]));
-}
-
-/** Rows become columns.
- *
- *     transpose(from_rows([[1, 2, 3], [4, 5, 6]]))   // the rows [1, 4], [2, 5], [3, 6] */
-export function transpose(a) {
-  const { rows, cols } = a;
-  const t = matrix(cols, rows); // (cols, rows)
-  const A = a.data, out = t.data;
-  for (let i = 0; i < rows; i++) for (let j = 0; j < cols; j++) out[j * rows + i] = A[i * cols + j];
-  return t;
 }
 
 /** sum_{i<n} A[a + i] B[b + i], rounded once: a dot product of two stretches of flat arrays.
@@ -304,7 +293,7 @@ export function matmul(a, b, sums, bias = null) {
 /** a transposed times b: a (n, k), b (n, m) -> (k, m), each entry one sum over the n rows (a weight's gradient).
  *
  *     matmul_at(from_rows([[1], [2]]), from_rows([[3], [4]]), EXACT).data   // [11] */
-export function matmul_at(a, b, sums) {
+function matmul_at(a, b, sums) {
   check_operands("matmul_at", a, b, "rows", a.rows);
   return products(a.data, 1, a.cols, b.data, 1, b.cols, a.cols, b.cols, a.rows, null, sums);
 }
@@ -328,8 +317,11 @@ export function column_sums(a, sums) {
   const out = new Float64Array(m); // (m,)
   const A = a.data;
   if (sums === EXACT) {
-    const cols = transpose(a).data; // (m, n)
-    for (let j = 0; j < m; j++) out[j] = sum(EXACT, cols.subarray(j * n, (j + 1) * n));
+    for (let j = 0; j < m; j++) { // each column's n numbers rounded once, as fsum
+      acc.reset();
+      for (let i = 0; i < n; i++) acc.add(A[i * m + j]);
+      out[j] = acc.value();
+    }
   } else {
     for (let i = 0; i < n; i++) for (let j = 0; j < m; j++) out[j] += A[i * m + j];
   }
@@ -358,13 +350,28 @@ export function model_config({ vocab, d, hidden, max_len, blocks = 1, heads = 1,
   return Object.freeze({ vocab, d, hidden, max_len, blocks, heads, positions });
 }
 
-/** config, or an Error when its blocks and heads do not fit its width and scheme (check_sizes, in ModelConfig.checked's
- * words): the check of a config whose scheme the learner picked. Its sizes are a checked file's or the lab's own.
+/** config, or an Error naming the bad value when its blocks and heads do not fit its width and scheme, as
+ * ModelConfig.checked says it: the check of a config whose scheme the learner picked. Its sizes are a checked
+ * file's or the lab's own.
  *
  *     checked(model_config({ vocab: 96, d: 15, hidden: 60, max_len: 64, positions: "rope" }))
  *     // Error: rope rotates pairs of channels: the width d must be even, got d = 15 */
 export function checked(config) {
-  check_sizes(config.d, config.blocks, config.heads, config.positions);
+  const { d, blocks, heads, positions } = config;
+  for (const [name, value] of [["blocks", blocks], ["heads", heads]]) {
+    if (!Number.isInteger(value) || value < 1) {
+      throw new Error(`${name} = ${value}: expected a whole number of at least 1`);
+    }
+  }
+  if (d % heads) {
+    throw new Error(`heads = ${heads} does not divide the width d = ${d}; expected one of ${divisors(d).join(", ")}`);
+  }
+  if (positions === "rope" && (d / heads) % 2) {
+    if (heads === 1) throw new Error(`rope rotates pairs of channels: the width d must be even, got d = ${d}`);
+    const even = divisors(d).filter((n) => (d / n) % 2 === 0);
+    throw new Error(`heads = ${heads} gives heads of width d / heads = ${d / heads}, but rope turns pairs of`
+      + ` channels in each head: the head width must be even; expected one of ${even.join(", ")} heads for d = ${d}`);
+  }
   return config;
 }
 
@@ -389,7 +396,7 @@ export function seed_problem(config) {
   return null;
 }
 
-/** "1 block x 1 head", "2 blocks x 4 heads": a config's blocks and heads in words, as sizes.describe. */
+/** "1 block x 1 head", "2 blocks x 4 heads": a config's blocks and heads in words, as ModelConfig.blocks_and_heads. */
 export function blocks_words({ blocks, heads }) {
   return `${blocks} block${blocks === 1 ? "" : "s"} x ${heads} head${heads === 1 ? "" : "s"}`;
 }
@@ -469,7 +476,7 @@ export const PARAM_SHAPES = {
 export const OUTSIDE = ["tok_emb", "pos_emb", "lnf_g", "lnf_b", "W_out", "b_out"]; // the tensors that are no block's
 export const BLOCK_NAMES = Object.keys(PARAM_SHAPES).filter((name) => !OUTSIDE.includes(name)); // ln1_g, ..., b2
 
-/** What goes before a tensor's name in block `block` (counted from 0), as sizes.prefix.
+/** What goes before a tensor's name in block `block` (counted from 0), as config.prefix.
  *
  *     prefix(0), prefix(1)   // "", "block1." */
 export function prefix(block) {
@@ -551,7 +558,7 @@ export function check_params(params, config, context = "") {
 }
 
 /** The tensors of one block under model.py's names (without the prefix): block 0's are params itself, as in
- * sizes.block_params (the tensors outside the blocks ride along unread).
+ * config.block_params (the tensors outside the blocks ride along unread).
  *
  *     block_params(p, 1).Wq === p["block1.Wq"]   // true */
 export function block_params(params, block) {
@@ -588,30 +595,10 @@ export function check_length(T, config) {
   }
 }
 
-/** An Error naming the bad value unless blocks and heads fit a model of width d, as sizes.check_sizes.
- *
- *     check_sizes(16, 2, 4, "rope")   // fine;  check_sizes(16, 1, 3)   // Error: heads = 3 does not divide ... */
-export function check_sizes(d, blocks, heads, positions = null) {
-  for (const [name, value] of [["blocks", blocks], ["heads", heads]]) {
-    if (!Number.isInteger(value) || value < 1) {
-      throw new Error(`${name} = ${value}: expected a whole number of at least 1`);
-    }
-  }
-  if (d % heads) {
-    throw new Error(`heads = ${heads} does not divide the width d = ${d}; expected one of ${divisors(d).join(", ")}`);
-  }
-  if (positions === "rope" && (d / heads) % 2) {
-    if (heads === 1) throw new Error(`rope rotates pairs of channels: the width d must be even, got d = ${d}`);
-    const even = divisors(d).filter((n) => (d / n) % 2 === 0);
-    throw new Error(`heads = ${heads} gives heads of width d / heads = ${d / heads}, but rope turns pairs of`
-      + ` channels in each head: the head width must be even; expected one of ${even.join(", ")} heads for d = ${d}`);
-  }
-}
-
-/** The divisors of n in order, found up to its square root, as sizes.divisors.
+/** The divisors of n in order, found up to its square root, as config.divisors.
  *
  *     divisors(16), divisors(7)   // [1, 2, 4, 8, 16], [1, 7] */
-export function divisors(n) {
+function divisors(n) {
   const small = [];
   for (let k = 1; k * k <= n; k++) if (n % k === 0) small.push(k);
   return [...small, ...small.filter((k) => k * k !== n).reverse().map((k) => n / k)];

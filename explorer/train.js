@@ -130,13 +130,6 @@ export function scale(grads, factor) {
   }
 }
 
-/** The gradient's global norm: the root of the sum of every squared number. */
-export function grad_norm(grads) {
-  let s = 0.0;
-  for (const t of Object.values(grads)) for (const x of numbers(t)) s += x * x;
-  return Math.sqrt(s);
-}
-
 /** One Adam step number t (1-based) with bias correction, in place. */
 export function adam(params, grads, m, v, t, lr, s) {
   const c1 = 1.0 - s.beta1 ** t;
@@ -164,7 +157,9 @@ export function fresh_state(params, seed) {
  * stops the run). */
 export function train_step(state, windows, config, s) {
   const [loss, grads] = loss_and_grads(state.params, windows, config);
-  const norm = grad_norm(grads);
+  let squares = 0.0;
+  for (const t of Object.values(grads)) for (const x of numbers(t)) squares += x * x;
+  const norm = Math.sqrt(squares); // the length of the whole gradient
   if (Number.isFinite(loss) && Number.isFinite(norm)) {
     if (norm > s.clip) scale(grads, s.clip / norm);
     adam(state.params, grads, state.m, state.v, state.step + 1, learning_rate(state.step, s), s);
