@@ -2,23 +2,9 @@
 
 Read `numpy_model.py` first: this file computes the same numbers (to rounding), for one block and one head as for a
 grown model, but a `Workspace` declares every array a step writes once, in its constructor (as llm.c's
-ActivationTensors struct does), and each layer writes into those arrays with `out=` targets. A loop makes one
-workspace and calls its step:
-
-    >>> from oneblock import numpy_model
-    >>> config = ModelConfig(vocab=96, d=16, hidden=64, max_len=64)  # the sizes, blocks, heads, position scheme
-    >>> params = numpy_model.init_params(config, seed=3, dtype=np.float32)
-    >>> ws = Workspace(params, config, B=16, T=64)  # once, before the loop: every array of a step
-    >>> ids, targets = np.zeros((16, 64), dtype=int), np.ones((16, 64), dtype=int)  # each step's batch, (B, T)
-    >>> for step in range(3):
-    ...     loss, grads = ws.loss_and_grads(params, ids, targets)  # grads live in ws until its next call
-    ...     for name in params:
-    ...         params[name] -= 0.01 * grads[name]
-
-What a call returns is the workspace's own memory: the next call of the same workspace overwrites it. Copy what you
-keep (or make a second workspace). `forward`, `loss_and_grads` and `sequence_loss` at the bottom of the file make a
-fresh workspace on every call, for checks and one-off use: in a loop they are the slow way, paying for every array
-of a step again each time.
+ActivationTensors struct does), and each layer writes into those arrays with `out=` targets. What a call returns is
+the workspace's own memory, overwritten by its next call. How a loop uses it, and what `forward`, `loss_and_grads`
+and `sequence_loss` at the bottom (a fresh workspace on every call) are for: docs/numpy-paths.md.
 
 Much of what it buys is the workspace itself: the plain mirror's fresh arrays of a few hundred KB are mapped and
 unmapped by the allocator on every call, page faults on every step, and a workspace step takes none
@@ -27,7 +13,7 @@ replaces and what it bought: numpy_fast's own function (the trick's, or the smal
 same function with the plain line in the trick's place, on the same float32 arrays, series size with B = 32 unless
 said otherwise, medians of three runs of `python3 -m dev.bench --tricks --threads 1` (which measures each again) on
 a 2-vCPU AMD EPYC with OpenBLAS's SkylakeX kernels and one BLAS thread; what a whole step costs, here and on each
-path, is docs/numpy-paths.md's table, with the command that measures it.
+path, is docs/developers.md's table ("The NumPy paths' speed"), with the command that measures it.
 
 A grown model (several blocks, several heads) runs here too, because the depth experiment needed its speed. Each
 block keeps its own arrays (`BlockArrays`); the heads are an axis of the key-major scores, and with one head every
@@ -48,7 +34,7 @@ from model import EPS
 from oneblock import numpy_model
 from oneblock.config import BLOCK_NAMES, block_params, prefix
 from oneblock.config import ModelConfig  # noqa: F401  (the examples)
-from oneblock.numpy_model import split_heads
+from oneblock.numpy_model import split_heads, turn_pairs
 
 VOCAB_MAJOR_BELOW = 512  # logits are stored (V, N) for a smaller vocabulary, (N, V) from this size on
 LOSS_BLOCK_BYTES = 1 << 19  # row-major logits go through the loss in blocks of this size, which stay in cache
@@ -418,9 +404,8 @@ def joined(M, n):
     arithmetic, and viewing (M, n) as (M / k, k n) against the vector tiled k times for `xhat * g + b`, the
     layer norm takes 50 us instead of 64 (dev/bench.py --tricks: joined rows), add_bias at (2048, 64) 23 us
     instead of 29 (bias rows). k divides M, and k n stays at most about 1024 floats. Where
-    k = 1 (M = 63 at B = 1) the vector is used as it is: filling a tile would be a NumPy call for nothing. With
-    one parameter check fewer per step (see `Workspace.backward`), a step at B = 1 took 249 us instead of 260
-    with the same bits, both taking turns in one process (one thread, a busy phase of the machine).
+    k = 1 (M = 63 at B = 1) the vector is used as it is: filling a tile would be a NumPy call for nothing (what
+    that bought at B = 1: docs/developers.md, "What bounds each size, and what was tried").
 
     >>> joined(2048, 16), joined(63, 16)
     ((32, 1024), (63, 16))
@@ -451,17 +436,6 @@ def add_bias(y, b, shape, tile):
     """
     rows = y.reshape(shape)  # (M / k, k m) a view
     rows += repeated(b, shape, tile)
-
-
-def turn_pairs(x, out):
-    """numpy_model.turn_pairs(x) written into out: each channel pair (a, b) of x (..., n) turned to (-b, a).
-
-    >>> turn_pairs(np.array([[1.0, 2.0, 3.0, 4.0]]), np.empty((1, 4)))
-    array([[-2.,  1., -4.,  3.]])
-    """
-    np.negative(x[..., 1::2], out=out[..., 0::2])
-    out[..., 1::2] = x[..., 0::2]
-    return out
 
 
 # ----------------------------------------------------------------------------------------------------------------
