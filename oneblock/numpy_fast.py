@@ -74,9 +74,6 @@ class Workspace:
         N, dt, nh, rope = B * T, params["tok_emb"].dtype, heads, self.positions == "rope"
         self.B, self.T, self.dtype = B, T, dt
         self.shapes = config.param_shapes()  # {name: shape}, in the parameters' order
-        self.order = list(self.shapes)  # the parameters' order, as numpy_model returns gradients
-        # each block's tensors: (the name inside the block, the name in params), see `config.block_params`
-        self.block_names = [[(name, prefix(b) + name) for name in BLOCK_NAMES] for b in range(blocks)]
 
         # constants, written once
         self.ones = {n: np.ones(n, dt) for n in {N, T, B, V}}  # for sums as products, see `column_sums`
@@ -146,9 +143,8 @@ class Workspace:
         self.dw_qkv = np.empty((d, 3 * d), dt)  # (d, 3d)
         self.dw_qkv_t = np.empty((3 * d, d), dt)  # (3d, d)
         self.tok_sums = np.empty((V, d), dt)  # (V, d)
-        # each block's gradients by the names inside it, and all of them in the parameters' order (the same arrays)
-        self.block_grads = [{name: self.grads[full] for name, full in names} for names in self.block_names]
-        self.ordered_grads = {name: self.grads[name] for name in self.order}
+        # each block's gradients by the names inside it (the same arrays), see `config.block_params`
+        self.block_grads = [{name: self.grads[prefix(b) + name] for name in BLOCK_NAMES} for b in range(blocks)]
 
         # the cache forward returns: views of the arrays above, so made once (see `forward`)
         caches = [{"h1": blk.h1, "x1": blk.x1, "h2": blk.h2, "pre": blk.pre.reshape(B, T, H),
@@ -321,13 +317,11 @@ class Workspace:
         dx, g["lnf_g"], g["lnf_b"] = layernorm_backward(dhf, params["lnf_g"], self.lnf_xhat, self.lnf_rstd, self,
                                                         out=(self.dx2, g["lnf_g"], g["lnf_b"]))  # (N, d)
 
-        # the blocks, last first: each takes the gradient of the stream after it and writes the one before it into
-        # self.dx0 (after its last read of the one it took, which from the second block on is there too)
-        grads = dict(self.ordered_grads)  # every gradient, in the parameters' order
+        # the blocks, last first: each takes the gradient of the stream after it, writes its gradients into g and
+        # the one before it into self.dx0 (after its last read of the one it took, which from the second block on
+        # is there too)
         for b in reversed(range(len(self.block))):
-            block_grads, dx = block_backward(block_params(params, b), dx, self.block[b], self,
-                                             self.block_grads[b])  # (N, d)
-            grads.update(block_grads if b == 0 else {full: block_grads[name] for name, full in self.block_names[b]})
+            _, dx = block_backward(block_params(params, b), dx, self.block[b], self, self.block_grads[b])  # (N, d)
         dx0 = dx  # (N, d)
 
         # x0 = tok_emb[ids] + pos_emb[0:T] (or the fixed table, or nothing)
@@ -335,7 +329,7 @@ class Workspace:
         g["pos_emb"].fill(0.0)  # (L, d) rows past T stay exactly zero, and all of them without learned rows
         if self.positions == "learned":  # summed over the sequences
             np.matmul(self.ones[B], dx0.reshape(B, T * d), out=g["pos_emb"][:T].reshape(T * d))
-        return grads
+        return dict(g)  # every gradient, in the parameters' order
 
 
 # ----------------------------------------------------------------------------------------------------------------
