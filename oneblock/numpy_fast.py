@@ -781,11 +781,10 @@ def forward(params, ids, config):
     >>> logits.shape, cache["att"]["weights"].shape
     ((3, 96), (3, 3))
     """
-    ws, ids = one_off(params, ids, config)
-    logits, cache = ws.forward(params, ids.reshape(ws.B, ws.T))
+    ws, ids, logits = one_off(params, ids, config)
     if ids.ndim == 2:
-        return logits, cache
-    return logits[0], first_row(cache)
+        return logits, ws.cache
+    return logits[0], first_row(ws.cache)
 
 
 def first_row(x):
@@ -812,11 +811,10 @@ def loss_and_grads(params, ids, targets, config):
     >>> round(loss, 2), grads["tok_emb"].shape
     (4.55, (96, 4))
     """
-    ws, ids = one_off(params, ids, config)
-    logits, _ = ws.forward(params, ids.reshape(ws.B, ws.T))
+    ws, ids, logits = one_off(params, ids, config)
     targets = numpy_model.check_targets(targets, logits if ids.ndim == 2 else logits[0])
     loss, dlogits = ws.loss_and_dlogits(logits, targets.reshape(ws.B, ws.T))
-    return loss, ws.backward(params, dlogits)
+    return loss, ws.backward(params, dlogits, check=False)  # (its forward checked the same params)
 
 
 def sequence_loss(params, ids, targets, config):
@@ -826,20 +824,21 @@ def sequence_loss(params, ids, targets, config):
     >>> round(sequence_loss(numpy_model.init_params(config, 3), [1, 2], [2, 3], config), 2)
     4.55
     """
-    ws, ids = one_off(params, ids, config)
-    logits, _ = ws.forward(params, ids.reshape(ws.B, ws.T))
+    ws, ids, logits = one_off(params, ids, config)
     targets = numpy_model.check_targets(targets, logits if ids.ndim == 2 else logits[0])
     return ws.loss_and_dlogits(logits, targets.reshape(ws.B, ws.T))[0]
 
 
 def one_off(params, ids, config):
-    """(a fresh Workspace for ids of shape (T,) or (B, T), ids as an array), after numpy_model.forward's checks.
+    """(a fresh Workspace for ids of shape (T,) or (B, T), ids as an array, the logits (B, T, V) of its forward pass
+    over them), after numpy_model.forward's checks.
 
     >>> config = ModelConfig(96, 4, 8, 8, positions="rope")
-    >>> ws, ids = one_off(numpy_model.init_params(config, 3), [1, 2], config)
-    >>> ws.B, ws.T, ws.positions
-    (1, 2, 'rope')
+    >>> ws, ids, logits = one_off(numpy_model.init_params(config, 3), [1, 2], config)
+    >>> ws.B, ws.T, ws.positions, logits.shape
+    (1, 2, 'rope', (1, 2, 96))
     """
     numpy_model.check_params(params, config)
     ids = numpy_model.check_ids(ids, config.vocab)
-    return Workspace(params, config, *((1, *ids.shape) if ids.ndim == 1 else ids.shape)), ids
+    ws = Workspace(params, config, *((1, *ids.shape) if ids.ndim == 1 else ids.shape))
+    return ws, ids, ws.forward(params, ids.reshape(ws.B, ws.T))[0]
