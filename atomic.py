@@ -213,7 +213,7 @@ def remove_leftovers(path):
             continue
         leftover = path.parent / name
         try:
-            fd = os.open(leftover, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            fd = os.open(leftover, OPEN_THERE)  # (as _judge opens a lock: no link followed, no FIFO waited on)
         except OSError:  # a link, or gone
             continue
         try:

@@ -8,12 +8,8 @@ the same quantity for the generator that wrote the stories (floor.py, corpus-ent
 go below it, so "val 0.35, floor 0.31" means 0.04 nats per token left to learn.
 
 A text of your own (settings.data) gets the tokenizer settings.tokenizer names, or one trained on it (bpe.py,
-vocab_size tokens). The split follows the file: if it has a blank line between two lines of text, its units are
-documents (the blocks between blank lines), otherwise lines; the last val_fraction of the units are the validation
-text, the rest trains, each a piece of the file as it is. The validation text is read in windows of seq_len + 1
-tokens that overlap by one, so that every token after its first is predicted once. Nobody knows the entropy of such
-a text, so it has no floor; for scale, prepare says what guessing uniformly and what knowing only the token
-frequencies would score.
+vocab_size tokens); how it is split (`split_text`), read for validation (`windows`), and scored without a floor
+(`unigram_loss`): docs/own-text.md, "What changes compared with the stories".
 
     >>> data = prepare(checked(Settings(val_stories=20, backend="python")))
     >>> data.vocab, len(data.val_ids), round(data.val_floor, 4)

@@ -2,23 +2,9 @@
 
 Read `numpy_model.py` first: this file computes the same numbers (to rounding), for one block and one head as for a
 grown model, but a `Workspace` declares every array a step writes once, in its constructor (as llm.c's
-ActivationTensors struct does), and each layer writes into those arrays with `out=` targets. A loop makes one
-workspace and calls its step:
-
-    >>> from oneblock import numpy_model
-    >>> config = ModelConfig(vocab=96, d=16, hidden=64, max_len=64)  # the sizes, blocks, heads, position scheme
-    >>> params = numpy_model.init_params(config, seed=3, dtype=np.float32)
-    >>> ws = Workspace(params, config, B=16, T=64)  # once, before the loop: every array of a step
-    >>> ids, targets = np.zeros((16, 64), dtype=int), np.ones((16, 64), dtype=int)  # each step's batch, (B, T)
-    >>> for step in range(3):
-    ...     loss, grads = ws.loss_and_grads(params, ids, targets)  # grads live in ws until its next call
-    ...     for name in params:
-    ...         params[name] -= 0.01 * grads[name]
-
-What a call returns is the workspace's own memory: the next call of the same workspace overwrites it. Copy what you
-keep (or make a second workspace). `forward`, `loss_and_grads` and `sequence_loss` at the bottom of the file make a
-fresh workspace on every call, for checks and one-off use: in a loop they are the slow way, paying for every array
-of a step again each time.
+ActivationTensors struct does), and each layer writes into those arrays with `out=` targets. What a call returns is
+the workspace's own memory, overwritten by its next call. How a loop uses it, and what `forward`, `loss_and_grads`
+and `sequence_loss` at the bottom (a fresh workspace on every call) are for: docs/numpy-paths.md.
 
 Much of what it buys is the workspace itself: the plain mirror's fresh arrays of a few hundred KB are mapped and
 unmapped by the allocator on every call, page faults on every step, and a workspace step takes none
@@ -27,7 +13,7 @@ replaces and what it bought: numpy_fast's own function (the trick's, or the smal
 same function with the plain line in the trick's place, on the same float32 arrays, series size with B = 32 unless
 said otherwise, medians of three runs of `python3 -m dev.bench --tricks --threads 1` (which measures each again) on
 a 2-vCPU AMD EPYC with OpenBLAS's SkylakeX kernels and one BLAS thread; what a whole step costs, here and on each
-path, is docs/numpy-paths.md's table, with the command that measures it.
+path, is docs/developers.md's table ("The NumPy paths' speed"), with the command that measures it.
 
 A grown model (several blocks, several heads) runs here too, because the depth experiment needed its speed. Each
 block keeps its own arrays (`BlockArrays`); the heads are an axis of the key-major scores, and with one head every
@@ -48,7 +34,7 @@ from model import EPS
 from oneblock import numpy_model
 from oneblock.config import BLOCK_NAMES, block_params, prefix
 from oneblock.config import ModelConfig  # noqa: F401  (the examples)
-from oneblock.numpy_model import split_heads
+from oneblock.numpy_model import split_heads, turn_pairs
 
 VOCAB_MAJOR_BELOW = 512  # logits are stored (V, N) for a smaller vocabulary, (N, V) from this size on
 LOSS_BLOCK_BYTES = 1 << 19  # row-major logits go through the loss in blocks of this size, which stay in cache
@@ -88,9 +74,6 @@ class Workspace:
         N, dt, nh, rope = B * T, params["tok_emb"].dtype, heads, self.positions == "rope"
         self.B, self.T, self.dtype = B, T, dt
         self.shapes = config.param_shapes()  # {name: shape}, in the parameters' order
-        self.order = list(self.shapes)  # the parameters' order, as numpy_model returns gradients
-        # each block's tensors: (the name inside the block, the name in params), see `config.block_params`
-        self.block_names = [[(name, prefix(b) + name) for name in BLOCK_NAMES] for b in range(blocks)]
 
         # constants, written once
         self.ones = {n: np.ones(n, dt) for n in {N, T, B, V}}  # for sums as products, see `column_sums`
@@ -160,9 +143,8 @@ class Workspace:
         self.dw_qkv = np.empty((d, 3 * d), dt)  # (d, 3d)
         self.dw_qkv_t = np.empty((3 * d, d), dt)  # (3d, d)
         self.tok_sums = np.empty((V, d), dt)  # (V, d)
-        # each block's gradients by the names inside it, and all of them in the parameters' order (the same arrays)
-        self.block_grads = [{name: self.grads[full] for name, full in names} for names in self.block_names]
-        self.ordered_grads = {name: self.grads[name] for name in self.order}
+        # each block's gradients by the names inside it (the same arrays), see `config.block_params`
+        self.block_grads = [{name: self.grads[prefix(b) + name] for name in BLOCK_NAMES} for b in range(blocks)]
 
         # the cache forward returns: views of the arrays above, so made once (see `forward`)
         caches = [{"h1": blk.h1, "x1": blk.x1, "h2": blk.h2, "pre": blk.pre.reshape(B, T, H),
@@ -335,13 +317,11 @@ class Workspace:
         dx, g["lnf_g"], g["lnf_b"] = layernorm_backward(dhf, params["lnf_g"], self.lnf_xhat, self.lnf_rstd, self,
                                                         out=(self.dx2, g["lnf_g"], g["lnf_b"]))  # (N, d)
 
-        # the blocks, last first: each takes the gradient of the stream after it and writes the one before it into
-        # self.dx0 (after its last read of the one it took, which from the second block on is there too)
-        grads = dict(self.ordered_grads)  # every gradient, in the parameters' order
+        # the blocks, last first: each takes the gradient of the stream after it, writes its gradients into g and
+        # the one before it into self.dx0 (after its last read of the one it took, which from the second block on
+        # is there too)
         for b in reversed(range(len(self.block))):
-            block_grads, dx = block_backward(block_params(params, b), dx, self.block[b], self,
-                                             self.block_grads[b])  # (N, d)
-            grads.update(block_grads if b == 0 else {full: block_grads[name] for name, full in self.block_names[b]})
+            _, dx = block_backward(block_params(params, b), dx, self.block[b], self, self.block_grads[b])  # (N, d)
         dx0 = dx  # (N, d)
 
         # x0 = tok_emb[ids] + pos_emb[0:T] (or the fixed table, or nothing)
@@ -349,7 +329,7 @@ class Workspace:
         g["pos_emb"].fill(0.0)  # (L, d) rows past T stay exactly zero, and all of them without learned rows
         if self.positions == "learned":  # summed over the sequences
             np.matmul(self.ones[B], dx0.reshape(B, T * d), out=g["pos_emb"][:T].reshape(T * d))
-        return grads
+        return dict(g)  # every gradient, in the parameters' order
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -418,9 +398,8 @@ def joined(M, n):
     arithmetic, and viewing (M, n) as (M / k, k n) against the vector tiled k times for `xhat * g + b`, the
     layer norm takes 50 us instead of 64 (dev/bench.py --tricks: joined rows), add_bias at (2048, 64) 23 us
     instead of 29 (bias rows). k divides M, and k n stays at most about 1024 floats. Where
-    k = 1 (M = 63 at B = 1) the vector is used as it is: filling a tile would be a NumPy call for nothing. With
-    one parameter check fewer per step (see `Workspace.backward`), a step at B = 1 took 249 us instead of 260
-    with the same bits, both taking turns in one process (one thread, a busy phase of the machine).
+    k = 1 (M = 63 at B = 1) the vector is used as it is: filling a tile would be a NumPy call for nothing (what
+    that bought at B = 1: docs/developers.md, "What bounds each size, and what was tried").
 
     >>> joined(2048, 16), joined(63, 16)
     ((32, 1024), (63, 16))
@@ -451,17 +430,6 @@ def add_bias(y, b, shape, tile):
     """
     rows = y.reshape(shape)  # (M / k, k m) a view
     rows += repeated(b, shape, tile)
-
-
-def turn_pairs(x, out):
-    """numpy_model.turn_pairs(x) written into out: each channel pair (a, b) of x (..., n) turned to (-b, a).
-
-    >>> turn_pairs(np.array([[1.0, 2.0, 3.0, 4.0]]), np.empty((1, 4)))
-    array([[-2.,  1., -4.,  3.]])
-    """
-    np.negative(x[..., 1::2], out=out[..., 0::2])
-    out[..., 1::2] = x[..., 0::2]
-    return out
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -813,11 +781,10 @@ def forward(params, ids, config):
     >>> logits.shape, cache["att"]["weights"].shape
     ((3, 96), (3, 3))
     """
-    ws, ids = one_off(params, ids, config)
-    logits, cache = ws.forward(params, ids.reshape(ws.B, ws.T))
+    ws, ids, logits = one_off(params, ids, config)
     if ids.ndim == 2:
-        return logits, cache
-    return logits[0], first_row(cache)
+        return logits, ws.cache
+    return logits[0], first_row(ws.cache)
 
 
 def first_row(x):
@@ -844,11 +811,10 @@ def loss_and_grads(params, ids, targets, config):
     >>> round(loss, 2), grads["tok_emb"].shape
     (4.55, (96, 4))
     """
-    ws, ids = one_off(params, ids, config)
-    logits, _ = ws.forward(params, ids.reshape(ws.B, ws.T))
+    ws, ids, logits = one_off(params, ids, config)
     targets = numpy_model.check_targets(targets, logits if ids.ndim == 2 else logits[0])
     loss, dlogits = ws.loss_and_dlogits(logits, targets.reshape(ws.B, ws.T))
-    return loss, ws.backward(params, dlogits)
+    return loss, ws.backward(params, dlogits, check=False)  # (its forward checked the same params)
 
 
 def sequence_loss(params, ids, targets, config):
@@ -858,20 +824,21 @@ def sequence_loss(params, ids, targets, config):
     >>> round(sequence_loss(numpy_model.init_params(config, 3), [1, 2], [2, 3], config), 2)
     4.55
     """
-    ws, ids = one_off(params, ids, config)
-    logits, _ = ws.forward(params, ids.reshape(ws.B, ws.T))
+    ws, ids, logits = one_off(params, ids, config)
     targets = numpy_model.check_targets(targets, logits if ids.ndim == 2 else logits[0])
     return ws.loss_and_dlogits(logits, targets.reshape(ws.B, ws.T))[0]
 
 
 def one_off(params, ids, config):
-    """(a fresh Workspace for ids of shape (T,) or (B, T), ids as an array), after numpy_model.forward's checks.
+    """(a fresh Workspace for ids of shape (T,) or (B, T), ids as an array, the logits (B, T, V) of its forward pass
+    over them), after numpy_model.forward's checks.
 
     >>> config = ModelConfig(96, 4, 8, 8, positions="rope")
-    >>> ws, ids = one_off(numpy_model.init_params(config, 3), [1, 2], config)
-    >>> ws.B, ws.T, ws.positions
-    (1, 2, 'rope')
+    >>> ws, ids, logits = one_off(numpy_model.init_params(config, 3), [1, 2], config)
+    >>> ws.B, ws.T, ws.positions, logits.shape
+    (1, 2, 'rope', (1, 2, 96))
     """
     numpy_model.check_params(params, config)
     ids = numpy_model.check_ids(ids, config.vocab)
-    return Workspace(params, config, *((1, *ids.shape) if ids.ndim == 1 else ids.shape)), ids
+    ws = Workspace(params, config, *((1, *ids.shape) if ids.ndim == 1 else ids.shape))
+    return ws, ids, ws.forward(params, ids.reshape(ws.B, ws.T))[0]

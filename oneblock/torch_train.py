@@ -12,11 +12,8 @@ needs:
   torch_model.forward and the loss. train.py's weights stay a dict of plain tensors; each step copies them into the
   module's parameters, runs forward and backward, and hands back the gradients.
 - Under torchrun (the environment variables RANK and WORLD_SIZE), one process per rank joins a process group (gloo
-  on CPU, NCCL on CUDA). Every rank draws the same B windows from the same seeded sampler and takes its own B / W of
-  them, in order; DDP averages the gradients over the ranks during backward, which is the gradient of the mean loss
-  over all B * T positions, as one process computes it; the ranks' losses are averaged the same way. So every rank
-  takes the same Adam step, and the run equals a one-process run of the same global batch up to the order of
-  floating-point sums. Rank 0 alone checks and owns --out, evaluates out loud, and writes checkpoints.
+  on CPU, NCCL on CUDA), takes its own B / W of every step's windows, and averages its loss with the others' as DDP
+  averages the gradients: how the ranks share a batch, and why the run equals one process's, is docs/torch.md.
 
     >>> from oneblock.config import ModelConfig
     >>> from oneblock.settings import Settings, checked
