@@ -261,15 +261,13 @@ def scaling_answer(path, lesson):
     which reads the record as the experiments read theirs) of the record at path, or a ValueError that names a
     record missing or damaged.
 
-    >>> scaling_answer(Path("no-such.json"), None)
+    >>> from experiments.lessons_scaling import SCALING
+    >>> scaling_answer(Path("no-such.json"), SCALING)
     Traceback (most recent call last):
-    ValueError: no-such.json is not there; run python3 -m experiments.scaling --out experiments/scaling.json
+    ValueError: there is no no-such.json; run python3 -m experiments.scaling --out experiments/scaling.json to make it
     """
     from oneblock.lessons import Skip
 
-    if not Path(path).exists():
-        raise ValueError(f"{Path(path).name} is not there; run python3 -m experiments.scaling --out"
-                         " experiments/scaling.json")
     try:
         answer = lesson.answer(None, path)
     except Skip as e:
