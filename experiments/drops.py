@@ -6,15 +6,13 @@ followed closely, and the steps at which it comes within each of LEVELS of the f
     python3 -m experiments.drops --check      # a reduced plan (seconds), drops.json's shape, every summary again
     python3 -m experiments.drops --rerun 32x2 --seed 4 --until 400   # one run trained again up to a step, checked
 
-Why (a run sits on a plateau, then drops once, when it learns to follow the chain of hand-overs) and what the record
-found: docs/scaling.md's "When a run learns to follow the chain". Every size trains the same steps at one peak
-learning rate, each on its seed's fresh stories as the grid's runs read them (scaling_runs.drop_run), the tuning loss
-every eval_every steps. A run reaches a level at the first evaluation at which its tuning loss is within that many
-nats per token of the tuning stories' exact floor; LEVELS are 0.3 (past the plateau every size sits on), 0.1, and
-0.02 (between where one block ends in the grid and where two blocks that learned the chain end). The summaries
-(derived from the runs, so --check derives them again): for each size and level, the steps by seed, their median and
-the tokens read by then when every seed reached it; each size's loss at the end; and for each level, over the sizes
-whose every seed reached it, the power of N the median step goes as (when there are two or more).
+The runs (scaling_runs.drop_run), when a run reaches a level, why (a run sits on a plateau, then drops once, when it
+learns to follow the chain of hand-overs) and what the record found: docs/scaling.md's "When a run learns to follow
+the chain". LEVELS are 0.3 (past the plateau every size sits on), 0.1, and 0.02 (between where one block ends in the
+grid and where two blocks that learned the chain end). The summaries (derived from the runs, so --check derives them
+again): for each size and level, the steps by seed, their median and the tokens read by then when every seed reached
+it; each size's loss at the end; and for each level, over the sizes whose every seed reached it, the power of N the
+median step goes as (when there are two or more).
 
     >>> drop_step([[0, 4.5], [50, 0.6], [100, 0.505], [150, 0.5]], 0.49, 0.02)
     100
@@ -30,16 +28,12 @@ from pathlib import Path
 from oneblock import machine
 
 with machine.needed_by("python3 -m experiments.drops"):
-    import numpy as np
-
-    import bpe
     from experiments import chains, grid
     from experiments.recording import (check_provenance, experiment_parser, field, first_difference, judged_rerun,
                                        need, parsed, provenance, rounded, run_or_check, table_row, trained)
-    from experiments.scaling_law import name_of
+    from experiments.scaling_law import name_of, slope
     from experiments.scaling_runs import (FULL as GRID, T, TUNE_SEED, drop_data, drop_problem, drop_result_problem,
-                                          drop_run, drop_values, flops_per_token, held_out, parameters)
-    from oneblock.data import TOKENIZER_FILE
+                                          drop_run, drop_values, flops_per_token, held_out, parameters, tokenizer)
 
 # ----------------------------------------------------------------------------------------------------------------
 # Settings
@@ -63,7 +57,7 @@ def run_experiment(plan, report=print):
     the results in a temporary folder, and return the record (a dict): the runs one seed after another, each size
     in the plan's order."""
     started, cpu = time.perf_counter(), time.process_time()
-    tuning = held_out(bpe.Tokenizer.load(TOKENIZER_FILE), TUNE_SEED, plan["tune_stories"])
+    tuning = held_out(tokenizer(), TUNE_SEED, plan["tune_stories"])
     tasks = [(f"{name_of(size)}-{seed}", [plan, size, seed]) for seed in plan["seeds"] for size in plan["sizes"]]
     with tempfile.TemporaryDirectory() as folder, grid.executor() as pool:
         results = grid.run_tasks(pool, drop_run, tasks, folder, report=report,
@@ -116,9 +110,8 @@ def summarise(runs, plan, floor):
         reached = [size for size, s in sizes.items() if s["levels"][level]["median"] is not None]
         powers[level] = None
         if len(reached) >= 2:
-            n = np.log([sizes[s]["parameters"] for s in reached])  # (reached,)
-            step = np.log([sizes[s]["levels"][level]["median"] for s in reached])  # (reached,)
-            powers[level] = {"sizes": reached, "exponent": float(np.polyfit(n, step, 1)[0])}
+            medians = [sizes[s]["levels"][level]["median"] for s in reached]
+            powers[level] = {"sizes": reached, "exponent": slope([sizes[s]["parameters"] for s in reached], medians)}
     return rounded({"sizes": sizes, "powers": powers})
 
 

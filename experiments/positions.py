@@ -5,16 +5,9 @@ learning rates, measured three ways.
     python3 -m experiments.positions --out experiments/positions.json   # the same, replacing the committed record
     python3 -m experiments.positions --check    # a reduced run (seconds) of the same shape, and positions.json's
 
-Each run is train.py's default training (oneblock/training.py's train, 12,000 steps of 16 x 64 tokens) with only
-the position scheme, the seed and the learning rate changed: the same data, budget and settings for every scheme. The
-schemes
-(numpy_model.py): learned (a trained row per position), none (a bag of tokens), sinusoidal (a fixed sine/cosine table
-added to the embeddings) and rope (q and k rotated by position inside attention).
-
-A fair comparison gives every scheme its best learning rate, not the one tuned for learned positions: every scheme
-trains with each peak learning rate of SWEEP and every seed, and the runs at the rate their held-out stories choose
-are reported (recording.sweep_data, recording.chosen_lr). After each run, through numpy_fast.py as the training
-itself:
+The schemes, the runs (train.py's training with only the scheme, the seed and the learning rate changed) and the
+sweep that gives each scheme its own best rate: docs/positions.md's "Four schemes" and "The experiment"
+(recording.sweep_data, recording.chosen_lr). After each run, through numpy_fast.py as the training itself:
 
 1. Validation loss: train.py's own (each validation story read from its start), next to the floor of the same
    stories (floor.py): no model can expect to go below it.

@@ -7,46 +7,12 @@ entropy floor of its data, and the scaling law fitted to them with that floor un
     python3 -m experiments.scaling --check --executor dask --workers 2   # the same on a local Dask cluster of two
     python3 -m experiments.scaling --rerun 16x1 --budget 10000000000 --seed 4   # one cell trained again, checked
 
-The data: chains.py's stories (a thing handed along a chain of three hand-overs; 27.94 nats a story, every story as
-likely as every other), drawn fresh for each seed and read once. A run's training stream is its seed's stories, one
-after another, each with its newline; it reads windows of 65 tokens that follow each other (starts 0, 64, 128, ...:
-every token is a target once), so no run reads a window twice, and the record counts how many of the stories it read
-were equal (about none). The 300 tuning stories choose the learning rates; the 8,000 validation stories report, read
-only by the runs the sweep chose (enough that the best model's reducible loss has a standard error of a few percent
-of itself, over the stories); each set drawn with a seed of its own, read from its start as train.py reads its
-validation stories. Their floor is exact: every story's -log p is the generator's entropy, so the floor is stories x
-entropy / tokens.
-
-The grid: widths 8, 16, 32 and 64 (4 d hidden units, one head) with one or two blocks (sizes: from 856 to 99,584
-non-embedding parameters, 116x), each at every compute budget C (10 to 2,560 GFLOP, 256x): a size trains for the steps
-of 16 windows that spend C by ModelConfig.flops_per_token (Chinchilla's approach 2: IsoFLOP curves). Every run is the
-library's training (training.train: numpy_fast.py, float32, Adam, clipping, a warm-up of a tenth of the run up to
-100 steps and a cosine to a tenth of the peak learning rate). The sweep: in every cell (size, budget) the first seed
-trains at each learning rate of the plan (0.003, 0.01, 0.03) and the lowest loss on the tuning stories chooses the
-rate; the two other seeds train at the chosen one, so every point the fits rest on has three seeds. A plan may
-name split seeds: a cell whose three seeds' validation losses span more than the plan's split (some runs have
-learned to follow the chain and some not) trains those seeds too (the recorded grid and the reduced one: more
-than 0.1 nats, two more).
-
-The summaries, each derived from the runs' raw numbers (so `--check` derives them again):
-- each cell's validation loss across seeds, and its reducible loss L - E with E the true floor;
-- the frontier: per budget, the size of least loss, and N_opt, D_opt from a parabola in log N (log D) through the
-  least-loss cell and its neighbours, with tokens per parameter D_opt / N_opt;
-- the law L = E + A / N^alpha + B / D^beta fitted by least squares on log L over every cell (N non-embedding
-  parameters, D training tokens), once with E free and once with E fixed at the true floor; and the exponents of
-  N_opt ~ C^a and D_opt ~ C^b, fitted on the frontier's budgets whose least cell is neither the smallest nor the
-  largest size (`interior`) (the law, its fit and the cells it reads: experiments/scaling_law.py);
-- their intervals: 2.5th to 97.5th percentiles over 200 bootstrap resamplings, each drawing every cell's three seeds
-  with replacement, the cells (for the law) and the budgets (for a and b) with replacement;
-- the fits judged (experiments/scaling_judged.py): E free by the least budget fitted, by least squares and by
-  Chinchilla's Huber fit, with intervals; the law fitted up to a cut predicting the budgets above it; the IsoFLOP
-  exponents by the way a budget's minimum is located; the law's own exponents with FLOPs as they are.
-
-The runs are scaling_runs.py's, trained through one executor of grid.py's: a process pool of every core by default
-(--workers), each worker with one BLAS thread; --executor serial, or dask (a local cluster, or --scheduler's). Each
-run's result is a file in --runs-dir (out/scaling-runs/ beside out/scaling.json), so that a stopped grid resumes
-where it stopped when the same command runs again. Same code, same machine, kernels and thread count: the same
-record, bit for bit, on every executor and worker count, but the "seconds" fields.
+The data, the grid, its sweep and its executors: docs/scaling.md's "The data", "The grid" and "On every core, on
+Dask, and resuming"; what the summaries are and what they found: its "What it found". Every summary is derived from
+the runs' raw numbers, so `--check` derives each again (the law, its fit and the cells it reads:
+experiments/scaling_law.py; the fits judged: experiments/scaling_judged.py; the runs: experiments/scaling_runs.py,
+trained through one executor of experiments/grid.py, each result a file in --runs-dir). Same code, same machine,
+kernels and thread count: the same record, bit for bit, on every executor and worker count, but the "seconds" fields.
 """
 
 import argparse
@@ -67,7 +33,6 @@ from oneblock import machine
 with machine.needed_by("python3 -m experiments.scaling"):
     import numpy as np
 
-    import bpe
     from atomic import same_file
     from experiments import chains, grid
     from experiments.recording import (across_seeds, check_provenance, experiment_parser, field, first_difference,
@@ -78,8 +43,7 @@ with machine.needed_by("python3 -m experiments.scaling"):
     from experiments.scaling_runs import REDUCED  # noqa: F401  (--check's plan: recording.run_or_check reads it)
     from experiments.scaling_runs import (FULL, TUNE_SEED, VALIDATION_SEED, VOCAB, flops_per_token, grid_run, held_out,
                                           parameters, result_problem, run_data, run_problem, run_values, splits,
-                                          steps_for, sweep_tasks, task_key, tokens_for)
-    from oneblock.data import TOKENIZER_FILE
+                                          steps_for, sweep_tasks, task_key, tokenizer, tokens_for)
 
 # ----------------------------------------------------------------------------------------------------------------
 # Settings
@@ -125,7 +89,7 @@ def run_experiment(plan, report=print, kind="process", workers=None, address=Non
     same bit for bit on every executor and worker count (each run computes with one BLAS thread), but "seconds" and
     "cpu_seconds" (this process's CPU and that of the workers it started)."""
     started, cpu, children = time.perf_counter(), time.process_time(), children_cpu()
-    tok = bpe.Tokenizer.load(TOKENIZER_FILE)
+    tok = tokenizer()
     tuning = held_out(tok, TUNE_SEED, plan["tune_stories"])
     validation = held_out(tok, VALIDATION_SEED, plan["validation_stories"])
     tasks, follow, chosen = sweep_tasks(plan)
@@ -425,7 +389,7 @@ def rerun(record, size, budget, seed, until):
         return [r for r in record["runs"] if (r["size"], r["budget"], r["lr"]) == (size, budget, lr)]
 
     def train(lr):
-        tok = bpe.Tokenizer.load(TOKENIZER_FILE)
+        tok = tokenizer()
         steps = steps_for(shape, budget, plan["batch"])
         data, _ = run_data(tok, plan, seed, tokens_for(shape, budget, plan["batch"]),
                            held_out(tok, TUNE_SEED, plan["tune_stories"]), ())

@@ -6,10 +6,8 @@
     python3 -m experiments.spread --out experiments/spread.json    # the same, replacing the committed record
     python3 -m experiments.spread --schemes learned --steps 1000 --out quick-spread.json     # a quicker look
 
-Why last bits differ from one machine to another, and what the record found: docs/reproducibility.md. In short, each
-OpenBLAS kernel family (SkylakeX, Haswell, Sandybridge, Nehalem) and each thread count adds in its own order, and
-12,000 steps grow those differences: the same machine, kernels, thread count and versions give the same bits every
-time (the tests check it); another machine gives a number within the spread this script records.
+Why last bits differ from one machine to another (each OpenBLAS kernel family and thread count adds in its own
+order), and what the record found: docs/reproducibility.md.
 
 It trains with the library's train (oneblock/training.py) in a fresh process per (family, threads), with
 OPENBLAS_CORETYPE forcing the family (read when OpenBLAS loads, so it must be set for a new process):
