@@ -33,10 +33,11 @@ FORMATS = {name: json.loads((ROOT / "experiments" / f"{name}.json").read_text(en
            for name in ("positions", "depth", "scaling", "spread", "drops")}  # each record's "format" field
 
 
-def copy_lab(dest):
-    """What the experiments read and run, copied to dest: the root's scripts and data, oneblock/ and experiments/
-    with their records. Returns dest."""
-    dest.mkdir(parents=True, exist_ok=True)
+@pytest.fixture
+def lab(tmp_path_factory):
+    """What the experiments read and run, copied to a folder of its own: the root's scripts and data, oneblock/ and
+    experiments/ with their records."""
+    dest = tmp_path_factory.mktemp("lab")
     for path in ROOT.iterdir():
         if path.is_file() and path.suffix in (".py", ".json", ".txt"):
             shutil.copy2(path, dest / path.name)
@@ -45,28 +46,20 @@ def copy_lab(dest):
     return dest
 
 
-@pytest.fixture
-def lab(tmp_path_factory):
-    return copy_lab(tmp_path_factory.mktemp("lab"))
-
-
-def limits(fsize=None):
-    """A preexec_fn: the memory limit (every run here: a record read without end fails, it cannot swap), SIGINT as a
-    terminal sends it (a background pytest starts its children with it ignored), and with fsize file_size_limit's."""
-    def limit():
+def started(module, *args, cwd, fsize=None, prefix=()):
+    """python3 -m experiments.<module> args (or prefix, a python3 -c hook, and then the module), started in cwd in a
+    session of its own, so that a run that goes on too long is stopped with every process it started; under the
+    memory limit (a record read without end fails, it cannot swap), with SIGINT as a terminal sends it (a background
+    pytest starts its children with it ignored), and with fsize file_size_limit's."""
+    def limits():
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         memory_limit(MOST_MEMORY)()
         if fsize is not None:
             file_size_limit(fsize)()
-    return limit
 
-
-def started(module, *args, cwd, fsize=None, prefix=()):
-    """python3 -m experiments.<module> args (or prefix, a python3 -c hook, and then the module), started in cwd in a
-    session of its own, so that a run that goes on too long is stopped with every process it started."""
     cmd = [sys.executable, *prefix, *(() if prefix else ("-m",)), f"experiments.{module}", *map(str, args)]
     return subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, preexec_fn=limits(fsize))
+                            start_new_session=True, preexec_fn=limits)
 
 
 def finished(proc, timeout):

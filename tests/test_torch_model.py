@@ -8,7 +8,6 @@ its agreement on random sizes. Skipped only when torch is not installed; CI inst
 
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fastpath_helpers import PATHS, configs, draw_batch, jittered
+from run_helpers import ROOT
 
 from oneblock import config as model_config
 from oneblock.config import SCHEMES, ModelConfig
@@ -23,7 +23,6 @@ from oneblock.config import SCHEMES, ModelConfig
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install -r tests/requirements-torch.txt)")
 tm = pytest.importorskip("oneblock.torch_model")  # (it imports torch: only once torch is known to be there)
 
-ROOT = Path(__file__).resolve().parent.parent
 TOL = 1e-11
 
 
