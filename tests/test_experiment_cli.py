@@ -261,8 +261,6 @@ def test_a_stray_option_is_one_line_from_the_command_line(lab, module, args, phr
 
 @POSIX
 def test_a_full_run_writes_the_committed_record_only_when_its_path_is_named(lab):
-    from oneblock import machine
-
     if machine.openblas_core() is None:
         pytest.skip("NumPy here does not use OpenBLAS kernels that OPENBLAS_CORETYPE can choose")
     committed = (lab / "experiments" / "spread.json").read_bytes()
@@ -512,8 +510,6 @@ def test_the_page_shows_the_records_tables(name, page, part, count, capsys):
     ("other", float("nan"), 0.5, [0.45, 0.5, 0.6], False, "NOT OK: c: nan from the record, further than"),
 ])
 def test_a_reruns_verdict(kernels, got, recorded, seeds, ok, said):
-    from oneblock import machine
-
     with machine.use_threads(1):
         here = machine.blas(1)
         record = {"machine": here if kernels == "here" else OTHER_KERNELS}
