@@ -5,20 +5,13 @@ committed record's cell rerun to its digits is docs/depth.md's command, which te
 
 import json
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-import bpe
 import make_corpus
 from experiments import depth, induction
-from test_positions import reduced_run, verdicts_on_made_up_records
-
-ROOT = Path(__file__).resolve().parent.parent
-
-TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
-VAL = (ROOT / "corpus.txt").read_text(encoding="utf-8").splitlines()[-300:]  # train.py's validation stories
+from test_positions import TOK, VAL, reduced_run, verdicts_on_made_up_records
 
 
 def record():

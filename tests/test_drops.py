@@ -9,9 +9,7 @@ import math
 import numpy as np
 import pytest
 
-pytest.importorskip("numpy")
-
-from experiments import drops  # noqa: E402
+from experiments import drops
 
 
 def committed():

@@ -133,6 +133,8 @@ def test_a_step_maps_no_fresh_memory(scheme, dtype, blocks, heads):
 
 
 def test_a_workspace_refuses_other_shapes():
+    """Each call, against the workspace's own shapes and dtype. (What a new one refuses is numpy_model's checks, which
+    the one-off functions reach through it: tests/test_numpy_paths.py's and tests/test_grown.py's, for both paths.)"""
     ws = nf.Workspace(P, SERIES_CONFIG, 2, 5)
     ids, targets = batch(4, (2, 5))
     with pytest.raises(ValueError, match=r"this workspace is for IDs of shape \(2, 5\), got \(3, 5\)"):
@@ -142,16 +144,8 @@ def test_a_workspace_refuses_other_shapes():
     with pytest.raises(ValueError, match="this workspace was made for NumPy arrays in float64, but parameter tok_emb"
                                          " is a ndarray in float32"):
         ws.loss_and_grads(nm.from_lists(jittered(*SERIES, scale=0.05), np.float32), ids, targets)
-    with pytest.raises(ValueError, match=r"parameter dict is missing tensors: \['Wq'\]"):
-        ws.forward({name: t for name, t in P.items() if name != "Wq"}, ids)
     with pytest.raises(ValueError, match=r"parameter dict has unknown tensors: \['block1.ln1_g', 'block1.ln1_b'"):
         ws.forward(GROWN, ids)  # the parameters of another config
-    with pytest.raises(ValueError, match="sequence of 65 tokens is longer than the 64 positions the model has$"):
-        nf.Workspace(P, SERIES_CONFIG, 2, 65)
-    with pytest.raises(ValueError, match="empty batch"):
-        nf.Workspace(P, SERIES_CONFIG, 0, 5)
-    with pytest.raises(ValueError, match="heads = 3 does not divide the width d = 16"):
-        nf.Workspace(P, config_for(*SERIES, heads=3), 2, 5)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

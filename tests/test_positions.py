@@ -4,7 +4,6 @@ read the validation stories as described."""
 
 import json
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,9 +12,7 @@ import bpe
 import make_corpus
 from experiments import positions
 from oneblock import machine
-from run_helpers import files_under
-
-ROOT = Path(__file__).resolve().parent.parent
+from run_helpers import ROOT, files_under
 
 TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
 VAL = (ROOT / "corpus.txt").read_text(encoding="utf-8").splitlines()[-300:]  # train.py's validation stories

@@ -1,15 +1,12 @@
 """bpe.py against the Hugging Face `tokenizers` library reading the same tokenizer.json."""
 
-from pathlib import Path
-
 import pytest
 from hypothesis import given, settings, strategies as st
 
 import bpe
+from run_helpers import ROOT
 
 tokenizers = pytest.importorskip("tokenizers")
-
-ROOT = Path(__file__).resolve().parent.parent
 
 TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
 HF = tokenizers.Tokenizer.from_file(str(ROOT / "tokenizer.json"))
@@ -21,7 +18,6 @@ REQUIRED = [
     "now leo gives the hat to mia.",
     "mia has a red ball.",
     "mia has a red hat.",
-    LINES[0],
 ]
 
 

@@ -1,21 +1,21 @@
 """PyTorch autograd in float64 (torch_model.py) against both NumPy paths (numpy_model.py and numpy_fast.py, each test
-once for each), through dev/compare.py's rows: every intermediate, the logits, the loss and every gradient within
-1e-11 relative (largest absolute difference / largest absolute value of the reference tensor), on random model-like
-configs of every scheme and size and at the series' sizes. That the twin computes the model of a config is
-tests/test_one_config.py's (every implementation, one config); this file holds what is the twin's own: its
-independence of the NumPy path, its reading of the config, and its agreement on random sizes. Skipped only when torch
-is not installed; CI installs torch==2.13.0 (tests/requirements-torch.txt)."""
+once for each), through dev/compare.py's rows: every intermediate, the logits, the loss and every gradient within 1e-11
+relative (largest absolute difference / largest absolute value of the reference tensor), on random model-like configs of
+every scheme and size. That the twin computes the model of a config is tests/test_one_config.py's (every implementation,
+one config); this file holds what is the twin's own: its independence of the NumPy path, its reading of the config, and
+its agreement on random sizes. Skipped only when torch is not installed; CI installs torch==2.13.0
+(tests/requirements-torch.txt)."""
 
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastpath_helpers import (PATHS, SERIES, configs, draw_batch, jittered)
+from fastpath_helpers import PATHS, configs, draw_batch, jittered
+from run_helpers import ROOT
 
 from oneblock import config as model_config
 from oneblock.config import SCHEMES, ModelConfig
@@ -23,7 +23,6 @@ from oneblock.config import SCHEMES, ModelConfig
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install -r tests/requirements-torch.txt)")
 tm = pytest.importorskip("oneblock.torch_model")  # (it imports torch: only once torch is known to be there)
 
-ROOT = Path(__file__).resolve().parent.parent
 TOL = 1e-11
 
 
@@ -84,30 +83,6 @@ def test_grown_numpy_paths_match_the_twin_in_every_intermediate_and_gradient(pat
     assert [name for name, *_ in rows][-len(params):] == ["grad " + name for name in params]
     bad = [(name, rel) for name, _, _, rel, ok in rows if not ok]
     assert not bad, bad
-
-
-@pytest.mark.parametrize("path", PATHS)
-@pytest.mark.parametrize("blocks, heads", [(1, 1), (2, 4)])
-def test_series_size_worst_relative_error(path, blocks, heads, capsys):
-    """1 block x 1 head and 2 blocks x 4 heads at series width, B 4, T 64 (80 for the schemes without learned rows,
-    past their 64), every scheme: every row within 1e-11; prints the worst."""
-    from dev import compare
-
-    worst = {}
-    for scheme in SCHEMES:
-        params = jittered(*SERIES[:4], 5, scale=0.05, blocks=blocks)
-        config = ModelConfig(*SERIES[:4], blocks=blocks, heads=heads, positions=scheme)
-        rng = np.random.default_rng(5)
-        T = 64 if scheme == "learned" else 80
-        ids, targets = rng.integers(0, 96, (4, T)), rng.integers(0, 96, (4, T))  # (B, T) each
-        rows = compare.compare(compare.torch_run(params, ids, targets, config),
-                               compare.numpy_run(params, ids, targets, config, path), TOL)
-        assert all(ok for *_, ok in rows), [r for r in rows if not r[-1]]
-        worst[scheme] = max(rows, key=lambda r: r[3])
-    with capsys.disabled():
-        for scheme, (name, _, _, rel, _) in worst.items():
-            print(f"\n{path.__name__} vs twin, {blocks} blocks x {heads} heads, {scheme}: worst {rel:.2e} relative"
-                  f" ({name})", end="")
 
 
 def test_the_twin_with_one_head_has_no_heads_axis_and_the_other_blocks_are_named_like_their_parameters():

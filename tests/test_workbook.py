@@ -14,8 +14,8 @@ import pytest
 
 from oneblock import grade, mistakes, workbook
 from oneblock.mistakes import MISTAKES
+from run_helpers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 LAB = mistakes.LAB_MODEL.read_text(encoding="utf-8")
 DB = "    db = column_sums(dy)  # (n,)"  # a line of layernorm_backward
 
