@@ -300,10 +300,9 @@ def compare_paths(params, ids, targets, config, no_torch):
     elif skipped is None:
         base, against, tol = torch_run(params, ids, targets, config), "PyTorch float64 autograd", TORCH_TOLERANCE
     else:
-        what = f"a model of {config.blocks_and_heads()}" if config.grown else f"positions {config.positions}"
         say_skipped(skipped)
-        print(f"{what} has no reference in model.py, so without the twin numpy_fast is compared with numpy_model:"
-              f" the tuned path against the plain one\n")
+        print(f"the model {config.seed_problem()}, so it has no reference in model.py; without the twin numpy_fast"
+              f" is compared with numpy_model: the tuned path against the plain one\n")
         base = numpy_run(params, ids, targets, config, paths.pop("numpy_model"))
         against, tol = "numpy_model float64", TOLERANCE
     ok = True

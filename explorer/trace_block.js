@@ -12,20 +12,21 @@ import { EXACT, backward, forward, loss_and_dlogits, model_config, sequence_loss
 export const TINY = { d: 4, hidden: 8, max_len: 8, seed: 3 }; // trace_block.TINY: small enough to check every number
 export const STEP = 1e-6; // central-difference step of the gradient check
 
-/** The config of the tiny copy of a model (its model_config): TINY's sizes, with the model's vocabulary, blocks,
- * heads and scheme, and the width raised where the heads need it (each head at least 1 wide; with rope, an even
- * width per head). Its weights are drawn from TINY.seed.
+/** The config of the tiny copy of a model (its model_config): TINY's sizes, with the rest of the model's config
+ * (its vocabulary, blocks, heads, scheme and any other setting), and the width raised where the heads need it (each
+ * head at least 1 wide; with rope, an even width per head). Its weights are drawn from TINY.seed.
  *
  *     tiny_config(model_config({ vocab: 96, d: 16, hidden: 64, max_len: 64 }))
  *     // {vocab: 96, d: 4, hidden: 8, max_len: 8, blocks: 1, heads: 1, positions: "learned"}
  *     tiny_config(model_config({ vocab: 96, d: 16, hidden: 64, max_len: 64, blocks: 3, heads: 4,
  *       positions: "rope" })).d   // 8: four heads of width 2 */
-export function tiny_config({ vocab, blocks, heads, positions }) {
+export function tiny_config(config) {
+  const { heads, positions } = config;
   let width = Math.max(1, Math.ceil(TINY.d / heads)); // of one head
   if (positions === "rope" && width % 2) width += 1;
   const d = width * heads;
   const hidden = TINY.hidden * (d / TINY.d);
-  return model_config({ vocab, d, hidden, max_len: TINY.max_len, blocks, heads, positions });
+  return model_config({ ...config, d, hidden, max_len: TINY.max_len });
 }
 
 // ----------------------------------------------------------------------------------------------------------------

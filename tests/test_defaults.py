@@ -33,7 +33,7 @@ def parser_of(monkeypatch, changed=None):
     parser = train["build_parser"]()
     names = {f.name for f in dataclasses.fields(settings.Settings)}
     return {"defaults": {a.dest: parser.get_default(a.dest) for a in parser._actions if a.dest in names},
-            "help": parser.format_help(),
+            "choices": {a.dest: a.choices for a in parser._actions if a.choices}, "help": parser.format_help(),
             "same": train["settings_from"](parser.parse_args([])) == settings.Settings()}
 
 
@@ -41,7 +41,7 @@ def test_every_flag_of_a_setting_has_the_fields_default(monkeypatch):
     got = parser_of(monkeypatch)
     want = {field.name: field.default for field in dataclasses.fields(Settings) if field.name not in FLAGLESS}
     assert got["defaults"] == want  # every setting has its flag, None-filled defaults included
-    assert len(want) == 29 and want["seq_len"] is None and want["positions"] == "learned"
+    assert want["seq_len"] is None and want["positions"] == "learned"
     assert got["same"]  # and no flag given is the default settings
 
 
@@ -49,22 +49,20 @@ def test_every_flag_of_a_setting_has_the_fields_default(monkeypatch):
 # A changed default shows through
 
 
-CHOICES = {"backend": "torch", "positions": "rope", "device": "cpu", "dtype": "float64"}  # another valid choice
+CHOICES = {"backend": "torch", "positions": "rope", "device": "cpu", "dtype": "float64"}  # valid together
 
 
-def changed(field):
-    """Another default for the field, of its type: what the parser must then show."""
-    if field.name in CHOICES:
-        return CHOICES[field.name]
+def changed(field, choices):
+    """Another default for the field, of its type: what the parser must then show. A flag of choices gets another
+    of them (CHOICES', where a setting's choice depends on another's)."""
+    if field.name in choices:
+        return CHOICES.get(field.name) or next(c for c in choices[field.name] if c != field.default)
     kind = next(k for k in typing.get_args(field.type) or (field.type,) if k is not type(None))
     if kind is bool:
         return not field.default
     if kind is str:
         return "other.txt"
     return (field.default or 0) + (7 if kind is int else 0.5)  # (None-filled ones get a number)
-
-
-OTHER = {field.name: changed(field) for field in dataclasses.fields(Settings)}
 
 
 def help_of(text):
@@ -79,16 +77,19 @@ def help_of(text):
 
 
 def test_a_changed_default_shows_through_in_every_flag_and_its_help(monkeypatch):
-    assert all(OTHER[field.name] != field.default for field in dataclasses.fields(Settings))  # each one changed
-    got = parser_of(monkeypatch, OTHER)
-    assert got["defaults"] == {name: value for name, value in OTHER.items() if name not in FLAGLESS}
+    choices = parser_of(monkeypatch)["choices"]
+    other = {field.name: changed(field, choices) for field in dataclasses.fields(Settings)}
+    assert set(CHOICES) <= set(choices)
+    assert all(other[field.name] != field.default for field in dataclasses.fields(Settings))  # each one changed
+    got = parser_of(monkeypatch, other)
+    assert got["defaults"] == {name: value for name, value in other.items() if name not in FLAGLESS}
     assert got["same"]
     lines = help_of(got["help"])
     for flag in ("--steps", "--batch", "--lr", "--min-lr", "--threads", "--width", "--max-len", "--blocks",
                  "--heads", "--eval-every", "--ckpt-every", "--seed", "--clip", "--beta1", "--beta2"):
-        assert f"(default: {OTHER[flag[2:].replace('-', '_')]}" in lines[flag], lines[flag]
-    assert f"(default: {OTHER['backend']})" in lines["--backend"]
-    assert f"(default: {OTHER['positions']})" in lines["--positions"]
-    assert f"(default: --max-len, {OTHER['max_len']})" in lines["--seq-len"]  # another flag's default, quoted
-    assert f"(--width, {OTHER['width']} by default)" in lines["--heads"]
+        assert f"(default: {other[flag[2:].replace('-', '_')]}" in lines[flag], lines[flag]
+    assert f"(default: {other['backend']})" in lines["--backend"]
+    assert f"(default: {other['positions']})" in lines["--positions"]
+    assert f"(default: --max-len, {other['max_len']})" in lines["--seq-len"]  # another flag's default, quoted
+    assert f"(--width, {other['width']} by default)" in lines["--heads"]
     assert f"(default: {Settings.steps})" not in lines["--steps"]
