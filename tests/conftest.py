@@ -17,7 +17,7 @@ from hypothesis import settings
 
 from oneblock import machine
 from checkpoint_edits import write_bases
-from run_helpers import open_page, own_text, served
+from run_helpers import own_text, served
 
 LONGEST_FIRST = ["test_fuzz_checkpoints.py", "test_readme.py", "test_bench.py", "test_torch_train.py",
                  "test_explorer.py", "test_grown.py"]  # the files whose tests take longest, each a minute or two
@@ -114,6 +114,20 @@ if os.environ.get("CI"):
 IN_CI = os.environ.get("CI", "").lower() in ("true", "1")
 
 
+def open_page(browser, url, width=1280, init_script=None):
+    """A new page (a context of its own, so an empty localStorage) at url, loaded and ready (window.ready), and the
+    list its console errors and page errors go to; init_script runs in the page before its own scripts."""
+    page = browser.new_page(viewport={"width": width, "height": 900}, accept_downloads=True)
+    errors = []
+    page.on("console", lambda m: m.type == "error" and errors.append(f"console: {m.text}"))
+    page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+    if init_script:
+        page.add_init_script(init_script)
+    page.goto(url)
+    page.wait_for_function("window.ready === true")
+    return page, errors
+
+
 @pytest.fixture(scope="module")
 def browser():
     """The system's Chromium, headless, driven by Playwright, for one test module's tests."""
@@ -152,7 +166,7 @@ def modules_page(browser):
 
 @pytest.fixture
 def pages(browser):
-    """pages(url, width, init_script, failing): run_helpers.open_page's page at url, closed after the test. After
+    """pages(url, width, init_script, failing): open_page's page at url, closed after the test. After
     it, no page the test opened may have logged a console or page error, but one that contains the phrase failing,
     given for a page opened to fail (a worker that throws, a page without its data)."""
     opened = []

@@ -170,20 +170,6 @@ def served(folder):
         thread.join()
 
 
-def open_page(browser, url, width=1280, init_script=None):
-    """A new page (a context of its own, so an empty localStorage) at url, loaded and ready (window.ready), and the
-    list its console errors and page errors go to; init_script runs in the page before its own scripts."""
-    page = browser.new_page(viewport={"width": width, "height": 900}, accept_downloads=True)
-    errors = []
-    page.on("console", lambda m: m.type == "error" and errors.append(f"console: {m.text}"))
-    page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
-    if init_script:
-        page.add_init_script(init_script)
-    page.goto(url)
-    page.wait_for_function("window.ready === true")
-    return page, errors
-
-
 def ran(script, capsys, *args, umask=None):
     """One of the lab's scripts run in this process as its command line runs it (through runpy, as __main__, with
     sys.argv its script and args, under umask when given; both put back after), read as a subprocess's run is: a

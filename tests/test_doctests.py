@@ -4,11 +4,10 @@ torch is installed. A module left out of both would keep examples nobody runs, a
 
 import doctest
 import importlib
-from pathlib import Path
 
 import pytest
+from run_helpers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 NEED_TORCH = ["oneblock/torch_model.py", "oneblock/torch_train.py"]
 FOLDERS = (ROOT, ROOT / "oneblock", ROOT / "experiments", ROOT / "dev")  # where the lab's modules are
 

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from test_layout import FOLDERS, root_entries
+from test_layout import FOLDERS, ROOT, root_entries
 from test_readme import PAGES, fresh_copy, page_commands, page_text
 
-ROOT = Path(__file__).resolve().parent.parent
 WRITES = ("--out", "--export", "--json")  # the options by which a command names a file or folder it writes
 
 

@@ -308,7 +308,6 @@ def test_the_pins_of_the_requirements_files_are_pyprojects():
     extras = project["optional-dependencies"]
     assert sorted(extras["test"]) == pins(ROOT / "tests" / "requirements.txt")
     assert sorted(extras["torch"]) == pins(ROOT / "tests" / "requirements-torch.txt") == ["torch==2.13.0"]
-    assert all("==" in pin for pin in extras["test"] + extras["torch"])  # every version pinned
     assert project["dependencies"] == [] and sys.version_info >= (3, 11)  # (tomllib: the tests' Python)
 
 

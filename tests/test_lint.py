@@ -4,11 +4,9 @@ file of the tree, with no finding. The explorer's JavaScript has its own check (
 import importlib.util
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
+from run_helpers import ROOT
 
 
 def test_ruff_finds_nothing():

@@ -5,12 +5,9 @@ package missing as where it is not installed)."""
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from run_helpers import run_without
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize("blocked, script, args, who", [
