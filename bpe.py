@@ -13,11 +13,8 @@ How it works:
    digit and punctuation stays apart. "Mia has 2 hats.\n" -> "Mia", " has", " ",
    "2", " hats", ".", "\n". A word is a run of letters (str.isalpha: capitals,
    lowercase and non-ASCII letters alike) and of the combining marks that some
-   accents are written with. The regex is written out for the tokenizer's own
-   alphabet (pattern_for): the ranges a-z and A-Z for whichever ASCII letters it
-   has, then its other letters one by one, so Python's re, the Hugging Face
-   library and the browser all read it the same way, whatever their idea of a
-   letter. For corpus.txt's lowercase alphabet it is " ?[a-z]+|[^a-z]" (PATTERN).
+   accents are written with. The regex is pattern_for(the alphabet), written out
+   letter by letter (docs/own-text.md says why): " ?[a-z]+|[^a-z]" for corpus.txt.
 2. The base vocabulary is the sorted set of characters of the training text.
 3. Training repeats: count every adjacent pair of tokens inside the pieces, each
    piece weighted by how often it occurs, and merge the most frequent pair into a
@@ -34,10 +31,8 @@ How it works:
    A character outside the alphabet is an error that names it and its position:
    there is no fallback, so a text is never silently changed.
 
-Training is the classmethod Tokenizer.train(text, vocab_size); read_text reads a training text from a file and
-says clearly what is wrong with one that is not UTF-8 text or is past MOST_TEXT, before any work, and train_on_text
-trains on it. The text is split a stretch at a time (stretches), so that no list of all its pieces is ever made.
-What bpe.py --data writes, as private as the text, and what it never replaces, train_on_file says.
+Training is the classmethod Tokenizer.train(text, vocab_size); bpe.py --data (train_on_file) trains on a file's text
+and writes its tokenizer as docs/own-text.md says.
 """
 
 import argparse
@@ -121,16 +116,13 @@ def stretches(text, alphabet, size=STRETCH):
     >>> list(stretches("mia has a hat.", "\\n .ahimst", size=4))
     [['mia', ' has'], [' a', ' hat'], ['.']]
     """
-    pattern, word = re.compile(pattern_for(alphabet)), letter_class(alphabet)
+    pattern, word = pattern_for(alphabet), letter_class(alphabet)
     cut = re.compile(f"[^{word}]") if word else None  # (no letters: every character is a piece)
     start = 0
     while start < len(text):
         found = cut.search(text, start + size) if cut else None
         end = found.start() if found else len(text) if cut else min(start + size, len(text))
-        pieces = pattern.findall(text, start, end)
-        if sum(map(len, pieces)) != end - start:  # as in pretokenize: cannot happen with pattern_for's patterns
-            raise ValueError(f"pattern {pattern.pattern!r} does not cover the text {text[start:end]!r:.80}")
-        yield pieces
+        yield pretokenize(text[start:end], pattern)
         start = end
 
 

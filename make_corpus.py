@@ -131,13 +131,6 @@ def draw_choices(shape, pick):
     return chosen
 
 
-def draw_story(rng):
-    """Draw one story: (text, log-probability), using rng for every choice."""
-    shape = rng.choice(sorted(SHAPES))
-    chosen = draw_choices(shape, rng.choice)
-    return render(shape, chosen), choices_log_prob(shape, chosen)
-
-
 # ----------------------------------------------------------------------------
 # reading a story back into its choices
 
@@ -208,8 +201,10 @@ def generate():
         raise ValueError(f"the first story renders as {first!r}; expected {FIRST_STORY!r}")
     stories = [(first, choices_log_prob(FIRST_SHAPE, FIRST_CHOICES))]
     rng = random.Random(SEED)
-    while len(stories) < N_STORIES:
-        stories.append(draw_story(rng))
+    while len(stories) < N_STORIES:  # a shape, then its slots, every choice drawn with rng
+        shape = rng.choice(sorted(SHAPES))
+        chosen = draw_choices(shape, rng.choice)
+        stories.append((render(shape, chosen), choices_log_prob(shape, chosen)))
     return stories
 
 

@@ -79,13 +79,13 @@ def build_parser():
                  " standard library only, hundreds of times slower: for reading along with a few steps (one block"
                  " and one head only). torch: torch_model.py on --device, in one process or data-parallel under"
                  " torchrun (torch_train.py) (default: %(default)s)")
-    setting("--device", choices=("cpu", "cuda", "mps", "auto"),
+    setting("--device", choices=settings.DEVICES,
             help="where --backend torch computes (default: auto, CUDA when there is one, else the CPU)")
     setting("--threads", type=int, metavar="N",
             help="BLAS threads of the numpy backends, and of numpy's loss over a large vocabulary (default:"
                  " %(default)s). At this model size one thread is"
                  " as fast as two on a quiet machine and several times faster on a busy one")
-    setting("--dtype", choices=("float32", "float64"),
+    setting("--dtype", choices=settings.DTYPES,
             help="floating-point type of the weights and of Adam's moments (default: float32 for numpy;"
                  " the python backend computes in float64 only)")
     setting("--steps", type=int, metavar="N", help="optimiser steps in the whole run (default: %(default)s)")

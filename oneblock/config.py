@@ -20,19 +20,9 @@ model.py, the seed's one-block reference, knows two of the schemes through its o
 "learned", False is "none"); `seed_switch` is the one place that turns a config into it, and the checkpoint's JSON
 keeps the switch beside the scheme (`to_json`), so that a file written before the schemes still reads.
 
-A grown model stacks `blocks` pre-norm blocks, each with its own layer norms, attention and MLP, between the
-embeddings and one final layer norm; its attention has `heads` heads of width d / heads each. Names, in the order of
-the parameter dict:
-
-    tok_emb, pos_emb                          the embeddings, as in model.py
-    ln1_g, ln1_b, Wq, ..., W2, b2             block 0: model.py's names, so a one-block model is model.py's dict
-    block1.ln1_g, block1.ln1_b, ...           block 1: the same names after "block1."
-    ...                                       block k: after "block{k}."
-    lnf_g, lnf_b, W_out, b_out                the final layer norm and the output layer, as in model.py
-
-Heads add no tensor: head h of a block reads columns h d/heads .. (h + 1) d/heads - 1 of its Wq, Wk and Wv, and
-writes through the same rows of its Wo (as GPT-2 does), so the number of heads is a size that the weights cannot
-tell; checkpoints record it.
+A grown model stacks `blocks` blocks of `heads` heads each: docs/growing.md gives its equations and its parameters'
+names in the order of the parameter dict (block 0's are model.py's, block k's the same after "block{k}."). Heads add
+no tensor, so their number is a size that the weights cannot tell; checkpoints record it.
 """
 
 import dataclasses

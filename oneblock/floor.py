@@ -28,6 +28,7 @@ from pathlib import Path
 
 from atomic import write_atomic
 import bpe
+from bpe import CORPUS_FILE, TOKENIZER_FILE  # the stories, one per line, and the tokenizer that counts their tokens
 import make_corpus
 from oneblock.tensorfile import sha256_file, sha256_text
 
@@ -35,8 +36,6 @@ from oneblock.tensorfile import sha256_file, sha256_text
 # settings
 
 ROOT = Path(__file__).resolve().parent.parent  # the lab's folder, where the corpus and its tokenizer are
-CORPUS_FILE = "corpus.txt"                  # the stories, one per line
-TOKENIZER_FILE = "tokenizer.json"           # counts the tokens
 ENTROPY_FILE = "corpus-entropy.json"        # what this module writes, beside itself
 RECORD = Path(__file__).resolve().parent / ENTROPY_FILE
 COMMAND = "python3 -m oneblock.floor"       # writes it
@@ -56,17 +55,19 @@ def story_floor(stories, tok):
     return nats, tokens
 
 
-def entropy_record(corpus, tok, tokenizer_sha256):
-    """The content of corpus-entropy.json, as a dict, for the corpus text and a tokenizer (with its file's hash)."""
+def fresh_text(folder=ROOT):
+    """corpus-entropy.json as it should be for the corpus and tokenizer in folder (its keys in this order)."""
+    corpus = (Path(folder) / CORPUS_FILE).read_text(encoding="utf-8")
+    tok = bpe.Tokenizer.load(Path(folder) / TOKENIZER_FILE)
     stories = corpus.splitlines()
     if not stories or corpus != "".join(s + "\n" for s in stories):
         raise ValueError("the corpus must be non-empty stories, one per line, each ending with a newline")
     nats, tokens = story_floor(stories, tok)
-    return {
+    record = {
         "format": FORMAT,
         "corpus": CORPUS_FILE,
         "corpus_sha256": sha256_text(corpus),
-        "tokenizer_sha256": tokenizer_sha256,
+        "tokenizer_sha256": sha256_file(Path(folder) / TOKENIZER_FILE),
         "stories": len(stories),
         "tokens": tokens,
         "total_nats": nats,
@@ -76,14 +77,7 @@ def entropy_record(corpus, tok, tokenizer_sha256):
         "note": "nats_per_token is the lowest mean loss any model can expect on these stories: the generator's own"
                 " -log p per story, divided by the story's tokens (its newline included)",
     }
-
-
-def fresh_text(folder=ROOT):
-    """corpus-entropy.json as it should be for the corpus and tokenizer in folder."""
-    corpus = (Path(folder) / CORPUS_FILE).read_text(encoding="utf-8")
-    tok = bpe.Tokenizer.load(Path(folder) / TOKENIZER_FILE)
-    record = entropy_record(corpus, tok, sha256_file(Path(folder) / TOKENIZER_FILE))
-    return json.dumps(record, indent=2) + "\n"  # (its keys in entropy_record's order)
+    return json.dumps(record, indent=2) + "\n"
 
 
 def load_floor():

@@ -39,11 +39,9 @@ HOST_REFUSED = {400: "Bad request: expected one Host header naming this server",
 
 def host_status(hosts, port):
     """None if hosts, the values of a request's Host header lines, name the server at 127.0.0.1:port, else the
-    status that refuses the request, before anything of the folder is looked at. 400 (as RFC 9112, section 3.2,
-    asks of a server) for no Host, an empty one, more than one, or one that is no host and port at all; 421
-    (Misdirected Request: this server cannot answer for that name) for any other name than OWN_NAMES, or another
-    port. The name's case is ignored and so is one trailing dot (LOCALHOST and localhost. are localhost); a Host
-    without a port means port 80 (RFC 9110, section 4.2.1), so a bare name is accepted only when port is 80.
+    status that refuses the request, before anything of the folder is looked at: 400 when there is not exactly one
+    host and port (RFC 9112, section 3.2), 421 for a name other than OWN_NAMES or another port, as docs/explorer.md
+    says (a bare name means port 80, RFC 9110, section 4.2.1).
 
     >>> host_status(["127.0.0.1:8765"], 8765), host_status(["LocalHost.:8765"], 8765), host_status(["[::1]:80"], 80)
     (None, None, None)

@@ -39,6 +39,7 @@ TRAINING_SETTINGS = ("backend", "threads", "dtype", "steps", "batch", "seq_len",
 TEXT_SETTINGS = ("val_fraction", "vocab_size")  # added to those with data (the text and the tokenizer are hashed)
 HOW_RUN = ("backend", "threads")  # where the same run computes: a checkpoint resumes on another backend too
 DTYPES = ("float32", "float64")  # of the weights and of Adam's moments
+DEVICES = ("cpu", "cuda", "mps", "auto")  # where the torch backend computes (auto: CUDA when there is one)
 
 # ----------------------------------------------------------------------------------------------------------------
 # The settings
@@ -245,8 +246,8 @@ def _problem(given, s):
             return (f"torchrun started {s.world} processes, but only --backend torch trains data-parallel; add"
                     f" --backend torch, or run train.py without torchrun")
         return _memory_problem(s)
-    if s.device not in ("cpu", "cuda", "mps", "auto"):
-        return f"--device {s.device!r}: expected one of cpu, cuda, mps, auto"
+    if s.device not in DEVICES:
+        return f"--device {s.device!r}: expected one of {', '.join(DEVICES)}"
     machine.need("torch", "train.py --backend torch")
     from oneblock import torch_train
 
