@@ -20,7 +20,6 @@ import math
 import os
 import random
 import sys
-from pathlib import Path
 
 from oneblock import checkpoint, machine
 from oneblock.data import TOKENIZER_FILE
@@ -62,11 +61,7 @@ def main(argv=None):
 
     try:  # a size too large for memory, a missing or bad checkpoint, one the backend cannot run, a bad prompt
         machine.check_memory(TOKEN_BYTES * args.tokens, f"--tokens {args.tokens}")
-        if not Path(args.ckpt).exists():
-            raise ValueError(f"no checkpoint at {args.ckpt}; train one with python3 train.py")
-        if Path(args.ckpt).is_dir():
-            raise ValueError(f"--ckpt {args.ckpt} is a folder; expected a checkpoint file such as"
-                             f" {Path(args.ckpt) / 'ckpt.safetensors'}")
+        checkpoint.named_checkpoint(args.ckpt)
         next_logits, ckpt = load_logits_fn(args.ckpt, args.backend)
         tok = checkpoint.tokenizer_of(ckpt, TOKENIZER_FILE, args.ckpt)
         try:

@@ -35,6 +35,7 @@ import itertools
 import json
 import math
 import re
+from pathlib import Path
 
 from atomic import write_atomic
 import bpe
@@ -389,6 +390,22 @@ def load_bytes(raw, where):
         "rng": rng_from_tensor(tensors[RNG][2]),
         "metadata": metadata,
     }
+
+
+def named_checkpoint(path, instead=""):
+    """The checkpoint a command's --ckpt names, as a Path to read, or a ValueError where there is none (ending with
+    what to do instead of training one) or it is a folder.
+
+    >>> named_checkpoint("no-such.safetensors", ", or leave out --ckpt")
+    Traceback (most recent call last):
+    ValueError: no checkpoint at no-such.safetensors; train one with python3 train.py, or leave out --ckpt
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"no checkpoint at {path}; train one with python3 train.py{instead}")
+    if path.is_dir():
+        raise ValueError(f"--ckpt {path} is a folder; expected a checkpoint file such as {path / 'ckpt.safetensors'}")
+    return path
 
 
 def load_checkpoint(path):

@@ -78,10 +78,9 @@ def read_weights(ckpt_path, explicit, data=None):
     missing (when asked for by name), bad, too large for the page (page_fits) or whose text is not found is a
     ValueError."""
     path = Path(ckpt_path)
+    if explicit:
+        checkpoint.named_checkpoint(path, ", or leave out --ckpt to explore the untrained model")
     if not path.exists():
-        if explicit:
-            raise ValueError(f"no checkpoint at {path}; train one with python3 train.py, or leave out --ckpt to"
-                             f" explore the untrained model")
         source = f"The seed-{UNTRAINED_SEED} initial weights"
         if data is not None:
             raise ValueError(f"--data {data}: without a checkpoint (none at {path}) the page shows {source.lower()},"
