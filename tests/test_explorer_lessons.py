@@ -5,6 +5,7 @@ untrained seed-3 model (model.init_params(96, 16, 64, 64, 3)), served by the exp
 tests skip with a one-line reason when Chromium or Playwright is missing; under CI=true that is a failure
 (tests/conftest.py's browser fixture)."""
 
+import json
 import random
 import re
 from contextlib import ExitStack
@@ -136,8 +137,6 @@ def test_the_pages_lessons_are_the_exports_words_filled_with_its_own_numbers(rea
 def exported(tmp_path, change):
     """An export of the seed's weights whose data/lessons.json change(data) rewrote (change returns the new data,
     or bytes to write as they are)."""
-    import json
-
     site = tmp_path / "site"
     export.export_site(site, *export.read_weights(tmp_path / "no-such.safetensors", explicit=False))
     path = site / "data" / "lessons.json"
@@ -535,8 +534,6 @@ def test_a_crafted_export_is_refused_in_a_line_and_freezes_nothing(learner, tmp_
     Check, which fitted it. Now the page fits nothing: a lessons.json past the bytes the page reads is refused
     unread, a scaling answer of too many lines is refused on Check and a lesson's answer templates of too many lines
     as the page loads, each in a line, at once."""
-    import json
-
     big = exported(tmp_path / "big", lambda data: json.dumps({**data, "pad": "x" * 1_600_000}).encode())
     page = learner(big)  # (ready at once: the file is not read)
     said = page.inner_text("#lessons-message")
