@@ -7,11 +7,8 @@ the answer live with model.py (or NumPy, for the lessons that train) and shows b
     python3 -m experiments.lessons --ckpt out/ckpt.safetensors   on a trained checkpoint's weights, not the seed's
     python3 -m experiments.lessons --lesson tokens --guess 4     one lesson with the guess given, nothing asked
 
-Type q, or end the input (Ctrl-D; Ctrl-Z then Enter on Windows), to stop: the exit status is then 0. A bad --lesson
-names the keys there are, and a bad --ckpt or --guess says what is wrong, each with status 2 and one line on stderr,
-"error: ...". The lessons are oneblock/lessons.py's ten (standard library only), experiments/lessons_trained.py's
-three that train (NumPy) and experiments/lessons_scaling.py's one that fits the scaling law to scaling.json (NumPy and
-SciPy): without NumPy those four are left out, without SciPy the last, each time saying why.
+Type q, or end the input, to stop (status 0); a bad --lesson, --ckpt or --guess is one line on stderr, "error: ...",
+with status 2. docs/lessons.md has the path, and which lessons need NumPy and SciPy.
 """
 
 import argparse

@@ -9,8 +9,7 @@ budgets only. The page shows the same answer, computed by explore.py's export (o
     >>> [round(row["E"], 4) for row in scaling_numbers(read_points())["cuts"]]
     [0.4302, 0.4388, 0.4721, 0.4984, 0.5185, 0.5163]
 
-The time the explanation quotes was measured on a 2-vCPU AMD EPYC (the shared machine of the lab's figures) with
-`time python3 -m experiments.lessons --lesson scaling --guess 0.43`; a busy machine takes longer.
+The times the explanations quote, and how each was measured: docs/lessons.md's last section.
 """
 
 from pathlib import Path

@@ -7,8 +7,7 @@ initial weights (the steps are said with the answer). An answer writes its progr
     >>> scheme_choice({"none", "sinusoidal", "rope"})
     'every scheme but learned'
 
-The times each explanation quotes were measured on a 2-vCPU AMD EPYC (the shared machine of the lab's figures) with
-`python3 -m experiments.lessons --lesson KEY --guess ...`; a busy machine takes longer.
+The times the explanations quote, and how each was measured: docs/lessons.md's last section.
 """
 
 import importlib.util

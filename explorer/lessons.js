@@ -1,24 +1,9 @@
-// lessons.js: the lab's lessons, "predict, then check", in the page, with the words explore.py exported
-// (data/lessons.json: oneblock/lessons.py's page_words of every lesson of `python3 -m experiments.lessons`, in its
-// order). The words are Python's alone: each title, question, explanation, source and judge's rule comes from the
-// export, the question and explanation as templates whose slots ({vocab}, {steps}, ...) fill fills with the numbers
-// of the page's own model and runs. What this module keeps is the maths the page computes live: each answer, on the
-// page's current weights with model.js (the trained lessons train in worker.js, as the experiments do), the guess
-// read and refused as parse_guess reads and refuses it, and the verdict of the judge the export names (Within,
-// Factor, InRange, Pair, Exactly, SchemesOff, under those names). The scaling lesson trains and fits nothing here:
-// its answer is the export's (oneblock/page-lessons.json, fitted by experiments/lessons_scaling.py).
-//
-// A lesson is the export's words and one entry of LIVE: {answer(lab, report, words) -> {value, slots, ...} (the
-// numbers the export's templates of its lines and bounds name; the scaling lesson's is the export's own {value,
-// shown, bounds}), code ([file, function] pairs of this page's modules, shown from the served file), trains (the
-// live settings of a lesson that trains, "export" where they are its Python's, else null), slots(settings) (the
-// numbers of its own runs that its words name, the settings themselves unless said)}. The cards are drawn from the
-// export's list, so a new lesson joins as its Python and one more entry here.
-//
-// Predictions and answers are kept in localStorage (STORE) and shown again on reload; a kept record that is not one
-// this page wrote is dropped, saying so; "Clear my progress" forgets them. For the tests, the page's address can cut
-// every trained lesson's steps: index.html?lesson-steps=40 runs each with 40 steps (the page says so beside the
-// lesson); without it, the lessons run with their live settings.
+// lessons.js: the lab's lessons, "predict, then check", in the page (docs/explorer.md, "The lessons"). The words are
+// Python's alone, from the export's data/lessons.json (oneblock/lessons.py's page_words, SKIPS and PAGE_NAMES), filled
+// with the numbers of the page's own model and runs; this module keeps what the page computes live: each answer on
+// the page's current weights with model.js (the trained lessons train in worker.js; the scaling lesson's answer is
+// the export's), the guess read as parse_guess reads it, and the verdict of the judge the export names. Progress is
+// kept in localStorage (STORE); index.html?lesson-steps=N cuts each trained lesson to N steps, for the tests.
 //
 //     fill("ln {vocab} = {ln_vocab:.4f}", { vocab: 96, ln_vocab: Math.log(96) })   // "ln 96 = 4.5643"
 //     judge_of(["Within", 0.05, 0.5])(4.52, { value: 4.56 })                      // "right"
@@ -654,6 +639,19 @@ function train_in_worker(start, report) {
   });
 }
 
+/** Train models side by side, a worker each, each of total steps ([name, start] pairs, start as train_in_worker's):
+ * resolves with [{evals, seconds}] in their order, each model's seconds from the start of all; report gets one line
+ * for them all ("name steps, ... of total steps") and the share done. */
+function train_side_by_side(starts, total, report) {
+  const steps = Object.fromEntries(starts.map(([name]) => [name, 0]));
+  const started = performance.now();
+  return Promise.all(starts.map(([name, start]) => train_in_worker(start, (msg) => {
+    steps[name] = msg.step;
+    const done = Object.values(steps).reduce((a, b) => a + b, 0) / (starts.length * total);
+    report(Object.entries(steps).map(([n, k]) => `${n} ${k}`).join(", ") + ` of ${total} steps`, done);
+  }).then((evals) => ({ evals, seconds: (performance.now() - started) / 1000 }))));
+}
+
 /** End every lesson's training now: each run's answer is an Error that says so. */
 export function stop_training() {
   for (const [worker, reject] of workers) {
@@ -726,19 +724,14 @@ async function past_length_answer(lab, report, { spec: [, sets], trains }) {
   if (!stories(lab)) throw skip(lab, "not-stories", { text: lab.manifest.text });
   const s = lab.trained_settings(trains); // lessons_trained's PAST_RUN
   const long = positions.windows(positions.validation_stream(lab.tok, lab.split), PAST_POSITION + 1); // (n, 101)
-  const steps = Object.fromEntries(SCHEMES.map((scheme) => [scheme, 0]));
   const started = performance.now();
-  const runs = await Promise.all(SCHEMES.map((scheme) => {
+  const runs = await train_side_by_side(SCHEMES.map((scheme) => {
     const config = model.checked(series_config(lab.tok.vocab.length, scheme));
-    return train_in_worker({ task: "stories", params: null, config, seed: s.seed, settings: lesson_settings(config, s),
-      data: { ...lab.data, long } }, (msg) => {
-      steps[scheme] = msg.step;
-      const done = Object.values(steps).reduce((a, b) => a + b, 0) / (SCHEMES.length * s.steps);
-      report(SCHEMES.map((name) => `${name} ${steps[name]}`).join(", ") + ` of ${s.steps} steps`, done);
-    });
-  }));
+    return [scheme, { task: "stories", params: null, config, seed: s.seed, settings: lesson_settings(config, s),
+      data: { ...lab.data, long } }];
+  }), s.steps, report);
   const seconds = (performance.now() - started) / 1000;
-  const got = Object.fromEntries(SCHEMES.map((scheme, i) => [scheme, reads_past(runs[i].at(-1).by_position)]));
+  const got = Object.fromEntries(SCHEMES.map((scheme, i) => [scheme, reads_past(runs[i].evals.at(-1).by_position)]));
   const m = lab.model;
   const page = reads_past(positions.loss_by_position(m.params, m.config, long.inputs, long.targets));
   const reads = SCHEMES.filter((scheme) => !("refused" in got[scheme]));
@@ -767,30 +760,20 @@ export function copy_choice(one, two, margin = COPY_MARGIN) {
 
 async function second_block_answer(lab, report, { guess: [, choices] }) {
   const s = lab.trained_settings(COPY);
-  const steps = { 1: 0, 2: 0 };
-  const started = performance.now(), took = {}; // took: each model's seconds, the two trained side by side
-  const runs = await Promise.all(DEPTH.blocks.map((blocks) => {
+  const started = performance.now();
+  const runs = await train_side_by_side(DEPTH.blocks.map((blocks) => { // (DEPTH.blocks: one, then two)
     const config = model.checked(depth_config(blocks));
-    return train_in_worker({ task: "induction", params: null, config, seed: s.seed,
-      settings: lesson_settings(config, s), data: { test_count: DEPTH.test_count } }, (msg) => {
-      steps[blocks] = msg.step;
-      const done = (steps[1] + steps[2]) / (2 * s.steps);
-      report(`one block ${steps[1]}, two blocks ${steps[2]} of ${s.steps} steps`, done);
-    }).then((evals) => {
-      took[blocks] = (performance.now() - started) / 1000;
-      return evals;
-    });
-  }));
+    return [blocks === 1 ? "one block" : "two blocks", { task: "induction", params: null, config, seed: s.seed,
+      settings: lesson_settings(config, s), data: { test_count: DEPTH.test_count } }];
+  }), s.steps, report);
   const seconds = (performance.now() - started) / 1000;
-  const measured = Object.fromEntries(DEPTH.blocks.map((blocks, i) => [blocks, runs[i].at(-1).measures]));
-  const models = DEPTH.blocks.map((blocks) => ({ case: blocks === 1 ? "one" : "two",
-    accuracy: 100 * measured[blocks].copy_accuracy, copy_loss: measured[blocks].copy_loss,
-    first_period_loss: measured[blocks].first_period_loss, seconds: took[blocks] }));
-  const [one, two] = [measured[1].copy_accuracy, measured[2].copy_accuracy];
-  return { value: choices[copy_choice(one, two)],
-    slots: { sequences: DEPTH.test_count, models, points: 100 * (two - one), seconds, steps: s.steps,
-      far: 100 * COPY_MARGIN },
-    steps: s.steps, measures: { one: measured[1], two: measured[2] }, seconds };
+  const [one, two] = runs.map((run) => run.evals.at(-1).measures);
+  const models = [one, two].map((m, i) => ({ case: ["one", "two"][i], accuracy: 100 * m.copy_accuracy,
+    copy_loss: m.copy_loss, first_period_loss: m.first_period_loss, seconds: runs[i].seconds }));
+  return { value: choices[copy_choice(one.copy_accuracy, two.copy_accuracy)],
+    slots: { sequences: DEPTH.test_count, models, points: 100 * (two.copy_accuracy - one.copy_accuracy), seconds,
+      steps: s.steps, far: 100 * COPY_MARGIN },
+    steps: s.steps, measures: { one, two }, seconds };
 }
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -809,7 +792,11 @@ function scaling_answer(lab) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// The live part of each lesson, by its key; the words are the export's
+// The live part of each lesson, by its key; the words are the export's. An entry: answer(lab, report, words) ->
+// {value, slots, ...} (the numbers the export's templates of its lines and bounds name; the scaling lesson's is the
+// export's own {value, shown, bounds}), code ([file, function] pairs of this page's modules, shown from the served
+// file), trains (the live settings of a lesson that trains, "export" where they are its Python's) and slots(settings)
+// (the numbers of its own runs that its words name, the settings themselves unless said).
 
 export const LIVE = {
   tokens: { answer: tokens_answer, code: [["bpe.js", "encode_piece"]] },

@@ -121,7 +121,7 @@ class Skip(Exception):
 # ----------------------------------------------------------------------------------------------------------------
 # Why a lesson cannot answer, in one wording for the terminal's lab and the page's (explore.py exports both)
 
-SKIPS = {  # the reasons; their slots are the lab's names (lab_names, PAGE_NAMES) and the lesson's own
+SKIPS = {  # the reasons; their slots are the lab's names (skip's, PAGE_NAMES) and the lesson's own
     "not-model-py": "{model} {problem}; this lesson runs model.py: {to_seed}",
     "unreadable": "{tokenizer} cannot read {what}: {error}",
     "no-positions": "{model} was trained without positions, so it has no second half to this test; {to_seed}",
@@ -135,19 +135,16 @@ PAGE_NAMES = {"model": "the page's model", "tokenizer": "the page's tokenizer",
               "weights": "the page's weights ({source}, step {step})", "seed_weights": SEED_WEIGHTS}
 
 
-def lab_names(lab):
-    """The names SKIPS gives a terminal lab's model, its tokenizer and the way to the seed's weights.
+def skip(lab, reason, **slots):
+    """The Skip of a reason of SKIPS, in a terminal lab's names for its model, its tokenizer and the way to the seed's
+    weights (the page's are PAGE_NAMES).
 
     >>> skip(SimpleNamespace(ckpt_path="two.safetensors"), "cut-apart")
     Skip('the tokenizer of two.safetensors does not cut the two sentences into the same tokens')
     """
-    return {"model": lab.ckpt_path, "tokenizer": f"the tokenizer of {lab.ckpt_path}",
-            "to_seed": "leave out --ckpt for the seed's weights"}
-
-
-def skip(lab, reason, **slots):
-    """The Skip of a reason of SKIPS, in the lab's names."""
-    return Skip(SKIPS[reason].format(**lab_names(lab), **slots))
+    names = {"model": lab.ckpt_path, "tokenizer": f"the tokenizer of {lab.ckpt_path}",
+             "to_seed": "leave out --ckpt for the seed's weights"}
+    return Skip(SKIPS[reason].format(**names, **slots))
 
 
 def facts(tokenizer):
@@ -580,6 +577,13 @@ def row_variance(row):
     return fsum((v - mean) ** 2 for v in row) / len(row)
 
 
+def normed_variance(stream):
+    """The mean variance of a stream's rows (T, d) after a layer norm of gain 1 and bias 0, one exact sum each."""
+    d = len(stream[0])
+    out, _ = model.layernorm_forward(stream, [1.0] * d, [0.0] * d)  # (T, d)
+    return fsum(row_variance(row) for row in out) / len(out)
+
+
 @shows("the variance of layer norm's output rows (before its gain): mean {mean_out:.6f} over the {positions}"
        " positions, from {low:.6f} to {high:.6f}",
        "the variance of its input rows x0 (token + position embeddings): mean {mean_before:.3e}",
@@ -593,9 +597,7 @@ def layernorm_answer(lab):
     out = [row_variance(row) for row in cache["ln1"]["xhat"]]  # layer norm's rows before the gain and bias
     before = [row_variance(row) for row in cache["x0"]]
     mean_out, mean_before = fsum(out) / len(out), fsum(before) / len(before)
-    d = lab.config.d
-    tiny, _ = model.layernorm_forward([[v * SMALLER for v in row] for row in cache["x0"]], [1.0] * d, [0.0] * d)
-    mean_tiny = fsum(row_variance(row) for row in tiny) / len(tiny)
+    mean_tiny = normed_variance([[v * SMALLER for v in row] for row in cache["x0"]])
     return {"value": mean_out,
             "slots": {"mean_out": mean_out, "positions": len(out), "low": min(out), "high": max(out),
                       "mean_before": mean_before, "eps": model.EPS, "kept": mean_before / (mean_before + model.EPS),
@@ -628,13 +630,15 @@ ORDER_A = "now mia gives the hat to leo."  # the same tokens as ORDER_B, the two
 ORDER_B = "now leo gives the hat to mia."
 
 
-def largest_gap(a, b):
-    """The largest absolute difference between two rows of scores.
+def logit_gaps(params, a, b, positions):
+    """The largest absolute difference between the logits of token IDs a and b at each position, by model.forward
+    (the order and causality lessons'): 0.0 exactly where the two rows are the same floats.
 
-    >>> largest_gap([1.0, 2.0], [1.5, 2.0])
-    0.5
+    >>> logit_gaps(build_lab().params, [1, 2], [1, 3], True)[0]
+    0.0
     """
-    return max(abs(x - y) for x, y in zip(a, b))
+    la, lb = model.forward(params, a, positions)[0], model.forward(params, b, positions)[0]  # (T, V) each
+    return [max(abs(x - y) for x, y in zip(ra, rb)) for ra, rb in zip(la, lb)]  # (T,)
 
 
 @shows("{a}: {a_pieces}", "{b}: {b_pieces}",
@@ -653,10 +657,10 @@ def order_answer(lab):
     slots = {"a": repr(ORDER_A), "a_pieces": pieces(lab, a), "b": repr(ORDER_B), "b_pieces": pieces(lab, b)}
     gaps = []
     for use, name in ((False, "without"), (True, "with")):
-        la, lb = model.forward(params, a, use)[0], model.forward(params, b, use)[0]
-        gaps.append(largest_gap(la[-1], lb[-1]))
+        each = logit_gaps(params, a, b, use)  # (T,)
+        gaps.append(each[-1])
         slots[f"gap_{name}"] = repr(gaps[-1])
-        slots[f"each_{name}"] = ", ".join(f"{largest_gap(ra, rb):.3g}" for ra, rb in zip(la, lb))
+        slots[f"each_{name}"] = ", ".join(f"{gap:.3g}" for gap in each)
     return {"value": tuple(gaps), "slots": slots}
 
 
@@ -700,14 +704,13 @@ def causality_answer(lab):
         raise skip(lab, "short", tokens=len(ids))
     changed = list(ids)
     changed[CAUSAL_K] = (ids[CAUSAL_K] + 1) % lab.config.vocab
-    before, _ = model.forward(params, ids, positions)
-    after, _ = model.forward(params, changed, positions)
-    moved = [t for t in range(len(ids)) if before[t] != after[t]]
+    gaps = logit_gaps(params, ids, changed, positions)  # (T,)
+    moved = [t for t in range(len(ids)) if gaps[t] > 0.0]
     value = {tuple(range(len(ids))): CAUSAL_CHOICES[0], tuple(range(CAUSAL_K, len(ids))): CAUSAL_CHOICES[1],
              (CAUSAL_K,): CAUSAL_CHOICES[2], tuple(range(CAUSAL_K)): CAUSAL_CHOICES[3]}.get(
         tuple(moved), f"positions {moved}")
     tok = lab.tokenizer
-    at = [{"case": "moved", "t": t, "gap": largest_gap(before[t], after[t])} if t in moved else
+    at = [{"case": "moved", "t": t, "gap": gaps[t]} if t in moved else
           {"case": "same", "t": t} for t in range(len(ids))]
     return {"value": value,
             "slots": {"T": len(ids), "pieces": pieces(lab, ids), "k": CAUSAL_K,
@@ -863,12 +866,10 @@ def pre_norm_answer(lab):
     a, a_big = attention_on(params, x0, True), attention_on(params, big, True)  # (T, d), (T, d)
     ratio = size(a_big) / size(a)
     raw = size(attention_on(params, big, False)) / size(attention_on(params, x0, False))
-    ones, zeros = [1.0] * lab.config.d, [0.0] * lab.config.d
-    var = [fsum(row_variance(r) for r in model.layernorm_forward(s, ones, zeros)[0]) / len(s) for s in (x0, big)]
     x1 = size(model.add(big, a_big)) / size(model.add(x0, a))
     return {"value": ratio,
-            "slots": {"small": size(a), "large": size(a_big), "scale": SCALE, "ratio": ratio, "var_small": var[0],
-                      "var_large": var[1], "x1": x1, "raw": raw}}
+            "slots": {"small": size(a), "large": size(a_big), "scale": SCALE, "ratio": ratio,
+                      "var_small": normed_variance(x0), "var_large": normed_variance(big), "x1": x1, "raw": raw}}
 
 
 PRE_NORM = Lesson(

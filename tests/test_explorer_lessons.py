@@ -1,25 +1,11 @@
 """The explorer's lessons view (explorer/lessons.js), driven end to end in a real headless Chromium (Playwright, as
-tests/test_explorer.py drives the page): the lessons of `python3 -m experiments.lessons`, in its order, with the
-words the export wrote (oneblock/lessons.py's page_words) filled with the page's own numbers; each one answered in
-the page (a guess entered, Check, the answer and the verdict read back) and set against what the Python computes on
-the same weights; the judges and the reading of a guess against oneblock/lessons.py's, word for word; a bad guess
-refused, naming it; the learner's progress kept over a reload and cleared by its button, a damaged record dropped;
-and a damaged or oversized export refused in a line while the rest of the page works.
+tests/test_explorer.py drives the page), against the Python's lessons on the same weights: docs/explorer.md ("How it
+is checked") says what is held bit for bit and what within which bound, and why. The page is an export of the
+untrained seed-3 model (model.init_params(96, 16, 64, 64, 3)), served by the explorer's own server. Outside CI the
+tests skip with a one-line reason when Chromium or Playwright is missing; under CI=true that is a failure
+(tests/conftest.py's browser fixture)."""
 
-What is exact: the tokens count, the layer-norm variances, the order gap of 0.0 without positions, and which
-positions move in the causality lesson are model.js's exact sums and IEEE operations, and equal oneblock/lessons.py's
-model.py answers bit for bit. The init loss and the gap with positions also pass through exp and log, which V8 and
-the C library may round differently: within 1e-13 relative (bit-equal in Chromium here). The finite-difference
-lesson's shape is exact; its errors at the steps where truncation rules within 1e-6 relative, the rest (round-off)
-within a factor of 10. The lessons that train run here with a few steps, through the page's test hook
-(index.html?lesson-steps=N), and are set against the NumPy float64 library trained at the same settings from the
-same seed: within 1e-9 relative (the page's float64 training mirrors train.py's; see tests/test_explorer.py), the
-choices equal. The page's own settings (what a learner gets without the hook) are checked to be the live ones.
-
-The page is an export of the untrained seed-3 model (model.init_params(96, 16, 64, 64, 3)), served by the explorer's
-own server. Outside CI the tests skip with a one-line reason when Chromium or Playwright is missing; under CI=true
-that is a failure (tests/conftest.py's browser fixture)."""
-
+import json
 import random
 import re
 from contextlib import ExitStack
@@ -114,10 +100,10 @@ def flow(text):
 
 
 def page_values(lesson, depth):
-    """The values the page fills a lesson's slots with: its tokenizer's (the seed's), and its own runs'."""
-    runs = {"floor": {"steps": 600, "batch": 16}, "positions-past-length": {"steps": 400, "batch": 16},
-            "second-block": {"steps": depth["steps"], "batch": depth["batch"], "lr": f"{depth['lr']:g}"}}
-    return {**py_lessons.facts(py_lessons.build_lab().tokenizer), **runs.get(lesson.key, {})}
+    """The values the page fills a lesson's slots with: its tokenizer's (the seed's), and its own runs': the Python's
+    (trains), but the second block's, which are the page's experiment's (DEPTH)."""
+    runs = {"second-block": {"steps": depth["steps"], "batch": depth["batch"], "lr": f"{depth['lr']:g}"}}
+    return {**py_lessons.facts(py_lessons.build_lab().tokenizer), **(lesson.trains or {}), **runs.get(lesson.key, {})}
 
 
 def test_the_pages_lessons_are_the_exports_words_filled_with_its_own_numbers(reader):
@@ -151,8 +137,6 @@ def test_the_pages_lessons_are_the_exports_words_filled_with_its_own_numbers(rea
 def exported(tmp_path, change):
     """An export of the seed's weights whose data/lessons.json change(data) rewrote (change returns the new data,
     or bytes to write as they are)."""
-    import json
-
     site = tmp_path / "site"
     export.export_site(site, *export.read_weights(tmp_path / "no-such.safetensors", explicit=False))
     path = site / "data" / "lessons.json"
@@ -550,8 +534,6 @@ def test_a_crafted_export_is_refused_in_a_line_and_freezes_nothing(learner, tmp_
     Check, which fitted it. Now the page fits nothing: a lessons.json past the bytes the page reads is refused
     unread, a scaling answer of too many lines is refused on Check and a lesson's answer templates of too many lines
     as the page loads, each in a line, at once."""
-    import json
-
     big = exported(tmp_path / "big", lambda data: json.dumps({**data, "pad": "x" * 1_600_000}).encode())
     page = learner(big)  # (ready at once: the file is not read)
     said = page.inner_text("#lessons-message")
