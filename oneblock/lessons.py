@@ -25,7 +25,6 @@ import importlib
 import math
 from dataclasses import dataclass, field
 from math import fsum
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable
 
@@ -206,14 +205,8 @@ def build_lab(ckpt_path=None):
         return SimpleNamespace(params=model.init_params(vocab, d, hidden, max_len, seed),
                                config=ModelConfig(vocab, d, hidden, max_len), tokenizer=tokenizer, ckpt_path=None,
                                write=print)
-    path = Path(ckpt_path)
-    if not path.exists():
-        raise ValueError(f"no checkpoint at {ckpt_path}; train one with python3 train.py, or leave out --ckpt for"
-                         f" the seed's weights")
-    if path.is_dir():
-        raise ValueError(f"--ckpt {ckpt_path} is a folder; expected a checkpoint file such as"
-                         f" {path / 'ckpt.safetensors'}")
-    ckpt = checkpoint.load_checkpoint(path)
+    ckpt = checkpoint.load_checkpoint(checkpoint.named_checkpoint(ckpt_path, ", or leave out --ckpt for the seed's"
+                                                                             " weights"))
     tokenizer = checkpoint.tokenizer_of(ckpt, TOKENIZER_FILE, str(ckpt_path))
     return SimpleNamespace(params=checkpoint.reference_params(ckpt), config=ckpt["config"], tokenizer=tokenizer,
                            ckpt_path=str(ckpt_path), write=print)
