@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import model
-from fastpath_helpers import reference, rel_err
+from fastpath_helpers import reference, rel_err, spread_params
 
 from oneblock import numpy_fast, numpy_model
 from oneblock.config import SCHEMES, ModelConfig, seed_switch
@@ -32,10 +32,8 @@ def ids_of(config):
 
 
 def weights_of(config):
-    """Parameters of config with every number spread (gains near 1, biases near 0), float64, in the config's order."""
-    rng = np.random.default_rng(7 + CONFIGS.index(config))
-    return {name: (1.0 if name.endswith("_g") else 0.0) + rng.normal(0.0, 0.3 if len(shape) == 2 else 0.1, shape)
-            for name, shape in config.param_shapes().items()}  # {name: (shape) float64}
+    """Parameters of config with every number spread (fastpath_helpers.spread_params), a seed of its own."""
+    return spread_params(config, 7 + CONFIGS.index(config))
 
 
 def numpy_answer(config):
