@@ -864,7 +864,7 @@ def test_a_worker_that_fails_is_a_message_and_the_rest_keeps_working(open_page):
 # A model of your own text
 
 
-def test_a_model_of_your_own_text_in_the_page(open_page, sites, own_ckpt):
+def test_a_model_of_your_own_text_in_the_page(open_page, own_ckpt):
     """The page reads the tokenizer the checkpoint carries (bpe.py's pattern and IDs on every line of the text, and
     on text past U+FFFF, with a combining accent), train.py's split and validation windows, and gives model.py's
     logits (within 1e-13 relative; with both kinds of sums, on every config against every implementation:
