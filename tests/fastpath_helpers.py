@@ -1,5 +1,5 @@
-"""Helpers shared by the tests of the NumPy paths and the PyTorch twin: the NumPy paths to run every check on,
-random model-like configs, jittered parameters, the reference run on a batch, the tests' own loss, and the relative
+"""Helpers shared by the tests of the NumPy paths and the PyTorch twin: the NumPy paths to run every check on, random
+model-like configs, jittered and spread parameters, the reference run on a batch, the tests' own loss, and the relative
 error every comparison uses."""
 
 import numpy as np
@@ -33,6 +33,14 @@ def jittered(vocab, d, hidden, max_len, seed, scale, blocks=1):
     rng = np.random.default_rng(seed)
     p = config_for(vocab, d, hidden, max_len, blocks=blocks).init_params(seed)
     return {name: (np.array(t) + rng.normal(0.0, scale, np.shape(t))).tolist() for name, t in p.items()}
+
+
+def spread_params(config, seed):
+    """Parameters of config with every number spread (weights of 0.3, gains and biases near 1 and 0), float64, in the
+    config's order: attention far from uniform and every gradient well away from zero."""
+    rng = np.random.default_rng(seed)
+    return {name: (1.0 if name.endswith("_g") else 0.0) + rng.normal(0.0, 0.3 if len(shape) == 2 else 0.1, shape)
+            for name, shape in config.param_shapes().items()}  # {name: (shape) float64}
 
 
 def config_for(vocab, d, hidden, max_len, *_, **given):

@@ -1,13 +1,13 @@
-"""The browser explorer: its JavaScript tokenizer, model, backward pass and training checked against the Python code
-in a real headless Chromium (driven by Playwright), and every panel and every bad-input message of the page, on the
-exports of the checkpoints train.py writes (explore.py's export itself, its refusals and its server:
+"""The browser explorer: its JavaScript tokenizer, model, backward pass and training checked against the Python code in
+a real headless Chromium (driven by Playwright), and every panel and every bad-input message of the page, on the exports
+of the checkpoints train.py writes (explore.py's export itself, its refusals and its server:
 tests/test_explore_server.py).
 
-The page is served from a temporary folder by explore.py's own server on 127.0.0.1, in six copies: the untrained
-seed-3 export, a trained checkpoint's export, a copy whose worker.js throws, the export of a model of another text
-(train.py --data), that of a grown rotary model (2 blocks x 2 heads), and the page's files with no data/. The tests
-that only read the page share one page of the untrained export. Outside CI the browser tests skip with a one-line
-reason when Chromium or Playwright is missing; under CI=true that is a failure."""
+The page is served from a temporary folder by explore.py's own server on 127.0.0.1, in five copies: the untrained seed-3
+export, a trained checkpoint's export, a copy whose worker.js throws, the export of a model of another text (train.py
+--data) and that of a grown rotary model (2 blocks x 2 heads). (The page's files with no data/:
+tests/test_explorer_js.py.) The tests that only read the page share one page of the untrained export. Outside CI the
+browser tests skip with a one-line reason when Chromium or Playwright is missing; under CI=true that is a failure."""
 
 import dataclasses
 import importlib.util
@@ -24,7 +24,7 @@ import pytest
 
 import bpe
 import model
-from fastpath_helpers import rel_err
+from fastpath_helpers import rel_err, spread_params
 from oneblock import checkpoint, data, export, training
 from oneblock.config import SCHEMES, ModelConfig
 from oneblock.settings import VAL_STORIES, Settings, checked, model_config
@@ -95,8 +95,8 @@ def kind_ckpts(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def sites(tmp_path_factory, trained_ckpt, own_ckpt, grown_ckpt):
-    """A folder holding the page six times: init/ (no checkpoint), trained/, broken-worker/, own-text/, grown/, and
-    bare/ (the page's files alone, with no data/ folder: the page opened without explore.py)."""
+    """A folder holding the page five times: init/ (no checkpoint), trained/, broken-worker/, own-text/ and
+    grown/."""
     root = tmp_path_factory.mktemp("explorer-sites")
     export.export_site(root / "init", *export.read_weights(root / "no-such.safetensors", explicit=False))
     export.export_site(root / "trained", *export.read_weights(trained_ckpt, explicit=True))
@@ -104,9 +104,6 @@ def sites(tmp_path_factory, trained_ckpt, own_ckpt, grown_ckpt):
     export.export_site(root / "grown", *export.read_weights(grown_ckpt, explicit=True))
     shutil.copytree(root / "init", root / "broken-worker")
     (root / "broken-worker" / "worker.js").write_text('throw new Error("a worker that fails on purpose");\n')
-    (root / "bare").mkdir()
-    for path in export.page_files():
-        shutil.copy(path, root / "bare" / path.name)
     return root
 
 
@@ -231,17 +228,6 @@ def test_the_tricks_of_fast_js_add_in_the_order_of_the_plain_lines_they_replace(
 # Grown models (their maths against numpy_model: tests/test_one_config.py): the tiny check, a checkpoint of train.py's
 
 
-def spread_params(blocks, seed):
-    """Parameters of the series sizes with every number spread (weights of 0.3, gains and biases near 1 and 0), so
-    that attention is far from uniform and every gradient is well away from zero."""
-    rng = np.random.default_rng(seed)
-    params = {}
-    for name, shape in ModelConfig(96, 16, 64, 64, blocks=blocks).param_shapes().items():
-        base = 1.0 if name.endswith("_g") else 0.0
-        params[name] = base + rng.normal(0.0, 0.3 if len(shape) == 2 else 0.1, size=shape)  # float64
-    return params
-
-
 def test_a_grown_rope_checkpoint_of_train_py_checks_its_gradients_and_trains_at_its_sizes(open_page, grown_ckpt):
     """The export of train.py's 2x2 rope checkpoint: the page's gradient check of its tiny copy passes, and fails a
     backward pass broken in one number of the second block, naming only that tensor; a lesson that runs model.py says
@@ -271,9 +257,6 @@ def test_a_grown_rope_checkpoint_of_train_py_checks_its_gradients_and_trains_at_
     assert "NOT below 1e-7" in page.inner_text("#check-status")
     bad = [row.split("\t") for row in page.inner_text("#check-table tbody").splitlines() if "NOT OK" in row]
     assert [row[0] for row in bad] == ["block1.Wq"]
-
-    assert page.evaluate("() => [explorer.state.model.config.blocks, explorer.state.model.config.heads,"
-                         " explorer.state.model.config.positions]") == [2, 2, "rope"]
 
     # a lesson that runs model.py's model is skipped, in config.py's words (model.js's seed_problem)
     page.fill("#lesson-init-loss .guess-text", "4.5")
@@ -369,8 +352,8 @@ def test_induction_js_draws_and_measures_as_experiments_induction_does(reader):
     js = page.evaluate("() => explorer.modules.induction.periodic(new explorer.modules.random.Random(1002), 30)")
     assert js == {"ids": ids.tolist(), "targets": targets.tolist(), "periods": periods.tolist()}
 
-    params = spread_params(2, seed=7)
     config = ModelConfig(96, 16, 64, 64, blocks=2, heads=2)
+    params = spread_params(config, seed=7)
     want, want_scores = induction.induction_measures(params, config, (ids, targets, periods))
     lists = {name: t.tolist() for name, t in params.items()}
     got = page.evaluate("([lists, fields, set]) => { const {induction, model} = explorer.modules;"
@@ -383,24 +366,6 @@ def test_induction_js_draws_and_measures_as_experiments_induction_does(reader):
             assert head == pytest.approx(want_head, rel=1e-12, abs=0)
 
 
-def test_the_experiments_refuse_a_bad_field_naming_it_and_start_nothing(open_page):
-    """Start with a field out of range: the panel's message names the field, its value and what it allows, and no
-    run starts; fixed, the message goes and the run starts."""
-    page = open_page()
-    cases = (("depth", "steps", "0", "Steps is \"0\"; expected a whole number from 1 to 100000.", 1),
-             ("positions", "lr", "2", "Learning rate is \"2\"; expected a number between 0 and 1.", 0.01))
-    for name, field, value, expected, good in cases:
-        page.fill(f"#{name}-{field}", value)
-        page.click(f"#{name}-start")
-        assert page.inner_text(f"#{name}-message") == expected
-        assert page.evaluate(f"() => explorer.modules.experiments.runs.{name}") is None
-        page.fill(f"#{name}-{field}", str(good))
-        page.click(f"#{name}-start")
-        assert page.locator(f"#{name}-message").is_hidden()
-        assert page.evaluate(f"() => explorer.modules.experiments.runs.{name}.fields.{field}") == good
-        page.click(f"#{name}-stop")
-
-
 def test_the_positions_experiment_reads_every_scheme_past_position_64(reader):
     """positions.js's loss by position is experiments/positions.py's (within 1e-12 relative, learned refused past 64
     in the same words), and a short run of the panel trains the four schemes and shows each one's loss out to 128."""
@@ -411,7 +376,7 @@ def test_the_positions_experiment_reads_every_scheme_past_position_64(reader):
     inputs, targets = positions.windows(TOK, stories, positions.WINDOW)  # (W, 128) each
     assert page.evaluate("() => explorer.modules.positions.windows(explorer.state.tok.encode('\\n' +"
                          " explorer.state.split.val.map((s) => s + '\\n').join(''))).inputs.length") == len(inputs)
-    params = spread_params(1, seed=11)
+    params = spread_params(SERIES, seed=11)
     lists = {name: t.tolist() for name, t in params.items()}
     for scheme in SCHEMES:
         config = ModelConfig(96, 16, 64, 64, positions=scheme)
@@ -777,7 +742,8 @@ def test_downloaded_weights_load_in_sample_py_and_give_the_pages_greedy_text(ope
 
 
 def test_bad_input_gives_messages_and_the_rest_keeps_working(open_page):
-    """A bad text, prompt, temperature, learning rate and sentence: each a message, and the page works on. (A bad
+    """A bad text, prompt, temperature, learning rate, sentence and experiment field: each a message (an
+    experiment's names the field, its value and what it allows, and starts no run), and the page works on. (A bad
     weights file: tests/test_page_loader.py.)"""
     page = open_page()
     status = page.inner_text("#model-status")
@@ -825,6 +791,20 @@ def test_bad_input_gives_messages_and_the_rest_keeps_working(open_page):
     page.fill("#order-b", "now leo gives the hat to Mia.")
     assert "Sentence B: unknown character 'M'" in wait_text(page, "#order-message", "Sentence B")
     assert page.inner_text("#order-gap") == "–"
+
+    # the experiments: a field out of range names itself and starts no run; fixed, the run starts
+    cases = (("depth", "steps", "0", "Steps is \"0\"; expected a whole number from 1 to 100000.", 1),
+             ("positions", "lr", "2", "Learning rate is \"2\"; expected a number between 0 and 1.", 0.01))
+    for name, field, value, expected, good in cases:
+        page.fill(f"#{name}-{field}", value)
+        page.click(f"#{name}-start")
+        assert page.inner_text(f"#{name}-message") == expected
+        assert page.evaluate(f"() => explorer.modules.experiments.runs.{name}") is None
+        page.fill(f"#{name}-{field}", str(good))
+        page.click(f"#{name}-start")
+        assert page.locator(f"#{name}-message").is_hidden()
+        assert page.evaluate(f"() => explorer.modules.experiments.runs.{name}.fields.{field}") == good
+        page.click(f"#{name}-stop")
 
     # and the page still works
     page.fill("#text", "zoe has a ball.")
@@ -880,18 +860,11 @@ def test_a_worker_that_fails_is_a_message_and_the_rest_keeps_working(open_page):
                            arg=len(TOK.encode("leo has a hat.")) + 1)
 
 
-def test_without_data_the_page_says_how_to_get_it(open_page):
-    """A copy of the page with no data/ folder (opened without explore.py): a message, not a blank page."""
-    page = open_page("bare", failing="status of 404")  # its fetch of data/manifest.json
-    assert "Run python3 explore.py" in page.inner_text("#page-message")
-    assert "data/manifest.json (HTTP 404)" in page.inner_text("#page-message")
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # A model of your own text
 
 
-def test_a_model_of_your_own_text_in_the_page(open_page, sites, own_ckpt):
+def test_a_model_of_your_own_text_in_the_page(open_page, own_ckpt):
     """The page reads the tokenizer the checkpoint carries (bpe.py's pattern and IDs on every line of the text, and
     on text past U+FFFF, with a combining accent), train.py's split and validation windows, and gives model.py's
     logits (within 1e-13 relative; with both kinds of sums, on every config against every implementation:

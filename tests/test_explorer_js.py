@@ -1,13 +1,13 @@
 """The explorer's JavaScript as code: every file of explorer/ keeps to lines of at most 120 characters and names the
-position schemes only in model.js (SCHEMES, which the other modules import), every module loads as an ES module in
-a real headless Chromium (a syntax error, an import of a name that no module exports or a module that throws as it
-loads is a failure naming the file), and model.js's model_config is oneblock/config.py's ModelConfig where the page
-meets a config: checked (the Train panel's scheme) gives ModelConfig.checked's messages for blocks and heads that do
-not fit, config_from_json (the same refusals, in the page's words), the parameters' names, shapes and count and
-seed_problem give the same results in both languages (config_to_json: tests/test_one_config.py), check_params
-refuses a parameter dict that does not fit, naming the tensor, and a checkpoint the page writes reads in
-checkpoint.py as the model it was. The browser tests skip as tests/test_explorer.py's do
-when there is no Chromium (and fail under CI=true)."""
+position schemes only in model.js (SCHEMES, which the other modules import), every module loads as an ES module in a
+real headless Chromium (a syntax error, an import of a name that no module exports or a module that throws as it loads
+is a failure naming the file; the page's files alone, with no data/, say how to get it), and model.js's model_config is
+oneblock/config.py's ModelConfig where the page meets a config: checked (the Train panel's scheme) gives
+ModelConfig.checked's messages for blocks and heads that do not fit, config_from_json (the same refusals, in the page's
+words), the parameters' names, shapes and count and seed_problem give the same results in both languages
+(config_to_json: tests/test_one_config.py), check_params refuses a parameter dict that does not fit, naming the tensor,
+and a checkpoint the page writes reads in checkpoint.py as the model it was. The browser tests skip as
+tests/test_explorer.py's do when there is no Chromium (and fail under CI=true)."""
 
 import dataclasses
 import json
@@ -63,16 +63,16 @@ LOAD = """async (name) => {
 }"""
 
 
-def load_errors(browser, folder):
-    """{module: None, or why it did not load} for every .js file of folder (a copy of explorer/), each imported as an
-    ES module, one after another, by a page at the folder's address: index.html without its own script, so that
-    page.js finds the page it draws (and, with no data/ to fetch, says so and is ready). An uncaught error of the
-    page while a module loads counts as that module's."""
+def test_every_module_of_the_explorer_loads_as_an_es_module_and_the_page_without_data_says_how_to_get_it(browser):
+    """Every .js file of explorer/, each imported as an ES module, one after another, by a page at the folder's
+    address: index.html without its own script, so that page.js finds the page it draws. An uncaught error of the
+    page while a module loads counts as that module's. And the page's files alone (no data/, as when the page is
+    opened without explore.py) give a message saying how to get it, not a blank page."""
     html = re.sub(r'\s*<script type="module" src="page\.js"></script>', "",
-                  (folder / "index.html").read_text(encoding="utf-8"))
+                  (EXPLORER / "index.html").read_text(encoding="utf-8"))
     assert "<script" not in html  # the page has one script, page.js: here every module is imported by hand
-    out = {}
-    with served(folder) as url:
+    got = {}
+    with served(EXPLORER) as url:
         page = browser.new_page()
         errors = []
         page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
@@ -80,20 +80,17 @@ def load_errors(browser, folder):
                                                                       body=html))
         try:
             page.goto(f"{url}/modules.html")
-            for name in sorted(p.name for p in folder.glob("*.js")):
+            for name in MODULES:
                 before = len(errors)
                 problem = page.evaluate(LOAD, name)
                 if problem is None and name == "page.js":
                     page.wait_for_function("window.ready === true", timeout=30_000)
-                out[name] = problem or (" ".join(errors[before:]) if errors[before:] else None)
+                got[name] = problem or (" ".join(errors[before:]) if errors[before:] else None)
+            said = page.inner_text("#page-message")
         finally:
             page.close()
-    return out
-
-
-def test_every_module_of_the_explorer_loads_as_an_es_module(browser):
-    got = load_errors(browser, EXPLORER)
-    assert sorted(got) == MODULES and {name: why for name, why in got.items() if why} == {}
+    assert {name: why for name, why in got.items() if why} == {}
+    assert "Run python3 explore.py" in said and "data/manifest.json (HTTP 404)" in said, said
 
 
 # ----------------------------------------------------------------------------------------------------------------

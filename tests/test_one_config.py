@@ -12,8 +12,7 @@ import json
 import numpy as np
 import pytest
 
-import model
-from fastpath_helpers import reference, rel_err
+from fastpath_helpers import reference, rel_err, spread_params
 
 from oneblock import numpy_fast, numpy_model
 from oneblock.config import SCHEMES, ModelConfig, seed_switch
@@ -32,10 +31,8 @@ def ids_of(config):
 
 
 def weights_of(config):
-    """Parameters of config with every number spread (gains near 1, biases near 0), float64, in the config's order."""
-    rng = np.random.default_rng(7 + CONFIGS.index(config))
-    return {name: (1.0 if name.endswith("_g") else 0.0) + rng.normal(0.0, 0.3 if len(shape) == 2 else 0.1, shape)
-            for name, shape in config.param_shapes().items()}  # {name: (shape) float64}
+    """Parameters of config with every number spread (fastpath_helpers.spread_params), a seed of its own."""
+    return spread_params(config, 7 + CONFIGS.index(config))
 
 
 def numpy_answer(config):
@@ -62,7 +59,8 @@ def test_every_python_implementation_computes_the_same_model_from_the_same_confi
     params, (ids, targets) = weights_of(config), ids_of(config)
     logits, _ = numpy_fast.forward(params, ids, config)
     assert_agrees((logits, *numpy_fast.loss_and_grads(params, ids, targets, config)), want, "numpy_fast")
-    if config.seed_problem() is None:  # what the seed's model.py has
+    if config.seed_problem() is None:  # what the seed's model.py has: it takes the config's parameters (its config_of
+        # refuses a name or shape not its own) and its switch (seed_switch: learned or none)
         ids, targets = ids[:, :config.max_len], targets[:, :config.max_len]  # (B, L) model.py reads at most L
         lists = {name: t.tolist() for name, t in params.items()}
         logits, _ = numpy_model.forward(params, ids, config)
@@ -80,15 +78,6 @@ def test_the_pytorch_twin_computes_the_same_model_from_the_same_config(config):
                                                     torch_model.as_ids(targets), config)
     got = (inter["logits"].numpy(), float(loss), {name: g.numpy() for name, g in grads.items()})
     assert_agrees(got, numpy_answer(config), "torch_model")
-
-
-def test_model_py_is_the_one_block_one_head_config_through_its_own_switch():
-    """The adapter is one function: model.py's use_positions is seed_switch(config), and model.py's parameters are
-    the config's, name for name and shape for shape."""
-    for scheme in ("learned", "none"):
-        config = ModelConfig(**SMALL, positions=scheme)
-        assert seed_switch(config) is (scheme == "learned")
-        assert config.param_shapes() == model.param_shapes(*SMALL.values())
 
 
 PAGE_PASS = """([fields, json_text, lists, ids, targets, sums]) => {

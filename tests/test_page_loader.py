@@ -61,6 +61,12 @@ def served(base_checkpoints):
         yield root, url
 
 
+@pytest.fixture(scope="module")
+def page_url(served):
+    """The page conftest's reader shares among the tests that read files without loading them: stories/."""
+    return f"{served[1]}/stories/index.html"
+
+
 def python_reading(raw, where, site_dir):
     """None if the page's file raw is one that explore.py would export for the page served from site_dir (with its
     tokenizer), else checkpoint.py's message: the rules the page must follow."""
@@ -266,11 +272,10 @@ def test_hostile_headers_are_refused_at_once(pages, base_checkpoints, served, tm
     page.wait_for_function("document.querySelectorAll('#chips .chip').length > 1")
 
 
-def test_a_file_larger_than_any_the_page_runs_is_refused_by_its_size_before_it_is_read(pages, served, tmp_path):
+def test_a_file_larger_than_any_the_page_runs_is_refused_by_its_size_before_it_is_read(reader, tmp_path):
     """A 2 GiB file (sparse: no disk is spent on it) is refused by its size, named, before a byte is read: not as a
     file the browser could not read ("permission problems")."""
-    _, url = served
-    page = pages(f"{url}/stories/index.html")
+    page = reader
     path = tmp_path / "huge.safetensors"
     with open(path, "wb") as f:
         f.truncate(2 << 30)
@@ -314,12 +319,11 @@ READ_ONE = """async (name) => {
 }"""
 
 
-def test_a_large_valid_file_is_read_while_the_page_keeps_running(pages, served, large_ckpt):
+def test_a_large_valid_file_is_read_while_the_page_keeps_running(reader, served, large_ckpt):
     """The 115 MB checkpoint is read and checked in the page's worker: read_weights_file gives its model while a
     timer on the page's main thread keeps running, never held up for more than STALL_MS."""
-    root, url = served
-    (root / "files" / "large.safetensors").write_bytes(large_ckpt.read_bytes())
-    got = pages(f"{url}/stories/index.html").evaluate(READ_ONE, "large.safetensors")
+    (served[0] / "files" / "large.safetensors").write_bytes(large_ckpt.read_bytes())
+    got = reader.evaluate(READ_ONE, "large.safetensors")
     params = sum(len(values) for _, _, values in checkpoint.load_checkpoint(large_ckpt)["params"].values())
     print(f"\n{large_ckpt.stat().st_size / 1e6:.0f} MB read in {got['seconds']:.2f} s; the longest the main thread"
           f" was held up: {got['stall_ms']:.0f} ms ({got['ticks']} timer ticks)")
