@@ -184,11 +184,12 @@ def private_mode(modes=(), paths=()):
     return 0o600 | readers
 
 
-def remove_leftovers(path):
+def remove_leftovers(path, shown=None):
     """Remove the temporary files beside path that a writer of it left when it was killed (a SIGKILL, a power cut):
     those named as write_together names them (path.PID.RANDOM.tmp), regular files of one name, whose process is no
     longer running and on which nobody holds the lock its writer held. Anything else is left as it is: another run's
-    save in progress, a file of yours that looks like one. Returns the names removed. (Windows: none is removed.)
+    save in progress, a file of yours that looks like one. Returns the names removed, and says on stderr how many
+    beside shown (the path as the run names it) where shown is given. (Windows: none is removed.)
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as d:
@@ -226,6 +227,8 @@ def remove_leftovers(path):
             pass
         finally:
             os.close(fd)
+    if removed and shown is not None:
+        print(f"removed {len(removed)} temporary file(s) that a killed run left beside {shown}", file=sys.stderr)
     return removed
 
 
@@ -313,6 +316,20 @@ system allows in a name
         return (f"a name of {size:,} bytes, and {size + extra:,} with the endings of the files written beside it,"
                 f" more than the {name_max:,} bytes this file system allows in a name")
     return None
+
+
+NEVER_REPLACED = "it is never replaced: choose another --out, or remove the file yourself"  # a file not of its kind
+
+
+def not_its_kind(shown, what, why):
+    """The refusal, in one line, of the file at a path a run writes (shown: as the message names it) that is not
+    what the run writes there (what, such as "a checkpoint"; why: what reading it found): it is never replaced.
+
+    >>> not_its_kind("--out notes.txt", "a checkpoint", "the file is 5 bytes")
+    '--out notes.txt exists but is not a checkpoint (the file is 5 bytes); it is never replaced: choose another --out, \
+or remove the file yourself'
+    """
+    return f"{shown} exists but is not {what} ({why}); {NEVER_REPLACED}"
 
 
 def output_problem(path, flag, what, ours, example, most=1 << 26, endings=(".lock",)):
@@ -594,9 +611,7 @@ def own(stack, typed, flag, what, example, judge, note, reads=(), endings=(".loc
         raise ValueError(f"{flag} {typed} is {problem}; expected {what}, and it is never replaced: choose another"
                          f" {flag}")
     judged = judge(target) if judge is not None else None
-    removed = remove_leftovers(target)
-    if removed:
-        print(f"removed {len(removed)} temporary file(s) that a killed run left beside {typed}", file=sys.stderr)
+    remove_leftovers(target, typed)
     return target, judged
 
 

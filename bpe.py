@@ -45,7 +45,7 @@ from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
 
-from atomic import holder, interruptible, interruption, own, private_mode, read_whole, write_atomic
+from atomic import holder, interruptible, interruption, not_its_kind, own, private_mode, read_whole, write_atomic
 
 # ----------------------------------------------------------------------------
 # settings
@@ -461,8 +461,7 @@ def tokenizer_there(shown, overwrite):
         try:
             there = Tokenizer.load(target)
         except ValueError as e:
-            raise ValueError(f"{shown} exists but is not a tokenizer.json ({e}); it is never replaced: choose"
-                             f" another --out, or remove the file yourself") from None
+            raise ValueError(not_its_kind(shown, "a tokenizer.json", e)) from None
         if not overwrite:
             raise ValueError(f"{shown} already holds a tokenizer ({len(there.vocab)} tokens); pass --overwrite"
                              f" to replace it, or another --out to keep it")

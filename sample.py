@@ -54,10 +54,8 @@ def main(argv=None):
     if args.top_k < 0:
         parser.error(f"--top-k must be 0 (all tokens) or positive, got {args.top_k}")
 
-    who = {"numpy": "sample.py --backend numpy (the default; --backend python needs nothing)",
-           "torch": "sample.py --backend torch"}
-    for module in {"numpy": ["numpy"], "python": [], "torch": ["numpy", "torch", "safetensors"]}[args.backend]:
-        machine.need(module, who[args.backend])
+    machine.need_backend("sample.py", args.backend,
+                         {"numpy": ["numpy"], "python": [], "torch": ["numpy", "torch", "safetensors"]}[args.backend])
 
     try:  # a size too large for memory, a missing or bad checkpoint, one the backend cannot run, a bad prompt
         machine.check_memory(TOKEN_BYTES * args.tokens, f"--tokens {args.tokens}")

@@ -28,7 +28,7 @@ from functools import partial
 from pathlib import Path
 
 import atomic
-from atomic import holder, interruptible, interruption, own, remove_leftovers, same_file, write_atomic
+from atomic import holder, interruptible, interruption, not_its_kind, own, remove_leftovers, same_file, write_atomic
 import bpe
 from oneblock import checkpoint, data as data_files, machine, settings, training
 from oneblock.config import SCHEMES
@@ -221,8 +221,7 @@ def on_disk(args, out):
     except ValueError as e:
         if args.resume:
             raise ValueError(f"cannot resume: {e}") from None
-        raise ValueError(f"--out {args.out} exists but is not a checkpoint ({e}); it is never replaced: choose another"
-                         f" --out, or remove the file yourself") from None
+        raise ValueError(not_its_kind(f"--out {args.out}", "a checkpoint", e)) from None
     if not args.resume and not args.overwrite:
         raise ValueError(f"--out {args.out} already holds a checkpoint (step {ckpt['step']}); pass --resume to"
                          f" continue it, --overwrite to replace it, or another --out to keep it")
@@ -259,8 +258,8 @@ def best_there(args, resumed, best):
     try:
         ckpt = checkpoint.load_checkpoint(best)
     except ValueError as e:
-        raise ValueError(f"{best}, where this run keeps its best checkpoint, exists but is not a checkpoint ({e}); it"
-                         f" is never replaced: choose another --out, or remove the file yourself") from None
+        where = f"{best}, where this run keeps its best checkpoint,"
+        raise ValueError(not_its_kind(where, "a checkpoint", e)) from None
     if resumed is not None:
         try:
             return training.kept_best(ckpt, resumed, best)
@@ -317,9 +316,7 @@ def main(argv=None):
             return quietly(2)  # under torchrun every rank checks, and rank 0 alone says what is wrong
         parser.error(str(e))
     if s.backend != "python":  # (train sets the run's BLAS threads when it runs: no import order can change them)
-        default = " (the default; --backend python needs nothing)" if s.backend == "numpy" else ""
-        for package in ("numpy", "threadpoolctl") if s.backend != "torch" else ("numpy",):
-            machine.need(package, f"train.py --backend {s.backend}{default}")
+        machine.need_backend("train.py", s.backend, ("numpy", "threadpoolctl") if s.backend != "torch" else ("numpy",))
     out = Path(args.out)
     note = holder("train.py", sys.argv[1:] if argv is None else argv)
     try:  # (SIGTERM and SIGHUP stop it as Ctrl-C does: the locks and any temporary file are removed on the way out)
@@ -389,9 +386,8 @@ def run(s, resumed, out, data, best, best_so_far=None, mode=0o644):
 
     # a save that a kill interrupted leaves its temporary file beside the copy of the tokenizer (never in its place);
     # only the ones whose writer is provably dead are removed (atomic.own did so for the checkpoints)
-    leftovers = remove_leftovers(tokenizer_beside(out)) if s.rank == 0 else []
-    if leftovers:
-        say(f"removed {len(leftovers)} temporary file(s) that a killed run left beside {out}", file=sys.stderr)
+    if s.rank == 0:
+        remove_leftovers(tokenizer_beside(out), out)
 
     config = settings.model_config(s, data.vocab)  # the model's sizes and position scheme, as its checkpoint records
 

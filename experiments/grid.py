@@ -191,8 +191,7 @@ def dask_client(address, workers):
         package = (e.name or "distributed").split(".")[0]
         if package not in DASK:
             raise
-        raise RuntimeError(f"the dask executor needs {package}, which is not installed; install it with:"
-                           f" {machine.DEV}") from None
+        raise RuntimeError(machine.not_installed(package, "the dask executor")) from None
     if address is not None:
         problem = scheduler_problem(address)
         if problem:
@@ -259,8 +258,8 @@ def no_certificate():
     """Why the dask executor cannot start its own local cluster, in one line, or None: the package that makes its
     certificate (cryptography, for Dask's Security.temporary) is not installed."""
     if importlib.util.find_spec("cryptography") is None:
-        return (f"the dask executor's local cluster needs cryptography (for the certificate that closes it to other"
-                f" users), which is not installed; install it with: {machine.DEV}")
+        return machine.not_installed("cryptography", "the dask executor's local cluster",
+                                     " (for the certificate that closes it to other users)")
     return None
 
 

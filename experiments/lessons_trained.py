@@ -26,8 +26,7 @@ def need_threadpoolctl():
     """Skip, with the command that installs it, where threadpoolctl is not installed: training.train sets its BLAS
     threads with it."""
     if importlib.util.find_spec("threadpoolctl") is None:
-        raise Skip("it needs threadpoolctl, which is not installed; install it with: "
-                   + machine.INSTALL["threadpoolctl"])
+        raise Skip(machine.not_installed("threadpoolctl", "it"))
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -574,14 +574,13 @@ def record_there(typed, named, form, out):
     another experiment's record) never is. A ValueError in one line says why."""
     if not os.path.lexists(out):
         return
-    never = "; it is never replaced: choose another --out, or remove the file yourself"
     try:
         record = read_record(out)
     except ValueError as e:
-        raise ValueError(f"--out {typed} is not a record: {e}{never}") from None
+        raise ValueError(atomic.not_its_kind(f"--out {typed}", "a record", e)) from None
     if record.get("format") != form:
         raise ValueError(f"--out {typed} holds a record of another experiment or version"
-                         f" ({str(record.get('format'))[:60]!r}, not {form!r}){never}")
+                         f" ({str(record.get('format'))[:60]!r}, not {form!r}); {atomic.NEVER_REPLACED}")
     if not named:
         raise ValueError(f"{typed} already holds a record of this experiment, an earlier run's; name it (--out"
                          f" {typed}) to replace it, or give another --out to keep it")

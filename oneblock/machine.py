@@ -33,7 +33,8 @@ except ImportError:  # Windows
 
 DEV = "python3 -m pip install -r tests/requirements.txt"  # the pinned test requirements: numpy, matplotlib, ...
 INSTALL = {  # package -> the command that installs it, as the README and docs/torch.md give it
-    **dict.fromkeys(("numpy", "threadpoolctl", "matplotlib", "safetensors", "tokenizers", "playwright", "scipy"), DEV),
+    **dict.fromkeys(("numpy", "threadpoolctl", "matplotlib", "safetensors", "tokenizers", "playwright", "scipy",
+                     "dask", "distributed", "cryptography"), DEV),
     "torch": "python3 -m pip install -r tests/requirements-torch.txt (docs/torch.md says how to get the CPU-only"
              " wheel)",
     "numba": "python3 -m pip install numba==0.68.1 (dev/jit_probe.py alone uses it)",
@@ -76,11 +77,29 @@ def needed_by(who):
         missing(package, who)
 
 
+def need_backend(script, backend, packages):
+    """Import each of packages, as `need` does, for script's --backend backend; the default backend's line (numpy's)
+    also says that --backend python needs nothing."""
+    default = " (the default; --backend python needs nothing)" if backend == "numpy" else ""
+    for package in packages:
+        need(package, f"{script} --backend {backend}{default}")
+
+
 def missing(package, who):
     """Say that who needs package, which is not installed, with the command that installs it; exit status 2."""
-    install = INSTALL.get(package.split(".")[0], f"python3 -m pip install {package}")
-    print(f"error: {who} needs {package}, which is not installed; install it with: {install}", file=sys.stderr)
+    print(f"error: {not_installed(package, who)}", file=sys.stderr)
     raise SystemExit(2) from None
+
+
+def not_installed(package, who, why=""):
+    """The one line that says who needs package (why: what for, if said), which is not installed, and the command
+    that installs it, as every refusal of a missing package words it.
+
+    >>> not_installed("scipy", "it")
+    'it needs scipy, which is not installed; install it with: python3 -m pip install -r tests/requirements.txt'
+    """
+    install = INSTALL.get(package.split(".")[0], f"python3 -m pip install {package}")
+    return f"{who} needs {package}{why}, which is not installed; install it with: {install}"
 
 
 def find_chromium():

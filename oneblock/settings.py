@@ -248,7 +248,7 @@ def _problem(given, s):
         return _memory_problem(s)
     if s.device not in DEVICES:
         return f"--device {s.device!r}: expected one of {', '.join(DEVICES)}"
-    machine.need("torch", "train.py --backend torch")
+    machine.need_backend("train.py", "torch", ["torch"])
     from oneblock import torch_train
 
     problem = torch_train.device_problem(s.device)
