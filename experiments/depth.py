@@ -36,7 +36,8 @@ with machine.needed_by("python3 -m experiments.depth"):
     from experiments.recording import (TUNE_STORIES, across_seeds, check_provenance, experiment_parser, field,
                                        first_difference, flags, judged_rerun, last_probs, lr_values, need, parsed,
                                        provenance, recorded_settings, rounded, run_config, run_or_check, spread_text,
-                                       sweep_data, sweep_summary, sweep_text, table_row, trained, validation_loss)
+                                       sweep_data, sweep_summary, sweep_text, swept_runs, table_row, trained,
+                                       validation_loss)
     from experiments.scaling_law import name_of
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -289,14 +290,8 @@ def check_record(record, plan):
     for task in TASKS:
         runs = record[task]["runs"]
         need(list(runs) == settings["sizes"], f"{task}: runs are not of the sizes {settings['sizes']}")
-        cells = [(lr, seed) for lr in plan[task]["lrs"] for seed in plan["seeds"]]
         for size, rs in runs.items():
-            need([(r["lr"], r["seed"]) for r in rs] == cells, f"{task} {size}: expected a run for each learning"
-                 f" rate of {plan[task]['lrs']} and each seed of {plan['seeds']}")
-            for r in rs:
-                name = f"{task} {size} lr {r['lr']:g} seed {r['seed']}"
-                need(r["tune_curve"][-1] == [steps[task], r["tune"]],
-                     f"{name}: the tuning curve does not end at the last step with tune")
+            for name, r in swept_runs(f"{task} {size}", rs, plan[task]["lrs"], plan["seeds"], steps[task]):
                 if task == "stories":
                     need(r["val"] > floor["validation_nats_per_token"] - 0.05, f"{name}: val {r['val']} is far"
                          f" below the floor")

@@ -37,8 +37,8 @@ with machine.needed_by("python3 -m experiments.positions"):
     from experiments.recording import (TUNE_STORIES, across_seeds, check_provenance, experiment_parser,
                                        first_difference, flags, judged_rerun, last_probs, lr_values, need, parsed,
                                        provenance, recorded_settings, rounded, run_config, run_or_check, spread_text,
-                                       sweep_data, sweep_summary, sweep_text, table_row, target_nats, trained,
-                                       validation_loss, windows)
+                                       sweep_data, sweep_summary, sweep_text, swept_runs, table_row, target_nats,
+                                       trained, validation_loss, windows)
     from oneblock import numpy_fast
     from oneblock.config import SCHEMES  # learned, none, sinusoidal, rope
     from oneblock.settings import Settings
@@ -239,17 +239,12 @@ def check_record(record, plan):
     need(settings.get("sweep") == SWEEP, f"the sweep {settings.get('sweep')} is not this code's ({SWEEP})")
     need(list(record.get("runs", {})) == list(SCHEMES), f"runs are not of the schemes {list(SCHEMES)}")
     floor = record["floor"]["validation_nats_per_token"]
-    cells = [(lr, seed) for lr in SWEEP["lrs"] for seed in plan["seeds"]]
+    steps = recorded_settings(plan["train"])["steps"]
     for scheme, rs in record["runs"].items():
-        need([(r["lr"], r["seed"]) for r in rs] == cells,
-             f"{scheme}: expected a run for each learning rate of {SWEEP['lrs']} and each seed of {plan['seeds']}")
-        for r in rs:
-            name = f"{scheme} lr {r['lr']:g} seed {r['seed']}"
+        for name, r in swept_runs(scheme, rs, SWEEP["lrs"], plan["seeds"], steps):
             need(r["val"] > floor - 0.05, f"{name}: val {r['val']} is far below the floor {floor}")
             need(r["tune"] > record["floor"]["tuning_nats_per_token"] - 0.05, f"{name}: tune {r['tune']} is far"
                  f" below the floor of the tuning stories")
-            need(r["tune_curve"][-1] == [recorded_settings(plan["train"])["steps"], r["tune"]],
-                 f"{name}: the tuning curve does not end at the last step with tune")
             need(0 <= r["probe"]["accuracy"] <= 1 and 0 <= r["probe"]["mean_probability"] <= 1,
                  f"{name}: probe numbers outside [0, 1]")
             need(sorted(r["probe"]["accuracy_by_shape"]) == sorted(make_corpus.SHAPES),
