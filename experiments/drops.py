@@ -32,8 +32,9 @@ with machine.needed_by("python3 -m experiments.drops"):
     from experiments.recording import (check_provenance, experiment_parser, field, first_difference, judged_rerun,
                                        need, parsed, provenance, rounded, run_or_check, table_row, trained)
     from experiments.scaling_law import name_of, slope
-    from experiments.scaling_runs import (FULL as GRID, T, TUNE_SEED, drop_data, drop_problem, drop_result_problem,
-                                          drop_run, drop_values, flops_per_token, held_out, parameters, tokenizer)
+    from experiments.scaling_runs import (FULL as GRID, T, TUNE_SEED, check_chains_data, drop_data, drop_problem,
+                                          drop_result_problem, drop_run, drop_values, flops_per_token, held_out,
+                                          parameters, tokenizer)
 
 # ----------------------------------------------------------------------------------------------------------------
 # Settings
@@ -156,7 +157,7 @@ def check_record(record, plan):
     check_provenance(record, FORMAT)
     need(record.get("settings") == settings_of(plan), f"settings {str(record.get('settings'))[:80]} are not this"
          f" code's")
-    need(record["floor"]["entropy_nats_per_story"] == rounded(chains.entropy()), "the entropy is not chains.py's")
+    check_chains_data(record)
     runs = record["runs"]
     want = [(name_of(size), seed) for seed in plan["seeds"] for size in plan["sizes"]]
     need([(r["size"], r["seed"]) for r in runs] == want, f"expected one run of every size for each seed of"
@@ -164,8 +165,6 @@ def check_record(record, plan):
     for r in runs:  # (each what a run of its own settings can give, as a result file is checked)
         problem = drop_problem(r, plan, record["floor"]["tuning_nats_per_token"])
         need(problem is None, problem)
-    for seed, counts in record["data"]["streams"].items():
-        need(counts["held_out"] == 0, f"seed {seed}'s training stories include {counts['held_out']} tuning ones")
     derived = summarise(runs, plan, record["floor"]["tuning_nats_per_token"])
     for key in derived:
         first_difference(derived[key], record.get(key), key)

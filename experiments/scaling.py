@@ -41,9 +41,9 @@ with machine.needed_by("python3 -m experiments.scaling"):
     from experiments.scaling_judged import JUDGED_SEED, cell_arrays, judged, minimum, percentiles
     from experiments.scaling_law import cell_values, chosen_lr, fit_law, law_summary, name_of, slope
     from experiments.scaling_runs import REDUCED  # noqa: F401  (--check's plan: recording.run_or_check reads it)
-    from experiments.scaling_runs import (FULL, TUNE_SEED, VALIDATION_SEED, VOCAB, flops_per_token, grid_run, held_out,
-                                          parameters, result_problem, run_data, run_problem, run_values, splits,
-                                          steps_for, sweep_tasks, task_key, tokenizer, tokens_for)
+    from experiments.scaling_runs import (FULL, TUNE_SEED, VALIDATION_SEED, VOCAB, check_chains_data, flops_per_token,
+                                          grid_run, held_out, parameters, result_problem, run_data, run_problem,
+                                          run_values, splits, steps_for, sweep_tasks, task_key, tokenizer, tokens_for)
 
 # ----------------------------------------------------------------------------------------------------------------
 # Settings
@@ -346,7 +346,7 @@ def check_record(record, plan):
         if not isinstance(record.get(key), kind):
             raise TypeError(f"{key} is missing or not {'an object' if kind is dict else 'an array'} in the record")
     floor = record["floor"]
-    need(floor["entropy_nats_per_story"] == rounded(chains.entropy()), "the entropy is not chains.py's")
+    check_chains_data(record)
     cells = [(name_of(s), c) for s in plan["sizes"] for c in plan["budgets"]]
     keys = [(size, c, lr, plan["seeds"][0]) for size, c in cells for lr in plan["lrs"]]
     runs = record["runs"]
@@ -366,8 +366,6 @@ def check_record(record, plan):
         for seed in seeds:
             got = [(r["size"], r["budget"], r["lr"]) for r in runs if r["seed"] == seed]
             need(got == [(size, c, chosen_lr(runs, plan, size, c)) for size, c in at], f"seed {seed}: expected {what}")
-    for seed, counts in record["data"]["streams"].items():
-        need(counts["held_out"] == 0, f"seed {seed}'s training stories include {counts['held_out']} held-out ones")
     derived = summarise(runs, plan, floor)
     for key in derived:
         first_difference(derived[key], record.get(key), key)

@@ -24,7 +24,7 @@ import numpy as np
 
 import bpe
 from experiments import chains, grid
-from experiments.recording import rounded, trained
+from experiments.recording import need, rounded, trained
 from experiments.scaling_law import name_of
 from oneblock import numpy_fast
 from oneblock.data import TOKENIZER_FILE
@@ -158,6 +158,14 @@ def story_tokens(indices, table):
         holder = receiver
     return out + piece[" now"] + words["names"][holder] + piece[" has"] + piece[" the"] + words["colours"][colour] \
         + held + piece["."]
+
+
+def check_chains_data(record):
+    """Raise a ValueError where a record of runs on the chains' stories (drops.py's, scaling.py's) holds another
+    entropy than chains.py's, or a seed whose training stories (training_stream's counts) include held-out ones."""
+    need(record["floor"]["entropy_nats_per_story"] == rounded(chains.entropy()), "the entropy is not chains.py's")
+    for seed, counts in record["data"]["streams"].items():
+        need(counts["held_out"] == 0, f"seed {seed}'s training stories include {counts['held_out']} held-out ones")
 
 
 def training_stream(tok, seed, tokens, held=()):
