@@ -323,12 +323,7 @@ NEVER_REPLACED = "it is never replaced: choose another --out, or remove the file
 
 def not_its_kind(shown, what, why):
     """The refusal, in one line, of the file at a path a run writes (shown: as the message names it) that is not
-    what the run writes there (what, such as "a checkpoint"; why: what reading it found): it is never replaced.
-
-    >>> not_its_kind("--out notes.txt", "a checkpoint", "the file is 5 bytes")
-    '--out notes.txt exists but is not a checkpoint (the file is 5 bytes); it is never replaced: choose another --out, \
-or remove the file yourself'
-    """
+    what the run writes there (what, such as "a checkpoint"; why: what reading it found): it is never replaced."""
     return f"{shown} exists but is not {what} ({why}); {NEVER_REPLACED}"
 
 

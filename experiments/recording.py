@@ -259,11 +259,7 @@ def need(ok, what):
 def swept_runs(where, runs, lrs, seeds, steps):
     """The runs of one sweep in a record (where: its name there), each with its name, once their shape is checked: a
     run for each learning rate of lrs and each seed of seeds, in that order, each tuning curve ending at the last
-    step (steps) with the run's tune. A ValueError names the first that is not.
-
-    >>> swept_runs("rope", [{"lr": 0.01, "seed": 0, "tune": 2.5, "tune_curve": [[0, 9.0], [8, 2.5]]}], [0.01], [0], 8)
-    [('rope lr 0.01 seed 0', {'lr': 0.01, 'seed': 0, 'tune': 2.5, 'tune_curve': [[0, 9.0], [8, 2.5]]})]
-    """
+    step (steps) with the run's tune. A ValueError names the first that is not."""
     need([(r["lr"], r["seed"]) for r in runs] == [(lr, seed) for lr in lrs for seed in seeds],
          f"{where}: expected a run for each learning rate of {lrs} and each seed of {seeds}")
     named = [(f"{where} lr {r['lr']:g} seed {r['seed']}", r) for r in runs]

@@ -93,11 +93,7 @@ def missing(package, who):
 
 def not_installed(package, who, why=""):
     """The one line that says who needs package (why: what for, if said), which is not installed, and the command
-    that installs it, as every refusal of a missing package words it.
-
-    >>> not_installed("scipy", "it")
-    'it needs scipy, which is not installed; install it with: python3 -m pip install -r tests/requirements.txt'
-    """
+    that installs it, as every refusal of a missing package words it."""
     install = INSTALL.get(package.split(".")[0], f"python3 -m pip install {package}")
     return f"{who} needs {package}{why}, which is not installed; install it with: {install}"
 
