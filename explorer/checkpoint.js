@@ -1,15 +1,11 @@
 // checkpoint.js: the page's side of checkpoint.py's files: the safetensors container read and written, SHA-256, the
 // bounds that price a file by arithmetic before memory is spent on it, and the check that a loaded file holds what
-// the page needs to run it. oneblock/checkpoint.py is the one reader with every rule in its words; here a refused
-// file gets one line in the page's own words that names `python3 explore.py --ckpt FILE`, which says why in full.
+// the page needs to run it. oneblock/checkpoint.py is the one reader with every rule in its words; what the page
+// refuses, and in what line: docs/explorer.md, "Which models it runs" (the one exception: the JSON grammar below).
 //
 // A safetensors file is 8 bytes N (little-endian), N bytes of JSON header (padded with spaces to a multiple of 8),
 // then every tensor's little-endian values one after another; oneblock/tensorfile.py's docstring has the details.
 // What a training checkpoint holds is checkpoint.py's: each_expected and the metadata keys below say it here.
-//
-// The page refuses every file checkpoint.py refuses (tests/test_page_loader.py gives both the damaged files of
-// tests/checkpoint_edits.py and compares the decisions), but for the JSON grammar that cannot change what the page
-// shows, which that test lists: JSON.parse keeps the last of two equal keys where Python refuses the file.
 //
 //     const bytes = encode({w: {dtype: "F64", shape: [2], values: [1, 2]}}, {note: "hi"});
 //     decode(bytes).tensors.get("w").values   // Float64Array [1, 2]

@@ -1,12 +1,5 @@
-// experiments.js: the page's two experiments, each a few models trained live side by side, one Web Worker each
-// (worker.js), from fresh weights:
-// - "second block" (experiments/depth.py's induction task): one block and two blocks on periodic sequences, with
-//   copy accuracy and copy loss over the steps, the attention of every head on a test sequence, and each head's
-//   induction and previous-token scores (induction.js);
-// - "positions" (experiments/positions.py, shorter runs): the four position schemes on the stories, with the
-//   validation loss over the steps and the loss at each position of 128-token windows, twice the 64 positions they
-//   train on (positions.js).
-// The settings below are the ones docs/explorer.md measured (dev/bench_explorer.py times the first).
+// experiments.js: the page's two experiments, "second block" (induction.js) and "positions" (positions.js), each a
+// few models trained live from fresh weights, one worker.js each: docs/explorer.md, "The experiments".
 
 import { blues, heatmap, line_chart } from "./draw.js";
 import * as induction from "./induction.js";
@@ -15,13 +8,11 @@ import * as positions from "./positions.js";
 import * as train from "./train.js";
 import { $, add_figure, read_int, read_number, read_or_say, say, soon, table_row } from "./ui.js";
 
-// the second-block experiment's settings: the two-block model passes 90% copy accuracy at step 450 in Chromium
-// (0.9 million tokens), and the one-block model stays below 23% to the end (docs/explorer.md)
+// the second-block experiment's settings (what they show: docs/explorer.md, "What a second block buys")
 export const DEPTH = { blocks: [1, 2], heads: 1, d: 16, hidden: 64, steps: 800, batch: 32, lr: 0.005, seed: 3,
   eval_every: 25, test_count: 100 };
 const PASS = 0.9; // the copy accuracy that counts as copying
-// the positions experiment's settings: 1,000 steps of 8 windows, a twelfth of train.py's default run, show each
-// scheme's behaviour past position 64
+// the positions experiment's settings (docs/explorer.md, "Past the positions it trained on")
 export const POSITIONS = { schemes: SCHEMES, steps: 1000, batch: 8, lr: 0.01, seed: 3, eval_every: 250 };
 const SCHEME_COLORS = { learned: "#1f5fbf", none: "#444", sinusoidal: "#f57c00", rope: "#d81b60" };
 const BLOCK_COLORS = { 1: "#f57c00", 2: "#1f5fbf" };

@@ -1,10 +1,8 @@
-// fast.js: the performance tricks behind model.js's plain sums, apart from the maths. Each trick computes exactly
-// what the plain line it replaces computes, in the same order of additions (so the results are the same to the
-// last bit; tests/test_explorer.py checks it), and is marked `trick:` with that line and what it bought: the trick
-// against the plain line on the same inputs at the Train panel's sizes (T 64, d 16, H 64, V 96), microseconds per
-// call, the median of three runs of `python3 -m dev.bench_explorer --tricks` (each the median of 7 turns) in
-// headless Chromium 156 on a shared 2-vCPU AMD EPYC (which measures them again on yours). PLAIN_LINES holds the plain
-// lines as functions, for that benchmark and for the test that checks each trick against its line.
+// fast.js: the performance tricks behind model.js's plain sums, apart from the maths, each adding in the order of the
+// plain line it replaces (docs/developers.md, "How fast the explorer trains"). Each is marked `trick:` with that line
+// and what it bought: microseconds per call at the Train panel's sizes (T 64, d 16, H 64, V 96), the median of three
+// runs of `python3 -m dev.bench_explorer --tricks` (each the median of 7 turns) in headless Chromium 156 on a shared
+// 2-vCPU AMD EPYC. PLAIN_LINES holds the plain lines as functions, for that benchmark and the test.
 //
 //     const O = new Float64Array(1);
 //     products_plain(Float64Array.of(1, 2), 2, 1, Float64Array.of(3, 4), 2, 1, O, 1, 1, 2);   // O: [11]

@@ -1,12 +1,8 @@
 // induction.js: experiments/induction.py's copying task in JavaScript, which the page's "second block" experiment
 // trains live: periodic sequences of token IDs, and what a model learned to copy from them.
 //
-// Each sequence is a segment of p distinct tokens drawn uniformly from the 96, p drawn uniformly from 4 to 16,
-// repeated to fill the 65 tokens of a window. The first period cannot be predicted; every later token can be copied
-// from one period back. The period varies from sequence to sequence, so no fixed offset copies: a model must find
-// the earlier occurrence of the current token and read the token after it, which needs two steps (a head that marks
-// each position with its previous token, and one that finds where the current token was the previous one). Random
-// is Python's generator, so a seed gives depth.py's sequences:
+// The task and why copying it takes two steps: docs/explorer.md, "What a second block buys". Random is Python's
+// generator, so a seed gives depth.py's sequences:
 //
 //     periodic(new Random(0), 3).periods   // [10, 7, 15], as induction.periodic(random.Random(0), 3) in Python
 

@@ -1,9 +1,5 @@
-// lessons.js: the lab's lessons, "predict, then check", in the page (docs/explorer.md, "The lessons"). The words are
-// Python's alone, from the export's data/lessons.json (oneblock/lessons.py's page_words, SKIPS and PAGE_NAMES), filled
-// with the numbers of the page's own model and runs; this module keeps what the page computes live: each answer on
-// the page's current weights with model.js (the trained lessons train in worker.js; the scaling lesson's answer is
-// the export's), the guess read as parse_guess reads it, and the verdict of the judge the export names. Progress is
-// kept in localStorage (STORE); index.html?lesson-steps=N cuts each trained lesson to N steps, for the tests.
+// lessons.js: the lab's lessons, "predict, then check", in the page (docs/explorer.md, "The lessons: predict, then
+// check", says what is the export's and what the page computes live). Progress is kept in localStorage (STORE).
 //
 //     fill("ln {vocab} = {ln_vocab:.4f}", { vocab: 96, ln_vocab: Math.log(96) })   // "ln 96 = 4.5643"
 //     judge_of(["Within", 0.05, 0.5])(4.52, { value: 4.56 })                      // "right"
@@ -747,7 +743,7 @@ async function past_length_answer(lab, report, { spec: [, sets], trains }) {
 // 13. second-block: one block against two on the copying task
 
 const COPY_MARGIN = 0.2; // copied-token accuracies further apart than this are "far better"
-// the page's second-block experiment's settings (experiments.js DEPTH): two blocks pass 90% and one stays near 23%
+// the page's second-block experiment's settings (experiments.js DEPTH)
 const COPY = { steps: DEPTH.steps, batch: DEPTH.batch, lr: DEPTH.lr, seed: DEPTH.seed };
 
 /** The index of the choice that the two models' copied-token accuracies make (lessons_trained.copy_choice): two
@@ -777,8 +773,7 @@ async function second_block_answer(lab, report, { guess: [, choices] }) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// 14. scaling: the law fitted to the scaling experiment's record when explore.py exported the page, training and
-// fitting nothing here
+// 14. scaling: the export's answer, fitted in Python (docs/explorer.md, "The lessons: predict, then check")
 
 /** The scaling lesson's answer as the export computed it (experiments/lessons_scaling.py's scaling_answer), read
  * within bounds ({value, shown: at most MOST_LINES lines, bounds}). */
@@ -792,11 +787,10 @@ function scaling_answer(lab) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// The live part of each lesson, by its key; the words are the export's. An entry: answer(lab, report, words) ->
-// {value, slots, ...} (the numbers the export's templates of its lines and bounds name; the scaling lesson's is the
-// export's own {value, shown, bounds}), code ([file, function] pairs of this page's modules, shown from the served
-// file), trains (the live settings of a lesson that trains, "export" where they are its Python's) and slots(settings)
-// (the numbers of its own runs that its words name, the settings themselves unless said).
+// The live part of each lesson, by its key (docs/explorer.md, "The lessons: predict, then check", says what an entry
+// holds): answer(lab, report, words) -> {value, slots, ...} (the scaling lesson's: the export's {value, shown,
+// bounds}), code ([file, function] pairs), trains ("export" where the settings are its Python's) and slots(settings)
+// (the settings themselves unless said).
 
 export const LIVE = {
   tokens: { answer: tokens_answer, code: [["bpe.js", "encode_piece"]] },

@@ -2,19 +2,15 @@
 // oneblock/numpy_model.py grew: any number of blocks, attention split into heads, and four position schemes.
 //
 // Read model.py first, then numpy_model.py: this file follows them section by section and name by name (the
-// snake_case is on purpose, so that `layernorm_backward` here is `layernorm_backward` there). With one block, one head
-// and learned positions (or none) it computes what model.py computes. What differs:
+// snake_case is on purpose, so that `layernorm_backward` here is `layernorm_backward` there; docs/explorer.md, "Which
+// models it runs"). With one block, one head and learned positions (or none) it computes what model.py computes.
+// What differs:
 // - A matrix is {rows, cols, data}: its numbers row after row in one Float64Array (made by `matrix`); a vector is a
 //   Float64Array. IDs are one sequence of T, as in model.py (train.js averages the windows of a batch).
 // - Every function that adds numbers takes `sums`: EXACT rounds each sum once, like math.fsum (Shewchuk's partials,
 //   ported from CPython), so no result depends on the order of the terms and the order facts hold bit for bit, as
 //   in model.py; PLAIN adds in plain float64, left to right (dot and sum: in four running sums), many times faster,
-//   and is what training uses (its results agree with NumPy's to about 1e-15 relative, not bit for bit). The loops
-//   of the plain sums that training spends its time in are in fast.js, apart from the maths: each of its tricks
-//   names the plain loop it replaces, adds in the same order, and says what it bought.
-// - The model's description, its config, is one object beside the weights, as in Python (model_config), and every
-//   function below that runs the model takes it; how it grows is numpy_model's: the names of block k's tensors
-//   (block_params), its heads (attention_forward) and the four position schemes (forward, turn_pairs).
+//   not bit for bit NumPy's, and is what training uses (its hot loops are fast.js's).
 //
 //     const config = model_config({ vocab: 96, d: 16, hidden: 64, max_len: 64, blocks: 2, heads: 4,
 //       positions: "rope" });                                    // two blocks of four heads, rotary positions

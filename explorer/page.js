@@ -1,8 +1,5 @@
-// page.js: the explorer page. It loads what explore.py exported into data/, runs model.js on the text you type
-// (every view with exact sums, so the order facts hold bit for bit), draws the panels, samples, trains in
-// worker.js and runs the gradient check, for a model of any blocks, heads and position scheme; experiments.js runs
-// the two experiments, lessons.js the lessons. Every failure ends as a message in the page; the other panels keep
-// working.
+// page.js: the explorer page: what explore.py exported into data/, through model.js (every view with exact sums), in
+// the panels of docs/explorer.md, "The panels"; experiments.js runs the two experiments, lessons.js the lessons.
 //
 // Shape legend as in model.js: T positions, d width, V vocabulary, L learned positions.
 
@@ -162,8 +159,7 @@ function show_model_status() {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// Load weights: a file read and checked in a worker of its own (checkpoint.read_weights), so that the page keeps
-// working while a large one takes seconds; a file larger than any the page runs is refused before it is read
+// Load weights: a file read and checked in a worker of its own (checkpoint.read_weights)
 
 /** The worker that reads weights files: its module is worker.js, which answers "load" (see there). */
 function get_loader() {
@@ -444,8 +440,7 @@ function show_reads(weights, i) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// Word order: the trace's two sentences, with the model's positions and without; the figures are lesson 4's
-// answer, folded under "Show the answer" until the learner asks
+// Word order: the trace's two sentences, with the model's positions and without (docs/explorer.md, "The panels")
 
 /** The scheme "positions on" means in the word-order panel: the model's own (a model without positions: its
  * learned rows, untrained). */

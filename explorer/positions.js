@@ -1,7 +1,5 @@
 // positions.js: experiments/positions.py's length extrapolation in JavaScript, which the page's "positions" experiment
-// measures live: the validation text cut into windows of 128 tokens, twice the 64 positions a model trains on, and
-// the loss at each position averaged over the windows. A model of learned positions has no row past its max_len: it
-// refuses the long windows, and is measured on their first max_len positions, with the refusal recorded.
+// measures live (docs/explorer.md, "Past the positions it trained on").
 //
 //     const {inputs, targets} = windows(stream_of_val_ids, 128);
 //     loss_by_position(params, config, inputs, targets).losses.length   // 128, for a config of positions "rope"

@@ -1,7 +1,5 @@
-// trace_block.js: the checks of trace_block.py that the page runs itself: the word-order gaps and the
-// finite-difference gradient check of a tiny copy of the model (of the loaded model's blocks, heads and position
-// scheme). Every sum is exact (model.EXACT), as in model.py, so a gap that is zero in Python is zero here, to the
-// last bit.
+// trace_block.js: the checks of trace_block.py that the page runs itself, with exact sums (model.EXACT): the word-order
+// gaps and the gradient check of a tiny copy of the model (docs/explorer.md, "The panels": Word order, Check).
 //
 //     position_gaps(params, tok.encode(ORDER_A), tok.encode(ORDER_B), config).at(-1)   // 0, exactly: positions "none"
 //     const tiny = tiny_config(config);

@@ -1,11 +1,7 @@
 // train.js: train.py's training step in JavaScript: the same data split, batch sampler, learning-rate schedule,
 // gradient clipping and Adam, on model.js with plain sums (float64), for a model of any blocks, heads and position
-// scheme (its model_config, passed beside the weights). worker.js runs it off the page's thread.
-//
-// One step, as in train.py: draw B windows of T + 1 consecutive tokens from the training stories (each start drawn
-// by one seeded Random), predict tokens 1..T of each window from the tokens before them, average the loss over the
-// B * T positions, backpropagate, scale the gradient down to a global norm of at most s.clip, and take an Adam step
-// whose learning rate rises linearly during the warm-up and then falls along a cosine to s.min_lr at the last step.
+// scheme (its model_config, passed beside the weights); docs/training.md, "A run", says what a step does. worker.js
+// runs it off the page's thread.
 //
 //     const s = {...DEFAULTS, steps: 50};
 //     const config = model_config({ vocab: 96, d: 16, hidden: 64, max_len: 64 });
@@ -17,9 +13,9 @@ import * as model from "./model.js";
 import { PLAIN, sequence_loss } from "./model.js";
 import { Random } from "./random.js";
 
-// the live run's settings: a couple of minutes on a laptop, and below 0.6 nats/token within about a minute (as
-// docs/explorer.md measures it, with dev/bench_explorer.py); the rest as train.py's defaults. The scheme, blocks and
-// heads a checkpoint's training records of the run are the model's config's (experiments.js's settings_of)
+// the live run's settings (how fast: docs/developers.md, "How fast the explorer trains"); the rest as train.py's
+// defaults. The scheme, blocks and heads a checkpoint's training records of the run are the model's config's
+// (experiments.js's settings_of)
 export const DEFAULTS = {
   steps: 2000, // optimiser steps in the whole run
   batch: 8, // windows per step

@@ -1,7 +1,5 @@
-// worker.js: the training loop of train.py's `fit`, in a Web Worker, so that the page never freezes while it trains.
-// One worker trains one model; the experiments start one worker per model and run them side by side. The page's
-// "Load weights" reads and checks a file in a worker of its own too (a large file takes seconds), which answers
-// "load" only.
+// worker.js: the training loop of train.py's `fit`, in a Web Worker: one worker trains one model. The page's "Load
+// weights" reads and checks a file in a worker of its own too, which answers "load" only.
 //
 // Messages from the page:
 //   {type: "start", run, task, params | null, config, seed, settings, data, follow}
