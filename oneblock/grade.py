@@ -345,7 +345,12 @@ def grade(path):
 
 def main(argv=None):
     """One step's grade as JSON on stdout: `python3 -m oneblock.grade STEP FILE` (grade's process for a step)."""
-    step, path = argv if argv is not None else sys.argv[1:]
+    args = argv if argv is not None else sys.argv[1:]
+    if len(args) != 2 or args[0] not in STEPS:
+        print(f"usage: python3 -m oneblock.grade STEP FILE, STEP one of {', '.join(STEPS)}: one step's process of the"
+              f" grader, which python3 -m oneblock.workbook check FILE runs for every step", file=sys.stderr)
+        return 2
+    step, path = args
     sys.setrecursionlimit(10_000)
     print(json.dumps(grade_step(step, path), allow_nan=True))
     return 0

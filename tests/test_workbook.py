@@ -97,6 +97,13 @@ def test_a_step_that_returns_the_wrong_kind_or_raises_is_named_in_one_line(chang
     assert result["status"] == "fail" and said in result["explain"] and "\n" not in result["explain"], result
 
 
+def test_a_step_process_given_no_step_of_the_build_is_its_usage_in_one_line(capsys):
+    for argv in (["--help"], ["no-such-step", "model.py"]):
+        assert grade.main(argv) == 2
+        said = capsys.readouterr().err
+        assert said.startswith("usage: python3 -m oneblock.grade STEP FILE, STEP one of ") and said.count("\n") == 1
+
+
 def test_a_file_that_does_not_compile_is_one_line_at_every_step(tmp_path):
     path = written(tmp_path, LAB.replace("def forward(params, ids, use_positions=True):", "def forward(params, ids"))
     result = grade.grade_step("layernorm_forward", path)
