@@ -6,15 +6,11 @@
     python3 bpe.py --data notes.txt --out notes.tokenizer.json --overwrite        # replace the tokenizer there
 
 How it works:
-1. Pre-tokenisation splits text into pieces with one regex: a word with at most
-   one space in front of it (" mia", " Größe"), or any single other character:
-   a digit, a punctuation mark, a newline, or a space that is not followed by a
-   letter. Merges never cross a piece boundary, so numbers are spelled digit by
-   digit and punctuation stays apart. "Mia has 2 hats.\n" -> "Mia", " has", " ",
-   "2", " hats", ".", "\n". A word is a run of letters (str.isalpha: capitals,
-   lowercase and non-ASCII letters alike) and of the combining marks that some
-   accents are written with. The regex is pattern_for(the alphabet), written out
-   letter by letter (docs/own-text.md says why): " ?[a-z]+|[^a-z]" for corpus.txt.
+1. Pre-tokenisation splits text into pieces with one regex, pattern_for(the
+   alphabet): " ?[a-z]+|[^a-z]" for corpus.txt. Merges never cross a piece
+   boundary. "Mia has 2 hats.\n" -> "Mia", " has", " ", "2", " hats", ".", "\n".
+   What a piece is, and why the regex is written out letter by letter:
+   docs/own-text.md, "Its tokenizer" (letter_class: which characters are letters).
 2. The base vocabulary is the sorted set of characters of the training text.
 3. Training repeats: count every adjacent pair of tokens inside the pieces, each
    piece weighted by how often it occurs, and merge the most frequent pair into a

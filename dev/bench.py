@@ -31,8 +31,8 @@ How it measures, and why:
   the large size it is skipped (minutes per step), and at a grown size (several blocks or heads): model.py has one
   block and one head.
 - `--profile` runs in one torch-free worker: a line tracer charges the time between two lines of numpy_fast.py to
-  the first (its NumPy calls), so it shows each layer's and each pass's share of a step; the tracer adds about a
-  microsecond a line, so it also prints the untraced time of a step.
+  the first (its NumPy calls), so it shows each layer's and each pass's share of a step; the tracer slows each line
+  (by how much: docs/developers.md), so it also prints the untraced time of a step.
 - `--tricks` runs in one torch-free worker: for each trick, the plain line and the trick take turns on the same
   arrays, both writing into arrays made beforehand where NumPy lets them, and the median microseconds per call of
   each is reported. The tuned side is numpy_fast.py's own function: the trick's, or, for a trick of a few lines
@@ -485,7 +485,7 @@ def profile_step(size):
     """{"step_ms", "traced_ms", "functions": [{name, calls, us}], "lines": [{name, line, code, us}]}: the untraced
     median time of a float32 step of numpy_fast.py at size, the traced one, and per step the microseconds spent in
     each function and on each line of numpy_fast.py (a line's NumPy calls, and the functions outside the file it
-    calls, count as the line's; the tracer's own cost, about a microsecond a line, is in every figure)."""
+    calls, count as the line's; the tracer's own cost, which docs/developers.md gives, is in every figure)."""
     import collections
     import linecache
 

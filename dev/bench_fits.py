@@ -4,11 +4,11 @@
     python3 -m dev.bench_fits --rounds 1 --bootstrap 20
 
 experiments/scaling_judged.floors_by_cut fits the law again to every bootstrap resampling of every cut, by least
-squares and by Huber: 2,400 fits for experiments/scaling.json, most of what `python3 -m experiments.scaling --check`
-spends. refit_floors sends them through a process pool of every core (each worker one BLAS thread) when there are
-PARALLEL_FROM or more; this times floors_by_cut with the pool and with every fit in this process, taking turns
-round by round, and reports the medians, their ratio, and whether both gave the same floors (they must).
---bootstrap N fits N resamplings instead of the record's plan's.
+squares and by Huber (how many, and their share of `python3 -m experiments.scaling --check`: docs/developers.md, "The
+floors' fits on every core"). refit_floors sends them through a process pool of every core (each worker one BLAS
+thread) when there are PARALLEL_FROM or more; this times floors_by_cut with the pool and with every fit in this
+process, taking turns round by round, and reports the medians, their ratio, and whether both gave the same floors
+(they must). --bootstrap N fits N resamplings instead of the record's plan's.
 """
 
 import argparse

@@ -6,18 +6,11 @@ the split of corpus.txt into the stories train.py trains and validates on, the e
 order test's two sentences (the trace's, block-trace.json) and the lessons' words (templates the page fills with
 the numbers of its model) with the scaling lesson's answer: a copy of page-lessons.json, which `python3 -m
 oneblock.export` writes (where NumPy and SciPy are installed: it fits the scaling law to experiments/scaling.json) and
-`--check` holds current, so an export needs neither. Its files are written all together or not at all, so a failed
-export leaves an old one as it was.
+`--check` holds current, so an export needs neither.
 
-A model of your own text (train.py --data FILE) brings its own tokenizer in its checkpoint; the split is FILE's, read
-again and held to the SHA-256 the checkpoint recorded, and there is no floor. FILE is the one the user names (explore.py
---data), or else the file of the recorded name's last part beside the checkpoint or in the current folder: never a
-path with folders read from the checkpoint, which could name any file.
-
-What is written is the export's alone: into a folder that is missing, empty or an earlier export (its manifest.json
-says so), never through a link, its data as private as the checkpoint and the text it was made from (and no file
-more open than the umask allows), and naming no path of this machine (the checkpoint and the text by their file
-names only).
+A model of your own text (train.py --data FILE) brings its own tokenizer in its checkpoint, its split is FILE's and
+there is no floor; how FILE is found: docs/explorer.md, "Which models it runs". Which folders an export writes into,
+all its files or none, and how private its data is: docs/explorer.md, "Opening it".
 
     >>> manifest = export_data(tempfile.mkdtemp(), *read_weights("no-such.safetensors", explicit=False))
     >>> manifest["trained"], manifest["order"]["a"]

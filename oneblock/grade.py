@@ -1,11 +1,7 @@
 """The grader: a learner's model.py, step by step in build order, against the lab's model.py on the lab's inputs.
 
-Each step is one function of the build. It is called with the lab's inputs (made by the lab's model.py), and with
-the lab's own versions of the other steps in its place, so that one wrong step never hides the next. Its outputs are
-held to the lab's within TOL, tensor by tensor in the order the lab computes them; the first wrong entry is placed
-(tensor, entry, the learner's value and the lab's). For a step that computes gradients, the finite difference of
-the learner's own forward at that entry says whether the forward or the backward is wrong. When the learner's outputs
-are those of a catalogue mistake (oneblock/mistakes.py) on the same inputs, the mistake is named and explained.
+Each step is one function of the build, held to the lab's within TOL; what the grader tells of a wrong one:
+docs/build.md, "The grader".
 
 A step runs in a process of its own (grade_step, through `python3 -m oneblock.grade STEP FILE`), so that a function
 that never returns is stopped after LIMIT seconds and a learner's crash is a line, never the grader's traceback.

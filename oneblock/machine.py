@@ -12,11 +12,10 @@ that a learner without one reads what to do instead of a traceback:
     ...
     SystemExit: 2
 
-Float results of the NumPy path depend on the machine: OpenBLAS picks its matrix kernels for the CPU it runs on
-(AVX-512 "SkylakeX", AVX2 "Haswell", AVX "Sandybridge", ...; OPENBLAS_CORETYPE forces a family), and each family,
-like each thread count, adds in its own order. `blas()` says which kernels a run used, so that a recorded figure can
-say where it was measured (experiments/spread.py measures how far results move between families). The thread count
-is set while the program runs (`use_threads`, through threadpoolctl), so no order of imports can change the bits.
+Float results of the NumPy path depend on the BLAS kernels and the thread count (docs/reproducibility.md, "Three
+kinds of number", says why). `blas()` says which kernels a run used, so that a recorded figure can say where it was
+measured. The thread count is set while the program runs (`use_threads`, through threadpoolctl), so no order of
+imports can change the bits.
 """
 
 import ctypes

@@ -9,12 +9,10 @@ for bit the same computation as before it could grow. Differences from model.py:
 - IDs are an int array of shape (T,) or (B, T), and every tensor has the same leading axes; the loss is the mean
   over all B * T positions. Parameters are a dict of arrays, all float64 or all float32 (`from_lists`, `to_lists`).
 - Sums are NumPy's, not `math.fsum`: in float64 the results agree with the reference to about 1e-15 relative.
-- Positions come in four schemes, config.positions (the reference has the first two): "learned" (the pos_emb rows,
-  at most max_len positions), "none", "sinusoidal" (a fixed sine/cosine table added to the token embeddings) and
-  "rope" (q and k turned by position-dependent angles). The last three read up to LONGEST positions; pos_emb gets
+- Positions come in four schemes, config.positions (the reference has "learned" and "none"; docs/positions.md,
+  "Four schemes", says what each is). Every scheme but "learned" reads up to LONGEST positions, and gives pos_emb
   gradient 0.
-- Blocks and heads: config.blocks blocks, one after another; config.heads splits each attention into heads of
-  width d / heads (heads must divide d), each with its own softmax, scaled by 1 / sqrt(d / heads).
+- Blocks and heads: config.blocks and config.heads (heads must divide d), as docs/growing.md, "The sizes", says.
 Every call returns new arrays. `numpy_fast.py` computes the same, tuned for a training loop.
 
 Shape legend, used in the comments on every line that makes a tensor:

@@ -4,9 +4,8 @@ on one device or data-parallel.
     python3 train.py --backend torch --out out/torch.safetensors             # one process, CPU (or --device cuda)
     torchrun --nproc_per_node 2 train.py --backend torch --out out/ddp.safetensors   # 2 processes, gloo on CPU
 
-training.py keeps everything else: the data, the windows each step draws, the schedule, clipping, the one Adam (its
-formulas run on torch tensors as they run on arrays), and train.py the checkpoints. This file adds what PyTorch
-needs:
+training.py keeps the loop, and train.py the checkpoints, as for every backend (docs/torch.md, "The torch
+backend"). This file adds what PyTorch needs:
 
 - The twin as a `torch.nn.Module` (`Twin`), because `DistributedDataParallel` wraps a module: its forward is
   torch_model.forward and the loss. train.py's weights stay a dict of plain tensors; each step copies them into the

@@ -10,9 +10,7 @@ that writes them and has them graded (oneblock/grade.py). Standard library only,
 
 Exit status: 0 when every step passes (check) or the guess is right (guess), 1 when not, 2 for bad arguments.
 
-A blank function keeps its signature, its docstring (what it computes, with a tiny example), the comments of its body
-(the formulas, in order), each line's shape comment with the names it makes, and the statements that only name what
-to return (the cache's keys, which the later steps read). Its body ends in a line that raises NotImplementedError,
+What a blank function keeps: docs/build.md, "The workbook". Its body ends in a line that raises NotImplementedError,
 which the grader reads as "not written yet".
 
     >>> text = workbook("loss_and_dlogits")
