@@ -1,7 +1,7 @@
 """Helpers shared by the tests that run the lab's commands: run one in a subprocess (run, under a memory_limit;
 run_without, where some packages cannot be imported) or in this process (ran), hold one at a call of the library
 (held, holding: HELD holds train.py in its data preparation), kill a grid or a process group with a real SIGKILL,
-start explore.py's server, assert that a run failed as a bad input should and see what it left
+serve a folder as explore.py does (served), assert that a run failed as a bad input should and see what it left
 (files_under, kinds_under), a text of one's own, and the cases of a private one (PRIVACY)."""
 
 import os
@@ -142,19 +142,6 @@ def kill_group(proc, communicate=False, timeout=60):
         time.sleep(0.01)
 
 
-def serving_explorer(cwd):
-    """python3 explore.py --no-open started in cwd: (the process, the URL it prints) once it serves. Its SIGINT is
-    what a terminal's Ctrl-C sends even under a background pytest, whose children start with SIGINT ignored."""
-    proc = subprocess.Popen([sys.executable, str(ROOT / "explore.py"), "--no-open"], cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    line = proc.stdout.readline()
-    if not line.startswith("serving the explorer at http://127.0.0.1:"):
-        proc.kill()
-        raise AssertionError(f"explore.py did not serve: {line!r} {proc.communicate()[1][-2000:]}")
-    return proc, line.split()[4]
-
-
 @contextmanager
 def served(folder):
     """The URL of folder served by the explorer's own server (oneblock.server, as explore.py serves the page), in a
@@ -234,20 +221,6 @@ def privacy_id(value):
     ('077', '644')
     """
     return f"{value:03o}"
-
-
-def script(*lines):
-    """(read, said): a read function that gives these lines in turn and then the end of input, and the list of what
-    was written, the prompts included (the lessons' tests type a learner's input with it)."""
-    said, queue = [], list(lines)
-
-    def read(prompt):
-        said.append(prompt)
-        if not queue:
-            raise EOFError
-        return queue.pop(0)
-
-    return read, said
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ import pytest
 import model
 from oneblock import checkpoint, export
 from oneblock import server as serving
-from run_helpers import kinds_under, one_line_error, ran, run, serving_explorer
+from run_helpers import kinds_under, one_line_error, ran, run
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -185,11 +185,11 @@ def test_a_link_out_of_the_folder_is_404_and_its_target_never_sent(server, path)
 
 
 def test_a_folder_is_never_listed(server):
-    for path in ("/data/", "/data", "/sub/..%2fdata/"):
+    for path in ("/data/", "/data"):
         reply, log = server.get(path)
-        assert status(reply) in (400, 404), (path, reply)
+        assert status(reply) == 404, (path, reply)
         assert b"manifest.json" not in reply and b"listing" not in reply.lower()
-        one_log_line(log, status(reply))
+        one_log_line(log, 404)
     reply, _ = server.get("/sub")  # a folder with its own index.html: sent there, with the slash its links need
     assert status(reply) == 301 and header(reply, "Location") == "/sub/"
     reply, _ = server.get("/sub/")
@@ -206,11 +206,9 @@ def test_only_regular_files_are_served(server, site):
 
 
 @pytest.mark.parametrize("path, code", [
-    ("/%00", 400),  # a NUL: no file has one in its name
-    ("/index.html%00.js", 400),
+    ("/index.html%00.js", 400),  # a NUL: no file has one in its name
     ("/%0d%0aSet-Cookie:%20x", 400),  # control characters
     ("/..%2f..%2foutside%2fsecret.txt", 400),  # encoded slashes
-    ("/sub%2findex.html", 400),
     ("/../outside/secret.txt", 400),  # dot segments (a browser removes them before it asks)
     ("/%2e%2e/outside/secret.txt", 400),
     ("/sub/./index.html", 400),
@@ -252,7 +250,6 @@ def tls_client_hello():
     pytest.param(b"GET / HTTP/1.0 again\r\n\r\n", 400, "", id="four words"),
     pytest.param(b"POST /\r\n\r\n", 400, "", id="HTTP/0.9 POST"),
     pytest.param(b"BREW /pot HTTP/1.0\r\n\r\n", 501, "", id="an unknown method"),
-    pytest.param(b"GET /" + b"a" * 100_000 + b" HTTP/1.0\r\n\r\n", 414, "GET /aaaa", id="a 100,000-character URL"),
     pytest.param(b"GET /" + b"a" * 16_000_000 + b" HTTP/1.0\r\n\r\n", 414, "GET /aaaa",
                  id="a 16 MB URL, more than the socket buffers hold: the reply is not lost to a reset"),
     pytest.param(b"GET / HTTP/1.0\r\nX: " + b"a" * 100_000 + b"\r\n\r\n", 431, "", id="a header line too long"),
@@ -333,10 +330,10 @@ def test_a_host_that_names_another_server_is_421_and_nothing_of_the_folder(serve
     files exist is told."""
     port = server.port
     for host in [b"evil.example:%d" % port, b"127.0.0.1.nip.io:%d" % port, b"localhost:%d" % (port + 1),
-                 b"127.0.0.1:%d" % (port + 1), b"0.0.0.0:%d" % port, b"[::2]:%d" % port, b"localhost", b"127.0.0.1",
-                 b"localhost..:%d" % port, b"localhost.evil.example:%d" % port, b"evil.localhost:%d" % port,
-                 b"127.0.0.2:%d" % port, b"[::ffff:127.0.0.1]:%d" % port, b"localhost:%d0" % port,
-                 b"localhost:0%d0" % port, b"localhost:99999999", b"localhost:"]:
+                 b"0.0.0.0:%d" % port, b"[::2]:%d" % port, b"localhost", b"localhost..:%d" % port,
+                 b"localhost.evil.example:%d" % port, b"evil.localhost:%d" % port, b"127.0.0.2:%d" % port,
+                 b"[::ffff:127.0.0.1]:%d" % port, b"localhost:%d0" % port, b"localhost:0%d0" % port,
+                 b"localhost:99999999", b"localhost:"]:
         replies = set()
         for path in FILES:
             reply, log = server.get(path, host=host)
@@ -355,7 +352,6 @@ def test_a_host_that_names_another_server_is_421_and_nothing_of_the_folder(serve
 @pytest.mark.parametrize("request_bytes", [
     pytest.param(b"GET /index.html HTTP/1.0\r\n\r\n", id="HTTP/1.0 without Host"),
     pytest.param(b"GET /index.html HTTP/1.1\r\n\r\n", id="HTTP/1.1 without Host"),
-    pytest.param(b"GET /index.html HTTP/1.1\r\nHost:\r\n\r\n", id="an empty Host"),
     pytest.param(b"GET /index.html HTTP/1.1\r\nHost:   \r\n\r\n", id="a Host of spaces"),
     pytest.param(b"GET /index.html HTTP/1.1\r\nHost: " + HERE + b"\r\nHost: evil.example\r\n\r\n", id="two Hosts"),
     pytest.param(b"GET /index.html HTTP/1.1\r\nHost: me@" + HERE + b"\r\n\r\n", id="a Host with a user"),
@@ -387,15 +383,20 @@ def test_the_names_of_this_server_are_served(server):
 
 def test_explore_py_answers_bad_requests_and_rebinding_pages_and_stops_cleanly(tmp_path, capsys):
     """The same server through python3 explore.py --no-open (serving explorer/ with the real idle timeout), once for
-    each kind (every case of each is the tests' above): a bad request and a path out of the folder are their status
-    in one short line on stderr; the page's files are served with their types, uncached, and quietly; clients that
-    hang up mid-reply leave no traceback; asked for its data as a page elsewhere on the web asks after DNS rebinding
-    (curl -H "Host: evil.example:PORT" http://127.0.0.1:PORT/data/split.json), 421 and not a byte of the split, and
-    400 without a Host, while the URL it prints, and localhost, serve it; a second explore.py on its port is a
-    message and exit 2; and Ctrl-C still stops it, and nothing listens any more."""
-    proc, url = serving_explorer(tmp_path)
+    each kind (every case of each is the tests' above): the page's files are served with their types, uncached, and
+    quietly; clients that hang up mid-reply leave no traceback; asked for its data as a page elsewhere on the web asks
+    after DNS rebinding (curl -H "Host: evil.example:PORT" http://127.0.0.1:PORT/data/split.json), 421 and not a byte
+    of the split, and 400 without a Host, each its status in one short line on stderr, while the URL it prints, and
+    localhost, serve it; a second explore.py on its port is a message and exit 2; and Ctrl-C still stops it, and
+    nothing listens any more."""
+    # (its SIGINT is what a terminal's Ctrl-C sends, even under a background pytest, whose children ignore SIGINT)
+    proc = subprocess.Popen([sys.executable, str(ROOT / "explore.py"), "--no-open"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
-        port = int(url.split(":")[2].split("/")[0])
+        line = proc.stdout.readline()
+        assert line.startswith("serving the explorer at http://127.0.0.1:"), line
+        port = int(line.split()[4].split(":")[2].split("/")[0])
 
         def get(path, host=b"127.0.0.1:%d" % port):
             line = b"" if host is None else b"Host: " + host + b"\r\n"
@@ -403,9 +404,6 @@ def test_explore_py_answers_bad_requests_and_rebinding_pages_and_stops_cleanly(t
                 sock.sendall(b"GET %s HTTP/1.%d\r\n%s\r\n" % (path, host is not None, line))
                 return read_all(sock)
 
-        assert status(get(b"/", host=b"x y")) == 400
-        outside = get(b"/..%2fexplore.py")
-        assert status(outside) == 400 and b"import " not in outside
         for name, mime in [("index.html", "text/html"), ("page.js", "text/javascript"),
                            ("worker.js", "text/javascript"), ("style.css", "text/css"),
                            ("data/manifest.json", "application/json"),
@@ -435,7 +433,7 @@ def test_explore_py_answers_bad_requests_and_rebinding_pages_and_stops_cleanly(t
             proc.wait()
     assert proc.returncode == 0 and "stopped" in out and "Traceback" not in err, err
     lines = [x for x in err.splitlines() if not x.startswith("note: ")]  # the note: the model is untrained
-    assert [x.rsplit(": HTTP ", 1)[1] for x in lines] == ["400", "400", "421", "400"], err
+    assert [x.rsplit(": HTTP ", 1)[1] for x in lines] == ["421", "400"], err
     assert all(len(x) <= 200 and re.fullmatch(r"[ -~]*", x) for x in lines), err
     with pytest.raises(OSError):  # nothing listens any more
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
@@ -700,12 +698,11 @@ def test_an_export_replaces_only_an_export(runs, explore, tmp_path):
         proc = explore("--ckpt", "one-block.safetensors", "--export", folder, cwd=runs)
         one_line_error(proc, f"{folder} holds files that are not an explorer export", "missing, empty")
         assert kinds_under(folder) == before
-    # empty, and then an earlier export: both written
+    # empty: written (an earlier export replaced: test_the_export_holds_no_path_of_the_machine's second export)
     empty = tmp_path / "empty"
     empty.mkdir()
-    for _ in range(2):
-        proc = explore("--ckpt", "one-block.safetensors", "--export", empty, cwd=runs)
-        assert proc.returncode == 0, proc.stderr
+    proc = explore("--ckpt", "one-block.safetensors", "--export", empty, cwd=runs)
+    assert proc.returncode == 0, proc.stderr
     # a folder that a killed export left: the temporary files of its names, and an empty data/
     killed = tmp_path / "killed"
     (killed / "data").mkdir(parents=True)
