@@ -304,10 +304,8 @@ function* each_expected(config) {
 // ----------------------------------------------------------------------------------------------------------------
 // Checking a decoded checkpoint: refused where checkpoint.py refuses it, in a few words of the page's own
 
-// What a checkpoint's metadata and training may name comes from checkpoint.py through manifest.json's "checkpoint"
-// (names below: its versions, needed, known_keys, text_keys, hash_keys, number_keys, splits, backends and dtypes).
-//
-// what a training setting may be (checkpoint.TRAINING_RULES decides the same): name -> test(value, names)
+// what a training setting may be (checkpoint.TRAINING_RULES decides the same): name -> test(value, names), names the
+// checkpoint.py names that the export writes into manifest.json's "checkpoint" (its backends, dtypes, versions, ...)
 const finite = (v) => typeof v === "bigint" || (typeof v === "number" && Number.isFinite(v));
 const number = (v) => typeof v === "bigint" || typeof v === "number";
 const at_least = (low, or_null = false) => (v) => (or_null && v === null) || is_whole(v, low);
@@ -326,23 +324,21 @@ const SETTINGS = new Map([
 
 /** An Error unless the metadata strings are a checkpoint's (as checkpoint.check_metadata); returns the version. */
 function check_metadata(metadata, names) {
+  const { versions, needed, known_keys, hash_keys, number_keys, text_keys, splits } = names;
   if (metadata.get("format") !== FORMAT) throw new Error(`it is not a ${FORMAT}`);
   const version = metadata.get("format_version");
-  if (!names.versions.includes(version)) {
-    throw new Error(`its format version is not one of ${names.versions.join(", ")}`);
-  }
-  const lacks = names.needed.find((key) => !metadata.has(key));
+  if (!versions.includes(version)) throw new Error(`its format version is not one of ${versions.join(", ")}`);
+  const lacks = needed.find((key) => !metadata.has(key));
   if (lacks) throw new Error(`its metadata lacks ${lacks}`);
-  if ([...metadata.keys()].some((key) => !names.known_keys.includes(key))) {
-    throw new Error("its metadata has a key no checkpoint has");
-  }
+  if ([...metadata.keys()].some((key) => !known_keys.includes(key))) throw new Error("its metadata has a key no"
+    + " checkpoint has");
   const nats = (v) => /^[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$/.test(v) && Number.isFinite(Number(v)); // as repr writes
-  if (names.hash_keys.some((key) => metadata.has(key) && !/^[0-9a-f]{64}$/.test(metadata.get(key)))
-      || names.number_keys.some((key) => metadata.has(key) && !nats(metadata.get(key)))) {
+  if (hash_keys.some((key) => metadata.has(key) && !/^[0-9a-f]{64}$/.test(metadata.get(key)))
+      || number_keys.some((key) => metadata.has(key) && !nats(metadata.get(key)))) {
     throw new Error("its metadata holds a hash or a loss that is not one");
   }
-  const text = names.text_keys.filter((key) => metadata.has(key)).length;
-  if (text && (text !== names.text_keys.length || !names.splits.includes(metadata.get("split"))
+  const text = text_keys.filter((key) => metadata.has(key)).length;
+  if (text && (text !== text_keys.length || !splits.includes(metadata.get("split"))
       || !metadata.get("text") || sha256(new TextEncoder().encode(metadata.get("tokenizer")))
         !== metadata.get("tokenizer_sha256"))) {
     throw new Error("its metadata of a text of your own is not whole");

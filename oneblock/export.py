@@ -212,8 +212,8 @@ def data_files(folder, weights, fields):
         "checkpoint": {  # checkpoint.py's names, which the page's reader holds a file to (explorer/checkpoint.js)
             "versions": checkpoint.VERSIONS, "needed": [*checkpoint.METADATA_KEYS, checkpoint.DATA_HASH_KEY],
             "known_keys": checkpoint.KNOWN_KEYS, "text_keys": checkpoint.TEXT_KEYS, "hash_keys": checkpoint.HASH_KEYS,
-            "number_keys": checkpoint.NUMBER_KEYS, "splits": checkpoint.SPLITS, "backends": checkpoint.BACKENDS,
-            "dtypes": checkpoint.DTYPE_NAMES},
+            "number_keys": checkpoint.NUMBER_KEYS, "splits": checkpoint.SPLITS, "dtypes": checkpoint.DTYPE_NAMES,
+            "backends": checkpoint.BACKENDS},
     }
     contents = {"manifest.json": json.dumps(manifest, indent=2) + "\n", WEIGHTS_FILE: page_weights(weights, metadata),
                 "tokenizer.json": page["tokenizer"], "split.json": json.dumps(page["split"]) + "\n",
