@@ -286,17 +286,10 @@ export const FORMAT = "one-block checkpoint";
 // no longer written), 3 records it in its config alone
 const GROWN_VERSIONS = ["2", "3"];
 const GROWN_VERSION = "3"; // what a grown model's file is written as
-const VERSIONS = [ONE_BLOCK_VERSION, ...GROWN_VERSIONS]; // the format versions read: a new one is added here
 const MODEL_SETTINGS = ["positions", ...GROWN_KEYS, SWITCH_KEY]; // a run's settings that are its model's: the config's
 export const METADATA_HASH_KEY = "metadata_sha256";
 const MOMENT_PREFIXES = ["adam_m.", "adam_v."];
 const STEP = "adam_step", RNG = "rng_state", RNG_STATE_LEN = 625n;
-const NEEDED = ["format", "format_version", "config", "training", "tokenizer_sha256", DATA_HASH_KEY]; // required
-const TEXT_KEYS = ["text", "text_sha256", "split", "tokenizer"]; // your own text: all four; the stories: none
-const HASH_KEYS = ["tokenizer_sha256", "corpus_sha256", "text_sha256", DATA_HASH_KEY, METADATA_HASH_KEY];
-const NUMBER_KEYS = ["val_loss", "floor_nats_per_token", "val_floor_nats_per_token"]; // nats (at least 0), as text
-const KNOWN_KEYS = [...NEEDED, ...TEXT_KEYS, ...HASH_KEYS, ...NUMBER_KEYS, "explorer_source"];
-const DTYPE_NAMES = new Map([["float32", "F32"], ["float64", "F64"]]);
 
 /** (name, shape) of every tensor a training checkpoint of config (a Map of BigInts) holds, one at a time, as
  * checkpoint.each_expected: a config of 10^12 blocks costs nothing until its names are read. */
@@ -311,13 +304,14 @@ function* each_expected(config) {
 // ----------------------------------------------------------------------------------------------------------------
 // Checking a decoded checkpoint: refused where checkpoint.py refuses it, in a few words of the page's own
 
-// what a training setting may be (checkpoint.TRAINING_RULES decides the same): name -> test
+// what a training setting may be (checkpoint.TRAINING_RULES decides the same): name -> test(value, names), names the
+// checkpoint.py names that the export writes into manifest.json's "checkpoint" (its backends, dtypes, versions, ...)
 const finite = (v) => typeof v === "bigint" || (typeof v === "number" && Number.isFinite(v));
 const number = (v) => typeof v === "bigint" || typeof v === "number";
 const at_least = (low, or_null = false) => (v) => (or_null && v === null) || is_whole(v, low);
 const SETTINGS = new Map([
-  ["backend", (v) => ["numpy", "numpy-plain", "python", "torch", "explorer"].includes(v)],
-  ["threads", at_least(1n)], ["dtype", (v) => DTYPE_NAMES.has(v)], ["steps", at_least(0n)],
+  ["backend", (v, names) => names.backends.includes(v)],
+  ["threads", at_least(1n)], ["dtype", (v, names) => Object.hasOwn(names.dtypes, v)], ["steps", at_least(0n)],
   ["batch", at_least(1n)], ["seq_len", at_least(1n)], ["warmup", at_least(0n)],
   ["lr", (v) => finite(v) && v > 0], ["min_lr", (v) => finite(v) && v >= 0], ["eps", (v) => finite(v) && v > 0],
   ["beta1", (v) => number(v) && v >= 0 && v < 1], ["beta2", (v) => number(v) && v >= 0 && v < 1],
@@ -329,21 +323,22 @@ const SETTINGS = new Map([
 ]);
 
 /** An Error unless the metadata strings are a checkpoint's (as checkpoint.check_metadata); returns the version. */
-function check_metadata(metadata) {
+function check_metadata(metadata, names) {
+  const { versions, needed, known_keys, hash_keys, number_keys, text_keys, splits } = names;
   if (metadata.get("format") !== FORMAT) throw new Error(`it is not a ${FORMAT}`);
   const version = metadata.get("format_version");
-  if (!VERSIONS.includes(version)) throw new Error(`its format version is not one of ${VERSIONS.join(", ")}`);
-  const lacks = NEEDED.find((key) => !metadata.has(key));
+  if (!versions.includes(version)) throw new Error(`its format version is not one of ${versions.join(", ")}`);
+  const lacks = needed.find((key) => !metadata.has(key));
   if (lacks) throw new Error(`its metadata lacks ${lacks}`);
-  if ([...metadata.keys()].some((key) => !KNOWN_KEYS.includes(key))) throw new Error("its metadata has a key no"
+  if ([...metadata.keys()].some((key) => !known_keys.includes(key))) throw new Error("its metadata has a key no"
     + " checkpoint has");
   const nats = (v) => /^[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$/.test(v) && Number.isFinite(Number(v)); // as repr writes
-  if (HASH_KEYS.some((key) => metadata.has(key) && !/^[0-9a-f]{64}$/.test(metadata.get(key)))
-      || NUMBER_KEYS.some((key) => metadata.has(key) && !nats(metadata.get(key)))) {
+  if (hash_keys.some((key) => metadata.has(key) && !/^[0-9a-f]{64}$/.test(metadata.get(key)))
+      || number_keys.some((key) => metadata.has(key) && !nats(metadata.get(key)))) {
     throw new Error("its metadata holds a hash or a loss that is not one");
   }
-  const text = TEXT_KEYS.filter((key) => metadata.has(key)).length;
-  if (text && (text !== TEXT_KEYS.length || !["line", "document"].includes(metadata.get("split"))
+  const text = text_keys.filter((key) => metadata.has(key)).length;
+  if (text && (text !== text_keys.length || !splits.includes(metadata.get("split"))
       || !metadata.get("text") || sha256(new TextEncoder().encode(metadata.get("tokenizer")))
         !== metadata.get("tokenizer_sha256"))) {
     throw new Error("its metadata of a text of your own is not whole");
@@ -372,11 +367,11 @@ function check_fits(config, tensors) {
 /** An Error unless training (read_json's Map) holds only settings a run records, each of its kind and range,
  * agreeing with each other and with the config (a Map, whose scheme is positions), as checkpoint.check_training
  * decides. */
-function check_training(training, config, positions, metadata) {
+function check_training(training, config, positions, metadata, names) {
   const get = (name, otherwise) => (training.has(name) ? training.get(name) : otherwise);
   const recorded = get("positions", positions);
   const scheme = typeof recorded === "boolean" ? (recorded ? "learned" : "none") : recorded; // (before the schemes)
-  if ([...training].some(([name, value]) => !SETTINGS.get(name)(value))
+  if ([...training].some(([name, value]) => !SETTINGS.get(name)(value, names))
       || (metadata.has("text") && !(training.has("val_fraction") && training.has("seq_len")))
       || get("seq_len", 0n) > config.get("max_len") || (training.has("lr") && get("min_lr", 0n) > training.get("lr"))
       || (training.has("steps") && get("warmup", 0n) > training.get("steps")) || scheme !== positions
@@ -391,13 +386,13 @@ function check_training(training, config, positions, metadata) {
  * checkpoint.check_tensors decides: every expected tensor there with its shape and no others, one float dtype (the
  * training dtype's, when recorded), every value finite, a step from 0 to the run's steps and a random state that
  * random.Random can have reached. */
-function check_tensors(tensors, config, training) {
+function check_tensors(tensors, config, training, names) {
   const shapes = new Map(each_expected(config));
   const other = [...tensors.keys()].find((name) => !shapes.has(name))
     ?? [...shapes.keys()].find((name) => !tensors.has(name));
   if (other !== undefined) throw new Error(`its tensors are not its config's (${JSON.stringify(other.slice(0, 60))})`);
   const float_dtype = tensors.get("tok_emb").dtype;
-  if (float_dtype === "I64" || (training.has("dtype") && DTYPE_NAMES.get(training.get("dtype")) !== float_dtype)) {
+  if (float_dtype === "I64" || (training.has("dtype") && names.dtypes[training.get("dtype")] !== float_dtype)) {
     throw new Error(`its tok_emb has dtype ${float_dtype}, not its training's`);
   }
   for (const [name, want] of shapes) {
@@ -423,21 +418,22 @@ function check_tensors(tensors, config, training) {
 
 /** Check a decoded checkpoint, deciding as checkpoint.check_checkpoint does: the metadata strings, the config, the
  * sizes against what the file holds (before any per-block name is made), the training settings, the tokenizer's
- * hash, the tensors and, last, the metadata's own hash. Returns {config, training} (Maps) and described, the model's
- * model_config, or throws an Error. */
-export function check_checkpoint(tensors, metadata, tokenizer_sha256) {
-  const version = check_metadata(metadata);
+ * hash (manifest.json's tokenizer_sha256), the tensors and, last, the metadata's own hash, with checkpoint.py's
+ * names (manifest.json's checkpoint). Returns {config, training} (Maps) and described, the model's model_config, or
+ * throws an Error. */
+export function check_checkpoint(tensors, metadata, { tokenizer_sha256, checkpoint: names }) {
+  const version = check_metadata(metadata, names);
   const config = read_json(metadata.get("config"), "config", JSON_KEYS); // its sizes BigInts, to hold to the file's
   const described = config_from_json(config, GROWN_VERSIONS.includes(version));
   const { positions } = described;
   check_fits(config, tensors);
   checked(described); // (d and blocks held to the file by check_fits; heads past d, whatever its size, divide no d)
   const training = read_json(metadata.get("training"), "training", [...SETTINGS.keys()]);
-  check_training(training, config, positions, metadata);
+  check_training(training, config, positions, metadata, names);
   if (metadata.get("tokenizer_sha256") !== tokenizer_sha256) {
     throw new Error("it was trained with another tokenizer than the page's");
   }
-  check_tensors(tensors, config, training);
+  check_tensors(tensors, config, training, names);
   if (metadata.has(METADATA_HASH_KEY) ? metadata_digest(metadata) !== metadata.get(METADATA_HASH_KEY)
     : GROWN_VERSIONS.includes(version)) {
     throw new Error(`its metadata's SHA-256 is not the one it records in ${METADATA_HASH_KEY}`);
@@ -468,11 +464,11 @@ export function metadata_digest(metadata) {
 // ----------------------------------------------------------------------------------------------------------------
 // What the page reads: a checkpoint it can run, priced by its size before it is read
 
-export const PAGE_COPIES = 8; // export.PAGE_COPIES: float64 copies of the weights the page holds at once
-export const PAGE_BYTES = 2 ** 30; // export.PAGE_BYTES: what the page keeps to
-const MOST_PARAMETERS = PAGE_BYTES / (8 * PAGE_COPIES); // 16,777,216
-// the largest file of a model the page runs: the longest header, float64 weights and their two moments, step and RNG
-export const MOST_FILE_BYTES = 8 + MAX_HEADER + 3 * 8 * MOST_PARAMETERS + 8 * (1 + Number(RNG_STATE_LEN));
+/** The size of the largest file of a model of most_parameters parameters (page_fits' bound, in manifest.json): the
+ * longest header, float64 weights and their two moments, the step and the RNG. */
+export function most_file_bytes(most_parameters) {
+  return 8 + MAX_HEADER + 3 * 8 * most_parameters + 8 * (1 + Number(RNG_STATE_LEN));
+}
 
 /** A number of bytes in words, with a binary prefix.
  *
@@ -484,34 +480,36 @@ export function in_bytes(n) {
   return `${n} bytes`;
 }
 
-/** An Error, before a byte is read, when a file of size bytes is larger than any checkpoint the page runs
- * (MOST_FILE_BYTES): such a file is corrupt, or its model is too large for the page. */
-export function check_file_size(size, where) {
-  if (size > MOST_FILE_BYTES) {
-    throw new Error(`${where} is ${in_bytes(size)}, more than the ${in_bytes(MOST_FILE_BYTES)} of the largest`
+/** An Error, before a byte is read, when a file of size bytes is larger than any checkpoint of at most
+ * most_parameters parameters (most_file_bytes): such a file is corrupt, or its model is too large for the page. */
+export function check_file_size(size, where, most_parameters) {
+  const most = most_file_bytes(most_parameters);
+  if (size > most) {
+    throw new Error(`${where} is ${in_bytes(size)}, more than the ${in_bytes(most)} of the largest`
       + " checkpoint the explorer runs, so it is not read; sample.py runs a larger model");
   }
 }
 
 /** The page's reading of a checkpoint file's bytes: a file checkpoint.py reads (decoded and checked as
- * checkpoint.load_bytes does, with the page's tokenizer's hash), of a vocabulary the size of the page's tokenizer
- * (vocab tokens) and a model small enough for the page (PAGE_COPIES float64 copies of its weights within
- * PAGE_BYTES), as export.read_weights holds a file. Returns {config, step, val_loss, params}: config the model's
+ * checkpoint.load_bytes does, with manifest, the page's manifest.json), of a vocabulary the size of the page's
+ * tokenizer (vocab tokens) and a model of at most the manifest's most_parameters (export.page_fits' bound), as
+ * export.read_weights holds a file. Returns {config, step, val_loss, params}: config the model's
  * (model.js's model_config), the step a Number, val_loss the text recorded or null, and params flat ({name: {shape,
  * values: Float64Array}}, as flat_tensors gives, so that it can cross from a worker); a bad file is an Error of one
  * line that starts with where. */
-export function read_weights(bytes, where, tokenizer_sha256, vocab) {
+export function read_weights(bytes, where, manifest, vocab) {
   let tensors, metadata, ckpt;
   try {
     ({ tensors, metadata } = decode(bytes));
-    ckpt = check_checkpoint(tensors, metadata, tokenizer_sha256);
+    ckpt = check_checkpoint(tensors, metadata, manifest);
   } catch (e) {
     throw refusal(where, e.message.split("\n")[0]);
   }
   const config = ckpt.described; // (its sizes held to the file's by check_fits: Numbers, exact)
   if (config.vocab !== vocab) throw refusal(where, `its vocabulary is ${config.vocab} tokens, the page's ${vocab}`);
-  if (PAGE_COPIES * 8 * Number(parameter_count(Object.fromEntries(ckpt.config))) > PAGE_BYTES) {
-    throw refusal(where, `its model has more than the ${MOST_PARAMETERS} parameters the page runs (sample.py runs it)`);
+  const most = manifest.most_parameters;
+  if (parameter_count(Object.fromEntries(ckpt.config)) > BigInt(most)) {
+    throw refusal(where, `its model has more than the ${most} parameters the page runs (sample.py runs it)`);
   }
   const params = {};
   for (const [name] of each_param(config)) {

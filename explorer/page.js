@@ -72,7 +72,7 @@ async function load() {
     state.split = await fetch_data("split.json", "json");
     state.data = train.load_data(state.tok, state.split);
     const bytes = await fetch_data(state.manifest.weights, "bytes"), where = `data/${state.manifest.weights}`;
-    const ckpt = checkpoint.read_weights(bytes, where, state.manifest.tokenizer_sha256, state.tok.vocab.length);
+    const ckpt = checkpoint.read_weights(bytes, where, state.manifest, state.tok.vocab.length);
     set_model({ ...ckpt, params: checkpoint.unflat_tensors(ckpt.params) }, { source: state.manifest.source,
       trained: state.manifest.trained });
   } catch (e) {
@@ -185,13 +185,12 @@ function get_loader() {
  * tensors)}, or an Error that starts with the file's name and says what is wrong. A file larger than any checkpoint
  * the page runs is refused by its size, before a byte of it is read. */
 async function read_weights_file(file) {
-  checkpoint.check_file_size(file.size, file.name);
+  checkpoint.check_file_size(file.size, file.name, state.manifest.most_parameters);
   const loader = get_loader();
   const id = ++loader.asked;
   const ckpt = await new Promise((resolve, reject) => {
     loader.pending.set(id, { name: file.name, resolve, reject });
-    const { tokenizer_sha256 } = state.manifest, vocab = state.tok.vocab.length;
-    loader.postMessage({ type: "load", id, file, tokenizer_sha256, vocab });
+    loader.postMessage({ type: "load", id, file, manifest: state.manifest, vocab: state.tok.vocab.length });
   });
   // (the config frozen again: from a worker, a message carries a copy)
   return { ...ckpt, config: model_config(ckpt.config), params: checkpoint.unflat_tensors(ckpt.params) };

@@ -10,7 +10,7 @@
 //         from seed. follow: send the weights now and then, for the panels that follow them.
 //   {type: "pause"}, {type: "resume"}, {type: "stop"}
 //   {type: "snapshot"}                     ask for the whole state (weights, Adam's moments, step, sampler state)
-//   {type: "load", id, file, tokenizer_sha256, vocab}   read a checkpoint File and check it (checkpoint.read_weights)
+//   {type: "load", id, file, manifest, vocab}   read a checkpoint File and check it (checkpoint.read_weights)
 // Messages to the page (each carries the run number it belongs to):
 //   {type: "progress", step, losses: [[step, loss], ...], tokens_per_s}   about every 100 ms
 //   {type: "eval", step, seconds, ...}     at the start, every eval_every steps and at the end: val (and
@@ -148,13 +148,13 @@ const handlers = {
       run.wake?.();
     }
   },
-  async load({ id, file, tokenizer_sha256, vocab }) {
+  async load({ id, file, manifest, vocab }) {
     let ckpt;
     try {
       const bytes = new Uint8Array(await file.arrayBuffer().catch((e) => {
         throw new Error(`${file.name} could not be read (${e.message})`);
       }));
-      ckpt = read_weights(bytes, file.name, tokenizer_sha256, vocab);
+      ckpt = read_weights(bytes, file.name, manifest, vocab);
     } catch (e) {
       return postMessage({ type: "refused", id, message: e.message });
     }

@@ -208,6 +208,12 @@ def data_files(folder, weights, fields):
         "val_floor": page["val_floor"],  # the same over the validation stories, as train.py prints it
         "text": page["split"].get("text"),  # the file name of the text a model of your own text learned, or None
         "order": page["order"],
+        "most_parameters": PAGE_BYTES // (8 * PAGE_COPIES),  # page_fits' bound, which the page holds a file to
+        "checkpoint": {  # checkpoint.py's names, which the page's reader holds a file to (explorer/checkpoint.js)
+            "versions": checkpoint.VERSIONS, "needed": [*checkpoint.METADATA_KEYS, checkpoint.DATA_HASH_KEY],
+            "known_keys": checkpoint.KNOWN_KEYS, "text_keys": checkpoint.TEXT_KEYS, "hash_keys": checkpoint.HASH_KEYS,
+            "number_keys": checkpoint.NUMBER_KEYS, "splits": checkpoint.SPLITS, "dtypes": checkpoint.DTYPE_NAMES,
+            "backends": checkpoint.BACKENDS},
     }
     contents = {"manifest.json": json.dumps(manifest, indent=2) + "\n", WEIGHTS_FILE: page_weights(weights, metadata),
                 "tokenizer.json": page["tokenizer"], "split.json": json.dumps(page["split"]) + "\n",
