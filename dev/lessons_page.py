@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from atomic import output_problem, resolved, write_atomic
+from dev import positive
 from dev.chromium import is_png, need_browser, palette_png, served_page
 from oneblock import machine
 
@@ -74,11 +75,9 @@ def main(argv=None):
     p.add_argument("--screenshot", metavar="PATH", help="also write a picture of one lesson's reveal (PNG)")
     p.add_argument("--shot-lesson", metavar="KEY", default=SHOT_LESSON,
                    help="the lesson whose reveal --screenshot pictures (default: %(default)s)")
-    p.add_argument("--timeout", type=float, default=600,
+    p.add_argument("--timeout", type=positive(float), default=600,
                    help="give up on a lesson after this many seconds (default: %(default)s)")
     args = p.parse_args(argv)
-    if args.timeout <= 0:
-        p.error(f"--timeout must be above 0, got {args.timeout:g}")
     problem = args.screenshot and output_problem(args.screenshot, "--screenshot", "a PNG picture", is_png,
                                                  "lessons-reveal.png")
     if problem:
