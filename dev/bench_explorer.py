@@ -37,7 +37,7 @@ from pathlib import Path
 
 from atomic import output_problem, resolved, write_atomic
 from dev import figures_judge, load_average, positive
-from dev.chromium import is_png, need_browser, palette_png, served_page
+from dev.chromium import is_png, need_browser, served_page, write_picture
 from oneblock import data as data_files, machine, training
 from oneblock.data import ROOT
 from oneblock.export import PAGE_SUFFIXES
@@ -95,9 +95,8 @@ def depth_run(steps, timeout, screenshot=None):
                             " models: r.models.map((m) => ({blocks: m.blocks, done: m.done, evals: m.evals,"
                             " tokens_per_s: m.tokens_per_s, scores: m.latest?.measures.scores, maps:"
                             " document.querySelectorAll(`#depth-model-${m.blocks} .maps canvas`).length}))}; }")
-        if screenshot:
-            page.locator("#depth-panel").scroll_into_view_if_needed()
-            write_atomic(resolved(screenshot), palette_png(page.locator("#depth-panel").screenshot()))
+        if screenshot:  # (a locator's screenshot scrolls it into view first)
+            write_picture(screenshot, page.locator("#depth-panel").screenshot())
     if not all(m["done"] for m in run["models"]):
         raise RuntimeError(f"the second-block experiment did not finish: {run['message']}")
     by_blocks = {m["blocks"]: m for m in run["models"]}
@@ -185,7 +184,7 @@ def show_off(page, path):
     page.wait_for_function("document.querySelector('#check-status').textContent.includes('numbers checked')",
                            timeout=120_000)
     page.click("#chips .chip[data-position='25']")  # "... now leo has the": the colour, said 24 tokens earlier?
-    write_atomic(resolved(path), palette_png(page.screenshot(full_page=True)))
+    write_picture(path, page.screenshot(full_page=True))
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -24,9 +24,9 @@ import sys
 import time
 from pathlib import Path
 
-from atomic import output_problem, resolved, write_atomic
+from atomic import output_problem
 from dev import positive
-from dev.chromium import is_png, need_browser, palette_png, served_page
+from dev.chromium import is_png, need_browser, served_page, write_picture
 from oneblock import machine
 
 # a guess for each lesson, as a learner types it (a choice by its number); a lesson of the page that is not here
@@ -54,13 +54,6 @@ def run_lesson(page, key, timeout):
     page.wait_for_function("(s) => ['revealed', 'skipped'].includes(document.querySelector(s).dataset.state)",
                            arg=card, timeout=timeout * 1000, polling=500)
     return page.evaluate("(k) => JSON.parse(localStorage.getItem(explorer.modules.lessons.STORE))[k]", key)
-
-
-def picture(page, key, path):
-    """Write the card of the lesson (after its Check) to path, as a palette PNG."""
-    card = page.locator(f"#lesson-{key}")
-    card.scroll_into_view_if_needed()
-    write_atomic(resolved(path), palette_png(card.screenshot()))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -107,7 +100,7 @@ def main(argv=None):
         print(f"all {len(wanted)} in {time.perf_counter() - started:.1f} s; load average {os.getloadavg()[0]:.1f} at"
               f" the end")
         if args.screenshot:
-            picture(page, args.shot_lesson, args.screenshot)
+            write_picture(args.screenshot, page.locator(f"#lesson-{args.shot_lesson}").screenshot())  # (scrolled to)
             print(f"wrote {args.screenshot} ({Path(args.screenshot).stat().st_size:,} bytes)")
     return 0
 
