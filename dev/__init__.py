@@ -9,15 +9,17 @@ lab needs to run. Run them from the lab's folder:
     bench_fits.py      the scaling record's bootstrap fits of its floors, here and through a pool of every core
     lessons_page.py    the explorer's lessons in a headless Chromium: each one's time, and the picture of a reveal
     chromium.py        what those two share: the explorer served in a headless Chromium page, and its pictures
-    __init__.py        what the benchmarks share: how each knows its own figures' file, which it may replace, and
-                       the time a call takes
+    __init__.py        what the commands share: how each knows its own figures' file, which it may replace, the
+                       time a call takes, the machine's load, and their options' numbers above zero
     jit_probe.py       what a JIT (numba) would buy the tuned path's row-wise passes
     scale.py           a larger model on paper: parameters, memory, FLOPs, tokens per second per GPU
 
     python3 -m dev.scale --width 16 --blocks 1 --heads 1 --vocab 96 --max-len 64 --batch 16
 """
 
+import argparse
 import json
+import os
 import time
 
 
@@ -49,3 +51,32 @@ def timed(fn, k=1):
     for _ in range(k):
         fn()
     return (time.perf_counter() - t0) / k
+
+
+def load_average():
+    """The machine's load averages over 1, 5 and 15 minutes, to two decimals, or None where there are none.
+
+    >>> load_average() is None or len(load_average()) == 3
+    True
+    """
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):  # (no getloadavg on Windows; OSError where the system has no figures)
+        return None
+
+
+def positive(kind):
+    """An argparse type: a number of kind (int or float) greater than zero.
+
+    >>> positive(int)("3"), positive(float)("0.25")
+    (3, 0.25)
+    """
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"{text} is not greater than 0")
+        return value
+    return parse

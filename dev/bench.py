@@ -54,7 +54,7 @@ import time
 from unittest import mock
 
 from atomic import output_problem, resolved, write_atomic
-from dev import figures_judge, timed
+from dev import figures_judge, positive, timed
 from oneblock import machine
 from oneblock.config import ModelConfig
 
@@ -174,8 +174,8 @@ CEILING_N = 2048  # the ceiling is NumPy's own rate on an n x n matmul, n this
 
 
 def worker(backend, size):
-    """Serve the parent over stdin/stdout: 'run K' -> seconds per step over K timed steps; 'quit'. The tricks'
-    worker (size: its rounds) and the profile's answer once and stop."""
+    """Serve the parent over stdin/stdout: 'run K' -> seconds per step over K timed steps, until the parent closes
+    stdin. The tricks' worker (size: its rounds) and the profile's answer once and stop."""
     if backend in ("tricks", "profile"):
         print(json.dumps(time_tricks(int(size)) if backend == "tricks" else profile_step(size)), flush=True)
         return
@@ -185,12 +185,9 @@ def worker(backend, size):
     while len(times) < 3 or time.perf_counter() < t_end:
         times.append(timed(step))
     print(json.dumps({"estimate": statistics.median(times[len(times) // 2:]), "first": first}), flush=True)
-    for line in sys.stdin:
-        cmd = line.split()
-        if cmd[0] == "quit":
-            return
+    for line in sys.stdin:  # 'run K'
         step()  # untimed: caches and threads back to work after the other workers' turns
-        print(json.dumps({"per_step": timed(step, int(cmd[1]))}), flush=True)
+        print(json.dumps({"per_step": timed(step, int(line.split()[1]))}), flush=True)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -585,10 +582,11 @@ def start(backend, size, threads=None, code=None):
     return proc, reply(proc)
 
 
-def tell(proc, line):
-    """Send a running worker a line: 'run K' (then its reply is the seconds per step) or 'quit'."""
+def ask(proc, line):
+    """Send a running worker a line, 'run K', and return its reply: the seconds per step."""
     proc.stdin.write(line + "\n")
     proc.stdin.flush()
+    return reply(proc)
 
 
 def say(line):
@@ -621,13 +619,12 @@ def bench_size(size, backends, args):
             if key[0] == "reference" and r >= args.reference_rounds:
                 continue
             time.sleep(args.pause)
-            tell(workers[key], f"run {k[key]}")
-            times[key].append(reply(workers[key])["per_step"])
+            times[key].append(ask(workers[key], f"run {k[key]}")["per_step"])
         left = (time.perf_counter() - rounds_started) / (r + 1) * (args.rounds - r - 1)
         say(f"    {size}: round {r + 1} of {args.rounds} ({time.perf_counter() - started:.0f} s so far, about"
             f" {left:.0f} s left for this size)")
-    for proc in workers.values():
-        tell(proc, "quit")
+    for proc in workers.values():  # (a worker, of this code or of older code, stops at the end of its stdin)
+        proc.stdin.close()
         proc.wait()
     rows = []
     for b, code in order:
@@ -745,7 +742,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--sizes", default="series-b1,series-b32,large",
                         help=f"comma-separated, from {', '.join(SIZES)} (default: the three the targets name)")
-    parser.add_argument("--rounds", type=int, default=9, help="rounds per size (median over them)")
+    parser.add_argument("--rounds", type=positive(int), default=9, help="rounds per size (median over them)")
     parser.add_argument("--reference-rounds", type=int, default=3, help="rounds for the slow reference (0: skip it)")
     parser.add_argument("--round-seconds", type=float, default=0.25, help="timed seconds per backend per round")
     parser.add_argument("--pause", type=float, default=0.2, help="seconds between two workers' turns")
@@ -776,8 +773,8 @@ def main(argv=None):
     unknown = [s for s in sizes if s not in SIZES]
     if unknown:
         parser.error(f"unknown sizes {unknown}; choose from {list(SIZES)}")
-    if args.rounds < 1 or args.reference_rounds < 0:
-        parser.error("--rounds must be at least 1 and --reference-rounds at least 0")
+    if args.reference_rounds < 0:
+        parser.error("--reference-rounds must be at least 0")
     if args.against and not any(os.path.isfile(os.path.join(args.against, *path)) for path in (("dev", "bench.py"),
                                                                                                 ("bench.py",))):
         parser.error(f"--against {args.against}: expected a folder holding another checkout (its dev/bench.py, or"

@@ -36,8 +36,8 @@ import time
 from pathlib import Path
 
 from atomic import output_problem, resolved, write_atomic
-from dev import figures_judge
-from dev.chromium import is_png, need_browser, palette_png, served_page
+from dev import figures_judge, load_average, positive
+from dev.chromium import is_png, need_browser, served_page, write_picture
 from oneblock import data as data_files, machine, training
 from oneblock.data import ROOT
 from oneblock.export import PAGE_SUFFIXES
@@ -95,9 +95,8 @@ def depth_run(steps, timeout, screenshot=None):
                             " models: r.models.map((m) => ({blocks: m.blocks, done: m.done, evals: m.evals,"
                             " tokens_per_s: m.tokens_per_s, scores: m.latest?.measures.scores, maps:"
                             " document.querySelectorAll(`#depth-model-${m.blocks} .maps canvas`).length}))}; }")
-        if screenshot:
-            page.locator("#depth-panel").scroll_into_view_if_needed()
-            write_atomic(resolved(screenshot), palette_png(page.locator("#depth-panel").screenshot()))
+        if screenshot:  # (a locator's screenshot scrolls it into view first)
+            write_picture(screenshot, page.locator("#depth-panel").screenshot())
     if not all(m["done"] for m in run["models"]):
         raise RuntimeError(f"the second-block experiment did not finish: {run['message']}")
     by_blocks = {m["blocks"]: m for m in run["models"]}
@@ -185,7 +184,7 @@ def show_off(page, path):
     page.wait_for_function("document.querySelector('#check-status').textContent.includes('numbers checked')",
                            timeout=120_000)
     page.click("#chips .chip[data-position='25']")  # "... now leo has the": the colour, said 24 tokens earlier?
-    write_atomic(resolved(path), palette_png(page.screenshot(full_page=True)))
+    write_picture(path, page.screenshot(full_page=True))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -232,22 +231,22 @@ def main(argv=None):
     p = argparse.ArgumentParser(description="Time the explorer's training in headless Chromium beside train.py's"
                                             " NumPy path on the same settings, and its second-block experiment.",
                                 allow_abbrev=False)
-    p.add_argument("--steps", type=int, default=PAGE_DEFAULTS["steps"],
+    p.add_argument("--steps", type=positive(int), default=PAGE_DEFAULTS["steps"],
                    help="optimiser steps (default: the page's %(default)s)")
-    p.add_argument("--batch", type=int, default=PAGE_DEFAULTS["batch"],
+    p.add_argument("--batch", type=positive(int), default=PAGE_DEFAULTS["batch"],
                    help="windows of 64 tokens per step (default: the page's %(default)s)")
     p.add_argument("--target", type=float, default=0.6,
                    help="report the time until the validation loss first falls below this (default: %(default)s)")
     p.add_argument("--against", metavar="REV",
                    help="also run the page of REV (a git revision of this repository, or a folder holding a checkout"
                         " of it), in turns with this one, and compare their tokens per second")
-    p.add_argument("--rounds", type=int, default=1,
+    p.add_argument("--rounds", type=positive(int), default=1,
                    help="page runs of each version, in turns, whose median tokens per second is reported (default:"
                         " %(default)s)")
-    p.add_argument("--depth-steps", type=int, default=None,
+    p.add_argument("--depth-steps", type=positive(int), default=None,
                    help="steps of the second-block experiment (default: the page's, explorer/experiments.js DEPTH)")
-    p.add_argument("--timeout", type=float, default=900, help="give up on a page's run after this many seconds"
-                                                              " (default: %(default)s)")
+    p.add_argument("--timeout", type=positive(float), default=900,
+                   help="give up on a page's run after this many seconds (default: %(default)s)")
     p.add_argument("--json", metavar="PATH", help="also write the figures to PATH as JSON")
     p.add_argument("--screenshot", metavar="PATH", help="also write a picture of the whole page after its run (PNG)")
     p.add_argument("--depth-screenshot", metavar="PATH",
@@ -255,10 +254,6 @@ def main(argv=None):
     p.add_argument("--tricks", action="store_true",
                    help="only time explorer/fast.js's tricks against the plain lines they replace, in the page")
     args = p.parse_args(argv)
-    if args.steps < 1 or args.batch < 1 or args.rounds < 1:
-        p.error(f"--steps, --batch and --rounds must be at least 1, got {args.steps}, {args.batch} and {args.rounds}")
-    if args.depth_steps is not None and args.depth_steps < 1:
-        p.error(f"--depth-steps must be at least 1, got {args.depth_steps}")
     outputs = (("--json", args.json, "a JSON of dev.bench_explorer's figures", figures_judge({"settings", "runs"}),
                 "bench.json"),
                ("--screenshot", args.screenshot, "a PNG picture", is_png, "explorer.png"),
@@ -269,7 +264,7 @@ def main(argv=None):
             p.error(problem)
     machine.need("numpy", "python3 -m dev.bench_explorer")  # for train.py's runs beside the page's
     need_browser("python3 -m dev.bench_explorer")
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    load = (load_average() or [float("nan")])[0]
     if args.tricks:
         with served_page() as (page, version):  # rounds of 0.1 s each, the two sides on the same inputs
             gains = page.evaluate(TIME_TRICKS, args.rounds if args.rounds > 1 else 7)

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from unittest import mock
 
+from dev import positive
 from oneblock import machine
 
 
@@ -36,12 +37,11 @@ def timed_floors(values, plan, floor, pooled):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
-    p.add_argument("--rounds", type=int, default=3, help="rounds; the medians are reported (default: %(default)s)")
-    p.add_argument("--bootstrap", type=int, default=None, metavar="N",
+    p.add_argument("--rounds", type=positive(int), default=3,
+                   help="rounds; the medians are reported (default: %(default)s)")
+    p.add_argument("--bootstrap", type=positive(int), default=None, metavar="N",
                    help="resamplings to fit (default: the record's plan's, 200)")
     args = p.parse_args(argv)
-    if args.rounds < 1 or (args.bootstrap is not None and args.bootstrap < 1):
-        p.error(f"--rounds and --bootstrap must be at least 1; got {args.rounds} and {args.bootstrap}")
     machine.need("numpy", "python3 -m dev.bench_fits")
     from experiments import grid, scaling_judged
     from experiments.scaling_law import cell_values

@@ -12,7 +12,7 @@ start-up included (what a user waits for), not the record's fits. Reported: the 
 per run of each, and their ratio, the speed-up; both must give the same results, bit for bit, but their seconds.
 --full K times the recorded grid's own runs instead of the reduced grid's (experiments/scaling.py's full plan, its K
 smallest budgets: runs of seconds); --scale multiplies the plan's budgets (so each run's steps). The
-machine's load average (/proc/loadavg, where there is one) is printed and written beside the figures, and so is the
+machine's load average (where there is one) is printed and written beside the figures, and so is the
 CPU the pool got (its CPU seconds over its wall-clock, in cores): on a shared machine other work takes cores from the
 pool, and the speed-up falls with it.
 """
@@ -27,23 +27,11 @@ import time
 from pathlib import Path
 
 from atomic import output_problem, resolved, write_atomic
-from dev import figures_judge
+from dev import figures_judge, load_average, positive
 from oneblock import machine
 
 OUT = Path("out") / "bench-grid.json"  # where the figures go unless --out names a path
 FORM = "grid benchmark v1"  # the "format" field of the figures' file
-
-
-def load():
-    """The machine's load averages over 1, 5 and 15 minutes (/proc/loadavg), or None where there is none.
-
-    >>> load() is None or len(load()) == 3
-    True
-    """
-    try:
-        return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
-    except (OSError, ValueError):
-        return None
 
 
 def without_seconds(results):
@@ -78,8 +66,9 @@ def timed_grid(plan, workers):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
-    p.add_argument("--rounds", type=int, default=3, help="rounds; the medians are reported (default: %(default)s)")
-    p.add_argument("--scale", type=float, default=1.0,
+    p.add_argument("--rounds", type=positive(int), default=3,
+                   help="rounds; the medians are reported (default: %(default)s)")
+    p.add_argument("--scale", type=positive(float), default=1.0,
                    help="multiply the grid's budgets by this (default: %(default)s: the reduced grid of --check, or"
                         " the full one's budgets)")
     p.add_argument("--full", type=int, default=None, metavar="K",
@@ -94,9 +83,8 @@ def main(argv=None):
     from experiments.scaling_runs import FULL, REDUCED
 
     wide = grid.cores() if args.workers is None else args.workers
-    if args.rounds < 1 or args.scale <= 0 or wide < 2:
-        p.error(f"--rounds must be at least 1, --scale above 0 and the wide pool at least 2 workers; got"
-                f" {args.rounds}, {args.scale:g} and {wide} (cores here: {grid.cores()})")
+    if wide < 2:
+        p.error(f"the wide pool must have at least 2 workers; got {wide} (cores here: {grid.cores()})")
     if args.full is not None and not 1 <= args.full <= len(FULL["budgets"]):
         p.error(f"--full {args.full}: expected 1 to {len(FULL['budgets'])} of the full grid's budgets")
     problem = output_problem(args.out, "--out", "a JSON of dev.bench_grid's figures", figures_judge(form=FORM),
@@ -107,7 +95,7 @@ def main(argv=None):
     plan = {**grid_plan, "budgets": [round(c * args.scale) for c in grid_plan["budgets"]]}
     what = ("the reduced grid" if args.full is None else f"the full grid at its {args.full} smallest budget(s)") + (
         f" (budgets x {args.scale:g})" if args.scale != 1.0 else "")
-    before = load()
+    before = load_average()
     print(f"{what}, {args.rounds} round(s); load average {before}", flush=True)
     seconds, cores, first = {1: [], wide: []}, {1: [], wide: []}, {}  # {workers: per round}
     for r in range(args.rounds):
@@ -121,7 +109,7 @@ def main(argv=None):
                   f" {cpu / wall:.2f} cores", flush=True)
     same = first[1] == first[wide]
     one, many = statistics.median(seconds[1]), statistics.median(seconds[wide])
-    after = load()
+    after = load_average()
     print(f"\nmedians over {args.rounds} round(s), {runs} runs, one BLAS thread a worker (cores: the CPU seconds"
           f" the pool got a second of wall-clock):")
     print(f"  1 worker    {one / runs:6.3f} s a run   cores {statistics.median(cores[1]):.2f}")

@@ -10,6 +10,7 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
+from atomic import resolved, write_atomic
 from oneblock import machine
 from oneblock.export import UNTRAINED_SEED, export_site, read_weights
 from oneblock.server import make_server
@@ -62,9 +63,9 @@ def served_page(page_files=None, view=""):
         raise RuntimeError(f"the page logged an error: {errors[0]}")
 
 
-def palette_png(raw):
-    """A PNG with a 256-colour palette: as sharp for a page or a card of flat colours and text, at about a third of the
-    bytes.
+def write_picture(path, raw):
+    """Write raw, a screenshot, to path (through a link, the file it leads to) as a PNG with a 256-colour palette: as
+    sharp for a page or a card of flat colours and text, at about a third of the bytes.
     (Pillow comes with matplotlib, which tests/requirements.txt pins.)"""
     from PIL import Image
 
@@ -72,7 +73,7 @@ def palette_png(raw):
     image = Image.open(io.BytesIO(raw)).convert("RGB")
     palette = image.quantize(colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
     palette.save(out, "PNG", optimize=True)
-    return out.getvalue()
+    write_atomic(resolved(path), out.getvalue())
 
 
 def is_png(raw):

@@ -24,8 +24,9 @@ import sys
 import time
 from pathlib import Path
 
-from atomic import output_problem, resolved, write_atomic
-from dev.chromium import is_png, need_browser, palette_png, served_page
+from atomic import output_problem
+from dev import positive
+from dev.chromium import is_png, need_browser, served_page, write_picture
 from oneblock import machine
 
 # a guess for each lesson, as a learner types it (a choice by its number); a lesson of the page that is not here
@@ -55,13 +56,6 @@ def run_lesson(page, key, timeout):
     return page.evaluate("(k) => JSON.parse(localStorage.getItem(explorer.modules.lessons.STORE))[k]", key)
 
 
-def picture(page, key, path):
-    """Write the card of the lesson (after its Check) to path, as a palette PNG."""
-    card = page.locator(f"#lesson-{key}")
-    card.scroll_into_view_if_needed()
-    write_atomic(resolved(path), palette_png(card.screenshot()))
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # The command line
 
@@ -74,11 +68,9 @@ def main(argv=None):
     p.add_argument("--screenshot", metavar="PATH", help="also write a picture of one lesson's reveal (PNG)")
     p.add_argument("--shot-lesson", metavar="KEY", default=SHOT_LESSON,
                    help="the lesson whose reveal --screenshot pictures (default: %(default)s)")
-    p.add_argument("--timeout", type=float, default=600,
+    p.add_argument("--timeout", type=positive(float), default=600,
                    help="give up on a lesson after this many seconds (default: %(default)s)")
     args = p.parse_args(argv)
-    if args.timeout <= 0:
-        p.error(f"--timeout must be above 0, got {args.timeout:g}")
     problem = args.screenshot and output_problem(args.screenshot, "--screenshot", "a PNG picture", is_png,
                                                  "lessons-reveal.png")
     if problem:
@@ -108,7 +100,7 @@ def main(argv=None):
         print(f"all {len(wanted)} in {time.perf_counter() - started:.1f} s; load average {os.getloadavg()[0]:.1f} at"
               f" the end")
         if args.screenshot:
-            picture(page, args.shot_lesson, args.screenshot)
+            write_picture(args.screenshot, page.locator(f"#lesson-{args.shot_lesson}").screenshot())  # (scrolled to)
             print(f"wrote {args.screenshot} ({Path(args.screenshot).stat().st_size:,} bytes)")
     return 0
 

@@ -23,6 +23,7 @@ docstrings say what each counts), with windows of the model's max_len tokens.
 import argparse
 import sys
 
+from dev import positive
 from oneblock.config import ModelConfig
 
 BYTES = 4  # float32
@@ -72,19 +73,6 @@ def report(args):
         f"all-reduce per step        {human(ring, 'B')} sent and received by each GPU" if args.gpus > 1 else
         "all-reduce per step        none (one GPU)",
     ]
-
-
-def positive(kind):
-    """An argparse type: a number of kind (int or float) greater than zero."""
-    def parse(text):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"{text} is not greater than 0")
-        return value
-    return parse
 
 
 def main(argv=None):
