@@ -226,6 +226,7 @@ POSITIONS_PAST_LENGTH = Lesson(
             "The four runs here train {steps} steps of {batch} windows each (400 take about 5 s on a 2-vCPU\n"
             "machine; longer on a busy one).",
     source="oneblock/numpy_model.py: check_length (the refusal), forward, sinusoid_table, rope_tables",
+    numbers={"trained": TRAINED_LEN, "past": PAST_POSITION},
     trains=PAST_RUN,
 )
 
@@ -340,6 +341,7 @@ SECOND_BLOCK = Lesson(
             "a busy one); python3 -m experiments.depth has the full study.",
     source="experiments/induction.py: periodic, induction_measures; oneblock/numpy_model.py: block_forward,"
            " attention_forward",
+    numbers={"margin": COPY_MARGIN},
     slots={"steps": COPY_STEPS, "batch": COPY_BATCH, "lr": f"{COPY_LR[1, 1]:g} for one block and {COPY_LR[2, 1]:g}"
                                                           f" for two"},
 )

@@ -18,7 +18,7 @@ import { $, element, fetch_data, say } from "./ui.js";
 export const STORE = "oneblock-lessons-v1"; // the localStorage key of the learner's progress
 export const VERDICTS = ["right", "close", "off"]; // what a judge says
 const DATA = "data/lessons.json"; // the export's words (oneblock/export.py's lessons_data)
-const FORMAT = "one-block explorer lessons v6"; // its "format" field
+const FORMAT = "one-block explorer lessons v7"; // its "format" field
 const MOST_BYTES = 1 << 18; // bytes of it read, at most (it is about 15 KB): a larger file is refused unread
 const MOST_TEXT = 4000; // characters of one of its words, at most
 const MOST_LINES = 64; // lines of an answer (the scaling answer's, the templates of one), at most
@@ -357,10 +357,7 @@ function scaled(m, factor) {
 // ----------------------------------------------------------------------------------------------------------------
 // 1. tokens: how many pieces is " garden"?
 
-const WORD = " garden"; // with the space before it, as it stands in a sentence
-const KITE = " kite"; // a word of the stories that is one token
-
-function tokens_answer(lab) {
+function tokens_answer(lab, report, { numbers: { word: WORD, kite: KITE } }) {
   const tok = lab.tok;
   const ids = encode(lab, WORD, py_repr(WORD));
   const first = tok.alphabet.length; // the first merge's token
@@ -393,9 +390,7 @@ function init_loss_answer(lab) {
 // ----------------------------------------------------------------------------------------------------------------
 // 3. layernorm-variance: the output's variance with tiny embeddings
 
-const SMALLER = 1e-3; // the embeddings made 1000 times smaller still
-
-function layernorm_answer(lab) {
+function layernorm_answer(lab, report, { numbers: { smaller: SMALLER } }) {
   const { cache } = story_pass(lab);
   const out = model.rows_of(cache.blocks[0].ln1.xhat).map(row_variance); // (T,) layer norm's rows before the gain
   const before = model.rows_of(cache.x0).map(row_variance); // (T,)
@@ -432,9 +427,7 @@ function order_answer(lab) {
 // ----------------------------------------------------------------------------------------------------------------
 // 5. causality: change one token, which positions' scores move?
 
-const CAUSAL_T = 12, CAUSAL_K = 5; // the first 12 tokens of the first story; the token at position 5 changes
-
-function causality_answer(lab, report, { guess: [, choices] }) {
+function causality_answer(lab, report, { guess: [, choices], numbers: { T: CAUSAL_T, k: CAUSAL_K } }) {
   const [params, config] = reference(lab);
   const ids = first_story(lab).slice(0, CAUSAL_T); // (T,)
   if (ids.length <= CAUSAL_K) throw skip(lab, "short", { tokens: ids.length });
@@ -456,8 +449,6 @@ function causality_answer(lab, report, { guess: [, choices] }) {
 // ----------------------------------------------------------------------------------------------------------------
 // 6. finite-difference: the error of a central difference against the step
 
-export const STEPS = [1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10]; // lessons.STEPS, 1e-2 down to 1e-10
-const FD_T = 8; // the first 8 tokens predict the next 8
 const ROUND = 2 ** -52; // the gap between 1.0 and the next float
 
 /** The shape of a list of errors, largest step first (lessons.error_shape), as the index of its choice: keeps
@@ -470,7 +461,7 @@ export function error_shape(errors, factor = 10.0) {
   return falls && rises ? 1 : falls ? 0 : rises ? 3 : 2;
 }
 
-function finite_difference_answer(lab, report, { guess: [, choices] }) {
+function finite_difference_answer(lab, report, { guess: [, choices], numbers: { T: FD_T, steps: STEPS } }) {
   const { params, config, x, y, cache, loss, dlogits } = story_pass(lab, FD_T);
   const j = y[0]; // W_out[0][j]: row 0 of W_out (d, V) is its first V numbers
   const grad = model.backward(params, cache, dlogits, EXACT).W_out.data[j];
@@ -517,15 +508,13 @@ function relu_gradient(block, c, dx2) {
 // ----------------------------------------------------------------------------------------------------------------
 // 7. pre-norm: scale the stream, what does attention see?
 
-const SCALE = 10.0; // every row of x0 made ten times larger
-
 /** Attention's output (T, d) on the stream, through the block's first layer norm or not (lessons.attention_on). */
 function attention_on(block, config, stream, norm) {
   const h = norm ? model.layernorm_forward(stream, block.ln1_g, block.ln1_b, EXACT)[0] : stream; // (T, d)
   return model.attention_forward(block, h, config, EXACT)[0]; // (T, d)
 }
 
-function pre_norm_answer(lab) {
+function pre_norm_answer(lab, report, { numbers: { scale: SCALE } }) {
   const { params, config, cache } = story_pass(lab);
   const block = model.block_params(params, 0);
   const x0 = cache.x0; // (T, d)
@@ -695,8 +684,6 @@ async function floor_answer(lab, report, { guess: [, [yes, no]], trains }) {
 // ----------------------------------------------------------------------------------------------------------------
 // 12. positions-past-length: what each scheme does at position 100
 
-const TRAINED_LEN = 64, PAST_POSITION = 100; // trained on windows of 64; read a window of 101 (positions 0..100)
-
 /** The choice that names a set of schemes that read position 100 (lessons_trained.scheme_choice), of the sets the
  * lesson's judge names ({choice: [schemes]}).
  *
@@ -710,13 +697,14 @@ export function scheme_choice(reads, sets) {
 
 /** {case: "refused", refused, within} or {case: "reads", before, after, at}: a loss_by_position result read as
  * lessons_trained.reads_past reads it. */
-function reads_past({ losses, refusal }) {
+function reads_past({ losses, refusal }, { trained, past }) {
   const mean = (from, to) => positions.mean_loss(losses, from, to);
   if (refusal !== null) return { case: "refused", refused: refusal, within: mean() };
-  return { case: "reads", before: mean(0, TRAINED_LEN), after: mean(TRAINED_LEN), at: losses[PAST_POSITION] };
+  return { case: "reads", before: mean(0, trained), after: mean(trained), at: losses[past] };
 }
 
-async function past_length_answer(lab, report, { spec: [, sets], trains }) {
+async function past_length_answer(lab, report, { spec: [, sets], trains, numbers,
+  numbers: { trained: TRAINED_LEN, past: PAST_POSITION } }) {
   if (!stories(lab)) throw skip(lab, "not-stories", { text: lab.manifest.text });
   const s = lab.trained_settings(trains); // lessons_trained's PAST_RUN
   const long = positions.windows(positions.validation_stream(lab.tok, lab.split), PAST_POSITION + 1); // (n, 101)
@@ -727,9 +715,10 @@ async function past_length_answer(lab, report, { spec: [, sets], trains }) {
       data: { ...lab.data, long } }];
   }), s.steps, report);
   const seconds = (performance.now() - started) / 1000;
-  const got = Object.fromEntries(SCHEMES.map((scheme, i) => [scheme, reads_past(runs[i].evals.at(-1).by_position)]));
+  const got = Object.fromEntries(SCHEMES.map((scheme, i) => [scheme, reads_past(runs[i].evals.at(-1).by_position,
+    numbers)]));
   const m = lab.model;
-  const page = reads_past(positions.loss_by_position(m.params, m.config, long.inputs, long.targets));
+  const page = reads_past(positions.loss_by_position(m.params, m.config, long.inputs, long.targets), numbers);
   const reads = SCHEMES.filter((scheme) => !("refused" in got[scheme]));
   const named = SCHEMES.map((scheme) => ({ name: scheme, ...got[scheme] }));
   return { value: scheme_choice(reads, sets),
@@ -742,19 +731,19 @@ async function past_length_answer(lab, report, { spec: [, sets], trains }) {
 // ----------------------------------------------------------------------------------------------------------------
 // 13. second-block: one block against two on the copying task
 
-const COPY_MARGIN = 0.2; // copied-token accuracies further apart than this are "far better"
 // the page's second-block experiment's settings (experiments.js DEPTH)
 const COPY = { steps: DEPTH.steps, batch: DEPTH.batch, lr: DEPTH.lr, seed: DEPTH.seed };
 
 /** The index of the choice that the two models' copied-token accuracies make (lessons_trained.copy_choice): two
- * blocks copy far better, about the same, one block copies far better.
+ * blocks copy far better, about the same, one block copies far better (accuracies further apart than margin are
+ * "far better").
  *
- *     copy_choice(0.3, 0.98), copy_choice(0.3, 0.35)   // 0, 1 */
-export function copy_choice(one, two, margin = COPY_MARGIN) {
+ *     copy_choice(0.3, 0.98, 0.2), copy_choice(0.3, 0.35, 0.2)   // 0, 1 */
+export function copy_choice(one, two, margin) {
   return two - one > margin ? 0 : one - two > margin ? 2 : 1;
 }
 
-async function second_block_answer(lab, report, { guess: [, choices] }) {
+async function second_block_answer(lab, report, { guess: [, choices], numbers: { margin: COPY_MARGIN } }) {
   const s = lab.trained_settings(COPY);
   const started = performance.now();
   const runs = await train_side_by_side(DEPTH.blocks.map((blocks) => { // (DEPTH.blocks: one, then two)
@@ -766,7 +755,7 @@ async function second_block_answer(lab, report, { guess: [, choices] }) {
   const [one, two] = runs.map((run) => run.evals.at(-1).measures);
   const models = [one, two].map((m, i) => ({ case: ["one", "two"][i], accuracy: 100 * m.copy_accuracy,
     copy_loss: m.copy_loss, first_period_loss: m.first_period_loss, seconds: runs[i].seconds }));
-  return { value: choices[copy_choice(one.copy_accuracy, two.copy_accuracy)],
+  return { value: choices[copy_choice(one.copy_accuracy, two.copy_accuracy, COPY_MARGIN)],
     slots: { sequences: DEPTH.test_count, models, points: 100 * (two.copy_accuracy - one.copy_accuracy), seconds,
       steps: s.steps, far: 100 * COPY_MARGIN },
     steps: s.steps, measures: { one, two }, seconds };
@@ -854,6 +843,9 @@ function checked_lessons(data, tok) {
       throw new Error(`lesson ${key} of ${DATA}: its shown is not a list of at most ${MOST_LINES} texts of at most`
         + ` ${MOST_TEXT} characters (or {each, cases} of such texts), or its bounds is not null or such a text`);
     }
+    const numbers = words.numbers, number = (v) => Number.isFinite(v) || is_text(v);
+    if (!numbers || typeof numbers !== "object" || !Object.values(numbers).every((v) => number(v) || is_lines(v,
+      number))) throw new Error(`lesson ${key} of ${DATA}: its numbers are not numbers, texts or lists of them`);
     const live = { trains: null, slots: (s) => s, ...LIVE[key] };
     if (live.trains === "export") live.trains = checked_run(words.trains, key);
     const vocab = tok.vocab.length; // the page's tokenizer's numbers that the words name (lessons.facts), and its runs'

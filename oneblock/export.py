@@ -41,7 +41,7 @@ ORDER = tuple(json.loads((ROOT / "block-trace.json").read_text(encoding="utf-8")
               for key in ("a", "b"))  # the order test's two sentences, as the trace records them
 SHOWN = ("trained", "step", "val_loss", "source")  # the fields of read_weights that manifest.json shows
 SCALING_RECORD = ROOT / "experiments" / "scaling.json"  # the scaling experiment's record: the scaling lesson's data
-LESSONS_FORMAT = "one-block explorer lessons v6"  # lessons.json "format"
+LESSONS_FORMAT = "one-block explorer lessons v7"  # lessons.json "format"
 PAGE_LESSONS = ROOT / "oneblock" / "page-lessons.json"  # lessons_data() as written, copied into every export
 LESSONS_COMMAND = "python3 -m oneblock.export"  # what writes it
 DATA_FILES = ("manifest.json", WEIGHTS_FILE, "tokenizer.json", "split.json", "lessons.json")  # in data/, renamed in
@@ -226,7 +226,7 @@ def page_lessons():
     """The bytes of page-lessons.json, which every export copies, or a ValueError that says how to write it.
 
     >>> json.loads(page_lessons())["format"]
-    'one-block explorer lessons v6'
+    'one-block explorer lessons v7'
     """
     try:
         return PAGE_LESSONS.read_bytes()

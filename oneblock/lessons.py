@@ -59,6 +59,8 @@ class Lesson:
     # page fills them with its own runs' (explorer/lessons.js)
     trains: dict | None = None  # a lesson whose page trains as it does: its run's settings (train.py's steps, batch,
     # lr, eval_every, seed), which are slots of its words too
+    numbers: dict = field(default_factory=dict)  # the constants its answer reads (the page's copy reads them from the
+    # export: page_words)
 
 
 def shows(*templates, bounds):
@@ -182,7 +184,7 @@ def page_words(lesson):
             "bounds": getattr(lesson.answer, "bounds", None),
             "guess": [lesson.guess[0], *(list(part) for part in lesson.guess[1:])],
             "describe": describe_guess(lesson.guess), "judge": lesson.judge.spec, "rule": lesson.judge.rule,
-            "trains": lesson.trains}
+            "trains": lesson.trains, "numbers": lesson.numbers}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -514,6 +516,7 @@ TOKENS = Lesson(
             "its own and stays in pieces, each a merge that other words paid for. A larger vocabulary would give it\n"
             "fewer pieces, and the model fewer positions to read for the same text.",
     source="bpe.py: Tokenizer.train (the merges), Tokenizer.encode_piece (applying them in rank order)",
+    numbers={"word": WORD, "kite": KITE},
 )
 
 
@@ -613,6 +616,7 @@ LAYERNORM = Lesson(
             "variance falls short of 1 by about a percent or two. Make the embeddings smaller still and EPS wins:\n"
             "layer norm no longer normalises, it shrinks.",
     source="model.py: layernorm_forward (EPS)",
+    numbers={"smaller": SMALLER},
 )
 
 
@@ -725,6 +729,7 @@ CAUSALITY = Lesson(
             "token, and every later position reads k through attention. That is what lets one pass train every\n"
             "position's prediction at once without any of them seeing its answer.",
     source="model.py: attention_forward (its mask: position i scores j <= i only), forward",
+    numbers={"T": CAUSAL_T, "k": CAUSAL_K},
 )
 
 
@@ -801,6 +806,7 @@ FINITE_DIFFERENCE = Lesson(
             "1/h. The error falls while truncation rules, reaches its least where the two meet, near h = 1e-5, and\n"
             "rises again as round-off takes over: the gradient check (trace_block.py) uses h = 1e-6, near the bottom.",
     source="model.py: backward, sequence_loss; trace_block.py: gradient_errors (STEP = 1e-6)",
+    numbers={"T": FD_T, "steps": list(STEPS)},
 )
 
 
@@ -882,6 +888,7 @@ PRE_NORM = Lesson(
             "sublayers read a normalised copy and add to the stream, which only the final layer norm normalises.\n"
             "Without the norm in front, attention's output would scale with its input, and the stream with it.",
     source="model.py: forward, layernorm_forward, attention_forward",
+    numbers={"scale": SCALE},
 )
 
 

@@ -113,12 +113,13 @@ def test_the_pages_lessons_are_the_exports_words_filled_with_its_own_numbers(rea
     page = reader
     got = page.evaluate("() => explorer.modules.lessons.LESSONS.map((l) => ({key: l.key, title: l.title,"
                         " question: l.question, explain: l.explain, guess: l.guess, describe: l.describe,"
-                        " rule: l.rule, source: l.source}))")
+                        " rule: l.rule, source: l.source, numbers: l.numbers}))")
     depth = page.evaluate("() => explorer.modules.experiments.DEPTH")
     want = [{"key": lesson.key, "title": lesson.title, "question": lesson.question.format(**page_values(lesson, depth)),
              "explain": lesson.explain.format(**page_values(lesson, depth)),
              "guess": [lesson.guess[0], *([list(lesson.guess[1])] if len(lesson.guess) > 1 else [])],
-             "describe": py_lessons.describe_guess(lesson.guess), "rule": lesson.judge.rule, "source": lesson.source}
+             "describe": py_lessons.describe_guess(lesson.guess), "rule": lesson.judge.rule, "source": lesson.source,
+             "numbers": lesson.numbers}
             for lesson in py_lessons.all_lessons()]
     assert got == want and [lesson["key"] for lesson in got[:13]] == MODEL_AND_TRAINED
     assert "{" not in "".join(lesson["question"] + lesson["explain"] for lesson in got)  # every slot filled
@@ -293,7 +294,6 @@ def test_the_ten_model_lessons_in_the_page_answer_as_model_py_does(learner):
     fd = answer_of(page, "finite-difference")
     want = py_lessons.FINITE_DIFFERENCE.answer(lab)
     py_errors = [float(line.split("error ")[1]) for line in want["shown"] if line.strip().startswith("h = ")]
-    assert page.evaluate("() => explorer.modules.lessons.STEPS") == list(py_lessons.STEPS)
     for h, got, printed in zip(py_lessons.STEPS, fd["errors"], py_errors):
         if h >= 1e-4:  # truncation rules: the same to the 3 digits printed, and far finer
             assert got == pytest.approx(printed, rel=6e-3), h
@@ -566,4 +566,12 @@ def test_a_crafted_export_is_refused_in_a_line_and_freezes_nothing(learner, tmp_
     said = page.inner_text("#lessons-message")
     assert said.startswith("The lessons could not load: lesson floor of data/lessons.json: its trains is not a run of"
                            " train.py's steps, batch, lr and seed")
+    assert page.locator("#lesson-list > li").count() == 0
+    steps = exported(tmp_path / "steps", lambda data: {**data, "lessons": [
+        {**words, "numbers": {**words["numbers"], "steps": [1e-2] * 5000}} if words["key"] == "finite-difference"
+        else words for words in data["lessons"]]})
+    page = learner(steps)  # a list of 5000 steps: refused as the page loads, never differenced
+    said = page.inner_text("#lessons-message")
+    assert said.startswith("The lessons could not load: lesson finite-difference of data/lessons.json: its numbers"
+                           " are not numbers, texts or lists of them")
     assert page.locator("#lesson-list > li").count() == 0
