@@ -16,20 +16,15 @@ served twice, with the stories' tokenizer and with that of the text of your own,
 that is a failure."""
 
 import json
-import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from oneblock import checkpoint, export
 from checkpoint_edits import (HOSTILE_HEADERS, edit_json, edited, join_file, mutations, pitfalls, split_file,
                               version_2)
-from run_helpers import served as serving
+from run_helpers import run, served as serving
 
-ROOT = Path(__file__).resolve().parent.parent
 SITES = {"one-block": "stories", "grown": "stories", "own-text": "own-text"}  # base -> the page whose tokenizer it has
 # Bounds that tell a refusal by arithmetic from the freezes before (7 to 140 s, or a crashed tab) and a read off the
 # main thread from one on it (a 13.5 s freeze), with room for a busy shared machine: the figures themselves, well
@@ -50,12 +45,7 @@ def served(base_checkpoints):
     folder, _ = base_checkpoints
     root = folder / "served"
     export.export_site(root / "stories", *export.read_weights(folder / "no-such.safetensors", explicit=False))
-    cwd = os.getcwd()
-    os.chdir(folder)  # (explore.py reads the text of your own where train.py read it)
-    try:
-        export.export_site(root / "own-text", *export.read_weights(folder / "own-text.safetensors", explicit=True))
-    finally:
-        os.chdir(cwd)
+    export.export_site(root / "own-text", *export.read_weights(folder / "own-text.safetensors", explicit=True))
     (root / "files").mkdir()
     with serving(root) as url:
         yield root, url
@@ -297,9 +287,10 @@ def test_a_file_larger_than_any_the_page_runs_is_refused_by_its_size_before_it_i
 def large_ckpt(tmp_path_factory):
     """A real checkpoint of about 115 MB: train.py at width 512, 3 blocks x 8 heads, float32, one step."""
     folder = tmp_path_factory.mktemp("page-loader-large")
-    subprocess.run([sys.executable, str(ROOT / "train.py"), "--width", "512", "--blocks", "3", "--heads", "8",
-                    "--steps", "1", "--batch", "1", "--seq-len", "8", "--val-stories", "5", "--eval-every", "1",
-                    "--out", "large.safetensors", "--quiet"], check=True, capture_output=True, cwd=folder, timeout=600)
+    proc = run("train.py", "--width", "512", "--blocks", "3", "--heads", "8", "--steps", "1", "--batch", "1",
+               "--seq-len", "8", "--val-stories", "5", "--eval-every", "1", "--out", "large.safetensors", "--quiet",
+               cwd=folder, timeout=600)
+    assert proc.returncode == 0, proc.stderr
     return folder / "large.safetensors"
 
 
