@@ -101,19 +101,16 @@ def model_config(cfg):
 
 
 def make_inputs(cfg):
-    """Parameters (dict of float64 arrays, the reference's names and shapes) and IDs, targets (B, T)."""
+    """Parameters (dict of float64 arrays: the model's initial ones of seed SEED, as train.py starts from them) and
+    IDs, targets (B, T)."""
     import numpy as np
 
+    from oneblock import numpy_model
+
     rng = np.random.default_rng(SEED)
-    params = {}
-    for name, shape in model_config(cfg).param_shapes().items():
-        if len(shape) == 2:
-            params[name] = rng.normal(0.0, 0.02, shape)  # (rows, cols)
-        else:
-            params[name] = np.full(shape, 1.0 if name.endswith("_g") else 0.0)  # (n,)
     ids = rng.integers(0, cfg["V"], (cfg["B"], cfg["T"]))  # (B, T)
     targets = rng.integers(0, cfg["V"], (cfg["B"], cfg["T"]))  # (B, T)
-    return params, ids, targets
+    return numpy_model.init_params(model_config(cfg), SEED), ids, targets
 
 
 def make_step(backend, cfg):
@@ -140,14 +137,15 @@ def make_step(backend, cfg):
             model.backward(p, cache, dlogits)
 
         return step
-    if backend.startswith(("plain", "fast")):
-        from oneblock import numpy_fast, numpy_model
+    if backend.startswith(("plain", "fast")):  # train.py's own step (fast: its Workspace made once)
+        from oneblock import training
+        from oneblock.settings import Settings
 
-        p = numpy_model.from_lists(params, np.float32 if backend.endswith("f32") else np.float64)
-        if backend.startswith("plain"):
-            return lambda: numpy_model.loss_and_grads(p, ids, targets, config)
-        ws = numpy_fast.Workspace(p, config, cfg["B"], cfg["T"], threads=machine.blas_threads())  # once
-        return lambda: ws.loss_and_grads(p, ids, targets)
+        s = Settings(backend="numpy-plain" if backend.startswith("plain") else "numpy", dtype="float" + backend[-2:],
+                     batch=cfg["B"], seq_len=cfg["T"], threads=machine.blas_threads())
+        _, loss_and_grads, _ = training.model_functions(s, config)
+        p = {name: t.astype(s.dtype) for name, t in params.items()}
+        return lambda: loss_and_grads(p, ids, targets)
     import torch
 
     from oneblock import torch_model
@@ -582,13 +580,6 @@ def start(backend, size, threads=None, code=None):
     return proc, reply(proc)
 
 
-def ask(proc, line):
-    """Send a running worker a line, 'run K', and return its reply: the seconds per step."""
-    proc.stdin.write(line + "\n")
-    proc.stdin.flush()
-    return reply(proc)
-
-
 def say(line):
     """A line of progress on stderr (the tables go to stdout): the workers started, the rounds done and left."""
     print(line, file=sys.stderr, flush=True)
@@ -619,7 +610,9 @@ def bench_size(size, backends, args):
             if key[0] == "reference" and r >= args.reference_rounds:
                 continue
             time.sleep(args.pause)
-            times[key].append(ask(workers[key], f"run {k[key]}")["per_step"])
+            workers[key].stdin.write(f"run {k[key]}\n")  # its reply: the seconds per step
+            workers[key].stdin.flush()
+            times[key].append(reply(workers[key])["per_step"])
         left = (time.perf_counter() - rounds_started) / (r + 1) * (args.rounds - r - 1)
         say(f"    {size}: round {r + 1} of {args.rounds} ({time.perf_counter() - started:.0f} s so far, about"
             f" {left:.0f} s left for this size)")

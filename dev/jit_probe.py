@@ -24,7 +24,7 @@ import statistics
 import sys
 import time
 
-from dev import timed
+from dev import positive, timed
 from oneblock import machine
 from oneblock.config import ModelConfig
 
@@ -123,11 +123,9 @@ def passes(dtype, B, T, jits):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
-    parser.add_argument("--batch", type=int, default=32, help="sequences a step (rows = batch x 64)")
-    parser.add_argument("--rounds", type=int, default=9, help="timed rounds of each way (median over them)")
+    parser.add_argument("--batch", type=positive(int), default=32, help="sequences a step (rows = batch x 64)")
+    parser.add_argument("--rounds", type=positive(int), default=9, help="timed rounds of each way (median over them)")
     args = parser.parse_args(argv)
-    if args.batch < 1 or args.rounds < 1:
-        parser.error(f"--batch {args.batch} --rounds {args.rounds}: expected whole numbers of at least 1")
     numba = machine.need("numba", "python3 -m dev.jit_probe")
     machine.use_threads(1, "python3 -m dev.jit_probe")  # one BLAS thread, as train.py's default --threads
     started = time.perf_counter()

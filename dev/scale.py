@@ -29,11 +29,6 @@ from oneblock.config import ModelConfig
 BYTES = 4  # float32
 
 
-def config_from(args):
-    """The ModelConfig of the parsed arguments: the lab's layers, an MLP of 4 d hidden units."""
-    return ModelConfig(args.vocab, args.width, 4 * args.width, args.max_len, args.blocks, args.heads)
-
-
 def human(n, unit):
     """n with a decimal prefix.
 
@@ -48,7 +43,7 @@ def human(n, unit):
 
 def report(args):
     """The lines scale.py prints for the parsed arguments."""
-    config = config_from(args)
+    config = ModelConfig(args.vocab, args.width, 4 * args.width, args.max_len, args.blocks, args.heads)  # 4 d hidden
     n, tokens = config.parameter_count(), args.batch * args.max_len  # tokens per GPU per step
     per_token, flops = config.activations_per_token(args.max_len), config.flops_per_token(args.max_len)
     state = 16 * n + (4 * n if args.gpus > 1 else 0)

@@ -2,13 +2,8 @@
 --against, which times another checkout's backends in the same rounds (here this checkout against itself); the
 targets it prints, PyTorch eager and compiled, and the profile."""
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
+from run_helpers import ROOT, run
 
 pytest.importorskip("numpy")
 
@@ -16,8 +11,7 @@ QUICK = ["--rounds", "1", "--round-seconds", "0.01", "--pause", "0", "--no-torch
 
 
 def bench(*args):
-    return subprocess.run([sys.executable, "-m", "dev.bench", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=600)
+    return run("-m dev.bench", *args, cwd=ROOT, timeout=600)
 
 
 def rows(stdout):
