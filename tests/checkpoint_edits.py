@@ -13,9 +13,8 @@ import sys
 from pathlib import Path
 
 from oneblock import checkpoint
-from run_helpers import own_text
+from run_helpers import ROOT, own_text
 
-ROOT = Path(__file__).resolve().parent.parent
 SEED = 20240611  # of the seeded mutations
 SHORT = ["--steps", "4", "--batch", "2", "--seq-len", "8", "--width", "8", "--eval-every", "2", "--ckpt-every", "2",
          "--quiet"]
@@ -108,11 +107,6 @@ def meta_json_edit(key, change):
         change(obj)
         header["__metadata__"][key] = json.dumps(obj)
     return edit
-
-
-def edit_json(raw, key, change, resign=True):
-    """The file raw with the JSON object in metadata key (config or training) changed by change(dict), in place."""
-    return edited(raw, meta_json_edit(key, change), resign=resign)()
 
 
 def set_meta(key, value):

@@ -17,13 +17,12 @@ import pytest
 from oneblock import checkpoint, settings
 from checkpoint_edits import RUNS
 import run_helpers
-from run_helpers import file_size_limit, kinds_under, memory_limit, ran
+from run_helpers import ROOT, file_size_limit, kinds_under, memory_limit, one_line_error, ran
 
 pytest.importorskip("numpy")
 if os.name == "nt":
     pytest.skip("these tests set resource limits on their subprocesses (POSIX only)", allow_module_level=True)
 
-ROOT = Path(__file__).resolve().parent.parent
 LIMIT = 3 << 30  # RLIMIT_AS of the subprocesses that could spend memory: enough for NumPy, far below the machine
 
 
@@ -43,12 +42,10 @@ def run(tool, *args, cwd, memory=LIMIT, file_size=None):
 
 
 def refused(proc, *phrases):
-    """Assert that proc refused in one line on stderr, "error: ..." with every phrase in it, exit status 2 and
-    nothing on stdout; return that line."""
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert proc.stdout == "" and proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: "), proc.stderr
-    for phrase in phrases:
-        assert phrase in proc.stderr, proc.stderr
+    """Assert that proc refused as run_helpers.one_line_error holds it, in our own "error: ..." line and with nothing
+    on stdout; return that line."""
+    one_line_error(proc, *phrases)
+    assert proc.stdout == "" and proc.stderr.startswith("error: "), proc.stderr
     return proc.stderr
 
 

@@ -3,7 +3,6 @@ compare.main runs in this process; the command line's own exit status, in a subp
 at the end (where PyTorch is not installed)."""
 
 import re
-from pathlib import Path
 
 import pytest
 
@@ -11,9 +10,7 @@ from dev import compare
 from oneblock import machine, numpy_model
 from oneblock.config import each_param_name
 from fastpath_helpers import PATHS
-from run_helpers import ran, run_without
-
-ROOT = Path(__file__).resolve().parent.parent
+from run_helpers import ROOT, ran, run_without
 
 
 def short(module):

@@ -29,9 +29,8 @@ import pytest
 import model
 from oneblock import checkpoint, export
 from oneblock import server as serving
-from run_helpers import kinds_under, one_line_error, ran, run
-
-ROOT = Path(__file__).resolve().parent.parent
+from checkpoint_edits import RUNS, edited, set_meta
+from run_helpers import ROOT, kinds_under, one_line_error, ran, run
 
 TIMEOUT = 2.0  # the idle timeout of the server under test, in seconds (serving.IDLE_TIMEOUT is the real one)
 SECRET = "a file outside the served folder: never sent"
@@ -458,8 +457,6 @@ def explore(capsys, monkeypatch):
 def runs(base_checkpoints):
     """conftest's folder of notes.txt (two_documents) and the small checkpoints train.py wrote there (own-text of
     --data notes.txt, one-block of the stories), and beside them whole.safetensors: --data given as its whole path."""
-    from checkpoint_edits import RUNS
-
     folder, _ = base_checkpoints
     whole = [folder / "notes.txt" if arg == "notes.txt" else arg for arg in RUNS["own-text"]]
     proc = run("train.py", *whole, "--out", "whole.safetensors", cwd=folder)
@@ -589,7 +586,6 @@ def test_the_export_keeps_the_privacy_of_what_it_was_made_from(runs, explore, tm
 def test_a_checkpoint_cannot_export_a_file_it_names_elsewhere(runs, explore, tmp_path):
     """A crafted checkpoint that names another file, by its whole path or through folders, with that file's right
     SHA-256: nothing is read from there, the export is refused in one line, and nothing is written."""
-    from checkpoint_edits import edited, set_meta
     secret = tmp_path / "outside" / "secret.txt"
     secret.parent.mkdir()
     secret.write_text("a secret line one\n" * 30 + "\n" + "a secret line two\n" * 4, encoding="utf-8")

@@ -17,24 +17,20 @@ import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import bpe
 import model
-from fastpath_helpers import rel_err, spread_params
+from fastpath_helpers import SERIES_CONFIG as SERIES, rel_err, spread_params  # SERIES: the exported models' size
 from oneblock import checkpoint, data, export, training
 from oneblock.config import SCHEMES, ModelConfig
 from oneblock.settings import VAL_STORIES, Settings, checked, model_config
-from run_helpers import own_text, ran, served
-
-ROOT = Path(__file__).resolve().parent.parent
+from run_helpers import ROOT, own_text, ran, served
 
 TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
 ORDER_A, ORDER_B = export.ORDER  # the trace's two sentences (block-trace.json)
-SERIES = ModelConfig(vocab=96, d=16, hidden=64, max_len=64)  # the exported models' size: 1 block, 1 head, learned
 TINY = json.loads((ROOT / "block-trace.json").read_text(encoding="utf-8"))["gradient_check"]["config"]
 ORDER_FIGURES = ("#order-gap", "#order-gap-note", "#order-chart", "#order-gaps")  # lesson 4's answer, folded
 OUTLINE = (216, 27, 96)  # draw.js's outline of a heatmap row, #d81b60

@@ -13,13 +13,11 @@ import dataclasses
 import json
 import random
 import re
-from pathlib import Path
 
 from oneblock import config
 from oneblock.config import ModelConfig
-from run_helpers import served
+from run_helpers import ROOT, served
 
-ROOT = Path(__file__).resolve().parent.parent
 EXPLORER = ROOT / "explorer"
 MODULES = sorted(p.name for p in EXPLORER.glob("*.js"))  # bpe.js, checkpoint.js, ...
 LONGEST_LINE = 120

@@ -9,15 +9,13 @@ import json
 import random
 import re
 from contextlib import ExitStack
-from pathlib import Path
 
 import pytest
 
 from oneblock import export
 from oneblock import lessons as py_lessons
-from run_helpers import served
+from run_helpers import ROOT, served
 
-ROOT = Path(__file__).resolve().parent.parent
 TEST_STEPS = 40  # the steps of each trained lesson here, through ?lesson-steps
 # a guess for each lesson of oneblock/lessons.py and experiments/lessons_trained.py, in their order
 GUESSES = {"tokens": "3", "init-loss": "4.5", "layernorm-variance": "0.95 1", "order": "0 0.001", "causality": "2",

@@ -21,7 +21,7 @@ import time
 import pytest
 
 from oneblock import checkpoint, export
-from checkpoint_edits import (HOSTILE_HEADERS, edit_json, edited, join_file, mutations, pitfalls, split_file,
+from checkpoint_edits import (HOSTILE_HEADERS, edited, meta_json_edit, mutations, pitfalls, tensor_value,
                               version_2)
 from run_helpers import run, served as serving
 
@@ -109,13 +109,12 @@ def valid_edits(bases):
     The grown model as version 2 wrote it (its training repeating the model), a clip of Infinity (JSON that
     JSON.parse refuses), a step and a run of 2^53 + 1 (past what a Number holds), and a model of 95 tokens for the
     page's 96 (every tensor cut to fit, the hashes made right)."""
-    grown = bases["grown"]
+    grown, past = bases["grown"], 2 ** 53 + 1
     out = [(OLD_GROWN, edited(grown, version_2())()),
-           ("grown: training clip = Infinity", edit_json(grown, "training", lambda t: t.update(clip=float("inf"))))]
-    header, data = split_file(edit_json(grown, "training", lambda t: t.update(steps=2 ** 53 + 1)))
-    begin = header[checkpoint.STEP]["data_offsets"][0]
-    data = data[:begin] + (2 ** 53 + 1).to_bytes(8, "little") + data[begin + 8:]
-    out.append(("grown: adam_step and training steps 2^53 + 1", join_file(header, data, resign=True)))
+           ("grown: training clip = Infinity", edited(grown, meta_json_edit(
+               "training", lambda t: t.update(clip=float("inf"))))()),
+           ("grown: adam_step and training steps 2^53 + 1", edited(grown, meta_json_edit(
+               "training", lambda t: t.update(steps=past)), tensor_value(checkpoint.STEP, [past]))())]
     tensors, metadata = checkpoint.decode(bases["one-block"])
     for name, (dtype, shape, values) in list(tensors.items()):
         kind = name.rpartition(".")[2]
