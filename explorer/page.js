@@ -185,7 +185,7 @@ function get_loader() {
  * tensors)}, or an Error that starts with the file's name and says what is wrong. A file larger than any checkpoint
  * the page runs is refused by its size, before a byte of it is read. */
 async function read_weights_file(file) {
-  checkpoint.check_file_size(file.size, file.name, state.manifest.most_parameters);
+  checkpoint.check_file_size(file.size, file.name, state.manifest);
   const loader = get_loader();
   const id = ++loader.asked;
   const ckpt = await new Promise((resolve, reject) => {
@@ -239,9 +239,8 @@ async function download_weights() {
     ...snap,
     config: m.config,
     training: { backend: "explorer", dtype: "float64", seed: snap.seed, ...snap.settings },
-    tokenizer_sha256: state.manifest.tokenizer_sha256,
     extra: { explorer_source: m.source, ...(m.val_loss === null ? {} : { val_loss: String(m.val_loss) }) },
-  });
+  }, state.manifest);
   const link = document.createElement("a");
   link.href = URL.createObjectURL(new Blob([bytes], { type: "application/octet-stream" }));
   link.download = "explorer.safetensors";
