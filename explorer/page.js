@@ -84,9 +84,10 @@ async function load() {
   }
   for (const key of ["a", "b"]) $(`order-${key}`).value = state.manifest.order[key];
   describe_text();
-  for (const key of ["batch", "steps", "lr"]) $(`train-${key}`).value = train.DEFAULTS[key];
+  for (const key of ["batch", "steps"]) $(`train-${key}`).value = train.DEFAULTS[key];
+  $("train-lr").value = state.manifest.training.lr;
   wire_controls();
-  experiments.setup({ tok: state.tok, split: state.split, data: state.data });
+  experiments.setup({ tok: state.tok, split: state.split, data: state.data, manifest: state.manifest });
   await lessons.setup({ tok: state.tok, split: state.split, data: state.data, manifest: state.manifest,
     model: () => state.model });
   render_all();

@@ -50,6 +50,8 @@ MOST_MANIFEST = 1 << 20  # bytes of an earlier export's manifest.json read, at m
 PAGE_CHECKPOINT = ("FORMAT", "VERSIONS", "ONE_BLOCK_VERSION", "GROWN_VERSIONS", "GROWN_VERSION", "METADATA_KEYS",
                    "KNOWN_KEYS", "TEXT_KEYS", "HASH_KEYS", "NUMBER_KEYS", "METADATA_HASH_KEY", "MODEL_SETTINGS",
                    "MOMENT_PREFIXES", "STEP", "RNG", "RNG_STATE_LEN", "SPLITS", "DTYPE_NAMES", "BACKENDS")
+PAGE_TRAINING = {**{name: getattr(settings.Settings, name) for name in ("lr", "beta1", "beta2", "eps", "clip")},
+                 "warmup": settings.WARMUP}  # train.py's defaults that the page's runs keep: manifest.json's "training"
 LEFTOVER = r"\.lock|\.[0-9]+\.[a-z0-9_]{8}\.tmp"  # beside a file: hold's lock, a killed write_together's file
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -213,6 +215,7 @@ def data_files(folder, weights, fields):
         "order": page["order"],
         "most_parameters": PAGE_BYTES // (8 * PAGE_COPIES),  # page_fits' bound, which the page holds a file to
         "checkpoint": checkpoint_names(),
+        "training": PAGE_TRAINING,
     }
     contents = {"manifest.json": json.dumps(manifest, indent=2) + "\n", WEIGHTS_FILE: page_weights(weights, metadata),
                 "tokenizer.json": page["tokenizer"], "split.json": json.dumps(page["split"]) + "\n",
