@@ -5,15 +5,15 @@
 //
 // A safetensors file is 8 bytes N (little-endian), N bytes of JSON header (padded with spaces to a multiple of 8),
 // then every tensor's little-endian values one after another; oneblock/tensorfile.py's docstring has the details.
-// What a training checkpoint holds is checkpoint.py's: each_expected and the metadata keys below say it here.
+// What a training checkpoint holds is checkpoint.py's, in its names that manifest.json's "checkpoint" carries.
 //
 //     const bytes = encode({w: {dtype: "F64", shape: [2], values: [1, 2]}}, {note: "hi"});
 //     decode(bytes).tensors.get("w").values   // Float64Array [1, 2]
 
 import { by_code_point } from "./bpe.js";
 import {
-  BLOCK_NAMES, GROWN_KEYS, JSON_KEYS, ONE_BLOCK_VERSION, OUTSIDE, SCHEMES, SWITCH_KEY, checked,
-  config_from_json, config_to_json, each_param, is_grown, parameter_count,
+  BLOCK_NAMES, GROWN_KEYS, JSON_KEYS, OUTSIDE, SCHEMES, SWITCH_KEY, checked, config_from_json, config_to_json,
+  each_param, is_grown, parameter_count,
 } from "./model.js";
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -279,39 +279,30 @@ export function decode(bytes) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// The training checkpoint: which tensors and metadata it holds
-
-export const FORMAT = "one-block checkpoint";
-// a grown model: its config has blocks and heads, its metadata is hashed; 2 repeats the model in its training (read,
-// no longer written), 3 records it in its config alone
-const GROWN_VERSIONS = ["2", "3"];
-const GROWN_VERSION = "3"; // what a grown model's file is written as
-const MODEL_SETTINGS = ["positions", ...GROWN_KEYS, SWITCH_KEY]; // a run's settings that are its model's: the config's
-export const METADATA_HASH_KEY = "metadata_sha256";
-const MOMENT_PREFIXES = ["adam_m.", "adam_v."];
-const STEP = "adam_step", RNG = "rng_state", RNG_STATE_LEN = 625n;
+// The training checkpoint: which tensors it holds
 
 /** (name, shape) of every tensor a training checkpoint of config (a Map of BigInts) holds, one at a time, as
- * checkpoint.each_expected: a config of 10^12 blocks costs nothing until its names are read. */
-function* each_expected(config) {
-  for (const prefix of ["", ...MOMENT_PREFIXES]) {
+ * checkpoint.each_expected (names: manifest.json's "checkpoint"): a config of 10^12 blocks costs nothing until its
+ * names are read. */
+function* each_expected(config, { moment_prefixes, step, rng, rng_state_len }) {
+  for (const prefix of ["", ...moment_prefixes]) {
     for (const [name, shape] of each_param(Object.fromEntries(config))) yield [prefix + name, shape];
   }
-  yield [STEP, []];
-  yield [RNG, [RNG_STATE_LEN]];
+  yield [step, []];
+  yield [rng, [BigInt(rng_state_len)]];
 }
 
 // ----------------------------------------------------------------------------------------------------------------
 // Checking a decoded checkpoint: refused where checkpoint.py refuses it, in a few words of the page's own
 
 // what a training setting may be (checkpoint.TRAINING_RULES decides the same): name -> test(value, names), names the
-// checkpoint.py names that the export writes into manifest.json's "checkpoint" (its backends, dtypes, versions, ...)
+// checkpoint.py names that the export writes into manifest.json's "checkpoint" (its backends, dtype_names, ...)
 const finite = (v) => typeof v === "bigint" || (typeof v === "number" && Number.isFinite(v));
 const number = (v) => typeof v === "bigint" || typeof v === "number";
 const at_least = (low, or_null = false) => (v) => (or_null && v === null) || is_whole(v, low);
 const SETTINGS = new Map([
   ["backend", (v, names) => names.backends.includes(v)],
-  ["threads", at_least(1n)], ["dtype", (v, names) => Object.hasOwn(names.dtypes, v)], ["steps", at_least(0n)],
+  ["threads", at_least(1n)], ["dtype", (v, names) => Object.hasOwn(names.dtype_names, v)], ["steps", at_least(0n)],
   ["batch", at_least(1n)], ["seq_len", at_least(1n)], ["warmup", at_least(0n)],
   ["lr", (v) => finite(v) && v > 0], ["min_lr", (v) => finite(v) && v >= 0], ["eps", (v) => finite(v) && v > 0],
   ["beta1", (v) => number(v) && v >= 0 && v < 1], ["beta2", (v) => number(v) && v >= 0 && v < 1],
@@ -324,11 +315,11 @@ const SETTINGS = new Map([
 
 /** An Error unless the metadata strings are a checkpoint's (as checkpoint.check_metadata); returns the version. */
 function check_metadata(metadata, names) {
-  const { versions, needed, known_keys, hash_keys, number_keys, text_keys, splits } = names;
-  if (metadata.get("format") !== FORMAT) throw new Error(`it is not a ${FORMAT}`);
+  const { format, versions, metadata_keys, known_keys, hash_keys, number_keys, text_keys, splits } = names;
+  if (metadata.get("format") !== format) throw new Error(`it is not a ${format}`);
   const version = metadata.get("format_version");
   if (!versions.includes(version)) throw new Error(`its format version is not one of ${versions.join(", ")}`);
-  const lacks = needed.find((key) => !metadata.has(key));
+  const lacks = [...metadata_keys, DATA_HASH_KEY].find((key) => !metadata.has(key));
   if (lacks) throw new Error(`its metadata lacks ${lacks}`);
   if ([...metadata.keys()].some((key) => !known_keys.includes(key))) throw new Error("its metadata has a key no"
     + " checkpoint has");
@@ -348,11 +339,11 @@ function check_metadata(metadata, names) {
 
 /** An Error when the config's sizes ask for more tensors, or more numbers, than the file holds, by arithmetic
  * before any name is made for them (as checkpoint.check_fits): a header that says blocks = 10^12 is refused at once. */
-function check_fits(config, tensors) {
-  const per = BigInt(1 + MOMENT_PREFIXES.length); // each parameter and its two moments; then the step and the state
+function check_fits(config, tensors, names) {
+  const per = BigInt(1 + names.moment_prefixes.length); // each parameter and its moments; then the step and the state
   const blocks = config.get("blocks") ?? 1n;
   const need_tensors = per * (BigInt(OUTSIDE.length) + blocks * BigInt(BLOCK_NAMES.length)) + 2n;
-  const need_numbers = per * parameter_count(Object.fromEntries(config)) + 1n + RNG_STATE_LEN;
+  const need_numbers = per * parameter_count(Object.fromEntries(config)) + 1n + BigInt(names.rng_state_len);
   let have_numbers = 0n;
   for (const { shape } of tensors.values()) have_numbers += shape.reduce((p, s) => p * s, 1n);
   if (need_tensors > BigInt(tensors.size)) {
@@ -377,7 +368,8 @@ function check_training(training, config, positions, metadata, names) {
       || (training.has("steps") && get("warmup", 0n) > training.get("steps")) || scheme !== positions
       || get(SWITCH_KEY, positions === "learned") !== (positions === "learned")
       || GROWN_KEYS.some((key) => get(key, config.get(key) ?? 1n) !== (config.get(key) ?? 1n))
-      || (metadata.get("format_version") === GROWN_VERSION && MODEL_SETTINGS.some((key) => training.has(key)))) {
+      || (metadata.get("format_version") === names.grown_version
+        && names.model_settings.some((key) => training.has(key)))) {
     throw new Error("its training settings are not ones a run of this model records");
   }
 }
@@ -387,12 +379,12 @@ function check_training(training, config, positions, metadata, names) {
  * training dtype's, when recorded), every value finite, a step from 0 to the run's steps and a random state that
  * random.Random can have reached. */
 function check_tensors(tensors, config, training, names) {
-  const shapes = new Map(each_expected(config));
+  const shapes = new Map(each_expected(config, names));
   const other = [...tensors.keys()].find((name) => !shapes.has(name))
     ?? [...shapes.keys()].find((name) => !tensors.has(name));
   if (other !== undefined) throw new Error(`its tensors are not its config's (${JSON.stringify(other.slice(0, 60))})`);
   const float_dtype = tensors.get("tok_emb").dtype;
-  if (float_dtype === "I64" || (training.has("dtype") && names.dtypes[training.get("dtype")] !== float_dtype)) {
+  if (float_dtype === "I64" || (training.has("dtype") && names.dtype_names[training.get("dtype")] !== float_dtype)) {
     throw new Error(`its tok_emb has dtype ${float_dtype}, not its training's`);
   }
   for (const [name, want] of shapes) {
@@ -400,19 +392,19 @@ function check_tensors(tensors, config, training, names) {
     if (shape.length !== want.length || shape.some((s, k) => s !== want[k])) {
       throw new Error(`its tensor ${name} has shape [${shape}], but its config makes it [${want}]`);
     }
-    if (dtype !== (name === STEP || name === RNG ? "I64" : float_dtype)) {
+    if (dtype !== (name === names.step || name === names.rng ? "I64" : float_dtype)) {
       throw new Error(`its tensor ${name} has dtype ${dtype}`);
     }
     if (dtype !== "I64" && !values.every(Number.isFinite)) throw new Error(`its tensor ${name} is not all finite`);
   }
-  const step = tensors.get(STEP).values[0];
+  const step = tensors.get(names.step).values[0];
   if (step < 0n || (training.has("steps") && step > training.get("steps"))) {
-    throw new Error(`its ${STEP} ${step} is not a step of the run it records`);
+    throw new Error(`its ${names.step} ${step} is not a step of the run it records`);
   }
-  const words = tensors.get(RNG).values, last = words[words.length - 1];
+  const words = tensors.get(names.rng).values, last = words[words.length - 1];
   if (words.subarray(0, -1).some((w) => w < 0n || w >= 2n ** 32n) || !(0n <= last && last <= 624n)
       || words.subarray(0, -1).every((w) => w === 0n)) {
-    throw new Error(`its ${RNG} is not a state the batch sampler can have`);
+    throw new Error(`its ${names.rng} is not a state the batch sampler can have`);
   }
 }
 
@@ -424,9 +416,9 @@ function check_tensors(tensors, config, training, names) {
 export function check_checkpoint(tensors, metadata, { tokenizer_sha256, checkpoint: names }) {
   const version = check_metadata(metadata, names);
   const config = read_json(metadata.get("config"), "config", JSON_KEYS); // its sizes BigInts, to hold to the file's
-  const described = config_from_json(config, GROWN_VERSIONS.includes(version));
+  const described = config_from_json(config, names.grown_versions.includes(version));
   const { positions } = described;
-  check_fits(config, tensors);
+  check_fits(config, tensors, names);
   checked(described); // (d and blocks held to the file by check_fits; heads past d, whatever its size, divide no d)
   const training = read_json(metadata.get("training"), "training", [...SETTINGS.keys()]);
   check_training(training, config, positions, metadata, names);
@@ -434,9 +426,10 @@ export function check_checkpoint(tensors, metadata, { tokenizer_sha256, checkpoi
     throw new Error("it was trained with another tokenizer than the page's");
   }
   check_tensors(tensors, config, training, names);
-  if (metadata.has(METADATA_HASH_KEY) ? metadata_digest(metadata) !== metadata.get(METADATA_HASH_KEY)
-    : GROWN_VERSIONS.includes(version)) {
-    throw new Error(`its metadata's SHA-256 is not the one it records in ${METADATA_HASH_KEY}`);
+  const hash_key = names.metadata_hash_key;
+  if (metadata.has(hash_key) ? metadata_digest(metadata, hash_key) !== metadata.get(hash_key)
+    : names.grown_versions.includes(version)) {
+    throw new Error(`its metadata's SHA-256 is not the one it records in ${hash_key}`);
   }
   return { config, described, training };
 }
@@ -446,13 +439,13 @@ function refusal(where, why) {
   return new Error(`${where}: ${why}; python3 explore.py --ckpt ${where} gives the full reason`);
 }
 
-/** The SHA-256 that metadata_sha256 records, as checkpoint.metadata_digest: of every metadata entry (a Map, or an
- * object of strings) but data_sha256 and metadata_sha256 itself, written as one JSON object with its keys sorted,
+/** The SHA-256 that hash_key (metadata_sha256) records, as checkpoint.metadata_digest: of every metadata entry (a
+ * Map, or an object of strings) but data_sha256 and hash_key itself, written as one JSON object with its keys sorted,
  * no spaces and every character past ASCII escaped, as Python's json.dumps writes it with ensure_ascii: \uXXXX in
  * lower-case hex (a character past U+FFFF as its two surrogates). */
-export function metadata_digest(metadata) {
+function metadata_digest(metadata, hash_key) {
   const entries = (metadata instanceof Map ? [...metadata] : Object.entries(metadata))
-    .filter(([key]) => key !== DATA_HASH_KEY && key !== METADATA_HASH_KEY)
+    .filter(([key]) => key !== DATA_HASH_KEY && key !== hash_key)
     .sort((a, b) => by_code_point(a[0], b[0]));
   const escaped = (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, "0")}`;
   const python_json = (text) => JSON.stringify(text).replace(/[\u007f-\uffff]/g, escaped);
@@ -464,10 +457,10 @@ export function metadata_digest(metadata) {
 // ----------------------------------------------------------------------------------------------------------------
 // What the page reads: a checkpoint it can run, priced by its size before it is read
 
-/** The size of the largest file of a model of most_parameters parameters (page_fits' bound, in manifest.json): the
+/** The size of the largest file of a model of the manifest's most_parameters parameters (page_fits' bound): the
  * longest header, float64 weights and their two moments, the step and the RNG. */
-export function most_file_bytes(most_parameters) {
-  return 8 + MAX_HEADER + 3 * 8 * most_parameters + 8 * (1 + Number(RNG_STATE_LEN));
+export function most_file_bytes({ most_parameters, checkpoint: names }) {
+  return 8 + MAX_HEADER + 3 * 8 * most_parameters + 8 * (1 + names.rng_state_len);
 }
 
 /** A number of bytes in words, with a binary prefix.
@@ -480,10 +473,10 @@ export function in_bytes(n) {
   return `${n} bytes`;
 }
 
-/** An Error, before a byte is read, when a file of size bytes is larger than any checkpoint of at most
- * most_parameters parameters (most_file_bytes): such a file is corrupt, or its model is too large for the page. */
-export function check_file_size(size, where, most_parameters) {
-  const most = most_file_bytes(most_parameters);
+/** An Error, before a byte is read, when a file of size bytes is larger than any checkpoint of the manifest's
+ * (most_file_bytes): such a file is corrupt, or its model is too large for the page. */
+export function check_file_size(size, where, manifest) {
+  const most = most_file_bytes(manifest);
   if (size > most) {
     throw new Error(`${where} is ${in_bytes(size)}, more than the ${in_bytes(most)} of the largest`
       + " checkpoint the explorer runs, so it is not read; sample.py runs a larger model");
@@ -517,7 +510,8 @@ export function read_weights(bytes, where, manifest, vocab) {
     const wide = values instanceof Float64Array ? values : Float64Array.from(values); // (F32 widened exactly)
     params[name] = { shape: shape.map(Number), values: wide };
   }
-  return { config, step: Number(tensors.get(STEP).values[0]), val_loss: metadata.get("val_loss") ?? null, params };
+  const step = Number(tensors.get(manifest.checkpoint.step).values[0]);
+  return { config, step, val_loss: metadata.get("val_loss") ?? null, params };
 }
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -538,33 +532,35 @@ export function unflat_tensors(flat) {
   return Object.fromEntries(Object.entries(flat).map(([name, t]) => [name, tensor(t)]));
 }
 
-/** The bytes of a training checkpoint of float64 parameters, as checkpoint.save_checkpoint writes them: config the
- * model's (a model_config, recorded as config_to_json gives it), moments (m, v) model.js tensors like params (zeros
- * when none were kept), step the Adam step, rng_words the batch sampler's 625-number state (random.js getstate),
- * extra more metadata strings. A grown model's file (is_grown) is version 3, with the metadata's hash, and records
- * none of the model's own settings (MODEL_SETTINGS: its config has them); a one-block file keeps positions alone, as
+/** The bytes of a training checkpoint of float64 parameters, as checkpoint.save_checkpoint writes them, with the
+ * names and tokenizer_sha256 of the manifest (the page's manifest.json): config the model's (a model_config,
+ * recorded as config_to_json gives it), moments (m, v) model.js tensors like params (zeros when none were kept),
+ * step the Adam step, rng_words the batch sampler's 625-number state (random.js getstate), extra more metadata
+ * strings. A grown model's file (is_grown) is version 3, with the metadata's hash, and records none of the model's
+ * own settings (model_settings: its config has them); a one-block file keeps positions alone, as
  * checkpoint.recorded_training. */
-export function checkpoint_bytes({ params, moments, step, rng_words, config, training, tokenizer_sha256,
-  extra = {} }) {
+export function checkpoint_bytes({ params, moments, step, rng_words, config, training, extra = {} },
+  { tokenizer_sha256, checkpoint: names }) {
   const tensors = {};
   [params, ...moments].forEach((dict, i) => {
     const flat = flat_tensors(dict);
     for (const name of Object.keys(params)) {
-      tensors[["", ...MOMENT_PREFIXES][i] + name] = { dtype: "F64", ...flat[name] };
+      tensors[["", ...names.moment_prefixes][i] + name] = { dtype: "F64", ...flat[name] };
     }
   });
-  tensors[STEP] = { dtype: "I64", shape: [], values: [step] };
-  tensors[RNG] = { dtype: "I64", shape: [Number(RNG_STATE_LEN)], values: rng_words };
+  tensors[names.step] = { dtype: "I64", shape: [], values: [step] };
+  tensors[names.rng] = { dtype: "I64", shape: [names.rng_state_len], values: rng_words };
   const grown = is_grown(config);
-  const recorded = Object.entries(training).filter(([name]) => !(grown ? MODEL_SETTINGS : GROWN_KEYS).includes(name));
+  const left_out = grown ? names.model_settings : GROWN_KEYS;
+  const recorded = Object.entries(training).filter(([name]) => !left_out.includes(name));
   const metadata = {
-    format: FORMAT,
-    format_version: grown ? GROWN_VERSION : ONE_BLOCK_VERSION,
+    format: names.format,
+    format_version: grown ? names.grown_version : names.one_block_version,
     config: JSON.stringify(config_to_json(config)),
     training: JSON.stringify(Object.fromEntries(recorded)),
     tokenizer_sha256,
     ...extra,
   };
-  if (grown) metadata[METADATA_HASH_KEY] = metadata_digest(metadata);
+  if (grown) metadata[names.metadata_hash_key] = metadata_digest(metadata, names.metadata_hash_key);
   return encode(tensors, metadata);
 }

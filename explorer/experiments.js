@@ -19,7 +19,7 @@ const BLOCK_COLORS = { 1: "#f57c00", 2: "#1f5fbf" };
 
 // the live (or last) run of each experiment, for the page and the tests
 export const runs = { depth: null, positions: null };
-let page = null; // {tok, split, data}: what page.js loaded
+let page = null; // {tok, split, data, manifest}: what page.js loaded
 const pending = new Map(); // soon's frames
 const DRAW = { depth: draw_depth, positions: draw_positions }; // each panel's drawing
 
@@ -80,13 +80,13 @@ export function start_worker(start, on_message, on_fail) {
   return worker;
 }
 
-/** The settings of a run of the model of config: train.py's schedule with these steps, batch and peak rate (ending at
- * a tenth of it), and the scheme, blocks and heads the run records. */
+/** The settings of a run of the model of config: train.py's schedule (manifest.json's "training") with these steps,
+ * batch and peak rate (ending at a tenth of it), and the scheme, blocks and heads the run records. */
 export function settings_of({ steps, batch, lr }, config, more) {
-  const { positions, blocks, heads } = config;
-  const warmup = Math.min(train.DEFAULTS.warmup, steps);
-  return { ...train.DEFAULTS, steps, batch, lr, min_lr: lr / 10, seq_len: 64, warmup, positions, blocks, heads,
-    ...more };
+  const { positions, blocks, heads } = config, defaults = page.manifest.training;
+  const warmup = Math.min(defaults.warmup, steps);
+  return { ...defaults, ...train.DEFAULTS, steps, batch, lr, min_lr: lr / 10, seq_len: 64, warmup, positions, blocks,
+    heads, ...more };
 }
 
 /** The fields of a panel (prefix depth or positions), or an Error naming the first that is wrong. */

@@ -84,9 +84,10 @@ async function load() {
   }
   for (const key of ["a", "b"]) $(`order-${key}`).value = state.manifest.order[key];
   describe_text();
-  for (const key of ["batch", "steps", "lr"]) $(`train-${key}`).value = train.DEFAULTS[key];
+  for (const key of ["batch", "steps"]) $(`train-${key}`).value = train.DEFAULTS[key];
+  $("train-lr").value = state.manifest.training.lr;
   wire_controls();
-  experiments.setup({ tok: state.tok, split: state.split, data: state.data });
+  experiments.setup({ tok: state.tok, split: state.split, data: state.data, manifest: state.manifest });
   await lessons.setup({ tok: state.tok, split: state.split, data: state.data, manifest: state.manifest,
     model: () => state.model });
   render_all();
@@ -185,7 +186,7 @@ function get_loader() {
  * tensors)}, or an Error that starts with the file's name and says what is wrong. A file larger than any checkpoint
  * the page runs is refused by its size, before a byte of it is read. */
 async function read_weights_file(file) {
-  checkpoint.check_file_size(file.size, file.name, state.manifest.most_parameters);
+  checkpoint.check_file_size(file.size, file.name, state.manifest);
   const loader = get_loader();
   const id = ++loader.asked;
   const ckpt = await new Promise((resolve, reject) => {
@@ -239,9 +240,8 @@ async function download_weights() {
     ...snap,
     config: m.config,
     training: { backend: "explorer", dtype: "float64", seed: snap.seed, ...snap.settings },
-    tokenizer_sha256: state.manifest.tokenizer_sha256,
     extra: { explorer_source: m.source, ...(m.val_loss === null ? {} : { val_loss: String(m.val_loss) }) },
-  });
+  }, state.manifest);
   const link = document.createElement("a");
   link.href = URL.createObjectURL(new Blob([bytes], { type: "application/octet-stream" }));
   link.download = "explorer.safetensors";

@@ -13,20 +13,13 @@ import * as model from "./model.js";
 import { PLAIN, sequence_loss } from "./model.js";
 import { Random } from "./random.js";
 
-// the live run's settings (how fast: docs/developers.md, "How fast the explorer trains"); the rest as train.py's
-// defaults. The scheme, blocks and heads a checkpoint's training records of the run are the model's config's
-// (experiments.js's settings_of)
+// the live run's own settings (how fast: docs/developers.md, "How fast the explorer trains"); the rest are
+// train.py's defaults, manifest.json's "training". The scheme, blocks and heads a checkpoint's training records of
+// the run are the model's config's (experiments.js's settings_of)
 export const DEFAULTS = {
   steps: 2000, // optimiser steps in the whole run
   batch: 8, // windows per step
   seq_len: 64, // tokens per window (the model's 64 positions)
-  lr: 1e-2, // peak learning rate, reached at the end of the warm-up
-  min_lr: 1e-3, // learning rate at the last step
-  warmup: 100, // steps of linear warm-up from lr / warmup to lr
-  beta1: 0.9, // Adam: decay rate of the running mean of the gradient
-  beta2: 0.99, // Adam: decay rate of the running mean of its square
-  eps: 1e-8, // Adam: added to the root of the second moment
-  clip: 1.0, // largest global gradient norm
   eval_every: 100, // steps between validation losses (also at the start and the end)
 };
 

@@ -47,6 +47,11 @@ LESSONS_COMMAND = "python3 -m oneblock.export"  # what writes it
 DATA_FILES = ("manifest.json", WEIGHTS_FILE, "tokenizer.json", "split.json", "lessons.json")  # in data/, renamed in
 # this order
 MOST_MANIFEST = 1 << 20  # bytes of an earlier export's manifest.json read, at most, to recognise it
+PAGE_CHECKPOINT = ("FORMAT", "VERSIONS", "ONE_BLOCK_VERSION", "GROWN_VERSIONS", "GROWN_VERSION", "METADATA_KEYS",
+                   "KNOWN_KEYS", "TEXT_KEYS", "HASH_KEYS", "NUMBER_KEYS", "METADATA_HASH_KEY", "MODEL_SETTINGS",
+                   "MOMENT_PREFIXES", "STEP", "RNG", "RNG_STATE_LEN", "SPLITS", "DTYPE_NAMES", "BACKENDS")
+PAGE_TRAINING = {**{name: getattr(settings.Settings, name) for name in ("lr", "beta1", "beta2", "eps", "clip")},
+                 "warmup": settings.WARMUP}  # train.py's defaults that the page's runs keep: manifest.json's "training"
 LEFTOVER = r"\.lock|\.[0-9]+\.[a-z0-9_]{8}\.tmp"  # beside a file: hold's lock, a killed write_together's file
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -209,17 +214,20 @@ def data_files(folder, weights, fields):
         "text": page["split"].get("text"),  # the file name of the text a model of your own text learned, or None
         "order": page["order"],
         "most_parameters": PAGE_BYTES // (8 * PAGE_COPIES),  # page_fits' bound, which the page holds a file to
-        "checkpoint": {  # checkpoint.py's names, which the page's reader holds a file to (explorer/checkpoint.js)
-            "versions": checkpoint.VERSIONS, "needed": [*checkpoint.METADATA_KEYS, checkpoint.DATA_HASH_KEY],
-            "known_keys": checkpoint.KNOWN_KEYS, "text_keys": checkpoint.TEXT_KEYS, "hash_keys": checkpoint.HASH_KEYS,
-            "number_keys": checkpoint.NUMBER_KEYS, "splits": checkpoint.SPLITS, "dtypes": checkpoint.DTYPE_NAMES,
-            "backends": checkpoint.BACKENDS},
+        "checkpoint": checkpoint_names(),
+        "training": PAGE_TRAINING,
     }
     contents = {"manifest.json": json.dumps(manifest, indent=2) + "\n", WEIGHTS_FILE: page_weights(weights, metadata),
                 "tokenizer.json": page["tokenizer"], "split.json": json.dumps(page["split"]) + "\n",
                 "lessons.json": page_lessons()}
     files = {folder / name: contents[name] for name in DATA_FILES}
     return files, manifest, dict.fromkeys(files, private_mode(fields.get("modes", [])))
+
+
+def checkpoint_names():
+    """manifest.json's "checkpoint": checkpoint.py's names (PAGE_CHECKPOINT, lower-cased) that the page reads and
+    writes a file with (explorer/checkpoint.js)."""
+    return {name.lower(): getattr(checkpoint, name) for name in PAGE_CHECKPOINT}
 
 
 def page_lessons():

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from oneblock import checkpoint, settings
+from oneblock import checkpoint, export, settings
 from checkpoint_edits import RUNS
 import run_helpers
 from run_helpers import ROOT, file_size_limit, kinds_under, memory_limit, one_line_error, ran
@@ -96,7 +96,7 @@ def test_every_setting_train_py_and_the_page_record_is_known():
     assert set(settings.BACKENDS) | {"explorer"} == set(checkpoint.BACKENDS)
     page = (ROOT / "explorer" / "train.js").read_text(encoding="utf-8")
     defaults = re.search(r"export const DEFAULTS = \{(.*?)\};", page, re.S).group(1)
-    keys = re.findall(r"^\s+(\w+):", defaults, re.M)
+    keys = re.findall(r"^\s+(\w+):", defaults, re.M) + list(export.PAGE_TRAINING)  # the page's own, and train.py's
     assert len(keys) >= 10 and set(keys) | {"backend", "dtype", "seed"} <= set(checkpoint.TRAINING_RULES), keys
 
 

@@ -254,14 +254,14 @@ def test_a_js_parameter_dict_that_does_not_fit_its_config_is_refused_naming_the_
 # ----------------------------------------------------------------------------------------------------------------
 # The page's checkpoint writer, read by checkpoint.py
 
-WRITE_JS = """([fields, rng_words]) => {
+WRITE_JS = """([fields, rng_words, names]) => {
   const config = model.model_config(fields), params = model.init_params(config, 3);
   const zeros = Object.fromEntries(Object.entries(params).map(([name, t]) => [name,
     t instanceof Float64Array ? new Float64Array(t.length) : model.matrix(t.rows, t.cols)]));
   const run = { backend: "explorer", dtype: "float64", seed: 3, steps: 10 };
   const training = { ...run, positions: config.positions, blocks: config.blocks, heads: config.heads };
-  return Array.from(ckpt.checkpoint_bytes({ params, moments: [zeros, zeros], step: 0, rng_words, config, training,
-    tokenizer_sha256: "0".repeat(64) }));
+  return Array.from(ckpt.checkpoint_bytes({ params, moments: [zeros, zeros], step: 0, rng_words, config, training },
+    { tokenizer_sha256: "0".repeat(64), checkpoint: names }));
 }"""
 
 
@@ -270,12 +270,12 @@ def test_the_pages_checkpoint_records_the_model_once_as_checkpoint_py_does(modul
     the page keeps them) reads in checkpoint.py as the model it was: a grown one as format version 3, its training
     the run's settings alone, and a one-block one as version 1, with positions but no blocks or heads in its
     training, as before models could grow."""
-    from oneblock import checkpoint
+    from oneblock import checkpoint, export
 
     rng_words = list(random.Random(3).getstate()[1])
     run = {"backend": "explorer", "dtype": "float64", "seed": 3, "steps": 10}
     for cfg, version, training in ((ModelConfig(96, 4, 8, 8, blocks=2, heads=2, positions="rope"), "3", run),
                                    (ModelConfig(96, 4, 8, 8, positions="none"), "1", {**run, "positions": "none"})):
-        raw = bytes(modules_page.evaluate(WRITE_JS, [dataclasses.asdict(cfg), rng_words]))
+        raw = bytes(modules_page.evaluate(WRITE_JS, [dataclasses.asdict(cfg), rng_words, export.checkpoint_names()]))
         ckpt = checkpoint.load_bytes(raw, "explorer.safetensors")
         assert (ckpt["metadata"]["format_version"], ckpt["config"], ckpt["training"]) == (version, cfg, training)

@@ -269,7 +269,7 @@ def test_a_file_larger_than_any_the_page_runs_is_refused_by_its_size_before_it_i
     with open(path, "wb") as f:
         f.truncate(2 << 30)
     message, seconds, _ = chosen(page, path)
-    most = page.evaluate("explorer.modules.checkpoint.most_file_bytes(explorer.state.manifest.most_parameters)")
+    most = page.evaluate("explorer.modules.checkpoint.most_file_bytes(explorer.state.manifest)")
     assert message.startswith("huge.safetensors is 2.0 GiB, more than the 484.0 MiB of the largest checkpoint the"
                               " explorer runs"), message
     assert "The model is unchanged" in message and "permission" not in message, message
