@@ -20,6 +20,8 @@ import * as trace_block from "./trace_block.js";
 import { $, add_figure, element, fetch_data, format_number, read_int, read_number, read_or_say, say, show_token,
   soon, table_row } from "./ui.js";
 
+const FORMAT = "one-block explorer data v2"; // data/manifest.json's "format": an export this page reads (export.py)
+
 const state = {
   manifest: null, // data/manifest.json: where the weights came from, the floors, the trace's sentences
   tok: null, // the bpe.js Tokenizer
@@ -68,6 +70,10 @@ async function load() {
   experiments.draw_panels();
   try {
     state.manifest = await fetch_data("manifest.json", "json");
+    const format = JSON.stringify(state.manifest?.format ?? null).slice(0, 80);
+    if (format !== JSON.stringify(FORMAT)) {
+      throw new Error(`data/manifest.json is an export of format ${format}, not "${FORMAT}"`);
+    }
     state.tok = bpe.Tokenizer.from_json(await fetch_data("tokenizer.json", "json"));
     state.split = await fetch_data("split.json", "json");
     state.data = train.load_data(state.tok, state.split);

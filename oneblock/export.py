@@ -32,7 +32,8 @@ from oneblock.data import CORPUS_FILE, ROOT, TOKENIZER_FILE, read_data, split_te
 
 EXPLORER = ROOT / "explorer"  # the page: index.html, style.css and the ES modules
 PAGE_SUFFIXES = (".html", ".css", ".js")  # the page's files; everything it reads besides them is in data/
-DATA_FORMAT = "one-block explorer data v1"  # manifest.json "format"
+DATA_FORMAT = "one-block explorer data v2"  # manifest.json "format" (explorer/page.js's FORMAT)
+EARLIER_FORMATS = ("one-block explorer data v1",)  # earlier exports' formats: a folder of one is replaced too
 WEIGHTS_FILE = "weights.safetensors"  # in data/: the checkpoint the page loads
 UNTRAINED_SEED = 3  # train.py's default seed: the weights a fresh `python3 train.py` starts from
 PAGE_COPIES = 8  # float64 copies of the weights the page holds at once while it trains
@@ -405,20 +406,25 @@ def through_link(place, files):
 
 def foreign(place, mark, names):
     """What in the folder place is not an export's, as paths relative to it (none when place holds an earlier
-    export: mark, its manifest.json, a regular file whose format is DATA_FORMAT). names: the paths the export
-    writes, relative to place; what writing them leaves (LEFTOVER: a lock, a killed writer's temporary file) is an
-    export's too, as is a folder on the way to them that holds nothing else.
+    export: mark, its manifest.json, a regular file whose format is DATA_FORMAT or one of EARLIER_FORMATS). names:
+    the paths the export writes, relative to place; what writing them leaves (LEFTOVER: a lock, a killed writer's
+    temporary file) is an export's too, as is a folder on the way to them that holds nothing else.
 
     >>> with tempfile.TemporaryDirectory() as d:
     ...     _ = (Path(d) / "index.html.999999999.abcd1234.tmp").write_bytes(b"half a page")
     ...     _ = (Path(d) / "notes.md").write_text("mine")
     ...     foreign(Path(d), Path(d) / "data" / "manifest.json", ["index.html", "data/manifest.json"])
+    ...     (Path(d) / "data").mkdir()
+    ...     _ = (Path(d) / "data" / "manifest.json").write_text('{"format": "one-block explorer data v1"}')
+    ...     foreign(Path(d), Path(d) / "data" / "manifest.json", ["index.html", "data/manifest.json"])
     ['notes.md']
+    []
     """
     if not os.path.isdir(place):
         return []
     try:
-        if json.loads(read_whole(mark, "an explorer export's manifest.json", MOST_MANIFEST))["format"] == DATA_FORMAT:
+        found = json.loads(read_whole(mark, "an explorer export's manifest.json", MOST_MANIFEST))["format"]
+        if found in (DATA_FORMAT, *EARLIER_FORMATS):
             return []
     except (ValueError, TypeError, KeyError, RecursionError):  # missing, unreadable, not JSON, or not an export's
         pass

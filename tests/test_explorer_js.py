@@ -65,7 +65,8 @@ def test_every_module_of_the_explorer_loads_as_an_es_module_and_the_page_without
     """Every .js file of explorer/, each imported as an ES module, one after another, by a page at the folder's
     address: index.html without its own script, so that page.js finds the page it draws. An uncaught error of the
     page while a module loads counts as that module's. And the page's files alone (no data/, as when the page is
-    opened without explore.py) give a message saying how to get it, not a blank page."""
+    opened without explore.py, or with data/ of an earlier format) give a message saying how to get it, not a blank
+    page."""
     html = re.sub(r'\s*<script type="module" src="page\.js"></script>', "",
                   (EXPLORER / "index.html").read_text(encoding="utf-8"))
     assert "<script" not in html  # the page has one script, page.js: here every module is imported by hand
@@ -90,6 +91,19 @@ def test_every_module_of_the_explorer_loads_as_an_es_module_and_the_page_without
             page.close()
     assert {name: why for name, why in got.items() if why} == {}
     assert "Run python3 explore.py" in said and "data/manifest.json (HTTP 404)" in said, said
+    # an export of an earlier format (the page's files updated, data/ not exported again): the same message
+    with served(EXPLORER) as url:
+        page = browser.new_page()
+        page.route(f"{url}/data/manifest.json", lambda route: route.fulfill(
+            status=200, content_type="application/json", body='{"format": "one-block explorer data v1"}'))
+        try:
+            page.goto(f"{url}/index.html")
+            page.wait_for_function("window.ready === true", timeout=30_000)
+            said = page.inner_text("#page-message")
+        finally:
+            page.close()
+    assert ('data/manifest.json is an export of format "one-block explorer data v1", not "one-block explorer data'
+            ' v2". Run python3 explore.py') in said, said
 
 
 # ----------------------------------------------------------------------------------------------------------------
