@@ -17,7 +17,6 @@ kernels and thread count: the same record, bit for bit, on every executor and wo
 
 import argparse
 import functools
-import importlib.util
 import json
 import math
 import os
@@ -470,18 +469,7 @@ def checked_grid(parser, args):
     if mode and given_options:
         parser.error(f"{given_options[0]}: {mode} trains no grid (a rerun trains its one cell in this process); leave"
                      f" it out")
-    if args.scheduler is not None and args.executor != "dask":
-        parser.error(f"--scheduler {args.scheduler} is the dask executor's; pass --executor dask too")
-    if args.scheduler is not None and args.workers is not None:
-        parser.error(f"--workers {args.workers} with --scheduler {args.scheduler}: a running Dask cluster has its own"
-                     f" workers; give one or the other")
-    if args.executor == "serial" and args.workers not in (None, 1):
-        parser.error(f"--workers {args.workers} with --executor serial, which trains one run at a time in this"
-                     f" process; leave --workers out, or use --executor process")
-    if args.executor == "dask" and importlib.util.find_spec("distributed") is None:
-        parser.error(f"--executor dask needs dask and distributed, which are not installed; install them with:"
-                     f" {machine.DEV}")
-    missing = grid.no_certificate() if args.executor == "dask" and args.scheduler is None else None
+    missing = grid.dask_missing(args.scheduler) if args.executor == "dask" else None
     if missing:
         parser.error(f"--executor dask: {missing}")
     try:
