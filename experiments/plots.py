@@ -43,7 +43,7 @@ with machine.needed_by("python3 -m experiments.plots"):
     import model
     from experiments.induction import (TEST_SEED, TUNE_SEED, induction_config, induction_measures, periodic,
                                        train_induction)
-    from experiments.recording import given, holder, interruptible, read_record, reading, stopped, writes
+    from experiments.recording import given, holder, interruptible, read_record, reading, stopped, whole, writes
     from experiments.scaling_law import name_of
     from oneblock import numpy_model, training
     from oneblock.config import seed_switch
@@ -498,7 +498,7 @@ def main(argv=None):
     parser.add_argument("--out", default=str(FIGURES), metavar="DIR", type=given("a folder"),
                         help="folder for the PNGs (default: docs/figures/); made if it is missing, and every picture"
                              " in it replaced at the end, all or none (a file there that is not a PNG never is)")
-    parser.add_argument("--steps", type=int, default=None, metavar="N",
+    parser.add_argument("--steps", type=whole, default=None, metavar="N",
                         help="training steps of every model (default: train.py's 12000, and depth.py's 2000 for the"
                              " two-block model); fewer for a quick look")
     parser.add_argument("--record", default=str(POSITIONS_RECORD), metavar="PATH", type=given("a record file"),
@@ -508,8 +508,6 @@ def main(argv=None):
     parser.add_argument("--scaling-record", default=str(SCALING_RECORD), metavar="PATH", type=given("a record file"),
                         help="the scaling experiment's record (default: scaling.json beside this file)")
     args = parser.parse_args(argv)
-    if args.steps is not None and args.steps < 1:
-        parser.error(f"--steps must be at least 1, got {args.steps}")
     out, problem = Path(args.out), None  # judged from the path alone, before anything is read or trained
     too_long = name_problem(out / max(PICTURES, key=len))  # first: a name too long cannot even be looked up
     files = [] if too_long else [folder for folder in reversed(out.parents) if folder.exists() and not folder.is_dir()]
