@@ -33,8 +33,8 @@ with machine.needed_by("python3 -m experiments.drops"):
                                        need, parsed, provenance, rounded, run_or_check, table_row, trained)
     from experiments.scaling_law import name_of, slope
     from experiments.scaling_runs import (FULL as GRID, T, TUNE_SEED, check_chains_data, drop_data, drop_problem,
-                                          drop_result_problem, drop_run, drop_values, flops_per_token, held_out,
-                                          parameters, tokenizer)
+                                          drop_result_problem, drop_run, drop_values, held_out, parameters,
+                                          plan_settings, tokenizer)
 
 # ----------------------------------------------------------------------------------------------------------------
 # Settings
@@ -68,16 +68,10 @@ def run_experiment(plan, report=print):
     made, sources = provenance(sys.modules[__name__], plan, started,
                                cpu - sum(results[key]["cpu_seconds"] for key, _ in tasks))  # (theirs too)
     floor = rounded(tuning[2])
-    record = {**made, "settings": settings_of(plan), **sources,
+    record = {**made, "settings": plan_settings(plan), **sources,
               "floor": {"tuning_nats_per_token": floor, "entropy_nats_per_story": rounded(chains.entropy())},
               "data": {"streams": streams}, "runs": runs}
     return {**record, **summarise(runs, plan, floor)}
-
-
-def settings_of(plan):
-    """The plan as the record keeps it, with each size's non-embedding parameters and FLOPs per token."""
-    return {**plan, "parameters": {name_of(s): parameters(s) for s in plan["sizes"]},
-            "flops_per_token": {name_of(s): flops_per_token(s) for s in plan["sizes"]}}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -155,7 +149,7 @@ def check_record(record, plan):
     """Raise a ValueError naming the first field that does not have the shape a run of plan gives, or the first
     summary that differs from the one derived again from the record's runs."""
     check_provenance(record, FORMAT)
-    need(record.get("settings") == settings_of(plan), f"settings {str(record.get('settings'))[:80]} are not this"
+    need(record.get("settings") == plan_settings(plan), f"settings {str(record.get('settings'))[:80]} are not this"
          f" code's")
     check_chains_data(record)
     runs = record["runs"]

@@ -185,13 +185,11 @@ def ending_with(parent, every=0.5):
 def dask_client(address, workers):
     """For a with-block: a distributed.Client of the scheduler at address, or of grid_dask.local_cluster(workers),
     which only this client can reach; closed at the end."""
-    try:
-        import distributed
-    except ModuleNotFoundError as e:
-        package = (e.name or "distributed").split(".")[0]
-        if package not in DASK:
-            raise
-        raise RuntimeError(machine.not_installed(package, "the dask executor")) from None
+    missing = dask_missing(address)
+    if missing:
+        raise RuntimeError(missing)
+    import distributed
+
     if address is not None:
         problem = scheduler_problem(address)
         if problem:
@@ -209,9 +207,6 @@ def dask_client(address, workers):
                                  f" some with: dask worker {address}") from None
             yield client
         return
-    missing = no_certificate()
-    if missing:
-        raise RuntimeError(missing)
     from experiments.grid_dask import local_cluster
 
     cluster, security = local_cluster(workers)
@@ -254,10 +249,14 @@ def scheduler_problem(address, seconds=None):
     return None
 
 
-def no_certificate():
-    """Why the dask executor cannot start its own local cluster, in one line, or None: the package that makes its
-    certificate (cryptography, for Dask's Security.temporary) is not installed."""
-    if importlib.util.find_spec("cryptography") is None:
+def dask_missing(address):
+    """Why the dask executor of the scheduler at address cannot start, in one line, or None: dask or distributed is
+    not installed, or (for its own local cluster: address None) the package that makes the cluster's certificate
+    (cryptography, for Dask's Security.temporary)."""
+    for package in DASK:
+        if importlib.util.find_spec(package) is None:
+            return machine.not_installed(package, "the dask executor")
+    if address is None and importlib.util.find_spec("cryptography") is None:
         return machine.not_installed("cryptography", "the dask executor's local cluster",
                                      " (for the certificate that closes it to other users)")
     return None

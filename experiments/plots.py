@@ -43,7 +43,7 @@ with machine.needed_by("python3 -m experiments.plots"):
     import model
     from experiments.induction import (TEST_SEED, TUNE_SEED, induction_config, induction_measures, periodic,
                                        train_induction)
-    from experiments.recording import given, holder, interruptible, read_record, reading, stopped, writes
+    from experiments.recording import given, holder, interruptible, read_record, reading, stopped, whole, writes
     from experiments.scaling_law import name_of
     from oneblock import numpy_model, training
     from oneblock.config import seed_switch
@@ -205,11 +205,16 @@ def plot_order_test(with_positions, without_positions, tok, sentences, out):
     return save(fig, out, "order_test.png")
 
 
-def seeds_and_mean(ax, k, summary, color, scale=1.0):
-    """At x = k: each seed's value as a dot, and at k + 0.18 the mean with one standard deviation, of an
-    across_seeds summary (positions.py)."""
-    ax.scatter([k] * len(summary["by_seed"]), [scale * v for v in summary["by_seed"]], color=color, alpha=0.5, s=18)
-    ax.errorbar(k + 0.18, scale * summary["mean"], yerr=scale * summary["std"], fmt="o", color=color, capsize=4)
+def seeds_and_means(ax, summaries, styles, ticks, scale=1.0):
+    """For each of summaries ({name: an across_seeds summary}, recording.py), at x = k, its k-th: each seed's value
+    as a dot, and at k + 0.18 the mean with one standard deviation, in the name's colour (styles); ticks: the x
+    ticks' labels, one a name."""
+    for k, (name, summary) in enumerate(summaries.items()):
+        ax.scatter([k] * len(summary["by_seed"]), [scale * v for v in summary["by_seed"]], color=styles[name],
+                   alpha=0.5, s=18)
+        ax.errorbar(k + 0.18, scale * summary["mean"], yerr=scale * summary["std"], fmt="o", color=styles[name],
+                    capsize=4)
+    ax.set_xticks(range(len(summaries)), ticks)
 
 
 def plot_sweep(ax, sweeps, styles, what):
@@ -239,10 +244,9 @@ def plot_experiment(record, out):
                f"{record['settings']['sweep']['tune_stories']} held-out training stories")
 
     ax = axes[1]  # validation loss: each seed, and the mean with one standard deviation
-    for k, scheme in enumerate(schemes):
-        seeds_and_mean(ax, k, record["schemes"][scheme]["val_loss"], STYLE[scheme])
+    seeds_and_means(ax, {s: record["schemes"][s]["val_loss"] for s in schemes}, STYLE,
+                    [f"{s}\nlr {record['schemes'][s]['sweep']['chosen']:g}" for s in schemes])
     ax.axhline(floor, color="black", ls="--", lw=1, label=f"entropy floor ({floor:.4f})")
-    ax.set_xticks(range(len(schemes)), [f"{s}\nlr {record['schemes'][s]['sweep']['chosen']:g}" for s in schemes])
     ax.set_xlabel("position scheme, at its chosen learning rate")
     ax.set_ylabel("validation loss (nats per token)")
     ax.set_title(f"Validation loss: {len(seeds)} seeds (dots),\nmean ± standard deviation (bar)")
@@ -305,23 +309,20 @@ def plot_depth(record, out):
     plot_sweep(axes[0, 0], {s: stories[s]["sweep"] for s in sizes_}, SIZE_STYLE,
                f"{record['settings']['tune_stories']} held-out training stories")
     ax = axes[0, 1]
-    for k, s in enumerate(sizes_):
-        seeds_and_mean(ax, k, stories[s]["val_loss"], SIZE_STYLE[s])
+    seeds_and_means(ax, {s: stories[s]["val_loss"] for s in sizes_}, SIZE_STYLE, ticks(stories))
     ax.axhline(floor["validation_nats_per_token"], color="black", ls="--", lw=1,
                label=f"entropy floor ({floor['validation_nats_per_token']:.4f})")
-    ax.set_xticks(range(len(sizes_)), ticks(stories))
     ax.set_xlabel("blocks x heads, at the chosen learning rate")
     ax.set_ylabel("validation loss (nats per token)")
     ax.set_title(f"Stories: validation loss, {seeds} seeds (dots), mean ± sd (bar)")
     ax.legend(loc="upper right")
     ax = axes[0, 2]
+    seeds_and_means(ax, {s: stories[s]["colour_loss"] for s in sizes_}, SIZE_STYLE, ticks(stories))
     for k, s in enumerate(sizes_):
-        seeds_and_mean(ax, k, stories[s]["colour_loss"], SIZE_STYLE[s])
         ax.annotate(f"{stories[s]['colour_accuracy']['mean']:.0%} right", (k + 0.18, stories[s]["colour_loss"]["mean"]),
                     textcoords="offset points", xytext=(8, 0), va="center", fontsize=8)
     ax.axhline(floor["colour_guess_nats"], color="black", ls="-.", lw=1, label="guessing one of the four colours")
     ax.set_ylim(bottom=0)
-    ax.set_xticks(range(len(sizes_)), ticks(stories))
     ax.set_xlabel("blocks x heads")
     ax.set_ylabel("loss of the colour (nats)")
     ax.set_title(f"Stories: the colour \"now Y has the COLOUR O\" repeats\n({record['settings']['colour_stories']}"
@@ -331,10 +332,8 @@ def plot_depth(record, out):
     plot_sweep(axes[1, 0], {s: induction[s]["sweep"] for s in sizes_}, SIZE_STYLE,
                f"{record['settings']['induction']['tune_sequences']} tuning sequences")
     ax = axes[1, 1]
-    for k, s in enumerate(sizes_):
-        seeds_and_mean(ax, k, induction[s]["copy_accuracy"], SIZE_STYLE[s], scale=100)
+    seeds_and_means(ax, {s: induction[s]["copy_accuracy"] for s in sizes_}, SIZE_STYLE, ticks(induction), scale=100)
     ax.set_ylim(0, 105)
-    ax.set_xticks(range(len(sizes_)), ticks(induction))
     ax.set_xlabel("blocks x heads, at the chosen learning rate")
     ax.set_ylabel("copyable tokens predicted right (%)")
     ax.set_title(f"Periodic sequences: copy accuracy after the first period\n"
@@ -498,7 +497,7 @@ def main(argv=None):
     parser.add_argument("--out", default=str(FIGURES), metavar="DIR", type=given("a folder"),
                         help="folder for the PNGs (default: docs/figures/); made if it is missing, and every picture"
                              " in it replaced at the end, all or none (a file there that is not a PNG never is)")
-    parser.add_argument("--steps", type=int, default=None, metavar="N",
+    parser.add_argument("--steps", type=whole, default=None, metavar="N",
                         help="training steps of every model (default: train.py's 12000, and depth.py's 2000 for the"
                              " two-block model); fewer for a quick look")
     parser.add_argument("--record", default=str(POSITIONS_RECORD), metavar="PATH", type=given("a record file"),
@@ -508,8 +507,6 @@ def main(argv=None):
     parser.add_argument("--scaling-record", default=str(SCALING_RECORD), metavar="PATH", type=given("a record file"),
                         help="the scaling experiment's record (default: scaling.json beside this file)")
     args = parser.parse_args(argv)
-    if args.steps is not None and args.steps < 1:
-        parser.error(f"--steps must be at least 1, got {args.steps}")
     out, problem = Path(args.out), None  # judged from the path alone, before anything is read or trained
     too_long = name_problem(out / max(PICTURES, key=len))  # first: a name too long cannot even be looked up
     files = [] if too_long else [folder for folder in reversed(out.parents) if folder.exists() and not folder.is_dir()]

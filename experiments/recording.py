@@ -411,6 +411,17 @@ def given(what):
     return value
 
 
+def whole(text):
+    """An argparse type: a whole number of at least 1.
+
+    >>> whole("2")
+    2
+    """
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return int(text)
+
+
 def experiment_parser(description, record, reduced, rerun, until=None):
     """The command line every experiment shares: --check (reduced says what it runs), --out, --quiet, --table, and
     --rerun (its choices, and its help: what it trains again, which the verdict's words end) with --seed and --until

@@ -15,9 +15,7 @@ trained through one executor of experiments/grid.py, each result a file in --run
 kernels and thread count: the same record, bit for bit, on every executor and worker count, but the "seconds" fields.
 """
 
-import argparse
 import functools
-import importlib.util
 import json
 import math
 import os
@@ -37,13 +35,14 @@ with machine.needed_by("python3 -m experiments.scaling"):
     from experiments import chains, grid
     from experiments.recording import (across_seeds, check_provenance, experiment_parser, field, first_difference,
                                        given, judged_rerun, need, parsed, provenance, rounded, run_or_check, table_row,
-                                       trained)
+                                       trained, whole)
     from experiments.scaling_judged import JUDGED_SEED, cell_arrays, judged, minimum, percentiles
     from experiments.scaling_law import cell_values, chosen_lr, fit_law, law_summary, name_of, slope
     from experiments.scaling_runs import REDUCED  # noqa: F401  (--check's plan: recording.run_or_check reads it)
     from experiments.scaling_runs import (FULL, TUNE_SEED, VALIDATION_SEED, VOCAB, check_chains_data, flops_per_token,
-                                          grid_run, held_out, parameters, result_problem, run_data, run_problem,
-                                          run_values, splits, steps_for, sweep_tasks, task_key, tokenizer, tokens_for)
+                                          grid_run, held_out, parameters, plan_settings, result_problem, run_data,
+                                          run_problem, run_values, splits, steps_for, sweep_tasks, task_key, tokenizer,
+                                          tokens_for)
 
 # ----------------------------------------------------------------------------------------------------------------
 # Settings
@@ -133,12 +132,6 @@ def children_cpu():
     """The CPU seconds of this process's children that have ended (a process pool's workers, once shut down)."""
     times = os.times()
     return times.children_user + times.children_system
-
-
-def plan_settings(plan):
-    """The plan as the record keeps it, with each size's FLOPs per token and non-embedding parameters."""
-    return {**plan, "flops_per_token": {name_of(s): flops_per_token(s) for s in plan["sizes"]},
-            "parameters": {name_of(s): parameters(s) for s in plan["sizes"]}}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -448,17 +441,6 @@ def grid_options(parser):
                              " give each plan a folder of its own")
 
 
-def whole(text):
-    """An argparse type: a whole number of at least 1.
-
-    >>> whole("2")
-    2
-    """
-    if not text.strip().isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
-    return int(text)
-
-
 def checked_grid(parser, args):
     """Refuse, before any work, grid options that nothing reads (--rerun and --table train no grid) or that do not
     go together; and a --runs-dir that cannot be a folder."""
@@ -470,18 +452,7 @@ def checked_grid(parser, args):
     if mode and given_options:
         parser.error(f"{given_options[0]}: {mode} trains no grid (a rerun trains its one cell in this process); leave"
                      f" it out")
-    if args.scheduler is not None and args.executor != "dask":
-        parser.error(f"--scheduler {args.scheduler} is the dask executor's; pass --executor dask too")
-    if args.scheduler is not None and args.workers is not None:
-        parser.error(f"--workers {args.workers} with --scheduler {args.scheduler}: a running Dask cluster has its own"
-                     f" workers; give one or the other")
-    if args.executor == "serial" and args.workers not in (None, 1):
-        parser.error(f"--workers {args.workers} with --executor serial, which trains one run at a time in this"
-                     f" process; leave --workers out, or use --executor process")
-    if args.executor == "dask" and importlib.util.find_spec("distributed") is None:
-        parser.error(f"--executor dask needs dask and distributed, which are not installed; install them with:"
-                     f" {machine.DEV}")
-    missing = grid.no_certificate() if args.executor == "dask" and args.scheduler is None else None
+    missing = grid.dask_missing(args.scheduler) if args.executor == "dask" else None
     if missing:
         parser.error(f"--executor dask: {missing}")
     try:

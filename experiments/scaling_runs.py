@@ -80,6 +80,13 @@ def parameters(size):
     return size_config(size).non_embedding_parameters()
 
 
+def plan_settings(plan):
+    """A plan as a record keeps it (scaling.py's and drops.py's), with each size's FLOPs per token and non-embedding
+    parameters."""
+    return {**plan, "flops_per_token": {name_of(s): flops_per_token(s) for s in plan["sizes"]},
+            "parameters": {name_of(s): parameters(s) for s in plan["sizes"]}}
+
+
 def steps_for(size, budget, batch):
     """The steps of batch windows of 64 tokens that spend about budget FLOPs (at least one).
 

@@ -32,7 +32,7 @@ from oneblock.settings import Settings
 
 with machine.needed_by("python3 -m experiments.spread"):
     from experiments.recording import (OUT_FOLDER, counted, flags, given, holder, interruptible, out_option, own,
-                                       stopped, trained, write_record, wrote)
+                                       stopped, trained, whole, write_record, wrote)
 
 ROOT = Path(__file__).resolve().parent.parent  # where the workers run: python3 -m experiments.spread --worker
 RECORD_FILE = ROOT / "experiments" / "spread.json"
@@ -106,7 +106,7 @@ def main(argv=None):
                                                  " the validation loss moves.", allow_abbrev=False)
     parser.add_argument("--schemes", default=",".join(SCHEMES), type=given(f"schemes from {', '.join(SCHEMES)}"),
                         help=f"comma-separated, each once, from {', '.join(SCHEMES)} (default: all)")
-    parser.add_argument("--steps", type=int, default=None,
+    parser.add_argument("--steps", type=whole, default=None,
                         help=f"training steps (default: train.py's, {Settings.steps})")
     parser.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                         help="train.py's --dtype (default: %(default)s)")
@@ -128,8 +128,6 @@ def main(argv=None):
     twice = sorted({s for s in schemes if schemes.count(s) > 1})
     if twice:
         parser.error(f"--schemes {args.schemes}: {', '.join(twice)} more than once; name each scheme once")
-    if args.steps is not None and args.steps < 1:
-        parser.error(f"--steps must be at least 1, got {args.steps}")
     typed = args.out if args.out is not None else str(OUT_FOLDER / RECORD_FILE.name)
     try:
         with interruptible(), ExitStack() as owned:

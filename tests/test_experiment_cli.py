@@ -206,6 +206,7 @@ def test_a_full_run_owns_its_out_from_the_start_and_sigterm_leaves_the_committed
     ("spread", ["--schemes", ""], "--schemes"),
     ("spread", ["--schemes", "learned,learned", "--steps", "1"], "learned more than once"),
     ("spread", ["--worker", ""], "--worker"),
+    ("spread", ["--steps", "0"], "--steps: expected a whole number of at least 1, got '0'"),
     ("plots", ["--out", "", "--steps", "2"], "--out"),  # before the fix: the pictures in the current folder
     ("plots", ["--record", "", "--steps", "2"], "--record"),
     # a cell that the record does not have: refused before training, naming the value and what the record holds

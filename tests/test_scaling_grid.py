@@ -219,11 +219,7 @@ def test_a_damaged_result_or_another_grids_lock_is_refused_before_the_committed_
     (["--executor", "dask", "--scheduler", "tcp://127.0.0.1:1"], "--scheduler tcp://127.0.0.1:1: cannot connect to it"),
     (["--check", "--out", "out/r.json", "--runs-dir", "out"], "--runs-dir out is the folder of --out out/r.json"),
     (["--executor", "threads"], "--executor: invalid choice: 'threads'"),
-    (["--scheduler", "tcp://127.0.0.1:8786"], "--scheduler tcp://127.0.0.1:8786 is the dask executor's; pass"
-                                              " --executor dask too"),
-    (["--executor", "dask", "--scheduler", "tcp://127.0.0.1:8786", "--workers", "2"],
-     "--workers 2 with --scheduler tcp://127.0.0.1:8786: a running Dask cluster has its own workers"),
-    (["--executor", "serial", "--workers", "2"], "--workers 2 with --executor serial, which trains one run at a time"),
+    (["--scheduler", "tcp://127.0.0.1:8786"], "address 'tcp://127.0.0.1:8786' is for the dask executor"),
     (["--check", "--runs-dir", "README.md"], "--runs-dir README.md: results folder README.md is a file"),
     (["--table", "--workers", "2"], "--workers 2: --table trains no grid"),
     (["--rerun", "16x1", "--executor", "serial"], "--executor serial: --rerun trains no grid"),
@@ -237,10 +233,10 @@ def test_a_bad_grid_option_is_refused_before_any_work_naming_it(args, phrase, ca
 
 
 def test_without_dask_the_dask_executor_is_refused_naming_the_packages(capsys, monkeypatch):
-    monkeypatch.setattr(scaling.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(scaling.grid.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(SystemExit) as e:
         scaling.main(["--check", "--executor", "dask"])
-    assert e.value.code == 2 and "--executor dask needs dask and distributed, which are not installed" in (
+    assert e.value.code == 2 and "--executor dask: the dask executor needs dask, which is not installed" in (
         capsys.readouterr().err)
 
 
