@@ -10,7 +10,6 @@ import math
 import random
 import struct
 import time
-from pathlib import Path
 
 import pytest
 
@@ -19,8 +18,7 @@ from oneblock.config import SWITCH_KEY, ModelConfig
 import model
 from checkpoint_edits import (DEEP, drop_meta, edited, join_file, meta_json_edit, set_meta, split_file, tensor_value,
                               version_2, with_header)
-
-ROOT = Path(__file__).resolve().parent.parent
+from run_helpers import ROOT
 
 np = pytest.importorskip("numpy")
 

@@ -10,20 +10,18 @@ tests/test_page_loader.py gives the same files to the explorer page.)"""
 import os
 import re
 import time
-from pathlib import Path
 
 import pytest
 
 from oneblock import checkpoint, settings
 from checkpoint_edits import RUNS
 import run_helpers
-from run_helpers import file_size_limit, kinds_under, memory_limit, ran
+from run_helpers import ROOT, file_size_limit, kinds_under, memory_limit, ran
 
 pytest.importorskip("numpy")
 if os.name == "nt":
     pytest.skip("these tests set resource limits on their subprocesses (POSIX only)", allow_module_level=True)
 
-ROOT = Path(__file__).resolve().parent.parent
 LIMIT = 3 << 30  # RLIMIT_AS of the subprocesses that could spend memory: enough for NumPy, far below the machine
 
 

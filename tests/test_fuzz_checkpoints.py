@@ -31,19 +31,18 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
 from oneblock import checkpoint
 from oneblock.config import ModelConfig
 from checkpoint_edits import HOSTILE_HEADERS, RUNS, mutations, two_documents
+from run_helpers import ROOT
 
 pytest.importorskip("numpy")
 if not hasattr(os, "fork"):
     pytest.skip("the fork server needs os.fork (not on Windows)", allow_module_level=True)
 
-ROOT = Path(__file__).resolve().parent.parent
 CHILD_MEMORY = 4 << 30  # RLIMIT_AS of each case's process: a regression that allocates without end stops there
 CHILD_LIMIT_S = 30  # one case, at most
 CKPT = "m.safetensors"  # each tool's copy of the case, in its own folder
