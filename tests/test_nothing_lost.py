@@ -1,6 +1,6 @@
 """Nothing lost: every way train.py and bpe.py once replaced or lost a file, or read an input without end. Two runs
 racing for one --out (one held in its data preparation by a hook, so that the race happens every time), inputs that
-are not regular files or are too large, sizes that would not fit in memory (under a resource limit, so that a
+are not regular files, sizes that would not fit in memory (under a resource limit, so that a
 regression cannot take the machine down), and writes that fail (a file-size limit gives a real write error, as a
 full disk does), each in a real subprocess; the tokenizer's copy beside a checkpoint, and what is at a path a run
 writes (train.py's --out, its best checkpoint and that copy, bpe.py's --out), through the commands in this process."""
@@ -60,7 +60,7 @@ def test_two_checkpoints_in_one_folder_keep_a_copy_each_and_a_text_named_like_on
 # ----------------------------------------------------------------------------------------------------------------
 # 3. What is at a path a run writes (train.py's --out, its best checkpoint and the copy of its tokenizer, bpe.py's
 # --out): judged before any work, never replaced unless it is the run's kind and --overwrite asks; never an input
-# of the run. (Every path atomic.own refuses, a FIFO, a device and a link among them: tests/test_locks.py.)
+# of the run. (Every path atomic.own refuses, a folder, a FIFO, a device and a link among them: tests/test_locks.py.)
 
 TRAIN = ["--data", "notes.txt", "--out", "n.safetensors", *TEXT_RUN]
 WRITES = {  # a path a run writes -> (the command, its arguments, the path)
@@ -87,8 +87,6 @@ def refused_unprepared(monkeypatch, script, capsys, *args):
 @pytest.mark.parametrize("where, there, extra, phrases", [
     ("--out", own_text().encode(), [], ["--out n.safetensors exists but is not a checkpoint", NEVER]),
     ("--out", b"", ["--resume"], ["cannot resume: n.safetensors: the file is 0 bytes"]),
-    ("--out", None, ["--resume"], ["--out n.safetensors is a folder; expected a checkpoint file such as"
-                                   " n.safetensors"]),
     ("best", own_text().encode(), [], [NOT_A_CHECKPOINT, NEVER]),
     ("copy", own_text().encode(), [], [NOT_A_COPY + " tokenizer.json", NEVER]),
     ("bpe.py --out", own_text().encode(), [], ["--out t.json exists but is not a tokenizer.json", NEVER]),
@@ -96,16 +94,12 @@ def refused_unprepared(monkeypatch, script, capsys, *args):
      ["--out t.json exists but is not a tokenizer.json", NEVER]),
     ("bpe.py --out", (ROOT / "tokenizer.json").read_bytes()[:100] + b"\x00\xff", [],
      ["--out t.json exists but is not a tokenizer.json", NEVER]),
-], ids=["out-notes", "out-empty-resume", "out-folder", "best-notes", "copy-notes", "bpe-notes",
-        "bpe-record", "bpe-torn"])
+], ids=["out-notes", "out-empty-resume", "best-notes", "copy-notes", "bpe-notes", "bpe-record", "bpe-torn"])
 def test_a_file_not_of_the_runs_kind_is_never_replaced(notes, capsys, monkeypatch, where, there, extra, phrases):
     """Refused in one line naming the path, with --overwrite as without it (before the fix: replaced, or the run
     trained and wrote no best file), and left as it was: no lock, no temporary file, no folder."""
     script, args, path = WRITES[where]
-    if there is None:
-        (notes / path).mkdir()
-    else:
-        (notes / path).write_bytes(there)
+    (notes / path).write_bytes(there)
     before = kinds_under(notes)
     for flags in [extra] if "--resume" in extra else [[], ["--overwrite"]]:
         proc = refused_unprepared(monkeypatch, script, capsys, *args, *flags)
@@ -120,15 +114,15 @@ def test_a_file_not_of_the_runs_kind_is_never_replaced(notes, capsys, monkeypatc
     ("copy", NOT_A_COPY.replace("exists but is not a", "already holds a tokenizer (90 tokens); pass --overwrite")),
     ("bpe.py --out", "--out t.json already holds a tokenizer (90 tokens); pass --overwrite to replace it"),
 ])
-def test_another_runs_file_is_replaced_only_with_overwrite(notes, capsys, monkeypatch, where, phrase):
-    """Another run's checkpoint (seed 7), or an earlier run's tokenizer (90 tokens), whose checkpoint is gone."""
+def test_another_runs_file_is_replaced_only_with_overwrite(notes, base_checkpoints, capsys, monkeypatch, where,
+                                                           phrase):
+    """Another run's checkpoint (of the stories, 4 steps), or an earlier run's tokenizer (90 tokens), whose
+    checkpoint is gone."""
     script, args, path = WRITES[where]
     if path.endswith(".json"):
         bpe.Tokenizer.train(own_text(), 90).save(notes / path)
     else:
-        other = ran("train.py", capsys, *TRAIN[:3], "other/o.safetensors", *TEXT_RUN, "--seed", "7")
-        assert other.returncode == 0, other.stderr
-        (notes / path).write_bytes((notes / "other" / "o.safetensors").read_bytes())
+        (notes / path).write_bytes(base_checkpoints[1]["one-block"])
     before = kinds_under(notes)
     proc = refused_unprepared(monkeypatch, script, capsys, *args)  # before the fix: replaced without a word
     one_line_error(proc, phrase)
@@ -138,7 +132,7 @@ def test_another_runs_file_is_replaced_only_with_overwrite(notes, capsys, monkey
     if path.endswith(".json"):  # this run's (the copy: the one its checkpoint carries)
         assert (notes / path).read_text(encoding="utf-8") == bpe.Tokenizer.train(own_text(), 100).to_json()
     else:
-        assert checkpoint.load_checkpoint(notes / path)["training"]["seed"] != 7  # this run's, not the other one's
+        assert checkpoint.load_checkpoint(notes / path)["metadata"]["text"] == "notes.txt"  # this run's, of the text
 
 
 @pytest.mark.parametrize("script, args, phrase", [
@@ -163,7 +157,7 @@ def test_an_input_at_a_path_the_run_writes_is_refused_by_any_name(notes, capsys,
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# 4. Every input read once, only when it is a regular file, and only up to a bound
+# 4. Every input read once, and only when it is a regular file (a text past its bound: tests/test_own_text.py)
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
@@ -181,17 +175,6 @@ def test_a_fifo_or_a_device_is_refused_at_once_not_read(notes):
         proc = run(script, *args, cwd=notes, limit=memory_limit(MOST_MEMORY), timeout=60)
         one_line_error(proc, "not a regular file")
     assert files_under(notes) == before
-
-
-def test_a_text_past_the_bound_is_refused_before_it_is_read(tmp_path):
-    """bpe.read_text's bound, which bpe.py's --data is read with too."""
-    big = tmp_path / "big.txt"
-    with open(big, "wb") as f:  # a sparse file: no disk or memory spent on it
-        f.truncate(bpe.MOST_TEXT + 1)
-    proc = run("train.py", "--data", big, "--out", "c.safetensors", *TEXT_RUN, cwd=tmp_path,
-               limit=memory_limit(MOST_MEMORY), timeout=60)
-    one_line_error(proc, f"is {bpe.MOST_TEXT + 1:,} bytes, more than the {bpe.MOST_TEXT:,} bytes")
-    assert files_under(tmp_path) == ["big.txt"]
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import bpe
 from oneblock import checkpoint, export
 from oneblock.config import ModelConfig
 import model
-from oneblock.data import split_text, windows
+from oneblock.data import read_data, split_text, windows
 
 np = pytest.importorskip("numpy")
 
@@ -107,16 +107,22 @@ BAD_TEXTS = [  # (file name, bytes, the phrase of the message)
 @pytest.mark.parametrize("name, content, phrase", BAD_TEXTS + [
     ("folder", None, "folder is a folder, not a UTF-8 text file"),
     ("missing.txt", None, "missing.txt: cannot read it (No such file or directory)"),
+    ("big.txt", None, f"is {bpe.MOST_TEXT + 1:,} bytes, more than the {bpe.MOST_TEXT:,} bytes"),
 ])
 def test_a_bad_text_is_refused_in_one_line_naming_it(tmp_path, name, content, phrase):
-    """bpe.read_text, which bpe.py --data and train.py --data (oneblock/data.py's read_data) read a text with."""
+    """bpe.read_text (bpe.py's --data) and oneblock/data.py's read_data (train.py's): a text past the bound is
+    refused before it is read."""
     if content is not None:
         (tmp_path / name).write_bytes(content)
     elif name == "folder":
         (tmp_path / name).mkdir()
-    with pytest.raises(ValueError) as e:
-        bpe.read_text(tmp_path / name)
-    assert phrase in str(e.value) and "\n" not in str(e.value)
+    elif name == "big.txt":
+        with open(tmp_path / name, "wb") as f:  # a sparse file: no disk or memory spent on it
+            f.truncate(bpe.MOST_TEXT + 1)
+    for read in (bpe.read_text, read_data):
+        with pytest.raises(ValueError) as e:
+            read(tmp_path / name)
+        assert phrase in str(e.value) and "\n" not in str(e.value), read
 
 
 @pytest.mark.parametrize("text, vocab_size, phrase", [
@@ -129,8 +135,7 @@ def test_a_vocab_size_the_text_cannot_give_is_refused_naming_the_file(text, voca
         bpe.train_on_text(text, vocab_size, "notes.txt")
 
 
-@pytest.mark.parametrize("script, name, content, phrase", [  # (what bpe.read_text refuses: tested above)
-    ("train.py", *BAD_TEXTS[2]),
+@pytest.mark.parametrize("script, name, content, phrase", [  # (what the readers refuse: tested above)
     ("bpe.py", *BAD_TEXTS[2]),
     ("train.py", "tiny.txt", "Zoë saw it.\nOk.\n".encode(),
      "tiny.txt: its training text is 5 tokens, fewer than one window of --seq-len 32 + 1"),
