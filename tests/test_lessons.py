@@ -475,25 +475,28 @@ def figures_that_move(key, line):
     return line, found
 
 
-def test_the_page_folds_the_answers_that_train_as_this_machine_prints_them_within_the_kernels_spread():
+def test_the_page_folds_the_answers_that_train_as_this_machine_prints_them_within_the_kernels_spread(monkeypatch,
+                                                                                                     capsys):
+    """Each runs the command its label names, main() in this process (tests/test_readme.py leaves it to this test)."""
     pytest.importorskip("numpy", reason="the lessons that train need NumPy")
     pytest.importorskip("threadpoolctl", reason="the lessons that train set their BLAS threads with threadpoolctl")
     from experiments import lessons_trained
     from oneblock import machine
 
-    lab = lessons.build_lab()
-    lab.write = [].append  # (the progress lines)
     for lesson in lessons_trained.LESSONS:
-        answer = lesson.answer(lab)  # trained here, with the lesson's own settings
-        lines = lessons.answer_lines(answer)
-        folded = section_of(lesson, lab, lines)
         label = re.search(r"This machine's output: `python3 -m experiments.lessons --lesson (\S+) --guess (\S+)` on"
                           r" the shared 2-vCPU AMD EPYC, computed with (NumPy \S+, OpenBLAS \w+ kernels, 1 thread)\.",
-                          flat(folded))
+                          flat(page_sections()[lesson.key]))
         assert label and label.group(1) == lesson.key, lesson.key
-        guess = lessons.parse_guess(lesson.guess, label.group(2))
+        status, out, err = lessons_main(monkeypatch, capsys, "--lesson", lesson.key, "--guess", label.group(2))
+        said = out.splitlines()  # (trained here, with the lesson's own settings, as the label's command trains)
+        guessed = next(n for n, line in enumerate(said) if line.startswith("your guess: "))
+        verdict = next(n for n, line in enumerate(said) if line.startswith("verdict: "))
+        assert status == 0 and err == "" and said[verdict].startswith("verdict: right ("), (lesson.key, err)
+        lines = said[guessed + 1:verdict]  # the answer's lines (the guess the label names is the answer)
+        folded = section_of(lesson, LAB, lines)
+        assert label.group(0) in flat(folded), lesson.key  # (the label, in the fold with its output)
         block = re.search(r"```text\n(.*?)\n```", folded, flags=re.S).group(1).splitlines()
-        assert lesson.judge(guess, answer) == "right"  # the guess the label names is the answer
         assert len(block) == len(lines), (lesson.key, block, lines)
         same_kernels = label.group(3) == machine.blas(1)
         for shown, computed in zip(block, lines):

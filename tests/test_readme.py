@@ -5,10 +5,11 @@ A command is a code span or a line of a code block (after an optional `$ ` promp
 `torchrun` (after optional VAR=value settings), and each ```python block. The few that train for minutes run here
 with fewer steps, the same reduction for every command of a script or module (REDUCED); the few that set up the
 environment this test already runs in, or take many minutes and have a reduced form of their own on the same page,
-are skipped (SETUP, LONG); a command a page shows being refused must be refused, in one line with its exit status
-(REFUSED), and one that reports work not done yet (a learner's blank workbook) must end as the page says (NOT_YET). A
-command that makes the same run as another command, of another page or of its own, runs once, where that one runs
-(RUN_ELSEWHERE). A command that fits none of these and fails, fails its page's test.
+are skipped (SETUP, LONG), as are the lessons that train, whose labelled output tests/test_lessons.py runs; a command
+a page shows being refused must be refused, in one line with its exit status (REFUSED), and one that reports work not
+done yet (a learner's blank workbook) must end as the page says (NOT_YET). A command that makes the same run as
+another command, of another page or of its own, runs once, where that one runs (RUN_ELSEWHERE). A command that fits
+none of these and fails, fails its page's test.
 
 Every page under docs/ is linked from the README and has commands of its own, and every relative link of every page
 leads to a file of the repository.
@@ -48,6 +49,9 @@ LONG = {  # a command exactly -> why this test does not run it
                                     " the same page, run its reduced versions",
     "python3 -m dev.bench_grid --rounds 3 --full 2 --out out/bench-grid-full.json": "times the recorded grid's own"
         " runs, about 12 minutes; the page's other dev.bench_grid commands time the reduced grid (run on scaling.md)",
+    **{f"python3 -m experiments.lessons --lesson {key} --guess {guess}": "a lesson that trains, whose labelled output"
+       " tests/test_lessons.py runs (in its process) and holds the page to" for key, guess in [
+           ("floor", "no"), ("positions-past-length", "3"), ("second-block", "1")]},
 }
 REDUCED = {  # script or module -> arguments appended to each of its commands here (later arguments win in argparse)
     "train.py": ["--steps", "300"],  # not to commands that set --steps themselves

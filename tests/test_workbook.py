@@ -14,7 +14,6 @@ import pytest
 
 from oneblock import grade, mistakes, workbook
 from oneblock.mistakes import MISTAKES
-from run_helpers import ROOT
 
 LAB = mistakes.LAB_MODEL.read_text(encoding="utf-8")
 DB = "    db = column_sums(dy)  # (n,)"  # a line of layernorm_backward
@@ -32,10 +31,15 @@ def functions(text):
     return {node.name: node for node in ast.parse(text).body if isinstance(node, ast.FunctionDef)}
 
 
-def command(*args):
-    """python3 -m oneblock.workbook args, run in the lab's folder."""
-    return subprocess.run([sys.executable, "-m", "oneblock.workbook", *map(str, args)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
+def command(capsys, *args):
+    """python3 -m oneblock.workbook args, its main() in this process (tests/test_readme.py runs the pages' commands
+    as a learner does): (its exit status, argparse's refusals included, stdout, stderr)."""
+    try:
+        status = workbook.main(list(map(str, args)))
+    except SystemExit as e:
+        status = e.code
+    out, err = capsys.readouterr()
+    return status, out, err
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -149,16 +153,14 @@ def test_the_workbook_blanks_the_steps_from_its_start_keeping_signatures_and_doc
         assert grade.grade_step(step, path)["status"] == want, step
 
 
-def test_a_workbook_filled_in_from_the_lab_passes_every_step(tmp_path):
-    """It is the lab's model.py again, and so the lab's own model passes every step."""
+def test_a_workbook_filled_in_from_the_lab_passes_every_step():
+    """It is the lab's model.py again, which passes every step (its check exits 0: the learner's path below)."""
     text, lab_lines = workbook.workbook(), LAB.split("\n")
     for step in reversed(grade.STEPS):  # (last first: the line numbers of the earlier ones hold)
         node, lines = functions(text)[step], text.split("\n")
         first, last = mistakes.function_span(LAB, step)
         text = "\n".join(lines[:node.lineno - 1] + lab_lines[first - 1:last] + lines[node.end_lineno:])
     assert text == LAB
-    path = written(tmp_path, text)
-    assert all(grade.grade_step(step, path)["status"] == "pass" for step in grade.STEPS)
 
 
 def test_the_build_is_standard_library_only():
@@ -175,33 +177,31 @@ def test_the_build_is_standard_library_only():
 # The command line
 
 
-def test_the_learners_path_write_check_then_a_planted_bug_and_a_guess(tmp_path):
+def test_the_learners_path_write_check_then_a_planted_bug_and_a_guess(tmp_path, capsys):
     mine = tmp_path / "mine"
-    done = command("write", mine, "--from", "backward")
-    assert done.returncode == 0 and done.stdout.startswith(f"wrote {mine / 'model.py'}: fill in its blank functions")
-    again = command("write", mine)
-    assert again.returncode == 2 and again.stderr == (f"error: {mine / 'model.py'} exists: your work is never"
-                                                      f" written over (choose another folder, or move that file"
-                                                      f" away)\n")
-    checked = command("check", mine / "model.py")
-    assert checked.returncode == 1 and checked.stdout.splitlines()[-1].startswith("6 of 7 steps pass; next: backward")
-    graded = json.loads(command("check", mine / "model.py", "--json").stdout)
+    status, out, _ = command(capsys, "write", mine, "--from", "backward")
+    assert status == 0 and out.startswith(f"wrote {mine / 'model.py'}: fill in its blank functions")
+    status, _, err = command(capsys, "write", mine)
+    assert status == 2 and err == (f"error: {mine / 'model.py'} exists: your work is never written over (choose"
+                                   f" another folder, or move that file away)\n")
+    status, out, _ = command(capsys, "check", mine / "model.py")
+    assert status == 1 and out.splitlines()[-1].startswith("6 of 7 steps pass; next: backward")
+    graded = json.loads(command(capsys, "check", mine / "model.py", "--json")[1])
     assert [g["step"] for g in graded["steps"]] == grade.STEPS
     assert {"step", "status", "tensor", "where", "got", "want", "mistake", "explain"} <= set(graded["steps"][0])
     assert [g["status"] for g in graded["steps"]] == ["pass"] * 6 + ["todo"]
-    assert command("check", mistakes.LAB_MODEL).returncode == 0
+    assert command(capsys, "check", mistakes.LAB_MODEL)[0] == 0
 
     hunt = tmp_path / "hunt"
-    assert command("bug", hunt, "--seed", "4").returncode == 0
+    assert command(capsys, "bug", hunt, "--seed", "4")[0] == 0
     _, key = workbook.bug_file(4)
     tests = subprocess.run([sys.executable, "-m", "unittest", "test_model.py"], cwd=hunt, capture_output=True,
                            text=True, timeout=300)
     assert tests.returncode == 1  # (the lab's own checks, run beside the planted file, find something wrong)
-    refused = command("check", hunt / "model.py")
-    assert refused.returncode == 2 and "is a find-the-bug file: the grader would name its mistake" in refused.stderr
+    status, _, err = command(capsys, "check", hunt / "model.py")
+    assert status == 2 and "is a find-the-bug file: the grader would name its mistake" in err
     wrong = next(step for step in grade.STEPS if step != MISTAKES[key]["step"])
-    missed = command("guess", hunt / "model.py", wrong)
-    assert missed.returncode == 1 and missed.stdout.startswith(f"not that one: the mistake is in"
-                                                               f" {MISTAKES[key]['step']} ({key})")
-    right = command("guess", hunt / "model.py", MISTAKES[key]["step"])
-    assert right.returncode == 0 and right.stdout.startswith(f"right: the mistake is in {MISTAKES[key]['step']}")
+    status, out, _ = command(capsys, "guess", hunt / "model.py", wrong)
+    assert status == 1 and out.startswith(f"not that one: the mistake is in {MISTAKES[key]['step']} ({key})")
+    status, out, _ = command(capsys, "guess", hunt / "model.py", MISTAKES[key]["step"])
+    assert status == 0 and out.startswith(f"right: the mistake is in {MISTAKES[key]['step']}")
