@@ -15,11 +15,11 @@ import random
 import time
 from functools import partial
 
-from experiments.recording import target_nats, windows
+from experiments.recording import lr_values, run_config, target_nats, windows
 from oneblock import floor, machine, numpy_model, training
 from oneblock.config import SCHEMES
 from oneblock.lessons import Exactly, Lesson, Skip, each, shipped_tokenizer, shows, weights
-from oneblock.settings import Settings, checked, model_config
+from oneblock.settings import Settings, checked
 
 
 def need_threadpoolctl():
@@ -188,7 +188,7 @@ def past_length_answer(lab, steps=PAST_RUN["steps"]):
         if run.failure is not None:
             raise RuntimeError(run.failure[0])
         data = run.data
-        config = model_config(checked(Settings(positions=scheme)), data.vocab)
+        config = run_config({"positions": scheme}, data.vocab)
         ids, targets = windows(data.tok, data.val_texts, PAST_POSITION + 1)
         runs[scheme] = reads_past(run.state["params"], config, ids, targets)
         if "refused" in runs[scheme]:  # what it reads in its own length, for scale
@@ -258,7 +258,6 @@ def copy_settings(size, steps):
     """The training settings of one model of the lesson: experiments/induction.py's (train_induction's) with this
     size's learning rate, `steps` steps of COPY_BATCH sequences."""
     from experiments.induction import WINDOW
-    from experiments.recording import lr_values
 
     return checked(Settings(steps=steps, batch=COPY_BATCH, seq_len=WINDOW, **lr_values(COPY_LR[size]),
                             blocks=size[0], heads=size[1], seed=COPY_SEED))

@@ -186,10 +186,12 @@ def compare(got, want):
 
 
 def learner_module(path):
-    """The learner's file imported as a module of its own name (never the lab's `model`)."""
+    """The learner's file imported as a module of its own name (never the lab's `model`), a fresh one each time,
+    what it prints as it loads kept off the grader's output."""
     spec = importlib.util.spec_from_file_location("learner_model", path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    with contextlib.redirect_stdout(io.StringIO()):
+        spec.loader.exec_module(module)
     return module
 
 
@@ -261,8 +263,7 @@ def grade_step(step, path):
     difference of the learner's own forward at that entry, for a step that computes gradients, else None)."""
     result = {"step": step, **FAILED}
     try:
-        with contextlib.redirect_stdout(io.StringIO()):  # (the learner's prints are not the grader's output)
-            module = learner_module(path)
+        module = learner_module(path)
     except SyntaxError as e:
         return {**result, "explain": f"{path} does not compile: {e.msg} (line {e.lineno})"}
     except Exception as e:  # noqa: BLE001  (whatever the learner's file raises as it loads is named, not raised)
@@ -304,8 +305,8 @@ def grade_step(step, path):
     if step in FORWARD_OF and tensor != "loss":  # the central difference of the learner's own forward there
         try:
             index = [int(i) for i in where.strip("[]").split("][")]
+            module = learner_module(path)
             with contextlib.redirect_stdout(io.StringIO()):
-                module = learner_module(path)
                 result["fd"] = (nudged(step, module, case, tensor, index, H)
                                 - nudged(step, module, case, tensor, index, -H)) / (2 * H)
         except Exception:  # noqa: BLE001  (a forward not written yet, or failing: no finite difference to show)

@@ -114,6 +114,13 @@ def test_a_file_that_does_not_compile_is_one_line_at_every_step(tmp_path):
     assert result["status"] == "fail" and result["explain"].startswith(f"{path} does not compile: ")
 
 
+def test_a_file_that_prints_as_it_loads_leaves_the_grades_json_alone(tmp_path, capsys):
+    path = written(tmp_path, 'print("loading")\n' + mistakes.planted(LAB, MISTAKES["dg_without_xhat"]))
+    forward, wrong = grade.grade_step("forward", path), grade.grade_step("layernorm_backward", path)
+    assert forward["status"] == "pass" and len(forward["probes"]) == 2 and wrong["fd"] is not None
+    assert capsys.readouterr().out == ""  # (forward's probes and the finite difference load the file again)
+
+
 def test_a_step_that_never_returns_is_stopped_and_the_others_are_graded(tmp_path, monkeypatch):
     monkeypatch.setattr(grade, "LIMIT", 3)
     text = LAB.replace("    T, vocab = len(logits), len(logits[0]) if logits else 0",
