@@ -105,8 +105,6 @@ class Workspace:
         self.hf_ones = np.ones((N, d + 1), dt)  # (N, d + 1) [hf | 1], see `forward`
         self.w_out_b_out = np.empty((d + 1, V), dt)  # (d + 1, V) [W_out; b_out]
         self.vocab_major = V < VOCAB_MAJOR_BELOW
-        # threads: the loss's blocks of large row-major logits are shared by this many threads (see
-        # loss_and_dlogits); the workspace's own, made here once, and idle between steps
         split = threads > 1 and not self.vocab_major and N * V >= LOSS_SPLIT_FROM
         self.threads = threads if split else 1
         self.pool = ThreadPoolExecutor(threads - 1) if split else None

@@ -7,15 +7,9 @@ benchmarks call it with values.
     >>> [h["step"] for h in run.history], run.state["params"]["pos_emb"].shape, run.data.vocab
     ([0, 2, 3], (64, 16), 96)
 
-One step: draw B windows of T + 1 consecutive tokens from the training stream (each start drawn by one seeded
-random.Random; or the next B of the data's own order of windows, each read once), predict tokens 1..T of each
-window from the tokens before them, average the loss over the B * T positions, backpropagate, clip the gradient's
-global norm, and take an Adam step whose learning rate rises linearly during the warm-up and then falls along a
-cosine to its minimum at the last step. Same seed, same settings, same
-machine: bit-identical weights, also across a kill and a resume from a checkpoint (checkpoint.py holds the state).
-
-The backends are the model files behind one interface (model_functions, the one place that chooses): numpy is
-numpy_fast.py, numpy-plain numpy_model.py, python model.py itself, torch torch_model.py through torch_train.py.
+The loop is `fit`, one step of it `step` (docs/training.md, "A run"); the backends are the model files behind one
+interface, `model_functions`. Same seed, same settings, same machine: bit-identical weights, also across a kill and a
+resume from a checkpoint (checkpoint.py holds the state).
 """
 
 import array
