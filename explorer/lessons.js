@@ -778,26 +778,29 @@ function scaling_answer(lab) {
 // ----------------------------------------------------------------------------------------------------------------
 // The live part of each lesson, by its key (docs/explorer.md, "The lessons: predict, then check", says what an entry
 // holds): answer(lab, report, words) -> {value, slots, ...} (the scaling lesson's: the export's {value, shown,
-// bounds}), code ([file, function] pairs), trains ("export" where the settings are its Python's) and slots(settings)
-// (the settings themselves unless said).
+// bounds}), code ([file, function] pairs), trains ("export" where the settings are its Python's), slots(settings)
+// (the settings themselves unless said) and reads (the keys of the export's numbers that answer reads).
 
 export const LIVE = {
-  tokens: { answer: tokens_answer, code: [["bpe.js", "encode_piece"]] },
+  tokens: { answer: tokens_answer, code: [["bpe.js", "encode_piece"]], reads: ["word", "kite"] },
   "init-loss": { answer: init_loss_answer, code: [["model.js", "init_params"], ["model.js", "loss_and_dlogits"]] },
-  "layernorm-variance": { answer: layernorm_answer, code: [["model.js", "layernorm_forward"]] },
+  "layernorm-variance": { answer: layernorm_answer, code: [["model.js", "layernorm_forward"]],
+    reads: ["smaller"] },
   order: { answer: order_answer, code: [["model.js", "forward"], ["model.js", "attention_forward"]] },
-  causality: { answer: causality_answer, code: [["model.js", "attention_forward"]] },
+  causality: { answer: causality_answer, code: [["model.js", "attention_forward"]], reads: ["T", "k"] },
   "finite-difference": { answer: finite_difference_answer,
-    code: [["model.js", "sequence_loss"], ["trace_block.js", "central_difference"]] },
-  "pre-norm": { answer: pre_norm_answer, code: [["model.js", "block_forward"], ["model.js", "layernorm_forward"]] },
+    code: [["model.js", "sequence_loss"], ["trace_block.js", "central_difference"]], reads: ["T", "steps"] },
+  "pre-norm": { answer: pre_norm_answer, code: [["model.js", "block_forward"], ["model.js", "layernorm_forward"]],
+    reads: ["scale"] },
   "relu-mlp": { answer: relu_answer, code: [["model.js", "block_forward"], ["model.js", "block_backward"]] },
   "softmax-gradient": { answer: softmax_gradient_answer, code: [["model.js", "loss_and_dlogits"]] },
   "skip-paths": { answer: skip_paths_answer, code: [["model.js", "block_backward"]] },
   floor: { answer: floor_answer, code: [["train.js", "train_step"], ["train.js", "story_nats"]], trains: "export" },
   "positions-past-length": { answer: past_length_answer, code: [["model.js", "check_length"],
-    ["positions.js", "loss_by_position"]], trains: "export" },
+    ["positions.js", "loss_by_position"]], trains: "export", reads: ["trained", "past"] },
   "second-block": { answer: second_block_answer, code: [["induction.js", "induction_measures"],
-    ["model.js", "block_forward"]], trains: COPY, slots: (s) => ({ ...s, lr: py_format(s.lr, "g") }) },
+    ["model.js", "block_forward"]], trains: COPY, slots: (s) => ({ ...s, lr: py_format(s.lr, "g") }),
+    reads: ["margin"] },
   scaling: { answer: scaling_answer, code: [["lessons.js", "scaling_answer"]] },
 };
 
@@ -843,10 +846,13 @@ function checked_lessons(data, tok) {
       throw new Error(`lesson ${key} of ${DATA}: its shown is not a list of at most ${MOST_LINES} texts of at most`
         + ` ${MOST_TEXT} characters (or {each, cases} of such texts), or its bounds is not null or such a text`);
     }
+    const live = { trains: null, slots: (s) => s, reads: [], ...LIVE[key] };
     const numbers = words.numbers, number = (v) => Number.isFinite(v) || is_text(v);
     if (!numbers || typeof numbers !== "object" || !Object.values(numbers).every((v) => number(v) || is_lines(v,
-      number))) throw new Error(`lesson ${key} of ${DATA}: its numbers are not numbers, texts or lists of them`);
-    const live = { trains: null, slots: (s) => s, ...LIVE[key] };
+      number)) || !live.reads.every((name) => Object.hasOwn(numbers, name))) {
+      throw new Error(`lesson ${key} of ${DATA}: its numbers are not numbers, texts or lists of them, with each of:`
+        + ` ${live.reads.join(", ") || "(none)"}`);
+    }
     if (live.trains === "export") live.trains = checked_run(words.trains, key);
     const vocab = tok.vocab.length; // the page's tokenizer's numbers that the words name (lessons.facts), and its runs'
     const values = { vocab, characters: tok.alphabet.length, merges: tok.merges.length, ln_vocab: Math.log(vocab),

@@ -531,7 +531,7 @@ def test_a_crafted_export_is_refused_in_a_line_and_freezes_nothing(learner, tmp_
     """Before: a crafted 1.6 MB data/scaling.json (120 x 120 cells) froze the tab for 38 s on the scaling lesson's
     Check, which fitted it. Now the page fits nothing: a lessons.json past the bytes the page reads is refused
     unread, a scaling answer of too many lines is refused on Check and a lesson's answer templates of too many lines
-    as the page loads, each in a line, at once."""
+    as the page loads, each in a line, at once; so are numbers an answer reads that are missing or too many."""
     big = exported(tmp_path / "big", lambda data: json.dumps({**data, "pad": "x" * 1_600_000}).encode())
     page = learner(big)  # (ready at once: the file is not read)
     said = page.inner_text("#lessons-message")
@@ -571,5 +571,13 @@ def test_a_crafted_export_is_refused_in_a_line_and_freezes_nothing(learner, tmp_
     page = learner(steps)  # a list of 5000 steps: refused as the page loads, never differenced
     said = page.inner_text("#lessons-message")
     assert said.startswith("The lessons could not load: lesson finite-difference of data/lessons.json: its numbers"
-                           " are not numbers, texts or lists of them")
+                           " are not numbers, texts or lists of them, with each of: T, steps")
+    assert page.locator("#lesson-list > li").count() == 0
+    no_past = exported(tmp_path / "past", lambda data: {**data, "lessons": [
+        {**words, "numbers": {"trained": 64}} if words["key"] == "positions-past-length" else words
+        for words in data["lessons"]]})
+    page = learner(no_past)  # a number the answer reads, missing: refused as the page loads, not on Check
+    said = page.inner_text("#lessons-message")
+    assert said.startswith("The lessons could not load: lesson positions-past-length of data/lessons.json: its"
+                           " numbers are not numbers, texts or lists of them, with each of: trained, past")
     assert page.locator("#lesson-list > li").count() == 0
