@@ -583,14 +583,14 @@ def own(stack, typed, flag, what, example, judge, note, reads=(), endings=(".loc
     --data D/notes.txt is where this run writes --out D/notes.txt; choose another --out
     """
     problem = output_problem(typed, flag, what, None, example, endings=endings)
-    words = words or f"{flag} {typed}"
-    written = {} if problem else {typed: words, os.path.realpath(typed) + ".lock": f"the lock of {words}"}
-    for given_flag, given in reads:
-        for path, words in written.items() if given is not None else ():
-            if problem is None and same_file(given, path):
-                problem = f"{given_flag} {given} is where this run writes {words}; choose another {flag}"
     if problem:
         raise ValueError(problem)
+    words = words or f"{flag} {typed}"
+    written = {typed: words, os.path.realpath(typed) + ".lock": f"the lock of {words}"}
+    for given_flag, given in reads:
+        for path, said in written.items() if given is not None else ():
+            if same_file(given, path):
+                raise ValueError(f"{given_flag} {given} is where this run writes {said}; choose another {flag}")
     try:
         target = stack.enter_context(hold(typed, note))  # the file itself, links followed
     except ValueError as e:  # another run holds it, or its folder cannot be made or written
@@ -610,10 +610,11 @@ def own(stack, typed, flag, what, example, judge, note, reads=(), endings=(".loc
     return target, judged
 
 
-def holder(command, argv):
-    """The note a run leaves in the lock of what it writes: its process, machine and start, and its command line."""
+def holder(command, argv=None):
+    """The note a run leaves in the lock of what it writes: its process, machine and start, and its command line
+    (command and its arguments argv; None: this process's, sys.argv[1:])."""
     return (f"pid {os.getpid()} on {platform.node()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}: "
-            + " ".join([command, *argv]))
+            + " ".join([command, *(sys.argv[1:] if argv is None else argv)]))
 
 
 STOPPING = ("SIGINT", "SIGTERM", "SIGHUP")  # the signals a run turns into an interrupt, held back by signals_held

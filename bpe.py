@@ -523,15 +523,13 @@ def run(args, argv):
 
 def train_on_file(data, vocab_size, out, overwrite=False, argv=None):
     """bpe.py --data: train on a text file and write the tokenizer to out, as private as the text
-    (atomic.private_mode), owning out for the length of the run (atomic.own: a second run on it is refused while
-    this one lives) and judging what is there while it owns it (tokenizer_there); exit status 2 with one line on
-    stderr, and nothing written (a file already at out stays as it was), when the file, the size, the memory it
-    needs or the path is wrong, or the tokenizer cannot be written."""
+    (atomic.private_mode), owning out for the length of the run (atomic.own, with tokenizer_there as its reader);
+    exit status 2 with one line on stderr, and nothing written (a file already at out stays as it was), when the
+    file, the size, the memory it needs or the path is wrong, or the tokenizer cannot be written."""
     try:
         with ExitStack() as owned:  # owned first, so that what is at out is judged by the run that will write there
             target, _ = own(owned, out, "--out", "a tokenizer file", "tokenizer.json",
-                            tokenizer_there(f"--out {out}", overwrite),
-                            holder("bpe.py", sys.argv[1:] if argv is None else argv), [("--data", data)])
+                            tokenizer_there(f"--out {out}", overwrite), holder("bpe.py", argv), [("--data", data)])
             text = read_text(data)
             mode = private_mode(paths=[data])  # its merges spell the text's words: as private as the text
             tok = train_on_text(text, vocab_size, data)

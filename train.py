@@ -318,7 +318,7 @@ def main(argv=None):
     if s.backend != "python":  # (train sets the run's BLAS threads when it runs: no import order can change them)
         machine.need_backend("train.py", s.backend, ("numpy", "threadpoolctl") if s.backend != "torch" else ("numpy",))
     out = Path(args.out)
-    note = holder("train.py", sys.argv[1:] if argv is None else argv)
+    note = holder("train.py", argv)
     try:  # (SIGTERM and SIGHUP stop it as Ctrl-C does: the locks and any temporary file are removed on the way out)
         with interruptible():
             return owned_run(s, args, out, note)

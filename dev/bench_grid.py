@@ -122,7 +122,7 @@ def main(argv=None):
                "seconds_per_run": {"1": one / runs, str(wide): many / runs}, "speed_up": one / many,
                "cores_used": {str(k): v for k, v in cores.items()},
                "same_results": same, "load_before": before, "load_after": after}
-    Path(resolved(args.out)).parent.mkdir(parents=True, exist_ok=True)
+    resolved(args.out).parent.mkdir(parents=True, exist_ok=True)
     write_atomic(resolved(args.out), json.dumps(figures, indent=1) + "\n")
     print(f"wrote {args.out}")
     return 0 if same else 1

@@ -520,7 +520,7 @@ def main(argv=None):
         print(f"error: {problem}", file=sys.stderr)
         return 2
     machine.use_threads(1, "python3 -m experiments.plots")  # one BLAS thread, as train.py's default --threads
-    note = holder("python3 -m experiments.plots", sys.argv[1:] if argv is None else argv)
+    note = holder("python3 -m experiments.plots", argv)
     try:
         with interruptible(), ExitStack() as owned:
             staging = Path(owned.enter_context(tempfile.TemporaryDirectory(prefix="plots-")))

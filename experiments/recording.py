@@ -683,7 +683,7 @@ def run_or_check(experiment, parser, args, argv=None, grid=None):
             if typed is not None:
                 reads = [("the committed record, which --check reads:", shown(committed))] if args.check else []
                 out = own(owned, typed, args.out is not None, experiment.FORMAT,
-                          holder(script, sys.argv[1:] if argv is None else argv), committed.name, reads)
+                          holder(script, argv), committed.name, reads)
             verdict = committed_verdict(experiment) if args.check else None
             report = (lambda line: None) if args.quiet else print if grid else counted(experiment.runs_in(plan))
             record = experiment.run_experiment(plan, report=report, **options)

@@ -131,7 +131,7 @@ def main(argv=None):
     typed = args.out if args.out is not None else str(OUT_FOLDER / RECORD_FILE.name)
     try:
         with interruptible(), ExitStack() as owned:
-            return measured(args, schemes, owned, typed, sys.argv[1:] if argv is None else argv)
+            return measured(args, schemes, owned, typed, argv)
     except ValueError as e:  # (an --out refused, a record that cannot be written)
         print(f"error: {e}", file=sys.stderr)
         return 2
