@@ -1,7 +1,7 @@
-"""experiments/drops.py: when each size learns to follow the chain. The reduced plan runs and has the full one's
-shape, the committed record's summaries come again from its runs, and a drop is what its definition says (a bad rerun,
-refused before training, is tests/test_experiment_cli.py's; a run rerunning to the record's digits is
-docs/scaling.md's command, which tests/test_readme.py runs)."""
+"""experiments/drops.py: when each size learns to follow the chain. The committed record's summaries come again from
+its runs, and a drop is what its definition says (a bad rerun, refused before training, is
+tests/test_experiment_cli.py's; the reduced plan, run and checked against the full one's shape, and a run rerunning
+to the record's digits are docs/scaling.md's commands, which tests/test_readme.py runs)."""
 
 import json
 import math
@@ -17,16 +17,6 @@ def committed():
         pytest.fail(f"{drops.RECORD_FILE.name} is missing; run python3 -m experiments.drops --out"
                     f" experiments/drops.json")
     return json.loads(drops.RECORD_FILE.read_text(encoding="utf-8"))
-
-
-def test_reduced_plan_runs_and_has_the_shape_of_the_full_one(tmp_path, capsys):
-    from test_positions import reduced_run
-
-    r = reduced_run(drops, tmp_path, capsys)
-    assert len(r["runs"]) == len(drops.REDUCED["sizes"]) * len(drops.REDUCED["seeds"]) == 6
-    assert all(s["held_out"] == 0 and s["distinct"] <= s["stories"] for s in r["data"]["streams"].values())
-    for run in r["runs"]:  # every eval_every steps, and at the end
-        assert [step for step, _ in run["tune_curve"]] == list(range(0, 81, 20))
 
 
 def test_a_drop_is_the_first_evaluation_within_the_level_of_the_floor():

@@ -25,12 +25,10 @@ import pytest
 from run_helpers import MOST_MEMORY, ROOT, file_size_limit, memory_limit, one_line_error
 from test_positions import OTHER_KERNELS
 
-from experiments import recording
+from experiments import depth, recording, spread
 from oneblock import machine
 
 POSIX = pytest.mark.skipif(os.name != "posix", reason="FIFOs, signals and resource limits are POSIX's")
-FORMATS = {name: json.loads((ROOT / "experiments" / f"{name}.json").read_text(encoding="utf-8"))["format"]
-           for name in ("positions", "depth", "scaling", "spread", "drops")}  # each record's "format" field
 
 
 @pytest.fixture
@@ -146,7 +144,7 @@ def test_a_second_run_on_one_out_is_refused_at_once_naming_the_path_and_its_hold
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_run_stopped_while_it_writes_its_record_leaves_the_old_one_and_nothing_else(lab, tmp_path, signum):
     out, sign = tmp_path / "reduced.json", tmp_path / "renaming"
-    old = json.dumps({"format": FORMATS["depth"], "note": "an earlier run's record"}) + "\n"
+    old = json.dumps({"format": depth.FORMAT, "note": "an earlier run's record"}) + "\n"
     out.write_text(old, encoding="utf-8")
     proc = held("depth", "rename", sign, "--check", "--out", out, "--quiet", cwd=lab)
     waiting_for(sign, proc)  # the new record is on disk in a temporary file beside out
@@ -170,19 +168,17 @@ def test_a_stopped_grid_says_that_the_results_of_its_finished_runs_stay(tmp_path
 
 
 @POSIX
-@pytest.mark.parametrize("args, owned", [(["--out", "experiments/depth.json"], "experiments/depth.json"),
-                                         ([], "out/depth.json")])
-def test_a_full_run_owns_its_out_from_the_start_and_sigterm_leaves_the_committed_record(lab, args, owned):
+def test_a_full_run_owns_its_out_from_the_start_and_sigterm_leaves_the_committed_record(lab):
     committed = (lab / "experiments" / "depth.json").read_bytes()
     before = files_under(lab)
-    proc = started("depth", *args, "--quiet", cwd=lab)
-    waiting_for(lab / f"{owned}.lock", proc, timeout=30)  # before the fix: no lock, ever
+    proc = started("depth", "--out", "experiments/depth.json", "--quiet", cwd=lab)
+    waiting_for(lab / "experiments" / "depth.json.lock", proc, timeout=30)  # before the fix: no lock, ever
     proc.send_signal(signal.SIGTERM)
     done = finished(proc, 60)
     assert done.returncode == 128 + signal.SIGTERM and "Traceback" not in done.stderr, done.stderr
-    assert done.stderr.strip() == f"interrupted (SIGTERM): this run wrote nothing; {owned} is as it was"
+    assert done.stderr.strip() == "interrupted (SIGTERM): this run wrote nothing; experiments/depth.json is as it was"
     assert (lab / "experiments" / "depth.json").read_bytes() == committed
-    assert files_under(lab) == before  # no lock, no out/ folder left
+    assert files_under(lab) == before  # no lock left
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -194,7 +190,6 @@ def test_a_full_run_owns_its_out_from_the_start_and_sigterm_leaves_the_committed
     ("scaling", ["--rerun", ""], "--rerun"),  # before the fix: the whole 245-run grid, then scaling.json rewritten
     ("positions", ["--out", ""], "--out"),  # before the fix: "" was no --out, and the full run started
     ("scaling", ["--check", "--out", " "], "--out"),
-    ("scaling", ["--seed", "4"], "--seed 4 is an option of --rerun"),  # before the fix: ignored, the grid started
     ("depth", ["--until", "250"], "--until 250 is an option of --rerun"),
     ("depth", ["--heads", "4"], "--heads 4 is an option of --rerun"),
     ("positions", ["--lr", "0.01"], "--lr 0.01 is an option of --rerun"),
@@ -202,7 +197,6 @@ def test_a_full_run_owns_its_out_from_the_start_and_sigterm_leaves_the_committed
     ("drops", ["--rerun", "8x1", "--out", "t.json"], "--out t.json: --rerun writes no record"),
     ("depth", ["--check", "--table"], "--check and --table are separate commands"),
     ("positions", ["--table", "--out", "t.json"], "--out t.json: --table writes no record"),
-    ("spread", ["--out", ""], "--out"),  # before the fix: the full measurement, then spread.json rewritten
     ("spread", ["--schemes", ""], "--schemes"),
     ("spread", ["--schemes", "learned,learned", "--steps", "1"], "learned more than once"),
     ("spread", ["--worker", ""], "--worker"),
@@ -269,7 +263,7 @@ def test_a_full_run_writes_the_committed_record_only_when_its_path_is_named(lab)
     assert proc.returncode == 0, proc.stderr
     assert (lab / "experiments" / "spread.json").read_bytes() == committed  # before the fix: rewritten
     record = json.loads((lab / "out" / "spread.json").read_text(encoding="utf-8"))
-    assert record["format"] == FORMATS["spread"] and list(record["runs"]) == ["learned"]
+    assert record["format"] == spread.FORMAT and list(record["runs"]) == ["learned"]
     assert proc.stdout.splitlines()[-1].startswith("wrote out/spread.json (") and proc.stdout.rstrip().endswith(
         "; experiments/spread.json, the committed record, is as it was: --out experiments/spread.json replaces it")
 
@@ -278,10 +272,8 @@ def test_a_full_run_refuses_at_once_what_it_would_replace_without_being_told(tmp
     """An earlier run's record at the default --out is not lost: depth.py's main, in this process. (A text or another
     experiment's record as --out is refused by the same check for a full run as for --check:
     test_an_out_that_cannot_take_the_record_is_one_line_...)"""
-    from experiments import depth
-
     (tmp_path / "out").mkdir()
-    (tmp_path / "out" / "depth.json").write_text(json.dumps({"format": FORMATS["depth"]}), encoding="utf-8")
+    (tmp_path / "out" / "depth.json").write_text(json.dumps({"format": depth.FORMAT}), encoding="utf-8")
     before = (tmp_path / "out" / "depth.json").read_bytes()
     monkeypatch.setattr(depth, "run_experiment", lambda *a, **k: pytest.fail("the full experiment started"))
     monkeypatch.setattr(machine, "use_threads", lambda n, who=None: None)  # (this process's BLAS pool stays)
@@ -321,7 +313,7 @@ def test_an_out_that_cannot_take_the_record_is_one_line_before_any_training(lab,
 @POSIX
 def test_a_write_that_fails_at_the_end_is_one_line_and_keeps_the_old_record(tmp_path):
     out = tmp_path / "reduced.json"
-    old = json.dumps({"format": FORMATS["depth"], "note": "an earlier run's record"}) + "\n"
+    old = json.dumps({"format": depth.FORMAT, "note": "an earlier run's record"}) + "\n"
     out.write_text(old, encoding="utf-8")
     proc = run("depth", "--check", "--out", out, "--quiet", cwd=ROOT, fsize=4096)  # the record is about 47 KB
     one_line_error(proc, f"cannot write {out}", "File too large", "is as it was")  # before the fix: a traceback
@@ -417,14 +409,12 @@ def test_a_damaged_record_is_one_line_through_every_command_that_reads_it(name, 
 @POSIX
 @pytest.mark.parametrize("name, how, module, args", [
     ("positions", "a FIFO", *READERS["positions"][1][1]), ("depth", "a link to /dev/zero", *READERS["depth"][1][1]),
-    ("scaling", "a FIFO", *READERS["scaling"][1][1]), ("drops", "a link to /dev/zero", *READERS["drops"][1][1]),
-    ("positions", "a FIFO", "plots", ["--out", "figures", "--steps", "2"]),
 ])
 def test_a_fifo_or_a_device_as_the_record_is_one_line_from_every_command(lab, name, how, module, args):
     """The same refusals from the command line, under a memory limit and a time limit: through --check, which reads
-    the record first; each record once, the two kinds in turn; and plots.py, which reads its records before it
-    trains. (Every reader reads it through recording.read_record, whose other refusals the test above finds;
-    atomic.read_whole's of a FIFO and a device are tests/test_nothing_lost.py's.)"""
+    the record first; each kind once, as every command (plots.py's too) reads its records through
+    recording.read_record, whose other refusals the test above finds (atomic.read_whole's of a FIFO and a device are
+    tests/test_nothing_lost.py's)."""
     phrase = damage(lab / "experiments" / f"{name}.json", how, READERS[name][0])
     proc = run(module, *args, cwd=lab, timeout=40)
     one_line_error(proc, f"{name}.json", phrase)
@@ -525,9 +515,7 @@ def test_a_reruns_verdict(kernels, got, recorded, seeds, ok, said):
 @pytest.mark.parametrize("option, name, how", [("--record", "positions", "not JSON"),
                                                ("--depth-record", "depth", "a field of another kind"),
                                                ("--scaling-record", "scaling", "a field missing"),
-                                               ("--record", "positions", "missing"),
-                                               ("--depth-record", "depth", "missing"),
-                                               ("--scaling-record", "scaling", "missing")])
+                                               ("--depth-record", "depth", "missing")])
 def test_plots_refuses_a_damaged_record_before_training(tmp_path, option, name, how, monkeypatch, capsys):
     """plots.py's main, in this process: a damaged or missing record is one line naming it (a missing one, the
     command that makes it), before any training and before --out is made."""

@@ -390,6 +390,7 @@ def test_a_link_at_the_grids_lock_name_is_never_followed(tmp_path):
     ("process", None, "tcp://127.0.0.1:8786", "address 'tcp://127.0.0.1:8786' is for the dask executor"),
     ("dask", 2, "tcp://127.0.0.1:8786", "workers 2 with address 'tcp://127.0.0.1:8786': an existing Dask cluster"),
     ("dask", None, 8786, "address 8786: expected a Dask scheduler's address"),
+    ("dask", None, "http://127.0.0.1:8787", "address 'http://127.0.0.1:8787': expected a Dask scheduler's address"),
 ])
 def test_a_bad_executor_is_named_before_anything_starts(kind, workers, address, said):
     with pytest.raises(ValueError, match="^" + said.replace("(", r"\(").replace(")", r"\)")):

@@ -18,21 +18,17 @@ TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
 VAL = (ROOT / "corpus.txt").read_text(encoding="utf-8").splitlines()[-300:]  # train.py's validation stories
 
 
-def reduced_run(experiment, tmp_path, capsys):
-    """The record of an experiment's --check (positions, depth or drops, as a module), after checking that it says
-    OK, that the record has the reduced plan's shape, and that its --out in a missing folder got that folder and the
-    record, and nothing else (before the fix: a traceback after the run)."""
+def test_reduced_experiment_runs_and_has_the_shape_of_the_full_one(tmp_path, capsys):
+    """--check says OK, its record has the reduced plan's shape, and its --out in a missing folder got that folder
+    and the record, and nothing else (before the fix: a traceback after the run). (depth.py's and drops.py's
+    --check, the same recording.run_or_check with their own plans: docs/depth.md's and docs/scaling.md's commands,
+    which tests/test_readme.py runs.)"""
     out = tmp_path / "new" / "sub" / "reduced.json"
-    assert experiment.main(["--check", "--out", str(out), "--quiet"]) == 0, capsys.readouterr().out
+    assert positions.main(["--check", "--out", str(out), "--quiet"]) == 0, capsys.readouterr().out
     assert capsys.readouterr().out.splitlines()[-1].startswith("OK: the reduced run has the shape of the full one")
     assert files_under(tmp_path / "new") == ["sub", "sub/reduced.json"]
     record = json.loads(out.read_text(encoding="utf-8"))
-    experiment.check_record(record, experiment.REDUCED)
-    return record
-
-
-def test_reduced_experiment_runs_and_has_the_shape_of_the_full_one(tmp_path, capsys):
-    record = reduced_run(positions, tmp_path, capsys)
+    positions.check_record(record, positions.REDUCED)
     learned = record["schemes"]["learned"]["extrapolation"]
     assert not learned["reads_past_64"] and len(learned["loss_by_position"]) == 64
     assert "sequence of 128 tokens is longer than the 64 positions the model has" in learned["why_not"]
