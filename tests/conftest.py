@@ -41,7 +41,6 @@ SLOW_TESTS = {  # and these tests of the others (each parametrized case of them)
     "test_checkpoint_trust.py": ["test_a_checkpoint_larger_than_memory_is_refused_before_it_is_read",
                                  "test_an_export_that_cannot_be_written_is_one_line_and_leaves_the_old_export"],
     "test_experiment_cli.py": ["test_a_fifo_or_a_device_as_the_record_is_one_line_from_every_command",
-                               "test_a_full_run_writes_the_committed_record_only_when_its_path_is_named",
                                "test_a_record_whose_numbers_its_runs_do_not_give_stays_not_ok_exit_1",
                                "test_a_rerun_further_from_the_record_than_its_seeds_spread_is_not_ok_exit_1",
                                "test_a_run_stopped_while_it_writes_its_record_leaves_the_old_one_and_nothing_else",

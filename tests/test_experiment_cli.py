@@ -25,7 +25,7 @@ import pytest
 from run_helpers import MOST_MEMORY, ROOT, file_size_limit, memory_limit, one_line_error
 from test_positions import OTHER_KERNELS
 
-from experiments import depth, recording, spread
+from experiments import depth, recording
 from oneblock import machine
 
 POSIX = pytest.mark.skipif(os.name != "posix", reason="FIFOs, signals and resource limits are POSIX's")
@@ -252,20 +252,6 @@ def test_a_stray_option_is_one_line_from_the_command_line(lab, module, args, phr
     assert proc.stdout == ""  # nothing trained, nothing measured
     assert not (lab / "out").exists() and not (lab / "t.json").exists()
     assert all((lab / "experiments" / name).read_bytes() == raw for name, raw in before.items())
-
-
-@POSIX
-def test_a_full_run_writes_the_committed_record_only_when_its_path_is_named(lab):
-    if machine.openblas_core() is None:
-        pytest.skip("NumPy here does not use OpenBLAS kernels that OPENBLAS_CORETYPE can choose")
-    committed = (lab / "experiments" / "spread.json").read_bytes()
-    proc = run("spread", "--schemes", "learned", "--steps", "1", cwd=lab, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert (lab / "experiments" / "spread.json").read_bytes() == committed  # before the fix: rewritten
-    record = json.loads((lab / "out" / "spread.json").read_text(encoding="utf-8"))
-    assert record["format"] == spread.FORMAT and list(record["runs"]) == ["learned"]
-    assert proc.stdout.splitlines()[-1].startswith("wrote out/spread.json (") and proc.stdout.rstrip().endswith(
-        "; experiments/spread.json, the committed record, is as it was: --out experiments/spread.json replaces it")
 
 
 def test_a_full_run_refuses_at_once_what_it_would_replace_without_being_told(tmp_path, monkeypatch, capsys):

@@ -10,13 +10,24 @@ from oneblock import machine
 from oneblock.config import SCHEMES
 
 
-def test_a_short_spread_run_records_every_family_and_the_native_one_matches_training_here(tmp_path, capsys):
+def test_a_short_spread_run_records_every_family_and_the_native_one_matches_training_here(tmp_path, monkeypatch,
+                                                                                         capsys):
+    """And without --out it writes out/spread.json, never the committed record (a copy of it here)."""
     if machine.openblas_core() is None:
         pytest.skip("NumPy here does not use OpenBLAS kernels that OPENBLAS_CORETYPE can choose")
-    out = tmp_path / "spread.json"
-    assert spread.main(["--schemes", "learned", "--steps", "40", "--out", str(out)]) == 0
-    assert capsys.readouterr().out.splitlines()[-1].startswith(f"wrote {out}")
-    record = json.loads(out.read_text(encoding="utf-8"))
+    committed = tmp_path / "experiments" / "spread.json"
+    committed.parent.mkdir()
+    original = spread.RECORD_FILE.read_bytes()
+    committed.write_bytes(original)
+    monkeypatch.setattr(spread, "RECORD_FILE", committed)
+    monkeypatch.chdir(tmp_path)
+    assert spread.main(["--schemes", "learned", "--steps", "40"]) == 0
+    said = capsys.readouterr().out.splitlines()[-1]
+    assert said.startswith("wrote out/spread.json (") and said.endswith(
+        "; experiments/spread.json, the committed record, is as it was: --out experiments/spread.json replaces it")
+    assert committed.read_bytes() == original  # (before the fix: rewritten)
+    record = json.loads((tmp_path / "out" / "spread.json").read_text(encoding="utf-8"))
+    assert record["format"] == spread.FORMAT and list(record["runs"]) == ["learned"]
     runs = record["runs"]["learned"]
     families = record["settings"]["families"]
     assert machine.openblas_core() in families
