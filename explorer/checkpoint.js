@@ -2,10 +2,8 @@
 // bounds that price a file by arithmetic before memory is spent on it, and the check that a loaded file holds what
 // the page needs to run it. oneblock/checkpoint.py is the one reader with every rule in its words; what the page
 // refuses, and in what line: docs/explorer.md, "Which models it runs" (the one exception: the JSON grammar below).
-//
-// A safetensors file is 8 bytes N (little-endian), N bytes of JSON header (padded with spaces to a multiple of 8),
-// then every tensor's little-endian values one after another; oneblock/tensorfile.py's docstring has the details.
-// What a training checkpoint holds is checkpoint.py's, in its names that manifest.json's "checkpoint" carries.
+// The safetensors container: oneblock/tensorfile.py's docstring; what a training checkpoint holds: checkpoint.py's,
+// in its names that manifest.json's "checkpoint" carries.
 //
 //     const bytes = encode({w: {dtype: "F64", shape: [2], values: [1, 2]}}, {note: "hi"});
 //     decode(bytes).tensors.get("w").values   // Float64Array [1, 2]
