@@ -59,35 +59,26 @@ function plain(x, plus, digits, kind) {
   const exp_form = (text) => text.replace(/e([+-])(\d)$/, "e$10$2"); // Python's exponent has at least two digits
   let p = digits === undefined ? 6 : Number(digits);
   if (kind === "d") return sign(String(x));
-  if (kind === "f") return sign(to_fixed(x, p));
-  if (kind === "e") return sign(exp_form(to_exponential(x, p)));
+  if (kind === "f") return sign(half_even(x, p, "toFixed"));
+  if (kind === "e") return sign(exp_form(half_even(x, p, "toExponential")));
   p = Math.max(p, 1);
   if (x === 0) return sign(Object.is(x, -0) ? "-0" : "0");
-  const e = Number(to_exponential(x, p - 1).split("e")[1]);
+  const e = Number(half_even(x, p - 1, "toExponential").split("e")[1]);
   const strip = (text) => (text.includes(".") ? text.replace(/\.?0+$/, "") : text);
-  if (e >= -4 && e < p) return sign(strip(to_fixed(x, p - 1 - e)));
-  const [mantissa, exponent] = to_exponential(x, p - 1).split("e");
+  if (e >= -4 && e < p) return sign(strip(half_even(x, p - 1 - e, "toFixed")));
+  const [mantissa, exponent] = half_even(x, p - 1, "toExponential").split("e");
   return sign(exp_form(`${strip(mantissa)}e${exponent}`));
 }
 
-/** x.toExponential(digits), but an exact tie rounded to the even digit, as Python rounds it (JavaScript rounds a tie
- * away from zero): 2.5e16 to no digits after the point is "2e+16". */
-function to_exponential(x, digits) {
-  const [exact, exponent] = Math.abs(x).toExponential(100).split("e"); // (exact for any number the lessons show)
-  const kept = exact.replace(".", "").slice(0, digits + 1);
-  const tie = /^50*$/.test(exact.replace(".", "").slice(digits + 1));
-  if (!tie || Number(kept.at(-1)) % 2) return x.toExponential(digits);
-  return `${x < 0 ? "-" : ""}${kept[0]}${digits ? "." + kept.slice(1) : ""}e${exponent}`;
-}
-
-/** x.toFixed(digits), with an exact tie rounded to the even digit, as Python rounds it. */
-function to_fixed(x, digits) {
-  if (Math.abs(x) >= 1e21) return x.toFixed(digits);
-  const exact = Math.abs(x).toFixed(100);
+/** x.toFixed(digits) or x.toExponential(digits) (method, by its name), but an exact tie rounded to the even digit,
+ * as Python rounds it (JavaScript rounds a tie away from zero): 2.5e16 to no digits after the point is "2e+16". */
+function half_even(x, digits, method) {
+  if (method === "toFixed" && Math.abs(x) >= 1e21) return x.toFixed(digits);
+  const [exact, exponent] = Math.abs(x)[method](100).split("e"); // (exact for any number the lessons show)
   const point = exact.indexOf(".");
   const kept = exact.slice(0, point + 1 + digits).replace(/\.$/, "");
-  if (!/^50*$/.test(exact.slice(point + 1 + digits)) || Number(kept.at(-1)) % 2) return x.toFixed(digits);
-  return `${x < 0 ? "-" : ""}${kept}`;
+  if (!/^50*$/.test(exact.slice(point + 1 + digits)) || Number(kept.at(-1)) % 2) return x[method](digits);
+  return `${x < 0 ? "-" : ""}${kept}${exponent === undefined ? "" : `e${exponent}`}`;
 }
 
 /** A template of the export's words with its slots filled, as Python's str.format fills them: "{name}" or
