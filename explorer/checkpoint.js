@@ -2,10 +2,8 @@
 // bounds that price a file by arithmetic before memory is spent on it, and the check that a loaded file holds what
 // the page needs to run it. oneblock/checkpoint.py is the one reader with every rule in its words; what the page
 // refuses, and in what line: docs/explorer.md, "Which models it runs" (the one exception: the JSON grammar below).
-//
-// A safetensors file is 8 bytes N (little-endian), N bytes of JSON header (padded with spaces to a multiple of 8),
-// then every tensor's little-endian values one after another; oneblock/tensorfile.py's docstring has the details.
-// What a training checkpoint holds is checkpoint.py's, in its names that manifest.json's "checkpoint" carries.
+// The safetensors container: oneblock/tensorfile.py's docstring; what a training checkpoint holds: checkpoint.py's,
+// in its names that manifest.json's "checkpoint" carries.
 //
 //     const bytes = encode({w: {dtype: "F64", shape: [2], values: [1, 2]}}, {note: "hi"});
 //     decode(bytes).tensors.get("w").values   // Float64Array [1, 2]
@@ -20,16 +18,14 @@ import {
 // SHA-256 (FIPS 180-4), so that a page served from any static host, where crypto.subtle may be missing, can check
 // and write the data hash
 
-const K = new Uint32Array([
-  0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98,
-  0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786,
-  0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8,
-  0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13,
-  0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819,
-  0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a,
-  0x5b9cca4f, 0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
-  0xc67178f2,
-]);
+// the constants of FIPS 180-4, 4.2.2 and 5.3.3, from their definition: the first 32 bits of the fractional parts of
+// the cube roots of the first 64 primes (K) and of the square roots of the first 8 (H0); each lies at least 0.005
+// from the next whole number once scaled by 2^32, a thousand times any rounding of Math.cbrt or Math.sqrt
+const PRIMES = [];
+for (let n = 2; PRIMES.length < 64; n++) if (PRIMES.every((p) => n % p)) PRIMES.push(n);
+const fraction_bits = (x) => Math.floor((x - Math.floor(x)) * 2 ** 32);
+const K = Uint32Array.from(PRIMES, (p) => fraction_bits(Math.cbrt(p)));
+const H0 = Uint32Array.from(PRIMES.slice(0, 8), (p) => fraction_bits(Math.sqrt(p)));
 
 /** Hex SHA-256 of a Uint8Array.
  *
@@ -41,8 +37,7 @@ export function sha256(bytes) {
   const view = new DataView(padded.buffer);
   view.setUint32(padded.length - 8, Math.floor(bytes.length / 2 ** 29));
   view.setUint32(padded.length - 4, (bytes.length * 8) >>> 0);
-  const h = new Uint32Array([0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab,
-    0x5be0cd19]);
+  const h = Uint32Array.from(H0);
   const w = new Uint32Array(64);
   const rotr = (x, n) => (x >>> n) | (x << (32 - n));
   for (let off = 0; off < padded.length; off += 64) {

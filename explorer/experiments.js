@@ -52,8 +52,7 @@ export function setup(loaded) {
 
 /** Draw both panels again (after a resize). */
 export function redraw() {
-  draw_depth();
-  draw_positions();
+  for (const draw of Object.values(DRAW)) draw();
 }
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -89,22 +88,17 @@ export function settings_of({ steps, batch, lr }, config, more) {
     heads, ...more };
 }
 
-/** The fields of a panel (prefix depth or positions), or an Error naming the first that is wrong. */
-function read_fields(prefix) {
-  return {
-    steps: read_int(`${prefix}-steps`, "Steps", 1, 100000),
-    batch: read_int(`${prefix}-batch`, "Batch", 1, 256),
-    lr: read_number(`${prefix}-lr`, "Learning rate", (v) => v > 0 && v < 1, "a number between 0 and 1"),
-    seed: read_int(`${prefix}-seed`, "Seed", 0, 2 ** 32 - 1),
-  };
-}
-
 /** A panel's Start: its fields read (or the message of the first that is wrong, and nothing started), its last run
  * stopped, its Stop button the one enabled, and a run of its models, one worker each: models(fields) gives each
  * model's [m, its worker's start], m.what naming it in a message; the run holds more too. Each evaluation
  * goes to on_eval(run, m, msg). */
 function start_run(name, more, models, on_eval) {
-  const fields = read_or_say(`${name}-message`, () => read_fields(name));
+  const fields = read_or_say(`${name}-message`, () => ({
+    steps: read_int(`${name}-steps`, "Steps", 1, 100000),
+    batch: read_int(`${name}-batch`, "Batch", 1, 256),
+    lr: read_number(`${name}-lr`, "Learning rate", (v) => v > 0 && v < 1, "a number between 0 and 1"),
+    seed: read_int(`${name}-seed`, "Seed", 0, 2 ** 32 - 1),
+  }));
   if (!fields) return;
   stop(name);
   $(`${name}-start`).disabled = true;
@@ -146,7 +140,6 @@ function stop(name) {
   $(`${name}-stop`).disabled = true;
   redraw();
 }
-
 
 // ----------------------------------------------------------------------------------------------------------------
 // The second block: one block and two on periodic sequences

@@ -13,7 +13,7 @@ import { EXACT, SCHEMES, float_repr, forward, fsum, model_config } from "./model
 import * as positions from "./positions.js";
 import * as trace_block from "./trace_block.js";
 import * as train from "./train.js";
-import { $, element, fetch_data, say } from "./ui.js";
+import { $, element, fetch_file, say } from "./ui.js";
 
 export const STORE = "oneblock-lessons-v1"; // the localStorage key of the learner's progress
 export const VERDICTS = ["right", "close", "off"]; // what a judge says
@@ -59,35 +59,26 @@ function plain(x, plus, digits, kind) {
   const exp_form = (text) => text.replace(/e([+-])(\d)$/, "e$10$2"); // Python's exponent has at least two digits
   let p = digits === undefined ? 6 : Number(digits);
   if (kind === "d") return sign(String(x));
-  if (kind === "f") return sign(to_fixed(x, p));
-  if (kind === "e") return sign(exp_form(to_exponential(x, p)));
+  if (kind === "f") return sign(half_even(x, p, "toFixed"));
+  if (kind === "e") return sign(exp_form(half_even(x, p, "toExponential")));
   p = Math.max(p, 1);
   if (x === 0) return sign(Object.is(x, -0) ? "-0" : "0");
-  const e = Number(to_exponential(x, p - 1).split("e")[1]);
+  const e = Number(half_even(x, p - 1, "toExponential").split("e")[1]);
   const strip = (text) => (text.includes(".") ? text.replace(/\.?0+$/, "") : text);
-  if (e >= -4 && e < p) return sign(strip(to_fixed(x, p - 1 - e)));
-  const [mantissa, exponent] = to_exponential(x, p - 1).split("e");
+  if (e >= -4 && e < p) return sign(strip(half_even(x, p - 1 - e, "toFixed")));
+  const [mantissa, exponent] = half_even(x, p - 1, "toExponential").split("e");
   return sign(exp_form(`${strip(mantissa)}e${exponent}`));
 }
 
-/** x.toExponential(digits), but an exact tie rounded to the even digit, as Python rounds it (JavaScript rounds a tie
- * away from zero): 2.5e16 to no digits after the point is "2e+16". */
-function to_exponential(x, digits) {
-  const [exact, exponent] = Math.abs(x).toExponential(100).split("e"); // (exact for any number the lessons show)
-  const kept = exact.replace(".", "").slice(0, digits + 1);
-  const tie = /^50*$/.test(exact.replace(".", "").slice(digits + 1));
-  if (!tie || Number(kept.at(-1)) % 2) return x.toExponential(digits);
-  return `${x < 0 ? "-" : ""}${kept[0]}${digits ? "." + kept.slice(1) : ""}e${exponent}`;
-}
-
-/** x.toFixed(digits), with an exact tie rounded to the even digit, as Python rounds it. */
-function to_fixed(x, digits) {
-  if (Math.abs(x) >= 1e21) return x.toFixed(digits);
-  const exact = Math.abs(x).toFixed(100);
+/** x.toFixed(digits) or x.toExponential(digits) (method, by its name), but an exact tie rounded to the even digit,
+ * as Python rounds it (JavaScript rounds a tie away from zero): 2.5e16 to no digits after the point is "2e+16". */
+function half_even(x, digits, method) {
+  if (method === "toFixed" && Math.abs(x) >= 1e21) return x.toFixed(digits);
+  const [exact, exponent] = Math.abs(x)[method](100).split("e"); // (exact for any number the lessons show)
   const point = exact.indexOf(".");
   const kept = exact.slice(0, point + 1 + digits).replace(/\.$/, "");
-  if (!/^50*$/.test(exact.slice(point + 1 + digits)) || Number(kept.at(-1)) % 2) return x.toFixed(digits);
-  return `${x < 0 ? "-" : ""}${kept}`;
+  if (!/^50*$/.test(exact.slice(point + 1 + digits)) || Number(kept.at(-1)) % 2) return x[method](digits);
+  return `${x < 0 ? "-" : ""}${kept}${exponent === undefined ? "" : `e${exponent}`}`;
 }
 
 /** A template of the export's words with its slots filled, as Python's str.format fills them: "{name}" or
@@ -652,7 +643,6 @@ function lesson_settings(config, { steps, batch = 16, lr = 0.01, eval_every = st
   return settings_of({ steps, batch, lr }, config, { eval_every: Math.min(eval_every, steps) });
 }
 
-
 // ----------------------------------------------------------------------------------------------------------------
 // 11. floor: can training go below the entropy floor?
 
@@ -776,10 +766,8 @@ function scaling_answer(lab) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// The live part of each lesson, by its key (docs/explorer.md, "The lessons: predict, then check", says what an entry
-// holds): answer(lab, report, words) -> {value, slots, ...} (the scaling lesson's: the export's {value, shown,
-// bounds}), code ([file, function] pairs), trains ("export" where the settings are its Python's), slots(settings)
-// (the settings themselves unless said) and reads (the keys of the export's numbers that answer reads).
+// The live part of each lesson, by its key (docs/explorer.md, "The lessons: predict, then check"): answer(lab,
+// report, words), code ([file, function] pairs), trains ("export": its Python's), slots(settings) and reads.
 
 export const LIVE = {
   tokens: { answer: tokens_answer, code: [["bpe.js", "encode_piece"]], reads: ["word", "kite"] },
@@ -962,7 +950,7 @@ export async function setup(page) {
   });
   let data;
   try {
-    data = await fetch_data("lessons.json", "json", MOST_BYTES);
+    data = await fetch_file(DATA, "json", MOST_BYTES);
     lab.words = checked_words(data);
     LESSONS.splice(0, LESSONS.length, ...checked_lessons(data, page.tok));
   } catch (e) {
@@ -1040,6 +1028,13 @@ function card(lesson, n) {
     }
   }
 
+  /** Show a record's reveal, Check ready to compute it again. */
+  function revealed(record, restored) {
+    draw_reveal(lesson, box, reveal, record, restored);
+    check.textContent = "Check again (the same guess)";
+    check.disabled = false;
+  }
+
   /** Lock the guess: it is kept as it was when the answer was computed. */
   function lock(text) {
     for (const input of form.querySelectorAll("input")) {
@@ -1096,17 +1091,13 @@ function card(lesson, n) {
     progress[lesson.key] = record;
     save_progress(progress);
     status.textContent = "";
-    draw_reveal(lesson, box, reveal, record, false);
-    check.textContent = "Check again (the same guess)";
-    check.disabled = false;
+    revealed(record, false);
   });
 
   const kept = progress[lesson.key];
   if (kept && typeof kept.text === "string") {
     lock(kept.text);
-    draw_reveal(lesson, box, reveal, kept, true);
-    check.textContent = "Check again (the same guess)";
-    check.disabled = false;
+    revealed(kept, true);
   }
   return box;
 }
@@ -1145,9 +1136,7 @@ function where(lesson) {
   for (const [file, name] of lesson.code) {
     const details = element("details");
     const summary = element("summary");
-    const link = element("a", "", file);
-    link.href = file;
-    link.target = "_blank";
+    const link = Object.assign(element("a", "", file), { href: file, target: "_blank" });
     summary.append("In this page: ", element("code", "", name), " in ", link);
     const pre = element("pre", "code");
     details.append(summary, pre);
@@ -1156,7 +1145,7 @@ function where(lesson) {
         function_lines(file, name).then(({ from, lines }) => {
           summary.append(`, lines ${from} to ${from + lines.length - 1}`);
           pre.textContent = lines.map((line, i) => `${String(from + i).padStart(4)}  ${line}`).join("\n");
-        }).catch((e) => (pre.textContent = `could not read ${file}: ${e.message}`));
+        }).catch((e) => (pre.textContent = e.message));
       }
     });
     box.append(details);
@@ -1167,11 +1156,7 @@ function where(lesson) {
 /** {from (1-based), lines} of the function (or method) name in the served file: from its first line to the brace
  * that closes it at its own indentation. */
 export async function function_lines(file, name) {
-  if (!sources.has(file)) {
-    const response = await fetch(file);
-    if (!response.ok) throw new Error(`HTTP ${response.status}`);
-    sources.set(file, (await response.text()).split("\n"));
-  }
+  if (!sources.has(file)) sources.set(file, (await fetch_file(file, "text")).split("\n"));
   const all = sources.get(file);
   const start = all.findIndex((line) => new RegExp(`^(\\s*)(export )?(async )?(function\\*? )?${name}\\(`).test(line));
   if (start < 0) throw new Error(`no function ${name} in it`);

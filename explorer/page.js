@@ -17,7 +17,7 @@ import * as random from "./random.js";
 import * as sample from "./sample.js";
 import * as train from "./train.js";
 import * as trace_block from "./trace_block.js";
-import { $, add_figure, element, fetch_data, format_number, read_int, read_number, read_or_say, say, show_token,
+import { $, add_figure, element, fetch_file, format_number, read_int, read_number, read_or_say, say, show_token,
   soon, table_row } from "./ui.js";
 
 const FORMAT = "one-block explorer data v2"; // data/manifest.json's "format": an export this page reads (export.py)
@@ -69,15 +69,15 @@ async function load() {
   for (const scheme of SCHEMES) $("train-positions").append(new Option(scheme, scheme));
   experiments.draw_panels();
   try {
-    state.manifest = await fetch_data("manifest.json", "json");
+    state.manifest = await fetch_file("data/manifest.json", "json");
     const format = JSON.stringify(state.manifest?.format ?? null).slice(0, 80);
     if (format !== JSON.stringify(FORMAT)) {
       throw new Error(`data/manifest.json is an export of format ${format}, not "${FORMAT}"`);
     }
-    state.tok = bpe.Tokenizer.from_json(await fetch_data("tokenizer.json", "json"));
-    state.split = await fetch_data("split.json", "json");
+    state.tok = bpe.Tokenizer.from_json(await fetch_file("data/tokenizer.json", "json"));
+    state.split = await fetch_file("data/split.json", "json");
     state.data = train.load_data(state.tok, state.split);
-    const bytes = await fetch_data(state.manifest.weights, "bytes"), where = `data/${state.manifest.weights}`;
+    const where = `data/${state.manifest.weights}`, bytes = await fetch_file(where, "bytes");
     const ckpt = checkpoint.read_weights(bytes, where, state.manifest, state.tok.vocab.length);
     set_model({ ...ckpt, params: checkpoint.unflat_tensors(ckpt.params) }, { source: state.manifest.source,
       trained: state.manifest.trained });
@@ -248,12 +248,9 @@ async function download_weights() {
     training: { backend: "explorer", dtype: "float64", seed: snap.seed, ...snap.settings },
     extra: { explorer_source: m.source, ...(m.val_loss === null ? {} : { val_loss: String(m.val_loss) }) },
   }, state.manifest);
-  const link = document.createElement("a");
-  link.href = URL.createObjectURL(new Blob([bytes], { type: "application/octet-stream" }));
-  link.download = "explorer.safetensors";
-  document.body.append(link);
+  const href = URL.createObjectURL(new Blob([bytes], { type: "application/octet-stream" }));
+  const link = Object.assign(element("a"), { href, download: "explorer.safetensors" });
   link.click();
-  link.remove();
   setTimeout(() => URL.revokeObjectURL(link.href), 10000);
 }
 
@@ -301,9 +298,8 @@ function render_tokens() {
   if (a.error) {
     say("token-message", `${a.error.message}. The panels below still show the last text the model could read.`);
     where.textContent = "";
-    const mark = document.createElement("mark");
-    mark.textContent = a.error.ch;
-    where.append(text.slice(0, a.error.index), mark, text.slice(a.error.index + a.error.ch.length));
+    where.append(text.slice(0, a.error.index), element("mark", "", a.error.ch),
+      text.slice(a.error.index + a.error.ch.length));
     where.hidden = false;
     return state.text !== null; // keep the last readable text in the other panels
   }
@@ -447,19 +443,14 @@ function show_reads(weights, i) {
 // ----------------------------------------------------------------------------------------------------------------
 // Word order: the trace's two sentences, with the model's positions and without (docs/explorer.md, "The panels")
 
-/** The scheme "positions on" means in the word-order panel: the model's own (a model without positions: its
- * learned rows, untrained). */
-function order_scheme() {
-  const { positions } = state.model.config;
-  return positions === "none" ? "learned" : positions;
-}
-
 function render_order() {
   const texts = [$("order-a").value, $("order-b").value];
   const on = $("order-positions").checked;
-  const scheme = on ? order_scheme() : "none";
   const m = state.model;
-  $("order-scheme").textContent = `(${SCHEME_WORDS[order_scheme()]})`;
+  // what "positions on" means: the model's own scheme (a model without positions: its learned rows, untrained)
+  const own = m.config.positions === "none" ? "learned" : m.config.positions;
+  const scheme = on ? own : "none";
+  $("order-scheme").textContent = `(${SCHEME_WORDS[own]})`;
   const L = scheme === "learned" ? m.config.max_len : model.LONGEST;
   const ids = [];
   for (const [n, text] of texts.entries()) {

@@ -1,5 +1,5 @@
 // ui.js: what page.js, experiments.js and lessons.js share: finding elements, messages in the page, reading a form's
-// fields, fetching the exported data, and showing numbers and tokens.
+// fields, fetching the served files, and showing numbers and tokens.
 
 export const $ = (id) => document.getElementById(id);
 
@@ -64,22 +64,24 @@ export function soon(pending, key, fn) {
   }));
 }
 
-/** The exported file data/name: its bytes (as "bytes") or its parsed JSON (as "json"), or an Error that names it.
- * A file of more than most bytes is refused, unread when the server gives its size. */
-export async function fetch_data(name, as, most = Infinity) {
+/** The served file at path (relative to the page): its bytes (as "bytes"), its text (as "text") or its parsed JSON
+ * (as "json"), or an Error that names it. A file of more than most bytes is refused, unread when the server gives
+ * its size. */
+export async function fetch_file(path, as, most = Infinity) {
   let response;
   try {
-    response = await fetch(`data/${name}`, { cache: "no-store" });
+    response = await fetch(path, { cache: "no-store" });
   } catch (e) {
-    throw new Error(`could not fetch data/${name} (${e.message})`);
+    throw new Error(`could not fetch ${path} (${e.message})`);
   }
-  if (!response.ok) throw new Error(`could not fetch data/${name} (HTTP ${response.status})`);
+  if (!response.ok) throw new Error(`could not fetch ${path} (HTTP ${response.status})`);
   const size = Number(response.headers.get("content-length") ?? 0);
   const bytes = size > most ? null : new Uint8Array(await response.arrayBuffer());
   if (bytes === null || bytes.length > most) {
-    throw new Error(`data/${name} is ${bytes?.length ?? size} bytes, more than the ${most} the page reads`);
+    throw new Error(`${path} is ${bytes?.length ?? size} bytes, more than the ${most} the page reads`);
   }
-  return as === "json" ? JSON.parse(new TextDecoder().decode(bytes)) : bytes;
+  const text = as === "bytes" ? null : new TextDecoder().decode(bytes);
+  return as === "json" ? JSON.parse(text) : as === "text" ? text : bytes;
 }
 
 /** A figure of a caption and a canvas (an image that label describes), appended to parent: the canvas. */
