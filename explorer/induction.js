@@ -53,9 +53,7 @@ export function sequences(rng, count, length = WINDOW + 1) {
 }
 
 /** {ids, targets, periods}: count sequences as induction.periodic makes them; ids are the first length - 1 tokens
- * of each, targets the last length - 1.
- *
- *     periodic(new Random(0), 2, 12).ids[0].length   // 11 */
+ * of each, targets the last length - 1. */
 export function periodic(rng, count, length = WINDOW + 1) {
   const { rows, periods } = sequences(rng, count, length);
   return { ids: rows.map((r) => r.slice(0, -1)), targets: rows.map((r) => r.slice(1)), periods };
@@ -64,11 +62,8 @@ export function periodic(rng, count, length = WINDOW + 1) {
 // ----------------------------------------------------------------------------------------------------------------
 // What a model learned: losses, copying, and each head's scores
 
-/** {induction, previous_token} sums of one head on one sequence of period p, weights (T, T), and their counts:
- * induction, over the copyable positions t, the attention summed over the positions j after an earlier occurrence
- * of token t (j = t + 1 - k p, k >= 1: every earlier period, since a copying head may read any of them);
- * previous_token, over the positions t >= 1, the attention to t - 1. head_scores averages them as
- * induction.head_scores does over all the sequences. */
+/** {induction, previous_token} sums of one head on one sequence of period p, weights (T, T), and their counts, as
+ * induction.head_scores defines them (induction_measures averages them over all the sequences). */
 function head_sums(weights, p) {
   const T = weights.rows, W = weights.data;
   let induction = 0.0, previous = 0.0, copies = 0;

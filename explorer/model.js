@@ -868,11 +868,8 @@ export function block_backward(block, cache, dx2, sums) {
 
 /** Logits (T, V) for a list of T token IDs, and the cache the backward pass needs. config: the model_config of
  * params, whose blocks, heads and position scheme the pass follows ("learned" reads at most max_len positions, the
- * other schemes at most LONGEST). The cache holds the config, so that backward needs nothing else.
- *
- *     const config = model_config({ vocab: 96, d: 4, hidden: 8, max_len: 8 });
- *     const [logits, cache] = forward(init_params(config, 3), [1, 2, 3], config);
- *     shape(logits), shape(cache.blocks[0].att.weights[0])   // [3, 96], [3, 3] */
+ * other schemes at most LONGEST). The cache holds the config, so that backward needs nothing else (an example: the
+ * top of this file). */
 export function forward(params, ids, config, sums = EXACT) {
   check_params(params, config);
   check_ids(ids, config.vocab);

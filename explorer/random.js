@@ -6,9 +6,8 @@
 //
 //     new Random(3).randrange(100)  ===  random.Random(3).randrange(100)   (in Python)
 //
-// bit for bit. gauss also needs cos, sin and log, which JavaScript engines need not round as the C library does: in
-// Chromium 156 all 7,440 initial weights come out bit-identical to model.init_params', while Node 20's older V8
-// rounded 430 of them 1 ulp differently (tests/test_explorer.py allows 2 ulp and prints how many differ).
+// bit for bit. gauss also needs cos, sin and log, which JavaScript engines need not round as the C library does
+// (tests/test_explorer.py allows 2 ulp in the initial weights and prints how many differ).
 
 // ----------------------------------------------------------------------------------------------------------------
 // The Mersenne Twister (MT19937), as CPython seeds and steps it
