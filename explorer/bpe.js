@@ -1,9 +1,7 @@
 // bpe.js: the tokenizer of bpe.py in JavaScript, read from the same tokenizer.json; same IDs, same error messages.
 //
-// Encoding (bpe.py explains training too): check that every character is in the alphabet, split the text into
-// pieces with the tokenizer's pattern (a word with at most one space in front of it, or any one other character:
-// bpe.pattern_for writes it out for the alphabet's letters, and tokenizer.json records it), and in each piece apply
-// the merges by rank, the lowest-rank pair present first, at all its places left to right.
+// Encoding, as bpe.py explains it: check that every character is in the alphabet, split the text into pieces with
+// tokenizer.json's pattern (bpe.pattern_for), and in each piece apply the merges by rank.
 //
 //     const tok = Tokenizer.from_json(await (await fetch("data/tokenizer.json")).json());
 //     tok.tokens("now mia gives the hat to leo.")

@@ -16,7 +16,7 @@ export const VOCAB = 96; // the tokenizer's vocabulary: induction sequences are 
 export const TEST_SEED = 1002; // random.Random seed of the test sequences (depth.py's)
 
 // ----------------------------------------------------------------------------------------------------------------
-// Periodic sequences, and where copying can work
+// Periodic sequences
 
 /** k distinct numbers of range(n), as Python's random.sample(range(n), k) draws them when n is larger than its
  * pool threshold (which it is for k <= 16 of 96): draw an index, again while it was drawn before.
@@ -53,43 +53,23 @@ export function sequences(rng, count, length = WINDOW + 1) {
 }
 
 /** {ids, targets, periods}: count sequences as induction.periodic makes them; ids are the first length - 1 tokens
- * of each, targets the last length - 1.
- *
- *     periodic(new Random(0), 2, 12).ids[0].length   // 11 */
+ * of each, targets the last length - 1. */
 export function periodic(rng, count, length = WINDOW + 1) {
   const { rows, periods } = sequences(rng, count, length);
   return { ids: rows.map((r) => r.slice(0, -1)), targets: rows.map((r) => r.slice(1)), periods };
 }
 
-/** Whether position t of a sequence of period p can copy its target: t >= p, so the token at t occurred one period
- * back, and the target is the token after that occurrence.
- *
- *     [0, 1, 2, 3, 4].map((t) => copyable(3, t))   // [false, false, false, true, true] */
-export function copyable(p, t) {
-  return t >= p;
-}
-
-/** Whether the target of position t is a token of the first segment not yet seen: t + 1 < p.
- *
- *     [0, 1, 2, 3, 4].map((t) => first_period(3, t))   // [true, true, false, false, false] */
-export function first_period(p, t) {
-  return t + 1 < p;
-}
-
 // ----------------------------------------------------------------------------------------------------------------
 // What a model learned: losses, copying, and each head's scores
 
-/** {induction, previous_token} sums of one head on one sequence of period p, weights (T, T), and their counts:
- * induction, over the copyable positions t, the attention summed over the positions j after an earlier occurrence
- * of token t (j = t + 1 - k p, k >= 1: every earlier period, since a copying head may read any of them);
- * previous_token, over the positions t >= 1, the attention to t - 1. head_scores averages them as
- * induction.head_scores does over all the sequences. */
+/** {induction, previous_token} sums of one head on one sequence of period p, weights (T, T), and their counts, as
+ * induction.head_scores defines them (induction_measures averages them over all the sequences). */
 function head_sums(weights, p) {
   const T = weights.rows, W = weights.data;
   let induction = 0.0, previous = 0.0, copies = 0;
   for (let t = 0; t < T; t++) {
     if (t >= 1) previous += W[t * T + t - 1];
-    if (!copyable(p, t)) continue;
+    if (t < p) continue; // not copyable
     copies += 1;
     for (let j = t + 1 - p; j >= 1; j -= p) induction += W[t * T + j];
   }
@@ -111,11 +91,11 @@ export function induction_measures(params, config, set, keep = null) {
     for (let t = 0; t < logits.rows; t++) {
       const [loss, top] = token_loss(model.row(logits, t), set.targets[n][t]);
       add_to(totals.loss, loss);
-      if (copyable(p, t)) {
+      if (t >= p) { // copyable: the token at t occurred one period back, and the target followed it
         add_to(totals.copy_loss, loss);
         add_to(totals.copy_right, top === set.targets[n][t] ? 1 : 0);
       }
-      if (first_period(p, t)) add_to(totals.first_loss, loss);
+      if (t + 1 < p) add_to(totals.first_loss, loss); // the target is a token of the first segment, not yet seen
     }
     const sums = cache.blocks.map((block) => block.att.weights.map((w) => head_sums(w, p)));
     if (score_sums === null) score_sums = sums;

@@ -1,10 +1,5 @@
-// model.js: the transformer of model.py in JavaScript, in float64, with its backward pass by hand, grown as
-// oneblock/numpy_model.py grew: any number of blocks, attention split into heads, and four position schemes.
-//
-// Read model.py first, then numpy_model.py: this file follows them section by section and name by name (the
-// snake_case is on purpose, so that `layernorm_backward` here is `layernorm_backward` there; docs/explorer.md, "Which
-// models it runs"). With one block, one head and learned positions (or none) it computes what model.py computes.
-// What differs:
+// model.js: the transformer of model.py and oneblock/numpy_model.py in JavaScript, in float64, with its backward pass
+// by hand, section by section and name by name (docs/explorer.md, "Which models it runs"). What differs:
 // - A matrix is {rows, cols, data}: its numbers row after row in one Float64Array (made by `matrix`); a vector is a
 //   Float64Array. IDs are one sequence of T, as in model.py (train.js averages the windows of a batch).
 // - Every function that adds numbers takes `sums`: EXACT rounds each sum once, like math.fsum (Shewchuk's partials,
@@ -27,9 +22,7 @@ import { pooled, products_plain, rows_dots_plain, weighted_rows_plain } from "./
 import { Random } from "./random.js";
 
 export const EPS = 1e-5; // layer norm's guard against dividing by zero; it keeps the normalised variance just below 1
-// where a token is: the one list of position schemes in JavaScript (oneblock/config.py's SCHEMES); every other
-// module imports it
-export const SCHEMES = Object.freeze(["learned", "none", "sinusoidal", "rope"]);
+export const SCHEMES = Object.freeze(["learned", "none", "sinusoidal", "rope"]); // config.SCHEMES, where a token is
 const SEED_SCHEMES = ["learned", "none"]; // the schemes model.py has (config.SEED_SCHEMES)
 export const LONGEST = 1024; // the most positions "none", "sinusoidal" and "rope" read (they have no learned rows)
 export const ROPE_BASE = 10000.0; // pair i turns by pos / ROPE_BASE^(2i/dh) radians; also the sinusoids' wavelengths
@@ -114,11 +107,17 @@ export function fsum(xs, n = xs.length) {
   return acc.value();
 }
 
-/** sum_i<n a[i] b[i], fast: four running sums over every fourth term, added at the end (no sum waits for the one
- * before it, which is what makes it fast).
+/** The two ways to add: EXACT (one rounding per sum, order-independent) and PLAIN (fast). Every function of this
+ * file takes one of them as `sums`; they meet in dot and sum below. */
+export const EXACT = { name: "exact" };
+export const PLAIN = { name: "plain" };
+
+/** sum_i<n a[i] b[i], the way sums says; PLAIN in four running sums over every fourth term, added at the end (no
+ * sum waits for the one before it, which is what makes it fast).
  *
- *     plain_dot([1, 2, 3], [4, 5, 6], 3)   // 32 */
-function plain_dot(a, b, n) {
+ *     dot(EXACT, [1, 2], [3, 4], 2)   // 11 */
+export function dot(sums, a, b, n = a.length) {
+  if (sums === EXACT) return exact_dot_at(a, 0, b, 0, n);
   let s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
   let i = 0;
   for (; i + 3 < n; i += 4) {
@@ -131,10 +130,11 @@ function plain_dot(a, b, n) {
   return s0 + s1 + (s2 + s3);
 }
 
-/** sum_i<n a[i], fast, in four running sums.
+/** sum_i<n a[i], the way sums says; PLAIN in four running sums, as dot.
  *
- *     plain_sum([1, 2, 3], 3)   // 6 */
-function plain_sum(a, n) {
+ *     sum(PLAIN, [1, 2, 3])   // 6 */
+export function sum(sums, a, n = a.length) {
+  if (sums === EXACT) return fsum(a, n);
   let s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
   let i = 0;
   for (; i + 3 < n; i += 4) {
@@ -147,29 +147,9 @@ function plain_sum(a, n) {
   return s0 + s1 + (s2 + s3);
 }
 
-/** The two ways to add: EXACT (one rounding per sum, order-independent) and PLAIN (fast). Every function of this
- * file takes one of them as `sums`; they meet in dot and sum below. */
-export const EXACT = { name: "exact" };
-export const PLAIN = { name: "plain" };
-
-/** sum_i<n a[i] b[i], the way sums says.
- *
- *     dot(EXACT, [1, 2], [3, 4], 2)   // 11 */
-export function dot(sums, a, b, n = a.length) {
-  return sums === EXACT ? exact_dot_at(a, 0, b, 0, n) : plain_dot(a, b, n);
-}
-
-/** sum_i<n a[i], the way sums says.
- *
- *     sum(PLAIN, [1, 2, 3])   // 6 */
-export function sum(sums, a, n = a.length) {
-  return sums === EXACT ? fsum(a, n) : plain_sum(a, n);
-}
-
 // ----------------------------------------------------------------------------------------------------------------
-// Small matrix helpers. A matrix is {rows, cols, data}: its numbers row after row in one Float64Array, so that a
-// loop reads them in order and making one costs one allocation. Every product is one loop (products) that walks
-// its two operands by strides.
+// Small matrix helpers (a matrix: see the top of this file). Every product is one loop (products) that walks its two
+// operands by strides.
 
 /** A rows x cols matrix of 0.0 (inside fast.js's `reusing`, in a buffer of its pool).
  *
@@ -325,21 +305,16 @@ export function column_sums(a, sums) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// The model's description: model_config, oneblock/config.py's ModelConfig under the same names. The page checks a
-// config where it meets one it has not made itself: a file's (config_from_json, which decides as ModelConfig.from_json
-// does) and the Train panel's, whose scheme the learner picks (checked); every other rule and message of a config is
-// config.py's alone.
+// The model's description: model_config, oneblock/config.py's ModelConfig under the same names. The page checks only
+// a file's config (config_from_json) and the Train panel's (checked); every other rule of a config is config.py's.
 
 export const SIZE_KEYS = Object.freeze(["vocab", "d", "hidden", "max_len"]); // the sizes every model has, in order
 export const GROWN_KEYS = Object.freeze(["blocks", "heads"]); // a grown model's, in its JSON only when not both 1
 export const SWITCH_KEY = "use_positions"; // model.py's switch, in the JSON beside the scheme (true: "learned")
 export const JSON_KEYS = Object.freeze([...SIZE_KEYS, ...GROWN_KEYS, SWITCH_KEY, "positions"]); // a config's JSON
-export const ONE_BLOCK_VERSION = "1"; // checkpoint format version of a model of one block and one head
 
-/** A model's description, frozen (a value passed beside its weights, never changed under them): its vocabulary,
- * width d, the MLP's hidden width, max_len (the rows of learned positions), blocks, heads and position scheme, as
- * ModelConfig(vocab, d, hidden, max_len, blocks=1, heads=1, positions="learned"). Not checked (see checked).
- * {...config, heads: 2} with model_config makes another.
+/** A model's description, as ModelConfig(vocab, d, hidden, max_len, blocks=1, heads=1, positions="learned"),
+ * frozen (it travels beside its weights) and not checked (see checked).
  *
  *     model_config({ vocab: 96, d: 16, hidden: 64, max_len: 64 }).positions   // "learned" */
 export function model_config({ vocab, d, hidden, max_len, blocks = 1, heads = 1, positions = "learned" }) {
@@ -347,8 +322,7 @@ export function model_config({ vocab, d, hidden, max_len, blocks = 1, heads = 1,
 }
 
 /** config, or an Error naming the bad value when its blocks and heads do not fit its width and scheme, as
- * ModelConfig.checked says it: the check of a config whose scheme the learner picked. Its sizes are a checked
- * file's or the lab's own.
+ * ModelConfig.checked.
  *
  *     checked(model_config({ vocab: 96, d: 15, hidden: 60, max_len: 64, positions: "rope" }))
  *     // Error: rope rotates pairs of channels: the width d must be even, got d = 15 */
@@ -378,9 +352,8 @@ export function is_grown(config) {
   return config.blocks !== 1 || config.heads !== 1;
 }
 
-/** Why model.py, the seed's reference (one block, one head, learned positions or none), cannot run this model, in
- * words that follow the model's name, or null when it can, as ModelConfig.seed_problem: the lessons ask it of the
- * page's model, which a loaded file or a run of the Train panel changes.
+/** Why model.py (one block, one head, learned positions or none) cannot run this model, or null when it can, as
+ * ModelConfig.seed_problem.
  *
  *     seed_problem(model_config({ vocab: 96, d: 16, hidden: 64, max_len: 64, heads: 4 }))
  *     // "has 1 block x 4 heads, but model.py has one block and one head" */
@@ -399,9 +372,7 @@ export function blocks_words({ blocks, heads }) {
 
 // ---- the checkpoint's JSON
 
-/** The JSON object a checkpoint records (JSON.stringify writes it), as ModelConfig.to_json: the sizes, blocks and
- * heads only for a grown model (so that a one-block, one-head file is what it was before models could grow),
- * model.py's switch and the scheme.
+/** The JSON object a checkpoint records, as ModelConfig.to_json (blocks and heads only for a grown model).
  *
  *     config_to_json(model_config({ vocab: 96, d: 16, hidden: 64, max_len: 64, positions: "rope" }))
  *     // {vocab: 96, d: 16, hidden: 64, max_len: 64, use_positions: false, positions: "rope"} */
@@ -414,11 +385,8 @@ export function config_to_json(config) {
 }
 
 /** The config of a checkpoint's JSON object (a Map of BigInts, as checkpoint.js's read_json reads it, of the keys
- * JSON_KEYS only), or an Error saying in a few words what is wrong, deciding as ModelConfig.from_json does: every size
- * a positive whole number, the switch true or false and the scheme one of SCHEMES that agrees with it (a file from
- * before the schemes has the switch only). grown: true when the sizes must hold blocks and heads (format versions
- * 2 and 3), false when they must not (version 1), null for either. The sizes' fit to each other is checked's, after the
- * caller has held them to what its file holds (they are read as Numbers here: past 2^53 they are no longer exact).
+ * JSON_KEYS only), or an Error saying in a few words what is wrong, deciding as ModelConfig.from_json does (grown:
+ * the same). The sizes are read as Numbers: past 2^53 they are no longer exact.
  *
  *     config_from_json(read_json('{"vocab": 96, "d": 16, "hidden": 64, "max_len": 64, "use_positions": false}'))
  *     // {vocab: 96, d: 16, hidden: 64, max_len: 64, blocks: 1, heads: 1, positions: "none"}
@@ -429,8 +397,7 @@ export function config_from_json(value, grown = null) {
   const bad = needed.find((key) => typeof value.get(key) !== "bigint" || value.get(key) < 1n);
   if (bad !== undefined) throw new Error(`its config's ${bad} is not a positive int`);
   if (grown === false && given.length) {
-    throw new Error(`its config has blocks or heads, but its format version '${ONE_BLOCK_VERSION}' is of one block`
-      + " and one head");
+    throw new Error("its config has blocks or heads, but its format version is that of one block and one head");
   }
   const switch_on = value.get(SWITCH_KEY);
   const scheme = value.has("positions") ? value.get("positions") : switch_on ? "learned" : "none";
@@ -479,9 +446,8 @@ export function prefix(block) {
   return block ? `block${block}.` : "";
 }
 
-/** [name, shape] of each parameter of a model of these sizes, one at a time in the order of the parameter dict, as
- * ModelConfig.param_shapes: the sizes a config's Numbers, or the BigInts of a file's config (checkpoint.js), whose
- * names are made only as far as they are read.
+/** [name, shape] of each parameter of a model of these sizes (Numbers, or a file's BigInts), one at a time in the
+ * order of the parameter dict, as ModelConfig.param_shapes.
  *
  *     [...each_param(model_config({ vocab: 96, d: 4, hidden: 8, max_len: 8, blocks: 2 }))][14]
  *     // ["block1.ln1_g", [4]] */
@@ -505,9 +471,8 @@ export function parameter_count({ vocab, d, hidden, max_len, blocks }) {
   return total(OUTSIDE) + (blocks ?? one) * total(BLOCK_NAMES);
 }
 
-/** Fresh parameters of a config, the same numbers as ModelConfig.init_params (and with one block
- * model.init_params): matrices gauss(0, 0.02) drawn in dict order row by row from one Random(seed), gains 1.0,
- * biases 0.0.
+/** Fresh parameters of a config, the same numbers as ModelConfig.init_params (with one block, model.init_params):
+ * matrices gauss(0, 0.02) from one Random(seed), gains 1.0, biases 0.0.
  *
  *     init_params(model_config({ vocab: 96, d: 4, hidden: 8, max_len: 8 }), 3).ln1_g   // Float64Array [1, 1, 1, 1] */
 export function init_params(config, seed) {
@@ -532,10 +497,8 @@ export function count_params(params) {
   return Object.values(params).reduce((n, t) => n + shape(t).reduce((a, b) => a * b, 1), 0);
 }
 
-/** An Error unless params are the parameters of the model config describes, as numpy_model.check_params decides (in
- * words of the page's own: config.py's shape_problem has Python's): a dict of model.js tensors (matrices {rows,
- * cols, data} and Float64Array vectors) with exactly the names and shapes of each_param(config); context, the words
- * before its message.
+/** An Error unless params (model.js tensors) have exactly the names and shapes of each_param(config), as
+ * numpy_model.check_params decides, in words of the page's own; context, the words before its message.
  *
  *     check_params({ ...p, W1: matrix(4, 9) }, config)   // Error: parameter W1 is not a tensor of shape [4, 8] */
 export function check_params(params, config, context = "") {
@@ -905,11 +868,8 @@ export function block_backward(block, cache, dx2, sums) {
 
 /** Logits (T, V) for a list of T token IDs, and the cache the backward pass needs. config: the model_config of
  * params, whose blocks, heads and position scheme the pass follows ("learned" reads at most max_len positions, the
- * other schemes at most LONGEST). The cache holds the config, so that backward needs nothing else.
- *
- *     const config = model_config({ vocab: 96, d: 4, hidden: 8, max_len: 8 });
- *     const [logits, cache] = forward(init_params(config, 3), [1, 2, 3], config);
- *     shape(logits), shape(cache.blocks[0].att.weights[0])   // [3, 96], [3, 3] */
+ * other schemes at most LONGEST). The cache holds the config, so that backward needs nothing else (an example: the
+ * top of this file). */
 export function forward(params, ids, config, sums = EXACT) {
   check_params(params, config);
   check_ids(ids, config.vocab);

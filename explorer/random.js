@@ -6,9 +6,8 @@
 //
 //     new Random(3).randrange(100)  ===  random.Random(3).randrange(100)   (in Python)
 //
-// bit for bit. gauss also needs cos, sin and log, which JavaScript engines need not round as the C library does: in
-// Chromium 156 all 7,440 initial weights come out bit-identical to model.init_params', while Node 20's older V8
-// rounded 430 of them 1 ulp differently (tests/test_explorer.py allows 2 ulp and prints how many differ).
+// bit for bit. gauss also needs cos, sin and log, which JavaScript engines need not round as the C library does
+// (tests/test_explorer.py allows 2 ulp in the initial weights and prints how many differ).
 
 // ----------------------------------------------------------------------------------------------------------------
 // The Mersenne Twister (MT19937), as CPython seeds and steps it
@@ -20,25 +19,20 @@ const UPPER_MASK = 0x80000000;
 const LOWER_MASK = 0x7fffffff;
 
 export class Random {
-  /** A generator seeded like random.Random(seed), seed a non-negative integer below 2^53.
+  /** A generator seeded like random.Random(seed), seed a non-negative integer below 2^53: as CPython seeds with an
+   * int, its 32-bit words, least significant first, go to init_by_array.
    *
    *     new Random(0).random()  // 0.8444218515250481, as random.Random(0).random() */
   constructor(seed) {
+    if (!Number.isSafeInteger(seed) || seed < 0) {
+      throw new RangeError(`seed ${seed} is not a whole number from 0 to 2^53 - 1`);
+    }
     this.mt = new Uint32Array(N); // (624,) the state words
     this.index = N; // the next word to temper; N means "generate a fresh block first"
     this.gauss_next = null; // gauss makes two numbers at a time and keeps the second
-    this.seed(seed);
-  }
-
-  /** Seed as CPython does for an int: its 32-bit words, least significant first, go to init_by_array. */
-  seed(n) {
-    if (!Number.isSafeInteger(n) || n < 0) {
-      throw new RangeError(`seed ${n} is not a whole number from 0 to 2^53 - 1`);
-    }
-    const key = [n % 2 ** 32];
-    if (n >= 2 ** 32) key.push(Math.floor(n / 2 ** 32));
+    const key = [seed % 2 ** 32];
+    if (seed >= 2 ** 32) key.push(Math.floor(seed / 2 ** 32));
     this.init_by_array(key);
-    this.gauss_next = null;
   }
 
   init_genrand(s) {

@@ -14,8 +14,7 @@ import { PLAIN, sequence_loss } from "./model.js";
 import { Random } from "./random.js";
 
 // the live run's own settings (how fast: docs/developers.md, "How fast the explorer trains"); the rest are
-// train.py's defaults, manifest.json's "training". The scheme, blocks and heads a checkpoint's training records of
-// the run are the model's config's (experiments.js's settings_of)
+// train.py's defaults, manifest.json's "training"
 export const DEFAULTS = {
   steps: 2000, // optimiser steps in the whole run
   batch: 8, // windows per step

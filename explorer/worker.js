@@ -118,10 +118,7 @@ async function fit(r) {
 
 const handlers = {
   start(msg) {
-    if (run) {
-      run.stopped = true;
-      run.wake?.();
-    }
+    handlers.stop(); // the run before, if any
     if (!(msg.task in TASKS)) {
       throw new Error(`the task ${JSON.stringify(msg.task)} is none of ${Object.keys(TASKS).join(", ")}`);
     }
