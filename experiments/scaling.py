@@ -486,8 +486,7 @@ def rerun_cell(parser, args, record):
     if args.seed in record["settings"]["split_seeds"] and args.seed not in seeds:
         parser.error(f"--seed {args.seed}: {args.rerun} at {args.budget} FLOPs has the seeds {seeds} (its seeds did"
                      f" not split, so it trained no more)")
-    run = runs[0]
-    return {"size": args.rerun, "budget": args.budget}, run["tune_curve"]
+    return {"size": args.rerun, "budget": args.budget}, runs[0]["tune_curve"]
 
 
 if __name__ == "__main__":
