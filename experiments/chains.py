@@ -215,14 +215,6 @@ def story_text(choices):
 # A story's text back to its choices, and its probability
 
 
-def story_pattern(world=WORLD):
-    """A regex that matches the shape of every story of the world and reads each word of it into a group."""
-    word = "([a-z]+)"
-    person, handover = rf" {word} {word} a {word} {word}\.", rf" {word} gives the {word} to {word}\."
-    return re.compile(rf"at the {word},{person * world['people']}{handover * world['handovers']} now {word} has the"
-                      rf" {word} {word}\.")
-
-
 def parse(text, world=WORLD):
     """The one set of choices that makes text (a story, with or without its newline); a ValueError if no choices
     do, naming what the generator could not have written.
@@ -231,7 +223,11 @@ def parse(text, world=WORLD):
     ...       " ava gives the cup to mia. mia gives the cup to leo. now leo has the blue cup.")["receivers"]
     ['ava', 'mia', 'leo']
     """
-    m = story_pattern(world).fullmatch(text[:-1] if text.endswith("\n") else text)
+    word = "([a-z]+)"  # (every word of the story read into a group)
+    person, handover = rf" {word} {word} a {word} {word}\.", rf" {word} gives the {word} to {word}\."
+    pattern = (rf"at the {word},{person * world['people']}{handover * world['handovers']} now {word} has the"
+               rf" {word} {word}\.")
+    m = re.fullmatch(pattern, text[:-1] if text.endswith("\n") else text)
     if m is None:
         raise ValueError(f"{text[:50]!r}...: not a story of this generator (expected: at the PLACE, then"
                          f" {world['people']} people with a thing, {world['handovers']} hand-overs and who has it now)")

@@ -115,7 +115,7 @@ def log_axis(ax, ticks, limits):
 
 
 def save(fig, out, name):
-    """Write fig as out/name (PNG), close it, and return the path."""
+    """Write fig as out/name (PNG) and return the path."""
     path = out / name
     fig.savefig(path, dpi=DPI, bbox_inches="tight", metadata={"Software": None})
     return path

@@ -154,19 +154,6 @@ def frontier(means, plan, floor):
     return out
 
 
-def summaries_of(values, plan, floor):
-    """The point summaries (frontier, law fits, IsoFLOP exponents) of cell values {(size, budget): [losses]}."""
-    means = {key: statistics.fmean(v) for key, v in values.items()}
-    front = frontier(means, plan, floor)
-    keys, n, d, _, loss = cell_arrays(values, plan)  # (the cells in values' order)
-    fits = law_summary((n, d, loss), floor)
-    usable = interior(front)
-    c = [f["budget"] for f in usable]
-    iso = {"a": slope(c, [f["n_opt"] for f in usable]), "b": slope(c, [f["d_opt"] for f in usable]),
-           "budgets": c}
-    return front, fits, iso, (n, d, keys)
-
-
 def interior(front):
     """The budgets of the frontier whose least-loss size is not the smallest or the largest (a parabola there
     locates its minimum), or all of them when fewer than two are.
@@ -219,8 +206,14 @@ def summarised(arguments):
     runs, plan, floor = json.loads(arguments)
     values, rates = cell_values(runs, plan)
     e = floor["validation_nats_per_token"]
-    front, fits, iso, where = summaries_of(values, plan, e)
-    boot = bootstrap(values, plan, e, fits, where)
+    means = {key: statistics.fmean(v) for key, v in values.items()}
+    front = frontier(means, plan, e)
+    keys, n, d, _, loss = cell_arrays(values, plan)  # (the cells in values' order)
+    fits = law_summary((n, d, loss), e)
+    usable = interior(front)
+    c = [f["budget"] for f in usable]
+    iso = {"a": slope(c, [f["n_opt"] for f in usable]), "b": slope(c, [f["d_opt"] for f in usable]), "budgets": c}
+    boot = bootstrap(values, plan, e, fits, (n, d, keys))
     cells = {size: {str(c): {"lr": rates[size, c], "val": across_seeds(values[size, c]),
                              "reducible": statistics.fmean(values[size, c]) - e} for c in plan["budgets"]}
              for size in map(name_of, plan["sizes"])}
@@ -229,7 +222,7 @@ def summarised(arguments):
         fits[name] = {**{k: v for k, v in fits[name].items() if k != "x"},
                       "intervals": {"E": percentiles(reps[:, 0]), "alpha": percentiles(reps[:, 1]),
                                     "beta": percentiles(reps[:, 2])}}
-    tpp = float(np.exp(np.mean(np.log([f["tokens_per_parameter"] for f in interior(front)]))))
+    tpp = float(np.exp(np.mean(np.log([f["tokens_per_parameter"] for f in usable]))))
     isoflop = {"a": iso["a"], "b": iso["b"], "budgets": iso["budgets"], "tokens_per_parameter": tpp,
                "intervals": {k: percentiles(boot[k]) for k in ("a", "b", "tokens_per_parameter")}}
     largest = name_of(plan["sizes"][-1])
@@ -493,8 +486,7 @@ def rerun_cell(parser, args, record):
     if args.seed in record["settings"]["split_seeds"] and args.seed not in seeds:
         parser.error(f"--seed {args.seed}: {args.rerun} at {args.budget} FLOPs has the seeds {seeds} (its seeds did"
                      f" not split, so it trained no more)")
-    run = runs[0]
-    return {"size": args.rerun, "budget": args.budget}, run["tune_curve"]
+    return {"size": args.rerun, "budget": args.budget}, runs[0]["tune_curve"]
 
 
 if __name__ == "__main__":

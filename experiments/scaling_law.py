@@ -59,27 +59,21 @@ def law_cost(x, n, d, loss, floor=None):
     return float(0.5 * np.sum(residual ** 2))
 
 
-def fit_law(n, d, loss, floor=None, starts=STARTS, **solver):
-    """The least-squares fit of log L = log(E + A / N^alpha + B / D^beta) to the points, from the start of least
-    cost among starts: {"E", "A", "alpha", "B", "beta"} (E the floor when given) and the parameters as fitted.
-    solver: least_squares' options (TIGHT, to converge where a fit hardly pins its parameters).
+def fit_law(n, d, measured, floor=None, starts=STARTS, **solver):
+    """The least-squares fit of log L = log(E + A / N^alpha + B / D^beta) to the points (log L of the law less log
+    measured, least_squares within LOWER and UPPER), from each of starts (a start of the free fit, without its log E
+    when the floor is given), the fit of least cost winning (the first of equal ones): {"E", "A", "alpha", "B",
+    "beta"} (E the floor when given) and the parameters as fitted. solver: least_squares' options (TIGHT, to
+    converge where a fit hardly pins its parameters; fit_huber's loss).
 
     >>> n, d = np.repeat([1e3, 1e4, 1e5], 3), np.tile([1e5, 1e6, 1e7], 3)  # (9,), (9,)
     >>> fitted, x = fit_law(n, d, 0.5 + 20 / n ** 0.4 + 300 / d ** 0.3, floor=0.5)
     >>> fitted["E"], round(fitted["A"], 2), len(x)
     (0.5, 20.0, 4)
     """
-    return least_cost(n, d, loss, floor, starts, **solver)
-
-
-def least_cost(n, d, measured, floor, starts, **options):
-    """The fit of fit_law and fit_huber: least_squares (given options) of log L of the law less log measured, from
-    each of starts (a start of the free fit, without its log E when the floor is given) within LOWER and UPPER; of
-    those fits the one of least cost (the first of equal ones), as {"E", "A", "alpha", "B", "beta"} (E the floor
-    when given) and its parameters as fitted."""
     lower, upper = (LOWER, UPPER) if floor is None else (LOWER[1:], UPPER[1:])  # log E, log A, alpha, log B, beta
     fits = (least_squares(lambda x: law(x, n, d, floor) - np.log(measured), x0[-len(lower):], bounds=(lower, upper),
-                          **options) for x0 in starts)
+                          **solver) for x0 in starts)
     x = min(fits, key=lambda got: got.cost).x
     e = floor if floor is not None else math.exp(x[0])
     return {"E": e, "A": math.exp(x[-4]), "alpha": x[-3], "B": math.exp(x[-2]), "beta": x[-1]}, list(x)
@@ -137,8 +131,8 @@ def fit_huber(n, d, loss, floor=None, starts=None, **solver):
     if starts is None:
         grid = [x0[1:] if floor is not None else x0 for x0 in INIT_GRID]  # (without log E when the floor is given)
         starts = sorted(grid, key=lambda x0: huber_cost(x0, n, d, loss, floor))[:KEEP]
-    return least_cost(n, d, loss, floor, starts, jac=lambda x: law_jacobian(x, n, d, floor), loss="huber",
-                      f_scale=HUBER_DELTA, **solver)
+    return fit_law(n, d, loss, floor, starts, jac=lambda x: law_jacobian(x, n, d, floor), loss="huber",
+                   f_scale=HUBER_DELTA, **solver)
 
 
 def law_summary(points, floor):
