@@ -2,7 +2,7 @@
 oneblock/lessons.py's Lesson and judges. Where is the floor, and does the usual fit find it? Its answer is computed
 live from experiments/scaling.json's runs, training nothing: the law fitted with E free and with E fixed at the
 data's exact floor (scaling_law.fit_law, as experiments/scaling.py fits it), and refitted with E free on the larger
-budgets only. The page shows the same answer, computed by explore.py's export (oneblock/export.py, scaling_answer).
+budgets only. The page shows the same answer, computed by explore.py's export (oneblock/export.py, lessons_data).
 
     >>> SCALING.key, SCALING.guess, SCALING.judge(0.43, {"value": 0.430}), SCALING.judge(0.49, {"value": 0.430})
     ('scaling', ('number',), 'right', 'off')

@@ -110,9 +110,8 @@ FLOOR = Lesson(
 TRAINED_LEN = 64  # the positions every run here trains on (train.py's max_len)
 PAST_POSITION = 100  # the position asked about: a window of 101 tokens reads positions 0..100
 PAST_RUN = {"steps": 400, "batch": 16, "lr": 0.01, "seed": 3}  # each scheme's quick run on the stories
-PAST_CHOICES = ("no scheme", "learned only", "every scheme but learned", "all four")
 PAST_SETS = {"no scheme": set(), "learned only": {"learned"}, "every scheme but learned": set(SCHEMES) - {"learned"},
-             "all four": set(SCHEMES)}
+             "all four": set(SCHEMES)}  # the choices, each the schemes it names
 
 
 def scheme_choice(reads):
@@ -215,7 +214,7 @@ POSITIONS_PAST_LENGTH = Lesson(
              f"of {TRAINED_LEN} tokens: none of them has seen a position past {TRAINED_LEN - 1}. Now give each a"
              f" window of {PAST_POSITION + 1}\n"
              f"tokens, so that it must read position {PAST_POSITION}. Which schemes can read it at all?",
-    guess=("choice", PAST_CHOICES),
+    guess=("choice", tuple(PAST_SETS)),
     answer=past_length_answer,
     judge=SchemesOff(),
     explain="Learned positions are a table, pos_emb, with one row per position: there is no row 100, so the\n"

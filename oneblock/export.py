@@ -41,7 +41,6 @@ PAGE_BYTES = 1 << 30  # what the page keeps to: a browser tab's memory is a few 
 ORDER = tuple(json.loads((ROOT / "block-trace.json").read_text(encoding="utf-8"))["order_test"][key]
               for key in ("a", "b"))  # the order test's two sentences, as the trace records them
 SHOWN = ("trained", "step", "val_loss", "source")  # the fields of read_weights that manifest.json shows
-SCALING_RECORD = ROOT / "experiments" / "scaling.json"  # the scaling experiment's record: the scaling lesson's data
 LESSONS_FORMAT = "one-block explorer lessons v7"  # lessons.json "format"
 PAGE_LESSONS = ROOT / "oneblock" / "page-lessons.json"  # lessons_data() as written, copied into every export
 LESSONS_COMMAND = "python3 -m oneblock.export"  # what writes it
@@ -246,8 +245,9 @@ def page_lessons():
 def lessons_data():
     """page-lessons.json: every lesson's words as the page gets them (oneblock/lessons.py's page_words), in the order
     of python3 -m experiments.lessons, the reasons a lesson cannot answer (lessons.SKIPS) with the page's names for
-    their slots (lessons.PAGE_NAMES), and the scaling lesson's answer (scaling_answer). The page computes every other
-    answer live. A ValueError says what is missing to make it: NumPy or SciPy, or the record.
+    their slots (lessons.PAGE_NAMES), and the scaling lesson's answer (experiments/lessons_scaling.py's, of its
+    record, read as the experiments read theirs). The page computes every other answer live. A ValueError says what is
+    missing to make it: NumPy or SciPy, or the record (missing or damaged).
 
     >>> data = lessons_data()
     >>> [lesson["key"] for lesson in data["lessons"]][-2:], data["scaling"]["value"] < 0.4912
@@ -259,27 +259,13 @@ def lessons_data():
     if left_out:
         raise ValueError(f"{PAGE_LESSONS.name} holds every lesson, but {left_out}")
     every = lessons.LESSONS + more
-    return {"format": LESSONS_FORMAT, "lessons": [lessons.page_words(lesson) for lesson in every],
-            "skips": lessons.SKIPS, "names": lessons.PAGE_NAMES, "scaling": scaling_answer(SCALING_RECORD, every[-1])}
-
-
-def scaling_answer(path, lesson):
-    """The scaling lesson's answer {"value", "shown", "bounds"}: lesson.answer (experiments/lessons_scaling.py's,
-    which reads the record as the experiments read theirs) of the record at path, or a ValueError that names a
-    record missing or damaged.
-
-    >>> from experiments.lessons_scaling import SCALING
-    >>> scaling_answer(Path("no-such.json"), SCALING)
-    Traceback (most recent call last):
-    ValueError: there is no no-such.json; run python3 -m experiments.scaling --out experiments/scaling.json to make it
-    """
-    from oneblock.lessons import Skip
-
     try:
-        answer = lesson.answer(None, path)
-    except Skip as e:
+        scaling = every[-1].answer(None)  # (lab None: the scaling lesson reads no model)
+    except lessons.Skip as e:
         raise ValueError(str(e)) from None
-    return {key: answer[key] for key in ("value", "shown", "bounds")}
+    return {"format": LESSONS_FORMAT, "lessons": [lessons.page_words(lesson) for lesson in every],
+            "skips": lessons.SKIPS, "names": lessons.PAGE_NAMES,
+            "scaling": {key: scaling[key] for key in ("value", "shown", "bounds")}}
 
 
 def lessons_text(data):

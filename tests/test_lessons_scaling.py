@@ -2,7 +2,7 @@
 numbers equal to the committed record's fits (tests/test_lessons.py drives it with scripted input and on the command
 line, with the ten); the refits on the larger budgets computed again here, from the record's runs, with a fit of this
 file's own calls; the moved functions the very ones scaling.py uses; and the answer explore.py's export gives the page
-(oneblock/export.py's scaling_answer): the lesson's own, or a skip that says what to run, and a damaged record refused.
+(oneblock/export.py's lessons_data): the lesson's own, or a skip that says what to run, and a damaged record refused.
 """
 
 import ast
@@ -189,19 +189,21 @@ def test_the_moved_functions_are_the_ones_scaling_py_uses():
 # The page's answer: the export's, computed here
 
 
-def test_the_export_gives_the_page_the_lessons_own_answer(tmp_path):
+def test_the_export_gives_the_page_the_lessons_own_answer(tmp_path, monkeypatch):
     from oneblock import export
 
     data = export.lessons_data()
     ours = ls.SCALING.answer(LAB)
     assert data["scaling"] == {key: ours[key] for key in ("value", "shown", "bounds")}
     assert json.loads(json.dumps(data)) == data  # plain JSON, every float back to its bits
-    with pytest.raises(ValueError, match="^there is no .*no-such.json; run python3 -m experiments.scaling --out"):
-        export.scaling_answer(tmp_path / "no-such.json", ls.SCALING)
     spoiled(tmp_path / "bad.json", "nested")
-    with pytest.raises(ValueError, match="bad.json") as refused:
-        export.scaling_answer(tmp_path / "bad.json", ls.SCALING)
-    assert "\n" not in str(refused.value)
+    read = ls.read_points
+    missing = "^there is no .*no-such.json; run python3 -m experiments.scaling --out"
+    for path, says in ((tmp_path / "no-such.json", missing), (tmp_path / "bad.json", "bad.json")):
+        monkeypatch.setattr(ls, "read_points", lambda _, path=path: read(path))  # (the record the lesson reads)
+        with pytest.raises(ValueError, match=says) as refused:
+            export.lessons_data()
+        assert "\n" not in str(refused.value)
 
 
 def test_every_export_copies_the_committed_page_lessons(tmp_path):
