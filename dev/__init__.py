@@ -70,6 +70,10 @@ def positive(kind):
 
     >>> positive(int)("3"), positive(float)("0.25")
     (3, 0.25)
+    >>> positive(int)("0")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: 0 is not greater than 0
     """
     def parse(text):
         try:

@@ -1,13 +1,8 @@
-"""Benchmark (not a test): time one full training step (forward + loss + backward of every parameter) for the
-reference `model.py`, the two NumPy paths in float64 and float32 (`fast`: numpy_fast.py, a Workspace made once, as
-train.py runs it; `plain`: numpy_model.loss_and_grads, the plain mirror, fresh arrays every call), PyTorch eager
-autograd in float32 and float64, and `torch.compile` of the same PyTorch twin in float32 (`compile-f32`: what a user
-who wants PyTorch's speed picks; the compiling happens in its first step, which is timed on its own and reported, not
-counted in its step times). The tail of the output checks the speed targets (NumPy fast against PyTorch eager, and
-as a share of the matmul ceiling). `--tricks` times each trick of numpy_fast.py, through numpy_fast.py's own code,
-against the plain line it replaces.
-`--against DIR` also times the same backends of the code in DIR (another checkout, such as the code before a
-change), in the same rounds, so that before and after are measured side by side.
+"""Benchmark (not a test): time one full training step (forward + loss + backward of every parameter) of every
+backend side by side, and check the speed targets (the backends and the table: docs/developers.md, "The NumPy paths'
+speed"). `--tricks` times each trick of numpy_fast.py, through numpy_fast.py's own code, against the plain line it
+replaces. `--against DIR` also times the same backends of the code in DIR (another checkout, such as the code before
+a change), in the same rounds, so that before and after are measured side by side.
 
     python3 -m dev.bench                             # the targets' three sizes, every backend (minutes)
     python3 -m dev.bench --sizes series-b32 --rounds 5 --no-torch --json bench.json
@@ -71,7 +66,6 @@ SIZES = {  # name -> model and batch config; blocks and heads are 1 unless given
 }
 CEILING = ["matmul-f32", "matmul-f64"]  # the ceiling's workers, at every size taking turns with the backends
 BACKENDS = ["reference", "plain-f64", "plain-f32", "fast-f64", "fast-f32", "torch-f64", "torch-f32", "compile-f32"]
-GROWING = BACKENDS[1:]  # the backends that run several blocks and heads: all but the reference
 SEED = 3  # parameters and token IDs are drawn from this seed, identically in every worker
 
 
@@ -100,8 +94,8 @@ def model_config(cfg):
 # Worker side: one backend, one size; steps on request
 
 
-def make_inputs(cfg):
-    """Parameters (dict of float64 arrays: the model's initial ones of seed SEED, as train.py starts from them) and
+def make_inputs(cfg, dtype="float64"):
+    """Parameters (dict of arrays of dtype: the model's initial ones of seed SEED, as train.py starts from them) and
     IDs, targets (B, T)."""
     import numpy as np
 
@@ -110,7 +104,7 @@ def make_inputs(cfg):
     rng = np.random.default_rng(SEED)
     ids = rng.integers(0, cfg["V"], (cfg["B"], cfg["T"]))  # (B, T)
     targets = rng.integers(0, cfg["V"], (cfg["B"], cfg["T"]))  # (B, T)
-    return numpy_model.init_params(model_config(cfg), SEED), ids, targets
+    return numpy_model.init_params(model_config(cfg), SEED, dtype), ids, targets
 
 
 def make_step(backend, cfg):
@@ -215,8 +209,7 @@ def trick_cases(nf=None):
     config = model_config(cfg)
     B, T, d, H, V = cfg["B"], cfg["T"], config.d, config.hidden, config.vocab
     N = B * T
-    params, ids, targets = make_inputs(cfg)  # ids, targets (B, T)
-    params = nm.from_lists(params, f4)
+    params, ids, targets = make_inputs(cfg, f4)  # ids, targets (B, T)
 
     def normal(*shape):
         return rng.normal(0.0, 1.0, shape).astype(f4)
@@ -349,13 +342,10 @@ def large_trick_cases(nf):
     is its next input)."""
     import numpy as np
 
-    from oneblock import numpy_model as nm
-
     cfg = SIZES["large"]
     config = model_config(cfg)
     N, d, H, V = cfg["B"] * cfg["T"], config.d, config.hidden, config.vocab
-    params, ids, targets = make_inputs(cfg)  # ids, targets (B, T)
-    params = nm.from_lists(params, np.float32)
+    params, ids, targets = make_inputs(cfg, np.float32)  # ids, targets (B, T)
     whole = nf.Workspace(params, config, cfg["B"], cfg["T"])
     whole.forward(params, ids)  # (a second at this size: the others copy its logits)
 
@@ -593,7 +583,7 @@ def bench_size(size, backends, args):
     workers, k, times, first = {}, {}, {}, {}
     started = time.perf_counter()
     for b in CEILING + backends:
-        if b == "reference" and (size == "large" or args.reference_rounds == 0) or grown and b not in GROWING + CEILING:
+        if b == "reference" and (size == "large" or args.reference_rounds == 0 or grown):
             continue
         compared = args.against and not grown and b not in ("reference", *CEILING) and not b.startswith("compile")
         for code in ("", "before") if compared else ("",):

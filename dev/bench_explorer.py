@@ -228,9 +228,7 @@ def row(name, run, target):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description="Time the explorer's training in headless Chromium beside train.py's"
-                                            " NumPy path on the same settings, and its second-block experiment.",
-                                allow_abbrev=False)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     p.add_argument("--steps", type=positive(int), default=PAGE_DEFAULTS["steps"],
                    help="optimiser steps (default: the page's %(default)s)")
     p.add_argument("--batch", type=positive(int), default=PAGE_DEFAULTS["batch"],

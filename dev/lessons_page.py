@@ -61,8 +61,7 @@ def run_lesson(page, key, timeout):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description="Time every lesson of the explorer's lessons view in headless Chromium,"
-                                            " and draw the picture of one reveal.", allow_abbrev=False)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     p.add_argument("--lesson", metavar="KEY", action="append",
                    help="only this lesson (again for more; default: every lesson of the page, in order)")
     p.add_argument("--screenshot", metavar="PATH", help="also write a picture of one lesson's reveal (PNG)")

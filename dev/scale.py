@@ -71,8 +71,7 @@ def report(args):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="The parameters, memory, FLOPs and tokens per second of a larger"
-                                                 " model of this lab's layers, by formula.", allow_abbrev=False)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--width", type=positive(int), default=768, help="d (default: %(default)s)")
     parser.add_argument("--blocks", type=positive(int), default=12, help="blocks (default: %(default)s)")
     parser.add_argument("--heads", type=positive(int), default=12, help="heads per block (default: %(default)s)")

@@ -1,18 +1,12 @@
 """jit_probe.py: its row loops compute what numpy_fast's passes compute (run here as plain Python, numba or not),
 and without numba it says how to install it and exits 2 before any work."""
 
-import importlib.util
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from dev import jit_probe
 from oneblock import numpy_fast, numpy_model
-
-ROOT = Path(__file__).resolve().parent.parent
+from run_helpers import run_without
 
 
 @pytest.mark.parametrize("dtype, tol", [(np.float32, 1e-5), (np.float64, 1e-13)])
@@ -36,15 +30,7 @@ def test_the_row_loops_match_the_numpy_passes(dtype, tol):
     assert np.array_equal(top, ws.top) and np.abs(z - ws.z).max() <= tol * np.abs(ws.z).max()
 
 
-@pytest.mark.skipif(importlib.util.find_spec("numba") is not None, reason="numba is installed here")
 def test_without_numba_it_says_how_to_install_it():
-    run = subprocess.run([sys.executable, "-m", "dev.jit_probe"], capture_output=True, text=True, cwd=ROOT)
+    run = run_without({"numba"}, "-m dev.jit_probe")
     assert run.returncode == 2 and run.stdout == ""
     assert "python3 -m dev.jit_probe needs numba" in run.stderr and "numba==0.68.1" in run.stderr
-
-
-def test_bad_settings_exit_2_naming_them(capsys):
-    with pytest.raises(SystemExit) as e:  # (before numba is asked for: in this process)
-        jit_probe.main(["--rounds", "0"])
-    err = capsys.readouterr().err
-    assert e.value.code == 2 and "argument --rounds: 0 is not greater than 0" in err
