@@ -276,9 +276,7 @@ export function decode(bytes) {
 // ----------------------------------------------------------------------------------------------------------------
 // The training checkpoint: which tensors it holds
 
-/** (name, shape) of every tensor a training checkpoint of config (a Map of BigInts) holds, one at a time, as
- * checkpoint.each_expected (names: manifest.json's "checkpoint"): a config of 10^12 blocks costs nothing until its
- * names are read. */
+/** checkpoint.each_expected of config (a Map of BigInts), with manifest.json's "checkpoint" names. */
 function* each_expected(config, { moment_prefixes, step, rng, rng_state_len }) {
   for (const prefix of ["", ...moment_prefixes]) {
     for (const [name, shape] of each_param(Object.fromEntries(config))) yield [prefix + name, shape];
@@ -350,9 +348,7 @@ function check_fits(config, tensors, names) {
   }
 }
 
-/** An Error unless training (read_json's Map) holds only settings a run records, each of its kind and range,
- * agreeing with each other and with the config (a Map, whose scheme is positions), as checkpoint.check_training
- * decides. */
+/** An Error where checkpoint.check_training refuses training (read_json's Map); config a Map, its scheme positions. */
 function check_training(training, config, positions, metadata, names) {
   const get = (name, otherwise) => (training.has(name) ? training.get(name) : otherwise);
   const recorded = get("positions", positions);
@@ -369,10 +365,7 @@ function check_training(training, config, positions, metadata, names) {
   }
 }
 
-/** An Error naming the first tensor that is not what the config (a checked Map) and training make it, as
- * checkpoint.check_tensors decides: every expected tensor there with its shape and no others, one float dtype (the
- * training dtype's, when recorded), every value finite, a step from 0 to the run's steps and a random state that
- * random.Random can have reached. */
+/** An Error naming the first tensor checkpoint.check_tensors refuses; config a checked Map, training read_json's. */
 function check_tensors(tensors, config, training, names) {
   const shapes = new Map(each_expected(config, names));
   const other = [...tensors.keys()].find((name) => !shapes.has(name))
@@ -403,11 +396,9 @@ function check_tensors(tensors, config, training, names) {
   }
 }
 
-/** Check a decoded checkpoint, deciding as checkpoint.check_checkpoint does: the metadata strings, the config, the
- * sizes against what the file holds (before any per-block name is made), the training settings, the tokenizer's
- * hash (manifest.json's tokenizer_sha256), the tensors and, last, the metadata's own hash, with checkpoint.py's
- * names (manifest.json's checkpoint). Returns {config, training} (Maps) and described, the model's model_config, or
- * throws an Error. */
+/** Check a decoded checkpoint in checkpoint.check_checkpoint's order, with checkpoint.py's names (manifest.json's
+ * checkpoint), and the tokenizer's hash against manifest.json's: {config, training} (Maps) and described, the
+ * model's model_config, or an Error. */
 export function check_checkpoint(tensors, metadata, { tokenizer_sha256, checkpoint: names }) {
   const version = check_metadata(metadata, names);
   const config = read_json(metadata.get("config"), "config", JSON_KEYS); // its sizes BigInts, to hold to the file's
@@ -478,13 +469,10 @@ export function check_file_size(size, where, manifest) {
   }
 }
 
-/** The page's reading of a checkpoint file's bytes: a file checkpoint.py reads (decoded and checked as
- * checkpoint.load_bytes does, with manifest, the page's manifest.json), of a vocabulary the size of the page's
- * tokenizer (vocab tokens) and a model of at most the manifest's most_parameters (export.page_fits' bound), as
- * export.read_weights holds a file. Returns {config, step, val_loss, params}: config the model's
- * (model.js's model_config), the step a Number, val_loss the text recorded or null, and params flat ({name: {shape,
- * values: Float64Array}}, as flat_tensors gives, so that it can cross from a worker); a bad file is an Error of one
- * line that starts with where. */
+/** A checkpoint file's bytes read as checkpoint.load_bytes and export.read_weights read them (manifest the page's
+ * manifest.json, vocab its tokenizer's size): {config (a model_config), step (a Number), val_loss (its text, or
+ * null), params (as flat_tensors gives them, to cross from a worker)}, or an Error of one line that starts with
+ * where. */
 export function read_weights(bytes, where, manifest, vocab) {
   let tensors, metadata, ckpt;
   try {
@@ -527,13 +515,9 @@ export function unflat_tensors(flat) {
   return Object.fromEntries(Object.entries(flat).map(([name, t]) => [name, tensor(t)]));
 }
 
-/** The bytes of a training checkpoint of float64 parameters, as checkpoint.save_checkpoint writes them, with the
- * names and tokenizer_sha256 of the manifest (the page's manifest.json): config the model's (a model_config,
- * recorded as config_to_json gives it), moments (m, v) model.js tensors like params (zeros when none were kept),
- * step the Adam step, rng_words the batch sampler's 625-number state (random.js getstate), extra more metadata
- * strings. A grown model's file (is_grown) is version 3, with the metadata's hash, and records none of the model's
- * own settings (model_settings: its config has them); a one-block file keeps positions alone, as
- * checkpoint.recorded_training. */
+/** The bytes of a training checkpoint of float64 parameters, as checkpoint.checkpoint_bytes writes them (and keeps
+ * recorded_training's settings), with the manifest's names and tokenizer_sha256: config a model_config, moments (m,
+ * v) model.js tensors like params, rng_words random.js's getstate. */
 export function checkpoint_bytes({ params, moments, step, rng_words, config, training, extra = {} },
   { tokenizer_sha256, checkpoint: names }) {
   const tensors = {};

@@ -94,12 +94,7 @@ export function fill(template, values) {
   });
 }
 
-/** The lines of an answer's templates (lessons.fill_lines): each a template fill fills with the answer's slots, or
- * {each, cases} (lessons.each): a line per item of the list slots[each], filled by the template of the item's case
- * (the only one, where there is one) with the answer's slots and the item's own.
- *
- *     fill_lines(["{n} of", { each: "at", cases: { line: "  {t:2d}" } }], { n: 1, at: [{ t: 5 }] })   // ["1 of",
- *     // "   5"] */
+/** The lines of an answer's templates, as lessons.fill_lines fills them ({each, cases}: lessons.each's). */
 export function fill_lines(templates, slots) {
   return templates.flatMap((template) => {
     if (typeof template === "string") return [fill(template, slots)];
@@ -118,9 +113,7 @@ export function fill_lines(templates, slots) {
 const FLOAT = /^[+-]?(?:(?:\d(?:_?\d)*)?\.\d(?:_?\d)*|\d(?:_?\d)*\.?)(?:[eE][+-]?\d(?:_?\d)*)?$/; // Python's float()
 const NOT_FINITE = /^[+-]?(?:inf|infinity|nan)$/i;
 
-/** A finite number from text, or an Error that names it, as lessons.number.
- *
- *     number("1e-3"), number(" 4 ")   // 0.001, 4 */
+/** A finite number from text, or an Error that names it, as lessons.number. */
 export function number(text) {
   const t = text.trim();
   if (NOT_FINITE.test(t)) throw new Error(`${py_repr(t)} is not a finite number`);
@@ -128,12 +121,8 @@ export function number(text) {
   return Number(t.replaceAll("_", ""));
 }
 
-/** The guess the learner typed for a lesson's words ({guess, describe}: its kind, and what to type in words), as
- * its value: a number, a [low, high] or [first, second] pair, or the words of a choice. Bad input is an Error with
- * parse_guess's message: it names the input and says what was expected.
- *
- *     parse_guess({ guess: ["range"], describe: "two numbers, low high" }, "1 0.9")   // Error: '1 0.9': low 1 is
- *     // above high 0.9; expected two numbers, low high */
+/** lessons.parse_guess of a lesson's words ({guess, describe}: its kind, and what to type in words): a pair is a
+ * list, and a bad input an Error of its message. */
 export function parse_guess({ guess, describe }, text) {
   text = text.trim();
   const kind = guess[0];
@@ -161,9 +150,7 @@ export function parse_guess({ guess, describe }, text) {
   throw new Error(`guess kind ${py_repr(String(kind))}: expected number, range, pair or choice`);
 }
 
-/** A guess or an answer as a learner reads it, as lessons.show.
- *
- *     show(0), show(4), show([0, 0.000659043]), show("only k")   // "0.0", "4", "0.0 and 0.000659043", "only k" */
+/** A guess or an answer as a learner reads it, as lessons.show (a number 0 as Python's float 0.0). */
 export function show(value) {
   if (Array.isArray(value)) return value.map(show).join(" and ");
   if (typeof value === "number") return value === 0 ? "0.0" : py_format(value, ".7g");
@@ -172,11 +159,10 @@ export function show(value) {
 
 // ----------------------------------------------------------------------------------------------------------------
 // Judges: how near a guess is to the answer, by the judge and the numbers the export names (the rule, in words, is
-// the export's)
+// the export's). Each is the judge of that name of oneblock/lessons.py (SchemesOff: experiments/lessons_trained.py),
+// whose docstrings say the rules, as a function (guess, answer) -> "right", "close" or "off".
 
-/** A number right within an absolute distance, close within a wider one.
- *
- *     Within(0.05, 0.5)(4.1, { value: 4.56 })   // "close" */
+/** lessons.Within. */
 export function Within(right, close) {
   return (guess, answer) => {
     const miss = Math.abs(guess - answer.value);
@@ -184,10 +170,7 @@ export function Within(right, close) {
   };
 }
 
-/** A positive number right within a factor of the answer, close within a wider factor; an exact 0.0 answer is
- * right only for a guess of 0, and close for one below zero_close.
- *
- *     Factor(3, 10)(0.001, { value: 0.00066 }), Factor(3, 10)(1e-12, { value: 0 })   // "right", "close" */
+/** lessons.Factor. */
 export function Factor(right, close, zero_close = 1e-9) {
   return (guess, answer) => {
     const value = answer.value;
@@ -198,10 +181,7 @@ export function Factor(right, close, zero_close = 1e-9) {
   };
 }
 
-/** A range right when it holds the answer and is at most width wide; close when it holds it but is wider, or
- * misses it by at most near.
- *
- *     InRange(0.1, 0.05)([0.95, 1.0], { value: 0.985 })   // "right" */
+/** lessons.InRange. */
 export function InRange(width, near) {
   return ([low, high], answer) => {
     const value = answer.value;
@@ -210,9 +190,7 @@ export function InRange(width, near) {
   };
 }
 
-/** Two judges, one for each number of a pair: right when both are, close when one is and the other is close.
- *
- *     Pair(Factor(3, 10), Factor(3, 10))([0, 0.005], { value: [0, 0.00066] })   // "close" */
+/** lessons.Pair, of two judges. */
 export function Pair(first, second) {
   return (guess, answer) => {
     const verdicts = [first, second].map((j, i) => j(guess[i], { value: answer.value[i] })).sort();
@@ -221,9 +199,7 @@ export function Pair(first, second) {
   };
 }
 
-/** A choice or a count: right when it is the answer; with off_by_one, a number one away is close.
- *
- *     Exactly(true)(3, { value: 4 }), Exactly()("all", { value: "k and after" })   // "close", "off" */
+/** lessons.Exactly. */
 export function Exactly(off_by_one = false) {
   return (guess, answer) => {
     if (guess === answer.value) return "right";
@@ -232,11 +208,7 @@ export function Exactly(off_by_one = false) {
   };
 }
 
-/** A choice of schemes ({choice: [schemes]}): right when it is the answer, close when it names one scheme too
- * many or too few.
- *
- *     SchemesOff({ "learned only": ["learned"], "no scheme": [] })("no scheme", { value: "learned only" })
- *     // "close" */
+/** lessons_trained.SchemesOff, of its spec's sets ({choice: [schemes]}). */
 export function SchemesOff(sets) {
   return (guess, answer) => {
     if (guess === answer.value) return "right";
@@ -313,9 +285,8 @@ function first_story(lab) {
   return encode(lab, lab.split.train[0] + "\n", "the corpus's first story").slice(0, lab.model.config.max_len + 1);
 }
 
-/** model.py on the first story (its first `tokens` predicting the next, or all of it), as lessons.story_pass:
- * {params, config} (reference's), x and y (the inputs and their targets), forward's logits and cache, the loss and
- * its gradient dlogits. */
+/** lessons.story_pass: {params, config, x, y, logits, cache, loss, dlogits}, model.py on the first story (its
+ * first `tokens` predicting the next, or all of it). */
 function story_pass(lab, tokens = null) {
   const [params, config] = reference(lab);
   const ids = first_story(lab).slice(0, tokens === null ? undefined : tokens + 1);
@@ -325,9 +296,7 @@ function story_pass(lab, tokens = null) {
   return { params, config, x, y, logits, cache, loss, dlogits };
 }
 
-/** The population variance of a row, as one exact-rounded sum (lessons.row_variance).
- *
- *     row_variance([1, 3])   // 1 */
+/** The population variance of a row, as one exact-rounded sum (lessons.row_variance). */
 export function row_variance(row) {
   const mean = fsum(row) / row.length;
   return fsum(Array.from(row, (v) => (v - mean) ** 2)) / row.length;
@@ -442,10 +411,7 @@ function causality_answer(lab, report, { guess: [, choices], numbers: { T: CAUSA
 
 const ROUND = 2 ** -52; // the gap between 1.0 and the next float
 
-/** The shape of a list of errors, largest step first (lessons.error_shape), as the index of its choice: keeps
- * falling, falls then rises, flat, keeps rising.
- *
- *     error_shape([1e-7, 1e-9, 1e-11, 1e-9, 1e-7]), error_shape([1e-3, 1e-5, 1e-7])   // 1, 0 */
+/** The shape of a list of errors, largest step first, as lessons.error_shape: the index of its choice. */
 export function error_shape(errors, factor = 10.0) {
   const least = Math.min(...errors);
   const falls = errors[0] > factor * least, rises = errors.at(-1) > factor * least;
@@ -596,10 +562,19 @@ function skip_paths_answer(lab) {
 
 const workers = new Map(); // worker -> its run's reject: the lessons' workers training now (stop_training ends them)
 
-/** Train one model in a worker of its own (experiments.js's start_worker): resolves with its evaluations (worker.js's
- * "eval" messages) when it is done; report(msg) gets each "progress" and "eval" message as it comes. */
-function train_in_worker(start, report) {
-  return new Promise((resolve, reject) => {
+/** Train models from fresh weights side by side, a worker each (experiments.js's start_worker), with the run s (a
+ * lesson's, as lab.trained_settings gives it) in train.py's settings (experiments.js's settings_of, with train.py's
+ * batch of 16 and lr 0.01 unless s says): models are [name, {task, config, data}] pairs (as worker.js starts them).
+ * Resolves with [{evals, seconds}] in their order, evals a model's worker.js "eval" messages and seconds from the
+ * start of all; report gets one line for them all ("name steps, ... of total steps") and the share done. */
+function train_side_by_side(models, s, report) {
+  const { steps: total, batch = 16, lr = 0.01, eval_every = total } = s;
+  const steps = Object.fromEntries(models.map(([name]) => [name, 0]));
+  const started = performance.now();
+  return Promise.all(models.map(([name, model]) => new Promise((resolve, reject) => {
+    const settings = settings_of({ steps: total, batch, lr }, model.config, { eval_every: Math.min(eval_every,
+      total) });
+    const start = { ...model, params: null, seed: s.seed, settings };
     const evals = [];
     const end = (settle, value) => {
       worker.terminate();
@@ -608,24 +583,16 @@ function train_in_worker(start, report) {
     };
     const worker = start_worker(start, (msg) => {
       if (msg.type === "eval") evals.push(msg);
-      if (msg.type === "progress" || msg.type === "eval") report(msg);
-      else if (msg.type === "done") end(resolve, evals);
+      if (msg.type === "progress" || msg.type === "eval") {
+        steps[name] = msg.step;
+        const done = Object.values(steps).reduce((a, b) => a + b, 0) / (models.length * total);
+        report(Object.entries(steps).map(([n, k]) => `${n} ${k}`).join(", ") + ` of ${total} steps`, done);
+      } else if (msg.type === "done") {
+        end(resolve, { evals, seconds: (performance.now() - started) / 1000 });
+      }
     }, (why) => end(reject, new Error(why)));
     workers.set(worker, reject);
-  });
-}
-
-/** Train models side by side, a worker each, each of total steps ([name, start] pairs, start as train_in_worker's):
- * resolves with [{evals, seconds}] in their order, each model's seconds from the start of all; report gets one line
- * for them all ("name steps, ... of total steps") and the share done. */
-function train_side_by_side(starts, total, report) {
-  const steps = Object.fromEntries(starts.map(([name]) => [name, 0]));
-  const started = performance.now();
-  return Promise.all(starts.map(([name, start]) => train_in_worker(start, (msg) => {
-    steps[name] = msg.step;
-    const done = Object.values(steps).reduce((a, b) => a + b, 0) / (starts.length * total);
-    report(Object.entries(steps).map(([n, k]) => `${n} ${k}`).join(", ") + ` of ${total} steps`, done);
-  }).then((evals) => ({ evals, seconds: (performance.now() - started) / 1000 }))));
+  })));
 }
 
 /** End every lesson's training now: each run's answer is an Error that says so. */
@@ -637,12 +604,6 @@ export function stop_training() {
   workers.clear();
 }
 
-/** train.py's settings (experiments.js's settings_of, with train.py's batch of 16) for a run of the lesson of
- * config. */
-function lesson_settings(config, { steps, batch = 16, lr = 0.01, eval_every = steps }) {
-  return settings_of({ steps, batch, lr }, config, { eval_every: Math.min(eval_every, steps) });
-}
-
 // ----------------------------------------------------------------------------------------------------------------
 // 11. floor: can training go below the entropy floor?
 
@@ -650,12 +611,8 @@ async function floor_answer(lab, report, { guess: [, [yes, no]], trains }) {
   if (!stories(lab)) throw skip(lab, "not-stories", { text: lab.manifest.text });
   const s = lab.trained_settings(trains); // lessons_trained's FLOOR_RUN
   const config = model.checked(series_config(lab.tok.vocab.length));
-  const started = performance.now();
-  const evals = await train_in_worker({ task: "stories", params: null, config, seed: s.seed,
-    settings: lesson_settings(config, s), data: lab.data }, (msg) => report(msg.type === "eval"
-    ? `validation loss ${msg.val.toFixed(4)} at step ${msg.step}` : `the run: step ${msg.step} of ${s.steps}`
-      + (msg.losses?.length ? `, training loss ${msg.losses.at(-1)[1].toFixed(3)}` : ""), msg.step / s.steps));
-  const seconds = (performance.now() - started) / 1000;
+  const [{ evals, seconds }] = await train_side_by_side([["the run", { task: "stories", config, data: lab.data }]], s,
+    report);
   const val = evals.at(-1).val, floor = lab.manifest.val_floor, gap = val - floor;
   const m = lab.model;
   const fits = m.config.positions !== "learned" || m.config.max_len >= Math.max(...lab.data.val_ids.map((ids) =>
@@ -674,11 +631,7 @@ async function floor_answer(lab, report, { guess: [, [yes, no]], trains }) {
 // ----------------------------------------------------------------------------------------------------------------
 // 12. positions-past-length: what each scheme does at position 100
 
-/** The choice that names a set of schemes that read position 100 (lessons_trained.scheme_choice), of the sets the
- * lesson's judge names ({choice: [schemes]}).
- *
- *     scheme_choice([], { "no scheme": [] }), scheme_choice(["rope"], { "no scheme": [] })   // "no scheme",
- *     // "these: rope" */
+/** lessons_trained.scheme_choice, of the sets the lesson's judge names ({choice: [schemes]}). */
 export function scheme_choice(reads, sets) {
   const key = [...reads].sort().join();
   const found = Object.entries(sets).find(([, schemes]) => [...schemes].sort().join() === key);
@@ -698,13 +651,9 @@ async function past_length_answer(lab, report, { spec: [, sets], trains, numbers
   if (!stories(lab)) throw skip(lab, "not-stories", { text: lab.manifest.text });
   const s = lab.trained_settings(trains); // lessons_trained's PAST_RUN
   const long = positions.windows(positions.validation_stream(lab.tok, lab.split), PAST_POSITION + 1); // (n, 101)
-  const started = performance.now();
-  const runs = await train_side_by_side(SCHEMES.map((scheme) => {
-    const config = model.checked(series_config(lab.tok.vocab.length, scheme));
-    return [scheme, { task: "stories", params: null, config, seed: s.seed, settings: lesson_settings(config, s),
-      data: { ...lab.data, long } }];
-  }), s.steps, report);
-  const seconds = (performance.now() - started) / 1000;
+  const runs = await train_side_by_side(SCHEMES.map((scheme) => [scheme, { task: "stories",
+    config: model.checked(series_config(lab.tok.vocab.length, scheme)), data: { ...lab.data, long } }]), s, report);
+  const seconds = Math.max(...runs.map((run) => run.seconds));
   const got = Object.fromEntries(SCHEMES.map((scheme, i) => [scheme, reads_past(runs[i].evals.at(-1).by_position,
     numbers)]));
   const m = lab.model;
@@ -724,24 +673,18 @@ async function past_length_answer(lab, report, { spec: [, sets], trains, numbers
 // the page's second-block experiment's settings (experiments.js DEPTH)
 const COPY = { steps: DEPTH.steps, batch: DEPTH.batch, lr: DEPTH.lr, seed: DEPTH.seed };
 
-/** The index of the choice that the two models' copied-token accuracies make (lessons_trained.copy_choice): two
- * blocks copy far better, about the same, one block copies far better (accuracies further apart than margin are
- * "far better").
- *
- *     copy_choice(0.3, 0.98, 0.2), copy_choice(0.3, 0.35, 0.2)   // 0, 1 */
+/** The index of the choice of lessons_trained.copy_choice, of the margin the export names. */
 export function copy_choice(one, two, margin) {
   return two - one > margin ? 0 : one - two > margin ? 2 : 1;
 }
 
 async function second_block_answer(lab, report, { guess: [, choices], numbers: { margin: COPY_MARGIN } }) {
   const s = lab.trained_settings(COPY);
-  const started = performance.now();
-  const runs = await train_side_by_side(DEPTH.blocks.map((blocks) => { // (DEPTH.blocks: one, then two)
-    const config = model.checked(depth_config(blocks));
-    return [blocks === 1 ? "one block" : "two blocks", { task: "induction", params: null, config, seed: s.seed,
-      settings: lesson_settings(config, s), data: { test_count: DEPTH.test_count } }];
-  }), s.steps, report);
-  const seconds = (performance.now() - started) / 1000;
+  const runs = await train_side_by_side(DEPTH.blocks.map((blocks) => [ // (DEPTH.blocks: one, then two)
+    blocks === 1 ? "one block" : "two blocks",
+    { task: "induction", config: model.checked(depth_config(blocks)), data: { test_count: DEPTH.test_count } },
+  ]), s, report);
+  const seconds = Math.max(...runs.map((run) => run.seconds));
   const [one, two] = runs.map((run) => run.evals.at(-1).measures);
   const models = [one, two].map((m, i) => ({ case: ["one", "two"][i], accuracy: 100 * m.copy_accuracy,
     copy_loss: m.copy_loss, first_period_loss: m.first_period_loss, seconds: runs[i].seconds }));
