@@ -566,7 +566,8 @@ const workers = new Map(); // worker -> its run's reject: the lessons' workers t
  * lesson's, as lab.trained_settings gives it) in train.py's settings (experiments.js's settings_of, with train.py's
  * batch of 16 and lr 0.01 unless s says): models are [name, {task, config, data}] pairs (as worker.js starts them).
  * Resolves with [{evals, seconds}] in their order, evals a model's worker.js "eval" messages and seconds from the
- * start of all; report gets one line for them all ("name steps, ... of total steps") and the share done. */
+ * start of all; report gets one line for them all ("name steps, ... of total steps"), the share done and the
+ * message. */
 function train_side_by_side(models, s, report) {
   const { steps: total, batch = 16, lr = 0.01, eval_every = total } = s;
   const steps = Object.fromEntries(models.map(([name]) => [name, 0]));
@@ -586,7 +587,7 @@ function train_side_by_side(models, s, report) {
       if (msg.type === "progress" || msg.type === "eval") {
         steps[name] = msg.step;
         const done = Object.values(steps).reduce((a, b) => a + b, 0) / (models.length * total);
-        report(Object.entries(steps).map(([n, k]) => `${n} ${k}`).join(", ") + ` of ${total} steps`, done);
+        report(Object.entries(steps).map(([n, k]) => `${n} ${k}`).join(", ") + ` of ${total} steps`, done, msg);
       } else if (msg.type === "done") {
         end(resolve, { evals, seconds: (performance.now() - started) / 1000 });
       }
@@ -612,7 +613,8 @@ async function floor_answer(lab, report, { guess: [, [yes, no]], trains }) {
   const s = lab.trained_settings(trains); // lessons_trained's FLOOR_RUN
   const config = model.checked(series_config(lab.tok.vocab.length));
   const [{ evals, seconds }] = await train_side_by_side([["the run", { task: "stories", config, data: lab.data }]], s,
-    report);
+    (line, done, msg) => report(msg.type === "eval" ? `validation loss ${msg.val.toFixed(4)} at step ${msg.step}`
+      : line + (msg.losses?.length ? `, training loss ${msg.losses.at(-1)[1].toFixed(3)}` : ""), done));
   const val = evals.at(-1).val, floor = lab.manifest.val_floor, gap = val - floor;
   const m = lab.model;
   const fits = m.config.positions !== "learned" || m.config.max_len >= Math.max(...lab.data.val_ids.map((ids) =>
