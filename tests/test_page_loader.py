@@ -46,7 +46,7 @@ def served(base_checkpoints):
     root = folder / "served"
     export.export_site(root / "stories", *export.read_weights(folder / "no-such.safetensors", explicit=False))
     export.export_site(root / "own-text", *export.read_weights(folder / "own-text.safetensors", explicit=True))
-    (root / "files").mkdir()
+    (root / "files").mkdir(exist_ok=True)  # (set up again when worksteal interleaves modules on a worker)
     with serving(root) as url:
         yield root, url
 
