@@ -36,7 +36,6 @@ const state = {
   view: { block: 0, head: 0, inside: 0 }, // the attention panel's block and head, the inside panel's block
   training: null, // the live run: see the Train section
   worker: null, // the worker of the live (or last) run: experiments.start_worker
-  loader: null, // the worker that reads weights files (Load weights)
   files_chosen: 0, // Load weights: the files chosen so far (the last one chosen is the one loaded)
   run_id: 0,
   sampling: null, // {stop: bool} while the sample panel generates
@@ -79,8 +78,10 @@ async function load() {
     state.data = train.load_data(state.tok, state.split);
     const where = `data/${state.manifest.weights}`, bytes = await fetch_file(where, "bytes");
     const ckpt = checkpoint.read_weights(bytes, where, state.manifest, state.tok.vocab.length);
-    set_model({ ...ckpt, params: checkpoint.unflat_tensors(ckpt.params) }, { source: state.manifest.source,
-      trained: state.manifest.trained });
+    state.loaded = loaded_model({ ...ckpt, params: checkpoint.unflat_tensors(ckpt.params) }, state.manifest.source,
+      state.manifest.trained);
+    state.model = state.loaded;
+    describe_model();
   } catch (e) {
     say("page-message", `The explorer could not load its data: ${e.message}. Run python3 explore.py, which exports`
       + " the data and serves this page.");
@@ -114,15 +115,21 @@ function describe_text() {
 // ----------------------------------------------------------------------------------------------------------------
 // The model: which weights the panels show, and the weights file
 
-/** Make a loaded checkpoint ({params, config, step, val_loss}, as checkpoint.read_weights gives, its params as
- * model.js tensors) the model every panel shows, and the one "Back to the loaded weights" returns to. */
-function set_model(ckpt, { source, trained }) {
-  const val = ckpt.val_loss;
-  state.model = { params: ckpt.params, config: ckpt.config, source, trained, step: ckpt.step,
-    val_loss: val === null ? null : Number(val) };
-  state.loaded = state.model;
-  state.view = { block: 0, head: 0, inside: 0 };
+/** A loaded checkpoint ({params, config, step, val_loss}, as checkpoint.read_weights gives, its params as model.js
+ * tensors) as a model the panels show (state.model), from source (words), trained or not. */
+function loaded_model(ckpt, source, trained) {
+  return { ...ckpt, source, trained, val_loss: ckpt.val_loss === null ? null : Number(ckpt.val_loss) };
+}
+
+/** Show model m in every panel and words in the load message: the page's run ends, as it belongs to the weights
+ * before m. */
+function show_weights(m, words) {
+  stop_training();
+  state.training = null;
+  state.model = m;
   describe_model();
+  say("load-message", words, "note");
+  render_all();
 }
 
 /** The words and pickers of the page that depend on the model's sizes. */
@@ -132,6 +139,7 @@ function describe_model() {
     const noun = key === "head" ? "head" : "block", count = m.config[`${noun}s`];
     const select = $(id);
     select.textContent = "";
+    state.view[key] = Math.min(state.view[key], count - 1); // (the weights before may have had more)
     for (let i = 0; i < count; i++) select.append(new Option(`${noun} ${i + 1} of ${count}`, String(i)));
     select.value = String(state.view[key]);
   }
@@ -168,36 +176,22 @@ function show_model_status() {
 // ----------------------------------------------------------------------------------------------------------------
 // Load weights: a file read and checked in a worker of its own (checkpoint.read_weights)
 
-/** The worker that reads weights files: its module is worker.js, which answers "load" (see there). */
-function get_loader() {
-  if (!state.loader) {
-    const loader = experiments.new_worker("worker that reads weights files", (data) => {
-      const asked = loader.pending.get(data.id);
-      loader.pending.delete(data.id);
-      if (data.type === "loaded") asked?.resolve(data.ckpt);
-      else asked?.reject(new Error(data.message));
-    }, (why) => {
-      for (const asked of loader.pending.values()) asked.reject(new Error(`${asked.name}: ${why}`));
-      loader.terminate();
-      if (state.loader === loader) state.loader = null;
-    });
-    loader.pending = new Map(); // id -> {name, resolve, reject} of each file it reads
-    loader.asked = 0;
-    state.loader = loader;
-  }
-  return state.loader;
-}
-
 /** The page's reading of a weights file (a File): what Load weights shows, {config, step, val_loss, params (model.js
  * tensors)}, or an Error that starts with the file's name and says what is wrong. A file larger than any checkpoint
  * the page runs is refused by its size, before a byte of it is read. */
 async function read_weights_file(file) {
   checkpoint.check_file_size(file.size, file.name, state.manifest);
-  const loader = get_loader();
-  const id = ++loader.asked;
   const ckpt = await new Promise((resolve, reject) => {
-    loader.pending.set(id, { name: file.name, resolve, reject });
-    loader.postMessage({ type: "load", id, file, manifest: state.manifest, vocab: state.tok.vocab.length });
+    // a worker for this file alone (worker.js answers "load" once), ended when it answers
+    const loader = experiments.new_worker("worker that reads weights files", (data) => {
+      loader.terminate();
+      if (data.type === "loaded") resolve(data.ckpt);
+      else reject(new Error(data.message));
+    }, (why) => {
+      loader.terminate();
+      reject(new Error(`${file.name}: ${why}`));
+    });
+    loader.postMessage({ type: "load", id: 0, file, manifest: state.manifest, vocab: state.tok.vocab.length });
   });
   // (the config frozen again: from a worker, a message carries a copy)
   return { ...ckpt, config: model_config(ckpt.config), params: checkpoint.unflat_tensors(ckpt.params) };
@@ -215,23 +209,13 @@ async function load_weights_file(file) {
     return;
   }
   if (chosen !== state.files_chosen) return; // another file was chosen meanwhile: that one is shown
-  stop_training();
-  state.training = null; // the worker's run belongs to the weights before these
-  set_model(ckpt, { source: `Weights from the file ${file.name}`, trained: ckpt.step > 0 });
+  state.loaded = loaded_model(ckpt, `Weights from the file ${file.name}`, ckpt.step > 0);
   const words = `${blocks_words(ckpt.config)}, ${SCHEME_WORDS[ckpt.config.positions]}`;
-  say("load-message", `Loaded ${file.name}: step ${ckpt.step}, ${words}.`, "note");
-  render_all();
+  show_weights(state.loaded, `Loaded ${file.name}: step ${ckpt.step}, ${words}.`);
 }
 
 /** Back to the weights that were loaded, after a run from fresh weights replaced them. */
-function restore_loaded() {
-  stop_training();
-  state.training = null;
-  state.model = state.loaded;
-  describe_model();
-  say("load-message", `Back to the loaded weights: ${state.loaded.source}.`, "note");
-  render_all();
-}
+const restore_loaded = () => show_weights(state.loaded, `Back to the loaded weights: ${state.loaded.source}.`);
 
 /** The current weights as a checkpoint file that sample.py, explore.py and checkpoint.read_weights read. */
 async function download_weights() {
@@ -726,8 +710,8 @@ function draw_training() {
   const canvas = $("train-chart");
   canvas.dataset.points = line_chart(canvas, {
     series: [
-      { points: run.losses.map(([step, l]) => [step, l]), color: "#9bb7e0", width: 1, label: "train (each step)" },
-      { points: run.vals.map(([step, v]) => [step, v]), color: "#d81b60", dots: true, width: 2, label: "validation" },
+      { points: run.losses, color: "#9bb7e0", width: 1, label: "train (each step)" },
+      { points: run.vals, color: "#d81b60", dots: true, width: 2, label: "validation" },
     ],
     hlines: state.manifest.val_floor === null ? []
       : [{ y: state.manifest.val_floor, color: "#2e7d32", label: floor_words(3) }],
