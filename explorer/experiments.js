@@ -84,8 +84,8 @@ export function start_worker(start, on_message, on_fail) {
 export function settings_of({ steps, batch, lr }, config, more) {
   const { positions, blocks, heads } = config, defaults = page.manifest.training;
   const warmup = Math.min(defaults.warmup, steps);
-  return { ...defaults, ...train.DEFAULTS, steps, batch, lr, min_lr: lr / 10, seq_len: 64, warmup, positions, blocks,
-    heads, ...more };
+  return { ...defaults, ...train.DEFAULTS, steps, batch, lr, min_lr: lr / 10, warmup, positions, blocks, heads,
+    ...more };
 }
 
 /** A panel's Start: its fields read (or the message of the first that is wrong, and nothing started), its last run
@@ -235,8 +235,7 @@ function draw_depth_model(m, blocks) {
   weights.forEach((block, b) => block.forEach((w, h) => {
     const canvas = add_figure(maps, `block ${b + 1}, head ${h + 1}`,
       `attention of block ${b + 1}, head ${h + 1} on a test sequence of period ${period}`);
-    const values = rows_of({ rows: w.rows, cols: w.cols, data: w.values });
-    heatmap(canvas, values, { color: (v) => blues(Math.sqrt(v)), mask: (i, j) => j > i, max_cell: 3 });
+    heatmap(canvas, rows_of(w), { color: (v) => blues(Math.sqrt(v)), mask: (i, j) => j > i, max_cell: 3 });
     const { induction: ind, previous_token: prev } = measures.scores[b][h];
     table.append(table_row([[`${b + 1}`, ""], [`${h + 1}`, ""], [ind.toFixed(2), ind > 0.5 ? "num strong" : "num"],
       [prev.toFixed(2), prev > 0.5 ? "num strong" : "num"]]));

@@ -7,7 +7,6 @@
 //     periodic(new Random(0), 3).periods   // [10, 7, 15], as induction.periodic(random.Random(0), 3) in Python
 
 import * as model from "./model.js";
-import { PLAIN } from "./model.js";
 import { token_loss } from "./train.js";
 
 export const PERIODS = [4, 16]; // the shortest and longest repeated segment of an induction sequence
@@ -86,7 +85,7 @@ export function induction_measures(params, config, set, keep = null) {
   let score_sums = null;
   let weights = null;
   set.ids.forEach((ids, n) => {
-    const [logits, cache] = model.forward(params, ids, config, PLAIN); // (T, V)
+    const [logits, cache] = model.forward(params, ids, config, model.PLAIN); // (T, V)
     const p = set.periods[n];
     for (let t = 0; t < logits.rows; t++) {
       const [loss, top] = token_loss(model.row(logits, t), set.targets[n][t]);

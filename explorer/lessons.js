@@ -9,7 +9,7 @@
 import { py_repr } from "./bpe.js";
 import { DEPTH, depth_config, series_config, settings_of, start_worker } from "./experiments.js";
 import * as model from "./model.js";
-import { EXACT, SCHEMES, float_repr, forward, fsum, model_config } from "./model.js";
+import { EXACT, SCHEMES, forward, fsum, model_config } from "./model.js";
 import * as positions from "./positions.js";
 import * as trace_block from "./trace_block.js";
 import * as train from "./train.js";
@@ -33,7 +33,7 @@ function is_lines(list, line = is_text) {
   return Array.isArray(list) && list.length <= MOST_LINES && list.every(line);
 }
 // ----------------------------------------------------------------------------------------------------------------
-// Numbers written as Python's format specs write them (the answers' lines read as the terminal's)
+// Numbers written as Python's format specs and repr write them (the answers' lines read as the terminal's)
 
 /** x formatted as Python's format(x, spec) for the specs the lessons use: "g", ".Ng", ".Nf", ".Ne", "+.Ne", "+.Nf",
  * and "Nd" for an integer, each with an optional width (fixed-point for |x| below 1e21, as JavaScript's toFixed
@@ -79,6 +79,24 @@ function half_even(x, digits, method) {
   const kept = exact.slice(0, point + 1 + digits).replace(/\.$/, "");
   if (!/^50*$/.test(exact.slice(point + 1 + digits)) || Number(kept.at(-1)) % 2) return x[method](digits);
   return `${x < 0 ? "-" : ""}${kept}${exponent === undefined ? "" : `e${exponent}`}`;
+}
+
+/** x as Python's repr writes it: the shortest digits that read back as it, in e-notation below 1e-4 and from 1e16
+ * on, else with a decimal point.
+ *
+ *     [16, 1e-5, 1e16, 0.1, NaN].map(float_repr)   // ["16.0", "1e-05", "1e+16", "0.1", "nan"] */
+function float_repr(x) {
+  if (Number.isNaN(x)) return "nan";
+  if (!Number.isFinite(x)) return x > 0 ? "inf" : "-inf";
+  if (x === 0) return Object.is(x, -0) ? "-0.0" : "0.0";
+  const [mantissa, exponent] = Math.abs(x).toExponential().split("e"); // the shortest digits: "1.5e+300"
+  const sign = x < 0 ? "-" : "", digits = mantissa.replace(".", ""), e = Number(exponent);
+  if (e < -4 || e >= 16) {
+    const point = digits.length > 1 ? `.${digits.slice(1)}` : "";
+    return `${sign}${digits[0]}${point}e${e < 0 ? "-" : "+"}${String(Math.abs(e)).padStart(2, "0")}`;
+  }
+  if (e < 0) return `${sign}0.${"0".repeat(-e - 1)}${digits}`;
+  return `${sign}${digits.slice(0, e + 1).padEnd(e + 1, "0")}.${digits.slice(e + 1) || "0"}`;
 }
 
 /** A template of the export's words with its slots filled, as Python's str.format fills them: "{name}" or

@@ -10,7 +10,7 @@
 //     const config = model_config({ vocab: 96, d: 16, hidden: 64, max_len: 64, blocks: 2, heads: 4,
 //       positions: "rope" });                                    // two blocks of four heads, rotary positions
 //     const p = init_params(config, 3);
-//     parameter_count(config), count_params(p)                   // 10656, 10656
+//     parameter_count(config)                                    // 10656
 //     const [logits, cache] = forward(p, [5, 17, 42], config);
 //     shape(logits), cache.blocks[1].att.weights.length          // [3, 96], 4
 //
@@ -490,13 +490,6 @@ export function init_params(config, seed) {
   return params;
 }
 
-/** The number of floats in a parameter dict.
- *
- *     count_params(init_params(model_config({ vocab: 96, d: 16, hidden: 64, max_len: 64 }), 3))   // 7440 */
-export function count_params(params) {
-  return Object.values(params).reduce((n, t) => n + shape(t).reduce((a, b) => a * b, 1), 0);
-}
-
 /** An Error unless params (model.js tensors) have exactly the names and shapes of each_param(config), as
  * numpy_model.check_params decides, in words of the page's own; context, the words before its message.
  *
@@ -564,27 +557,6 @@ function divisors(n) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// A float as Python's repr writes it (the lessons' answers name numbers in the terminal's words)
-
-/** A float as Python's repr writes it: the shortest digits that read back as it, in e-notation below 1e-4 and from
- * 1e16 on, else with a decimal point.
- *
- *     [16, 1e-5, 1e16, 0.1, NaN].map(float_repr)   // ["16.0", "1e-05", "1e+16", "0.1", "nan"] */
-export function float_repr(x) {
-  if (Number.isNaN(x)) return "nan";
-  if (!Number.isFinite(x)) return x > 0 ? "inf" : "-inf";
-  if (x === 0) return Object.is(x, -0) ? "-0.0" : "0.0";
-  const [mantissa, exponent] = Math.abs(x).toExponential().split("e"); // the shortest digits: "1.5e+300"
-  const sign = x < 0 ? "-" : "", digits = mantissa.replace(".", ""), e = Number(exponent);
-  if (e < -4 || e >= 16) {
-    const point = digits.length > 1 ? `.${digits.slice(1)}` : "";
-    return `${sign}${digits[0]}${point}e${e < 0 ? "-" : "+"}${String(Math.abs(e)).padStart(2, "0")}`;
-  }
-  if (e < 0) return `${sign}0.${"0".repeat(-e - 1)}${digits}`;
-  return `${sign}${digits.slice(0, e + 1).padEnd(e + 1, "0")}.${digits.slice(e + 1) || "0"}`;
-}
-
-// ----------------------------------------------------------------------------------------------------------------
 // Positions: the sinusoid table, and the rotary turn of channel pairs
 
 const tables = new Map(); // "kind T d" -> the tables below, worked out once for each size (they are never written)
@@ -617,7 +589,6 @@ export function sinusoid_table(T, d) {
 /** [cos, sin], each (T, d): the rotary angle pos / 10000^(2i/d) of channel pair i at position pos, written into both
  * channels of the pair, as numpy_model.rope_tables; d must be even. Shared: do not write into them. */
 export function rope_tables(T, d) {
-  if (d % 2) throw new Error(`rope rotates pairs of channels: the width d must be even, got d = ${d}`);
   return angle_tables("rope", 2, T, d, ([cos, sin], at, angle) => {
     cos.data[at] = cos.data[at + 1] = Math.cos(angle);
     sin.data[at] = sin.data[at + 1] = Math.sin(angle);

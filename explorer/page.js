@@ -167,7 +167,7 @@ function show_model_status() {
     ? ` The loaded weights (${state.loaded.source.replace(/^./, (c) => c.toLowerCase())}) are not shown: "Back to the`
       + ' loaded weights" shows them again.'
     : "";
-  const count = model.count_params(m.params).toLocaleString("en");
+  const count = model.parameter_count(m.config).toLocaleString("en");
   status.append(`${m.source}; step ${m.step}${val}. ${count} parameters, ${sizes_words(m)}.${replaced}`);
   $("restore").hidden = !replaced;
   show_replace_note();
@@ -789,7 +789,7 @@ async function run_check(backward_fn = model.backward) {
     $("check-status").textContent = `checked ${Object.keys(results).length} of ${count} tensors…`;
     await new Promise((resolve) => setTimeout(resolve, 0));
   }
-  const n = model.count_params(tiny);
+  const n = model.parameter_count(config);
   const seconds = ((performance.now() - started) / 1000).toFixed(1);
   const verdict = worst < 1e-7 ? "below 1e-7: the backward pass agrees with the slopes"
     : "NOT below 1e-7: the backward pass is wrong";

@@ -10,7 +10,6 @@
 
 import * as fast from "./fast.js";
 import * as model from "./model.js";
-import { PLAIN, sequence_loss } from "./model.js";
 import { Random } from "./random.js";
 
 // the live run's own settings (how fast: docs/developers.md, "How fast the explorer trains"); the rest are
@@ -92,7 +91,7 @@ export function zeros_like(params) {
 /** The mean loss over the B windows and its gradient: the mean of the windows' gradients, which is the gradient of
  * the mean over all B * T positions because every window has T positions. config: the model's (model_config);
  * sums: PLAIN (training) or EXACT. */
-export function loss_and_grads(params, windows, config, sums = PLAIN) {
+export function loss_and_grads(params, windows, config, sums = model.PLAIN) {
   let total_loss = 0.0;
   const grads = zeros_like(params);
   for (const window of windows) {
@@ -172,7 +171,7 @@ export function token_loss(row, target) {
 export function story_nats(params, stories, config) {
   let total = 0.0;
   for (const ids of stories) {
-    total += sequence_loss(params, ids.slice(0, -1), ids.slice(1), config, PLAIN) * (ids.length - 1);
+    total += model.sequence_loss(params, ids.slice(0, -1), ids.slice(1), config, model.PLAIN) * (ids.length - 1);
   }
   return total;
 }

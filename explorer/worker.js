@@ -53,9 +53,7 @@ const TASKS = {
     measure(r) {
       r.test ??= induction.periodic(new Random(induction.TEST_SEED), r.data.test_count);
       const { weights, ...measures } = induction.induction_measures(r.state.params, r.config, r.test, 0);
-      const flat = (w) => ({ rows: w.rows, cols: w.cols, values: Float64Array.from(w.data) });
-      return { measures, weights: weights.map((block) => block.map(flat)), tokens: r.test.ids[0],
-        period: r.test.periods[0] };
+      return { measures, weights, period: r.test.periods[0] }; // (weights: model.js matrices, as structured clones)
     },
   },
 };
@@ -139,11 +137,8 @@ const handlers = {
     }
   },
   stop() {
-    if (run) {
-      run.stopped = true;
-      run.paused = false;
-      run.wake?.();
-    }
+    if (run) run.stopped = true;
+    handlers.resume();
   },
   async load({ id, file, manifest, vocab }) {
     let ckpt;

@@ -420,11 +420,11 @@ window.Worker = class {
 # an evaluation of the induction task as worker.js posts it, for the model of the worker at index i of the fake ones
 ANSWER = """([i, step, accuracy]) => {
   const w = window.fake_workers[i], blocks = w.sent[0].config.blocks;
-  const map = { rows: 2, cols: 2, values: Float64Array.from([1, 0, 0.5, 0.5]) };
+  const map = { rows: 2, cols: 2, data: Float64Array.from([1, 0, 0.5, 0.5]) };
   const measures = { copy_accuracy: accuracy, copy_loss: 2.5, first_period_loss: 3.0,
     scores: Array.from({ length: blocks }, () => [{ induction: 0.2, previous_token: 0.1 }]) };
-  w.onmessage({ data: { run: 1, type: "eval", step, seconds: step / 10, measures, tokens: [1, 2],
-    period: 4, weights: Array.from({ length: blocks }, () => [map]) } });
+  w.onmessage({ data: { run: 1, type: "eval", step, seconds: step / 10, measures, period: 4,
+    weights: Array.from({ length: blocks }, () => [map]) } });
 }"""
 
 

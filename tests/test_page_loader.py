@@ -305,7 +305,7 @@ READ_ONE = """async (name) => {
   clearTimeout(timer);
   const gaps = ticks.slice(1).map((t, k) => t - ticks[k]);
   return {seconds, stall_ms: Math.max(...gaps), ticks: ticks.length, step: ckpt.step, blocks: ckpt.config.blocks,
-          heads: ckpt.config.heads, params: explorer.modules.model.count_params(ckpt.params)};
+          heads: ckpt.config.heads, params: Object.values(ckpt.params).reduce((n, t) => n + (t.data ?? t).length, 0)};
 }"""
 
 
