@@ -126,7 +126,7 @@ export function heatmap(canvas, values, options = {}) {
 
 /** Draw series of [x, y] points on linear axes. options: series [{points, color, label, dash, dots}], x_max,
  * y_max (y starts at 0), hlines [{y, color, label, dash}], vlines [{x, color, label, dash}], x_label, height.
- * Returns the number of points drawn. */
+ * The canvas's data-points gives the number of points drawn. */
 export function line_chart(canvas, options) {
   const { ctx, width, height } = fit_canvas(canvas, options.height ?? 220);
   const pad = { left: 40, right: 10, top: 10, bottom: 30 };
@@ -199,7 +199,7 @@ export function line_chart(canvas, options) {
     ctx.fillText(s.label, legend_x + 16, pad.top + 1);
     legend_x += 4 + width;
   }
-  return drawn;
+  canvas.dataset.points = drawn;
 }
 
 /** A round step (1, 2 or 5 times a power of ten) near raw.

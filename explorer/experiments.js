@@ -80,12 +80,15 @@ export function start_worker(start, on_message, on_fail) {
 }
 
 /** The settings of a run of the model of config: train.py's schedule (manifest.json's "training") with these steps,
- * batch and peak rate (ending at a tenth of it), and the scheme, blocks and heads the run records. */
-export function settings_of({ steps, batch, lr }, config, more) {
+ * batch and peak rate (ending at a tenth of it), a validation loss every eval_every steps (at most steps; train.js's
+ * DEFAULTS unless given), windows no longer than the model's positions, and the scheme, blocks and heads the run
+ * records. */
+export function settings_of({ steps, batch, lr, eval_every = train.DEFAULTS.eval_every }, config) {
   const { positions, blocks, heads } = config, defaults = page.manifest.training;
   const warmup = Math.min(defaults.warmup, steps);
-  return { ...defaults, ...train.DEFAULTS, steps, batch, lr, min_lr: lr / 10, warmup, positions, blocks, heads,
-    ...more };
+  const seq_len = Math.min(train.DEFAULTS.seq_len, config.max_len); // fewer positions: shorter windows
+  return { ...defaults, ...train.DEFAULTS, steps, batch, lr, min_lr: lr / 10, warmup, seq_len,
+    eval_every: Math.min(eval_every, steps), positions, blocks, heads };
 }
 
 /** A panel's Start: its fields read (or the message of the first that is wrong, and nothing started), its last run
@@ -147,7 +150,7 @@ function stop(name) {
 function start_depth() {
   start_run("depth", { passed: null }, (fields) => DEPTH.blocks.map((blocks) => {
     const config = depth_config(blocks);
-    const settings = settings_of(fields, config, { eval_every: DEPTH.eval_every });
+    const settings = settings_of({ ...fields, eval_every: DEPTH.eval_every }, config);
     return [{ blocks, what: `${blocks}-block`, step: 0, evals: [], latest: null, done: false, tokens_per_s: null },
       { task: "induction", config, settings, data: { test_count: DEPTH.test_count } }];
   }), on_depth_eval);
@@ -183,14 +186,12 @@ function draw_depth() {
   const run = runs.depth;
   const steps = run ? run.fields.steps : DEPTH.steps;
   const models = run ? run.models : [];
-  const series = (column, dots) => models.map((m) => ({ points: m.evals.map((e) => [e[0], e[column]]),
-    color: BLOCK_COLORS[m.blocks], dots, width: 2, label: `${m.blocks} block${m.blocks > 1 ? "s" : ""}` }));
-  const chart = $("depth-chart");
+  const series = (column) => models.map((m) => ({ points: m.evals.map((e) => [e[0], e[column]]),
+    color: BLOCK_COLORS[m.blocks], width: 2, label: `${m.blocks} block${m.blocks > 1 ? "s" : ""}` }));
   const hlines = [{ y: PASS, color: "#2e7d32", label: "90%" }, { y: 0.4, color: "#999", label: "40%" }];
-  chart.dataset.points = line_chart(chart, { series: series(1, false), hlines, x_max: steps, y_max: 1, x_label: "step",
-    height: 200 });
+  line_chart($("depth-chart"), { series: series(1), hlines, x_max: steps, y_max: 1, x_label: "step", height: 200 });
   const top = Math.max(Math.log(induction.VOCAB), ...models.flatMap((m) => m.evals.map((e) => e[2])));
-  line_chart($("depth-loss-chart"), { series: series(2, false), x_max: steps, y_max: top * 1.05, x_label: "step",
+  line_chart($("depth-loss-chart"), { series: series(2), x_max: steps, y_max: top * 1.05, x_label: "step",
     height: 160 });
   $("depth-summary").textContent = depth_summary(run);
   for (const blocks of DEPTH.blocks) draw_depth_model(models.find((m) => m.blocks === blocks), blocks);
@@ -249,7 +250,7 @@ function start_positions() {
   const long = positions.windows(positions.validation_stream(page.tok, page.split), positions.WINDOW);
   start_run("positions", { windows: long.inputs.length }, (fields) => POSITIONS.schemes.map((scheme) => {
     const config = series_config(page.tok.vocab.length, scheme);
-    const settings = settings_of(fields, config, { eval_every: Math.min(POSITIONS.eval_every, fields.steps) });
+    const settings = settings_of({ ...fields, eval_every: POSITIONS.eval_every }, config);
     return [{ scheme, what: scheme, step: 0, vals: [], by_position: null, done: false },
       { task: "stories", config, settings, data: { ...page.data, long } }];
   }), (run, m, msg) => {
@@ -264,8 +265,7 @@ function draw_positions() {
   const by_position = models.filter((m) => m.by_position).map((m) => ({
     points: m.by_position.losses.map((l, t) => [t, l]), color: SCHEME_COLORS[m.scheme], width: 2, label: m.scheme }));
   const top = Math.max(2, ...models.flatMap((m) => m.by_position?.losses ?? []));
-  const chart = $("positions-chart");
-  chart.dataset.points = line_chart(chart, { series: by_position,
+  line_chart($("positions-chart"), { series: by_position,
     vlines: [{ x: 64, color: "#2e7d32", label: "64: the positions trained on" }], x_max: positions.WINDOW - 1,
     y_max: Math.min(6, top * 1.05), x_label: "position in a 128-token window of held-out text", height: 220 });
   const vals = models.map((m) => ({ points: m.vals, color: SCHEME_COLORS[m.scheme], dots: true, width: 2,

@@ -591,8 +591,7 @@ function train_side_by_side(models, s, report) {
   const steps = Object.fromEntries(models.map(([name]) => [name, 0]));
   const started = performance.now();
   return Promise.all(models.map(([name, model]) => new Promise((resolve, reject) => {
-    const settings = settings_of({ steps: total, batch, lr }, model.config, { eval_every: Math.min(eval_every,
-      total) });
+    const settings = settings_of({ steps: total, batch, lr, eval_every }, model.config);
     const start = { ...model, params: null, seed: s.seed, settings };
     const evals = [];
     const end = (settle, value) => {

@@ -14,9 +14,7 @@
 //     const [logits, cache] = forward(p, [5, 17, 42], config);
 //     shape(logits), cache.blocks[1].att.weights.length          // [3, 96], 4
 //
-// Shape legend, used in the comments on every line that makes a tensor:
-//     T = positions in the sequence, d = model width, H = hidden width of the MLP, V = vocabulary size,
-//     L = max_len, the number of learned positions, nh = heads, dh = d / nh, the width of one head.
+// Shape legend (T, d, H, V, L, nh, dh), in the comments on every line that makes a tensor: oneblock/numpy_model.py's.
 
 import { pooled, products_plain, rows_dots_plain, weighted_rows_plain } from "./fast.js";
 import { Random } from "./random.js";

@@ -634,11 +634,7 @@ function start_training() {
     const batch = read_int("train-batch", "Batch", 1, 256);
     const seed = read_int("train-seed", "Seed", 0, 2 ** 32 - 1);
     const config = model.checked(model_config({ ...m.config, positions })); // the loaded model's sizes, this scheme
-    // train.py's schedule, as the experiments': a model with fewer positions trains on shorter windows
-    const seq_len = Math.min(train.DEFAULTS.seq_len, config.max_len);
-    const settings = experiments.settings_of({ steps, batch, lr }, config, { seq_len,
-      eval_every: Math.min(train.DEFAULTS.eval_every, steps) });
-    return { settings, seed, config };
+    return { settings: experiments.settings_of({ steps, batch, lr }, config), seed, config };
   });
   if (!read) return;
   const { settings, seed, config } = read;
@@ -707,8 +703,7 @@ function draw_training() {
     run.tokens_per_s ? `${Math.round(run.tokens_per_s).toLocaleString("en")} tokens/s` : null,
     run.done ? "done" : run.paused ? "paused" : null,
   ].filter(Boolean).join(" | ");
-  const canvas = $("train-chart");
-  canvas.dataset.points = line_chart(canvas, {
+  line_chart($("train-chart"), {
     series: [
       { points: run.losses, color: "#9bb7e0", width: 1, label: "train (each step)" },
       { points: run.vals, color: "#d81b60", dots: true, width: 2, label: "validation" },
