@@ -82,7 +82,7 @@ class ModelConfig:
                              f" {', '.join(map(str, divisors(self.d)))}")
         if self.positions == "rope" and (self.d // self.heads) % 2:
             even = [n for n in divisors(self.d) if (self.d // n) % 2 == 0]
-            if self.heads == 1:  # (numpy_model.rope_tables says the same)
+            if self.heads == 1:
                 raise ValueError(f"rope rotates pairs of channels: the width d must be even, got d = {self.d}")
             raise ValueError(f"heads = {self.heads} gives heads of width d / heads = {self.d // self.heads}, but rope"
                              f" turns pairs of channels in each head: the head width must be even; expected one of"

@@ -209,15 +209,13 @@ def sinusoid_table(T, d):
 
 def rope_tables(T, d):
     """(cos, sin), each (T, d) float64: the rotary angle pos / 10000^(2i/d) of channel pair i at position pos,
-    written into both channels of the pair (2i and 2i + 1). d must be even.
+    written into both channels of the pair (2i and 2i + 1). d must be even (ModelConfig.checked sees to it).
 
     >>> cos, sin = rope_tables(2, 4)
     >>> sin.round(4)
     array([[0.    , 0.    , 0.    , 0.    ],
            [0.8415, 0.8415, 0.01  , 0.01  ]])
     """
-    if d % 2:
-        raise ValueError(f"rope rotates pairs of channels: the width d must be even, got d = {d}")
     angles = np.arange(T)[:, None] * ROPE_BASE ** (-np.arange(0, d, 2) / d)  # (T, d / 2)
     angles = np.repeat(angles, 2, axis=1)  # (T, d) each pair's angle twice
     return np.cos(angles), np.sin(angles)
