@@ -61,7 +61,7 @@ class TestTrace(unittest.TestCase):
                 trace_block.TRACE_FILE.write_text(stale, encoding="utf-8")
                 fresh = trace_block.to_json(json.loads((HERE / "block-trace.json").read_text(encoding="utf-8")))
                 said = trace_block.check(fresh + "\n")
-                self.assertIn("does not match this model.py (field initial_loss differs: ", said)
+                self.assertIn("does not match this model.py (recorded: field 'initial_loss' is ", said)
                 self.assertIn("unless you changed the model on purpose, the model is wrong", said)
                 trace_block.TRACE_FILE.write_text(stale[: len(stale) // 2], encoding="utf-8")
                 self.assertIn("not valid JSON", trace_block.check(fresh + "\n"))
