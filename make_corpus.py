@@ -52,11 +52,9 @@ SHAPES = {
     "find": "at the {place}, {x} finds a {colour} {thing}. {x} gives the {thing} to {y}. now {y} has the {thing}.",
 }
 
-# The first line of the corpus, fixed by the spec; it is a "walk" story.
+# The first line of the corpus, fixed by the spec (test_model.py holds its text); it is a "walk" story.
 FIRST_SHAPE = "walk"
 FIRST_CHOICES = {"x": "mia", "colour": "red", "thing": "hat", "place": "garden", "y": "ava"}
-FIRST_STORY = ("mia has a red hat. mia goes to the garden. at the garden, mia gives the hat to ava."
-               " now ava has the red hat.")
 
 # ----------------------------------------------------------------------------
 # one story: slots, choices, log-probability
@@ -194,12 +192,9 @@ def generator_entropy():
 def generate():
     """The corpus as a list of N_STORIES (text, log-probability) pairs, text without newline.
 
-    The first story is FIRST_STORY; the rest come from one random.Random(SEED).
+    The first story is FIRST_CHOICES of FIRST_SHAPE; the rest come from one random.Random(SEED).
     """
-    first = render(FIRST_SHAPE, FIRST_CHOICES)
-    if first != FIRST_STORY:
-        raise ValueError(f"the first story renders as {first!r}; expected {FIRST_STORY!r}")
-    stories = [(first, choices_log_prob(FIRST_SHAPE, FIRST_CHOICES))]
+    stories = [(render(FIRST_SHAPE, FIRST_CHOICES), choices_log_prob(FIRST_SHAPE, FIRST_CHOICES))]
     rng = random.Random(SEED)
     while len(stories) < N_STORIES:  # a shape, then its slots, every choice drawn with rng
         shape = rng.choice(sorted(SHAPES))

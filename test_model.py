@@ -61,7 +61,7 @@ class TestTrace(unittest.TestCase):
                 trace_block.TRACE_FILE.write_text(stale, encoding="utf-8")
                 fresh = trace_block.to_json(json.loads((HERE / "block-trace.json").read_text(encoding="utf-8")))
                 said = trace_block.check(fresh + "\n")
-                self.assertIn("does not match this model.py (field initial_loss differs: ", said)
+                self.assertIn("does not match this model.py (recorded: field 'initial_loss' is ", said)
                 self.assertIn("unless you changed the model on purpose, the model is wrong", said)
                 trace_block.TRACE_FILE.write_text(stale[: len(stale) // 2], encoding="utf-8")
                 self.assertIn("not valid JSON", trace_block.check(fresh + "\n"))
@@ -501,9 +501,7 @@ class TestTokenizerTraining(unittest.TestCase):
         self.assertEqual(tok.merges, [])
 
     def test_retraining_reproduces_tokenizer_json(self):
-        fresh = bpe.Tokenizer.train(CORPUS, bpe.VOCAB_SIZE).to_json().encode("utf-8")
-        self.assertEqual(fresh, (HERE / "tokenizer.json").read_bytes())
-        self.assertIsNone(bpe.check(HERE / "tokenizer.json", CORPUS))
+        self.assertIsNone(bpe.check(HERE / "tokenizer.json", CORPUS))  # (byte for byte)
 
     def test_check_reports_a_changed_file(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -519,8 +517,7 @@ class TestTokenizerTraining(unittest.TestCase):
 class TestCorpus(unittest.TestCase):
 
     def test_make_corpus_reproduces_corpus_txt(self):
-        self.assertEqual(make_corpus.corpus_text().encode("utf-8"), (HERE / "corpus.txt").read_bytes())
-        self.assertIsNone(make_corpus.check(HERE / "corpus.txt"))
+        self.assertIsNone(make_corpus.check(HERE / "corpus.txt"))  # (byte for byte)
 
     def test_check_reports_a_changed_file(self):
         with tempfile.TemporaryDirectory() as tmp:

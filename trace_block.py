@@ -19,7 +19,7 @@ from pathlib import Path
 
 import model
 from atomic import write_atomic
-from bpe import Tokenizer
+from bpe import Tokenizer, first_difference
 
 HERE = Path(__file__).resolve().parent
 TRACE_FILE = HERE / "block-trace.json"
@@ -70,11 +70,6 @@ def gradient_errors(params, x, y):
                 worst = max(worst, abs((up - down) / (2 * STEP) - grad_row[j]))
         errors[name] = worst
     return errors
-
-
-def gradient_error(params, x, y):
-    """Largest |central difference - backward| over every parameter (step 1e-6)."""
-    return max(gradient_errors(params, x, y).values())
 
 
 def order_logits(params, tok, use_positions):
@@ -194,23 +189,6 @@ def to_json(value, indent=0):
     return flat
 
 
-def first_difference(old, new, where=""):
-    """The path of the first field that differs between two JSON values, e.g. "order_test.tokens_a", or None.
-
-    >>> first_difference({"a": 1, "b": {"c": 2}}, {"a": 1, "b": {"c": 3}})
-    'b.c'
-    """
-    if isinstance(old, dict) and isinstance(new, dict):
-        for key in list(old) + [k for k in new if k not in old]:
-            if key not in old or key not in new:
-                return f"{where}{key}"
-            found = first_difference(old[key], new[key], f"{where}{key}.")
-            if found:
-                return found
-        return None
-    return None if old == new else where.rstrip(".") or "(whole file)"
-
-
 def check(text):
     """None when block-trace.json holds exactly text, else a one-line reason."""
     if not TRACE_FILE.exists():
@@ -219,40 +197,16 @@ def check(text):
     if recorded == text:
         return None
     try:
-        field = first_difference(json.loads(recorded), json.loads(text))
+        diff = first_difference(json.loads(recorded), json.loads(text))
     except ValueError:
         return f"{TRACE_FILE.name} is not valid JSON (truncated or edited?); run python3 trace_block.py --write"
-    if not field:
+    if not diff:
         return f"{TRACE_FILE.name} is out of date (its formatting differs); run python3 trace_block.py --write"
-    was, now = (shown(value_at(json.loads(t), field)) for t in (recorded, text))
-    return (f"{TRACE_FILE.name} does not match this model.py (field {field} differs: {was} recorded, {now} now):"
+    return (f"{TRACE_FILE.name} does not match this model.py (recorded: {diff} now):"
             f" unless you changed the model on purpose, the model is wrong; python3 trace_block.py --verbose shows"
             f" which gradients disagree with finite differences, and python3 -m oneblock.workbook check model.py"
             f" (in the lab's folder) places the first wrong number. A change made on purpose is recorded with"
             f" python3 trace_block.py --write")
-
-
-def value_at(record, field):
-    """The value at a dotted field of a JSON record, or "absent".
-
-    >>> value_at({"a": {"b": [1, 2]}}, "a.b"), value_at({"a": 1}, "c")
-    ([1, 2], 'absent')
-    """
-    for key in field.split("."):
-        if not isinstance(record, dict) or key not in record:
-            return "absent"
-        record = record[key]
-    return record
-
-
-def shown(value):
-    """A value as JSON, cut to 40 characters.
-
-    >>> shown(0.5), shown(list(range(30)))[-3:]
-    ('0.5', '...')
-    """
-    text = json.dumps(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def main(argv=None):

@@ -28,7 +28,7 @@ from functools import partial
 from pathlib import Path
 
 import atomic
-from atomic import holder, interruptible, interruption, not_its_kind, own, remove_leftovers, same_file, write_atomic
+from atomic import holder, interruptible, interruption, not_its_kind, own, remove_leftovers, same_file
 import bpe
 from oneblock import checkpoint, data as data_files, machine, settings, training
 from oneblock.config import SCHEMES
@@ -416,7 +416,7 @@ def run(s, resumed, out, data, best, best_so_far=None, mode=0o644):
         write(out, state, val_loss)
         saved = state["step"]
         if not copied:  # the checkpoint carries its tokenizer; the copy beside it is for you
-            write_atomic(tokenizer_beside(out), data.tok.to_json(), mode)
+            data.tok.save(tokenizer_beside(out), mode)
             copied = True
 
     if data.val_floor is not None:
