@@ -58,10 +58,6 @@ def lessons_main(monkeypatch, capsys, *args, stdin=""):
 # Each answer, computed here on its own
 
 
-def expected_tokens():
-    return len(TOK.encode(" garden"))
-
-
 def expected_init_loss(params=SEED):
     ids = TOK.encode(STORY)
     return model.sequence_loss(params, ids[:-1], ids[1:])
@@ -121,7 +117,7 @@ def test_each_answer_is_what_model_py_computes_for_the_same_weights():
     assert LAB.params == SEED  # the answers leave the weights as they were
     for answer in answers.values():  # each answer in the shape ask reads
         assert set(answer) == {"value", "shown", "bounds"} and answer["shown"] and answer["bounds"]
-    assert answers["tokens"]["value"] == expected_tokens() == 4
+    assert answers["tokens"]["value"] == len(TOK.encode(" garden")) == 4
     assert answers["init-loss"]["value"] == expected_init_loss() == TRACE["initial_loss"]  # the trace's own figure
     assert answers["layernorm-variance"]["value"] == expected_layernorm_variance()
     assert 0.9 < answers["layernorm-variance"]["value"] < 1.0  # just below 1: EPS
