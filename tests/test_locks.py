@@ -41,12 +41,11 @@ def own(path, judge=None, reads=(), stack=None):
 
 
 def refused(path, *phrases, reads=(), judge=None):
-    """The one line that atomic.own refuses path with, holding each of phrases."""
+    """atomic.own refuses path in one line that holds each of phrases."""
     with pytest.raises(ValueError) as e:
         own(path, judge, reads)
     line = str(e.value)
     assert "\n" not in line and all(phrase in line for phrase in phrases), line
-    return line
 
 
 # ----------------------------------------------------------------------------------------------------------------
