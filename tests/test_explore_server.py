@@ -230,17 +230,6 @@ def test_a_bad_path_is_its_status_never_a_traceback(server, path, code):
 # Malformed requests: each answered with its status and one log line
 
 
-def tls_client_hello():
-    """The first bytes a TLS client sends: a real ClientHello, from the ssl module, over no socket."""
-    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-    tls = ssl.create_default_context().wrap_bio(incoming, outgoing, server_hostname="127.0.0.1")
-    with pytest.raises(ssl.SSLWantReadError):
-        tls.do_handshake()
-    hello = outgoing.read()
-    assert hello[:1] == b"\x16" and len(hello) > 100  # a handshake record
-    return hello
-
-
 @pytest.mark.parametrize("request_bytes, code, logged", [
     pytest.param(b"GARBAGE\r\n\r\n", 400, "", id="garbage"),
     pytest.param(b"GARBAGE HTTP/1.0\r\n\r\n", 400, "", id="one word and a version"),
@@ -269,8 +258,14 @@ def test_a_malformed_request_is_its_status_and_one_short_escaped_log_line(server
 def test_a_tls_hello_on_the_http_port_is_400_at_once(server):
     """A client that speaks TLS to the plain-HTTP port gets a plain 400 at once, not a wait for a line's end that
     its binary hello may never have."""
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()  # the first bytes a TLS client sends, over no socket
+    tls = ssl.create_default_context().wrap_bio(incoming, outgoing, server_hostname="127.0.0.1")
+    with pytest.raises(ssl.SSLWantReadError):
+        tls.do_handshake()
+    hello = outgoing.read()
+    assert hello[:1] == b"\x16" and len(hello) > 100  # a handshake record: a real ClientHello, from the ssl module
     start = time.monotonic()
-    reply, log = server.exchange(tls_client_hello())
+    reply, log = server.exchange(hello)
     assert status(reply) == 400 and b"not an HTTP request" in reply
     assert time.monotonic() - start < TIMEOUT / 2  # answered, not timed out
     assert one_log_line(log, 400).startswith(r"\x16\x03")

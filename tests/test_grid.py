@@ -69,6 +69,13 @@ def serial(tmp_path_factory):
     return every_result("serial", tmp_path_factory.mktemp("serial"))
 
 
+@pytest.fixture
+def pool():
+    """The serial executor, for the tests of one grid run in this process."""
+    with grid.executor("serial") as pool:
+        yield pool
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # The same results, in the same order, on every executor
 
@@ -279,36 +286,34 @@ def test_the_workers_of_a_grid_killed_with_sigkill_end_with_it(tmp_path, kind):
     (lambda folder: (folder / "\x1b]0;owned\x07\x1b[2J.json").write_text("{}"),
      r"holds '\\x1b\]0;owned\\x07\\x1b\[2J\.json', which is no result file's name"),
 ])
-def test_a_bad_result_file_is_named_before_any_work_and_never_replaced(tmp_path, spoil, said):
+def test_a_bad_result_file_is_named_before_any_work_and_never_replaced(pool, tmp_path, spoil, said):
     folder, marks = tmp_path / "results", tmp_path / "marks"
-    with grid.executor("serial") as pool:
+    toy_grid(pool, folder, marks, count=3)
+    spoil(folder)
+    spoiled = {p.name: p.read_bytes() for p in folder.glob("*.json") if p.is_file()}
+    calls = grid_tasks.calls(marks)
+    (folder / "a-0.json").unlink()  # a task to run, which must not run
+    with pytest.raises(ValueError, match=said) as caught:
         toy_grid(pool, folder, marks, count=3)
-        spoil(folder)
-        spoiled = {p.name: p.read_bytes() for p in folder.glob("*.json") if p.is_file()}
-        calls = grid_tasks.calls(marks)
-        (folder / "a-0.json").unlink()  # a task to run, which must not run
-        with pytest.raises(ValueError, match=said) as caught:
-            toy_grid(pool, folder, marks, count=3)
     assert str(folder) in str(caught.value) and "never replaced" in str(caught.value)
     assert grid_tasks.calls(marks) == calls
     assert {p.name: p.read_bytes() for p in folder.glob("*.json") if p.is_file()} == {
         name: raw for name, raw in spoiled.items() if name != "a-0.json"}
 
 
-def test_a_result_that_is_not_strict_json_or_that_check_refuses_is_never_written_and_stops_the_grid(tmp_path):
-    with grid.executor("serial") as pool:
-        with pytest.raises(RuntimeError, match=r"^task n failed: ValueError: its result cannot be written \(Out of"
-                                               r" range float values are not JSON compliant"):
-            grid.run_tasks(pool, float, [("n", ["nan"])], tmp_path, report=None)
-        with pytest.raises(RuntimeError, match=r"^task a failed: ValueError: its result cannot be written \(it is not"
-                                               r" one the task can give: 2 is not above 2\)$"):
-            grid.run_tasks(pool, abs, [("a", [-2]), ("b", [3])], tmp_path, report=None,
-                           check=lambda args, result: f"{result} is not above 2" if result <= 2 else None)
+def test_a_result_that_is_not_strict_json_or_that_check_refuses_is_never_written_and_stops_the_grid(pool, tmp_path):
+    with pytest.raises(RuntimeError, match=r"^task n failed: ValueError: its result cannot be written \(Out of"
+                                           r" range float values are not JSON compliant"):
+        grid.run_tasks(pool, float, [("n", ["nan"])], tmp_path, report=None)
+    with pytest.raises(RuntimeError, match=r"^task a failed: ValueError: its result cannot be written \(it is not"
+                                           r" one the task can give: 2 is not above 2\)$"):
+        grid.run_tasks(pool, abs, [("a", [-2]), ("b", [3])], tmp_path, report=None,
+                       check=lambda args, result: f"{result} is not above 2" if result <= 2 else None)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
-def test_a_result_that_cannot_be_written_stops_the_grid_in_one_line_and_the_written_ones_stay(tmp_path,
-                                                                                                monkeypatch):
+def test_a_result_that_cannot_be_written_stops_the_grid_in_one_line_and_the_written_ones_stay(pool, tmp_path,
+                                                                                                      monkeypatch):
     """Before: a full or read-only folder was an OSError's traceback."""
     real, writes = grid.write_atomic, []
 
@@ -319,21 +324,19 @@ def test_a_result_that_cannot_be_written_stops_the_grid_in_one_line_and_the_writ
         real(path, data)
 
     monkeypatch.setattr(grid, "write_atomic", full_at_the_third)
-    with grid.executor("serial") as pool:
-        with pytest.raises(ValueError, match=r"^cannot write .*t-2\.json \(No space left on device\); the results"
-                                             r" written so far stay: make room or fix the folder"):
-            grid.run_tasks(pool, abs, [(f"t-{k}", [k]) for k in range(5)], tmp_path, report=None)
+    with pytest.raises(ValueError, match=r"^cannot write .*t-2\.json \(No space left on device\); the results"
+                                         r" written so far stay: make room or fix the folder"):
+        grid.run_tasks(pool, abs, [(f"t-{k}", [k]) for k in range(5)], tmp_path, report=None)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t-0.json", "t-1.json"]
 
 
-def test_the_keys_read_back_are_named_in_the_tasks_order_and_each_is_checked(tmp_path):
+def test_the_keys_read_back_are_named_in_the_tasks_order_and_each_is_checked(pool, tmp_path):
     tasks = [(f"t-{k}", [k]) for k in range(4)]
-    with grid.executor("serial") as pool:
-        grid.run_tasks(pool, abs, tasks, tmp_path, report=None)
-        (tmp_path / "t-1.json").unlink()
-        seen, read_back = [], []
-        got = grid.run_tasks(pool, abs, tasks, tmp_path, report=None, read_back=read_back,
-                             check=lambda args, result: seen.append(args[0]))
+    grid.run_tasks(pool, abs, tasks, tmp_path, report=None)
+    (tmp_path / "t-1.json").unlink()
+    seen, read_back = [], []
+    got = grid.run_tasks(pool, abs, tasks, tmp_path, report=None, read_back=read_back,
+                         check=lambda args, result: seen.append(args[0]))
     assert got == {"t-0": 0, "t-1": 1, "t-2": 2, "t-3": 3} and read_back == ["t-0", "t-2", "t-3"]
     assert seen == [0, 2, 3, 1]  # (those read first, as they are added; then the one computed)
 
@@ -360,7 +363,7 @@ def test_a_task_that_raises_stops_the_grid_naming_it_and_the_finished_results_st
     assert all(grid.read_result(folder / name)["key"] == name[:-5] for name in written)
 
 
-def test_a_link_at_the_grids_lock_name_is_never_followed(tmp_path):
+def test_a_link_at_the_grids_lock_name_is_never_followed(pool, tmp_path):
     """Whoever can write the results folder can put a link at the name the grid's lock is made beside (grid): the
     lock stays in the folder, nothing is made where the link points, and the link is left as it is."""
     folder, outside = tmp_path / "results", tmp_path / "etc" / "passwd"
@@ -368,9 +371,8 @@ def test_a_link_at_the_grids_lock_name_is_never_followed(tmp_path):
     outside.parent.mkdir()
     outside.write_text("root:x:0:0:root:/root:/bin/sh\n")
     (folder / "grid").symlink_to(outside)
-    with grid.executor("serial") as pool:
-        seen = grid.run_tasks(pool, grid_tasks.there, [("t", [f"{outside}.lock", f"{folder}/grid.lock"])], folder,
-                              report=None)["t"]
+    seen = grid.run_tasks(pool, grid_tasks.there, [("t", [f"{outside}.lock", f"{folder}/grid.lock"])], folder,
+                          report=None)["t"]
     assert seen == [False, True]  # (while the grid ran: no lock beside passwd, one in the folder)
     assert sorted(p.name for p in outside.parent.iterdir()) == ["passwd"] and outside.read_text().startswith("root")
     assert os.readlink(folder / "grid") == str(outside) and sorted(p.name for p in folder.iterdir()) == ["grid",
@@ -407,30 +409,27 @@ def test_a_bad_executor_is_named_before_anything_starts(kind, workers, address, 
     ([("a", [{1, 2}])], "task a's args are not JSON values"),
     ([("a",)], "task ('a',) is not a pair"),
 ])
-def test_a_bad_task_is_named_before_any_work(tmp_path, tasks, said):
-    with grid.executor("serial") as pool:
-        with pytest.raises(ValueError, match=said.replace("(", r"\(").replace(")", r"\)").replace("{", r"\{")):
-            grid.run_tasks(pool, pytest.fail, tasks, tmp_path / "results", report=None)
+def test_a_bad_task_is_named_before_any_work(pool, tmp_path, tasks, said):
+    with pytest.raises(ValueError, match=said.replace("(", r"\(").replace(")", r"\)").replace("{", r"\{")):
+        grid.run_tasks(pool, pytest.fail, tasks, tmp_path / "results", report=None)
     assert not (tmp_path / "results").exists()
 
 
-def test_a_bad_task_from_follow_is_named_with_the_task_it_followed(tmp_path):
-    with grid.executor("serial") as pool:
-        with pytest.raises(ValueError, match=r"^follow\('a-0', \.\.\.\): task 'a-0' comes twice"):
-            grid.run_tasks(pool, grid_tasks.toy, grid_tasks.toy_tasks(1, tmp_path), tmp_path / "results",
-                           follow=lambda key, result: [(key, [])], report=None)
+def test_a_bad_task_from_follow_is_named_with_the_task_it_followed(pool, tmp_path):
+    with pytest.raises(ValueError, match=r"^follow\('a-0', \.\.\.\): task 'a-0' comes twice"):
+        grid.run_tasks(pool, grid_tasks.toy, grid_tasks.toy_tasks(1, tmp_path), tmp_path / "results",
+                       follow=lambda key, result: [(key, [])], report=None)
 
 
-def test_a_results_folder_that_is_a_file_or_a_link_is_refused(tmp_path):
+def test_a_results_folder_that_is_a_file_or_a_link_is_refused(pool, tmp_path):
     (tmp_path / "file").write_text("mine")
     (tmp_path / "real").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "real", target_is_directory=True)
-    with grid.executor("serial") as pool:
-        for folder, said in [("file", "is a file; expected a folder"), ("file/results", "file is a file, not a"),
-                             ("link", "is a link; expected a folder"), ("link/results", "link is a link")]:
-            with pytest.raises(ValueError, match=f"^results folder {tmp_path / folder}: .*{said}|"
-                                                 f"^results folder {tmp_path / folder} {said}"):
-                grid.run_tasks(pool, pytest.fail, [("a", [])], tmp_path / folder, report=None)
+    for folder, said in [("file", "is a file; expected a folder"), ("file/results", "file is a file, not a"),
+                         ("link", "is a link; expected a folder"), ("link/results", "link is a link")]:
+        with pytest.raises(ValueError, match=f"^results folder {tmp_path / folder}: .*{said}|"
+                                             f"^results folder {tmp_path / folder} {said}"):
+            grid.run_tasks(pool, pytest.fail, [("a", [])], tmp_path / folder, report=None)
     assert (tmp_path / "file").read_text() == "mine" and list((tmp_path / "real").iterdir()) == []
 
 

@@ -41,12 +41,11 @@ def own(path, judge=None, reads=(), stack=None):
 
 
 def refused(path, *phrases, reads=(), judge=None):
-    """The one line that atomic.own refuses path with, holding each of phrases."""
+    """atomic.own refuses path in one line that holds each of phrases."""
     with pytest.raises(ValueError) as e:
         own(path, judge, reads)
     line = str(e.value)
     assert "\n" not in line and all(phrase in line for phrase in phrases), line
-    return line
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -112,9 +111,7 @@ def test_output_problem_reads_what_is_there_with_the_callers_judge(tmp_path):
     assert atomic.output_problem(tmp_path / "new" / "deeper" / "t.json", "--out", "a record", ours, "t.json") is None
     (tmp_path / "t.json").write_text("{}", encoding="utf-8")
     assert atomic.output_problem(tmp_path / "t.json", "--out", "a record", ours, "t.json") is None
-    (tmp_path / "notes.txt").write_text("mine", encoding="utf-8")
-    assert "notes.txt exists and is not a record; it is never replaced" in atomic.output_problem(
-        tmp_path / "notes.txt", "--out", "a record", ours, "t.json")
+    # (a file the judge says is not of its kind: output_problem's doctest)
     (tmp_path / "big.json").write_bytes(b"{" + b" " * 100)
     too_big = atomic.output_problem(tmp_path / "big.json", "--out", "a record", ours, "t.json", most=10)
     assert "more than the 10 bytes" in too_big
@@ -139,20 +136,15 @@ def test_a_deep_path_is_made_without_recursion(tmp_path):
             target, _ = own(deep, stack=stack)
             atomic.write_atomic(target, "deep\n")
         assert deep.read_text(encoding="utf-8") == "deep\n"
-    finally:
-        remove_deep(tmp_path / "d")
-
-
-def remove_deep(folder):
-    """Remove a chain of folders d/d/d/... too deep for a recursive remover (os.walk, shutil.rmtree), deepest first."""
-    chain = [Path(folder)]
-    while (chain[-1] / "d").is_dir():
-        chain.append(chain[-1] / "d")
-    for here in reversed(chain):
-        for path in here.iterdir():
-            if not path.is_dir():
-                path.unlink()
-        here.rmdir()
+    finally:  # the chain d/d/d/..., too deep for a recursive remover (shutil.rmtree): removed deepest first
+        chain = [tmp_path / "d"]
+        while (chain[-1] / "d").is_dir():
+            chain.append(chain[-1] / "d")
+        for here in reversed(chain):
+            for path in here.iterdir():
+                if not path.is_dir():
+                    path.unlink()
+            here.rmdir()
 
 
 # ----------------------------------------------------------------------------------------------------------------
