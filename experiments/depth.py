@@ -6,12 +6,7 @@
     python3 -m experiments.depth --check    # a reduced run (seconds), a shape check of depth.json, its summaries
     python3 -m experiments.depth --rerun induction --blocks 2 --heads 1 --seed 3   # one cell trained again, checked
 
-The tasks, their measures and the sweep are docs/depth.md's "The experiment". Stories: train.py's training with the
-blocks and heads of each size, measured on the validation stories (the loss against their floor, and the colour that
-the stories of COLOUR_SHAPES repeat at the end, read at " the"). Induction (induction.py): fresh periodic sequences
-every step, measured on fixed test sequences (copying, the first period, each head's scores). Every size trains with
-each learning rate of its task's list and every seed; the mean tuning loss over the seeds picks the rate (as in
-positions.py), and the runs at that rate are reported.
+The tasks, their measures and the sweep are docs/depth.md's "The experiment"; the induction task is induction.py's.
 
 depth.json keeps every run's raw numbers (each tuning curve, every measure, every head's scores); the summaries are
 derived from them with exact sums, so `--check` derives each again. Same code, same machine, kernels and thread

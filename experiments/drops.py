@@ -9,13 +9,8 @@ followed closely, and the steps at which it comes within each of LEVELS of the f
 The runs (scaling_runs.drop_run), when a run reaches a level, why (a run sits on a plateau, then drops once, when it
 learns to follow the chain of hand-overs) and what the record found: docs/scaling.md's "When a run learns to follow
 the chain". LEVELS are 0.3 (past the plateau every size sits on), 0.1, and 0.02 (between where one block ends in the
-grid and where two blocks that learned the chain end). The summaries (derived from the runs, so --check derives them
-again): for each size and level, the steps by seed, their median and the tokens read by then when every seed reached
-it; each size's loss at the end; and for each level, over the sizes whose every seed reached it, the power of N the
-median step goes as (when there are two or more).
-
-    >>> drop_step([[0, 4.5], [50, 0.6], [100, 0.505], [150, 0.5]], 0.49, 0.02)
-    100
+grid and where two blocks that learned the chain end). The summaries are derived from the runs (`summarise`), so
+--check derives them again.
 """
 
 import json
@@ -80,7 +75,12 @@ def run_experiment(plan, report=print):
 
 def drop_step(curve, floor, level):
     """The first step of a tuning curve ([step, loss] pairs) at which the loss is within level of floor; None if it
-    never is."""
+    never is.
+
+    >>> curve = [[0, 4.5], [50, 0.6], [100, 0.52], [150, 0.509], [200, 0.53]]  # 0.019 above at 150, then a rise
+    >>> drop_step(curve, 0.49, 0.02), drop_step(curve, 0.49, 0.01), drop_step(curve, 0.49, 5.0)
+    (150, None, 0)
+    """
     return next((step for step, loss in curve if loss - floor <= level), None)
 
 

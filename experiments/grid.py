@@ -79,9 +79,9 @@ def executor(kind="process", workers=None, address=None):
       one BLAS thread and ending with this process however it ends (one_blas_thread).
     - "serial": each task run in this process at the moment it is submitted; workers may only be 1.
     - "dask": distributed.Client(address) for the scheduler at address (its workers are its own: workers must be
-      None), or else a LocalCluster of `workers` processes (default: cores()) of one thread each, on 127.0.0.1, with no
-      dashboard, stopped at the block's end. dask and distributed are imported only here; without them, a
-      RuntimeError names the package and the command that installs it.
+      None), or else grid_dask.local_cluster(workers) (default: cores()), stopped at the block's end. dask and
+      distributed are imported only here; without them, a RuntimeError names the package and the command that
+      installs it.
 
     A ValueError names a bad kind, worker count or address before anything starts.
 

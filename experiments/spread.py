@@ -12,9 +12,7 @@ order), and what the record found: docs/reproducibility.md.
 It trains with the library's train (oneblock/training.py) in a fresh process per (family, threads), with
 OPENBLAS_CORETYPE forcing the family (read when OpenBLAS loads, so it must be set for a new process):
 how another CPU would compute, on this one. Families this CPU cannot execute are skipped (OpenBLAS then falls back
-to another, which the worker reports). The record keeps every run's validation curve and, per scheme and step, the
-smallest and largest validation loss over the runs (their difference: how far kernel families and thread counts
-move train.py's own run).
+to another, which the worker reports).
 """
 
 import argparse
@@ -72,7 +70,8 @@ def run_worker(family, scheme, threads, values):
 
 
 def measure(schemes, families, values, report=print):
-    """The record: every scheme under every (family, threads), and the per-step range of the validation loss."""
+    """The record: every scheme's validation curve under every (family, threads), and per step their least and
+    most validation loss and its width (how far kernel families and thread counts move train.py's own run)."""
     started = time.perf_counter()
     runs, spread = {}, {}
     for scheme in schemes:

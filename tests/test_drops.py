@@ -1,7 +1,7 @@
 """experiments/drops.py: when each size learns to follow the chain. The committed record's summaries come again from
-its runs, and a drop is what its definition says (a bad rerun, refused before training, is
-tests/test_experiment_cli.py's; the reduced plan, run and checked against the full one's shape, and a run rerunning
-to the record's digits are docs/scaling.md's commands, which tests/test_readme.py runs)."""
+its runs, and from runs made up around known drops (a drop itself is drop_step's doctest; a bad rerun, refused
+before training, is tests/test_experiment_cli.py's; the reduced plan, run and checked against the full one's shape,
+and a run rerunning to the record's digits are docs/scaling.md's commands, which tests/test_readme.py runs)."""
 
 import json
 import math
@@ -17,13 +17,6 @@ def committed():
         pytest.fail(f"{drops.RECORD_FILE.name} is missing; run python3 -m experiments.drops --out"
                     f" experiments/drops.json")
     return json.loads(drops.RECORD_FILE.read_text(encoding="utf-8"))
-
-
-def test_a_drop_is_the_first_evaluation_within_the_level_of_the_floor():
-    curve = [[0, 4.5], [50, 0.6], [100, 0.52], [150, 0.509], [200, 0.53]]
-    assert drops.drop_step(curve, 0.49, 0.02) == 150  # 0.019 above: within; the rise after it does not matter
-    assert drops.drop_step(curve, 0.49, 0.01) is None
-    assert drops.drop_step(curve, 0.49, 5.0) == 0
 
 
 def test_the_summaries_of_runs_made_up_around_a_known_drop():
