@@ -191,7 +191,7 @@ async function read_weights_file(file) {
       loader.terminate();
       reject(new Error(`${file.name}: ${why}`));
     });
-    loader.postMessage({ type: "load", id: 0, file, manifest: state.manifest, vocab: state.tok.vocab.length });
+    loader.postMessage({ type: "load", file, manifest: state.manifest, vocab: state.tok.vocab.length });
   });
   // (the config frozen again: from a worker, a message carries a copy)
   return { ...ckpt, config: model_config(ckpt.config), params: checkpoint.unflat_tensors(ckpt.params) };

@@ -10,7 +10,7 @@
 //         from seed. follow: send the weights now and then, for the panels that follow them.
 //   {type: "pause"}, {type: "resume"}, {type: "stop"}
 //   {type: "snapshot"}                     ask for the whole state (weights, Adam's moments, step, sampler state)
-//   {type: "load", id, file, manifest, vocab}   read a checkpoint File and check it (checkpoint.read_weights)
+//   {type: "load", file, manifest, vocab}       read a checkpoint File and check it (checkpoint.read_weights)
 // Messages to the page (each carries the run number it belongs to):
 //   {type: "progress", step, losses: [[step, loss], ...], tokens_per_s}   about every 100 ms
 //   {type: "eval", step, seconds, ...}     at the start, every eval_every steps and at the end: val (and
@@ -19,8 +19,8 @@
 //   {type: "done", step, stopped}          the run finished, or was stopped
 //   {type: "failed", message}              the run diverged or the code threw; the page says so
 //   {type: "snapshot", ...}                the answer to "snapshot"
-//   {type: "loaded", id, ckpt}             the answer to "load": read_weights' result, its tensors' buffers moved
-//   {type: "refused", id, message}         ... or why the file is refused (read_weights' message)
+//   {type: "loaded", ckpt}                 the answer to "load": read_weights' result, its tensors' buffers moved
+//   {type: "refused", message}             ... or why the file is refused (read_weights' message)
 
 import { flat_tensors, read_weights, unflat_tensors } from "./checkpoint.js";
 import * as induction from "./induction.js";
@@ -140,7 +140,7 @@ const handlers = {
     if (run) run.stopped = true;
     handlers.resume();
   },
-  async load({ id, file, manifest, vocab }) {
+  async load({ file, manifest, vocab }) {
     let ckpt;
     try {
       const bytes = new Uint8Array(await file.arrayBuffer().catch((e) => {
@@ -148,9 +148,9 @@ const handlers = {
       }));
       ckpt = read_weights(bytes, file.name, manifest, vocab);
     } catch (e) {
-      return postMessage({ type: "refused", id, message: e.message });
+      return postMessage({ type: "refused", message: e.message });
     }
-    postMessage({ type: "loaded", id, ckpt }, Object.values(ckpt.params).map((t) => t.values.buffer));
+    postMessage({ type: "loaded", ckpt }, Object.values(ckpt.params).map((t) => t.values.buffer));
   },
   snapshot() {
     if (!run) return postMessage({ type: "snapshot", run: null });
