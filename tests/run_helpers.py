@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -121,25 +121,39 @@ def killed_once_written(cmd, folder, count, timeout, cwd=None):
 
 
 def kill_group(proc, communicate=False, timeout=60):
-    """SIGKILL the process group of proc (started with start_new_session) and return once every process of it has
-    exited: proc reaped (its output, with communicate), and its children too, which may still be dying after proc
-    is reaped (a worker, a torchrun rank) and hold their files, and so their locks, until they have. A process that
-    has exited but is not yet reaped (a zombie) holds nothing. POSIX; what proc.communicate returns, or None."""
+    """SIGKILL the process group of proc (started with start_new_session) and every process descended from proc,
+    even one in a session of its own (torchrun starts each rank so), and return once all have exited: proc reaped
+    (its output, with communicate), the others gone or zombies. A process still dying after proc is reaped (a
+    worker, a torchrun rank) holds its files, and so its locks, until it has; a zombie holds nothing. POSIX; what
+    proc.communicate returns, or None."""
+    family, tree = {proc.pid}, processes()
+    while True:  # (found before the kill: a dead parent's children are handed to another)
+        more = {pid for pid, (_, ppid, _) in tree.items() if ppid in family} - family
+        if not more:
+            break
+        family |= more
     os.killpg(proc.pid, signal.SIGKILL)
+    for pid in family - {proc.pid}:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     out = proc.communicate() if communicate else proc.wait()
     deadline = time.monotonic() + timeout
-    while True:  # every process /proc lists (none where there is no /proc): its state and process group
-        members = []
-        for stat_file in Path("/proc").glob("[0-9]*/stat"):
-            try:  # (one may vanish as it is read)
-                fields = stat_file.read_text().rsplit(")", 1)[1].split()  # after "pid (name)": state, ppid, pgrp, ...
-            except OSError:
-                continue
-            members.append((fields[0], int(fields[2])))
-        if not any(group == proc.pid and state != "Z" for state, group in members):
-            return out if communicate else None
+    while any((pid in family or group == proc.pid) and state != "Z" for pid, (state, _, group) in processes().items()):
         assert time.monotonic() < deadline, f"process group {proc.pid} still runs {timeout} s after its SIGKILL"
         time.sleep(0.01)
+    return out if communicate else None
+
+
+def processes():
+    """{pid: (state, parent's pid, process group)} of every process /proc lists (none where there is no /proc)."""
+    found = {}
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:  # (one may vanish as it is read)
+            fields = stat_file.read_text().rsplit(")", 1)[1].split()  # after "pid (name)": state, ppid, pgrp, ...
+        except OSError:
+            continue
+        found[int(stat_file.parent.name)] = (fields[0], int(fields[1]), int(fields[2]))
+    return found
 
 
 @contextmanager
