@@ -167,6 +167,8 @@ def settings_from(args):
 
     >>> settings_from(build_parser().parse_args(["--no-positions", "--steps", "5"])).positions
     'none'
+    >>> settings_from(build_parser().parse_args(["--positions", "none", "--no-positions"])).positions
+    'none'
     """
     if args.no_positions and "positions" in args.typed and args.positions != "none":
         raise ValueError(f"--no-positions and --positions {args.positions} contradict each other; pick one")

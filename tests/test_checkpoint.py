@@ -156,14 +156,6 @@ def test_reference_model_runs_on_a_loaded_checkpoint(tmp_path):
     assert model.shape(logits) == (3, 96)
 
 
-def test_save_replaces_the_file_and_leaves_no_temporary(tmp_path):
-    path = tmp_path / "ckpt.safetensors"
-    write_tiny(path, step=1)
-    write_tiny(path, step=2)
-    assert checkpoint.load_checkpoint(path)["step"] == 2
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.safetensors"]
-
-
 def test_decode_refuses_a_long_shape_before_multiplying_it(bases):
     """A shape of 3,000,000 twos was multiplied out before its size was checked (2^3,000,000, two minutes of
     arithmetic, then "Exceeds the limit (4300 digits)"). Now the shape's length is bounded before its sizes are
