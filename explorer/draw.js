@@ -51,9 +51,8 @@ function fit_canvas(canvas, height) {
 /** Draw values (rows x cols, arrays of numbers) as square cells, row labels on the left, column labels on top when
  * the cells are big enough. options: labels (of the rows, and of the columns too), color (value ->
  * CSS colour), mask (row, col) -> true to leave a cell blank, highlight (a row to outline), max_cell (pixels).
- * The canvas's data-left, data-top and data-cell give where the cells are (CSS pixels), data-highlight the row
- * outlined ("" for none). Returns {cell_at(mouse event) -> {row, col} | null, outline(row): move the outline to
- * row (null: none)}.
+ * The canvas's data-highlight is the row outlined ("" for none). Returns {cell_at(mouse event) -> {row, col} | null,
+ * outline(row): move the outline to row (null: none)}.
  *
  *     const grid = heatmap(canvas, [[1, 0], [0.5, 0.5]], { highlight: 1 });
  *     grid.outline(0)   // canvas.dataset.highlight === "0" */
@@ -69,7 +68,6 @@ export function heatmap(canvas, values, options = {}) {
   const top = show_labels && labels.length ? 56 : 4;
   canvas.style.width = `${margin + cell * cols + 4}px`;
   const { ctx, width, height } = fit_canvas(canvas, top + cell * rows + 4);
-  Object.assign(canvas.dataset, { left: margin, top, cell });
 
   /** The whole map again, with row (or none) outlined. */
   function paint(row) {

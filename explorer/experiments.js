@@ -230,7 +230,6 @@ function draw_depth_model(m, blocks) {
     m.tokens_per_s ? `${Math.round(m.tokens_per_s).toLocaleString("en")} tokens/s` : null,
     m.done ? "done" : m.stopped ? "stopped" : null,
   ].filter(Boolean).join(" | ");
-  status.dataset.accuracy = String(measures.copy_accuracy);
   maps.textContent = "";
   table.textContent = "";
   weights.forEach((block, b) => block.forEach((w, h) => {
@@ -277,15 +276,13 @@ function draw_positions() {
   for (const m of models) {
     const losses = m.by_position?.losses ?? [];
     const inside = positions.mean_loss(losses, 32, 64), past = positions.mean_loss(losses, 64, 128);
-    const tr = table_row([
+    body.append(table_row([
       [m.scheme, ""],
       [`${m.step}${m.done ? "" : "…"}`, "num"],
       [m.vals.length ? m.vals.at(-1)[1].toFixed(3) : "", "num"],
       [inside === null ? "" : inside.toFixed(3), "num"],
       [past === null ? (m.by_position?.refusal ? "cannot read them" : "") : past.toFixed(3), "num"],
-    ]);
-    tr.dataset.scheme = m.scheme;
-    body.append(tr);
+    ]));
   }
   const refusal = models.find((m) => m.by_position?.refusal)?.by_position.refusal;
   $("positions-note").textContent = !run ? "Not run yet." : [

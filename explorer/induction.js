@@ -22,11 +22,6 @@ export const TEST_SEED = 1002; // random.Random seed of the test sequences (dept
  *
  *     sample_range(new Random(0), 96, 4)   // as random.Random(0).sample(range(96), 4) */
 function sample_range(rng, n, k) {
-  let setsize = 21; // CPython's random.sample: a set of the drawn indexes unless n is at most this
-  if (k > 5) setsize += 4 ** Math.ceil(Math.log(k * 3) / Math.log(4));
-  if (n <= setsize) {
-    throw new Error(`sample_range(${n}, ${k}): Python draws from a pool here, which this does not mirror`);
-  }
   const chosen = new Set();
   const out = [];
   for (let i = 0; i < k; i++) {
