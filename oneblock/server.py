@@ -43,7 +43,7 @@ def host_status(hosts, port):
     host and port (RFC 9112, section 3.2), 421 for a name other than OWN_NAMES or another port, as docs/explorer.md
     says (a bare name means port 80, RFC 9110, section 4.2.1).
 
-    >>> host_status(["127.0.0.1:8765"], 8765), host_status(["LocalHost.:8765"], 8765), host_status(["[::1]:80"], 80)
+    >>> host_status(["127.0.0.1:8765"], 8765), host_status(["LocalHost.:8765"], 8765), host_status(["[::1]:080"], 80)
     (None, None, None)
     >>> host_status(["evil.example:8765"], 8765), host_status(["localhost"], 8765), host_status(["localhost"], 80)
     (421, 421, None)

@@ -81,15 +81,6 @@ HAS_TORCH = importlib.util.find_spec("torch") is not None
 
 
 @pytest.fixture(scope="module")
-def kind_ckpts(tmp_path_factory):
-    """{kind: a checkpoint of 5 steps of train.py with KINDS[kind]'s flags}, the torch kind only where PyTorch is."""
-    folder = tmp_path_factory.mktemp("explorer-kinds")
-    return {kind: train(folder / f"{kind}.safetensors", "--steps", "5", "--batch", "2", "--val-stories", "20",
-                        "--eval-every", "5", *flags)
-            for kind, flags in KINDS.items() if HAS_TORCH or not kind.startswith("torch")}
-
-
-@pytest.fixture(scope="module")
 def sites(tmp_path_factory, trained_ckpt, own_ckpt, grown_ckpt):
     """A folder holding the page five times: init/ (no checkpoint), trained/, broken-worker/, own-text/ and
     grown/."""
@@ -289,7 +280,7 @@ def shown(page, selector):
 
 
 def test_explore_py_and_the_load_button_read_every_kind_of_checkpoint_train_py_writes(open_page, capsys, grown_ckpt,
-                                                                                       kind_ckpts):
+                                                                                       tmp_path):
     """Other widths and max-lens, float64, the PyTorch backend (where it is installed), and the grown 2x2 rope
     model: explore.py exports each, and the untrained page's Load weights button reads them one after another: the
     config, numpy_model's logits (within 1e-12 relative), a block and a head of the attention map to choose, and the
@@ -298,11 +289,14 @@ def test_explore_py_and_the_load_button_read_every_kind_of_checkpoint_train_py_w
     is none.) At the end every hidden element of the page is not displayed, whatever its rules say."""
     from oneblock import numpy_model
 
+    kinds = [train(tmp_path / f"{kind}.safetensors", "--steps", "5", "--batch", "2", "--val-stories", "20",
+                   "--eval-every", "5", *flags)  # 5 steps each, the torch kind only where PyTorch is
+             for kind, flags in KINDS.items() if HAS_TORCH or not kind.startswith("torch")]
     page = open_page()
     words, heatmap = POSITION_PANEL["learned"]
     assert words in page.inner_text("#position-note") and shown(page, "#position-similarity") == heatmap
     stream, _, _ = data.load_data(TOK, VAL_STORIES, 64)
-    for path in (grown_ckpt, *kind_ckpts.values()):
+    for path in (grown_ckpt, *kinds):
         assert ran("explore.py", capsys, "--ckpt", path, "--export", path.parent / "site").returncode == 0, path
         ckpt = checkpoint.load_checkpoint(path)
         config = ckpt["config"]  # a ModelConfig
