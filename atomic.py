@@ -184,12 +184,13 @@ def private_mode(modes=(), paths=()):
     return 0o600 | readers
 
 
-def remove_leftovers(path, shown=None):
+def remove_leftovers(path, shown=None, names=None):
     """Remove the temporary files beside path that a writer of it left when it was killed (a SIGKILL, a power cut):
     those named as write_together names them (path.PID.RANDOM.tmp), regular files of one name, whose process is no
     longer running and on which nobody holds the lock its writer held. Anything else is left as it is: another run's
     save in progress, a file of yours that looks like one. Returns the names removed, and says on stderr how many
-    beside shown (the path as the run names it) where shown is given. (Windows: none is removed.)
+    beside shown (the path as the run names it) where shown is given. (Windows: none is removed.) With names, a
+    regular expression, path is a folder and those of every file in it whose name matches names go.
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as d:
@@ -199,20 +200,20 @@ def remove_leftovers(path, shown=None):
     ...     remove_leftovers(Path(d) / "c.bin"), sorted(p.name for p in Path(d).iterdir())
     (['c.bin.999999999.abcd1234.tmp'], ['c.bin.mine.tmp'])
     """
-    path = Path(path)
+    folder, names = (Path(path), names) if names else (Path(path).parent, re.escape(Path(path).name))
     if os.name == "nt":
         return []
-    pattern = re.compile(re.escape(path.name) + r"\.([0-9]+)\.[a-z0-9_]{8}\.tmp")
+    pattern = re.compile(f"(?:{names})" + r"\.([0-9]+)\.[a-z0-9_]{8}\.tmp")
     removed = []
     try:
-        names = sorted(os.listdir(path.parent))
+        listed = sorted(os.listdir(folder))
     except OSError:
         return []
-    for name in names:
+    for name in listed:
         found = pattern.fullmatch(name)
         if found is None or _running(int(found.group(1))):
             continue
-        leftover = path.parent / name
+        leftover = folder / name
         try:
             fd = os.open(leftover, OPEN_THERE)  # (as _judge opens a lock: no link followed, no FIFO waited on)
         except OSError:  # a link, or gone

@@ -46,7 +46,6 @@ FORMAT = "grid result v1"  # the "format" field of every result file
 KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")  # a task's key, which names its file: key + ".json"
 LARGEST = 1 << 26  # bytes of the largest result file read (64 MiB)
 KEPT = 6  # values `kept` keeps in each process, the least recently used dropped first
-LEFTOVER = re.compile(r"(.+\.json)\.[0-9]+\.[a-z0-9_]{8}\.tmp")  # a temporary file of write_atomic's, of a result
 NEVER = "it is never replaced: remove it to run its task again, or choose another folder"  # a bad result file
 DASK = ("dask", "distributed")  # the packages of the "dask" executor (tests/requirements.txt pins them)
 
@@ -298,10 +297,7 @@ def run_tasks(pool, fn, tasks, folder, follow=None, report=print, check=None, re
     folder = results_folder(folder)
     tasks = [checked_task(task, "tasks") for task in tasks]
     with hold(folder / "grid", f"experiments.grid, process {os.getpid()}", follow=False):  # (grid.lock, in folder)
-        for name in os.listdir(folder):  # the temporary files of a grid that was killed as it wrote one
-            leftover = LEFTOVER.fullmatch(name)
-            if leftover:
-                remove_leftovers(folder / leftover.group(1))
+        remove_leftovers(folder, names=r".+\.json")  # the temporary files of a grid killed as it wrote a result
         stored = stored_results(folder)
         order, args_of, lowered = [], {}, {}  # the keys in order; {key: args}; {key.lower(): key}
         results, running, failure = {}, {}, []  # {key: result}; {future: key}; the first failure, (key, error)

@@ -22,8 +22,6 @@ from oneblock.lessons import Lesson, Skip, Within
 HERE = Path(__file__).resolve().parent
 RECORD_FILE = HERE / "scaling.json"  # experiments/scaling.py's committed record
 RECORD_FORMAT = "scaling experiment v1"  # its "format" field (scaling.py's FORMAT)
-LEAST_BUDGETS = LEFT  # a refit keeps at least four budgets, as the record's floors by cut: on three, E is not pinned
-FITTED = ("E", "A", "alpha", "B", "beta")  # what fit_law returns, in its order
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -51,21 +49,21 @@ to make it
 
 
 def cuts(points):
-    """The budgets each refit starts from: every budget of the points that leaves at least LEAST_BUDGETS budgets
-    from it up (the least budget first: every cell).
+    """The budgets each refit starts from: every budget of the points that leaves at least LEFT budgets from it up
+    (scaling_judged's, as the record's floors by cut: on three, E is not pinned; the least budget first: every cell).
 
     >>> cuts({"cells": [{"budget": b} for b in (10, 20, 40, 80, 160)]})
     [10, 20]
     """
     budgets = sorted({c["budget"] for c in points["cells"]})
-    return budgets[:len(budgets) - LEAST_BUDGETS + 1]
+    return budgets[:len(budgets) - LEFT + 1]
 
 
 def fitted_at(n, d, loss, floor=None, **options):
     """fit_law's {"E", "A", "alpha", "B", "beta"} as plain floats, with the fit's cost (scaling_law.law_cost);
     options go to SciPy's least_squares (TIGHT: converged fully)."""
     fitted, x = fit_law(n, d, loss, floor=floor, **options)
-    return {**{k: float(fitted[k]) for k in FITTED}, "cost": law_cost(x, n, d, loss, floor)}
+    return {**{k: float(v) for k, v in fitted.items()}, "cost": law_cost(x, n, d, loss, floor)}
 
 
 def scaling_numbers(points):

@@ -8,7 +8,7 @@ page reads that lesson's answer from the export, oneblock/page-lessons.json, and
     >>> n = np.repeat([1e3, 1e4, 1e5], 3)  # (9,): three sizes ...
     >>> d = np.tile([1e5, 1e6, 1e7], 3)  # (9,): ... each at three token counts
     >>> fitted, x = fit_law(n, d, 0.5 + 20 / n ** 0.4 + 300 / d ** 0.3)
-    >>> round(fitted["E"], 4), round(float(fitted["alpha"]), 3), round(float(fitted["beta"]), 3)
+    >>> round(fitted["E"], 5), round(float(fitted["alpha"]), 5), round(float(fitted["beta"]), 5)
     (0.5, 0.4, 0.3)
 """
 
@@ -68,8 +68,8 @@ def fit_law(n, d, measured, floor=None, starts=STARTS, **solver):
 
     >>> n, d = np.repeat([1e3, 1e4, 1e5], 3), np.tile([1e5, 1e6, 1e7], 3)  # (9,), (9,)
     >>> fitted, x = fit_law(n, d, 0.5 + 20 / n ** 0.4 + 300 / d ** 0.3, floor=0.5)
-    >>> fitted["E"], round(fitted["A"], 2), len(x)
-    (0.5, 20.0, 4)
+    >>> fitted["E"], round(fitted["A"], 2), round(float(fitted["alpha"]), 5), round(fitted["B"], 1), len(x)
+    (0.5, 20.0, 0.4, 300.0, 4)
     """
     lower, upper = (LOWER, UPPER) if floor is None else (LOWER[1:], UPPER[1:])  # log E, log A, alpha, log B, beta
     fits = (least_squares(lambda x: law(x, n, d, floor) - np.log(measured), x0[-len(lower):], bounds=(lower, upper),

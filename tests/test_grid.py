@@ -380,15 +380,12 @@ def test_a_link_at_the_grids_lock_name_is_never_followed(pool, tmp_path):
 
 
 @pytest.mark.parametrize("kind, workers, address, said", [
-    ("process", -2, None, "workers -2: expected a whole number"),
     ("process", True, None, "workers True: expected a whole number"),
     ("dask", "2", None, "workers '2': expected a whole number"),
-    ("process", 2.0, None, "workers 2.0: expected a whole number"),
     ("serial", 2, None, "workers 2: the serial executor runs one task at a time"),
     ("process", 10**5, None, f"workers 100000: more than 4 a core (this process may run on {grid.cores()}) only"
                              f" share the cores, each a process of its own in memory; expected at most"
                              f" {4 * grid.cores()}$"),
-    ("dask", 10**5, None, "workers 100000: more than 4 a core"),
     ("process", None, "tcp://127.0.0.1:8786", "address 'tcp://127.0.0.1:8786' is for the dask executor"),
     ("dask", 2, "tcp://127.0.0.1:8786", "workers 2 with address 'tcp://127.0.0.1:8786': an existing Dask cluster"),
     ("dask", None, 8786, "address 8786: expected a Dask scheduler's address"),

@@ -1,11 +1,10 @@
 """The scaling lesson (experiments/lessons_scaling.py) and the law's module (experiments/scaling_law.py): the lesson's
 numbers equal to the committed record's fits (tests/test_lessons.py drives it with scripted input and on the command
 line, with the ten); the refits on the larger budgets computed again here, from the record's runs, with a fit of this
-file's own calls; the moved functions the very ones scaling.py uses; and the answer explore.py's export gives the page
-(oneblock/export.py's lessons_data): the lesson's own, or a skip that says what to run, and a damaged record refused.
+file's own calls; and the answer explore.py's export gives the page (oneblock/export.py's lessons_data): the lesson's
+own, or a skip that says what to run, and a damaged record refused.
 """
 
-import ast
 import json
 import os
 import statistics
@@ -152,7 +151,6 @@ def spoiled(path, how):
             f.truncate(recording.MOST_RECORD + 1)
     else:
         text = {"not UTF-8": lambda: b"\xff\xfe{}", "nested": lambda: b"[" * 100_000,
-                "runs of another kind": lambda: json.dumps({**record, "runs": "x"}).encode(),
                 "a loss of another kind": lambda: json.dumps({**record, "runs": [{**r, "val": "low"} for r in
                                                                                   record["runs"]]}).encode(),
                 "no floor": lambda: json.dumps({k: v for k, v in record.items() if k != "floor"}).encode()}[how]()
@@ -163,8 +161,8 @@ def spoiled(path, how):
 @pytest.mark.parametrize("how, said", [
     ("a FIFO", "a FIFO (a named pipe), not a regular file"), ("a link to /dev/zero", "a character device"),
     ("too large", "bytes, more than the"), ("not UTF-8", "is not UTF-8 text"),
-    ("nested", "JSON nested too deeply to read"), ("runs of another kind", "does not have the shape"),
-    ("a loss of another kind", "does not have the shape"), ("no floor", "no field 'floor'"),
+    ("nested", "JSON nested too deeply to read"), ("a loss of another kind", "does not have the shape"),
+    ("no floor", "no field 'floor'"),
 ])
 def test_a_damaged_record_is_a_skip_in_one_line_read_as_the_experiments_read_theirs(tmp_path, how, said):
     """Before: tracebacks (JSONDecodeError, UnicodeDecodeError, RecursionError, ...), a FIFO called missing, and no
@@ -175,14 +173,6 @@ def test_a_damaged_record_is_a_skip_in_one_line_read_as_the_experiments_read_the
         ls.read_points(path)
     line = str(skipped.value)
     assert said in line and "\n" not in line and "run python3 -m experiments.scaling" in line, line
-
-
-def test_the_moved_functions_are_the_ones_scaling_py_uses():
-    for name in ("fit_law", "law_summary", "slope", "name_of", "chosen_lr", "cell_values"):  # (those it calls)
-        assert getattr(scaling, name) is getattr(scaling_law, name), name
-    tree = ast.parse((ROOT / "experiments" / "scaling.py").read_text(encoding="utf-8"))
-    defined = {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
-    assert defined.isdisjoint({"law", "fit_law", "law_summary", "slope", "name_of", "chosen_lr", "cell_values"})
 
 
 # ----------------------------------------------------------------------------------------------------------------

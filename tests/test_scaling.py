@@ -229,17 +229,3 @@ def test_the_grid_costs_what_its_formula_says():
     fixed = [x for x in r["runs"] if x["seed"] in scaling.FULL["seeds"]]  # (the split seeds' runs come on top)
     assert (runs, flops, tokens) == (len(fixed), sum(x["flops"] for x in fixed), sum(x["tokens"] for x in fixed))
 
-
-def test_the_law_fit_recovers_the_law_it_is_given():
-    """Points made by a known law, no noise: both fits find its exponents, the free one its floor."""
-    pytest.importorskip("scipy")
-    from experiments import scaling
-
-    n = np.repeat([1e3, 3e3, 1e4, 3e4, 1e5], 5)
-    d = np.tile([1e5, 4e5, 1.6e6, 6.4e6, 2.56e7], 5)
-    loss = 0.5 + 20 / n ** 0.4 + 300 / d ** 0.3
-    free, _ = scaling.fit_law(n, d, loss)
-    assert free["E"] == pytest.approx(0.5, rel=1e-4) and free["alpha"] == pytest.approx(0.4, rel=1e-4) and (
-        free["beta"] == pytest.approx(0.3, rel=1e-4))
-    known, _ = scaling.fit_law(n, d, loss, floor=0.5)
-    assert known["alpha"] == pytest.approx(0.4, rel=1e-4) and known["B"] == pytest.approx(300, rel=1e-3)
