@@ -18,10 +18,8 @@ How it measures, and why:
 - The workers take turns round by round (only one runs at a time), so a busy phase of this shared machine hits
   every backend alike; a short pause between turns lets the previous worker's BLAS/OpenMP threads stop spinning.
   Each turn runs one untimed step, then enough timed steps to last about --round-seconds.
-- Reported: the median over rounds of the time per step, tokens per second (B * T per step), achieved GFLOP/s
-  counted as 6 x (non-embedding parameters) + 6 x T x d per token, and that as a share of NumPy's own 2048 x 2048
-  matmul rate in the same dtype (the "ceiling"), which two torch-free workers (matmul-f32, matmul-f64) measure at
-  every size in turns of their own among the backends', so that a busy phase of the machine slows it alike.
+- Reported: the median over rounds of the time per step, tokens per second (B * T per step), GFLOP/s
+  (flops_per_token) and their share of the "ceiling" (CEILING: what the table's columns are, docs/developers.md).
 - The reference runs one sequence at a time (B = 1 at length T, whatever B the size has), a few rounds only; at
   the large size it is skipped (minutes per step), and at a grown size (several blocks or heads): model.py has one
   block and one head.

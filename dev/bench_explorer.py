@@ -193,10 +193,8 @@ def show_off(page, path):
 
 def numpy_run(steps, batch, dtype):
     """train.py's training with the page's settings: {"vals": [[step, val, seconds]], "tokens_per_s", "wall"}."""
-    s = PAGE_DEFAULTS | {"steps": steps, "batch": batch}
-    settings = checked(Settings(steps=s["steps"], batch=s["batch"], seq_len=s["seq_len"], lr=s["lr"],
-                                min_lr=s["min_lr"], warmup=min(s["warmup"], steps), eval_every=s["eval_every"],
-                                seed=s["seed"], dtype=dtype, quiet=True))
+    s = PAGE_DEFAULTS | {"steps": steps, "batch": batch, "warmup": min(PAGE_DEFAULTS["warmup"], steps)}
+    settings = checked(Settings(**s, dtype=dtype, quiet=True))  # (PAGE_DEFAULTS's names are Settings' own)
     data = data_files.prepare(settings)  # (read before the clock starts, as the page has its data before it trains)
     times = []  # when each validation loss line was reported
     started = time.perf_counter()
