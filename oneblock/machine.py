@@ -215,11 +215,8 @@ def openblas_core():
     which Linux lists in /proc/self/maps)."""
     import numpy  # noqa: F401  (loads its BLAS)
 
-    try:
-        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
-            paths = {line.split()[-1] for line in f if "openblas" in line.lower() and ".so" in line}
-    except OSError:
-        return None
+    paths = {line.split()[-1] for line in system_text("/proc/self/maps").splitlines()
+             if "openblas" in line.lower() and ".so" in line}
     for path in sorted(paths):
         lib = ctypes.CDLL(path)
         for symbol in ("scipy_openblas_get_corename64_", "openblas_get_corename64_", "openblas_get_corename"):

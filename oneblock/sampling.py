@@ -55,8 +55,8 @@ def choose(logits, temperature, top_k, rng):
 def generate(next_logits, context, n_tokens, max_len, temperature, top_k, rng):
     """n_tokens new IDs after context (a list of IDs); next_logits(ids) gives the last position's logits.
 
-    >>> generate(lambda ids: [0.0, 0.0, float(len(ids))], [0], 3, 2, 0, 0, None)
-    [2, 2, 2]
+    >>> generate(lambda ids: [float(i == len(ids)) for i in range(4)], [0], 4, 2, 0, 0, None)  # (the window's length)
+    [1, 2, 2, 2]
     """
     ids = list(context)
     for _ in range(n_tokens):

@@ -18,7 +18,7 @@ import bpe
 from oneblock import checkpoint, export
 from oneblock.config import ModelConfig
 import model
-from oneblock.data import read_data, split_text, windows
+from oneblock.data import read_data, split_text
 
 np = pytest.importorskip("numpy")
 
@@ -156,7 +156,7 @@ def test_train_py_and_bpe_py_refuse_bad_data_in_one_line_and_write_nothing(tmp_p
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# The split and the validation windows
+# The split
 
 
 def test_the_split_follows_the_file():
@@ -167,13 +167,6 @@ def test_the_split_follows_the_file():
     cut, unit, units, held = split_text(docs, 0.1)
     assert (unit, units, held) == ("document", 3, 1) and docs[cut:] == "The third\none.\n"
     assert split_text("one\ntwo\n", 0.9)[3] == 1  # at least one unit trains
-
-
-def test_validation_windows_predict_every_token_after_the_first_once():
-    ids = list(range(100))
-    ws = windows(ids, 32)
-    assert [len(w) for w in ws] == [33, 33, 33, 4]
-    assert [t for w in ws for t in w[1:]] == ids[1:]
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -61,19 +61,6 @@ def test_greedy_follows_the_reference_models_argmax(ckpt, sample_text):
                            backend) == want, backend
 
 
-def test_context_is_cropped_to_the_last_64_tokens():
-    seen = []
-
-    def next_logits(ids):
-        seen.append(list(ids))
-        return [0.0] * 95 + [1.0]
-
-    new = sampling.generate(next_logits, list(range(10)), 100, 64, 0, 0, None)
-    assert new == [95] * 100
-    assert [len(w) for w in seen] == [min(10 + i, 64) for i in range(100)]
-    assert seen[-1] == (list(range(10)) + [95] * 99)[-64:]
-
-
 def test_choose_draws_in_proportion_respects_top_k_and_greedy_draws_nothing():
     import random
 
