@@ -72,22 +72,16 @@ def gradient_errors(params, x, y):
     return errors
 
 
-def order_logits(params, tok, use_positions):
-    """Logits (T, V) of ORDER_A and of ORDER_B."""
-    return (model.forward(params, tok.encode(ORDER_A), use_positions)[0],
-            model.forward(params, tok.encode(ORDER_B), use_positions)[0])
-
-
 def position_gaps(params, tok, use_positions):
     """The largest logit difference between ORDER_A and ORDER_B at each position, rounded to 4 places."""
-    a, b = order_logits(params, tok, use_positions)
+    a, b = (model.forward(params, tok.encode(text), use_positions)[0] for text in (ORDER_A, ORDER_B))  # (T, V) each
     return [round(max(abs(x - y) for x, y in zip(ra, rb)), 4) for ra, rb in zip(a, b)]
 
 
 def last_logits_gap(params, tok, use_positions):
     """The largest logit difference between ORDER_A and ORDER_B at the last position, not rounded."""
-    a, b = order_logits(params, tok, use_positions)
-    return max(abs(x - y) for x, y in zip(a[-1], b[-1]))
+    a, b = (model.forward(params, tok.encode(text), use_positions)[0][-1] for text in (ORDER_A, ORDER_B))  # (V,)
+    return max(abs(x - y) for x, y in zip(a, b))
 
 
 # ----------------------------------------------------------------------------------------------------------------

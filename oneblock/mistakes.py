@@ -146,25 +146,13 @@ MISTAKES = {
 # A mistake applied
 
 
-def function_span(source, name):
-    """(first, last) line numbers (1-based, inclusive) of the top-level function name in source.
-
-    >>> function_span("x = 1\\n\\ndef f():\\n    return 2\\n", "f")
-    (3, 4)
-    """
-    for node in ast.parse(source).body:
-        if isinstance(node, ast.FunctionDef) and node.name == name:
-            return node.lineno, node.end_lineno
-    raise ValueError(f"no function {name} in the source")
-
-
 def planted(source, entry):
     """source with entry's edits made inside its step's function; a ValueError if an old line is not there exactly
     once in that function."""
     lines = source.split("\n")
-    first, last = function_span(source, entry["step"])
+    node = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == entry["step"])
     for old, new in entry["edits"]:
-        where = [i for i in range(first - 1, last) if lines[i] == old]
+        where = [i for i in range(node.lineno - 1, node.end_lineno) if lines[i] == old]
         if len(where) != 1:
             raise ValueError(f"the line {old.strip()!r} is in {entry['step']} {len(where)} times; expected once")
         lines[where[0]] = new

@@ -22,10 +22,6 @@ import bpe
 
 MB = 10**6
 
-# bpe.py held in its reading of --data (atomic's read_whole, which bpe.py imports)
-HELD = holding("bpe.py", "atomic", "read_whole", when='args[1:2] == ("a UTF-8 text file",)')
-
-
 TRAIN = ["--data", "notes.txt", "--vocab-size", "100"]
 
 
@@ -68,7 +64,8 @@ def test_the_tokenizer_is_as_private_as_the_text_and_the_umask(notes, capsys, um
 
 def test_a_second_run_on_the_same_out_is_refused_while_the_first_holds_it(notes):
     out, waiting, go = notes / "t.json", notes / "waiting", notes / "go"
-    with held(HELD, waiting, go, *TRAIN, "--out", out, cwd=notes) as slow:
+    reading = holding("bpe.py", "atomic", "read_whole", when='args[1:2] == ("a UTF-8 text file",)')  # --data's read
+    with held(reading, waiting, go, *TRAIN, "--out", out, cwd=notes) as slow:
         fast = run("bpe.py", "--data", "notes.txt", "--vocab-size", "120", "--out", out, cwd=notes)
         one_line_error(fast, "is in use by another run", "bpe.py")  # before the fix: it wrote its tokenizer
         assert not out.exists()
@@ -121,11 +118,8 @@ def reference_train(text, vocab_size):
     return merges
 
 
-texts = st.text(alphabet="ab AΩé.\n2𝔘", max_size=120)
-
-
 @settings(max_examples=200, deadline=None)
-@given(texts, st.integers(1, 8))
+@given(st.text(alphabet="ab AΩé.\n2𝔘", max_size=120), st.integers(1, 8))
 def test_stretches_split_as_pretokenize_does_and_training_is_unchanged(text, size):
     alphabet = sorted(set(text))
     pieces = [piece for part in bpe.stretches(text, alphabet, size) for piece in part]

@@ -162,11 +162,11 @@ def test_the_workbook_blanks_the_steps_from_its_start_keeping_signatures_and_doc
 
 def test_a_workbook_filled_in_from_the_lab_passes_every_step():
     """It is the lab's model.py again, which passes every step (its check exits 0: the learner's path below)."""
-    text, lab_lines = workbook.workbook(), LAB.split("\n")
+    text, lab_lines, lab = workbook.workbook(), LAB.split("\n"), functions(LAB)
     for step in reversed(grade.STEPS):  # (last first: the line numbers of the earlier ones hold)
         node, lines = functions(text)[step], text.split("\n")
-        first, last = mistakes.function_span(LAB, step)
-        text = "\n".join(lines[:node.lineno - 1] + lab_lines[first - 1:last] + lines[node.end_lineno:])
+        filled = lab_lines[lab[step].lineno - 1:lab[step].end_lineno]
+        text = "\n".join(lines[:node.lineno - 1] + filled + lines[node.end_lineno:])
     assert text == LAB
 
 
