@@ -19,10 +19,9 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
-from run_helpers import MOST_MEMORY, ROOT, file_size_limit, memory_limit, one_line_error
+from run_helpers import MOST_MEMORY, ROOT, file_size_limit, files_under, memory_limit, one_line_error
 from test_positions import OTHER_KERNELS
 
 from experiments import depth, recording
@@ -48,14 +47,15 @@ def started(module, *args, cwd, fsize=None, prefix=()):
     """python3 -m experiments.<module> args (or prefix, a python3 -c hook, and then the module), started in cwd in a
     session of its own, so that a run that goes on too long is stopped with every process it started; under the
     memory limit (a record read without end fails, it cannot swap), with SIGINT as a terminal sends it (a background
-    pytest starts its children with it ignored), and with fsize file_size_limit's."""
+    pytest starts its children with it ignored), with fsize file_size_limit's, and writing no __pycache__ (-B: what
+    files_under lists is what the run left)."""
     def limits():
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         memory_limit(MOST_MEMORY)()
         if fsize is not None:
             file_size_limit(fsize)()
 
-    cmd = [sys.executable, *prefix, *(() if prefix else ("-m",)), f"experiments.{module}", *map(str, args)]
+    cmd = [sys.executable, "-B", *prefix, *(() if prefix else ("-m",)), f"experiments.{module}", *map(str, args)]
     return subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, preexec_fn=limits)
 
@@ -74,10 +74,6 @@ def finished(proc, timeout):
 
 def run(module, *args, cwd, timeout=60, fsize=None):
     return finished(started(module, *args, cwd=cwd, fsize=fsize), timeout)
-
-
-def files_under(folder):
-    return sorted(str(p.relative_to(folder)) for p in Path(folder).rglob("*") if "__pycache__" not in p.parts)
 
 
 def waiting_for(path, proc, timeout=60):
