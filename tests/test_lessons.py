@@ -424,13 +424,10 @@ def test_the_page_has_a_section_for_every_lesson_of_the_path_in_its_order():
     assert list(page_sections()) == [lesson.key for lesson in lessons.all_lessons()]
 
 
-# The lessons that train: the page folds one machine's output, labelled with its NumPy, kernels and threads. What
-# does not depend on the machine (the settings, the counts, the floors, the refusal, the verdict, every word) is held
-# to the digit; the figures that NumPy float32 training gives are held to the digit where the kernels are the page's,
-# and elsewhere within how far each moved over the four kernel families of the lab's machine (OPENBLAS_CORETYPE=
-# Haswell, SkylakeX, Sandybridge and Nehalem, 1 thread: the spread of the printed figures, plus one unit of their
-# last digit for the rounding); the times (seconds) are the machine's at its load, and only their place is held.
-# Each answer is computed with the lessons' own settings: about 12 s for the three on that machine.
+# The lessons that train: the page folds one machine's output, labelled with its NumPy, kernels and threads, held as
+# docs/lessons.md's last section says: every word, setting, count and floor to the digit; the figures of float32
+# training to the digit where the kernels are the page's, elsewhere within how far each moved over the four kernel
+# families measured there, plus one unit of its last digit; the times (seconds) only in their place. About 12 s.
 
 MOVES = {  # lesson -> [(a pattern of an answer line, with a group for each figure that moves, how far each moved)]
     "floor": [(r"above the floor by (\d+\.\d+)", (0.0566,)),

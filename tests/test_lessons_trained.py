@@ -15,10 +15,10 @@ import pytest
 
 np = pytest.importorskip("numpy", reason="the lessons that train need NumPy")
 
-import bpe  # noqa: E402
 from oneblock import data as data_files, floor, lessons, numpy_model, training  # noqa: E402
 from experiments import lessons_trained as lt  # noqa: E402
 from oneblock.settings import Settings, checked, model_config  # noqa: E402
+from test_positions import TOK, VAL  # noqa: E402  (the tokenizer, and train.py's validation stories)
 
 TEST_STEPS = 100  # the most steps any model trains in these tests (the lessons' own: 600, 400 and 1000)
 ROOT = data_files.ROOT
@@ -31,11 +31,6 @@ def lab():
     lab.said = []
     lab.write = lab.said.append
     return lab
-
-
-def val_stories():
-    """The validation stories of a default run: the last 300 lines of corpus.txt."""
-    return (ROOT / "corpus.txt").read_text(encoding="utf-8").splitlines()[-300:]
 
 
 def nll_per_position(logits, targets):
@@ -53,8 +48,7 @@ def test_floor_trains_live_and_stays_above_the_floor(lab):
     answer = lt.FLOOR.answer(lab, steps=TEST_STEPS)
     record = json.loads((ROOT / "oneblock" / "corpus-entropy.json").read_text(encoding="utf-8"))
     assert answer["corpus_floor"] == record["nats_per_token"]
-    tok = bpe.Tokenizer.load(ROOT / "tokenizer.json")
-    nats, tokens = floor.story_floor(val_stories(), tok)
+    nats, tokens = floor.story_floor(VAL, TOK)
     assert answer["val_floor"] == nats / tokens
     # the run's validation loss, again: the same run (deterministic), its weights through numpy_model story by story
     run = training.train(Settings(steps=TEST_STEPS, eval_every=TEST_STEPS, quiet=True))
@@ -89,18 +83,13 @@ def test_floor_reads_the_page_models_loss(lab):
 def test_past_length_learned_refuses_the_others_read(lab):
     steps = TEST_STEPS // 2  # four runs of 50: 200 steps in all
     answer = lt.POSITIONS_PAST_LENGTH.answer(lab, steps=steps)
-    try:
-        numpy_model.check_length((1, 101), "learned", 64)
-    except ValueError as e:
-        refusal = str(e)
-    assert refusal == "sequence of 101 tokens is longer than the 64 positions the model has"
+    refusal = "sequence of 101 tokens is longer than the 64 positions the model has"  # numpy_model.check_length's
     assert answer["runs"]["learned"]["refused"] == refusal
     assert f"learned: refused: {refusal}" in answer["shown"]
     assert answer["value"] == "every scheme but learned"
     assert any(line.startswith("the page's model") and line.endswith(refusal) for line in answer["shown"])
     # rope's losses again: the same run, windows of 102 tokens cut here, the loss by loss_and_dlogits
-    tok = bpe.Tokenizer.load(ROOT / "tokenizer.json")
-    stream = tok.encode("\n" + "".join(s + "\n" for s in val_stories()))
+    stream = TOK.encode("\n" + "".join(s + "\n" for s in VAL))
     rows = np.array([stream[i:i + 102] for i in range(0, len(stream) - 101, 101)])
     ids, targets = rows[:, :-1], rows[:, 1:]
     assert answer["windows"] == len(rows)

@@ -41,22 +41,16 @@ def record():
     return json.loads(positions.RECORD_FILE.read_text(encoding="utf-8"))
 
 
-def chosen_runs(r, scheme):
-    """The runs of a scheme at the learning rate whose mean final tuning loss is lowest, found here with NumPy."""
-    lrs = r["settings"]["sweep"]["lrs"]
-    means = [np.mean([run["tune"] for run in r["runs"][scheme] if run["lr"] == lr]) for lr in lrs]
-    return [run for run in r["runs"][scheme] if run["lr"] == lrs[int(np.argmin(means))]]
-
-
 def test_committed_record_has_the_shape_and_settings_of_this_code():
     r = record()
     positions.check_record(r, positions.FULL)
     # 4 schemes x 3 learning rates x 5 seeds of train.py's 12,000 steps: about 25 minutes of one core's time
     assert r["command"] == "python3 -m experiments.positions" and 0 < r["cpu_seconds"] <= r["seconds"] * 1.2 and (
         r["cpu_seconds"] < 40 * 60)
-    floor = r["floor"]["validation_nats_per_token"]
+    floor, lrs = r["floor"]["validation_nats_per_token"], r["settings"]["sweep"]["lrs"]
     for scheme, s in r["schemes"].items():  # the summaries, checked here with NumPy, independently of --check
-        runs = chosen_runs(r, scheme)
+        means = [np.mean([run["tune"] for run in r["runs"][scheme] if run["lr"] == lr]) for lr in lrs]
+        runs = [run for run in r["runs"][scheme] if run["lr"] == lrs[int(np.argmin(means))]]  # at the chosen rate
         assert s["sweep"]["chosen"] == runs[0]["lr"], scheme
         assert s["gap_to_floor"] == pytest.approx(s["val_loss"]["mean"] - floor, abs=2e-6), scheme
         assert s["val_loss"]["by_seed"] == [run["val"] for run in runs]
