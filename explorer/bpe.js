@@ -4,7 +4,7 @@
 // tokenizer.json's pattern (bpe.pattern_for), and in each piece apply the merges by rank.
 //
 //     const tok = Tokenizer.from_json(await (await fetch("data/tokenizer.json")).json());
-//     tok.tokens("now mia gives the hat to leo.")
+//     tok.encode("now mia gives the hat to leo.").map((id) => tok.vocab[id])
 //     // ["n", "ow", " mia", " gives", " the", " hat", " to", " leo", "."]
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -150,10 +150,5 @@ export class Tokenizer {
       }
       return this.vocab[i];
     }).join("");
-  }
-
-  /** The tokens of text as strings. */
-  tokens(text) {
-    return this.encode(text).map((i) => this.vocab[i]);
   }
 }

@@ -52,17 +52,12 @@ export function windows(ids, length) {
   return out;
 }
 
-/** The start of each of batch windows of seq_len + 1 tokens, as train.draw_starts.
- *
- *     draw_starts(new Random(0), 100, 10, 3)   // [49, 53, 5] */
-export function draw_starts(rng, stream_len, seq_len, batch) {
-  return Array.from({ length: batch }, () => rng.randrange(stream_len - seq_len));
-}
-
-/** The B windows (arrays of T + 1 token IDs) of one step. */
+/** The B windows (arrays of T + 1 token IDs) of one step, each from a start drawn as train.draw_starts draws it. */
 export function draw_windows(rng, stream, s) {
-  const starts = draw_starts(rng, stream.length, s.seq_len, s.batch);
-  return starts.map((start) => Array.from(stream.subarray(start, start + s.seq_len + 1)));
+  return Array.from({ length: s.batch }, () => {
+    const start = rng.randrange(stream.length - s.seq_len);
+    return Array.from(stream.subarray(start, start + s.seq_len + 1));
+  });
 }
 
 /** The learning rate of step (0-based): linear warm-up to s.lr, then a cosine down to s.min_lr at the last step.
