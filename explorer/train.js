@@ -126,11 +126,9 @@ export function adam(params, grads, m, v, t, lr, s) {
   }
 }
 
-/** The state before the first step: the given weights (copied), zero moments, a batch sampler seeded with seed. */
+/** The state before the first step: the given weights (trained in place, not copied), zero moments, a batch sampler
+ * seeded with seed. */
 export function fresh_state(params, seed) {
-  const copy = (t) => (t instanceof Float64Array ? Float64Array.from(t)
-    : { rows: t.rows, cols: t.cols, data: Float64Array.from(t.data) });
-  params = Object.fromEntries(Object.entries(params).map(([name, t]) => [name, copy(t)]));
   return { params, m: zeros_like(params), v: zeros_like(params), rng: new Random(seed), step: 0 };
 }
 

@@ -482,7 +482,7 @@ def test_the_second_block_summary_reads_one_block_at_the_step_two_blocks_passed(
 
 STEPS = """([windows, s]) => {
   const {train} = explorer.modules, {params, config} = explorer.state.model;
-  const state = train.fresh_state(params, 3);
+  const state = train.fresh_state(structuredClone(params), 3);  // (a copy: training writes into its weights)
   const out = windows.map((w) => train.train_step(state, w, config, s));
   return [out, explorer.modules.model.to_lists(state.params)];
 }"""
