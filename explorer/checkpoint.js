@@ -121,7 +121,6 @@ function outside_strings(text, from, found) {
  *
  *     with_infinity('{"clip": Infinity, "note": "Infinity"}')   // '{"clip": 1e99999, "note": "Infinity"}' */
 function with_infinity(text) {
-  if (!text.includes("Infinity")) return text;
   const bare = (c, i) => c === 0x49 && text.startsWith("Infinity", i);
   let out = "", from = 0;
   for (let at = outside_strings(text, 0, bare); at !== -1; at = outside_strings(text, from, bare)) {

@@ -100,9 +100,7 @@ const acc = new ExactSum(); // one accumulator, reused by every exact sum (JavaS
  *
  *     fsum([0.1, 0.1, 0.1, -0.3])   // 2.7755575615628914e-17 (plain adds give 5.551115123125783e-17) */
 export function fsum(xs, n = xs.length) {
-  acc.reset();
-  for (let i = 0; i < n; i++) acc.add(xs[i]);
-  return acc.value();
+  return exact_dot_at(xs, 0, ones_of(n), 0, n); // (each term times 1, exactly)
 }
 
 /** The two ways to add: EXACT (one rounding per sum, order-independent) and PLAIN (fast). Every function of this
@@ -145,8 +143,7 @@ export function sum(sums, a, n = a.length) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// Small matrix helpers (a matrix: see the top of this file). Every product is one loop (products) that walks its two
-// operands by strides.
+// Small matrix helpers (a matrix: see the top of this file)
 
 /** A rows x cols matrix of 0.0 (inside fast.js's `reusing`, in a buffer of its pool).
  *

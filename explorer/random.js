@@ -41,7 +41,6 @@ export class Random {
     for (let i = 1; i < N; i++) {
       mt[i] = (Math.imul(1812433253, mt[i - 1] ^ (mt[i - 1] >>> 30)) + i) >>> 0;
     }
-    this.index = N;
   }
 
   init_by_array(key) {
