@@ -4,7 +4,7 @@
 // tokenizer.json's pattern (bpe.pattern_for), and in each piece apply the merges by rank.
 //
 //     const tok = Tokenizer.from_json(await (await fetch("data/tokenizer.json")).json());
-//     tok.tokens("now mia gives the hat to leo.")
+//     tok.encode("now mia gives the hat to leo.").map((id) => tok.vocab[id])
 //     // ["n", "ow", " mia", " gives", " the", " hat", " to", " leo", "."]
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -142,18 +142,8 @@ export class Tokenizer {
     return ids;
   }
 
-  /** Text of a list of token IDs. */
+  /** Text of a list of token IDs (each one of the vocabulary's: a model of this tokenizer's size drew them). */
   decode(ids) {
-    return ids.map((i, pos) => {
-      if (!(Number.isInteger(i) && i >= 0 && i < this.vocab.length)) {
-        throw new Error(`token ID ${i} at position ${pos} is outside the vocabulary [0, ${this.vocab.length})`);
-      }
-      return this.vocab[i];
-    }).join("");
-  }
-
-  /** The tokens of text as strings. */
-  tokens(text) {
-    return this.encode(text).map((i) => this.vocab[i]);
+    return ids.map((i) => this.vocab[i]).join("");
   }
 }

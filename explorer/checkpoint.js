@@ -68,7 +68,6 @@ export function sha256(bytes) {
 // so it reads only a config's or training's flat object, after a plain JSON.parse has shown it to be one.
 
 const MAX_DIGITS = 4300; // tensorfile.MAX_DIGITS: the longest whole number read (a longer one is refused)
-const is_digit = (c) => c >= 0x30 && c <= 0x39; // a character code of 0 to 9
 
 /** The flat JSON object text as a Map of its keys, each one of known, to their values: a whole number as a BigInt
  * (Python's int: 16 is one, 16.0 is not, and 2^53 + 1 stays exact), any other number as a Number, a string, true,
@@ -122,7 +121,6 @@ function outside_strings(text, from, found) {
  *
  *     with_infinity('{"clip": Infinity, "note": "Infinity"}')   // '{"clip": 1e99999, "note": "Infinity"}' */
 function with_infinity(text) {
-  if (!text.includes("Infinity")) return text;
   const bare = (c, i) => c === 0x49 && text.startsWith("Infinity", i);
   let out = "", from = 0;
   for (let at = outside_strings(text, 0, bare); at !== -1; at = outside_strings(text, from, bare)) {
@@ -136,7 +134,7 @@ function with_infinity(text) {
  *
  *     has_float('{"shape": [4.0], "note": "1.5"}'), has_float('{"shape": [4], "ok": true}')   // true, false */
 function has_float(text) {
-  const float = (c, i) => c === 0x2e || ((c === 0x65 || c === 0x45) && is_digit(text.charCodeAt(i - 1)));
+  const float = (c, i) => c === 0x2e || ((c === 0x65 || c === 0x45) && /[0-9]/.test(text[i - 1]));
   return outside_strings(text, 0, float) !== -1;
 }
 
@@ -202,7 +200,6 @@ function count_of(shape, most) {
   return count;
 }
 
-const is_whole = (v, low = 0n) => typeof v === "bigint" && v >= low; // a JSON int of at least low
 const is_count = (v) => Number.isSafeInteger(v) && v >= 0; // a size or offset of a header (larger ones fit no file)
 
 /** {tensors, metadata} from the bytes of a safetensors file, or an Error saying in a few words what is malformed,
@@ -292,7 +289,7 @@ function* each_expected(config, { moment_prefixes, step, rng, rng_state_len }) {
 // checkpoint.py names that the export writes into manifest.json's "checkpoint" (its backends, dtype_names, ...)
 const finite = (v) => typeof v === "bigint" || (typeof v === "number" && Number.isFinite(v));
 const number = (v) => typeof v === "bigint" || typeof v === "number";
-const at_least = (low, or_null = false) => (v) => (or_null && v === null) || is_whole(v, low);
+const at_least = (low, or_null = false) => (v) => (or_null && v === null) || (typeof v === "bigint" && v >= low);
 const SETTINGS = new Map([
   ["backend", (v, names) => names.backends.includes(v)],
   ["threads", at_least(1n)], ["dtype", (v, names) => Object.hasOwn(names.dtype_names, v)], ["steps", at_least(0n)],

@@ -100,9 +100,7 @@ const acc = new ExactSum(); // one accumulator, reused by every exact sum (JavaS
  *
  *     fsum([0.1, 0.1, 0.1, -0.3])   // 2.7755575615628914e-17 (plain adds give 5.551115123125783e-17) */
 export function fsum(xs, n = xs.length) {
-  acc.reset();
-  for (let i = 0; i < n; i++) acc.add(xs[i]);
-  return acc.value();
+  return exact_dot_at(xs, 0, ones_of(n), 0, n); // (each term times 1, exactly)
 }
 
 /** The two ways to add: EXACT (one rounding per sum, order-independent) and PLAIN (fast). Every function of this
@@ -128,26 +126,24 @@ export function dot(sums, a, b, n = a.length) {
   return s0 + s1 + (s2 + s3);
 }
 
-/** sum_i<n a[i], the way sums says; PLAIN in four running sums, as dot.
+let ones = new Float64Array(0); // (n,) for sum and column_sums, grown when needed (never a pool's)
+
+/** n ones: a sum is a dot product with ones, bit for bit (x * 1 is x), so sum and column_sums add as dot and
+ * products do. */
+function ones_of(n) {
+  if (ones.length < n) ones = new Float64Array(n).fill(1.0);
+  return ones;
+}
+
+/** sum_i<n a[i], the way sums says: dot with ones (PLAIN in four running sums).
  *
  *     sum(PLAIN, [1, 2, 3])   // 6 */
 export function sum(sums, a, n = a.length) {
-  if (sums === EXACT) return fsum(a, n);
-  let s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-  let i = 0;
-  for (; i + 3 < n; i += 4) {
-    s0 += a[i];
-    s1 += a[i + 1];
-    s2 += a[i + 2];
-    s3 += a[i + 3];
-  }
-  for (; i < n; i++) s0 += a[i];
-  return s0 + s1 + (s2 + s3);
+  return dot(sums, a, ones_of(n), n);
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// Small matrix helpers (a matrix: see the top of this file). Every product is one loop (products) that walks its two
-// operands by strides.
+// Small matrix helpers (a matrix: see the top of this file)
 
 /** A rows x cols matrix of 0.0 (inside fast.js's `reusing`, in a buffer of its pool).
  *
@@ -160,14 +156,7 @@ export function matrix(rows, cols) {
  *
  *     from_rows([[1, 2], [3, 4]]).data   // Float64Array [1, 2, 3, 4] */
 function from_rows(rows) {
-  const m = matrix(rows.length, rows.length ? rows[0].length : 0); // (n, k)
-  rows.forEach((r, i) => {
-    if (r.length !== m.cols) {
-      throw new Error(`row ${i} has ${r.length} numbers, row 0 has ${m.cols}: a matrix has rows of one length`);
-    }
-    m.data.set(r, i * m.cols);
-  });
-  return m;
+  return { rows: rows.length, cols: rows[0].length, data: Float64Array.from(rows.flat()) }; // (n, k)
 }
 
 /** Row i of a matrix, as a view of its numbers (writing into it writes into the matrix).
@@ -239,19 +228,10 @@ function products(A, ai, at, B, bj, bt, n, m, k, bias, sums) {
   return out;
 }
 
-/** An Error unless b's size `of` (its rows or its columns) is `want`, for the product `name` of a and b. */
-function check_operands(name, a, b, of, want) {
-  if ((of === "rows" ? b.rows : b.cols) !== want) {
-    const sizes = `a is (${a.rows}, ${a.cols}) but b is (${b.rows}, ${b.cols})`;
-    throw new Error(`${name}: ${sizes}; expected b of ${want} ${of}`);
-  }
-}
-
 /** a times b transposed, plus a bias as one more term of each sum: a (n, k), b (m, k), bias (m,) or null -> (n, m).
  *
  *     matmul_bt(from_rows([[1, 2]]), from_rows([[3, 4], [5, 6]]), EXACT).data   // [11, 17] */
 export function matmul_bt(a, b, sums, bias = null) {
-  check_operands("matmul_bt", a, b, "columns", a.cols);
   return products(a.data, a.cols, 1, b.data, b.cols, 1, a.rows, b.rows, a.cols, bias, sums);
 }
 
@@ -260,7 +240,6 @@ export function matmul_bt(a, b, sums, bias = null) {
  *
  *     matmul(from_rows([[1, 2]]), from_rows([[3], [4]]), EXACT, [0.5]).data   // [11.5] */
 export function matmul(a, b, sums, bias = null) {
-  check_operands("matmul", a, b, "rows", a.cols);
   return products(a.data, a.cols, 1, b.data, 1, b.cols, a.rows, b.cols, a.cols, bias, sums);
 }
 
@@ -268,7 +247,6 @@ export function matmul(a, b, sums, bias = null) {
  *
  *     matmul_at(from_rows([[1], [2]]), from_rows([[3], [4]]), EXACT).data   // [11] */
 function matmul_at(a, b, sums) {
-  check_operands("matmul_at", a, b, "rows", a.rows);
   return products(a.data, 1, a.cols, b.data, 1, b.cols, a.cols, b.cols, a.rows, null, sums);
 }
 
@@ -288,18 +266,7 @@ export function add(a, b) {
  *     column_sums(from_rows([[1, 2], [3, 4]]), EXACT)   // [4, 6] */
 export function column_sums(a, sums) {
   const { rows: n, cols: m } = a;
-  const out = new Float64Array(m); // (m,)
-  const A = a.data;
-  if (sums === EXACT) {
-    for (let j = 0; j < m; j++) { // each column's n numbers rounded once, as fsum
-      acc.reset();
-      for (let i = 0; i < n; i++) acc.add(A[i * m + j]);
-      out[j] = acc.value();
-    }
-  } else {
-    for (let i = 0; i < n; i++) for (let j = 0; j < m; j++) out[j] += A[i * m + j];
-  }
-  return out;
+  return products(ones_of(n), 0, 1, a.data, 1, m, 1, m, n, null, sums).data; // (m,) ones (1, n) times a
 }
 
 // ----------------------------------------------------------------------------------------------------------------

@@ -41,7 +41,6 @@ export class Random {
     for (let i = 1; i < N; i++) {
       mt[i] = (Math.imul(1812433253, mt[i - 1] ^ (mt[i - 1] >>> 30)) + i) >>> 0;
     }
-    this.index = N;
   }
 
   init_by_array(key) {
@@ -104,20 +103,15 @@ export class Random {
     return (a * 67108864.0 + b) * (1.0 / 9007199254740992.0);
   }
 
-  /** k random bits (0 <= k <= 32) as an integer, as random.getrandbits(k). */
-  getrandbits(k) {
-    if (!(Number.isInteger(k) && k >= 0 && k <= 32)) throw new RangeError(`getrandbits(${k}): expected 0 to 32 bits`);
-    return k === 0 ? 0 : this.genrand_uint32() >>> (32 - k);
-  }
-
-  /** An integer in [0, n), as random.randrange(n): k = n's bit length, draw k bits until the number is below n.
+  /** An integer in [0, n), as random.randrange(n): k = n's bit length, draw k bits (random.getrandbits(k): the top
+   * k bits of a word) until the number is below n.
    *
    *     new Random(0).randrange(90)  // 49, as random.Random(0).randrange(90) */
   randrange(n) {
-    if (!(Number.isInteger(n) && n > 0 && n <= 2 ** 32)) throw new RangeError(`randrange(${n}): expected 1 to 2^32`);
-    const k = Math.ceil(Math.log2(n + 1)); // n.bit_length()
-    let r = this.getrandbits(k);
-    while (r >= n) r = this.getrandbits(k);
+    if (!(Number.isInteger(n) && n > 0 && n < 2 ** 32)) throw new RangeError(`randrange(${n}): expected 1 to 2^32 - 1`);
+    const shift = 32 - Math.ceil(Math.log2(n + 1)); // 32 - n.bit_length()
+    let r = this.genrand_uint32() >>> shift;
+    while (r >= n) r = this.genrand_uint32() >>> shift;
     return r;
   }
 

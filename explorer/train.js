@@ -52,17 +52,12 @@ export function windows(ids, length) {
   return out;
 }
 
-/** The start of each of batch windows of seq_len + 1 tokens, as train.draw_starts.
- *
- *     draw_starts(new Random(0), 100, 10, 3)   // [49, 53, 5] */
-export function draw_starts(rng, stream_len, seq_len, batch) {
-  return Array.from({ length: batch }, () => rng.randrange(stream_len - seq_len));
-}
-
-/** The B windows (arrays of T + 1 token IDs) of one step. */
+/** The B windows (arrays of T + 1 token IDs) of one step, each from a start drawn as train.draw_starts draws it. */
 export function draw_windows(rng, stream, s) {
-  const starts = draw_starts(rng, stream.length, s.seq_len, s.batch);
-  return starts.map((start) => Array.from(stream.subarray(start, start + s.seq_len + 1)));
+  return Array.from({ length: s.batch }, () => {
+    const start = rng.randrange(stream.length - s.seq_len);
+    return Array.from(stream.subarray(start, start + s.seq_len + 1));
+  });
 }
 
 /** The learning rate of step (0-based): linear warm-up to s.lr, then a cosine down to s.min_lr at the last step.
@@ -131,11 +126,9 @@ export function adam(params, grads, m, v, t, lr, s) {
   }
 }
 
-/** The state before the first step: the given weights (copied), zero moments, a batch sampler seeded with seed. */
+/** The state before the first step: the given weights (trained in place, not copied), zero moments, a batch sampler
+ * seeded with seed. */
 export function fresh_state(params, seed) {
-  const copy = (t) => (t instanceof Float64Array ? Float64Array.from(t)
-    : { rows: t.rows, cols: t.cols, data: Float64Array.from(t.data) });
-  params = Object.fromEntries(Object.entries(params).map(([name, t]) => [name, copy(t)]));
   return { params, m: zeros_like(params), v: zeros_like(params), rng: new Random(seed), step: 0 };
 }
 

@@ -117,9 +117,6 @@ async function fit(r) {
 const handlers = {
   start(msg) {
     handlers.stop(); // the run before, if any
-    if (!(msg.task in TASKS)) {
-      throw new Error(`the task ${JSON.stringify(msg.task)} is none of ${Object.keys(TASKS).join(", ")}`);
-    }
     const config = checked(model_config(msg.config)); // (frozen again: a message carries a copy)
     const params = msg.params ? unflat_tensors(msg.params) : init_params(config, msg.seed);
     run = { id: msg.run, seed: msg.seed, task: msg.task, config, state: fresh_state(params, msg.seed), s: msg.settings,
@@ -162,16 +159,10 @@ const handlers = {
 };
 
 onmessage = (event) => {
-  const handler = handlers[event.data?.type];
-  if (!handler) {
-    const message = `the worker got a message it does not know: ${JSON.stringify(event.data).slice(0, 80)}`;
-    postMessage({ type: "failed", message });
-  } else {
-    try {
-      handler(event.data);
-    } catch (e) {
-      const message = `the worker could not ${event.data.type}: ${e.message}`;
-      postMessage({ run: event.data.run, type: "failed", message });
-    }
+  try {
+    handlers[event.data.type](event.data); // (the page sends only the messages above)
+  } catch (e) {
+    const message = `the worker could not ${event.data.type}: ${e.message}`;
+    postMessage({ run: event.data.run, type: "failed", message });
   }
 };

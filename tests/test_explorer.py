@@ -131,7 +131,8 @@ def test_js_tokenizer_gives_bpe_py_ids_on_every_corpus_line_and_the_same_errors(
     assert len(got) == 3000 and got == want
 
     # SPEC section 2's tokenisations
-    tokens = page.evaluate("(texts) => texts.map((t) => explorer.state.tok.tokens(t))",
+    tokens = page.evaluate("(texts) => { const {tok} = explorer.state; return texts.map((t) => tok.encode(t)"
+                           ".map((i) => tok.vocab[i])); }",
                            [ORDER_A, ORDER_B, "mia has a red ball.", "mia has a red hat.",
                             lines[0] + "\n"])
     assert tokens[0] == ["n", "ow", " mia", " gives", " the", " hat", " to", " leo", "."]
@@ -475,7 +476,7 @@ def test_the_second_block_summary_reads_one_block_at_the_step_two_blocks_passed(
 
 STEPS = """([windows, s]) => {
   const {train} = explorer.modules, {params, config} = explorer.state.model;
-  const state = train.fresh_state(params, 3);
+  const state = train.fresh_state(structuredClone(params), 3);  // (a copy: training writes into its weights)
   const out = windows.map((w) => train.train_step(state, w, config, s));
   return [out, explorer.modules.model.to_lists(state.params)];
 }"""
@@ -506,11 +507,12 @@ def test_30_js_training_steps_match_train_pys_numpy_path(reader):
     print(f"\n30 training steps: worst relative parameter error {max(param_errors.values()):.2e}"
           f" ({max(param_errors, key=param_errors.get)})")
 
-    # the page's sampler draws train.py's starts, and its initial weights are model.init_params' to the last bit
+    # the page's sampler draws train.py's windows, and its initial weights are model.init_params' to the last bit
     # or two (V8's cos, sin and log round a few results differently from the C library's)
-    js_starts = page.evaluate("(n) => { const r = new explorer.modules.random.Random(3); return Array.from("
-                              "{length: 30}, () => explorer.modules.train.draw_starts(r, n, 64, 4)); }", len(stream))
-    assert js_starts == [training.draw_starts(r, len(stream), 64, 4) for r in [random.Random(3)] for _ in range(30)]
+    js_windows = page.evaluate("([ids, s]) => { const r = new explorer.modules.random.Random(3), stream = Int32Array"
+                               ".from(ids); return Array.from({length: 30}, () => explorer.modules.train.draw_windows("
+                               "r, stream, s)); }", [stream, {"seq_len": s.seq_len, "batch": s.batch}])
+    assert js_windows == windows
     js_init = page.evaluate("(fields) => { const {model} = explorer.modules;"
                             " return Object.values(model.init_params(model.model_config(fields), 3))"
                             ".map((t) => Array.from(t instanceof Float64Array ? t : t.data)); }",
