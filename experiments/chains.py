@@ -7,9 +7,9 @@ Why, and what a model must learn from them: docs/scaling.md's "The data". A stor
 second person's thing, each from whoever holds it to any other of the names (thirty-one, alike); and who holds it at
 the end, with its colour. The choices are the place, the people, their verbs, colours and things, and the three
 receivers; the givers, the thing handed and the last sentence follow from the story's state. Every choice is uniform
-with the same number of options in every story, so every story has the same probability (`story_log_prob`), the
-generator's entropy is that many nats a story (`entropy`), and `expected_repeats` says how many equal pairs a number
-of draws holds.
+with the same number of options in every story, so every story has the same probability, one over their number
+(`stories`), the generator's entropy is its log in nats a story (`entropy`), and `expected_repeats` says how many
+equal pairs a number of draws holds.
 
 Stories use only words that the shipped tokenizer.json spells in at most two tokens (the places in at most four),
 so that the longest story with its newline fits the model's 64 positions (`longest_story`). `story_ids` encodes a
@@ -24,11 +24,11 @@ tokenizer's encode).
     bob gives the bag to finn.
     finn gives the bag to teo.
     now teo has the green bag.
-    >>> parse(story_text(choices)) == choices, round(story_log_prob(story_text(choices)), 4)
-    (True, -27.9398)
+    >>> parse(story_text(choices)) == choices
+    True
 
 The world is a dict (WORLD), so that a tiny world can be enumerated whole (tests/test_scaling.py): its stories'
-probabilities sum to one, each parses back to the choices that made it, and `number` numbers them 0, 1, 2, ...
+probabilities sum to one, each parses back to the choices that made it, and `index_number` numbers them 0, 1, 2, ...
 """
 
 import math
@@ -150,22 +150,13 @@ def draw_indices(rng, world=WORLD):
     return [rng.randrange(n) for _, n in options(world)]
 
 
-def number(choices, world=WORLD):
-    """The story's number among all the world's stories, 0 to count - 1 (its option indices read as the digits of
-    a number whose digit k counts up to choice k's options): two stories are the same story when their numbers
-    are equal.
-
-    >>> number(words_of([0] * 12)), number(words_of([0] * 11 + [1])), number(words_of([1] + [0] * 11))
-    (0, 1, 170223390720)
-    """
-    return index_number(indices_of(choices, world), world)
-
-
 def index_number(indices, world=WORLD):
-    """The number of the story of these option indices (`number`'s, without the words).
+    """The story's number among all the world's stories, 0 to count - 1: its option indices read as the digits of a
+    number whose digit k counts up to choice k's options (two stories are the same story when their numbers are
+    equal).
 
-    >>> index_number([0] * 11 + [1]), index_number([1] + [0] * 11)
-    (1, 170223390720)
+    >>> index_number([0] * 12), index_number([0] * 11 + [1]), index_number([1] + [0] * 11)
+    (0, 1, 170223390720)
     """
     n = 0
     for (_, count), i in zip(options(world), indices):
@@ -239,13 +230,6 @@ def parse(text, world=WORLD):
         raise ValueError(f"{text[:50]!r}...: a giver, the thing handed or the last sentence is not what the story's"
                          f" choices make: {story_text(choices)[-60:]!r}")
     return choices
-
-
-def story_log_prob(text, world=WORLD):
-    """The natural log of the probability that the generator writes this story (parse checks that it can): minus
-    the log of each choice's number of options, summed (every story's, the same)."""
-    parse(text, world)
-    return -entropy(world)
 
 
 # ----------------------------------------------------------------------------------------------------------------

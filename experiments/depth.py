@@ -166,15 +166,11 @@ def run_experiment(plan, report=print):
     items = colour_items(full.tok, full.val_texts)
     counts = plan["induction"]["tune_sequences"], plan["induction"]["test_sequences"]
     tune_set, test_set = (periodic(random.Random(seed), n) for seed, n in zip((TUNE_SEED, TEST_SEED), counts))
-    stories, induction, seconds = {}, {}, {}
-    for task in TASKS:
-        t0 = time.perf_counter()
-        for size in SIZES:
-            if task == "stories":
-                stories[name_of(size)] = story_runs(plan, size, tuning, full, items, report)
-            else:
-                induction[name_of(size)] = induction_runs(plan, size, tune_set, test_set, report)
-        seconds[task] = round(time.perf_counter() - t0, 1)
+    t0 = time.perf_counter()
+    stories = {name_of(size): story_runs(plan, size, tuning, full, items, report) for size in SIZES}
+    t1 = time.perf_counter()
+    induction = {name_of(size): induction_runs(plan, size, tune_set, test_set, report) for size in SIZES}
+    seconds = {"stories": round(t1 - t0, 1), "induction": round(time.perf_counter() - t1, 1)}
     floor = rounded({"validation_nats_per_token": full.val_floor, "tuning_nats_per_token": tuning.val_floor,
                      "uniform_nats_per_token": math.log(full.vocab), "colour_guess_nats": math.log(4),
                      "first_period_nats": first_period_floor(test_set)})

@@ -17,19 +17,6 @@ import sys
 from oneblock import lessons
 
 
-def build_parser():
-    """The command line: every option with what it does."""
-    p = argparse.ArgumentParser(description="Predict, then check: the lessons of the lab, each answered live.",
-                                allow_abbrev=False)
-    p.add_argument("--lesson", metavar="KEY", help="only this lesson (--list shows the keys)")
-    p.add_argument("--list", action="store_true", help="list the lessons, key and title, and exit")
-    p.add_argument("--ckpt", metavar="PATH", help="answer with this trained checkpoint's weights (default: the"
-                                                  " seed's, model.init_params(96, 16, 64, 64, 3))")
-    p.add_argument("--guess", metavar="TEXT", help="with --lesson: the guess, as you would type it, so that nothing"
-                                                   " is asked")
-    return p
-
-
 def scripted(text):
     """A read function that gives text once (writing it after the prompt, as a terminal would show it), then the end
     of input.
@@ -51,7 +38,15 @@ def scripted(text):
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    p = argparse.ArgumentParser(description="Predict, then check: the lessons of the lab, each answered live.",
+                                allow_abbrev=False)
+    p.add_argument("--lesson", metavar="KEY", help="only this lesson (--list shows the keys)")
+    p.add_argument("--list", action="store_true", help="list the lessons, key and title, and exit")
+    p.add_argument("--ckpt", metavar="PATH", help="answer with this trained checkpoint's weights (default: the"
+                                                  " seed's, model.init_params(96, 16, 64, 64, 3))")
+    p.add_argument("--guess", metavar="TEXT", help="with --lesson: the guess, as you would type it, so that nothing"
+                                                   " is asked")
+    args = p.parse_args(argv)
     more, why_not = lessons.numpy_lessons()
     every = lessons.LESSONS + more
     if args.list:

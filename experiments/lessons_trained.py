@@ -15,11 +15,11 @@ import random
 import time
 from functools import partial
 
-from experiments.recording import lr_values, run_config, target_nats, windows
+from experiments.recording import run_config, target_nats, windows
 from oneblock import floor, machine, numpy_model, training
 from oneblock.config import SCHEMES
 from oneblock.lessons import Exactly, Lesson, Skip, each, shipped_tokenizer, shows, weights
-from oneblock.settings import Settings, checked
+from oneblock.settings import Settings
 
 
 def need_threadpoolctl():
@@ -253,15 +253,6 @@ def copy_choice(one, two, margin=COPY_MARGIN):
     return COPY_CHOICES[0] if two - one > margin else COPY_CHOICES[2] if one - two > margin else COPY_CHOICES[1]
 
 
-def copy_settings(size, steps):
-    """The training settings of one model of the lesson: experiments/induction.py's (train_induction's) with this
-    size's learning rate, `steps` steps of COPY_BATCH sequences."""
-    from experiments.induction import WINDOW
-
-    return checked(Settings(steps=steps, batch=COPY_BATCH, seq_len=WINDOW, **lr_values(COPY_LR[size]),
-                            blocks=size[0], heads=size[1], seed=COPY_SEED))
-
-
 def copy_train(size, steps, write):
     """The weights of a model of size (blocks, heads) trained `steps` steps on fresh periodic sequences by
     experiments/induction.py's train_induction (this size's learning rate, COPY_BATCH sequences a step), writing a
@@ -275,7 +266,7 @@ def copy_train(size, steps, write):
             write(f"  step {step:>5}/{steps}: training loss {loss:.3f}")
 
     tuning = periodic(random.Random(TEST_SEED), 1)  # (train_induction's tuning curve, read at the start and end only)
-    with training.use_threads(copy_settings(size, steps)):  # one BLAS thread, as train.py's default: faster here
+    with training.use_threads(Settings()):  # one BLAS thread, train.py's default: faster here
         params, _ = train_induction(size, COPY_LR[size], COPY_SEED, {"steps": steps, "batch": COPY_BATCH,
                                                                       "eval_every": steps}, tuning, report=report)
     return params
@@ -305,7 +296,7 @@ def second_block_answer(lab, steps=COPY_STEPS):
                   f" lr {COPY_LR[size]:g} ...")
         t0 = time.perf_counter()
         params = copy_train(size, steps, lab.write)
-        with training.use_threads(copy_settings(size, steps)):
+        with training.use_threads(Settings()):
             measured[name], _ = induction_measures(params, induction_config(size), test)
         m = measured[name]
         models.append({"case": "one" if size[0] == 1 else "two", "accuracy": 100 * m["copy_accuracy"],

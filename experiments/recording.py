@@ -713,10 +713,8 @@ def run_or_check(experiment, parser, args, argv=None, grid=None):
 
 
 def committed_verdict(experiment):
-    """(ok, the NOT OK line or None) of --check on the committed record, read and checked before the reduced run:
-    a record that reads but is not what this code gives is NOT OK (exit 1, a check's answer); one that cannot be
-    read as a record, or lacks a field the check reads or has it of another kind, is a ValueError (exit 2) before
-    anything is trained."""
+    """(ok, the NOT OK line or None) of --check on the committed record, read and checked before the reduced run; a
+    record that cannot be read as one is a ValueError (the exit statuses: this module's docstring)."""
     committed = experiment.RECORD_FILE
     script = writes(command(experiment), committed)
     record = read_record(committed, script)
@@ -768,11 +766,7 @@ def counted(total):
 def rerun_verdict(cell, got, recorded, record, seeds):
     """(ok, one line) of a rerun whose number got (cell says what it is) should be the record's, recorded; seeds:
     the record's values of that number for each of its seeds (the same cell, step and learning rate but the seed).
-
-    With the record's kernels and thread count the digits must be the same. With others they differ, and another
-    machine's kernels move a run as a change of seed does at most (docs/reproducibility.md measures it): OK when got
-    lies within the seeds' spread (largest minus smallest) of recorded, NOT OK when further. The line says which,
-    the distance, the seeds' spread and how many seeds, and the record's kernels and this run's.
+    The rule and the line: docs/reproducibility.md's "A rerun on another machine".
 
     >>> rerun_verdict("x", 1.5, 1.5, {"machine": "?"}, [1.5, 1.6])[0]
     True

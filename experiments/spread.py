@@ -43,18 +43,10 @@ THREADS = (1, 2)
 # One run, in a worker process whose OpenBLAS was told its family before NumPy loaded it
 
 
-def worker(scheme, threads, values):
-    """Train one model as train.py would, with the training settings values, and print {"kernels", "curve",
-    "seconds"} as one JSON line."""
-    t0 = time.perf_counter()
-    _, history = trained({**values, "positions": scheme, "seed": SEED, "threads": threads})
-    print(json.dumps({"kernels": machine.openblas_core(), "curve": [[h["step"], h["val"]] for h in history],
-                      "seconds": round(time.perf_counter() - t0, 1)}))
-
-
 def run_worker(family, scheme, threads, values):
-    """The JSON a worker prints, run with OPENBLAS_CORETYPE=family; None if it failed (the CPU lacks the family's
-    instructions) or OpenBLAS fell back to another family."""
+    """The JSON line a worker (main's --worker: train one model as train.py would, with the training settings values)
+    prints, {"kernels", "curve", "seconds"}, run with OPENBLAS_CORETYPE=family; None if it failed (the CPU lacks the
+    family's instructions) or OpenBLAS fell back to another family."""
     env = {**os.environ, "OPENBLAS_CORETYPE": family}
     job = json.dumps({"scheme": scheme, "threads": threads, "values": values})
     proc = subprocess.run([sys.executable, "-m", "experiments.spread", "--worker", job], env=env, cwd=ROOT,
@@ -118,7 +110,10 @@ def main(argv=None):
             scheme, threads, values = job["scheme"], job["threads"], job["values"]
         except (ValueError, TypeError, KeyError) as e:
             parser.error(f"--worker: expected the JSON of a job, {{\"scheme\", \"threads\", \"values\"}} ({e})")
-        worker(scheme, threads, values)
+        t0 = time.perf_counter()
+        _, history = trained({**values, "positions": scheme, "seed": SEED, "threads": threads})
+        print(json.dumps({"kernels": machine.openblas_core(), "curve": [[h["step"], h["val"]] for h in history],
+                          "seconds": round(time.perf_counter() - t0, 1)}))
         return 0
     schemes = args.schemes.split(",")
     unknown = [s for s in schemes if s not in SCHEMES]

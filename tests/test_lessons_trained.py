@@ -115,7 +115,7 @@ def test_second_block_trains_as_the_experiment_does():
     from experiments.induction import periodic, train_induction
 
     tuning = periodic(random.Random(0), 4)
-    with training.use_threads(lt.copy_settings((2, 1), TEST_STEPS // 2)):  # the lesson's BLAS threads: another
+    with training.use_threads(Settings()):  # the lesson's BLAS threads (train.py's one): another
         # thread count adds in another order, and the weights may then differ in their last bits
         theirs, _ = train_induction((2, 1), lt.COPY_LR[2, 1], lt.COPY_SEED,
                                     {"steps": TEST_STEPS // 2, "batch": lt.COPY_BATCH, "eval_every": TEST_STEPS},
