@@ -920,7 +920,7 @@ function card(lesson, n) {
   box.dataset.key = lesson.key;
   part(".title").textContent = `${n + 1}. ${lesson.title}`;
   part(".key").textContent = lesson.key;
-  part(".question").textContent = flow(lesson.question);
+  part(".question").textContent = lesson.question; // (its line breaks read as spaces: running text)
   const [form, check, message, status, bar, reveal] = [".guess", ".check", ".message", ".status", "progress",
     ".reveal"].map(part);
   const kind = lesson.guess[0];
@@ -1064,7 +1064,7 @@ function draw_reveal(lesson, box, reveal, record, restored) {
   const seconds = `, in ${record.seconds.toFixed(record.seconds < 1 ? 2 : 1)} s`;
   reveal.append(table, verdict, element("p", "small", `How exact: ${record.bounds}. Computed with`
     + ` ${record.weights}${seconds}.`), element("pre", "shown", record.shown.join("\n")),
-  element("p", "explain", flow(lesson.explain)), where(lesson));
+  element("p", "explain", lesson.explain), where(lesson));
 }
 
 /** Where the lab makes it so (the Python, by file and function), and this page's own lines of it, read from the
@@ -1102,9 +1102,4 @@ export async function function_lines(file, name) {
   const indent = /^\s*/.exec(all[start])[0];
   const end = all.findIndex((line, i) => i > start && line === `${indent}}`);
   return { from: start + 1, lines: all.slice(start, end + 1) };
-}
-
-/** A question or an explanation as running text: the terminal's line breaks as spaces. */
-function flow(text) {
-  return text.replace(/\n\s*/g, " ");
 }
