@@ -158,14 +158,11 @@ export function parse_guess({ guess, describe }, text) {
     }
     return [low, high];
   }
-  if (kind === "choice") {
-    const choices = guess[1];
-    if (/^\d+$/.test(text) && Number(text) >= 1 && Number(text) <= choices.length) return choices[Number(text) - 1];
-    const found = choices.find((choice) => choice.toLowerCase() === text.toLowerCase());
-    if (found !== undefined) return found;
-    throw new Error(`${py_repr(text)} is not one of the choices; expected 1 to ${choices.length}, or the words of one`);
-  }
-  throw new Error(`guess kind ${py_repr(String(kind))}: expected number, range, pair or choice`);
+  const choices = guess[1]; // a choice (checked_lessons refuses any other kind as the page loads)
+  if (/^\d+$/.test(text) && Number(text) >= 1 && Number(text) <= choices.length) return choices[Number(text) - 1];
+  const found = choices.find((choice) => choice.toLowerCase() === text.toLowerCase());
+  if (found !== undefined) return found;
+  throw new Error(`${py_repr(text)} is not one of the choices; expected 1 to ${choices.length}, or the words of one`);
 }
 
 /** A guess or an answer as a learner reads it, as lessons.show (a number 0 as Python's float 0.0). */
@@ -419,7 +416,7 @@ function causality_answer(lab, report, { guess: [, choices], numbers: { T: CAUSA
     ?? `positions [${moved.join(", ")}]`;
   const tok = lab.tok;
   const at = ids.map((_, t) => (moved.includes(t) ? { case: "moved", t, gap: gaps[t] } : { case: "same", t }));
-  return { value, moved,
+  return { value,
     slots: { T: ids.length, pieces: pieces(lab, ids), k: CAUSAL_K, before: py_repr(tok.vocab[ids[CAUSAL_K]]),
       after: py_repr(tok.vocab[changed[CAUSAL_K]]), at } };
 }
@@ -428,13 +425,6 @@ function causality_answer(lab, report, { guess: [, choices], numbers: { T: CAUSA
 // 6. finite-difference: the error of a central difference against the step
 
 const ROUND = 2 ** -52; // the gap between 1.0 and the next float
-
-/** The shape of a list of errors, largest step first, as lessons.error_shape: the index of its choice. */
-export function error_shape(errors, factor = 10.0) {
-  const least = Math.min(...errors);
-  const falls = errors[0] > factor * least, rises = errors.at(-1) > factor * least;
-  return falls && rises ? 1 : falls ? 0 : rises ? 3 : 2;
-}
 
 function finite_difference_answer(lab, report, { guess: [, choices], numbers: { T: FD_T, steps: STEPS } }) {
   const { params, config, x, y, cache, loss, dlogits } = story_pass(lab, FD_T);
@@ -448,12 +438,13 @@ function finite_difference_answer(lab, report, { guess: [, choices], numbers: { 
   }
   const third = (6 * errors[0]) / STEPS[0] ** 2; // |L'''| read off the largest step, where truncation rules
   const best = third > 0 ? ((3 * ROUND * Math.abs(loss)) / third) ** (1 / 3) : NaN;
+  const least = Math.min(...errors); // the errors' shape, largest step first, as lessons.error_shape reads it
+  const falls = errors[0] > 10 * least, rises = errors.at(-1) > 10 * least;
   return {
-    value: choices[error_shape(errors)],
+    value: choices[falls && rises ? 1 : falls ? 0 : rises ? 3 : 2],
     errors,
-    grad,
     slots: { j, weights: weights(lab), loss, T: FD_T, grad, at, third, round: ROUND * Math.abs(loss), best,
-      least: STEPS[errors.indexOf(Math.min(...errors))] },
+      least: STEPS[errors.indexOf(least)] },
   };
 }
 
@@ -581,13 +572,12 @@ function skip_paths_answer(lab) {
 const workers = new Map(); // worker -> its run's reject: the lessons' workers training now (stop_training ends them)
 
 /** Train models from fresh weights side by side, a worker each (experiments.js's start_worker), with the run s (a
- * lesson's, as lab.trained_settings gives it) in train.py's settings (experiments.js's settings_of, with train.py's
- * batch of 16 and lr 0.01 unless s says): models are [name, {task, config, data}] pairs (as worker.js starts them).
- * Resolves with [{evals, seconds}] in their order, evals a model's worker.js "eval" messages and seconds from the
- * start of all; report gets one line for them all ("name steps, ... of total steps"), the share done and the
- * message. */
+ * lesson's, as lab.trained_settings gives it) in train.py's settings (experiments.js's settings_of): models are
+ * [name, {task, config, data}] pairs (as worker.js starts them). Resolves with [{evals, seconds}] in their order,
+ * evals a model's worker.js "eval" messages and seconds from the start of all; report gets one line for them all
+ * ("name steps, ... of total steps"), the share done and the message. */
 function train_side_by_side(models, s, report) {
-  const { steps: total, batch = 16, lr = 0.01, eval_every = total } = s;
+  const { steps: total, batch, lr, eval_every = total } = s;
   const steps = Object.fromEntries(models.map(([name]) => [name, 0]));
   const started = performance.now();
   return Promise.all(models.map(([name, model]) => new Promise((resolve, reject) => {
@@ -643,19 +633,12 @@ async function floor_answer(lab, report, { guess: [, [yes, no]], trains }) {
       seconds, val_loss: val, gap: Math.abs(gap), side: gap > 0 ? "above" : "below", weights: weights(lab),
       page: [fits ? { case: "measured", loss: page, over: page - floor }
         : { case: "short", max_len: m.config.max_len }] },
-    steps: s.steps, val_loss: val, val_floor: floor, gap, page_val_loss: page, seconds,
+    steps: s.steps, val_loss: val, val_floor: floor, gap, page_val_loss: page,
   };
 }
 
 // ----------------------------------------------------------------------------------------------------------------
 // 12. positions-past-length: what each scheme does at position 100
-
-/** lessons_trained.scheme_choice, of the sets the lesson's judge names ({choice: [schemes]}). */
-export function scheme_choice(reads, sets) {
-  const key = [...reads].sort().join();
-  const found = Object.entries(sets).find(([, schemes]) => [...schemes].sort().join() === key);
-  return found ? found[0] : `these: ${[...reads].sort().join(", ")}`;
-}
 
 /** {case: "refused", refused, within} or {case: "reads", before, after, at}: a loss_by_position result read as
  * lessons_trained.reads_past reads it. */
@@ -677,13 +660,15 @@ async function past_length_answer(lab, report, { spec: [, sets], trains, numbers
     numbers)]));
   const m = lab.model;
   const page = reads_past(positions.loss_by_position(m.params, m.config, long.inputs, long.targets), numbers);
-  const reads = SCHEMES.filter((scheme) => !("refused" in got[scheme]));
+  // the choice of the schemes that read position past, as lessons_trained.scheme_choice finds it in the judge's sets
+  const reads = SCHEMES.filter((scheme) => !("refused" in got[scheme])).sort().join();
+  const choice = Object.entries(sets).find(([, schemes]) => [...schemes].sort().join() === reads);
   const named = SCHEMES.map((scheme) => ({ name: scheme, ...got[scheme] }));
-  return { value: scheme_choice(reads, sets),
+  return { value: choice ? choice[0] : `these: ${reads.replaceAll(",", ", ")}`,
     slots: { windows: long.inputs.length, length: PAST_POSITION + 1, steps: s.steps, trained: TRAINED_LEN, seconds,
       last: TRAINED_LEN - 1, past: PAST_POSITION, weights: weights(lab), positions: m.config.positions, page: [page],
       runs: named, within: named.filter((run) => "refused" in run) },
-    steps: s.steps, runs: got, page, windows: long.inputs.length, seconds };
+    runs: got };
 }
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -691,11 +676,6 @@ async function past_length_answer(lab, report, { spec: [, sets], trains, numbers
 
 // the page's second-block experiment's settings (experiments.js DEPTH)
 const COPY = { steps: DEPTH.steps, batch: DEPTH.batch, lr: DEPTH.lr, seed: DEPTH.seed };
-
-/** The index of the choice of lessons_trained.copy_choice, of the margin the export names. */
-export function copy_choice(one, two, margin) {
-  return two - one > margin ? 0 : one - two > margin ? 2 : 1;
-}
 
 async function second_block_answer(lab, report, { guess: [, choices], numbers: { margin: COPY_MARGIN } }) {
   const s = lab.trained_settings(COPY);
@@ -707,10 +687,10 @@ async function second_block_answer(lab, report, { guess: [, choices], numbers: {
   const [one, two] = runs.map((run) => run.evals.at(-1).measures);
   const models = [one, two].map((m, i) => ({ case: ["one", "two"][i], accuracy: 100 * m.copy_accuracy,
     copy_loss: m.copy_loss, first_period_loss: m.first_period_loss, seconds: runs[i].seconds }));
-  return { value: choices[copy_choice(one.copy_accuracy, two.copy_accuracy, COPY_MARGIN)],
-    slots: { sequences: DEPTH.test_count, models, points: 100 * (two.copy_accuracy - one.copy_accuracy), seconds,
-      steps: s.steps, far: 100 * COPY_MARGIN },
-    steps: s.steps, measures: { one, two }, seconds };
+  const gain = two.copy_accuracy - one.copy_accuracy; // read as lessons_trained.copy_choice reads it
+  return { value: choices[gain > COPY_MARGIN ? 0 : -gain > COPY_MARGIN ? 2 : 1],
+    slots: { sequences: DEPTH.test_count, models, points: 100 * gain, seconds, steps: s.steps, far: 100 * COPY_MARGIN },
+    measures: { one, two } };
 }
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -729,7 +709,7 @@ function scaling_answer(lab) {
 
 // ----------------------------------------------------------------------------------------------------------------
 // The live part of each lesson, by its key (docs/explorer.md, "The lessons: predict, then check"): answer(lab,
-// report, words), code ([file, function] pairs), trains ("export": its Python's), slots(settings) and reads.
+// report, words), code ([file, function] pairs), trains ("export": its Python's) and reads.
 
 export const LIVE = {
   tokens: { answer: tokens_answer, code: [["bpe.js", "encode_piece"]], reads: ["word", "kite"] },
@@ -749,8 +729,7 @@ export const LIVE = {
   "positions-past-length": { answer: past_length_answer, code: [["model.js", "check_length"],
     ["positions.js", "loss_by_position"]], trains: "export", reads: ["trained", "past"] },
   "second-block": { answer: second_block_answer, code: [["induction.js", "induction_measures"],
-    ["model.js", "block_forward"]], trains: COPY, slots: (s) => ({ ...s, lr: py_format(s.lr, "g") }),
-    reads: ["margin"] },
+    ["model.js", "block_forward"]], trains: COPY, reads: ["margin"] },
   scaling: { answer: scaling_answer, code: [["lessons.js", "scaling_answer"]] },
 };
 
@@ -796,7 +775,7 @@ function checked_lessons(data, tok) {
       throw new Error(`lesson ${key} of ${DATA}: its shown is not a list of at most ${MOST_LINES} texts of at most`
         + ` ${MOST_TEXT} characters (or {each, cases} of such texts), or its bounds is not null or such a text`);
     }
-    const live = { trains: null, slots: (s) => s, reads: [], ...LIVE[key] };
+    const live = { trains: null, reads: [], ...LIVE[key] };
     const numbers = words.numbers, number = (v) => Number.isFinite(v) || is_text(v);
     if (!numbers || typeof numbers !== "object" || !Object.values(numbers).every((v) => number(v) || is_lines(v,
       number)) || !live.reads.every((name) => Object.hasOwn(numbers, name))) {
@@ -806,7 +785,7 @@ function checked_lessons(data, tok) {
     if (live.trains === "export") live.trains = checked_run(words.trains, key);
     const vocab = tok.vocab.length; // the page's tokenizer's numbers that the words name (lessons.facts), and its runs'
     const values = { vocab, characters: tok.alphabet.length, merges: tok.merges.length, ln_vocab: Math.log(vocab),
-      ...(live.trains ? live.slots(lab.trained_settings(live.trains)) : {}) };
+      ...(live.trains ? lab.trained_settings(live.trains) : {}) };
     // an answer whose lines and bounds are the export's templates (lessons.shows), filled with the answer's slots
     const answer = bounds === null ? live.answer : async (...args) => {
       const { slots, ...got } = await live.answer(...args);
@@ -941,7 +920,7 @@ function card(lesson, n) {
   box.dataset.key = lesson.key;
   part(".title").textContent = `${n + 1}. ${lesson.title}`;
   part(".key").textContent = lesson.key;
-  part(".question").textContent = flow(lesson.question);
+  part(".question").textContent = lesson.question; // (its line breaks read as spaces: running text)
   const [form, check, message, status, bar, reveal] = [".guess", ".check", ".message", ".status", "progress",
     ".reveal"].map(part);
   const kind = lesson.guess[0];
@@ -1031,10 +1010,8 @@ function card(lesson, n) {
         bar.value = Math.min(1, done ?? bar.value);
       }, lesson);
       last_answers[lesson.key] = answer;
-      const verdict = lesson.judge(guess, answer);
-      if (!VERDICTS.includes(verdict)) throw new Error(`the judge said ${JSON.stringify(verdict)}`);
       const { value, shown, bounds } = answer;
-      record = { text, guess, value, shown, bounds, verdict, weights: weights(lab),
+      record = { text, guess, value, shown, bounds, verdict: lesson.judge(guess, answer), weights: weights(lab),
         seconds: (performance.now() - started) / 1000, when: new Date().toISOString() };
     } catch (e) {
       if (e.name !== "Skip") {
@@ -1057,7 +1034,7 @@ function card(lesson, n) {
   });
 
   const kept = progress[lesson.key];
-  if (kept && typeof kept.text === "string") {
+  if (kept) { // (load_progress kept only the records this page writes)
     lock(kept.text);
     revealed(kept, true);
   }
@@ -1087,7 +1064,7 @@ function draw_reveal(lesson, box, reveal, record, restored) {
   const seconds = `, in ${record.seconds.toFixed(record.seconds < 1 ? 2 : 1)} s`;
   reveal.append(table, verdict, element("p", "small", `How exact: ${record.bounds}. Computed with`
     + ` ${record.weights}${seconds}.`), element("pre", "shown", record.shown.join("\n")),
-  element("p", "explain", flow(lesson.explain)), where(lesson));
+  element("p", "explain", lesson.explain), where(lesson));
 }
 
 /** Where the lab makes it so (the Python, by file and function), and this page's own lines of it, read from the
@@ -1125,9 +1102,4 @@ export async function function_lines(file, name) {
   const indent = /^\s*/.exec(all[start])[0];
   const end = all.findIndex((line, i) => i > start && line === `${indent}}`);
   return { from: start + 1, lines: all.slice(start, end + 1) };
-}
-
-/** A question or an explanation as running text: the terminal's line breaks as spaces. */
-function flow(text) {
-  return text.replace(/\n\s*/g, " ");
 }
