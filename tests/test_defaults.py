@@ -37,16 +37,8 @@ def parser_of(monkeypatch, changed=None):
             "same": train["settings_from"](parser.parse_args([])) == settings.Settings()}
 
 
-def test_every_flag_of_a_setting_has_the_fields_default(monkeypatch):
-    got = parser_of(monkeypatch)
-    want = {field.name: field.default for field in dataclasses.fields(Settings) if field.name not in FLAGLESS}
-    assert got["defaults"] == want  # every setting has its flag, None-filled defaults included
-    assert want["seq_len"] is None and want["positions"] == "learned"
-    assert got["same"]  # and no flag given is the default settings
-
-
 # ----------------------------------------------------------------------------------------------------------------
-# A changed default shows through
+# Every flag has the field's default, and a changed default shows through
 
 
 CHOICES = {"backend": "torch", "positions": "rope", "device": "cpu", "dtype": "float64"}  # valid together
@@ -76,8 +68,13 @@ def help_of(text):
     return entries
 
 
-def test_a_changed_default_shows_through_in_every_flag_and_its_help(monkeypatch):
-    choices = parser_of(monkeypatch)["choices"]
+def test_every_flag_has_the_fields_default_and_a_changed_one_shows_through_in_its_help(monkeypatch):
+    plain = parser_of(monkeypatch)
+    want = {field.name: field.default for field in dataclasses.fields(Settings) if field.name not in FLAGLESS}
+    assert plain["defaults"] == want  # every setting has its flag, None-filled defaults included
+    assert want["seq_len"] is None and want["positions"] == "learned"
+    assert plain["same"]  # and no flag given is the default settings
+    choices = plain["choices"]
     other = {field.name: changed(field, choices) for field in dataclasses.fields(Settings)}
     assert set(CHOICES) <= set(choices)
     assert all(other[field.name] != field.default for field in dataclasses.fields(Settings))  # each one changed
