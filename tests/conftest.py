@@ -30,7 +30,7 @@ LONGEST_FIRST = ["test_fuzz_checkpoints.py", "test_readme.py", "test_bench.py", 
 # browser test is one that uses the browser fixture (Chromium), found by its fixtures.
 SLOW_FILES = [
     "test_bench.py", "test_bench_tricks.py", "test_compare.py", "test_depth.py", "test_drops.py",
-    "test_fresh_clone.py", "test_fuzz_checkpoints.py", "test_grown.py", "test_layout.py",
+    "test_fuzz_checkpoints.py", "test_grown.py", "test_layout.py",
     "test_lessons_trained.py", "test_model_props.py", "test_one_block_fixture.py", "test_one_config.py",
     "test_outputs.py", "test_page_loader.py", "test_positions.py", "test_readme.py", "test_scale.py",
     "test_scaling_grid.py", "test_spread.py", "test_torch_train.py",
