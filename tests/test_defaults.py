@@ -37,14 +37,6 @@ def parser_of(monkeypatch, changed=None):
             "same": train["settings_from"](parser.parse_args([])) == settings.Settings()}
 
 
-def test_every_flag_of_a_setting_has_the_fields_default(monkeypatch):
-    got = parser_of(monkeypatch)
-    want = {field.name: field.default for field in dataclasses.fields(Settings) if field.name not in FLAGLESS}
-    assert got["defaults"] == want  # every setting has its flag, None-filled defaults included
-    assert want["seq_len"] is None and want["positions"] == "learned"
-    assert got["same"]  # and no flag given is the default settings
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # A changed default shows through
 
