@@ -29,9 +29,8 @@ from pathlib import Path
 
 import pytest
 
-from test_layout import root_entries
+from test_layout import ROOT, root_entries
 
-ROOT = Path(__file__).resolve().parent.parent
 PAGES = ["README.md"] + sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").rglob("*.md"))
 
 SETUP = {  # a command starting with this -> why this test does not run it
