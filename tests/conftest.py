@@ -1,13 +1,9 @@
 """Shared pytest settings: under CI (the CI environment variable set), hypothesis runs a fixed, derandomised set
 of examples so that a run can be repeated exactly; elsewhere every run explores new random examples. And the
 longest tests start first, so that when the suite runs on several cores (pytest-xdist) no core is left with one
-long test at the end while the others wait. The browser tests share one fixture, the system's Chromium driven by
-Playwright: without it or Playwright the tests skip with a one-line reason, and under CI=true that is a failure. Its
-pages: modules_page (the explorer's model.js, checkpoint.js and lessons.js imported), pages (new pages of a served
-page, opened by a test) and reader (one page shared by a module's tests that only read it); no page of pages or
-reader may log a console or page error, unless it was opened to fail. And base_checkpoints: the three small
-checkpoints that the tests of damaged checkpoints start from, trained once; and notes, a folder with a text of one's
-own to run the commands on."""
+long test at the end while the others wait. The shared fixtures, each saying what it gives: browser (the system's
+Chromium driven by Playwright; without either the browser tests skip with a one-line reason, under CI=true they
+fail) and its pages, base_checkpoints and notes."""
 
 import os
 from pathlib import Path
@@ -30,7 +26,7 @@ LONGEST_FIRST = ["test_fuzz_checkpoints.py", "test_readme.py", "test_bench.py", 
 # browser test is one that uses the browser fixture (Chromium), found by its fixtures.
 SLOW_FILES = [
     "test_bench.py", "test_bench_tricks.py", "test_compare.py", "test_depth.py", "test_drops.py",
-    "test_fresh_clone.py", "test_fuzz_checkpoints.py", "test_grown.py", "test_layout.py",
+    "test_fuzz_checkpoints.py", "test_grown.py", "test_layout.py",
     "test_lessons_trained.py", "test_model_props.py", "test_one_block_fixture.py", "test_one_config.py",
     "test_outputs.py", "test_page_loader.py", "test_positions.py", "test_readme.py", "test_scale.py",
     "test_scaling_grid.py", "test_spread.py", "test_torch_train.py",

@@ -12,7 +12,7 @@ import json
 import numpy as np
 import pytest
 
-from fastpath_helpers import reference, rel_err, spread_params
+from fastpath_helpers import assert_close, numpy_run, reference, spread_params
 
 from oneblock import numpy_fast, numpy_model
 from oneblock.config import SCHEMES, ModelConfig, seed_switch
@@ -37,35 +37,20 @@ def weights_of(config):
 
 def numpy_answer(config):
     """(logits, loss, grads) of numpy_model.py for config, the answer the others are held to."""
-    params, (ids, targets) = weights_of(config), ids_of(config)
-    logits, _ = numpy_model.forward(params, ids, config)  # (B, T, V)
-    loss, grads = numpy_model.loss_and_grads(params, ids, targets, config)
-    return logits, loss, grads
-
-
-def assert_agrees(got, want, where):
-    """(logits, loss, grads) of one implementation within TOL of numpy_model's, every gradient by name, in order."""
-    (logits, loss, grads), (want_logits, want_loss, want_grads) = got, want
-    assert rel_err(logits, want_logits) <= TOL, (where, "logits")
-    assert abs(loss - want_loss) <= TOL * abs(want_loss), (where, "loss")
-    assert list(grads) == list(want_grads), where
-    for name in grads:
-        assert rel_err(grads[name], want_grads[name]) <= TOL, (where, name)
+    return numpy_run(numpy_model, weights_of(config), *ids_of(config), config)
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"{c.positions}-{c.blocks}x{c.heads}")
 def test_every_python_implementation_computes_the_same_model_from_the_same_config(config):
     want = numpy_answer(config)
     params, (ids, targets) = weights_of(config), ids_of(config)
-    logits, _ = numpy_fast.forward(params, ids, config)
-    assert_agrees((logits, *numpy_fast.loss_and_grads(params, ids, targets, config)), want, "numpy_fast")
+    assert_close(numpy_run(numpy_fast, params, ids, targets, config), want, TOL, "numpy_fast")
     if config.seed_problem() is None:  # what the seed's model.py has: it takes the config's parameters (its config_of
         # refuses a name or shape not its own) and its switch (seed_switch: learned or none)
         ids, targets = ids[:, :config.max_len], targets[:, :config.max_len]  # (B, L) model.py reads at most L
         lists = {name: t.tolist() for name, t in params.items()}
-        logits, _ = numpy_model.forward(params, ids, config)
-        want = (logits, *numpy_model.loss_and_grads(params, ids, targets, config))
-        assert_agrees(reference(lists, ids, targets, seed_switch(config)), want, "model.py")
+        want = numpy_run(numpy_model, params, ids, targets, config)
+        assert_close(reference(lists, ids, targets, seed_switch(config)), want, TOL, "model.py")
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"{c.positions}-{c.blocks}x{c.heads}")
@@ -77,7 +62,7 @@ def test_the_pytorch_twin_computes_the_same_model_from_the_same_config(config):
     loss, grads, inter = torch_model.loss_and_grads(torch_model.to_torch(params), torch_model.as_ids(ids),
                                                     torch_model.as_ids(targets), config)
     got = (inter["logits"].numpy(), float(loss), {name: g.numpy() for name, g in grads.items()})
-    assert_agrees(got, numpy_answer(config), "torch_model")
+    assert_close(got, numpy_answer(config), TOL, "torch_model")
 
 
 PAGE_PASS = """([fields, json_text, lists, ids, targets, sums]) => {
@@ -105,4 +90,5 @@ def test_the_page_computes_the_same_model_from_the_same_config(modules_page, con
                                             targets.tolist(), sums])
     assert got["same"] and got["json"] == json.dumps(config.to_json(), separators=(",", ":"))
     grads = {name: np.mean(np.array(rows), axis=0) for name, rows in got["grads"].items()}  # the batch's mean
-    assert_agrees((np.array(got["logits"]), float(np.mean(got["losses"])), grads), numpy_answer(config), "model.js")
+    assert_close((np.array(got["logits"]), float(np.mean(got["losses"])), grads), numpy_answer(config), TOL,
+                 "model.js")

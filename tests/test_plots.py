@@ -4,11 +4,9 @@ PNG."""
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
+from run_helpers import ROOT
 
 pytest.importorskip("numpy")
 pytest.importorskip("matplotlib", reason="matplotlib is not installed (pip install matplotlib==3.11.2)")

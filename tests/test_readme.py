@@ -9,7 +9,8 @@ are skipped (SETUP, LONG), as are the lessons that train, whose labelled output 
 a page shows being refused must be refused, in one line with its exit status (REFUSED), and one that reports work not
 done yet (a learner's blank workbook) must end as the page says (NOT_YET). A command that makes the same run as
 another command, of another page or of its own, runs once, where that one runs (RUN_ELSEWHERE). A command that fits
-none of these and fails, fails its page's test.
+none of these and fails, fails its page's test. After a page's commands the copy's root holds nothing new that git
+does not ignore (tests/test_layout.py's root_entries): they write under out/.
 
 Every page under docs/ is linked from the README and has commands of its own, and every relative link of every page
 leads to a file of the repository.
@@ -28,7 +29,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from test_layout import ROOT, root_entries
+
 PAGES = ["README.md"] + sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").rglob("*.md"))
 
 SETUP = {  # a command starting with this -> why this test does not run it
@@ -56,7 +58,7 @@ LONG = {  # a command exactly -> why this test does not run it
 REDUCED = {  # script or module -> arguments appended to each of its commands here (later arguments win in argparse)
     "train.py": ["--steps", "300"],  # not to commands that set --steps themselves
     "experiments.plots": ["--steps", "100"],
-    "experiments.spread": ["--schemes", "learned", "--steps", "20", "--out", "quick-spread.json"],
+    "experiments.spread": ["--schemes", "learned", "--steps", "20"],
     "dev.bench": ["--sizes", "series-b1", "--rounds", "1", "--reference-rounds", "1", "--round-seconds", "0.02",
                   "--no-torch"],  # (its PyTorch workers take seconds to start: tests/test_bench.py times them)
     "experiments.depth": ["--until", "250"],  # a rerun's shortest check, to its --rerun commands; others as written
@@ -273,17 +275,13 @@ def fresh_copy(dest):
             shutil.copy2(ROOT / name, dest / name)
 
 
-def ctrl_c_works():
-    """In a child before it starts: SIGINT as a terminal sends it. A shell starts a background job (`pytest &`) with
-    SIGINT ignored, which its children inherit, and Python installs no KeyboardInterrupt for an ignored SIGINT."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def serve(run, repo, env):
     """Start a serving command, wait for the URL it prints, fetch that page, then stop it with Ctrl-C (SIGINT): it
-    must have served the page and end with status 0. One that does not stop is killed, not left behind."""
+    must have served the page and end with status 0. One that does not stop is killed, not left behind. Its SIGINT
+    is the one a terminal sends: a shell starts a background job (`pytest &`) with SIGINT ignored, which its children
+    inherit, and Python installs no KeyboardInterrupt for an ignored SIGINT."""
     proc = subprocess.Popen(shlex.split(run), cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, preexec_fn=ctrl_c_works)
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         url = None
         for line in proc.stdout:  # the URL line comes after the export
@@ -325,6 +323,7 @@ def test_every_command_of_the_page_runs_as_written_in_order(page, tmp_path):
     pytest.importorskip("numpy")
     repo = tmp_path / "repo"
     fresh_copy(repo)
+    before = root_entries(repo)
     bin_dir = tmp_path / "bin"  # `python3` in the commands is this interpreter, in its virtual environment if any
     bin_dir.mkdir()
     (bin_dir / "python3").write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')  # (not a link: a
@@ -359,3 +358,5 @@ def test_every_command_of_the_page_runs_as_written_in_order(page, tmp_path):
     if not ran and cannot:
         pytest.skip(f"{page}: every command " + ", ".join(sorted(set(cannot))))
     assert ran, f"{page}: no command ran"
+    left = sorted(set(root_entries(repo)) - {"page_block.py"})  # (this test's own file for a ```python block)
+    assert left == before, f"{page}: its commands left at the root what git does not ignore (write under out/)"

@@ -12,6 +12,7 @@ import pytest
 
 from oneblock import checkpoint, training
 from oneblock.settings import Settings, checked
+from fastpath_helpers import rel_err
 from run_helpers import ROOT, kill_group, ran
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install -r tests/requirements-torch.txt)")
@@ -31,16 +32,6 @@ def trained(**values):
     run = training.train(Settings(**{**VALUES, **values}))
     assert run.failure is None, run.failure
     return run.state["params"], run.history
-
-
-def worst_relative_error(a, b):
-    """The largest max |a - b| / max |b| over the tensors of two dicts (arrays, or torch tensors), and its name."""
-    errors = {}
-    for name in b:
-        x, y = (np.asarray(t.detach().cpu() if hasattr(t, "detach") else t, dtype=np.float64)
-                for t in (a[name], b[name]))
-        errors[name] = float(np.abs(x - y).max() / max(np.abs(y).max(), 1e-300))
-    return max(errors.values()), max(errors, key=errors.get)
 
 
 def params_of(path):
@@ -68,8 +59,8 @@ def test_the_torch_backend_takes_the_numpy_backends_steps(grown):
     torch_params, torch_history = trained(backend="torch", device="cpu", **grown)
     numpy_params, numpy_history = trained(backend="numpy", **grown)
     assert next(iter(torch_params.values())).dtype == torch.float64 and list(torch_params) == list(numpy_params)
-    error, name = worst_relative_error(torch_params, numpy_params)
-    assert error <= 1e-10, (name, error)
+    for name, t in torch_params.items():
+        assert rel_err(t.detach(), numpy_params[name]) <= 1e-10, name
     for a, b in zip(torch_history, numpy_history, strict=True):
         assert a["val"] == pytest.approx(b["val"], rel=1e-10)
 
@@ -81,8 +72,9 @@ def test_a_checkpoint_moves_between_backends(tmp_path, capsys):
     assert checkpoint.load_checkpoint(moved)["step"] == 10
     proc = train_py(moved, *RUN, *TORCH, "--resume")
     assert "resuming" in proc.stdout and checkpoint.load_checkpoint(moved)["step"] == 20
-    error, name = worst_relative_error(params_of(moved), trained(backend="numpy")[0])
-    assert error <= 1e-10, (name, error)
+    got = params_of(moved)
+    for name, t in trained(backend="numpy")[0].items():
+        assert rel_err(got[name], t) <= 1e-10, name
     texts = set()
     for backend in ("numpy", "python", "torch"):
         proc = ran("sample.py", capsys, "--ckpt", moved, "--backend", backend, "--temperature", "0", "--tokens", "12")
@@ -118,8 +110,9 @@ def test_two_ranks_equal_one_process_halfway_and_at_the_end(tmp_path):
     assert "2 blocks x 2 heads" in proc.stdout and "2 processes (gloo)" in proc.stdout
     assert proc.stdout.count("done:") == 1  # rank 0 alone reports
     for when in ("halfway", "at the end"):
-        error, name = worst_relative_error(params_of(two), params_of(one))
-        assert error <= 1e-12, (when, name, error)
+        got = params_of(two)
+        for name, t in params_of(one).items():
+            assert rel_err(got[name], t) <= 1e-12, (when, name)
         assert checkpoint.load_checkpoint(two)["step"] == checkpoint.load_checkpoint(one)["step"]
         if when == "halfway":
             train_py(one, *grown, *TORCH, "--resume")
@@ -166,8 +159,7 @@ def test_a_rank_that_dies_ends_the_run_and_keeps_the_last_checkpoint(tmp_path):
         _, err = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            kill_group(proc)
     assert proc.returncode != 0 and "FAILED" in err and "Signal 9 (SIGKILL)" in err  # torchrun names the rank
     assert checkpoint.load_checkpoint(out)["step"] >= 10
 
