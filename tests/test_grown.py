@@ -74,16 +74,6 @@ def test_heads_are_independent_attentions_on_slices_of_the_channels(heads, rope)
         assert rel_err(out[b], one_head_at_a_time(params, x[b], heads, rope)) <= 1e-13
 
 
-def test_split_and_merge_heads_are_inverses_that_keep_one_head_as_it_is():
-    x = np.arange(2 * 5 * 12.0).reshape(2, 5, 12)  # (B, T, d)
-    for heads in (2, 3, 4, 6, 12):
-        split = nm.split_heads(x, heads)
-        assert split.shape == (2, heads, 5, 12 // heads)
-        assert np.array_equal(split[1, 1, 3], x[1, 3, 12 // heads:2 * 12 // heads])  # head 1: its own channels
-        assert np.array_equal(nm.merge_heads(split, heads), x)
-    assert nm.split_heads(x, 1) is x and nm.merge_heads(x, 1) is x
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # Word order through two blocks
 
