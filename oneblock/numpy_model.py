@@ -450,8 +450,7 @@ def block_backward(params, cache, dx2):
 def forward(params, ids, config):
     """Logits (T, V) or (B, T, V) for token IDs of shape (T,) or (B, T), and the cache the backward pass needs.
 
-    config: the ModelConfig of params, whose blocks, heads and position scheme the pass follows. "learned" reads at
-    most max_len positions, the other schemes at most LONGEST.
+    config: the ModelConfig of params, whose blocks, heads and position scheme the pass follows.
 
     The cache holds the config, x0, hf, lnf, "blocks" (one cache per block, see `block_forward`) and, under
     model.py's names (h1, att, x1, h2, act, x2, ...), the first block's: with one block, model.py's cache.
@@ -574,8 +573,7 @@ def backward(params, cache, dlogits):
 
 def loss_and_grads(params, ids, targets, config):
     """The mean loss over every position of ids (T,) or (B, T), and one gradient per parameter: what a training step
-    needs (config as in `forward`). Every call makes new arrays; for a training loop,
-    `numpy_fast.Workspace(params, config, B, T).loss_and_grads` computes the same into arrays made once.
+    needs (config as in `forward`; in a loop, numpy_fast's Workspace computes the same into arrays made once).
 
     >>> config = ModelConfig(vocab=96, d=4, hidden=8, max_len=8)
     >>> loss, grads = loss_and_grads(init_params(config, seed=3), np.array([[1, 2]]), np.array([[2, 3]]), config)
