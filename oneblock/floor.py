@@ -15,7 +15,9 @@ number of tokens, that is the floor every reported loss should be read against:
     >>> import bpe
     >>> tok = bpe.Tokenizer.load(ROOT / "tokenizer.json")
     >>> nats, tokens = story_floor(["mia has a red hat. mia gives the hat to ava. now ava has the hat."], tok)
-    >>> round(nats, 4), tokens, round(nats / tokens, 4)
+    >>> math.isclose(nats, math.log(4 * 6 * 4 * 5 * 5), rel_tol=1e-15)  # "gift": 4 shapes, 6 givers, 4 colours, ...
+    True
+    >>> round(nats, 4), tokens, round(nats / tokens, 4)  # ... 5 things, 5 receivers; 20 tokens with the newline
     (7.7832, 20, 0.3892)
 """
 

@@ -1,9 +1,9 @@
 """The transformer of `model.py` in NumPy, batched, with its backward pass by hand: the file to read second.
 
 It mirrors `model.py` section by section and name by name, each layer written as its formula, and it can grow: any
-number of blocks, each with its own layer norms, attention and MLP, and attention with several heads (see
-`config.py` for the names of the other blocks' parameters). With one block and one head it is model.py's model, bit
-for bit the same computation as before it could grow. Differences from model.py:
+number of blocks, each with its own layer norms, attention and MLP, and attention with several heads that divide d
+(docs/growing.md, "The sizes"; `config.py` names the other blocks' parameters). With one block and one head it
+is model.py's model, bit for bit the same computation as before it could grow. Differences from model.py:
 - The model's description is a `ModelConfig` (config.py), passed beside the weights to every call: the sizes
   (vocab V, width d, hidden H, max_len L), the blocks, the heads and the position scheme.
 - IDs are an int array of shape (T,) or (B, T), and every tensor has the same leading axes; the loss is the mean
@@ -12,7 +12,6 @@ for bit the same computation as before it could grow. Differences from model.py:
 - Positions come in four schemes, config.positions (the reference has "learned" and "none"; docs/positions.md,
   "Four schemes", says what each is). Every scheme but "learned" reads up to LONGEST positions, and gives pos_emb
   gradient 0.
-- Blocks and heads: config.blocks and config.heads (heads must divide d), as docs/growing.md, "The sizes", says.
 Every call returns new arrays. `numpy_fast.py` computes the same, tuned for a training loop.
 
 Shape legend, used in the comments on every line that makes a tensor:
@@ -76,15 +75,6 @@ def init_params(config, seed, dtype=np.float64):
     return from_lists(checked_config(config).init_params(seed), dtype)
 
 
-def count_params(params):
-    """The number of floats in a parameter dict.
-
-    >>> count_params({"w": np.zeros((2, 2)), "b": np.zeros(2)})
-    6
-    """
-    return sum(int(np.size(t)) for t in params.values())
-
-
 def checked_config(config):
     """config, after checking that it is a ModelConfig whose values make sense (ModelConfig.checked's messages).
 
@@ -116,8 +106,6 @@ def check_params(params, config):
         if not isinstance(t, np.ndarray):
             raise ValueError(f"parameter {name} should be a NumPy array, got {type(t).__name__} "
                              "(HINT: from_lists(params) converts the reference's dict of lists)")
-        if t.ndim == 0:
-            raise ValueError(f"parameter {name} is a scalar, expected an array")
     problem = config.shape_problem({name: t.shape for name, t in params.items()})
     if problem is not None:
         raise ValueError(problem)
@@ -462,8 +450,7 @@ def block_backward(params, cache, dx2):
 def forward(params, ids, config):
     """Logits (T, V) or (B, T, V) for token IDs of shape (T,) or (B, T), and the cache the backward pass needs.
 
-    config: the ModelConfig of params, whose blocks, heads and position scheme the pass follows. "learned" reads at
-    most max_len positions, the other schemes at most LONGEST.
+    config: the ModelConfig of params, whose blocks, heads and position scheme the pass follows.
 
     The cache holds the config, x0, hf, lnf, "blocks" (one cache per block, see `block_forward`) and, under
     model.py's names (h1, att, x1, h2, act, x2, ...), the first block's: with one block, model.py's cache.
@@ -586,8 +573,7 @@ def backward(params, cache, dlogits):
 
 def loss_and_grads(params, ids, targets, config):
     """The mean loss over every position of ids (T,) or (B, T), and one gradient per parameter: what a training step
-    needs (config as in `forward`). Every call makes new arrays; for a training loop,
-    `numpy_fast.Workspace(params, config, B, T).loss_and_grads` computes the same into arrays made once.
+    needs (config as in `forward`; in a loop, numpy_fast's Workspace computes the same into arrays made once).
 
     >>> config = ModelConfig(vocab=96, d=4, hidden=8, max_len=8)
     >>> loss, grads = loss_and_grads(init_params(config, seed=3), np.array([[1, 2]]), np.array([[2, 3]]), config)

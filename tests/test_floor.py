@@ -26,14 +26,6 @@ def test_floor_from_the_generators_own_log_probabilities():
     assert 0.2 < RECORD["nats_per_token"] < 0.4 < math.log(96) == RECORD["uniform_nats_per_token"]
 
 
-def test_one_story_by_hand():
-    # "gift": 4 shapes, 6 givers, 4 colours, 5 things, 5 receivers; 20 tokens with the newline
-    text = "mia has a red hat. mia gives the hat to ava. now ava has the hat."
-    nats, tokens = floor.story_floor([text], TOK)
-    assert math.isclose(nats, math.log(4 * 6 * 4 * 5 * 5), rel_tol=1e-15)
-    assert tokens == len(TOK.encode(text + "\n")) == 20
-
-
 def test_the_file_is_current_and_check_reports_a_stale_one(tmp_path):
     """(python3 -m oneblock.floor --check, as docs/model.md shows it, runs in tests/test_readme.py.)"""
     for name in ("corpus.txt", "tokenizer.json"):

