@@ -115,7 +115,7 @@ def fill_lines(templates, slots):
     return lines
 
 
-class Skip(Exception):
+class Skip(ValueError):
     """A lesson this lab cannot answer (a checkpoint model.py cannot run, a package not installed): the reason."""
 
 
@@ -1055,13 +1055,12 @@ LESSONS = [TOKENS, INIT_LOSS, LAYERNORM, ORDER, CAUSALITY, FINITE_DIFFERENCE, PR
            SKIP_PATHS]
 
 
-def by_key(key, lessons=None):
+def by_key(key, lessons=LESSONS):
     """The lesson of a key, or a ValueError that names it and every key there is.
 
     >>> by_key("order").title
     'The order test: does the model see word order?'
     """
-    lessons = LESSONS if lessons is None else lessons
     for lesson in lessons:
         if lesson.key == key:
             return lesson
@@ -1095,16 +1094,6 @@ def numpy_lessons():
         return [], f"{why} (and the scaling lesson after them)"
     scaling, why = imported_lessons("experiments.lessons_scaling", "the scaling lesson is", ("numpy", "scipy"))
     return trained + scaling, why
-
-
-def all_lessons():
-    """Every lesson in order: these ten, then the ones that train, then the scaling lesson, where they can be
-    imported (python3 -m experiments.lessons asks them; explore.py's export gives the page their words).
-
-    >>> [lesson.key for lesson in all_lessons()][:2], all_lessons()[-1].key
-    (['tokens', 'init-loss'], 'scaling')
-    """
-    return LESSONS + numpy_lessons()[0]
 
 
 # ----------------------------------------------------------------------------------------------------------------
