@@ -214,7 +214,7 @@ def data_files(folder, weights, fields):
         "text": page["split"].get("text"),  # the file name of the text a model of your own text learned, or None
         "order": page["order"],
         "most_parameters": PAGE_BYTES // (8 * PAGE_COPIES),  # page_fits' bound, which the page holds a file to
-        "checkpoint": checkpoint_names(),
+        "checkpoint": {name.lower(): getattr(checkpoint, name) for name in PAGE_CHECKPOINT},
         "training": PAGE_TRAINING,
     }
     contents = {"manifest.json": json.dumps(manifest, indent=2) + "\n", WEIGHTS_FILE: page_weights(weights, metadata),
@@ -222,12 +222,6 @@ def data_files(folder, weights, fields):
                 "lessons.json": page_lessons()}
     files = {folder / name: contents[name] for name in DATA_FILES}
     return files, manifest, dict.fromkeys(files, private_mode(fields.get("modes", [])))
-
-
-def checkpoint_names():
-    """manifest.json's "checkpoint": checkpoint.py's names (PAGE_CHECKPOINT, lower-cased) that the page reads and
-    writes a file with (explorer/checkpoint.js)."""
-    return {name.lower(): getattr(checkpoint, name) for name in PAGE_CHECKPOINT}
 
 
 def page_lessons():
@@ -259,10 +253,7 @@ def lessons_data():
     if left_out:
         raise ValueError(f"{PAGE_LESSONS.name} holds every lesson, but {left_out}")
     every = lessons.LESSONS + more
-    try:
-        scaling = every[-1].answer(None)  # (lab None: the scaling lesson reads no model)
-    except lessons.Skip as e:
-        raise ValueError(str(e)) from None
+    scaling = every[-1].answer(None)  # (lab None: the scaling lesson reads no model)
     return {"format": LESSONS_FORMAT, "lessons": [lessons.page_words(lesson) for lesson in every],
             "skips": lessons.SKIPS, "names": lessons.PAGE_NAMES,
             "scaling": {key: scaling[key] for key in ("value", "shown", "bounds")}}

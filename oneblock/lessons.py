@@ -35,7 +35,6 @@ from oneblock.config import ModelConfig, seed_switch
 from oneblock.data import CORPUS_FILE, TOKENIZER_FILE
 
 SEED = (96, 16, 64, 64, 3)  # model.init_params(vocab, d, hidden, max_len, seed): the seed's series model
-VERDICTS = ("right", "close", "off")  # what a judge says
 QUIT = "q"  # typed instead of a guess: the learner stops
 
 
@@ -115,7 +114,7 @@ def fill_lines(templates, slots):
     return lines
 
 
-class Skip(Exception):
+class Skip(ValueError):
     """A lesson this lab cannot answer (a checkpoint model.py cannot run, a package not installed): the reason."""
 
 
@@ -1055,13 +1054,12 @@ LESSONS = [TOKENS, INIT_LOSS, LAYERNORM, ORDER, CAUSALITY, FINITE_DIFFERENCE, PR
            SKIP_PATHS]
 
 
-def by_key(key, lessons=None):
+def by_key(key, lessons=LESSONS):
     """The lesson of a key, or a ValueError that names it and every key there is.
 
     >>> by_key("order").title
     'The order test: does the model see word order?'
     """
-    lessons = LESSONS if lessons is None else lessons
     for lesson in lessons:
         if lesson.key == key:
             return lesson
@@ -1095,16 +1093,6 @@ def numpy_lessons():
         return [], f"{why} (and the scaling lesson after them)"
     scaling, why = imported_lessons("experiments.lessons_scaling", "the scaling lesson is", ("numpy", "scipy"))
     return trained + scaling, why
-
-
-def all_lessons():
-    """Every lesson in order: these ten, then the ones that train, then the scaling lesson, where they can be
-    imported (python3 -m experiments.lessons asks them; explore.py's export gives the page their words).
-
-    >>> [lesson.key for lesson in all_lessons()][:2], all_lessons()[-1].key
-    (['tokens', 'init-loss'], 'scaling')
-    """
-    return LESSONS + numpy_lessons()[0]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -1166,8 +1154,6 @@ def ask(lesson, lab, read=input, write=print):
         write(f"skipped: {e}")
         return {"key": lesson.key, "skipped": str(e)}
     verdict = lesson.judge(guess, answer)
-    if verdict not in VERDICTS:
-        raise ValueError(f"the judge of lesson {lesson.key!r} said {verdict!r}; expected one of {VERDICTS}")
     write(f"your guess: {show(guess)}")
     for line in answer_lines(answer):
         write(line)

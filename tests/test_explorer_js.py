@@ -287,9 +287,10 @@ def test_the_pages_checkpoint_records_the_model_once_as_checkpoint_py_does(modul
     from oneblock import checkpoint, export
 
     rng_words = list(random.Random(3).getstate()[1])
+    names = {name.lower(): getattr(checkpoint, name) for name in export.PAGE_CHECKPOINT}  # as manifest.json's
     run = {"backend": "explorer", "dtype": "float64", "seed": 3, "steps": 10}
     for cfg, version, training in ((ModelConfig(96, 4, 8, 8, blocks=2, heads=2, positions="rope"), "3", run),
                                    (ModelConfig(96, 4, 8, 8, positions="none"), "1", {**run, "positions": "none"})):
-        raw = bytes(modules_page.evaluate(WRITE_JS, [dataclasses.asdict(cfg), rng_words, export.checkpoint_names()]))
+        raw = bytes(modules_page.evaluate(WRITE_JS, [dataclasses.asdict(cfg), rng_words, names]))
         ckpt = checkpoint.load_bytes(raw, "explorer.safetensors")
         assert (ckpt["metadata"]["format_version"], ckpt["config"], ckpt["training"]) == (version, cfg, training)
