@@ -6,7 +6,6 @@ own, or a skip that says what to run, and a damaged record refused.
 """
 
 import json
-import os
 import statistics
 
 import pytest
@@ -14,7 +13,7 @@ import pytest
 np = pytest.importorskip("numpy", reason="the scaling lesson needs NumPy")
 pytest.importorskip("scipy", reason="the scaling lesson fits with SciPy")
 
-from experiments import lessons_scaling as ls, recording, scaling, scaling_law  # noqa: E402
+from experiments import lessons_scaling as ls, scaling, scaling_law  # noqa: E402
 from experiments.recording import rounded  # noqa: E402
 from oneblock import lessons  # noqa: E402
 
@@ -128,42 +127,26 @@ def test_what_the_explanation_says_holds_in_the_record(numbers):
     assert f"beat {FLOOR:.4f} nats per token" in question and f"all {numbers['cells']} cells" in question
 
 
-def spoiled(path, how):
-    """Put a damaged scaling record at path, spoiled as how says."""
-    if how == "a FIFO":
-        os.mkfifo(path)
-    elif how == "a link to /dev/zero":
-        path.symlink_to("/dev/zero")
-    elif how == "too large":
-        with open(path, "wb") as f:  # (sparse: no disk spent)
-            f.truncate(recording.MOST_RECORD + 1)
-    else:
-        text = {"not UTF-8": lambda: b"\xff\xfe{}", "nested": lambda: b"[" * 100_000,
-                "a loss of another kind": lambda: json.dumps({**RECORD, "runs": [{**r, "val": "low"} for r in
-                                                                                  RECORD["runs"]]}).encode(),
-                "no floor": lambda: json.dumps({k: v for k, v in RECORD.items() if k != "floor"}).encode(),
-                "of another experiment": lambda: json.dumps({"format": "depth experiment v1"}).encode()}[how]()
-        path.write_bytes(text)
+SPOILED = {  # how a scaling record is damaged -> (its bytes, what its refusal says); what recording.read_record
+    # refuses of every record (a FIFO, a device, too large, not UTF-8) is tests/test_experiment_cli.py's
+    "nested": (b"[" * 100_000, "JSON nested too deeply to read"),
+    "a loss of another kind": (json.dumps({**RECORD, "runs": [{**r, "val": "low"} for r in RECORD["runs"]]}).encode(),
+                               "does not have the shape"),
+    "no floor": (json.dumps({k: v for k, v in RECORD.items() if k != "floor"}).encode(), "no field 'floor'"),
+    "of another experiment": (json.dumps({"format": "depth experiment v1"}).encode(),
+                              "its format is 'depth experiment v1', expected 'scaling experiment v1'"),
+}
 
 
-@pytest.mark.parametrize("how, said", [
-    ("a FIFO", "a FIFO (a named pipe), not a regular file"), ("a link to /dev/zero", "a character device"),
-    ("too large", "bytes, more than the"), ("not UTF-8", "is not UTF-8 text"),
-    ("nested", "JSON nested too deeply to read"), ("a loss of another kind", "does not have the shape"),
-    ("no floor", "no field 'floor'"),
-    ("of another experiment", "its format is 'depth experiment v1', expected 'scaling experiment v1'"),
-])
-def test_a_damaged_record_is_a_skip_in_one_line_read_as_the_experiments_read_theirs(tmp_path, how, said):
-    """Before: tracebacks (JSONDecodeError, UnicodeDecodeError, RecursionError, ...), a FIFO called missing, and no
-    bound on the size read."""
-    if how in ("a FIFO", "a link to /dev/zero") and os.name != "posix":
-        pytest.skip("FIFOs and /dev/zero are POSIX's")
+@pytest.mark.parametrize("how", SPOILED)
+def test_a_damaged_record_is_a_skip_in_one_line_read_as_the_experiments_read_theirs(tmp_path, how):
+    """Before: tracebacks (JSONDecodeError, RecursionError, ...)."""
     path = tmp_path / "scaling.json"
-    spoiled(path, how)
+    path.write_bytes(SPOILED[how][0])
     with pytest.raises(lessons.Skip) as skipped:
         ls.read_points(path)
     line = str(skipped.value)
-    assert said in line and "\n" not in line and "run python3 -m experiments.scaling" in line, line
+    assert SPOILED[how][1] in line and "\n" not in line and "run python3 -m experiments.scaling" in line, line
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -177,7 +160,7 @@ def test_the_export_gives_the_page_the_lessons_own_answer(tmp_path, monkeypatch)
     ours = ls.SCALING.answer(LAB)
     assert data["scaling"] == {key: ours[key] for key in ("value", "shown", "bounds")}
     assert json.loads(json.dumps(data)) == data  # plain JSON, every float back to its bits
-    spoiled(tmp_path / "bad.json", "nested")  # (a record missing is refused the same way: a Skip, its one line)
+    (tmp_path / "bad.json").write_bytes(SPOILED["nested"][0])  # (a missing record: the same one-line Skip)
     read = ls.read_points
     monkeypatch.setattr(ls, "read_points", lambda _: read(tmp_path / "bad.json"))  # (the record the lesson reads)
     with pytest.raises(ValueError, match="bad.json") as refused:
