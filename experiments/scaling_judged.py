@@ -182,6 +182,8 @@ def minimum(x, y, how):
     [1.5, 1.5, 1.0]
     >>> minimum([0.0, 1.0, 2.0], [1.0, 1.1, 1.3], "three_point")  # (the vertex, -1.5, lies outside)
     0.0
+    >>> minimum([0.0, 1.0, 2.0], [0.0, 0.5, 0.2], "three_point")  # (it opens downwards)
+    0.0
     """
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     k = int(np.argmin(y))

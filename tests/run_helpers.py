@@ -1,6 +1,6 @@
 """Helpers shared by the tests that run the lab's commands: run one in a subprocess (run, under a memory_limit;
 run_without, where some packages cannot be imported) or in this process (ran), hold one at a call of the library
-(held, holding: HELD holds train.py in its data preparation), kill a grid or a process group with a real SIGKILL,
+(held, holding: HELD holds train.py in its data preparation), kill a process group with a real SIGKILL,
 serve a folder as explore.py does (served), assert that a run failed as a bad input should and see what it left
 (files_under, kinds_under), a text of one's own, and the cases of a private one (PRIVACY)."""
 
@@ -106,26 +106,11 @@ def held(script, waiting, go, *args, cwd):
             proc.wait()
 
 
-def killed_once_written(cmd, folder, count, timeout, cwd=None):
-    """Start cmd in a session of its own, SIGKILL its whole process group (a grid and its workers at once: no
-    handler, no clean-up) once folder holds at least count result files (*.json), and return its stderr. POSIX."""
-    proc = subprocess.Popen(cmd, cwd=cwd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + timeout
-        while len(list(Path(folder).glob("*.json"))) < count and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.005)
-    finally:
-        _, err = kill_group(proc, communicate=True)
-    assert proc.returncode == -signal.SIGKILL, err.decode()
-    return err.decode()
-
-
-def kill_group(proc, communicate=False, timeout=60):
+def kill_group(proc, timeout=60):
     """SIGKILL the process group of proc (started with start_new_session) and every process descended from proc,
-    even one in a session of its own (torchrun starts each rank so), and return once all have exited: proc reaped
-    (its output, with communicate), the others gone or zombies. A process still dying after proc is reaped (a
-    worker, a torchrun rank) holds its files, and so its locks, until it has; a zombie holds nothing. POSIX; what
-    proc.communicate returns, or None."""
+    even one in a session of its own (torchrun starts each rank so), and return once all have exited: proc reaped,
+    the others gone or zombies. A process still dying after proc is reaped (a worker, a torchrun rank) holds its
+    files, and so its locks, until it has; a zombie holds nothing. POSIX."""
     family, tree = {proc.pid}, processes()
     while True:  # (found before the kill: a dead parent's children are handed to another)
         more = {pid for pid, (_, ppid, _) in tree.items() if ppid in family} - family
@@ -136,12 +121,11 @@ def kill_group(proc, communicate=False, timeout=60):
     for pid in family - {proc.pid}:
         with suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    out = proc.communicate() if communicate else proc.wait()
+    proc.wait()
     deadline = time.monotonic() + timeout
     while any((pid in family or group == proc.pid) and state != "Z" for pid, (state, _, group) in processes().items()):
         assert time.monotonic() < deadline, f"process group {proc.pid} still runs {timeout} s after its SIGKILL"
         time.sleep(0.01)
-    return out if communicate else None
 
 
 def processes():

@@ -6,21 +6,18 @@ own, or a skip that says what to run, and a damaged record refused.
 """
 
 import json
-import os
 import statistics
-from pathlib import Path
 
 import pytest
 
 np = pytest.importorskip("numpy", reason="the scaling lesson needs NumPy")
 pytest.importorskip("scipy", reason="the scaling lesson fits with SciPy")
 
-from experiments import lessons_scaling as ls, recording, scaling, scaling_law  # noqa: E402
+from experiments import lessons_scaling as ls, scaling, scaling_law  # noqa: E402
 from experiments.recording import rounded  # noqa: E402
 from oneblock import lessons  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
-RECORD = json.loads((ROOT / "experiments" / "scaling.json").read_text(encoding="utf-8"))
+RECORD = json.loads(ls.RECORD_FILE.read_text(encoding="utf-8"))
 FLOOR = RECORD["floor"]["validation_nats_per_token"]
 PARAMS = ("E", "A", "alpha", "B", "beta")
 LAB = lessons.build_lab()
@@ -130,49 +127,26 @@ def test_what_the_explanation_says_holds_in_the_record(numbers):
     assert f"beat {FLOOR:.4f} nats per token" in question and f"all {numbers['cells']} cells" in question
 
 
-def test_a_missing_or_foreign_record_is_a_skip_that_says_what_to_run(tmp_path):
-    with pytest.raises(lessons.Skip, match=r"^there is no .*none\.json; run python3 -m experiments\.scaling"):
-        ls.read_points(tmp_path / "none.json")
-    (tmp_path / "other.json").write_text(json.dumps({"format": "depth experiment v1"}), encoding="utf-8")
-    with pytest.raises(lessons.Skip, match="its format is 'depth experiment v1', expected 'scaling experiment v1'"):
-        ls.read_points(tmp_path / "other.json")
-    assert ls.RECORD_FORMAT == scaling.FORMAT
+SPOILED = {  # how a scaling record is damaged -> (its bytes, what its refusal says); what recording.read_record
+    # refuses of every record (a FIFO, a device, too large, not UTF-8) is tests/test_experiment_cli.py's
+    "nested": (b"[" * 100_000, "JSON nested too deeply to read"),
+    "a loss of another kind": (json.dumps({**RECORD, "runs": [{**r, "val": "low"} for r in RECORD["runs"]]}).encode(),
+                               "does not have the shape"),
+    "no floor": (json.dumps({k: v for k, v in RECORD.items() if k != "floor"}).encode(), "no field 'floor'"),
+    "of another experiment": (json.dumps({"format": "depth experiment v1"}).encode(),
+                              "its format is 'depth experiment v1', expected 'scaling experiment v1'"),
+}
 
 
-def spoiled(path, how):
-    """Put a damaged scaling record at path, spoiled as how says."""
-    record = json.loads(ls.RECORD_FILE.read_text(encoding="utf-8"))
-    if how == "a FIFO":
-        os.mkfifo(path)
-    elif how == "a link to /dev/zero":
-        path.symlink_to("/dev/zero")
-    elif how == "too large":
-        with open(path, "wb") as f:  # (sparse: no disk spent)
-            f.truncate(recording.MOST_RECORD + 1)
-    else:
-        text = {"not UTF-8": lambda: b"\xff\xfe{}", "nested": lambda: b"[" * 100_000,
-                "a loss of another kind": lambda: json.dumps({**record, "runs": [{**r, "val": "low"} for r in
-                                                                                  record["runs"]]}).encode(),
-                "no floor": lambda: json.dumps({k: v for k, v in record.items() if k != "floor"}).encode()}[how]()
-        path.write_bytes(text)
-
-
-@pytest.mark.skipif(os.name != "posix", reason="FIFOs and /dev/zero are POSIX's")
-@pytest.mark.parametrize("how, said", [
-    ("a FIFO", "a FIFO (a named pipe), not a regular file"), ("a link to /dev/zero", "a character device"),
-    ("too large", "bytes, more than the"), ("not UTF-8", "is not UTF-8 text"),
-    ("nested", "JSON nested too deeply to read"), ("a loss of another kind", "does not have the shape"),
-    ("no floor", "no field 'floor'"),
-])
-def test_a_damaged_record_is_a_skip_in_one_line_read_as_the_experiments_read_theirs(tmp_path, how, said):
-    """Before: tracebacks (JSONDecodeError, UnicodeDecodeError, RecursionError, ...), a FIFO called missing, and no
-    bound on the size read."""
+@pytest.mark.parametrize("how", SPOILED)
+def test_a_damaged_record_is_a_skip_in_one_line_read_as_the_experiments_read_theirs(tmp_path, how):
+    """Before: tracebacks (JSONDecodeError, RecursionError, ...)."""
     path = tmp_path / "scaling.json"
-    spoiled(path, how)
+    path.write_bytes(SPOILED[how][0])
     with pytest.raises(lessons.Skip) as skipped:
         ls.read_points(path)
     line = str(skipped.value)
-    assert said in line and "\n" not in line and "run python3 -m experiments.scaling" in line, line
+    assert SPOILED[how][1] in line and "\n" not in line and "run python3 -m experiments.scaling" in line, line
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -186,14 +160,12 @@ def test_the_export_gives_the_page_the_lessons_own_answer(tmp_path, monkeypatch)
     ours = ls.SCALING.answer(LAB)
     assert data["scaling"] == {key: ours[key] for key in ("value", "shown", "bounds")}
     assert json.loads(json.dumps(data)) == data  # plain JSON, every float back to its bits
-    spoiled(tmp_path / "bad.json", "nested")
+    (tmp_path / "bad.json").write_bytes(SPOILED["nested"][0])  # (a missing record: the same one-line Skip)
     read = ls.read_points
-    missing = "^there is no .*no-such.json; run python3 -m experiments.scaling --out"
-    for path, says in ((tmp_path / "no-such.json", missing), (tmp_path / "bad.json", "bad.json")):
-        monkeypatch.setattr(ls, "read_points", lambda _, path=path: read(path))  # (the record the lesson reads)
-        with pytest.raises(ValueError, match=says) as refused:
-            export.lessons_data()
-        assert "\n" not in str(refused.value)
+    monkeypatch.setattr(ls, "read_points", lambda _: read(tmp_path / "bad.json"))  # (the record the lesson reads)
+    with pytest.raises(ValueError, match="bad.json") as refused:
+        export.lessons_data()
+    assert "\n" not in str(refused.value)
 
 
 def test_every_export_copies_the_committed_page_lessons(tmp_path):

@@ -8,17 +8,16 @@ import math
 import random
 from fractions import Fraction
 from math import fsum
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import bpe
 from experiments import chains
+from oneblock.data import TOKENIZER_FILE
 from test_positions import verdicts_on_made_up_records
 
-ROOT = Path(__file__).resolve().parent.parent
-TOK = bpe.Tokenizer.load(ROOT / "tokenizer.json")
+TOK = bpe.Tokenizer.load(TOKENIZER_FILE)
 TINY = {"names": ["mia", "tom", "theo"], "things": ["hat", "boat"], "colours": ["red", "blue"],
         "places": ["park", "garden"], "verbs": ["has", "finds"], "people": 2, "handovers": 2}
 

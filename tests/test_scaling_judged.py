@@ -80,11 +80,6 @@ def test_isoflop_methods_agree_where_every_budget_is_a_parabola_in_log_n():
     assert out["spread"]["a"] == pytest.approx(abs(out["least_cell"]["a"] - 0.5), abs=1e-9)
 
 
-def test_a_parabola_that_opens_downwards_locates_the_least_point():
-    """(Each method's vertex, and one beyond the points, are minimum's doctests.)"""
-    assert judged.minimum([0.0, 1.0, 2.0], [0.0, 0.5, 0.2], "three_point") == 0.0
-
-
 def test_the_laws_exponents_are_its_optimum_under_a_power_cost():
     gamma, k = 0.8, 60.0  # C = k N^gamma D
     fit = {"E": E, "A": A, "alpha": ALPHA, "B": B, "beta": BETA}
