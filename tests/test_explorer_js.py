@@ -1,13 +1,8 @@
 """The explorer's JavaScript as code: every file of explorer/ keeps to lines of at most 120 characters and names the
-position schemes only in model.js (SCHEMES, which the other modules import), every module loads as an ES module in a
-real headless Chromium (a syntax error, an import of a name that no module exports or a module that throws as it loads
-is a failure naming the file; the page's files alone, with no data/, say how to get it), and model.js's model_config is
-oneblock/config.py's ModelConfig where the page meets a config: checked (the Train panel's scheme) gives
-ModelConfig.checked's messages for blocks and heads that do not fit, config_from_json (the same refusals, in the page's
-words), the parameters' names, shapes and count and seed_problem give the same results in both languages
-(config_to_json: tests/test_one_config.py), check_params refuses a parameter dict that does not fit, naming the tensor,
-and a checkpoint the page writes reads in checkpoint.py as the model it was. The browser tests skip as
-tests/test_explorer.py's do when there is no Chromium (and fail under CI=true)."""
+position schemes only in model.js, every module loads as an ES module in a real headless Chromium, and model.js's
+model_config is oneblock/config.py's ModelConfig where the page meets a config (config_to_json:
+tests/test_one_config.py), down to the checkpoint the page writes, which reads in checkpoint.py as the model it was.
+The browser tests skip as tests/test_explorer.py's do when there is no Chromium (and fail under CI=true)."""
 
 import dataclasses
 import json

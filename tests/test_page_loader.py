@@ -9,11 +9,8 @@ before it is read, and a large valid file is read off the page's main thread, wh
 tests/test_fuzz_checkpoints.py's.)
 
 Python's reading of a file for the page is what explore.py holds a checkpoint to before it exports it
-(export.read_weights): checkpoint.load_bytes, held to the SHA-256 of the page's tokenizer, then a vocabulary of that
-tokenizer's size (checkpoint.tokenizer_of) and a model small enough for the page (export.page_fits). The page is
-served twice, with the stories' tokenizer and with that of the text of your own, by explore.py's own server on
-127.0.0.1. Outside CI the tests skip with a one-line reason when Chromium or Playwright is missing; under CI=true
-that is a failure."""
+(export.read_weights; python_reading below). Outside CI the tests skip with a one-line reason when Chromium or
+Playwright is missing; under CI=true that is a failure."""
 
 import json
 import time
