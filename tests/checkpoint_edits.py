@@ -253,16 +253,6 @@ def random_mutations(name, base, rng):
     return out
 
 
-def text_key_twice(key):
-    """An edit: the JSON object in metadata key (config or training) with its first key written twice, as text (a
-    dict cannot hold it twice)."""
-    def edit(header, data):
-        text = header["__metadata__"][key]
-        first, value = next(iter(json.loads(text).items()))
-        header["__metadata__"][key] = text[:-1] + f", {json.dumps(first)}: {json.dumps(value)}}}"
-    return edit
-
-
 def pitfalls(name, base):
     """Damage that a reader gets past unless it reads every number, key and name as Python does, and the headers
     that cost a careless reader its time or memory, each tried on base: (label, make). Every one must be refused.
@@ -278,8 +268,10 @@ def pitfalls(name, base):
     def add(label, make):
         out.append((f"{name}: {label}", make))
 
-    for key in ("config", "training"):
-        add(f"{key} with a key twice", edited(base, text_key_twice(key)))
+    for key in ("config", "training"):  # its first key written twice, as text (a dict cannot hold it twice)
+        first, value = next(iter(json.loads(meta[key]).items()))
+        add(f"{key} with a key twice", edited(base, set_meta(
+            key, meta[key][:-1] + f", {json.dumps(first)}: {json.dumps(value)}}}")))
     add("header with __metadata__ twice", lambda: with_header(
         json.dumps(header).encode()[:-1] + b',"__metadata__":' + json.dumps(meta).encode() + b"}", data))
     for new in ("__proto__", "toString"):

@@ -1,13 +1,8 @@
 """The explorer's JavaScript as code: every file of explorer/ keeps to lines of at most 120 characters and names the
-position schemes only in model.js (SCHEMES, which the other modules import), every module loads as an ES module in a
-real headless Chromium (a syntax error, an import of a name that no module exports or a module that throws as it loads
-is a failure naming the file; the page's files alone, with no data/, say how to get it), and model.js's model_config is
-oneblock/config.py's ModelConfig where the page meets a config: checked (the Train panel's scheme) gives
-ModelConfig.checked's messages for blocks and heads that do not fit, config_from_json (the same refusals, in the page's
-words), the parameters' names, shapes and count and seed_problem give the same results in both languages
-(config_to_json: tests/test_one_config.py), check_params refuses a parameter dict that does not fit, naming the tensor,
-and a checkpoint the page writes reads in checkpoint.py as the model it was. The browser tests skip as
-tests/test_explorer.py's do when there is no Chromium (and fail under CI=true)."""
+position schemes only in model.js, every module loads as an ES module in a real headless Chromium, and model.js's
+model_config is oneblock/config.py's ModelConfig where the page meets a config (config_to_json:
+tests/test_one_config.py), down to the checkpoint the page writes, which reads in checkpoint.py as the model it was.
+The browser tests skip as tests/test_explorer.py's do when there is no Chromium (and fail under CI=true)."""
 
 import dataclasses
 import json
@@ -20,7 +15,6 @@ from run_helpers import ROOT, served
 
 EXPLORER = ROOT / "explorer"
 MODULES = sorted(p.name for p in EXPLORER.glob("*.js"))  # bpe.js, checkpoint.js, ...
-LONGEST_LINE = 120
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -30,7 +24,7 @@ LONGEST_LINE = 120
 def test_every_line_of_the_explorers_javascript_fits_in_120_characters():
     long = [f"{name}:{n} ({len(line)} characters)" for name in MODULES
             for n, line in enumerate((EXPLORER / name).read_text(encoding="utf-8").splitlines(), 1)
-            if len(line) > LONGEST_LINE]
+            if len(line) > 120]
     assert len(MODULES) >= 15 and long == [], long
 
 
@@ -214,25 +208,18 @@ FROM_JSON_CASES = [
 ]
 
 
-def python_from_json(text, grown):
-    """{config: its fields in order} or {error: true} when ModelConfig.from_json refuses it, as FROM_JSON_JS reports
-    them."""
-    try:
-        cfg = ModelConfig.from_json(json.loads(text), grown)
-    except ValueError:
-        return {"error": True}
-    return {"config": list(dataclasses.asdict(cfg).items()), "frozen": True}
-
-
 def test_the_js_config_reads_a_checkpoints_json_as_model_config_from_json_does(modules_page):
     """The same configs from the same JSON (a file's JSON read with Python's ints and floats: checkpoint.js's
     read_json), and a refusal of every JSON Python refuses, with grown true (versions 2 and 3), false (version 1) or
     null (the page's words are its own)."""
     got = modules_page.evaluate(FROM_JSON_JS, FROM_JSON_CASES)
-    for case, js in zip(FROM_JSON_CASES, got, strict=True):
-        if "config" in js:
-            js["config"] = [tuple(item) for item in js["config"]]
-        assert js == python_from_json(*case), case
+    for (text, grown), js in zip(FROM_JSON_CASES, got, strict=True):
+        try:
+            cfg = ModelConfig.from_json(json.loads(text), grown)
+            want = {"config": [list(item) for item in dataclasses.asdict(cfg).items()], "frozen": True}
+        except ValueError:
+            want = {"error": True}
+        assert js == want, text
     read = [js for js in got if "config" in js]
     assert len(read) == 6 and {dict(js["config"])["positions"] for js in read} == {"learned", "none", "sinusoidal",
                                                                                     "rope"}

@@ -106,23 +106,27 @@ def page_values(lesson, depth):
 
 def test_the_pages_lessons_are_the_exports_words_filled_with_its_own_numbers(reader):
     """Keys, titles, questions and explanations (the templates filled with the page's tokenizer and runs), guesses,
-    what to type and the judges' rules, in the command line's order; the first screen has the link, and the link
-    brings the lessons into view."""
+    what to type, the judges' rules and the live run of each lesson that trains, in the command line's order: the
+    floor's and the positions' the Python's, the second block's the page's experiment's (experiments.js DEPTH: 800
+    steps of 32), and, without ?lesson-steps, no word of fewer steps (with it: the test of the trained lessons). The
+    first screen has the link, and the link brings the lessons into view."""
     page = reader
     got = page.evaluate("() => explorer.modules.lessons.LESSONS.map((l) => ({key: l.key, title: l.title,"
                         " question: l.question, explain: l.explain, guess: l.guess, describe: l.describe,"
-                        " rule: l.rule, source: l.source, numbers: l.numbers}))")
+                        " rule: l.rule, source: l.source, numbers: l.numbers, trains: l.trains}))")
     depth = page.evaluate("() => explorer.modules.experiments.DEPTH")
+    runs = {"second-block": {key: depth[key] for key in ("steps", "batch", "lr", "seed")}}
     want = [{"key": lesson.key, "title": lesson.title, "question": lesson.question.format(**page_values(lesson, depth)),
              "explain": lesson.explain.format(**page_values(lesson, depth)),
              "guess": [lesson.guess[0], *([list(lesson.guess[1])] if len(lesson.guess) > 1 else [])],
              "describe": py_lessons.describe_guess(lesson.guess), "rule": lesson.judge.rule, "source": lesson.source,
-             "numbers": lesson.numbers}
+             "numbers": lesson.numbers, "trains": runs.get(lesson.key, lesson.trains)}
             for lesson in py_lessons.LESSONS + py_lessons.numpy_lessons()[0]]
     assert got == want and [lesson["key"] for lesson in got[:13]] == MODEL_AND_TRAINED
     assert "{" not in "".join(lesson["question"] + lesson["explain"] for lesson in got)  # every slot filled
     second = got[MODEL_AND_TRAINED.index("second-block")]
     assert "The runs here train 800 steps of 32 sequences each, lr 0.005" in " ".join(second["explain"].split())
+    assert "lesson-steps" not in page.inner_text("#lessons")
     shown = page.locator("#lesson-list > li").all()
     assert [li.get_attribute("data-key") for li in shown] == [lesson["key"] for lesson in got]
     for li, lesson in zip(shown, got):
@@ -159,21 +163,6 @@ def test_the_page_fills_the_exports_templates_with_the_numbers_of_its_tokenizer(
     said = page.inner_text("#lessons-message")
     assert "The lessons could not load: the words name {width}, which the page has no value for" in said
     assert page.locator("#lesson-list > li").count() == 0 and page.inner_text("#model-status") != ""
-
-
-def test_the_trained_lessons_offer_their_live_settings_without_the_test_hook(reader):
-    """Without ?lesson-steps: floor 600 steps of 16 windows, positions 400 steps of 16 for each scheme, the second
-    block the page's experiment's settings (experiments.js DEPTH: 800 steps of 32); and no word of fewer steps. (With
-    it, the three say so: the test of the trained lessons.)"""
-    page = reader
-    trains = page.evaluate("() => Object.fromEntries(explorer.modules.lessons.LESSONS.map((l) => [l.key, l.trains]))")
-    depth = page.evaluate("() => explorer.modules.experiments.DEPTH")
-    assert trains["floor"] == {"steps": 600, "batch": 16, "lr": 0.01, "eval_every": 100, "seed": 3}
-    assert trains["positions-past-length"] == {"steps": 400, "batch": 16, "lr": 0.01, "seed": 3}
-    assert trains["second-block"] == {key: depth[key] for key in ("steps", "batch", "lr", "seed")}
-    assert depth["steps"] == 800 and depth["batch"] == 32
-    assert [key for key in MODEL_AND_TRAINED if trains[key] is None] == [lesson.key for lesson in py_lessons.LESSONS]
-    assert "lesson-steps" not in page.inner_text("#lessons")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -544,40 +533,24 @@ def test_a_crafted_export_is_refused_in_a_line_and_freezes_nothing(learner, tmp_
     page.wait_for_function("() => !document.querySelector('#lesson-scaling .message').hidden", timeout=5_000)
     said = page.inner_text("#lesson-scaling .message")
     assert "data/lessons.json holds no scaling answer the page can show (expected a number, at most 64" in said
-    lines = exported(tmp_path / "lines", lambda data: {**data, "lessons": [
-        {**words, "shown": ["{loss}"] * 5000} if words["key"] == "init-loss" else words for words in data["lessons"]]})
-    page = learner(lines)  # an answer's templates of too many lines: refused as the page loads, in a line
-    said = page.inner_text("#lessons-message")
-    assert said.startswith("The lessons could not load: lesson init-loss of data/lessons.json: its shown is not"
-                           " a list of at most 64 texts")
-    assert page.locator("#lesson-list > li").count() == 0
+    # a lesson's answer templates of too many lines, a run of a billion steps (never trained), a list of 5000 steps
+    # (never differenced), a number the answer reads missing (not on Check): each refused as the page loads, in a line
+    for key, field, change, why in (
+            ("init-loss", "shown", lambda shown: ["{loss}"] * 5000, "its shown is not a list of at most 64 texts"),
+            ("floor", "trains", lambda run: {**run, "steps": 10**9},
+             "its trains is not a run of train.py's steps, batch, lr and seed"),
+            ("finite-difference", "numbers", lambda numbers: {**numbers, "steps": [1e-2] * 5000},
+             "its numbers are not numbers, texts or lists of them, with each of: T, steps"),
+            ("positions-past-length", "numbers", lambda numbers: {"trained": 64},
+             "its numbers are not numbers, texts or lists of them, with each of: trained, past")):
+        page = learner(exported(tmp_path / key, lambda data: {**data, "lessons": [
+            {**words, field: change(words[field])} if words["key"] == key else words for words in data["lessons"]]}))
+        said = page.inner_text("#lessons-message")
+        assert said.startswith(f"The lessons could not load: lesson {key} of data/lessons.json: {why}"), said
+        assert page.locator("#lesson-list > li").count() == 0
     reasons = exported(tmp_path / "reasons", lambda data: {**data, "skips": {**data["skips"], "short": 5}})
     page = learner(reasons)  # a reason a lesson cannot answer that is not a text: refused as the page loads
     said = page.inner_text("#lessons-message")
     assert said.startswith("The lessons could not load: data/lessons.json: its skips has no text 'short' of at most"
                            " 4000 characters")
-    assert page.locator("#lesson-list > li").count() == 0
-    long_run = exported(tmp_path / "run", lambda data: {**data, "lessons": [
-        {**words, "trains": {**words["trains"], "steps": 10**9}} if words["key"] == "floor" else words
-        for words in data["lessons"]]})
-    page = learner(long_run)  # a run of a billion steps: refused as the page loads, never trained
-    said = page.inner_text("#lessons-message")
-    assert said.startswith("The lessons could not load: lesson floor of data/lessons.json: its trains is not a run of"
-                           " train.py's steps, batch, lr and seed")
-    assert page.locator("#lesson-list > li").count() == 0
-    steps = exported(tmp_path / "steps", lambda data: {**data, "lessons": [
-        {**words, "numbers": {**words["numbers"], "steps": [1e-2] * 5000}} if words["key"] == "finite-difference"
-        else words for words in data["lessons"]]})
-    page = learner(steps)  # a list of 5000 steps: refused as the page loads, never differenced
-    said = page.inner_text("#lessons-message")
-    assert said.startswith("The lessons could not load: lesson finite-difference of data/lessons.json: its numbers"
-                           " are not numbers, texts or lists of them, with each of: T, steps")
-    assert page.locator("#lesson-list > li").count() == 0
-    no_past = exported(tmp_path / "past", lambda data: {**data, "lessons": [
-        {**words, "numbers": {"trained": 64}} if words["key"] == "positions-past-length" else words
-        for words in data["lessons"]]})
-    page = learner(no_past)  # a number the answer reads, missing: refused as the page loads, not on Check
-    said = page.inner_text("#lessons-message")
-    assert said.startswith("The lessons could not load: lesson positions-past-length of data/lessons.json: its"
-                           " numbers are not numbers, texts or lists of them, with each of: trained, past")
     assert page.locator("#lesson-list > li").count() == 0

@@ -9,11 +9,8 @@ before it is read, and a large valid file is read off the page's main thread, wh
 tests/test_fuzz_checkpoints.py's.)
 
 Python's reading of a file for the page is what explore.py holds a checkpoint to before it exports it
-(export.read_weights): checkpoint.load_bytes, held to the SHA-256 of the page's tokenizer, then a vocabulary of that
-tokenizer's size (checkpoint.tokenizer_of) and a model small enough for the page (export.page_fits). The page is
-served twice, with the stories' tokenizer and with that of the text of your own, by explore.py's own server on
-127.0.0.1. Outside CI the tests skip with a one-line reason when Chromium or Playwright is missing; under CI=true
-that is a failure."""
+(export.read_weights; python_reading below). Outside CI the tests skip with a one-line reason when Chromium or
+Playwright is missing; under CI=true that is a failure."""
 
 import json
 import time
@@ -104,37 +101,32 @@ GRAMMAR = ("config with a key twice", "training with a key twice", "header with 
            "header twice the key W1")
 
 
-def valid_edits(bases):
-    """Edits that Python reads (the page must too) and one that only the vocabulary check refuses: (label, bytes).
-    The grown model as version 2 wrote it (its training repeating the model), a clip of Infinity (JSON that
-    JSON.parse refuses), a step and a run of 2^53 + 1 (past what a Number holds), and a model of 95 tokens for the
-    page's 96 (every tensor cut to fit, the hashes made right)."""
+def edits(bases):
+    """Edits that Python reads (the page must too) and ones it refuses for what they mean, not for their bytes:
+    (label, bytes). Read: the grown model as version 2 wrote it (its training repeating the model), a clip of
+    Infinity (JSON that JSON.parse refuses), a step and a run of 2^53 + 1 (past what a Number holds). Refused: a model
+    of 95 tokens for the page's 96 (every tensor cut to fit, the hashes made right: only the vocabulary check refuses
+    it), a config that says rope while the training settings say learned positions, and a model without its W1."""
     grown, past = bases["grown"], 2 ** 53 + 1
     out = [(OLD_GROWN, edited(grown, version_2())()),
            ("grown: training clip = Infinity", edited(grown, meta_json_edit(
                "training", lambda t: t.update(clip=float("inf"))))()),
            ("grown: adam_step and training steps 2^53 + 1", edited(grown, meta_json_edit(
                "training", lambda t: t.update(steps=past)), tensor_value(checkpoint.STEP, [past]))())]
-    tensors, metadata = checkpoint.decode(bases["one-block"])
-    for name, (dtype, shape, values) in list(tensors.items()):
-        kind = name.rpartition(".")[2]
-        if kind in ("tok_emb", "W_out", "b_out"):
-            rows = [values[i:i + shape[-1]] for i in range(0, len(values), shape[-1])]
-            cut = rows[:-1] if kind == "tok_emb" else [row[:-1] for row in rows]
-            tensors[name] = (dtype, (shape[0] - 1, shape[1]) if kind == "tok_emb" else (*shape[:-1], shape[-1] - 1),
-                             [x for row in cut for x in row])
-    metadata.pop(checkpoint.DATA_HASH_KEY)
-    metadata["config"] = json.dumps({**json.loads(metadata["config"]), "vocab": 95})
-    out.append(("one-block: a vocabulary of 95 tokens, its tensors cut to fit", checkpoint.encode(tensors, metadata)))
-    return out
 
+    def vocab_95(tensors, metadata):
+        for name, (dtype, shape, values) in list(tensors.items()):
+            kind = name.rpartition(".")[2]
+            if kind in ("tok_emb", "W_out", "b_out"):
+                rows = [values[i:i + shape[-1]] for i in range(0, len(values), shape[-1])]
+                cut = rows[:-1] if kind == "tok_emb" else [row[:-1] for row in rows]
+                tensors[name] = (dtype, (shape[0] - 1, shape[1]) if kind == "tok_emb" else
+                                 (*shape[:-1], shape[-1] - 1), [x for row in cut for x in row])
+        metadata["config"] = json.dumps({**json.loads(metadata["config"]), "vocab": 95})
 
-def refused_edits(bases):
-    """Edits that Python refuses for what they mean, not for their bytes: (label, bytes). A config that says rope
-    while the training settings say learned positions, and a model without its W1."""
-    out = []
-    for label, edit in (("config rope, training learned", lambda t, m: m.update(config=json.dumps(
-            {**json.loads(m["config"]), "positions": "rope", "use_positions": False}))),
+    for label, edit in (("a vocabulary of 95 tokens, its tensors cut to fit", vocab_95),
+                        ("config rope, training learned", lambda t, m: m.update(config=json.dumps(
+                            {**json.loads(m["config"]), "positions": "rope", "use_positions": False}))),
                         ("no W1", lambda t, m: t.pop("W1"))):
         tensors, metadata = checkpoint.decode(bases["one-block"])
         metadata.pop(checkpoint.DATA_HASH_KEY)
@@ -150,14 +142,14 @@ def one_line(said, name):
 
 
 def test_the_page_refuses_what_python_refuses_in_one_line(pages, base_checkpoints, served):
-    """Every damaged file of the fuzz corpus, the valid edits and the refused ones: the page loads a file exactly when
-    Python does, but for the GRAMMAR cases, which it loads as the undamaged file; each refusal is one line with the
-    hint."""
+    """Every damaged file of the fuzz corpus and the edits above: the page loads a file exactly when Python does, but
+    for the GRAMMAR cases, which it loads as the undamaged file; each refusal is one line with the hint."""
     _, bases = base_checkpoints
     root, url = served
-    meant = refused_edits(bases)
-    assert all(python_reading(raw, "meant.safetensors", root / "stories") for _, raw in meant)  # (Python refuses each)
-    cases = mutations(bases) + valid_edits(bases) + meant + [(f"{name}: undamaged", raw) for name, raw in bases.items()]
+    more = edits(bases)
+    refused = [bool(python_reading(raw, "edit.safetensors", root / "stories")) for _, raw in more]
+    assert refused == [False] * 3 + [True] * 3  # (as each edit means)
+    cases = mutations(bases) + more + [(f"{name}: undamaged", raw) for name, raw in bases.items()]
     by_site = {site: [] for site in SITES.values()}
     for k, (label, raw) in enumerate(cases):
         name = f"case-{k}.safetensors"
@@ -196,15 +188,6 @@ def test_the_page_refuses_what_python_refuses_in_one_line(pages, base_checkpoint
 # Hostile files: refused at once, by arithmetic, and a file too large by its size
 
 
-def hostile(bases):
-    """The defect report's files that cost the page its time (7 to 140 s, or a crashed tab), the HOSTILE_HEADERS of
-    the grown model: (file name, bytes). The blocks are in the training settings too, so that the two agree and only
-    the arithmetic can refuse them."""
-    cases = [make() for label, make in pitfalls("grown", bases["grown"]) if label.endswith(HOSTILE_HEADERS)]
-    assert len(cases) == 5
-    return [(f"hostile-{k}.safetensors", raw) for k, raw in enumerate(cases)]
-
-
 WATCH = """() => {
   window.watch = {ticks: [], said: null};
   const tick = () => { window.watch.ticks.push(performance.now()); window.watch.timer = setTimeout(tick, 5); };
@@ -240,13 +223,18 @@ def chosen(page, path):
 def test_hostile_headers_are_refused_at_once(pages, base_checkpoints, served, tmp_path):
     """10^7 and 10^9 blocks, widths of 300,000,001 and 10^4000 and a shape of 3,000,000 twos, through the Load
     weights button: each refused in one line within REFUSE_S of choosing it; the model is unchanged and the page
-    works on. (That Python refuses each too, and the page's reading agrees: the test above.)"""
+    works on. The defect report's files (7 to 140 s before, or a crashed tab) are the HOSTILE_HEADERS of the grown
+    model, with the blocks in the training settings too, so that only the arithmetic can refuse them. (That Python
+    refuses each too, and the page's reading agrees: the test above.)"""
     _, bases = base_checkpoints
     _, url = served
     page = pages(f"{url}/stories/index.html")
     status = page.inner_text("#model-status")
     worst = {}
-    for name, raw in hostile(bases):
+    cases = [make() for label, make in pitfalls("grown", bases["grown"]) if label.endswith(HOSTILE_HEADERS)]
+    assert len(cases) == 5
+    for k, raw in enumerate(cases):
+        name = f"hostile-{k}.safetensors"
         path = tmp_path / name
         path.write_bytes(raw)
         message, seconds, stall = chosen(page, path)
