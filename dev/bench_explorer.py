@@ -16,8 +16,7 @@ column means, the aims (validation below --target within 60 s; two blocks past 9
 the figures: docs/developers.md, "How fast the explorer trains". --against REV is a git revision of this repository,
 or a folder holding a checkout of it (its explorer/ files are served with this version's data).
 
-Needs what the browser tests need: Playwright (tests/requirements.txt) and a system Chromium; and NumPy; and git for
---against REV.
+Needs what dev/chromium.py needs, NumPy, and git for --against REV.
 """
 
 import argparse
