@@ -10,11 +10,12 @@ the page's second-block experiment.
     python3 -m dev.bench_explorer --tricks       # only explorer/fast.js's tricks, each against its plain line
 
 Not a test: it measures and reports, with the machine's load average (the figures move with it). The page run is
-the Train panel's Start; the NumPy runs are train.py's loop on the same settings, seed and batches, in float64 and
-float32, on one BLAS thread; then the second-block experiment's Start (explorer/experiments.js DEPTH). What each
-column means, the aims (validation below --target within 60 s; two blocks past 90% copy accuracy within 120 s) and
-the figures: docs/developers.md, "How fast the explorer trains". --against REV is a git revision of this repository,
-or a folder holding a checkout of it (its explorer/ files are served with this version's data).
+the Train panel's Start (train.js in a Web Worker, float64); the NumPy runs are train.py's loop on the same settings,
+seed and batches, in float64 and float32, on one BLAS thread; tokens per second count the steps alone, as train.py
+does. Then the second-block experiment's Start (explorer/experiments.js DEPTH). The aims (validation below --target
+within 60 s; two blocks past 90% copy accuracy within 120 s) and the figures: docs/developers.md, "How fast the
+explorer trains". --against REV is a git revision of this repository, or a folder holding a checkout of it (its
+explorer/ files are served with this version's data).
 
 Needs what dev/chromium.py needs, NumPy, and git for --against REV.
 """

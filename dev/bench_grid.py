@@ -5,9 +5,10 @@
     python3 -m dev.bench_grid --rounds 3 --full 2 --out out/bench-grid-full.json   # the recorded grid's own runs
 
 Each round trains the grid's runs (experiments/scaling_runs.sweep_tasks) through a pool of one worker, then of every
-core, into fresh results folders, in turns; what is timed and reported, and the figures measured:
-docs/developers.md, "The grid on every core". --full K times the recorded grid's K smallest budgets instead of the
-reduced grid's; --scale multiplies the plan's budgets. Both pools must give the same results, bit for bit.
+core, into fresh results folders, in turns, each timed from the pool's start to its last result (the workers'
+start-up included, not the record's fits); what is reported, and the figures: docs/developers.md, "The grid on every
+core". --full K times the recorded grid's K smallest budgets instead of the reduced grid's; --scale multiplies the
+plan's budgets. Both pools must give the same results, bit for bit.
 """
 
 import argparse
