@@ -4,8 +4,7 @@ temporary files that a killed writer left (`remove_leftovers`); read one whole w
 (`read_whole`); refuse a name the file system cannot take, or a file that is not of a writer's kind, before any work
 (`output_problem`); and own a path while a run writes it, so that a second run cannot silently
 replace the first one's results, with a lock that follows no link and opens nothing already at its name (`hold`).
-Every command that writes a file owns it with `own`: the path judged, its inputs refused by any name (`same_file`),
-the lock held, what is there judged with the command's own reader, a killed writer's leftovers removed.
+Every command that writes a file owns it with `own` before any work (its path judged, its lock held).
 
     >>> import tempfile, pathlib
     >>> with tempfile.TemporaryDirectory() as d:
@@ -564,14 +563,11 @@ def hold(path, note, follow=True):
 def own(stack, typed, flag, what, example, judge, note, reads=(), endings=(".lock",), words=None):
     """Make this run the owner of the file it writes, typed (the value of flag, as given; what it is, such as "a
     checkpoint file"; example: a name for the hint), until stack (an ExitStack) closes, each step before any work:
-    judge the path (output_problem: a file's name, no link that leads nowhere, nothing there but a regular file);
-    refuse it when it or its lock is one of the files the run reads (reads: (flag, path) pairs, by any name; words:
-    what the file is in that message, flag and typed unless given); hold it (hold: a second run on it, or on a link
-    to it, is refused while this one lives; its folder is made if missing); judge what is there with the caller's
-    reader, judge(the file to write), which raises a ValueError naming what is wrong or returns what it read; and
-    remove the temporary files that killed writers of it left (remove_leftovers). A ValueError in one line says
-    what stops it; what hold made is removed when stack closes. Returns (the file to write: typed as it is, or the
-    file a link on its way leads to; what judge returned).
+    judge the path (output_problem); refuse it when it or its lock is one of the files the run reads (reads: (flag,
+    path) pairs, by any name; words: what the file is in that message, flag and typed unless given); hold it (hold);
+    judge what is there with the caller's reader, judge(the file to write), which raises a ValueError naming what is
+    wrong or returns what it read; and remove_leftovers. A ValueError in one line says what stops it. Returns (the
+    file to write: typed as it is, or the file a link on its way leads to; what judge returned).
 
     >>> import tempfile
     >>> from contextlib import ExitStack

@@ -6,26 +6,20 @@
     python3 bpe.py --data notes.txt --out notes.tokenizer.json --overwrite        # replace the tokenizer there
 
 How it works:
-1. Pre-tokenisation splits text into pieces with one regex, pattern_for(the
-   alphabet): " ?[a-z]+|[^a-z]" for corpus.txt. Merges never cross a piece
-   boundary. "Mia has 2 hats.\n" -> "Mia", " has", " ", "2", " hats", ".", "\n".
-   What a piece is, and why the regex is written out letter by letter:
-   docs/own-text.md, "Its tokenizer" (letter_class: which characters are letters).
+1. Pre-tokenisation splits text into pieces with one regex, pattern_for(the alphabet): " ?[a-z]+|[^a-z]" for
+   corpus.txt. Merges never cross a piece boundary. What a piece is, and why the regex is written out letter by
+   letter: docs/own-text.md, "Its tokenizer".
 2. The base vocabulary is the sorted set of characters of the training text.
-3. Training repeats: count every adjacent pair of tokens inside the pieces, each
-   piece weighted by how often it occurs, and merge the most frequent pair into a
-   new token. Tie-break: among pairs with the same count, the smallest pair in
-   Python string order (compare the left tokens, then the right tokens) wins.
-   A pair whose joined string is already a token is skipped. Training stops when
-   the vocabulary has vocab_size tokens. IDs: base characters first (sorted),
-   then one new ID per merge, in merge order.
-4. Encoding a piece starts from its characters and applies merges by rank: the
-   lowest-rank merge whose pair is present, at all its occurrences left to right,
-   then the next. This is what the Hugging Face `tokenizers` BPE model does, and
-   tokenizer.json is in that library's format, so
-   tokenizers.Tokenizer.from_file("tokenizer.json") gives the same IDs.
-   A character outside the alphabet is an error that names it and its position:
-   there is no fallback, so a text is never silently changed.
+3. Training repeats: count every adjacent pair of tokens inside the pieces, each piece weighted by how often it
+   occurs, and merge the most frequent pair into a new token. Tie-break: among pairs with the same count, the
+   smallest pair in Python string order (compare the left tokens, then the right tokens) wins. A pair whose joined
+   string is already a token is skipped. Training stops when the vocabulary has vocab_size tokens. IDs: base
+   characters first (sorted), then one new ID per merge, in merge order.
+4. Encoding a piece starts from its characters and applies merges by rank: the lowest-rank merge whose pair is
+   present, at all its occurrences left to right, then the next. This is what the Hugging Face `tokenizers` BPE
+   model does, and tokenizer.json is in that library's format, so tokenizers.Tokenizer.from_file("tokenizer.json")
+   gives the same IDs. A character outside the alphabet is an error that names it and its position: there is no
+   fallback, so a text is never silently changed.
 
 Training is the classmethod Tokenizer.train(text, vocab_size); bpe.py --data (train_on_file) trains on a file's text
 and writes its tokenizer as docs/own-text.md says.

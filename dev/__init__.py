@@ -9,8 +9,7 @@ lab needs to run. Run them from the lab's folder:
     bench_fits.py      the scaling record's bootstrap fits of its floors, here and through a pool of every core
     lessons_page.py    the explorer's lessons in a headless Chromium: each one's time, and the picture of a reveal
     chromium.py        what those two share: the explorer served in a headless Chromium page, and its pictures
-    __init__.py        what the commands share: how each knows its own figures' file, which it may replace, the
-                       time a call takes, the machine's load, and their options' numbers above zero
+    __init__.py        what the commands share: their own figures' file, a call's time, the load, positive options
     jit_probe.py       what a JIT (numba) would buy the tuned path's row-wise passes
     scale.py           a larger model on paper: parameters, memory, FLOPs, tokens per second per GPU
 

@@ -18,20 +18,15 @@ How it measures, and why:
 - The workers take turns round by round (only one runs at a time), so a busy phase of this shared machine hits
   every backend alike; a short pause between turns lets the previous worker's BLAS/OpenMP threads stop spinning.
   Each turn runs one untimed step, then enough timed steps to last about --round-seconds.
-- Reported: the median over rounds of the time per step, tokens per second (B * T per step), GFLOP/s
-  (flops_per_token) and their share of the "ceiling" (CEILING: what the table's columns are, docs/developers.md).
 - The reference runs one sequence at a time (B = 1 at length T, whatever B the size has), a few rounds only; at
   the large size it is skipped (minutes per step), and at a grown size (several blocks or heads): model.py has one
   block and one head.
 - `--profile` runs in one torch-free worker: a line tracer charges the time between two lines of numpy_fast.py to
   the first (its NumPy calls), so it shows each layer's and each pass's share of a step; the tracer slows each line
   (by how much: docs/developers.md), so it also prints the untraced time of a step.
-- `--tricks` runs in one torch-free worker: for each trick, the plain line and the trick take turns on the same
-  arrays, both writing into arrays made beforehand where NumPy lets them, and the median microseconds per call of
-  each is reported. The tuned side is numpy_fast.py's own function: the trick's, or, for a trick of a few lines
-  inside a bigger function, that function (named in brackets), whose plain side is the same function with the
-  plain line in the trick's place (`plain_variant`): a change to a trick changes what its row times. Each row of
-  the JSON also says which functions of numpy_fast.py each side ran.
+- `--tricks` runs in one torch-free worker: for each trick, the plain line and numpy_fast.py's own code take turns
+  on the same arrays (`trick_cases`; `plain_variant`: a change to a trick changes what its row times), and the
+  median microseconds per call of each is reported, with the functions of numpy_fast.py each side ran.
 
 Shape legend: B = sequences per step, T = positions, d = width, H = hidden width, V = vocabulary, L = max_len.
 """

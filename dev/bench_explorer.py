@@ -9,22 +9,15 @@ the page's second-block experiment.
     python3 -m dev.bench_explorer --depth-screenshot docs/figures/explorer-depth.png   # and of the experiment
     python3 -m dev.bench_explorer --tricks       # only explorer/fast.js's tricks, each against its plain line
 
-Not a test: it measures and reports. The page run is what a learner gets from the Train panel's Start button: fresh
-seed-3 weights, train.js in a Web Worker, plain float64 sums, validation on the 300 held-out stories every 100 steps.
-With --against, the same run of another version of the page (REV: a git revision of this repository, or a folder
-holding a checkout of it; its explorer/ files are served with this version's data) takes turns with this one,
---rounds times each, and the report gives the median tokens per second of each and their ratio. The NumPy runs are
-train.py's loop (oneblock/training.py's train) on the same settings, seed and batches, in float64 and in train.py's
-default float32, on one BLAS thread, in this process after the browser has closed. For each run: training tokens per
-second (the steps alone, as train.py counts them), the wall time until the validation loss first falls below
---target (0.6 nats/token by default: the explorer's aim is to get there within 60 s on a 2-core machine), and the
-validation loss at the end. Then the second-block experiment's Start (explorer/experiments.js DEPTH, --depth-steps to
-change its steps): when the two-block model first passed 90% copy accuracy on the test sequences (the aim: within
-120 s), and both models' copy accuracy at the end. The machine's load average is printed with the figures, because on
-a shared machine they move with it.
+Not a test: it measures and reports, with the machine's load average (the figures move with it). The page run is
+the Train panel's Start (train.js in a Web Worker, float64); the NumPy runs are train.py's loop on the same settings,
+seed and batches, in float64 and float32, on one BLAS thread; tokens per second count the steps alone, as train.py
+does. Then the second-block experiment's Start (explorer/experiments.js DEPTH). The aims (validation below --target
+within 60 s; two blocks past 90% copy accuracy within 120 s) and the figures: docs/developers.md, "How fast the
+explorer trains". --against REV is a git revision of this repository, or a folder holding a checkout of it (its
+explorer/ files are served with this version's data).
 
-Needs what the browser tests need: Playwright (tests/requirements.txt) and a system Chromium; and NumPy; and git for
---against REV.
+Needs what dev/chromium.py needs, NumPy, and git for --against REV.
 """
 
 import argparse

@@ -4,17 +4,11 @@
     python3 -m dev.bench_grid --rounds 5 --scale 4 --out out/bench-grid-x4.json
     python3 -m dev.bench_grid --rounds 3 --full 2 --out out/bench-grid-full.json   # the recorded grid's own runs
 
-Each round trains the grid's runs (experiments/scaling_runs.sweep_tasks: every run of the plan, and the validation
-of the weights of each cell's chosen one) through a process pool of one worker, then through one of every core
-(experiments/grid.py, each worker one BLAS thread), each into a fresh results folder, taking turns round by round so
-that a busy phase of the machine hits both alike. Timed: from the pool's start to its last result, the workers'
-start-up included (what a user waits for), not the record's fits. Reported: the median over rounds of the seconds
-per run of each, and their ratio, the speed-up; both must give the same results, bit for bit, but their seconds.
---full K times the recorded grid's own runs instead of the reduced grid's (experiments/scaling.py's full plan, its K
-smallest budgets: runs of seconds); --scale multiplies the plan's budgets (so each run's steps). The
-machine's load average (where there is one) is printed and written beside the figures, and so is the
-CPU the pool got (its CPU seconds over its wall-clock, in cores): on a shared machine other work takes cores from the
-pool, and the speed-up falls with it.
+Each round trains the grid's runs (experiments/scaling_runs.sweep_tasks) through a pool of one worker, then of every
+core, into fresh results folders, in turns, each timed from the pool's start to its last result (the workers'
+start-up included, not the record's fits); what is reported, and the figures: docs/developers.md, "The grid on every
+core". --full K times the recorded grid's K smallest budgets instead of the reduced grid's; --scale multiplies the
+plan's budgets. Both pools must give the same results, bit for bit.
 """
 
 import argparse

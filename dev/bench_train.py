@@ -8,9 +8,8 @@ includes everything a step costs there: drawing the windows, the optimiser, and 
 between the ranks. Each configuration runs the same settings (float32, seed 3, no checkpoint until the end, one
 validation at the end) in a fresh process, taking turns round by round so that a busy phase of the machine hits
 all alike; reported is the median over rounds of train.py's own tokens per second (the time of the steps only:
-neither start-up nor validation counts). On a machine with N cores, N ranks share them with their BLAS and OpenMP
-threads (one each here), so data parallelism on one CPU is expected to cost, not to gain: it is here to measure
-what it costs.
+neither start-up nor validation counts). Why data parallelism on one CPU costs rather than gains, and the figures:
+docs/developers.md, "How fast each backend trains".
 """
 
 import argparse

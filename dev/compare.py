@@ -6,22 +6,19 @@
     python3 -m dev.compare --blocks 2 --heads 4             # a grown model: both NumPy paths against PyTorch
     python3 -m dev.compare --ckpt out/ckpt.safetensors      # at a checkpoint's weights, of any backend and size
 
-The NumPy paths are numpy_model.py, the plain mirror of model.py, and numpy_fast.py, the same maths tuned for
-training. All run on the same parameters and token IDs and are given the same ModelConfig (oneblock/config.py;
-model.py its switch, config.seed_switch), and each gets its own table. One row per tensor: every intermediate of the
-forward pass (x0, h1, attention weights, x1, h2, ReLU output, x2, logits), the loss, and every gradient, with the
-largest absolute difference and the relative error = largest absolute difference / largest absolute value of the
-reference tensor (for an all-zero reference tensor, the absolute difference itself). A row is OK when the relative
-error is within the tolerance; the exit status is 1 if any row is NOT OK. The position schemes model.py does not
-have (sinusoidal and rope, see numpy_model.py) are compared between each NumPy path and PyTorch only, with the
-PyTorch tolerance, and may run past 64 tokens. So is a grown model (--blocks, --heads): the intermediates of
-block k >= 1 are named like its parameters, "block1.x1".
+The NumPy paths (docs/numpy-paths.md) and PyTorch run on the same parameters, token IDs and ModelConfig
+(oneblock/config.py; model.py its switch, config.seed_switch), each with its own table: one row per tensor (every
+intermediate of the forward pass, the loss, every gradient) with the largest absolute difference and the relative
+error, that over the largest absolute value of the reference tensor (for an all-zero one, the absolute difference
+itself). A row is OK when the relative error is within the tolerance; the exit status is 1 if any row is NOT OK.
+The position schemes and the grown sizes model.py does not have are compared between each NumPy path and PyTorch
+only, with the PyTorch tolerance (docs/positions.md, docs/growing.md); block k >= 1's intermediates are named like
+its parameters, "block1.x1".
 
-Where PyTorch is not installed (or with --no-torch), its rows are skipped, in one line that says why and how to
-install it, and the rest is still compared: both NumPy paths against the reference, or, for a model the reference
-does not run, numpy_fast against numpy_model (the tuned path against the plain one, with the NumPy tolerance: a
-check of the tricks, though not of the maths the two share). The exit status is then 0 when every row that ran is
-OK, and the last line says what was skipped.
+Without PyTorch (or with --no-torch) its rows are skipped, in one line that says why and how to install it, and the
+rest is still compared; for a model the reference does not run, numpy_fast against numpy_model with the NumPy
+tolerance (a check of the tricks, not of the maths the two share). The exit status is then 0 when every row that
+ran is OK, and the last line says what was skipped.
 
 The parameters are the reference's seed-3 initial values plus seeded noise, so that no layer-norm gain is exactly
 1 and no bias exactly 0 (a bug that drops a gain or a bias would hide behind those values). With --ckpt they are a

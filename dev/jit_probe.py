@@ -1,16 +1,14 @@
 """What a JIT would buy the tuned path's row-wise passes: a probe, not a part of the lab.
 
 The speed issue allowed a pinned JIT (numba) for the passes that go row by row (layer norm, the softmaxes) if
-measurement justified it. This measures it: model.py's row loops for layer norm and for the loss's softmax, compiled by
-numba, against numpy_fast's NumPy passes on arrays of the same shapes as one training step's (series size, B 32:
-2,048 rows of d = 16 for layer norm, of V = 96 for the loss), in float32 and float64, each taking turns with the other.
-The loops are compiled twice: as written (the same order of operations as the loop, so the bits of a plain loop) and
-with fastmath (LLVM may reorder the sums and vectorize them, so other bits).
+measurement justified it. This times model.py's row loops for layer norm and for the loss's softmax, compiled by
+numba as written (the bits of a plain loop) and with fastmath (sums reordered: other bits), against numpy_fast's
+passes on one series B 32 step's arrays, in float32 and float64, taking turns.
 
     python3 -m pip install numba==0.68.1   # not a requirement of the lab: only this probe uses it
     python3 -m dev.jit_probe               # about a minute
 
-docs/numpy-paths.md ("What bounds each size, and what was tried") reports what it found and why numba stays out.
+docs/developers.md ("What bounds each size, and what was tried") reports what it found and why numba stays out.
 
 >>> rows = np.array([[1.0, 3.0]])
 >>> out, xhat, rstd = np.empty((1, 2)), np.empty((1, 2)), np.empty(1)

@@ -6,16 +6,12 @@ page offers, and draw the picture of one reveal.
     python3 -m dev.lessons_page --screenshot docs/figures/lessons-reveal.png   # and the picture of one reveal
     python3 -m dev.lessons_page --shot-lesson order --screenshot PATH          # ... of this lesson's reveal
 
-Not a test: it measures and reports. The page is an export of the untrained seed-3 model (explore.py without a
-checkpoint), served on 127.0.0.1 by the explorer's own server; each lesson gets a guess and Check, exactly as a
-learner does it, and the time is the page's own, from Check to the reveal (the lesson's record in localStorage). The
-lessons that train run with their live settings (docs/lessons.md, "In the browser", names them) in the page's
-workers, which share the machine's cores: the times move with its load, whose average is printed beside them. The
-picture is the card of one lesson after its Check (the guess beside the answer, the verdict, the explanation), as a
-PNG of a 256-colour palette.
-
-Needs what the browser tests need: Playwright (tests/requirements.txt) and a system Chromium; Pillow (which comes
-with matplotlib) for the picture.
+Not a test: it measures and reports. The page is dev/chromium.py's (the untrained seed-3 model); each lesson gets a
+guess and Check, exactly as a learner does it, and the time is the page's own, from Check to the reveal (the
+lesson's record in localStorage). The lessons that train run with their live settings (docs/lessons.md, "In the
+browser") in the page's workers, so the times move with the machine's load, printed beside them; the figures are
+docs/lessons.md's last section. The picture is the card of one lesson after its Check. Needs what dev/chromium.py
+needs.
 """
 
 import argparse

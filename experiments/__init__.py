@@ -6,12 +6,9 @@ summary derived again from the record) and --rerun (one cell trained again). Run
     induction.py   the copying task depth.py and plots.py share: periodic sequences and what a model learned of them
     spread.py      how far a training result moves from one machine to another (spread.json)
     chains.py      harder stories of known probability: a thing handed along a chain, for scaling.py
-    scaling.py     loss against compute: 7 sizes x 9 budgets, the scaling law fitted with the floor unknown and known
-                   (scaling.json)
-    scaling_law.py the scaling law and how it is fitted: the law, its least-squares and Huber fits, the cells it is
-                   fitted to
-    scaling_judged.py  the fits judged: the floor by the least budget fitted, predictions of held-out budgets, the
-                   IsoFLOP minimum located three ways, the law's exponents with FLOPs as they are
+    scaling.py     loss against compute: 7 sizes x 9 budgets, the law fitted with its floor unknown and known
+    scaling_law.py the scaling law, its least-squares and Huber fits, and the cells it is fitted to
+    scaling_judged.py  the fits judged against the true floor and against budgets they never saw
     scaling_runs.py the scaling grid's runs: a size's cost, its stories, one run trained, one run as a grid task
     drops.py       when a model learns to follow the chain: each size trained the same steps, followed closely
                    (drops.json)

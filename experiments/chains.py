@@ -2,14 +2,10 @@
 another that stays put; every story's probability known exactly, and enough entropy per story that no training run
 reads one twice.
 
-Why, and what a model must learn from them: docs/scaling.md's "The data". A story is, in order: a place; two people
-(distinct names), each with a thing (distinct things) of a colour, which they have or find; three hand-overs of the
-second person's thing, each from whoever holds it to any other of the names (thirty-one, alike); and who holds it at
-the end, with its colour. The choices are the place, the people, their verbs, colours and things, and the three
-receivers; the givers, the thing handed and the last sentence follow from the story's state. Every choice is uniform
-with the same number of options in every story, so every story has the same probability, one over their number
-(`stories`), the generator's entropy is its log in nats a story (`entropy`), and `expected_repeats` says how many
-equal pairs a number of draws holds.
+Why, what a story is and what a model must learn from it: docs/scaling.md's "The data". The choices and their
+options: `options`; the rest follows from them (`sentences`). Every choice is uniform, so every story has the same
+probability, one over their number (`stories`), the generator's entropy is its log in nats a story (`entropy`), and
+`expected_repeats` says how many equal pairs a number of draws holds.
 
 Stories use only words that the shipped tokenizer.json spells in at most two tokens (the places in at most four),
 so that the longest story with its newline fits the model's 64 positions (`longest_story`). `story_ids` encodes a
@@ -27,8 +23,7 @@ tokenizer's encode).
     >>> parse(story_text(choices)) == choices
     True
 
-The world is a dict (WORLD), so that a tiny world can be enumerated whole (tests/test_scaling.py): its stories'
-probabilities sum to one, each parses back to the choices that made it, and `index_number` numbers them 0, 1, 2, ...
+The world is a dict (WORLD), so that a tiny world can be enumerated whole (tests/test_scaling.py; `index_number`).
 """
 
 import math

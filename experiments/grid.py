@@ -3,11 +3,8 @@ its arguments) goes through one `concurrent.futures` Executor, and each result i
 results folder the moment it comes back, so that a grid that is killed continues where it stopped and ends with the
 same results.
 
-The executor (`executor`): a process pool over every core (the default), "serial" (every task in this process), or
-"dask" (a scheduler's address, or a local cluster closed to every other client: grid_dask.py). The tasks
-(`run_tasks`): those whose result file is already there are read, not run; a task that needs another's result (the
-seeds that train at the rate a sweep chose) is added by `follow` as the results come in. A worker keeps what several
-tasks read, such as a seed's stream of stories, with `kept`.
+The executors: `executor`; how tasks run, resume and follow one another: `run_tasks`; what a worker keeps for
+several tasks: `kept`. How the scaling grid uses them: docs/scaling.md, "On every core, on Dask, and resuming".
 
     >>> import math, tempfile
     >>> with tempfile.TemporaryDirectory() as d, executor("serial") as pool:

@@ -1,12 +1,8 @@
 """The induction task (Elhage et al. 2021, Olsson et al. 2022), which depth.py measures and plots.py draws: periodic
 sequences of token IDs, a model trained on them with train.py's step, and what it learned to copy.
 
-Each sequence is a segment of p distinct tokens drawn uniformly from the 96, p drawn uniformly from 4 to 16, repeated
-to fill the 65 tokens of a window. The first period cannot be predicted (loss about ln 95 for anyone); every later
-token can be copied from one period back. The period varies from sequence to sequence, so no fixed offset copies: a
-model must find the earlier occurrence of the current token and read the token after it, which needs two steps (a
-head that marks each position with its previous token, and one that finds where the current token was the previous
-one): one block is expected to fail and two to succeed.
+Each sequence is a segment of p distinct tokens, p from 4 to 16, repeated to fill the 65 tokens of a window: why
+copying it takes two blocks, and what the experiment measures: docs/depth.md, "The experiment".
 
     >>> ids, targets, periods = periodic(random.Random(0), 3)
     >>> ids.shape, periods.tolist(), bool(copyable(periods, 64)[0, 10]), bool(copyable(periods, 64)[0, 9])

@@ -29,9 +29,8 @@ RECORD_FORMAT = "scaling experiment v1"  # its "format" field (scaling.py's FORM
 
 
 def read_points(path=RECORD_FILE):
-    """law_points of the record at path, read as the experiments read their records (recording.read_record: a
-    regular file of bounded size, UTF-8 JSON of scaling.py's format, each field the law needs of its kind), or Skip
-    in one line saying what is wrong and what to run: missing, a FIFO or a device, too large, damaged.
+    """law_points of the record at path, read as the experiments read their records (recording.read_record), or
+    Skip in one line saying what is wrong and what to run.
 
     >>> read_points(Path("no-such.json"))
     Traceback (most recent call last):

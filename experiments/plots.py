@@ -15,13 +15,10 @@ Written with matplotlib's Agg backend (no display needed), one PNG per picture:
     attention.png              the attention weights on the first story of corpus.txt
     position_similarity.png    cosine similarity between the 64 learned position rows, before and after training
     order_test.png             the logit gap between two orders of the same tokens, with and without positions
-    positions_experiment.png   validation loss, order probe and loss by position for the four position schemes,
-                               and each scheme's learning-rate sweep
+    positions_experiment.png   the four position schemes: losses, order probe, loss by position, sweeps
     depth_experiment.png       what a second block and more heads buy: stories, the repeated colour, copying
     induction_heads.png        every head of a two-block model on a repeated sequence: the induction stripe
-    scaling_experiment.png     IsoFLOP curves of the reducible loss against the true floor, the frontier, the fitted
-                               law, the compute-optimal size and tokens against compute; and the fits judged: E free
-                               by the least budget fitted, and the law's predictions of budgets it never saw
+    scaling_experiment.png     the IsoFLOP curves, the compute-optimal size and tokens, and the fits judged
 """
 
 import argparse
@@ -391,14 +388,7 @@ def plot_induction_heads(params, config, sequences, scores, out):
 
 
 def plot_scaling(record, out):
-    """The scaling experiment: left, the IsoFLOP curves (the reducible loss L - E against the true floor E, against
-    non-embedding parameters N, one curve per budget, each seed a dot), the frontier through each budget's least
-    loss, and the law fitted with E fixed at the true floor along each curve (dashed: the fit with E free has its
-    floor below the true one, so its L - E would cross zero); right, N_opt and D_opt against compute with their
-    fitted powers; below, the fits judged (the record's "judged"): on the left E fitted free on the budgets from a
-    least one up, by least squares and by the Huber fit, with their intervals, against the true floor; on the right
-    the law fitted on all but the top two budgets, its predictions of the cells it never saw against their measured
-    losses."""
+    """The scaling experiment's four panels, from its record: docs/scaling.md, "The picture", says what each shows."""
     settings, floor = record["settings"], record["floor"]["validation_nats_per_token"]
     budgets, names = settings["budgets"], list(map(name_of, settings["sizes"]))
     n = np.array([settings["parameters"][s] for s in names], dtype=float)  # (sizes,)

@@ -7,16 +7,10 @@ learning rates, measured three ways.
 
 The schemes, the runs (train.py's training with only the scheme, the seed and the learning rate changed) and the
 sweep that gives each scheme its own best rate: docs/positions.md's "Four schemes" and "The experiment"
-(recording.sweep_data, recording.chosen_lr). After each run, through numpy_fast.py as the training itself:
-
-1. Validation loss: train.py's own (each validation story read from its start), next to the floor of the same
-   stories (floor.py): no model can expect to go below it.
-2. The order probe: each validation story ends "now Y has ...", and who Y is depends on word order ("mia gives the
-   hat to ava" is not "ava gives the hat to mia"). The model reads the story up to "now"; the probe records whether
-   the name it finds most likely next (over the whole vocabulary) is Y, and the probability it gives Y.
-3. Length extrapolation: the validation stories, one after another, cut into windows of 128 tokens (twice the
-   training length), and the loss at each position 0..127 averaged over the windows. learned cannot read them: it
-   has no row past 64, so it is measured on the first 64 positions of the same windows and records why not more.
+(recording.sweep_data, recording.chosen_lr). After each run, through numpy_fast.py as the training itself: the
+validation loss beside the floor of the same stories (floor.py); the order probe (`probe_items`, `probe`: is the
+most likely next token after "now" the name that word order gives?); the loss at each position of 128-token windows
+(`loss_by_position`: twice the training length; learned, with no row past 64, on their first 64 positions).
 
 Every number is the mean over seeds with its spread (sample standard deviation, min, max, and each seed's value).
 Same code, same machine: the same record, bit for bit (the runs are deterministic), except the "seconds" field.

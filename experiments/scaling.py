@@ -77,16 +77,12 @@ def grid_cost(plan):
 
 
 def run_experiment(plan, report=print, kind="process", workers=None, address=None, runs_dir=None):
-    """Train the grid of plan (scaling_runs.sweep_tasks: the sweep of every cell, then its chosen run validated and
-    the other seeds at its rate) through one executor of grid.py's (kind, workers and address) and return the
-    record (a dict). Each run's result is a file in runs_dir (a temporary folder when None), so that a grid stopped
-    part-way resumes from those already written: each is checked for what its run can give (result_problem: its
-    own settings, finite losses above the floor) before it is believed, and the record names those it read back
-    ("read_back", absent when it computed every run). report: a line for each run (grid.run_tasks's), or None.
-
-    The record holds the runs one seed after another, each cell's rates in the plan's order, and its numbers are the
-    same bit for bit on every executor and worker count (each run computes with one BLAS thread), but "seconds" and
-    "cpu_seconds" (this process's CPU and that of the workers it started)."""
+    """Train the grid of plan (scaling_runs.sweep_tasks) through one executor of grid.py's (kind, workers and
+    address) and return the record (a dict). Each run's result is a file in runs_dir (a temporary folder when None),
+    checked (result_problem) before it is believed when read back: how a grid resumes, and its "read_back", are
+    docs/scaling.md's "On every core, on Dask, and resuming". report: a line for each run (grid.run_tasks's), or None.
+    The record holds the runs one seed after another, each cell's rates in the plan's order; only "seconds" and
+    "cpu_seconds" (this process's CPU and that of the workers it started) move with the executor."""
     started, cpu, children = time.perf_counter(), time.process_time(), children_cpu()
     tok = tokenizer()
     tuning = held_out(tok, TUNE_SEED, plan["tune_stories"])

@@ -1,16 +1,9 @@
 """The scaling law's fits judged by what the lab knows and they do not: the true floor, and the losses of budgets a
 fit never saw. experiments/scaling.py derives these from its record's cells, with the rest of its summaries:
-
-- floors by cut: the law fitted with E free on the budgets from a least one up, by least squares on log L and by
-  Chinchilla's Huber fit (scaling_law.fit_huber), each E beside the true floor with a bootstrap interval, and how
-  much more the least-squares cost is with E fixed at the truth than at its best there;
-- held-out predictions: the law fitted on the budgets up to a cut (all but the top k), with E free (least squares,
-  Huber) and with E the true floor, and each fit's loss at the cells above the cut against the measured one;
-- the IsoFLOP minimum located three ways (the parabola through the least cell and its neighbours, one parabola
-  through every size, the least cell itself) and the exponents each gives;
-- the law's own exponents with FLOPs as they are: a size's FLOPs per token grow as k N^gamma (fitted over the
-  grid's sizes), so a budget C buys D = C / (k N^gamma) tokens and the law's optimum is N_opt ~ C^a with
-  a = beta / (alpha + gamma beta) and D_opt ~ C^(1 - gamma a) (gamma = 1 is the usual C proportional to N D).
+the floors by cut (`floors_by_cut`: E free fitted on the budgets from a least one up, by least squares and by
+Huber, beside the true floor), held-out predictions (`held_out`), the IsoFLOP minimum located three ways
+(`isoflop_methods`, `minimum`) and the law's own exponents with FLOPs as they are (`flop_power`, `law_exponents`).
+What each is and what they found: docs/scaling.md, "What it found".
 
     >>> law_exponents({"alpha": 0.5, "beta": 0.5}, 1.0)  # C proportional to N D: half and half
     {'a': 0.5, 'b': 0.5}
