@@ -1,7 +1,5 @@
 // bpe.js: the tokenizer of bpe.py in JavaScript, read from the same tokenizer.json; same IDs, same error messages.
-//
-// Encoding, as bpe.py explains it: check that every character is in the alphabet, split the text into pieces with
-// tokenizer.json's pattern (bpe.pattern_for), and in each piece apply the merges by rank.
+// Encoding: bpe.py's docstring, "How it works" (pieces by tokenizer.json's pattern, bpe.pattern_for).
 //
 //     const tok = Tokenizer.from_json(await (await fetch("data/tokenizer.json")).json());
 //     tok.encode("now mia gives the hat to leo.").map((id) => tok.vocab[id])

@@ -70,10 +70,8 @@ export function sha256(bytes) {
 const MAX_DIGITS = 4300; // tensorfile.MAX_DIGITS: the longest whole number read (a longer one is refused)
 
 /** The flat JSON object text as a Map of its keys, each one of known, to their values: a whole number as a BigInt
- * (Python's int: 16 is one, 16.0 is not, and 2^53 + 1 stays exact), any other number as a Number, a string, true,
- * false or null; an Error of a few words about what (the file's config or training) for anything else, which
- * checkpoint.py refuses too (no config or training holds a list, an object or a whole number past MAX_DIGITS
- * digits).
+ * (Python's int), any other number as a Number, a string, true, false or null; an Error of a few words about what
+ * (the file's config or training) for anything else, which checkpoint.py refuses too.
  *
  *     read_json('{"d": 16, "lr": 2.5}', "training", ["d", "lr"])   // Map {"d" => 16n, "lr" => 2.5} */
 export function read_json(text, what, known) {
@@ -422,10 +420,8 @@ function refusal(where, why) {
   return new Error(`${where}: ${why}; python3 explore.py --ckpt ${where} gives the full reason`);
 }
 
-/** The SHA-256 that hash_key (metadata_sha256) records, as checkpoint.metadata_digest: of every metadata entry (a
- * Map, or an object of strings) but data_sha256 and hash_key itself, written as one JSON object with its keys sorted,
- * no spaces and every character past ASCII escaped, as Python's json.dumps writes it with ensure_ascii: \uXXXX in
- * lower-case hex (a character past U+FFFF as its two surrogates). */
+/** The SHA-256 that hash_key (metadata_sha256) records of metadata (a Map, or an object of strings), as
+ * tensorfile.metadata_digest; ensure_ascii's escapes are \uXXXX in lower-case hex (past U+FFFF, two surrogates). */
 function metadata_digest(metadata, hash_key) {
   const entries = (metadata instanceof Map ? [...metadata] : Object.entries(metadata))
     .filter(([key]) => key !== DATA_HASH_KEY && key !== hash_key)

@@ -25,8 +25,8 @@ function simple_products(A, ai, at, B, bj, bt, O, n, m, k) {
 
 /** trick: replaces simple_products' `for (let t ...) s += A[i * ai + t * at] * B[j * bj + t * bt]` for every i and
  * j: two rows i meet four rows j at a time, so that 8 sums run side by side and each number read is used 2 or 4
- * times; each sum still runs left to right over t (the rows and columns left over at the edges run the plain line).
- * The logits of a window, (64, 16) times (16, 96): 72 us instead of 250 (dev/bench_explorer.py --tricks: products). */
+ * times (the rows and columns left over at the edges run the plain line). The logits of a window, (64, 16) times
+ * (16, 96): 72 us instead of 250 (dev/bench_explorer.py --tricks: products). */
 export function products_plain(A, ai, at, B, bj, bt, O, n, m, k) {
   const n2 = n - (n % 2), m4 = m - (m % 4);
   for (let i = 0; i < n2; i += 2) {
@@ -80,9 +80,8 @@ function simple_rows_dots(X, x, Y, y, step, count, width, out) {
 }
 
 /** trick: replaces simple_rows_dots' `for (let c ...) s += X[x + c] * Y[y + n * step + c]` for every n: four rows
- * of Y at a time, so that each number of X read is used four times; each sum still runs left to right over c (the
- * rows left over at the end run the plain line).
- * One head's scores, every row of 64: 24 us instead of 37 (dev/bench_explorer.py --tricks: rows_dots). */
+ * of Y at a time, so that each number of X read is used four times (the rows left over at the end run the plain
+ * line). One head's scores, every row of 64: 24 us instead of 37 (dev/bench_explorer.py --tricks: rows_dots). */
 export function rows_dots_plain(X, x, Y, y, step, count, width, out) {
   let n = 0;
   for (; n + 3 < count; n += 4) {
@@ -114,9 +113,8 @@ function simple_weighted_rows(W, w, w_step, count, X, x, x_step, width, O, o) {
 }
 
 /** trick: replaces simple_weighted_rows' `for (let n ...) s += W[w + n * w_step] * X[x + n * x_step + c]` for every
- * c: four columns at a time, so that each weight read is used four times and X is read row by row; each sum still
- * runs left to right over n. One head's context, every row of 64: 24 us instead of 52 (dev/bench_explorer.py
- * --tricks: weighted_rows). */
+ * c: four columns at a time, so that each weight read is used four times and X is read row by row. One head's
+ * context, every row of 64: 24 us instead of 52 (dev/bench_explorer.py --tricks: weighted_rows). */
 export function weighted_rows_plain(W, w, w_step, count, X, x, x_step, width, O, o) {
   let c = 0;
   for (; c + 3 < width; c += 4) {

@@ -1,8 +1,6 @@
 // induction.js: experiments/induction.py's copying task in JavaScript, which the page's "second block" experiment
-// trains live: periodic sequences of token IDs, and what a model learned to copy from them.
-//
-// The task and why copying it takes two steps: docs/explorer.md, "What a second block buys". Random is Python's
-// generator, so a seed gives depth.py's sequences:
+// trains live (docs/explorer.md, "What a second block buys"): periodic sequences of token IDs, drawn as Python draws
+// them, and what a model learned to copy from them.
 //
 //     periodic(new Random(0), 3).periods   // [10, 7, 15], as induction.periodic(random.Random(0), 3) in Python
 

@@ -103,8 +103,7 @@ export function fsum(xs, n = xs.length) {
   return exact_dot_at(xs, 0, ones_of(n), 0, n); // (each term times 1, exactly)
 }
 
-/** The two ways to add: EXACT (one rounding per sum, order-independent) and PLAIN (fast). Every function of this
- * file takes one of them as `sums`; they meet in dot and sum below. */
+/** The two ways to add, as `sums` (the top of this file says how each adds); they meet in dot and sum below. */
 export const EXACT = { name: "exact" };
 export const PLAIN = { name: "plain" };
 
@@ -540,8 +539,8 @@ function angle_tables(kind, count, T, d, fill) {
   return tables.get(key);
 }
 
-/** The fixed position table of the original transformer, (T, d): PE[pos][2i] = sin(pos / 10000^(2i/d)),
- * PE[pos][2i + 1] = cos(pos / 10000^(2i/d)), as numpy_model.sinusoid_table. Shared: do not write into it.
+/** The fixed position table of the original transformer, (T, d), as numpy_model.sinusoid_table. Shared: do not
+ * write into it.
  *
  *     row(sinusoid_table(2, 4), 1)   // [0.8415, 0.5403, 0.01, 1.0] (rounded) */
 export function sinusoid_table(T, d) {
@@ -551,8 +550,7 @@ export function sinusoid_table(T, d) {
   })[0];
 }
 
-/** [cos, sin], each (T, d): the rotary angle pos / 10000^(2i/d) of channel pair i at position pos, written into both
- * channels of the pair, as numpy_model.rope_tables; d must be even. Shared: do not write into them. */
+/** [cos, sin], each (T, d), as numpy_model.rope_tables; d must be even. Shared: do not write into them. */
 export function rope_tables(T, d) {
   return angle_tables("rope", 2, T, d, ([cos, sin], at, angle) => {
     cos.data[at] = cos.data[at + 1] = Math.cos(angle);
@@ -609,9 +607,7 @@ export function layernorm_forward(x, g, b, sums) {
   return [out, { xhat, std }];
 }
 
-/** Gradients [dx, dg, db] of layer norm, given dy (T, n) = d loss / d out.
- *
- * With u = dy * g, each row's dx = (u - mean(u) - xhat * mean(u * xhat)) / sqrt(var + EPS). */
+/** Gradients [dx, dg, db] of layer norm, given dy (T, n) = d loss / d out, as model.py's layernorm_backward. */
 export function layernorm_backward(dy, g, cache, sums) {
   const { rows: T, cols: n } = dy;
   const dx = matrix(T, n); // (T, n)
@@ -658,12 +654,9 @@ function weighted_rows(sums, W, w, w_step, count, X, x, x_step, width, O, o) {
   }
 }
 
-/** Causal attention of x (T, d) with a block's Wq, Wk, Wv, Wo and config.heads heads; return [(attn v) Wo, cache].
- *
- * Head h reads columns h dh .. (h + 1) dh - 1 of q, k and v (dh = d / heads) and has its own softmax, scaled by
- * 1 / sqrt(dh); Wo mixes the heads' outputs, set side by side in ctx. With the "rope" scheme, each head's q and k are
- * turned after the projections (see turn_pairs), so that a score q_i . k_j depends on the offset i - j.
- * cache.weights: one (T, T) matrix per head, zero above the diagonal. */
+/** Causal attention of x (T, d) with a block's Wq, Wk, Wv, Wo and config.heads heads; return [(attn v) Wo, cache],
+ * as numpy_model.attention_forward: head h reads columns h dh .. (h + 1) dh - 1 of q, k and v (dh = d / heads); the
+ * heads' outputs side by side in ctx; rope: turn_pairs. cache.weights: one (T, T) matrix per head. */
 export function attention_forward(block, x, config, sums) {
   const { rows: T, cols: d } = x;
   const { heads } = config, rope = config.positions === "rope";
@@ -802,10 +795,8 @@ export function block_backward(block, cache, dx2, sums) {
 // ----------------------------------------------------------------------------------------------------------------
 // The model: embeddings, the blocks, final layer norm, logits
 
-/** Logits (T, V) for a list of T token IDs, and the cache the backward pass needs. config: the model_config of
- * params, whose blocks, heads and position scheme the pass follows ("learned" reads at most max_len positions, the
- * other schemes at most LONGEST). The cache holds the config, so that backward needs nothing else (an example: the
- * top of this file). */
+/** Logits (T, V) for a list of T token IDs, and the cache the backward pass needs (it holds the config), as
+ * numpy_model.forward (an example: the top of this file). */
 export function forward(params, ids, config, sums = EXACT) {
   check_params(params, config);
   check_ids(ids, config.vocab);

@@ -1,13 +1,7 @@
-// random.js: Python's random.Random in JavaScript, for the draws the lab makes: the same seed gives the same numbers.
-//
-// model.init_params draws every weight with rng.gauss(0.0, 0.02) from one random.Random(seed), and train.py draws
-// each window's start with rng.randrange(n). This file ports CPython's Mersenne Twister (Modules/_randommodule.c:
-// init_genrand, init_by_array, genrand_uint32) and the few Lib/random.py methods those calls use, so that
-//
-//     new Random(3).randrange(100)  ===  random.Random(3).randrange(100)   (in Python)
-//
-// bit for bit. gauss also needs cos, sin and log, which JavaScript engines need not round as the C library does
-// (tests/test_explorer.py allows 2 ulp in the initial weights and prints how many differ).
+// random.js: Python's random.Random in JavaScript, bit for bit: CPython's Mersenne Twister (Modules/_randommodule.c:
+// init_genrand, init_by_array, genrand_uint32) and the Lib/random.py methods of the lab's draws (model.init_params'
+// rng.gauss(0.0, 0.02), train.py's rng.randrange(n)). gauss also needs cos, sin and log, which JavaScript engines
+// need not round as the C library does (tests/test_explorer.py allows 2 ulp in the initial weights).
 
 // ----------------------------------------------------------------------------------------------------------------
 // The Mersenne Twister (MT19937), as CPython seeds and steps it

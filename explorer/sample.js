@@ -1,14 +1,11 @@
-// sample.js: sample.py's choice of the next token in JavaScript. With the same logits and seed it picks the same
-// tokens as sample.py, because random.js is Python's generator.
+// sample.js: sample.py's choice of the next token in JavaScript (docs/explorer.md, "The panels": Sample).
 //
 //     choose([0, 3, 1], 0, 0, null)   // 1: greedy takes the first of the largest logits
 
 import { fsum } from "./model.js";
 
-/** The next token ID from one position's logits (V numbers).
- *
- * temperature 0 is greedy (the first of the largest logits); otherwise softmax(logits / temperature) over the
- * top_k largest (0: all of them), drawn with rng (a random.js Random). */
+/** The next token ID from one position's logits (V numbers), as oneblock/sampling.py's choose (rng: a random.js
+ * Random). */
 export function choose(logits, temperature, top_k, rng) {
   const V = logits.length;
   if (temperature === 0) {

@@ -24,11 +24,8 @@ export const DEFAULTS = {
 // ----------------------------------------------------------------------------------------------------------------
 // Data: the split by whole stories (or of your own text), training windows, validation sequences
 
-/** {stream, val_ids, val_tokens} from the text train.py trains and validates on (explore.py exports it).
- * Stories: stream is the training stories, each with its newline, as one list of token IDs; val_ids: per validation
- * story the newline before it, the story and its newline (the model reads the first len - 1 and predicts the last
- * len - 1). Your own text (split.text, the file train.py --data read): stream is the training text's IDs, val_ids
- * the validation text's in windows of seq_len + 1 (train.windows). */
+/** {stream, val_ids, val_tokens} from the split train.py trains and validates on (explore.py exports it), as
+ * oneblock/data.py's load_data (the stories) and prepare_text (your own text, split.text). */
 export function load_data(tok, split) {
   let stream, val_ids;
   if (split.text !== undefined) {
