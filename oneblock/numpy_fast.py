@@ -1,24 +1,16 @@
 """The maths of `numpy_model.py`, tuned for a training loop: every array a step writes lives in one `Workspace`.
 
-Read `numpy_model.py` first: this file computes the same numbers (to rounding), for one block and one head as for a
-grown model, but a `Workspace` declares every array a step writes once, in its constructor (as llm.c's
-ActivationTensors struct does), and each layer writes into those arrays with `out=` targets. What a call returns is
-the workspace's own memory, overwritten by its next call. How a loop uses it, and what `forward`, `loss_and_grads`
-and `sequence_loss` at the bottom (a fresh workspace on every call) are for: docs/numpy-paths.md.
-
-Much of what it buys is the workspace itself: the plain mirror's fresh arrays of a few hundred KB are mapped and
-unmapped by the allocator on every call, page faults on every step, and a workspace step takes none
+Read `numpy_model.py` first, then docs/numpy-paths.md ("Two paths, one maths"): what a workspace is, how a loop
+uses it, and what `forward`, `loss_and_grads` and `sequence_loss` at the bottom (a fresh workspace on every call)
+are for. Much of what it buys is the workspace itself: no fresh arrays, so no page faults on a step
 (tests/test_numpy_fast.py counts them). Each trick is marked `trick:` with the plain line of numpy_model.py it
-replaces and what it bought: numpy_fast's own function (the trick's, or the smallest one holding it) against the
-same function with the plain line in the trick's place, on the same float32 arrays, series size with B = 32 unless
-said otherwise, medians of three runs of `python3 -m dev.bench --tricks --threads 1` (which measures each again) on
-a 2-vCPU AMD EPYC with OpenBLAS's SkylakeX kernels and one BLAS thread; what a whole step costs, here and on each
-path, is docs/developers.md's table ("The NumPy paths' speed"), with the command that measures it.
+replaces and what it bought: numpy_fast's own function against the same function with the plain line in its
+place, on the same float32 arrays, series size with B = 32 unless said otherwise, medians of three runs of
+`python3 -m dev.bench --tricks --threads 1` on the lab's machine (docs/developers.md, "The NumPy paths' speed").
 
-A grown model (several blocks, several heads) runs here too, because the depth experiment needed its speed. Each
-block keeps its own arrays (`BlockArrays`); the heads are an axis of the key-major scores, and with one head every
-product is the one it was before the model could grow, on the same arrays (tests/test_one_block_fixture.py checks
-the bits).
+A grown model runs here too: each block keeps its own arrays (`BlockArrays`); the heads are an axis of the
+key-major scores, and with one head every product is the one it was before the model could grow
+(tests/test_one_block_fixture.py checks the bits).
 
 Shape legend, used in the comments on every line that makes a tensor:
     B = sequences in the batch, T = positions, N = B * T, d = model width, H = hidden width of the MLP,
