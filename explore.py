@@ -7,10 +7,8 @@
     python3 explore.py --export out/site/    # write a self-contained folder for any static host, and stop
 
 Standard library only. This file is the command line: what the export holds is oneblock/export.py's, how the server
-serves it (on 127.0.0.1 only, a free port unless --port, until Ctrl-C) oneblock/server.py's. A missing or bad
-checkpoint, a text that is not the one the model learned, a port that is taken or a bad option exits with status 2
-before anything is written; so does an export that cannot or must not be written (export.py says which), and it
-writes nothing: an old export stays as it was.
+serves it oneblock/server.py's; what it refuses, in one line with exit status 2 before anything is written, is
+docs/explorer.md's ("Opening it", "Which models it runs").
 """
 
 import argparse

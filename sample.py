@@ -5,14 +5,10 @@
     python3 sample.py --backend python                  # the same on model.py, standard library only
     python3 sample.py --backend torch                   # the same on torch_model.py, read by safetensors.torch
 
-This file is the command line; how a token is chosen, and how each backend computes the logits (all in float64,
-so that they pick the same tokens), is oneblock/sampling.py's.
-
-The tokens are those of the tokenizer the checkpoint was trained with: the one it carries (a model of your own text,
-train.py --data), or the shipped tokenizer.json, which must be the one the checkpoint recorded.
-
-A missing or bad checkpoint (checkpoint.py's checks), one the backend cannot run, a prompt the tokenizer cannot
-read and a size that would not fit in memory each exit with status 2 and one line on stderr, "error: ...".
+This file is the command line; how a token is chosen, and how each backend computes the logits, is
+oneblock/sampling.py's; docs/training.md, "Sampling", shows it run. The tokens are those of the tokenizer the
+checkpoint was trained with (docs/own-text.md). A missing or bad checkpoint, one the backend cannot run, a prompt the
+tokenizer cannot read and a size that would not fit in memory each exit with status 2 and one line, "error: ...".
 """
 
 import argparse

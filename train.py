@@ -11,10 +11,8 @@ and a loss you can read against the best any model could do.
 
 This file is the command line: it parses the settings (oneblock/settings.py checks them), owns --out for the length
 of the run (atomic.own), judges what is there, reads the data once (oneblock/data.py), and trains with
-oneblock/training.py's train, saving checkpoints (oneblock/checkpoint.py) as it goes. docs/training.md says how a run
-owns, replaces and resumes its --out and keeps its best checkpoint beside it (out/ckpt.best.safetensors);
-docs/own-text.md says what --data adds: the copy of its tokenizer beside the checkpoint, and files as private as
-the text.
+oneblock/training.py's train, saving checkpoints (oneblock/checkpoint.py) as it goes: docs/training.md, "Checkpoints,
+resuming, and the lock on `--out`", and docs/own-text.md for what --data adds.
 """
 
 import argparse
@@ -204,10 +202,9 @@ def torchrun_number(name, default):
 def on_disk(args, out):
     """The reader train.py judges the file at out (the checkpoint --out names, links followed) with, while the run
     owns it (atomic.own), so that no other run can change it between this look and the run's first save: the
-    checkpoint there, loaded and checked, for a run that resumes it, else None. With --resume a checkpoint must be
-    there; without it, a checkpoint there is replaced only with --overwrite, and a file that is not a checkpoint
-    never is. With --data the copy of the tokenizer beside it follows the same rules: a tokenizer.json there is
-    replaced only by a run that resumes or overwrites, and anything else never is. A ValueError says what stops it."""
+    checkpoint there, loaded and checked, for a run that resumes it, else None. A ValueError says what stops it: the
+    rules are docs/training.md's ("Checkpoints, resuming, and the lock on `--out`"), and with --data the copy of the
+    tokenizer beside it follows them too (docs/own-text.md, "The model")."""
     copy = tokenizer_beside(out)
     its_input = args.tokenizer is not None and copy.exists() and same_file(args.tokenizer, copy)  # rewritten as it is
     if args.data is not None and copy.exists() and not its_input:  # (judged as bpe.py --data judges its --out)

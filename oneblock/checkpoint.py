@@ -1,6 +1,6 @@
 """The training checkpoint of this model, in the safetensors container of tensorfile.py (standard library only):
 what it holds, `save_checkpoint`, and `load_checkpoint`, which refuses a bad file with a message naming the problem
-(explorer/checkpoint.js refuses the same files in the page, in a few words that name explore.py --ckpt for these).
+(the page refuses the same files: docs/explorer.md, "Which models it runs").
 
 Its tensors are every parameter (F32 or F64, one dtype for all, named as config.py names them), "adam_m.NAME" and
 "adam_v.NAME" (Adam's moments, of the same dtype and shapes), "adam_step" (I64, the steps taken) and "rng_state"

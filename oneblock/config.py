@@ -20,9 +20,7 @@ model.py, the seed's one-block reference, knows two of the schemes through its o
 "learned", False is "none"); `seed_switch` is the one place that turns a config into it, and the checkpoint's JSON
 keeps the switch beside the scheme (`to_json`), so that a file written before the schemes still reads.
 
-A grown model stacks `blocks` blocks of `heads` heads each: docs/growing.md gives its equations and its parameters'
-names in the order of the parameter dict (block 0's are model.py's, block k's the same after "block{k}."). Heads add
-no tensor, so their number is a size that the weights cannot tell; checkpoints record it.
+A grown model's equations and parameter names are docs/growing.md's, "The sizes".
 """
 
 import dataclasses
@@ -128,9 +126,8 @@ class ModelConfig:
         return dict(_shapes(self.vocab, self.d, self.hidden, self.max_len, self.blocks))
 
     def init_params(self, seed):
-        """Fresh parameters as model.init_params makes them (one random.Random(seed); each matrix gauss(0, 0.02) row
-        by row in dict order; gains 1.0, biases 0.0), for any number of blocks: with one block the same draws, so
-        exactly model.init_params; a second block's matrices are drawn after the first block's, before W_out.
+        """Fresh parameters as model.init_params makes them, for any number of blocks, drawn in the order
+        docs/growing.md gives ("The sizes"): with one block, exactly model.init_params.
 
         >>> import model
         >>> ModelConfig(96, 4, 8, 8).init_params(3) == model.init_params(96, 4, 8, 8, 3)

@@ -2,10 +2,8 @@
 documents, its tokenizer, the validation sequences, and the floors to read a loss against.
 
 The split of the stories: the last val_stories lines of corpus.txt are the validation set, the others are training
-text. The validation loss reads each validation story from its start (after a newline, as in the corpus) and
-predicts every one of its tokens and its final newline; it is the total -log p over the total tokens. The floor is
-the same quantity for the generator that wrote the stories (floor.py, corpus-entropy.json): no model can expect to
-go below it, so "val 0.35, floor 0.31" means 0.04 nats per token left to learn.
+text. The validation loss reads each validation story from its start (after a newline, as in the corpus), as the
+floor (floor.py) does: "val 0.35, floor 0.31" means 0.04 nats per token left to learn.
 
 A text of your own (settings.data) gets the tokenizer settings.tokenizer names, or one trained on it (bpe.py,
 vocab_size tokens); how it is split (`split_text`), read for validation (`windows`), and scored without a floor

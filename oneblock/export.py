@@ -1,16 +1,11 @@
 """What the browser explorer reads: the page's data exported beside it (explore.py is the command line on this and
-server.py). The page (explorer/index.html and its ES modules) runs the model in JavaScript, any model train.py
-writes (any blocks, heads and position scheme), so the export is all it needs: the weights (a checkpoint, or
-without one the seed-3 initial weights, and the page says plainly that the model is untrained), tokenizer.json,
-the split of corpus.txt into the stories train.py trains and validates on, the entropy floors (floor.py), the
-order test's two sentences (the trace's, block-trace.json) and the lessons' words (templates the page fills with
-the numbers of its model) with the scaling lesson's answer: a copy of page-lessons.json, which `python3 -m
-oneblock.export` writes (where NumPy and SciPy are installed: it fits the scaling law to experiments/scaling.json) and
-`--check` holds current, so an export needs neither.
-
-A model of your own text (train.py --data FILE) brings its own tokenizer in its checkpoint, its split is FILE's and
-there is no floor; how FILE is found: docs/explorer.md, "Which models it runs". Which folders an export writes into,
-all its files or none, and how private its data is: docs/explorer.md, "Opening it".
+server.py). The page runs the model in JavaScript, so the export is all it needs: the weights (a checkpoint, or
+without one the seed-3 initial weights), tokenizer.json, the split of corpus.txt into the stories train.py trains
+and validates on, the entropy floors (floor.py), the order test's two sentences (the trace's, block-trace.json) and
+the lessons' words with the scaling lesson's answer: a copy of page-lessons.json, which `python3 -m oneblock.export`
+writes (where NumPy and SciPy are installed: it fits the scaling law to experiments/scaling.json) and `--check`
+holds current, so an export needs neither. Which models it runs, a model of your own text included, which folders
+it writes into and how private its data is: docs/explorer.md, "Which models it runs" and "Opening it".
 
     >>> manifest = export_data(tempfile.mkdtemp(), *read_weights("no-such.safetensors", explicit=False))
     >>> manifest["trained"], manifest["order"]["a"]

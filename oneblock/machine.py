@@ -1,9 +1,8 @@
 """What this machine brings to a run: the packages a script needs, the BLAS kernels and threads that NumPy computes
 with, and the memory a size may take.
 
-The lab itself (model.py, trace_block.py, train.py --backend python) is standard library only; the fast path, the
-pictures and the cross-checks need packages. A script imports those through `need`, or in a `needed_by` block, so
-that a learner without one reads what to do instead of a traceback:
+A script imports the packages it needs through `need`, or in a `needed_by` block, so that a learner without one
+reads what to do instead of a traceback (README.md, "For developers"):
 
     >>> need("math", "this example").sqrt(4.0)
     2.0

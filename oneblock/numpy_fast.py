@@ -1,20 +1,17 @@
 """The maths of `numpy_model.py`, tuned for a training loop: every array a step writes lives in one `Workspace`.
 
-Read `numpy_model.py` first: this file computes the same numbers (to rounding). What a `Workspace` is (as llm.c's
-ActivationTensors struct, every array declared once), how a loop uses it, and what `forward`, `loss_and_grads` and
-`sequence_loss` at the bottom (a fresh workspace on every call) are for: docs/numpy-paths.md.
-
-Much of what it buys is the workspace itself: the plain mirror's fresh arrays of a few hundred KB are mapped and
-unmapped by the allocator on every call, page faults on every step, and a workspace step takes none
+Read `numpy_model.py` first, then docs/numpy-paths.md ("Two paths, one maths"): what a workspace is, how a loop
+uses it, and what `forward`, `loss_and_grads` and `sequence_loss` at the bottom (a fresh workspace on every call)
+are for. Much of what it buys is the workspace itself: no fresh arrays, so no page faults on a step
 (tests/test_numpy_fast.py counts them). Each trick is marked `trick:` with the plain line of numpy_model.py it
-replaces and what it bought, in float32 at series size with B = 32 unless said otherwise: medians of three runs of
-`python3 -m dev.bench --tricks --threads 1` (how it times a trick: its docstring) on the lab's machine with
-OpenBLAS's SkylakeX kernels (docs/developers.md, which also has what a whole step costs on each path).
+replaces and what it bought: numpy_fast's own function against the same function with the plain line in its
+place, on the same float32 arrays, series size with B = 32 unless said otherwise, medians of three runs of
+`python3 -m dev.bench --tricks --threads 1` on the lab's machine with OpenBLAS's SkylakeX kernels
+(docs/developers.md, "The NumPy paths' speed").
 
-A grown model (several blocks, several heads) runs here too, because the depth experiment needed its speed. Each
-block keeps its own arrays (`BlockArrays`); the heads are an axis of the key-major scores, and with one head every
-product is the one it was before the model could grow, on the same arrays (tests/test_one_block_fixture.py checks
-the bits).
+A grown model runs here too: each block keeps its own arrays (`BlockArrays`); the heads are an axis of the
+key-major scores, and with one head every product is the one it was before the model could grow
+(tests/test_one_block_fixture.py checks the bits).
 
 Shape legend, used in the comments on every line that makes a tensor:
     B = sequences in the batch, T = positions, N = B * T, d = model width, H = hidden width of the MLP,

@@ -1,18 +1,14 @@
-"""The transformer of `model.py` in NumPy, batched, with its backward pass by hand: the file to read second.
+"""The transformer of `model.py` in NumPy, batched, with its backward pass by hand: the file to read second
+(docs/numpy-paths.md, "Two paths, one maths"; its blocks and heads are docs/growing.md's, "The sizes").
 
-It mirrors `model.py` section by section and name by name, each layer written as its formula, and it can grow: any
-number of blocks, each with its own layer norms, attention and MLP, and attention with several heads that divide d
-(docs/growing.md, "The sizes"; `config.py` names the other blocks' parameters). With one block and one head it
-is model.py's model, bit for bit the same computation as before it could grow. Differences from model.py:
-- The model's description is a `ModelConfig` (config.py), passed beside the weights to every call: the sizes
-  (vocab V, width d, hidden H, max_len L), the blocks, the heads and the position scheme.
+It mirrors `model.py` section by section and name by name, each layer written as its formula. Differences:
+- The model's description is a `ModelConfig` (config.py), passed beside the weights to every call.
 - IDs are an int array of shape (T,) or (B, T), and every tensor has the same leading axes; the loss is the mean
   over all B * T positions. Parameters are a dict of arrays, all float64 or all float32 (`from_lists`, `to_lists`).
 - Sums are NumPy's, not `math.fsum`: in float64 the results agree with the reference to about 1e-15 relative.
-- Positions come in four schemes, config.positions (the reference has "learned" and "none"; docs/positions.md,
-  "Four schemes", says what each is). Every scheme but "learned" reads up to LONGEST positions, and gives pos_emb
-  gradient 0.
-Every call returns new arrays. `numpy_fast.py` computes the same, tuned for a training loop.
+- Positions come in four schemes, config.positions (docs/positions.md, "Four schemes"). Every scheme but "learned"
+  reads up to LONGEST positions, and gives pos_emb gradient 0.
+Every call returns new arrays.
 
 Shape legend, used in the comments on every line that makes a tensor:
     B = sequences in the batch (absent for IDs of shape (T,)), T = positions, d = model width, H = hidden width of
@@ -317,10 +313,8 @@ def attention_forward(params, x, config):
     """Causal attention of x (..., T, d) with config.heads heads; return ((attn v) Wo, cache). cache["weights"] is
     (..., T, T) for one head, (..., heads, T, T) for more.
 
-    Each head h reads its own columns of q, k and v (see `split_heads`) and has its own softmax, scaled by
-    1 / sqrt(d / heads); Wo mixes the heads' outputs, set side by side. With the "rope" scheme, q and k are turned
-    after the projections, each head's channel pairs by the angles of its width (see `rope_forward`), so that a
-    score q_i . k_j depends on the offset i - j.
+    The heads are docs/growing.md's ("The sizes", `split_heads`); with the "rope" scheme, q and k are turned after
+    the projections (`rope_forward`; docs/positions.md, "Four schemes").
 
     >>> config = ModelConfig(vocab=96, d=4, hidden=8, max_len=8)
     >>> p = init_params(config, seed=3)

@@ -4,9 +4,8 @@ Each step feeds the context (a newline, the prompt, what was generated so far) t
 the last position, divides them by the temperature, keeps the top-k, and draws the next token from their softmax
 with one seeded random.Random. The model was trained on max_len positions (and with learned positions has no row past
 them), so once the context is longer only its last max_len tokens are fed, whatever the position scheme. Every
-backend computes in float64 (a float32 checkpoint widens exactly), so they agree to about 1e-15 and, away from exact
-ties, pick the same tokens. The model's sizes (blocks, heads, position scheme) are read from the checkpoint; a grown
-model runs on the numpy and torch backends (model.py has one block and one head).
+backend computes in float64 (a float32 checkpoint widens exactly), so they pick the same tokens (docs/training.md,
+"Sampling"); the model's sizes are read from the checkpoint, and model.py runs one block and one head only.
 
     >>> generate(lambda ids: [0.0, 1.0, 0.5], [0], 4, 64, 0, 0, None)  # greedy: always the largest logit
     [1, 1, 1, 1]

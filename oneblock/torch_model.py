@@ -5,11 +5,9 @@ Same architecture, parameter names and shapes, built from standard `torch.nn.fun
 as `numpy_model.py`, written independently: the sinusoid table from torch ops, and rope as a product of complex
 numbers (each channel pair of q and k as x[2i] + i x[2i + 1], times e^(i angle)), where numpy_model.py uses real
 sines and cosines with a hand-written inverse rotation for the backward pass. Every function takes the model's
-`ModelConfig` (oneblock/config.py) beside the weights: its blocks, heads and position scheme. It grows as
-numpy_model.py does (the other blocks' names are config.py's), but its attention has a heads axis whenever there is
-more than one head, made by `view` and `transpose`. The reference
-stores a weight as (in, out) and computes x W; `F.linear` wants (out, in), so it gets the transposed view `W.T` (no
-copy). Importing this module imports torch; `model.py` and `numpy_model.py` never do.
+`ModelConfig` beside the weights, and it grows as numpy_model.py does (docs/growing.md, "The sizes"), its heads axis
+made by `view` and `transpose`. The reference stores a weight as (in, out) and computes x W; `F.linear` wants
+(out, in), so it gets the transposed view `W.T` (no copy). Importing this module imports torch.
 
 Shape legend: B = sequences in the batch, T = positions, d = model width, H = hidden width, V = vocabulary size,
 L = max_len, nh = heads, dh = d / nh.

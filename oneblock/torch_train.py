@@ -1,18 +1,12 @@
 """The PyTorch backend of training.py (train.py --backend torch): the twin of torch_model.py trained by the same loop,
-on one device or data-parallel.
-
-    python3 train.py --backend torch --out out/torch.safetensors             # one process, CPU (or --device cuda)
-    torchrun --nproc_per_node 2 train.py --backend torch --out out/ddp.safetensors   # 2 processes, gloo on CPU
-
-training.py keeps the loop, and train.py the checkpoints, as for every backend (docs/torch.md, "The torch
-backend"). This file adds what PyTorch needs:
+on one device or data-parallel under torchrun; docs/torch.md, "The torch backend", says how to run it and how the
+ranks share a batch. training.py keeps the loop, and train.py the checkpoints; this file adds what PyTorch needs:
 
 - The twin as a `torch.nn.Module` (`Twin`), because `DistributedDataParallel` wraps a module: its forward is
   torch_model.forward and the loss. train.py's weights stay a dict of plain tensors; each step copies them into the
   module's parameters, runs forward and backward, and hands back the gradients.
 - Under torchrun (the environment variables RANK and WORLD_SIZE), one process per rank joins a process group (gloo
-  on CPU, NCCL on CUDA), takes its own B / W of every step's windows, and averages its loss with the others' as DDP
-  averages the gradients: how the ranks share a batch, and why the run equals one process's, is docs/torch.md.
+  on CPU, NCCL on CUDA), takes its own B / W of every step's windows, and averages its loss with the others'.
 
     >>> from oneblock.config import ModelConfig
     >>> from oneblock.settings import Settings, checked

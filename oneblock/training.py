@@ -7,9 +7,8 @@ benchmarks call it with values.
     >>> [h["step"] for h in run.history], run.state["params"]["pos_emb"].shape, run.data.vocab
     ([0, 2, 3], (64, 16), 96)
 
-The loop is `fit`, one step of it `step` (docs/training.md, "A run"); the backends are the model files behind one
-interface, `model_functions`. Same seed, same settings, same machine: bit-identical weights, also across a kill and a
-resume from a checkpoint (checkpoint.py holds the state).
+The loop is `fit`, one step of it `step`, the backends the model files behind one interface, `model_functions`:
+what a run does, and how it resumes bit for bit from a checkpoint, is docs/training.md's.
 """
 
 import array

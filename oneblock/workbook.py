@@ -1,17 +1,8 @@
 """Build it yourself: the learner's copies of model.py (the workbook, the find-the-bug folder) and the command line
 that writes them and has them graded (oneblock/grade.py). Standard library only, like the seed's lab it grades.
-
-    python3 -m oneblock.workbook write out/mine                  # out/mine/model.py: the seven functions blank
-    python3 -m oneblock.workbook write out/mine --from forward   # the steps before forward filled in from the lab
-    python3 -m oneblock.workbook check out/mine/model.py         # each step: pass, to write, or its first wrong number
-    python3 -m oneblock.workbook check out/mine/model.py --json  # the same as one JSON object
-    python3 -m oneblock.workbook bug out/hunt                    # out/hunt/: the seed's lab, one mistake in model.py
-    python3 -m oneblock.workbook guess out/hunt/model.py layernorm_backward   # right or wrong, then what it was
-
-Exit status: 0 when every step passes (check) or the guess is right (guess), 1 when not, 2 for bad arguments.
-
-What a blank function keeps: docs/build.md, "The workbook". Its body ends in a line that raises NotImplementedError,
-which the grader reads as "not written yet".
+Its commands (write, check, bug, guess) and what a blank function keeps: docs/build.md. Exit status: 0 when every
+step passes (check) or the guess is right (guess), 1 when not, 2 for bad arguments. A blank body ends in a line that
+raises NotImplementedError, which the grader reads as "not written yet".
 
     >>> text = workbook("loss_and_dlogits")
     >>> "def loss_and_dlogits(logits, targets):" in text, "dlogits.append([pi / T for pi in p])" in text
