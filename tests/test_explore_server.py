@@ -338,9 +338,8 @@ def test_a_host_that_names_another_server_is_421_and_nothing_of_the_folder(serve
     pytest.param(b"GET /index.html HTTP/1.1\r\nHost: localh\xc3\xb6st\r\n\r\n", id="a Host past ASCII"),
 ])
 def test_a_request_without_one_good_host_is_400_and_nothing_of_the_folder(server, request_bytes):
-    """No Host, an empty one, more than one, or one that is no host name at all: 400, as HTTP/1.1 asks of a server
-    (RFC 9112, section 3.2), and for HTTP/1.0 too: a browser always sends one. (The same Host twice: host_status's
-    doctests in oneblock/server.py.)"""
+    """400, as HTTP/1.1 asks of a server (RFC 9112, section 3.2), and for HTTP/1.0 too: a browser always sends one.
+    (The same Host twice: host_status's doctests in oneblock/server.py.)"""
     reply, log = server.exchange(request_bytes)
     assert status(reply) == 400 and PAGE.encode() not in reply and b"Error code: 400" in body(reply)
     assert header(reply, "Connection") == "close"

@@ -271,10 +271,9 @@ def fresh_copy(dest):
 
 
 def serve(run, repo, env):
-    """Start a serving command, wait for the URL it prints, fetch that page, then stop it with Ctrl-C (SIGINT): it
-    must have served the page and end with status 0. One that does not stop is killed, not left behind. Its SIGINT
-    is the one a terminal sends: a shell starts a background job (`pytest &`) with SIGINT ignored, which its children
-    inherit, and Python installs no KeyboardInterrupt for an ignored SIGINT."""
+    """Start a serving command, wait for the URL it prints, fetch that page, then stop it with Ctrl-C (SIGINT, as a
+    terminal sends it: a background pytest starts its children with it ignored): it must have served the page and end
+    with status 0. One that does not stop is killed, not left behind."""
     proc = subprocess.Popen(shlex.split(run), cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
