@@ -1,8 +1,6 @@
 """Helpers shared by the tests that damage checkpoints on purpose: three small checkpoints written by train.py in a
-second, a checkpoint file taken apart into its header and data and put together again, with the hashes made right
-or left as they were, and the damaged files that tests/test_fuzz_checkpoints.py gives every tool and
-tests/test_page_loader.py gives the explorer page too (tests/test_checkpoint.py names Python's message for each
-kind of them)."""
+second, a checkpoint file taken apart and put together again (the hashes made right or left as they were), and the
+damaged files (mutations) for the tools (tests/test_fuzz_checkpoints.py) and the page (tests/test_page_loader.py)."""
 
 import hashlib
 import json

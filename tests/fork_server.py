@@ -1,18 +1,14 @@
 """A fork server, for a test that runs one tool hundreds of times: a process imports the library the tools share
-(and NumPy) once, then forks a child for each request, which runs the tool as its command line does (`python3
-sample.py ARGV`, or `python3 -m dev.compare ARGV`: the script as __main__, through runpy), with its stdout and stderr
-going to files and its memory under a limit, and reports how that child ended. Every case is a real process of its
-own (its own memory, exit status and open files) that does not pay the 0.3 s a fresh interpreter takes to import
-NumPy.
+(and NumPy) once, then forks a child for each request, which runs the tool as its command line does (run_child), and
+reports how that child ended (wait_for). Every case is a real process of its own (its own memory, exit status and
+open files) that does not pay the 0.3 s a fresh interpreter takes to import NumPy.
 
     OPENBLAS_NUM_THREADS=1 python3 tests/fork_server.py sample.py 4294967296   # the tool, the children's RLIMIT_AS
     OPENBLAS_NUM_THREADS=1 python3 tests/fork_server.py "-m dev.compare" 4294967296
 
-It reads one request a line on stdin, a JSON object {"argv": [...], "cwd": folder, "stdout": path, "stderr": path,
-"limit_s": seconds}, and answers each with a line on stdout, {"status": the exit status or null, "signal": the
-signal that ended the child or null, "timed_out": whether it ran past limit_s and was killed}. A child that raises
-prints the traceback to its stderr and exits with status 1, as the interpreter does. BLAS thread pools do not
-survive a fork: start the server with one BLAS thread (OPENBLAS_NUM_THREADS=1 in its environment).
+A request is a line of JSON on stdin, {"argv": [...], "cwd": folder, "stdout": path, "stderr": path, "limit_s":
+seconds}; each reply a line on stdout. BLAS thread pools do not survive a fork: start the server with one BLAS
+thread (OPENBLAS_NUM_THREADS=1 in its environment).
 """
 
 import gc

@@ -1,11 +1,7 @@
-"""The best checkpoint beside the last: at each validation whose loss is the lowest so far, train.py writes that
-checkpoint to --out's name with .best before its suffix, by --out's rules (atomically, never over a file that is not
-a checkpoint, refused before any work: what is at that name, tests/test_nothing_lost.py); it says once, on
-stderr, when the validation loss has risen training.RISES_TO_WARN validations in a row; the last checkpoint stays
-the last step's; and a resumed run keeps the best so far. The text is one that a model can only learn by heart:
-lines of random letters, so that past the letters' frequencies nothing in the training part carries over to the
-held-out part, and the validation loss rises after a few dozen steps. The whole run that the tests read is one
-subprocess; the others run train.py in this process (runpy), as its command line runs it."""
+"""The best checkpoint beside the last: --out's name with .best before its suffix, by --out's rules (what is at that
+name: tests/test_nothing_lost.py). The text is lines of random letters, which a model can only learn by heart: past
+the letters' frequencies nothing in the training part carries over to the held-out part, so the validation loss rises
+after a few dozen steps. The run the tests read is one subprocess; the others run train.py in this process (runpy)."""
 
 import random
 import re

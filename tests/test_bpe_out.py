@@ -1,10 +1,6 @@
-"""bpe.py's --out and its memory. Through a link --out writes the file it leads to, as private as the text (bpe.py
-in this process; what is at --out, and --data by another name: tests/test_nothing_lost.py; every path atomic.own
-refuses: tests/test_locks.py); a run owns its --out while it runs (one held in its reading by a hook, so that the
-race happens every time): this, and the memory, each a real bpe.py in a subprocess. A training that runs out of
-memory is one line and writes nothing, under an address-space limit (RLIMIT_AS, so that a regression cannot take the
-machine down); the training is the same as before, merge for merge, and sixty megabytes of words train under a
-limit of one gigabyte."""
+"""bpe.py's --out and its memory (what is at --out, and --data by another name: tests/test_nothing_lost.py; every
+path atomic.own refuses: tests/test_locks.py). The race for --out and the memory run a real bpe.py in a subprocess,
+the memory under RLIMIT_AS, so that a regression cannot take the machine down."""
 
 import os
 import re

@@ -139,9 +139,7 @@ def test_training_checkpoint_round_trip(tmp_path):
 
 def test_decode_refuses_a_long_shape_before_multiplying_it(bases):
     """A shape of 3,000,000 twos was multiplied out before its size was checked (2^3,000,000, two minutes of
-    arithmetic, then "Exceeds the limit (4300 digits)"). Now the shape's length is bounded before its sizes are
-    looked at, and a product of sizes stops once it is past the data (a shape of 65 sizes is refused too, and one
-    whose product passes the data by far)."""
+    arithmetic, then "Exceeds the limit (4300 digits)")."""
     header, data = split_file(bases["one-block"])
     header["W1"]["shape"] = [2] * 3_000_000
     raw = join_file(header, data)

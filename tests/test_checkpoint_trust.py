@@ -1,11 +1,7 @@
 """What the tools that read a checkpoint are asked for, in a real subprocess of sample.py, compare.py, train.py
---resume or explore.py under RLIMIT_AS (so that a regression stops there instead of taking the machine): the sizes
-they are asked for and a file larger than memory, priced before they are spent and refused in one line with exit
-status 2 and nothing written; the settings a checkpoint may record; and an export that cannot be written.
-
-(checkpoint.py's refusal of each kind of bad file, and its message, is tests/test_checkpoint.py's;
-tests/test_fuzz_checkpoints.py throws hundreds of damaged files at every tool and holds each to a one-line refusal;
-tests/test_page_loader.py gives the same files to the explorer page.)"""
+--resume or explore.py under RLIMIT_AS, so that a regression stops there instead of taking the machine. (checkpoint.py's
+refusal of each kind of bad file: tests/test_checkpoint.py; hundreds of damaged files through every tool:
+tests/test_fuzz_checkpoints.py.)"""
 
 import os
 import re
@@ -87,10 +83,8 @@ def test_a_checkpoint_larger_than_memory_is_refused_before_it_is_read(tmp_path):
 
 
 def test_every_setting_train_py_and_the_page_record_is_known():
-    """checkpoint.py cannot import train.py (train imports checkpoint): its table of settings must cover train.py's
-    and the explorer page's, and the backends must be train.py's --backend choices, or a new setting would make
-    every new checkpoint unreadable. (That the files train.py writes are read: tests/test_fuzz_checkpoints.py's
-    undamaged bases; the untrained model's: tests/test_explore_server.py's export of it.)"""
+    """checkpoint.py cannot import train.py (train imports checkpoint): its tables must cover train.py's settings and
+    backends and the explorer page's, or a new setting would make every new checkpoint unreadable."""
     assert set(settings.TRAINING_SETTINGS + settings.TEXT_SETTINGS) <= set(checkpoint.TRAINING_RULES)
     assert set(settings.BACKENDS) | {"explorer"} == set(checkpoint.BACKENDS)
     page = (ROOT / "explorer" / "train.js").read_text(encoding="utf-8")

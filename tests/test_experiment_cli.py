@@ -1,15 +1,6 @@
-"""The experiments' command lines as careful as train.py's, each case a real subprocess on a copy of the lab (so that no
-committed record is ever damaged or replaced): a run owns its --out from its start (a second run is refused at once,
-naming the path and its holder), Ctrl-C and SIGTERM leave nothing behind, and a killed writer's temporary file is
-removed by the next run; an empty or stray option, or a rerun of a cell the record does not have, is a usage error, and
-no run replaces a committed record unless --out names it; an --out that cannot take the record is one line before any
-training, a write that fails at the end one line that keeps the old record; and a damaged record (not UTF-8, not JSON,
-of another shape, a folder, too large, missing: each command's main in this process, on a copy; a FIFO or a device: a
-subprocess under a memory and a time limit) is one line and exit 2 through --table, --check and --rerun, for
-positions.json, depth.json, scaling.json and drops.json, whose --table is the tables its page shows, while --check's NOT
-OK (exit 1) stays the answer for a record whose numbers its runs do not give; and a rerun's verdict is the same digits
-with the record's kernels and thread count, else a loss within the spread of the record's seeds (no --rerun reads
-spread.json)."""
+"""The experiments' command lines (positions, depth, scaling, drops; plots.py's records too) as careful as train.py's
+with their --out and records, each command case a real subprocess on a copy of the lab (`lab`), so that no committed
+record is ever damaged or replaced; a damaged record is read by each command's main in this process, on a copy."""
 
 import importlib
 import json
@@ -388,10 +379,8 @@ def test_a_damaged_record_is_one_line_through_every_command_that_reads_it(name, 
     ("positions", "a FIFO", *READERS["positions"][1][1]), ("depth", "a link to /dev/zero", *READERS["depth"][1][1]),
 ])
 def test_a_fifo_or_a_device_as_the_record_is_one_line_from_every_command(lab, name, how, module, args):
-    """The same refusals from the command line, under a memory limit and a time limit: through --check, which reads
-    the record first; each kind once, as every command (plots.py's too) reads its records through
-    recording.read_record, whose other refusals the test above finds (atomic.read_whole's of a FIFO and a device are
-    tests/test_nothing_lost.py's)."""
+    """Through --check, which reads the record first; each kind once, as every command (plots.py's too) reads its
+    records through recording.read_record."""
     phrase = damage(lab / "experiments" / f"{name}.json", how, READERS[name][0])
     proc = run(module, *args, cwd=lab, timeout=40)
     one_line_error(proc, f"{name}.json", phrase)

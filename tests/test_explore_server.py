@@ -1,14 +1,10 @@
-"""The explorer's server (oneblock/server.py, which explore.py serves with) against bad and hostile requests: links out
-of the folder, folders, bad paths, malformed request lines, a TLS hello sent to the plain-HTTP port, idle
-connections, and Host headers that name another server (DNS rebinding) or none; and explore.py --export: the
-untrained seed-3 model by default, a missing checkpoint and one too large for the page refused, and against a hostile
-neighbour: a checkpoint that names another file as its text, links and other files in the export's folder,
-a second export at once, and an export that must keep the privacy of its inputs and name no path of the machine.
+"""The explorer's server (oneblock/server.py) against bad and hostile requests, and explore.py --export against a
+hostile neighbour: docs/explorer.md, "How it is checked".
 
-Each request is sent over a raw socket to the real server (serving.make_server on a temporary folder), serving in a
-thread of this process with its stderr captured, so that every reply's status and body and every log line it wrote are
-checked, and no case may leave a traceback there; python3 explore.py serving explorer/ is sent one of each kind.
-Each export is explore.py's command line, run in this process (run_helpers.ran), but for the one it signals."""
+Each request is sent over a raw socket to the real server (serving.make_server on a temporary folder) in a thread of
+this process, its stderr captured, so that every reply and every log line is checked and no case may leave a
+traceback; python3 explore.py is sent one of each kind. Each export is explore.py's command line, run in this process
+(run_helpers.ran), but for the one it signals."""
 
 import inspect
 import json
@@ -309,11 +305,8 @@ FILES = ["/index.html", "/page.js", "/data/manifest.json", "/alias.js", "/sub/",
 
 
 def test_a_host_that_names_another_server_is_421_and_nothing_of_the_folder(server):
-    """Every foreign Host, each as a page elsewhere on the web (or a proxy) could send it (the rebinding page's own
-    name, names and addresses that lead to this machine, another port, the bare name, which means port 80, and
-    names that merely start or end like a local one), is refused with 421 before the path is looked at: the same
-    reply whatever the path names (a file, a folder, a link, nothing), so that no byte of a file and not even which
-    files exist is told."""
+    """Every foreign Host a page elsewhere on the web (or a proxy) could send (the bare name means port 80) is 421
+    before the path is looked at: the same reply whatever the path names, so that not even which files exist is told."""
     port = server.port
     for host in [b"evil.example:%d" % port, b"127.0.0.1.nip.io:%d" % port, b"localhost:%d" % (port + 1),
                  b"0.0.0.0:%d" % port, b"[::2]:%d" % port, b"localhost", b"localhost..:%d" % port,
@@ -345,9 +338,8 @@ def test_a_host_that_names_another_server_is_421_and_nothing_of_the_folder(serve
     pytest.param(b"GET /index.html HTTP/1.1\r\nHost: localh\xc3\xb6st\r\n\r\n", id="a Host past ASCII"),
 ])
 def test_a_request_without_one_good_host_is_400_and_nothing_of_the_folder(server, request_bytes):
-    """No Host, an empty one, more than one, or one that is no host name at all: 400, as HTTP/1.1 asks of a server
-    (RFC 9112, section 3.2), and for HTTP/1.0 too: a browser always sends one. (The same Host twice: host_status's
-    doctests in oneblock/server.py.)"""
+    """400, as HTTP/1.1 asks of a server (RFC 9112, section 3.2), and for HTTP/1.0 too: a browser always sends one.
+    (The same Host twice: host_status's doctests in oneblock/server.py.)"""
     reply, log = server.exchange(request_bytes)
     assert status(reply) == 400 and PAGE.encode() not in reply and b"Error code: 400" in body(reply)
     assert header(reply, "Connection") == "close"
@@ -357,12 +349,7 @@ def test_a_request_without_one_good_host_is_400_and_nothing_of_the_folder(server
 
 def test_explore_py_answers_bad_requests_and_rebinding_pages_and_stops_cleanly(tmp_path, capsys):
     """The same server through python3 explore.py --no-open (serving explorer/ with the real idle timeout), once for
-    each kind (every case of each is the tests' above): the page's files are served with their types, uncached, and
-    quietly; clients that hang up mid-reply leave no traceback; asked for its data as a page elsewhere on the web asks
-    after DNS rebinding (curl -H "Host: evil.example:PORT" http://127.0.0.1:PORT/data/split.json), 421 and not a byte
-    of the split, and 400 without a Host, each its status in one short line on stderr, while the URL it prints, and
-    localhost, serve it; a second explore.py on its port is a message and exit 2; and Ctrl-C still stops it, and
-    nothing listens any more."""
+    each kind of request (every case of each: the tests above)."""
     # (its SIGINT is what a terminal's Ctrl-C sends, even under a background pytest, whose children ignore SIGINT)
     proc = subprocess.Popen([sys.executable, str(ROOT / "explore.py"), "--no-open"], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -594,10 +581,8 @@ def test_the_text_beside_the_checkpoint_is_found_wherever_explore_runs(runs, exp
 
 
 def test_data_names_the_text_and_is_checked_against_the_checkpoint(runs, explore, tmp_path):
-    """--data FILE: the text the model learned, wherever it is now and whatever its name, held to the SHA-256 the
-    checkpoint recorded; a wrong file or a missing one is one line and nothing written, as is --data with a model
-    of the stories. (A folder or a FIFO as the text: oneblock/data.py's read_data, which reads it, refuses them for
-    train.py --data too, in tests/test_own_text.py and tests/test_nothing_lost.py.)"""
+    """--data FILE: the text the model learned, wherever it is now and whatever its name. (A folder or a FIFO as the
+    text: oneblock/data.py's read_data, tests/test_own_text.py and tests/test_nothing_lost.py.)"""
     ckpt = placed(runs, tmp_path / "runs", "own-text")
     moved = tmp_path / "texts" / "renamed.txt"
     moved.parent.mkdir()

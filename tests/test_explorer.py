@@ -1,13 +1,10 @@
-"""The browser explorer: its JavaScript tokenizer, model, backward pass and training checked against the Python code in
-a real headless Chromium (driven by Playwright), and every panel and every bad-input message of the page, on the exports
-of the checkpoints train.py writes (explore.py's export itself, its refusals and its server:
-tests/test_explore_server.py).
+"""The browser explorer in a real headless Chromium driven by Playwright: docs/explorer.md, "How it is checked"
+(explore.py's export, refusals and server: tests/test_explore_server.py; the page with no data/:
+tests/test_explorer_js.py).
 
-The page is served from a temporary folder by explore.py's own server on 127.0.0.1, in five copies: the untrained seed-3
-export, a trained checkpoint's export, a copy whose worker.js throws, the export of a model of another text (train.py
---data) and that of a grown rotary model (2 blocks x 2 heads). (The page's files with no data/:
-tests/test_explorer_js.py.) The tests that only read the page share one page of the untrained export. Outside CI the
-browser tests skip with a one-line reason when Chromium or Playwright is missing; under CI=true that is a failure."""
+The page is served by explore.py's own server on 127.0.0.1, in five copies: the untrained seed-3 export (one page of
+it shared by the tests that only read), a trained checkpoint's, a copy whose worker.js throws, a model of another text
+(train.py --data) and a grown rotary model (2 blocks x 2 heads)."""
 
 import dataclasses
 import importlib.util
@@ -217,11 +214,8 @@ def test_the_tricks_of_fast_js_add_in_the_order_of_the_plain_lines_they_replace(
 
 
 def test_a_grown_rope_checkpoint_of_train_py_checks_its_gradients_and_trains_at_its_sizes(open_page, grown_ckpt):
-    """The export of train.py's 2x2 rope checkpoint: the page's gradient check of its tiny copy passes, and fails a
-    backward pass broken in one number of the second block, naming only that tensor; a lesson that runs model.py says
-    why it cannot; and the page trains at the loaded sizes. (Its logits against numpy_model's, through the Load
-    weights button: the test of every kind; the page's samples against sample.py's, past the 64 positions: the test
-    of the downloaded weights.)"""
+    """The export of train.py's 2x2 rope checkpoint. (Its logits: the test of every kind of checkpoint; its samples
+    past the 64 positions: the test of the downloaded weights.)"""
     page = open_page("grown")
     assert "2 blocks x 2 heads" in page.inner_text("#model-status") and "rotary" in page.inner_text("#model-status")
     assert "width 4, 2 blocks x 2 heads, rotary positions" in page.inner_text("#check-sizes")
@@ -282,12 +276,8 @@ def shown(page, selector):
 
 def test_explore_py_and_the_load_button_read_every_kind_of_checkpoint_train_py_writes(open_page, capsys, grown_ckpt,
                                                                                        tmp_path):
-    """Other widths and max-lens, float64, the PyTorch backend (where it is installed), and the grown 2x2 rope
-    model: explore.py exports each, and the untrained page's Load weights button reads them one after another: the
-    config, numpy_model's logits (within 1e-12 relative), a block and a head of the attention map to choose, and the
-    position panel's heatmap of position rows only for a model that has them, in the order rope, sinusoidal, none.
-    (Before, the learned model's heatmap stayed on screen after loading a rope model, under the words that say there
-    is none.) At the end every hidden element of the page is not displayed, whatever its rules say."""
+    """The untrained page's Load weights button reads each kind one after another (before, the learned model's
+    heatmap stayed on screen after loading a rope model, under the words that say there is none)."""
     from oneblock import numpy_model
 
     kinds = [train(tmp_path / f"{kind}.safetensors", "--steps", "5", "--batch", "2", "--val-stories", "20",
@@ -598,9 +588,7 @@ def outline_box(page):
 
 
 def test_the_attention_outline_follows_the_hovered_row_and_returns_to_the_chosen_one(reader):
-    """The outline is drawn around the chosen row (the last, at first). Hovering row 2 and then row 5: the readout
-    reads that row and the outline is around it, and only it; the mouse leaves: both are back on the chosen row.
-    Where the rows lie is read from the pixels of the first outline (a row's outline is one cell and 2 pixels of
+    """Where the rows lie is read from the pixels of the first outline (a row's outline is one cell and 2 pixels of
     line each side tall). (Before, the outline stayed on the chosen row while the readout followed the mouse.)"""
     page = reader
     rows = int(page.get_attribute("#attention-maps canvas", "data-rows"))
@@ -661,10 +649,7 @@ def test_fifty_steps_in_the_worker_lower_the_loss_draw_the_curve_and_move_the_pa
 
 
 def test_downloaded_weights_load_in_sample_py_and_give_the_pages_greedy_text(open_page, capsys, tmp_path):
-    """Before Start, fresh weights say that they replace the loaded model, and after their run it comes back; then
-    20 steps from the loaded weights, their greedy sample (past the 64 positions, so cropped as sample.py crops) and
-    a seeded one, and the file the page downloads: sample.py gives the same texts from it, and it loads back into the
-    page. (checkpoint.py reads it with its tokenizer, as explore.py reads a file it exports.)"""
+    """The greedy sample runs past the 64 positions, so it is cropped as sample.py crops."""
     page = open_page("trained")
     status = page.inner_text("#model-status")
     note = page.locator("#train-replace-note")
@@ -804,11 +789,7 @@ def test_bad_input_gives_messages_and_the_rest_keeps_working(open_page):
 
 
 def test_bench_explorer_runs_another_version_in_turns_and_the_second_block_experiment(browser, tmp_path, capsys):
-    """dev/bench_explorer.py --against: the page of a git revision (here HEAD's) and this one take turns, and the
-    report has both medians and their ratio; a revision that is not one is exit 2. Then the second-block experiment's
-    Start with its own settings: two blocks pass 90% copy accuracy on the test sequences, one block never reaches 40%,
-    the second block's best head copies better than one block's head, and the attention of every head is drawn (the
-    report's aim of 2 minutes is the bench's to measure, not this test's)."""
+    """The report's aim of 2 minutes for the second-block experiment is the bench's to measure, not this test's."""
     if subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True).returncode != 0:
         pytest.skip("not a git checkout")
     bench = [sys.executable, "-m", "dev.bench_explorer"]
@@ -855,10 +836,7 @@ def test_a_worker_that_fails_is_a_message_and_the_rest_keeps_working(open_page):
 
 
 def test_a_model_of_your_own_text_in_the_page(open_page, own_ckpt):
-    """The page reads the tokenizer the checkpoint carries (bpe.py's pattern and IDs on every line of the text, and
-    on text past U+FFFF, with a combining accent), train.py's split and validation windows, and gives model.py's
-    logits (within 1e-13 relative; with both kinds of sums, on every config against every implementation:
-    tests/test_one_config.py), and says that there is no floor."""
+    """(The logits with both kinds of sums, on every config against every implementation: tests/test_one_config.py.)"""
     page = open_page("own-text")
     ckpt = checkpoint.load_checkpoint(own_ckpt)
     tok = checkpoint.tokenizer_of(ckpt, ROOT / "tokenizer.json", own_ckpt)

@@ -1,8 +1,6 @@
-"""The explorer's JavaScript as code: every file of explorer/ keeps to lines of at most 120 characters and names the
-position schemes only in model.js, every module loads as an ES module in a real headless Chromium, and model.js's
-model_config is oneblock/config.py's ModelConfig where the page meets a config (config_to_json:
-tests/test_one_config.py), down to the checkpoint the page writes, which reads in checkpoint.py as the model it was.
-The browser tests skip as tests/test_explorer.py's do when there is no Chromium (and fail under CI=true)."""
+"""The explorer's JavaScript as code: its files' lines and where they name the position schemes, every module loaded
+as an ES module in a real headless Chromium, and model.js's model_config as oneblock/config.py's ModelConfig where the
+page meets a config (config_to_json: tests/test_one_config.py), down to the checkpoint the page writes."""
 
 import dataclasses
 import json
@@ -56,11 +54,9 @@ LOAD = """async (name) => {
 
 
 def test_every_module_of_the_explorer_loads_as_an_es_module_and_the_page_without_data_says_how_to_get_it(browser):
-    """Every .js file of explorer/, each imported as an ES module, one after another, by a page at the folder's
-    address: index.html without its own script, so that page.js finds the page it draws. An uncaught error of the
-    page while a module loads counts as that module's. And the page's files alone (no data/, as when the page is
-    opened without explore.py, or with data/ of an earlier format) give a message saying how to get it, not a blank
-    page."""
+    """Each module is imported by a page at the folder's address, index.html without its own script, so that page.js
+    finds the page it draws; an uncaught error of the page while a module loads counts as that module's. Without
+    data/: the page opened without explore.py, or with data/ of an earlier format."""
     html = re.sub(r'\s*<script type="module" src="page\.js"></script>', "",
                   (EXPLORER / "index.html").read_text(encoding="utf-8"))
     assert "<script" not in html  # the page has one script, page.js: here every module is imported by hand
@@ -267,10 +263,8 @@ WRITE_JS = """([fields, rng_words, names]) => {
 
 
 def test_the_pages_checkpoint_records_the_model_once_as_checkpoint_py_does(modules_page):
-    """A file the page writes (its Download button's checkpoint_bytes, given the run's settings with the model's as
-    the page keeps them) reads in checkpoint.py as the model it was: a grown one as format version 3, its training
-    the run's settings alone, and a one-block one as version 1, with positions but no blocks or heads in its
-    training, as before models could grow."""
+    """A file the page writes (its Download button's checkpoint_bytes): a one-block model as version 1, with positions
+    but no blocks or heads in its training, as before models could grow."""
     from oneblock import checkpoint, export
 
     rng_words = list(random.Random(3).getstate()[1])

@@ -1,9 +1,6 @@
-"""The explorer's lessons view (explorer/lessons.js), driven end to end in a real headless Chromium (Playwright, as
-tests/test_explorer.py drives the page), against the Python's lessons on the same weights: docs/explorer.md ("How it
-is checked") says what is held bit for bit and what within which bound, and why. The page is an export of the
-untrained seed-3 model (model.init_params(96, 16, 64, 64, 3)), served by the explorer's own server. Outside CI the
-tests skip with a one-line reason when Chromium or Playwright is missing; under CI=true that is a failure
-(tests/conftest.py's browser fixture)."""
+"""The explorer's lessons view (explorer/lessons.js), driven end to end in a real headless Chromium (Playwright)
+against the Python's lessons on the same weights: docs/explorer.md, "How it is checked". The page is an export of the
+untrained seed-3 model, served by the explorer's own server."""
 
 import json
 import random
@@ -105,11 +102,8 @@ def page_values(lesson, depth):
 
 
 def test_the_pages_lessons_are_the_exports_words_filled_with_its_own_numbers(reader):
-    """Keys, titles, questions and explanations (the templates filled with the page's tokenizer and runs), guesses,
-    what to type, the judges' rules and the live run of each lesson that trains, in the command line's order: the
-    floor's and the positions' the Python's, the second block's the page's experiment's (experiments.js DEPTH: 800
-    steps of 32), and, without ?lesson-steps, no word of fewer steps (with it: the test of the trained lessons). The
-    first screen has the link, and the link brings the lessons into view."""
+    """In the command line's order; the second block's live run is the page's experiment's (experiments.js DEPTH),
+    and without ?lesson-steps no word says fewer steps (with it: the test of the trained lessons)."""
     page = reader
     got = page.evaluate("() => explorer.modules.lessons.LESSONS.map((l) => ({key: l.key, title: l.title,"
                         " question: l.question, explain: l.explain, guess: l.guess, describe: l.describe,"
@@ -438,9 +432,7 @@ def python_copy(steps, depth):
 
 def test_the_three_trained_lessons_train_in_the_page_as_numpy_float64_does(learner):
     """Each with TEST_STEPS steps (the test hook, which each of the three names): the reveal's choice is the one the
-    Python's numbers make, and the numbers agree within 1e-9 relative: the floor run's validation loss (and the
-    floor, and the page's model's loss), each scheme's losses before and past position 64 and at 100 (learned
-    refused, in the same words), and the copy accuracy and loss of one block and two."""
+    Python's numbers make, and the numbers agree within 1e-9 relative."""
     from experiments.lessons_trained import copy_choice, page_val_loss, scheme_choice
     from oneblock import training
     from oneblock.settings import Settings
@@ -518,9 +510,7 @@ def test_the_scaling_lesson_in_the_page_shows_the_answer_the_terminal_computes(l
 
 def test_a_crafted_export_is_refused_in_a_line_and_freezes_nothing(learner, tmp_path):
     """Before: a crafted 1.6 MB data/scaling.json (120 x 120 cells) froze the tab for 38 s on the scaling lesson's
-    Check, which fitted it. Now the page fits nothing: a lessons.json past the bytes the page reads is refused
-    unread, a scaling answer of too many lines is refused on Check and a lesson's answer templates of too many lines
-    as the page loads, each in a line, at once; so are numbers an answer reads that are missing or too many."""
+    Check, which fitted it. Now the page fits nothing, and refuses each crafted part in a line, at once."""
     big = exported(tmp_path / "big", lambda data: json.dumps({**data, "pad": "x" * 1_600_000}).encode())
     page = learner(big)  # (ready at once: the file is not read)
     said = page.inner_text("#lessons-message")

@@ -1,26 +1,13 @@
-"""Hundreds of damaged checkpoints through every tool that reads one: sample.py, compare.py --ckpt, train.py --resume
-and explore.py --export. Each must either refuse the file (exit status 2, one line on stderr that starts with
-"error:", nothing on stdout, nothing written) or give exactly what the undamaged file gives.
+"""Hundreds of damaged checkpoints (checkpoint_edits.mutations of its three RUNS) through every tool that reads one:
+sample.py, compare.py --ckpt, train.py --resume and explore.py --export. Each must either refuse the file (exit
+status 2, one line on stderr that starts with "error:", nothing on stdout, nothing written) or give exactly what the
+undamaged file gives: the same exit status, stdout, stderr and files, the checkpoint as it was (train.py --resume has
+nothing left to do), and for explore.py the same export (`exported`). The own text is read in windows as long as the
+model (seq_len = max_len = 8), so that no damaged digit of seq_len is both in range and different.
 
-The files are mutations of three small checkpoints that train.py writes in a second: one block of the stories
-(format version 1), a grown model of the stories (2 blocks x 2 heads, version 3) and one block of a text of your own
-(--data). checkpoint_edits.mutations builds them, seeded: damage anywhere in the header and the data, every kind of
-edit of the header's JSON and of the values (the hashes made right again, so that only the checks of the values
-stand in the way), the pitfalls of a reader that does not read numbers, keys and names as Python does, and the
-HOSTILE_HEADERS that cost a careless reader its time. tests/test_page_loader.py gives the same files to the page.
-
-"The same result" is: the same exit status, stdout and stderr, the same files left in the folder, the checkpoint as
-it was (train.py --resume has nothing left to do and must write nothing), and for explore.py the same exported page,
-tokenizer, split, weights and manifest. A version 1 file's metadata is not under a hash (its bytes are what they
-were before models could grow), so there a damaged digit of val_loss, which sample.py's line on stderr and the
-explorer's manifest show, may go unnoticed: that number is the one thing not compared for those files. The own
-text has two documents, so that whatever val_fraction says, the same one validates, and it is read in windows as
-long as the model (seq_len = max_len = 8), so that no damaged digit of seq_len is both in range and different.
-
-Each case runs in a process of its own, forked from a server that imported the tool once (tests/fork_server.py),
-with RLIMIT_AS on it; the HOSTILE_HEADERS first, each refused within HOSTILE_S of CPU time, then every other case,
-through each tool: the same files on any machine, however busy (no deadline cuts the run short).
-(tests/test_checkpoint.py checks checkpoint.py's messages for such files in-process.)
+Each case runs in a process forked from tests/fork_server.py, under RLIMIT_AS: the HOSTILE_HEADERS first, each
+refused within HOSTILE_S of CPU time, then the rest; no deadline cuts the run short, so any machine tries the same
+files.
 """
 
 import json

@@ -1,9 +1,6 @@
-"""experiments/grid.py: a grid of tasks gives the same results, bit for bit and in the tasks' order, in this process,
-on a process pool of two workers and on a local Dask cluster of two (a toy task of NumPy numbers with tasks that
-follow from others' results, and small real training runs); each pool worker computes with one BLAS thread; a grid
-killed with SIGKILL resumes, computing only what is missing, and ends with the results of an unbroken one; a bad
-result file is named and never replaced; a task that raises stops the grid, naming it, with the finished results
-kept; a bad input is named before any work, and a missing Dask is one clear error.
+"""experiments/grid.py: the same results, bit for bit and in the tasks' order, in this process, on a process pool of
+two workers and on a local Dask cluster of two, however the grid is stopped; and every bad input, result or task
+named before any work or stopping the grid in one line.
 
 The tasks are tests/grid_tasks.py's (the workers import them). Without dask and distributed the Dask test skips with
 its reason, except under CI=true, where that is a failure."""

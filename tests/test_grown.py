@@ -1,9 +1,6 @@
-"""A grown model (several blocks, several heads) in both NumPy paths, numpy_model.py and numpy_fast.py (the tests that
-take `path` run once for each): every gradient by central differences (in every position scheme, and for one block of
-one head too), what heads are (independent attentions on slices of the channels, written out here), word order through
-two blocks, the names of the other blocks' parameters, and the sizes they refuse. Causality, one block's word order and
-float32 are test_numpy_paths.py's, for grown models too; the twin's checks are in test_torch_model.py, the one-block,
-one-head bits in test_one_block_fixture.py."""
+"""A grown model (several blocks, several heads) in both NumPy paths, numpy_model.py and numpy_fast.py (the tests
+that take `path` run once for each). Causality, one block's word order and float32: test_numpy_paths.py, for grown
+models too; the twin: test_torch_model.py; the one-block, one-head bits: test_one_block_fixture.py."""
 
 import math
 
@@ -22,10 +19,8 @@ GROWN = (20, 8, 8, 12, 7)  # vocab, d, hidden, max_len, seed: small enough for e
 @pytest.mark.parametrize("blocks, heads", [(1, 1), (2, 2), (3, 4)])
 @pytest.mark.parametrize("scheme, T", [("learned", 12), ("none", 16), ("sinusoidal", 16), ("rope", 16)])
 def test_every_gradient_of_a_grown_model_matches_central_differences(path, blocks, heads, scheme, T, capsys):
-    """Every parameter of 2 blocks x 2 heads (1,316 numbers) and 3 blocks x 4 heads (1,748), and of the one block of
-    one head (884) in every scheme too, float64, step 1e-6: max |central difference - gradient| < 1e-8. The schemes
-    without learned rows run past max_len = 12; their pos_emb gradient is exactly 0 and so is every central
-    difference of it (the loss does not read pos_emb at all). Prints the worst error, for docs/growing.md."""
+    """The schemes without learned rows run past max_len = 12; their pos_emb gradient is exactly 0 and so is every
+    central difference of it (the loss does not read pos_emb at all). Prints the worst error, for docs/growing.md."""
     params = nm.from_lists(jittered(*GROWN, scale=0.1, blocks=blocks))
     assert sum(t.size for t in params.values()) == {1: 884, 2: 1316, 3: 1748}[blocks]
     rng = np.random.default_rng(blocks * 10 + heads)

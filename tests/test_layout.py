@@ -1,20 +1,16 @@
 """The house: what stands at the root, and who imports whom, read from the code with ast (nothing is imported).
 
-- The root holds the seed's lab, the day-to-day commands, the README and pyproject.toml, and folders whose names say
-  their role: at most 20 entries (dot-files aside), at most 10 of them Python files. What git ignores there (out/,
-  where the lab's commands write, and whatever else .gitignore names) is what running the lab made, not the tree's;
-  any other file at the root is a stray that fails the test.
-- No module imports a command-line script: train.py, sample.py, explore.py and trace_block.py are command lines
-  over the library, and only the seed's test_model.py imports trace_block, as the seed does (the other tests run
-  them as a user does, in subprocesses). The experiments and the benchmarks are commands too: none of the lab's
-  modules imports one that has a command line of its own (a test may import one, to check its parts).
+- The root holds the seed's lab, the day-to-day commands, the README, pyproject.toml and folders whose names say
+  their role: at most 20 entries (dot-files aside), at most 10 of them Python files. What git ignores there is what
+  running the lab made, not the tree's; any other file at the root is a stray that fails the test.
+- No module imports a command-line script (SCRIPTS, but for the seed's EXCEPTION; the other tests run them as a user
+  does, in subprocesses), and no lab module imports an experiment or benchmark that has a command line of its own (a
+  test may, to check its parts).
 - No import cycle, among all the lab's modules and the tests' helpers.
 - The pins of tests/requirements*.txt are pyproject.toml's, and the other way round.
-- A module of the page (explorer/*.js) mirrors a Python one only for maths the page computes live: the model, its
-  training, sampling, the tokenizer, the checkpoint it reads and writes, the live experiments and checks, the
-  lessons' answers. Every other rule and every word is the Python's alone, exported to the page (the lessons' words
-  and the scaling lesson's fits: oneblock/export.py's lessons_data); PAGE_MODULES names each module with what it
-  mirrors, and a module not named there (such as a copy of the scaling law's fit) fails the test.
+- A module of the page (explorer/*.js) mirrors a Python one only for maths the page computes live; every other rule
+  and word is the Python's alone, exported to the page (oneblock/export.py's lessons_data). A module not named in
+  PAGE_MODULES (such as a copy of the scaling law's fit) fails the test.
 """
 
 import ast

@@ -1,9 +1,7 @@
 """The lessons' first ten (oneblock/lessons.py), the path of every lesson, and their command line (python3 -m
-experiments.lessons): each lesson driven with scripted input (a right guess, a wrong one, a bad one that is asked
-again), the scaling lesson's too (experiments/lessons_scaling.py, where NumPy and SciPy are installed), each answer
-equal to what this test computes on its own with model.py for the same weights (exactly, where the lab is exact),
-docs/lessons.md's folded answers equal to what the lessons compute, and the command line run as a learner runs it,
-with its input scripted. Standard library only, but for the scaling lesson's and the trained answers' tests."""
+experiments.lessons), each lesson driven with scripted input, each answer equal to what this test computes on its
+own with model.py for the same weights (exactly, where the lab is exact). Standard library only, but for the scaling
+lesson's and the trained answers' tests."""
 
 import ast
 import io
@@ -395,10 +393,9 @@ def test_the_page_has_a_section_for_every_lesson_of_the_path_in_its_order():
     assert list(page_sections()) == [lesson.key for lesson in EVERY]
 
 
-# The lessons that train: the page folds one machine's output, labelled with its NumPy, kernels and threads, held as
-# docs/lessons.md's last section says: every word, setting, count and floor to the digit; the figures of float32
-# training to the digit where the kernels are the page's, elsewhere within how far each moved over the four kernel
-# families measured there, plus one unit of its last digit; the times (seconds) only in their place. About 12 s.
+# The lessons that train: the page folds one machine's output, labelled with its NumPy, kernels and threads, held to
+# the bounds of docs/lessons.md's last section (MOVES, plus one unit of a figure's last digit; the times only in
+# their place). About 12 s.
 
 MOVES = {  # lesson -> [(a pattern of an answer line, with a group for each figure that moves, how far each moved)]
     "floor": [(r"above the floor by (\d+\.\d+)", (0.0566,)),

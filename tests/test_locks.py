@@ -1,13 +1,6 @@
-"""Owning an output path (atomic.own, atomic.hold), each case in this process: the path is judged before anything is
-made (a folder, a FIFO, a device, a socket, a link to one or to nothing, a name too long, an input of the run by any
-name: each refused in one line and left as it was); the lock is made new and never follows a link or opens what is
-at its name (a link to a file of yours, your own file, a folder, a FIFO, another live holder's); a killed run's lock
-is taken over; the caller's reader judges what is there while the path is held; a run removes only the temporary
-files a killed writer of its own path left, never another run's save in progress or a file of yours; a file has one
-lock however it is named (a link to it and the file itself are one path, and a run through a link writes its
-target). Then, through the commands (train.py in this process, through runpy, where no signal is sent): torchrun
-numbers that make no sense, a signal as the lock is made, and train.py and bpe.py stopped by a signal, each in one
-line, leaving nothing behind. (What is at train.py's and bpe.py's --out: tests/test_nothing_lost.py.)"""
+"""Owning an output path (atomic.own, atomic.hold), each case in this process; then, through the commands (train.py
+in this process, through runpy, where no signal is sent), torchrun's numbers and signals, each in one line, leaving
+nothing behind. (What is at train.py's and bpe.py's --out: tests/test_nothing_lost.py.)"""
 
 import os
 import random

@@ -1,9 +1,7 @@
-"""Nothing lost: every way train.py and bpe.py once replaced or lost a file, or read an input without end. Two runs
-racing for one --out (one held in its data preparation by a hook, so that the race happens every time), inputs that
-are not regular files, sizes that would not fit in memory (under a resource limit, so that a
-regression cannot take the machine down), and writes that fail (a file-size limit gives a real write error, as a
-full disk does), each in a real subprocess; the tokenizer's copy beside a checkpoint, and what is at a path a run
-writes (train.py's --out, its best checkpoint and that copy, bpe.py's --out), through the commands in this process."""
+"""Nothing lost: every way train.py and bpe.py once replaced or lost a file, or read an input without end. Races, inputs
+that are not regular files, sizes that would not fit in memory (under a resource limit, so that a regression cannot
+take the machine down) and failing writes (a file-size limit gives a real write error, as a full disk does) run in a
+real subprocess; what is at a path a run writes, through the commands in this process."""
 
 import os
 import time

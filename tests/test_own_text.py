@@ -1,9 +1,6 @@
-"""Your own text: bpe.py on any UTF-8 text (a hand-derived known answer, round trips, the Hugging Face library
-giving the same IDs on every line), train.py --data (the split, the validation windows, a checkpoint that carries
-its tokenizer), sample.py and explore.py reading that checkpoint with no tokenizer flag, a wrong tokenizer refused,
-and every bad input a one-line message, exit 2 and nothing written. The commands run in this process (runpy) but
-for the one run the module's tests read. (A --data run stopped and resumed to the straight run's bytes:
-tests/test_best_checkpoint.py; a resume after a real SIGKILL: tests/test_train.py.)"""
+"""Your own text: bpe.py on any UTF-8 text, train.py --data, and sample.py and explore.py reading that checkpoint with
+no tokenizer flag. The commands run in this process (runpy) but for the one run the module's tests read. (A --data
+run stopped and resumed: tests/test_best_checkpoint.py; after a real SIGKILL: tests/test_train.py.)"""
 
 import json
 import math

@@ -1,16 +1,8 @@
-"""The explorer page's "Load weights" decides as checkpoint.py does, in a real headless Chromium (driven by Playwright):
-the damaged files of checkpoint_edits.mutations (tests/test_fuzz_checkpoints.py's, every one) go through the page's
-own reading of a file (read_weights_file, what the button calls) and through Python's, and the page refuses every
-file Python refuses, in one line of its own that names `python3 explore.py --ckpt FILE` for the full reason, and
-reads the others; but for the JSON grammar listed in GRAMMAR, which cannot change what the page shows. The hostile
-files of the defect report are refused at once by arithmetic, a file too large for the page is refused by its size
-before it is read, and a large valid file is read off the page's main thread, which keeps drawing frames meanwhile.
-(Python's messages for these files are tests/test_checkpoint.py's; every tool's one-line refusal,
-tests/test_fuzz_checkpoints.py's.)
-
-Python's reading of a file for the page is what explore.py holds a checkpoint to before it exports it
-(export.read_weights; python_reading below). Outside CI the tests skip with a one-line reason when Chromium or
-Playwright is missing; under CI=true that is a failure."""
+"""The explorer page's "Load weights" decides as checkpoint.py does, in a real headless Chromium (Playwright): every
+damaged file of checkpoint_edits.mutations goes through the page's own reading of a file (read_weights_file, what the
+button calls) and through Python's (python_reading: what explore.py holds a checkpoint to before it exports it).
+(Python's messages for these files: tests/test_checkpoint.py; every tool's one-line refusal:
+tests/test_fuzz_checkpoints.py.)"""
 
 import json
 import time
@@ -221,11 +213,8 @@ def chosen(page, path):
 
 
 def test_hostile_headers_are_refused_at_once(pages, base_checkpoints, served, tmp_path):
-    """10^7 and 10^9 blocks, widths of 300,000,001 and 10^4000 and a shape of 3,000,000 twos, through the Load
-    weights button: each refused in one line within REFUSE_S of choosing it; the model is unchanged and the page
-    works on. The defect report's files (7 to 140 s before, or a crashed tab) are the HOSTILE_HEADERS of the grown
-    model, with the blocks in the training settings too, so that only the arithmetic can refuse them. (That Python
-    refuses each too, and the page's reading agrees: the test above.)"""
+    """The defect report's files (7 to 140 s before, or a crashed tab) are the HOSTILE_HEADERS of the grown model,
+    with the blocks in the training settings too, so that only the arithmetic can refuse them."""
     _, bases = base_checkpoints
     _, url = served
     page = pages(f"{url}/stories/index.html")

@@ -19,10 +19,8 @@ VAL = (ROOT / "corpus.txt").read_text(encoding="utf-8").splitlines()[-300:]  # t
 
 
 def test_reduced_experiment_runs_and_has_the_shape_of_the_full_one(tmp_path, capsys):
-    """--check says OK, its record has the reduced plan's shape, and its --out in a missing folder got that folder
-    and the record, and nothing else (before the fix: a traceback after the run). (depth.py's and drops.py's
-    --check, the same recording.run_or_check with their own plans: docs/depth.md's and docs/scaling.md's commands,
-    which tests/test_readme.py runs.)"""
+    """Before the fix, an --out in a missing folder was a traceback after the run. (depth.py's and drops.py's --check,
+    the same recording.run_or_check: docs/depth.md's and docs/scaling.md's commands, run by tests/test_readme.py.)"""
     out = tmp_path / "new" / "sub" / "reduced.json"
     assert positions.main(["--check", "--out", str(out), "--quiet"]) == 0, capsys.readouterr().out
     assert capsys.readouterr().out.splitlines()[-1].startswith("OK: the reduced run has the shape of the full one")

@@ -1,16 +1,11 @@
 """Every command that the README and the pages of docs/ show runs as written, in its page's order, in a fresh copy of
 the repository: one test per page, so that pytest-xdist runs the pages side by side.
 
-A command is a code span or a line of a code block (after an optional `$ ` prompt) that starts with `python3` or
-`torchrun` (after optional VAR=value settings), and each ```python block. The few that train for minutes run here
-with fewer steps, the same reduction for every command of a script or module (REDUCED); the few that set up the
-environment this test already runs in, or take many minutes and have a reduced form of their own on the same page,
-are skipped (SETUP, LONG), as are the lessons that train, whose labelled output tests/test_lessons.py runs; a command
-a page shows being refused must be refused, in one line with its exit status (REFUSED), and one that reports work not
-done yet (a learner's blank workbook) must end as the page says (NOT_YET). A command that makes the same run as
-another command, of another page or of its own, runs once, where that one runs (RUN_ELSEWHERE). A command that fits
-none of these and fails, fails its page's test. After a page's commands the copy's root holds nothing new that git
-does not ignore (tests/test_layout.py's root_entries): they write under out/.
+A command is a code span or code line that starts with `python3` or `torchrun` (page_commands), or a ```python
+block. The tables below say, each with its reason, which commands run reduced (REDUCED), are skipped (SETUP, LONG),
+must be refused in one line (REFUSED), report work not done yet (NOT_YET) or make a run that another command makes
+(RUN_ELSEWHERE); any other that fails fails its page's test. After a page's commands the copy's root holds nothing
+new that git does not ignore (tests/test_layout.py's root_entries): they write under out/.
 
 Every page under docs/ is linked from the README and has commands of its own, and every relative link of every page
 leads to a file of the repository.
@@ -276,10 +271,9 @@ def fresh_copy(dest):
 
 
 def serve(run, repo, env):
-    """Start a serving command, wait for the URL it prints, fetch that page, then stop it with Ctrl-C (SIGINT): it
-    must have served the page and end with status 0. One that does not stop is killed, not left behind. Its SIGINT
-    is the one a terminal sends: a shell starts a background job (`pytest &`) with SIGINT ignored, which its children
-    inherit, and Python installs no KeyboardInterrupt for an ignored SIGINT."""
+    """Start a serving command, wait for the URL it prints, fetch that page, then stop it with Ctrl-C (SIGINT, as a
+    terminal sends it: a background pytest starts its children with it ignored): it must have served the page and end
+    with status 0. One that does not stop is killed, not left behind."""
     proc = subprocess.Popen(shlex.split(run), cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:

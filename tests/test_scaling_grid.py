@@ -1,9 +1,7 @@
 """experiments/scaling.py on every core: the reduced grid (--check's plan) gives the same record, bit for bit but its
 seconds, in this process, on a running Dask scheduler's workers, and on a process pool of two workers resuming from
-the per-run results a stopped grid wrote; that record has the full one's shape (its seeds split, check_record
-derives its summaries from its runs); the grid's options are checked before any work; and dev/bench_grid.py runs
-briefly. (That every executor of experiments/grid.py gives the same results, the local Dask cluster's included, and
-that a grid killed with SIGKILL leaves whole results to resume from, is tests/test_grid.py's.)
+the per-run results a stopped grid wrote. (Every executor of experiments/grid.py, and resuming after SIGKILL:
+tests/test_grid.py.)
 
 The command line here runs without the committed record's check, the minute of every --check that these tests do
 not ask about (docs/scaling.md's --check checks scaling.json, as a command: tests/test_readme.py).

@@ -1,10 +1,7 @@
-"""PyTorch autograd in float64 (torch_model.py) against both NumPy paths (numpy_model.py and numpy_fast.py, each test
-once for each), through dev/compare.py's rows: every intermediate, the logits, the loss and every gradient within 1e-11
-relative (largest absolute difference / largest absolute value of the reference tensor), on random model-like configs of
-every scheme and size. That the twin computes the model of a config is tests/test_one_config.py's (every implementation,
-one config); this file holds what is the twin's own: its independence of the NumPy path, its reading of the config, and
-its agreement on random sizes. Skipped only when torch is not installed; CI installs torch==2.13.0
-(tests/requirements-torch.txt)."""
+"""PyTorch autograd in float64 (torch_model.py) against both NumPy paths (each test once for each), through
+dev/compare.py's rows, on random model-like configs of every scheme and size. That the twin computes the model of a
+config is tests/test_one_config.py's; this file holds what is the twin's own: its independence of the NumPy path, its
+reading of the config, and its agreement on random sizes. Skipped only when torch is not installed (CI installs it)."""
 
 import subprocess
 import sys
