@@ -590,33 +590,31 @@ def field(x, kind, what):
 # Owning --out, and writing the record
 
 
-def record_there(typed, named, form, out):
-    """The reader a run judges the file at out (--out as typed: typed) with while it owns it (atomic.own), so that
-    no other run changes it between this look and the write: there must be none, or a record of this experiment
-    (its format, form) that --out named (named). So a record is replaced only by a run of its experiment that was
-    told its path (the committed one never by a run that was not), and a file that is not such a record (text,
-    another experiment's record) never is. A ValueError in one line says why."""
-    if not os.path.lexists(out):
-        return
-    try:
-        record = read_record(out)
-    except ValueError as e:
-        raise ValueError(atomic.not_its_kind(f"--out {typed}", "a record", e)) from None
-    if record.get("format") != form:
-        raise ValueError(f"--out {typed} holds a record of another experiment or version"
-                         f" ({str(record.get('format'))[:60]!r}, not {form!r}); {atomic.NEVER_REPLACED}")
-    if not named:
-        raise ValueError(f"{typed} already holds a record of this experiment, an earlier run's; name it (--out"
-                         f" {typed}) to replace it, or give another --out to keep it")
-
-
 def own(stack, typed, named, form, note, example, reads=()):
     """Make this run the owner of its record file, --out typed (named: whether the user gave it), until stack (an
-    ExitStack) closes (atomic.own, with record_there as its reader; reads: (words, path) pairs of the files the run
-    reads, which --out must not be). example: a record's name, for the hint. A ValueError, before anything is
-    trained or written, says what is wrong. Returns the file to write: --out with its links followed."""
-    return atomic.own(stack, typed, "--out", "a record file", example, partial(record_there, typed, named, form),
-                      note, reads)[0]
+    ExitStack) closes (atomic.own; reads: (words, path) pairs of the files the run reads, which --out must not be;
+    example: a record's name, for the hint), and judge what is there while it owns it, so that no other run changes
+    it between this look and the write: there must be none, or a record of this experiment (its format, form) that
+    --out named. So a record is replaced only by a run of its experiment that was told its path (the committed one
+    never by a run that was not), and a file that is not such a record (text, another experiment's record) never
+    is. A ValueError, before anything is trained or written, says why. Returns the file to write: --out with its
+    links followed."""
+
+    def judge(out):
+        if not os.path.lexists(out):
+            return
+        try:
+            record = read_record(out)
+        except ValueError as e:
+            raise ValueError(atomic.not_its_kind(f"--out {typed}", "a record", e)) from None
+        if record.get("format") != form:
+            raise ValueError(f"--out {typed} holds a record of another experiment or version"
+                             f" ({str(record.get('format'))[:60]!r}, not {form!r}); {atomic.NEVER_REPLACED}")
+        if not named:
+            raise ValueError(f"{typed} already holds a record of this experiment, an earlier run's; name it (--out"
+                             f" {typed}) to replace it, or give another --out to keep it")
+
+    return atomic.own(stack, typed, "--out", "a record file", example, judge, note, reads)[0]
 
 
 def write_record(out, typed, record):
