@@ -41,7 +41,7 @@ import sys
 import time
 from unittest import mock
 
-from atomic import output_problem, resolved, write_atomic
+from atomic import folder_for, output_problem, resolved, write_atomic
 from dev import figures_judge, positive, timed
 from oneblock import machine
 from oneblock.config import ModelConfig
@@ -764,7 +764,8 @@ def main(argv=None):
     command = " ".join(["python3", "-m", "dev.bench", *(argv or sys.argv[1:])])
     figures = {"command": command, "tricks": report_tricks(args)} if args.tricks else report_steps(args, sizes, command)
     if args.json:
-        write_atomic(resolved(args.json), json.dumps(figures, indent=2))
+        with folder_for(resolved(args.json)):  # (output_problem let a missing folder through: made here)
+            write_atomic(resolved(args.json), json.dumps(figures, indent=2))
         print(f"\nwrote {args.json}")
     return 0
 

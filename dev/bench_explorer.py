@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from atomic import output_problem, resolved, write_atomic
+from atomic import folder_for, output_problem, resolved, write_atomic
 from dev import figures_judge, load_average, positive
 from dev.chromium import is_png, need_browser, served_page, write_picture
 from oneblock import data as data_files, machine, training
@@ -319,7 +319,8 @@ def main(argv=None):
     if args.json:
         figures = {"settings": PAGE_DEFAULTS | {"steps": args.steps, "batch": args.batch}, "load_average": load,
                    "runs": runs, "rounds": {"page": pages, "before": befores}, "against": args.against, "depth": depth}
-        write_atomic(resolved(args.json), json.dumps(figures, indent=2) + "\n")
+        with folder_for(resolved(args.json)):  # (output_problem let a missing folder through: made here)
+            write_atomic(resolved(args.json), json.dumps(figures, indent=2) + "\n")
     return 0
 
 

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from atomic import output_problem, resolved, write_atomic
+from atomic import folder_for, output_problem, resolved, write_atomic
 from dev import figures_judge, load_average, positive
 from oneblock import machine
 
@@ -116,8 +116,8 @@ def main(argv=None):
                "seconds_per_run": {"1": one / runs, str(wide): many / runs}, "speed_up": one / many,
                "cores_used": {str(k): v for k, v in cores.items()},
                "same_results": same, "load_before": before, "load_after": after}
-    resolved(args.out).parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(resolved(args.out), json.dumps(figures, indent=1) + "\n")
+    with folder_for(resolved(args.out)):
+        write_atomic(resolved(args.out), json.dumps(figures, indent=1) + "\n")
     print(f"wrote {args.out}")
     return 0 if same else 1
 

@@ -10,7 +10,7 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-from atomic import resolved, write_atomic
+from atomic import folder_for, resolved, write_atomic
 from oneblock import machine
 from oneblock.export import UNTRAINED_SEED, export_site, read_weights
 from oneblock.server import make_server
@@ -73,7 +73,8 @@ def write_picture(path, raw):
     image = Image.open(io.BytesIO(raw)).convert("RGB")
     palette = image.quantize(colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
     palette.save(out, "PNG", optimize=True)
-    write_atomic(resolved(path), out.getvalue())
+    with folder_for(resolved(path)):
+        write_atomic(resolved(path), out.getvalue())
 
 
 def is_png(raw):

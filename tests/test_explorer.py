@@ -793,12 +793,13 @@ def test_bench_explorer_runs_another_version_in_turns_and_the_second_block_exper
     if subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True).returncode != 0:
         pytest.skip("not a git checkout")
     bench = [sys.executable, "-m", "dev.bench_explorer"]
-    proc = subprocess.run([*bench, "--against", "HEAD", "--steps", "20", "--rounds", "2", "--json",
-                           str(tmp_path / "bench.json"), "--depth-screenshot", str(tmp_path / "depth.png")],
+    json_out, picture = tmp_path / "new" / "bench.json", tmp_path / "pictures" / "depth.png"  # (folders not made)
+    proc = subprocess.run([*bench, "--against", "HEAD", "--steps", "20", "--rounds", "2", "--json", str(json_out),
+                           "--depth-screenshot", str(picture)],
                           cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr
     assert "this page against the page of HEAD, 2 runs each in turns: median" in proc.stdout
-    record = json.loads((tmp_path / "bench.json").read_text())
+    record = json.loads(json_out.read_text())
     assert len(record["rounds"]["page"]) == len(record["rounds"]["before"]) == 2
     assert record["runs"]["before"]["tokens_per_s"] > 0
 
@@ -813,7 +814,7 @@ def test_bench_explorer_runs_another_version_in_turns_and_the_second_block_exper
     assert depth["maps"] == {"1": 1, "2": 2}
     best = max(h["induction"] for h in depth["scores"]["2"][1])
     assert best > max(h["induction"] for h in depth["scores"]["1"][0])  # the second block's head copies; one cannot
-    assert (tmp_path / "depth.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     from dev import bench_explorer
 
     assert bench_explorer.main(["--against", "no-such-revision"]) == 2  # (before any page runs: in this process)

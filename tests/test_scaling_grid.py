@@ -237,7 +237,7 @@ def test_without_dask_the_dask_executor_is_refused_naming_the_packages(capsys, m
 def test_the_grid_benchmark_times_one_worker_and_two_and_writes_the_speed_up(tmp_path, capsys):
     from dev import bench_grid
 
-    out = tmp_path / "bench.json"
+    out = tmp_path / "new" / "bench.json"  # (its folder is made)
     assert bench_grid.main(["--rounds", "1", "--scale", "0.25", "--workers", "2", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     figures = json.loads(out.read_text())
