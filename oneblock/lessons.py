@@ -186,11 +186,8 @@ def build_lab(ckpt_path=None):
     (True, None, 7440)
     """
     if ckpt_path is None:
-        tokenizer = bpe.Tokenizer.load(TOKENIZER_FILE)
-        vocab, d, hidden, max_len, seed = SEED
-        return SimpleNamespace(params=model.init_params(vocab, d, hidden, max_len, seed),
-                               config=ModelConfig(vocab, d, hidden, max_len), tokenizer=tokenizer, ckpt_path=None,
-                               write=print)
+        return SimpleNamespace(params=model.init_params(*SEED), config=ModelConfig(*SEED[:4]),
+                               tokenizer=bpe.Tokenizer.load(TOKENIZER_FILE), ckpt_path=None, write=print)
     ckpt = checkpoint.load_checkpoint(checkpoint.named_checkpoint(ckpt_path, ", or leave out --ckpt for the seed's"
                                                                              " weights"))
     tokenizer = checkpoint.tokenizer_of(ckpt, TOKENIZER_FILE, str(ckpt_path))
