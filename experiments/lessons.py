@@ -1,14 +1,9 @@
-"""Predict, then check: the lab's lessons in the terminal. Each asks a question, waits for your guess, then computes
-the answer live with model.py (or NumPy, for the lessons that train) and shows both.
+"""Predict, then check: the lab's lessons in the terminal, each answered live (docs/lessons.md, "Running them").
 
-    python3 -m experiments.lessons                          every lesson, in order
-    python3 -m experiments.lessons --lesson order           one lesson, by its key
-    python3 -m experiments.lessons --list                   the keys and titles
-    python3 -m experiments.lessons --ckpt out/ckpt.safetensors   on a trained checkpoint's weights, not the seed's
-    python3 -m experiments.lessons --lesson tokens --guess 4     one lesson with the guess given, nothing asked
+    python3 -m experiments.lessons [--list] [--lesson KEY [--guess TEXT]] [--ckpt PATH]
 
-Type q, or end the input, to stop (status 0); a bad --lesson, --ckpt or --guess is one line on stderr, "error: ...",
-with status 2. docs/lessons.md has the path, and which lessons need NumPy and SciPy.
+q, or the end of input, stops (status 0); a bad --lesson, --ckpt or --guess is one line on stderr, "error: ...",
+with status 2.
 """
 
 import argparse

@@ -1,8 +1,5 @@
-"""The scaling lesson: lesson 14 of the path, after the three that train (experiments/lessons_trained.py), with
-oneblock/lessons.py's Lesson and judges. Where is the floor, and does the usual fit find it? Its answer is computed
-live from experiments/scaling.json's runs, training nothing: the law fitted with E free and with E fixed at the
-data's exact floor (scaling_law.fit_law, as experiments/scaling.py fits it), and refitted with E free on the larger
-budgets only. The page shows the same answer, computed by explore.py's export (oneblock/export.py, lessons_data).
+"""The scaling lesson, 14 of docs/lessons.md: the law fitted live to experiments/scaling.json's runs (training
+nothing), with oneblock/lessons.py's Lesson and judges. explore.py's export computes the same answer for the page.
 
     >>> SCALING.key, SCALING.guess, SCALING.judge(0.43, {"value": 0.430}), SCALING.judge(0.49, {"value": 0.430})
     ('scaling', ('number',), 'right', 'off')
@@ -19,8 +16,7 @@ from experiments.scaling_judged import LEFT
 from experiments.scaling_law import TIGHT, fit_law, law_cost, law_points, point_arrays
 from oneblock.lessons import Lesson, Skip, Within
 
-HERE = Path(__file__).resolve().parent
-RECORD_FILE = HERE / "scaling.json"  # experiments/scaling.py's committed record
+RECORD_FILE = Path(__file__).resolve().parent / "scaling.json"  # experiments/scaling.py's committed record
 RECORD_FORMAT = "scaling experiment v1"  # its "format" field (scaling.py's FORMAT)
 
 
@@ -67,9 +63,8 @@ def fitted_at(n, d, loss, floor=None, **options):
 
 def scaling_numbers(points):
     """The lesson's numbers from law_points' JSON: the floor; the fits over every cell with E free and with E fixed
-    at the floor (as scaling.py fits them), and the ratio of their costs (what forcing E to the truth costs); and E
-    free refitted on the cells of each cut's budget and above, converged fully, as the record's floors by cut are
-    (on the top budgets SciPy's default tolerances stop short of the minimum by parts in 10^3 of A and B)."""
+    at the floor (as scaling.py fits them), and the ratio of their costs; and E free refitted from each cut's budget
+    up, converged fully (TIGHT), as the record's floors by cut are."""
     floor = points["floor"]
     n, d, loss = point_arrays(points)  # (cells,) each
     free, fixed = fitted_at(n, d, loss), fitted_at(n, d, loss, floor)

@@ -1,6 +1,5 @@
-"""The lessons that train: lessons 11 to 13 of the path, after the ten of oneblock/lessons.py (whose Lesson, judges
-and lab they share). Each answer is computed live, with NumPy: a short run trained on the spot from the seed's
-initial weights (the steps are said with the answer). An answer writes its progress through lab.write.
+"""The lessons that train, 11 to 13 of docs/lessons.md, with oneblock/lessons.py's Lesson, judges and lab: each
+answer trains a short NumPy run live, writing its progress through lab.write.
 
     >>> [lesson.key for lesson in LESSONS]
     ['floor', 'positions-past-length', 'second-block']
@@ -79,7 +78,7 @@ def floor_answer(lab, steps=FLOOR_RUN["steps"]):
                       "side": "above" if gap > 0 else "below", "weights": weights(lab),
                       "page": [why or {"case": "measured", "loss": page, "over": page - data.val_floor}]},
             "steps": steps, "val_loss": run.val_loss, "val_floor": data.val_floor, "corpus_floor": corpus_floor,
-            "gap": gap, "page_val_loss": page, "seconds": seconds}
+            "gap": gap}
 
 
 FLOOR = Lesson(
@@ -204,7 +203,7 @@ def past_length_answer(lab, steps=PAST_RUN["steps"]):
                       "positions": lab.config.positions, "page": page,
                       "runs": [{"name": scheme, **got} for scheme, got in runs.items()],
                       "within": [{"name": scheme, **got} for scheme, got in runs.items() if "within" in got]},
-            "steps": steps, "runs": runs, "windows": len(ids), "seconds": seconds}
+            "steps": steps, "runs": runs, "windows": len(ids)}
 
 
 POSITIONS_PAST_LENGTH = Lesson(
@@ -307,7 +306,7 @@ def second_block_answer(lab, steps=COPY_STEPS):
     return {"value": copy_choice(one, two),
             "slots": {"sequences": TEST_SEQUENCES, "models": models, "points": 100 * (two - one), "seconds": seconds,
                       "steps": steps, "far": 100 * COPY_MARGIN},
-            "steps": steps, "measures": measured, "seconds": seconds}
+            "steps": steps, "measures": measured}
 
 
 SECOND_BLOCK = Lesson(

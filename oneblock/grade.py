@@ -89,12 +89,6 @@ def arguments(step, case):
     return copy.deepcopy(args)
 
 
-ATTENTION_GRADS = ["Wo", "Wv", "Wq", "Wk"]  # in the order attention_backward computes them
-FORWARD_CACHE = ["x0", "h1", "weights", "x1", "h2", "pre", "act", "x2", "hf"]  # in forward's order
-BACKWARD_ORDER = ["b_out", "W_out", "lnf_g", "lnf_b", "b2", "W2", "b1", "W1", "ln2_g", "ln2_b", "Wo", "Wv", "Wq",
-                  "Wk", "ln1_g", "ln1_b", "tok_emb", "pos_emb"]  # the gradients, last layer first
-
-
 def outputs(step, result):
     """[(tensor's name, value), ...] of what step returned, in the order the lab computes it; a ValueError says
     what is missing from the result (a cache entry the later steps read, a gradient)."""
@@ -109,15 +103,18 @@ def outputs(step, result):
             return [*((f"cache[{n!r}]", cache[n]) for n in ("q", "k", "v", "weights", "ctx")), ("out", out)]
         if step == "attention_backward":
             grads, dx = result
-            return [*((f"grads[{n!r}]", grads[n]) for n in ATTENTION_GRADS), ("dx", dx)]
+            return [*((f"grads[{n!r}]", grads[n]) for n in ("Wo", "Wv", "Wq", "Wk")), ("dx", dx)]
         if step == "forward":
             logits, cache = result
+            names = ("x0", "h1", "weights", "x1", "h2", "pre", "act", "x2", "hf")  # in forward's order
             return [*(("cache['att']['weights']", cache["att"]["weights"]) if n == "weights" else
-                      (f"cache[{n!r}]", cache[n]) for n in FORWARD_CACHE), ("logits", logits)]
+                      (f"cache[{n!r}]", cache[n]) for n in names), ("logits", logits)]
         if step == "loss_and_dlogits":
             loss, dlogits = result
             return [("loss", loss), ("dlogits", dlogits)]
-        return [(f"grads[{n!r}]", result[n]) for n in BACKWARD_ORDER]
+        return [(f"grads[{n!r}]", result[n]) for n in ("b_out", "W_out", "lnf_g", "lnf_b", "b2", "W2", "b1", "W1",
+                                                        "ln2_g", "ln2_b", "Wo", "Wv", "Wq", "Wk", "ln1_g", "ln1_b",
+                                                        "tok_emb", "pos_emb")]  # last layer first
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"it returned {kind_of(result)}, without {e}: the docstring and the return line in its"
                          f" comments say what it returns") from None
@@ -200,23 +197,19 @@ FORWARD_OF = {"layernorm_backward": "layernorm_forward", "attention_backward": "
 UPSTREAM = {"layernorm_backward": "dy", "attention_backward": "dout", "backward": "dlogits"}  # the gradient it is given
 
 
-def input_of(step, args, name):
-    """The tensor, among the arguments of step's forward, whose gradient step's output name is."""
-    if step == "layernorm_backward":
-        return args[["dx", "dg", "db"].index(name)]
-    if step == "attention_backward" and name == "dx":
-        return args[1]
-    if step in ("attention_backward", "backward"):
-        return args[0][name.split("'")[1]]  # (grads['Wq'] -> the parameter Wq)
-    return args[0]  # (dlogits -> the logits)
-
-
 def nudged(step, module, case, name, index, by):
     """The scalar whose gradient step's output name is, through the learner's own forward, with the input entry at
     index moved by `by`: sum(upstream gradient * output), or for the loss the loss itself."""
     forward = FORWARD_OF[step]
     args = arguments(forward, case)
-    row = input_of(step, args, name)
+    if step == "layernorm_backward":  # row: the argument of the forward whose gradient name is
+        row = args[["dx", "dg", "db"].index(name)]
+    elif step == "attention_backward" and name == "dx":
+        row = args[1]
+    elif step in ("attention_backward", "backward"):
+        row = args[0][name.split("'")[1]]  # (grads['Wq'] -> the parameter Wq)
+    else:
+        row = args[0]  # (dlogits -> the logits)
     for i in index[:-1]:
         row = row[i]
     row[index[-1]] += by

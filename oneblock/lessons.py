@@ -1,10 +1,6 @@
-"""The lessons: predict, then check. Each lesson asks a question about the lab, takes the learner's guess first, then
-computes the answer live from the model's own weights and shows the guess against it, with why and where.
-
-A lesson is a Lesson (below). `lab` is what every answer reads, built once by build_lab: the seed's weights (or a
-trained checkpoint's), its ModelConfig and its tokenizer. `ask` goes through one lesson with injectable read and
-write, so a test can script it. These ten run on model.py, standard library only; experiments/lessons_trained.py
-has the ones that train, and `python3 -m experiments.lessons` is the command line that asks them all.
+"""The first ten lessons of docs/lessons.md (predict, then check), on model.py, standard library only: each a Lesson
+(below), answered from the lab that build_lab makes; `ask` goes through one with injectable read and write.
+experiments/lessons_trained.py and lessons_scaling.py hold the rest, experiments/lessons.py the command line.
 
 A guess is one of:
     ("number",)                         one number
@@ -48,25 +44,18 @@ class Lesson:
     title: str        # one line
     question: str     # what the learner is asked, a few lines: a template whose slots ({vocab}, ...) words() fills
     guess: tuple      # what the learner enters first: one of the kinds the module lists
-    answer: Callable  # answer(lab) -> dict {"value": the computed answer (number, pair or choice),
-                      #   "shown": lines of text showing it, "bounds": how exact it is (e.g. "exact", "+-0.01")};
-                      #   its lines are templates (shows) where it has them, the page fills the same
+    answer: Callable  # answer(lab) -> {"value": the answer, "shown": its lines, "bounds": how exact} (shows)
     judge: Callable   # judge(guess_value, answer_dict) -> "right" / "close" / "off", in words a learner reads
     explain: str      # a short explanation, a few lines: a template, as the question
     source: str       # where the lab makes it so: "model.py: layernorm_forward" (file and function names)
-    slots: dict = field(default_factory=dict)  # the values of the slots of its own runs ({steps}, ...) here; the
-    # page fills them with its own runs' (explorer/lessons.js)
-    trains: dict | None = None  # a lesson whose page trains as it does: its run's settings (train.py's steps, batch,
-    # lr, eval_every, seed), which are slots of its words too
-    numbers: dict = field(default_factory=dict)  # the constants its answer reads (the page's copy reads them from the
-    # export: page_words)
+    slots: dict = field(default_factory=dict)  # its own runs' values of its words' slots ({steps}, ...)
+    trains: dict | None = None  # the settings of the run its page trains too (train.py's), slots of its words too
+    numbers: dict = field(default_factory=dict)  # the constants its answer reads, for the page's copy (page_words)
 
 
 def shows(*templates, bounds):
-    """An answer function whose lines are templates: the function it makes of values(lab, ...), which returns
-    {"value", "slots", ...}, returns the same with "shown" and "bounds" for "slots": each line a template filled with
-    the slots by str.format, and bounds (how exact it is) a template filled so too. The page fills the same
-    templates (page_words, explorer/lessons.js's fill) with its own values.
+    """An answer of template lines: values(lab, ...) returns {"value", "slots", ...}, and the answer the same with
+    "shown" and "bounds" for "slots", filled by fill_lines (the page fills the same: explorer/lessons.js).
 
     >>> answer = shows("loss {loss:.4f} over {n} tokens", bounds="exact, {n} tokens")(
     ...     lambda lab: {"value": 1, "slots": {"loss": 4.56, "n": 3}})
@@ -85,9 +74,8 @@ def shows(*templates, bounds):
 
 
 def each(slot, **cases):
-    """A template of one line per item of the list that the answer's slot holds: each item a dict of its own slots,
-    with "case" naming its template where there are several. The item's line is filled with the answer's slots
-    and its own.
+    """A template of one line per item of the answer's list slot: each item a dict of its own slots, with "case"
+    naming its template where there are several.
 
     >>> fill_lines([each("steps", line="  h = {h:.0e}")], {"steps": [{"h": 0.01}, {"h": 0.001}]})
     ['  h = 1e-02', '  h = 1e-03']
@@ -170,10 +158,8 @@ def words(lesson, lab):
 
 
 def page_words(lesson):
-    """What the page gets of a lesson (explore.py's export, data/lessons.json): its words, the question, the
-    explanation, the answer's lines (shown) and how exact it is (bounds), where it has them (shows), as templates whose
-    slots the page fills with the numbers of the model and the runs it has and of its answer, what to type for its
-    guess, and its judge (name and numbers, for the page's copy of it) with its rule.
+    """What the page gets of a lesson (explore.py's export, data/lessons.json): its words and answer lines as the
+    templates the page fills, its guess, and its judge (spec, for the page's copy, and rule).
 
     >>> page_words(INIT_LOSS)["judge"], page_words(INIT_LOSS)["rule"]
     (['Within', 0.05, 0.5], 'right within 0.05 of the answer, close within 0.5')
@@ -191,21 +177,17 @@ def page_words(lesson):
 
 
 def build_lab(ckpt_path=None):
-    """The namespace the answers read: params (model.py's dict of lists), config (a ModelConfig), tokenizer (a
-    bpe.Tokenizer), ckpt_path (None for the seed's weights, model.init_params(96, 16, 64, 64, 3)) and write (where a
-    lesson that trains writes its progress: print, until ask sets its own). A checkpoint that is missing or bad is a
-    ValueError that names it.
+    """The namespace the answers read: params (model.py's), config, tokenizer, ckpt_path (None for the seed's
+    weights, SEED) and write (where a lesson that trains writes its progress; ask sets it). A missing or bad
+    checkpoint is a ValueError that names it.
 
     >>> lab = build_lab()
     >>> lab.config == ModelConfig(96, 16, 64, 64), lab.ckpt_path, model.count_params(lab.params)
     (True, None, 7440)
     """
     if ckpt_path is None:
-        tokenizer = bpe.Tokenizer.load(TOKENIZER_FILE)
-        vocab, d, hidden, max_len, seed = SEED
-        return SimpleNamespace(params=model.init_params(vocab, d, hidden, max_len, seed),
-                               config=ModelConfig(vocab, d, hidden, max_len), tokenizer=tokenizer, ckpt_path=None,
-                               write=print)
+        return SimpleNamespace(params=model.init_params(*SEED), config=ModelConfig(*SEED[:4]),
+                               tokenizer=bpe.Tokenizer.load(TOKENIZER_FILE), ckpt_path=None, write=print)
     ckpt = checkpoint.load_checkpoint(checkpoint.named_checkpoint(ckpt_path, ", or leave out --ckpt for the seed's"
                                                                              " weights"))
     tokenizer = checkpoint.tokenizer_of(ckpt, TOKENIZER_FILE, str(ckpt_path))
@@ -214,9 +196,7 @@ def build_lab(ckpt_path=None):
 
 
 def shipped_tokenizer(lab):
-    """Whether the lab's tokenizer is the shipped one (tokenizer.json, learned from corpus.txt), so that its model
-    reads the stories as the seed and the runs trained on them do: a checkpoint trained on a text of its own has a
-    tokenizer of that text.
+    """Whether the lab's tokenizer is the shipped one (learned from corpus.txt), not that of a text of its own.
 
     >>> shipped_tokenizer(build_lab())
     True
@@ -332,15 +312,13 @@ def parse_guess(guess, text):
         if kind == "range" and low > high:
             raise ValueError(f"{text!r}: low {low:g} is above high {high:g}; expected {describe_guess(guess)}")
         return low, high
-    if kind == "choice":
-        choices = guess[1]
-        if text.isdigit() and 1 <= int(text) <= len(choices):
-            return choices[int(text) - 1]
-        for choice in choices:
-            if text.lower() == choice.lower():
-                return choice
-        raise ValueError(f"{text!r} is not one of the choices; expected 1 to {len(choices)}, or the words of one")
-    raise ValueError(f"guess kind {kind!r}: expected number, range, pair or choice")
+    choices = guess[1]  # (a choice: describe_guess knows no other kind)
+    if text.isdigit() and 1 <= int(text) <= len(choices):
+        return choices[int(text) - 1]
+    for choice in choices:
+        if text.lower() == choice.lower():
+            return choice
+    raise ValueError(f"{text!r} is not one of the choices; expected 1 to {len(choices)}, or the words of one")
 
 
 def show(value):
@@ -775,7 +753,6 @@ def finite_difference_answer(lab):
             up = model.sequence_loss(params, x, y, positions)
             row[j] = saved - h
             down = model.sequence_loss(params, x, y, positions)
-            row[j] = saved
             central = (up - down) / (2 * h)
             errors.append(abs(central - grad))
             at.append({"h": h, "central": central, "error": errors[-1]})
@@ -1084,10 +1061,8 @@ def imported_lessons(name, what, packages):
 
 
 def numpy_lessons():
-    """(the lessons after the ten, why some are left out, or None): the three that train, of
-    experiments/lessons_trained.py (NumPy), then the scaling lesson of experiments/lessons_scaling.py, which needs
-    SciPy too, each as imported_lessons finds them. The path keeps its order, so the scaling lesson comes only after
-    the three (without NumPy, neither imports)."""
+    """(the lessons after the ten, why some are left out, or None): the three that train, then the scaling lesson
+    (which needs SciPy too): without NumPy, neither imports, and the path keeps its order."""
     trained, why = imported_lessons("experiments.lessons_trained", "the lessons that train are", ("numpy",))
     if why:
         return [], f"{why} (and the scaling lesson after them)"
@@ -1129,10 +1104,8 @@ def answer_lines(answer):
 
 
 def ask(lesson, lab, read=input, write=print):
-    """Go through one lesson: write its question, read a guess until one parses, compute the answer from lab, write
-    the guess against it with the judge's verdict, the explanation and the source. Returns {"key", "guess", "value",
-    "verdict"}, or {"key", "skipped": why} for a lesson this lab cannot answer, or None when the learner stops (q,
-    or the end of input).
+    """Go through one lesson: question, guess, the answer computed from lab, the verdict, the explanation and the
+    source. Returns {"key", "guess", "value", "verdict"}, or {"key", "skipped": why}, or None when the learner stops.
 
     >>> said = []
     >>> ask(TOKENS, build_lab(), read=lambda prompt: "4", write=said.append)["verdict"]
