@@ -46,7 +46,7 @@ def refused(path, *phrases, reads=(), judge=None):
 
 
 @POSIX
-def test_a_path_that_cannot_be_a_file_of_the_run_is_refused_and_left_as_it_is(tmp_path):
+def test_a_path_that_cannot_be_a_file_of_the_run_is_refused_and_left_as_it_is(tmp_path, monkeypatch):
     (tmp_path / "notes.txt").write_text("mine\n", encoding="utf-8")
     os.mkfifo(tmp_path / "fifo")
     (tmp_path / "to-fifo").symlink_to("fifo")
@@ -72,13 +72,11 @@ def test_a_path_that_cannot_be_a_file_of_the_run_is_refused_and_left_as_it_is(tm
     except (OSError, AttributeError):
         pass
     before = kinds_under(tmp_path)
-    cwd = os.getcwd()
-    os.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)
     try:
         for path, *phrases in cases:  # before: a FIFO, a device, a link replaced; folders made through a link
             refused(path, *phrases, judge=lambda target: pytest.fail(f"{target} was judged"))
     finally:
-        os.chdir(cwd)
         server.close()
     assert kinds_under(tmp_path) == before and not (tmp_path / "elsewhere").exists()
 

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from checkpoint_edits import edited, set_meta
 from hypothesis import given, settings, strategies as st
 from run_helpers import ROOT, PRIVACY, files_under, own_text, privacy_id, ran, run
 
@@ -255,15 +256,12 @@ def test_a_wrong_tokenizer_is_refused(run_dir, tmp_path, capsys, monkeypatch):
     assert proc.returncode == 2 and "token IDs would mean different things" in proc.stderr, proc.stderr
     assert copy.read_bytes() == path.read_bytes()
     # a checkpoint whose carried tokenizer was replaced
-    tensors, metadata = checkpoint.decode(path.read_bytes())
-    metadata.pop(checkpoint.DATA_HASH_KEY)
-    metadata[checkpoint.TOKENIZER_KEY] = other.read_text(encoding="utf-8")
-    copy.write_bytes(checkpoint.encode(tensors, metadata))
+    carried = set_meta(checkpoint.TOKENIZER_KEY, other.read_text(encoding="utf-8"))
+    copy.write_bytes(edited(path.read_bytes(), carried)())
     proc = ran("sample.py", capsys, "--ckpt", copy)
     assert proc.returncode == 2 and "does not have the SHA-256 recorded" in proc.stderr, proc.stderr
     # and one that records the other tokenizer's hash too: its size is not the model's
-    metadata["tokenizer_sha256"] = checkpoint.sha256_file(other)
-    copy.write_bytes(checkpoint.encode(tensors, metadata))
+    copy.write_bytes(edited(path.read_bytes(), carried, set_meta("tokenizer_sha256", checkpoint.sha256_file(other)))())
     proc = ran("sample.py", capsys, "--ckpt", copy)
     assert proc.returncode == 2 and "its tokenizer has 101 tokens, but the model's vocabulary is 100" in proc.stderr
 

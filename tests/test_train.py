@@ -15,7 +15,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from checkpoint_edits import edited, version_2
+from checkpoint_edits import edited, meta_json_edit, version_2
 from run_helpers import ROOT, ran
 
 from oneblock import checkpoint, training
@@ -277,13 +277,9 @@ def test_a_checkpoint_from_before_the_schemes_still_resumes_and_samples(tmp_path
     positions true or false."""
     out = tmp_path / "old.safetensors"
     run_train(out, "--steps", "20", "--no-positions")
-    tensors, meta = checkpoint.decode(out.read_bytes())
-    meta.pop(checkpoint.DATA_HASH_KEY)
-    config, training = json.loads(meta["config"]), json.loads(meta["training"])
-    assert config.pop("positions") == "none"  # (--no-positions)
-    training["positions"] = False
-    meta["config"], meta["training"] = json.dumps(config), json.dumps(training)
-    out.write_bytes(checkpoint.encode(tensors, meta))
+    assert json.loads(checkpoint.decode(out.read_bytes())[1]["config"])["positions"] == "none"  # (--no-positions)
+    out.write_bytes(edited(out.read_bytes(), meta_json_edit("config", lambda config: config.pop("positions")),
+                           meta_json_edit("training", lambda training: training.update(positions=False)))())
     proc = run_train(out, "--steps", "20", "--no-positions", "--resume")
     assert f"resuming {out} at step 20" in proc.stdout
     for backend in ("python", "numpy"):
