@@ -422,14 +422,11 @@ def test_the_second_block_summary_reads_one_block_at_the_step_two_blocks_passed(
     def answer(worker, step, accuracy):
         page.evaluate(ANSWER, [worker, step, accuracy])
 
-    def summary_says(words):
-        return wait_text(page, "#depth-summary", words)
-
     one, two = start()
     answer(one, 25, 0.2)
     answer(one, 50, 0.3)  # one block is ahead
     answer(two, 25, 0.95)
-    said = summary_says("Two blocks passed 90% copy accuracy at step 25")
+    said = wait_text(page, "#depth-summary", "Two blocks passed 90% copy accuracy at step 25")
     assert "while one block was at 20.0% at that step." in said, said
     assert page.evaluate(f"() => {exp}.runs.depth.passed.one_block") == 0.2
 
@@ -439,11 +436,11 @@ def test_the_second_block_summary_reads_one_block_at_the_step_two_blocks_passed(
         answer(two, step, accuracy)
     answer(one, 25, 0.2)
     answer(one, 50, 0.22)  # one block is behind
-    said = summary_says("Two blocks passed 90% copy accuracy at step 75")
+    said = wait_text(page, "#depth-summary", "Two blocks passed 90% copy accuracy at step 75")
     assert said.endswith("; one block has not yet reached step 75."), said
     answer(one, 75, 0.25)
     answer(one, 100, 0.4)
-    said = summary_says("while one block")
+    said = wait_text(page, "#depth-summary", "while one block")
     assert said.endswith("while one block was at 25.0% at that step."), said
     passed = page.evaluate(f"() => {exp}.runs.depth.passed")
     assert (passed["step"], passed["one_block"]) == (75, 0.25), passed
