@@ -300,10 +300,6 @@ def test_the_server_binds_127_0_0_1_only_and_its_real_idle_timeout_is_sane(serve
 # The Host header: only this server's own names, with its port (DNS rebinding)
 
 
-FILES = ["/index.html", "/page.js", "/data/manifest.json", "/alias.js", "/sub/", "/sub", "/data/", "/no-such.js",
-         "/leak.txt"]  # files, folders, a link in and a link out, and nothing at all: one answer for all of them
-
-
 def test_a_host_that_names_another_server_is_421_and_nothing_of_the_folder(server):
     """Every foreign Host a page elsewhere on the web (or a proxy) could send (the bare name means port 80) is 421
     before the path is looked at: the same reply whatever the path names, so that not even which files exist is told."""
@@ -314,7 +310,8 @@ def test_a_host_that_names_another_server_is_421_and_nothing_of_the_folder(serve
                  b"[::ffff:127.0.0.1]:%d" % port, b"localhost:%d0" % port, b"localhost:0%d0" % port,
                  b"localhost:99999999", b"localhost:"]:
         replies = set()
-        for path in FILES:
+        for path in ["/index.html", "/page.js", "/data/manifest.json", "/alias.js", "/sub/", "/sub", "/data/",
+                     "/no-such.js", "/leak.txt"]:  # files, folders, a link in and out, nothing: one answer for all
             reply, log = server.get(path, host=host)
             assert status(reply) == 421, (host, path, reply[:200])
             assert PAGE.encode() not in reply and MODULE.encode() not in reply and b"format" not in reply

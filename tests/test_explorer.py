@@ -45,13 +45,6 @@ def train(out, *flags):
 
 
 @pytest.fixture(scope="module")
-def trained_ckpt(tmp_path_factory):
-    """A float32 checkpoint after 300 steps of train.py (good enough to write story-like text)."""
-    return train(tmp_path_factory.mktemp("explorer-ckpt") / "ckpt.safetensors", "--steps", "300", "--batch", "8",
-                 "--val-stories", "20", "--eval-every", "300")
-
-
-@pytest.fixture(scope="module")
 def own_ckpt(tmp_path_factory):
     """A checkpoint after 300 steps of train.py --data on a few KB of own_text (notes.txt beside it, by its full
     path), seq-len 32, a tokenizer of 100 tokens trained on it."""
@@ -74,18 +67,18 @@ KINDS = {  # train.py's flags -> a kind of checkpoint it writes (besides the fix
     "deep-none-float64": ["--blocks", "3", "--heads", "4", "--positions", "none", "--dtype", "float64"],
     "torch-rope": ["--backend", "torch", "--device", "cpu", "--blocks", "2", "--positions", "rope"],
 }
-HAS_TORCH = importlib.util.find_spec("torch") is not None
 
 
 @pytest.fixture(scope="module")
-def sites(tmp_path_factory, trained_ckpt, own_ckpt, grown_ckpt):
-    """A folder holding the page five times: init/ (no checkpoint), trained/, broken-worker/, own-text/ and
-    grown/."""
+def sites(tmp_path_factory, own_ckpt, grown_ckpt):
+    """A folder holding the page five times: init/ (no checkpoint), trained/ (a float32 checkpoint after 300 steps
+    of train.py, good enough to write story-like text), broken-worker/, own-text/ and grown/."""
     root = tmp_path_factory.mktemp("explorer-sites")
     export.export_site(root / "init", *export.read_weights(root / "no-such.safetensors", explicit=False))
-    export.export_site(root / "trained", *export.read_weights(trained_ckpt, explicit=True))
-    export.export_site(root / "own-text", *export.read_weights(own_ckpt, explicit=True))
-    export.export_site(root / "grown", *export.read_weights(grown_ckpt, explicit=True))
+    trained = train(tmp_path_factory.mktemp("explorer-ckpt") / "ckpt.safetensors", "--steps", "300", "--batch", "8",
+                    "--val-stories", "20", "--eval-every", "300")
+    for name, ckpt in (("trained", trained), ("own-text", own_ckpt), ("grown", grown_ckpt)):
+        export.export_site(root / name, *export.read_weights(ckpt, explicit=True))
     shutil.copytree(root / "init", root / "broken-worker")
     (root / "broken-worker" / "worker.js").write_text('throw new Error("a worker that fails on purpose");\n')
     return root
@@ -121,17 +114,16 @@ def page_url(base_url):
 
 
 def test_js_tokenizer_gives_bpe_py_ids_on_every_corpus_line_and_the_same_errors(reader):
-    page = reader
     lines = (ROOT / "corpus.txt").read_text(encoding="utf-8").splitlines()
-    got = page.evaluate("(lines) => lines.map((l) => explorer.state.tok.encode(l + '\\n'))", lines)
+    got = reader.evaluate("(lines) => lines.map((l) => explorer.state.tok.encode(l + '\\n'))", lines)
     want = [TOK.encode(line + "\n") for line in lines]
     assert len(got) == 3000 and got == want
 
     # SPEC section 2's tokenisations
-    tokens = page.evaluate("(texts) => { const {tok} = explorer.state; return texts.map((t) => tok.encode(t)"
-                           ".map((i) => tok.vocab[i])); }",
-                           [ORDER_A, ORDER_B, "mia has a red ball.", "mia has a red hat.",
-                            lines[0] + "\n"])
+    tokens = reader.evaluate("(texts) => { const {tok} = explorer.state; return texts.map((t) => tok.encode(t)"
+                             ".map((i) => tok.vocab[i])); }",
+                             [ORDER_A, ORDER_B, "mia has a red ball.", "mia has a red hat.",
+                              lines[0] + "\n"])
     assert tokens[0] == ["n", "ow", " mia", " gives", " the", " hat", " to", " leo", "."]
     assert tokens[1] == ["n", "ow", " leo", " gives", " the", " hat", " to", " mia", "."]
     assert tokens[2][:4] == tokens[3][:4] and tokens[2][4] != tokens[3][4]
@@ -139,8 +131,8 @@ def test_js_tokenizer_gives_bpe_py_ids_on_every_corpus_line_and_the_same_errors(
 
     bad = ["Mia has a hat", "it's", "a\tb", "x\x00y", "\u200b", "é", "\U0001F600 ok", '"', "a\\b", "mia\r\n", "\x7f",
            "\xa0", "ok \u2028", "\U000e0001", "A'\""]
-    messages = page.evaluate("(texts) => texts.map((t) => { try { explorer.state.tok.encode(t); return null; }"
-                             " catch (e) { return e.message; } })", bad)
+    messages = reader.evaluate("(texts) => texts.map((t) => { try { explorer.state.tok.encode(t); return null; }"
+                               " catch (e) { return e.message; } })", bad)
     for text, message in zip(bad, messages):
         with pytest.raises(ValueError) as err:
             TOK.encode(text)
@@ -202,8 +194,7 @@ TRICKS_AGREE = """() => {
 def test_the_tricks_of_fast_js_add_in_the_order_of_the_plain_lines_they_replace(reader):
     """Each trick gives its plain line's numbers to the last bit, at the edges too (sizes not a multiple of its
     blocking), and a window through the pool gives what fresh matrices give."""
-    page = reader
-    results = page.evaluate(TRICKS_AGREE)
+    results = reader.evaluate(TRICKS_AGREE)
     assert [r for r in results if not r[-1]] == []
     assert {r[0] for r in results} == {"products", "rows_dots", "weighted_rows", "pool"}
     assert results[-1][2] > 100  # the pool holds the matrices of a pass
@@ -282,7 +273,7 @@ def test_explore_py_and_the_load_button_read_every_kind_of_checkpoint_train_py_w
 
     kinds = [train(tmp_path / f"{kind}.safetensors", "--steps", "5", "--batch", "2", "--val-stories", "20",
                    "--eval-every", "5", *flags)  # 5 steps each, the torch kind only where PyTorch is
-             for kind, flags in KINDS.items() if HAS_TORCH or not kind.startswith("torch")]
+             for kind, flags in KINDS.items() if not kind.startswith("torch") or importlib.util.find_spec("torch")]
     page = open_page()
     words, heatmap = POSITION_PANEL["learned"]
     assert words in page.inner_text("#position-note") and shown(page, "#position-similarity") == heatmap
@@ -328,18 +319,17 @@ def test_induction_js_draws_and_measures_as_experiments_induction_does(reader):
     accuracy and per-head induction and previous-token scores of a 2 x 2 model, within 1e-12 relative."""
     from experiments import induction
 
-    page = reader
     ids, targets, periods = induction.periodic(random.Random(1002), 30)
-    js = page.evaluate("() => explorer.modules.induction.periodic(new explorer.modules.random.Random(1002), 30)")
+    js = reader.evaluate("() => explorer.modules.induction.periodic(new explorer.modules.random.Random(1002), 30)")
     assert js == {"ids": ids.tolist(), "targets": targets.tolist(), "periods": periods.tolist()}
 
     config = ModelConfig(96, 16, 64, 64, blocks=2, heads=2)
     params = spread_params(config, seed=7)
     want, want_scores = induction.induction_measures(params, config, (ids, targets, periods))
     lists = {name: t.tolist() for name, t in params.items()}
-    got = page.evaluate("([lists, fields, set]) => { const {induction, model} = explorer.modules;"
-                        " const {weights, ...m} = induction.induction_measures(model.from_lists(lists),"
-                        " model.model_config(fields), set); return m; }", [lists, dataclasses.asdict(config), js])
+    got = reader.evaluate("([lists, fields, set]) => { const {induction, model} = explorer.modules;"
+                          " const {weights, ...m} = induction.induction_measures(model.from_lists(lists),"
+                          " model.model_config(fields), set); return m; }", [lists, dataclasses.asdict(config), js])
     for key, value in want.items():
         assert got[key] == pytest.approx(value, rel=1e-12, abs=0), key
     for block, want_block in zip(got["scores"], want_scores, strict=True):
@@ -352,39 +342,38 @@ def test_the_positions_experiment_reads_every_scheme_past_position_64(reader):
     in the same words), and a short run of the panel trains the four schemes and shows each one's loss out to 128."""
     from experiments import positions
 
-    page = reader
     stories = data.load_data(TOK, VAL_STORIES, 64)[1]  # the held-out stories, as texts
     inputs, targets = positions.windows(TOK, stories, positions.WINDOW)  # (W, 128) each
-    assert page.evaluate("() => explorer.modules.positions.windows(explorer.state.tok.encode('\\n' +"
-                         " explorer.state.split.val.map((s) => s + '\\n').join(''))).inputs.length") == len(inputs)
+    assert reader.evaluate("() => explorer.modules.positions.windows(explorer.state.tok.encode('\\n' +"
+                           " explorer.state.split.val.map((s) => s + '\\n').join(''))).inputs.length") == len(inputs)
     params = spread_params(SERIES, seed=11)
     lists = {name: t.tolist() for name, t in params.items()}
     for scheme in SCHEMES:
         config = ModelConfig(96, 16, 64, 64, positions=scheme)
         want, refusal = positions.loss_by_position(params, config, inputs[:6], targets[:6])
         fields = dataclasses.asdict(config)
-        got = page.evaluate("([lists, fields, x, y]) => { const {positions, model} = explorer.modules;"
-                            " return positions.loss_by_position(model.from_lists(lists), model.model_config(fields),"
-                            " x, y); }", [lists, fields, inputs[:6].tolist(), targets[:6].tolist()])
+        got = reader.evaluate("([lists, fields, x, y]) => { const {positions, model} = explorer.modules;"
+                              " return positions.loss_by_position(model.from_lists(lists), model.model_config(fields),"
+                              " x, y); }", [lists, fields, inputs[:6].tolist(), targets[:6].tolist()])
         assert rel_err(got["losses"], want) <= 1e-12 and got["refusal"] == refusal, scheme
         assert len(got["losses"]) == (64 if scheme == "learned" else 128)
 
-    page.fill("#positions-steps", "40")
-    page.click("#positions-start")
-    page.wait_for_function("explorer.modules.experiments.runs.positions?.ended === true", timeout=600_000,
-                           polling=1000)
-    models = page.evaluate("() => explorer.modules.experiments.runs.positions.models.map((m) => ({scheme: m.scheme,"
-                           " done: m.done, vals: m.vals, losses: m.by_position.losses,"
-                           " refusal: m.by_position.refusal}))")
+    reader.fill("#positions-steps", "40")
+    reader.click("#positions-start")
+    reader.wait_for_function("explorer.modules.experiments.runs.positions?.ended === true", timeout=600_000,
+                             polling=1000)
+    models = reader.evaluate("() => explorer.modules.experiments.runs.positions.models.map((m) => ({scheme: m.scheme,"
+                             " done: m.done, vals: m.vals, losses: m.by_position.losses,"
+                             " refusal: m.by_position.refusal}))")
     assert [m["scheme"] for m in models] == list(SCHEMES) and all(m["done"] for m in models)
     for m in models:
         assert [v[0] for v in m["vals"]] == [0, 40] and m["vals"][1][1] < m["vals"][0][1] - 0.5, m["scheme"]
         assert len(m["losses"]) == (64 if m["scheme"] == "learned" else 128)
         assert (m["refusal"] is not None) == (m["scheme"] == "learned")
-    rows = {row.split("\t")[0]: row.split("\t") for row in page.inner_text("#positions-table tbody").splitlines()}
+    rows = {row.split("\t")[0]: row.split("\t") for row in reader.inner_text("#positions-table tbody").splitlines()}
     assert sorted(rows) == sorted(SCHEMES) and rows["learned"][4] == "cannot read them"
     assert all(float(rows[scheme][4]) > 0 for scheme in ("none", "sinusoidal", "rope"))
-    assert "learned has no row past 63" in page.inner_text("#positions-note")
+    assert "learned has no row past 63" in reader.inner_text("#positions-note")
 
 
 # workers that train nothing: each keeps what the page sends it, and the test answers for it (window.fake_workers)
@@ -433,14 +422,11 @@ def test_the_second_block_summary_reads_one_block_at_the_step_two_blocks_passed(
     def answer(worker, step, accuracy):
         page.evaluate(ANSWER, [worker, step, accuracy])
 
-    def summary_says(words):
-        return wait_text(page, "#depth-summary", words)
-
     one, two = start()
     answer(one, 25, 0.2)
     answer(one, 50, 0.3)  # one block is ahead
     answer(two, 25, 0.95)
-    said = summary_says("Two blocks passed 90% copy accuracy at step 25")
+    said = wait_text(page, "#depth-summary", "Two blocks passed 90% copy accuracy at step 25")
     assert "while one block was at 20.0% at that step." in said, said
     assert page.evaluate(f"() => {exp}.runs.depth.passed.one_block") == 0.2
 
@@ -450,11 +436,11 @@ def test_the_second_block_summary_reads_one_block_at_the_step_two_blocks_passed(
         answer(two, step, accuracy)
     answer(one, 25, 0.2)
     answer(one, 50, 0.22)  # one block is behind
-    said = summary_says("Two blocks passed 90% copy accuracy at step 75")
+    said = wait_text(page, "#depth-summary", "Two blocks passed 90% copy accuracy at step 75")
     assert said.endswith("; one block has not yet reached step 75."), said
     answer(one, 75, 0.25)
     answer(one, 100, 0.4)
-    said = summary_says("while one block")
+    said = wait_text(page, "#depth-summary", "while one block")
     assert said.endswith("while one block was at 25.0% at that step."), said
     passed = page.evaluate(f"() => {exp}.runs.depth.passed")
     assert (passed["step"], passed["one_block"]) == (75, 0.25), passed
@@ -486,10 +472,9 @@ def test_30_js_training_steps_match_train_pys_numpy_path(reader):
     norms = [norm for _, norm in steps]
     assert min(norms) < s.clip < max(norms)  # both branches of the clipping are taken
 
-    page = reader
     settings = {"lr": s.lr, "min_lr": s.min_lr, "warmup": s.warmup, "steps": s.steps, "beta1": s.beta1,
                 "beta2": s.beta2, "eps": s.eps, "clip": s.clip, "positions": "learned", "heads": 1}
-    js_steps, js_params = page.evaluate(STEPS, [windows, settings])
+    js_steps, js_params = reader.evaluate(STEPS, [windows, settings])
     for (loss, norm), js in zip(steps, js_steps):
         assert js["loss"] == pytest.approx(loss, rel=1e-12) and js["norm"] == pytest.approx(norm, rel=1e-12)
     param_errors = {name: rel_err(js_params[name], state["params"][name]) for name in model.PARAM_SHAPES}
@@ -499,14 +484,15 @@ def test_30_js_training_steps_match_train_pys_numpy_path(reader):
 
     # the page's sampler draws train.py's windows, and its initial weights are model.init_params' to the last bit
     # or two (V8's cos, sin and log round a few results differently from the C library's)
-    js_windows = page.evaluate("([ids, s]) => { const r = new explorer.modules.random.Random(3), stream = Int32Array"
-                               ".from(ids); return Array.from({length: 30}, () => explorer.modules.train.draw_windows("
-                               "r, stream, s)); }", [stream, {"seq_len": s.seq_len, "batch": s.batch}])
+    js_windows = reader.evaluate("([ids, s]) => { const r = new explorer.modules.random.Random(3), stream = Int32Array"
+                                 ".from(ids); return Array.from({length: 30}, () =>"
+                                 " explorer.modules.train.draw_windows(r, stream, s)); }",
+                                 [stream, {"seq_len": s.seq_len, "batch": s.batch}])
     assert js_windows == windows
-    js_init = page.evaluate("(fields) => { const {model} = explorer.modules;"
-                            " return Object.values(model.init_params(model.model_config(fields), 3))"
-                            ".map((t) => Array.from(t instanceof Float64Array ? t : t.data)); }",
-                            dataclasses.asdict(SERIES))
+    js_init = reader.evaluate("(fields) => { const {model} = explorer.modules;"
+                              " return Object.values(model.init_params(model.model_config(fields), 3))"
+                              ".map((t) => Array.from(t instanceof Float64Array ? t : t.data)); }",
+                              dataclasses.asdict(SERIES))
     want = np.concatenate([np.ravel(t) for t in model.init_params(96, 16, 64, 64, 3).values()])
     got = np.concatenate([np.asarray(t, dtype=np.float64) for t in js_init])
     assert np.all(np.abs(got - want) <= 2 * np.spacing(np.abs(want)))
@@ -590,33 +576,32 @@ def outline_box(page):
 def test_the_attention_outline_follows_the_hovered_row_and_returns_to_the_chosen_one(reader):
     """Where the rows lie is read from the pixels of the first outline (a row's outline is one cell and 2 pixels of
     line each side tall). (Before, the outline stayed on the chosen row while the readout followed the mouse.)"""
-    page = reader
-    rows = int(page.get_attribute("#attention-maps canvas", "data-rows"))
+    rows = int(reader.get_attribute("#attention-maps canvas", "data-rows"))
     chosen = rows - 1
-    assert rows > 8 and f"Position {chosen} " in page.inner_text("#attention-readout")
-    first = outline_box(page)
+    assert rows > 8 and f"Position {chosen} " in reader.inner_text("#attention-readout")
+    first = outline_box(reader)
     assert first is not None
     cell = first["y1"] - first["y0"] - 4
     top = first["y0"] + 2 - chosen * cell  # the first row's top edge
     assert cell >= 9, first
-    page.locator("#attention-maps canvas").scroll_into_view_if_needed()
-    rect = page.locator("#attention-maps canvas").bounding_box()
+    reader.locator("#attention-maps canvas").scroll_into_view_if_needed()
+    rect = reader.locator("#attention-maps canvas").bounding_box()
 
     def around(row):
         """The outline's box around row, in the first one's columns."""
         return {**first, "y0": top + row * cell - 2, "y1": top + (row + 1) * cell + 2}
 
     for row in (2, 5):
-        page.mouse.move(rect["x"] + first["x0"] + 2 + cell / 2, rect["y"] + top + (row + 0.5) * cell)
-        page.wait_for_function("(n) => document.querySelector('#attention-readout').textContent.startsWith(n)",
-                               arg=f"Position {row} ")
-        assert outline_box(page) == around(row), f"the outline is not around the hovered row {row}"
-        assert page.get_attribute("#attention-maps canvas", "data-highlight") == str(row)
-    page.mouse.move(5, 5)  # off the map
-    page.wait_for_function("(n) => document.querySelector('#attention-readout').textContent.startsWith(n)",
-                           arg=f"Position {chosen} ")
-    assert outline_box(page) == first == around(chosen)
-    assert page.get_attribute("#attention-maps canvas", "data-highlight") == str(chosen)
+        reader.mouse.move(rect["x"] + first["x0"] + 2 + cell / 2, rect["y"] + top + (row + 0.5) * cell)
+        reader.wait_for_function("(n) => document.querySelector('#attention-readout').textContent.startsWith(n)",
+                                 arg=f"Position {row} ")
+        assert outline_box(reader) == around(row), f"the outline is not around the hovered row {row}"
+        assert reader.get_attribute("#attention-maps canvas", "data-highlight") == str(row)
+    reader.mouse.move(5, 5)  # off the map
+    reader.wait_for_function("(n) => document.querySelector('#attention-readout').textContent.startsWith(n)",
+                             arg=f"Position {chosen} ")
+    assert outline_box(reader) == first == around(chosen)
+    assert reader.get_attribute("#attention-maps canvas", "data-highlight") == str(chosen)
 
 
 def test_fifty_steps_in_the_worker_lower_the_loss_draw_the_curve_and_move_the_panels(open_page):
